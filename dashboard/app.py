@@ -1,0 +1,60 @@
+"""mlaperf dashboard entry point: ``streamlit run dashboard/app.py`` (or ``mlaperf dashboard``).
+
+The store URL comes from env ``MLAPERF_DB`` (``--db``), write access from ``MLAPERF_DASHBOARD_WRITABLE``
+(``--writable``), the repository link from ``MLAPERF_REPO_URL`` or the sidebar.
+"""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from dashboard import data, store, widgets
+
+st.set_page_config(page_title="mlaperf", page_icon=":material/speed:", layout="wide")
+
+PAGES = [
+    st.Page("pages/overview.py", title="Overview", icon=":material/dashboard:", default=True),
+    st.Page("pages/throughput.py", title="Throughput vs concurrency", icon=":material/speed:"),
+    st.Page("pages/history.py", title="History", icon=":material/timeline:"),
+    st.Page("pages/regressions.py", title="Regressions", icon=":material/warning:"),
+    st.Page("pages/compare.py", title="Compare commits", icon=":material/compare_arrows:"),
+    st.Page("pages/efficiency.py", title="Efficiency", icon=":material/bolt:"),
+]
+
+page = st.navigation(PAGES)
+url = store.store_url()
+st.session_state["_url"] = url
+st.session_state["_writable"] = store.writable()
+
+with st.sidebar:
+    st.caption(f"Store: `{store.redact(url)}` ({'writable' if store.writable() else 'read-only'})")
+    if st.button("Reload data", help="Drop cached queries (they refresh every few minutes anyway)"):
+        data.clear_all()
+
+if not widgets.store_gate(url):
+    st.stop()
+
+machines = data.machines(url)
+# GPU machines first: CPU smoke-tier machines (gpu_name "none") are rarely what one wants to see.
+gpu = machines.get("gpu_name")
+has_gpu = gpu.fillna("none").astype(str).str.lower().ne("none") if gpu is not None else False
+ordered = list(machines[has_gpu]["name"]) + list(machines[~has_gpu]["name"]) if gpu is not None \
+    else list(machines["name"])
+if st.session_state.get("machine") not in ordered:
+    wanted = st.query_params.get("machine")
+    st.session_state["machine"] = wanted if wanted in ordered else ordered[0]
+gpu_of = dict(zip(machines["name"], machines["gpu_name"] if gpu is not None else [None] * len(machines),
+                  strict=True))
+
+with st.sidebar:
+    st.selectbox(
+        "Machine", ordered, key="machine",
+        format_func=lambda m: f"{m} ({gpu_of[m]})" if gpu_of.get(m) and str(gpu_of[m]) != "none" else m,
+    )
+    st.text_input(
+        "Repository URL", value=store.repo_url(), key="repo_url",
+        help="Commits link to <URL>/commit/<sha> (GitHub/GitLab style); default from env MLAPERF_REPO_URL.",
+    )
+st.query_params["machine"] = st.session_state["machine"]
+
+page.run()

@@ -1,0 +1,138 @@
+"""``mlaperf dashboard``: check the store, then serve the Streamlit app headless."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+from sqlalchemy.engine import make_url
+
+from dashboard import store
+
+APP = Path(__file__).with_name("app.py")
+DEFAULT_PORT = 8501
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "dashboard",
+        help="serve the Streamlit dashboard (read-only by default)",
+        description="Serve the mlaperf dashboard: throughput vs concurrency, history, regressions, "
+        "commit comparison and efficiency, read from the store. Runs `streamlit run` headless and "
+        "prints the URL; Ctrl-C stops it.",
+    )
+    add_arguments(parser)
+    parser.set_defaults(func=handle)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--db", metavar="URL", default=None,
+                        help="store URL (default: env MLAPERF_DB, else sqlite:///.mlaperf/mlaperf.sqlite)")
+    parser.add_argument("--port", type=int, default=DEFAULT_PORT,
+                        help=f"port to listen on (default {DEFAULT_PORT}; 0 picks a free one)")
+    parser.add_argument("--host", default="127.0.0.1",
+                        help="address to bind (default 127.0.0.1; 0.0.0.0 exposes it on the network)")
+    parser.add_argument("--writable", action="store_true",
+                        help="allow acknowledging/ignoring regressions from the dashboard")
+    parser.add_argument("--repo-url", default=None, metavar="URL",
+                        help="repository web URL for commit links, e.g. https://github.com/org/repo "
+                        "(default: env MLAPERF_REPO_URL)")
+
+
+def absolute_url(url: str) -> str:
+    """Make a relative SQLite path absolute, so the server's working directory does not matter."""
+    path = store.sqlite_path(url)
+    u = make_url(url)
+    if path is None or path.is_absolute() or str(u.database).startswith("file:"):
+        return url
+    return u.set(database=str(path.expanduser().resolve())).render_as_string(hide_password=False)
+
+
+def free_port(host: str) -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])
+
+
+def port_in_use(host: str, port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((host, port))
+        except OSError:
+            return True
+    return False
+
+
+def streamlit_command(host: str, port: int) -> list[str]:
+    return [
+        sys.executable, "-m", "streamlit", "run", str(APP),
+        "--server.headless", "true",
+        "--server.address", host,
+        "--server.port", str(port),
+        "--browser.gatherUsageStats", "false",
+        "--server.fileWatcherType", "none",
+        "--client.toolbarMode", "viewer",
+    ]
+
+
+def handle(args: argparse.Namespace) -> int:
+    from db.engine import default_url
+
+    url = args.db or default_url()
+    try:
+        store.validate_url(url)
+    except store.BadStoreURL as exc:
+        print(f"mlaperf dashboard: error: {exc}", file=sys.stderr)
+        return 2
+    url = absolute_url(url)
+    if not 0 <= args.port <= 65535:
+        print(f"mlaperf dashboard: error: --port {args.port} is not a port number (0..65535)", file=sys.stderr)
+        return 2
+    status = store.check(url)
+    if status.state in ("error", "outdated"):
+        print(f"mlaperf dashboard: error: {status.message}", file=sys.stderr)
+        return 2
+    if status.state in ("missing", "empty"):
+        print(f"mlaperf dashboard: note: {status.message} The dashboard explains how to ingest "
+              f"(`mlaperf ingest .asv/results --db {store.redact(url)}`).", file=sys.stderr)
+    port = args.port or free_port(args.host)
+    if port_in_use(args.host, port):
+        print(f"mlaperf dashboard: error: {args.host}:{port} is already in use (choose another --port)",
+              file=sys.stderr)
+        return 2
+
+    env = dict(os.environ)
+    env["MLAPERF_DB"] = url
+    env[store.WRITABLE_ENV] = "1" if args.writable else "0"
+    if args.repo_url is not None:
+        env[store.REPO_URL_ENV] = args.repo_url
+    shown_host = "127.0.0.1" if args.host in ("0.0.0.0", "") else args.host
+    mode = "writable" if args.writable else "read-only"
+    print(f"mlaperf dashboard: http://{shown_host}:{port}  (store {store.redact(url)}, {mode}; Ctrl-C stops)",
+          flush=True)
+    proc = subprocess.Popen(streamlit_command(args.host, port), env=env)
+    try:
+        return proc.wait()
+    except KeyboardInterrupt:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Stand-alone entry (``python -m dashboard.cli``), same options as ``mlaperf dashboard``."""
+    parser = argparse.ArgumentParser(prog="mlaperf dashboard", description="Serve the mlaperf dashboard.")
+    add_arguments(parser)
+    return handle(parser.parse_args(argv))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

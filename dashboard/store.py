@@ -1,0 +1,130 @@
+"""Opening the store for the dashboard and telling apart "bad URL", "no store yet", "old schema" and "empty".
+
+No Streamlit here: the CLI checks the URL with these functions before it starts the server.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from sqlalchemy import Engine
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError, NoSuchModuleError
+from sqlalchemy.orm import Session
+
+WRITABLE_ENV = "MLAPERF_DASHBOARD_WRITABLE"
+REPO_URL_ENV = "MLAPERF_REPO_URL"
+
+State = Literal["ok", "empty", "missing", "outdated", "error"]
+
+
+class BadStoreURL(ValueError):
+    """The --db URL cannot be used (unparseable, unknown driver, unreachable server)."""
+
+
+@dataclass(frozen=True)
+class StoreStatus:
+    state: State
+    url: str
+    message: str = ""
+
+
+def store_url() -> str:
+    """The store the dashboard reads: env MLAPERF_DB (set by ``mlaperf dashboard --db``) or the default."""
+    from db.engine import default_url
+
+    return default_url()
+
+
+def writable() -> bool:
+    """Acknowledge/ignore buttons appear only when the dashboard was started with ``--writable``."""
+    return os.environ.get(WRITABLE_ENV, "") in ("1", "true", "yes")
+
+
+def repo_url() -> str:
+    return os.environ.get(REPO_URL_ENV, "").rstrip("/")
+
+
+def redact(url: str) -> str:
+    """URL safe to print or show: the password is masked."""
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except ArgumentError:
+        return url
+
+
+def sqlite_path(url: str) -> Path | None:
+    """The database file of a SQLite URL (None for other backends and in-memory databases)."""
+    u = make_url(url)
+    if u.get_backend_name() != "sqlite" or u.database in (None, "", ":memory:"):
+        return None
+    db = u.database
+    if db.startswith("file:"):
+        db = db[len("file:"):].split("?", 1)[0]
+    return Path(db)
+
+
+def validate_url(url: str) -> None:
+    """Raise BadStoreURL with a clear message if ``url`` is not a usable SQLAlchemy URL."""
+    try:
+        u = make_url(url)
+    except ArgumentError as exc:
+        raise BadStoreURL(
+            f"--db {url!r} is not a database URL (expected e.g. sqlite:///path/to/mlaperf.sqlite or "
+            "postgresql+psycopg://user@host/dbname)"
+        ) from exc
+    try:
+        u.get_dialect()
+    except NoSuchModuleError as exc:
+        raise BadStoreURL(f"--db {redact(url)}: unknown database driver {u.drivername!r}") from exc
+
+
+def open_engine(url: str, *, writable: bool = False) -> Engine:
+    from db.engine import make_engine
+
+    return make_engine(url, readonly=not writable)
+
+
+def check(url: str, engine: Engine | None = None) -> StoreStatus:
+    """Classify the store at ``url``; never raises for expected problems."""
+    from db import queries
+    from db.engine import SchemaError, check_schema
+
+    try:
+        validate_url(url)
+    except BadStoreURL as exc:
+        return StoreStatus("error", url, str(exc))
+    path = sqlite_path(url)
+    if path is not None and not path.exists():
+        return StoreStatus("missing", url, f"No store at {path} yet.")
+    eng = None
+    try:
+        eng = engine if engine is not None else open_engine(url)
+        check_schema(eng)
+        with Session(eng) as s:
+            n_machines = len(queries.machines(s))
+    except SchemaError as exc:
+        return StoreStatus("outdated", url, str(exc))
+    except Exception as exc:  # connection refused, auth, unreadable file: show it, don't crash
+        return StoreStatus("error", url, f"cannot read the store at {redact(url)}: {exc}")
+    finally:
+        if engine is None and eng is not None:
+            eng.dispose()
+    if n_machines == 0:
+        return StoreStatus("empty", url, "The store has no results yet.")
+    return StoreStatus("ok", url)
+
+
+def ingest_help(url: str) -> str:
+    """Markdown telling a user how to fill the store."""
+    db_arg = f" --db {redact(url)}"
+    return (
+        "Benchmark results get into the store with `mlaperf ingest`, from any asv results directory:\n\n"
+        f"```bash\nmlaperf run{db_arg}                      # run this project's asv suites, or\n"
+        f"mlaperf ingest .asv/results{db_arg}        # ingest existing asv results (v2 JSON files)\n```\n\n"
+        "Then reload this page. Any asv project's results work, e.g. "
+        "`mlaperf ingest path/to/asv-openblas/results`."
+    )

@@ -1,0 +1,224 @@
+"""SQLAlchemy 2.0 typed models of the mlaperf store.
+
+One row per asv results file is a ``Run``; one row per benchmark x parameter combination of a run is a
+``Result``. A series is (benchmark name, ``params_key``, machine name), where ``params_key`` is
+``json.dumps(params, sort_keys=True)`` of the params dict (values as asv's repr strings).
+
+Times are stored as naive UTC ``datetime`` values so SQLite and PostgreSQL give the same DataFrames.
+Schema changes go through ``db/migrations`` (Alembic); keep the two in step
+(``tests/db/test_migrations.py`` compares them).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    CheckConstraint,
+    DateTime,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Text,
+    UniqueConstraint,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
+
+# Stable constraint names, so migrations can refer to them on every backend.
+NAMING_CONVENTION = {
+    "ix": "ix_%(column_0_label)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+RESULT_STATUSES = ("ok", "failed", "skipped")
+REGRESSION_STATUSES = ("new", "acknowledged", "fixed", "ignored")
+REGRESSION_DIRECTIONS = ("up_is_worse", "down_is_worse")
+
+
+def params_key(params: dict[str, Any]) -> str:
+    """Canonical series key of a params dict (the contract: sorted-key JSON)."""
+    return json.dumps(params, sort_keys=True)
+
+
+def utcnow() -> dt.datetime:
+    """Current time as naive UTC (the convention of every DateTime column here)."""
+    return dt.datetime.now(dt.UTC).replace(tzinfo=None)
+
+
+class Base(DeclarativeBase):
+    metadata = MetaData(naming_convention=NAMING_CONVENTION)
+    type_annotation_map = {
+        dict[str, Any]: JSON,
+        list[Any]: JSON,
+        dt.datetime: DateTime(),
+    }
+
+
+class Machine(Base):
+    """A benchmark machine as asv names it, with the GPU identity the runner records."""
+
+    __tablename__ = "machine"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    name: Mapped[str] = mapped_column(String(255), unique=True)
+    os: Mapped[str | None] = mapped_column(String(255))
+    arch: Mapped[str | None] = mapped_column(String(64))
+    cpu: Mapped[str | None] = mapped_column(String(255))
+    num_cpu: Mapped[str | None] = mapped_column(String(32))
+    ram: Mapped[str | None] = mapped_column(String(64))
+    gpu_name: Mapped[str | None] = mapped_column(String(255))
+    gpu_cc: Mapped[str | None] = mapped_column(String(16))
+    gpu_sm_count: Mapped[int | None] = mapped_column(Integer)
+    gpu_memory_gb: Mapped[float | None] = mapped_column(Float)
+    gpu_driver: Mapped[str | None] = mapped_column(String(64))
+    cuda: Mapped[str | None] = mapped_column(String(64))
+    torch: Mapped[str | None] = mapped_column(String(64))
+    triton: Mapped[str | None] = mapped_column(String(64))
+    # The whole machine dict (machine.json merged with the result file's params).
+    info: Mapped[dict[str, Any]] = mapped_column(default=dict)
+
+    runs: Mapped[list[Run]] = relationship(back_populates="machine")
+
+
+class Environment(Base):
+    """An asv environment (``env_name`` such as ``virtualenv-py3.12`` or ``existing-py...``)."""
+
+    __tablename__ = "environment"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    name: Mapped[str] = mapped_column(String(255), unique=True)
+    python: Mapped[str | None] = mapped_column(String(32))
+    requirements: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    env_vars: Mapped[dict[str, Any]] = mapped_column(default=dict)
+
+
+class Commit(Base):
+    """A commit of the benchmarked repository; asv gives sha and date, git the rest when at hand."""
+
+    __tablename__ = "commit"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    sha: Mapped[str] = mapped_column(String(64), unique=True)
+    date: Mapped[dt.datetime | None] = mapped_column(index=True)
+    parents: Mapped[list[Any] | None] = mapped_column()
+    branch: Mapped[str | None] = mapped_column(String(255))
+    message: Mapped[str | None] = mapped_column(Text)
+    author: Mapped[str | None] = mapped_column(String(255))
+
+
+class Benchmark(Base):
+    """An asv benchmark, described by the latest benchmarks.json that named it."""
+
+    __tablename__ = "benchmark"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    name: Mapped[str] = mapped_column(String(512), unique=True)
+    type: Mapped[str | None] = mapped_column(String(32))
+    unit: Mapped[str | None] = mapped_column(String(64))
+    param_names: Mapped[list[Any]] = mapped_column(default=list)
+    params: Mapped[list[Any]] = mapped_column(default=list)
+    version: Mapped[str | None] = mapped_column(String(128))
+    code: Mapped[str | None] = mapped_column(Text)
+
+
+class Run(Base):
+    """One asv results file (one machine x commit x environment), identified by its content hash."""
+
+    __tablename__ = "run"
+    __table_args__ = (Index("ix_run_machine_commit", "machine_id", "commit_id"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    machine_id: Mapped[int] = mapped_column(ForeignKey("machine.id", ondelete="CASCADE"))
+    commit_id: Mapped[int] = mapped_column(ForeignKey("commit.id", ondelete="CASCADE"), index=True)
+    environment_id: Mapped[int] = mapped_column(ForeignKey("environment.id", ondelete="CASCADE"))
+    started_at: Mapped[dt.datetime | None] = mapped_column()
+    ended_at: Mapped[dt.datetime | None] = mapped_column()
+    source_path: Mapped[str] = mapped_column(String(1024))
+    content_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    ingested_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
+
+    machine: Mapped[Machine] = relationship(back_populates="runs")
+    commit: Mapped[Commit] = relationship()
+    environment: Mapped[Environment] = relationship()
+    results: Mapped[list[Result]] = relationship(back_populates="run", passive_deletes=True)
+
+
+class Result(Base):
+    """One benchmark x parameter combination of one run. ``value`` is NULL unless status is 'ok'."""
+
+    __tablename__ = "result"
+    __table_args__ = (
+        UniqueConstraint("run_id", "benchmark_id", "params_key"),
+        CheckConstraint("status IN ('ok', 'failed', 'skipped')", name="status"),
+        # History of one series: benchmark + params, then runs (machine via run).
+        Index("ix_result_series", "benchmark_id", "params_key", "run_id"),
+    )
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    run_id: Mapped[int] = mapped_column(ForeignKey("run.id", ondelete="CASCADE"))
+    benchmark_id: Mapped[int] = mapped_column(ForeignKey("benchmark.id", ondelete="CASCADE"))
+    benchmark_version: Mapped[str | None] = mapped_column(String(128))
+    params: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    params_key: Mapped[str] = mapped_column(String(1024))
+    status: Mapped[str] = mapped_column(String(16))
+    value: Mapped[float | None] = mapped_column(Float)
+    ci_99_a: Mapped[float | None] = mapped_column(Float)
+    ci_99_b: Mapped[float | None] = mapped_column(Float)
+    q_25: Mapped[float | None] = mapped_column(Float)
+    q_75: Mapped[float | None] = mapped_column(Float)
+    number: Mapped[int | None] = mapped_column(Integer)
+    repeat: Mapped[int | None] = mapped_column(Integer)
+    samples: Mapped[list[Any] | None] = mapped_column()
+
+    run: Mapped[Run] = relationship(back_populates="results")
+    benchmark: Mapped[Benchmark] = relationship()
+
+
+class Regression(Base):
+    """A flagged step in one series, at its first bad commit (written by ``regressions``)."""
+
+    __tablename__ = "regression"
+    __table_args__ = (
+        UniqueConstraint("benchmark_id", "params_key", "machine_id", "commit_id"),
+        CheckConstraint("status IN ('new', 'acknowledged', 'fixed', 'ignored')", name="status"),
+        CheckConstraint("direction IN ('up_is_worse', 'down_is_worse')", name="direction"),
+        Index("ix_regression_status", "status"),
+    )
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    benchmark_id: Mapped[int] = mapped_column(ForeignKey("benchmark.id", ondelete="CASCADE"))
+    params_key: Mapped[str] = mapped_column(String(1024))
+    params: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    machine_id: Mapped[int] = mapped_column(ForeignKey("machine.id", ondelete="CASCADE"))
+    commit_id: Mapped[int] = mapped_column(ForeignKey("commit.id", ondelete="CASCADE"))
+    before: Mapped[float] = mapped_column(Float)
+    after: Mapped[float] = mapped_column(Float)
+    ratio: Mapped[float] = mapped_column(Float)
+    direction: Mapped[str] = mapped_column(String(16))
+    status: Mapped[str] = mapped_column(String(16), default="new")
+    p_value: Mapped[float | None] = mapped_column(Float)
+    detected_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
+    fixed_commit_id: Mapped[int | None] = mapped_column(ForeignKey("commit.id", ondelete="SET NULL"))
+
+    benchmark: Mapped[Benchmark] = relationship()
+    machine: Mapped[Machine] = relationship()
+    commit: Mapped[Commit] = relationship(foreign_keys=[commit_id])
+    fixed_commit: Mapped[Commit | None] = relationship(foreign_keys=[fixed_commit_id])
+
+
+class Meta(Base):
+    """Small key/value state (e.g. the detector's watermark)."""
+
+    __tablename__ = "meta"
+
+    key: Mapped[str] = mapped_column(String(255), primary_key=True)
+    value: Mapped[Any] = mapped_column(JSON, nullable=True)

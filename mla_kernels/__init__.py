@@ -1,0 +1,20 @@
+"""Sparse-MLA decode kernels for DeepSeek-V4-class models over an FP8 paged KV cache (Triton)."""
+
+from ._common import LAST_LAUNCH
+from .cache import PAGE_BYTES, TOKENS_PER_PAGE, dequantize_kv_cache, quantize_kv_cache
+from .decode import IMPLS as DECODE_IMPLS
+from .decode import sparse_mla_decode
+from .testing import DecodeInputs, make_decode_inputs, make_kv_cache
+
+__all__ = [
+    "DECODE_IMPLS",
+    "LAST_LAUNCH",
+    "PAGE_BYTES",
+    "TOKENS_PER_PAGE",
+    "DecodeInputs",
+    "dequantize_kv_cache",
+    "make_decode_inputs",
+    "make_kv_cache",
+    "quantize_kv_cache",
+    "sparse_mla_decode",
+]

@@ -1,0 +1,95 @@
+"""Shared helpers for the launchers: interpreter detection, device limits, argument checks."""
+
+from __future__ import annotations
+
+import functools
+import os
+from collections.abc import Sequence
+
+import torch
+
+# Filled by every launcher: which kernel ran and with which resolved config (design: "record which
+# kernel ran", so a silent fallback cannot pass for a speed-up).
+LAST_LAUNCH: dict[str, object] = {}
+
+
+def interpreting() -> bool:
+    """True when Triton runs kernels on the CPU through its interpreter."""
+    return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
+
+
+def check_device(name: str, t: torch.Tensor) -> None:
+    """Kernels run on CUDA, or on the CPU only under the Triton interpreter."""
+    if t.device.type == "cuda":
+        return
+    if t.device.type == "cpu" and interpreting():
+        return
+    raise ValueError(
+        f"{name} is on {t.device}; Triton kernels need a CUDA tensor (or TRITON_INTERPRET=1 for CPU tensors)"
+    )
+
+
+def check_tensor(
+    name: str,
+    t: object,
+    *,
+    dtype: torch.dtype | Sequence[torch.dtype],
+    ndim: int,
+) -> torch.Tensor:
+    if not isinstance(t, torch.Tensor):
+        raise ValueError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+    dtypes = (dtype,) if isinstance(dtype, torch.dtype) else tuple(dtype)
+    if t.dtype not in dtypes:
+        want = " or ".join(str(d) for d in dtypes)
+        raise ValueError(f"{name} must have dtype {want}, got {t.dtype}")
+    if t.dim() != ndim:
+        raise ValueError(f"{name} must have {ndim} dimensions, got shape {tuple(t.shape)}")
+    return t
+
+
+def check_same_device(**tensors: torch.Tensor) -> None:
+    devices = {k: v.device for k, v in tensors.items()}
+    if len(set(devices.values())) > 1:
+        detail = ", ".join(f"{k} on {d}" for k, d in devices.items())
+        raise ValueError(f"all tensors must be on one device: {detail}")
+
+
+def check_last_dim_contiguous(name: str, t: torch.Tensor) -> None:
+    if t.stride(-1) != 1:
+        raise ValueError(f"{name} must be contiguous in its last dimension (stride {t.stride()})")
+
+
+@functools.lru_cache(maxsize=None)
+def _cuda_props(index: int) -> tuple[int, int, tuple[int, int]]:
+    props = torch.cuda.get_device_properties(index)
+    smem = 0
+    try:  # Triton knows the opt-in limit per block, which is what configs must fit
+        import triton
+
+        smem = int(triton.runtime.driver.active.utils.get_device_properties(index)["max_shared_mem"])
+    except Exception:  # noqa: BLE001 - fall back to torch's view on older stacks
+        smem = int(getattr(props, "shared_memory_per_block_optin", 0) or 101376)
+    return props.multi_processor_count, smem, (props.major, props.minor)
+
+
+def num_sms(device: torch.device) -> int:
+    if device.type != "cuda":
+        return 4  # interpreter: a small notional machine keeps split counts small
+    return _cuda_props(device.index if device.index is not None else torch.cuda.current_device())[0]
+
+
+def max_shared_mem(device: torch.device) -> int:
+    """Shared memory one block may use on this device (bytes)."""
+    if device.type != "cuda":
+        return 101376  # the smallest target we support (sm_120 class)
+    return _cuda_props(device.index if device.index is not None else torch.cuda.current_device())[1]
+
+
+def capability(device: torch.device) -> tuple[int, int]:
+    if device.type != "cuda":
+        return (0, 0)
+    return _cuda_props(device.index if device.index is not None else torch.cuda.current_device())[2]
+
+
+def next_pow2(n: int) -> int:
+    return 1 if n <= 1 else 1 << (n - 1).bit_length()

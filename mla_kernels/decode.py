@@ -1,0 +1,347 @@
+"""Sparse-MLA decode over the FP8 paged cache: per-head SIMT kernel, head-batched MMA kernel, LSE combine.
+
+Math (fp32): s = (q . k) * sm_scale over valid slots, lse = ln(sum exp(s)), out = softmax(s) @ k[:, :512].
+Both kernels run the softmax online in base 2 (scores pre-multiplied by log2(e)).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import triton
+import triton.language as tl
+
+from . import _common
+from .cache import (
+    DATA_BYTES,
+    HEAD_DIM,
+    NOPE_DIM,
+    PAGE_BYTES,
+    ROPE_DIM,
+    SCALE_OFFSET,
+    TOKEN_BYTES,
+    TOKENS_PER_PAGE,
+    check_kv_cache,
+)
+from .reference import sparse_mla_decode_reference, sparse_mla_decode_torch
+from .tuning import MmaConfig, choose_mma_config
+
+IMPLS = ("reference", "torch", "simt", "mma")
+LOG2E = 1.4426950408889634
+MAX_SPLITS = 16
+
+
+@triton.jit
+def _load_nope_tile(cache_ptr, page_base, off, valid, BLOCK_N: tl.constexpr):
+    """Gather and dequantize BLOCK_N tokens' nope values -> fp32 [BLOCK_N, 512] (cols >= 448 are 0)."""
+    offs_g = tl.arange(0, 8)  # 7 scale groups, padded to 8 for a power-of-two tile
+    offs_c = tl.arange(0, 64)
+    row = page_base + off.to(tl.int64) * 576  # [BLOCK_N] byte offset of each token's data row
+    gmask = offs_g < 7
+    ptrs = cache_ptr + row[:, None, None] + (offs_g * 64)[None, :, None] + offs_c[None, None, :]
+    raw = tl.load(ptrs, mask=valid[:, None, None] & gmask[None, :, None], other=0)  # [N, 8, 64] u8
+    sptrs = cache_ptr + (page_base + 147456 + off.to(tl.int64) * 8)[:, None] + offs_g[None, :]
+    exps = tl.load(sptrs, mask=valid[:, None] & gmask[None, :], other=0)  # [N, 8] UE8M0 bytes
+    scale = (exps.to(tl.int32) << 23).to(tl.float32, bitcast=True)  # 2**(e - 127), exact
+    vals = raw.to(tl.float8e4nv, bitcast=True).to(tl.float32) * scale[:, :, None]
+    return tl.reshape(vals, (BLOCK_N, 512))
+
+
+@triton.jit
+def _load_rope_tile(cache16_ptr, page_base, off, valid):
+    """The 64 bf16 rope values of each token (cache viewed as 16-bit words) -> bf16 [BLOCK_N, 64]."""
+    offs_r = tl.arange(0, 64)
+    word = (page_base + off.to(tl.int64) * 576 + 448) // 2
+    return tl.load(cache16_ptr + word[:, None] + offs_r[None, :], mask=valid[:, None], other=0.0)
+
+
+@triton.jit
+def _slot_tile(idx_ptr, offs_n, end_n, total_tokens, stride_page):
+    idx = tl.load(idx_ptr + offs_n, mask=offs_n < end_n, other=-1)
+    valid = (idx >= 0) & (idx < total_tokens)
+    slot = tl.where(valid, idx, 0)
+    page_base = (slot // 256).to(tl.int64) * stride_page
+    return valid, page_base, slot % 256
+
+
+@triton.jit
+def _simt_decode_kernel(
+    q_ptr, cache_ptr, cache16_ptr, idx_ptr, out_ptr, lse_ptr,
+    stride_qb, stride_qh, stride_page, stride_ib, stride_ob, stride_oh, stride_lb,
+    total_tokens, topk, qk_scale,
+    BLOCK_N: tl.constexpr,
+):
+    # One program per (request, head): scalar FMAs, the KV tile is re-read for every head.
+    pid_b = tl.program_id(0).to(tl.int64)
+    pid_h = tl.program_id(1)
+    offs_d = tl.arange(0, 512)
+    offs_r = tl.arange(0, 64)
+    q_row = q_ptr + pid_b * stride_qb + pid_h * stride_qh
+    q_nope = tl.load(q_row + offs_d, mask=offs_d < 448, other=0.0).to(tl.float32)  # [512]
+    q_rope = tl.load(q_row + 448 + offs_r).to(tl.float32)  # [64]
+    idx_row = idx_ptr + pid_b * stride_ib
+
+    m_i = tl.zeros([], dtype=tl.float32) - float("inf")
+    l_i = tl.zeros([], dtype=tl.float32)
+    acc_nope = tl.zeros([512], dtype=tl.float32)
+    acc_rope = tl.zeros([64], dtype=tl.float32)
+    for start in range(0, topk, BLOCK_N):
+        offs_n = start + tl.arange(0, BLOCK_N)
+        valid, page_base, off = _slot_tile(idx_row, offs_n, topk, total_tokens, stride_page)
+        k_nope = _load_nope_tile(cache_ptr, page_base, off, valid, BLOCK_N)  # [N, 512]
+        k_rope = _load_rope_tile(cache16_ptr, page_base, off, valid).to(tl.float32)  # [N, 64]
+        s = tl.sum(k_nope * q_nope[None, :], axis=1) + tl.sum(k_rope * q_rope[None, :], axis=1)
+        s = tl.where(valid, s * qk_scale, float("-inf"))  # [N]
+        m_new = tl.maximum(m_i, tl.max(s, axis=0))
+        m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)  # all-invalid so far: avoid inf - inf
+        alpha = tl.exp2(m_i - m_safe)
+        p = tl.exp2(s - m_safe)
+        l_i = l_i * alpha + tl.sum(p, axis=0)
+        acc_nope = acc_nope * alpha + tl.sum(p[:, None] * k_nope, axis=0)
+        acc_rope = acc_rope * alpha + tl.sum(p[:, None] * k_rope, axis=0)
+        m_i = m_new
+
+    has = l_i > 0.0
+    inv = tl.where(has, 1.0 / tl.where(has, l_i, 1.0), 0.0)
+    o_row = out_ptr + pid_b * stride_ob + pid_h * stride_oh
+    tl.store(o_row + offs_d, (acc_nope * inv).to(out_ptr.dtype.element_ty), mask=offs_d < 448)
+    tl.store(o_row + 448 + offs_r, (acc_rope * inv).to(out_ptr.dtype.element_ty))
+    lse = tl.where(has, (m_i + tl.log2(tl.where(has, l_i, 1.0))) * 0.6931471805599453, float("inf"))
+    tl.store(lse_ptr + pid_b * stride_lb + pid_h, lse)
+
+
+@triton.jit
+def _mma_decode_kernel(
+    q_ptr, cache_ptr, cache16_ptr, idx_ptr, out_ptr, lse_ptr, opart_ptr, lpart_ptr,
+    stride_qb, stride_qh, stride_page, stride_ib, stride_ob, stride_oh, stride_lb,
+    total_tokens, topk, qk_scale, num_heads, num_splits, split_len,
+    BLOCK_H: tl.constexpr, BLOCK_N: tl.constexpr, SPLIT: tl.constexpr, DOT_F32: tl.constexpr,
+):
+    # One program per (request, block of BLOCK_H heads, split of top-k): each KV tile is read once
+    # for all its heads and both products run on tensor cores.
+    pid_b = tl.program_id(0).to(tl.int64)
+    pid_h = tl.program_id(1)
+    pid_s = tl.program_id(2)
+    offs_h = pid_h * BLOCK_H + tl.arange(0, BLOCK_H)
+    offs_d = tl.arange(0, 512)
+    offs_r = tl.arange(0, 64)
+    q_rows = q_ptr + pid_b * stride_qb + offs_h[:, None] * stride_qh
+    q_nope = tl.load(q_rows + offs_d[None, :], mask=(offs_d < 448)[None, :], other=0.0)  # [BH, 512]
+    q_rope = tl.load(q_rows + 448 + offs_r[None, :])  # [BH, 64]
+    if DOT_F32:  # the interpreter gets bf16 dots wrong; fp32 dots are exact there
+        q_nope = q_nope.to(tl.float32)
+        q_rope = q_rope.to(tl.float32)
+    idx_row = idx_ptr + pid_b * stride_ib
+    start_n = pid_s * split_len
+    end_n = tl.minimum(start_n + split_len, topk)
+
+    m_i = tl.zeros([BLOCK_H], dtype=tl.float32) - float("inf")
+    l_i = tl.zeros([BLOCK_H], dtype=tl.float32)
+    acc_nope = tl.zeros([BLOCK_H, 512], dtype=tl.float32)
+    acc_rope = tl.zeros([BLOCK_H, 64], dtype=tl.float32)
+    for start in range(start_n, end_n, BLOCK_N):
+        offs_n = start + tl.arange(0, BLOCK_N)
+        valid, page_base, off = _slot_tile(idx_row, offs_n, end_n, total_tokens, stride_page)
+        k_nope = _load_nope_tile(cache_ptr, page_base, off, valid, BLOCK_N)  # [N, 512] fp32
+        k_rope = _load_rope_tile(cache16_ptr, page_base, off, valid)  # [N, 64] bf16
+        if DOT_F32:
+            k_rope = k_rope.to(tl.float32)
+        else:
+            k_nope = k_nope.to(tl.bfloat16)  # exact: fp8 value times a power of two
+        s = tl.dot(q_nope, tl.trans(k_nope)) + tl.dot(q_rope, tl.trans(k_rope))  # [BH, N] fp32
+        s = tl.where(valid[None, :], s * qk_scale, float("-inf"))
+        m_new = tl.maximum(m_i, tl.max(s, axis=1))
+        m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
+        alpha = tl.exp2(m_i - m_safe)
+        p = tl.exp2(s - m_safe[:, None])
+        l_i = l_i * alpha + tl.sum(p, axis=1)
+        p = p.to(k_nope.dtype)
+        acc_nope = acc_nope * alpha[:, None] + tl.dot(p, k_nope)
+        acc_rope = acc_rope * alpha[:, None] + tl.dot(p, k_rope)
+        m_i = m_new
+
+    has = l_i > 0.0
+    inv = tl.where(has, 1.0 / tl.where(has, l_i, 1.0), 0.0)
+    o_nope = acc_nope * inv[:, None]
+    o_rope = acc_rope * inv[:, None]
+    lse2 = tl.where(has, m_i + tl.log2(tl.where(has, l_i, 1.0)), float("-inf"))  # log2 domain
+    if SPLIT:
+        row = (pid_b * num_splits + pid_s) * num_heads + offs_h  # [BH] rows of [B, S, H, 512]
+        p_rows = opart_ptr + row[:, None] * 512
+        tl.store(p_rows + offs_d[None, :], o_nope, mask=(offs_d < 448)[None, :])
+        tl.store(p_rows + 448 + offs_r[None, :], o_rope)
+        tl.store(lpart_ptr + row, lse2)
+    else:
+        o_rows = out_ptr + pid_b * stride_ob + offs_h[:, None] * stride_oh
+        tl.store(o_rows + offs_d[None, :], o_nope.to(out_ptr.dtype.element_ty), mask=(offs_d < 448)[None, :])
+        tl.store(o_rows + 448 + offs_r[None, :], o_rope.to(out_ptr.dtype.element_ty))
+        lse = tl.where(has, lse2 * 0.6931471805599453, float("inf"))
+        tl.store(lse_ptr + pid_b * stride_lb + offs_h, lse)
+
+
+@triton.jit
+def _combine_kernel(
+    opart_ptr, lpart_ptr, out_ptr, lse_ptr,
+    num_splits, num_heads, stride_ob, stride_oh, stride_lb,
+    BLOCK_S: tl.constexpr,
+):
+    # Merge the splits of one (request, head): weights 2**(lse_s - max) over the split partials.
+    pid_b = tl.program_id(0).to(tl.int64)
+    pid_h = tl.program_id(1)
+    offs_s = tl.arange(0, BLOCK_S)
+    offs_d = tl.arange(0, 512)
+    smask = offs_s < num_splits
+    rows = (pid_b * num_splits + offs_s) * num_heads + pid_h  # [S]
+    lse2 = tl.load(lpart_ptr + rows, mask=smask, other=float("-inf"))
+    mx = tl.max(lse2, axis=0)
+    mx_safe = tl.where(mx == float("-inf"), 0.0, mx)
+    w = tl.exp2(lse2 - mx_safe)  # 0 for empty splits
+    total = tl.sum(w, axis=0)
+    parts = tl.load(opart_ptr + rows[:, None] * 512 + offs_d[None, :], mask=smask[:, None], other=0.0)
+    has = total > 0.0
+    res = tl.sum(parts * w[:, None], axis=0) / tl.where(has, total, 1.0)
+    tl.store(out_ptr + pid_b * stride_ob + pid_h * stride_oh + offs_d, res.to(out_ptr.dtype.element_ty))
+    lse = tl.where(has, (mx_safe + tl.log2(tl.where(has, total, 1.0))) * 0.6931471805599453, float("inf"))
+    tl.store(lse_ptr + pid_b * stride_lb + pid_h, lse)
+
+
+def _validate(
+    q: object, kv_cache: object, indices: object, sm_scale: float | None, impl: str
+) -> float:
+    if impl not in IMPLS:
+        raise ValueError(f"impl must be one of {', '.join(IMPLS)}; got {impl!r}")
+    q = _common.check_tensor("q", q, dtype=torch.bfloat16, ndim=3)
+    if q.shape[2] != HEAD_DIM:
+        raise ValueError(f"q head dim must be {HEAD_DIM} (448 nope + 64 rope), got {q.shape[2]}")
+    if q.shape[1] == 0 or q.shape[1] % 16 != 0:
+        raise ValueError(f"q must have a head count that is a multiple of 16, got H={q.shape[1]}")
+    indices = _common.check_tensor("indices", indices, dtype=torch.int32, ndim=2)
+    if indices.shape[0] != q.shape[0]:
+        raise ValueError(f"indices has {indices.shape[0]} rows but q has batch {q.shape[0]}")
+    if indices.shape[1] == 0:
+        raise ValueError("indices must have topk >= 1 columns")
+    check_kv_cache(kv_cache)
+    assert isinstance(kv_cache, torch.Tensor)
+    _common.check_same_device(q=q, kv_cache=kv_cache, indices=indices)
+    if sm_scale is None:
+        return HEAD_DIM**-0.5
+    if isinstance(sm_scale, bool) or not isinstance(sm_scale, int | float) or not math.isfinite(sm_scale):
+        raise ValueError(f"sm_scale must be a finite number, got {sm_scale!r}")
+    if sm_scale <= 0:
+        raise ValueError(f"sm_scale must be positive, got {sm_scale}")
+    return float(sm_scale)
+
+
+def _kernel_checks(q: torch.Tensor, kv_cache: torch.Tensor, indices: torch.Tensor) -> None:
+    for name, t in (("q", q), ("kv_cache", kv_cache), ("indices", indices)):
+        _common.check_device(name, t)
+    _common.check_last_dim_contiguous("q", q)
+    _common.check_last_dim_contiguous("indices", indices)
+    if kv_cache.stride(0) % 2 or kv_cache.storage_offset() % 2:
+        raise ValueError(f"kv_cache page stride must be even (bf16 rope values), got {kv_cache.stride(0)}")
+
+
+def sparse_mla_decode(
+    q: torch.Tensor,
+    kv_cache: torch.Tensor,
+    indices: torch.Tensor,
+    sm_scale: float | None = None,
+    impl: str = "mma",
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Sparse MLA decode: ``q`` bf16 [B, H, 512], ``indices`` int32 [B, topk] (-1 = invalid slot).
+
+    Returns ``out`` bf16 [B, H, 512] and ``lse`` fp32 [B, H] (natural log; +inf for a row with no
+    valid slot, whose output is 0). Slots outside the cache count as invalid.
+    """
+    scale = _validate(q, kv_cache, indices, sm_scale, impl)
+    if impl == "reference":
+        _common.LAST_LAUNCH.clear()
+        _common.LAST_LAUNCH.update(impl="reference", kernel="torch-fp32")
+        return sparse_mla_decode_reference(q, kv_cache, indices, scale)
+    if impl == "torch":
+        _common.LAST_LAUNCH.clear()
+        _common.LAST_LAUNCH.update(impl="torch", kernel="torch-bf16-bmm")
+        return sparse_mla_decode_torch(q, kv_cache, indices, scale)
+    _kernel_checks(q, kv_cache, indices)
+    if q.shape[0] == 0:
+        return _outputs(q)
+    if impl == "simt":
+        return _simt_decode(q, kv_cache, indices, scale)
+    config = choose_mma_config(
+        lambda cfg: _mma_decode(q, kv_cache, indices, scale, cfg), q.shape[0], q.shape[1], indices.shape[1], q.device
+    )
+    return _mma_decode(q, kv_cache, indices, scale, config)
+
+
+def _outputs(q: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    batch, heads, _ = q.shape
+    out = torch.empty(batch, heads, HEAD_DIM, dtype=torch.bfloat16, device=q.device)
+    lse = torch.empty(batch, heads, dtype=torch.float32, device=q.device)
+    return out, lse
+
+
+def _simt_decode(
+    q: torch.Tensor, kv_cache: torch.Tensor, indices: torch.Tensor, scale: float
+) -> tuple[torch.Tensor, torch.Tensor]:
+    out, lse = _outputs(q)
+    batch, heads, _ = q.shape
+    if batch == 0:
+        return out, lse
+    block_n = 16 if _common.interpreting() else 32
+    grid = (batch, heads)
+    _simt_decode_kernel[grid](
+        q, kv_cache, kv_cache.view(torch.bfloat16), indices, out, lse,
+        q.stride(0), q.stride(1), kv_cache.stride(0), indices.stride(0),
+        out.stride(0), out.stride(1), lse.stride(0),
+        kv_cache.shape[0] * TOKENS_PER_PAGE, indices.shape[1], scale * LOG2E,
+        BLOCK_N=block_n, num_warps=4,
+    )
+    _common.LAST_LAUNCH.clear()
+    _common.LAST_LAUNCH.update(impl="simt", kernel="_simt_decode_kernel", BLOCK_N=block_n, num_warps=4)
+    return out, lse
+
+
+def _mma_decode(
+    q: torch.Tensor, kv_cache: torch.Tensor, indices: torch.Tensor, scale: float, cfg: MmaConfig
+) -> tuple[torch.Tensor, torch.Tensor]:
+    out, lse = _outputs(q)
+    batch, heads, _ = q.shape
+    topk = indices.shape[1]
+    if batch == 0:
+        return out, lse
+    if heads % cfg.block_h:
+        raise ValueError(f"BLOCK_H={cfg.block_h} does not divide H={heads}")
+    splits = max(1, min(cfg.num_splits, MAX_SPLITS, triton.cdiv(topk, cfg.block_n)))
+    split_len = triton.cdiv(triton.cdiv(topk, splits), cfg.block_n) * cfg.block_n
+    splits = triton.cdiv(topk, split_len)  # no empty trailing split
+    if splits > 1:
+        opart = torch.empty(batch, splits, heads, HEAD_DIM, dtype=torch.float32, device=q.device)
+        lpart = torch.empty(batch, splits, heads, dtype=torch.float32, device=q.device)
+    else:
+        opart, lpart = out, lse  # unused by the kernel when SPLIT is False
+    grid = (batch, heads // cfg.block_h, splits)
+    _mma_decode_kernel[grid](
+        q, kv_cache, kv_cache.view(torch.bfloat16), indices, out, lse, opart, lpart,
+        q.stride(0), q.stride(1), kv_cache.stride(0), indices.stride(0),
+        out.stride(0), out.stride(1), lse.stride(0),
+        kv_cache.shape[0] * TOKENS_PER_PAGE, topk, scale * LOG2E, heads, splits, split_len,
+        BLOCK_H=cfg.block_h, BLOCK_N=cfg.block_n, SPLIT=splits > 1, DOT_F32=_common.interpreting(),
+        num_warps=cfg.num_warps, num_stages=cfg.num_stages,
+    )
+    if splits > 1:
+        _combine_kernel[(batch, heads)](
+            opart, lpart, out, lse, splits, heads, out.stride(0), out.stride(1), lse.stride(0),
+            BLOCK_S=_common.next_pow2(splits), num_warps=4,
+        )
+    _common.LAST_LAUNCH.clear()
+    _common.LAST_LAUNCH.update(
+        impl="mma", kernel="_mma_decode_kernel", BLOCK_H=cfg.block_h, BLOCK_N=cfg.block_n,
+        NUM_SPLITS=splits, num_warps=cfg.num_warps, num_stages=cfg.num_stages, tuned=cfg.source,
+    )
+    return out, lse
+
+
+# Constants the kernels hard-code; kept next to the layout module's names so a change breaks loudly.
+assert (NOPE_DIM, ROPE_DIM, DATA_BYTES, TOKEN_BYTES, SCALE_OFFSET) == (448, 64, 576, 584, 147456)
+assert PAGE_BYTES == TOKENS_PER_PAGE * TOKEN_BYTES

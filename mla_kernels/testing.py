@@ -1,0 +1,125 @@
+"""Synthetic inputs with the exact cache layout, and the tolerance table the tests and benchmarks share."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from .cache import HEAD_DIM, TOKENS_PER_PAGE, quantize_kv_cache
+
+# FlashMLA's own tolerances: abs + rel * |ref|. The interpreter truncates fp32 -> bf16 on store.
+TOLERANCES: dict[str, dict[str, tuple[float, float]]] = {
+    "gpu": {"out": (8e-4, 2 / 128), "lse": (1e-6, 8 / 65536)},
+    "interpreter": {"out": (2e-3, 4 / 128), "lse": (1e-5, 64 / 65536)},
+}
+
+
+def tolerance_tier(device: torch.device) -> str:
+    return "gpu" if device.type == "cuda" else "interpreter"
+
+
+def assert_close(name: str, actual: torch.Tensor, expected: torch.Tensor, atol: float, rtol: float) -> None:
+    """Like torch.testing.assert_close, but inf/NaN positions must agree exactly and NaN never passes."""
+    a, e = actual.float(), expected.float()
+    if torch.isnan(a).any():
+        raise AssertionError(f"{name}: {int(torch.isnan(a).sum())} NaN values in the kernel output")
+    a_inf, e_inf = torch.isinf(a), torch.isinf(e)
+    if not torch.equal(a_inf, e_inf) or not torch.equal(a[a_inf], e[e_inf]):
+        raise AssertionError(f"{name}: inf positions differ ({int(a_inf.sum())} vs {int(e_inf.sum())})")
+    fin = ~e_inf
+    diff = (a[fin] - e[fin]).abs()
+    bound = atol + rtol * e[fin].abs()
+    bad = diff > bound
+    if bad.any():
+        worst = int(torch.argmax(diff - bound))
+        raise AssertionError(
+            f"{name}: {int(bad.sum())}/{diff.numel()} elements off; max|diff| {diff.max().item():.3e}, "
+            f"worst {a[fin][worst].item():.6g} vs {e[fin][worst].item():.6g} (atol {atol}, rtol {rtol})"
+        )
+
+
+def check_decode(
+    out: torch.Tensor, lse: torch.Tensor, ref_out: torch.Tensor, ref_lse: torch.Tensor
+) -> None:
+    tol = TOLERANCES[tolerance_tier(out.device)]
+    assert_close("out", out, ref_out, *tol["out"])
+    assert_close("lse", lse, ref_lse, *tol["lse"])
+
+
+def random_kv(num_tokens: int, *, device: torch.device | str, seed: int = 0, spread: float = 1.0) -> torch.Tensor:
+    """Real-valued keys with per-token magnitude variation (so UE8M0 scales differ between groups)."""
+    g = torch.Generator(device="cpu").manual_seed(seed)
+    kv = torch.randn(num_tokens, HEAD_DIM, generator=g)
+    mag = torch.exp(torch.randn(num_tokens, 8, generator=g) * spread)  # per 64-group magnitudes
+    kv = (kv.view(num_tokens, 8, 64) * mag.unsqueeze(-1)).view(num_tokens, HEAD_DIM)
+    return kv.to(device)
+
+
+def make_kv_cache(
+    num_tokens: int,
+    *,
+    device: torch.device | str,
+    seed: int = 0,
+    page_stride: int | None = None,
+    unique_tokens: int = 1 << 16,
+) -> torch.Tensor:
+    """A cache of ``num_tokens`` tokens, quantized from real values.
+
+    Large caches repeat a quantized pool of ``unique_tokens`` tokens page by page: every byte is a
+    genuine quantized value (random FP8 bytes could hold NaN patterns) and addresses stay distinct,
+    which is what cold-L2 timing needs.
+    """
+    pool_tokens = min(num_tokens, max(TOKENS_PER_PAGE, unique_tokens))
+    pool = quantize_kv_cache(random_kv(pool_tokens, device=device, seed=seed), page_stride)
+    num_pages = -(-num_tokens // TOKENS_PER_PAGE)
+    if num_pages <= pool.shape[0]:
+        return pool[:num_pages].contiguous()
+    reps = -(-num_pages // pool.shape[0])
+    return pool.repeat(reps, 1)[:num_pages].contiguous()
+
+
+@dataclass
+class DecodeInputs:
+    q: torch.Tensor  # [B, H, 512] bf16
+    kv_cache: torch.Tensor  # [num_pages, page_stride] uint8
+    index_sets: list[torch.Tensor]  # each [B, topk] int32; rotate among them for cold-L2 timing
+
+    @property
+    def indices(self) -> torch.Tensor:
+        return self.index_sets[0]
+
+
+def make_decode_inputs(
+    batch: int,
+    num_heads: int,
+    topk: int,
+    *,
+    num_tokens: int,
+    device: torch.device | str,
+    seed: int = 0,
+    num_index_sets: int = 1,
+    invalid_frac: float = 0.0,
+    q_scale: float = 1.0,
+) -> DecodeInputs:
+    """Each request owns a contiguous context of ``num_tokens // batch`` tokens and picks ``topk``
+    distinct slots of it; index set ``i`` draws from its own slice of the context when possible."""
+    kv_cache = make_kv_cache(num_tokens, device=device, seed=seed)
+    g = torch.Generator(device="cpu").manual_seed(seed + 1)
+    q = (torch.randn(batch, num_heads, HEAD_DIM, generator=g) * q_scale).to(torch.bfloat16).to(device)
+    context = max(1, num_tokens // max(batch, 1))
+    sets = []
+    for i in range(num_index_sets):
+        region = context // num_index_sets if context // num_index_sets >= topk else context
+        lo = (i * region) % max(context - region + 1, 1)
+        rows = []
+        for b in range(batch):
+            pick = torch.randperm(region, generator=g)[:topk] + lo + b * context
+            if pick.numel() < topk:  # context shorter than top-k: pad with invalid slots
+                pick = torch.cat([pick, torch.full((topk - pick.numel(),), -1, dtype=pick.dtype)])
+            if invalid_frac > 0:
+                drop = torch.rand(topk, generator=g) < invalid_frac
+                pick = torch.where(drop, torch.full_like(pick, -1), pick)
+            rows.append(pick)
+        sets.append(torch.stack(rows).to(torch.int32).to(device))
+    return DecodeInputs(q=q, kv_cache=kv_cache, index_sets=sets)

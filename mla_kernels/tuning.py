@@ -1,0 +1,185 @@
+"""Autotuning of the MMA decode launch: BLOCK_H / BLOCK_N / warps / stages / split-K count.
+
+Triton's own autotuner times one kernel; here a candidate is the whole launch (split kernel plus the
+LSE combine), so split counts are compared fairly. Candidates are pruned by the device's shared memory
+per block (sm_120 ~100 KB, sm_90 228 KB). Choices are cached per shape in memory and on disk, so a
+warm-up call resolves them before CUDA-graph capture and later processes skip the search.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+
+import torch
+
+from . import _common
+
+_SOURCE_HASH: str | None = None
+
+
+@dataclass(frozen=True)
+class MmaConfig:
+    block_h: int
+    block_n: int
+    num_warps: int
+    num_stages: int
+    num_splits: int
+    source: str = "default"  # default | cache | tuned
+
+
+# (BLOCK_H, BLOCK_N, num_warps, num_stages): 64 heads need 8 warps to hold the [64, 512] fp32 accumulator.
+_BASE = (
+    (64, 64, 8, 1),
+    (64, 64, 8, 2),
+    (64, 32, 8, 2),
+    (32, 64, 4, 2),
+    (32, 64, 8, 2),
+    (32, 32, 4, 2),
+    (16, 64, 4, 2),
+    (16, 32, 4, 2),
+)
+
+
+def smem_estimate(block_h: int, block_n: int, num_stages: int) -> int:
+    """Upper estimate of a config's shared memory: staged raw tiles + bf16 operands of both dots."""
+    raw = block_n * 584
+    k_tiles = block_n * 512 * 2 + block_n * 64 * 2
+    q_tiles = block_h * 512 * 2 + block_h * 64 * 2
+    return max(1, num_stages) * raw + k_tiles + q_tiles + block_h * block_n * 2
+
+
+def split_count(batch: int, heads: int, block_h: int, topk: int, block_n: int, sms: int) -> int:
+    """Splits of top-k so that the grid covers the machine once at small batch."""
+    ctas = batch * (heads // block_h)
+    tiles = -(-topk // block_n)
+    if ctas >= sms:
+        return 1
+    return max(1, min(-(-sms // ctas), tiles, 16))
+
+
+def candidates(batch: int, heads: int, topk: int, device: torch.device) -> list[MmaConfig]:
+    if _common.interpreting():
+        # One small config: the interpreter is slow and has no shared-memory limit to respect.
+        block_h = 16
+        return [MmaConfig(block_h, 16, 4, 1, split_count(batch, heads, block_h, topk, 16, 4))]
+    limit = _common.max_shared_mem(device)
+    sms = _common.num_sms(device)
+    out: list[MmaConfig] = []
+    for block_h, block_n, warps, stages in _BASE:
+        if heads % block_h or smem_estimate(block_h, block_n, stages) > limit:
+            continue
+        splits = split_count(batch, heads, block_h, topk, block_n, sms)
+        for s in dict.fromkeys((splits, 1)):
+            out.append(MmaConfig(block_h, block_n, warps, stages, s))
+    if not out:  # tiny shared memory: the smallest tile always fits in 48 KB-class devices' opt-in
+        out.append(MmaConfig(16, 32, 4, 1, split_count(batch, heads, 16, topk, 32, sms)))
+    return out
+
+
+def _source_hash() -> str:
+    global _SOURCE_HASH
+    if _SOURCE_HASH is None:
+        here = Path(__file__).parent
+        h = hashlib.sha256()
+        for name in ("decode.py", "tuning.py"):
+            h.update((here / name).read_bytes())
+        _SOURCE_HASH = h.hexdigest()[:16]
+    return _SOURCE_HASH
+
+
+def _cache_file() -> Path | None:
+    setting = os.environ.get("MLAPERF_AUTOTUNE_CACHE", "")
+    if setting == "0":
+        return None
+    if setting:
+        return Path(setting)
+    return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "mlaperf" / "autotune.json"
+
+
+def _disk_key(batch: int, heads: int, topk: int, device: torch.device) -> str:
+    import triton
+
+    name = torch.cuda.get_device_name(device).replace(" ", "_")
+    return f"{name}|triton-{triton.__version__}|{_source_hash()}|B{batch}|H{heads}|K{topk}"
+
+
+def _read_disk() -> dict[str, dict[str, int]]:
+    path = _cache_file()
+    if path is None or not path.exists():
+        return {}
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}  # a corrupt cache only costs a re-tune
+
+
+def _write_disk(key: str, cfg: MmaConfig) -> None:
+    path = _cache_file()
+    if path is None:
+        return
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        data = _read_disk()
+        data[key] = {k: v for k, v in asdict(cfg).items() if k != "source"}
+        fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
+        with os.fdopen(fd, "w") as fh:
+            json.dump(data, fh, indent=0, sort_keys=True)
+        os.replace(tmp, path)  # atomic: concurrent processes never read half a file
+    except OSError:
+        pass
+
+
+_MEMO: dict[tuple[object, ...], MmaConfig] = {}
+
+
+def choose_mma_config(
+    launch: Callable[[MmaConfig], object], batch: int, heads: int, topk: int, device: torch.device
+) -> MmaConfig:
+    """Best config for this shape: memo, then disk cache, then a timed search over the candidates."""
+    cands = candidates(batch, heads, topk, device)
+    if len(cands) == 1 or device.type != "cuda":
+        return cands[0]
+    key = (device.index, batch, heads, topk)
+    if key in _MEMO:
+        return _MEMO[key]
+    disk_key = _disk_key(batch, heads, topk, device)
+    stored = _read_disk().get(disk_key)
+    if stored is not None:
+        cfg = MmaConfig(**stored, source="cache")
+        _MEMO[key] = cfg
+        return cfg
+    if torch.cuda.is_current_stream_capturing():
+        raise RuntimeError(
+            f"sparse_mla_decode(impl='mma') for B={batch}, H={heads}, topk={topk} is not tuned yet: "
+            "call it once with these shapes before capturing a CUDA graph"
+        )
+    cfg = _search(launch, cands)
+    _MEMO[key] = cfg
+    _write_disk(disk_key, cfg)
+    return cfg
+
+
+def _search(launch: Callable[[MmaConfig], object], cands: list[MmaConfig]) -> MmaConfig:
+    from triton.testing import do_bench
+
+    best: tuple[float, MmaConfig] | None = None
+    for cfg in cands:
+        try:
+            launch(cfg)  # compile; a config the device cannot hold fails here
+            torch.cuda.synchronize()
+            ms = float(do_bench(lambda c=cfg: launch(c), warmup=5, rep=20, return_mode="median"))
+        except Exception as exc:  # noqa: BLE001 - out of resources / PTX errors rule a config out
+            if "out of resource" not in str(exc).lower() and "OutOfResources" not in type(exc).__name__:
+                torch.cuda.synchronize()
+            continue
+        if best is None or ms < best[0]:
+            best = (ms, cfg)
+    if best is None:
+        raise RuntimeError("no MMA decode config compiled on this device")
+    return replace(best[1], source="tuned")

@@ -1,0 +1,165 @@
+"""GPU identity recorded with every benchmark run.
+
+asv's machine.json has no GPU field, so the runner adds these keys to the asv machine entry
+(``~/.asv-machine.json``); asv copies them into ``machine.json`` and into every result file's
+``params``, where ingestion reads them. All values are strings, as asv's own machine fields are.
+
+Keys (docs/CONTRACTS.md): ``gpu_name``, ``gpu_cc`` ("9.0"), ``gpu_sm_count``, ``gpu_memory_gb``
+(GiB, 2**30 bytes, one decimal), ``gpu_driver``, ``cuda`` (the CUDA version torch was built with),
+``torch``, ``triton``. A machine without a usable CUDA device reports ``gpu_name: "none"`` and
+"none"/"0" for the other GPU fields.
+
+Run ``python -m mlaperf.gpuinfo`` to print the identity of this machine as JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.metadata
+import json
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+GPU_KEYS: tuple[str, ...] = (
+    "gpu_name",
+    "gpu_cc",
+    "gpu_sm_count",
+    "gpu_memory_gb",
+    "gpu_driver",
+    "cuda",
+    "torch",
+    "triton",
+)
+
+NONE = "none"
+
+
+def _version(dist: str) -> str:
+    try:
+        return importlib.metadata.version(dist)
+    except importlib.metadata.PackageNotFoundError:
+        return NONE
+
+
+def _torch_version() -> str:
+    try:
+        import torch
+    except ImportError:
+        return NONE
+    return str(torch.__version__)
+
+
+def _triton_version() -> str:
+    try:
+        import triton
+    except ImportError:
+        return _version("triton")
+    return str(getattr(triton, "__version__", _version("triton")))
+
+
+def driver_version(device_index: int = 0) -> str:
+    """NVIDIA driver version from nvidia-smi, else /proc/driver/nvidia/version, else "unknown"."""
+    smi = shutil.which("nvidia-smi")
+    if smi:
+        try:
+            out = subprocess.run(
+                [smi, "--query-gpu=driver_version", "--format=csv,noheader", "-i", str(device_index)],
+                capture_output=True,
+                text=True,
+                timeout=30,
+                check=True,
+            ).stdout.strip()
+            if out:
+                return out.splitlines()[0].strip()
+        except (OSError, subprocess.SubprocessError):
+            pass
+    proc = Path("/proc/driver/nvidia/version")
+    try:
+        m = re.search(r"Kernel Module\s+(?:for \S+\s+)?([0-9][0-9.]+)", proc.read_text())
+    except OSError:
+        m = None
+    return m.group(1) if m else "unknown"
+
+
+def cuda_available() -> bool:
+    """True when torch sees a CUDA device (torch's check does not create a CUDA context)."""
+    try:
+        import torch
+    except ImportError:
+        return False
+    return bool(torch.cuda.is_available())
+
+
+def cpu_identity() -> dict[str, str]:
+    """Identity of a machine benchmarked without a GPU (the CPU smoke tier)."""
+    cuda = NONE
+    try:
+        import torch
+
+        cuda = str(torch.version.cuda) if torch.version.cuda else NONE
+    except ImportError:
+        pass
+    return {
+        "gpu_name": NONE,
+        "gpu_cc": NONE,
+        "gpu_sm_count": "0",
+        "gpu_memory_gb": "0",
+        "gpu_driver": NONE,
+        "cuda": cuda,
+        "torch": _torch_version(),
+        "triton": _triton_version(),
+    }
+
+
+def gpu_identity(device_index: int = 0) -> dict[str, str]:
+    """Identity of CUDA device ``device_index``; raises RuntimeError when there is none."""
+    import torch
+
+    if not torch.cuda.is_available():
+        raise RuntimeError("no CUDA device is available (torch.cuda.is_available() is False)")
+    count = torch.cuda.device_count()
+    if not 0 <= device_index < count:
+        raise ValueError(f"device_index {device_index} is out of range: {count} CUDA device(s)")
+    props = torch.cuda.get_device_properties(device_index)
+    return {
+        "gpu_name": str(props.name),
+        "gpu_cc": f"{props.major}.{props.minor}",
+        "gpu_sm_count": str(props.multi_processor_count),
+        "gpu_memory_gb": f"{props.total_memory / 2**30:.1f}",
+        "gpu_driver": driver_version(device_index),
+        "cuda": str(torch.version.cuda or NONE),
+        "torch": _torch_version(),
+        "triton": _triton_version(),
+    }
+
+
+def identity(tier: str = "auto", device_index: int = 0) -> dict[str, str]:
+    """GPU identity for ``tier`` "gpu", "cpu" or "auto" (gpu when CUDA is available)."""
+    if tier not in ("auto", "gpu", "cpu"):
+        raise ValueError(f"tier must be 'auto', 'gpu' or 'cpu', got {tier!r}")
+    if tier == "cpu" or (tier == "auto" and not cuda_available()):
+        return cpu_identity()
+    return gpu_identity(device_index)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m mlaperf.gpuinfo", description="Print this machine's GPU identity as JSON."
+    )
+    parser.add_argument("--tier", choices=("auto", "gpu", "cpu"), default="auto")
+    parser.add_argument("--device", type=int, default=0, help="CUDA device index (default 0)")
+    args = parser.parse_args(argv)
+    try:
+        info = identity(args.tier, args.device)
+    except (RuntimeError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    print(json.dumps(info, indent=2, sort_keys=True))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

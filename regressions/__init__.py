@@ -1,0 +1,1 @@
+"""Regression detection and PR reports."""

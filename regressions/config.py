@@ -1,0 +1,120 @@
+"""Detection settings: the slowdown threshold (default 5%, overridable per benchmark pattern) and declared
+directions, read from ``[tool.mlaperf]`` in ``pyproject.toml`` or from ``mlaperf.toml``.
+
+Example (``pyproject.toml``; in ``mlaperf.toml`` drop the ``tool.mlaperf.`` prefix)::
+
+    [tool.mlaperf.thresholds]
+    default = 0.05
+    "bench_indexer.*" = 0.10          # fnmatch pattern on the benchmark name
+    "*.track_roofline_fraction" = 0.08
+
+    [tool.mlaperf.directions]
+    "bench_step.*.track_occupancy" = "down_is_worse"
+
+The most specific matching pattern (the longest one) wins.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+DEFAULT_THRESHOLD = 0.05
+DIRECTIONS = ("up_is_worse", "down_is_worse")
+
+
+class ConfigError(ValueError):
+    """A configuration file or value is invalid; the message names the file and key."""
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Thresholds and direction overrides; ``threshold_for``/``direction_override`` resolve one benchmark."""
+
+    default_threshold: float = DEFAULT_THRESHOLD
+    thresholds: dict[str, float] = field(default_factory=dict)
+    directions: dict[str, str] = field(default_factory=dict)
+    source: str | None = None
+
+    def threshold_for(self, benchmark: str) -> float:
+        pattern = _best_match(benchmark, self.thresholds)
+        return self.thresholds[pattern] if pattern is not None else self.default_threshold
+
+    def direction_override(self, benchmark: str) -> str | None:
+        pattern = _best_match(benchmark, self.directions)
+        return self.directions[pattern] if pattern is not None else None
+
+    def with_threshold(self, threshold: float | None) -> Settings:
+        """A command-line ``--threshold`` applies to every series: it replaces the default and patterns."""
+        if threshold is None:
+            return self
+        check_threshold(threshold, "--threshold")
+        return Settings(threshold, {}, dict(self.directions), self.source)
+
+
+def _best_match(name: str, table: dict[str, Any]) -> str | None:
+    matches = [p for p in table if fnmatch.fnmatchcase(name, p)]
+    return max(matches, key=len) if matches else None
+
+
+def check_threshold(value: Any, where: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < float(value) < 10:
+        raise ConfigError(f"{where}: threshold must be a number in (0, 10), e.g. 0.05 for 5%; got {value!r}")
+    return float(value)
+
+
+def parse_settings(table: dict[str, Any], source: str) -> Settings:
+    """Build Settings from the ``[tool.mlaperf]`` (or ``mlaperf.toml`` top-level) table."""
+    thresholds_raw = table.get("thresholds", {})
+    directions_raw = table.get("directions", {})
+    if not isinstance(thresholds_raw, dict):
+        raise ConfigError(f"{source}: [thresholds] must be a table")
+    if not isinstance(directions_raw, dict):
+        raise ConfigError(f"{source}: [directions] must be a table")
+    default = DEFAULT_THRESHOLD
+    thresholds: dict[str, float] = {}
+    for key, value in thresholds_raw.items():
+        checked = check_threshold(value, f"{source}: thresholds.{key!r}")
+        if key == "default":
+            default = checked
+        else:
+            thresholds[key] = checked
+    directions: dict[str, str] = {}
+    for key, value in directions_raw.items():
+        if value not in DIRECTIONS:
+            raise ConfigError(f"{source}: directions.{key!r} must be one of {DIRECTIONS}; got {value!r}")
+        directions[key] = value
+    return Settings(default, thresholds, directions, source)
+
+
+def load_settings(path: str | Path | None = None, *, search_dir: str | Path = ".") -> Settings:
+    """Settings from ``path`` (``mlaperf.toml`` or ``pyproject.toml``), else from ``mlaperf.toml`` or
+    ``pyproject.toml`` in ``search_dir``; built-in defaults when neither has a table."""
+    if path is not None:
+        p = Path(path)
+        if not p.is_file():
+            raise ConfigError(f"--config: file not found: {p}")
+        return _load_file(p)
+    for name in ("mlaperf.toml", "pyproject.toml"):
+        p = Path(search_dir) / name
+        if p.is_file():
+            settings = _load_file(p)
+            if settings.source is not None:
+                return settings
+    return Settings()
+
+
+def _load_file(p: Path) -> Settings:
+    try:
+        data = tomllib.loads(p.read_text(encoding="utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{p}: not valid TOML: {exc}") from exc
+    if p.name == "pyproject.toml":
+        table = data.get("tool", {}).get("mlaperf")
+        if table is None:
+            return Settings()
+        return parse_settings(table, f"{p} [tool.mlaperf]")
+    return parse_settings(data, str(p))

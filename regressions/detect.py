@@ -1,0 +1,271 @@
+"""Change-point detection over one benchmark series (values in commit order), independent of the store.
+
+The method, in log space (relative changes are additive there):
+
+1. Failed runs (None/NaN/non-positive) are dropped; indices still refer to the input.
+2. Noise scale from the spread of run-to-run differences (upper quartile of ``|diff|``): robust to
+   steps and one-off outliers, and, unlike the MAD, not fooled by a minority clock mode.
+3. Candidate change points: multi-scale comparison of the medians just before and just after each
+   point (windows of 2..16 runs), kept when shifted by a fair part of the threshold.
+4. Optimal segmentation over the candidates: minimum of the L1 deviation from each segment's median
+   (in noise units) plus a penalty per segment; interior segments need >= 2 runs, so one-off outliers
+   can't form a level of their own. The newest one to three runs are tested on their own, so a step on
+   the newest commit is flagged at once.
+5. Change points whose shift is small or not significant are pruned, weakest first.
+6. A step is a regression when the direction-adjusted shift exceeds the threshold and is significant
+   (z >= ``z_flag``); a short interior level must also be internally consistent (two unrelated
+   outliers next to each other are not a level). A later level back within the threshold of the level
+   before marks it fixed.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from regressions.direction import UP_IS_WORSE
+
+_Q75_ABS_DIFF = 1.6268  # upper quartile of |a - b| for a, b ~ N(0, 1): sigma = q75 / this
+
+
+@dataclass(frozen=True)
+class DetectorParams:
+    """Tuning of the detector; defaults were set on labelled synthetic GPU histories
+    (benchmarks/scripts/detect_quality.py) and checked on seeds not used for tuning."""
+
+    penalty: float = 4.0  # per segment, in noise units (plus log(n) below)
+    z_candidate: float = 2.0
+    z_keep: float = 2.5
+    z_flag: float = 3.0
+    scales: tuple[int, ...] = (2, 4, 8, 16)
+    level_window: int = 30  # runs each side used to estimate the levels around a step
+    noise_floor: float = 0.002  # relative; deterministic series would otherwise have zero noise
+    max_candidates: int = 32
+    short_level: int = 4  # interior levels this short must be consistent to count
+
+
+DEFAULT_PARAMS = DetectorParams()
+
+
+@dataclass(frozen=True)
+class Step:
+    """One change point. ``index`` is the first run of the new level (input index, so a commit)."""
+
+    index: int
+    before: float
+    after: float
+    ratio: float  # after / before
+    slowdown: float  # > 1 worse, < 1 better (direction-adjusted ratio)
+    z: float
+    p_value: float
+    regression: bool
+    fixed_index: int | None = None
+
+
+@dataclass(frozen=True)
+class SeriesDetection:
+    steps: list[Step] = field(default_factory=list)
+    noise: float = math.nan  # relative run-to-run noise (sigma of log values)
+    levels: list[tuple[int, int, float]] = field(default_factory=list)  # (first, last index, level)
+
+    @property
+    def regressions(self) -> list[Step]:
+        return [s for s in self.steps if s.regression]
+
+
+def _median_var_factor(n: int) -> float:
+    # Variance of a sample median relative to the mean's: 1 for one or two runs, ~pi/2 for more.
+    return 1.0 if n <= 2 else math.pi / 2
+
+
+def _se(sigma: float, n_left: int, n_right: int) -> float:
+    return sigma * math.sqrt(_median_var_factor(n_left) / n_left + _median_var_factor(n_right) / n_right)
+
+
+def noise_scale(z: np.ndarray, floor: float = DEFAULT_PARAMS.noise_floor) -> float:
+    """Per-run noise sigma (log units) from the upper quartile of run-to-run differences."""
+    if z.size < 3:
+        return floor
+    q75 = float(np.quantile(np.abs(np.diff(z)), 0.75))
+    return max(q75 / _Q75_ABS_DIFF, floor)
+
+
+def _to_log(values: Sequence[float | None] | np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Valid input indices and their log values (failed runs and non-positive values dropped)."""
+    y = np.asarray(pd.to_numeric(pd.Series(values, dtype="object"), errors="coerce"), dtype=float)
+    idx = np.flatnonzero(np.isfinite(y) & (y > 0))
+    return idx, np.log(y[idx])
+
+
+def _candidates(z: np.ndarray, sigma: float, delta: float, p: DetectorParams) -> list[int]:
+    """Positions (into z) that may start a new level, strongest first, at most ``max_candidates``."""
+    n = z.size
+    s = pd.Series(z)
+    best = np.zeros(n)
+    for k in p.scales:
+        if k > n:
+            break
+        before = s.rolling(k, min_periods=1).median().to_numpy()  # median of z[i-k+1 .. i]
+        after = s[::-1].rolling(k, min_periods=1).median().to_numpy()[::-1]  # median of z[i .. i+k-1]
+        n_before = np.minimum(np.arange(1, n + 1), k)
+        n_after = np.minimum(np.arange(n, 0, -1), k)
+        d = np.abs(after[1:] - before[:-1])  # shift at i = 1..n-1
+        nb, na = n_before[:-1], n_after[1:]
+        f = np.where(nb <= 2, 1.0, math.pi / 2) / nb + np.where(na <= 2, 1.0, math.pi / 2) / na
+        score = d / (sigma * np.sqrt(f))
+        score[d < 0.5 * delta] = 0.0
+        best[1:] = np.maximum(best[1:], score)
+    best[:2] = 0.0  # the first level needs two runs
+    # Non-maximum suppression over neighbours: one candidate per local peak.
+    left = np.concatenate(([0.0], best[:-1]))
+    right = np.concatenate((best[1:], [0.0]))
+    peak = (best >= p.z_candidate) & (best >= left) & (best > right)
+    cands = np.flatnonzero(peak)
+    if cands.size > p.max_candidates:
+        cands = cands[np.argsort(-best[cands])[: p.max_candidates]]
+    return sorted(int(c) for c in cands)
+
+
+def _segment(z: np.ndarray, sigma: float, cands: list[int], penalty: float) -> list[int]:
+    """Optimal partition with boundaries among ``cands`` (L1 cost in noise units + penalty)."""
+    n = z.size
+    bounds = [0, *cands, n]
+    m = len(bounds)
+    cost_cache: dict[tuple[int, int], float] = {}
+
+    def cost(a: int, b: int) -> float:
+        key = (a, b)
+        if key not in cost_cache:
+            seg = z[a:b]
+            cost_cache[key] = float(np.abs(seg - np.median(seg)).sum()) / sigma
+        return cost_cache[key]
+
+    best = [math.inf] * m
+    prev = [-1] * m
+    best[0] = 0.0
+    for j in range(1, m):
+        last = j == m - 1
+        for i in range(j):
+            length = bounds[j] - bounds[i]
+            if length < (1 if last and i > 0 else 2) or best[i] == math.inf:
+                continue
+            total = best[i] + cost(bounds[i], bounds[j]) + penalty
+            if total < best[j]:
+                best[j], prev[j] = total, i
+    cps: list[int] = []
+    j = prev[m - 1]
+    while j > 0:
+        cps.append(bounds[j])
+        j = prev[j]
+    return sorted(cps)
+
+
+def _shift(z: np.ndarray, cps: list[int], k: int, window: int) -> tuple[float, float, int, int]:
+    """Levels just left and right of change point ``cps[k]`` (within the neighbouring segments)."""
+    start = cps[k - 1] if k > 0 else 0
+    end = cps[k + 1] if k + 1 < len(cps) else z.size
+    c = cps[k]
+    left = z[max(start, c - window) : c]
+    right = z[c : min(end, c + window)]
+    return float(np.median(left)), float(np.median(right)), left.size, right.size
+
+
+def _prune(z: np.ndarray, sigma: float, cps: list[int], delta: float, p: DetectorParams) -> list[int]:
+    cps = list(cps)
+    while cps:
+        weakest, weakest_z = -1, math.inf
+        for k in range(len(cps)):
+            lo, hi, nl, nr = _shift(z, cps, k, p.level_window)
+            zs = abs(hi - lo) / _se(sigma, nl, nr)
+            if (abs(hi - lo) < 0.5 * delta or zs < p.z_keep) and zs < weakest_z:
+                weakest, weakest_z = k, zs
+        if weakest < 0:
+            break
+        del cps[weakest]
+    return cps
+
+
+def _tail(z: np.ndarray, sigma: float, cps: list[int], delta: float, p: DetectorParams) -> list[int]:
+    """Test the newest 1-3 runs as a new level when segmentation has not split them off."""
+    n = z.size
+    start = cps[-1] if cps else 0
+    best_k, best_z = 0, 0.0
+    for k in (1, 2, 3):
+        ref = z[max(start, n - k - p.level_window) : n - k]
+        if ref.size < 2 or n - k - start < 2:
+            continue
+        tail = z[n - k :]
+        d = float(np.median(tail) - np.median(ref))
+        zs = abs(d) / _se(sigma, ref.size, k)
+        # Every run of the tail must be on the new side, or it is an outlier plus noise.
+        consistent = bool(np.all(np.sign(tail - np.median(ref)) == np.sign(d)))
+        if abs(d) >= delta and zs >= p.z_flag and consistent and zs > best_z:
+            best_k, best_z = k, zs
+    return sorted({*cps, n - best_k}) if best_k else cps
+
+
+def _consistent_level(seg: np.ndarray, lo: float, hi: float, sigma: float, delta: float) -> bool:
+    """A short level is real when each run moved the same way and the runs agree with each other."""
+    d = hi - lo
+    moved = np.sign(d) * (seg - lo) >= 0.5 * delta
+    spread = float(seg.max() - seg.min())
+    return bool(moved.all()) and spread <= max(4.0 * sigma, 0.5 * abs(d))
+
+
+def detect_steps(
+    values: Sequence[float | None] | np.ndarray,
+    *,
+    threshold: float = 0.05,
+    direction: str = UP_IS_WORSE,
+    params: DetectorParams = DEFAULT_PARAMS,
+) -> SeriesDetection:
+    """Change points of one series in commit order; ``regressions`` are those worse than ``threshold``."""
+    idx, z = _to_log(values)
+    n = z.size
+    if n < 3:
+        return SeriesDetection()
+    sigma = noise_scale(z, params.noise_floor)
+    delta = math.log1p(threshold)
+    cands = _candidates(z, sigma, delta, params)
+    cps = _segment(z, sigma, cands, params.penalty + math.log(n)) if cands else []
+    cps = _tail(z, sigma, cps, delta, params)
+    cps = _prune(z, sigma, cps, delta, params)
+    bounds = [0, *cps, n]
+    levels = [
+        (int(idx[a]), int(idx[b - 1]), float(np.exp(np.median(z[a:b])))) for a, b in zip(bounds, bounds[1:])
+    ]
+    sign = 1.0 if direction == UP_IS_WORSE else -1.0
+    steps: list[Step] = []
+    for k, c in enumerate(cps):
+        lo, hi, nl, nr = _shift(z, cps, k, params.level_window)
+        zs = abs(hi - lo) / _se(sigma, nl, nr)
+        worse = sign * (hi - lo)
+        regression = worse > delta and zs >= params.z_flag
+        seg_end = bounds[k + 2]
+        if regression and seg_end < n and seg_end - c <= params.short_level:
+            regression = _consistent_level(z[c:seg_end], lo, hi, sigma, delta)
+        fixed = None
+        if regression:
+            for a, b in zip(bounds[k + 2 :], bounds[k + 3 :]):
+                level = float(np.median(z[a : min(b, a + params.level_window)]))
+                if sign * (level - lo) < delta:
+                    fixed = int(idx[a])
+                    break
+        steps.append(
+            Step(
+                index=int(idx[c]),
+                before=float(np.exp(lo)),
+                after=float(np.exp(hi)),
+                ratio=float(np.exp(hi - lo)),
+                slowdown=float(np.exp(worse)),
+                z=float(zs),
+                p_value=float(math.erfc(zs / math.sqrt(2))),
+                regression=bool(regression),
+                fixed_index=fixed,
+            )
+        )
+    return SeriesDetection(steps=steps, noise=sigma, levels=levels)

@@ -1,0 +1,167 @@
+"""Sparse decode: every implementation against the fp32 reference (interpreter on CPU, GPU when present)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from mla_kernels import LAST_LAUNCH, make_decode_inputs, quantize_kv_cache, sparse_mla_decode
+from mla_kernels.decode import _mma_decode
+from mla_kernels.testing import check_decode, random_kv
+from mla_kernels.tuning import MmaConfig
+
+KERNELS = ["simt", "mma"]
+
+
+def _check(q, kv_cache, indices, impl, sm_scale=None):
+    ref_out, ref_lse = sparse_mla_decode(q, kv_cache, indices, sm_scale, impl="reference")
+    out, lse = sparse_mla_decode(q, kv_cache, indices, sm_scale, impl=impl)
+    assert out.shape == q.shape and out.dtype == torch.bfloat16
+    assert lse.shape == q.shape[:2] and lse.dtype == torch.float32
+    assert LAST_LAUNCH["impl"] == impl  # the implementation asked for is the one that ran
+    check_decode(out, lse, ref_out, ref_lse)
+    return out, lse
+
+
+@pytest.mark.parametrize("impl", KERNELS)
+@pytest.mark.parametrize(("batch", "heads", "topk"), [(2, 16, 40), (1, 32, 33)])
+def test_matches_reference_ragged_topk(device, impl, batch, heads, topk):
+    inp = make_decode_inputs(batch, heads, topk, num_tokens=700, device=device, seed=topk, invalid_frac=0.1)
+    _check(inp.q, inp.kv_cache, inp.indices, impl)
+
+
+@pytest.mark.parametrize("impl", KERNELS)
+def test_invalid_tiles_rows_duplicates_and_out_of_range(device, impl):
+    inp = make_decode_inputs(3, 16, 48, num_tokens=512, device=device, seed=7)
+    idx = inp.indices.clone()
+    idx[0, :32] = -1  # whole leading tiles invalid
+    idx[1, :] = -1  # a row with no valid slot: out 0, lse +inf
+    idx[2, 10:20] = idx[2, 0]  # duplicate slots count twice
+    idx[2, 40] = 512 * 10  # beyond the cache: treated as invalid
+    out, lse = _check(inp.q, inp.kv_cache, idx, impl)
+    assert torch.isinf(lse[1]).all() and (lse[1] > 0).all()
+    assert (out[1] == 0).all()
+    assert not torch.isnan(out).any()
+
+
+@pytest.mark.parametrize("impl", KERNELS)
+def test_padded_page_stride_and_custom_scale(device, impl):
+    kv = random_kv(600, device=device, seed=11)
+    big = quantize_kv_cache(kv, page_stride=149_760)
+    idx = torch.randperm(600, generator=torch.Generator().manual_seed(0))[:64].view(2, 32).to(torch.int32)
+    q = torch.randn(2, 16, 512, generator=torch.Generator().manual_seed(1)).bfloat16()
+    _check(q.to(device), big, idx.to(device), impl, sm_scale=0.02)
+
+
+@pytest.mark.parametrize("impl", KERNELS)
+@pytest.mark.parametrize("q_scale", [1e-3, 8.0])
+def test_tiny_values_and_peaky_softmax(device, impl, q_scale):
+    # q_scale 8 makes scores span hundreds: softmax is one-hot-like (peaky), exp must not overflow.
+    inp = make_decode_inputs(1, 16, 64, num_tokens=300, device=device, seed=5, q_scale=q_scale)
+    _check(inp.q, inp.kv_cache, inp.indices, impl)
+
+
+@pytest.mark.parametrize("impl", KERNELS)
+def test_large_magnitudes(device, impl):
+    kv = random_kv(256, device="cpu", seed=9) * 1e4
+    kv[:, 448:] = kv[:, 448:].clamp(-3e4, 3e4)
+    cache = quantize_kv_cache(kv).to(device)
+    q = (torch.randn(1, 16, 512, generator=torch.Generator().manual_seed(2)) * 1e-4).bfloat16().to(device)
+    idx = torch.arange(32, dtype=torch.int32).view(1, 32).to(device)
+    _check(q, cache, idx, "mma" if impl == "mma" else "simt")
+
+
+@pytest.mark.parametrize(
+    ("block_h", "splits"), [(16, 1), (16, 3), (32, 1), (32, 2), (64, 4)]
+)
+def test_mma_every_head_block_and_split(device, block_h, splits):
+    inp = make_decode_inputs(2, 64, 70, num_tokens=512, device=device, seed=block_h + splits, invalid_frac=0.2)
+    ref_out, ref_lse = sparse_mla_decode(inp.q, inp.kv_cache, inp.indices, impl="reference")
+    cfg = MmaConfig(block_h=block_h, block_n=16, num_warps=4, num_stages=1, num_splits=splits)
+    out, lse = _mma_decode(inp.q, inp.kv_cache, inp.indices, 512**-0.5, cfg)
+    assert LAST_LAUNCH["BLOCK_H"] == block_h
+    check_decode(out, lse, ref_out, ref_lse)
+
+
+def test_torch_baseline_is_close(device):
+    inp = make_decode_inputs(2, 16, 64, num_tokens=512, device=device, seed=3)
+    ref_out, ref_lse = sparse_mla_decode(inp.q, inp.kv_cache, inp.indices, impl="reference")
+    out, lse = sparse_mla_decode(inp.q, inp.kv_cache, inp.indices, impl="torch")
+    # bf16 probabilities: error relative to the output's scale, not per element
+    scale = ref_out.float().abs().max().item()
+    torch.testing.assert_close(out.float(), ref_out.float(), atol=2e-2 * scale, rtol=2e-2)
+    torch.testing.assert_close(lse, ref_lse, atol=1e-2, rtol=1e-2)  # scores come back in bf16
+
+
+def test_empty_batch(device):
+    inp = make_decode_inputs(1, 16, 16, num_tokens=256, device=device)
+    q = inp.q[:0]
+    out, lse = sparse_mla_decode(q, inp.kv_cache, inp.indices[:0], impl="mma")
+    assert out.shape == (0, 16, 512) and lse.shape == (0, 16)
+
+
+@pytest.mark.parametrize(
+    ("change", "match"),
+    [
+        (lambda a: a.update(q=a["q"].float()), "q must have dtype"),
+        (lambda a: a.update(q=a["q"][:, :, :448]), "head dim"),
+        (lambda a: a.update(q=a["q"][:, :8]), "multiple of 16"),
+        (lambda a: a.update(indices=a["indices"].long()), "indices must have dtype"),
+        (lambda a: a.update(indices=a["indices"][:1]), "batch"),
+        (lambda a: a.update(kv_cache=a["kv_cache"][:, :1000]), "kv_cache"),
+        (lambda a: a.update(kv_cache=a["kv_cache"].float()), "kv_cache"),
+        (lambda a: a.update(impl="flash"), "impl must be one of"),
+        (lambda a: a.update(sm_scale=float("nan")), "sm_scale"),
+        (lambda a: a.update(q=a["q"].transpose(1, 2).contiguous().transpose(1, 2)), "contiguous"),
+    ],
+)
+def test_bad_input_names_the_argument(device, change, match):
+    inp = make_decode_inputs(2, 16, 16, num_tokens=256, device=device)
+    args = {"q": inp.q, "kv_cache": inp.kv_cache, "indices": inp.indices, "sm_scale": None, "impl": "mma"}
+    change(args)
+    with pytest.raises(ValueError, match=match):
+        sparse_mla_decode(**args)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="CPU-only check")
+def test_cpu_tensors_need_the_interpreter(monkeypatch):
+    inp = make_decode_inputs(1, 16, 16, num_tokens=256, device="cpu")
+    monkeypatch.setenv("TRITON_INTERPRET", "0")
+    with pytest.raises(ValueError, match="CUDA tensor"):
+        sparse_mla_decode(inp.q, inp.kv_cache, inp.indices, impl="simt")
+
+
+# ---- GPU: production shapes, CUDA graphs -------------------------------------------------------
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("impl", KERNELS)
+@pytest.mark.parametrize("heads", [64, 128])
+@pytest.mark.parametrize("topk", [128, 512, 2048])
+@pytest.mark.parametrize("batch", [1, 7, 32, 128])
+def test_gpu_production_shapes(impl, heads, topk, batch):
+    if impl == "simt" and batch * heads * topk > 32 * 64 * 2048:
+        pytest.skip("SIMT at this size only costs time; covered by smaller batches")
+    inp = make_decode_inputs(batch, heads, topk, num_tokens=max(batch * 4096, 65536), device="cuda",
+                             seed=batch + topk, invalid_frac=0.05)
+    _check(inp.q, inp.kv_cache, inp.indices, impl)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("impl", KERNELS)
+def test_gpu_graph_replay_equals_eager(impl):
+    inp = make_decode_inputs(16, 64, 512, num_tokens=16 * 8192, device="cuda", seed=1, num_index_sets=2)
+    idx = inp.indices.clone()
+    eager = sparse_mla_decode(inp.q, inp.kv_cache, idx, impl=impl)  # warm-up resolves autotuning
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        captured = sparse_mla_decode(inp.q, inp.kv_cache, idx, impl=impl)
+    graph.replay()
+    torch.cuda.synchronize()
+    assert torch.equal(captured[0], eager[0]) and torch.equal(captured[1], eager[1])
+    idx.copy_(inp.index_sets[1])  # new inputs through the same graph
+    graph.replay()
+    fresh = sparse_mla_decode(inp.q, inp.kv_cache, idx, impl=impl)
+    torch.cuda.synchronize()
+    assert torch.equal(captured[0], fresh[0]) and torch.equal(captured[1], fresh[1])
