@@ -4,10 +4,36 @@ from ._common import LAST_LAUNCH
 from .cache import PAGE_BYTES, TOKENS_PER_PAGE, dequantize_kv_cache, quantize_kv_cache
 from .decode import IMPLS as DECODE_IMPLS
 from .decode import sparse_mla_decode
+from .indexer import (
+    INDEX_PAGE_BYTES,
+    INDEXER_IMPLS,
+    IndexerInputs,
+    check_indexer_output,
+    dequantize_index_cache,
+    indexer_logits_reference,
+    indexer_reference,
+    indexer_topk,
+    make_indexer_inputs,
+    quantize_index_cache,
+)
+from .step import DecodeStep, StepInputs, make_step_inputs
 from .testing import DecodeInputs, make_decode_inputs, make_kv_cache
 
 __all__ = [
     "DECODE_IMPLS",
+    "INDEXER_IMPLS",
+    "INDEX_PAGE_BYTES",
+    "DecodeStep",
+    "IndexerInputs",
+    "StepInputs",
+    "check_indexer_output",
+    "dequantize_index_cache",
+    "indexer_logits_reference",
+    "indexer_reference",
+    "indexer_topk",
+    "make_indexer_inputs",
+    "make_step_inputs",
+    "quantize_index_cache",
     "LAST_LAUNCH",
     "PAGE_BYTES",
     "TOKENS_PER_PAGE",

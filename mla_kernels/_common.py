@@ -59,7 +59,7 @@ def check_last_dim_contiguous(name: str, t: torch.Tensor) -> None:
         raise ValueError(f"{name} must be contiguous in its last dimension (stride {t.stride()})")
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _cuda_props(index: int) -> tuple[int, int, tuple[int, int]]:
     props = torch.cuda.get_device_properties(index)
     smem = 0
@@ -93,3 +93,16 @@ def capability(device: torch.device) -> tuple[int, int]:
 
 def next_pow2(n: int) -> int:
     return 1 if n <= 1 else 1 << (n - 1).bit_length()
+
+
+def compile_stats(compiled: object) -> dict[str, int]:
+    """Registers, spills and shared memory of a launched kernel (empty under the interpreter)."""
+    stats: dict[str, int] = {}
+    for key in ("n_regs", "n_spills"):
+        value = getattr(compiled, key, None)
+        if isinstance(value, int):
+            stats[key] = value
+    shared = getattr(getattr(compiled, "metadata", None), "shared", None)
+    if isinstance(shared, int):
+        stats["shared"] = shared
+    return stats

@@ -33,32 +33,43 @@ MAX_SPLITS = 16
 
 
 @triton.jit
-def _load_nope_tile(cache_ptr, page_base, off, valid, BLOCK_N: tl.constexpr):
-    """Gather and dequantize BLOCK_N tokens' nope values -> fp32 [BLOCK_N, 512] (cols >= 448 are 0)."""
-    offs_g = tl.arange(0, 8)  # 7 scale groups, padded to 8 for a power-of-two tile
+def _load_raw_tile(cache_ptr, cache16_ptr, page_base, off, valid):
+    """Issue the loads of one tile: fp8 nope bytes [N, 8, 64] (group 7 is padding), UE8M0 bytes [N, 8],
+    bf16 rope [N, 64]. Dequantization happens later, so the loads of the next tile can be in flight
+    while the current one is computed."""
+    offs_g = tl.arange(0, 8)
     offs_c = tl.arange(0, 64)
-    row = page_base + off.to(tl.int64) * 576  # [BLOCK_N] byte offset of each token's data row
+    offs_r = tl.arange(0, 64)
     gmask = offs_g < 7
+    row = page_base + off.to(tl.int64) * 576  # [N] byte offset of each token's data row
     ptrs = cache_ptr + row[:, None, None] + (offs_g * 64)[None, :, None] + offs_c[None, None, :]
-    raw = tl.load(ptrs, mask=valid[:, None, None] & gmask[None, :, None], other=0)  # [N, 8, 64] u8
-    sptrs = cache_ptr + (page_base + 147456 + off.to(tl.int64) * 8)[:, None] + offs_g[None, :]
-    exps = tl.load(sptrs, mask=valid[:, None] & gmask[None, :], other=0)  # [N, 8] UE8M0 bytes
-    scale = (exps.to(tl.int32) << 23).to(tl.float32, bitcast=True)  # 2**(e - 127), exact
-    vals = raw.to(tl.float8e4nv, bitcast=True).to(tl.float32) * scale[:, :, None]
-    return tl.reshape(vals, (BLOCK_N, 512))
+    raw = tl.load(ptrs, mask=valid[:, None, None] & gmask[None, :, None], other=0)
+    srow = page_base + 147456 + off.to(tl.int64) * 8  # [N] byte offset of its scale row
+    exps = tl.load(cache_ptr + srow[:, None] + offs_g[None, :], mask=valid[:, None] & gmask[None, :], other=0)
+    rope = tl.load(cache16_ptr + ((row + 448) // 2)[:, None] + offs_r[None, :], mask=valid[:, None], other=0.0)
+    return raw, exps, rope
 
 
 @triton.jit
-def _load_rope_tile(cache16_ptr, page_base, off, valid):
-    """The 64 bf16 rope values of each token (cache viewed as 16-bit words) -> bf16 [BLOCK_N, 64]."""
-    offs_r = tl.arange(0, 64)
-    word = (page_base + off.to(tl.int64) * 576 + 448) // 2
-    return tl.load(cache16_ptr + word[:, None] + offs_r[None, :], mask=valid[:, None], other=0.0)
+def _dequant_nope(raw, exps, BLOCK_N: tl.constexpr, KV_BF16: tl.constexpr):
+    """fp8 bytes x 2**(e - 127) -> [N, 512] (cols >= 448 are 0). KV_BF16 multiplies in bf16, which is
+    exact (powers of two) and halves the registers of the tile."""
+    scale = (exps.to(tl.int32) << 23).to(tl.float32, bitcast=True)  # 2**(e - 127), exact
+    if KV_BF16:
+        vals = raw.to(tl.float8e4nv, bitcast=True).to(tl.bfloat16) * scale.to(tl.bfloat16)[:, :, None]
+    else:
+        vals = raw.to(tl.float8e4nv, bitcast=True).to(tl.float32) * scale[:, :, None]
+    return tl.reshape(vals, (BLOCK_N, 512))
 
 
 @triton.jit
 def _slot_tile(idx_ptr, offs_n, end_n, total_tokens, stride_page):
     idx = tl.load(idx_ptr + offs_n, mask=offs_n < end_n, other=-1)
+    return _slot_address(idx, total_tokens, stride_page)
+
+
+@triton.jit
+def _slot_address(idx, total_tokens, stride_page):
     valid = (idx >= 0) & (idx < total_tokens)
     slot = tl.where(valid, idx, 0)
     page_base = (slot // 256).to(tl.int64) * stride_page
@@ -89,8 +100,9 @@ def _simt_decode_kernel(
     for start in range(0, topk, BLOCK_N):
         offs_n = start + tl.arange(0, BLOCK_N)
         valid, page_base, off = _slot_tile(idx_row, offs_n, topk, total_tokens, stride_page)
-        k_nope = _load_nope_tile(cache_ptr, page_base, off, valid, BLOCK_N)  # [N, 512]
-        k_rope = _load_rope_tile(cache16_ptr, page_base, off, valid).to(tl.float32)  # [N, 64]
+        raw, exps, rope = _load_raw_tile(cache_ptr, cache16_ptr, page_base, off, valid)
+        k_nope = _dequant_nope(raw, exps, BLOCK_N, False)  # [N, 512] fp32
+        k_rope = rope.to(tl.float32)  # [N, 64]
         s = tl.sum(k_nope * q_nope[None, :], axis=1) + tl.sum(k_rope * q_rope[None, :], axis=1)
         s = tl.where(valid, s * qk_scale, float("-inf"))  # [N]
         m_new = tl.maximum(m_i, tl.max(s, axis=0))
@@ -117,6 +129,7 @@ def _mma_decode_kernel(
     stride_qb, stride_qh, stride_page, stride_ib, stride_ob, stride_oh, stride_lb,
     total_tokens, topk, qk_scale, num_heads, num_splits, split_len,
     BLOCK_H: tl.constexpr, BLOCK_N: tl.constexpr, SPLIT: tl.constexpr, DOT_F32: tl.constexpr,
+    KV_BF16: tl.constexpr,
 ):
     # One program per (request, block of BLOCK_H heads, split of top-k): each KV tile is read once
     # for all its heads and both products run on tensor cores.
@@ -140,19 +153,29 @@ def _mma_decode_kernel(
     l_i = tl.zeros([BLOCK_H], dtype=tl.float32)
     acc_nope = tl.zeros([BLOCK_H, 512], dtype=tl.float32)
     acc_rope = tl.zeros([BLOCK_H, 64], dtype=tl.float32)
+    # Software prefetch: gathered loads defeat Triton's pipeliner, so tile t+1's bytes and tile t+2's
+    # indices are requested before tile t is computed.
+    offs_n = start_n + tl.arange(0, BLOCK_N)
+    valid, page_base, off = _slot_tile(idx_row, offs_n, end_n, total_tokens, stride_page)
+    raw, exps, rope = _load_raw_tile(cache_ptr, cache16_ptr, page_base, off, valid)
+    idx_next = tl.load(idx_row + offs_n + BLOCK_N, mask=offs_n + BLOCK_N < end_n, other=-1)
     for start in range(start_n, end_n, BLOCK_N):
-        offs_n = start + tl.arange(0, BLOCK_N)
-        valid, page_base, off = _slot_tile(idx_row, offs_n, end_n, total_tokens, stride_page)
-        k_nope = _load_nope_tile(cache_ptr, page_base, off, valid, BLOCK_N)  # [N, 512] fp32
-        k_rope = _load_rope_tile(cache16_ptr, page_base, off, valid)  # [N, 64] bf16
-        if DOT_F32:
+        valid_n, page_base_n, off_n = _slot_address(idx_next, total_tokens, stride_page)
+        raw_n, exps_n, rope_n = _load_raw_tile(cache_ptr, cache16_ptr, page_base_n, off_n, valid_n)
+        offs_2 = start + 2 * BLOCK_N + tl.arange(0, BLOCK_N)
+        idx_next = tl.load(idx_row + offs_2, mask=offs_2 < end_n, other=-1)
+
+        k_nope = _dequant_nope(raw, exps, BLOCK_N, KV_BF16)  # [N, 512]
+        k_rope = rope  # [N, 64] bf16
+        if DOT_F32:  # the interpreter gets bf16 dots wrong; fp32 dots are exact there
+            k_nope = k_nope.to(tl.float32)
             k_rope = k_rope.to(tl.float32)
         else:
             k_nope = k_nope.to(tl.bfloat16)  # exact: fp8 value times a power of two
         s = tl.dot(q_nope, tl.trans(k_nope)) + tl.dot(q_rope, tl.trans(k_rope))  # [BH, N] fp32
         s = tl.where(valid[None, :], s * qk_scale, float("-inf"))
         m_new = tl.maximum(m_i, tl.max(s, axis=1))
-        m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
+        m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)  # all-invalid so far: avoid inf - inf
         alpha = tl.exp2(m_i - m_safe)
         p = tl.exp2(s - m_safe[:, None])
         l_i = l_i * alpha + tl.sum(p, axis=1)
@@ -160,6 +183,7 @@ def _mma_decode_kernel(
         acc_nope = acc_nope * alpha[:, None] + tl.dot(p, k_nope)
         acc_rope = acc_rope * alpha[:, None] + tl.dot(p, k_rope)
         m_i = m_new
+        raw, exps, rope, valid = raw_n, exps_n, rope_n, valid_n
 
     has = l_i > 0.0
     inv = tl.where(has, 1.0 / tl.where(has, l_i, 1.0), 0.0)
@@ -290,7 +314,7 @@ def _simt_decode(
         return out, lse
     block_n = 16 if _common.interpreting() else 32
     grid = (batch, heads)
-    _simt_decode_kernel[grid](
+    compiled = _simt_decode_kernel[grid](
         q, kv_cache, kv_cache.view(torch.bfloat16), indices, out, lse,
         q.stride(0), q.stride(1), kv_cache.stride(0), indices.stride(0),
         out.stride(0), out.stride(1), lse.stride(0),
@@ -298,7 +322,9 @@ def _simt_decode(
         BLOCK_N=block_n, num_warps=4,
     )
     _common.LAST_LAUNCH.clear()
-    _common.LAST_LAUNCH.update(impl="simt", kernel="_simt_decode_kernel", BLOCK_N=block_n, num_warps=4)
+    _common.LAST_LAUNCH.update(
+        impl="simt", kernel="_simt_decode_kernel", BLOCK_N=block_n, num_warps=4, **_common.compile_stats(compiled)
+    )
     return out, lse
 
 
@@ -321,12 +347,14 @@ def _mma_decode(
     else:
         opart, lpart = out, lse  # unused by the kernel when SPLIT is False
     grid = (batch, heads // cfg.block_h, splits)
-    _mma_decode_kernel[grid](
+    interp = _common.interpreting()
+    compiled = _mma_decode_kernel[grid](
         q, kv_cache, kv_cache.view(torch.bfloat16), indices, out, lse, opart, lpart,
         q.stride(0), q.stride(1), kv_cache.stride(0), indices.stride(0),
         out.stride(0), out.stride(1), lse.stride(0),
         kv_cache.shape[0] * TOKENS_PER_PAGE, topk, scale * LOG2E, heads, splits, split_len,
-        BLOCK_H=cfg.block_h, BLOCK_N=cfg.block_n, SPLIT=splits > 1, DOT_F32=_common.interpreting(),
+        BLOCK_H=cfg.block_h, BLOCK_N=cfg.block_n, SPLIT=splits > 1, DOT_F32=interp,
+        KV_BF16=cfg.kv_bf16 and not interp,
         num_warps=cfg.num_warps, num_stages=cfg.num_stages,
     )
     if splits > 1:
@@ -337,7 +365,8 @@ def _mma_decode(
     _common.LAST_LAUNCH.clear()
     _common.LAST_LAUNCH.update(
         impl="mma", kernel="_mma_decode_kernel", BLOCK_H=cfg.block_h, BLOCK_N=cfg.block_n,
-        NUM_SPLITS=splits, num_warps=cfg.num_warps, num_stages=cfg.num_stages, tuned=cfg.source,
+        NUM_SPLITS=splits, num_warps=cfg.num_warps, num_stages=cfg.num_stages, KV_BF16=cfg.kv_bf16,
+        tuned=cfg.source, **_common.compile_stats(compiled),
     )
     return out, lse
 

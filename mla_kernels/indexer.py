@@ -15,15 +15,17 @@ Implementations:
   whole capacity of the block table, fp32 SIMT arithmetic (broadcast-multiply-sum per head, no
   ``tl.dot``), masked afterwards, then ``torch.topk`` over ``[B, max_context]``.
 - ``bf16``: bf16 tensor-core products (``tl.dot`` of ``q[H, 128] x k^T[128, BLOCK_T]``), programs stride
-  over each request's real length only, then a per-request GPU radix select (4 passes of 8-bit
-  histograms over order-preserving uint32 keys) and a compaction pass, all proportional to
+  over each request's real length only, then a per-request GPU radix select (up to 4 passes of 8-bit
+  histograms over order-preserving uint32 keys, stopping once the k-th digit's bucket is taken whole;
+  none for a request with at most ``topk`` tokens) and a compaction pass, all proportional to
   ``seq_lens[b]``. No host sync, no data-dependent shapes: CUDA-graph capturable once autotuning has
-  been resolved by a warm-up call.
+  been resolved by a warm-up call. ``LAST_LAUNCH`` records the kernels and their resolved configs.
 
 Both Triton paths compute in fp32 under the Triton interpreter (``FP32_MATH``), which mishandles bf16.
 ``seq_lens`` past the block table's capacity are clamped to it by the Triton paths (the reference
 raises); block-table entries for pages a request does not use are never dereferenced by ``bf16``, and
-are clamped into range by ``fp32_maxctx`` (which reads the whole capacity, as the baseline did).
+are clamped into range by ``fp32_maxctx`` (which reads the whole capacity, as the baseline did). A
+token on an out-of-range page within ``seq_lens`` (a caller error) ranks last and comes back as ``-1``.
 """
 
 from __future__ import annotations
@@ -62,7 +64,7 @@ __all__ = [
 PAGE_SIZE = 256
 HEAD_DIM = 128
 KEY_BYTES = PAGE_SIZE * HEAD_DIM  # the fp32 scales start here within a page
-PAGE_BYTES = PAGE_SIZE * (HEAD_DIM + 4)  # 33,792
+INDEX_PAGE_BYTES = PAGE_SIZE * (HEAD_DIM + 4)  # 33,792
 FP8_MAX = 448.0
 INDEXER_IMPLS = ("reference", "fp32_maxctx", "bf16")
 
@@ -73,9 +75,9 @@ INDEXER_IMPLS = ("reference", "fp32_maxctx", "bf16")
 def _check_page_stride(page_stride: int) -> None:
     if isinstance(page_stride, bool) or not isinstance(page_stride, int):
         raise ValueError(f"page_stride must be an int, got {type(page_stride).__name__}")
-    if page_stride < PAGE_BYTES or page_stride % 4:
+    if page_stride < INDEX_PAGE_BYTES or page_stride % 4:
         raise ValueError(
-            f"page_stride must be a multiple of 4 and >= {PAGE_BYTES} (256 x 132 bytes), got {page_stride}"
+            f"page_stride must be a multiple of 4 and >= {INDEX_PAGE_BYTES} (256 x 132), got {page_stride}"
         )
 
 
@@ -89,7 +91,7 @@ def _quantize_pages(keys: torch.Tensor, out: torch.Tensor) -> None:
     # A zero key keeps scale 0: dividing by 1 instead leaves its FP8 bytes 0, and 0 * 0 = 0 on the way back.
     fp8 = (x / torch.where(scale > 0, scale, torch.ones_like(scale))[:, None]).to(torch.float8_e4m3fn)
     out[:, :KEY_BYTES] = fp8.view(torch.uint8).reshape(out.shape[0], KEY_BYTES)
-    out[:, KEY_BYTES:PAGE_BYTES] = scale.reshape(out.shape[0], PAGE_SIZE).view(torch.uint8).to(out.device)
+    out[:, KEY_BYTES:INDEX_PAGE_BYTES] = scale.reshape(out.shape[0], PAGE_SIZE).view(torch.uint8)
 
 
 def quantize_index_cache(keys: torch.Tensor, page_stride: int | None = None) -> torch.Tensor:
@@ -106,7 +108,7 @@ def quantize_index_cache(keys: torch.Tensor, page_stride: int | None = None) -> 
         raise ValueError("keys must hold at least one token")
     if not bool(torch.isfinite(keys).all()):
         raise ValueError("keys must be finite (NaN or inf cannot be stored as FP8 e4m3 with a scale)")
-    stride = PAGE_BYTES if page_stride is None else page_stride
+    stride = INDEX_PAGE_BYTES if page_stride is None else page_stride
     _check_page_stride(stride)
     num_pages = triton.cdiv(keys.shape[0], PAGE_SIZE)
     cache = torch.zeros((num_pages, stride), dtype=torch.uint8, device=keys.device)
@@ -118,12 +120,15 @@ def _check_index_cache(name: str, cache: object) -> torch.Tensor:
     check_tensor(name, cache, dtype=torch.uint8, ndim=2)
     assert isinstance(cache, torch.Tensor)
     check_last_dim_contiguous(name, cache)
-    if cache.shape[1] < PAGE_BYTES:
+    if cache.shape[1] < INDEX_PAGE_BYTES:
         raise ValueError(
-            f"{name} must have at least {PAGE_BYTES} bytes per page (256 x 132), got shape {tuple(cache.shape)}"
+            f"{name} must have at least {INDEX_PAGE_BYTES} bytes per page (256 x 132), "
+            f"got shape {tuple(cache.shape)}"
         )
     if cache.shape[0] > 1 and cache.stride(0) % 4:
-        raise ValueError(f"{name} page stride must be a multiple of 4 bytes (fp32 scales), got {cache.stride(0)}")
+        raise ValueError(
+            f"{name} page stride must be a multiple of 4 bytes (fp32 scales), got {cache.stride(0)}"
+        )
     if cache.data_ptr() % 4:
         raise ValueError(f"{name} must start 4-byte aligned (fp32 scales)")
     return cache
@@ -133,7 +138,7 @@ def _dequantize_pages(cache: torch.Tensor, pages: torch.Tensor, dtype: torch.dty
     """``[len(pages) * 256, 128]`` keys of the given pages (fp8 value x fp32 scale, in ``dtype``)."""
     rows = cache[pages]
     fp8 = rows[:, :KEY_BYTES].contiguous().view(torch.float8_e4m3fn).reshape(-1, PAGE_SIZE, HEAD_DIM)
-    scale = rows[:, KEY_BYTES:PAGE_BYTES].contiguous().view(torch.float32)
+    scale = rows[:, KEY_BYTES:INDEX_PAGE_BYTES].contiguous().view(torch.float32)
     return (fp8.to(dtype) * scale.to(dtype)[:, :, None]).reshape(-1, HEAD_DIM)
 
 
@@ -242,7 +247,9 @@ def indexer_logits_reference(
     t = torch.arange(span, device=dev)
     for b0 in range(0, d.batch, chunk):
         b1 = min(d.batch, b0 + chunk)
-        k = _dequantize_pages(index_cache, pages[b0:b1].reshape(-1), torch.float64).reshape(b1 - b0, span, HEAD_DIM)
+        k = _dequantize_pages(index_cache, pages[b0:b1].reshape(-1), torch.float64).reshape(
+            b1 - b0, span, HEAD_DIM
+        )
         s = torch.einsum("bhd,btd->bht", q_idx[b0:b1].to(torch.float64), k).clamp_min_(0)
         logit = torch.einsum("bh,bht->bt", weights[b0:b1].to(torch.float64), s).to(torch.float32)
         logit = torch.where(t[None, :] < lens_t[b0:b1, None], logit, float("-inf"))
@@ -261,7 +268,7 @@ def _topk_slots(logits: torch.Tensor, block_table: torch.Tensor, topk: int) -> t
     batch, ctx = logits.shape
     k = min(topk, ctx)
     vals, pos = torch.topk(logits, k, dim=1)
-    slots = _slots_of_positions(block_table, pos.to(torch.int64).clamp_max_(ctx - 1).to(torch.int64))
+    slots = _slots_of_positions(block_table, pos)
     slots = torch.where(torch.isneginf(vals), torch.full_like(slots, -1), slots).to(torch.int32)
     if k < topk:
         slots = torch.cat([slots, slots.new_full((batch, topk - k), -1)], dim=1)
@@ -295,8 +302,9 @@ def _fp32_maxctx_scores_kernel(
     b = tl.program_id(1)
     t = j * BLOCK_T + tl.arange(0, BLOCK_T)
     d = tl.arange(0, 128)
-    page = tl.load(bt_ptr + b * stride_btb + (j * BLOCK_T) // 256)
-    page = tl.minimum(tl.maximum(page, 0), num_pages - 1)  # capacity past the request: a real page, masked later
+    raw_page = tl.load(bt_ptr + b * stride_btb + (j * BLOCK_T) // 256)
+    # Capacity past the request: read a real page anyway (the baseline's work), mask afterwards.
+    page = tl.minimum(tl.maximum(raw_page, 0), num_pages - 1)
     base = cache_ptr + page.to(tl.int64) * stride_page
     off = t % 256
     kb = tl.load(base + off[:, None] * 128 + d[None, :])
@@ -309,7 +317,8 @@ def _fp32_maxctx_scores_kernel(
         s = tl.sum(k * qh[None, :], axis=1)
         acc += wh * tl.maximum(s, 0.0)
     n = tl.load(seq_ptr + b)
-    acc = tl.where(t < n, acc, float("-inf"))
+    # Tokens past seq_lens, or on an unmapped page (seq_lens beyond the request's pages), rank last.
+    acc = tl.where(t < tl.where((raw_page >= 0) & (raw_page < num_pages), n, 0), acc, float("-inf"))
     tl.store(logits_ptr + b * stride_lb + t, acc)
 
 
@@ -325,29 +334,33 @@ def _bf16_scores_kernel(
     b = tl.program_id(1)
     step = tl.num_programs(0) * BLOCK_T
     n = tl.minimum(tl.load(seq_ptr + b), max_ctx)
-    hh = tl.arange(0, BLOCK_H)
-    d = tl.arange(0, 128)
-    tt = tl.arange(0, BLOCK_T)
-    q = tl.load(q_ptr + b * stride_qb + hh[:, None] * stride_qh + d[None, :], mask=hh[:, None] < H, other=0.0)
-    w = tl.load(w_ptr + b * stride_wb + hh, mask=hh < H, other=0.0)
-    if FP32_MATH:  # the interpreter gets bf16 products wrong; fp32 there is exact
-        q = q.to(tl.float32)
-    for t0 in range(pid * BLOCK_T, n, step):
-        t = t0 + tt
-        page = tl.load(bt_ptr + b * stride_btb + t0 // 256)  # BLOCK_T divides 256: one page per block
-        ok = (t < n) & (page >= 0) & (page < num_pages)
-        base = cache_ptr + page.to(tl.int64) * stride_page
-        off = t % 256
-        kb = tl.load(base + off[:, None] * 128 + d[None, :], mask=ok[:, None], other=0)
-        scale = tl.load((base + 256 * 128).to(tl.pointer_type(tl.float32)) + off, mask=ok, other=0.0)
-        k = kb.to(tl.float8e4nv, bitcast=True)
-        if FP32_MATH:
-            s = tl.dot(q, tl.trans(k.to(tl.float32)))
-        else:
-            s = tl.dot(q, tl.trans(k.to(tl.bfloat16)))  # e4m3 -> bf16 is exact; fp32 accumulate
-        s = tl.maximum(s * scale[None, :], 0.0)
-        logit = tl.sum(s * w[:, None], axis=0)
-        tl.store(logits_ptr + b * stride_lb + t, logit, mask=t < n)
+    if pid * BLOCK_T < n:  # idle programs skip even the q load
+        hh = tl.arange(0, BLOCK_H)
+        d = tl.arange(0, 128)
+        tt = tl.arange(0, BLOCK_T)
+        q = tl.load(
+            q_ptr + b * stride_qb + hh[:, None] * stride_qh + d[None, :], mask=hh[:, None] < H, other=0.0
+        )
+        w = tl.load(w_ptr + b * stride_wb + hh, mask=hh < H, other=0.0)
+        if FP32_MATH:  # the interpreter gets bf16 products wrong; fp32 there is exact
+            q = q.to(tl.float32)
+        for t0 in range(pid * BLOCK_T, n, step):
+            t = t0 + tt
+            page = tl.load(bt_ptr + b * stride_btb + t0 // 256)  # BLOCK_T divides 256: a block is in one page
+            # Out-of-range pages are never read; a scalar test (interpreter mistypes bool scalar & tensor).
+            ok = t < tl.where((page >= 0) & (page < num_pages), n, 0)
+            base = cache_ptr + page.to(tl.int64) * stride_page
+            off = t % 256
+            kb = tl.load(base + off[:, None] * 128 + d[None, :], mask=ok[:, None], other=0)
+            scale = tl.load((base + 256 * 128).to(tl.pointer_type(tl.float32)) + off, mask=ok, other=0.0)
+            k = kb.to(tl.float8e4nv, bitcast=True)
+            if FP32_MATH:
+                s = tl.dot(q, tl.trans(k.to(tl.float32)))
+            else:
+                s = tl.dot(q, tl.trans(k.to(tl.bfloat16)))  # e4m3 -> bf16 is exact; fp32 accumulate
+            s = tl.maximum(s * scale[None, :], 0.0)
+            logit = tl.where(ok, tl.sum(s * w[:, None], axis=0), float("-inf"))  # unmapped page: ranks last
+            tl.store(logits_ptr + b * stride_lb + t, logit, mask=t < n)
 
 
 @triton.jit
@@ -361,31 +374,32 @@ def _order_key(x):
 def _radix_select_kernel(
     logits_ptr, bt_ptr, seq_ptr, out_ptr,
     stride_lb, stride_btb, stride_ob,
-    topk, max_ctx,
+    topk, max_ctx, num_pages,
     BLOCK: tl.constexpr,
 ):  # fmt: skip
-    # One program per request: find the k-th largest key digit by digit (4 x 8 bits), then compact.
+    # One program per request: find the k-th largest key digit by digit (up to 4 x 8 bits), then compact.
     b = tl.program_id(0)
     n = tl.minimum(tl.maximum(tl.load(seq_ptr + b), 0), max_ctx)
     row = logits_ptr + b * stride_lb
     idx = tl.arange(0, BLOCK)
     bins = tl.arange(0, 256)
-    take_all = n <= topk
-    n_scan = tl.where(take_all, 0, n)  # a short request keeps everything: no radix pass at all
+    # done: the selection is exactly {key >= prefix}. True at once for a short request (prefix 0 keeps
+    # all), or after a pass whose k-th bucket is taken whole (the remaining passes are skipped).
+    done = (n <= topk).to(tl.int32)
     prefix = tl.zeros([], dtype=tl.uint32)
     k_rem = topk + tl.zeros([], dtype=tl.int32)
     for p in tl.static_range(4):
-        SHIFT: tl.constexpr = 24 - 8 * p
+        shift = 24 - 8 * p  # constexpr: p is a static_range index
         hist = tl.zeros([256], dtype=tl.int32)
-        for start in range(0, n_scan, BLOCK):
+        for start in range(0, tl.where(done > 0, 0, n), BLOCK):
             t = start + idx
             valid = t < n
             key = _order_key(tl.load(row + t, mask=valid, other=0.0))
             if p == 0:
                 match = valid
             else:
-                match = valid & ((key >> (SHIFT + 8)) == (prefix >> (SHIFT + 8)))
-            digit = tl.where(match, (key >> SHIFT) & 0xFF, 0).to(tl.int32)
+                match = valid & ((key >> (shift + 8)) == (prefix >> (shift + 8)))
+            digit = tl.where(match, (key >> shift) & 0xFF, 0).to(tl.int32)
             # Non-matching lanes were counted in bin 0; take them out (no reliance on histogram masks).
             misses = BLOCK - tl.sum(match.to(tl.int32), axis=0)
             hist += tl.histogram(digit, 256) - tl.where(bins == 0, misses, 0)
@@ -393,10 +407,14 @@ def _radix_select_kernel(
         count_gt = total - tl.cumsum(hist, 0)  # matching keys with a larger digit
         count_ge = count_gt + hist
         d_star = tl.sum((count_ge >= k_rem).to(tl.int32), axis=0) - 1
-        k_rem -= tl.sum(tl.where(bins == d_star, count_gt, 0), axis=0)
-        prefix = prefix | (d_star.to(tl.uint32) << SHIFT)
-    # prefix is now the k-th largest key; k_rem of the keys equal to it are taken (first come first).
-    k_eq = tl.where(take_all, 0, k_rem)
+        new_k = k_rem - tl.sum(tl.where(bins == d_star, count_gt, 0), axis=0)
+        in_bucket = tl.sum(tl.where(bins == d_star, hist, 0), axis=0)
+        new_prefix = prefix | (d_star.to(tl.uint32) << shift)
+        prefix = tl.where(done > 0, prefix, new_prefix)
+        k_rem = tl.where(done > 0, k_rem, new_k)
+        done = tl.where(in_bucket == new_k, 1, done)
+    # Not done: prefix is the k-th largest key; k_rem of the keys equal to it are taken (first come first).
+    k_eq = tl.where(done > 0, 0, k_rem)
     n_sel = tl.minimum(n, topk)
     n_gt = n_sel - k_eq
     base_gt = tl.zeros([], dtype=tl.int32)
@@ -405,8 +423,8 @@ def _radix_select_kernel(
         t = start + idx
         valid = t < n
         key = _order_key(tl.load(row + t, mask=valid, other=0.0))
-        gt = valid & ((key > prefix) | take_all)
-        eq = valid & (key == prefix) & (k_eq > 0)
+        gt = valid & tl.where(done > 0, key >= prefix, key > prefix)
+        eq = valid & (key == prefix)  # when done, k_eq = 0 takes none of these
         gt_i = gt.to(tl.int32)
         eq_i = eq.to(tl.int32)
         gt_pos = base_gt + tl.cumsum(gt_i, 0) - 1
@@ -414,7 +432,8 @@ def _radix_select_kernel(
         take = gt | (eq & (eq_rank < k_eq))
         pos = tl.where(gt, gt_pos, n_gt + eq_rank)
         page = tl.load(bt_ptr + b * stride_btb + t // 256, mask=take, other=0)
-        tl.store(out_ptr + b * stride_ob + pos, page * 256 + t % 256, mask=take)
+        slot = tl.where((page >= 0) & (page < num_pages), page * 256 + t % 256, -1)  # never a bogus slot
+        tl.store(out_ptr + b * stride_ob + pos, slot, mask=take & (pos < topk))  # belt and braces
         base_gt += tl.sum(gt_i, axis=0)
         base_eq += tl.sum(eq_i, axis=0)
     for start in range(0, topk, BLOCK):
@@ -434,23 +453,24 @@ _FP32_WARPS = 4
 
 def _score_smem_bytes(cfg: triton.Config, block_h: int) -> int:
     bt = cfg.kwargs["BLOCK_T"]
-    # pipelined fp8 tiles + the bf16 k^T operand + q, as staged in shared memory
-    return cfg.num_stages * bt * HEAD_DIM + bt * HEAD_DIM * 2 + block_h * HEAD_DIM * 2
+    # fp8 tiles in flight + the bf16 k^T operand + q, as staged in shared memory. Checked against
+    # triton's own figure when compiled for sm_90 (e.g. BLOCK_T 128, BLOCK_H 64, 2 stages: 64 KiB).
+    return (cfg.num_stages - 1) * bt * HEAD_DIM + bt * HEAD_DIM * 2 + block_h * HEAD_DIM * 2
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _tuned_scores(smem: int, block_h: int) -> triton.runtime.Autotuner:
     configs = [
         triton.Config({"BLOCK_T": bt}, num_warps=nw, num_stages=ns)
         for bt in (32, 64, 128)
         for nw in (4, 8)
-        for ns in (2, 3, 4)
+        for ns in (2, 3)
     ]
     fits = [c for c in configs if _score_smem_bytes(c, block_h) <= smem]
     return triton.autotune(configs=fits or configs[:1], key=["H", "BLOCK_H"])(_bf16_scores_kernel)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _tuned_select() -> triton.runtime.Autotuner:
     configs = [triton.Config({"BLOCK": bk}, num_warps=nw) for bk in (1024, 2048, 4096) for nw in (4, 8, 16)]
     return triton.autotune(configs=configs, key=["topk"])(_radix_select_kernel)
@@ -486,7 +506,9 @@ def _bf16_topk(
         q.stride(0), q.stride(1), w.stride(0), cache.stride(0), bt.stride(0), logits.stride(0),
         d.heads, d.num_pages, d.max_context,
     )  # fmt: skip
-    select_args = (logits, bt, sl, out, logits.stride(0), bt.stride(0), out.stride(0), topk, d.max_context)
+    select_args = (
+        logits, bt, sl, out, logits.stride(0), bt.stride(0), out.stride(0), topk, d.max_context, d.num_pages,
+    )  # fmt: skip
     if interpreting():
         grid = (min(per_req, triton.cdiv(d.max_context, _INTERP_BLOCK_T)), d.batch)
         _bf16_scores_kernel[grid](*score_args, BLOCK_H=block_h, BLOCK_T=_INTERP_BLOCK_T, FP32_MATH=True)
@@ -612,7 +634,7 @@ def make_indexer_inputs(
         raise ValueError(f"max_context must be a positive multiple of {PAGE_SIZE}, got {max_context}")
     if any(not 0 <= n <= max_context for n in lens):
         raise ValueError(f"context lengths must lie in [0, max_context={max_context}], got {lens}")
-    stride = PAGE_BYTES if page_stride is None else page_stride
+    stride = INDEX_PAGE_BYTES if page_stride is None else page_stride
     _check_page_stride(stride)
     g = torch.Generator(device=dev).manual_seed(seed)
     max_pages = max_context // PAGE_SIZE
@@ -625,7 +647,7 @@ def make_indexer_inputs(
         block_table[b, :m] = perm[at : at + m]
         at += m
     cache = torch.empty((num_pages, stride), dtype=torch.uint8, device=dev)
-    cache[:, PAGE_BYTES:] = 0
+    cache[:, INDEX_PAGE_BYTES:] = 0
     chunk = 512  # pages quantized at a time: bounds the fp32 temporaries at production sizes
     for p0 in range(0, num_pages, chunk):
         p1 = min(num_pages, p0 + chunk)
@@ -657,7 +679,9 @@ def check_indexer_output(
     """
     batch, ctx = ref_logits.shape
     if tuple(indices.shape) != (batch, topk) or indices.dtype != torch.int32:
-        raise AssertionError(f"indices must be int32 [{batch}, {topk}], got {indices.dtype} {tuple(indices.shape)}")
+        raise AssertionError(
+            f"indices must be int32 [{batch}, {topk}], got {indices.dtype} {tuple(indices.shape)}"
+        )
     dev = ref_logits.device
     idx = indices.to(dev, torch.int64)
     lens = seq_lens.to(dev, torch.int64).clamp(0, ctx)
@@ -688,11 +712,18 @@ def check_indexer_output(
     kth = torch.gather(ref_vals, 1, (n_valid.clamp_min(1) - 1).clamp_max(k - 1)[:, None])[:, 0]
     finite = torch.where(torch.isfinite(ref_logits), ref_logits.abs(), torch.zeros_like(ref_logits))
     tol = atol + rtol * finite.amax(1)
-    fail(((idx >= 0) & (sel_logit < (kth - tol)[:, None])).any(1), "selected a token below the k-th best logit")
+    fail(
+        ((idx >= 0) & (sel_logit < (kth - tol)[:, None])).any(1), "selected a token below the k-th best logit"
+    )
     # Recall: reference top-k slots present in the selection.
     ref_slots = _slots_of_positions(block_table.to(dev, torch.int64), ref_pos)
     ref_ok = torch.arange(k, device=dev)[None, :] < n_valid[:, None]
     hit = torch.searchsorted(sel_sorted, ref_slots).clamp_max(topk - 1)
     hit = (torch.gather(sel_sorted, 1, hit) == ref_slots) & ref_ok
-    recall = torch.where(n_valid > 0, hit.sum(1) / n_valid.clamp_min(1), torch.ones_like(n_valid, dtype=torch.float))
-    return {"recall_min": float(recall.min()) if batch else 1.0, "recall_mean": float(recall.mean()) if batch else 1.0}
+    recall = torch.where(
+        n_valid > 0, hit.sum(1) / n_valid.clamp_min(1), torch.ones_like(n_valid, dtype=torch.float)
+    )
+    return {
+        "recall_min": float(recall.min()) if batch else 1.0,
+        "recall_mean": float(recall.mean()) if batch else 1.0,
+    }

@@ -30,24 +30,27 @@ class MmaConfig:
     num_warps: int
     num_stages: int
     num_splits: int
+    kv_bf16: bool = True
     source: str = "default"  # default | cache | tuned
 
 
 # (BLOCK_H, BLOCK_N, num_warps, num_stages): 64 heads need 8 warps to hold the [64, 512] fp32 accumulator.
 _BASE = (
     (64, 64, 8, 1),
-    (64, 64, 8, 2),
-    (64, 32, 8, 2),
-    (32, 64, 4, 2),
-    (32, 64, 8, 2),
-    (32, 32, 4, 2),
-    (16, 64, 4, 2),
-    (16, 32, 4, 2),
+    (64, 32, 8, 1),
+    (32, 64, 8, 1),
+    (32, 64, 4, 1),
+    (32, 32, 4, 1),
+    (16, 64, 4, 1),
+    (16, 32, 4, 1),
+    (16, 32, 2, 1),
 )
 
 
 def smem_estimate(block_h: int, block_n: int, num_stages: int) -> int:
-    """Upper estimate of a config's shared memory: staged raw tiles + bf16 operands of both dots."""
+    """Upper estimate of a config's shared memory: staged raw tiles + bf16 operands of both dots (the
+    kernel prefetches one tile ahead in registers, so stages beyond 1 only matter for Triton's own
+    pipelining)."""
     raw = block_n * 584
     k_tiles = block_n * 512 * 2 + block_n * 64 * 2
     q_tiles = block_h * 512 * 2 + block_h * 64 * 2

@@ -1,0 +1,87 @@
+"""Whole decode step (indexer -> top-k -> sparse decode) per layer, side by side, CUDA-graph replay.
+
+Variants: baseline (simt + fp32_maxctx), mma (mma + fp32_maxctx), mma+indexer (mma + bf16).
+Cold L2: each graph runs the step of several layers, each with its own caches.
+
+    python benchmarks/scripts/kernel_step_perf.py [--batches 1,16,64,128] [--context 4096]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from mla_kernels import DecodeStep, make_step_inputs  # noqa: E402
+
+VARIANTS = {"baseline": ("simt", "fp32_maxctx"), "mma": ("mma", "fp32_maxctx"), "mma+indexer": ("mma", "bf16")}
+
+
+def time_steps(steps: list[DecodeStep], reps: int) -> float:
+    """Median us per layer step of one graph that runs every layer's step once."""
+    for step in steps:
+        step.warmup()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for step in steps:
+            step.run()
+    graph.replay()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(reps):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        graph.replay()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end) * 1e3 / len(steps))
+    return statistics.median(times)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--batches", default="1,16,64,128")
+    ap.add_argument("--context", type=int, default=4096)
+    ap.add_argument("--max-context", type=int, default=131072)
+    ap.add_argument("--topk", type=int, default=512)
+    ap.add_argument("--layers", type=int, default=4, help="layers per graph (distinct caches: cold L2)")
+    ap.add_argument("--json", type=Path)
+    args = ap.parse_args()
+    if not torch.cuda.is_available():
+        print("needs a CUDA GPU", file=sys.stderr)
+        return 2
+    import triton
+
+    name = torch.cuda.get_device_name(0)
+    print(f"# {name}, torch {torch.__version__}, triton {triton.__version__}; context {args.context}, "
+          f"max_context {args.max_context}, top-k {args.topk}, {args.layers} layers per graph")
+    rows = []
+    for batch in (int(b) for b in args.batches.split(",")):
+        layers = [make_step_inputs(batch, args.context, max_context=args.max_context, topk=args.topk,
+                                   device="cuda", seed=batch * 10 + i) for i in range(args.layers)]
+        row: dict[str, object] = {"batch": batch}
+        for variant, (dec, idx) in VARIANTS.items():
+            steps = [DecodeStep(inp, decode_impl=dec, indexer_impl=idx) for inp in layers]
+            row[variant] = time_steps(steps, reps=10 if variant == "baseline" else 30)
+        rows.append(row)
+        print(f"B={batch:4d}  baseline {row['baseline']:9.1f} us  mma {row['mma']:9.1f} us  "
+              f"mma+indexer {row['mma+indexer']:8.1f} us  baseline/mma+indexer "
+              f"{row['baseline'] / row['mma+indexer']:6.1f}x", flush=True)
+        del layers
+        torch.cuda.empty_cache()
+    result = {"device": name, "torch": torch.__version__, "triton": triton.__version__, "context": args.context,
+              "max_context": args.max_context, "topk": args.topk, "rows": rows}
+    if args.json:
+        args.json.write_text(json.dumps(result, indent=1))
+    print(json.dumps(result))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

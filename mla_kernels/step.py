@@ -1,0 +1,111 @@
+"""One layer's decode step: lightning indexer -> top-k -> sparse MLA decode, eager or as a CUDA graph."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from .decode import IMPLS as DECODE_IMPLS
+from .decode import sparse_mla_decode
+from .indexer import INDEXER_IMPLS, indexer_topk, make_indexer_inputs
+from .testing import make_kv_cache
+
+
+@dataclass
+class StepInputs:
+    q: torch.Tensor  # [B, H, 512] bf16, attention queries
+    kv_cache: torch.Tensor  # [num_pages, 149504+] uint8, FP8 MODEL1 layout
+    q_idx: torch.Tensor  # [B, 64, 128] bf16, indexer queries
+    weights: torch.Tensor  # [B, 64] fp32
+    index_cache: torch.Tensor  # [num_pages, 33792+] uint8
+    block_table: torch.Tensor  # [B, max_pages] int32, shared by both caches
+    seq_lens: torch.Tensor  # [B] int32
+    topk: int
+
+    @property
+    def batch(self) -> int:
+        return int(self.q.shape[0])
+
+    def indexer_args(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, int]:
+        return (self.q_idx, self.weights, self.index_cache, self.block_table, self.seq_lens, self.topk)
+
+
+def make_step_inputs(
+    batch: int,
+    context: int | list[int],
+    *,
+    max_context: int = 131072,
+    num_heads: int = 64,
+    topk: int = 512,
+    device: torch.device | str = "cpu",
+    seed: int = 0,
+) -> StepInputs:
+    """Synthetic requests over both caches; pages shuffled, block-table entries past a request's pages -1."""
+    idx = make_indexer_inputs(batch, context, max_context=max_context, topk=topk, device=device, seed=seed)
+    num_pages = idx.index_cache.shape[0]
+    kv_cache = make_kv_cache(num_pages * 256, device=device, seed=seed)
+    g = torch.Generator(device="cpu").manual_seed(seed + 7)
+    q = torch.randn(batch, num_heads, 512, generator=g).to(torch.bfloat16).to(device)
+    return StepInputs(q, kv_cache, idx.q_idx, idx.weights, idx.index_cache, idx.block_table, idx.seq_lens, topk)
+
+
+class DecodeStep:
+    """indexer -> top-k -> sparse decode for B requests with any pairing of implementations.
+
+    ``run()`` is eager. ``capture()`` warms up (resolving every autotune choice) and records a CUDA
+    graph over fixed buffers; ``replay()`` re-runs it on whatever the input tensors now hold.
+    """
+
+    def __init__(self, inputs: StepInputs, decode_impl: str = "mma", indexer_impl: str = "bf16") -> None:
+        if decode_impl not in DECODE_IMPLS:
+            raise ValueError(f"decode_impl must be one of {', '.join(DECODE_IMPLS)}; got {decode_impl!r}")
+        if indexer_impl not in INDEXER_IMPLS:
+            raise ValueError(f"indexer_impl must be one of {', '.join(INDEXER_IMPLS)}; got {indexer_impl!r}")
+        self.inputs = inputs
+        self.decode_impl = decode_impl
+        self.indexer_impl = indexer_impl
+        self.graph: torch.cuda.CUDAGraph | None = None
+        self.indices: torch.Tensor | None = None
+        self.out: torch.Tensor | None = None
+        self.lse: torch.Tensor | None = None
+        self.launches: dict[str, dict[str, object]] = {}
+
+    def run(self) -> tuple[torch.Tensor, torch.Tensor]:
+        from . import _common
+
+        inp = self.inputs
+        self.indices = indexer_topk(*inp.indexer_args(), impl=self.indexer_impl)
+        self.launches["indexer"] = dict(_common.LAST_LAUNCH)
+        self.out, self.lse = sparse_mla_decode(inp.q, inp.kv_cache, self.indices, impl=self.decode_impl)
+        self.launches["decode"] = dict(_common.LAST_LAUNCH)
+        return self.out, self.lse
+
+    def warmup(self, iters: int = 2) -> None:
+        for _ in range(iters):
+            self.run()
+        if self.inputs.q.is_cuda:
+            torch.cuda.synchronize()
+
+    def capture(self) -> None:
+        if not self.inputs.q.is_cuda:
+            raise RuntimeError("CUDA-graph capture needs CUDA inputs")
+        self.warmup()
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            self.run()
+        self.graph = graph
+
+    def replay(self) -> tuple[torch.Tensor, torch.Tensor]:
+        if self.graph is None:
+            raise RuntimeError("call capture() before replay()")
+        self.graph.replay()
+        assert self.out is not None and self.lse is not None
+        return self.out, self.lse
+
+    def reference(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The torch reference step: reference indexer, reference decode -> (out, lse, indices)."""
+        inp = self.inputs
+        indices = indexer_topk(*inp.indexer_args(), impl="reference")
+        out, lse = sparse_mla_decode(inp.q, inp.kv_cache, indices, impl="reference")
+        return out, lse, indices

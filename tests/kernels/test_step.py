@@ -1,0 +1,76 @@
+"""The whole decode step: indexer -> top-k -> sparse decode, every pairing, eager and CUDA graph."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from mla_kernels import DecodeStep, make_step_inputs, sparse_mla_decode
+from mla_kernels.testing import check_decode
+
+
+def _recall(got: torch.Tensor, ref: torch.Tensor) -> float:
+    hits, total = 0, 0
+    for g, r in zip(got.tolist(), ref.tolist(), strict=True):
+        rs = {x for x in r if x >= 0}
+        hits += len(rs & {x for x in g if x >= 0})
+        total += len(rs)
+    return hits / max(total, 1)
+
+
+@pytest.mark.parametrize("decode_impl", ["simt", "mma"])
+@pytest.mark.parametrize("indexer_impl", ["fp32_maxctx", "bf16"])
+def test_step_matches_reference_step(device, decode_impl, indexer_impl):
+    inputs = make_step_inputs(2, [700, 40], max_context=1024, num_heads=16, topk=64, device=device, seed=3)
+    step = DecodeStep(inputs, decode_impl=decode_impl, indexer_impl=indexer_impl)
+    out, lse = step.run()
+    ref_out, ref_lse, ref_idx = step.reference()
+    assert step.indices is not None
+    assert _recall(step.indices, ref_idx) >= 0.97  # selections differ only at near-ties
+    assert (step.indices[1, 40:] == -1).all()  # 40 tokens < top-k 64: the rest is padding
+    # The decode half must be exact for whatever the indexer selected.
+    sel_out, sel_lse = sparse_mla_decode(inputs.q, inputs.kv_cache, step.indices, impl="reference")
+    check_decode(out, lse, sel_out, sel_lse)
+    assert step.launches["decode"]["impl"] == decode_impl
+    if _recall(step.indices, ref_idx) == 1.0:
+        check_decode(out, lse, ref_out, ref_lse)
+
+
+def test_bad_implementation_names():
+    inputs = make_step_inputs(1, 256, max_context=512, num_heads=16, topk=16, device="cpu")
+    with pytest.raises(ValueError, match="decode_impl"):
+        DecodeStep(inputs, decode_impl="flash")
+    with pytest.raises(ValueError, match="indexer_impl"):
+        DecodeStep(inputs, indexer_impl="fp8")
+
+
+def test_replay_needs_capture():
+    inputs = make_step_inputs(1, 256, max_context=512, num_heads=16, topk=16, device="cpu")
+    with pytest.raises(RuntimeError, match="capture"):
+        DecodeStep(inputs).replay()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(("decode_impl", "indexer_impl"), [("simt", "fp32_maxctx"), ("mma", "fp32_maxctx"),
+                                                           ("mma", "bf16")])
+def test_gpu_graph_replay_equals_eager(decode_impl, indexer_impl):
+    inputs = make_step_inputs(64, 4096, device="cuda", seed=1)
+    step = DecodeStep(inputs, decode_impl=decode_impl, indexer_impl=indexer_impl)
+    step.capture()
+    out, lse = step.replay()
+    torch.cuda.synchronize()
+    replayed = (out.clone(), lse.clone(), step.indices.clone())
+    eager = DecodeStep(inputs, decode_impl=decode_impl, indexer_impl=indexer_impl)
+    e_out, e_lse = eager.run()
+    torch.cuda.synchronize()
+    assert torch.equal(eager.indices, replayed[2])
+    assert torch.equal(e_out, replayed[0]) and torch.equal(e_lse, replayed[1])
+    ref_out, ref_lse, ref_idx = step.reference()
+    assert _recall(replayed[2], ref_idx) >= 0.99
+    sel_out, sel_lse = sparse_mla_decode(inputs.q, inputs.kv_cache, replayed[2], impl="reference")
+    check_decode(replayed[0], replayed[1], sel_out, sel_lse)
+    inputs.q.mul_(0.5)  # new contents through the same graph
+    step.replay()
+    fresh = DecodeStep(inputs, decode_impl=decode_impl, indexer_impl=indexer_impl).run()
+    torch.cuda.synchronize()
+    assert torch.equal(step.out, fresh[0])
