@@ -10,15 +10,18 @@ import streamlit as st
 
 from dashboard import data, store, widgets
 
+# Pages live in views/, not pages/: a pages/ folder beside the entry script switches Streamlit to its
+# legacy multipage mode on a session's first run, which would run a page without this router.
+
 st.set_page_config(page_title="mlaperf", page_icon=":material/speed:", layout="wide")
 
 PAGES = [
-    st.Page("pages/overview.py", title="Overview", icon=":material/dashboard:", default=True),
-    st.Page("pages/throughput.py", title="Throughput vs concurrency", icon=":material/speed:"),
-    st.Page("pages/history.py", title="History", icon=":material/timeline:"),
-    st.Page("pages/regressions.py", title="Regressions", icon=":material/warning:"),
-    st.Page("pages/compare.py", title="Compare commits", icon=":material/compare_arrows:"),
-    st.Page("pages/efficiency.py", title="Efficiency", icon=":material/bolt:"),
+    st.Page("views/overview.py", title="Overview", icon=":material/dashboard:", default=True),
+    st.Page("views/throughput.py", title="Throughput vs concurrency", icon=":material/speed:"),
+    st.Page("views/history.py", title="History", icon=":material/timeline:"),
+    st.Page("views/regressions.py", title="Regressions", icon=":material/warning:"),
+    st.Page("views/compare.py", title="Compare commits", icon=":material/compare_arrows:"),
+    st.Page("views/efficiency.py", title="Efficiency", icon=":material/bolt:"),
 ]
 
 page = st.navigation(PAGES)

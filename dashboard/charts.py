@@ -39,8 +39,8 @@ def _layout(fig: go.Figure, title: str, x_title: str, y_title: str, *, height: i
         title=title,
         template="plotly_white",
         height=height,
-        margin={"l": 60, "r": 20, "t": 60, "b": 50},
-        legend={"title": None},
+        margin={"l": 60, "r": 20, "t": 90, "b": 50},
+        legend={"title": None, "orientation": "h", "yanchor": "bottom", "y": 1.0, "xanchor": "left", "x": 0},
         hovermode="closest",
     )
     fig.update_xaxes(title_text=x_title)
@@ -100,7 +100,7 @@ def throughput_figure(
     conc = list(current["concurrency"]) + (list(baseline["concurrency"]) if baseline is not None else [])
     _pow2_axis(fig, conc)
     if log_y:
-        fig.update_yaxes(type="log")
+        fig.update_yaxes(type="log", tickformat="~s")
     return fig
 
 
@@ -176,28 +176,32 @@ def history_figure(
     step = max(1, len(hist) // 12)
     ticks = list(range(0, len(hist), step))
     fig.update_xaxes(tickvals=ticks, ticktext=[short_sha(hist["sha"].iloc[i]) for i in ticks], tickangle=-30)
-    return _layout(fig, title, "commit (in commit order)", f"{'time' if axis_unit in ('s', 'ms', 'µs', 'ns') else 'value'} ({axis_unit})")
+    quantity = "time" if axis_unit in ("s", "ms", "µs", "ns") else "value"
+    return _layout(fig, title, "commit (in commit order)", f"{quantity} ({axis_unit})")
 
 
-def compare_figure(cmp: pd.DataFrame, *, title: str, top: int = 40) -> go.Figure:
-    """Horizontal bars of head/base ratio for the ``top`` biggest changes, coloured worse/better/unchanged."""
-    df = cmp.dropna(subset=["ratio"]).copy()
-    df["_mag"] = np.abs(np.log(df["worse_by"].astype(float)))
-    df = df.sort_values("_mag", ascending=False).head(top).iloc[::-1]
+def compare_figure(cmp: pd.DataFrame, *, title: str, top: int = 30) -> go.Figure:
+    """The ``top`` biggest changes as bars of percent worse (right, vermillion) or better (left, green)."""
+    df = cmp.dropna(subset=["worse_by"]).copy()
+    df = df[df["worse_by"] > 0]
+    df["pct"] = (df["worse_by"].astype(float) - 1.0) * 100.0
+    df = df.reindex(df["pct"].abs().sort_values(ascending=False).index).head(top).iloc[::-1]
     colors = df["change"].map({"+": WORSE, "-": BETTER}).fillna(NEUTRAL)
-    labels = (df["benchmark"].str.rsplit(".", n=2).str[-2:].str.join(".") + " " + df["params"]).str.slice(0, 70)
+    short = df["benchmark"].str.rsplit(".", n=2).str[-2:].str.join(".")
+    labels = (short + " " + df["params"]).str.slice(0, 80)
     fig = go.Figure(
         go.Bar(
-            x=df["ratio"], y=labels, orientation="h", marker={"color": list(colors)},
-            customdata=np.column_stack([df["benchmark"], df["params"], df["change"]]),
-            hovertemplate="%{customdata[0]}<br>%{customdata[1]}<br>head/base = %{x:.3f}<extra></extra>",
-            base=0,
+            x=df["pct"], y=labels, orientation="h", marker={"color": list(colors)},
+            customdata=np.column_stack([df["benchmark"], df["params"], df["ratio"]]),
+            hovertemplate="%{customdata[0]}<br>%{customdata[1]}<br>%{x:+.1f}% (head/base = "
+                          "%{customdata[2]:.3f})<extra></extra>",
         )
     )
-    fig.add_vline(x=1.0, line={"color": "black", "width": 1})
-    fig.update_xaxes(type="log")
-    return _layout(fig, title, "ratio head / base (log; worse = vermillion, better = green)", "series",
-                   height=max(320, 22 * len(df) + 120))
+    fig.add_vline(x=0.0, line={"color": "black", "width": 1})
+    _layout(fig, title, "% worse (+) or better (−), direction-aware; significant changes coloured", "",
+            height=max(320, 22 * len(df) + 130))
+    fig.update_layout(showlegend=False)
+    return fig
 
 
 def sweep_figure(

@@ -91,7 +91,7 @@ def handle(args: argparse.Namespace) -> int:
         return 2
     url = absolute_url(url)
     if not 0 <= args.port <= 65535:
-        print(f"mlaperf dashboard: error: --port {args.port} is not a port number (0..65535)", file=sys.stderr)
+        print(f"mlaperf dashboard: error: --port {args.port} is not a port (0..65535)", file=sys.stderr)
         return 2
     status = store.check(url)
     if status.state in ("error", "outdated"):

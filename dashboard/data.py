@@ -25,8 +25,9 @@ def _session(url: str, writable: bool = False) -> Session:
     return Session(engine(url, writable))
 
 
-@st.cache_data(ttl=TTL, show_spinner=False)
+@st.cache_data(ttl=10, show_spinner=False)
 def status(url: str) -> store.StoreStatus:
+    """Short-lived, so a store that was just created or filled shows up on the next page load."""
     return store.check(url)
 
 

@@ -32,7 +32,7 @@ def parse_param(value: Any) -> Any:
 
 
 def params_dict(params: Any) -> dict[str, Any]:
-    """A result's params as a dict of parsed values; accepts a dict or a canonical ``params_key`` JSON string."""
+    """A result's params as a dict of parsed values, from a dict or a canonical ``params_key`` JSON string."""
     if params is None or (isinstance(params, float) and math.isnan(params)):
         return {}
     if isinstance(params, str):
@@ -48,7 +48,7 @@ def params_label(params: Any) -> str:
 
 
 def expand_params(df: pd.DataFrame, params_col: str = "params_key") -> tuple[pd.DataFrame, list[str]]:
-    """Return ``df`` with one parsed column per parameter name (prefixed ``p:``) and the list of those columns.
+    """Return ``df`` with one parsed column per parameter (named ``p:<name>``) and the list of those columns.
 
     Parameter columns get a ``p:`` prefix so a parameter called ``value`` or ``unit`` cannot clash with the
     result columns.
@@ -137,58 +137,73 @@ def _samples(row: pd.Series, suffix: str) -> list[float] | None:
     return list(s) if len(s) else None
 
 
+def _compare_one(benchmark: str, params_key: str, unit: str | None, threshold: float, r: pd.Series) -> dict:
+    """One series: ``regressions.compare.compare_pair`` when that package is installed, else asv's rule."""
+    vb, vh = r["value_base"], r["value_head"]
+    vb = None if pd.isna(vb) else float(vb)
+    vh = None if pd.isna(vh) else float(vh)
+    try:
+        from regressions.compare import SeriesPair, compare_pair
+        from regressions.direction import infer_direction
+    except ImportError:
+        compare_pair = None  # type: ignore[assignment]
+    if compare_pair is not None:
+        c = compare_pair(SeriesPair(
+            benchmark=benchmark, params=params_dict(params_key), machine="", unit=unit,
+            direction=infer_direction(benchmark, unit), threshold=threshold, base=vb, head=vh,
+            base_samples=_samples(r, "_base") or [], head_samples=_samples(r, "_head") or [],
+            base_ci=_ci(r, "_base"), head_ci=_ci(r, "_head"),
+        ))
+        marks = {"regression": "+", "improvement": "-", "failed": "x", "fixed": "x"}
+        return {"ratio": c.ratio if c.ratio is not None else float("nan"),
+                "worse_by": c.slowdown if c.slowdown is not None else float("nan"),
+                "p_value": c.p_value, "significant": c.significant, "change": marks.get(c.change, ""),
+                "method": c.method}
+    up_good = higher_is_better(benchmark, unit)
+    ratio = vh / vb if vb and vh is not None else float("nan")
+    worse_by = (1 / ratio if up_good else ratio) if ratio == ratio and ratio != 0 else float("nan")
+    diff, p = is_different(_samples(r, "_base"), _samples(r, "_head"), _ci(r, "_base"), _ci(r, "_head"))
+    # asv treats "no statistics" as significant: the factor alone decides.
+    significant = True if diff is None else diff
+    if (vb is None) != (vh is None):
+        change = "x"
+    elif worse_by == worse_by and significant and worse_by > 1 + threshold:
+        change = "+"
+    elif worse_by == worse_by and significant and worse_by < 1 / (1 + threshold):
+        change = "-"
+    else:
+        change = ""
+    return {"ratio": ratio, "worse_by": worse_by, "p_value": p, "significant": significant, "change": change,
+            "method": "asv"}
+
+
+COMPARE_COLUMNS = ["change", "benchmark", "params", "unit", "base", "head", "ratio", "p_value", "significant",
+                   "method", "worse_by", "params_key"]
+
+
 def compare_frames(base: pd.DataFrame, head: pd.DataFrame, threshold: float = 0.05) -> pd.DataFrame:
     """``asv compare``-style table from two ``results_at_commit`` frames.
 
-    Columns: benchmark, params_key, params, unit, base, head, ratio (head / base), p_value, significant,
-    change ('+' worse, '-' better, '' unchanged, 'x' failed on one side) and ``worse_by`` (ratio oriented so
-    that > 1 is worse). Sorted worst first.
+    Columns: change ('+' worse, '-' better, '' unchanged, 'x' failed on one side), benchmark, params, unit,
+    base, head, ratio (head / base), p_value, significant, method, worse_by (ratio oriented so > 1 is worse),
+    params_key. Sorted worst first. Significance comes from ``regressions.compare`` (the detector's own
+    rule) when available, else asv's (Mann-Whitney U on samples, else non-overlapping 99% CIs).
     """
     cols = ["benchmark", "params_key", "unit", "value", "ci_99_a", "ci_99_b", "samples"]
-    b = base.reindex(columns=cols)
-    h = head.reindex(columns=cols)
-    m = b.merge(h, on=["benchmark", "params_key"], how="outer", suffixes=("_base", "_head"))
+    m = base.reindex(columns=cols).merge(
+        head.reindex(columns=cols), on=["benchmark", "params_key"], how="outer", suffixes=("_base", "_head")
+    )
     if m.empty:
-        return pd.DataFrame(
-            columns=["change", "benchmark", "params", "unit", "base", "head", "ratio", "p_value",
-                     "significant", "worse_by", "params_key"]
-        )
+        return pd.DataFrame(columns=COMPARE_COLUMNS)
     m["unit"] = m["unit_head"].fillna(m["unit_base"])
-    rows: list[dict[str, Any]] = []
+    rows = []
     for _, r in m.iterrows():
-        vb, vh = r["value_base"], r["value_head"]
-        up_good = higher_is_better(str(r["benchmark"]), r["unit"])
-        ratio = float(vh) / float(vb) if pd.notna(vb) and pd.notna(vh) and vb != 0 else float("nan")
-        worse_by = (1 / ratio if up_good else ratio) if ratio == ratio and ratio != 0 else float("nan")
-        diff, p = is_different(_samples(r, "_base"), _samples(r, "_head"), _ci(r, "_base"), _ci(r, "_head"))
-        # asv treats "no statistics" as significant: the factor alone decides.
-        significant = True if diff is None else diff
-        if pd.isna(vb) != pd.isna(vh):
-            change = "x"
-        elif worse_by != worse_by:
-            change = ""
-        elif significant and worse_by > 1 + threshold:
-            change = "+"
-        elif significant and worse_by < 1 / (1 + threshold):
-            change = "-"
-        else:
-            change = ""
-        rows.append(
-            {
-                "change": change,
-                "benchmark": r["benchmark"],
-                "params": params_label(r["params_key"]),
-                "unit": r["unit"],
-                "base": vb,
-                "head": vh,
-                "ratio": ratio,
-                "p_value": p,
-                "significant": significant,
-                "worse_by": worse_by,
-                "params_key": r["params_key"],
-            }
-        )
-    out = pd.DataFrame(rows)
+        unit = None if pd.isna(r["unit"]) else str(r["unit"])
+        row = _compare_one(str(r["benchmark"]), str(r["params_key"]), unit, threshold, r)
+        row.update(benchmark=r["benchmark"], params=params_label(r["params_key"]), unit=unit,
+                   base=r["value_base"], head=r["value_head"], params_key=r["params_key"])
+        rows.append(row)
+    out = pd.DataFrame(rows)[COMPARE_COLUMNS]
     order = {"+": 0, "x": 1, "-": 2, "": 3}
     out["_o"] = out["change"].map(order)
     out = out.sort_values(["_o", "worse_by", "benchmark"], ascending=[True, False, True], na_position="last")

@@ -19,7 +19,7 @@ class Suite:
     key: str
     title: str
     time_bench: str  # the timed benchmark (asv time_, seconds)
-    metrics_class: str  # class holding track_tokens_per_s / track_gbps / track_tflops / track_roofline_fraction
+    metrics_class: str  # class with track_tokens_per_s / track_gbps / track_tflops / track_roofline_fraction
     line_param: str  # one line per value: the implementation or step variant
     filter_param: str  # the other sweep axis, picked in a filter (top-k or context)
     reference_line: str  # the baseline implementation speed-ups are measured against

@@ -45,7 +45,13 @@ def commit_labels(commits: pd.DataFrame) -> dict[str, str]:
 
 
 def commit_select(
-    label: str, commits: pd.DataFrame, *, key: str, default: int = -1, allow_none: bool = False, help: str = ""
+    label: str,
+    commits: pd.DataFrame,
+    *,
+    key: str,
+    default: int = -1,
+    allow_none: bool = False,
+    help: str = "",
 ) -> str | None:
     """Pick a commit (newest first in the list); returns its full sha. ``default`` indexes oldest->newest."""
     labels = commit_labels(commits.iloc[::-1])
@@ -95,7 +101,7 @@ def sweep_section(results: pd.DataFrame, *, key: str, title_suffix: str = "") ->
         pick = st.selectbox(col.removeprefix("p:"), values, key=f"{key}_fix_{col}")
         df = df[df[col] == pick]
     fig = charts.sweep_figure(df, x=x, color=color, unit=unit, title=f"{bench}{title_suffix}", log_x=log_x)
-    st.plotly_chart(fig, use_container_width=True, key=f"{key}_chart")
+    st.plotly_chart(fig, width="stretch", key=f"{key}_chart")
 
 
 def store_gate(url: str) -> bool:

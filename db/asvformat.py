@@ -21,15 +21,22 @@ MACHINE_JSON = "machine.json"
 BENCHMARKS_JSON = "benchmarks.json"
 # Keys of a result file's top-level params that describe the environment, not the machine.
 _ENV_PARAM_KEYS = {"python", "requirements", "env_vars"}
-_STAT_COLUMNS = {
-    "stats_ci_99_a": "ci_99_a",
-    "stats_ci_99_b": "ci_99_b",
-    "stats_q_25": "q_25",
-    "stats_q_75": "q_75",
-    "stats_number": "number",
-    "stats_repeat": "repeat",
-}
-_INT_STATS = {"number", "repeat"}
+# Field order of the rows in ResultGroup.rows (the Result columns besides run_id and benchmark_id).
+RESULT_FIELDS = (
+    "benchmark_version",
+    "params",
+    "params_key",
+    "status",
+    "value",
+    "ci_99_a",
+    "ci_99_b",
+    "q_25",
+    "q_75",
+    "number",
+    "repeat",
+    "samples",
+)
+_EMPTY = (None,) * (len(RESULT_FIELDS) - 4)
 _UNITS_BY_PREFIX = {"time": "seconds", "mem": "bytes", "peakmem": "bytes"}
 _TYPE_BY_PREFIX = {"time": "time", "track": "track", "mem": "memory", "peakmem": "peakmemory"}
 
@@ -40,11 +47,11 @@ class AsvFormatError(ValueError):
 
 @dataclass
 class ResultGroup:
-    """The rows of one benchmark in one results file (``run_id``/``benchmark_id`` filled at insert)."""
+    """The rows of one benchmark in one results file, tuples in :data:`RESULT_FIELDS` order."""
 
     benchmark: str
     version: str | None
-    rows: list[dict[str, Any]]
+    rows: list[tuple[Any, ...]]
 
 
 @dataclass
@@ -122,9 +129,7 @@ def find_result_files(paths: list[str | Path]) -> list[ResultFile]:
             if path.name in (MACHINE_JSON, BENCHMARKS_JSON):
                 continue
             root = path.parent.parent
-            found.setdefault(
-                path.resolve(), ResultFile(path, root if (root / BENCHMARKS_JSON).is_file() else None)
-            )
+            found.setdefault(path.resolve(), ResultFile(path, root if (root / BENCHMARKS_JSON).is_file() else None))
             continue
         if (path / MACHINE_JSON).is_file():
             machine_dirs = [path]
@@ -150,7 +155,9 @@ def load_json_object(data: bytes, what: str) -> dict[str, Any]:
     except UnicodeDecodeError as exc:
         raise AsvFormatError(f"{what} is not UTF-8 text: {exc}") from None
     except json.JSONDecodeError as exc:
-        hint = " (truncated?)" if exc.pos >= len(data.rstrip()) else ""
+        # Errors at the very end (or a string never closed) mean the file was cut short.
+        truncated = exc.pos >= len(data.rstrip()) or exc.msg.startswith("Unterminated string")
+        hint = " (truncated?)" if truncated else ""
         raise AsvFormatError(f"invalid JSON{hint}: {exc}") from None
     if not isinstance(obj, dict):
         raise AsvFormatError(f"{what} must hold a JSON object, not {type(obj).__name__}")
@@ -184,17 +191,42 @@ def _number(value: Any, what: str) -> float | None:
     return float(value) if math.isfinite(value) else None
 
 
+def _floats(column: list[Any], what: str) -> list[Any]:
+    """A column of numbers with None kept and NaN/inf turned into None; anything else is an error."""
+    if all(type(x) is float and math.isfinite(x) for x in column):  # the common case, checked fast
+        return column
+    return [_number(x, what) for x in column]
+
+
+def _ints(column: list[Any], what: str) -> list[int | None]:
+    if all(type(x) is int for x in column):
+        return column
+    return [None if x is None else int(x) for x in _floats(column, what)]
+
+
 def _column(cols: dict[str, Any], key: str, n: int, name: str) -> list[Any]:
     """One per-combination column, ``None`` x n when absent (asv drops all-None columns)."""
     value = cols.get(key)
     if value is None:
         return [None] * n
+    if n == 1 and not isinstance(value, list | dict):
+        return [value]  # a bare scalar for an unparameterized benchmark
     if not isinstance(value, list) or len(value) != n:
         got = len(value) if isinstance(value, list) else type(value).__name__
-        raise AsvFormatError(
-            f"benchmark {name}: column {key!r} has {got} entries for {n} parameter combinations"
-        )
+        raise AsvFormatError(f"benchmark {name}: column {key!r} has {got} entries for {n} parameter combinations")
     return value
+
+
+def _param_names(param_names: list[str] | None, count: int) -> list[str]:
+    """benchmarks.json's names when they fit, else asv's defaults param1, param2, ..."""
+    if (
+        param_names is not None
+        and len(param_names) == count
+        and all(isinstance(p, str) for p in param_names)
+        and len(set(param_names)) == count
+    ):
+        return list(param_names)
+    return [f"param{i + 1}" for i in range(count)]
 
 
 def _parse_benchmark(
@@ -209,55 +241,61 @@ def _parse_benchmark(
     params = cols.get("params") or []
     if not isinstance(params, list) or not all(isinstance(p, list) for p in params):
         raise AsvFormatError(f"benchmark {name}: 'params' must be a list of lists, got {params!r}")
-    combos = list(itertools.product(*params))
-    n = len(combos)
-    names = param_names if param_names is not None and len(param_names) == len(params) else None
-    if names is None:
-        names = [f"param{i + 1}" for i in range(len(params))]
+    params = [[str(v) for v in values] for values in params]
+    names = _param_names(param_names, len(params))
+    n = math.prod(len(p) for p in params)
+    where = f"benchmark {name}"
 
     values = _column(cols, "result", n, name)
-    stats = {field_: _column(cols, key, n, name) for key, field_ in _STAT_COLUMNS.items()}
+    ci_a = _floats(_column(cols, "stats_ci_99_a", n, name), f"{where}: stats_ci_99_a")
+    ci_b = _floats(_column(cols, "stats_ci_99_b", n, name), f"{where}: stats_ci_99_b")
+    q_25 = _floats(_column(cols, "stats_q_25", n, name), f"{where}: stats_q_25")
+    q_75 = _floats(_column(cols, "stats_q_75", n, name), f"{where}: stats_q_75")
+    number = _ints(_column(cols, "stats_number", n, name), f"{where}: stats_number")
+    repeat = _ints(_column(cols, "stats_repeat", n, name), f"{where}: stats_repeat")
     samples = _column(cols, "samples", n, name)
     version = cols.get("version")
     version_str = None if version is None else str(version)
-    rows = []
-    for j, combo in enumerate(combos):
+
+    # params_key pieces, JSON-encoded once per value: the key equals json.dumps(params, sort_keys=True).
+    order = sorted(range(len(names)), key=names.__getitem__)
+    encoded = [[json.dumps(names[i]) + ": " + json.dumps(v) for v in params[i]] for i in range(len(params))]
+    combos = zip(itertools.product(*params), itertools.product(*encoded), strict=True)
+    rows: list[tuple[Any, ...]] = []
+    for j, (combo, pieces) in enumerate(combos):
         value = values[j]
+        key = "{" + ", ".join([pieces[i] for i in order]) + "}"
+        param_dict = dict(zip(names, combo, strict=True))
         if value is None:
-            status = "failed"
-        elif isinstance(value, float) and math.isnan(value):
-            status, value = "skipped", None
-        else:
-            status = "ok"
-            value = _number(value, f"benchmark {name}: result {j}")
-        param_dict = {pn: str(pv) for pn, pv in zip(names, combo, strict=True)}
-        rec: dict[str, Any] = {
-            "benchmark_version": version_str,
-            "params": param_dict,
-            "params_key": json.dumps(param_dict, sort_keys=True),
-            "status": status,
-            "value": value,
-            "samples": None,
-        }
-        for field_, column in stats.items():
-            stat = _number(column[j], f"benchmark {name}: {field_} {j}") if status == "ok" else None
-            rec[field_] = int(stat) if stat is not None and field_ in _INT_STATS else stat
+            rows.append((version_str, param_dict, key, "failed") + _EMPTY)
+            continue
+        if type(value) is float and math.isnan(value):
+            rows.append((version_str, param_dict, key, "skipped") + _EMPTY)
+            continue
+        value = _number(value, f"{where}: result {j}")
+        if value is None:  # +-inf: asv never writes it; treat as a failed measurement
+            rows.append((version_str, param_dict, key, "failed") + _EMPTY)
+            continue
         sample = samples[j]
-        if sample is not None and status == "ok":
+        if sample is not None:
             if not isinstance(sample, list):
-                raise AsvFormatError(f"benchmark {name}: samples {j} is not a list")
-            rec["samples"] = [_number(x, f"benchmark {name}: sample") for x in sample]
-        rows.append(rec)
+                raise AsvFormatError(f"{where}: samples {j} is not a list")
+            sample = _floats(sample, f"{where}: samples {j}")
+        rows.append(
+            (version_str, param_dict, key, "ok", value)
+            + (ci_a[j], ci_b[j], q_25[j], q_75[j], number[j], repeat[j], sample)
+        )
 
     started = cols.get("started_at")
     duration = cols.get("duration")
+    group = ResultGroup(name, version_str, rows)
     if started is None:
-        return ResultGroup(name, version_str, rows), None, None
-    js_timestamp(started, f"benchmark {name}: started_at")  # validates
+        return group, None, None
+    js_timestamp(started, f"{where}: started_at")  # validates
     start_s = started / 1000.0
     if isinstance(duration, int | float) and not isinstance(duration, bool) and math.isfinite(duration):
-        return ResultGroup(name, version_str, rows), start_s, start_s + duration
-    return ResultGroup(name, version_str, rows), start_s, start_s
+        return group, start_s, start_s + duration
+    return group, start_s, start_s
 
 
 def parse_results(

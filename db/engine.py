@@ -172,9 +172,7 @@ def _run_alembic(url: str | URL | None, action: str, revision: str) -> None:
             try:
                 getattr(command, action)(cfg, revision)
             except CommandError as exc:
-                raise SchemaError(
-                    f"cannot {action} database at {display_url(parsed)} to {revision!r}: {exc}"
-                ) from None
+                raise SchemaError(f"cannot {action} database at {display_url(parsed)} to {revision!r}: {exc}") from None
     finally:
         engine.dispose()
 

@@ -75,9 +75,7 @@ def commit_info(repo: str | Path, shas: Iterable[str]) -> dict[str, CommitInfo]:
         if not found:
             return {}
         fmt = _FIELD.join(["%H", "%P", "%an <%ae>", "%B"]) + _RECORD
-        out = _git(
-            path, "log", "--no-walk=unsorted", "--stdin", f"--format={fmt}", stdin="\n".join(found) + "\n"
-        )
+        out = _git(path, "log", "--no-walk=unsorted", "--stdin", f"--format={fmt}", stdin="\n".join(found) + "\n")
         branch_of: dict[str, str] = {}
         remaining = set(found)
         for branch in _branches(path):

@@ -109,7 +109,7 @@ class Commit(Base):
     id: Mapped[int] = mapped_column(primary_key=True)
     sha: Mapped[str] = mapped_column(String(64), unique=True)
     date: Mapped[dt.datetime | None] = mapped_column(index=True)
-    parents: Mapped[list[Any] | None] = mapped_column()
+    parents: Mapped[list[Any] | None] = mapped_column(JSON(none_as_null=True))
     branch: Mapped[str | None] = mapped_column(String(255))
     message: Mapped[str | None] = mapped_column(Text)
     author: Mapped[str | None] = mapped_column(String(255))
@@ -177,7 +177,7 @@ class Result(Base):
     q_75: Mapped[float | None] = mapped_column(Float)
     number: Mapped[int | None] = mapped_column(Integer)
     repeat: Mapped[int | None] = mapped_column(Integer)
-    samples: Mapped[list[Any] | None] = mapped_column()
+    samples: Mapped[list[Any] | None] = mapped_column(JSON(none_as_null=True))
 
     run: Mapped[Run] = relationship(back_populates="results")
     benchmark: Mapped[Benchmark] = relationship()

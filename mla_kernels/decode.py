@@ -129,7 +129,7 @@ def _mma_decode_kernel(
     stride_qb, stride_qh, stride_page, stride_ib, stride_ob, stride_oh, stride_lb,
     total_tokens, topk, qk_scale, num_heads, num_splits, split_len,
     BLOCK_H: tl.constexpr, BLOCK_N: tl.constexpr, SPLIT: tl.constexpr, DOT_F32: tl.constexpr,
-    KV_BF16: tl.constexpr,
+    KV_BF16: tl.constexpr, PREFETCH: tl.constexpr,
 ):
     # One program per (request, block of BLOCK_H heads, split of top-k): each KV tile is read once
     # for all its heads and both products run on tensor cores.
@@ -153,17 +153,22 @@ def _mma_decode_kernel(
     l_i = tl.zeros([BLOCK_H], dtype=tl.float32)
     acc_nope = tl.zeros([BLOCK_H, 512], dtype=tl.float32)
     acc_rope = tl.zeros([BLOCK_H, 64], dtype=tl.float32)
-    # Software prefetch: gathered loads defeat Triton's pipeliner, so tile t+1's bytes and tile t+2's
-    # indices are requested before tile t is computed.
+    # Optional software prefetch: gathered loads defeat Triton's pipeliner, so with PREFETCH tile t+1's
+    # bytes and tile t+2's indices are requested before tile t is computed (costs registers).
     offs_n = start_n + tl.arange(0, BLOCK_N)
     valid, page_base, off = _slot_tile(idx_row, offs_n, end_n, total_tokens, stride_page)
     raw, exps, rope = _load_raw_tile(cache_ptr, cache16_ptr, page_base, off, valid)
     idx_next = tl.load(idx_row + offs_n + BLOCK_N, mask=offs_n + BLOCK_N < end_n, other=-1)
     for start in range(start_n, end_n, BLOCK_N):
-        valid_n, page_base_n, off_n = _slot_address(idx_next, total_tokens, stride_page)
-        raw_n, exps_n, rope_n = _load_raw_tile(cache_ptr, cache16_ptr, page_base_n, off_n, valid_n)
-        offs_2 = start + 2 * BLOCK_N + tl.arange(0, BLOCK_N)
-        idx_next = tl.load(idx_row + offs_2, mask=offs_2 < end_n, other=-1)
+        if PREFETCH:
+            valid_n, page_base_n, off_n = _slot_address(idx_next, total_tokens, stride_page)
+            raw_n, exps_n, rope_n = _load_raw_tile(cache_ptr, cache16_ptr, page_base_n, off_n, valid_n)
+            offs_2 = start + 2 * BLOCK_N + tl.arange(0, BLOCK_N)
+            idx_next = tl.load(idx_row + offs_2, mask=offs_2 < end_n, other=-1)
+        else:
+            offs_c = start + tl.arange(0, BLOCK_N)
+            valid, page_base, off = _slot_tile(idx_row, offs_c, end_n, total_tokens, stride_page)
+            raw, exps, rope = _load_raw_tile(cache_ptr, cache16_ptr, page_base, off, valid)
 
         k_nope = _dequant_nope(raw, exps, BLOCK_N, KV_BF16)  # [N, 512]
         k_rope = rope  # [N, 64] bf16
@@ -183,7 +188,8 @@ def _mma_decode_kernel(
         acc_nope = acc_nope * alpha[:, None] + tl.dot(p, k_nope)
         acc_rope = acc_rope * alpha[:, None] + tl.dot(p, k_rope)
         m_i = m_new
-        raw, exps, rope, valid = raw_n, exps_n, rope_n, valid_n
+        if PREFETCH:
+            raw, exps, rope, valid = raw_n, exps_n, rope_n, valid_n
 
     has = l_i > 0.0
     inv = tl.where(has, 1.0 / tl.where(has, l_i, 1.0), 0.0)
@@ -354,7 +360,7 @@ def _mma_decode(
         out.stride(0), out.stride(1), lse.stride(0),
         kv_cache.shape[0] * TOKENS_PER_PAGE, topk, scale * LOG2E, heads, splits, split_len,
         BLOCK_H=cfg.block_h, BLOCK_N=cfg.block_n, SPLIT=splits > 1, DOT_F32=interp,
-        KV_BF16=cfg.kv_bf16 and not interp,
+        KV_BF16=cfg.kv_bf16 and not interp, PREFETCH=cfg.prefetch,
         num_warps=cfg.num_warps, num_stages=cfg.num_stages,
     )
     if splits > 1:
@@ -366,7 +372,7 @@ def _mma_decode(
     _common.LAST_LAUNCH.update(
         impl="mma", kernel="_mma_decode_kernel", BLOCK_H=cfg.block_h, BLOCK_N=cfg.block_n,
         NUM_SPLITS=splits, num_warps=cfg.num_warps, num_stages=cfg.num_stages, KV_BF16=cfg.kv_bf16,
-        tuned=cfg.source, **_common.compile_stats(compiled),
+        PREFETCH=cfg.prefetch, tuned=cfg.source, **_common.compile_stats(compiled),
     )
     return out, lse
 

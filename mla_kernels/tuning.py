@@ -31,19 +31,22 @@ class MmaConfig:
     num_stages: int
     num_splits: int
     kv_bf16: bool = True
+    prefetch: bool = False
     source: str = "default"  # default | cache | tuned
 
 
-# (BLOCK_H, BLOCK_N, num_warps, num_stages): 64 heads need 8 warps to hold the [64, 512] fp32 accumulator.
+# (BLOCK_H, BLOCK_N, num_warps, num_stages, kv_bf16, prefetch), from sweeps on an H200
+# (benchmarks/scripts/kernel_decode_variants.py): 64 heads need 8 warps for the [64, 512] fp32
+# accumulator; prefetching pays only where registers are left over.
 _BASE = (
-    (64, 64, 8, 1),
-    (64, 32, 8, 1),
-    (32, 64, 8, 1),
-    (32, 64, 4, 1),
-    (32, 32, 4, 1),
-    (16, 64, 4, 1),
-    (16, 32, 4, 1),
-    (16, 32, 2, 1),
+    (64, 64, 8, 1, False, False),
+    (64, 64, 8, 1, True, False),
+    (64, 32, 8, 1, False, False),
+    (32, 64, 4, 1, True, False),
+    (32, 32, 4, 1, True, True),
+    (16, 64, 4, 1, True, False),
+    (16, 32, 4, 1, True, True),
+    (16, 32, 4, 1, False, False),
 )
 
 
@@ -74,12 +77,12 @@ def candidates(batch: int, heads: int, topk: int, device: torch.device) -> list[
     limit = _common.max_shared_mem(device)
     sms = _common.num_sms(device)
     out: list[MmaConfig] = []
-    for block_h, block_n, warps, stages in _BASE:
+    for block_h, block_n, warps, stages, kv_bf16, prefetch in _BASE:
         if heads % block_h or smem_estimate(block_h, block_n, stages) > limit:
             continue
         splits = split_count(batch, heads, block_h, topk, block_n, sms)
         for s in dict.fromkeys((splits, 1)):
-            out.append(MmaConfig(block_h, block_n, warps, stages, s))
+            out.append(MmaConfig(block_h, block_n, warps, stages, s, kv_bf16, prefetch))
     if not out:  # tiny shared memory: the smallest tile always fits in 48 KB-class devices' opt-in
         out.append(MmaConfig(16, 32, 4, 1, split_count(batch, heads, 16, topk, 32, sms)))
     return out

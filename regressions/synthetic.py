@@ -5,8 +5,8 @@ Noise model per series (all multiplicative, on a time in seconds):
   within-run spread of its samples (0.1-0.5%), as on GPUs where clocks and placement change per run;
 - bimodal clocks (a third of the series): each run lands in a slow clock mode (+2-3%) with
   probability 0.2-0.5;
-- one-off outliers: a run 10-60% slow with probability 1.5% (never the newest commit: one run alone
-  cannot tell an outlier from a new level, see regressions.detect);
+- one-off outliers: a run 10-60% slow with probability 1.5%, never two in a row (that is a level that
+  came back) and never the newest run (one run alone cannot tell an outlier from a new level);
 - failed runs: value missing (None) with probability 2%.
 Events (at most one labelled regression per series plus unlabelled changes):
 - regression steps of 7-100%, some on the newest commit, some reverted 2-5 commits later;
@@ -108,13 +108,14 @@ def make_series(
         cases.append("bimodal")
         gap, p_slow = rng.uniform(0.02, 0.03), rng.uniform(0.2, 0.5)
         offsets += np.where(rng.random(n) < p_slow, gap, 0.0)
+    failed = rng.random(n) < 0.02
+    failed[[0, 1]] = False
     outlier = rng.random(n) < 0.015
-    outlier[-1] = False
+    outlier[1:] &= ~outlier[:-1]  # one-off: two equal runs in a row are a level, not an outlier
+    outlier[np.flatnonzero(~failed)[-1]] = False
     if outlier.any():
         cases.append("outlier")
     offsets += np.where(outlier, rng.uniform(0.1, 0.6, n), 0.0)
-    failed = rng.random(n) < 0.02
-    failed[[0, 1]] = False
     if failed.any():
         cases.append("failed")
 

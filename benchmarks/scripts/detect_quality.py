@@ -67,7 +67,11 @@ def zscore_method(s: SyntheticSeries, window: int = 10, z_crit: float = 3.0) -> 
     return flags
 
 
-METHODS: dict[str, Method] = {"mlaperf": mlaperf_method, "asv.step_detect": asv_method, "z-score": zscore_method}
+METHODS: dict[str, Method] = {
+    "mlaperf": mlaperf_method,
+    "asv.step_detect": asv_method,
+    "z-score": zscore_method,
+}
 
 
 def score(labels: list[int], flags: list[int], tol: int = 1) -> tuple[int, int, int, list[int]]:
@@ -93,7 +97,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--first-seed", type=int, default=1000, help="seed of the first history (default 1000)")
     ap.add_argument("--commits", type=int, default=60)
     ap.add_argument("--series", type=int, default=60)
-    ap.add_argument("--methods", default=",".join(METHODS), help="comma-separated subset of " + ",".join(METHODS))
+    ap.add_argument(
+        "--methods", default=",".join(METHODS), help="comma-separated subset of " + ",".join(METHODS)
+    )
     ap.add_argument("--json", type=Path, help="also write the figures to this file")
     ap.add_argument("--verbose", action="store_true", help="list every miss and false alarm of mlaperf")
     args = ap.parse_args(argv)
@@ -136,10 +142,14 @@ def main(argv: list[str] | None = None) -> int:
         "labelled_regressions": n_labels,
         "methods": {},
     }
-    print(f"\n{args.seeds} histories of {args.commits} commits x {args.series} series, "
-          f"{n_labels} labelled regressions, threshold {THRESHOLD:.0%}\n")
-    print(f"| method | recall | exact commit | false alarms (total) | per history mean / max | "
-          f"recall newest | recall reverted | recall step | seconds |")
+    print(
+        f"\n{args.seeds} histories of {args.commits} commits x {args.series} series, "
+        f"{n_labels} labelled regressions, threshold {THRESHOLD:.0%}\n"
+    )
+    print(
+        "| method | recall | exact commit | false alarms (total) | per history mean / max | "
+        "recall newest | recall reverted | recall step | seconds |"
+    )
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for m in names:
         t = totals[m]
@@ -155,10 +165,12 @@ def main(argv: list[str] | None = None) -> int:
             "seconds": t["seconds"],
         }
         report["methods"][m] = row
-        print(f"| {m} | {row['recall']:.1%} | {row['exact_commit']:.1%} | {row['false_alarms']} | "
-              f"{row['false_alarms_per_history_mean']:.2f} / {row['false_alarms_per_history_max']} | "
-              f"{case.get('newest', float('nan')):.0%} | {case.get('reverted', float('nan')):.0%} | "
-              f"{case.get('step', float('nan')):.0%} | {t['seconds']:.1f} |")
+        print(
+            f"| {m} | {row['recall']:.1%} | {row['exact_commit']:.1%} | {row['false_alarms']} | "
+            f"{row['false_alarms_per_history_mean']:.2f} / {row['false_alarms_per_history_max']} | "
+            f"{case.get('newest', float('nan')):.0%} | {case.get('reverted', float('nan')):.0%} | "
+            f"{case.get('step', float('nan')):.0%} | {t['seconds']:.1f} |"
+        )
     if args.json:
         args.json.write_text(json.dumps(report, indent=2))
     return 0

@@ -31,7 +31,7 @@ def main() -> int:
     ap.add_argument("--heads", type=int, default=64)
     ap.add_argument("--shapes", default="64x64x8,64x32x8,32x64x4,32x64x8,32x32x4,16x64x4,16x32x4")
     ap.add_argument("--stages", default="1,2")
-    ap.add_argument("--modes", default="bf16,f32")
+    ap.add_argument("--modes", default="bf16,f32,bf16-prefetch")
     args = ap.parse_args()
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     for batch in (int(b) for b in args.batches.split(",")):
@@ -43,16 +43,16 @@ def main() -> int:
         for shape, stages, mode in itertools.product(args.shapes.split(","), args.stages.split(","),
                                                      args.modes.split(",")):
             bh, bn, warps = (int(x) for x in shape.split("x"))
-            kv_bf16 = mode == "bf16"
+            kv_bf16, prefetch = mode.startswith("bf16"), mode.endswith("prefetch")
             for splits in dict.fromkeys((split_count(batch, args.heads, bh, args.topk, bn, sms), 1)):
-                cfg = MmaConfig(bh, bn, warps, int(stages), splits, kv_bf16)
+                cfg = MmaConfig(bh, bn, warps, int(stages), splits, kv_bf16, prefetch)
                 try:
                     out, lse = _mma_decode(inp.q, inp.kv_cache, inp.indices, 512**-0.5, cfg)
                     check_decode(out, lse, *ref)
                     stats = dict(LAST_LAUNCH)
                     state = {"i": 0}
 
-                    def call(cfg: MmaConfig = cfg) -> None:
+                    def call(cfg: MmaConfig = cfg, inp: object = inp, state: dict = state, sets: int = sets) -> None:
                         _mma_decode(inp.q, inp.kv_cache, inp.index_sets[state["i"] % sets], 512**-0.5, cfg)
                         state["i"] += 1
 
@@ -64,7 +64,6 @@ def main() -> int:
                       f"{mode:8s} {us:8.1f} us  {bytes_moved / us / 1e3:7.0f} GB/s  {flops / us / 1e6:6.1f} TFLOP/s  "
                       f"regs {stats.get('n_regs')} spills {stats.get('n_spills')} smem {stats.get('shared')}",
                       flush=True)
-        del inp
         torch.cuda.empty_cache()
     return 0
 

@@ -88,9 +88,7 @@ def upgrade() -> None:
         sa.ForeignKeyConstraint(
             ["machine_id"], ["machine.id"], name=op.f("fk_run_machine_id_machine"), ondelete="CASCADE"
         ),
-        sa.ForeignKeyConstraint(
-            ["commit_id"], ["commit.id"], name=op.f("fk_run_commit_id_commit"), ondelete="CASCADE"
-        ),
+        sa.ForeignKeyConstraint(["commit_id"], ["commit.id"], name=op.f("fk_run_commit_id_commit"), ondelete="CASCADE"),
         sa.ForeignKeyConstraint(
             ["environment_id"],
             ["environment.id"],
@@ -120,9 +118,7 @@ def upgrade() -> None:
         sa.Column("repeat", sa.Integer(), nullable=True),
         sa.Column("samples", sa.JSON(), nullable=True),
         sa.CheckConstraint("status IN ('ok', 'failed', 'skipped')", name=op.f("ck_result_status")),
-        sa.ForeignKeyConstraint(
-            ["run_id"], ["run.id"], name=op.f("fk_result_run_id_run"), ondelete="CASCADE"
-        ),
+        sa.ForeignKeyConstraint(["run_id"], ["run.id"], name=op.f("fk_result_run_id_run"), ondelete="CASCADE"),
         sa.ForeignKeyConstraint(
             ["benchmark_id"],
             ["benchmark.id"],

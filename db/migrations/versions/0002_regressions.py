@@ -33,12 +33,8 @@ def upgrade() -> None:
         sa.Column("p_value", sa.Float(), nullable=True),
         sa.Column("detected_at", sa.DateTime(), nullable=False),
         sa.Column("fixed_commit_id", sa.Integer(), nullable=True),
-        sa.CheckConstraint(
-            "status IN ('new', 'acknowledged', 'fixed', 'ignored')", name=op.f("ck_regression_status")
-        ),
-        sa.CheckConstraint(
-            "direction IN ('up_is_worse', 'down_is_worse')", name=op.f("ck_regression_direction")
-        ),
+        sa.CheckConstraint("status IN ('new', 'acknowledged', 'fixed', 'ignored')", name=op.f("ck_regression_status")),
+        sa.CheckConstraint("direction IN ('up_is_worse', 'down_is_worse')", name=op.f("ck_regression_direction")),
         sa.ForeignKeyConstraint(
             ["benchmark_id"],
             ["benchmark.id"],

@@ -53,9 +53,10 @@ for suite in present:
         cur_f, title=title, line_label=suite.line_param, commit_label=frames.short_sha(sha),
         baseline=base_f, baseline_label=frames.short_sha(base_sha) if base_sha else "", log_y=log_y,
     )
-    st.plotly_chart(fig, use_container_width=True, key=f"tp_{suite.key}_chart")
+    st.plotly_chart(fig, width="stretch", key=f"tp_{suite.key}_chart")
     sources = sorted(set(cur_f["source"]))
-    st.caption("tokens/s from " + " and ".join(f"`{s}`" for s in sources) + " (one token per request per step).")
+    st.caption("tokens/s from " + " and ".join(f"`{s}`" for s in sources)
+               + " (one token per request per step).")
 
     speedups = suites.speedup_table(cur_f, suite.reference_line)
     if not speedups.empty:

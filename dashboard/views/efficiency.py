@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pandas as pd
 import streamlit as st
 
 from dashboard import charts, data, frames, suites, widgets
@@ -20,6 +21,11 @@ if commits.empty:
     st.info(f"No commits with results on machine `{ctx.machine}`.")
     st.stop()
 sha = widgets.commit_select("Commit", commits, key="eff_commit")
+machines = data.machines(ctx.url)
+gpu = machines.loc[machines["name"] == ctx.machine].iloc[0] if "gpu_name" in machines else None
+if gpu is not None and pd.notna(gpu["gpu_name"]) and str(gpu["gpu_name"]) != "none":
+    st.caption(f"Device: {gpu['gpu_name']} (sm {gpu.get('gpu_cc', '?')}); each benchmark computes its "
+               "roofline from this device's peak bandwidth and tensor-core throughput.")
 results = data.results_at_commit(ctx.url, sha, ctx.machine)
 
 shown = 0
@@ -41,17 +47,17 @@ for suite in suites.present_suites(results["benchmark"].unique() if not results.
             df, title=f"{LABELS[metric].split(' (')[0]} · {frames.short_sha(sha)}",
             metric_title=LABELS[metric], line_label=suite.line_param,
         )
-        col.plotly_chart(fig, use_container_width=True, key=f"eff_{suite.key}_{metric}")
+        col.plotly_chart(fig, width="stretch", key=f"eff_{suite.key}_{metric}")
         shown += 1
     roof = eff[eff["metric"] == "track_roofline_fraction"]
     if not roof.empty:
         best = roof.loc[roof["value"].idxmax()]
-        st.caption(f"Best: {suite.line_param}={best['line']} at concurrency {int(best['concurrency'])} reaches "
-                   f"{best['value']:.1%} of the device's roofline.")
+        st.caption(f"Best: {suite.line_param}={best['line']} at concurrency {int(best['concurrency'])} "
+                   f"reaches {best['value']:.1%} of the device's roofline.")
 
 if not shown:
     st.info(
-        "No efficiency metrics at this commit. They come from the `track_roofline_fraction`, `track_gbps` and "
-        "`track_tflops` benchmarks of the sparse-MLA suites (`bench_decode.SparseDecodeMetrics`, "
+        "No efficiency metrics at this commit. They come from the `track_roofline_fraction`, `track_gbps` "
+        "and `track_tflops` benchmarks of the sparse-MLA suites (`bench_decode.SparseDecodeMetrics`, "
         "`bench_indexer.IndexerMetrics`, `bench_step.DecodeStepMetrics`); other asv projects have none."
     )

@@ -44,7 +44,7 @@ title = f"{bench} [{frames.params_label(params_key)}] · {ctx.machine}"
 fig = charts.history_figure(hist, title=title, unit=unit, flagged=flagged, repo_url=ctx.repo_url)
 if log_y:
     fig.update_yaxes(type="log")
-st.plotly_chart(fig, use_container_width=True, key="hist_chart")
+st.plotly_chart(fig, width="stretch", key="hist_chart")
 up = frames.higher_is_better(bench, unit)
 st.caption(
     f"{len(hist)} commits in commit order; bars span the interquartile range (q_25..q_75); "
@@ -53,7 +53,8 @@ st.caption(
 
 if not flagged.empty:
     st.subheader("Flagged regressions of this series")
-    cols = [c for c in ("sha", "date", "before", "after", "ratio", "status", "p_value") if c in flagged.columns]
+    wanted = ("sha", "date", "before", "after", "ratio", "status", "p_value")
+    cols = [c for c in wanted if c in flagged.columns]
     st.dataframe(flagged[cols], hide_index=True)
 
 st.subheader("Commits")

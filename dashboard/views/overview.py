@@ -36,8 +36,9 @@ row = machines[machines["name"] == ctx.machine]
 if not row.empty:
     info = row.iloc[0].drop(labels=[c for c in ("id", "info") if c in row.columns]).dropna()
     st.subheader("Machine")
-    st.dataframe(pd.DataFrame({"field": info.index, "value": info.astype(str).values}),
-                 hide_index=True, use_container_width=False)
+    shown = [f"{v:g}" if isinstance(v, float) else str(v) for v in info.values]
+    st.dataframe(pd.DataFrame({"field": info.index, "value": shown}),
+                 hide_index=True, width="content")
 
 if not commits.empty:
     st.subheader("Latest commits")

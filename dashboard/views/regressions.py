@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from urllib.parse import urlencode
+
 import pandas as pd
 import streamlit as st
 
@@ -47,7 +49,15 @@ table = pd.DataFrame(
         "status": view["status"],
     }
 )
-config: dict[str, object] = {"ratio": st.column_config.NumberColumn(format="%.3f")}
+# Deep link into the History page for the series (opens in a new tab with the same machine).
+table["history"] = [
+    "history?" + urlencode({"machine": m, "benchmark": b, "params": k})
+    for m, b, k in zip(view["machine"], view["benchmark"], view["params_key"], strict=True)
+]
+config: dict[str, object] = {
+    "ratio": st.column_config.NumberColumn(format="%.3f"),
+    "history": st.column_config.LinkColumn("history", display_text="plot"),
+}
 if ctx.repo_url:
     table["commit"] = ctx.repo_url + "/commit/" + table["commit"]
     config["commit"] = st.column_config.LinkColumn("commit", display_text=r"/commit/([0-9a-f]{8})")
@@ -63,8 +73,10 @@ st.subheader("Triage")
 ids = list(view["id"])
 if not ids:
     st.stop()
-labels = {int(r.id): f"#{r.id} {r.benchmark} [{frames.params_label(r.params_key)}] @ {str(r.sha)[:8]} ({r.status})"
-          for r in view.itertuples()}
+labels = {
+    int(r.id): f"#{r.id} {r.benchmark} [{frames.params_label(r.params_key)}] @ {str(r.sha)[:8]} ({r.status})"
+    for r in view.itertuples()
+}
 pick = st.selectbox("Regression", ids, format_func=lambda i: labels[int(i)], key="reg_pick")
 b1, b2, b3 = st.columns(3)
 for col, label, new_status in ((b1, "Acknowledge", "acknowledged"), (b2, "Ignore", "ignored"),

@@ -35,24 +35,27 @@ m2.metric("Slower (significant)", int(worse))
 m3.metric("Faster (significant)", int(better))
 m4.metric("Failed on one side", int(failed))
 st.caption(
-    f"`+` worse, `-` better by more than {threshold:.0%} and significant (Mann-Whitney U p < 0.002 on samples, "
-    "else non-overlapping 99% CIs; without statistics the ratio alone decides, as in asv). "
+    f"`+` worse, `-` better by more than {threshold:.0%} and significant; `x` failed on one side. "
+    "Significance follows the detector (`regressions.compare`): Mann-Whitney U on the samples when both "
+    "commits have them, else non-overlapping 99% confidence intervals (column `method`). "
     "Ratio = head / base in the benchmark's unit."
 )
 
+st.plotly_chart(
+    charts.compare_figure(
+        cmp, title=f"Largest changes: {frames.short_sha(head)} vs {frames.short_sha(base)} · {ctx.machine}"
+    ),
+    width="stretch", key="cmp_chart",
+)
 only_changed = st.toggle("Only changed", value=True, key="cmp_only")
 view = cmp[cmp["change"] != ""] if only_changed else cmp
 if view.empty:
     st.success("No significant change beyond the threshold.")
-else:
-    st.plotly_chart(
-        charts.compare_figure(view, title=f"{frames.short_sha(head)} vs {frames.short_sha(base)} · {ctx.machine}"),
-        use_container_width=True, key="cmp_chart",
-    )
+    st.stop()
 table = view.assign(
     before=[frames.format_value(v, u) for v, u in zip(view["base"], view["unit"], strict=True)],
     after=[frames.format_value(v, u) for v, u in zip(view["head"], view["unit"], strict=True)],
-)[["change", "before", "after", "ratio", "p_value", "benchmark", "params"]]
+)[["change", "before", "after", "ratio", "p_value", "method", "benchmark", "params"]]
 st.dataframe(
     table, hide_index=True,
     column_config={"ratio": st.column_config.NumberColumn(format="%.3f"),

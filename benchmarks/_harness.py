@@ -1,0 +1,159 @@
+"""Plumbing shared by the suites: device choice, skips for older kernels, per-process case caching,
+and the one-process measurement behind the ``*Metrics`` classes.
+
+asv re-runs ``setup`` before every sample (and, with ``number > 1``, before every call), so a case is
+built once per process and looked up afterwards. Building a case (inputs, correctness gate, graph
+capture) is the expensive part; it happens in ``setup``, never inside a timed call.
+"""
+
+from __future__ import annotations
+
+import gc
+import importlib
+import sys
+import time
+from collections.abc import Callable, Hashable, Iterable
+from typing import Any
+
+from . import _roofline, _tier
+from ._gate import KernelMismatch
+
+_CASES: dict[Hashable, Any] = {}
+_ERRORS: dict[Hashable, BaseException] = {}
+
+
+def device() -> Any:
+    """cuda:0 on the GPU tier (skip when there is none), the CPU (Triton interpreter) otherwise."""
+    import torch
+
+    if _tier.TIER == "gpu":
+        if not torch.cuda.is_available():
+            raise NotImplementedError("GPU tier, but torch sees no CUDA device")
+        return torch.device("cuda", 0)
+    return torch.device("cpu")
+
+
+def kernels() -> Any:
+    """The ``mla_kernels`` package of the commit under test."""
+    try:
+        return importlib.import_module("mla_kernels")
+    except ImportError as exc:
+        raise NotImplementedError(f"mla_kernels cannot be imported at this commit: {exc}") from exc
+
+
+def require(name: str, *modules: str) -> Any:
+    """An API object of the commit under test, from the first of ``modules`` (default: mla_kernels)
+    that has it; NotImplementedError (asv: skipped) when none does, as at older commits."""
+    kernels()  # a package that cannot be imported at all is a skip with its own message
+    searched = modules or ("mla_kernels",)
+    for module in searched:
+        try:
+            mod = importlib.import_module(module)
+        except ModuleNotFoundError as exc:
+            if exc.name == module:  # the module does not exist yet; a broken import inside it fails
+                continue
+            raise
+        if hasattr(mod, name):
+            return getattr(mod, name)
+    raise NotImplementedError(f"{name} does not exist at this commit (looked in {', '.join(searched)})")
+
+
+def require_impl(kind: str, impl: str, known: Iterable[str] | None) -> None:
+    """Skip an implementation name the commit under test does not offer."""
+    if known is not None and impl not in tuple(known):
+        raise NotImplementedError(f"{kind} impl {impl!r} does not exist at this commit (has {tuple(known)})")
+
+
+def as_skip(exc: ValueError, impl: str) -> NotImplementedError | None:
+    """Older launchers reject unknown impl names with a ValueError naming them: that is a skip."""
+    msg = str(exc)
+    if "impl" in msg and repr(impl) in msg:
+        return NotImplementedError(f"impl {impl!r} is not available at this commit: {msg}")
+    return None
+
+
+def last_launch() -> dict[str, Any]:
+    launch = getattr(kernels(), "LAST_LAUNCH", None)
+    return dict(launch) if isinstance(launch, dict) else {}
+
+
+def cached_case(key: Hashable, build: Callable[[], Any]) -> Any:
+    """Build the case for ``key`` once per process; a build error is re-raised on every later call."""
+    if key in _ERRORS:
+        raise _ERRORS[key]
+    if key not in _CASES:
+        try:
+            _CASES[key] = build()
+        except BaseException as exc:
+            _ERRORS[key] = exc
+            raise
+    return _CASES[key]
+
+
+def free_memory() -> None:
+    gc.collect()
+    try:
+        import torch
+
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+    except ImportError:
+        pass
+
+
+def measure_all(
+    keys: list[tuple[Any, ...]],
+    build: Callable[..., Any],
+    model: Callable[..., tuple[int, int]],
+    concurrency_of: Callable[..., int],
+    *,
+    calls: int,
+) -> dict[str, Any]:
+    """Measure every case in this one process (one CUDA init) for the ``track_`` metrics.
+
+    ``build(*key)`` returns a Replayer (after the correctness gate); the median of ``calls`` cold
+    replays is the step time. Returns plain data for asv's setup_cache pickle:
+    ``{"ceilings": {...}, "cases": {key: {"status": "ok"|"skip"|"fail", ...}}}``.
+    """
+    dev = device()
+    ceil = _roofline.ceilings(dev)
+    cases: dict[tuple[Any, ...], dict[str, Any]] = {}
+    t0 = time.perf_counter()
+    for i, key in enumerate(keys, 1):
+        try:
+            replayer = build(*key)
+            seconds = sorted(replayer.measure(calls))[calls // 2]
+            nbytes, flops = model(*key)
+            entry: dict[str, Any] = {"status": "ok", "seconds": seconds, "bytes": nbytes, "flops": flops}
+            entry.update(_roofline.metrics(concurrency_of(*key), seconds, nbytes, flops, ceil))
+        except NotImplementedError as exc:
+            entry = {"status": "skip", "reason": str(exc)}
+        except Exception as exc:  # noqa: BLE001 - one broken case must not hide the others
+            entry = {"status": "fail", "reason": f"{type(exc).__name__}: {exc}"}
+        cases[key] = entry
+        replayer = None
+        free_memory()
+        print(
+            f"[{i}/{len(keys)}] {key}: {entry['status']} "
+            f"{entry.get('seconds', entry.get('reason', ''))} ({time.perf_counter() - t0:.1f}s)",
+            file=sys.stderr,
+            flush=True,
+        )
+    return {"ceilings": ceil, "cases": cases}
+
+
+def metric(cache: dict[str, Any], key: tuple[Any, ...], name: str) -> float:
+    """Look up one metric of one case; skip/fail reproduce the case's setup outcome."""
+    entry = cache["cases"].get(key)
+    if entry is None:
+        raise NotImplementedError(f"case {key} was not measured")
+    if entry["status"] == "skip":
+        raise NotImplementedError(entry["reason"])
+    if entry["status"] == "fail":
+        raise KernelMismatch(entry["reason"])
+    return float(entry[name])
+
+
+def check_metrics_case(cache: dict[str, Any], key: tuple[Any, ...]) -> None:
+    """setup of a Metrics class: skipped / failed cases are skipped / failed for every track_."""
+    metric(cache, key, "seconds")

@@ -1,0 +1,120 @@
+"""Which tier this benchmark process runs (GPU grid or CPU smoke tier), decided without importing torch.
+
+asv imports the suite once to discover benchmarks and again in every benchmark process; both must
+see the same parameter grid, and the many cheap ``track_`` processes must not pay for a torch
+import. So the tier comes from ``MLAPERF_TIER`` (``mlaperf run`` always sets it) or, for a plain
+``asv run``, from a probe that reads torch's ``version.py`` and looks for an NVIDIA device node.
+A GPU-tier case that finds no usable CUDA device in setup is skipped, never timed on the CPU.
+
+The CPU tier sets ``TRITON_INTERPRET=1`` here, before anything imports triton.
+"""
+
+from __future__ import annotations
+
+import glob
+import importlib.util
+import os
+import re
+
+TIER_ENV = "MLAPERF_TIER"
+CONCURRENCY_ENV = "MLAPERF_CONCURRENCY"
+TIERS = ("gpu", "cpu")
+
+
+def _torch_has_cuda() -> bool:
+    spec = importlib.util.find_spec("torch")
+    if spec is None or not spec.submodule_search_locations:
+        return False
+    path = os.path.join(list(spec.submodule_search_locations)[0], "version.py")
+    try:
+        with open(path, encoding="utf-8") as fh:
+            text = fh.read()
+    except OSError:
+        return False
+    m = re.search(r"^cuda\b[^=]*=\s*(.+)$", text, re.MULTILINE)
+    return bool(m) and m.group(1).strip() not in ("None", "''", '""')
+
+
+def _device_visible() -> bool:
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None and visible.strip() in ("", "-1"):
+        return False
+    return bool(glob.glob("/dev/nvidia[0-9]*"))
+
+
+def detect_tier() -> str:
+    """``MLAPERF_TIER`` when set (must be gpu or cpu), else gpu when a CUDA torch and a GPU are present."""
+    value = os.environ.get(TIER_ENV, "").strip().lower()
+    if value:
+        if value not in TIERS:
+            raise ValueError(f"{TIER_ENV} must be 'gpu' or 'cpu', got {os.environ[TIER_ENV]!r}")
+        return value
+    return "gpu" if _torch_has_cuda() and _device_visible() else "cpu"
+
+
+TIER = detect_tier()
+if TIER == "cpu":
+    os.environ.setdefault("TRITON_INTERPRET", "1")
+
+
+def concurrency_values(default: list[int]) -> list[int]:
+    """The concurrency grid; ``MLAPERF_CONCURRENCY=1,16,64`` picks a subset (same series, fewer points)."""
+    raw = os.environ.get(CONCURRENCY_ENV, "").strip()
+    if not raw:
+        return list(default)
+    try:
+        values = [int(v) for v in raw.split(",") if v.strip()]
+    except ValueError:
+        raise ValueError(f"{CONCURRENCY_ENV} must be comma-separated integers, got {raw!r}") from None
+    if not values or any(v < 1 for v in values):
+        raise ValueError(f"{CONCURRENCY_ENV} must list positive integers, got {raw!r}")
+    return values
+
+
+# Parameter grids (docs/CONTRACTS.md). The CPU smoke tier keeps the names with tiny values.
+if TIER == "gpu":
+    NUM_HEADS = 64
+    CONCURRENCY = concurrency_values([1, 2, 4, 8, 16, 32, 64, 128])
+    DECODE_TOPK = [128, 512, 2048]
+    DECODE_TOKENS_PER_REQUEST = 65536  # the design's reference: 64K tokens of context per request
+    CONTEXT = [4096, 16384, 65536]
+    MAX_CONTEXT = 131072
+    STEP_TOPK = 512
+    INDEX_SETS = 4  # decode: index sets over one cache
+    REQUEST_SETS = 2  # indexer / step: independent request batches (each its own cache)
+else:
+    NUM_HEADS = 16
+    CONCURRENCY = concurrency_values([1, 2])
+    DECODE_TOPK = [32, 64]
+    DECODE_TOKENS_PER_REQUEST = 1024
+    CONTEXT = [256, 512]
+    MAX_CONTEXT = 1024
+    STEP_TOPK = 32
+    INDEX_SETS = 2
+    REQUEST_SETS = 2
+
+# asv timing attributes per tier. GPU: one process per case (rounds=1, the CUDA init dominates), the
+# samples are means of `number` cold replays (setup picks `number` per case); setup already warmed
+# up, so no asv warm-up. CPU: the interpreter takes ~0.1-2 s per call, so two or three single calls.
+if TIER == "gpu":
+    TIMING: dict[str, object] = {
+        "rounds": 1,
+        "repeat": (10, 30, 1.0),
+        "number": 1,
+        "warmup_time": 0.0,
+        "min_run_count": 2,
+        "timeout": 600,
+    }
+else:
+    TIMING = {
+        "rounds": 1,
+        "repeat": (2, 2, 4.0),
+        "number": 1,
+        "warmup_time": 0.0,
+        "min_run_count": 2,
+        "timeout": 300,
+    }
+
+SETUP_CACHE_TIMEOUT = 1800 if TIER == "gpu" else 600
+# Cold replays per case behind the track_ metrics (their median is the step time).
+METRIC_CALLS = 21 if TIER == "gpu" else 1

@@ -1,0 +1,280 @@
+#!/usr/bin/env python
+"""Time the indexer implementations (reference, fp32_maxctx, bf16) on the GPU.
+
+Each implementation is checked against the reference once per context (a fast wrong kernel is a
+failure, not a result), warmed up (compiles and resolves autotuning), captured in a CUDA graph
+(reference: run eagerly, it syncs with the host), then timed replay by replay with CUDA events,
+the L2 cache flushed before each replay (cold L2). Prints a table and, as its last line, one JSON
+record. ``--smoke`` runs tiny shapes on the CPU under the Triton interpreter (wall-clock timing).
+
+    python benchmarks/scripts/indexer_perf.py                 # H200 defaults: B 64, max_context 131072
+    python benchmarks/scripts/indexer_perf.py --check-targets # exit 1 if bf16 < 17x fp32_maxctx at 4096
+    python benchmarks/scripts/indexer_perf.py --smoke         # CPU, interpreter, tiny shapes
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+IMPLS = ("reference", "fp32_maxctx", "bf16")
+BYTES_PER_TOKEN = 132  # 128 FP8 key bytes + one fp32 scale
+TARGET_SPEEDUP_4096 = 17.0
+
+
+def _int_list(text: str) -> list[int]:
+    try:
+        values = [int(v) for v in text.split(",") if v.strip()]
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from exc
+    if not values or any(v < 0 for v in values):
+        raise argparse.ArgumentTypeError(f"expected non-negative integers, got {text!r}")
+    return values
+
+
+def _impl_list(text: str) -> list[str]:
+    values = [v.strip() for v in text.split(",") if v.strip()]
+    bad = [v for v in values if v not in IMPLS]
+    if not values or bad:
+        raise argparse.ArgumentTypeError(f"--impls takes a comma-separated subset of {IMPLS}, got {text!r}")
+    return values
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--batch", type=int, default=None, help="concurrent requests (default 64; smoke 2)")
+    p.add_argument(
+        "--max-context", type=int, default=None, help="block-table capacity in tokens (default 131072)"
+    )
+    p.add_argument(
+        "--contexts", type=_int_list, default=None, help="real context per request (default 4096,16384,65536)"
+    )
+    p.add_argument(
+        "--topk", type=int, default=None, help="tokens selected per request (default 512; smoke 32)"
+    )
+    p.add_argument("--heads", type=int, default=None, help="indexer heads (default 64; smoke 16)")
+    p.add_argument("--impls", type=_impl_list, default=list(IMPLS), help="comma-separated implementations")
+    p.add_argument("--iters", type=int, default=None, help="timed replays per case (default 30; smoke 1)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--json-out", type=Path, default=None, help="also write the JSON record to this file")
+    p.add_argument(
+        "--check-targets", action="store_true", help="exit 1 when the issue's speed-up targets fail"
+    )
+    p.add_argument("--smoke", action="store_true", help="tiny shapes on the CPU under the Triton interpreter")
+    args = p.parse_args(argv)
+    smoke = args.smoke
+    defaults = {
+        "batch": 2 if smoke else 64,
+        "max_context": 1024 if smoke else 131072,
+        "contexts": [300, 700] if smoke else [4096, 16384, 65536],
+        "topk": 32 if smoke else 512,
+        "heads": 16 if smoke else 64,
+        "iters": 1 if smoke else 30,
+    }
+    for key, value in defaults.items():
+        if getattr(args, key) is None:
+            setattr(args, key, value)
+    for key in ("batch", "topk", "heads", "iters", "max_context"):
+        if getattr(args, key) <= 0:
+            p.error(f"--{key.replace('_', '-')} must be positive")
+    if args.max_context % 256:
+        p.error("--max-context must be a multiple of 256 (the page size)")
+    if args.heads % 16:
+        p.error("--heads must be a multiple of 16")
+    if max(args.contexts) > args.max_context:
+        p.error(f"--contexts must not exceed --max-context ({args.max_context})")
+    return args
+
+
+def _device_info(torch: Any, triton: Any, device: Any) -> dict[str, Any]:
+    info: dict[str, Any] = {"torch": torch.__version__, "triton": triton.__version__}
+    if device.type == "cuda":
+        props = torch.cuda.get_device_properties(device)
+        info.update(
+            name=props.name,
+            cc=f"{props.major}.{props.minor}",
+            sm_count=props.multi_processor_count,
+            cuda=torch.version.cuda,
+        )
+    else:
+        info.update(name="cpu (Triton interpreter)", cc=None, sm_count=None, cuda=None)
+    return info
+
+
+def _time_gpu(torch: Any, fn: Any, iters: int, capture: bool) -> list[float]:
+    """Per-call GPU times in microseconds, L2 flushed before each call."""
+    flush = torch.empty(512 * 1024 * 1024, dtype=torch.uint8, device="cuda")  # > H200's 50 MB L2
+    call = fn
+    if capture:
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            fn()
+        call = graph.replay
+    call()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(iters):
+        flush.zero_()
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        call()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end) * 1e3)
+    return times
+
+
+def _copy_bandwidth(torch: Any) -> float:
+    """Device-to-device copy bandwidth in bytes/s (read + write), the roofline's yardstick."""
+    src = torch.empty(1 << 30, dtype=torch.uint8, device="cuda")
+    dst = torch.empty_like(src)
+    dst.copy_(src)
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(10):
+        dst.copy_(src)
+    end.record()
+    end.synchronize()
+    return 2 * src.numel() * 10 / (start.elapsed_time(end) * 1e-3)
+
+
+def _time_cpu(fn: Any, iters: int) -> list[float]:
+    times = []
+    for _ in range(iters):
+        t0 = time.perf_counter()
+        fn()
+        times.append((time.perf_counter() - t0) * 1e6)
+    return times
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    if args.smoke:
+        os.environ["TRITON_INTERPRET"] = "1"  # before the first triton import
+    import torch
+    import triton
+
+    repo = Path(__file__).resolve().parents[2]
+    if str(repo) not in sys.path:
+        sys.path.insert(0, str(repo))
+    from mla_kernels._common import LAST_LAUNCH
+    from mla_kernels.indexer import (
+        check_indexer_output,
+        indexer_logits_reference,
+        indexer_topk,
+        make_indexer_inputs,
+    )
+
+    if args.smoke:
+        device = torch.device("cpu")
+    elif torch.cuda.is_available():
+        device = torch.device("cuda")
+    else:
+        print("error: no CUDA device; use --smoke for the CPU interpreter run", file=sys.stderr)
+        return 2
+    info = _device_info(torch, triton, device)
+    copy_bps = _copy_bandwidth(torch) if device.type == "cuda" else None
+    info["copy_gbps"] = None if copy_bps is None else copy_bps / 1e9
+    print(
+        f"indexer_perf on {info['name']} (torch {info['torch']}, triton {info['triton']}): "
+        f"batch {args.batch}, max_context {args.max_context}, topk {args.topk}, heads {args.heads}, "
+        f"{args.iters} timed calls each",
+        file=sys.stderr,
+    )
+    results: list[dict[str, Any]] = []
+    for ctx in args.contexts:
+        inp = make_indexer_inputs(
+            args.batch, ctx, max_context=args.max_context, num_heads=args.heads, topk=args.topk,
+            device=device, seed=args.seed,
+        )  # fmt: skip
+        ref_logits = indexer_logits_reference(*inp.args()[:5])
+        for impl in args.impls:
+            print(f"  context {ctx}: {impl} ...", file=sys.stderr, flush=True)
+            fn = lambda impl=impl, inp=inp: indexer_topk(*inp.args(), impl=impl)
+            out = fn()  # warm-up: compile, autotune, then check before timing
+            try:
+                stats = check_indexer_output(out, ref_logits, inp.block_table, inp.seq_lens, args.topk)
+            except AssertionError as exc:
+                print(f"error: {impl} at context {ctx} disagrees with the reference: {exc}", file=sys.stderr)
+                return 1
+            launch = json.loads(json.dumps(LAST_LAUNCH, default=str))
+            if device.type == "cuda":
+                times = _time_gpu(torch, fn, args.iters, capture=impl != "reference")
+            else:
+                times = _time_cpu(fn, args.iters)
+            total_bytes = ctx * args.batch * BYTES_PER_TOKEN
+            med = statistics.median(times)
+            results.append(
+                {
+                    "context": ctx,
+                    "impl": impl,
+                    "median_us": med,
+                    "min_us": min(times),
+                    "samples_us": times,
+                    "gbps_real_length": total_bytes / (med * 1e-6) / 1e9,
+                    # bytes roofline: the index keys of the real length read once at copy bandwidth
+                    "roofline_us": None if copy_bps is None else total_bytes / copy_bps * 1e6,
+                    "recall_min": stats["recall_min"],
+                    "timing": "cuda-graph replay"
+                    if device.type == "cuda" and impl != "reference"
+                    else "eager",
+                    "launch": launch,
+                }
+            )
+    by = {(r["impl"], r["context"]): r for r in results}
+    speedups = {
+        str(c): by[("fp32_maxctx", c)]["median_us"] / by[("bf16", c)]["median_us"]
+        for c in args.contexts
+        if ("fp32_maxctx", c) in by and ("bf16", c) in by
+    }
+    print(
+        f"{'context':>8} {'impl':>12} {'median us':>11} {'min us':>10} {'GB/s':>8} {'roofline us':>11} "
+        f"{'recall':>7}  timing"
+    )
+    for r in results:
+        roof = "-" if r["roofline_us"] is None else f"{r['roofline_us']:.1f}"
+        print(
+            f"{r['context']:>8} {r['impl']:>12} {r['median_us']:>11.1f} {r['min_us']:>10.1f} "
+            f"{r['gbps_real_length']:>8.1f} {roof:>11} {r['recall_min']:>7.4f}  {r['timing']}"
+        )
+    for c, s in speedups.items():
+        print(f"speed-up fp32_maxctx / bf16 at context {c}: {s:.1f}x")
+    failures = []
+    if "4096" in speedups and speedups["4096"] < TARGET_SPEEDUP_4096:
+        failures.append(f"bf16 only {speedups['4096']:.1f}x faster than fp32_maxctx at 4096 (< 17x)")
+    bf16_t = [by[("bf16", c)]["median_us"] for c in sorted(args.contexts) if ("bf16", c) in by]
+    if len(bf16_t) > 1 and not bf16_t[-1] > bf16_t[0]:
+        failures.append("bf16 time does not grow with context")
+    for f in failures:
+        print(f"target missed: {f}")
+    record = {
+        "bench": "indexer_perf",
+        "smoke": bool(args.smoke),
+        "device": info,
+        "batch": args.batch,
+        "max_context": args.max_context,
+        "contexts": args.contexts,
+        "topk": args.topk,
+        "heads": args.heads,
+        "iters": args.iters,
+        "command": " ".join([Path(sys.argv[0]).name, *(sys.argv[1:] if argv is None else argv)]),
+        "speedup_fp32_maxctx_over_bf16": speedups,
+        "targets_missed": failures,
+        "results": results,
+    }
+    line = json.dumps(record)
+    if args.json_out is not None:
+        args.json_out.parent.mkdir(parents=True, exist_ok=True)
+        args.json_out.write_text(line + "\n")
+    print(line)
+    return 1 if args.check_targets and failures and not args.smoke else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

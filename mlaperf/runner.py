@@ -1,0 +1,370 @@
+"""``mlaperf run``: benchmark each commit of a git range with asv, in a throwaway git worktree.
+
+For every commit (oldest first) the runner checks the commit out with ``git worktree add --detach``
+into a temporary directory, puts that source first on ``PYTHONPATH`` (so the commit's
+``mla_kernels`` is the one imported, ahead of the installed package) and runs, in the current
+Python environment::
+
+    asv run --python=same --set-commit-hash SHA --launch-method spawn --record-samples --machine NAME
+
+with the benchmark suites of the *current* checkout (asv always benchmarks old commits with the
+current suites; suites skip what an old commit does not have). Commits that already have a result
+file for the machine are skipped. The machine is registered in ``~/.asv-machine.json`` with asv's
+own fields plus the GPU identity (``mlaperf.gpuinfo``), which asv copies into ``machine.json`` and
+into every result file's ``params``. Without CUDA the CPU smoke tier runs (Triton interpreter) under
+the machine name ``<name>-cpu``, so its series never mix with GPU series. Worktrees are removed
+afterwards, also on errors and Ctrl-C.
+
+Exit status: 0 when every commit was measured (or skipped), 2 when some benchmark failed (for
+example the correctness gate), 1 on errors (bad arguments, asv produced no result file).
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import json
+import os
+import platform
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from mlaperf import gpuinfo
+
+CPU_SUFFIX = "-cpu"
+DESCRIPTION = (
+    "Benchmark each commit of RANGE with asv in a throwaway git worktree, using the current Python "
+    "environment and the current checkout's benchmark suites (asv run --python=same --set-commit-hash "
+    "SHA --launch-method spawn --record-samples). Commits already measured for the machine are "
+    "skipped. The GPU identity is added to the asv machine entry. Without CUDA the CPU smoke tier "
+    "(Triton interpreter) runs under the machine name <name>-cpu. Exit status: 0 ok, 2 some "
+    "benchmark failed (e.g. the correctness gate), 1 error."
+)
+
+
+class RunError(Exception):
+    """A user-facing error: bad argument, missing file, git or asv failure."""
+
+
+@dataclass
+class Commit:
+    sha: str
+    subject: str
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "run",
+        help="benchmark each commit of a git range with asv (throwaway worktrees)",
+        description=DESCRIPTION,
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    add_arguments(parser)
+    parser.set_defaults(func=handle)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "range",
+        nargs="?",
+        default="HEAD",
+        metavar="RANGE",
+        help="a commit (e.g. HEAD, a SHA, a tag) or a git range A..B (first-parent commits, oldest first)",
+    )
+    parser.add_argument(
+        "--results-dir", type=Path, default=None, help="asv results directory (default: asv.conf.json's)"
+    )
+    parser.add_argument(
+        "--machine",
+        default=None,
+        help="asv machine name (default: this host's name; '-cpu' is appended on the CPU tier)",
+    )
+    parser.add_argument(
+        "--bench",
+        action="append",
+        default=None,
+        metavar="REGEX",
+        help="only benchmarks matching REGEX (asv -b; may be repeated; matches 'name(params)' too)",
+    )
+    parser.add_argument(
+        "--tier",
+        choices=("auto", "gpu", "cpu"),
+        default="auto",
+        help="gpu grid, CPU smoke tier (Triton interpreter), or auto: gpu when CUDA is available",
+    )
+    parser.add_argument(
+        "--skip-existing",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="skip commits that already have a result file for this machine",
+    )
+    parser.add_argument(
+        "--concurrency",
+        default=None,
+        metavar="LIST",
+        help="comma-separated subset of the concurrency grid, e.g. 1,16,64 (fewer points, same series)",
+    )
+    parser.add_argument(
+        "--config", type=Path, default=None, help="asv config file (default: asv.conf.json at the repo root)"
+    )
+    parser.add_argument(
+        "--dry-run", action="store_true", help="print the commits and asv commands; run nothing"
+    )
+
+
+def _git(root: Path, *args: str) -> str:
+    proc = subprocess.run(["git", *args], cwd=root, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise RunError(f"git {' '.join(args)} failed: {proc.stderr.strip() or proc.stdout.strip()}")
+    return proc.stdout
+
+
+def repo_root(start: Path | None = None) -> Path:
+    try:
+        out = _git(start or Path.cwd(), "rev-parse", "--show-toplevel")
+    except (RunError, FileNotFoundError) as exc:
+        raise RunError(f"not inside a git repository ({exc})") from None
+    return Path(out.strip())
+
+
+def resolve_commits(root: Path, spec: str) -> list[Commit]:
+    """The commits of RANGE, oldest first: one commit, or ``git rev-list --first-parent A..B``."""
+    if not spec or spec.startswith("-"):
+        raise RunError(f"RANGE {spec!r} is not a commit or a range")
+    if ".." in spec:
+        proc = subprocess.run(
+            ["git", "rev-list", "--reverse", "--first-parent", spec, "--"],
+            cwd=root, capture_output=True, text=True,
+        )  # fmt: skip
+        if proc.returncode != 0:
+            raise RunError(f"RANGE {spec!r} is not a valid git range: {proc.stderr.strip()}")
+        shas = proc.stdout.split()
+    else:
+        proc = subprocess.run(
+            ["git", "rev-parse", "--verify", "--quiet", f"{spec}^{{commit}}"],
+            cwd=root, capture_output=True, text=True,
+        )  # fmt: skip
+        if proc.returncode != 0:
+            raise RunError(f"RANGE {spec!r} is not a commit of the repository at {root}")
+        shas = [proc.stdout.strip()]
+    commits = []
+    for sha in shas:
+        subject = _git(root, "show", "-s", "--format=%s", sha).strip()
+        commits.append(Commit(sha, subject))
+    return commits
+
+
+def load_config(path: Path) -> dict[str, object]:
+    if not path.is_file():
+        raise RunError(f"asv config {path} not found (--config)")
+    try:
+        from asv.util import load_json
+
+        return dict(load_json(str(path), js_comments=True))
+    except Exception as exc:  # noqa: BLE001 - asv raises its own error types for bad JSON
+        raise RunError(f"asv config {path} cannot be read: {exc}") from None
+
+
+def machine_name(requested: str | None, tier: str) -> str:
+    name = requested or platform.node() or "localhost"
+    if not re.fullmatch(r"[A-Za-z0-9._+-]+", name):
+        raise RunError(f"--machine {name!r}: use letters, digits and . _ + - only (it becomes a folder name)")
+    if tier == "cpu" and not name.endswith(CPU_SUFFIX):
+        name += CPU_SUFFIX
+    if tier == "gpu" and name.endswith(CPU_SUFFIX):
+        raise RunError(f"--machine {name!r}: the suffix {CPU_SUFFIX!r} is reserved for the CPU smoke tier")
+    return name
+
+
+def resolve_tier(tier: str) -> str:
+    if tier == "auto":
+        return "gpu" if gpuinfo.cuda_available() else "cpu"
+    if tier == "gpu" and not gpuinfo.cuda_available():
+        raise RunError("--tier gpu, but torch sees no CUDA device")
+    return tier
+
+
+def register_machine(name: str, identity: dict[str, str]) -> dict[str, str]:
+    """Write the asv machine entry (asv's default fields, any user-set values, the GPU identity).
+
+    ``asv machine --yes --machine NAME`` would store the name alone, so the entry is built with
+    asv's own ``Machine.get_defaults()`` and saved with asv's ``MachineCollection``.
+    """
+    from asv import util
+    from asv.machine import Machine, MachineCollection
+
+    entry: dict[str, str] = {k: str(v) for k, v in Machine.get_defaults().items()}
+    try:
+        entry.update(MachineCollection.load(name))
+    except util.UserError:
+        pass  # first run on this machine name
+    entry.update(identity)
+    entry["machine"] = name
+    MachineCollection.save(name, entry)
+    return entry
+
+
+def existing_results(results_dir: Path, machine: str, sha: str) -> list[str]:
+    return sorted(glob.glob(str(results_dir / glob.escape(machine) / f"{sha[:8]}-*.json")))
+
+
+def asv_command(config: Path, sha: str, machine: str, bench: list[str] | None) -> list[str]:
+    cmd = [
+        sys.executable, "-m", "asv", "run", "--config", str(config),
+        "--python=same", "--set-commit-hash", sha, "--launch-method", "spawn",
+        "--record-samples", "--show-stderr", "--machine", machine,
+    ]  # fmt: skip
+    for regex in bench or []:
+        cmd += ["--bench", regex]
+    return cmd
+
+
+def _run_env(worktree: Path, tier: str, concurrency: str | None) -> dict[str, str]:
+    env = dict(os.environ)
+    path = os.pathsep.join(p for p in (str(worktree), env.get("PYTHONPATH", "")) if p)
+    env["PYTHONPATH"] = path
+    env["ASV_PYTHONPATH"] = path  # asv-managed environments drop PYTHONPATH, keep this one
+    env["MLAPERF_TIER"] = tier
+    if tier == "cpu":
+        env["TRITON_INTERPRET"] = "1"
+    if concurrency:
+        env["MLAPERF_CONCURRENCY"] = concurrency
+    return env
+
+
+def _check_concurrency(value: str | None) -> str | None:
+    if value is None:
+        return None
+    try:
+        values = [int(v) for v in value.split(",") if v.strip()]
+    except ValueError:
+        values = []
+    if not values or any(v < 1 for v in values):
+        raise RunError(f"--concurrency {value!r}: expected comma-separated positive integers, e.g. 1,16,64")
+    return ",".join(str(v) for v in values)
+
+
+def _fmt_elapsed(seconds: float) -> str:
+    m, s = divmod(int(seconds), 60)
+    return f"{m}m{s:02d}s" if m else f"{seconds:.1f}s"
+
+
+def run(args: argparse.Namespace) -> int:
+    t0 = time.perf_counter()
+    root = repo_root()
+    config_path = (args.config or root / "asv.conf.json").resolve()
+    conf = load_config(config_path)
+    commits = resolve_commits(root, args.range)
+    concurrency = _check_concurrency(args.concurrency)
+    tier = resolve_tier(args.tier)
+    machine = machine_name(args.machine, tier)
+
+    def absolute(key: str, default: str) -> str:
+        value = Path(str(conf.get(key) or default))
+        return str(value if value.is_absolute() else (root / value).resolve())
+
+    if args.results_dir:
+        results_dir = Path(args.results_dir).resolve()
+    else:
+        results_dir = Path(absolute("results_dir", "results"))
+    conf.update(
+        repo=str(root),
+        benchmark_dir=absolute("benchmark_dir", "benchmarks"),
+        env_dir=absolute("env_dir", "env"),
+        html_dir=absolute("html_dir", "html"),
+        results_dir=str(results_dir),
+    )
+
+    todo = []
+    for c in commits:
+        have = existing_results(results_dir, machine, c.sha)
+        if have and args.skip_existing:
+            print(f"skip {c.sha[:8]} {c.subject!r}: already measured ({Path(have[0]).name})", flush=True)
+        else:
+            todo.append(c)
+    print(
+        f"mlaperf run: {len(todo)} of {len(commits)} commit(s) to measure on machine {machine!r} "
+        f"(tier {tier}), results in {results_dir}",
+        flush=True,
+    )
+    if args.dry_run:
+        for i, c in enumerate(todo, 1):
+            cmd = asv_command(config_path, c.sha, machine, args.bench)
+            print(f"[{i}/{len(todo)}] {c.sha[:8]} {c.subject}\n    would run: {' '.join(cmd)}")
+        return 0
+    if not todo:
+        return 0
+
+    identity = gpuinfo.identity(tier)
+    register_machine(machine, identity)
+    print("machine " + machine + ": " + ", ".join(f"{k}={v}" for k, v in identity.items()), flush=True)
+
+    status = 0
+    tmp = Path(tempfile.mkdtemp(prefix="mlaperf-run-"))
+    try:
+        config = tmp / "asv.conf.json"
+        config.write_text(json.dumps(conf, indent=2))
+        for i, c in enumerate(todo, 1):
+            elapsed = _fmt_elapsed(time.perf_counter() - t0)
+            print(f"\n[{i}/{len(todo)}] {c.sha[:8]} {c.subject} (elapsed {elapsed})", flush=True)
+            worktree = tmp / f"src-{c.sha[:12]}"
+            _git(root, "worktree", "add", "--detach", "--quiet", str(worktree), c.sha)
+            try:
+                t_commit = time.perf_counter()
+                proc = subprocess.run(
+                    asv_command(config, c.sha, machine, args.bench),
+                    cwd=root,
+                    env=_run_env(worktree, tier, concurrency),
+                )
+            finally:
+                _remove_worktree(root, worktree)
+            produced = existing_results(results_dir, machine, c.sha)
+            took = _fmt_elapsed(time.perf_counter() - t_commit)
+            if not produced:
+                print(f"[{i}/{len(todo)}] {c.sha[:8]}: no result, asv exit {proc.returncode}", flush=True)
+                status = 1
+            elif proc.returncode != 0:
+                print(f"[{i}/{len(todo)}] {c.sha[:8]}: done in {took}, some benchmarks failed", flush=True)
+                status = status or 2
+            else:
+                print(f"[{i}/{len(todo)}] {c.sha[:8]}: done in {took}", flush=True)
+    except KeyboardInterrupt:
+        print("\ninterrupted; worktrees removed", file=sys.stderr)
+        return 130
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+        subprocess.run(["git", "worktree", "prune"], cwd=root, capture_output=True)
+    print(f"\nmlaperf run: finished in {_fmt_elapsed(time.perf_counter() - t0)}", flush=True)
+    return status
+
+
+def _remove_worktree(root: Path, worktree: Path) -> None:
+    subprocess.run(["git", "worktree", "remove", "--force", str(worktree)], cwd=root, capture_output=True)
+    shutil.rmtree(worktree, ignore_errors=True)
+
+
+def handle(args: argparse.Namespace) -> int:
+    try:
+        return run(args)
+    except RunError as exc:
+        print(f"mlaperf run: error: {exc}", file=sys.stderr)
+        return 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m mlaperf.runner [RANGE] ...``: the same as ``mlaperf run``."""
+    parser = argparse.ArgumentParser(
+        prog="mlaperf run", formatter_class=argparse.ArgumentDefaultsHelpFormatter, description=DESCRIPTION
+    )
+    add_arguments(parser)
+    return handle(parser.parse_args(argv))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,476 @@
+"""Database glue of regression detection: load series, store regressions, keep the watermark.
+
+The algorithms (regressions.detect, regressions.compare) never see the database; this module is the
+only place that reads and writes it for them. Sessions are the caller's.
+
+Incremental detection: ``Meta['regressions.watermark']`` holds the highest ``Result.id`` examined and
+the settings used. A later run re-examines only the series with newer results, over their last
+``lookback`` commits (the store's older data cannot hold a new step of those series that a window of
+that size would miss), and a run with other settings examines everything again.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import math
+import subprocess
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from sqlalchemy import func, select, tuple_
+from sqlalchemy.orm import Session
+
+from db.models import Benchmark, Commit, Machine, Meta, Regression, Result, Run, utcnow
+from regressions.config import Settings
+from regressions.detect import DEFAULT_PARAMS, DetectorParams, detect_many
+from regressions.direction import infer_direction, slowdown
+
+WATERMARK_KEY = "regressions.watermark"
+DEFAULT_LOOKBACK = 100
+OPEN_STATUSES = ("new", "acknowledged")
+# A step found again within this many runs of a stored one is the same step seen with more data.
+SAME_STEP_RUNS = 3
+
+
+class UsageError(ValueError):
+    """Bad command-line input (unknown commit, machine, ...): the CLI exits with status 2."""
+
+
+@dataclass
+class DetectSummary:
+    series_examined: int = 0
+    new: list[int] = field(default_factory=list)  # ids of regressions flagged by this run
+    fixed: list[int] = field(default_factory=list)  # ids marked fixed by this run
+    incremental: bool = False
+    seconds: float = 0.0
+
+
+def _settings_fingerprint(settings: Settings, params: DetectorParams, lookback: int) -> str:
+    blob = json.dumps(
+        [settings.default_threshold, settings.thresholds, settings.directions, repr(params), lookback],
+        sort_keys=True,
+    )
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def _commit_order(session: Session) -> pd.DataFrame:
+    """Every commit with its position in history (by date, then id)."""
+    rows = session.execute(select(Commit.id, Commit.sha, Commit.date)).all()
+    df = pd.DataFrame(rows, columns=["commit_id", "sha", "date"])
+    df = df.sort_values(["date", "commit_id"], na_position="first", kind="stable").reset_index(drop=True)
+    df["pos"] = np.arange(len(df))
+    return df
+
+
+def _load_values(
+    session: Session,
+    *,
+    machine_ids: list[int] | None,
+    series: set[tuple[int, str, int]] | None,
+    min_date: dict[int, dt.datetime | None] | None,
+) -> pd.DataFrame:
+    """Successful results: benchmark_id, params_key, machine_id, commit_id, value (one row per run)."""
+    stmt = (
+        select(Result.benchmark_id, Result.params_key, Run.machine_id, Run.commit_id, Result.value)
+        .join(Run, Result.run_id == Run.id)
+        .where(Result.value.is_not(None))
+    )
+    if machine_ids is not None:
+        stmt = stmt.where(Run.machine_id.in_(machine_ids))
+    if min_date is not None and all(d is not None for d in min_date.values()) and len(min_date) == 1:
+        # One machine (the usual runner): the date window goes into SQL, so only it is read.
+        (cutoff,) = min_date.values()
+        stmt = stmt.join(Commit, Run.commit_id == Commit.id).where(Commit.date >= cutoff)
+    # Core execution and column-wise arrays: the ORM and pandas' row-by-row construction each cost
+    # seconds on a store of 500,000 results.
+    rows = session.connection().execute(stmt).fetchall()
+    cols = list(zip(*rows, strict=True)) if rows else [(), (), (), (), ()]
+    df = pd.DataFrame(
+        {
+            "benchmark_id": np.array(cols[0], dtype=np.int64),
+            "params_key": np.array(cols[1], dtype=object),
+            "machine_id": np.array(cols[2], dtype=np.int64),
+            "commit_id": np.array(cols[3], dtype=np.int64),
+            "value": np.array(cols[4], dtype=float),
+        }
+    )
+    if series is not None and not df.empty:
+        keys = pd.MultiIndex.from_frame(df[["benchmark_id", "params_key", "machine_id"]])
+        df = df[keys.isin(list(series))]
+    return df
+
+
+def _lookback_cutoffs(
+    session: Session, machine_ids: Iterable[int], lookback: int
+) -> dict[int, dt.datetime | None]:
+    """Per machine, the date of its ``lookback``-th newest commit (None: it has fewer)."""
+    out: dict[int, dt.datetime | None] = {}
+    for mid in machine_ids:
+        dates = (
+            session.execute(
+                select(Commit.date)
+                .join(Run, Run.commit_id == Commit.id)
+                .where(Run.machine_id == mid)
+                .group_by(Commit.id, Commit.date)
+                .order_by(Commit.date.desc())
+                .limit(lookback)
+            )
+            .scalars()
+            .all()
+        )
+        out[mid] = dates[-1] if len(dates) >= lookback else None
+    return out
+
+
+def _existing_regressions(session: Session, series: set[tuple[int, str, int]] | None) -> list[Regression]:
+    stmt = select(Regression)
+    if series is not None:
+        if not series:
+            return []
+        stmt = stmt.where(
+            tuple_(Regression.benchmark_id, Regression.params_key, Regression.machine_id).in_(list(series))
+        )
+    return list(session.execute(stmt).scalars().all())
+
+
+def detect_store(
+    session: Session,
+    settings: Settings | None = None,
+    *,
+    machine: str | None = None,
+    full: bool = False,
+    lookback: int = DEFAULT_LOOKBACK,
+    params: DetectorParams = DEFAULT_PARAMS,
+    progress: bool = False,
+) -> DetectSummary:
+    """Detect steps in the store's series and record regressions (idempotent). The caller commits."""
+    import time
+
+    start = time.perf_counter()
+    settings = settings or Settings()
+    summary = DetectSummary()
+    machine_ids: list[int] | None = None
+    if machine is not None:
+        mid = session.execute(select(Machine.id).where(Machine.name == machine)).scalar_one_or_none()
+        if mid is None:
+            raise UsageError(f"--machine: no machine named {machine!r} in the store")
+        machine_ids = [mid]
+
+    fingerprint = _settings_fingerprint(settings, params, lookback)
+    meta = session.get(Meta, WATERMARK_KEY)
+    state: dict[str, Any] = dict(meta.value) if meta is not None and isinstance(meta.value, dict) else {}
+    max_id = session.execute(select(func.max(Result.id))).scalar_one() or 0
+    incremental = (
+        not full and machine is None and state.get("fingerprint") == fingerprint and "result_id" in state
+    )
+    series: set[tuple[int, str, int]] | None = None
+    cutoffs: dict[int, dt.datetime | None] | None = None
+    if incremental:
+        rows = session.execute(
+            select(Result.benchmark_id, Result.params_key, Run.machine_id)
+            .join(Run, Result.run_id == Run.id)
+            .where(Result.id > int(state["result_id"]))
+            .distinct()
+        ).all()
+        series = {(int(b), str(p), int(m)) for b, p, m in rows}
+        touched = sorted({m for _, _, m in series})
+        machine_ids = touched
+        cutoffs = _lookback_cutoffs(session, touched, lookback)
+        summary.incremental = True
+
+    if series is not None and not series:
+        df = pd.DataFrame(columns=["benchmark_id", "params_key", "machine_id", "commit_id", "value"])
+    else:
+        df = _load_values(session, machine_ids=machine_ids, series=series, min_date=cutoffs)
+    order = _commit_order(session)
+    pos = dict(zip(order["commit_id"], order["pos"], strict=False))
+    if not df.empty:
+        df["pos"] = df["commit_id"].map(pos)
+        if cutoffs is not None:
+            # Windows per machine (several machines: filtered here rather than in SQL).
+            cut_pos = {
+                m: (order.loc[order["date"] >= d, "pos"].min() if d is not None else 0)
+                for m, d in cutoffs.items()
+            }
+            df = df[df["pos"] >= df["machine_id"].map(cut_pos).fillna(0)]
+        # Several runs of one commit (re-runs, environments): their median is the commit's value.
+        df = df.groupby(["benchmark_id", "params_key", "machine_id", "pos"], sort=True, as_index=False)[
+            "value"
+        ].median()
+
+    bench = {
+        bid: (name, unit)
+        for bid, name, unit in session.execute(select(Benchmark.id, Benchmark.name, Benchmark.unit)).all()
+    }
+    sha_of_pos = order["commit_id"].to_numpy()
+    existing: dict[tuple[int, str, int], list[Regression]] = {}
+    for reg in _existing_regressions(session, series):
+        existing.setdefault((reg.benchmark_id, reg.params_key, reg.machine_id), []).append(reg)
+    params_of: dict[tuple[int, str], dict[str, Any]] = {}
+
+    groups = (
+        list(df.groupby(["benchmark_id", "params_key", "machine_id"], sort=False)) if not df.empty else []
+    )
+    names, thresholds, directions = [], [], []
+    for (bid, _pkey, _mid), _g in groups:
+        name, unit = bench.get(int(bid), (str(bid), None))
+        names.append(name)
+        directions.append(infer_direction(name, unit, settings.direction_override(name)))
+        thresholds.append(settings.threshold_for(name))
+    if progress:
+        print(f"detect: examining {len(groups)} series", flush=True)
+    results = detect_many([g["value"].to_numpy() for _, g in groups], thresholds, directions, params)
+    for ((bid, pkey, mid), g), result, direction, threshold in zip(
+        groups, results, directions, thresholds, strict=True
+    ):
+        positions = g["pos"].to_numpy()
+        summary.series_examined += 1
+        key = (int(bid), str(pkey), int(mid))
+        stored = existing.setdefault(key, [])
+        stored_pos = {r.id: pos.get(r.commit_id, -1) for r in stored}
+        for step in result.regressions:
+            p = int(positions[step.index])
+            if any(abs(stored_pos[r.id] - p) <= SAME_STEP_RUNS for r in stored if r.id is not None):
+                continue
+            if key[:2] not in params_of:
+                params_of[key[:2]] = json.loads(pkey)
+            reg = Regression(
+                benchmark_id=key[0],
+                params_key=key[1],
+                params=params_of[key[:2]],
+                machine_id=key[2],
+                commit_id=int(sha_of_pos[p]),
+                before=step.before,
+                after=step.after,
+                ratio=step.ratio,
+                direction=direction,
+                status="new",
+                p_value=step.p_value,
+                detected_at=utcnow(),
+            )
+            session.add(reg)
+            session.flush()
+            stored.append(reg)
+            stored_pos[reg.id] = p
+            summary.new.append(reg.id)
+        # Fixed: a later level of the series is back within the threshold of the level before.
+        for reg in stored:
+            if reg.status not in OPEN_STATUSES:
+                continue
+            p_reg = stored_pos[reg.id]
+            for first, _last, level in result.levels:
+                p_level = int(positions[first])
+                if p_level <= p_reg:
+                    continue
+                if slowdown(level / reg.before, reg.direction) < 1 + threshold:
+                    reg.status = "fixed"
+                    reg.fixed_commit_id = int(sha_of_pos[p_level])
+                    summary.fixed.append(reg.id)
+                    break
+
+    state = {"result_id": int(max_id), "fingerprint": fingerprint, "updated": utcnow().isoformat()}
+    if machine is None:
+        if meta is None:
+            session.add(Meta(key=WATERMARK_KEY, value=state))
+        else:
+            meta.value = state
+    session.flush()
+    summary.seconds = time.perf_counter() - start
+    return summary
+
+
+def regressions_frame(
+    session: Session, *, statuses: Iterable[str] | None = None, machine: str | None = None
+) -> pd.DataFrame:
+    """Stored regressions with names resolved, newest commit first."""
+    fixed = Commit.__table__.alias("fixed_commit")
+    stmt = (
+        select(
+            Regression.id,
+            Benchmark.name.label("benchmark"),
+            Benchmark.unit,
+            Regression.params,
+            Machine.name.label("machine"),
+            Commit.sha.label("commit"),
+            Commit.date,
+            Regression.before,
+            Regression.after,
+            Regression.ratio,
+            Regression.direction,
+            Regression.status,
+            Regression.p_value,
+            Regression.detected_at,
+            fixed.c.sha.label("fixed_commit"),
+        )
+        .join(Benchmark, Regression.benchmark_id == Benchmark.id)
+        .join(Machine, Regression.machine_id == Machine.id)
+        .join(Commit, Regression.commit_id == Commit.id)
+        .outerjoin(fixed, Regression.fixed_commit_id == fixed.c.id)
+        .order_by(Commit.date.desc(), Regression.id)
+    )
+    if statuses is not None:
+        stmt = stmt.where(Regression.status.in_(list(statuses)))
+    if machine is not None:
+        stmt = stmt.where(Machine.name == machine)
+    rows = session.execute(stmt).all()
+    return pd.DataFrame(rows, columns=list(stmt.selected_columns.keys()))
+
+
+# ---------------------------------------------------------------------------------------------------
+# Pull-request comparison: commits, results at a commit, history noise
+
+
+def resolve_commit(session: Session, ref: str, what: str, repo: str | Path | None = None) -> Commit:
+    """A stored commit from a full sha, a unique sha prefix, or (with a git repository) a git ref."""
+    ref = ref.strip()
+    if not ref:
+        raise UsageError(f"{what}: empty commit")
+    hexlike = all(c in "0123456789abcdefABCDEF" for c in ref)
+    if hexlike and len(ref) >= 4:
+        found = (
+            session.execute(select(Commit).where(Commit.sha.startswith(ref.lower())).limit(2)).scalars().all()
+        )
+        if len(found) == 1:
+            return found[0]
+        if len(found) > 1:
+            raise UsageError(f"{what}: {ref!r} is ambiguous: more than one stored commit starts with it")
+    sha = _git_rev_parse(ref, repo)
+    if sha is not None:
+        commit = session.execute(select(Commit).where(Commit.sha == sha)).scalar_one_or_none()
+        if commit is not None:
+            return commit
+        raise UsageError(f"{what}: {ref!r} is commit {sha}, which has no results in the store")
+    raise UsageError(f"{what}: {ref!r} matches no commit in the store (give a full sha or a unique prefix)")
+
+
+def _git_rev_parse(ref: str, repo: str | Path | None) -> str | None:
+    try:
+        out = subprocess.run(
+            ["git", "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}"],
+            cwd=repo or ".",
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return out.stdout.strip() if out.returncode == 0 and out.stdout.strip() else None
+
+
+def machines_with(session: Session, commit_ids: list[int]) -> list[str]:
+    """Machines that have runs at every one of ``commit_ids``."""
+    names: set[str] | None = None
+    for cid in commit_ids:
+        found = set(
+            session.execute(
+                select(Machine.name)
+                .join(Run, Run.machine_id == Machine.id)
+                .where(Run.commit_id == cid)
+                .distinct()
+            ).scalars()
+        )
+        names = found if names is None else names & found
+    return sorted(names or [])
+
+
+def results_at(session: Session, commit_id: int, machine: str) -> pd.DataFrame:
+    """One row per series at a commit on a machine: several runs are pooled (median value, all samples)."""
+    stmt = (
+        select(
+            Benchmark.name.label("benchmark"),
+            Benchmark.unit,
+            Result.params_key,
+            Result.params,
+            Result.status,
+            Result.value,
+            Result.samples,
+            Result.ci_99_a,
+            Result.ci_99_b,
+        )
+        .join(Run, Result.run_id == Run.id)
+        .join(Machine, Run.machine_id == Machine.id)
+        .join(Benchmark, Result.benchmark_id == Benchmark.id)
+        .where(Run.commit_id == commit_id, Machine.name == machine)
+    )
+    rows = session.execute(stmt).all()
+    df = pd.DataFrame(rows, columns=list(stmt.selected_columns.keys()))
+    if df.empty:
+        return df
+
+    def pool(g: pd.DataFrame) -> pd.Series:
+        vals = g["value"].dropna()
+        samples = [float(x) for s in g["samples"] if isinstance(s, list) for x in s if _finite(x)]
+        a, b = g["ci_99_a"].dropna(), g["ci_99_b"].dropna()
+        return pd.Series(
+            {
+                "unit": g["unit"].iloc[0],
+                "params": g["params"].iloc[0],
+                "value": float(vals.median()) if len(vals) else math.nan,
+                "samples": samples,
+                "ci_99_a": float(a.min()) if len(a) else math.nan,
+                "ci_99_b": float(b.max()) if len(b) else math.nan,
+                "failed": bool(len(vals) == 0),
+            }
+        )
+
+    out = [
+        {"benchmark": bname, "params_key": pkey, **pool(g).to_dict()}
+        for (bname, pkey), g in df.groupby(["benchmark", "params_key"], sort=True)
+    ]
+    return pd.DataFrame(out)
+
+
+def _finite(x: Any) -> bool:
+    return isinstance(x, int | float) and math.isfinite(x)
+
+
+def history_noise(
+    session: Session, machine: str, series: Iterable[tuple[str, str]], *, before_date: Any, window: int = 100
+) -> dict[tuple[str, str], tuple[float, int]]:
+    """Per (benchmark, params_key): run-to-run noise sigma (log units) over the machine's last ``window``
+    commits up to ``before_date``, and the number of runs it rests on."""
+    from regressions.detect import noise_scale
+
+    wanted = set(series)
+    if not wanted:
+        return {}
+    mid = session.execute(select(Machine.id).where(Machine.name == machine)).scalar_one()
+    cstmt = (
+        select(Commit.id, Commit.date)
+        .join(Run, Run.commit_id == Commit.id)
+        .where(Run.machine_id == mid)
+        .group_by(Commit.id, Commit.date)
+        .order_by(Commit.date.desc())
+        .limit(window)
+    )
+    if before_date is not None:
+        cstmt = cstmt.where(Commit.date <= before_date)
+    commits = session.execute(cstmt).all()
+    if not commits:
+        return {}
+    order = {
+        cid: i for i, (cid, _d) in enumerate(sorted(commits, key=lambda r: (r[1] is not None, r[1], r[0])))
+    }
+    rows = session.execute(
+        select(Benchmark.name, Result.params_key, Run.commit_id, Result.value)
+        .join(Run, Result.run_id == Run.id)
+        .join(Benchmark, Result.benchmark_id == Benchmark.id)
+        .where(Run.machine_id == mid, Run.commit_id.in_(list(order)), Result.value.is_not(None))
+    ).all()
+    df = pd.DataFrame(rows, columns=["benchmark", "params_key", "commit_id", "value"])
+    out: dict[tuple[str, str], tuple[float, int]] = {}
+    if df.empty:
+        return out
+    df = df[pd.MultiIndex.from_frame(df[["benchmark", "params_key"]]).isin(list(wanted))]
+    df = df[df["value"] > 0]
+    df["pos"] = df["commit_id"].map(order)
+    for (bname, pkey), g in df.groupby(["benchmark", "params_key"]):
+        v = g.groupby("pos")["value"].median().sort_index().to_numpy()
+        out[(str(bname), str(pkey))] = (noise_scale(np.log(v), floor=0.0), int(v.size))
+    return out

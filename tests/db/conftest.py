@@ -1,0 +1,130 @@
+"""Fixtures for the store's tests: database URLs (SQLite files, PostgreSQL schemas) and asv files."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+from sqlalchemy.engine import make_url
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+OPENBLAS = REPO_ROOT.parent / "shared" / "fixtures" / "asv-openblas" / "results"
+if not OPENBLAS.is_dir():  # CI checkouts carry the fixture under the repository
+    OPENBLAS = REPO_ROOT / "shared" / "fixtures" / "asv-openblas" / "results"
+
+ASV_COLUMNS = [
+    "result",
+    "params",
+    "version",
+    "started_at",
+    "duration",
+    "stats_ci_99_a",
+    "stats_ci_99_b",
+    "stats_q_25",
+    "stats_q_75",
+    "stats_number",
+    "stats_repeat",
+    "samples",
+    "profile",
+]
+
+
+@pytest.fixture(scope="session")
+def openblas() -> Path:
+    if not OPENBLAS.is_dir():
+        pytest.fail(f"asv fixture missing: {OPENBLAS}")
+    return OPENBLAS
+
+
+@pytest.fixture
+def sqlite_url(tmp_path: Path) -> str:
+    return f"sqlite:///{tmp_path / 'store' / 'mlaperf.sqlite'}"
+
+
+@pytest.fixture
+def pg_url() -> Iterator[str]:
+    """A PostgreSQL URL on a fresh schema (dropped afterwards), from MLAPERF_TEST_PG_URL.
+
+    Skips when the variable is unset, unless MLAPERF_REQUIRE_PG=1 (CI), where it fails.
+    """
+    base = os.environ.get("MLAPERF_TEST_PG_URL")
+    if not base:
+        if os.environ.get("MLAPERF_REQUIRE_PG") == "1":
+            pytest.fail("MLAPERF_REQUIRE_PG=1 but MLAPERF_TEST_PG_URL is not set")
+        pytest.skip("MLAPERF_TEST_PG_URL not set (start one with scripts/pg.sh start)")
+    schema = f"t_{uuid.uuid4().hex[:12]}"
+    admin = sa.create_engine(base)
+    with admin.begin() as conn:
+        conn.execute(sa.text(f'CREATE SCHEMA "{schema}"'))
+    url = make_url(base).update_query_dict({"options": f"-csearch_path={schema}"})
+    try:
+        yield url.render_as_string(hide_password=False)
+    finally:
+        with admin.begin() as conn:
+            conn.execute(sa.text(f'DROP SCHEMA "{schema}" CASCADE'))
+        admin.dispose()
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """Each test using this runs on SQLite and on PostgreSQL."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'store' / 'mlaperf.sqlite'}"
+    return request.getfixturevalue("pg_url")
+
+
+def results_doc(
+    results: dict[str, list[Any]],
+    *,
+    commit: str = "a" * 40,
+    machine: str = "test-machine",
+    env_name: str = "existing-py3.11",
+    date: int = 1_700_000_000_000,
+    params: dict[str, Any] | None = None,
+    columns: list[str] | None = None,
+) -> dict[str, Any]:
+    """An asv results document (format version 2), shaped like asv's Results.save writes it."""
+    return {
+        "commit_hash": commit,
+        "env_name": env_name,
+        "date": date,
+        "params": {"machine": machine, "python": "3.11", **(params or {})},
+        "python": "3.11",
+        "requirements": {},
+        "env_vars": {},
+        "result_columns": columns or ASV_COLUMNS,
+        "results": results,
+        "durations": {},
+        "version": 2,
+    }
+
+
+def write_results(root: Path, doc: dict[str, Any], *, name: str | None = None) -> Path:
+    """Write ``doc`` where asv would: ``root/<machine>/<sha8>-<env>.json``, with machine.json."""
+    machine = doc["params"]["machine"]
+    folder = root / machine
+    folder.mkdir(parents=True, exist_ok=True)
+    if not (folder / "machine.json").exists():
+        (folder / "machine.json").write_text(json.dumps({"machine": machine, "version": 1}))
+    path = folder / (name or f"{doc['commit_hash'][:8]}-{doc['env_name']}.json")
+    path.write_text(json.dumps(doc))  # NaN is written as asv writes it (allow_nan)
+    return path
+
+
+def bench_row(values: list[Any] | None, params: list[list[str]], **columns: Any) -> list[Any]:
+    """A result row in ASV_COLUMNS order; trailing None columns dropped as asv does."""
+    row: list[Any] = [values, params] + [columns.get(c) for c in ASV_COLUMNS[2:]]
+    while row and row[-1] is None:
+        row.pop()
+    return row
+
+
+def isnan(x: Any) -> bool:
+    return isinstance(x, float) and math.isnan(x)

@@ -1,0 +1,88 @@
+"""`mlaperf ingest` and `mlaperf db ...` through db.cli: help, defaults, exit codes, messages."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import pytest
+
+from db import cli
+from tests.db.conftest import bench_row, results_doc, write_results
+
+
+def run(capsys: pytest.CaptureFixture, *argv: str) -> tuple[int, str, str]:
+    code = cli.main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_register_adds_commands_with_help(capsys: pytest.CaptureFixture) -> None:
+    parser = argparse.ArgumentParser(prog="mlaperf")
+    cli.register(parser.add_subparsers(dest="command"))
+    for argv in (
+        ["ingest", "--help"],
+        ["db", "--help"],
+        ["db", "upgrade", "--help"],
+        ["db", "current", "--help"],
+    ):
+        with pytest.raises(SystemExit) as info:
+            parser.parse_args(argv)
+        assert info.value.code == 0
+    assert "--db URL" in capsys.readouterr().out
+
+
+def test_defaults_work_in_a_fresh_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    monkeypatch.delenv("MLAPERF_DB", raising=False)
+    monkeypatch.chdir(tmp_path)
+    code, out, _ = run(capsys, "db", "current")
+    assert code == 0 and "no database" in out
+    root = tmp_path / ".asv" / "results"
+    write_results(root, results_doc({"s.time_a": bench_row([1.0], [])}))
+    code, out, _ = run(capsys, "ingest")  # default path .asv/results, default database
+    assert code == 0 and "ingested 1 of 1 files (1 results" in out
+    assert (tmp_path / ".mlaperf" / "mlaperf.sqlite").is_file()
+    code, out, _ = run(capsys, "db", "current")
+    assert code == 0 and "0002 (up to date)" in out
+
+
+def test_exit_codes_and_messages(tmp_path: Path, capsys: pytest.CaptureFixture, sqlite_url: str) -> None:
+    root = tmp_path / "results"
+    write_results(root, results_doc({"s.time_a": bench_row([1.0], [])}))
+    bad = write_results(root, results_doc({"s.time_a": bench_row([1.0], [])}, commit="b" * 40))
+    bad.write_text(bad.read_text()[:50])
+
+    code, out, err = run(capsys, "ingest", "--db", sqlite_url, str(root))
+    assert code == 1
+    assert f"FAILED {bad}: invalid JSON (truncated?)" in err
+    assert "1 failed" in out and bad.name in out
+
+    code, _, err = run(capsys, "ingest", "--db", sqlite_url, str(tmp_path / "missing"))
+    assert code == 2 and "no such file or directory" in err
+    code, _, err = run(capsys, "ingest", "--db", "nosuch://x", str(root))
+    assert code == 2 and "invalid database URL 'nosuch://x'" in err
+    with pytest.raises(SystemExit) as info:
+        cli.main(["ingest", "--no-such-flag"])
+    assert info.value.code == 2
+    code, _, _ = run(capsys, "db")
+    assert code == 2
+
+
+def test_old_schema_is_a_clear_error_not_a_crash(
+    tmp_path: Path, capsys: pytest.CaptureFixture, sqlite_url: str
+) -> None:
+    root = tmp_path / "results"
+    write_results(root, results_doc({"s.time_a": bench_row([1.0], [])}))
+    assert run(capsys, "db", "upgrade", "0001", "--db", sqlite_url)[0] == 0
+    code, out, err = run(capsys, "ingest", "--db", sqlite_url, str(root))
+    assert code == 1 and "schema revision 0001" in err and "mlaperf db upgrade --db" in err
+    code, out, _ = run(capsys, "db", "current", "--db", sqlite_url)
+    assert "0001 (needs upgrade to 0002)" in out
+    code, out, _ = run(capsys, "db", "upgrade", "--db", sqlite_url)
+    assert code == 0 and "schema revision 0002" in out
+    code, out, _ = run(capsys, "ingest", "--db", sqlite_url, "--quiet", str(root))
+    assert code == 0 and out == ""
+    code, out, _ = run(capsys, "db", "downgrade", "0001", "--db", sqlite_url)
+    assert code == 0 and "schema revision 0001" in out

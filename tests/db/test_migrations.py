@@ -1,0 +1,84 @@
+"""Migrations: upgrade from empty on both backends, models == migrations, old schemas get a clear message."""
+
+from __future__ import annotations
+
+import pytest
+import sqlalchemy as sa
+from alembic.autogenerate import compare_metadata
+from alembic.runtime.migration import MigrationContext
+
+from db.engine import (
+    SchemaError,
+    check_schema,
+    current_revision,
+    downgrade,
+    ensure_schema,
+    head_revision,
+    make_engine,
+    upgrade,
+)
+from db.models import Base
+
+
+def test_upgrade_from_empty_matches_models(db_url: str) -> None:
+    engine = make_engine(db_url)
+    assert current_revision(engine) is None
+    upgrade(db_url)
+    assert current_revision(engine) == head_revision()
+    check_schema(engine)
+    with engine.connect() as conn:
+        diff = compare_metadata(MigrationContext.configure(conn), Base.metadata)
+    assert diff == [], f"models and migrations differ: {diff}"
+    # Idempotent: a second upgrade is a no-op.
+    upgrade(db_url)
+    assert current_revision(engine) == head_revision()
+    engine.dispose()
+
+
+def test_older_schema_gets_clear_message(db_url: str) -> None:
+    upgrade(db_url, "0001")
+    engine = make_engine(db_url)
+    with pytest.raises(SchemaError) as info:
+        check_schema(engine)
+    message = str(info.value)
+    assert "is at schema revision 0001, this mlaperf needs" in message
+    assert "run `mlaperf db upgrade --db" in message
+    # ensure_schema (used by ingest) does not migrate silently either.
+    with pytest.raises(SchemaError, match="0001"):
+        ensure_schema(engine)
+    upgrade(db_url)
+    check_schema(engine)
+    engine.dispose()
+
+
+def test_empty_database_message_and_unknown_revision(sqlite_url: str) -> None:
+    engine = make_engine(sqlite_url)
+    with pytest.raises(SchemaError, match="has no mlaperf schema"):
+        check_schema(engine)
+    upgrade(sqlite_url)
+    with engine.begin() as conn:
+        conn.execute(sa.text("UPDATE alembic_version SET version_num = '9999'"))
+    with pytest.raises(SchemaError, match="newer mlaperf"):
+        check_schema(engine)
+    engine.dispose()
+
+
+def test_downgrade_keeps_older_tables(sqlite_url: str) -> None:
+    upgrade(sqlite_url)
+    engine = make_engine(sqlite_url)
+    with engine.begin() as conn:
+        conn.execute(sa.text("INSERT INTO machine (name, info) VALUES ('kept', '{}')"))
+    downgrade(sqlite_url, "0001")
+    assert current_revision(engine) == "0001"
+    tables = set(sa.inspect(engine).get_table_names())
+    assert "regression" not in tables and "machine" in tables
+    with engine.connect() as conn:
+        assert conn.execute(sa.text("SELECT name FROM machine")).scalar() == "kept"
+    downgrade(sqlite_url, "base")
+    assert current_revision(engine) is None
+    engine.dispose()
+
+
+def test_unknown_target_revision_is_schema_error(sqlite_url: str) -> None:
+    with pytest.raises(SchemaError, match="cannot upgrade"):
+        upgrade(sqlite_url, "nope")

@@ -1,0 +1,181 @@
+"""Queries on a real store (the asv fixture plus a synthetic history): shapes, order, errors, speed."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from sqlalchemy.orm import Session
+
+from db import queries
+from db.engine import make_engine
+from db.ingest import ingest_paths
+from db.synthetic import write_synthetic_results
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory: pytest.TempPathFactory, openblas: Path) -> Iterator[str]:
+    tmp = tmp_path_factory.mktemp("queries")
+    synth = write_synthetic_results(
+        tmp / "synth",
+        commits=40,
+        series=60,
+        machine="synth-h200",
+        steps={20: 1.5},
+        machine_params={"gpu_name": "NVIDIA H200", "gpu_cc": "9.0"},
+    )
+    url = f"sqlite:///{tmp / 'store.sqlite'}"
+    engine = make_engine(url)
+    summary = ingest_paths(engine, [openblas, synth.root], progress=False)
+    assert summary.ok and summary.results == 37454 + synth.total_results
+    engine.dispose()
+    yield url
+
+
+@pytest.fixture
+def s(store: str) -> Iterator[Session]:
+    engine = make_engine(store, readonly=True)  # the dashboard's way in
+    with Session(engine) as session:
+        yield session
+    engine.dispose()
+
+
+def test_machines_and_commits(s: Session) -> None:
+    m = queries.machines(s).set_index("name")
+    assert list(m.index) == ["gha-aws-graviton", "gha-aws-skylake", "gha-ubuntu-noble", "synth-h200"]
+    assert m.loc["synth-h200", "gpu_name"] == "NVIDIA H200" and m.loc["synth-h200", "runs"] == 40
+    c = queries.commits(s, "synth-h200")
+    assert len(c) == 40 and c["date"].is_monotonic_increasing
+    assert len(queries.commits(s)) > 40
+    with pytest.raises(queries.NotFound, match="no machine named 'nope'.*synth-h200"):
+        queries.commits(s, "nope")
+
+
+def test_series_and_history(s: Session) -> None:
+    sr = queries.series(s, machine="synth-h200")
+    assert len(sr) == 60 and set(sr["unit"]) == {"seconds", "tokens/s"}
+    key = '{"concurrency": "1", "impl": "\'simt\'", "topk": "128"}'
+    row = sr[(sr["benchmark"] == "bench_synth.Synth000.time_case") & (sr["params_key"] == key)].iloc[0]
+    assert row["params"] == {"concurrency": "1", "impl": "'simt'", "topk": "128"} and row["points"] == 40
+    hist = queries.history(s, row["benchmark"], row["params"], "synth-h200")
+    assert list(hist.columns[:11]) == [
+        "sha",
+        "date",
+        "message",
+        "author",
+        "value",
+        "q_25",
+        "q_75",
+        "ci_99_a",
+        "ci_99_b",
+        "samples",
+        "status",
+    ]
+    assert len(hist) == 40 and hist["date"].is_monotonic_increasing
+    assert len(hist["samples"].iloc[0]) == 10
+    # The step at commit 20 shows in the history (values x1.5).
+    assert hist["value"].iloc[20:].median() / hist["value"].iloc[:20].median() == pytest.approx(1.5, rel=0.05)
+    assert queries.history(s, row["benchmark"], '{"nope": "1"}', "synth-h200").empty
+    with pytest.raises(queries.NotFound, match="no benchmark named"):
+        queries.history(s, "nope", "{}", "synth-h200")
+
+
+def test_results_at_commit_expands_params(s: Session) -> None:
+    sha = queries.latest_commit(s, "synth-h200")
+    assert sha is not None
+    frame = queries.results_at_commit(s, sha[:10], "synth-h200", benchmark_prefix="bench_synth.Synth001")
+    assert len(frame) == 30 and set(frame["benchmark"]) == {"bench_synth.Synth001.track_case"}
+    assert frame["impl"].isin(["simt", "mma"]).all()
+    assert sorted(frame["concurrency"].unique()) == [1, 4, 16, 64, 128]
+    assert (frame["sha"] == sha).all()
+    assert queries.results_at_commit(s, sha, "synth-h200", benchmark_prefix="bench_synth.Synth0%").empty
+
+
+def test_commit_lookup_errors(s: Session) -> None:
+    with pytest.raises(queries.CommitNotFound, match="no stored commit matches 'zzzz'"):
+        queries.resolve_commit(s, "zzzz")
+    with pytest.raises(queries.CommitNotFound, match="ambiguous"):
+        queries.resolve_commit(s, "0")
+    sha = queries.latest_commit(s, "gha-aws-skylake")
+    assert queries.resolve_commit(s, sha[:12]).sha == sha
+
+
+def test_series_values_long_frame(s: Session) -> None:
+    values = queries.series_values(s, machine="synth-h200")
+    assert len(values) == 40 * 60
+    for column in (
+        "benchmark",
+        "unit",
+        "params_key",
+        "machine",
+        "commit_id",
+        "sha",
+        "date",
+        "value",
+        "samples",
+    ):
+        assert column in values.columns
+    assert values.groupby(["benchmark", "params_key"])["date"].apply(lambda d: d.is_monotonic_increasing).all()
+    everything = queries.series_values(s)
+    assert len(everything) == 40 * 60 + 37454
+    since = queries.commits(s, "synth-h200")["date"].iloc[30]
+    assert len(queries.series_values(s, machine="synth-h200", since=since)) == 10 * 60
+    assert len(queries.series_values(s, since=str(since.date() + pd.Timedelta(days=3650)))) == 0
+
+
+def test_regressions_upsert_and_status(store: str) -> None:
+    engine = make_engine(store)
+    with Session(engine) as s:
+        sha = queries.commits(s, "synth-h200")["sha"].iloc[20]
+        row = {
+            "benchmark": "bench_synth.Synth000.time_case",
+            "params": {"concurrency": "1", "impl": "'simt'", "topk": "128"},
+            "machine": "synth-h200",
+            "commit": sha[:8],
+            "before": 1.0,
+            "after": 1.5,
+            "ratio": 1.5,
+            "direction": "up_is_worse",
+            "p_value": 1e-4,
+        }
+        assert queries.upsert_regressions(s, [row]) == {"inserted": 1, "updated": 0}
+        reg = queries.regressions(s)
+        assert len(reg) == 1 and reg.iloc[0]["status"] == "new" and reg.iloc[0]["sha"] == sha
+        queries.set_regression_status(s, int(reg.iloc[0]["id"]), "acknowledged")
+        # Re-detection updates numbers but keeps the user's status.
+        assert queries.upsert_regressions(s, [{**row, "after": 1.6, "ratio": 1.6}]) == {
+            "inserted": 0,
+            "updated": 1,
+        }
+        reg = queries.regressions(s, status="acknowledged", machine="synth-h200")
+        assert len(reg) == 1 and reg.iloc[0]["ratio"] == 1.6
+        assert queries.regressions(s, status=["new", "fixed"]).empty
+        with pytest.raises(ValueError, match="status must be one of"):
+            queries.set_regression_status(s, int(reg.iloc[0]["id"]), "solved")
+        with pytest.raises(queries.NotFound):
+            queries.set_regression_status(s, 10**6, "fixed")
+        with pytest.raises(ValueError, match="direction"):
+            queries.upsert_regressions(s, [{**row, "direction": "sideways"}])
+        queries.set_meta(s, "detector.watermark", {"commit": sha})
+        assert queries.get_meta(s, "detector.watermark") == {"commit": sha}
+        assert queries.get_meta(s, "missing", 7) == 7
+        s.rollback()  # caller-owned transaction: nothing was committed
+        assert queries.regressions(s).empty
+    engine.dispose()
+
+
+def test_queries_are_fast(s: Session) -> None:
+    start = time.perf_counter()
+    queries.series(s)
+    queries.history(
+        s,
+        "bench_synth.Synth000.time_case",
+        {"concurrency": "1", "impl": "'simt'", "topk": "128"},
+        "synth-h200",
+    )
+    queries.results_at_commit(s, queries.latest_commit(s, "synth-h200"), "synth-h200")
+    queries.series_values(s)
+    assert time.perf_counter() - start < 5.0

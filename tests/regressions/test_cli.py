@@ -1,0 +1,206 @@
+"""`detect` and `compare` command-line contracts: JSON fields, markdown, exit codes, clear errors."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from sqlalchemy import update
+from sqlalchemy.engine import Engine
+from sqlalchemy.orm import Session
+
+from db.engine import make_engine
+from db.models import Commit
+from db.synthetic import SyntheticHistory, write_synthetic_results
+from regressions.__main__ import main
+from regressions.report import MARKER
+
+ROOT = Path(__file__).resolve().parents[2]
+FIXTURE = ROOT.parent / "shared" / "fixtures" / "asv-openblas" / "results"
+Ingest = Callable[[Engine, list[Path]], None]
+
+
+@pytest.fixture
+def history(store_url: str, tmp_path: Path, ingest: Ingest) -> SyntheticHistory:
+    """30 commits, a 20% step at commit 20 (time_ series; the track_ series gain throughput)."""
+    h = write_synthetic_results(tmp_path / "results", commits=30, series=36, steps={20: 1.2}, seed=5)
+    eng = make_engine(store_url)
+    ingest(eng, [tmp_path / "results"])
+    eng.dispose()
+    return h
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    rc = main(list(argv))
+    out = capsys.readouterr()
+    return rc, out.out, out.err
+
+
+def test_detect_json_contract(
+    store_url: str, history: SyntheticHistory, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rc, out, _ = run(capsys, "detect", "--db", store_url, "--json")
+    assert rc == 0
+    data = json.loads(out)
+    assert len(data) == 30  # the 30 time_ series; throughput going up is no regression
+    for r in data:
+        assert {"benchmark", "params", "machine", "commit", "before", "after", "ratio"} <= r.keys()
+        assert r["commit"] == history.shas[20] and len(r["commit"]) == 40
+        assert r["machine"] == history.machine and r["benchmark"].endswith(".time_case")
+        assert set(r["params"]) == {"impl", "concurrency", "topk"}
+        assert r["after"] / r["before"] == pytest.approx(r["ratio"]) and r["ratio"] == pytest.approx(
+            1.2, rel=0.02
+        )
+        assert r["new"] is True and r["status"] == "new"
+    # Second run: same regressions, none new; --fail-on-new only fails when something is new.
+    rc, out, _ = run(capsys, "detect", "--db", store_url, "--json", "--fail-on-new")
+    assert rc == 0 and len(json.loads(out)) == 30 and not any(r["new"] for r in json.loads(out))
+
+
+def test_detect_table_and_fail_on_new(
+    store_url: str, history: SyntheticHistory, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rc, out, _ = run(capsys, "detect", "--db", store_url, "--fail-on-new")
+    assert rc == 1
+    assert "30 new regression(s)" in out and history.shas[20][:10] in out and "1.2" in out
+    rc, out, _ = run(capsys, "detect", "--db", store_url, "--status", "fixed")
+    assert rc == 0 and "no regressions" in out
+
+
+def test_detect_threshold_flag(
+    store_url: str, history: SyntheticHistory, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rc, out, _ = run(capsys, "detect", "--db", store_url, "--json", "--threshold", "25%")
+    assert rc == 0 and json.loads(out) == []
+    with pytest.raises(SystemExit) as exc:
+        main(["detect", "--db", store_url, "--threshold", "lots"])
+    assert exc.value.code == 2
+    assert "--threshold" in capsys.readouterr().err
+
+
+def test_compare_regression_exit_1_json(
+    store_url: str, history: SyntheticHistory, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    md_file, js_file = tmp_path / "c.md", tmp_path / "c.json"
+    rc, out, _ = run(
+        capsys, "compare", history.shas[15][:10], history.shas[25], "--db", store_url, "--json",
+        "--markdown-out", str(md_file), "--json-out", str(js_file),
+    )  # fmt: skip
+    assert rc == 1
+    data = json.loads(out)
+    assert data == json.loads(js_file.read_text())
+    assert len(data) == 36
+    for c in data:
+        assert {
+            "benchmark",
+            "params",
+            "machine",
+            "base",
+            "head",
+            "ratio",
+            "significant",
+            "regression",
+        } <= c.keys()
+    regs = [c for c in data if c["regression"]]
+    assert len(regs) == 30 and all(c["benchmark"].endswith("time_case") for c in regs)
+    assert all(c["significant"] and c["ratio"] == pytest.approx(1.2, rel=0.05) for c in regs)
+    improved = [c for c in data if c["change"] == "improvement"]
+    assert len(improved) == 6  # track_ (tokens/s) rose 20%
+    md = md_file.read_text()
+    assert md.startswith(MARKER) and "**30 regressions**" in md and "6 improvements" in md
+
+
+def test_compare_no_regression_exit_0_markdown(
+    store_url: str, history: SyntheticHistory, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rc, out, _ = run(capsys, "compare", history.shas[3], history.shas[12], "--db", store_url)
+    assert rc == 0
+    assert (
+        out.startswith(MARKER) and "**0 regressions**" in out and "<summary>Unchanged (36)</summary>" in out
+    )
+
+
+def test_compare_bad_usage_exit_2(
+    store_url: str, history: SyntheticHistory, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rc, _, err = run(capsys, "compare", history.shas[3], "0123abcd", "--db", store_url)
+    assert rc == 2 and "HEAD" in err and "0123abcd" in err
+    rc, _, err = run(capsys, "compare", "nonsense-ref", history.shas[3], "--db", store_url)
+    assert rc == 2 and "BASE" in err and "nonsense-ref" in err
+    rc, _, err = run(
+        capsys, "compare", history.shas[3], history.shas[4], "--db", store_url, "--machine", "nope"
+    )
+    assert rc == 2 and "--machine" in err and "nope" in err
+    with Session(make_engine(store_url)) as s, s.begin():
+        s.add(Commit(sha=history.shas[3][:8] + "f" * 32))
+    rc, _, err = run(capsys, "compare", history.shas[3][:8], history.shas[4], "--db", store_url)
+    assert rc == 2 and "ambiguous" in err
+    with pytest.raises(SystemExit) as exc:
+        main(["compare", history.shas[3]])
+    assert exc.value.code == 2
+
+
+def test_compare_git_refs(
+    store_url: str, history: SyntheticHistory, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@example.com"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    real = []
+    for i in range(2):
+        subprocess.run([*git, "commit", "-q", "--allow-empty", "-m", f"c{i}"], check=True)
+        real.append(
+            subprocess.run(
+                [*git, "rev-parse", "HEAD"], check=True, capture_output=True, text=True
+            ).stdout.strip()
+        )
+    # The store's commits 15 and 25 become this repository's two commits.
+    with Session(make_engine(store_url)) as s, s.begin():
+        for old, new in ((history.shas[15], real[0]), (history.shas[25], real[1])):
+            s.execute(update(Commit).where(Commit.sha == old).values(sha=new))
+    rc, out, _ = run(capsys, "compare", "HEAD~1", "HEAD", "--db", store_url, "--repo", str(repo), "--json")
+    assert rc == 1 and sum(c["regression"] for c in json.loads(out)) == 30
+
+
+def test_real_asv_output_openblas(tmp_path: Path, ingest: Ingest, capsys: pytest.CaptureFixture[str]) -> None:
+    """Third-party asv results (no samples, three machines): detect and compare run end to end."""
+    url = f"sqlite:///{tmp_path / 'ob.sqlite'}"
+    ingest(make_engine(url), [FIXTURE])
+    rc, out, _ = run(capsys, "detect", "--db", url, "--json")
+    assert rc == 0
+    data = json.loads(out)
+    machines = {"gha-aws-graviton", "gha-aws-skylake", "gha-ubuntu-noble"}
+    for r in data:
+        assert r["machine"] in machines and len(r["commit"]) == 40 and r["ratio"] > 1.05
+        assert r["benchmark"].split(".")[-1].startswith("time_")
+    rc, out, _ = run(capsys, "detect", "--db", url, "--json")
+    assert not any(r["new"] for r in json.loads(out))
+    runs = [json.loads(p.read_text()) for p in (FIXTURE / "gha-aws-skylake").glob("*.json")]
+    runs = sorted((r for r in runs if "commit_hash" in r), key=lambda r: r["date"])
+    first, last = runs[-10]["commit_hash"], runs[-1]["commit_hash"]  # same suite at both
+    rc, out, _ = run(capsys, "compare", first, last, "--db", url, "--machine", "gha-aws-skylake", "--json")
+    assert rc in (0, 1)
+    rows = json.loads(out)
+    assert rows and all(c["machine"] == "gha-aws-skylake" for c in rows)
+    # No samples in these files: significance comes from the series' history on that machine.
+    assert {c["method"] for c in rows} <= {"history", "ci99", "none"} and "history" in {
+        c["method"] for c in rows
+    }
+
+
+@pytest.mark.parametrize("command", ["detect", "compare"])
+def test_help(command: str) -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "regressions", command, "--help"], cwd=ROOT, capture_output=True, text=True
+    )
+    assert (
+        out.returncode == 0
+        and "--db" in out.stdout
+        and "--threshold" in out.stdout
+        and "--json" in out.stdout
+    )

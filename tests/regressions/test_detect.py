@@ -1,0 +1,164 @@
+"""The change-point detector on synthetic series: every GPU noise case, steps at the right commit."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from regressions.detect import detect_many, detect_steps, noise_scale
+from regressions.direction import DOWN_IS_WORSE, UP_IS_WORSE
+from regressions.synthetic import make_history, make_series
+
+
+def gpu_noise(rng: np.random.Generator, n: int, between: float = 0.012) -> np.ndarray:
+    """Run-to-run offsets (larger than any within-run spread) around 100 us."""
+    return 1e-4 * np.exp(rng.normal(0.0, between, n))
+
+
+def flagged(values: object, **kw: object) -> list[int]:
+    return [s.index for s in detect_steps(values, **kw).regressions]  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_noise_alone_raises_nothing(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    assert flagged(gpu_noise(rng, 120, between=0.018)) == []
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_bimodal_clock_modes_raise_nothing(seed: int) -> None:
+    rng = np.random.default_rng(100 + seed)
+    v = gpu_noise(rng, 80, between=0.006) * np.where(rng.random(80) < 0.4, 1.03, 1.0)
+    assert flagged(v) == []
+
+
+def test_one_off_outliers_raise_nothing() -> None:
+    rng = np.random.default_rng(7)
+    v = gpu_noise(rng, 60)
+    v[[10, 25, 40]] *= [1.5, 1.3, 2.0]
+    assert flagged(v) == []
+
+
+@pytest.mark.parametrize("size", [0.07, 0.15, 0.5, 1.0])
+def test_step_found_at_its_commit(size: float) -> None:
+    rng = np.random.default_rng(int(size * 100))
+    v = gpu_noise(rng, 60)
+    v[33:] *= 1 + size
+    (step,) = detect_steps(v).regressions
+    assert step.index == 33
+    assert step.ratio == pytest.approx(1 + size, rel=0.03)
+    assert step.before == pytest.approx(1e-4, rel=0.03)
+    assert step.fixed_index is None
+
+
+def test_failed_runs_are_skipped_and_the_step_lands_on_the_first_measured_commit() -> None:
+    rng = np.random.default_rng(3)
+    v: list[float | None] = list(gpu_noise(rng, 50))
+    for i in (5, 17, 29):
+        v[i] = None
+    v[30] = math.nan
+    for i in range(29, 50):
+        if v[i] is not None and not math.isnan(v[i]):  # type: ignore[arg-type]
+            v[i] = v[i] * 1.2  # type: ignore[operator]
+    # The step began at commit 29, whose run failed, as did 30: the first measured bad commit is 31.
+    assert flagged(v) == [31]
+
+
+def test_step_on_the_newest_commit_is_flagged_at_once() -> None:
+    rng = np.random.default_rng(11)
+    v = gpu_noise(rng, 60)
+    v[-1] *= 1.12
+    assert flagged(v) == [59]
+
+
+def test_reverted_step_is_flagged_once_and_marked_fixed() -> None:
+    rng = np.random.default_rng(12)
+    v = gpu_noise(rng, 60)
+    v[30:33] *= 1.25
+    (step,) = detect_steps(v).regressions
+    assert step.index == 30
+    assert step.fixed_index == 33
+
+
+def test_speedup_is_not_a_regression_but_its_undo_is() -> None:
+    rng = np.random.default_rng(13)
+    v = gpu_noise(rng, 60)
+    v[20:] /= 1.5
+    v[45:] *= 1.5
+    assert flagged(v) == [45]
+
+
+def test_sub_threshold_step_is_not_flagged_and_threshold_is_honoured() -> None:
+    rng = np.random.default_rng(14)
+    v = gpu_noise(rng, 60, between=0.004)
+    v[30:] *= 1.03
+    assert flagged(v) == []
+    w = gpu_noise(rng, 60, between=0.004)
+    w[30:] *= 1.08
+    assert flagged(w) == [30]
+    assert flagged(w, threshold=0.10) == []
+
+
+def test_direction_throughput_down_is_worse() -> None:
+    rng = np.random.default_rng(15)
+    tput = 1.0 / gpu_noise(rng, 60)
+    drop = tput.copy()
+    drop[40:] /= 1.2
+    rise = tput.copy()
+    rise[40:] *= 1.2
+    assert flagged(drop, direction=DOWN_IS_WORSE) == [40]
+    assert flagged(rise, direction=DOWN_IS_WORSE) == []
+    assert flagged(rise, direction=UP_IS_WORSE) == [40]
+
+
+def test_deterministic_series_with_zero_noise() -> None:
+    v = [2.0] * 30 + [2.3] * 10
+    (step,) = detect_steps(v).regressions
+    assert step.index == 30 and step.ratio == pytest.approx(1.15)
+    assert flagged([2.0] * 40) == []
+
+
+@pytest.mark.parametrize("values", [[], [None], [1.0, 2.0], [None, None, None, None], [0.0, -1.0, 1.0]])
+def test_too_short_or_empty_series(values: list[float | None]) -> None:
+    assert detect_steps(values).steps == []
+
+
+def test_noise_scale_ignores_steps_and_outliers() -> None:
+    rng = np.random.default_rng(16)
+    z = rng.normal(0.0, 0.01, 400)
+    z[200:] += 0.3
+    z[[50, 300]] += 1.0
+    assert noise_scale(z) == pytest.approx(0.01, rel=0.2)
+
+
+def test_batch_equals_one_by_one() -> None:
+    history = make_history(21, n_commits=50, n_series=20)
+    batch = detect_many([s.values for s in history], [0.05] * 20, [s.direction for s in history])
+    for s, b in zip(history, batch, strict=True):
+        one = detect_steps(s.values, direction=s.direction)
+        assert [(x.index, x.regression) for x in one.steps] == [(x.index, x.regression) for x in b.steps]
+
+
+def test_labelled_history_recall_and_false_alarms() -> None:
+    """One 60-commit x 60-series history of the quality benchmark: near-complete recall, no crying wolf."""
+    history = make_history(4242)
+    found = labels = false_alarms = 0
+    for s in history:
+        flags = flagged(s.values, direction=s.direction)
+        labels += len(s.regressions)
+        hit = {lab for lab in s.regressions if any(abs(f - lab) <= 1 for f in flags)}
+        found += len(hit)
+        false_alarms += sum(1 for f in flags if all(abs(f - lab) > 1 for lab in s.regressions))
+    assert labels >= 20
+    assert found / labels >= 0.93
+    assert false_alarms <= 1
+
+
+def test_generator_cases_are_present() -> None:
+    rng = np.random.default_rng(5)
+    s = make_series(rng, 60, kinds=["reverted", "speedup"], throughput=True)
+    assert s.direction == DOWN_IS_WORSE and len(s.regressions) == 1
+    with pytest.raises(ValueError, match="kinds"):
+        make_series(rng, 60, kinds=["bogus"])
