@@ -86,10 +86,9 @@ class Replayer:
                 fn()
         torch.cuda.current_stream(self.device).wait_stream(side)
         torch.cuda.synchronize(self.device)
-        pool = torch.cuda.graph_pool_handle()
-        for fn in self.fns:
+        for fn in self.fns:  # one memory pool per graph: replays never clobber another's outputs
             graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(graph, pool=pool):
+            with torch.cuda.graph(graph):
                 out = fn()
             self.graphs.append(graph)
             self.graph_outputs.append(out)
