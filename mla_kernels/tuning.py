@@ -74,8 +74,6 @@ def candidates(batch: int, heads: int, topk: int, device: torch.device) -> list[
         # One small config: the interpreter is slow and has no shared-memory limit to respect.
         block_h = 16
         return [MmaConfig(block_h, 16, 4, 1, split_count(batch, heads, block_h, topk, 16, 4))]
-    # One fixed small tile and no split-K: skips autotuning entirely.
-    return [MmaConfig(16, 32, 4, 1, 1)]
     limit = _common.max_shared_mem(device)
     sms = _common.num_sms(device)
     out: list[MmaConfig] = []
