@@ -75,7 +75,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         nargs="?",
         default="HEAD",
         metavar="RANGE",
-        help="a commit (e.g. HEAD, a SHA, a tag) or a git range A..B (first-parent commits, oldest first)",
+        help="a commit (e.g. HEAD, a SHA, a tag), a git range A..B (first-parent commits, oldest first), or NEW "
+        "(the last 50 first-parent commits of HEAD; with --skip-existing only those without results run)",
     )
     parser.add_argument(
         "--results-dir", type=Path, default=None, help="asv results directory (default: asv.conf.json's)"
@@ -133,11 +134,22 @@ def repo_root(start: Path | None = None) -> Path:
     return Path(out.strip())
 
 
+NEW_WINDOW = 50  # how far back RANGE=NEW looks for commits without results
+
+
 def resolve_commits(root: Path, spec: str) -> list[Commit]:
     """The commits of RANGE, oldest first: one commit, or ``git rev-list --first-parent A..B``."""
     if not spec or spec.startswith("-"):
         raise RunError(f"RANGE {spec!r} is not a commit or a range")
-    if ".." in spec:
+    if spec == "NEW":  # the nightly's range: recent first-parent history; measured commits are skipped later
+        proc = subprocess.run(
+            ["git", "rev-list", "--reverse", "--first-parent", f"--max-count={NEW_WINDOW}", "HEAD", "--"],
+            cwd=root, capture_output=True, text=True,
+        )  # fmt: skip
+        if proc.returncode != 0:
+            raise RunError(f"cannot list recent commits: {proc.stderr.strip()}")
+        shas = proc.stdout.split()
+    elif ".." in spec:
         proc = subprocess.run(
             ["git", "rev-list", "--reverse", "--first-parent", spec, "--"],
             cwd=root, capture_output=True, text=True,

@@ -1,0 +1,90 @@
+"""End to end on the bundled real GPU history: the `mlaperf` command as a user runs it."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+HISTORY = ROOT / "history" / "results"
+REGRESSION = "eee7909"  # forces BLOCK_H=16 without split-K
+BEFORE, REVERT = "9c7d0b2", "b07c34e"
+
+
+def mlaperf(*args: str, db: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "MLAPERF_DB": db}
+    proc = subprocess.run([sys.executable, "-m", "mlaperf.cli", *args], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=300)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"mlaperf {' '.join(args)} exited {proc.returncode}:\n{proc.stdout}\n{proc.stderr}")
+    return proc
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory: pytest.TempPathFactory) -> str:
+    db = f"sqlite:///{tmp_path_factory.mktemp('store') / 'h.sqlite'}"
+    out = mlaperf("ingest", str(HISTORY), "--repo", str(ROOT), db=db)
+    assert "0 failed" in out.stdout + out.stderr
+    return db
+
+
+def _git_has(sha: str) -> bool:
+    return subprocess.run(["git", "cat-file", "-e", f"{sha}^{{commit}}"], cwd=ROOT).returncode == 0
+
+
+def test_every_command_has_help() -> None:
+    for cmd in ([], ["run"], ["ingest"], ["db"], ["detect"], ["compare"], ["dashboard"], ["demo"]):
+        proc = subprocess.run([sys.executable, "-m", "mlaperf.cli", *cmd, "--help"], cwd=ROOT,
+                              capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 0, proc.stderr
+        assert "usage: mlaperf" in proc.stdout
+
+
+def test_history_is_real_gpu_asv_output() -> None:
+    machine = json.loads((HISTORY / "h200" / "machine.json").read_text())
+    assert machine["gpu_name"] == "NVIDIA H200" and machine["gpu_cc"] == "9.0"
+    files = sorted((HISTORY / "h200").glob("*-existing-*.json"))
+    assert len(files) >= 6
+    for f in files:
+        data = json.loads(f.read_text())
+        assert data["version"] == 2 and data["params"]["gpu_name"] == "NVIDIA H200"
+
+
+def test_detect_flags_the_deliberate_regression_once_at_its_commit(store: str) -> None:
+    if not _git_has(REGRESSION):
+        pytest.skip("needs this repository's git history")
+    found = json.loads(mlaperf("detect", "--full", "--json", db=store).stdout)
+    again = json.loads(mlaperf("detect", "--json", db=store).stdout)  # a nightly re-run adds nothing
+    mma = [r for r in found if r["benchmark"].endswith("time_decode") and r["params"]["impl"] in ("mma", "'mma'")]
+    assert mma, f"no MMA decode regression flagged: {found}"
+    assert {r["commit"][:7] for r in mma} == {REGRESSION}
+    assert all(r["ratio"] > 1.05 for r in mma)
+    assert not any(r["params"].get("impl") in ("simt", "'simt'") for r in found)  # SIMT did not change
+    assert len(again) <= len(found)
+
+
+def test_pr_report_catches_it_and_the_revert_passes(store: str) -> None:
+    if not _git_has(REGRESSION):
+        pytest.skip("needs this repository's git history")
+    bad = mlaperf("compare", BEFORE, REGRESSION, "--machine", "h200", "--json", db=store, check=False)
+    assert bad.returncode == 1, bad.stdout + bad.stderr
+    rows = json.loads(bad.stdout)
+    flagged = [r for r in rows if r["regression"]]
+    assert flagged and all(r["params"]["impl"] in ("mma", "'mma'") for r in flagged)
+    md = mlaperf("compare", BEFORE, REGRESSION, "--machine", "h200", db=store, check=False)
+    assert md.returncode == 1 and "regression" in md.stdout.lower()
+    ok = mlaperf("compare", REGRESSION, REVERT, "--machine", "h200", "--json", db=store, check=False)
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+
+
+def test_demo_without_benchmark_or_server(tmp_path: Path) -> None:
+    db = f"sqlite:///{tmp_path / 'demo.sqlite'}"
+    proc = mlaperf("demo", "--no-bench", "--no-serve", "--db", db, db=db)
+    assert "[5/5]" in proc.stdout
+    again = mlaperf("ingest", str(HISTORY), db=db)  # idempotent: nothing new the second time
+    assert "0 of 6" in again.stdout + again.stderr or "6 unchanged" in again.stdout + again.stderr
