@@ -1,4 +1,4 @@
-"""Commit metadata (parents, message, author, branch) from a local git repository.
+"""Commit metadata (parents, message, author, branch, generation) from a local git repository.
 
 asv results give only a commit's sha and date; when the benchmarked repository is at hand, ingestion
 fills in the rest with a few batched git calls (not one per commit).
@@ -95,3 +95,37 @@ def commit_info(repo: str | Path, shas: Iterable[str]) -> dict[str, CommitInfo]:
         sha, parents, author, message = record.split(_FIELD, 3)
         infos[sha] = CommitInfo(sha, parents.split(), author, message.strip(), branch_of.get(sha))
     return infos
+
+
+def generations(repo: str | Path, shas: Iterable[str]) -> dict[str, int]:
+    """Generation numbers (``git rev-list --count SHA``: ancestors including itself) of those ``shas``
+    that exist in ``repo``; the others are left out, and any git failure gives an empty dict.
+
+    One ``rev-list --parents`` walk, oldest first: a commit with one parent is its parent's generation
+    plus one; only a merge costs one more call (``rev-list --count ^first-parent merge``, the commits it
+    brings in), since its ancestors are the first parent's plus those.
+    """
+    wanted = sorted(set(shas))
+    if not wanted:
+        return {}
+    path = Path(repo)
+    try:
+        found = _existing(path, wanted)
+        if not found:
+            return {}
+        walk = _git(
+            path, "rev-list", "--topo-order", "--reverse", "--parents", "--stdin", stdin="\n".join(found) + "\n"
+        )
+        gen: dict[str, int] = {}
+        for line in walk.splitlines():
+            sha, *parents = line.split()
+            if not parents:  # a root (or the boundary of a shallow clone, as rev-list --count sees it)
+                gen[sha] = 1
+            elif len(parents) == 1:
+                gen[sha] = gen[parents[0]] + 1
+            else:
+                brought = int(_git(path, "rev-list", "--count", f"^{parents[0]}", sha).strip())
+                gen[sha] = gen[parents[0]] + brought
+    except (OSError, subprocess.CalledProcessError, KeyError, ValueError):
+        return {}
+    return {sha: gen[sha] for sha in found if sha in gen}

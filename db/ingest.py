@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Connection, Engine, Table, and_, insert, select, update
+from sqlalchemy import Connection, Engine, Table, and_, bindparam, insert, or_, select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
@@ -223,15 +223,20 @@ class _Store:
         return row_id
 
     def describe_commits(self, repo: Path) -> int:
-        """Fill parents/message/author/branch from ``repo`` into stored commits lacking them.
+        """Fill parents/message/author/branch and generation from ``repo`` into stored commits lacking them.
 
         Covers commits first stored without a repository at hand, whose files are then skipped as
-        unchanged. Returns how many commits were described.
+        unchanged. Returns how many commits were described (given either).
         """
         with self.engine.connect() as conn:
-            bare = list(conn.execute(select(Commit.sha).where(Commit.message.is_(None))).scalars())
-        infos = gitmeta.commit_info(repo, bare)
-        if not infos:
+            rows = conn.execute(
+                select(Commit.sha, Commit.message, Commit.generation).where(
+                    or_(Commit.message.is_(None), Commit.generation.is_(None))
+                )
+            ).all()
+        infos = gitmeta.commit_info(repo, [sha for sha, message, _ in rows if message is None])
+        gens = gitmeta.generations(repo, [sha for sha, _, generation in rows if generation is None])
+        if not infos and not gens:
             return 0
         with self.engine.begin() as conn:
             for sha in sorted(infos):
@@ -241,7 +246,14 @@ class _Store:
                     .where(and_(self.commit_t.c.sha == sha, self.commit_t.c.message.is_(None)))
                     .values(parents=info.parents, branch=info.branch, message=info.message, author=info.author)
                 )
-        return len(infos)
+            if gens:  # one executemany
+                conn.execute(
+                    update(self.commit_t)
+                    .where(and_(self.commit_t.c.sha == bindparam("b_sha"), self.commit_t.c.generation.is_(None)))
+                    .values(generation=bindparam("b_generation")),
+                    [{"b_sha": sha, "b_generation": gens[sha]} for sha in sorted(gens)],
+                )
+        return len(set(infos) | set(gens))
 
     def benchmark_id(self, conn: Connection, name: str) -> int:
         cached = self.benchmarks.get(name)
@@ -415,7 +427,7 @@ def ingest_paths(
 
     ``paths``: asv results directories, machine directories and/or results files. ``progress``: True
     shows a progress bar on a terminal, ``"always"`` everywhere, False never. ``repo``: the benchmarked
-    git repository, for commit parents/message/author/branch (default: the repository containing the
+    git repository, for commit parents/message/author/branch and generation (default: the repository containing the
     current directory, used for those commits it has). A missing path raises ``FileNotFoundError``,
     a bad ``repo`` ``ValueError``; a bad file is recorded in ``summary.failed`` and changes nothing.
     """

@@ -18,6 +18,7 @@ from typing import Any
 from sqlalchemy import (
     JSON,
     CheckConstraint,
+    ColumnElement,
     DateTime,
     Float,
     ForeignKey,
@@ -27,6 +28,7 @@ from sqlalchemy import (
     String,
     Text,
     UniqueConstraint,
+    func,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
@@ -102,17 +104,36 @@ class Environment(Base):
 
 
 class Commit(Base):
-    """A commit of the benchmarked repository; asv gives sha and date, git the rest when at hand."""
+    """A commit of the benchmarked repository; asv gives sha and date, git the rest when at hand.
+
+    History order is :func:`commit_order`: git generation first, date and id as the fallback.
+    """
 
     __tablename__ = "commit"
 
     id: Mapped[int] = mapped_column(primary_key=True)
     sha: Mapped[str] = mapped_column(String(64), unique=True)
     date: Mapped[dt.datetime | None] = mapped_column(index=True)
+    # Number of ancestors including itself (`git rev-list --count`), when the repository was at hand.
+    # asv dates have second resolution, so commits made or rebased together tie; this orders them.
+    generation: Mapped[int | None] = mapped_column(Integer, index=True)
     parents: Mapped[list[Any] | None] = mapped_column(JSON(none_as_null=True))
     branch: Mapped[str | None] = mapped_column(String(255))
     message: Mapped[str | None] = mapped_column(Text)
     author: Mapped[str | None] = mapped_column(String(255))
+
+
+def commit_order(*, descending: bool = False) -> list[ColumnElement[Any]]:
+    """ORDER BY terms putting commits in history order, oldest first (newest first if ``descending``).
+
+    (coalesce(generation, -1), date, id): git order wins where known; commits without a generation
+    (no repository at hand) sort before those with one and fall back to date. Same on SQLite and
+    PostgreSQL (NULL dates explicitly first, as both backends default differently).
+    """
+    gen = func.coalesce(Commit.generation, -1)
+    if descending:
+        return [gen.desc(), Commit.date.desc().nulls_last(), Commit.id.desc()]
+    return [gen.asc(), Commit.date.asc().nulls_first(), Commit.id.asc()]
 
 
 class Benchmark(Base):

@@ -33,6 +33,7 @@ from db.models import (
     Regression,
     Result,
     Run,
+    commit_order,
     utcnow,
 )
 from db.models import (
@@ -92,6 +93,21 @@ def _json_column(values: Iterable[Any]) -> list[Any]:
         for i, value in zip(texts, decoded, strict=True):
             out[i] = value
     return out
+
+
+def sort_commits(frame: pd.DataFrame, by: list[str] | None = None, *, descending: bool = False) -> pd.DataFrame:
+    """``frame`` (with ``generation``, ``date`` and ``commit_id`` columns) in history order after the
+    leading columns ``by``, as :func:`db.models.commit_order` orders in SQL; stable, index reset."""
+    lead = list(by or [])
+    key = frame.assign(_gen=pd.to_numeric(frame["generation"]).astype(float).fillna(-1.0))
+    # NaT dates first (oldest) like nulls_first in SQL; in reverse order they come last.
+    key = key.sort_values(
+        [*lead, "_gen", "date", "commit_id"],
+        ascending=[True] * len(lead) + [not descending] * 3,
+        na_position="last" if descending else "first",
+        kind="stable",
+    )
+    return frame.loc[key.index].reset_index(drop=True)
 
 
 def _datetimes(frame: pd.DataFrame, *columns: str) -> pd.DataFrame:
@@ -156,13 +172,21 @@ def machines(s: Session) -> pd.DataFrame:
 
 
 def commits(s: Session, machine: str | None = None) -> pd.DataFrame:
-    """Commits oldest -> newest (by date): id, sha, date, parents, branch, message, author.
+    """Commits oldest -> newest (git generation, then date, then id; see :func:`db.models.commit_order`):
+    id, sha, date, parents, branch, message, author, generation (None without a repository at ingest).
 
     With ``machine``, only commits that have results on that machine.
     """
     stmt = select(
-        Commit.id, Commit.sha, Commit.date, Commit.parents, Commit.branch, Commit.message, Commit.author
-    ).order_by(Commit.date, Commit.id)
+        Commit.id,
+        Commit.sha,
+        Commit.date,
+        Commit.parents,
+        Commit.branch,
+        Commit.message,
+        Commit.author,
+        Commit.generation,
+    ).order_by(*commit_order())
     if machine is not None:
         machine_id = _machine_id(s, machine)
         stmt = stmt.where(Commit.id.in_(select(Run.commit_id).where(Run.machine_id == machine_id)))
@@ -206,8 +230,8 @@ def resolve_commit(s: Session, ref: str) -> Commit:
 
 
 def latest_commit(s: Session, machine: str | None = None) -> str | None:
-    """The sha of the newest commit (by date) with results (on ``machine`` if given), or None."""
-    stmt = select(Commit.sha).where(Commit.id.in_(select(Run.commit_id))).order_by(Commit.date.desc(), Commit.id.desc())
+    """The sha of the newest commit (history order) with results (on ``machine`` if given), or None."""
+    stmt = select(Commit.sha).where(Commit.id.in_(select(Run.commit_id))).order_by(*commit_order(descending=True))
     if machine is not None:
         machine_id = _machine_id(s, machine)
         stmt = stmt.where(Commit.id.in_(select(Run.commit_id).where(Run.machine_id == machine_id)))
@@ -279,6 +303,7 @@ def history(s: Session, benchmark: str, params_key: str | Mapping[str, Any], mac
             Commit.id.label("commit_id"),
             Run.id.label("run_id"),
             Run.started_at.label("run_started_at"),
+            Commit.generation,
         )
         .join(Run, Run.id == Result.run_id)
         .join(Commit, Commit.id == Run.commit_id)
@@ -289,9 +314,9 @@ def history(s: Session, benchmark: str, params_key: str | Mapping[str, Any], mac
         )
     )
     frame = _latest_per(_frame(s, stmt), ["commit_id"])
-    frame = _datetimes(frame, "date").sort_values(["date", "commit_id"], kind="stable", ignore_index=True)
+    frame = sort_commits(_datetimes(frame, "date"))
     frame["value"] = frame["value"].astype(float)
-    return frame.drop(columns=["run_started_at"])
+    return frame.drop(columns=["run_started_at", "generation"])
 
 
 def results_at_commit(s: Session, sha: str, machine: str, benchmark_prefix: str | None = None) -> pd.DataFrame:
@@ -346,7 +371,8 @@ def series_values(s: Session, machine: str | None = None, since: dt.datetime | s
     """Every 'ok' value of every series, for change-point detection (one bulk query).
 
     Long frame: benchmark, unit, type, params_key, machine, commit_id, sha, date, value, samples; one row
-    per series and commit (its latest run), sorted by machine, benchmark, params_key, date.
+    per series and commit (its latest run), sorted by machine, benchmark, params_key, then history order
+    (:func:`db.models.commit_order`).
     ``since`` (datetime or ISO date string) keeps commits dated on or after it.
     """
     runs_stmt = select(
@@ -356,6 +382,7 @@ def series_values(s: Session, machine: str | None = None, since: dt.datetime | s
         Run.started_at.label("run_started_at"),
         Commit.sha,
         Commit.date,
+        Commit.generation,
     ).join(Commit, Commit.id == Run.commit_id)
     if machine is not None:
         runs_stmt = runs_stmt.where(Run.machine_id == _machine_id(s, machine))
@@ -399,6 +426,7 @@ def series_values(s: Session, machine: str | None = None, since: dt.datetime | s
             "commit_id": run_ids.map(runs["commit_id"]),
             "sha": run_ids.map(runs["sha"]),
             "date": run_ids.map(runs["date"]),
+            "generation": run_ids.map(runs["generation"]),
             "value": frame["value"].astype(float),
             "samples": _json_column(frame["samples"]),
             "run_id": run_ids,
@@ -406,15 +434,15 @@ def series_values(s: Session, machine: str | None = None, since: dt.datetime | s
         }
     )
     out = _latest_per(out, ["machine", "benchmark", "params_key", "commit_id"])
-    out = out.sort_values(["machine", "benchmark", "params_key", "date", "commit_id"], ignore_index=True)
-    return out.drop(columns=["run_id", "run_started_at"])
+    out = sort_commits(out, ["machine", "benchmark", "params_key"])
+    return out.drop(columns=["run_id", "run_started_at", "generation"])
 
 
 # -- regressions --------------------------------------------------------------------------------------
 
 
 def regressions(s: Session, status: str | Iterable[str] | None = None, machine: str | None = None) -> pd.DataFrame:
-    """Flagged regressions, newest commit first: id, benchmark, unit, params_key, params, machine, sha,
+    """Flagged regressions, newest commit first (history order): id, benchmark, unit, params_key, params, machine, sha,
     date, message, before, after, ratio, direction, status, p_value, detected_at, fixed_sha."""
     fixed = Commit.__table__.alias("fixed_commit")
     stmt = (
@@ -441,7 +469,7 @@ def regressions(s: Session, status: str | Iterable[str] | None = None, machine: 
         .join(Machine, Machine.id == Regression.machine_id)
         .join(Commit, Commit.id == Regression.commit_id)
         .outerjoin(fixed, fixed.c.id == Regression.fixed_commit_id)
-        .order_by(Commit.date.desc(), Regression.id.desc())
+        .order_by(*commit_order(descending=True), Regression.id.desc())
     )
     if status is not None:
         wanted = [status] if isinstance(status, str) else list(status)

@@ -11,7 +11,9 @@ from __future__ import annotations
 import datetime as dt
 import json
 import math
+import os
 import random
+import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -78,12 +80,20 @@ def write_synthetic_results(
     samples: int = 10,
     steps: dict[int, float] | None = None,
     machine_params: dict[str, str] | None = None,
+    shas: list[str] | None = None,
+    dates: list[dt.datetime] | None = None,
 ) -> SyntheticHistory:
     """Write ``commits`` results files for ``machine`` under the asv results directory ``root``.
 
     ``steps`` maps a commit index to a factor applied to every value from that commit on (a step
     regression or speed-up). ``machine_params`` adds keys (e.g. GPU identity) to the machine entry.
+    ``shas`` and ``dates`` (one per commit, aware or naive UTC) replace the random shas and the hourly
+    dates, e.g. to describe a real git history (:func:`write_git_history`).
     """
+    if shas is not None and len(shas) != commits:
+        raise ValueError(f"shas: {len(shas)} given for {commits} commits")
+    if dates is not None and len(dates) != commits:
+        raise ValueError(f"dates: {len(dates)} given for {commits} commits")
     rng = random.Random(seed)
     root = Path(root)
     entries = _benchmark_entries(series)
@@ -103,11 +113,14 @@ def write_synthetic_results(
         for name, e in entries.items()
     }
     start = dt.datetime(2025, 1, 1, tzinfo=dt.UTC)
-    shas = [f"{rng.getrandbits(160):040x}" for _ in range(commits)]
+    random_shas = [f"{rng.getrandbits(160):040x}" for _ in range(commits)]  # drawn anyway: same values
+    shas = list(shas) if shas is not None else random_shas
     factor = 1.0
     for c, sha in enumerate(shas):
         factor *= (steps or {}).get(c, 1.0)
-        date = start + dt.timedelta(hours=c)
+        date = start + dt.timedelta(hours=c) if dates is None else dates[c]
+        if date.tzinfo is None:
+            date = date.replace(tzinfo=dt.UTC)
         res = Results(
             {**params, "python": "3.11"},
             {},
@@ -135,6 +148,36 @@ def write_synthetic_results(
         res.save(str(root))
     per_file = sum(math.prod(len(p) for p in e["params"]) for e in entries.values())
     return SyntheticHistory(root, machine, shas, entries, per_file)
+
+
+def write_git_history(path: str | Path, commits: int, *, date: dt.datetime) -> list[str]:
+    """A throwaway git repository at ``path`` with ``commits`` linear commits that all carry the same
+    author and committer ``date`` (as commits made in one second, or rebased, do); their shas, oldest
+    first."""
+    path = Path(path)
+    path.mkdir(parents=True, exist_ok=True)
+    stamp = f"{int(date.replace(tzinfo=date.tzinfo or dt.UTC).timestamp())} +0000"
+    env = {
+        **os.environ,
+        "GIT_AUTHOR_NAME": "Synthetic",
+        "GIT_AUTHOR_EMAIL": "synthetic@example.invalid",
+        "GIT_COMMITTER_NAME": "Synthetic",
+        "GIT_COMMITTER_EMAIL": "synthetic@example.invalid",
+        "GIT_AUTHOR_DATE": stamp,
+        "GIT_COMMITTER_DATE": stamp,
+    }
+
+    def git(*args: str) -> str:
+        return subprocess.run(
+            ["git", "-C", str(path), *args], env=env, capture_output=True, text=True, check=True
+        ).stdout.strip()
+
+    git("init", "-q", "-b", "main")
+    shas = []
+    for c in range(commits):
+        git("commit", "-q", "--allow-empty", "--no-gpg-sign", "-m", f"commit {c}")
+        shas.append(git("rev-parse", "HEAD"))
+    return shas
 
 
 def main() -> None:  # pragma: no cover - convenience for manual use

@@ -232,9 +232,11 @@ def _compare(
         if b.empty or h.empty:
             continue
         merged = b.merge(h, on=["benchmark", "params_key"], suffixes=("_b", "_h"))
-        newest = max((d for d in (base.date, head.date) if d is not None), default=None)
         noise = history_noise(
-            session, machine, zip(merged["benchmark"], merged["params_key"], strict=False), before_date=newest
+            session,
+            machine,
+            zip(merged["benchmark"], merged["params_key"], strict=False),
+            upto=[base.id, head.id],
         )
         for row in merged.to_dict("records"):
             name = row["benchmark"]

@@ -94,11 +94,19 @@ def _se(sigma: float, n_left: int, n_right: int) -> float:
     return sigma * math.sqrt(_median_var_factor(n_left) / n_left + _median_var_factor(n_right) / n_right)
 
 
+_MED_ABS_DIFF = 0.6744897501960817 * math.sqrt(2.0)  # median |x_i+1 - x_i| of unit-sigma normal runs
+_SHORT_SERIES = 12  # below this many runs, one step and its revert are already 2 of the differences
+
+
 def noise_scale(z: np.ndarray, floor: float = DEFAULT_PARAMS.noise_floor) -> float:
-    """Per-run noise sigma (log units) from the upper quartile of run-to-run differences."""
+    """Per-run noise sigma (log units) from run-to-run differences: their upper quartile, or on short
+    series their median, which stays robust when a step and its revert are up to half the differences."""
     if z.size < 3:
         return floor
-    q75 = float(np.quantile(np.abs(np.diff(z)), 0.75))
+    diffs = np.abs(np.diff(z))
+    if z.size < _SHORT_SERIES:
+        return max(float(np.median(diffs)) / _MED_ABS_DIFF, floor)
+    q75 = float(np.quantile(diffs, 0.75))
     return max(q75 / _Q75_ABS_DIFF, floor)
 
 

@@ -65,7 +65,8 @@ def compare_markdown(
     """PR comment: summary line, regressions first, improvements, failures, unchanged collapsed."""
     regs = _worst_first([c for c in comparisons if c.change == "regression"])
     imps = sorted((c for c in comparisons if c.change == "improvement"), key=lambda c: c.slowdown or 0.0)
-    failed = [c for c in comparisons if c.change == "failed"]
+    failed = [c for c in comparisons if c.change == "failed" and c.base is not None]
+    both_failed = [c for c in comparisons if c.change == "failed" and c.base is None]  # not this PR's doing
     fixed = [c for c in comparisons if c.change == "fixed"]
     same = [c for c in comparisons if c.change == "unchanged"]
     lines = [MARKER] if marker else []
@@ -78,6 +79,8 @@ def compare_markdown(
     ]
     if failed:
         counts.append(f"{len(failed)} failing on head")
+    if both_failed:
+        counts.append(f"{len(both_failed)} failing on base and head")
     if fixed:
         counts.append(f"{len(fixed)} failing on base only")
     lines.append(
@@ -93,6 +96,8 @@ def compare_markdown(
         lines += ["", "### Failing on head (ran on base)", "", *_table(failed)]
     if fixed:
         lines += ["", "### Running on head (failed on base)", "", *_table(fixed)]
+    if both_failed:
+        lines += ["", "### Failing on base and head", "", *_table(both_failed)]
     if same:
         lines += [
             "",

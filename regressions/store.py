@@ -11,7 +11,6 @@ that size would miss), and a run with other settings examines everything again.
 
 from __future__ import annotations
 
-import datetime as dt
 import hashlib
 import json
 import math
@@ -26,7 +25,7 @@ import pandas as pd
 from sqlalchemy import func, select, tuple_
 from sqlalchemy.orm import Session
 
-from db.models import Benchmark, Commit, Machine, Meta, Regression, Result, Run, utcnow
+from db.models import Benchmark, Commit, Machine, Meta, Regression, Result, Run, commit_order, utcnow
 from regressions.config import Settings
 from regressions.detect import DEFAULT_PARAMS, DetectorParams, detect_many
 from regressions.direction import infer_direction, slowdown
@@ -60,10 +59,9 @@ def _settings_fingerprint(settings: Settings, params: DetectorParams, lookback: 
 
 
 def _commit_order(session: Session) -> pd.DataFrame:
-    """Every commit with its position in history (by date, then id)."""
-    rows = session.execute(select(Commit.id, Commit.sha, Commit.date)).all()
-    df = pd.DataFrame(rows, columns=["commit_id", "sha", "date"])
-    df = df.sort_values(["date", "commit_id"], na_position="first", kind="stable").reset_index(drop=True)
+    """Every commit with its position in history (git generation, then date, then id: ``commit_order``)."""
+    rows = session.execute(select(Commit.id, Commit.sha).order_by(*commit_order())).all()
+    df = pd.DataFrame(rows, columns=["commit_id", "sha"])
     df["pos"] = np.arange(len(df))
     return df
 
@@ -73,7 +71,7 @@ def _load_values(
     *,
     machine_ids: list[int] | None,
     series: set[tuple[int, str, int]] | None,
-    min_date: dict[int, dt.datetime | None] | None,
+    windows: dict[int, list[int] | None] | None,
 ) -> pd.DataFrame:
     """Successful results: benchmark_id, params_key, machine_id, commit_id, value (one row per run)."""
     stmt = (
@@ -83,10 +81,10 @@ def _load_values(
     )
     if machine_ids is not None:
         stmt = stmt.where(Run.machine_id.in_(machine_ids))
-    if min_date is not None and all(d is not None for d in min_date.values()) and len(min_date) == 1:
-        # One machine (the usual runner): the date window goes into SQL, so only it is read.
-        (cutoff,) = min_date.values()
-        stmt = stmt.join(Commit, Run.commit_id == Commit.id).where(Commit.date >= cutoff)
+    if windows is not None and len(windows) == 1 and None not in windows.values():
+        # One machine (the usual runner): the window's commits go into SQL, so only they are read.
+        (window,) = windows.values()
+        stmt = stmt.where(Run.commit_id.in_(window or []))
     # Core execution and column-wise arrays: the ORM and pandas' row-by-row construction each cost
     # seconds on a store of 500,000 results.
     rows = session.connection().execute(stmt).fetchall()
@@ -106,25 +104,25 @@ def _load_values(
     return df
 
 
-def _lookback_cutoffs(
-    session: Session, machine_ids: Iterable[int], lookback: int
-) -> dict[int, dt.datetime | None]:
-    """Per machine, the date of its ``lookback``-th newest commit (None: it has fewer)."""
-    out: dict[int, dt.datetime | None] = {}
+def _lookback_windows(session: Session, machine_ids: Iterable[int], lookback: int) -> dict[int, list[int] | None]:
+    """Per machine, the ids of its ``lookback`` newest commits in history order (None: it has no more).
+
+    By rank, not by date: commits sharing a date can neither push the window past ``lookback`` nor
+    fall out of it by chance.
+    """
+    out: dict[int, list[int] | None] = {}
     for mid in machine_ids:
-        dates = (
+        ids = (
             session.execute(
-                select(Commit.date)
-                .join(Run, Run.commit_id == Commit.id)
-                .where(Run.machine_id == mid)
-                .group_by(Commit.id, Commit.date)
-                .order_by(Commit.date.desc())
-                .limit(lookback)
+                select(Commit.id)
+                .where(Commit.id.in_(select(Run.commit_id).where(Run.machine_id == mid)))
+                .order_by(*commit_order(descending=True))
+                .limit(lookback + 1)
             )
             .scalars()
             .all()
         )
-        out[mid] = dates[-1] if len(dates) >= lookback else None
+        out[mid] = [int(i) for i in ids[:lookback]] if len(ids) > lookback else None
     return out
 
 
@@ -170,7 +168,7 @@ def detect_store(
         not full and machine is None and state.get("fingerprint") == fingerprint and "result_id" in state
     )
     series: set[tuple[int, str, int]] | None = None
-    cutoffs: dict[int, dt.datetime | None] | None = None
+    windows: dict[int, list[int] | None] | None = None
     if incremental:
         rows = session.execute(
             select(Result.benchmark_id, Result.params_key, Run.machine_id)
@@ -181,24 +179,25 @@ def detect_store(
         series = {(int(b), str(p), int(m)) for b, p, m in rows}
         touched = sorted({m for _, _, m in series})
         machine_ids = touched
-        cutoffs = _lookback_cutoffs(session, touched, lookback)
+        windows = _lookback_windows(session, touched, lookback)
         summary.incremental = True
 
     if series is not None and not series:
         df = pd.DataFrame(columns=["benchmark_id", "params_key", "machine_id", "commit_id", "value"])
     else:
-        df = _load_values(session, machine_ids=machine_ids, series=series, min_date=cutoffs)
+        df = _load_values(session, machine_ids=machine_ids, series=series, windows=windows)
     order = _commit_order(session)
     pos = dict(zip(order["commit_id"], order["pos"], strict=False))
     if not df.empty:
         df["pos"] = df["commit_id"].map(pos)
-        if cutoffs is not None:
+        if windows is not None:
             # Windows per machine (several machines: filtered here rather than in SQL).
-            cut_pos = {
-                m: (order.loc[order["date"] >= d, "pos"].min() if d is not None else 0)
-                for m, d in cutoffs.items()
-            }
-            df = df[df["pos"] >= df["machine_id"].map(cut_pos).fillna(0)]
+            inside = {(m, c) for m, ids in windows.items() if ids is not None for c in ids}
+            whole = [m for m, ids in windows.items() if ids is None]
+            keep = df["machine_id"].isin(whole) | pd.Series(
+                [(m, c) in inside for m, c in zip(df["machine_id"], df["commit_id"], strict=True)], index=df.index
+            )
+            df = df[keep]
         # Several runs of one commit (re-runs, environments): their median is the commit's value.
         df = df.groupby(["benchmark_id", "params_key", "machine_id", "pos"], sort=True, as_index=False)[
             "value"
@@ -312,7 +311,7 @@ def regressions_frame(
         .join(Machine, Regression.machine_id == Machine.id)
         .join(Commit, Regression.commit_id == Commit.id)
         .outerjoin(fixed, Regression.fixed_commit_id == fixed.c.id)
-        .order_by(Commit.date.desc(), Regression.id)
+        .order_by(*commit_order(descending=True), Regression.id)
     )
     if statuses is not None:
         stmt = stmt.where(Regression.status.in_(list(statuses)))
@@ -431,32 +430,32 @@ def _finite(x: Any) -> bool:
 
 
 def history_noise(
-    session: Session, machine: str, series: Iterable[tuple[str, str]], *, before_date: Any, window: int = 100
+    session: Session,
+    machine: str,
+    series: Iterable[tuple[str, str]],
+    *,
+    upto: Iterable[int] | None = None,
+    window: int = 100,
 ) -> dict[tuple[str, str], tuple[float, int]]:
     """Per (benchmark, params_key): run-to-run noise sigma (log units) over the machine's last ``window``
-    commits up to ``before_date``, and the number of runs it rests on."""
+    commits in history order (``db.models.commit_order``) up to and including the newest of the commit
+    ids ``upto`` (None: all), and the number of runs it rests on."""
     from regressions.detect import noise_scale
 
     wanted = set(series)
     if not wanted:
         return {}
     mid = session.execute(select(Machine.id).where(Machine.name == machine)).scalar_one()
-    cstmt = (
-        select(Commit.id, Commit.date)
-        .join(Run, Run.commit_id == Commit.id)
-        .where(Run.machine_id == mid)
-        .group_by(Commit.id, Commit.date)
-        .order_by(Commit.date.desc())
-        .limit(window)
-    )
-    if before_date is not None:
-        cstmt = cstmt.where(Commit.date <= before_date)
-    commits = session.execute(cstmt).all()
-    if not commits:
+    history_order = _commit_order(session)
+    position = dict(zip(history_order["commit_id"].tolist(), history_order["pos"].tolist(), strict=True))
+    measured = session.execute(select(Run.commit_id).where(Run.machine_id == mid).distinct()).scalars().all()
+    bounds = [position[c] for c in (upto or []) if c in position]
+    last = max(bounds) if bounds else len(position)
+    kept = sorted(position[c] for c in measured if position[c] <= last)[-window:] if window > 0 else []
+    if not kept:
         return {}
-    order = {
-        cid: i for i, (cid, _d) in enumerate(sorted(commits, key=lambda r: (r[1] is not None, r[1], r[0])))
-    }
+    commit_at = {p: c for c, p in position.items()}
+    order = {commit_at[p]: i for i, p in enumerate(kept)}
     rows = session.execute(
         select(Benchmark.name, Result.params_key, Run.commit_id, Result.value)
         .join(Run, Result.run_id == Run.id)

@@ -28,8 +28,8 @@ if regs.empty:
 view = regs[regs["status"].isin(statuses)] if statuses else regs
 if text:
     view = view[view["benchmark"].str.contains(text, case=False, regex=False)]
-sort_cols = [c for c in ("date", "detected_at") if c in view.columns]
-view = view.sort_values(sort_cols, ascending=False) if sort_cols else view.iloc[::-1]
+# db.queries.regressions already gives newest commit first in history order (git generation, then
+# date); re-sorting by date here would scramble commits that share one asv timestamp.
 st.caption(f"{len(view)} of {len(regs)} regressions; newest commit first. Ratio > 1 means worse.")
 
 table = pd.DataFrame(

@@ -291,7 +291,10 @@ def test_commit_metadata_from_git(tmp_path: Path, sqlite_url: str, monkeypatch: 
     assert frame.loc[shas[0], "parents"] == [] and frame.loc[shas[0], "message"].startswith("change 0")
     assert frame.loc[shas[1], "branch"] == "main"
     assert pd.isna(frame.loc["f" * 40, "message"]) and pd.isna(frame.loc["f" * 40, "branch"])
-    assert list(frame.index) == [*shas, "f" * 40]  # oldest -> newest by asv date
+    assert frame.loc[shas, "generation"].tolist() == [1, 2, 3]
+    assert pd.isna(frame.loc["f" * 40, "generation"])
+    # Oldest -> newest: git generation first; the commit git does not know has none and sorts first.
+    assert list(frame.index) == ["f" * 40, *shas]
     engine.dispose()
 
 

@@ -104,6 +104,23 @@ def test_markdown_order_and_collapsed_unchanged() -> None:
     assert "150 us" in md and "impl='mma', concurrency=64, topk=512" in md
 
 
+def test_markdown_separates_failing_on_head_from_failing_on_both() -> None:
+    nan = float("nan")
+    rows = [
+        compare_pair(pair(100e-6, nan, seed=1)),  # broken by the PR
+        compare_pair(pair(nan, nan, seed=2)),  # broken before it
+        compare_pair(pair(nan, 100e-6, seed=3)),  # fixed by it
+    ]
+    md = compare_markdown(rows, base="a" * 40, head="b" * 40, machines=["h200"], threshold_note="threshold 5%")
+    summary = next(line for line in md.splitlines() if "regressions" in line)
+    assert "1 failing on head" in summary and "1 failing on base and head" in summary
+    assert "1 failing on base only" in summary
+    on_head = md[md.index("### Failing on head (ran on base)") : md.index("### Running on head")]
+    assert on_head.count("| failed |") == 1 and "100 us" in on_head
+    both = md[md.index("### Failing on base and head") :]
+    assert both.count("| failed | failed |") == 1
+
+
 def test_json_has_the_contract_fields() -> None:
     data = json.loads(compare_json([compare_pair(pair(100e-6, 150e-6))]))
     for key in ("benchmark", "params", "machine", "base", "head", "ratio", "significant", "regression"):

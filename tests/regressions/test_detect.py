@@ -162,3 +162,19 @@ def test_generator_cases_are_present() -> None:
     assert s.direction == DOWN_IS_WORSE and len(s.regressions) == 1
     with pytest.raises(ValueError, match="kinds"):
         make_series(rng, 60, kinds=["bogus"])
+
+
+def test_short_history_step_and_revert_is_flagged_at_its_commit() -> None:
+    # The bundled H200 history's shape: 3 runs, a 2-run regression, then the revert.
+    values = [18.3e-6, 19.7e-6, 19.5e-6, 90.1e-6, 90.1e-6, 19.2e-6]
+    det = detect_steps(values)
+    regs = det.regressions
+    assert [s.index for s in regs] == [3]
+    assert regs[0].fixed_index == 5
+
+
+def test_short_noisy_history_raises_nothing() -> None:
+    rng = np.random.default_rng(7)
+    for _ in range(200):
+        values = 50e-6 * np.exp(rng.normal(0.0, 0.01, size=int(rng.integers(4, 12))))
+        assert not detect_steps(values).regressions

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import datetime as dt
+import json
 from collections.abc import Callable
 from pathlib import Path
 
@@ -10,10 +12,17 @@ from sqlalchemy import func, select
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Session
 
-from db.models import Commit, Meta, Regression
-from db.synthetic import SyntheticHistory, write_synthetic_results
+from db.ingest import ingest_paths
+from db.models import Commit, Meta, Regression, Run
+from db.synthetic import SyntheticHistory, write_git_history, write_synthetic_results
 from regressions.config import Settings
-from regressions.store import WATERMARK_KEY, detect_store, regressions_frame
+from regressions.store import (
+    WATERMARK_KEY,
+    _lookback_windows,
+    detect_store,
+    history_noise,
+    regressions_frame,
+)
 
 Ingest = Callable[[Engine, list[Path]], None]
 SERIES = 12  # one time_ benchmark: impl x concurrency x topk
@@ -113,3 +122,38 @@ def test_machine_filter_and_unknown_machine(engine: Engine, tmp_path: Path, inge
 
     with pytest.raises(UsageError, match="--machine.*'nope'"):
         detect(engine, machine="nope")
+
+
+def test_tied_dates_detected_in_git_order(engine: Engine, tmp_path: Path) -> None:
+    """Commits sharing one asv timestamp (made in one second, or rebased): git order decides where the
+    step is and where it is fixed, even when the files arrive newest first (commit ids reversed)."""
+    tie = dt.datetime(2025, 6, 1, 12, 0, 0)
+    shas = write_git_history(tmp_path / "repo", 20, date=tie)
+    h = write_synthetic_results(
+        tmp_path / "results", commits=20, series=SERIES, steps={12: 1.2, 16: 1 / 1.2}, shas=shas, dates=[tie] * 20
+    )
+    newest_first = files_of(h, range(18, -1, -1))
+    summary = ingest_paths(engine, newest_first, progress=False, repo=tmp_path / "repo")
+    assert summary.ok and summary.described == 19
+    new, fixed, examined, incremental = detect(engine, lookback=5)
+    assert not incremental and examined == SERIES and len(new) == SERIES and len(fixed) == SERIES
+    regs = stored(engine)
+    assert {sha_of(engine, r.commit_id) for r in regs} == {shas[12]}
+    assert {sha_of(engine, r.fixed_commit_id) for r in regs} == {shas[16]}
+    # One more commit, same second: the incremental pass reads the 5 newest commits by rank.
+    assert ingest_paths(engine, files_of(h, range(19, 20)), progress=False, repo=tmp_path / "repo").ok
+    new, fixed, examined, incremental = detect(engine, lookback=5)
+    assert incremental and examined == SERIES and (new, fixed) == ([], [])
+    assert len(stored(engine)) == SERIES
+    with Session(engine) as s:
+        m = s.execute(select(Run.machine_id).limit(1)).scalar_one()
+        windows = _lookback_windows(s, [m], 5)
+        by_id = {c.id: c.sha for c in s.execute(select(Commit)).scalars()}
+        assert [by_id[i] for i in windows[m] or []] == shas[:-6:-1]  # the 5 newest, by rank not date
+        assert _lookback_windows(s, [m], 20) == {m: None}
+        # Noise window of `compare`: up to the newer of two commits, in git order.
+        key = json.dumps({"concurrency": "1", "impl": "'simt'", "topk": "128"}, sort_keys=True)
+        bench = next(iter(h.benchmarks))
+        ids = {sha: i for i, sha in by_id.items()}
+        noise = history_noise(s, h.machine, [(bench, key)], upto=[ids[shas[3]], ids[shas[9]]])
+        assert noise[(bench, key)][1] == 10

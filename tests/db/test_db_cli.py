@@ -45,7 +45,7 @@ def test_defaults_work_in_a_fresh_directory(
     assert code == 0 and "ingested 1 of 1 files (1 results" in out
     assert (tmp_path / ".mlaperf" / "mlaperf.sqlite").is_file()
     code, out, _ = run(capsys, "db", "current")
-    assert code == 0 and "0002 (up to date)" in out
+    assert code == 0 and "0003 (up to date)" in out
 
 
 def test_exit_codes_and_messages(tmp_path: Path, capsys: pytest.CaptureFixture, sqlite_url: str) -> None:
@@ -79,9 +79,9 @@ def test_old_schema_is_a_clear_error_not_a_crash(
     code, out, err = run(capsys, "ingest", "--db", sqlite_url, str(root))
     assert code == 1 and "schema revision 0001" in err and "mlaperf db upgrade --db" in err
     code, out, _ = run(capsys, "db", "current", "--db", sqlite_url)
-    assert "0001 (needs upgrade to 0002)" in out
+    assert "0001 (needs upgrade to 0003)" in out
     code, out, _ = run(capsys, "db", "upgrade", "--db", sqlite_url)
-    assert code == 0 and "schema revision 0002" in out
+    assert code == 0 and "schema revision 0003" in out
     code, out, _ = run(capsys, "ingest", "--db", sqlite_url, "--quiet", str(root))
     assert code == 0 and out == ""
     code, out, _ = run(capsys, "db", "downgrade", "0001", "--db", sqlite_url)

@@ -1,0 +1,142 @@
+"""History order when asv dates tie: git generation first, date and id as the fallback (both backends)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import subprocess
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+from sqlalchemy.orm import Session
+
+from db import gitmeta, queries
+from db.engine import downgrade, make_engine, upgrade
+from db.ingest import ingest_paths
+from db.models import Commit
+from db.synthetic import write_git_history, write_synthetic_results
+
+TIE = dt.datetime(2025, 6, 1, 12, 0, 0)
+COMMITS = 8
+
+
+def _files_newest_first(root: Path, machine: str, shas: list[str]) -> list[Path]:
+    # Ingested newest first, so commit ids run against history: date-then-id order would be reversed.
+    return [next((root / machine).glob(f"{sha[:8]}-*.json")) for sha in reversed(shas)]
+
+
+def test_tied_dates_follow_git_order(db_url: str, tmp_path: Path) -> None:
+    shas = write_git_history(tmp_path / "repo", COMMITS, date=TIE)
+    h = write_synthetic_results(
+        tmp_path / "results", commits=COMMITS, series=6, shas=shas, dates=[TIE] * COMMITS, machine="m"
+    )
+    engine = make_engine(db_url)
+    files = _files_newest_first(h.root, "m", shas)
+    # First without the repository: no generation, so the id fallback (here: reversed) is all there is.
+    assert ingest_paths(engine, files, progress=False, repo=None).ok
+    with Session(engine) as s:
+        assert list(queries.commits(s)["sha"]) == shas[::-1]
+        assert queries.commits(s)["generation"].isna().all()
+    # Again with it: the files are unchanged, yet the stored commits get their generations.
+    summary = ingest_paths(engine, files, progress=False, repo=tmp_path / "repo")
+    assert summary.unchanged == COMMITS and summary.described == COMMITS
+    with Session(engine) as s:
+        c = queries.commits(s, machine="m")
+        assert list(c["sha"]) == shas and list(c["generation"]) == list(range(1, COMMITS + 1))
+        assert c["date"].nunique() == 1
+        assert queries.latest_commit(s) == shas[-1] and queries.latest_commit(s, "m") == shas[-1]
+        key = queries.series(s, machine="m")["params_key"].iloc[0]
+        bench = queries.series(s, machine="m")["benchmark"].iloc[0]
+        assert list(queries.history(s, bench, key, "m")["sha"]) == shas
+        sv = queries.series_values(s, machine="m")
+        for _, g in sv.groupby(["benchmark", "params_key"]):
+            assert list(g["sha"]) == shas
+        queries.upsert_regressions(
+            s,
+            [
+                {"benchmark": bench, "params_key": key, "machine": "m", "commit": sha, "before": 1.0,
+                 "after": 2.0, "ratio": 2.0, "direction": "up_is_worse"}
+                for sha in (shas[2], shas[5], shas[3])
+            ],
+        )
+        assert list(queries.regressions(s)["sha"]) == [shas[5], shas[3], shas[2]]  # newest commit first
+        s.rollback()
+    engine.dispose()
+
+
+def test_commits_without_generation_sort_first_then_by_date(db_url: str, tmp_path: Path) -> None:
+    """A commit git does not know (another repository) keeps date order, before the known ones."""
+    shas = write_git_history(tmp_path / "repo", 2, date=TIE)
+    foreign = "f" * 40
+    h = write_synthetic_results(
+        tmp_path / "results",
+        commits=3,
+        series=6,
+        shas=[shas[1], foreign, shas[0]],
+        dates=[TIE, TIE + dt.timedelta(days=1), TIE],
+        machine="m",
+    )
+    engine = make_engine(db_url)
+    assert ingest_paths(engine, [h.root], progress=False, repo=tmp_path / "repo").ok
+    with Session(engine) as s:
+        assert list(queries.commits(s)["sha"]) == [foreign, shas[0], shas[1]]
+        assert s.execute(sa.select(Commit.generation).where(Commit.sha == foreign)).scalar_one() is None
+    engine.dispose()
+
+
+def test_generations_match_rev_list_count_across_merges(tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    shas = write_git_history(repo, 3, date=TIE)
+
+    def git(*args: str) -> str:
+        env_args = ["-c", "user.name=t", "-c", "user.email=t@example.invalid"]
+        return subprocess.run(
+            ["git", "-C", str(repo), *env_args, *args], capture_output=True, text=True, check=True
+        ).stdout.strip()
+
+    git("checkout", "-q", "-b", "side", shas[0])
+    git("commit", "-q", "--allow-empty", "-m", "side 1")
+    git("commit", "-q", "--allow-empty", "-m", "side 2")
+    git("checkout", "-q", "main")
+    git("merge", "-q", "--no-ff", "--no-edit", "side")
+    git("commit", "-q", "--allow-empty", "-m", "after merge")
+    everything = git("rev-list", "--all").split()
+    gens = gitmeta.generations(repo, [*everything, "0" * 40])
+    assert set(gens) == set(everything)
+    for sha in everything:
+        assert gens[sha] == int(git("rev-list", "--count", sha)), sha
+    assert gens[git("rev-parse", "HEAD")] == 7  # 3 + 2 side + merge + 1
+    assert gitmeta.generations(tmp_path / "not-a-repo", everything) == {}
+
+
+def test_downgrade_from_0003_keeps_commits_and_runs(sqlite_url: str, tmp_path: Path) -> None:
+    # Dropping the column must not copy-and-recreate "commit": with foreign keys on that would cascade.
+    h = write_synthetic_results(tmp_path / "results", commits=3, series=6, machine="m")
+    upgrade(sqlite_url)
+    engine = make_engine(sqlite_url)
+    assert ingest_paths(engine, [h.root], progress=False, repo=None).ok
+    downgrade(sqlite_url, "0002")
+    with engine.connect() as conn:
+        assert conn.execute(sa.text("SELECT count(*) FROM run")).scalar_one() == 3
+        assert conn.execute(sa.text('SELECT count(*) FROM "commit"')).scalar_one() == 3
+        assert "generation" not in {c["name"] for c in sa.inspect(conn).get_columns("commit")}
+    upgrade(sqlite_url)
+    with engine.connect() as conn:
+        assert "generation" in {c["name"] for c in sa.inspect(conn).get_columns("commit")}
+    engine.dispose()
+
+
+@pytest.mark.parametrize("descending", [False, True])
+def test_sort_commits_frame_matches_sql_order(descending: bool) -> None:
+    import pandas as pd
+
+    frame = pd.DataFrame(
+        {
+            "generation": [None, 3, 2, None, 2],
+            "date": pd.to_datetime(["2025-01-02", "2025-01-01", "2025-01-01", None, "2025-01-01"]),
+            "commit_id": [1, 2, 3, 4, 5],
+        }
+    )
+    got = list(queries.sort_commits(frame, descending=descending)["commit_id"])
+    oldest_first = [4, 1, 3, 5, 2]
+    assert got == (oldest_first[::-1] if descending else oldest_first)
