@@ -39,7 +39,7 @@ from db.asvformat import (
     parse_results,
 )
 from db.engine import ensure_schema
-from db.models import Benchmark, Commit, Environment, Machine, Result, Run, utcnow
+from db.models import MACHINE_INFO_COLUMNS, Benchmark, Commit, Environment, Machine, Result, Run, utcnow
 
 _RESULT_COLUMNS = ("run_id", "benchmark_id", *RESULT_FIELDS)
 _SQLITE_RESULT_INSERT = (
@@ -49,21 +49,7 @@ _SQLITE_RESULT_INSERT = (
 # cost there, and SQLite writers are serialized anyway. Other databases commit each file on its own, so
 # concurrent ingests never hold locks across files (no deadlocks between their batches).
 _WRITE_BATCH_FILES = 32
-_MACHINE_COLUMNS = (
-    "os",
-    "arch",
-    "cpu",
-    "num_cpu",
-    "ram",
-    "gpu_name",
-    "gpu_cc",
-    "gpu_sm_count",
-    "gpu_memory_gb",
-    "gpu_driver",
-    "cuda",
-    "torch",
-    "triton",
-)
+_MACHINE_COLUMNS = MACHINE_INFO_COLUMNS
 _INT_MACHINE_COLUMNS = {"gpu_sm_count"}
 _FLOAT_MACHINE_COLUMNS = {"gpu_memory_gb"}
 

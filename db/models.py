@@ -65,6 +65,24 @@ class Base(DeclarativeBase):
     }
 
 
+# Machine description columns filled from asv's machine.json / result params (GPU identity included).
+MACHINE_INFO_COLUMNS: tuple[str, ...] = (
+    "os",
+    "arch",
+    "cpu",
+    "num_cpu",
+    "ram",
+    "gpu_name",
+    "gpu_cc",
+    "gpu_sm_count",
+    "gpu_memory_gb",
+    "gpu_driver",
+    "cuda",
+    "torch",
+    "triton",
+)
+
+
 class Machine(Base):
     """A benchmark machine as asv names it, with the GPU identity the runner records."""
 

@@ -24,6 +24,7 @@ from sqlalchemy import Select, Text, and_, func, select, type_coerce
 from sqlalchemy.orm import Session
 
 from db.models import (
+    MACHINE_INFO_COLUMNS,
     REGRESSION_DIRECTIONS,
     REGRESSION_STATUSES,
     Benchmark,
@@ -49,23 +50,7 @@ class NotFound(LookupError):
     """A named machine, benchmark or regression does not exist; the message names it."""
 
 
-_MACHINE_COLUMNS = [
-    "id",
-    "name",
-    "os",
-    "arch",
-    "cpu",
-    "num_cpu",
-    "ram",
-    "gpu_name",
-    "gpu_cc",
-    "gpu_sm_count",
-    "gpu_memory_gb",
-    "gpu_driver",
-    "cuda",
-    "torch",
-    "triton",
-]
+_MACHINE_COLUMNS = ["id", "name", *MACHINE_INFO_COLUMNS]
 
 
 def _frame(s: Session, stmt: Select[Any]) -> pd.DataFrame:

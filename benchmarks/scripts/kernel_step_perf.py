@@ -10,13 +10,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
 from pathlib import Path
 
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from kernel_decode_perf import time_graph  # noqa: E402
 
 from mla_kernels import DecodeStep, make_step_inputs  # noqa: E402
 
@@ -26,22 +28,13 @@ VARIANTS = {"baseline": ("simt", "fp32_maxctx"), "mma": ("mma", "fp32_maxctx"), 
 def time_steps(steps: list[DecodeStep], reps: int) -> float:
     """Median us per layer step of one graph that runs every layer's step once."""
     for step in steps:
-        step.warmup()
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
+        step.warmup()  # resolves autotuning before capture
+
+    def run_all() -> None:
         for step in steps:
             step.run()
-    graph.replay()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(reps):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        graph.replay()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end) * 1e3 / len(steps))
-    return statistics.median(times)
+
+    return time_graph(run_all, reps=reps) * 1e3 / len(steps)
 
 
 def main() -> int:
