@@ -67,7 +67,7 @@ def handle(args: argparse.Namespace) -> int:
                 main(["ingest", str(results), "--db", url, "--repo", str(REPO_ROOT)])
 
     _step(4, total, "detect regressions over history")
-    main(["detect", "--db", url])
+    main(["detect", "--db", url, "--all"])  # list fixed ones too: the bundled story has one
 
     if args.no_serve:
         _step(5, total, "dashboard: skipped (--no-serve)")
