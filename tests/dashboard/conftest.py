@@ -3,11 +3,9 @@ asv's own ``Results.save``) ingested through ``db.ingest``, plus flagged regress
 
 from __future__ import annotations
 
-import os
 import shutil
 import sys
-import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -98,27 +96,9 @@ def writable_copy(seeded: Seeded, tmp_path: Path) -> Iterator[Seeded]:
 
 
 @pytest.fixture
-def pg_seeded(tmp_path: Path) -> Iterator[Seeded]:
+def pg_seeded(tmp_path: Path, pg_schema_url: Callable[[str], str]) -> Seeded:
     """The seeded store on PostgreSQL, in a fresh schema dropped afterwards (MLAPERF_TEST_PG_URL)."""
-    import sqlalchemy as sa
-    from sqlalchemy.engine import make_url
-
-    base = os.environ.get("MLAPERF_TEST_PG_URL")
-    if not base:
-        if os.environ.get("MLAPERF_REQUIRE_PG") == "1":
-            pytest.fail("MLAPERF_REQUIRE_PG=1 but MLAPERF_TEST_PG_URL is not set")
-        pytest.skip("MLAPERF_TEST_PG_URL not set (start one with scripts/pg.sh start)")
-    schema = f"dash_{uuid.uuid4().hex[:12]}"
-    admin = sa.create_engine(base)
-    with admin.begin() as conn:
-        conn.execute(sa.text(f'CREATE SCHEMA "{schema}"'))
-    url = make_url(base).update_query_dict({"options": f"-csearch_path={schema}"})
-    try:
-        yield _seed(tmp_path, url.render_as_string(hide_password=False))
-    finally:
-        with admin.begin() as conn:
-            conn.execute(sa.text(f'DROP SCHEMA "{schema}" CASCADE'))
-        admin.dispose()
+    return _seed(tmp_path, pg_schema_url("dash"))
 
 
 @pytest.fixture

@@ -4,15 +4,11 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import uuid
-from collections.abc import Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-import sqlalchemy as sa
-from sqlalchemy.engine import make_url
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 OPENBLAS = REPO_ROOT.parent / "shared" / "fixtures" / "asv-openblas" / "results"
@@ -49,27 +45,9 @@ def sqlite_url(tmp_path: Path) -> str:
 
 
 @pytest.fixture
-def pg_url() -> Iterator[str]:
-    """A PostgreSQL URL on a fresh schema (dropped afterwards), from MLAPERF_TEST_PG_URL.
-
-    Skips when the variable is unset, unless MLAPERF_REQUIRE_PG=1 (CI), where it fails.
-    """
-    base = os.environ.get("MLAPERF_TEST_PG_URL")
-    if not base:
-        if os.environ.get("MLAPERF_REQUIRE_PG") == "1":
-            pytest.fail("MLAPERF_REQUIRE_PG=1 but MLAPERF_TEST_PG_URL is not set")
-        pytest.skip("MLAPERF_TEST_PG_URL not set (start one with scripts/pg.sh start)")
-    schema = f"t_{uuid.uuid4().hex[:12]}"
-    admin = sa.create_engine(base)
-    with admin.begin() as conn:
-        conn.execute(sa.text(f'CREATE SCHEMA "{schema}"'))
-    url = make_url(base).update_query_dict({"options": f"-csearch_path={schema}"})
-    try:
-        yield url.render_as_string(hide_password=False)
-    finally:
-        with admin.begin() as conn:
-            conn.execute(sa.text(f'DROP SCHEMA "{schema}" CASCADE'))
-        admin.dispose()
+def pg_url(pg_schema_url: Callable[[str], str]) -> str:
+    """A PostgreSQL URL on a fresh schema (dropped afterwards); see tests/conftest.py."""
+    return pg_schema_url("t")
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
