@@ -287,38 +287,18 @@ def detect_store(
 def regressions_frame(
     session: Session, *, statuses: Iterable[str] | None = None, machine: str | None = None
 ) -> pd.DataFrame:
-    """Stored regressions with names resolved, newest commit first."""
-    fixed = Commit.__table__.alias("fixed_commit")
-    stmt = (
-        select(
-            Regression.id,
-            Benchmark.name.label("benchmark"),
-            Benchmark.unit,
-            Regression.params,
-            Machine.name.label("machine"),
-            Commit.sha.label("commit"),
-            Commit.date,
-            Regression.before,
-            Regression.after,
-            Regression.ratio,
-            Regression.direction,
-            Regression.status,
-            Regression.p_value,
-            Regression.detected_at,
-            fixed.c.sha.label("fixed_commit"),
-        )
-        .join(Benchmark, Regression.benchmark_id == Benchmark.id)
-        .join(Machine, Regression.machine_id == Machine.id)
-        .join(Commit, Regression.commit_id == Commit.id)
-        .outerjoin(fixed, Regression.fixed_commit_id == fixed.c.id)
-        .order_by(*commit_order(descending=True), Regression.id)
-    )
-    if statuses is not None:
-        stmt = stmt.where(Regression.status.in_(list(statuses)))
+    """Stored regressions with names resolved, newest commit first (``db.queries.regressions`` under the
+    column names of the detect CLI's JSON contract); an unknown machine gives an empty frame."""
+    from db import queries
+
+    frame = queries.regressions(session, status=None if statuses is None else list(statuses))
     if machine is not None:
-        stmt = stmt.where(Machine.name == machine)
-    rows = session.execute(stmt).all()
-    return pd.DataFrame(rows, columns=list(stmt.selected_columns.keys()))
+        frame = frame[frame["machine"] == machine]
+    # Within one commit, oldest regression first.
+    commit_rank = {sha: i for i, sha in enumerate(dict.fromkeys(frame["sha"]))}
+    frame = frame.assign(_rank=frame["sha"].map(commit_rank)).sort_values(["_rank", "id"], kind="stable")
+    frame = frame.drop(columns=["_rank", "params_key", "message"])
+    return frame.rename(columns={"sha": "commit", "fixed_sha": "fixed_commit"}).reset_index(drop=True)
 
 
 # ---------------------------------------------------------------------------------------------------
