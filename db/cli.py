@@ -72,15 +72,9 @@ def cmd_ingest(args: argparse.Namespace) -> int:
 def cmd_db(args: argparse.Namespace) -> int:
     url = args.db or default_url()
     try:
-        if args.db_command == "upgrade":
-            upgrade(url, args.revision)
-            engine = make_engine(url)
-            try:
-                print(f"database at {display_url(url)} is at schema revision {current_revision(engine)}")
-            finally:
-                engine.dispose()
-        elif args.db_command == "downgrade":
-            downgrade(url, args.revision)
+        if args.db_command in ("upgrade", "downgrade"):
+            migrate = upgrade if args.db_command == "upgrade" else downgrade
+            migrate(url, args.revision)
             engine = make_engine(url)
             try:
                 print(f"database at {display_url(url)} is at schema revision {current_revision(engine)}")

@@ -44,7 +44,11 @@ def find_repo(start: str | Path | None = None) -> Path | None:
     return Path(out.strip())
 
 
-def _existing(repo: Path, shas: list[str]) -> list[str]:
+def _existing(repo: Path, shas: Iterable[str]) -> list[str]:
+    """Those of ``shas`` (deduplicated) that are commits of ``repo``."""
+    shas = sorted(set(shas))
+    if not shas:
+        return []
     out = _git(repo, "cat-file", "--batch-check", stdin="".join(f"{s}\n" for s in shas))
     found = []
     for line in out.splitlines():
@@ -66,12 +70,9 @@ def commit_info(repo: str | Path, shas: Iterable[str]) -> dict[str, CommitInfo]:
     ``branch`` is the first local branch containing the commit, preferring main/master. Any git failure
     (not a repository, git missing) gives an empty dict: metadata is a nicety, never a reason to fail.
     """
-    wanted = sorted(set(shas))
-    if not wanted:
-        return {}
     path = Path(repo)
     try:
-        found = _existing(path, wanted)
+        found = _existing(path, shas)
         if not found:
             return {}
         fmt = _FIELD.join(["%H", "%P", "%an <%ae>", "%B"]) + _RECORD
@@ -105,12 +106,9 @@ def generations(repo: str | Path, shas: Iterable[str]) -> dict[str, int]:
     plus one; only a merge costs one more call (``rev-list --count ^first-parent merge``, the commits it
     brings in), since its ancestors are the first parent's plus those.
     """
-    wanted = sorted(set(shas))
-    if not wanted:
-        return {}
     path = Path(repo)
     try:
-        found = _existing(path, wanted)
+        found = _existing(path, shas)
         if not found:
             return {}
         walk = _git(
