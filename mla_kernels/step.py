@@ -8,27 +8,20 @@ import torch
 
 from .decode import IMPLS as DECODE_IMPLS
 from .decode import sparse_mla_decode
-from .indexer import INDEXER_IMPLS, indexer_topk, make_indexer_inputs
+from .indexer import INDEXER_IMPLS, IndexerInputs, indexer_topk, make_indexer_inputs
 from .testing import make_kv_cache
 
 
 @dataclass
-class StepInputs:
+class StepInputs(IndexerInputs):
+    """The indexer's inputs (q_idx, weights, index_cache, block_table, seq_lens, topk) plus attention's."""
+
     q: torch.Tensor  # [B, H, 512] bf16, attention queries
-    kv_cache: torch.Tensor  # [num_pages, 149504+] uint8, FP8 MODEL1 layout
-    q_idx: torch.Tensor  # [B, 64, 128] bf16, indexer queries
-    weights: torch.Tensor  # [B, 64] fp32
-    index_cache: torch.Tensor  # [num_pages, 33792+] uint8
-    block_table: torch.Tensor  # [B, max_pages] int32, shared by both caches
-    seq_lens: torch.Tensor  # [B] int32
-    topk: int
+    kv_cache: torch.Tensor  # [num_pages, 149504+] uint8, FP8 MODEL1 layout, same pages as index_cache
 
     @property
     def batch(self) -> int:
         return int(self.q.shape[0])
-
-    def indexer_args(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, int]:
-        return (self.q_idx, self.weights, self.index_cache, self.block_table, self.seq_lens, self.topk)
 
 
 def make_step_inputs(
@@ -47,7 +40,7 @@ def make_step_inputs(
     kv_cache = make_kv_cache(num_pages * 256, device=device, seed=seed)
     g = torch.Generator(device="cpu").manual_seed(seed + 7)
     q = torch.randn(batch, num_heads, 512, generator=g).to(torch.bfloat16).to(device)
-    return StepInputs(q, kv_cache, idx.q_idx, idx.weights, idx.index_cache, idx.block_table, idx.seq_lens, topk)
+    return StepInputs(idx.q_idx, idx.weights, idx.index_cache, idx.block_table, idx.seq_lens, topk, q, kv_cache)
 
 
 class DecodeStep:
@@ -75,7 +68,7 @@ class DecodeStep:
         from . import _common
 
         inp = self.inputs
-        self.indices = indexer_topk(*inp.indexer_args(), impl=self.indexer_impl)
+        self.indices = indexer_topk(*inp.args(), impl=self.indexer_impl)
         self.launches["indexer"] = dict(_common.LAST_LAUNCH)
         self.out, self.lse = sparse_mla_decode(inp.q, inp.kv_cache, self.indices, impl=self.decode_impl)
         self.launches["decode"] = dict(_common.LAST_LAUNCH)
@@ -106,6 +99,6 @@ class DecodeStep:
     def reference(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """The torch reference step: reference indexer, reference decode -> (out, lse, indices)."""
         inp = self.inputs
-        indices = indexer_topk(*inp.indexer_args(), impl="reference")
+        indices = indexer_topk(*inp.args(), impl="reference")
         out, lse = sparse_mla_decode(inp.q, inp.kv_cache, indices, impl="reference")
         return out, lse, indices

@@ -68,7 +68,7 @@ def test_large_magnitudes(device, impl):
     cache = quantize_kv_cache(kv).to(device)
     q = (torch.randn(1, 16, 512, generator=torch.Generator().manual_seed(2)) * 1e-4).bfloat16().to(device)
     idx = torch.arange(32, dtype=torch.int32).view(1, 32).to(device)
-    _check(q, cache, idx, "mma" if impl == "mma" else "simt")
+    _check(q, cache, idx, impl)
 
 
 @pytest.mark.parametrize(
