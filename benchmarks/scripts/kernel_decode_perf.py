@@ -25,26 +25,12 @@ from mla_kernels.testing import check_decode  # noqa: E402
 
 
 def measure_ceilings() -> dict[str, float]:
-    """Copy bandwidth (bytes read + written) and dense bf16 matmul rate, measured here."""
-    a = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
-    b = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
-    mm_ms = time_graph(lambda: torch.mm(a, b), reps=30)  # also brings the clocks up before the copy
-    n = 1 << 31
-    src = torch.randn(n // 4, device="cuda")
-    dst = torch.empty_like(src)
-    # Timed with events, not as a graph: a captured copy_ becomes a memcpy node on the copy engine,
-    # which is slower than the SMs' copy kernel that real kernels compete with.
-    times = []
-    for i in range(33):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        dst.copy_(src)
-        end.record()
-        end.synchronize()
-        if i >= 3:
-            times.append(start.elapsed_time(end))
-    copy_ms = statistics.median(times)
-    return {"copy_gbps": 2 * n / (copy_ms * 1e-3) / 1e9, "bf16_tflops": 2 * 8192**3 / (mm_ms * 1e-3) / 1e12}
+    """Copy bandwidth (bytes read + written) and dense bf16 matmul rate of this GPU: the asv suites'
+    ceilings (``benchmarks/_roofline.py``, measured once per device and cached), so both agree."""
+    from benchmarks._roofline import ceilings
+
+    c = ceilings(torch.device("cuda"))
+    return {"copy_gbps": c["copy_gbps"], "bf16_tflops": c["matmul_tflops"]}
 
 
 def time_graph(fn: Callable[[], object], reps: int = 20, inner: int = 1) -> float:
