@@ -34,9 +34,8 @@ MAX_SPLITS = 16
 
 @triton.jit
 def _load_raw_tile(cache_ptr, cache16_ptr, page_base, off, valid):
-    """Issue the loads of one tile: fp8 nope bytes [N, 8, 64] (group 7 is padding), UE8M0 bytes [N, 8],
-    bf16 rope [N, 64]. Dequantization happens later, so the loads of the next tile can be in flight
-    while the current one is computed."""
+    """Issue the loads of one SIMT tile: fp8 nope bytes [N, 8, 64] (group 7 is padding), UE8M0 bytes
+    [N, 8], bf16 rope [N, 64]."""
     offs_g = tl.arange(0, 8)
     offs_c = tl.arange(0, 64)
     offs_r = tl.arange(0, 64)
@@ -51,14 +50,14 @@ def _load_raw_tile(cache_ptr, cache16_ptr, page_base, off, valid):
 
 
 @triton.jit
-def _dequant_nope(raw, exps, BLOCK_N: tl.constexpr, KV_BF16: tl.constexpr):
-    """fp8 bytes x 2**(e - 127) -> [N, 512] (cols >= 448 are 0). KV_BF16 multiplies in bf16, which is
-    exact (powers of two) and halves the registers of the tile."""
-    scale = (exps.to(tl.int32) << 23).to(tl.float32, bitcast=True)  # 2**(e - 127), exact
-    if KV_BF16:
-        vals = raw.to(tl.float8e4nv, bitcast=True).to(tl.bfloat16) * scale.to(tl.bfloat16)[:, :, None]
-    else:
-        vals = raw.to(tl.float8e4nv, bitcast=True).to(tl.float32) * scale[:, :, None]
+def _ue8m0(e):
+    return (e.to(tl.int32) << 23).to(tl.float32, bitcast=True)  # 2**(e - 127), exact
+
+
+@triton.jit
+def _dequant_nope(raw, exps, BLOCK_N: tl.constexpr):
+    """fp8 bytes x 2**(e - 127) -> fp32 [N, 512] (cols >= 448 are 0)."""
+    vals = raw.to(tl.float8e4nv, bitcast=True).to(tl.float32) * _ue8m0(exps)[:, :, None]
     return tl.reshape(vals, (BLOCK_N, 512))
 
 
@@ -101,7 +100,7 @@ def _simt_decode_kernel(
         offs_n = start + tl.arange(0, BLOCK_N)
         valid, page_base, off = _slot_tile(idx_row, offs_n, topk, total_tokens, stride_page)
         raw, exps, rope = _load_raw_tile(cache_ptr, cache16_ptr, page_base, off, valid)
-        k_nope = _dequant_nope(raw, exps, BLOCK_N, False)  # [N, 512] fp32
+        k_nope = _dequant_nope(raw, exps, BLOCK_N)  # [N, 512] fp32
         k_rope = rope.to(tl.float32)  # [N, 64]
         s = tl.sum(k_nope * q_nope[None, :], axis=1) + tl.sum(k_rope * q_rope[None, :], axis=1)
         s = tl.where(valid, s * qk_scale, float("-inf"))  # [N]
@@ -124,90 +123,123 @@ def _simt_decode_kernel(
 
 
 @triton.jit
+def _load_mma_tile(cache_ptr, cache16_ptr, page_base, off, valid):
+    """Issue one tile's loads for the MMA kernel: the 448 nope bytes as column chunks of 256 / 128 / 64
+    (powers of two, so nothing is padded), their UE8M0 scale bytes, and the bf16 rope."""
+    offs_c = tl.arange(0, 64)
+    g0 = tl.arange(0, 4)
+    g1 = 4 + tl.arange(0, 2)
+    row = page_base + off.to(tl.int64) * 576  # [N] byte offset of each token's data row
+    srow = page_base + 147456 + off.to(tl.int64) * 8  # [N] byte offset of its scale row
+    raw0 = tl.load(cache_ptr + row[:, None, None] + (g0 * 64)[None, :, None] + offs_c[None, None, :],
+                   mask=valid[:, None, None], other=0)  # [N, 4, 64]
+    raw1 = tl.load(cache_ptr + row[:, None, None] + (g1 * 64)[None, :, None] + offs_c[None, None, :],
+                   mask=valid[:, None, None], other=0)  # [N, 2, 64]
+    raw2 = tl.load(cache_ptr + row[:, None] + 384 + offs_c[None, :], mask=valid[:, None], other=0)  # [N, 64]
+    e0 = tl.load(cache_ptr + srow[:, None] + g0[None, :], mask=valid[:, None], other=0)  # [N, 4]
+    e1 = tl.load(cache_ptr + srow[:, None] + g1[None, :], mask=valid[:, None], other=0)  # [N, 2]
+    e2 = tl.load(cache_ptr + srow + 6, mask=valid, other=0)  # [N]
+    rope = tl.load(cache16_ptr + ((row + 448) // 2)[:, None] + offs_c[None, :], mask=valid[:, None], other=0.0)
+    return raw0, raw1, raw2, e0, e1, e2, rope
+
+
+@triton.jit
+def _dequant_groups(raw, e, BLOCK_N: tl.constexpr, GROUPS: tl.constexpr, DT: tl.constexpr):
+    """[N, GROUPS, 64] fp8 bytes x per-group scales -> [N, GROUPS * 64] in DT (exact in bf16: the
+    scale is a power of two)."""
+    vals = raw.to(tl.float8e4nv, bitcast=True).to(DT) * _ue8m0(e).to(DT)[:, :, None]
+    return tl.reshape(vals, (BLOCK_N, GROUPS * 64))
+
+
+@triton.jit
 def _mma_decode_kernel(
     q_ptr, cache_ptr, cache16_ptr, idx_ptr, out_ptr, lse_ptr, opart_ptr, lpart_ptr,
     stride_qb, stride_qh, stride_page, stride_ib, stride_ob, stride_oh, stride_lb,
     total_tokens, topk, qk_scale, num_heads, num_splits, split_len,
     BLOCK_H: tl.constexpr, BLOCK_N: tl.constexpr, SPLIT: tl.constexpr, DOT_F32: tl.constexpr,
-    KV_BF16: tl.constexpr, PREFETCH: tl.constexpr,
+    PREFETCH: tl.constexpr,
 ):
     # One program per (request, block of BLOCK_H heads, split of top-k): each KV tile is read once
-    # for all its heads and both products run on tensor cores.
+    # for all its heads and both products run on tensor cores. The 512 key columns are handled as
+    # chunks 256 + 128 + 64 (nope) + 64 (rope), so no multiply-accumulate is spent on padding.
     pid_b = tl.program_id(0).to(tl.int64)
     pid_h = tl.program_id(1)
     pid_s = tl.program_id(2)
+    # The interpreter gets bf16 dots wrong; fp32 dots are exact there.
+    DT: tl.constexpr = tl.float32 if DOT_F32 else tl.bfloat16
     offs_h = pid_h * BLOCK_H + tl.arange(0, BLOCK_H)
-    offs_d = tl.arange(0, 512)
-    offs_r = tl.arange(0, 64)
+    c256 = tl.arange(0, 256)
+    c128 = tl.arange(0, 128)
+    c64 = tl.arange(0, 64)
     q_rows = q_ptr + pid_b * stride_qb + offs_h[:, None] * stride_qh
-    q_nope = tl.load(q_rows + offs_d[None, :], mask=(offs_d < 448)[None, :], other=0.0)  # [BH, 512]
-    q_rope = tl.load(q_rows + 448 + offs_r[None, :])  # [BH, 64]
-    if DOT_F32:  # the interpreter gets bf16 dots wrong; fp32 dots are exact there
-        q_nope = q_nope.to(tl.float32)
-        q_rope = q_rope.to(tl.float32)
+    q0 = tl.load(q_rows + c256[None, :]).to(DT)  # [BH, 256]
+    q1 = tl.load(q_rows + 256 + c128[None, :]).to(DT)  # [BH, 128]
+    q2 = tl.load(q_rows + 384 + c64[None, :]).to(DT)  # [BH, 64]
+    qr = tl.load(q_rows + 448 + c64[None, :]).to(DT)  # [BH, 64]
     idx_row = idx_ptr + pid_b * stride_ib
     start_n = pid_s * split_len
     end_n = tl.minimum(start_n + split_len, topk)
 
     m_i = tl.zeros([BLOCK_H], dtype=tl.float32) - float("inf")
     l_i = tl.zeros([BLOCK_H], dtype=tl.float32)
-    acc_nope = tl.zeros([BLOCK_H, 512], dtype=tl.float32)
-    acc_rope = tl.zeros([BLOCK_H, 64], dtype=tl.float32)
+    acc0 = tl.zeros([BLOCK_H, 256], dtype=tl.float32)
+    acc1 = tl.zeros([BLOCK_H, 128], dtype=tl.float32)
+    acc2 = tl.zeros([BLOCK_H, 64], dtype=tl.float32)
+    accr = tl.zeros([BLOCK_H, 64], dtype=tl.float32)
     # Optional software prefetch: gathered loads defeat Triton's pipeliner, so with PREFETCH tile t+1's
-    # bytes and tile t+2's indices are requested before tile t is computed (costs registers).
-    offs_n = start_n + tl.arange(0, BLOCK_N)
-    valid, page_base, off = _slot_tile(idx_row, offs_n, end_n, total_tokens, stride_page)
-    raw, exps, rope = _load_raw_tile(cache_ptr, cache16_ptr, page_base, off, valid)
-    idx_next = tl.load(idx_row + offs_n + BLOCK_N, mask=offs_n + BLOCK_N < end_n, other=-1)
+    # bytes are requested before tile t is computed (costs registers).
+    if PREFETCH:
+        offs_n = start_n + tl.arange(0, BLOCK_N)
+        valid, page_base, off = _slot_tile(idx_row, offs_n, end_n, total_tokens, stride_page)
+        raw0, raw1, raw2, e0, e1, e2, rope = _load_mma_tile(cache_ptr, cache16_ptr, page_base, off, valid)
     for start in range(start_n, end_n, BLOCK_N):
         if PREFETCH:
-            valid_n, page_base_n, off_n = _slot_address(idx_next, total_tokens, stride_page)
-            raw_n, exps_n, rope_n = _load_raw_tile(cache_ptr, cache16_ptr, page_base_n, off_n, valid_n)
-            offs_2 = start + 2 * BLOCK_N + tl.arange(0, BLOCK_N)
-            idx_next = tl.load(idx_row + offs_2, mask=offs_2 < end_n, other=-1)
+            offs_x = start + BLOCK_N + tl.arange(0, BLOCK_N)
+            valid_x, page_base_x, off_x = _slot_tile(idx_row, offs_x, end_n, total_tokens, stride_page)
+            tile_x = _load_mma_tile(cache_ptr, cache16_ptr, page_base_x, off_x, valid_x)
         else:
-            offs_c = start + tl.arange(0, BLOCK_N)
-            valid, page_base, off = _slot_tile(idx_row, offs_c, end_n, total_tokens, stride_page)
-            raw, exps, rope = _load_raw_tile(cache_ptr, cache16_ptr, page_base, off, valid)
-
-        k_nope = _dequant_nope(raw, exps, BLOCK_N, KV_BF16)  # [N, 512]
-        k_rope = rope  # [N, 64] bf16
-        if DOT_F32:  # the interpreter gets bf16 dots wrong; fp32 dots are exact there
-            k_nope = k_nope.to(tl.float32)
-            k_rope = k_rope.to(tl.float32)
-        else:
-            k_nope = k_nope.to(tl.bfloat16)  # exact: fp8 value times a power of two
-        s = tl.dot(q_nope, tl.trans(k_nope)) + tl.dot(q_rope, tl.trans(k_rope))  # [BH, N] fp32
+            offs_n = start + tl.arange(0, BLOCK_N)
+            valid, page_base, off = _slot_tile(idx_row, offs_n, end_n, total_tokens, stride_page)
+            raw0, raw1, raw2, e0, e1, e2, rope = _load_mma_tile(cache_ptr, cache16_ptr, page_base, off, valid)
+        k0 = _dequant_groups(raw0, e0, BLOCK_N, 4, DT)  # [N, 256]
+        k1 = _dequant_groups(raw1, e1, BLOCK_N, 2, DT)  # [N, 128]
+        k2 = raw2.to(tl.float8e4nv, bitcast=True).to(DT) * _ue8m0(e2).to(DT)[:, None]  # [N, 64]
+        kr = rope.to(DT)  # [N, 64]
+        s = tl.dot(q0, tl.trans(k0))
+        s = tl.dot(q1, tl.trans(k1), s)
+        s = tl.dot(q2, tl.trans(k2), s)
+        s = tl.dot(qr, tl.trans(kr), s)  # [BH, N] fp32
         s = tl.where(valid[None, :], s * qk_scale, float("-inf"))
         m_new = tl.maximum(m_i, tl.max(s, axis=1))
         m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)  # all-invalid so far: avoid inf - inf
         alpha = tl.exp2(m_i - m_safe)
         p = tl.exp2(s - m_safe[:, None])
         l_i = l_i * alpha + tl.sum(p, axis=1)
-        p = p.to(k_nope.dtype)
-        acc_nope = acc_nope * alpha[:, None] + tl.dot(p, k_nope)
-        acc_rope = acc_rope * alpha[:, None] + tl.dot(p, k_rope)
+        p = p.to(DT)
+        acc0 = tl.dot(p, k0, acc0 * alpha[:, None])
+        acc1 = tl.dot(p, k1, acc1 * alpha[:, None])
+        acc2 = tl.dot(p, k2, acc2 * alpha[:, None])
+        accr = tl.dot(p, kr, accr * alpha[:, None])
         m_i = m_new
         if PREFETCH:
-            raw, exps, rope, valid = raw_n, exps_n, rope_n, valid_n
+            raw0, raw1, raw2, e0, e1, e2, rope = tile_x
+            valid = valid_x
 
     has = l_i > 0.0
-    inv = tl.where(has, 1.0 / tl.where(has, l_i, 1.0), 0.0)
-    o_nope = acc_nope * inv[:, None]
-    o_rope = acc_rope * inv[:, None]
+    inv = tl.where(has, 1.0 / tl.where(has, l_i, 1.0), 0.0)[:, None]
     lse2 = tl.where(has, m_i + tl.log2(tl.where(has, l_i, 1.0)), float("-inf"))  # log2 domain
     if SPLIT:
         row = (pid_b * num_splits + pid_s) * num_heads + offs_h  # [BH] rows of [B, S, H, 512]
-        p_rows = opart_ptr + row[:, None] * 512
-        tl.store(p_rows + offs_d[None, :], o_nope, mask=(offs_d < 448)[None, :])
-        tl.store(p_rows + 448 + offs_r[None, :], o_rope)
+        o_rows = opart_ptr + row[:, None] * 512
         tl.store(lpart_ptr + row, lse2)
     else:
         o_rows = out_ptr + pid_b * stride_ob + offs_h[:, None] * stride_oh
-        tl.store(o_rows + offs_d[None, :], o_nope.to(out_ptr.dtype.element_ty), mask=(offs_d < 448)[None, :])
-        tl.store(o_rows + 448 + offs_r[None, :], o_rope.to(out_ptr.dtype.element_ty))
-        lse = tl.where(has, lse2 * 0.6931471805599453, float("inf"))
-        tl.store(lse_ptr + pid_b * stride_lb + offs_h, lse)
+        tl.store(lse_ptr + pid_b * stride_lb + offs_h, tl.where(has, lse2 * 0.6931471805599453, float("inf")))
+    odt = o_rows.dtype.element_ty
+    tl.store(o_rows + c256[None, :], (acc0 * inv).to(odt))
+    tl.store(o_rows + 256 + c128[None, :], (acc1 * inv).to(odt))
+    tl.store(o_rows + 384 + c64[None, :], (acc2 * inv).to(odt))
+    tl.store(o_rows + 448 + c64[None, :], (accr * inv).to(odt))
 
 
 @triton.jit
@@ -359,8 +391,7 @@ def _mma_decode(
         q.stride(0), q.stride(1), kv_cache.stride(0), indices.stride(0),
         out.stride(0), out.stride(1), lse.stride(0),
         kv_cache.shape[0] * TOKENS_PER_PAGE, topk, scale * LOG2E, heads, splits, split_len,
-        BLOCK_H=cfg.block_h, BLOCK_N=cfg.block_n, SPLIT=splits > 1, DOT_F32=interp,
-        KV_BF16=cfg.kv_bf16 and not interp, PREFETCH=cfg.prefetch,
+        BLOCK_H=cfg.block_h, BLOCK_N=cfg.block_n, SPLIT=splits > 1, DOT_F32=interp, PREFETCH=cfg.prefetch,
         num_warps=cfg.num_warps, num_stages=cfg.num_stages,
     )
     if splits > 1:
@@ -371,8 +402,8 @@ def _mma_decode(
     _common.LAST_LAUNCH.clear()
     _common.LAST_LAUNCH.update(
         impl="mma", kernel="_mma_decode_kernel", BLOCK_H=cfg.block_h, BLOCK_N=cfg.block_n,
-        NUM_SPLITS=splits, num_warps=cfg.num_warps, num_stages=cfg.num_stages, KV_BF16=cfg.kv_bf16,
-        PREFETCH=cfg.prefetch, tuned=cfg.source, **_common.compile_stats(compiled),
+        NUM_SPLITS=splits, num_warps=cfg.num_warps, num_stages=cfg.num_stages, PREFETCH=cfg.prefetch,
+        tuned=cfg.source, **_common.compile_stats(compiled),
     )
     return out, lse
 

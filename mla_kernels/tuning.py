@@ -30,34 +30,33 @@ class MmaConfig:
     num_warps: int
     num_stages: int
     num_splits: int
-    kv_bf16: bool = True
     prefetch: bool = False
     source: str = "default"  # default | cache | tuned
 
 
-# (BLOCK_H, BLOCK_N, num_warps, num_stages, kv_bf16, prefetch), from sweeps on an H200
-# (benchmarks/scripts/kernel_decode_variants.py): 64 heads need 8 warps for the [64, 512] fp32
-# accumulator; prefetching pays only where registers are left over.
+# (BLOCK_H, BLOCK_N, num_warps, num_stages, prefetch). 64 heads need 8 warps for the [64, 512] fp32
+# accumulator and Hopper's wgmma; prefetching pays only where registers are left over (register and
+# shared-memory figures per config: docs/measurements/README.md, "MMA configs").
 _BASE = (
-    (64, 64, 8, 1, False, False),
-    (64, 64, 8, 1, True, False),
-    (64, 32, 8, 1, False, False),
-    (32, 64, 4, 1, True, False),
-    (32, 32, 4, 1, True, True),
-    (16, 64, 4, 1, True, False),
-    (16, 32, 4, 1, True, True),
-    (16, 32, 4, 1, False, False),
+    (64, 64, 8, 1, False),
+    (64, 32, 8, 1, False),
+    (64, 16, 8, 1, False),
+    (64, 32, 8, 1, True),
+    (32, 32, 4, 1, False),
+    (16, 32, 4, 1, True),
+    (16, 32, 4, 1, False),
 )
+# 64-row head blocks rely on warpgroup MMA; on mma.sync-only GPUs (sm_8x, sm_120) they spill kilobytes.
+_WGMMA_BLOCK_H = 64
 
 
-def smem_estimate(block_h: int, block_n: int, num_stages: int) -> int:
-    """Upper estimate of a config's shared memory: staged raw tiles + bf16 operands of both dots (the
-    kernel prefetches one tile ahead in registers, so stages beyond 1 only matter for Triton's own
-    pipelining)."""
-    raw = block_n * 584
-    k_tiles = block_n * 512 * 2 + block_n * 64 * 2
-    q_tiles = block_h * 512 * 2 + block_h * 64 * 2
-    return max(1, num_stages) * raw + k_tiles + q_tiles + block_h * block_n * 2
+def smem_estimate(block_h: int, block_n: int, num_stages: int, prefetch: bool = False) -> int:
+    """Shared memory of a config: bf16 q and K operand tiles (512 + 64 columns), the P tile, and the
+    raw tiles Triton stages. An upper bound of what Triton allocates (98 KB for 64 x 32 on sm_90)."""
+    raw = block_n * 584 * (max(1, num_stages) - 1 + int(prefetch))
+    k_tile = block_n * 576 * 2
+    q_tile = block_h * 512 * 2
+    return raw + k_tile + q_tile + block_h * block_n * 2
 
 
 def split_count(batch: int, heads: int, block_h: int, topk: int, block_n: int, sms: int) -> int:
@@ -76,13 +75,16 @@ def candidates(batch: int, heads: int, topk: int, device: torch.device) -> list[
         return [MmaConfig(block_h, 16, 4, 1, split_count(batch, heads, block_h, topk, 16, 4))]
     limit = _common.max_shared_mem(device)
     sms = _common.num_sms(device)
+    wgmma = _common.capability(device)[0] in (9, 10)
     out: list[MmaConfig] = []
-    for block_h, block_n, warps, stages, kv_bf16, prefetch in _BASE:
-        if heads % block_h or smem_estimate(block_h, block_n, stages) > limit:
+    for block_h, block_n, warps, stages, prefetch in _BASE:
+        if heads % block_h or smem_estimate(block_h, block_n, stages, prefetch) > limit:
+            continue
+        if block_h >= _WGMMA_BLOCK_H and not wgmma:
             continue
         splits = split_count(batch, heads, block_h, topk, block_n, sms)
         for s in dict.fromkeys((splits, 1)):
-            out.append(MmaConfig(block_h, block_n, warps, stages, s, kv_bf16, prefetch))
+            out.append(MmaConfig(block_h, block_n, warps, stages, s, prefetch))
     if not out:  # tiny shared memory: the smallest tile always fits in 48 KB-class devices' opt-in
         out.append(MmaConfig(16, 32, 4, 1, split_count(batch, heads, 16, topk, 32, sms)))
     return out

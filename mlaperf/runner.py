@@ -5,7 +5,7 @@ into a temporary directory, puts that source first on ``PYTHONPATH`` (so the com
 ``mla_kernels`` is the one imported, ahead of the installed package) and runs, in the current
 Python environment::
 
-    asv run --python=same --set-commit-hash SHA --launch-method spawn --record-samples --machine NAME
+    asv run --python=same --set-commit-hash SHA --launch-method forkserver --record-samples --machine NAME
 
 with the benchmark suites of the *current* checkout (asv always benchmarks old commits with the
 current suites; suites skip what an old commit does not have). Commits that already have a result
@@ -41,7 +41,7 @@ CPU_SUFFIX = "-cpu"
 DESCRIPTION = (
     "Benchmark each commit of RANGE with asv in a throwaway git worktree, using the current Python "
     "environment and the current checkout's benchmark suites (asv run --python=same --set-commit-hash "
-    "SHA --launch-method spawn --record-samples). Commits already measured for the machine are "
+    "SHA --launch-method forkserver --record-samples). Commits already measured for the machine are "
     "skipped. The GPU identity is added to the asv machine entry. Without CUDA the CPU smoke tier "
     "(Triton interpreter) runs under the machine name <name>-cpu. Exit status: 0 ok, 2 some "
     "benchmark failed (e.g. the correctness gate), 1 error."
@@ -229,7 +229,7 @@ def existing_results(results_dir: Path, machine: str, sha: str) -> list[str]:
 def asv_command(config: Path, sha: str, machine: str, bench: list[str] | None) -> list[str]:
     cmd = [
         sys.executable, "-m", "asv", "run", "--config", str(config),
-        "--python=same", "--set-commit-hash", sha, "--launch-method", "spawn",
+        "--python=same", "--set-commit-hash", sha, "--launch-method", "forkserver",
         "--record-samples", "--show-stderr", "--machine", machine,
     ]  # fmt: skip
     for regex in bench or []:

@@ -29,9 +29,9 @@ def main() -> int:
     ap.add_argument("--batches", default="64,128")
     ap.add_argument("--topk", type=int, default=512)
     ap.add_argument("--heads", type=int, default=64)
-    ap.add_argument("--shapes", default="64x64x8,64x32x8,32x64x4,32x64x8,32x32x4,16x64x4,16x32x4")
-    ap.add_argument("--stages", default="1,2")
-    ap.add_argument("--modes", default="bf16,f32,bf16-prefetch")
+    ap.add_argument("--shapes", default="64x64x8,64x32x8,64x16x8,32x32x4,16x32x4", help="BLOCK_HxBLOCK_Nxwarps,...")
+    ap.add_argument("--stages", default="1")
+    ap.add_argument("--modes", default="plain,prefetch")
     args = ap.parse_args()
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     for batch in (int(b) for b in args.batches.split(",")):
@@ -43,9 +43,9 @@ def main() -> int:
         for shape, stages, mode in itertools.product(args.shapes.split(","), args.stages.split(","),
                                                      args.modes.split(",")):
             bh, bn, warps = (int(x) for x in shape.split("x"))
-            kv_bf16, prefetch = mode.startswith("bf16"), mode.endswith("prefetch")
+            prefetch = mode == "prefetch"
             for splits in dict.fromkeys((split_count(batch, args.heads, bh, args.topk, bn, sms), 1)):
-                cfg = MmaConfig(bh, bn, warps, int(stages), splits, kv_bf16, prefetch)
+                cfg = MmaConfig(bh, bn, warps, int(stages), splits, prefetch)
                 try:
                     out, lse = _mma_decode(inp.q, inp.kv_cache, inp.indices, 512**-0.5, cfg)
                     check_decode(out, lse, *ref)

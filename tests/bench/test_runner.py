@@ -111,7 +111,7 @@ def test_dry_run_lists_commits_and_runs_nothing(smoke_repo: SmokeRepo) -> None:
     assert f"[1/2] {smoke_repo.good[:8]} good: notes" in proc.stdout
     assert f"[2/2] {smoke_repo.bad[:8]} bad: mma 10% off" in proc.stdout
     assert f"--set-commit-hash {smoke_repo.bad}" in proc.stdout
-    assert "--launch-method spawn --record-samples" in proc.stdout
+    assert "--launch-method forkserver --record-samples" in proc.stdout
     assert not smoke_repo.results("dry-cpu").exists()
     assert not (smoke_repo.home / ".asv-machine.json").exists()
 

@@ -72,12 +72,14 @@ def test_large_magnitudes(device, impl):
 
 
 @pytest.mark.parametrize(
-    ("block_h", "splits"), [(16, 1), (16, 3), (32, 1), (32, 2), (64, 4)]
+    ("block_h", "splits", "prefetch"),
+    [(16, 1, False), (16, 3, True), (32, 1, True), (32, 2, False), (64, 4, False), (64, 1, True)],
 )
-def test_mma_every_head_block_and_split(device, block_h, splits):
+def test_mma_every_head_block_and_split(device, block_h, splits, prefetch):
     inp = make_decode_inputs(2, 64, 70, num_tokens=512, device=device, seed=block_h + splits, invalid_frac=0.2)
     ref_out, ref_lse = sparse_mla_decode(inp.q, inp.kv_cache, inp.indices, impl="reference")
-    cfg = MmaConfig(block_h=block_h, block_n=16, num_warps=4, num_stages=1, num_splits=splits)
+    warps = 8 if block_h == 64 and device.type == "cuda" else 4
+    cfg = MmaConfig(block_h=block_h, block_n=16, num_warps=warps, num_stages=1, num_splits=splits, prefetch=prefetch)
     out, lse = _mma_decode(inp.q, inp.kv_cache, inp.indices, 512**-0.5, cfg)
     assert LAST_LAUNCH["BLOCK_H"] == block_h
     check_decode(out, lse, ref_out, ref_lse)
