@@ -186,17 +186,25 @@ def _mma_decode_kernel(
     acc1 = tl.zeros([BLOCK_H, 128], dtype=tl.float32)
     acc2 = tl.zeros([BLOCK_H, 64], dtype=tl.float32)
     accr = tl.zeros([BLOCK_H, 64], dtype=tl.float32)
-    # Optional software prefetch: gathered loads defeat Triton's pipeliner, so with PREFETCH tile t+1's
-    # bytes are requested before tile t is computed (costs registers).
-    if PREFETCH:
+    # Gathered loads defeat Triton's pipeliner, so prefetching is done by hand. PREFETCH 0: none;
+    # 1: the next tile's indices are loaded one iteration ahead, so an iteration waits on one memory
+    # round trip (the gather), not two (indices, then the gather they address); 2: the next tile's
+    # bytes are requested before this tile is computed too (costs registers).
+    if PREFETCH >= 1:
         offs_n = start_n + tl.arange(0, BLOCK_N)
-        valid, page_base, off = _slot_tile(idx_row, offs_n, end_n, total_tokens, stride_page)
+        idx = tl.load(idx_row + offs_n, mask=offs_n < end_n, other=-1)
+    if PREFETCH == 2:
+        valid, page_base, off = _slot_address(idx, total_tokens, stride_page)
         raw0, raw1, raw2, e0, e1, e2, rope = _load_mma_tile(cache_ptr, cache16_ptr, page_base, off, valid)
     for start in range(start_n, end_n, BLOCK_N):
-        if PREFETCH:
-            offs_x = start + BLOCK_N + tl.arange(0, BLOCK_N)
+        offs_x = start + BLOCK_N + tl.arange(0, BLOCK_N)  # the next tile's slots
+        if PREFETCH == 2:
             valid_x, page_base_x, off_x = _slot_tile(idx_row, offs_x, end_n, total_tokens, stride_page)
             tile_x = _load_mma_tile(cache_ptr, cache16_ptr, page_base_x, off_x, valid_x)
+        elif PREFETCH == 1:
+            valid, page_base, off = _slot_address(idx, total_tokens, stride_page)
+            raw0, raw1, raw2, e0, e1, e2, rope = _load_mma_tile(cache_ptr, cache16_ptr, page_base, off, valid)
+            idx = tl.load(idx_row + offs_x, mask=offs_x < end_n, other=-1)
         else:
             offs_n = start + tl.arange(0, BLOCK_N)
             valid, page_base, off = _slot_tile(idx_row, offs_n, end_n, total_tokens, stride_page)
@@ -221,7 +229,7 @@ def _mma_decode_kernel(
         acc2 = tl.dot(p, k2, acc2 * alpha[:, None])
         accr = tl.dot(p, kr, accr * alpha[:, None])
         m_i = m_new
-        if PREFETCH:
+        if PREFETCH == 2:
             raw0, raw1, raw2, e0, e1, e2, rope = tile_x
             valid = valid_x
 

@@ -30,49 +30,51 @@ class MmaConfig:
     num_warps: int
     num_stages: int
     num_splits: int
-    prefetch: bool = False
+    prefetch: int = 0  # 0 none, 1 the next tile's indices, 2 the next tile's indices and bytes
     source: str = "default"  # default | cache | tuned
 
 
-# (BLOCK_H, BLOCK_N, num_warps, num_stages, prefetch). 64 heads need 8 warps for the [64, 512] fp32
-# accumulator and Hopper's wgmma; prefetching pays only where registers are left over (register and
-# shared-memory figures per config: docs/measurements/README.md, "MMA configs").
+# (BLOCK_H, BLOCK_N, num_warps, num_stages, prefetch), from sweeps on an H200
+# (benchmarks/scripts/kernel_decode_variants.py; figures in docs/measurements/README.md): 64 heads
+# need 8 warps for the [64, 512] fp32 accumulator and use Hopper's wgmma; prefetching the next tile
+# pays only with 4 warps, where registers are left over.
 _BASE = (
-    (64, 64, 8, 1, False),
-    (64, 32, 8, 1, False),
-    (64, 16, 8, 1, False),
-    (64, 32, 8, 1, True),
-    (32, 32, 4, 1, False),
-    (16, 32, 4, 1, True),
-    (16, 32, 4, 1, False),
+    (64, 64, 8, 2, 0),
+    (64, 64, 8, 1, 0),
+    (64, 64, 8, 1, 1),
+    (64, 32, 8, 2, 0),
+    (64, 32, 8, 1, 1),
+    (32, 32, 4, 1, 2),
+    (16, 32, 4, 1, 2),
 )
 # 64-row head blocks rely on warpgroup MMA; on mma.sync-only GPUs (sm_8x, sm_120) they spill kilobytes.
 _WGMMA_BLOCK_H = 64
 
 
-def smem_estimate(block_h: int, block_n: int, num_stages: int, prefetch: bool = False) -> int:
+def smem_estimate(block_h: int, block_n: int, num_stages: int, prefetch: int = 0) -> int:
     """Shared memory of a config: bf16 q and K operand tiles (512 + 64 columns), the P tile, and the
     raw tiles Triton stages. An upper bound of what Triton allocates (98 KB for 64 x 32 on sm_90)."""
-    raw = block_n * 584 * (max(1, num_stages) - 1 + int(prefetch))
+    raw = block_n * 584 * (max(1, num_stages) - 1 + int(prefetch == 2))
     k_tile = block_n * 576 * 2
     q_tile = block_h * 512 * 2
     return raw + k_tile + q_tile + block_h * block_n * 2
 
 
-def split_count(batch: int, heads: int, block_h: int, topk: int, block_n: int, sms: int) -> int:
-    """Splits of top-k so that the grid covers the machine once at small batch."""
+def split_counts(batch: int, heads: int, block_h: int, topk: int, block_n: int, sms: int) -> tuple[int, ...]:
+    """Split-K counts worth timing: none, the most that still fits one wave of one program per SM
+    (64-head programs fill an SM), and the fewest that cover every SM (smaller programs share one)."""
     ctas = batch * (heads // block_h)
-    tiles = -(-topk // block_n)
-    if ctas >= sms:
-        return 1
-    return max(1, min(-(-sms // ctas), tiles, 16))
+    cap = min(-(-topk // block_n), 16)  # at least one tile per split
+    one_wave = max(1, min(sms // ctas, cap))
+    cover = max(1, min(-(-sms // ctas), cap))
+    return tuple(dict.fromkeys((one_wave, cover, 1)))
 
 
 def candidates(batch: int, heads: int, topk: int, device: torch.device) -> list[MmaConfig]:
     if _common.interpreting():
         # One small config: the interpreter is slow and has no shared-memory limit to respect.
         block_h = 16
-        return [MmaConfig(block_h, 16, 4, 1, split_count(batch, heads, block_h, topk, 16, 4))]
+        return [MmaConfig(block_h, 16, 4, 1, split_counts(batch, heads, block_h, topk, 16, 4)[0])]
     limit = _common.max_shared_mem(device)
     sms = _common.num_sms(device)
     wgmma = _common.capability(device)[0] in (9, 10)
@@ -82,11 +84,10 @@ def candidates(batch: int, heads: int, topk: int, device: torch.device) -> list[
             continue
         if block_h >= _WGMMA_BLOCK_H and not wgmma:
             continue
-        splits = split_count(batch, heads, block_h, topk, block_n, sms)
-        for s in dict.fromkeys((splits, 1)):
+        for s in split_counts(batch, heads, block_h, topk, block_n, sms):
             out.append(MmaConfig(block_h, block_n, warps, stages, s, prefetch))
     if not out:  # tiny shared memory: the smallest tile always fits in 48 KB-class devices' opt-in
-        out.append(MmaConfig(16, 32, 4, 1, split_count(batch, heads, 16, topk, 32, sms)))
+        out.append(MmaConfig(16, 32, 4, 1, split_counts(batch, heads, 16, topk, 32, sms)[0]))
     return out
 
 

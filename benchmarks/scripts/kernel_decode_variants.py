@@ -6,7 +6,6 @@
 from __future__ import annotations
 
 import argparse
-import itertools
 import math
 import sys
 from pathlib import Path
@@ -21,7 +20,7 @@ from kernel_decode_perf import decode_cost, time_graph  # noqa: E402
 from mla_kernels import LAST_LAUNCH, make_decode_inputs, sparse_mla_decode  # noqa: E402
 from mla_kernels.decode import _mma_decode  # noqa: E402
 from mla_kernels.testing import check_decode  # noqa: E402
-from mla_kernels.tuning import MmaConfig, split_count  # noqa: E402
+from mla_kernels.tuning import _BASE, MmaConfig, split_counts  # noqa: E402
 
 
 def main() -> int:
@@ -29,9 +28,8 @@ def main() -> int:
     ap.add_argument("--batches", default="64,128")
     ap.add_argument("--topk", type=int, default=512)
     ap.add_argument("--heads", type=int, default=64)
-    ap.add_argument("--shapes", default="64x64x8,64x32x8,64x16x8,32x32x4,16x32x4", help="BLOCK_HxBLOCK_Nxwarps,...")
-    ap.add_argument("--stages", default="1")
-    ap.add_argument("--modes", default="plain,prefetch")
+    ap.add_argument("--configs", default=",".join("x".join(str(int(v)) for v in c) for c in _BASE),
+                    help="BLOCK_HxBLOCK_NxwarpsxstagesxPREFETCH,... (default: the autotuner's candidates)")
     args = ap.parse_args()
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     for batch in (int(b) for b in args.batches.split(",")):
@@ -40,12 +38,10 @@ def main() -> int:
                                  seed=batch, num_index_sets=sets)
         ref = sparse_mla_decode(inp.q, inp.kv_cache, inp.indices, impl="reference")
         bytes_moved, flops = decode_cost(batch, args.heads, args.topk)
-        for shape, stages, mode in itertools.product(args.shapes.split(","), args.stages.split(","),
-                                                     args.modes.split(",")):
-            bh, bn, warps = (int(x) for x in shape.split("x"))
-            prefetch = mode == "prefetch"
-            for splits in dict.fromkeys((split_count(batch, args.heads, bh, args.topk, bn, sms), 1)):
-                cfg = MmaConfig(bh, bn, warps, int(stages), splits, prefetch)
+        for spec in args.configs.split(","):
+            bh, bn, warps, stages, prefetch = (int(x) for x in spec.split("x"))
+            for splits in split_counts(batch, args.heads, bh, args.topk, bn, sms):
+                cfg = MmaConfig(bh, bn, warps, stages, splits, prefetch)
                 try:
                     out, lse = _mma_decode(inp.q, inp.kv_cache, inp.indices, 512**-0.5, cfg)
                     check_decode(out, lse, *ref)
@@ -61,7 +57,7 @@ def main() -> int:
                     print(f"B={batch} {cfg}: {type(exc).__name__}: {str(exc)[:160]}", flush=True)
                     continue
                 print(f"B={batch:4d} BH {bh:2d} BN {bn:2d} w {warps} st {stages} S {stats['NUM_SPLITS']:2d} "
-                      f"{mode:8s} {us:8.1f} us  {bytes_moved / us / 1e3:7.0f} GB/s  {flops / us / 1e6:6.1f} TFLOP/s  "
+                      f"pf {prefetch} {us:8.1f} us {bytes_moved / us / 1e3:7.0f} GB/s {flops / us / 1e6:6.1f} TFLOP/s  "
                       f"regs {stats.get('n_regs')} spills {stats.get('n_spills')} smem {stats.get('shared')}",
                       flush=True)
         torch.cuda.empty_cache()
