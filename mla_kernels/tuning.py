@@ -168,21 +168,46 @@ def choose_mma_config(
             f"sparse_mla_decode(impl='mma') for B={batch}, H={heads}, topk={topk} is not tuned yet: "
             "call it once with these shapes before capturing a CUDA graph"
         )
-    cfg = _search(launch, cands)
+    cfg = _search(launch, cands, device)
     _MEMO[key] = cfg
     _write_disk(disk_key, cfg)
     return cfg
 
 
-def _search(launch: Callable[[MmaConfig], object], cands: list[MmaConfig]) -> MmaConfig:
-    from triton.testing import do_bench
+def _gpu_ms(launch: Callable[[], object], device: torch.device, reps: int = 10) -> float:
+    """Median GPU milliseconds of one launch with a cold L2, as a decode step sees it.
 
+    Before each timed launch the L2 is flushed and the GPU is held in a sleep kernel while Python
+    enqueues the launch, so the events time the kernels alone, not the launcher's host overhead
+    (which exceeds the kernels' time at small batch and made such timings rank configs at random).
+    """
+    l2 = int(getattr(torch.cuda.get_device_properties(device), "L2_cache_size", 0) or (64 << 20))
+    flush = torch.empty(2 * l2, dtype=torch.uint8, device=device)
+    times = []
+    for _ in range(reps):
+        flush.zero_()
+        torch.cuda._sleep(_HOLD_CYCLES)
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        launch()
+        end.record()
+        times.append((start, end))
+    torch.cuda.synchronize()
+    ms = sorted(s.elapsed_time(e) for s, e in times)
+    return ms[len(ms) // 2]
+
+
+# ~0.5 ms at Hopper clocks: longer than the launcher's host time, short next to a tuning run.
+_HOLD_CYCLES = 1_000_000
+
+
+def _search(launch: Callable[[MmaConfig], object], cands: list[MmaConfig], device: torch.device) -> MmaConfig:
     best: tuple[float, MmaConfig] | None = None
     for cfg in cands:
         try:
             launch(cfg)  # compile; a config the device cannot hold fails here
             torch.cuda.synchronize()
-            ms = float(do_bench(lambda c=cfg: launch(c), warmup=5, rep=20, return_mode="median"))
+            ms = _gpu_ms(lambda c=cfg: launch(c), device)
         except Exception as exc:  # noqa: BLE001 - out of resources / PTX errors rule a config out
             if "out of resource" not in str(exc).lower() and "OutOfResources" not in type(exc).__name__:
                 torch.cuda.synchronize()
