@@ -58,7 +58,7 @@ class Comparison:
     slowdown: float | None  # > 1 worse (direction-adjusted ratio)
     significant: bool
     regression: bool
-    change: str  # regression | improvement | unchanged | failed | fixed (failed on base, runs on head)
+    change: str  # regression | improvement | unchanged | failed | fixed (no base result, runs on head)
     method: str  # how significance was judged
     p_value: float | None
 

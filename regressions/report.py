@@ -82,7 +82,7 @@ def compare_markdown(
     if both_failed:
         counts.append(f"{len(both_failed)} failing on base and head")
     if fixed:
-        counts.append(f"{len(fixed)} failing on base only")
+        counts.append(f"{len(fixed)} without a base result")
     lines.append(
         f"{icon} {', '.join(counts)}: head `{head[:12]}` against base `{base[:12]}` on "
         f"{', '.join(f'`{m}`' for m in machines) or 'no machine'} ({threshold_note}; a change counts when "
@@ -95,7 +95,8 @@ def compare_markdown(
     if failed:
         lines += ["", "### Failing on head (ran on base)", "", *_table(failed)]
     if fixed:
-        lines += ["", "### Running on head (failed on base)", "", *_table(fixed)]
+        # asv stores null both for a failed case and for one the base run did not select
+        lines += ["", "### Running on head (no base result: failed or not run)", "", *_table(fixed)]
     if both_failed:
         lines += ["", "### Failing on base and head", "", *_table(both_failed)]
     if same:
