@@ -1,9 +1,11 @@
 """Head against base for one series (pure statistics; the store is read by regressions.store).
 
 A change is significant when the samples say so (two-sided Mann-Whitney U, ``p < alpha``) and, where
-the series has a history on that machine, when it also stands out of the run-to-run noise seen there
-(``|log ratio| >= z_crit * sigma * sqrt(2)``): on GPUs the offset between two runs is often larger than
-the spread inside one, so samples alone call every offset significant. Without samples the history
+the series has a history on that machine (at least ``MIN_HISTORY_RUNS`` runs up to the base), when it
+also stands out of the run-to-run noise seen there (``|log ratio| >= z_crit * sigma * sqrt(2)``): on GPUs
+the offset between two runs is often larger than the spread inside one, so samples alone call every
+offset significant. A shorter history is not trusted for noise: a young project's commits are mostly
+real changes, which would pass for noise and hide the change under test. Without samples the history
 decides; without either, asv's rule: the 99% confidence intervals do not overlap. With nothing at all
 the change is reported as untested and never as significant.
 A regression is a slowdown beyond the threshold that is significant; an improvement the mirror image.
@@ -21,7 +23,7 @@ from regressions.direction import slowdown
 
 DEFAULT_ALPHA = 0.01
 DEFAULT_Z = 3.0
-MIN_HISTORY_RUNS = 6
+MIN_HISTORY_RUNS = 10
 
 
 @dataclass

@@ -80,7 +80,7 @@ def compare_markdown(
     if failed:
         counts.append(f"{len(failed)} failing on head")
     if both_failed:
-        counts.append(f"{len(both_failed)} failing on base and head")
+        counts.append(f"{len(both_failed)} with no result on base or head")
     if fixed:
         counts.append(f"{len(fixed)} without a base result")
     lines.append(
@@ -98,7 +98,7 @@ def compare_markdown(
         # asv stores null both for a failed case and for one the base run did not select
         lines += ["", "### Running on head (no base result: failed or not run)", "", *_table(fixed)]
     if both_failed:
-        lines += ["", "### Failing on base and head", "", *_table(both_failed)]
+        lines += ["", "### No result on base or head (failed or not run)", "", *_table(both_failed)]
     if same:
         lines += [
             "",
