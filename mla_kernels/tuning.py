@@ -175,15 +175,13 @@ def choose_mma_config(
     return cfg
 
 
-def _gpu_ms(launch: Callable[[], object], device: torch.device, reps: int = 10) -> float:
+def _gpu_ms(launch: Callable[[], object], flush: torch.Tensor, reps: int = 10) -> float:
     """Median GPU milliseconds of one launch with a cold L2, as a decode step sees it.
 
     Before each timed launch the L2 is flushed and the GPU is held in a sleep kernel while Python
     enqueues the launch, so the events time the kernels alone, not the launcher's host overhead
     (which exceeds the kernels' time at small batch and made such timings rank configs at random).
     """
-    l2 = int(getattr(torch.cuda.get_device_properties(device), "L2_cache_size", 0) or (64 << 20))
-    flush = torch.empty(2 * l2, dtype=torch.uint8, device=device)
     times = []
     for _ in range(reps):
         flush.zero_()
@@ -203,12 +201,15 @@ _HOLD_CYCLES = 1_000_000
 
 
 def _search(launch: Callable[[MmaConfig], object], cands: list[MmaConfig], device: torch.device) -> MmaConfig:
+    # Zeroing twice the L2's size evicts every line a candidate's previous launch left there.
+    l2 = int(getattr(torch.cuda.get_device_properties(device), "L2_cache_size", 0) or (64 << 20))
+    flush = torch.empty(2 * l2, dtype=torch.uint8, device=device)
     best: tuple[float, MmaConfig] | None = None
     for cfg in cands:
         try:
             launch(cfg)  # compile; a config the device cannot hold fails here
             torch.cuda.synchronize()
-            ms = _gpu_ms(lambda c=cfg: launch(c), device)
+            ms = _gpu_ms(lambda c=cfg: launch(c), flush)
         except Exception as exc:  # noqa: BLE001 - out of resources / PTX errors rule a config out
             if "out of resource" not in str(exc).lower() and "OutOfResources" not in type(exc).__name__:
                 torch.cuda.synchronize()
