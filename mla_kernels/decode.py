@@ -123,23 +123,41 @@ def _simt_decode_kernel(
 
 
 @triton.jit
-def _load_mma_tile(cache_ptr, cache16_ptr, page_base, off, valid):
-    """Issue one tile's loads for the MMA kernel: the 448 nope bytes as column chunks of 256 / 128 / 64
-    (powers of two, so nothing is padded), their UE8M0 scale bytes, and the bf16 rope."""
+def _load_mma_bytes(cache_ptr, page_base, off, valid):
+    """Issue one tile's data loads for the MMA kernel: the 448 nope bytes as column chunks of 256 / 128
+    / 64 (powers of two, so nothing is padded) and the bf16 rope."""
     offs_c = tl.arange(0, 64)
     g0 = tl.arange(0, 4)
     g1 = 4 + tl.arange(0, 2)
     row = page_base + off.to(tl.int64) * 576  # [N] byte offset of each token's data row
-    srow = page_base + 147456 + off.to(tl.int64) * 8  # [N] byte offset of its scale row
     raw0 = tl.load(cache_ptr + row[:, None, None] + (g0 * 64)[None, :, None] + offs_c[None, None, :],
                    mask=valid[:, None, None], other=0)  # [N, 4, 64]
     raw1 = tl.load(cache_ptr + row[:, None, None] + (g1 * 64)[None, :, None] + offs_c[None, None, :],
                    mask=valid[:, None, None], other=0)  # [N, 2, 64]
     raw2 = tl.load(cache_ptr + row[:, None] + 384 + offs_c[None, :], mask=valid[:, None], other=0)  # [N, 64]
+    # Address the rope as bf16 by casting the byte pointer: a `// 2` of the byte offset would hide its
+    # 16-byte alignment from Triton (8-byte loads, which its pipeliner leaves synchronous).
+    rope_rows = (cache_ptr + row + 448).to(tl.pointer_type(tl.bfloat16))  # [N]
+    rope = tl.load(rope_rows[:, None] + offs_c[None, :], mask=valid[:, None], other=0.0)  # [N, 64]
+    return raw0, raw1, raw2, rope
+
+
+@triton.jit
+def _load_mma_scales(cache_ptr, page_base, off, valid):
+    """The UE8M0 scale bytes of one tile's nope groups: [N, 4], [N, 2], [N]."""
+    g0 = tl.arange(0, 4)
+    g1 = 4 + tl.arange(0, 2)
+    srow = page_base + 147456 + off.to(tl.int64) * 8  # [N] byte offset of its scale row
     e0 = tl.load(cache_ptr + srow[:, None] + g0[None, :], mask=valid[:, None], other=0)  # [N, 4]
     e1 = tl.load(cache_ptr + srow[:, None] + g1[None, :], mask=valid[:, None], other=0)  # [N, 2]
     e2 = tl.load(cache_ptr + srow + 6, mask=valid, other=0)  # [N]
-    rope = tl.load(cache16_ptr + ((row + 448) // 2)[:, None] + offs_c[None, :], mask=valid[:, None], other=0.0)
+    return e0, e1, e2
+
+
+@triton.jit
+def _load_mma_tile(cache_ptr, page_base, off, valid):
+    raw0, raw1, raw2, rope = _load_mma_bytes(cache_ptr, page_base, off, valid)
+    e0, e1, e2 = _load_mma_scales(cache_ptr, page_base, off, valid)
     return raw0, raw1, raw2, e0, e1, e2, rope
 
 
@@ -153,7 +171,7 @@ def _dequant_groups(raw, e, BLOCK_N: tl.constexpr, GROUPS: tl.constexpr, DT: tl.
 
 @triton.jit
 def _mma_decode_kernel(
-    q_ptr, cache_ptr, cache16_ptr, idx_ptr, out_ptr, lse_ptr, opart_ptr, lpart_ptr,
+    q_ptr, cache_ptr, idx_ptr, out_ptr, lse_ptr, opart_ptr, lpart_ptr,
     stride_qb, stride_qh, stride_page, stride_ib, stride_ob, stride_oh, stride_lb,
     total_tokens, topk, qk_scale, num_heads, num_splits, split_len,
     BLOCK_H: tl.constexpr, BLOCK_N: tl.constexpr, SPLIT: tl.constexpr, DOT_F32: tl.constexpr,
@@ -186,29 +204,37 @@ def _mma_decode_kernel(
     acc1 = tl.zeros([BLOCK_H, 128], dtype=tl.float32)
     acc2 = tl.zeros([BLOCK_H, 64], dtype=tl.float32)
     accr = tl.zeros([BLOCK_H, 64], dtype=tl.float32)
-    # Gathered loads defeat Triton's pipeliner, so prefetching is done by hand. PREFETCH 0: none;
-    # 1: the next tile's indices are loaded one iteration ahead, so an iteration waits on one memory
-    # round trip (the gather), not two (indices, then the gather they address); 2: the next tile's
-    # bytes are requested before this tile is computed too (costs registers).
+    # An iteration must not wait on a chain of memory round trips (indices, then the bytes they
+    # address). Triton's pipeliner turns the data loads into cp.async one tile ahead (num_stages 2),
+    # but not the 1- and 2-byte scale loads, which cp.async cannot do. PREFETCH 0: none; 1: the next
+    # tile's indices one iteration ahead; 2: its indices and all its bytes (costs registers);
+    # 3: its indices and scale bytes, leaving the data loads to the pipeliner.
     if PREFETCH >= 1:
         offs_n = start_n + tl.arange(0, BLOCK_N)
         idx = tl.load(idx_row + offs_n, mask=offs_n < end_n, other=-1)
     if PREFETCH == 2:
         valid, page_base, off = _slot_address(idx, total_tokens, stride_page)
-        raw0, raw1, raw2, e0, e1, e2, rope = _load_mma_tile(cache_ptr, cache16_ptr, page_base, off, valid)
+        raw0, raw1, raw2, e0, e1, e2, rope = _load_mma_tile(cache_ptr, page_base, off, valid)
+    if PREFETCH == 3:
+        valid, page_base, off = _slot_address(idx, total_tokens, stride_page)
+        e0, e1, e2 = _load_mma_scales(cache_ptr, page_base, off, valid)
     for start in range(start_n, end_n, BLOCK_N):
         offs_x = start + BLOCK_N + tl.arange(0, BLOCK_N)  # the next tile's slots
-        if PREFETCH == 2:
+        if PREFETCH == 3:
+            raw0, raw1, raw2, rope = _load_mma_bytes(cache_ptr, page_base, off, valid)
             valid_x, page_base_x, off_x = _slot_tile(idx_row, offs_x, end_n, total_tokens, stride_page)
-            tile_x = _load_mma_tile(cache_ptr, cache16_ptr, page_base_x, off_x, valid_x)
+            scales_x = _load_mma_scales(cache_ptr, page_base_x, off_x, valid_x)
+        elif PREFETCH == 2:
+            valid_x, page_base_x, off_x = _slot_tile(idx_row, offs_x, end_n, total_tokens, stride_page)
+            tile_x = _load_mma_tile(cache_ptr, page_base_x, off_x, valid_x)
         elif PREFETCH == 1:
             valid, page_base, off = _slot_address(idx, total_tokens, stride_page)
-            raw0, raw1, raw2, e0, e1, e2, rope = _load_mma_tile(cache_ptr, cache16_ptr, page_base, off, valid)
+            raw0, raw1, raw2, e0, e1, e2, rope = _load_mma_tile(cache_ptr, page_base, off, valid)
             idx = tl.load(idx_row + offs_x, mask=offs_x < end_n, other=-1)
         else:
             offs_n = start + tl.arange(0, BLOCK_N)
             valid, page_base, off = _slot_tile(idx_row, offs_n, end_n, total_tokens, stride_page)
-            raw0, raw1, raw2, e0, e1, e2, rope = _load_mma_tile(cache_ptr, cache16_ptr, page_base, off, valid)
+            raw0, raw1, raw2, e0, e1, e2, rope = _load_mma_tile(cache_ptr, page_base, off, valid)
         k0 = _dequant_groups(raw0, e0, BLOCK_N, 4, DT)  # [N, 256]
         k1 = _dequant_groups(raw1, e1, BLOCK_N, 2, DT)  # [N, 128]
         k2 = raw2.to(tl.float8e4nv, bitcast=True).to(DT) * _ue8m0(e2).to(DT)[:, None]  # [N, 64]
@@ -232,6 +258,9 @@ def _mma_decode_kernel(
         if PREFETCH == 2:
             raw0, raw1, raw2, e0, e1, e2, rope = tile_x
             valid = valid_x
+        if PREFETCH == 3:
+            e0, e1, e2 = scales_x
+            valid, page_base, off = valid_x, page_base_x, off_x
 
     has = l_i > 0.0
     inv = tl.where(has, 1.0 / tl.where(has, l_i, 1.0), 0.0)[:, None]
@@ -395,7 +424,7 @@ def _mma_decode(
     grid = (batch, heads // cfg.block_h, splits)
     interp = _common.interpreting()
     compiled = _mma_decode_kernel[grid](
-        q, kv_cache, kv_cache.view(torch.bfloat16), indices, out, lse, opart, lpart,
+        q, kv_cache, indices, out, lse, opart, lpart,
         q.stride(0), q.stride(1), kv_cache.stride(0), indices.stride(0),
         out.stride(0), out.stride(1), lse.stride(0),
         kv_cache.shape[0] * TOKENS_PER_PAGE, topk, scale * LOG2E, heads, splits, split_len,

@@ -30,16 +30,18 @@ class MmaConfig:
     num_warps: int
     num_stages: int
     num_splits: int
-    prefetch: int = 0  # 0 none, 1 the next tile's indices, 2 the next tile's indices and bytes
+    prefetch: int = 0  # next tile's: 0 nothing, 1 indices, 2 indices and bytes, 3 indices and scale bytes
     source: str = "default"  # default | cache | tuned
 
 
 # (BLOCK_H, BLOCK_N, num_warps, num_stages, prefetch), from sweeps on an H200
 # (benchmarks/scripts/kernel_decode_variants.py; figures in docs/measurements/README.md): 64 heads
-# need 8 warps for the [64, 512] fp32 accumulator and use Hopper's wgmma; prefetching the next tile
-# pays only with 4 warps, where registers are left over. On the H200 the tuner picks 64x64 (2 stages
-# mostly) or 16x32 with prefetch; the others stay candidates for GPUs with other balances.
+# need 8 warps for the [64, 512] fp32 accumulator and use Hopper's wgmma; prefetching a whole tile
+# pays only with 4 warps, where registers are left over, but prefetching the scale bytes (level 3)
+# pays with 8 (B=128: 58.6 us against 65.6 us). On the H200 the tuner picks 64x64 with 2 stages or
+# 16x32 with prefetch; the others stay candidates for GPUs with other balances.
 _BASE = (
+    (64, 64, 8, 2, 3),
     (64, 64, 8, 2, 0),
     (64, 64, 8, 1, 0),
     (64, 64, 8, 1, 1),

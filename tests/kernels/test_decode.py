@@ -73,7 +73,7 @@ def test_large_magnitudes(device, impl):
 
 @pytest.mark.parametrize(
     ("block_h", "splits", "prefetch"),
-    [(16, 1, 0), (16, 3, 2), (32, 1, 1), (32, 2, 2), (64, 4, 0), (64, 1, 1), (64, 2, 2)],
+    [(16, 1, 0), (16, 3, 2), (32, 1, 1), (32, 2, 2), (64, 4, 0), (64, 1, 1), (64, 2, 2), (16, 2, 3), (64, 3, 3)],
 )
 def test_mma_every_head_block_and_split(device, block_h, splits, prefetch):
     inp = make_decode_inputs(2, 64, 70, num_tokens=512, device=device, seed=block_h + splits, invalid_frac=0.2)
