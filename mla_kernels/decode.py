@@ -123,7 +123,7 @@ def _simt_decode_kernel(
 
 
 @triton.jit
-def _load_mma_bytes(cache_ptr, page_base, off, valid):
+def _load_mma_bytes(cache_ptr, cache16_ptr, page_base, off, valid):
     """Issue one tile's data loads for the MMA kernel: the 448 nope bytes as column chunks of 256 / 128
     / 64 (powers of two, so nothing is padded) and the bf16 rope."""
     offs_c = tl.arange(0, 64)
@@ -135,10 +135,7 @@ def _load_mma_bytes(cache_ptr, page_base, off, valid):
     raw1 = tl.load(cache_ptr + row[:, None, None] + (g1 * 64)[None, :, None] + offs_c[None, None, :],
                    mask=valid[:, None, None], other=0)  # [N, 2, 64]
     raw2 = tl.load(cache_ptr + row[:, None] + 384 + offs_c[None, :], mask=valid[:, None], other=0)  # [N, 64]
-    # Address the rope as bf16 by casting the byte pointer: a `// 2` of the byte offset would hide its
-    # 16-byte alignment from Triton (8-byte loads, which its pipeliner leaves synchronous).
-    rope_rows = (cache_ptr + row + 448).to(tl.pointer_type(tl.bfloat16))  # [N]
-    rope = tl.load(rope_rows[:, None] + offs_c[None, :], mask=valid[:, None], other=0.0)  # [N, 64]
+    rope = tl.load(cache16_ptr + ((row + 448) // 2)[:, None] + offs_c[None, :], mask=valid[:, None], other=0.0)
     return raw0, raw1, raw2, rope
 
 
@@ -155,8 +152,8 @@ def _load_mma_scales(cache_ptr, page_base, off, valid):
 
 
 @triton.jit
-def _load_mma_tile(cache_ptr, page_base, off, valid):
-    raw0, raw1, raw2, rope = _load_mma_bytes(cache_ptr, page_base, off, valid)
+def _load_mma_tile(cache_ptr, cache16_ptr, page_base, off, valid):
+    raw0, raw1, raw2, rope = _load_mma_bytes(cache_ptr, cache16_ptr, page_base, off, valid)
     e0, e1, e2 = _load_mma_scales(cache_ptr, page_base, off, valid)
     return raw0, raw1, raw2, e0, e1, e2, rope
 
@@ -171,7 +168,7 @@ def _dequant_groups(raw, e, BLOCK_N: tl.constexpr, GROUPS: tl.constexpr, DT: tl.
 
 @triton.jit
 def _mma_decode_kernel(
-    q_ptr, cache_ptr, idx_ptr, out_ptr, lse_ptr, opart_ptr, lpart_ptr,
+    q_ptr, cache_ptr, cache16_ptr, idx_ptr, out_ptr, lse_ptr, opart_ptr, lpart_ptr,
     stride_qb, stride_qh, stride_page, stride_ib, stride_ob, stride_oh, stride_lb,
     total_tokens, topk, qk_scale, num_heads, num_splits, split_len,
     BLOCK_H: tl.constexpr, BLOCK_N: tl.constexpr, SPLIT: tl.constexpr, DOT_F32: tl.constexpr,
@@ -214,27 +211,27 @@ def _mma_decode_kernel(
         idx = tl.load(idx_row + offs_n, mask=offs_n < end_n, other=-1)
     if PREFETCH == 2:
         valid, page_base, off = _slot_address(idx, total_tokens, stride_page)
-        raw0, raw1, raw2, e0, e1, e2, rope = _load_mma_tile(cache_ptr, page_base, off, valid)
+        raw0, raw1, raw2, e0, e1, e2, rope = _load_mma_tile(cache_ptr, cache16_ptr, page_base, off, valid)
     if PREFETCH == 3:
         valid, page_base, off = _slot_address(idx, total_tokens, stride_page)
         e0, e1, e2 = _load_mma_scales(cache_ptr, page_base, off, valid)
     for start in range(start_n, end_n, BLOCK_N):
         offs_x = start + BLOCK_N + tl.arange(0, BLOCK_N)  # the next tile's slots
         if PREFETCH == 3:
-            raw0, raw1, raw2, rope = _load_mma_bytes(cache_ptr, page_base, off, valid)
+            raw0, raw1, raw2, rope = _load_mma_bytes(cache_ptr, cache16_ptr, page_base, off, valid)
             valid_x, page_base_x, off_x = _slot_tile(idx_row, offs_x, end_n, total_tokens, stride_page)
             scales_x = _load_mma_scales(cache_ptr, page_base_x, off_x, valid_x)
         elif PREFETCH == 2:
             valid_x, page_base_x, off_x = _slot_tile(idx_row, offs_x, end_n, total_tokens, stride_page)
-            tile_x = _load_mma_tile(cache_ptr, page_base_x, off_x, valid_x)
+            tile_x = _load_mma_tile(cache_ptr, cache16_ptr, page_base_x, off_x, valid_x)
         elif PREFETCH == 1:
             valid, page_base, off = _slot_address(idx, total_tokens, stride_page)
-            raw0, raw1, raw2, e0, e1, e2, rope = _load_mma_tile(cache_ptr, page_base, off, valid)
+            raw0, raw1, raw2, e0, e1, e2, rope = _load_mma_tile(cache_ptr, cache16_ptr, page_base, off, valid)
             idx = tl.load(idx_row + offs_x, mask=offs_x < end_n, other=-1)
         else:
             offs_n = start + tl.arange(0, BLOCK_N)
             valid, page_base, off = _slot_tile(idx_row, offs_n, end_n, total_tokens, stride_page)
-            raw0, raw1, raw2, e0, e1, e2, rope = _load_mma_tile(cache_ptr, page_base, off, valid)
+            raw0, raw1, raw2, e0, e1, e2, rope = _load_mma_tile(cache_ptr, cache16_ptr, page_base, off, valid)
         k0 = _dequant_groups(raw0, e0, BLOCK_N, 4, DT)  # [N, 256]
         k1 = _dequant_groups(raw1, e1, BLOCK_N, 2, DT)  # [N, 128]
         k2 = raw2.to(tl.float8e4nv, bitcast=True).to(DT) * _ue8m0(e2).to(DT)[:, None]  # [N, 64]
@@ -424,7 +421,7 @@ def _mma_decode(
     grid = (batch, heads // cfg.block_h, splits)
     interp = _common.interpreting()
     compiled = _mma_decode_kernel[grid](
-        q, kv_cache, indices, out, lse, opart, lpart,
+        q, kv_cache, kv_cache.view(torch.bfloat16), indices, out, lse, opart, lpart,
         q.stride(0), q.stride(1), kv_cache.stride(0), indices.stride(0),
         out.stride(0), out.stride(1), lse.stride(0),
         kv_cache.shape[0] * TOKENS_PER_PAGE, topk, scale * LOG2E, heads, splits, split_len,
