@@ -123,9 +123,9 @@ def _simt_decode_kernel(
 
 
 @triton.jit
-def _load_mma_bytes(cache_ptr, cache16_ptr, page_base, off, valid):
-    """Issue one tile's data loads for the MMA kernel: the 448 nope bytes as column chunks of 256 / 128
-    / 64 (powers of two, so nothing is padded) and the bf16 rope."""
+def _load_mma_nope(cache_ptr, page_base, off, valid):
+    """Issue the loads of one tile's 448 fp8 nope bytes as column chunks of 256 / 128 / 64 (powers of
+    two, so nothing is padded)."""
     offs_c = tl.arange(0, 64)
     g0 = tl.arange(0, 4)
     g1 = 4 + tl.arange(0, 2)
@@ -135,8 +135,7 @@ def _load_mma_bytes(cache_ptr, cache16_ptr, page_base, off, valid):
     raw1 = tl.load(cache_ptr + row[:, None, None] + (g1 * 64)[None, :, None] + offs_c[None, None, :],
                    mask=valid[:, None, None], other=0)  # [N, 2, 64]
     raw2 = tl.load(cache_ptr + row[:, None] + 384 + offs_c[None, :], mask=valid[:, None], other=0)  # [N, 64]
-    rope = tl.load(cache16_ptr + ((row + 448) // 2)[:, None] + offs_c[None, :], mask=valid[:, None], other=0.0)
-    return raw0, raw1, raw2, rope
+    return raw0, raw1, raw2
 
 
 @triton.jit
@@ -152,9 +151,20 @@ def _load_mma_scales(cache_ptr, page_base, off, valid):
 
 
 @triton.jit
+def _load_mma_rope(cache16_ptr, page_base, off, valid):
+    """The bf16 rope [N, 64] of one tile."""
+    offs_c = tl.arange(0, 64)
+    row = page_base + off.to(tl.int64) * 576
+    return tl.load(cache16_ptr + ((row + 448) // 2)[:, None] + offs_c[None, :], mask=valid[:, None], other=0.0)
+
+
+@triton.jit
 def _load_mma_tile(cache_ptr, cache16_ptr, page_base, off, valid):
-    raw0, raw1, raw2, rope = _load_mma_bytes(cache_ptr, cache16_ptr, page_base, off, valid)
+    """All of one tile's loads, in the order the H200 figures were measured with (it changes the
+    schedule: issuing the rope before the scales cost 7% at B=1, top-k 2048)."""
+    raw0, raw1, raw2 = _load_mma_nope(cache_ptr, page_base, off, valid)
     e0, e1, e2 = _load_mma_scales(cache_ptr, page_base, off, valid)
+    rope = _load_mma_rope(cache16_ptr, page_base, off, valid)
     return raw0, raw1, raw2, e0, e1, e2, rope
 
 
@@ -218,7 +228,8 @@ def _mma_decode_kernel(
     for start in range(start_n, end_n, BLOCK_N):
         offs_x = start + BLOCK_N + tl.arange(0, BLOCK_N)  # the next tile's slots
         if PREFETCH == 3:
-            raw0, raw1, raw2, rope = _load_mma_bytes(cache_ptr, cache16_ptr, page_base, off, valid)
+            raw0, raw1, raw2 = _load_mma_nope(cache_ptr, page_base, off, valid)
+            rope = _load_mma_rope(cache16_ptr, page_base, off, valid)
             valid_x, page_base_x, off_x = _slot_tile(idx_row, offs_x, end_n, total_tokens, stride_page)
             scales_x = _load_mma_scales(cache_ptr, page_base_x, off_x, valid_x)
         elif PREFETCH == 2:
