@@ -67,8 +67,9 @@ def build_variant(name: str, workdir: Path) -> object:
         if src.count(anchor) != 1:
             raise RuntimeError(f"variant {name!r}: its anchor is no longer in _mma_decode_kernel; update this script")
         src = src.replace(anchor, replacement)
-    header = "import triton\nimport triton.language as tl\nfrom mla_kernels.decode import *  # noqa\n" \
-             "from mla_kernels.decode import _load_mma_tile, _slot_address, _slot_tile, _dequant_groups, _ue8m0\n\n"
+    # The variant sees every name the kernel's module defines, private helpers included.
+    header = "import mla_kernels.decode as _decode\n" \
+             "globals().update({k: v for k, v in vars(_decode).items() if not k.startswith('__')})\n\n"
     path = workdir / f"ablate_{name.replace('-', '_')}.py"
     path.write_text(header + "@triton.jit\n" + src.split("\n", 1)[1])
     spec = importlib.util.spec_from_file_location(path.stem, path)

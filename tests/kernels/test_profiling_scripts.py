@@ -34,7 +34,7 @@ def test_every_ablation_anchor_is_in_the_kernel(tmp_path):
 
 def test_full_variant_runs_through_the_production_launcher(device, tmp_path):
     inp = make_decode_inputs(1, 16, 40, num_tokens=256, device=device, seed=5)
-    cfg = MmaConfig(block_h=16, block_n=16, num_warps=4, num_stages=1, num_splits=2, prefetch=0)
+    cfg = MmaConfig(block_h=16, block_n=16, num_warps=4, num_stages=1, num_splits=2, prefetch=3)
     want = _mma_decode(inp.q, inp.kv_cache, inp.indices, 512**-0.5, cfg)
     with ablate.kernel_swapped(ablate.build_variant("full", tmp_path)):
         got = _mma_decode(inp.q, inp.kv_cache, inp.indices, 512**-0.5, cfg)
