@@ -47,19 +47,11 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     try:
         engine = make_engine(url)
     except ValueError as exc:
-        _error(str(exc))
-        return EXIT_USAGE
+        return _report(exc, url)
     try:
         summary = ingest_paths(engine, args.paths, progress=progress, repo=args.repo)
-    except (FileNotFoundError, ValueError) as exc:
-        _error(str(exc))
-        return EXIT_USAGE
-    except SchemaError as exc:
-        _error(str(exc))
-        return EXIT_FAILED
-    except OperationalError as exc:
-        _error(f"cannot use database {display_url(url)}: {str(exc.orig).strip() or exc}")
-        return EXIT_FAILED
+    except (FileNotFoundError, ValueError, SchemaError, OperationalError) as exc:
+        return _report(exc, url)
     finally:
         engine.dispose()
     for path, reason in summary.failed:
@@ -94,16 +86,18 @@ def cmd_db(args: argparse.Namespace) -> int:
             head = head_revision()
             state = "up to date" if current == head else f"needs upgrade to {head}"
             print(f"{current or 'none (empty database)'} ({state})")
-    except ValueError as exc:
-        _error(str(exc))
-        return EXIT_USAGE
-    except SchemaError as exc:
-        _error(str(exc))
-        return EXIT_FAILED
-    except OperationalError as exc:
+    except (ValueError, SchemaError, OperationalError) as exc:
+        return _report(exc, url)
+    return EXIT_OK
+
+
+def _report(exc: Exception, url: str) -> int:
+    """Print a store command's error; return its exit status (bad input is usage, the rest a failure)."""
+    if isinstance(exc, OperationalError):
         _error(f"cannot use database {display_url(url)}: {str(exc.orig).strip() or exc}")
         return EXIT_FAILED
-    return EXIT_OK
+    _error(str(exc))
+    return EXIT_FAILED if isinstance(exc, SchemaError) else EXIT_USAGE
 
 
 def _missing_sqlite_file(url: str) -> bool:
