@@ -1,7 +1,7 @@
 """Measure asv ingestion into SQLite (results/s, first ingest vs unchanged re-ingest) and query latency.
 
 Inputs: a synthetic history written by asv's own Results class (default 1,000 commits x 300 series)
-and the real asv fixture (../shared/fixtures/asv-openblas). Prints a table; targets from issue 5:
+and the real asv fixture (tests/fixtures/asv-openblas). Prints a table; targets from issue 5:
 >= 20,000 results/s on a first ingest and unchanged files skipped >= 10x faster.
 
     .venv/bin/python benchmarks/scripts/ingest_perf.py [--commits 1000] [--series 300] [--query-series 500]
@@ -25,7 +25,7 @@ from db.engine import make_engine, upgrade  # noqa: E402
 from db.ingest import ingest_paths  # noqa: E402
 from db.synthetic import write_synthetic_results  # noqa: E402
 
-FIXTURE = ROOT.parent / "shared" / "fixtures" / "asv-openblas" / "results"
+FIXTURE = ROOT / "tests" / "fixtures" / "asv-openblas" / "results"
 
 
 def measure_ingest(label: str, results_dir: Path, work: Path) -> list[str]:

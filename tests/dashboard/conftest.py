@@ -18,9 +18,7 @@ import asv_synth  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 APP = ROOT / "dashboard" / "app.py"
-OPENBLAS = Path("/work/shared/fixtures/asv-openblas/results")
-if not OPENBLAS.exists():
-    OPENBLAS = ROOT.parent / "shared" / "fixtures" / "asv-openblas" / "results"
+OPENBLAS = ROOT / "tests" / "fixtures" / "asv-openblas" / "results"  # vendored, see its README
 MLA_MACHINE = "h200-sxm"
 N_COMMITS = 6
 SLOW_FROM = 4  # the MMA decode kernel gets 30% slower from this commit on

@@ -11,9 +11,7 @@ from typing import Any
 import pytest
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-OPENBLAS = REPO_ROOT.parent / "shared" / "fixtures" / "asv-openblas" / "results"
-if not OPENBLAS.is_dir():  # CI checkouts carry the fixture under the repository
-    OPENBLAS = REPO_ROOT / "shared" / "fixtures" / "asv-openblas" / "results"
+OPENBLAS = REPO_ROOT / "tests" / "fixtures" / "asv-openblas" / "results"  # vendored, see its README
 
 ASV_COLUMNS = [
     "result",

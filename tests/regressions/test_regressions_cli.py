@@ -20,7 +20,7 @@ from regressions.__main__ import main
 from regressions.report import MARKER
 
 ROOT = Path(__file__).resolve().parents[2]
-FIXTURE = ROOT.parent / "shared" / "fixtures" / "asv-openblas" / "results"
+FIXTURE = ROOT / "tests" / "fixtures" / "asv-openblas" / "results"
 Ingest = Callable[[Engine, list[Path]], None]
 
 
