@@ -16,16 +16,12 @@ from regressions.compare import DEFAULT_ALPHA, Comparison, SeriesPair, compare_p
 from regressions.config import ConfigError, Settings, load_settings
 from regressions.direction import infer_direction
 from regressions.report import compare_json, compare_markdown, detect_table
+from regressions.results import UsageError, history_noise, machines_with, resolve_commit, results_at
 from regressions.store import (
     DEFAULT_LOOKBACK,
     OPEN_STATUSES,
-    UsageError,
     detect_store,
-    history_noise,
-    machines_with,
     regressions_frame,
-    resolve_commit,
-    results_at,
 )
 
 STATUSES = ("new", "acknowledged", "fixed", "ignored")
