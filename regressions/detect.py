@@ -51,6 +51,12 @@ class DetectorParams:
 
 DEFAULT_PARAMS = DetectorParams()
 
+# Verdicts on a step whose new level is only the newest run(s) (alert states of the same names).
+SUSPECT, CONFIRMED, TRANSIENT = "suspect", "new", "transient"
+# Label of a regression whose new level is (within the threshold) a level the series held before the
+# previous one: typically the end of a short-lived improvement.
+RETURNS_TO_EARLIER_LEVEL = "returns_to_earlier_level"
+
 
 @dataclass(frozen=True)
 class Step:
@@ -65,6 +71,9 @@ class Step:
     p_value: float
     regression: bool
     fixed_index: int | None = None
+    parent_index: int | None = None  # last run of the level before (input index): the culprit range starts after it
+    confirmed: bool = True  # False: the new level is only the newest run(s), not yet seen twice (``verdict``)
+    labels: tuple[str, ...] = ()  # e.g. RETURNS_TO_EARLIER_LEVEL
 
 
 @dataclass(frozen=True)
@@ -167,9 +176,7 @@ def _candidates_batch(
         score[:2] = 0.0  # the first level needs two runs
         left = np.vstack([np.zeros((1, len(zs))), score[:-1]])
         right = np.vstack([score[1:], np.zeros((1, len(zs)))])
-        for i, j in zip(
-            *np.nonzero((score >= p.z_candidate) & (score >= left) & (score > right)), strict=True
-        ):
+        for i, j in zip(*np.nonzero((score >= p.z_candidate) & (score >= left) & (score > right)), strict=True):
             s = strength[j]
             s[int(i)] = max(s.get(int(i), 0.0), float(score[i, j]))
     return [sorted(sorted(s, key=lambda c: -s[c])[: p.max_candidates]) for s in strength]
@@ -253,13 +260,22 @@ def _prune(z: np.ndarray, sigma: float, cps: list[int], delta: float, p: Detecto
     return cps
 
 
+def _l1(seg: np.ndarray) -> float:
+    return float(np.abs(seg - _med(seg)).sum())
+
+
 def _tail(z: np.ndarray, sigma: float, cps: list[int], delta: float, p: DetectorParams) -> list[int]:
-    """Test the newest 1-3 runs as a new level when segmentation has not split them off."""
+    """Test the newest 1-3 runs as a new level when segmentation has not split them off.
+
+    The split must also pay for itself (L1 cost, noise units): a one-run spike followed by the new
+    level (say before and after a gap of failed runs) is an outlier of that level, not a level of its
+    own that the newest runs step away from."""
     n = z.size
     start = cps[-1] if cps else 0
     best_k, best_z = 0, 0.0
     for k in (1, 2, 3):
-        ref = z[max(start, n - k - p.level_window) : n - k]
+        first = max(start, n - k - p.level_window)
+        ref = z[first : n - k]
         if ref.size < 2 or n - k - start < 2:
             continue
         tail = z[n - k :]
@@ -267,9 +283,41 @@ def _tail(z: np.ndarray, sigma: float, cps: list[int], delta: float, p: Detector
         zs = abs(d) / _se(sigma, ref.size, k)
         # Every run of the tail must sit at the new level, or it is an outlier plus noise.
         consistent = _consistent_level(tail, float(_med(ref)), float(_med(ref)) + d, sigma, delta)
-        if abs(d) >= delta and zs >= p.z_flag and consistent and zs > best_z:
+        gain = (_l1(z[first:]) - _l1(ref) - _l1(tail)) / sigma
+        if abs(d) >= delta and zs >= p.z_flag and consistent and gain >= p.penalty and zs > best_z:
             best_k, best_z = k, zs
     return sorted({*cps, n - best_k}) if best_k else cps
+
+
+def _short_level_holds(z: np.ndarray, bounds: list[int], k: int, p: DetectorParams, sigma: float, delta: float) -> bool:
+    """Interior level ``k`` (``bounds[k]:bounds[k + 1]``), if short, must be a level of its own: its runs
+    agree and each stands apart from the level before and from the level after (one run at the next
+    level makes it a spike next to that level, as before a gap of failed runs)."""
+    a, b = bounds[k], bounds[k + 1]
+    if b - a > p.short_level:
+        return True
+    seg, level = z[a:b], _med(z[a:b])
+    before = _med(z[max(bounds[k - 1], a - p.level_window) : a])
+    after = _med(z[b : min(bounds[k + 2], b + p.level_window)])
+    return _consistent_level(seg, before, level, sigma, delta) and _consistent_level(seg, after, level, sigma, delta)
+
+
+def _merge_inconsistent(z: np.ndarray, sigma: float, cps: list[int], delta: float, p: DetectorParams) -> list[int]:
+    """Drop short interior levels that are no level (``_short_level_holds``): the boundary whose removal
+    costs less goes and the others are placed again, so what remains is measured against the level
+    before."""
+    for _ in range(len(cps)):
+        bounds = [0, *cps, z.size]
+        # Interior levels only: the first has no level before it, the newest none after it.
+        bad = next(
+            (k for k in range(1, len(bounds) - 2) if not _short_level_holds(z, bounds, k, p, sigma, delta)), None
+        )
+        if bad is None:
+            return cps
+        options = [[c for c in cps if c != drop] for drop in (bounds[bad], bounds[bad + 1])]
+        cost = [sum(_l1(z[a:b]) for a, b in zip([0, *o], [*o, z.size], strict=True)) for o in options]
+        cps = _refine(z, options[int(np.argmin(cost))])
+    return cps
 
 
 def _consistent_level(seg: np.ndarray, lo: float, hi: float, sigma: float, delta: float) -> bool:
@@ -284,6 +332,43 @@ def _consistent_level(seg: np.ndarray, lo: float, hi: float, sigma: float, delta
         return float(abs(seg[1] - seg[0])) <= max(4.0 * sigma, abs(d))
     dev = np.sort(np.abs(seg - _med(seg)))[:-1]
     return float(dev.max()) <= max(2.0 * sigma, 0.25 * abs(d))
+
+
+def _verdict(worse: np.ndarray, delta: float) -> str:
+    """Each run of a new level votes: worse than the level before by the threshold (confirms), or back
+    within half the threshold (refutes); runs in between abstain. Two confirming runs and more of them
+    than refuting ones confirm; a refuting run with as many as confirm refutes; else undecided."""
+    confirm = int(np.sum(worse > delta))
+    refute = int(np.sum(worse < 0.5 * delta))
+    if confirm >= 2 and confirm > refute:
+        return CONFIRMED
+    if refute >= 1 and refute >= confirm:
+        return TRANSIENT
+    return SUSPECT
+
+
+def verdict(
+    before: float, measurements: Sequence[float | None], *, threshold: float = 0.05, direction: str = UP_IS_WORSE
+) -> str:
+    """Confirmation of a step from ``before`` seen only in the newest runs: ``"new"`` (confirmed),
+    ``"transient"`` (refuted) or ``"suspect"`` (undecided), from every measurement of the new level in
+    order (the run that showed the step, re-runs of its commit, runs of later commits; failed runs
+    skipped)."""
+    _, z = _to_log(list(measurements))
+    sign = 1.0 if direction == UP_IS_WORSE else -1.0
+    return _verdict(sign * (z - math.log(before)), math.log1p(threshold))
+
+
+def _last_at_old_level(
+    z: np.ndarray, start: int, c: int, lo: float, hi: float, sigma: float, delta: float, most: int = 2
+) -> int:
+    """Index of the last run before ``c`` that sits at the old level: up to ``most`` runs just before the
+    step that already moved its way, beyond noise and half the threshold (a one-run first stage of two
+    close steps, or the culprit measured noisily), widen the commit range the culprit lies in."""
+    j = c - 1
+    while j > start and c - j <= most and np.sign(hi - lo) * (z[j] - lo) >= max(0.5 * delta, 3.0 * sigma):
+        j -= 1
+    return j
 
 
 def _prepare(
@@ -308,10 +393,11 @@ def _finish(
     cps = _refine(z, cps)
     cps = _tail(z, sigma, cps, delta, params)
     cps = _prune(z, sigma, cps, delta, params)
+    cps = _merge_inconsistent(z, sigma, cps, delta, params)
     bounds = [0, *cps, n]
+    medians = [_med(z[a:b]) for a, b in zip(bounds, bounds[1:], strict=False)]
     levels = [
-        (int(idx[a]), int(idx[b - 1]), float(np.exp(_med(z[a:b]))))
-        for a, b in zip(bounds, bounds[1:], strict=False)
+        (int(idx[a]), int(idx[b - 1]), float(np.exp(m))) for a, b, m in zip(bounds, bounds[1:], medians, strict=False)
     ]
     sign = 1.0 if direction == UP_IS_WORSE else -1.0
     steps: list[Step] = []
@@ -324,12 +410,18 @@ def _finish(
         if regression and seg_end < n and seg_end - c <= params.short_level:
             regression = _consistent_level(z[c:seg_end], lo, hi, sigma, delta)
         fixed = None
+        confirmed = True
+        labels: tuple[str, ...] = ()
         if regression:
             for a, b in zip(bounds[k + 2 :], bounds[k + 3 :], strict=False):
                 level = _med(z[a : min(b, a + params.level_window)])
                 if sign * (level - lo) < delta:
                     fixed = int(idx[a])
                     break
+            if seg_end == n:  # the new level is the newest runs: seen twice on its own, or suspect
+                confirmed = _verdict(sign * (z[c:] - lo), delta) == CONFIRMED
+            if any(abs(hi - m) < delta for m in medians[:k]):
+                labels = (RETURNS_TO_EARLIER_LEVEL,)
         steps.append(
             Step(
                 index=int(idx[c]),
@@ -341,6 +433,9 @@ def _finish(
                 p_value=float(math.erfc(zs / math.sqrt(2))),
                 regression=bool(regression),
                 fixed_index=fixed,
+                parent_index=int(idx[_last_at_old_level(z, bounds[k], c, lo, hi, sigma, delta)]),
+                confirmed=confirmed,
+                labels=labels,
             )
         )
     return SeriesDetection(steps=steps, noise=sigma, levels=levels)
