@@ -15,8 +15,14 @@ into every result file's ``params``. Without CUDA the CPU smoke tier runs (Trito
 the machine name ``<name>-cpu``, so its series never mix with GPU series. Worktrees are removed
 afterwards, also on errors and Ctrl-C.
 
-Exit status: 0 when every commit was measured (or skipped), 2 when some benchmark failed (for
-example the correctness gate), 1 on errors (bad arguments, asv produced no result file).
+"Already measured" comes from the store too (``--db``; commit x machine x benchmark version, see
+``mlaperf.measured``), because a CI checkout deletes the ignored ``.asv/results``. asv runs in its own
+process group: on Ctrl-C or SIGTERM the whole group (asv, its forkserver and benchmark processes) is
+stopped, then the worktree and the temporary directory are removed.
+
+Exit status (the rule of every mlaperf command): 0 every commit measured (or skipped), 1 some benchmark
+failed at a commit (for example the correctness gate) or a commit produced no result, 2 bad usage (bad
+RANGE, machine, config), 3 internal error, 130/143 interrupted by SIGINT/SIGTERM.
 """
 
 from __future__ import annotations
@@ -41,10 +47,11 @@ CPU_SUFFIX = "-cpu"
 DESCRIPTION = (
     "Benchmark each commit of RANGE with asv in a throwaway git worktree, using the current Python "
     "environment and the current checkout's benchmark suites (asv run --python=same --set-commit-hash "
-    "SHA --launch-method forkserver --record-samples). Commits already measured for the machine are "
-    "skipped. The GPU identity is added to the asv machine entry. Without CUDA the CPU smoke tier "
-    "(Triton interpreter) runs under the machine name <name>-cpu. Exit status: 0 ok, 2 some "
-    "benchmark failed (e.g. the correctness gate), 1 error."
+    "SHA --launch-method forkserver --record-samples). Commits already measured for the machine (a result "
+    "file, or a run in the store that covers the current benchmark versions) are skipped. The GPU identity "
+    "is added to the asv machine entry. Without CUDA the CPU smoke tier (Triton interpreter) runs under the "
+    "machine name <name>-cpu. Exit status: 0 ok, 1 some benchmark failed or a commit produced no result, "
+    "2 bad usage, 3 internal error, 130/143 interrupted (SIGINT/SIGTERM: asv stopped, worktree removed)."
 )
 
 
@@ -72,11 +79,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "range",
-        nargs="?",
-        default="HEAD",
+        nargs="*",
+        default=["HEAD"],
         metavar="RANGE",
-        help="a commit (e.g. HEAD, a SHA, a tag), a git range A..B (first-parent commits, oldest first), or NEW "
-        "(the last 50 first-parent commits of HEAD; with --skip-existing only those without results run)",
+        help="commits to measure, in order: a commit (HEAD, a SHA, a tag), a git range A..B (first-parent "
+        "commits, oldest first), or NEW (the last 50 first-parent commits of HEAD; with --skip-existing only "
+        "those not measured yet run); several may be given",
     )
     parser.add_argument(
         "--results-dir", type=Path, default=None, help="asv results directory (default: asv.conf.json's)"
@@ -103,7 +111,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--skip-existing",
         action=argparse.BooleanOptionalAction,
         default=True,
-        help="skip commits that already have a result file for this machine",
+        help="skip commits already measured on this machine: a result file, or a run in the store (--db) "
+        "that covers the current benchmark versions",
+    )
+    parser.add_argument(
+        "--db",
+        metavar="URL",
+        default=None,
+        help="store asked what is already measured (default: $MLAPERF_DB, else the default SQLite store "
+        "when its file exists; 'none' asks no store)",
+    )
+    parser.add_argument(
+        "--max-commits",
+        type=int,
+        default=None,
+        metavar="N",
+        help="measure at most N of the commits still to measure, the newest first (a nightly budget)",
     )
     parser.add_argument(
         "--concurrency",
@@ -135,6 +158,15 @@ def repo_root(start: Path | None = None) -> Path:
 
 
 NEW_WINDOW = 50  # how far back RANGE=NEW looks for commits without results
+
+
+def resolve_specs(root: Path, specs: list[str]) -> list[Commit]:
+    """The commits of several RANGE arguments, in order, each commit once."""
+    seen: dict[str, Commit] = {}
+    for spec in specs or ["HEAD"]:
+        for c in resolve_commits(root, spec):
+            seen.setdefault(c.sha, c)
+    return list(seen.values())
 
 
 def resolve_commits(root: Path, spec: str) -> list[Commit]:
@@ -267,39 +299,99 @@ def _fmt_elapsed(seconds: float) -> str:
     return f"{m}m{s:02d}s" if m else f"{seconds:.1f}s"
 
 
-def run(args: argparse.Namespace) -> int:
-    t0 = time.perf_counter()
-    root = repo_root()
-    config_path = (args.config or root / "asv.conf.json").resolve()
-    conf = load_config(config_path)
-    commits = resolve_commits(root, args.range)
-    concurrency = _check_concurrency(args.concurrency)
-    tier = resolve_tier(args.tier)
-    machine = machine_name(args.machine, tier)
+def resolve_paths(conf: dict[str, object], root: Path, results_dir: Path | None = None) -> Path:
+    """Make the config's paths absolute (asv runs from a temporary config); return the results dir."""
 
     def absolute(key: str, default: str) -> str:
         value = Path(str(conf.get(key) or default))
         return str(value if value.is_absolute() else (root / value).resolve())
 
-    if args.results_dir:
-        results_dir = Path(args.results_dir).resolve()
-    else:
-        results_dir = Path(absolute("results_dir", "results"))
+    results = Path(results_dir).resolve() if results_dir else Path(absolute("results_dir", "results"))
     conf.update(
         repo=str(root),
         benchmark_dir=absolute("benchmark_dir", "benchmarks"),
         env_dir=absolute("env_dir", "env"),
         html_dir=absolute("html_dir", "html"),
-        results_dir=str(results_dir),
+        results_dir=str(results),
     )
+    return results
 
+
+def store_url(requested: str | None) -> str | None:
+    """The store to ask what is measured: --db, else $MLAPERF_DB, else the default SQLite file if it exists."""
+    if requested is not None:
+        return None if requested.lower() == "none" else requested
+    if os.environ.get("MLAPERF_DB"):
+        return os.environ["MLAPERF_DB"]
+    from sqlalchemy.engine import make_url
+
+    from db.engine import DEFAULT_URL
+
+    database = make_url(DEFAULT_URL).database
+    return DEFAULT_URL if database and Path(database).is_file() else None
+
+
+def measured_in_store(
+    url: str, conf: dict[str, object], commits: list[Commit], machine: str, env: dict[str, str],
+    bench: list[str] | None,
+) -> dict[str, int]:  # fmt: skip
+    """{sha: runs in the store that cover the current suite}; asks asv for the versions only when needed."""
+    from sqlalchemy.orm import Session
+
+    from db.engine import make_engine
+    from mlaperf import measured
+
+    try:
+        engine = make_engine(url, readonly=True)
+    except ValueError as exc:
+        raise RunError(f"--db: {exc}") from None
+    try:
+        if not measured.machine_has_runs(engine, machine):
+            return {}
+        try:
+            versions = measured.discover_versions(conf, commits[-1].sha, machine, env, bench)
+        except measured.DiscoveryError as exc:
+            print(f"note: {exc}; a stored run of any version counts as measured", flush=True)
+            versions = None
+        with Session(engine) as session:
+            return measured.covering_runs(session, machine, [c.sha for c in commits], versions)
+    finally:
+        engine.dispose()
+
+
+def run(args: argparse.Namespace) -> int:
+    t0 = time.perf_counter()
+    root = repo_root()
+    config_path = (args.config or root / "asv.conf.json").resolve()
+    conf = load_config(config_path)
+    commits = resolve_specs(root, list(args.range))
+    concurrency = _check_concurrency(args.concurrency)
+    if args.max_commits is not None and args.max_commits < 0:
+        raise RunError(f"--max-commits {args.max_commits}: expected 0 or more")
+    tier = resolve_tier(args.tier)
+    machine = machine_name(args.machine, tier)
+
+    results_dir = resolve_paths(conf, root, args.results_dir)
+
+    in_store: dict[str, int] = {}
+    url = store_url(args.db) if args.skip_existing else None
+    if url and commits:
+        in_store = measured_in_store(url, conf, commits, machine, _run_env(root, tier, concurrency), args.bench)
     todo = []
     for c in commits:
         have = existing_results(results_dir, machine, c.sha)
         if have and args.skip_existing:
             print(f"skip {c.sha[:8]} {c.subject!r}: already measured ({Path(have[0]).name})", flush=True)
+        elif in_store.get(c.sha):
+            print(f"skip {c.sha[:8]} {c.subject!r}: already measured (in the store)", flush=True)
         else:
             todo.append(c)
+    if args.max_commits is not None and len(todo) > args.max_commits:
+        kept = {c.sha for c in todo[::-1][: args.max_commits]}  # the newest ones, RANGE order kept
+        for c in todo:
+            if c.sha not in kept:
+                print(f"later {c.sha[:8]} {c.subject!r}: over --max-commits {args.max_commits}", flush=True)
+        todo = [c for c in todo if c.sha in kept]
     print(
         f"mlaperf run: {len(todo)} of {len(commits)} commit(s) to measure on machine {machine!r} "
         f"(tier {tier}), results in {results_dir}",
@@ -329,31 +421,66 @@ def run(args: argparse.Namespace) -> int:
             _git(root, "worktree", "add", "--detach", "--quiet", str(worktree), c.sha)
             try:
                 t_commit = time.perf_counter()
-                proc = subprocess.run(
-                    asv_command(config, c.sha, machine, args.bench),
-                    cwd=root,
+                returncode = run_group(
+                    asv_command(config, c.sha, machine, args.bench), cwd=root,
                     env=_run_env(worktree, tier, concurrency),
-                )
+                )  # fmt: skip
             finally:
                 _remove_worktree(root, worktree)
             produced = existing_results(results_dir, machine, c.sha)
             took = _fmt_elapsed(time.perf_counter() - t_commit)
             if not produced:
-                print(f"[{i}/{len(todo)}] {c.sha[:8]}: no result, asv exit {proc.returncode}", flush=True)
+                print(f"[{i}/{len(todo)}] {c.sha[:8]}: no result, asv exit {returncode}", flush=True)
                 status = 1
-            elif proc.returncode != 0:
+            elif returncode != 0:
                 print(f"[{i}/{len(todo)}] {c.sha[:8]}: done in {took}, some benchmarks failed", flush=True)
-                status = status or 2
+                status = 1
             else:
                 print(f"[{i}/{len(todo)}] {c.sha[:8]}: done in {took}", flush=True)
-    except KeyboardInterrupt:
-        print("\ninterrupted; worktrees removed", file=sys.stderr)
-        return 130
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
         subprocess.run(["git", "worktree", "prune"], cwd=root, capture_output=True)
     print(f"\nmlaperf run: finished in {_fmt_elapsed(time.perf_counter() - t0)}", flush=True)
     return status
+
+
+STOP_GRACE_S = 10.0  # how long asv's process group gets to exit after SIGTERM before SIGKILL
+
+
+def run_group(cmd: list[str], *, cwd: Path, env: dict[str, str]) -> int:
+    """Run ``cmd`` in its own process group; on any interruption stop the whole group, then re-raise.
+
+    asv starts a forkserver and benchmark processes of its own; killing asv alone would orphan them.
+    """
+    proc = subprocess.Popen(cmd, cwd=cwd, env=env, start_new_session=True)
+    try:
+        return proc.wait()
+    except BaseException:
+        stop_group(proc)
+        raise
+
+
+def stop_group(proc: subprocess.Popen[bytes]) -> None:
+    """SIGTERM to the process group of ``proc``, SIGKILL to what is left after STOP_GRACE_S."""
+    import signal
+
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            break
+        try:
+            proc.wait(timeout=STOP_GRACE_S)
+        except subprocess.TimeoutExpired:
+            continue
+        # asv is gone; its children may linger a moment in the group
+        deadline = time.monotonic() + STOP_GRACE_S
+        while time.monotonic() < deadline:
+            try:
+                os.killpg(proc.pid, 0)
+            except ProcessLookupError:
+                return
+            time.sleep(0.1)
 
 
 def _remove_worktree(root: Path, worktree: Path) -> None:
@@ -366,16 +493,18 @@ def handle(args: argparse.Namespace) -> int:
         return run(args)
     except RunError as exc:
         print(f"mlaperf run: error: {exc}", file=sys.stderr)
-        return 1
+        return 2
 
 
 def main(argv: list[str] | None = None) -> int:
     """``python -m mlaperf.runner [RANGE] ...``: the same as ``mlaperf run``."""
+    from mlaperf.cli import dispatch
+
     parser = argparse.ArgumentParser(
         prog="mlaperf run", formatter_class=argparse.ArgumentDefaultsHelpFormatter, description=DESCRIPTION
     )
     add_arguments(parser)
-    return handle(parser.parse_args(argv))
+    return dispatch(handle, parser.parse_args(argv), prog="mlaperf run")
 
 
 if __name__ == "__main__":

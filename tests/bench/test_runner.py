@@ -64,15 +64,15 @@ def test_help_and_register() -> None:
     )
     assert proc.returncode == 0
     for flag in ("--results-dir", "--machine", "--bench", "--tier", "--skip-existing", "--no-skip-existing",
-                 "--dry-run", "--concurrency"):  # fmt: skip
+                 "--dry-run", "--concurrency", "--db", "--max-commits"):  # fmt: skip
         assert flag in proc.stdout
     parser = argparse.ArgumentParser(prog="mlaperf")
     runner.register(parser.add_subparsers(dest="command"))
     args = parser.parse_args(["run"])
     assert args.func is runner.handle
-    assert (args.range, args.tier, args.skip_existing, args.dry_run) == ("HEAD", "auto", True, False)
-    args = parser.parse_args(["run", "A..B", "--no-skip-existing", "--bench", "x", "--bench", "y"])
-    assert (args.range, args.skip_existing, args.bench) == ("A..B", False, ["x", "y"])
+    assert (args.range, args.tier, args.skip_existing, args.dry_run) == (["HEAD"], "auto", True, False)
+    args = parser.parse_args(["run", "A..B", "C", "--no-skip-existing", "--bench", "x", "--bench", "y"])
+    assert (args.range, args.skip_existing, args.bench) == (["A..B", "C"], False, ["x", "y"])
 
 
 @pytest.mark.parametrize(
@@ -83,11 +83,13 @@ def test_help_and_register() -> None:
         (["--machine", "a/b"], "--machine 'a/b'"),
         (["--concurrency", "1,x"], "--concurrency '1,x'"),
         (["--config", "missing.json"], "missing.json not found (--config)"),
+        (["--max-commits", "-1"], "--max-commits -1"),
+        (["--db", "nosuchdriver://x"], "--db: invalid database URL"),
     ],
 )
 def test_bad_arguments_fail_clearly(smoke_repo: SmokeRepo, args: list[str], message: str) -> None:
     proc = run_cli(smoke_repo, *args, "--tier", "cpu", timeout=120)
-    assert proc.returncode == 1
+    assert proc.returncode == 2, proc.stderr
     assert message in proc.stderr
     assert not (smoke_repo.path / ".asv").exists() or not any((smoke_repo.path / ".asv").iterdir())
 
@@ -95,7 +97,7 @@ def test_bad_arguments_fail_clearly(smoke_repo: SmokeRepo, args: list[str], mess
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the error path without a GPU")
 def test_gpu_tier_without_gpu_fails_clearly(smoke_repo: SmokeRepo) -> None:
     proc = run_cli(smoke_repo, "--tier", "gpu", timeout=120)
-    assert proc.returncode == 1
+    assert proc.returncode == 2
     assert "--tier gpu, but torch sees no CUDA device" in proc.stderr
     with pytest.raises(runner.RunError, match="reserved for the CPU smoke tier"):
         runner.machine_name("box-cpu", "gpu")
@@ -169,7 +171,7 @@ def test_correctness_gate_fails_a_wrong_kernel(smoke_repo: SmokeRepo) -> None:
     sel = r"SparseDecode\.time_decode\('(simt|mma)', 1, 32\)"
     span = f"{smoke_repo.base}..{smoke_repo.bad}"
     proc = run_cli(smoke_repo, span, "--machine", "gate", "--bench", sel)
-    assert proc.returncode == 2, proc.stdout[-4000:] + proc.stderr[-4000:]
+    assert proc.returncode == 1, proc.stdout[-4000:] + proc.stderr[-4000:]  # 1: a benchmark failed
     assert "KernelMismatch" in proc.stdout and "out:" in proc.stdout
     name = "bench_decode.SparseDecode.time_decode"
     _, good = load_results(result_file(smoke_repo, "gate-cpu", smoke_repo.good))

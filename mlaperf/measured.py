@@ -1,0 +1,109 @@
+"""What the store already holds: "already measured" is commit x machine x benchmark version.
+
+A CI checkout deletes ``.asv/results`` (``git clean -ffdx``), so result files cannot say what was measured;
+the store can. A run of commit C on machine M *covers* the current suite when it has a result (any
+status: ok, failed or skipped) for every benchmark of the suite at the suite's asv ``version``; a commit
+is measured when some run covers it. A benchmark whose code changed gets a new version, so commits
+measured with the old one count as unmeasured again and are filled in within later nights' budgets.
+The current versions come from asv's own discovery (``asv run --bench just-discover``).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import tempfile
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+from sqlalchemy import Engine, func, select
+from sqlalchemy.orm import Session
+
+from db.models import Benchmark, Commit, Machine, Result, Run
+
+
+class DiscoveryError(RuntimeError):
+    """asv could not discover the benchmark suite (e.g. a benchmark module does not import)."""
+
+
+def discover_versions(
+    conf: Mapping[str, Any], sha: str, machine: str, env: Mapping[str, str], bench: Sequence[str] | None = None
+) -> dict[str, str]:
+    """{benchmark name: asv version} of the suite ``conf`` points at, restricted like ``asv run --bench``.
+
+    Runs asv's discovery (it imports the benchmark modules, as every ``asv run`` does) with the results
+    going to a temporary folder, so nothing of the real results directory changes.
+    """
+    from asv import util
+    from asv.benchmarks import Benchmarks
+
+    with tempfile.TemporaryDirectory(prefix="mlaperf-discover-") as tmp:
+        config = Path(tmp) / "asv.conf.json"
+        config.write_text(json.dumps({**conf, "results_dir": str(Path(tmp) / "results")}))
+        cmd = [
+            sys.executable, "-m", "asv", "run", "--config", str(config), "--python=same",
+            "--set-commit-hash", sha, "--machine", machine, "--bench", "just-discover",
+        ]  # fmt: skip
+        proc = subprocess.run(cmd, cwd=str(conf["repo"]), env=dict(env), capture_output=True, text=True)
+        path = Path(tmp) / "results" / "benchmarks.json"
+        if proc.returncode != 0 or not path.is_file():
+            tail = (proc.stdout + proc.stderr).strip().splitlines()[-5:]
+            raise DiscoveryError("asv could not discover the benchmarks: " + " | ".join(tail))
+        entries = util.load_json(str(path), api_version=Benchmarks.api_version)
+    selected = Benchmarks(
+        SimpleNamespace(benchmark_dir=conf["benchmark_dir"]), entries.values(), regex=list(bench or [])
+    )
+    return {name: str(entries[name]["version"]) for name in selected}
+
+
+def covering_runs(
+    session: Session, machine: str, shas: Iterable[str], versions: Mapping[str, str] | None
+) -> dict[str, int]:
+    """{sha: number of runs of that commit on ``machine`` that cover ``versions``} (absent: none).
+
+    ``versions`` None counts every run of the commit (no suite to compare with).
+    """
+    shas = list(dict.fromkeys(shas))
+    if not shas:
+        return {}
+    stmt = (
+        select(Commit.sha, Run.id, Benchmark.name, Result.benchmark_version)
+        .join(Run, Run.commit_id == Commit.id)
+        .join(Machine, Machine.id == Run.machine_id)
+        .join(Result, Result.run_id == Run.id)
+        .join(Benchmark, Benchmark.id == Result.benchmark_id)
+        .where(Machine.name == machine, Commit.sha.in_(shas))
+        .distinct()
+    )
+    if versions is not None:
+        stmt = stmt.where(Benchmark.name.in_(list(versions)))
+    held: dict[tuple[str, int], set[tuple[str, str | None]]] = defaultdict(set)
+    for sha, run_id, name, version in session.execute(stmt):
+        held[(sha, run_id)].add((name, version))
+    need = None if versions is None else {(n, str(v)) for n, v in versions.items()}
+    counts: dict[str, int] = defaultdict(int)
+    for (sha, _run), have in held.items():
+        if need is None or need <= have:
+            counts[sha] += 1
+    if versions is None:  # a run with no results at all still counts as a run of the commit
+        for sha, n in session.execute(
+            select(Commit.sha, func.count(Run.id))
+            .join(Run, Run.commit_id == Commit.id)
+            .join(Machine, Machine.id == Run.machine_id)
+            .where(Machine.name == machine, Commit.sha.in_(shas))
+            .group_by(Commit.sha)
+        ):
+            counts[sha] = max(counts[sha], int(n))
+    return dict(counts)
+
+
+def machine_has_runs(engine: Engine, machine: str) -> bool:
+    with Session(engine) as session:
+        found = session.execute(
+            select(Run.id).join(Machine, Machine.id == Run.machine_id).where(Machine.name == machine).limit(1)
+        ).first()
+    return found is not None

@@ -1,0 +1,395 @@
+"""``mlaperf nightly plan|alert``: the two decisions of the nightly service (scripts/nightly.sh runs them).
+
+``plan`` picks the commits of one round of a night, within the night's commit budget, in this order:
+
+1. confirmation: a commit whose step is ``suspect`` (seen in one run only) is measured once more, so the
+   detector can call it ``new`` (confirmed) or ``transient`` before anyone is alerted;
+2. the culprit: where a flagged step (suspect, new, acknowledged) sits after unmeasured first-parent
+   commits, the middle one of that gap is measured (a bisection over nights finds the commit, not a guess);
+3. the backlog: commits of the recent first-parent history not measured yet, newest first.
+
+"Measured" is read from the store (commit x machine x benchmark version, ``mlaperf.measured``), never from
+result files, which a CI checkout deletes. Round 1 keeps ``--reserve`` commits of the budget for round 2,
+which runs after ingest and detection, so tonight's suspects are confirmed tonight.
+
+``alert`` turns confirmed alert groups into GitHub issues: one issue per group (opened when the group is
+``new``), its body updated on later nights, closed with a comment when no series of the group is open
+any more (fixed, transient, ignored or retired). The plan is written to a JSON file before it is applied.
+
+Both read the regression records of ``mlaperf detect --json --all`` (keys: id, group, machine_wide, status,
+machine, benchmark, params, commit, parent, ratio, new; more are tolerated).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+OPEN_STATUSES = ("suspect", "new", "acknowledged")
+CLOSED_STATUSES = ("fixed", "transient", "ignored", "retired")
+ISSUE_LABEL = "mlaperf-regression"
+DEFAULT_BUDGET = 20  # ~11 min a commit on the GPU grid: 20 commits + setup fit the job's 360 minutes
+DEFAULT_WINDOW = 50
+
+
+class PlanError(Exception):
+    """Bad input of a nightly step (file, argument); exit status 2."""
+
+
+# --- inputs ---------------------------------------------------------------------------------------
+
+
+def load_records(path: Path | None) -> list[dict[str, Any]]:
+    """Regression records of ``mlaperf detect --json --all`` (a missing file is an empty list)."""
+    if path is None or not path.exists():
+        return []
+    try:
+        data = json.loads(path.read_text() or "[]")
+    except (OSError, json.JSONDecodeError) as exc:
+        raise PlanError(f"--regressions {path}: not the JSON of `mlaperf detect --json` ({exc})") from None
+    if not isinstance(data, list) or not all(isinstance(r, dict) for r in data):
+        raise PlanError(f"--regressions {path}: expected a JSON list of regression records")
+    for r in data:
+        missing = {"status", "machine", "commit"} - set(r)
+        if missing:
+            raise PlanError(f"--regressions {path}: a record lacks {', '.join(sorted(missing))}")
+    return data
+
+
+@dataclass
+class NightState:
+    """What this night has planned so far (rounds share the budget)."""
+
+    budget: int
+    planned: list[dict[str, str]] = field(default_factory=list)
+
+    @classmethod
+    def load(cls, path: Path, budget: int) -> NightState:
+        if not path.exists():
+            return cls(budget)
+        try:
+            data = json.loads(path.read_text())
+            return cls(int(data["budget"]), list(data["planned"]))
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise PlanError(f"--state {path}: unreadable ({exc})") from None
+
+    def save(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(asdict(self), indent=2) + "\n")
+
+    @property
+    def left(self) -> int:
+        return max(self.budget - len(self.planned), 0)
+
+
+def first_parent(root: Path, *args: str) -> list[str]:
+    proc = subprocess.run(["git", "rev-list", "--first-parent", *args, "--"], cwd=root, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise PlanError(f"git rev-list {' '.join(args)}: {proc.stderr.strip()}")
+    return proc.stdout.split()
+
+
+# --- the plan -------------------------------------------------------------------------------------
+
+
+@dataclass
+class Pick:
+    sha: str
+    reason: str
+
+
+def plan_round(
+    window: Sequence[str],
+    runs: Mapping[str, int],
+    records: Iterable[Mapping[str, Any]],
+    gaps: Mapping[str, Sequence[str]],
+    *,
+    budget_left: int,
+    tonight: Iterable[str] = (),
+) -> list[Pick]:
+    """The commits of one round, in run order.
+
+    ``window``: recent first-parent commits, newest first. ``runs``: {sha: runs in the store covering the
+    current suite}. ``records``: this machine's regression records. ``gaps``: {flagged sha: the first-parent
+    commits between its ``parent`` and it, oldest first}. ``tonight``: shas already measured tonight.
+    """
+    done = set(tonight)
+    picks: list[Pick] = []
+
+    def take(sha: str, reason: str) -> None:
+        if len(picks) < budget_left and sha not in done:
+            picks.append(Pick(sha, reason))
+            done.add(sha)
+
+    records = list(records)
+    for r in records:  # 1. confirm suspects: one more run of that commit
+        if r["status"] == "suspect" and runs.get(r["commit"], 0) < 2:
+            take(r["commit"], f"confirm suspect step (group {r.get('group', '?')})")
+    for r in records:  # 2. narrow the gap before a flagged step
+        if r["status"] in OPEN_STATUSES:
+            unmeasured = [s for s in gaps.get(r["commit"], ()) if not runs.get(s) and s not in done]
+            if unmeasured:
+                take(unmeasured[len(unmeasured) // 2], f"bisect the gap before the step at {r['commit'][:10]}")
+    for sha in window:  # 3. the backlog, newest first
+        if not runs.get(sha):
+            take(sha, "not measured yet")
+    return picks
+
+
+def cmd_plan(args: argparse.Namespace) -> int:
+    from mlaperf import runner
+
+    if args.budget < 0 or args.reserve < 0 or args.window < 1:
+        raise PlanError("--budget and --reserve must be 0 or more, --window 1 or more")
+    if args.round not in (1, 2):
+        raise PlanError(f"--round {args.round}: 1 or 2")
+    root = runner.repo_root()
+    tier = runner.resolve_tier(args.tier)
+    machine = runner.machine_name(args.machine, tier)
+    state = NightState.load(args.state, args.budget)
+    records = [r for r in load_records(args.regressions) if r["machine"] == machine]
+    window = first_parent(root, f"--max-count={args.window}", "HEAD")
+
+    gaps: dict[str, list[str]] = {}
+    for r in records:
+        parent = r.get("parent")
+        if r["status"] in OPEN_STATUSES and parent and r["commit"] not in gaps:
+            try:
+                between = first_parent(root, "--reverse", f"{parent}..{r['commit']}")
+            except PlanError:  # a commit this clone does not have: no gap to fill
+                continue
+            gaps[r["commit"]] = [s for s in between if s != r["commit"]]
+
+    candidates = list(dict.fromkeys([*window, *(r["commit"] for r in records), *(s for g in gaps.values() for s in g)]))
+    runs: dict[str, int] = {}
+    url = runner.store_url(args.db)
+    if url:
+        conf = runner.load_config((root / "asv.conf.json").resolve())
+        runner.resolve_paths(conf, root)
+        commits = [runner.Commit(sha, "") for sha in reversed(candidates)]
+        runs = runner.measured_in_store(url, conf, commits, machine, runner._run_env(root, tier, None), args.bench)
+
+    reserve = min(args.reserve, max(state.budget - 1, 0)) if args.round == 1 else 0
+    left = max(state.left - reserve, 0)
+    picks = plan_round(window, runs, records, gaps, budget_left=left, tonight=(p["sha"] for p in state.planned))
+    state.planned += [{"sha": p.sha, "reason": p.reason, "round": str(args.round)} for p in picks]
+    state.save(args.state)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text("".join(f"{p.sha}\n" for p in picks))
+    unmeasured = sum(1 for s in window if not runs.get(s))
+    print(f"nightly plan, round {args.round}: {len(picks)} commit(s) on machine {machine!r} "
+          f"(budget {state.budget}, {state.left} left after this round; {unmeasured} of the last "
+          f"{len(window)} commits not measured before tonight)")  # fmt: skip
+    for p in picks:
+        print(f"  {p.sha[:10]}  {p.reason}")
+    return 0
+
+
+# --- alerts ---------------------------------------------------------------------------------------
+
+
+def _cell(value: Any) -> str:
+    """A table cell from data: no markdown, mention, link, HTML or table break survives."""
+    text = " ".join(str(value).split())
+    for ch in "\\`*_{}[]()<>#+!|~":
+        text = text.replace(ch, "\\" + ch)
+    return text.replace("@", "@\u200b").replace("://", ":\u200b//")
+
+
+def _fmt(value: Any, unit: Any) -> str:
+    from regressions.report import fmt_value
+
+    try:
+        return fmt_value(None if value is None else float(value), unit)
+    except (TypeError, ValueError):
+        return "-"
+
+
+def group_marker(group: Any) -> str:
+    return f"<!-- mlaperf-alert-group:{group} -->"
+
+
+def issue_for_group(group: Any, rows: list[Mapping[str, Any]], links: Mapping[str, str]) -> tuple[str, str]:
+    """(title, body) of a group's issue."""
+    first = rows[0]
+    sha = str(first["commit"])
+    worst = max(float(r.get("ratio") or 0) for r in rows)
+    machine = str(first["machine"])
+    title = f"Performance regression on {machine} at {sha[:10]}: {len(rows)} series (worst x{worst:.2f})"
+    title = " ".join(title.split())[:250]
+    repo = links.get("repo_url", "").rstrip("/")
+    commit = f"[`{sha[:10]}`]({repo}/commit/{sha})" if repo else f"`{sha[:10]}`"
+    lines = [
+        group_marker(group),
+        f"mlaperf's nightly found a confirmed regression (alert group {_cell(group)}) on machine "
+        f"**{_cell(machine)}** at commit {commit}"
+        + (f", after `{str(first['parent'])[:10]}`." if first.get("parent") else "."),
+    ]
+    if links.get("dashboard_url"):
+        lines.append(f"Dashboard: {links['dashboard_url']}")
+    if links.get("run_url"):
+        lines.append(f"Nightly run: {links['run_url']}")
+    lines += [
+        "",
+        "| status | benchmark | params | before | after | ratio |",
+        "| --- | --- | --- | ---: | ---: | ---: |",
+    ]
+    for r in sorted(rows, key=lambda r: -float(r.get("ratio") or 0)):
+        params = r.get("params") or {}
+        shown = ", ".join(f"{k}={v}" for k, v in params.items()) if isinstance(params, dict) else params
+        lines.append(
+            f"| {_cell(r['status'])} | {_cell(r.get('benchmark', ''))} | {_cell(shown or '-')} | "
+            f"{_fmt(r.get('before'), r.get('unit'))} | {_fmt(r.get('after'), r.get('unit'))} | "
+            f"{float(r.get('ratio') or 0):.3f} |"
+        )
+    lines += ["", "Acknowledge or ignore series in the dashboard (`mlaperf dashboard --writable`); this issue "
+              "closes by itself when no series of the group is open any more."]  # fmt: skip
+    return title, "\n".join(lines)[:60000] + "\n"
+
+
+@dataclass
+class Action:
+    action: str  # open | update | close | unchanged
+    group: Any
+    number: int | None = None
+    title: str = ""
+    body: str = ""
+    comment: str = ""
+
+
+def plan_issues(
+    records: Iterable[Mapping[str, Any]], open_issues: Iterable[Any], links: Mapping[str, str]
+) -> list[Action]:
+    """open / update / close / unchanged per alert group, given the label's open issues."""
+    by_group: dict[Any, list[Mapping[str, Any]]] = defaultdict(list)
+    for r in records:
+        if r.get("group") is not None:
+            by_group[r["group"]].append(r)
+    existing = {}
+    for issue in open_issues:
+        for group in by_group:
+            if group_marker(group) in (issue.body or ""):
+                existing[group] = issue
+    actions = []
+    for group, rows in sorted(by_group.items(), key=lambda kv: str(kv[0])):
+        statuses = {r["status"] for r in rows}
+        issue = existing.get(group)
+        open_rows = [r for r in rows if r["status"] in ("new", "acknowledged")]
+        if issue is not None and not statuses & set(OPEN_STATUSES):
+            why = ", ".join(f"{s} {sum(r['status'] == s for r in rows)}" for s in sorted(statuses))
+            comment = f"No series of this alert group is open any more ({why}); closing."
+            actions.append(Action("close", group, issue.number, comment=comment))
+        elif issue is not None and open_rows:
+            title, body = issue_for_group(group, open_rows, links)
+            kind = "unchanged" if (issue.title, issue.body) == (title, body) else "update"
+            actions.append(Action(kind, group, issue.number, title, body))
+        elif issue is None and "new" in statuses:
+            title, body = issue_for_group(group, open_rows, links)
+            actions.append(Action("open", group, None, title, body))
+    return actions
+
+
+def _links(args: argparse.Namespace) -> dict[str, str]:
+    server = os.environ.get("GITHUB_SERVER_URL", "https://github.com")
+    repository = os.environ.get("GITHUB_REPOSITORY", "")
+    repo_url = args.repo_url or os.environ.get("MLAPERF_REPO_URL") or (f"{server}/{repository}" if repository else "")
+    run_id = os.environ.get("GITHUB_RUN_ID")
+    return {
+        "repo_url": repo_url,
+        "dashboard_url": args.dashboard_url or os.environ.get("MLAPERF_DASHBOARD_URL", ""),
+        "run_url": f"{server}/{repository}/actions/runs/{run_id}" if run_id and repository else "",
+    }
+
+
+def cmd_alert(args: argparse.Namespace) -> int:
+    from mlaperf.github import GitHub, GitHubError
+
+    records = load_records(args.regressions)
+    try:
+        client = GitHub.from_env()
+    except ValueError as exc:
+        raise PlanError(str(exc)) from None
+    try:
+        issues = client.open_issues(ISSUE_LABEL)
+        actions = plan_issues(records, issues, _links(args))
+        args.plan_out.parent.mkdir(parents=True, exist_ok=True)
+        args.plan_out.write_text(json.dumps([asdict(a) for a in actions], indent=2) + "\n")
+        counts = {k: sum(a.action == k for a in actions) for k in ("open", "update", "close", "unchanged")}
+        print("nightly alert: " + ", ".join(f"{v} {k}" for k, v in counts.items()) + f" (plan in {args.plan_out})")
+        if args.dry_run:
+            return 0
+        for a in actions:
+            if a.action == "open":
+                a.number = client.create_issue(a.title, a.body, [ISSUE_LABEL])
+            elif a.action == "update":
+                client.update_issue(int(a.number or 0), a.title, a.body)
+            elif a.action == "close":
+                client.comment(int(a.number or 0), a.comment)
+                client.close_issue(int(a.number or 0))
+            if a.action != "unchanged":
+                print(f"  {a.action} issue #{a.number} (alert group {a.group})")
+    except GitHubError as exc:
+        print(f"mlaperf nightly alert: GitHub API: {exc}", file=sys.stderr)
+        return 3
+    return 1 if counts["open"] else 0  # 1: a regression was confirmed tonight
+
+
+# --- command line ---------------------------------------------------------------------------------
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "nightly",
+        help="the nightly service's decisions: which commits to measure tonight, which issues to open/close",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    sub = parser.add_subparsers(dest="nightly_command", metavar="STEP", required=True)
+    p = sub.add_parser("plan", help="pick tonight's commits (confirmations, gaps, newest first) within the budget",
+                       formatter_class=argparse.ArgumentDefaultsHelpFormatter)  # fmt: skip
+    p.add_argument("--regressions", type=Path, default=None, metavar="FILE",
+                   help="JSON of `mlaperf detect --json --all` (missing file: no regressions)")  # fmt: skip
+    p.add_argument("--state", type=Path, default=Path("artifacts/nightly/state.json"), metavar="FILE",
+                   help="this night's planned commits, shared by its rounds (fresh each night)")  # fmt: skip
+    p.add_argument("--out", type=Path, default=Path("artifacts/nightly/plan.txt"), metavar="FILE",
+                   help="where the round's commits go, one sha a line, in run order")  # fmt: skip
+    p.add_argument("--budget", type=int, default=int(os.environ.get("MLAPERF_NIGHT_BUDGET", DEFAULT_BUDGET)),
+                   help="commits measured per night, all rounds together (env MLAPERF_NIGHT_BUDGET)")  # fmt: skip
+    p.add_argument("--reserve", type=int, default=2, help="commits round 1 leaves for round 2's confirmations")
+    p.add_argument("--round", type=int, default=1, help="1: before any run tonight; 2: after ingest + detect")
+    p.add_argument("--window", type=int, default=DEFAULT_WINDOW, help="recent first-parent commits considered")
+    p.add_argument("--machine", default=None, help="asv machine name (as `mlaperf run --machine`)")
+    p.add_argument("--tier", choices=("auto", "gpu", "cpu"), default="auto", help="as `mlaperf run --tier`")
+    p.add_argument("--bench", action="append", default=None, metavar="REGEX", help="as `mlaperf run --bench`")
+    p.add_argument("--db", metavar="URL", default=None,
+                   help="the store (default: $MLAPERF_DB, else the default SQLite file if it exists)")  # fmt: skip
+    p.set_defaults(func=handle, step=cmd_plan)
+
+    a = sub.add_parser("alert", help="open, update and close one GitHub issue per confirmed alert group",
+                       formatter_class=argparse.ArgumentDefaultsHelpFormatter)  # fmt: skip
+    a.add_argument("--regressions", type=Path, required=True, metavar="FILE",
+                   help="JSON of `mlaperf detect --json --all`")  # fmt: skip
+    a.add_argument("--plan-out", type=Path, default=Path("artifacts/nightly/issues-plan.json"), metavar="FILE",
+                   help="the open/update/close plan, written before it is applied")  # fmt: skip
+    a.add_argument("--dashboard-url", default=None, help="dashboard link in issues (env MLAPERF_DASHBOARD_URL)")
+    a.add_argument("--repo-url", default=None, help="commit links (default: the GitHub repository)")
+    a.add_argument("--dry-run", action="store_true", help="write the plan, change no issue")
+    a.set_defaults(func=handle, step=cmd_alert)
+
+
+def handle(args: argparse.Namespace) -> int:
+    from mlaperf.runner import RunError
+
+    try:
+        return int(args.step(args))
+    except (PlanError, RunError) as exc:
+        print(f"mlaperf nightly {args.nightly_command}: error: {exc}", file=sys.stderr)
+        return 2

@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# A pull request's benchmark report: scripts/pr.sh BASE HEAD
+# Measures BASE and HEAD with asv (a failing benchmark does not stop it), ingests both into a store local to
+# this run (PR commits are not history), and writes into MLAPERF_PR_DIR (default artifacts/pr): report.md
+# (the PR comment), report.json and the raw results. Runs in the current directory (the checkout);
+# .github/workflows/pr-benchmarks.yml and tests/ops/test_loop.py call it. MLAPERF_MACHINE / MLAPERF_RUN_TIER as for `mlaperf run`.
+# Exit status: 0 no regression, 1 regression or a benchmark failed on head or base, 2 bad usage or input,
+# 3 internal error.
+set -euo pipefail
+usage() { sed -n '2,8p' "$0" | sed 's/^# \{0,1\}//'; }
+case "${1:-}" in -h|--help) usage; exit 0 ;; esac
+if [[ $# -ne 2 || -z "$1" || -z "$2" ]]; then usage >&2; exit 2; fi
+MLAPERF="${MLAPERF:-$( [[ -x .venv/bin/mlaperf ]] && echo .venv/bin/mlaperf || echo mlaperf )}"
+OUT="${MLAPERF_PR_DIR:-artifacts/pr}"
+mkdir -p "$OUT"
+OUT="$(cd "$OUT" && pwd)"
+rm -rf "$OUT/results" "$OUT/pr.sqlite" "$OUT/report.md" "$OUT/report.json"
+export MLAPERF_DB="sqlite:///$OUT/pr.sqlite"
+target=(--tier "${MLAPERF_RUN_TIER:-auto}")
+if [[ -n "${MLAPERF_MACHINE:-}" ]]; then target+=(--machine "$MLAPERF_MACHINE"); fi
+
+failed=()
+for side in base head; do
+  sha="$1"; [[ "$side" == head ]] && sha="$2"
+  rc=0
+  "$MLAPERF" run "$sha" --db none --results-dir "$OUT/results" "${target[@]}" || rc=$?
+  if (( rc > 1 )); then exit "$rc"; fi
+  if (( rc == 1 )); then failed+=("$side"); fi
+done
+if [[ -d "$OUT/results" ]]; then "$MLAPERF" ingest "$OUT/results" --repo . --quiet; fi
+
+status=0
+"$MLAPERF" compare "$1" "$2" --markdown-out "$OUT/report.md" --json-out "$OUT/report.json" > /dev/null || status=$?
+if [[ ! -s "$OUT/report.md" && ${#failed[@]} -gt 0 ]]; then
+  # No comparison at all: a side produced no result (its suite did not run). Say so instead of staying silent.
+  marker="$("$(dirname "$(command -v "$MLAPERF")")/python" -c 'from regressions.report import MARKER; print(MARKER)')"
+  printf '%s\n## mlaperf benchmarks: failed\n\nThe benchmarks produced no result at %s (`%s` .. `%s`): the suite failed to run. See the job log and the artifact.\n' \
+    "$marker" "${failed[*]}" "${1:0:10}" "${2:0:10}" > "$OUT/report.md"
+  status=1
+fi
+echo "pr: exit $status ($OUT/report.md)"
+exit "$status"
