@@ -2,11 +2,12 @@
 
 Every function takes a caller-owned :class:`~sqlalchemy.orm.Session`, builds its SQL with ``select()``
 (parameters bound, never formatted into SQL) and returns a pandas DataFrame unless said otherwise.
-Writers (:func:`upsert_regressions`, :func:`set_regression_status`, :func:`set_meta`) flush but never
-commit: the caller owns the transaction.
+Writers (:func:`upsert_regressions`, :func:`set_regression_status`) flush but never commit: the caller
+owns the transaction.
 
 A series is (benchmark name, ``params_key``, machine name). When a commit was measured more than once on
-a machine (several runs or environments), per-commit queries keep the latest run's value.
+a machine (re-runs, several environments), its result is the median over those runs (:func:`pool_runs`,
+the one rule: detection, `mlaperf compare` and the dashboard all see the same value).
 Times are naive UTC. Big frames are fetched as narrow rows and joined to the small tables in pandas,
 which keeps ``series_values`` one bulk query and fast on 1,000 commits x 500 series.
 """
@@ -30,7 +31,6 @@ from db.models import (
     Benchmark,
     Commit,
     Machine,
-    Meta,
     Regression,
     Result,
     Run,
@@ -128,12 +128,43 @@ def _benchmark_id(s: Session, benchmark: str) -> int:
     return int(found)
 
 
-def _latest_per(frame: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
-    """Keep one row per ``keys``: the latest run (by run start, then id). Frame must have those columns."""
+def pool_runs(frame: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
+    """One row per ``keys`` (a series at a commit) from one row per run: a commit's result.
+
+    ``value`` is the median over the runs that have one (failed and skipped runs do not count), so a
+    re-run pools with the first run instead of replacing it; ``samples`` are the runs' samples together,
+    ``ci_99_a``/``ci_99_b`` the widest interval; ``status`` is 'ok' when any run has a value, else
+    'failed' when any failed, else 'skipped'; ``runs`` counts the runs. Other columns come from the
+    latest run with a value (else the latest run). ``frame`` needs ``keys``, ``value``, ``status``,
+    ``run_id`` and ``run_started_at``; ``samples`` and the interval columns are optional. Row order is
+    not kept.
+    """
     if frame.empty:
-        return frame
-    frame = frame.sort_values(["run_started_at", "run_id"], na_position="first", kind="stable")
-    return frame.drop_duplicates(keys, keep="last")
+        return frame.assign(runs=pd.Series(dtype="int64"))
+    ok = frame["value"].notna()
+    # Latest run with a value last in each group: it gives the columns that are not pooled.
+    order = frame.assign(_ok=ok).sort_values(["_ok", "run_started_at", "run_id"], na_position="first", kind="stable")
+    dup = order.duplicated(keys, keep=False)
+    if not dup.any():  # the common case: one run per commit
+        return order.drop(columns="_ok").assign(runs=1)
+    multi = order[dup]
+    grouped = multi.groupby(keys, sort=False, dropna=False)
+    pooled = multi.drop_duplicates(keys, keep="last").set_index(keys)
+    pooled["value"] = grouped["value"].median()
+    pooled["status"] = grouped["status"].agg(
+        lambda st: "ok" if (st == "ok").any() else "failed" if (st == "failed").any() else "skipped"
+    )
+    pooled["runs"] = grouped.size()
+    if "samples" in multi:
+        pooled["samples"] = grouped["samples"].agg(
+            lambda col: [x for s in col if isinstance(s, list) for x in s] or None
+        )
+    if "ci_99_a" in multi:
+        pooled["ci_99_a"] = grouped["ci_99_a"].min()
+    if "ci_99_b" in multi:
+        pooled["ci_99_b"] = grouped["ci_99_b"].max()
+    single = order[~dup].drop(columns="_ok").assign(runs=1)
+    return pd.concat([single, pooled.reset_index()[single.columns]], ignore_index=True)
 
 
 # -- lookups ------------------------------------------------------------------------------------------
@@ -197,8 +228,12 @@ def benchmark_units(s: Session) -> dict[str, str | None]:
     return dict(s.execute(select(Benchmark.name, Benchmark.unit)).all())
 
 
-def resolve_commit(s: Session, ref: str) -> Commit:
-    """The commit whose sha is ``ref`` or starts with it; :class:`CommitNotFound` if none or several."""
+def _commit_by_sha(s: Session, ref: str) -> Commit:
+    """The commit whose sha is ``ref`` or starts with it; :class:`CommitNotFound` if none or several.
+
+    Only for :func:`results_at_commit` and :func:`upsert_regressions`; the public commit lookup (sha,
+    prefix or git ref) is ``regressions.results.resolve_commit``.
+    """
     ref = ref.strip().lower()
     if not ref:
         raise CommitNotFound("empty commit sha")
@@ -264,8 +299,9 @@ def series(s: Session, machine: str | None = None, benchmark: str | None = None)
 
 
 def history(s: Session, benchmark: str, params_key: str | Mapping[str, Any], machine: str) -> pd.DataFrame:
-    """One series over commits, oldest -> newest, one row per commit (its latest run):
-    sha, date, message, author, value, q_25, q_75, ci_99_a, ci_99_b, samples, status, commit_id, run_id.
+    """One series over commits, oldest -> newest, one row per commit (its runs pooled: :func:`pool_runs`):
+    sha, date, message, author, value, q_25, q_75, ci_99_a, ci_99_b, samples, status, commit_id, run_id,
+    runs (q_25, q_75 and run_id are those of the commit's latest run with a value).
 
     ``value`` is NaN for failed/skipped results (see ``status``). Unknown benchmark or machine raises
     :class:`NotFound`; an unknown params_key gives an empty frame.
@@ -298,20 +334,21 @@ def history(s: Session, benchmark: str, params_key: str | Mapping[str, Any], mac
             Run.machine_id == machine_id,
         )
     )
-    frame = _latest_per(_frame(s, stmt), ["commit_id"])
+    frame = pool_runs(_frame(s, stmt), ["commit_id"])
     frame = sort_commits(_datetimes(frame, "date"))
     frame["value"] = frame["value"].astype(float)
     return frame.drop(columns=["run_started_at", "generation"])
 
 
 def results_at_commit(s: Session, sha: str, machine: str, benchmark_prefix: str | None = None) -> pd.DataFrame:
-    """All results of one commit (sha or unique prefix) on one machine, one row per result (latest run).
+    """All results of one commit (sha or unique prefix) on one machine, one row per series (its runs
+    pooled: :func:`pool_runs`).
 
     Columns: benchmark, unit, type, params_key, params (dict), status, value, q_25, q_75, ci_99_a,
-    ci_99_b, number, repeat, samples, sha, run_id, then one column per parameter name holding the
+    ci_99_b, number, repeat, samples, sha, run_id, runs, then one column per parameter name holding the
     parsed value (``'mma'``, ``64``); a parameter named like a fixed column gets a ``param_`` prefix.
     """
-    commit = resolve_commit(s, sha)
+    commit = _commit_by_sha(s, sha)
     machine_id = _machine_id(s, machine)
     stmt = (
         select(
@@ -338,7 +375,7 @@ def results_at_commit(s: Session, sha: str, machine: str, benchmark_prefix: str 
     )
     if benchmark_prefix:
         stmt = stmt.where(Benchmark.name.startswith(benchmark_prefix, autoescape=True))
-    frame = _latest_per(_frame(s, stmt), ["benchmark", "params_key"]).drop(columns=["run_started_at"])
+    frame = pool_runs(_frame(s, stmt), ["benchmark", "params_key"]).drop(columns=["run_started_at"])
     frame = frame.sort_values(["benchmark", "params_key"], ignore_index=True)
     frame.insert(frame.columns.get_loc("run_id"), "sha", commit.sha)
     frame["value"] = frame["value"].astype(float)
@@ -356,8 +393,8 @@ def series_values(s: Session, machine: str | None = None, since: dt.datetime | s
     """Every 'ok' value of every series, for change-point detection (one bulk query).
 
     Long frame: benchmark, unit, type, params_key, machine, commit_id, sha, date, value, samples; one row
-    per series and commit (its latest run), sorted by machine, benchmark, params_key, then history order
-    (:func:`db.models.commit_order`).
+    per series and commit (its runs pooled: :func:`pool_runs`), sorted by machine, benchmark, params_key,
+    then history order (:func:`db.models.commit_order`).
     ``since`` (datetime or ISO date string) keeps commits dated on or after it.
     """
     runs_stmt = select(
@@ -418,9 +455,9 @@ def series_values(s: Session, machine: str | None = None, since: dt.datetime | s
             "run_started_at": run_ids.map(runs["run_started_at"]),
         }
     )
-    out = _latest_per(out, ["machine", "benchmark", "params_key", "commit_id"])
+    out = pool_runs(out.assign(status="ok"), ["machine", "benchmark", "params_key", "commit_id"])
     out = sort_commits(out, ["machine", "benchmark", "params_key"])
-    return out.drop(columns=["run_id", "run_started_at", "generation"])
+    return out.drop(columns=["run_id", "run_started_at", "generation", "status", "runs"])
 
 
 # -- regressions --------------------------------------------------------------------------------------
@@ -514,7 +551,7 @@ def upsert_regressions(s: Session, rows: Iterable[Mapping[str, Any]]) -> dict[st
 
     def commit(ref: str) -> int:
         if ref not in commit_cache:
-            commit_cache[ref] = resolve_commit(s, ref).id
+            commit_cache[ref] = _commit_by_sha(s, ref).id
         return commit_cache[ref]
 
     counts = {"inserted": 0, "updated": 0}
@@ -580,22 +617,3 @@ def upsert_regressions(s: Session, rows: Iterable[Mapping[str, Any]]) -> dict[st
             counts["updated"] += 1
     s.flush()
     return counts
-
-
-# -- meta ---------------------------------------------------------------------------------------------
-
-
-def get_meta(s: Session, key: str, default: Any = None) -> Any:
-    """A value from the ``meta`` key/value table, or ``default``."""
-    row = s.get(Meta, key)
-    return default if row is None else row.value
-
-
-def set_meta(s: Session, key: str, value: Any) -> None:
-    """Store a JSON-serializable value under ``key``; flushes, does not commit."""
-    row = s.get(Meta, key)
-    if row is None:
-        s.add(Meta(key=key, value=value))
-    else:
-        row.value = value
-    s.flush()

@@ -12,11 +12,10 @@ from typing import Any
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 
-from regressions.compare import DEFAULT_ALPHA, Comparison, SeriesPair, compare_pair
+from regressions.compare import DEFAULT_ALPHA, compare_commits, exit_status
 from regressions.config import ConfigError, Settings, load_settings
-from regressions.direction import infer_direction
-from regressions.report import compare_json, compare_markdown, detect_table
-from regressions.results import UsageError, history_noise, machines_with, resolve_commit, results_at
+from regressions.report import MAX_BODY_CHARS, compare_json, compare_markdown, detect_table
+from regressions.results import UsageError, machines_with, resolve_commit
 from regressions.store import (
     DEFAULT_LOOKBACK,
     OPEN_STATUSES,
@@ -87,11 +86,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
     c = subparsers.add_parser(
         "compare",
-        help="compare two commits (pull request head against base); exit 1 on regression",
-        description="Compare every series measured at both BASE and HEAD. A regression is a slowdown beyond "
-        "the threshold that is also significant (Mann-Whitney U on the samples, and the run-to-run noise "
-        "of the series' history). Prints markdown for a PR comment, or JSON with --json. "
-        "Exit status: 1 when any regression, 0 when none, 2 on bad usage (e.g. an unknown commit).",
+        help="compare two commits (pull request head against base); exit 1 on regression or failure",
+        description="Compare every series of BASE and HEAD on each machine that ran both. A regression is a "
+        "slowdown beyond the threshold that is also significant (Mann-Whitney U on the samples, and the "
+        "run-to-run noise of the series' history). Each series is improved, regressed, unchanged, failed "
+        "(no result where it ran), new (only on HEAD), removed (only on BASE) or not run. Prints the "
+        f"markdown of the PR comment (escaped, under {MAX_BODY_CHARS:,} characters: the least severe rows "
+        "are left out first), or JSON with --json. Exit status: 0 no regression, 1 a regression or a "
+        "failed benchmark, 2 bad usage or input (e.g. an unknown commit), 3 internal error.",
     )
     c.add_argument("base", metavar="BASE", help="base commit: full sha, unique prefix, or git ref")
     c.add_argument("head", metavar="HEAD", help="head commit: full sha, unique prefix, or git ref")
@@ -101,8 +103,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--alpha", type=float, default=DEFAULT_ALPHA, help=f"significance level (default {DEFAULT_ALPHA})"
     )
     c.add_argument("--repo", metavar="PATH", default=".", help="git repository for refs (default: .)")
-    c.add_argument("--markdown-out", metavar="FILE", type=Path, help="also write the markdown report here")
-    c.add_argument("--json-out", metavar="FILE", type=Path, help="also write the JSON report here")
+    c.add_argument(
+        "--markdown-out", metavar="FILE", type=Path, help="also write the PR comment here (capped, as printed)"
+    )
+    c.add_argument(
+        "--full-markdown-out",
+        metavar="FILE",
+        type=Path,
+        help="also write the whole markdown report, every row, here (the CI artifact)",
+    )
+    c.add_argument("--json-out", metavar="FILE", type=Path, help="also write the JSON report (every row) here")
     c.set_defaults(func=compare_command)
 
 
@@ -176,6 +186,8 @@ def compare_command(args: argparse.Namespace) -> int:
         settings = _settings(args)
         if not 0 < args.alpha < 1:
             raise UsageError(f"--alpha: must be in (0, 1); got {args.alpha}")
+        for flag in ("markdown_out", "full_markdown_out", "json_out"):
+            _check_writable(getattr(args, flag), "--" + flag.replace("_", "-"))
         engine = make_engine(args.db, readonly=True)
         check_schema(engine)
     except (ConfigError, UsageError, ValueError, RuntimeError, SQLAlchemyError) as exc:
@@ -198,7 +210,8 @@ def compare_command(args: argparse.Namespace) -> int:
                     raise UsageError(
                         f"no machine has results at both BASE {base.sha[:12]} and HEAD {head.sha[:12]}"
                     )
-            comparisons = _compare(session, settings, base, head, machines, args.alpha)
+            comparisons = compare_commits(session, base, head, machines=machines, settings=settings, alpha=args.alpha)
+            messages = {"base_message": base.message, "head_message": head.message}
     except UsageError as exc:
         return _fail(str(exc))
     except SQLAlchemyError as exc:
@@ -208,51 +221,28 @@ def compare_command(args: argparse.Namespace) -> int:
         if not settings.thresholds
         else f"threshold {settings.default_threshold:.0%}, per-benchmark overrides from {settings.source}"
     )
-    md = compare_markdown(comparisons, base=base.sha, head=head.sha, machines=machines, threshold_note=note)
+    report = {"base": base.sha, "head": head.sha, "machines": machines, "threshold_note": note, **messages}
+    md = compare_markdown(comparisons, **report)
     js = compare_json(comparisons)
-    if args.markdown_out:
-        args.markdown_out.write_text(md, encoding="utf-8")
-    if args.json_out:
-        args.json_out.write_text(js + "\n", encoding="utf-8")
+    try:
+        if args.markdown_out:
+            args.markdown_out.write_text(md, encoding="utf-8")
+        if args.full_markdown_out:
+            args.full_markdown_out.write_text(compare_markdown(comparisons, **report, max_chars=None), encoding="utf-8")
+        if args.json_out:
+            args.json_out.write_text(js + "\n", encoding="utf-8")
+    except OSError as exc:
+        return _fail(f"cannot write the report: {exc}")
     print(js if args.json else md, end="\n" if args.json else "")
-    return 1 if any(c.regression for c in comparisons) else 0
+    return exit_status(comparisons)
 
 
-def _compare(
-    session: Session, settings: Settings, base: Any, head: Any, machines: list[str], alpha: float
-) -> list[Comparison]:
-    out: list[Comparison] = []
-    for machine in machines:
-        b = results_at(session, base.id, machine)
-        h = results_at(session, head.id, machine)
-        if b.empty or h.empty:
-            continue
-        merged = b.merge(h, on=["benchmark", "params_key"], suffixes=("_b", "_h"))
-        noise = history_noise(
-            session,
-            machine,
-            zip(merged["benchmark"], merged["params_key"], strict=False),
-            upto=[base.id],  # the noise before the change: the change under test must not widen it
-        )
-        for row in merged.to_dict("records"):
-            name = row["benchmark"]
-            unit = row["unit_b"]
-            sigma, runs = noise.get((name, row["params_key"]), (None, 0))
-            pair = SeriesPair(
-                benchmark=name,
-                params=row["params_b"] or {},
-                machine=machine,
-                unit=unit,
-                direction=infer_direction(name, unit, settings.direction_override(name)),
-                threshold=settings.threshold_for(name),
-                base=row["value_b"],
-                head=row["value_h"],
-                base_samples=row["samples_b"],
-                head_samples=row["samples_h"],
-                base_ci=(row["ci_99_a_b"], row["ci_99_b_b"]),
-                head_ci=(row["ci_99_a_h"], row["ci_99_b_h"]),
-                history_sigma=sigma,
-                history_runs=runs,
-            )
-            out.append(compare_pair(pair, alpha=alpha))
-    return out
+def _check_writable(path: Path | None, flag: str) -> None:
+    """Fail before the work, naming the flag, when an output file cannot be written."""
+    if path is None:
+        return
+    parent = path.parent if str(path.parent) else Path(".")
+    if path.is_dir():
+        raise UsageError(f"{flag}: {path} is a directory")
+    if not parent.is_dir():
+        raise UsageError(f"{flag}: no such directory: {parent}")

@@ -1,7 +1,8 @@
-"""Head against base for one series (pure statistics; the store is read by regressions.store).
+"""Head against base: the compare statistics of one series (:func:`compare_pair`, pure) and of two stored
+commits (:func:`compare_commits`, what `mlaperf compare` and the dashboard's Compare page both call).
 
 A change is significant when the samples say so (two-sided Mann-Whitney U, ``p < alpha``) and, where
-the series has a history on that machine (at least ``MIN_HISTORY_RUNS`` runs up to the base), when it
+the series has a history on that machine (at least ``MIN_HISTORY_RUNS`` commits up to the base), when it
 also stands out of the run-to-run noise seen there (``|log ratio| >= z_crit * sigma * sqrt(2)``): on GPUs
 the offset between two runs is often larger than the spread inside one, so samples alone call every
 offset significant. A shorter history is not trusted for noise: a young project's commits are mostly
@@ -9,6 +10,14 @@ real changes, which would pass for noise and hide the change under test. Without
 decides; without either, asv's rule: the 99% confidence intervals do not overlap. With nothing at all
 the change is reported as untested and never as significant.
 A regression is a slowdown beyond the threshold that is significant; an improvement the mirror image.
+
+Two ratios exist in mlaperf and they are different quantities:
+- ``Comparison.ratio`` (here: `mlaperf compare`, the dashboard's Compare page) is :func:`change_ratio`,
+  head / base of two commits' results (each the median over that commit's runs), in the benchmark's
+  unit; ``Comparison.slowdown`` is the same change oriented so that > 1 is worse.
+- ``Step.ratio`` of :mod:`regressions.detect`, stored as ``Regression.ratio`` (`mlaperf detect`, the
+  Regressions page) is a step's level after over its level before, each level a median over several
+  commits of the series' history.
 """
 
 from __future__ import annotations
@@ -18,17 +27,41 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
+from sqlalchemy.orm import Session
 
-from regressions.direction import slowdown
+from db.models import Commit
+from regressions.config import Settings
+from regressions.direction import direction_for, slowdown
+from regressions.results import history_noise, machines_with, results_at
 
 DEFAULT_ALPHA = 0.01
 DEFAULT_Z = 3.0
 MIN_HISTORY_RUNS = 10
 
+# Comparison.status: what happened to a series between base and head.
+IMPROVED = "improved"
+REGRESSED = "regressed"
+UNCHANGED = "unchanged"
+FAILED = "failed"  # no value on one or both sides where the series ran (asv null)
+NOT_RUN = "not_run"  # not selected on a side (asv NaN), or the machine has no run at that commit
+NEW = "new"  # only at head: the base's run on that machine has no such series
+REMOVED = "removed"  # only at base
+STATUSES = (IMPROVED, REGRESSED, UNCHANGED, FAILED, NOT_RUN, NEW, REMOVED)
+# Statuses that fail a pull request's check (`mlaperf compare` exits 1).
+FAILING = (REGRESSED, FAILED)
+
+# What one side (base or head) has for a series.
+SIDE_OK = "ok"
+SIDE_FAILED = "failed"
+SIDE_NOT_RUN = "not_run"
+SIDE_ABSENT = "absent"
+_SIDE_OF_STORE_STATUS = {"ok": SIDE_OK, "failed": SIDE_FAILED, "skipped": SIDE_NOT_RUN}
+
 
 @dataclass
 class SeriesPair:
-    """What the comparison of one series needs."""
+    """What the comparison of one series needs. ``base_status``/``head_status`` say what a side has
+    (``ok`` | ``failed`` | ``not_run`` | ``absent``); None: ``ok`` for a finite value, else ``failed``."""
 
     benchmark: str
     params: dict[str, Any]
@@ -44,25 +77,37 @@ class SeriesPair:
     head_ci: tuple[float, float] | None = None
     history_sigma: float | None = None  # run-to-run noise (log units) on this machine
     history_runs: int = 0
+    base_status: str | None = None
+    head_status: str | None = None
 
 
 @dataclass
 class Comparison:
+    """One series, head against base. ``status`` is one of :data:`STATUSES`; ``ratio`` is
+    :func:`change_ratio` (head / base, not the detector's step ratio); ``slowdown`` > 1 is worse."""
+
     benchmark: str
     params: dict[str, Any]
     machine: str
     unit: str | None
     direction: str
     threshold: float
+    status: str
+    base_status: str
+    head_status: str
     base: float | None
     head: float | None
-    ratio: float | None  # head / base
-    slowdown: float | None  # > 1 worse (direction-adjusted ratio)
+    ratio: float | None
+    slowdown: float | None
     significant: bool
-    regression: bool
-    change: str  # regression | improvement | unchanged | failed | fixed (no base result, runs on head)
+    regression: bool  # status == "regressed" (kept as its own JSON field for CI scripts)
     method: str  # how significance was judged
     p_value: float | None
+
+    @property
+    def change(self) -> str:
+        """The status under its pre-``status`` name, for dashboard/frames.py until it reads ``status``."""
+        return _OLD_CHANGE[self.status]
 
     def to_json(self) -> dict[str, Any]:
         d = asdict(self)
@@ -71,6 +116,31 @@ class Comparison:
             if isinstance(v, float) and not math.isfinite(v):
                 d[k] = None
         return d
+
+
+_OLD_CHANGE = {
+    REGRESSED: "regression",
+    IMPROVED: "improvement",
+    UNCHANGED: "unchanged",
+    FAILED: "failed",
+    NOT_RUN: "unchanged",
+    NEW: "fixed",
+    REMOVED: "failed",
+}
+
+
+def change_ratio(base: float | None, head: float | None) -> float | None:
+    """Compare's ratio: ``head / base`` of two commits' results, None unless both are finite and > 0."""
+    if base is None or head is None or not (math.isfinite(base) and math.isfinite(head)):
+        return None
+    if base <= 0 or head <= 0:
+        return None
+    return head / base
+
+
+def exit_status(comparisons: list[Comparison]) -> int:
+    """A check's exit status: 1 when any series regressed or failed, else 0."""
+    return 1 if any(c.status in FAILING for c in comparisons) else 0
 
 
 def _mann_whitney(a: list[float], b: list[float], alpha: float) -> float | None:
@@ -86,10 +156,34 @@ def _mann_whitney(a: list[float], b: list[float], alpha: float) -> float | None:
     return float(stats.mannwhitneyu(a, b, alternative="two-sided").pvalue)
 
 
+def _finite(value: float | None) -> bool:
+    return value is not None and math.isfinite(value)
+
+
+def _side(value: float | None, declared: str | None) -> str:
+    if declared in (SIDE_NOT_RUN, SIDE_ABSENT, SIDE_FAILED):
+        return declared
+    if declared not in (None, SIDE_OK):
+        raise ValueError(f"side status must be one of ok, failed, not_run, absent; got {declared!r}")
+    return SIDE_OK if _finite(value) else SIDE_FAILED
+
+
+def _status_without_values(base_side: str, head_side: str) -> str | None:
+    """The status of a series that cannot be compared, or None when both sides have a value."""
+    if SIDE_FAILED in (base_side, head_side):
+        return FAILED
+    if base_side == SIDE_ABSENT:
+        return NEW if head_side == SIDE_OK else NOT_RUN
+    if head_side == SIDE_ABSENT:
+        return REMOVED if base_side == SIDE_OK else NOT_RUN
+    if SIDE_NOT_RUN in (base_side, head_side):
+        return NOT_RUN
+    return None
+
+
 def compare_pair(pair: SeriesPair, *, alpha: float = DEFAULT_ALPHA, z_crit: float = DEFAULT_Z) -> Comparison:
-    base, head = pair.base, pair.head
-    ok_base = base is not None and math.isfinite(base) and base > 0
-    ok_head = head is not None and math.isfinite(head) and head > 0
+    """Head against base for one series: its status, ratio and significance."""
+    base_side, head_side = _side(pair.base, pair.base_status), _side(pair.head, pair.head_status)
     common = dict(
         benchmark=pair.benchmark,
         params=pair.params,
@@ -97,22 +191,25 @@ def compare_pair(pair: SeriesPair, *, alpha: float = DEFAULT_ALPHA, z_crit: floa
         unit=pair.unit,
         direction=pair.direction,
         threshold=pair.threshold,
-        base=base if ok_base else None,
-        head=head if ok_head else None,
+        base_status=base_side,
+        head_status=head_side,
+        base=pair.base if base_side == SIDE_OK else None,
+        head=pair.head if head_side == SIDE_OK else None,
     )
-    if not (ok_base and ok_head):
-        change = "failed" if ok_base else ("fixed" if ok_head else "failed")
+    status = _status_without_values(base_side, head_side)
+    ratio = change_ratio(pair.base, pair.head)
+    if status is not None or ratio is None:
+        # Not comparable: a side without a value, or a value of 0 (a track_ may count to 0).
         return Comparison(
             **common,
+            status=status or UNCHANGED,
             ratio=None,
             slowdown=None,
             significant=False,
             regression=False,
-            change=change,
             method="none",
             p_value=None,
         )
-    ratio = head / base
     worse = slowdown(ratio, pair.direction)
     p = _mann_whitney(pair.base_samples, pair.head_samples, alpha)
     history = pair.history_sigma is not None and pair.history_runs >= MIN_HISTORY_RUNS
@@ -139,14 +236,91 @@ def compare_pair(pair: SeriesPair, *, alpha: float = DEFAULT_ALPHA, z_crit: floa
     limit = 1.0 + pair.threshold
     regression = significant and worse > limit
     improvement = significant and worse < 1.0 / limit
-    change = "regression" if regression else "improvement" if improvement else "unchanged"
     return Comparison(
         **common,
+        status=REGRESSED if regression else IMPROVED if improvement else UNCHANGED,
         ratio=ratio,
         slowdown=worse,
         significant=bool(significant),
         regression=bool(regression),
-        change=change,
         method=method,
         p_value=p,
     )
+
+
+def compare_commits(
+    session: Session,
+    base: Commit,
+    head: Commit,
+    *,
+    machines: list[str] | None = None,
+    settings: Settings | None = None,
+    alpha: float = DEFAULT_ALPHA,
+) -> list[Comparison]:
+    """Every series of ``machines`` (default: the machines with runs at both commits) at ``head`` against
+    ``base``, ordered by machine (as given), benchmark and params_key.
+
+    A commit's result is ``results_at`` (the median over its runs); thresholds and directions come from
+    ``settings`` (default: built-in, no configuration file); the noise of a series is its history on that
+    machine up to the base (the change under test must not widen it).
+    """
+    settings = settings or Settings()
+    if machines is None:
+        machines = machines_with(session, [base.id, head.id])
+    measured_base = set(machines_with(session, [base.id]))
+    measured_head = set(machines_with(session, [head.id]))
+    out: list[Comparison] = []
+    for machine in machines:
+        b = results_at(session, base.id, machine)
+        h = results_at(session, head.id, machine)
+        merged = b.merge(h, on=["benchmark", "params_key"], how="outer", suffixes=("_b", "_h"), sort=True)
+        if merged.empty:
+            continue
+        both_ok = merged[(merged["status_b"] == "ok") & (merged["status_h"] == "ok")]
+        noise = history_noise(
+            session, machine, zip(both_ok["benchmark"], both_ok["params_key"], strict=True), upto=[base.id]
+        )
+        absent_base = SIDE_ABSENT if machine in measured_base else SIDE_NOT_RUN
+        absent_head = SIDE_ABSENT if machine in measured_head else SIDE_NOT_RUN
+        for row in merged.to_dict("records"):
+            name = str(row["benchmark"])
+            side = "_h" if isinstance(row["status_h"], str) else "_b"  # the newer description when both
+            unit = _text(row[f"unit{side}"])
+            sigma, runs = noise.get((name, row["params_key"]), (None, 0))
+            pair = SeriesPair(
+                benchmark=name,
+                params=row[f"params{side}"],
+                machine=machine,
+                unit=unit,
+                direction=direction_for(name, unit, settings),
+                threshold=settings.threshold_for(name),
+                base=_number(row["value_b"]),
+                head=_number(row["value_h"]),
+                base_samples=_list(row["samples_b"]),
+                head_samples=_list(row["samples_h"]),
+                base_ci=_ci(row["ci_99_a_b"], row["ci_99_b_b"]),
+                head_ci=_ci(row["ci_99_a_h"], row["ci_99_b_h"]),
+                history_sigma=sigma,
+                history_runs=runs,
+                base_status=_SIDE_OF_STORE_STATUS.get(row["status_b"], absent_base),
+                head_status=_SIDE_OF_STORE_STATUS.get(row["status_h"], absent_head),
+            )
+            out.append(compare_pair(pair, alpha=alpha))
+    return out
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _number(value: Any) -> float | None:
+    return float(value) if isinstance(value, int | float) and math.isfinite(value) else None
+
+
+def _list(value: Any) -> list[float]:
+    return list(value) if isinstance(value, list) else []
+
+
+def _ci(a: Any, b: Any) -> tuple[float, float] | None:
+    a, b = _number(a), _number(b)
+    return None if a is None or b is None else (a, b)

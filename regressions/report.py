@@ -1,18 +1,81 @@
-"""Rendering: the pull-request markdown, machine-readable JSON and the terminal table of `detect`."""
+"""Rendering: the pull-request markdown, machine-readable JSON and the terminal table of `detect`.
+
+Every value taken from data (benchmark, params, machine, unit, commit message) goes through
+:func:`md_code` or :func:`md_text` before it reaches markdown: one line, at most ``MAX_CELL_CHARS``
+characters, markdown and HTML inert, ``@mentions``, ``#123`` references, autolinks and the report
+marker broken by a zero-width space (the device GitHub's own bots use), so a hostile benchmark name can
+neither notify people, render a link or an image, break the table, nor pass for the report's marker.
+The PR body stays under ``MAX_BODY_CHARS`` (GitHub refuses bodies over 65,536 characters): rows are
+kept worst first and a last line says how many were left out and where the full report is.
+"""
 
 from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Sequence
 from typing import Any
 
-from regressions.compare import Comparison
+from regressions.compare import (
+    FAILED,
+    IMPROVED,
+    NEW,
+    NOT_RUN,
+    REGRESSED,
+    REMOVED,
+    SIDE_ABSENT,
+    SIDE_FAILED,
+    SIDE_NOT_RUN,
+    SIDE_OK,
+    UNCHANGED,
+    Comparison,
+)
 
 MARKER = "<!-- mlaperf-benchmark-report -->"
+MAX_BODY_CHARS = 60_000
+MAX_CELL_CHARS = 200
+MAX_MACHINES_SHOWN = 10
+ZWSP = "\u200b"
+
+# Characters that start inline markdown or HTML, or split a table cell (backslash-escaped in text).
+_MD_ACTIVE = re.compile(r"([\\`*_~\[\]()!<>&|$])")
+# Line breaks and other control characters: a value must stay on its table row.
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+# What GitHub turns into links or notifications in text: mentions and e-mail addresses (@), issue
+# references (#123, GH-123), URL schemes and www. autolinks.
+_LINKISH = re.compile(r"(@|#(?=\d)|\bGH-(?=\d)|\b(?:https?|ftp|mailto|www)(?=[:.]))", re.IGNORECASE)
+
+
+def _neutral(value: Any) -> str:
+    """One line of at most MAX_CELL_CHARS characters with links, mentions and the marker broken."""
+    text = _CONTROL.sub(" ", str(value))
+    if len(text) > MAX_CELL_CHARS:
+        text = text[: MAX_CELL_CHARS - 1] + "\u2026"
+    text = _LINKISH.sub(lambda m: m.group(1) + ZWSP, text)
+    return text.replace("<!--", "<!" + ZWSP + "--")
+
+
+def md_text(value: Any) -> str:
+    """A value from data as plain markdown text (table cells and prose alike)."""
+    return _MD_ACTIVE.sub(r"\\\1", _neutral(value))
+
+
+def md_code(value: Any, *, table: bool = True) -> str:
+    """A value from data as an inline code span; in a table, ``|`` is escaped (GFM splits cells first)."""
+    text = _neutral(value)
+    if not text.strip():
+        return "-"
+    if table:
+        text = text.replace("|", "\\|")
+    fence = "`" * (max((len(run) for run in re.findall(r"`+", text)), default=0) + 1)
+    if text[0] == "`" or text[-1] == "`" or (text[0] == " " and text[-1] == " "):
+        text = f" {text} "  # CommonMark strips one space from each side of such a span
+    return f"{fence}{text}{fence}"
 
 
 def fmt_value(value: float | None, unit: str | None) -> str:
+    """A value in units people read (times as s/ms/us/ns); plain text."""
     if value is None or not math.isfinite(value):
         return "failed"
     if unit in (None, "seconds", "s"):
@@ -36,21 +99,88 @@ def _p(c: Comparison) -> str:
     return "-" if c.p_value is None else f"{c.p_value:.2g}"
 
 
-def _table(rows: Sequence[Comparison]) -> list[str]:
-    out = [
-        "| benchmark | params | machine | base | head | ratio | p | test |",
-        "| --- | --- | --- | ---: | ---: | ---: | ---: | --- |",
-    ]
-    for c in rows:
-        out.append(
-            f"| `{c.benchmark}` | {fmt_params(c.params)} | {c.machine} | {fmt_value(c.base, c.unit)} | "
-            f"{fmt_value(c.head, c.unit)} | {_ratio(c)} | {_p(c)} | {c.method} |"
-        )
-    return out
+_SIDE_CELL = {SIDE_FAILED: "**failed**", SIDE_NOT_RUN: "not run", SIDE_ABSENT: "absent"}
 
 
-def _worst_first(rows: list[Comparison]) -> list[Comparison]:
-    return sorted(rows, key=lambda c: -(c.slowdown or 0.0))
+def _side_cell(value: float | None, side: str, unit: str | None) -> str:
+    return md_text(fmt_value(value, unit)) if side == SIDE_OK else _SIDE_CELL[side]
+
+
+_HEADER = [
+    "| benchmark | params | machine | base | head | ratio | p | test |",
+    "| --- | --- | --- | ---: | ---: | ---: | ---: | --- |",
+]
+
+
+def _row(c: Comparison) -> str:
+    return (
+        f"| {md_code(c.benchmark)} | {md_code(fmt_params(c.params))} | {md_code(c.machine)} | "
+        f"{_side_cell(c.base, c.base_status, c.unit)} | {_side_cell(c.head, c.head_status, c.unit)} | "
+        f"{_ratio(c)} | {_p(c)} | {c.method} |"
+    )
+
+
+# (status, heading, collapsed) in the order of severity: rows are kept in this order under the cap.
+_SECTIONS = [
+    (FAILED, "Failed (no result where the benchmark ran)", False),
+    (REGRESSED, "Regressions", False),
+    (IMPROVED, "Improvements", False),
+    (NEW, "New (only on head)", True),
+    (REMOVED, "Removed (only on base)", True),
+    (NOT_RUN, "Not run (not selected, or the machine did not run that commit)", True),
+    (UNCHANGED, "Unchanged", True),
+]
+_SUMMARY = {
+    FAILED: "failed",
+    REGRESSED: "regression{s}",
+    IMPROVED: "improvement{s}",
+    UNCHANGED: "unchanged",
+    NEW: "new",
+    REMOVED: "removed",
+    NOT_RUN: "not run",
+}
+
+
+def _ordered(comparisons: Sequence[Comparison]) -> list[Comparison]:
+    """Worst first: failures (on head before on base), regressions by slowdown, improvements by
+    speed-up, then the rest in their given order."""
+    by_status: dict[str, list[Comparison]] = {s: [] for s, _, _ in _SECTIONS}
+    for c in comparisons:
+        by_status[c.status].append(c)
+    by_status[FAILED].sort(key=lambda c: (c.head_status != SIDE_FAILED, c.base_status == SIDE_FAILED))
+    by_status[REGRESSED].sort(key=lambda c: -(c.slowdown or 0.0))
+    by_status[IMPROVED].sort(key=lambda c: c.slowdown or 0.0)
+    return [c for s, _, _ in _SECTIONS for c in by_status[s]]
+
+
+def _commit(sha: str, message: str | None) -> str:
+    subject = (message or "").strip().splitlines()[0] if (message or "").strip() else ""
+    return md_code(sha[:12], table=False) + (f" ({md_text(subject)})" if subject else "")
+
+
+def _render(
+    rows: list[Comparison], counts: dict[str, int], total: int, *, head_lines: list[str], cap: int | None
+) -> str:
+    lines = list(head_lines)
+    for status, heading, collapsed in _SECTIONS:
+        part = [c for c in rows if c.status == status]
+        if not part:
+            continue
+        shown = f"{heading} ({len(part)}" + (f" of {counts[status]})" if len(part) < counts[status] else ")")
+        if collapsed:
+            lines += ["", f"<details><summary>{shown}</summary>", "", *_HEADER, *map(_row, part), "", "</details>"]
+        else:
+            lines += ["", f"### {shown}", "", *_HEADER, *map(_row, part)]
+    if len(rows) < total:
+        lines += [
+            "",
+            f"_{total - len(rows):,} of {total:,} rows left out to keep this comment under {cap:,} characters "
+            "(the least severe first); the full report is the `--full-markdown-out` file, in CI the "
+            "workflow run's artifact._",
+        ]
+    if not total:
+        lines += ["", "No series has results at either commit on these machines."]
+    return "\n".join(lines) + "\n"
 
 
 def compare_markdown(
@@ -61,56 +191,59 @@ def compare_markdown(
     machines: Sequence[str],
     threshold_note: str,
     marker: bool = True,
+    base_message: str | None = None,
+    head_message: str | None = None,
+    max_chars: int | None = MAX_BODY_CHARS,
 ) -> str:
-    """PR comment: summary line, regressions first, improvements, failures, unchanged collapsed."""
-    regs = _worst_first([c for c in comparisons if c.change == "regression"])
-    imps = sorted((c for c in comparisons if c.change == "improvement"), key=lambda c: c.slowdown or 0.0)
-    failed = [c for c in comparisons if c.change == "failed" and c.base is not None]
-    both_failed = [c for c in comparisons if c.change == "failed" and c.base is None]  # not this PR's doing
-    fixed = [c for c in comparisons if c.change == "fixed"]
-    same = [c for c in comparisons if c.change == "unchanged"]
-    lines = [MARKER] if marker else []
-    lines.append("## mlaperf benchmark report")
-    icon = ":x:" if regs else ":white_check_mark:"
-    counts = [
-        f"**{len(regs)} regression{'s' * (len(regs) != 1)}**",
-        f"{len(imps)} improvement{'s' * (len(imps) != 1)}",
-        f"{len(same)} unchanged",
+    """PR comment: summary line, then failures, regressions, improvements (worst first), new, removed,
+    not run and unchanged (collapsed). With ``max_chars`` the body stays shorter than that: the least
+    severe rows are left out and a last line says how many; None renders every row (the full report)."""
+    rows = _ordered(comparisons)
+    counts = {s: 0 for s, _, _ in _SECTIONS}
+    for c in rows:
+        counts[c.status] += 1
+    bad = counts[REGRESSED] + counts[FAILED]
+    icon = ":x:" if bad else ":white_check_mark:"
+    parts = [f"**{counts[REGRESSED]} regression{'s' * (counts[REGRESSED] != 1)}**"]
+    if counts[FAILED]:
+        failed = [c for c in rows if c.status == FAILED]
+        where = {
+            "on head only": sum(c.head_status == SIDE_FAILED and c.base_status != SIDE_FAILED for c in failed),
+            "on base only": sum(c.base_status == SIDE_FAILED and c.head_status != SIDE_FAILED for c in failed),
+            "on both": sum(c.base_status == SIDE_FAILED and c.head_status == SIDE_FAILED for c in failed),
+        }
+        split = ", ".join(f"{n} {side}" for side, n in where.items() if n)
+        parts.append(f"**{counts[FAILED]} failed** ({split})")
+    for status in (IMPROVED, UNCHANGED, NEW, REMOVED, NOT_RUN):
+        if counts[status] or status in (IMPROVED, UNCHANGED):
+            parts.append(f"{counts[status]} " + _SUMMARY[status].format(s="s" * (counts[status] != 1)))
+    shown_machines = ", ".join(md_code(m, table=False) for m in list(machines)[:MAX_MACHINES_SHOWN])
+    if len(machines) > MAX_MACHINES_SHOWN:
+        shown_machines += f" and {len(machines) - MAX_MACHINES_SHOWN} more"
+    head_lines = [MARKER] if marker else []
+    head_lines += [
+        "## mlaperf benchmark report",
+        f"{icon} {', '.join(parts)}: head {_commit(head, head_message)} against base "
+        f"{_commit(base, base_message)} on {shown_machines or 'no machine'} ({md_text(threshold_note)}; a "
+        "change counts when it is also significant; ratio = head / base).",
     ]
-    if failed:
-        counts.append(f"{len(failed)} failing on head")
-    if both_failed:
-        counts.append(f"{len(both_failed)} with no result on base or head")
-    if fixed:
-        counts.append(f"{len(fixed)} without a base result")
-    lines.append(
-        f"{icon} {', '.join(counts)}: head `{head[:12]}` against base `{base[:12]}` on "
-        f"{', '.join(f'`{m}`' for m in machines) or 'no machine'} ({threshold_note}; a change counts when "
-        f"it is also significant)."
-    )
-    if regs:
-        lines += ["", "### Regressions", "", *_table(regs)]
-    if imps:
-        lines += ["", "### Improvements", "", *_table(imps)]
-    if failed:
-        lines += ["", "### Failing on head (ran on base)", "", *_table(failed)]
-    if fixed:
-        # asv stores null both for a failed case and for one the base run did not select
-        lines += ["", "### Running on head (no base result: failed or not run)", "", *_table(fixed)]
-    if both_failed:
-        lines += ["", "### No result on base or head (failed or not run)", "", *_table(both_failed)]
-    if same:
-        lines += [
-            "",
-            f"<details><summary>Unchanged ({len(same)})</summary>",
-            "",
-            *_table(same),
-            "",
-            "</details>",
-        ]
-    if not comparisons:
-        lines += ["", "No series has results at both commits."]
-    return "\n".join(lines) + "\n"
+
+    def render(n: int) -> str:
+        return _render(rows[:n], counts, len(rows), head_lines=head_lines, cap=max_chars)
+
+    full = render(len(rows))
+    if max_chars is None or body_size(full) < max_chars:
+        return full
+    lo, hi = 0, len(rows)  # render(lo) fits, render(hi) does not
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if body_size(render(mid)) < max_chars else (lo, mid)
+    return render(lo)
+
+
+def body_size(text: str) -> int:
+    """Length as GitHub may count it: UTF-16 code units (a character outside the BMP counts twice)."""
+    return len(text.encode("utf-16-le")) // 2
 
 
 def compare_json(comparisons: Sequence[Comparison]) -> str:

@@ -20,6 +20,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from db.models import Benchmark, Commit, Machine, Result, Run, commit_order
+from db.queries import pool_runs
 
 
 class UsageError(ValueError):
@@ -33,19 +34,29 @@ def commit_positions(session: Session) -> dict[int, int]:
 
 
 def resolve_commit(session: Session, ref: str, what: str, repo: str | Path | None = None) -> Commit:
-    """A stored commit from a full sha, a unique sha prefix, or (with a git repository) a git ref."""
+    """The stored commit ``ref`` names: a full sha, a unique sha prefix (4 hex digits or more), or a git
+    ref (``HEAD~1``, a branch, a tag) resolved in the git repository ``repo`` (default: the current
+    directory). Anything else raises :class:`UsageError` whose message starts with ``what`` (the
+    argument's name, e.g. ``BASE``) and says why: empty, ambiguous (with the candidates), not stored.
+    """
     ref = ref.strip()
     if not ref:
         raise UsageError(f"{what}: empty commit")
     hexlike = all(c in "0123456789abcdefABCDEF" for c in ref)
     if hexlike and len(ref) >= 4:
+        exact = session.execute(select(Commit).where(Commit.sha == ref.lower())).scalar_one_or_none()
+        if exact is not None:
+            return exact
         found = (
-            session.execute(select(Commit).where(Commit.sha.startswith(ref.lower())).limit(2)).scalars().all()
+            session.execute(select(Commit).where(Commit.sha.startswith(ref.lower())).order_by(Commit.sha).limit(6))
+            .scalars()
+            .all()
         )
         if len(found) == 1:
             return found[0]
         if len(found) > 1:
-            raise UsageError(f"{what}: {ref!r} is ambiguous: more than one stored commit starts with it")
+            shown = ", ".join(c.sha[:12] for c in found[:5]) + (", ..." if len(found) > 5 else "")
+            raise UsageError(f"{what}: {ref!r} is ambiguous: stored commits {shown} start with it")
     sha = _git_rev_parse(ref, repo)
     if sha is not None:
         commit = session.execute(select(Commit).where(Commit.sha == sha)).scalar_one_or_none()
@@ -86,11 +97,19 @@ def machines_with(session: Session, commit_ids: list[int]) -> list[str]:
 
 
 def results_at(session: Session, commit_id: int, machine: str) -> pd.DataFrame:
-    """One row per series at a commit on a machine: several runs are pooled (median value, all samples)."""
+    """A commit's result per series on a machine: one row per (benchmark, params_key), sorted by both.
+
+    Columns: benchmark, unit, type, params_key, params (dict of asv repr strings), status ('ok' |
+    'failed' | 'skipped'), value, samples (list, empty when none), ci_99_a, ci_99_b, runs. A commit run
+    more than once there (re-runs, several environments) gets the median over its runs
+    (``db.queries.pool_runs``: the rule the detector and the dashboard's history apply too). Empty
+    (with these columns) when the machine has no run at that commit.
+    """
     stmt = (
         select(
             Benchmark.name.label("benchmark"),
             Benchmark.unit,
+            Benchmark.type,
             Result.params_key,
             Result.params,
             Result.status,
@@ -98,42 +117,24 @@ def results_at(session: Session, commit_id: int, machine: str) -> pd.DataFrame:
             Result.samples,
             Result.ci_99_a,
             Result.ci_99_b,
+            Run.id.label("run_id"),
+            Run.started_at.label("run_started_at"),
         )
         .join(Run, Result.run_id == Run.id)
         .join(Machine, Run.machine_id == Machine.id)
         .join(Benchmark, Result.benchmark_id == Benchmark.id)
         .where(Run.commit_id == commit_id, Machine.name == machine)
     )
-    rows = session.execute(stmt).all()
-    df = pd.DataFrame(rows, columns=list(stmt.selected_columns.keys()))
-    if df.empty:
-        return df
-
-    def pool(g: pd.DataFrame) -> pd.Series:
-        vals = g["value"].dropna()
-        samples = [float(x) for s in g["samples"] if isinstance(s, list) for x in s if _finite(x)]
-        a, b = g["ci_99_a"].dropna(), g["ci_99_b"].dropna()
-        return pd.Series(
-            {
-                "unit": g["unit"].iloc[0],
-                "params": g["params"].iloc[0],
-                "value": float(vals.median()) if len(vals) else math.nan,
-                "samples": samples,
-                "ci_99_a": float(a.min()) if len(a) else math.nan,
-                "ci_99_b": float(b.max()) if len(b) else math.nan,
-                "failed": bool(len(vals) == 0),
-            }
-        )
-
-    out = [
-        {"benchmark": bname, "params_key": pkey, **pool(g).to_dict()}
-        for (bname, pkey), g in df.groupby(["benchmark", "params_key"], sort=True)
-    ]
-    return pd.DataFrame(out)
+    columns = [*stmt.selected_columns.keys()]
+    df = pd.DataFrame(session.execute(stmt).all(), columns=columns)
+    out = pool_runs(df, ["benchmark", "params_key"]).drop(columns=["run_id", "run_started_at"])
+    out["value"] = out["value"].astype(float)
+    out["samples"] = [[float(x) for x in v if _finite(x)] if isinstance(v, list) else [] for v in out["samples"]]
+    return out.sort_values(["benchmark", "params_key"], ignore_index=True)
 
 
 def _finite(x: Any) -> bool:
-    return isinstance(x, int | float) and math.isfinite(x)
+    return isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x)
 
 
 def history_noise(
@@ -146,13 +147,16 @@ def history_noise(
 ) -> dict[tuple[str, str], tuple[float, int]]:
     """Per (benchmark, params_key): run-to-run noise sigma (log units) over the machine's last ``window``
     commits in history order (``db.models.commit_order``) up to and including the newest of the commit
-    ids ``upto`` (None: all), and the number of runs it rests on."""
+    ids ``upto`` (None: all), and the number of commits it rests on (a commit's runs pooled by median).
+    Empty for an unknown machine."""
     from regressions.detect import noise_scale
 
     wanted = set(series)
     if not wanted:
         return {}
-    mid = session.execute(select(Machine.id).where(Machine.name == machine)).scalar_one()
+    mid = session.execute(select(Machine.id).where(Machine.name == machine)).scalar_one_or_none()
+    if mid is None:
+        return {}
     position = commit_positions(session)
     measured = session.execute(select(Run.commit_id).where(Run.machine_id == mid).distinct()).scalars().all()
     bounds = [position[c] for c in (upto or []) if c in position]

@@ -1,17 +1,41 @@
-"""Head-vs-base statistics, configuration, direction and the PR markdown/JSON."""
+"""Head-vs-base statistics and statuses, configuration, direction, the store's commit results and
+`compare_commits` (the library function the dashboard's Compare page calls) against `mlaperf compare`."""
 
 from __future__ import annotations
 
 import json
+import math
+import subprocess
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
+from sqlalchemy import select
+from sqlalchemy.engine import Engine
+from sqlalchemy.orm import Session
 
-from regressions.compare import MIN_HISTORY_RUNS, SeriesPair, compare_pair
+from db import queries
+from db.engine import make_engine
+from db.models import Commit
+from db.synthetic import SyntheticHistory, write_synthetic_results
+from regressions.__main__ import main
+from regressions.compare import (
+    MIN_HISTORY_RUNS,
+    STATUSES,
+    SeriesPair,
+    change_ratio,
+    compare_commits,
+    compare_pair,
+    exit_status,
+)
 from regressions.config import ConfigError, Settings, load_settings
-from regressions.direction import DOWN_IS_WORSE, UP_IS_WORSE, infer_direction
+from regressions.direction import DOWN_IS_WORSE, UP_IS_WORSE, direction_for, infer_direction
 from regressions.report import MARKER, compare_json, compare_markdown
+from regressions.results import UsageError, history_noise, machines_with, resolve_commit, results_at
+
+Ingest = Callable[[Engine, list[Path]], None]
 
 
 def pair(
@@ -36,19 +60,19 @@ def pair(
 
 def test_clear_slowdown_with_samples_is_a_significant_regression() -> None:
     c = compare_pair(pair(100e-6, 110e-6))
-    assert c.regression and c.significant and c.change == "regression"
+    assert c.regression and c.significant and c.status == "regressed"
     assert c.method == "mann-whitney" and c.p_value is not None and c.p_value < 0.01
     assert c.ratio == pytest.approx(1.1)
 
 
 def test_slowdown_within_sample_noise_is_not_significant() -> None:
     c = compare_pair(pair(100e-6, 106e-6, noise=0.2, n=5))
-    assert not c.significant and not c.regression and c.change == "unchanged"
+    assert not c.significant and not c.regression and c.status == "unchanged"
 
 
 def test_significant_but_below_threshold_is_not_a_regression() -> None:
     c = compare_pair(pair(100e-6, 103e-6, noise=0.001))
-    assert c.significant and not c.regression and c.change == "unchanged"
+    assert c.significant and not c.regression and c.status == "unchanged"
 
 
 def test_history_noise_vetoes_a_run_to_run_offset() -> None:
@@ -62,9 +86,9 @@ def test_history_noise_vetoes_a_run_to_run_offset() -> None:
 def test_a_short_history_is_not_trusted_for_noise() -> None:
     # Six runs that were mostly real kernel changes look like 30% noise; a 1.5x speedup must still count.
     short = compare_pair(pair(100e-6, 66e-6, history_sigma=0.3, history_runs=MIN_HISTORY_RUNS - 1))
-    assert short.method == "mann-whitney" and short.change == "improvement"
+    assert short.method == "mann-whitney" and short.status == "improved"
     long = compare_pair(pair(100e-6, 66e-6, history_sigma=0.3, history_runs=MIN_HISTORY_RUNS))
-    assert long.method == "mann-whitney+history" and long.change == "unchanged"
+    assert long.method == "mann-whitney+history" and long.status == "unchanged"
 
 
 def test_no_samples_falls_back_to_history_then_ci_then_nothing() -> None:
@@ -81,13 +105,49 @@ def test_throughput_drop_is_a_regression_and_rise_an_improvement() -> None:
     drop = compare_pair(pair(1e6, 0.8e6, direction=DOWN_IS_WORSE, **kw))
     rise = compare_pair(pair(1e6, 1.25e6, direction=DOWN_IS_WORSE, **kw))
     assert drop.regression and drop.slowdown == pytest.approx(1.25)
-    assert rise.change == "improvement" and not rise.regression
+    assert rise.status == "improved" and not rise.regression
 
 
 def test_failed_head_is_reported_not_compared() -> None:
     c = compare_pair(pair(100e-6, float("nan")))
-    assert c.change == "failed" and c.head is None and c.ratio is None and not c.regression
+    assert c.status == "failed" and c.head is None and c.ratio is None and not c.regression
+    assert (c.base_status, c.head_status) == ("ok", "failed")
     assert json.loads(compare_json([c]))[0]["head"] is None
+    assert exit_status([c]) == 1 and exit_status([compare_pair(pair(100e-6, 100e-6))]) == 0
+
+
+@pytest.mark.parametrize(
+    ("base_side", "head_side", "status"),
+    [
+        ("ok", "failed", "failed"),
+        ("failed", "ok", "failed"),  # broken on base: the check cannot vouch for head
+        ("failed", "failed", "failed"),
+        ("not_run", "failed", "failed"),
+        ("absent", "failed", "failed"),
+        ("absent", "ok", "new"),
+        ("ok", "absent", "removed"),
+        ("absent", "not_run", "not_run"),
+        ("not_run", "ok", "not_run"),
+        ("ok", "not_run", "not_run"),
+        ("ok", "ok", "regressed"),
+    ],
+)
+def test_status_of_each_pair_of_sides(base_side: str, head_side: str, status: str) -> None:
+    p = pair(100e-6, 150e-6, base_status=base_side, head_status=head_side)
+    p.base = p.base if base_side == "ok" else None
+    p.head = p.head if head_side == "ok" else None
+    c = compare_pair(p)
+    assert c.status == status and c.status in STATUSES
+    assert (c.base_status, c.head_status) == (base_side, head_side)
+    assert exit_status([c]) == (1 if status in ("failed", "regressed") else 0)
+    if status != "regressed":
+        assert c.ratio is None and not c.significant and c.method == "none"
+
+
+def test_compare_ratio_is_head_over_base_and_zero_is_not_a_failure() -> None:
+    assert change_ratio(2.0, 3.0) == 1.5 and change_ratio(0.0, 3.0) is None and change_ratio(None, 1.0) is None
+    zero = compare_pair(pair(0.0, 0.0, unit="count", benchmark="b.C.track_spills", n=0))
+    assert zero.status == "unchanged" and zero.ratio is None and exit_status([zero]) == 0
 
 
 def test_markdown_order_and_collapsed_unchanged() -> None:
@@ -112,21 +172,20 @@ def test_markdown_order_and_collapsed_unchanged() -> None:
     assert "150 us" in md and "impl='mma', concurrency=64, topk=512" in md
 
 
-def test_markdown_separates_failing_on_head_from_failing_on_both() -> None:
+def test_markdown_lists_failures_first_and_says_where() -> None:
     nan = float("nan")
     rows = [
+        compare_pair(pair(100e-6, 150e-6, seed=4)),  # a regression
+        compare_pair(pair(nan, 100e-6, seed=3)),  # failed on base only
+        compare_pair(pair(nan, nan, seed=2)),  # failed on both
         compare_pair(pair(100e-6, nan, seed=1)),  # broken by the PR
-        compare_pair(pair(nan, nan, seed=2)),  # broken before it
-        compare_pair(pair(nan, 100e-6, seed=3)),  # fixed by it
     ]
     md = compare_markdown(rows, base="a" * 40, head="b" * 40, machines=["h200"], threshold_note="threshold 5%")
-    summary = next(line for line in md.splitlines() if "regressions" in line)
-    assert "1 failing on head" in summary and "1 with no result on base or head" in summary
-    assert "1 without a base result" in summary
-    on_head = md[md.index("### Failing on head (ran on base)") : md.index("### Running on head")]
-    assert on_head.count("| failed |") == 1 and "100 us" in on_head
-    both = md[md.index("### No result on base or head") :]
-    assert both.count("| failed | failed |") == 1
+    summary = next(line for line in md.splitlines() if "regression" in line)
+    assert summary.startswith(":x: **1 regression**, **3 failed** (1 on head only, 1 on base only, 1 on both)")
+    failed = md[md.index("### Failed") : md.index("### Regressions")]
+    cells = [line.split(" | ")[3:5] for line in failed.splitlines() if line.startswith("| `")]
+    assert cells == [["100 us", "**failed**"], ["**failed**", "**failed**"], ["**failed**", "100 us"]]
 
 
 def test_json_has_the_contract_fields() -> None:
@@ -183,5 +242,202 @@ def test_mlaperf_toml_wins_and_bad_values_are_named(tmp_path: Path) -> None:
     ],
 )
 def test_direction_inference(name: str, unit: str, expected: str) -> None:
-    assert infer_direction(name, unit) == expected
+    assert direction_for(name, unit) == expected == infer_direction(name, unit)
     assert infer_direction(name, unit, declared=UP_IS_WORSE) == UP_IS_WORSE
+
+
+@pytest.mark.parametrize(
+    ("name", "unit", "expected"),
+    [
+        # Where the detector and the dashboard used to disagree: the users' reading wins.
+        ("bench_x.Y.track_speedup", "speedup", DOWN_IS_WORSE),  # a speed-up falling is worse
+        ("bench_x.Y.track_gbps", None, DOWN_IS_WORSE),  # no unit: the name says GB/s
+        ("bench_x.Y.track_gbps", "unit", DOWN_IS_WORSE),  # asv's default unit is "unit"
+        ("bench_x.Y.track_tokens_per_s", "", DOWN_IS_WORSE),
+        ("bench_x.Y.track_roofline", None, DOWN_IS_WORSE),
+        # A declared unit that is no rate wins over the name; unit-less counts grow worse.
+        ("bench_x.Y.track_bandwidth", "bytes", UP_IS_WORSE),
+        ("bench_x.Y.track_spills", None, UP_IS_WORSE),
+        ("bench_x.Y.track_persecond_cache", None, UP_IS_WORSE),
+        ("bench_x.Y.time_tokens_per_s", "seconds", UP_IS_WORSE),  # a time is a time
+    ],
+)
+def test_direction_where_the_two_copies_disagreed(name: str, unit: str | None, expected: str) -> None:
+    assert direction_for(name, unit) == expected
+
+
+def test_declared_direction_wins(tmp_path: Path) -> None:
+    (tmp_path / "mlaperf.toml").write_text('[directions]\n"*.track_speedup" = "up_is_worse"\n')
+    settings = load_settings(search_dir=tmp_path)
+    assert direction_for("bench_x.Y.track_speedup", "speedup", settings) == UP_IS_WORSE
+    assert direction_for("bench_x.Y.track_gbps", "GB/s", settings) == DOWN_IS_WORSE
+
+
+# -- the store: a commit's result, commit resolution, compare_commits ---------------------------------
+
+
+def _files(h: SyntheticHistory, commit: int) -> list[Path]:
+    return sorted((h.root / h.machine).glob(f"{h.shas[commit][:8]}-*.json"))
+
+
+def _edit(path: Path, edit: Callable[[dict[str, Any]], None]) -> None:
+    """Change an asv results file the way asv writes it (null: failed, NaN: not run)."""
+    doc = json.loads(path.read_text())
+    edit(doc)
+    path.write_text(json.dumps(doc))
+
+
+def _set(doc: dict[str, Any], benchmark: str, index: int, value: float | None) -> None:
+    row = dict(zip(doc["result_columns"], doc["results"][benchmark], strict=False))
+    row["result"][index] = value
+    if row.get("samples"):
+        row["samples"][index] = None
+    doc["results"][benchmark] = [row.get(c) for c in doc["result_columns"]]
+
+
+TIME0 = "bench_synth.Synth000.time_case"
+TRACK1 = "bench_synth.Synth001.track_case"
+TIME2 = "bench_synth.Synth002.time_case"
+
+
+@pytest.fixture
+def statuses_store(store_url: str, tmp_path: Path, ingest: Ingest) -> Iterator[tuple[str, SyntheticHistory]]:
+    """Commits 0..3 on machine "m" (66 series; a 30% step at commit 3): at base (commit 2) one series
+    failed and Synth001 is missing; at head (commit 3) one series failed, one was not selected (NaN) and
+    Synth002 is missing. Machine "late" ran head only."""
+    h = write_synthetic_results(tmp_path / "r", commits=4, series=66, machine="m", steps={3: 1.3}, seed=2)
+    (base,), (head,) = _files(h, 2), _files(h, 3)
+
+    def at_base(doc: dict[str, Any]) -> None:
+        _set(doc, TIME0, 2, None)
+        del doc["results"][TRACK1]
+
+    def at_head(doc: dict[str, Any]) -> None:
+        _set(doc, TIME0, 0, None)
+        _set(doc, TIME0, 1, math.nan)
+        del doc["results"][TIME2]
+
+    _edit(base, at_base)
+    _edit(head, at_head)
+    late = write_synthetic_results(tmp_path / "late", commits=4, series=6, machine="late", shas=h.shas, seed=3)
+    eng = make_engine(store_url)
+    ingest(eng, [h.root, *_files(late, 3)])
+    eng.dispose()
+    yield store_url, h
+
+
+def test_compare_commits_statuses(statuses_store: tuple[str, SyntheticHistory]) -> None:
+    url, h = statuses_store
+    with Session(make_engine(url, readonly=True)) as s:
+        base, head = (s.execute(select(Commit).where(Commit.sha == h.shas[i])).scalar_one() for i in (2, 3))
+        assert machines_with(s, [base.id, head.id]) == ["m"]
+        rows = compare_commits(s, base, head)
+        late = compare_commits(s, base, head, machines=["late"])
+    by = {}
+    for c in rows:
+        by.setdefault(c.status, []).append(c)
+    assert {k: len(v) for k, v in by.items()} == {
+        "regressed": 27,  # time_ series of Synth000, 30% slower, minus the three edited ones
+        "failed": 2,
+        "not_run": 1,
+        "new": 30,  # Synth001 only at head
+        "removed": 6,  # Synth002 only at base
+    }
+    assert {(c.base_status, c.head_status) for c in by["failed"]} == {("ok", "failed"), ("failed", "ok")}
+    assert all(c.base is None and c.head is not None and c.unit == "tokens/s" for c in by["new"])
+    assert all(c.regression and c.ratio == pytest.approx(1.3, rel=0.05) for c in by["regressed"])
+    assert exit_status(rows) == 1
+    # A machine measured only at head: nothing to compare there, every series not run (not "new").
+    assert len(late) == 6 and {(c.status, c.base_status, c.head_status) for c in late} == {
+        ("not_run", "not_run", "ok")
+    }
+
+
+def test_compare_page_function_equals_mlaperf_compare(
+    statuses_store: tuple[str, SyntheticHistory], capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """The dashboard's Compare page calls compare_commits: its rows are exactly `mlaperf compare`'s."""
+    url, h = statuses_store
+    full = tmp_path / "full.md"
+    rc = main(["compare", h.shas[2][:10], h.shas[3], "--db", url, "--json", "--full-markdown-out", str(full)])
+    cli = json.loads(capsys.readouterr().out)
+    with Session(make_engine(url, readonly=True)) as s:
+        base, head = resolve_commit(s, h.shas[2][:10], "BASE"), resolve_commit(s, h.shas[3], "HEAD")
+        lib = compare_commits(s, base, head)
+    assert rc == exit_status(lib) == 1
+    assert cli == json.loads(compare_json(lib)) and len(cli) == 66
+    assert {r["status"] for r in cli} == {"regressed", "failed", "not_run", "new", "removed"}
+    md = full.read_text()
+    assert "**27 regressions**, **2 failed** (1 on head only, 1 on base only)" in md
+    assert "30 new, 6 removed, 1 not run" in md and "### Failed" in md
+
+
+def test_reruns_pool_by_median_everywhere(tmp_path: Path, ingest: Ingest) -> None:
+    """A commit measured three times (x1, x2, x10): its result is the median (x2), not the latest run,
+    in compare's results_at, the dashboard's history and throughput queries, and detection's input."""
+    url = f"sqlite:///{tmp_path / 's.sqlite'}"
+    root = tmp_path / "r"
+    first = write_synthetic_results(root, commits=3, series=6, machine="m", seed=4)
+    for factor, env in ((2.0, "existing-py3.12"), (10.0, "existing-py3.13")):
+        write_synthetic_results(
+            root, commits=3, series=6, machine="m", seed=4, shas=first.shas, env_name=env, steps={0: factor}
+        )
+    ingest(make_engine(url), [root])
+    with Session(make_engine(url, readonly=True)) as s:
+        commit = resolve_commit(s, first.shas[1], "HEAD")
+        pooled = results_at(s, commit.id, "m").set_index("params_key")
+        key = json.dumps({"concurrency": "1", "impl": "'simt'", "topk": "128"}, sort_keys=True)  # result 0
+        hist = queries.history(s, TIME0, key, "m")
+        at = queries.results_at_commit(s, first.shas[1], "m").set_index("params_key")
+        values = queries.series_values(s, machine="m")
+    one = json.loads(first.root.joinpath("m", _files(first, 1)[0].name).read_text())
+    assert len(_files(first, 1)) == 3
+    x1 = dict(zip(one["result_columns"], one["results"][TIME0], strict=False))["result"][0]
+    assert pooled.loc[key, "value"] == pytest.approx(2 * x1) and pooled.loc[key, "runs"] == 3
+    assert len(pooled.loc[key, "samples"]) == 30  # every run's samples
+    assert hist["value"].iloc[1] == pytest.approx(2 * x1) and hist["runs"].iloc[1] == 3
+    assert at.loc[key, "value"] == pytest.approx(2 * x1)
+    row = values[(values["params_key"] == key) & (values["sha"] == first.shas[1])]
+    assert len(row) == 1 and row["value"].iloc[0] == pytest.approx(2 * x1)
+
+
+def test_resolve_commit_one_contract(tmp_path: Path, ingest: Ingest) -> None:
+    url = f"sqlite:///{tmp_path / 's.sqlite'}"
+    h = write_synthetic_results(tmp_path / "r", commits=3, series=6, machine="m", seed=5)
+    ingest(make_engine(url), [h.root])
+    with Session(make_engine(url)) as s, s.begin():
+        assert resolve_commit(s, h.shas[1], "BASE").sha == h.shas[1]
+        assert resolve_commit(s, h.shas[1][:7].upper(), "BASE").sha == h.shas[1]
+        s.add(Commit(sha=h.shas[0][:6] + "0" * 34))
+        s.add(Commit(sha=h.shas[0][:6] + "1" * 34))
+        s.flush()
+        with pytest.raises(UsageError, match=rf"^BASE: '{h.shas[0][:6]}' is ambiguous: stored commits .*, .*"):
+            resolve_commit(s, h.shas[0][:6], "BASE")
+        assert resolve_commit(s, h.shas[0], "BASE").sha == h.shas[0]  # a full sha is never ambiguous
+        for ref, why in (("", "empty commit"), ("zzzz", "matches no commit"), ("0123abcd", "matches no commit")):
+            with pytest.raises(UsageError, match=f"^HEAD: .*{why}"):
+                resolve_commit(s, ref, "HEAD", repo=tmp_path)
+        s.rollback()
+
+
+def test_history_noise_window_and_unknown_machine(tmp_path: Path, ingest: Ingest) -> None:
+    url = f"sqlite:///{tmp_path / 's.sqlite'}"
+    h = write_synthetic_results(tmp_path / "r", commits=14, series=6, machine="m", seed=6)
+    ingest(make_engine(url), [h.root])
+    with Session(make_engine(url, readonly=True)) as s:
+        ids = {c.sha: c.id for c in s.execute(select(Commit)).scalars()}
+        key = results_at(s, ids[h.shas[0]], "m")["params_key"].iloc[0]
+        upto_9 = history_noise(s, "m", [(TIME0, key)], upto=[ids[h.shas[3]], ids[h.shas[9]]])
+        assert upto_9[(TIME0, key)][1] == 10 and 0 < upto_9[(TIME0, key)][0] < 0.1
+        assert history_noise(s, "m", [(TIME0, key)], window=5)[(TIME0, key)][1] == 5
+        assert history_noise(s, "nope", [(TIME0, key)]) == {}
+
+
+def test_git_ref_needs_a_repository(tmp_path: Path, ingest: Ingest) -> None:
+    url = f"sqlite:///{tmp_path / 's.sqlite'}"
+    h = write_synthetic_results(tmp_path / "r", commits=2, series=6, machine="m", seed=7)
+    ingest(make_engine(url), [h.root])
+    repo = tmp_path / "repo"
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    with Session(make_engine(url, readonly=True)) as s, pytest.raises(UsageError, match="^BASE: 'main~1' matches"):
+        resolve_commit(s, "main~1", "BASE", repo=repo)

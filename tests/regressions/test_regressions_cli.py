@@ -108,7 +108,7 @@ def test_compare_regression_exit_1_json(
     regs = [c for c in data if c["regression"]]
     assert len(regs) == 30 and all(c["benchmark"].endswith("time_case") for c in regs)
     assert all(c["significant"] and c["ratio"] == pytest.approx(1.2, rel=0.05) for c in regs)
-    improved = [c for c in data if c["change"] == "improvement"]
+    improved = [c for c in data if c["status"] == "improved"]
     assert len(improved) == 6  # track_ (tokens/s) rose 20%
     md = md_file.read_text()
     assert md.startswith(MARKER) and "**30 regressions**" in md and "6 improvements" in md
