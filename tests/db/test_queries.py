@@ -96,11 +96,11 @@ def test_results_at_commit_expands_params(s: Session) -> None:
 
 def test_commit_lookup_errors(s: Session) -> None:
     with pytest.raises(queries.CommitNotFound, match="no stored commit matches 'zzzz'"):
-        queries.resolve_commit(s, "zzzz")
+        queries.results_at_commit(s, "zzzz", "synth-h200")
     with pytest.raises(queries.CommitNotFound, match="ambiguous"):
-        queries.resolve_commit(s, "0")
+        queries.results_at_commit(s, "0", "gha-aws-skylake")
     sha = queries.latest_commit(s, "gha-aws-skylake")
-    assert queries.resolve_commit(s, sha[:12]).sha == sha
+    assert (queries.results_at_commit(s, sha[:12], "gha-aws-skylake")["sha"] == sha).all()
 
 
 def test_series_values_long_frame(s: Session) -> None:
@@ -159,9 +159,6 @@ def test_regressions_upsert_and_status(store: str) -> None:
             queries.set_regression_status(s, 10**6, "fixed")
         with pytest.raises(ValueError, match="direction"):
             queries.upsert_regressions(s, [{**row, "direction": "sideways"}])
-        queries.set_meta(s, "detector.watermark", {"commit": sha})
-        assert queries.get_meta(s, "detector.watermark") == {"commit": sha}
-        assert queries.get_meta(s, "missing", 7) == 7
         s.rollback()  # caller-owned transaction: nothing was committed
         assert queries.regressions(s).empty
     engine.dispose()
