@@ -87,52 +87,98 @@ def test_workflows_pass_actionlint(actionlint: Any) -> None:
 
 def test_actionlint_catches_a_broken_workflow(actionlint: Any, tmp_path: Path) -> None:
     broken = (WORKFLOWS / "pr-benchmarks.yml").read_text()
-    broken = broken.replace("steps.compare.outputs.status", "steps.compar.outputs.status")
+    broken = broken.replace("steps.bench.outputs.status != '0'", "steps.bensh.outputs.status != '0'")
     broken = broken.replace(
-        "runs-on: [self-hosted, linux, gpu]", "runs-on: [self-hosted, linux, gpu]\n    bogus-key: 1"
+        "runs-on: [self-hosted, linux, gpu, pr]", "runs-on: [self-hosted, linux, gpu, pr]\n    bogus-key: 1"
     )
     path = tmp_path / "broken.yml"
     path.write_text(broken)
     findings = actionlint(path)
     messages = " ".join(f["message"] for f in findings)
-    assert "bogus-key" in messages and "compar" in messages
+    assert "bogus-key" in messages and "bensh" in messages
     # And a custom runner label not declared in .github/actionlint.yaml still fails.
-    path.write_text((WORKFLOWS / "nightly.yml").read_text().replace("linux, gpu]", "linux, tpu]"))
+    path.write_text((WORKFLOWS / "nightly.yml").read_text().replace("linux, gpu, nightly]", "linux, tpu, nightly]"))
     assert any(f["kind"] == "runner-label" for f in actionlint(path))
+
+
+def steps_of(wf: dict[Any, Any]) -> list[tuple[str, dict[str, Any], dict[str, Any]]]:
+    return [(name, job, step) for name, job in wf["jobs"].items() for step in job["steps"]]
 
 
 def test_nightly_shape() -> None:
     wf = load("nightly.yml")
     on = wf[True]  # YAML 1.1 reads the key `on` as a boolean
     assert "schedule" in on and on["schedule"][0]["cron"] and "workflow_dispatch" in on
-    job = wf["jobs"]["benchmark"]
-    assert job["runs-on"] == ["self-hosted", "linux", "gpu"]
-    assert job["env"]["MLAPERF_DB"] == "${{ secrets.MLAPERF_DB }}"
-    steps = job["steps"]
-    assert steps[0]["uses"].startswith("actions/checkout@") and steps[0]["with"]["fetch-depth"] == 0
-    script = "\n".join(s.get("run", "") for s in steps)
-    for command in ("mlaperf run", "mlaperf ingest", "mlaperf detect"):
-        assert command in script
-    assert any(s.get("uses", "").startswith("actions/upload-artifact@") for s in steps)
+    bench, alert = wf["jobs"]["benchmark"], wf["jobs"]["alert"]
+    assert bench["runs-on"] == ["self-hosted", "linux", "gpu", "nightly"] == alert["runs-on"]
+    assert bench["permissions"] == {"contents": "read"}
+    assert alert["permissions"] == {"contents": "read", "issues": "write"} and alert["needs"] == "benchmark"
+    runs = [s.get("run", "") for s in bench["steps"]]
+    order = ["nightly.sh detect", "nightly.sh plan 1", "nightly.sh measure 1", "nightly.sh record 1",
+             "nightly.sh plan 2", "nightly.sh measure 2", "nightly.sh record 2"]  # fmt: skip
+    found = [next(i for i, r in enumerate(runs) if step in r) for step in order]
+    assert found == sorted(found), "the steps run in the order of scripts/nightly.sh"
+    # The store secret reaches exactly the steps that touch the store, never a step that runs benchmarks.
+    for step in bench["steps"]:
+        has_secret = "secrets.MLAPERF_DB" in json.dumps(step)
+        touches_store = any(s in step.get("run", "") for s in ("detect", "plan", "record"))
+        assert has_secret == touches_store, step.get("name")
+    alert_run = next(s for s in alert["steps"] if "nightly.sh alert" in s.get("run", ""))
+    assert alert_run["env"]["GITHUB_TOKEN"] == "${{ github.token }}"
+    assert any(s.get("uses", "").startswith("actions/upload-artifact@") for s in bench["steps"])
 
 
-def test_pr_shape_and_sticky_comment() -> None:
-    wf = load("pr-benchmarks.yml")
-    assert "pull_request" in wf[True]
-    assert wf["permissions"]["pull-requests"] == "write"
-    job = wf["jobs"]["compare"]
-    assert job["runs-on"] == ["self-hosted", "linux", "gpu"]
-    steps = job["steps"]
-    script = "\n".join(s.get("run", "") for s in steps)
-    # One commit each (`mlaperf run SHA` runs just that commit, as `SHA^!` did).
-    for sha in ("$BASE_SHA", "$HEAD_SHA"):
-        assert re.search(rf'mlaperf run "{re.escape(sha)}(\^!)?"', script), sha
-    assert 'mlaperf compare "$BASE_SHA" "$HEAD_SHA" --json' in script
-    comment = next(s for s in steps if s.get("uses", "").startswith("actions/github-script@"))
-    body = comment["with"]["script"]
+def test_pr_is_gated_outside_the_pull_request() -> None:
+    request, wf = load("pr-benchmarks-request.yml"), load("pr-benchmarks.yml")
+    assert set(request[True]) == {"pull_request"} and request["permissions"] == {}
+    assert all(not s.get("uses") for _, _, s in steps_of(request)), "the untrusted half checks nothing out"
+    assert set(request["jobs"]["request"]["runs-on"].split()) == {"ubuntu-latest"}
+    # The trusted half runs from the default branch: workflow_run, never pull_request(_target).
+    assert set(wf[True]) == {"workflow_run"} and wf[True]["workflow_run"]["workflows"] == [request["name"]]
+    assert "pull_request_target" not in (WORKFLOWS / "pr-benchmarks.yml").read_text()
+    gate, bench, report = (wf["jobs"][k] for k in ("gate", "benchmark", "report"))
+    assert gate["runs-on"] == "ubuntu-latest" and gate["permissions"] == {"pull-requests": "read", "statuses": "write"}
+    script = gate["steps"][0]["with"]["script"]
+    assert "pr.labels.some" in script and "gpu-benchmarks-fork" in script and "head.repo.full_name" in script
+    assert bench["needs"] == "gate" and bench["if"] == "needs.gate.outputs.run == 'true'"
+    assert bench["environment"] == "${{ needs.gate.outputs.environment }}"
+    assert bench["runs-on"] == ["self-hosted", "linux", "gpu", "pr"]
+    assert bench["permissions"] == {"contents": "read"}
+    assert "secrets." not in json.dumps(bench)
+    checkout = bench["steps"][0]
+    assert checkout["with"]["ref"] == "refs/pull/${{ needs.gate.outputs.number }}/head"
+    assert any('"$(git rev-parse HEAD)" != "$HEAD_SHA"' in s.get("run", "") for s in bench["steps"])
+    assert any('bash scripts/pr.sh "$BASE_SHA" "$HEAD_SHA"' in s.get("run", "") for s in bench["steps"])
+    assert report["runs-on"] == "ubuntu-latest" and "checkout" not in json.dumps(report), "runs no PR code"
+    assert report["permissions"] == {"pull-requests": "write", "statuses": "write"}
+
+
+def test_pr_comment_is_sticky_capped_and_always_arrives() -> None:
+    report = load("pr-benchmarks.yml")["jobs"]["report"]
+    assert report["if"].startswith("always()")
+    post = next(s for s in report["steps"] if s.get("uses", "").startswith("actions/github-script@"))
+    body = post["with"]["script"]
     assert MARKER in body and "updateComment" in body and "createComment" in body
-    fail = steps[-1]
-    assert "exit 1" in fail["run"] and "steps.compare.outputs.status" in fail["if"]
+    assert "const limit = 60000" in body and "full report is in the" in body and "no report" in body
+    assert "createCommitStatus" in body
+
+
+@pytest.mark.parametrize("name", ["nightly.yml", "pr-benchmarks.yml", "pr-benchmarks-request.yml"])
+def test_hardening(name: str) -> None:
+    """Actions pinned by full SHA with the tag beside it, no token left in .git/config, least privilege."""
+    wf, text = load(name), (WORKFLOWS / name).read_text()
+    assert wf["permissions"] == {}, "nothing at workflow level: each job says what it needs"
+    for job_name, job in wf["jobs"].items():
+        assert "permissions" in job or name == "pr-benchmarks-request.yml", job_name
+        assert "secrets." not in json.dumps(job.get("env", {})), f"{job_name}: no secret in a job-wide env"
+    uses = re.findall(r"^\s*(?:- )?uses:\s*(\S+)(.*)$", text, re.MULTILINE)
+    assert len(uses) == sum(1 for _, _, s in steps_of(wf) if "uses" in s)
+    for ref, rest in uses:
+        assert re.fullmatch(r"[\w.-]+/[\w.-]+@[0-9a-f]{40}", ref), ref
+        assert re.search(r"#\s*v\d", rest), f"{ref}: name the tag in a comment"
+    for _, _, step in steps_of(wf):
+        if step.get("uses", "").startswith("actions/checkout@"):
+            assert step["with"]["persist-credentials"] is False
 
 
 @pytest.mark.parametrize("name", ["nightly.yml", "pr-benchmarks.yml"])
