@@ -72,9 +72,18 @@ def as_skip(exc: ValueError, impl: str) -> NotImplementedError | None:
     return None
 
 
-def last_launch() -> dict[str, Any]:
+def clear_launch() -> None:
+    """Empty ``LAST_LAUNCH`` before a case runs: a kernel that records nothing then leaves nothing,
+    instead of passing the gate with an earlier case's record."""
     launch = getattr(kernels(), "LAST_LAUNCH", None)
-    return dict(launch) if isinstance(launch, dict) else {}
+    if isinstance(launch, dict):
+        launch.clear()
+
+
+def last_launch() -> dict[str, Any] | None:
+    """A copy of ``LAST_LAUNCH`` (None when the package has none: the gate then fails the case)."""
+    launch = getattr(kernels(), "LAST_LAUNCH", None)
+    return dict(launch) if isinstance(launch, dict) else None
 
 
 def cached_case(key: Hashable, build: Callable[[], Any]) -> Any:

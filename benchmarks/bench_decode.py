@@ -3,28 +3,52 @@
 GPU tier: H 64, each request owns 64K tokens of context (the design's reference setting), top-k
 slots per request; ``time_decode`` is the GPU time of one CUDA-graph replay with a cold L2 (see
 ``_timing``). CPU tier: H 16, 1K tokens per request, top-k 32/64, under the Triton interpreter.
+
+``impl`` values: ``simt``, ``mma`` (the MMA kernel with the configs of the GPU it runs on) and
+``mma_sm120`` (the MMA kernel restricted to the configs an sm_120 GPU keeps: the users' runner's
+code path, measured on whatever GPU runs the suite; skipped at commits without arch profiles).
 """
 
 from __future__ import annotations
 
 import functools
-import itertools
-from typing import Any
 
-from . import _gate, _harness, _roofline, _tier, _timing
+from . import _gate, _harness, _oracle, _roofline, _suite, _tier, _timing
 
-IMPLS = ["simt", "mma"]
-PARAMS = [IMPLS, _tier.CONCURRENCY, _tier.DECODE_TOPK]
+# impl parameter -> (sparse_mla_decode impl, architecture profile asked for)
+IMPLS: dict[str, tuple[str, str | None]] = {
+    "simt": ("simt", None),
+    "mma": ("mma", "native"),
+    "mma_sm120": ("mma", "sm_120"),
+}
+PARAMS = [list(IMPLS), _tier.CONCURRENCY, _tier.DECODE_TOPK]
 PARAM_NAMES = ["impl", "concurrency", "topk"]
+
+
+def _profile_kwargs(impl: str) -> tuple[dict[str, str], str | None]:
+    """(extra sparse_mla_decode arguments, profile the launch record must name) for ``impl``."""
+    kernel_impl, profile = IMPLS[impl]
+    if profile is None:
+        return {}, None
+    profiles = getattr(_harness.kernels(), "ARCH_PROFILES", None)
+    if profiles is None:  # a commit before arch profiles: its MMA kernel is the native path
+        if profile != "native":
+            raise NotImplementedError(f"impl {impl!r}: architecture profiles do not exist at this commit")
+        return {}, None
+    if profile not in profiles:
+        raise NotImplementedError(f"impl {impl!r}: profile {profile!r} not offered here (has {tuple(profiles)})")
+    return {"arch_profile": profile}, profile
 
 
 def build_case(impl: str, concurrency: int, topk: int) -> _timing.Replayer:
     """Inputs, graphs (one per index set) and the correctness gate for one case."""
+    kernel_impl = IMPLS[impl][0]
     dev = _harness.device()
     mk = _harness.kernels()
     make_inputs = _harness.require("make_decode_inputs")
     decode = _harness.require("sparse_mla_decode")
-    _harness.require_impl("decode", impl, getattr(mk, "DECODE_IMPLS", None))
+    _harness.require_impl("decode", kernel_impl, getattr(mk, "DECODE_IMPLS", None))
+    extra, profile = _profile_kwargs(impl)
     inputs = make_inputs(
         concurrency,
         _tier.NUM_HEADS,
@@ -35,23 +59,24 @@ def build_case(impl: str, concurrency: int, topk: int) -> _timing.Replayer:
         num_index_sets=_tier.INDEX_SETS,
     )
     sets = list(getattr(inputs, "index_sets", None) or [inputs.indices])
-    fns = [functools.partial(decode, inputs.q, inputs.kv_cache, idx, impl=impl) for idx in sets]
+    fns = [functools.partial(decode, inputs.q, inputs.kv_cache, idx, impl=kernel_impl, **extra) for idx in sets]
     try:
+        _harness.clear_launch()
         replayer = _timing.Replayer(fns, dev)
-        gpu = replayer.gpu
         # Gate on input set 0 as the timed graph computes it; the other sets run the same code.
         out, lse = replayer.outputs(0)
         launch = _harness.last_launch()
-        _gate.check_kernel_ran(launch, impl)
-        ref_out, ref_lse = decode(inputs.q, inputs.kv_cache, sets[0], impl="reference")
-        _gate.check_decode(out, lse, ref_out, ref_lse, interpreter=not gpu)
+        _gate.check_launch(launch, "decode", kernel_impl, arch_profile=profile)
+        reference = decode(inputs.q, inputs.kv_cache, sets[0], impl="reference")
+        oracle = _oracle.decode(inputs.q, inputs.kv_cache, sets[0])
+        _gate.check_decode(out, lse, reference, oracle, interpreter=not replayer.gpu)
     except ValueError as exc:
-        skip = _harness.as_skip(exc, impl)
+        skip = _harness.as_skip(exc, kernel_impl)
         if skip is not None:
             raise skip from exc
         raise
     replayer.number = replayer.pick_number()
-    _timing.CLOCK.events = gpu
+    _timing.CLOCK.events = replayer.gpu
     print(f"decode impl={impl} B={concurrency} topk={topk} ran {launch}", flush=True)
     return replayer
 
@@ -60,70 +85,31 @@ def model(impl: str, concurrency: int, topk: int) -> tuple[int, int]:
     return _roofline.decode_model(concurrency, _tier.NUM_HEADS, topk)
 
 
-class SparseDecode:
+class SparseDecode(
+    _suite.Timed,
+    benchmark="time_decode",
+    version="c07a68490648e51be992c2aabc8387d1a338ec7531b13ea12a55d12a4cabd3a2",
+):
     """GPU time of one ``sparse_mla_decode`` call (CUDA-graph replay, cold L2), seconds."""
 
     params = PARAMS
     param_names = PARAM_NAMES
-    timer = _timing.CLOCK
-    rounds = _tier.TIMING["rounds"]
-    repeat = _tier.TIMING["repeat"]
-    number = _tier.TIMING["number"]
-    warmup_time = _tier.TIMING["warmup_time"]
-    min_run_count = _tier.TIMING["min_run_count"]
-    timeout = _tier.TIMING["timeout"]
-
-    def setup(self, impl: str, concurrency: int, topk: int) -> None:
-        self.case = _harness.cached_case(
-            ("decode", impl, concurrency, topk), lambda: build_case(impl, concurrency, topk)
-        )
-        self.number = self.case.number
-
-    def time_decode(self, impl: str, concurrency: int, topk: int) -> None:
-        self.case.replay()
+    build_case = staticmethod(build_case)
 
 
-class SparseDecodeMetrics:
-    """tokens/s, effective GB/s and TFLOP/s, and roofline fraction of each SparseDecode case.
-
-    All cases are measured in one ``setup_cache`` process (median of cold replays); the byte and
-    flop model is ``_roofline.decode_model``.
-    """
+class SparseDecodeMetrics(
+    _suite.Metrics,
+    versions={
+        "track_tokens_per_s": "1ac33bc33b81676818e0193f9acbbe1116a1115127880dc82383d30f59488a98",
+        "track_gbps": "6bdc27e33b1ac271b68d36cd6dc045ab0059b3b0e1b518f271d2b970f271670f",
+        "track_tflops": "7c665619924b7682fcc6ae990c3189a836bb6470663cf7319a5cab3c1727ac8d",
+        "track_roofline_fraction": "14ea1fea59a4adc2f17398665bd3bedb5ceb51e2e5293b03e4dfa4d01cd99c08",
+    },
+):
+    """tokens/s, effective GB/s and TFLOP/s, and roofline fraction of each SparseDecode case
+    (byte and flop model: ``_roofline.decode_model``)."""
 
     params = PARAMS
     param_names = PARAM_NAMES
-    timeout = _tier.TIMING["timeout"]
-
-    def setup_cache(self) -> dict[str, Any]:
-        return _harness.measure_all(
-            list(itertools.product(*PARAMS)),
-            build_case,
-            model,
-            lambda impl, concurrency, topk: concurrency,
-            calls=_tier.METRIC_CALLS,
-        )
-
-    setup_cache.timeout = _tier.SETUP_CACHE_TIMEOUT  # type: ignore[attr-defined]
-
-    def setup(self, cache: dict[str, Any], impl: str, concurrency: int, topk: int) -> None:
-        _harness.check_metrics_case(cache, (impl, concurrency, topk))
-
-    def track_tokens_per_s(self, cache: dict[str, Any], impl: str, concurrency: int, topk: int) -> float:
-        return _harness.metric(cache, (impl, concurrency, topk), "tokens_per_s")
-
-    track_tokens_per_s.unit = "tokens/s"  # type: ignore[attr-defined]
-
-    def track_gbps(self, cache: dict[str, Any], impl: str, concurrency: int, topk: int) -> float:
-        return _harness.metric(cache, (impl, concurrency, topk), "gbps")
-
-    track_gbps.unit = "GB/s"  # type: ignore[attr-defined]
-
-    def track_tflops(self, cache: dict[str, Any], impl: str, concurrency: int, topk: int) -> float:
-        return _harness.metric(cache, (impl, concurrency, topk), "tflops")
-
-    track_tflops.unit = "TFLOP/s"  # type: ignore[attr-defined]
-
-    def track_roofline_fraction(self, cache: dict[str, Any], impl: str, concurrency: int, topk: int) -> float:
-        return _harness.metric(cache, (impl, concurrency, topk), "roofline_fraction")
-
-    track_roofline_fraction.unit = "fraction"  # type: ignore[attr-defined]
+    build_case = staticmethod(build_case)
+    model = staticmethod(model)

@@ -8,10 +8,8 @@ request ``context`` tokens long. CPU tier: max_context 1,024, top-k 32, Triton i
 from __future__ import annotations
 
 import functools
-import itertools
-from typing import Any
 
-from . import _gate, _harness, _roofline, _tier, _timing
+from . import _gate, _harness, _roofline, _suite, _tier, _timing
 
 IMPLS = ["fp32_maxctx", "bf16"]
 PARAMS = [IMPLS, _tier.CONCURRENCY, _tier.CONTEXT]
@@ -41,11 +39,12 @@ def build_case(impl: str, concurrency: int, context: int) -> _timing.Replayer:
         for s in sets
     ]
     try:
+        _harness.clear_launch()
         replayer = _timing.Replayer(fns, dev)
         # Gate on input set 0 as the timed graph computes it; the other sets run the same code.
         got = replayer.outputs(0)
         launch = _harness.last_launch()
-        _gate.check_kernel_ran(launch, impl)
+        _gate.check_launch(launch, "indexer", impl)
         s = sets[0]
         logits = ref_logits(s.q_idx, s.weights, s.index_cache, s.block_table, s.seq_lens)
         _gate.check_topk(got, logits, s.block_table, s.seq_lens, topk)
@@ -71,72 +70,31 @@ def model(impl: str, concurrency: int, context: int) -> tuple[int, int]:
     return _roofline.indexer_model(concurrency, context, _tier.STEP_TOPK)
 
 
-class Indexer:
+class Indexer(
+    _suite.Timed,
+    benchmark="time_indexer",
+    version="8c227242941233c8c61b51c48d072c69d477b8d0b1b81ed2773a6e854e2a6a4d",
+):
     """GPU time of one ``indexer_topk`` call (CUDA-graph replay, cold L2), seconds."""
 
     params = PARAMS
     param_names = PARAM_NAMES
-    timer = _timing.CLOCK
-    rounds = _tier.TIMING["rounds"]
-    repeat = _tier.TIMING["repeat"]
-    number = _tier.TIMING["number"]
-    warmup_time = _tier.TIMING["warmup_time"]
-    min_run_count = _tier.TIMING["min_run_count"]
-    timeout = _tier.TIMING["timeout"]
-
-    def setup(self, impl: str, concurrency: int, context: int) -> None:
-        self.case = _harness.cached_case(
-            ("indexer", impl, concurrency, context), lambda: build_case(impl, concurrency, context)
-        )
-        self.number = self.case.number
-
-    def time_indexer(self, impl: str, concurrency: int, context: int) -> None:
-        self.case.replay()
+    build_case = staticmethod(build_case)
 
 
-class IndexerMetrics:
-    """tokens/s, effective GB/s and TFLOP/s, and roofline fraction of each Indexer case.
-
-    All cases are measured in one ``setup_cache`` process; the byte and flop model
-    (``_roofline.indexer_model``) counts each request's real context, not max_context.
-    """
+class IndexerMetrics(
+    _suite.Metrics,
+    versions={
+        "track_tokens_per_s": "4cb9abff5bbcbe415817a36f7834ce12765c986b61a5cb906490c759f40e638a",
+        "track_gbps": "27500c7cfce6245813f1477f5fd09dfdda072a27110c9814e4086ea3ef4a01e6",
+        "track_tflops": "d19cd1e621168bae2cedc3bfd3e132c8fee76ebe89302a1e321d45c8660ae567",
+        "track_roofline_fraction": "2a8f4aa9a7ee27f0dba9b5b1365c86cf784ff5ebb8a4f9c97149067084fcacaf",
+    },
+):
+    """tokens/s, effective GB/s and TFLOP/s, and roofline fraction of each Indexer case (byte and flop
+    model ``_roofline.indexer_model``: each request's real context, not max_context)."""
 
     params = PARAMS
     param_names = PARAM_NAMES
-    timeout = _tier.TIMING["timeout"]
-
-    def setup_cache(self) -> dict[str, Any]:
-        return _harness.measure_all(
-            list(itertools.product(*PARAMS)),
-            build_case,
-            model,
-            lambda impl, concurrency, context: concurrency,
-            calls=_tier.METRIC_CALLS,
-        )
-
-    setup_cache.timeout = _tier.SETUP_CACHE_TIMEOUT  # type: ignore[attr-defined]
-
-    def setup(self, cache: dict[str, Any], impl: str, concurrency: int, context: int) -> None:
-        _harness.check_metrics_case(cache, (impl, concurrency, context))
-
-    def track_tokens_per_s(self, cache: dict[str, Any], impl: str, concurrency: int, context: int) -> float:
-        return _harness.metric(cache, (impl, concurrency, context), "tokens_per_s")
-
-    track_tokens_per_s.unit = "tokens/s"  # type: ignore[attr-defined]
-
-    def track_gbps(self, cache: dict[str, Any], impl: str, concurrency: int, context: int) -> float:
-        return _harness.metric(cache, (impl, concurrency, context), "gbps")
-
-    track_gbps.unit = "GB/s"  # type: ignore[attr-defined]
-
-    def track_tflops(self, cache: dict[str, Any], impl: str, concurrency: int, context: int) -> float:
-        return _harness.metric(cache, (impl, concurrency, context), "tflops")
-
-    track_tflops.unit = "TFLOP/s"  # type: ignore[attr-defined]
-
-    def track_roofline_fraction(
-        self, cache: dict[str, Any], impl: str, concurrency: int, context: int
-    ) -> float:
-        return _harness.metric(cache, (impl, concurrency, context), "roofline_fraction")
-
-    track_roofline_fraction.unit = "fraction"  # type: ignore[attr-defined]
+    build_case = staticmethod(build_case)
+    model = staticmethod(model)

@@ -8,10 +8,9 @@ length. GPU tier: H 64, top-k 512, max_context 131,072; CPU tier: H 16, top-k 32
 
 from __future__ import annotations
 
-import itertools
 from typing import Any
 
-from . import _gate, _harness, _roofline, _tier, _timing
+from . import _gate, _harness, _oracle, _roofline, _suite, _tier, _timing
 
 VARIANTS = {
     "baseline": ("simt", "fp32_maxctx"),
@@ -37,20 +36,25 @@ def _step_outputs(result: Any, step: Any) -> tuple[Any, Any, Any]:
 
 
 def _check_step(step_out: tuple[Any, Any, Any], inputs: Any, ref_step: Any, *, interpreter: bool) -> None:
-    """The step's output against the reference. When the step exposes its top-k selection, the
-    selection is checked against the reference logits (near-ties may swap) and the decode against
-    the reference decode on that same selection; otherwise against the reference step's output."""
+    """The step's output against the reference and the oracle. When the step exposes its top-k
+    selection, the selection is checked against the reference logits (near-ties may swap) and the
+    decode against the reference decode and the oracle on that same selection; otherwise against
+    the reference step's output and the oracle on the reference step's selection."""
     out, lse, indices = step_out
     if indices is None:
-        ref_out, ref_lse, _ = _step_outputs(ref_step.run(), ref_step)
-        _gate.check_decode(out, lse, ref_out, ref_lse, interpreter=interpreter)
+        ref_out, ref_lse, ref_indices = _step_outputs(ref_step.run(), ref_step)
+        if ref_indices is None:
+            raise _gate.KernelMismatch("neither DecodeStep exposes its top-k selection: nothing to check against")
+        oracle = _oracle.decode(inputs.q, inputs.kv_cache, ref_indices)
+        _gate.check_decode(out, lse, (ref_out, ref_lse), oracle, interpreter=interpreter)
         return
     logits_ref = _harness.require("indexer_logits_reference", "mla_kernels", "mla_kernels.indexer")
     decode = _harness.require("sparse_mla_decode")
     logits = logits_ref(inputs.q_idx, inputs.weights, inputs.index_cache, inputs.block_table, inputs.seq_lens)
     _gate.check_topk(indices, logits, inputs.block_table, inputs.seq_lens, indices.shape[1])
-    ref_out, ref_lse = decode(inputs.q, inputs.kv_cache, indices, impl="reference")
-    _gate.check_decode(out, lse, ref_out, ref_lse, interpreter=interpreter)
+    reference = decode(inputs.q, inputs.kv_cache, indices, impl="reference")
+    oracle = _oracle.decode(inputs.q, inputs.kv_cache, indices)
+    _gate.check_decode(out, lse, reference, oracle, interpreter=interpreter)
 
 
 def build_case(variant: str, concurrency: int, context: int) -> _timing.Replayer:
@@ -69,16 +73,20 @@ def build_case(variant: str, concurrency: int, context: int) -> _timing.Replayer
         for seed in range(_tier.REQUEST_SETS)
     ]  # fmt: skip
     try:
+        _harness.clear_launch()
         steps = [decode_step(s, decode_impl=decode_impl, indexer_impl=indexer_impl) for s in sets]
         # Replayer warms each step up (autotuning resolves) before capturing run() into a graph.
         replayer = _timing.Replayer([step.run for step in steps], dev)
         # Gate on input set 0 as the timed graph computes it; the other sets run the same code.
         got = _step_outputs(replayer.outputs(0), steps[0])
-        launch = _harness.last_launch()
-        launches = getattr(steps[0], "launches", {})  # per-op record, where the step keeps one
-        _gate.check_kernel_ran(launches.get("decode", launch), decode_impl)
-        _gate.check_kernel_ran(launches.get("indexer", {}), indexer_impl)
-        launch = launches or launch
+        # Each op's own launch record, kept by the step; missing or partial records fail the case.
+        launches = getattr(steps[0], "launches", None)
+        if not isinstance(launches, dict):
+            raise _gate.KernelMismatch(f"DecodeStep keeps no per-op launch records (launches = {launches!r})")
+        profile = "native" if hasattr(mk, "ARCH_PROFILES") else None  # the variants name native code paths
+        _gate.check_launch(launches.get("decode"), "decode", decode_impl, arch_profile=profile)
+        _gate.check_launch(launches.get("indexer"), "indexer", indexer_impl)
+        launch = launches
         ref = decode_step(sets[0], decode_impl="reference", indexer_impl="reference")
         _check_step(got, sets[0], ref, interpreter=not replayer.gpu)
     except ValueError as exc:
@@ -96,74 +104,31 @@ def model(variant: str, concurrency: int, context: int) -> tuple[int, int]:
     return _roofline.step_model(concurrency, _tier.NUM_HEADS, context, _tier.STEP_TOPK)
 
 
-class DecodeStep:
+class DecodeStep(
+    _suite.Timed,
+    benchmark="time_step",
+    version="123328df9b89bbf1f305b079a439aaf31363b5f25c3c06a8cce661b47fd25b46",
+):
     """GPU time of one decode step (CUDA-graph replay of indexer + top-k + decode, cold L2), seconds."""
 
     params = PARAMS
     param_names = PARAM_NAMES
-    timer = _timing.CLOCK
-    rounds = _tier.TIMING["rounds"]
-    repeat = _tier.TIMING["repeat"]
-    number = _tier.TIMING["number"]
-    warmup_time = _tier.TIMING["warmup_time"]
-    min_run_count = _tier.TIMING["min_run_count"]
-    timeout = _tier.TIMING["timeout"]
-
-    def setup(self, variant: str, concurrency: int, context: int) -> None:
-        self.case = _harness.cached_case(
-            ("step", variant, concurrency, context), lambda: build_case(variant, concurrency, context)
-        )
-        self.number = self.case.number
-
-    def time_step(self, variant: str, concurrency: int, context: int) -> None:
-        self.case.replay()
+    build_case = staticmethod(build_case)
 
 
-class DecodeStepMetrics:
-    """tokens/s, effective GB/s and TFLOP/s, and roofline fraction of each DecodeStep case.
-
-    All cases are measured in one ``setup_cache`` process; the model (``_roofline.step_model``) is
-    the indexer over the real context plus the sparse decode.
-    """
+class DecodeStepMetrics(
+    _suite.Metrics,
+    versions={
+        "track_tokens_per_s": "1d99b789e58956edaca0c516b76e1c799d30ac7be1335b798628abeebbe79873",
+        "track_gbps": "9e0dfdab7811b5b4cbfa407e8234a3d54ca3332a12b4f6b5991803a00b509c6b",
+        "track_tflops": "e277745b30c82ed960167dc18258056c1bb8ea8fc2665b0e32cf8763cc3d4811",
+        "track_roofline_fraction": "ebe9a2e5c4b18851a5b0006b475eace366993f56eca4f25ca1180d1854ea102d",
+    },
+):
+    """tokens/s, effective GB/s and TFLOP/s, and roofline fraction of each DecodeStep case (model
+    ``_roofline.step_model``: the indexer over the real context plus the sparse decode)."""
 
     params = PARAMS
     param_names = PARAM_NAMES
-    timeout = _tier.TIMING["timeout"]
-
-    def setup_cache(self) -> dict[str, Any]:
-        return _harness.measure_all(
-            list(itertools.product(*PARAMS)),
-            build_case,
-            model,
-            lambda variant, concurrency, context: concurrency,
-            calls=_tier.METRIC_CALLS,
-        )
-
-    setup_cache.timeout = _tier.SETUP_CACHE_TIMEOUT  # type: ignore[attr-defined]
-
-    def setup(self, cache: dict[str, Any], variant: str, concurrency: int, context: int) -> None:
-        _harness.check_metrics_case(cache, (variant, concurrency, context))
-
-    def track_tokens_per_s(
-        self, cache: dict[str, Any], variant: str, concurrency: int, context: int
-    ) -> float:
-        return _harness.metric(cache, (variant, concurrency, context), "tokens_per_s")
-
-    track_tokens_per_s.unit = "tokens/s"  # type: ignore[attr-defined]
-
-    def track_gbps(self, cache: dict[str, Any], variant: str, concurrency: int, context: int) -> float:
-        return _harness.metric(cache, (variant, concurrency, context), "gbps")
-
-    track_gbps.unit = "GB/s"  # type: ignore[attr-defined]
-
-    def track_tflops(self, cache: dict[str, Any], variant: str, concurrency: int, context: int) -> float:
-        return _harness.metric(cache, (variant, concurrency, context), "tflops")
-
-    track_tflops.unit = "TFLOP/s"  # type: ignore[attr-defined]
-
-    def track_roofline_fraction(
-        self, cache: dict[str, Any], variant: str, concurrency: int, context: int
-    ) -> float:
-        return _harness.metric(cache, (variant, concurrency, context), "roofline_fraction")
-
-    track_roofline_fraction.unit = "fraction"  # type: ignore[attr-defined]
+    build_case = staticmethod(build_case)
+    model = staticmethod(model)

@@ -1,4 +1,5 @@
-"""The asv suites: names and grids as asv discovers them, the gate, the metric models, the timing."""
+"""The asv suites: names and grids as asv discovers them, the metric models, the timing (the gate:
+test_gate.py; versions: test_versions.py)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import pytest
 import torch
 from conftest import ROOT, discover
 
-from benchmarks import _gate, _roofline, _timing
+from benchmarks import _roofline, _timing
 
 VARIANTS = ("baseline", "mma", "mma+indexer")
 CONCURRENCY = [1, 2, 4, 8, 16, 32, 64, 128]
@@ -32,7 +33,7 @@ def expected(tier: str) -> dict[str, tuple[list[str], list[list[object]]]]:
         conc, topk, ctx = [1, 2], [32, 64], [256, 512]
     suites = {
         "bench_decode.SparseDecode": (
-            "time_decode", ["impl", "concurrency", "topk"], [["simt", "mma"], conc, topk]
+            "time_decode", ["impl", "concurrency", "topk"], [["simt", "mma", "mma_sm120"], conc, topk]
         ),
         "bench_indexer.Indexer": (
             "time_indexer", ["impl", "concurrency", "context"], [["fp32_maxctx", "bf16"], conc, ctx]
@@ -87,68 +88,6 @@ def test_asv_check_passes(tier: str) -> None:
     )  # fmt: skip
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "No problems found" in proc.stdout
-
-
-# --- correctness gate -------------------------------------------------------------------------------
-
-
-def test_assert_close_catches_wrong_values() -> None:
-    ref = torch.randn(4, 16, 512)
-    _gate.assert_close("out", ref.clone(), ref, 8e-4, 2 / 128)
-    with pytest.raises(_gate.KernelMismatch, match="out: .* values outside"):
-        _gate.assert_close("out", ref * 1.03 + 0.01, ref, 8e-4, 2 / 128)
-    bad = ref.clone()
-    bad[0, 0, 0] = float("nan")
-    with pytest.raises(_gate.KernelMismatch, match="NaN"):
-        _gate.assert_close("out", bad, ref, 8e-4, 2 / 128)
-    lse = torch.tensor([1.0, float("inf")])
-    _gate.assert_close("lse", lse.clone(), lse, 1e-6, 8 / 65536)
-    with pytest.raises(_gate.KernelMismatch, match="inf positions"):
-        _gate.assert_close("lse", torch.tensor([1.0, 2.0]), lse, 1e-6, 8 / 65536)
-    with pytest.raises(_gate.KernelMismatch, match="shape"):
-        _gate.assert_close("lse", lse[:1], lse, 1e-6, 8 / 65536)
-
-
-def test_decode_gate_on_real_kernels() -> None:
-    mk = pytest.importorskip("mla_kernels")
-    inputs = mk.make_decode_inputs(2, 16, 32, num_tokens=2048, device="cpu", seed=0)
-    ref = mk.sparse_mla_decode(inputs.q, inputs.kv_cache, inputs.indices, impl="reference")
-    out, lse = mk.sparse_mla_decode(inputs.q, inputs.kv_cache, inputs.indices, impl="mma")
-    _gate.check_kernel_ran(dict(mk.LAST_LAUNCH), "mma")
-    _gate.check_decode(out, lse, *ref, interpreter=True)
-    with pytest.raises(_gate.KernelMismatch, match="out"):
-        _gate.check_decode((out.float() * 1.1).to(out.dtype), lse, *ref, interpreter=True)
-    with pytest.raises(_gate.KernelMismatch, match="lse"):
-        _gate.check_decode(out, lse + 0.05, *ref, interpreter=True)
-    with pytest.raises(_gate.KernelMismatch, match="asked for impl 'mma'"):
-        _gate.check_kernel_ran({"impl": "simt", "kernel": "_simt_decode_kernel"}, "mma")
-
-
-def test_topk_gate_on_real_indexer() -> None:
-    ix = pytest.importorskip("mla_kernels.indexer")
-    s = ix.make_indexer_inputs(3, [300, 512, 20], max_context=1024, topk=32, device="cpu", seed=1)
-    logits = ix.indexer_logits_reference(s.q_idx, s.weights, s.index_cache, s.block_table, s.seq_lens)
-    sel = ix.indexer_topk(*s.args(), impl="reference")
-    _gate.check_topk(sel, logits, s.block_table, s.seq_lens, 32)
-    swapped = sel.clone()  # replace request 0's best token by its worst: not a near-tie
-    pos = torch.argsort(logits[0, :300], descending=True)
-    slot = lambda p: int(s.block_table[0, p // 256]) * 256 + p % 256  # noqa: E731
-    best, worst = slot(int(pos[0])), slot(int(pos[-1]))
-    swapped[0][swapped[0] == best] = worst
-    with pytest.raises(_gate.KernelMismatch, match="request 0 .*not the top-k"):
-        _gate.check_topk(swapped, logits, s.block_table, s.seq_lens, 32)
-    dup = sel.clone()
-    dup[1, 1] = dup[1, 0]
-    with pytest.raises(_gate.KernelMismatch, match="request 1 .*twice"):
-        _gate.check_topk(dup, logits, s.block_table, s.seq_lens, 32)
-    short = sel.clone()
-    short[2, 0] = int(s.block_table[0, 0]) * 256  # a slot of request 0, not request 2
-    with pytest.raises(_gate.KernelMismatch, match="request 2 .*outside"):
-        _gate.check_topk(short, logits, s.block_table, s.seq_lens, 32)
-    few = sel.clone()
-    few[2, :] = -1
-    with pytest.raises(_gate.KernelMismatch, match="request 2 .*valid slots"):
-        _gate.check_topk(few, logits, s.block_table, s.seq_lens, 32)
 
 
 # --- metric models ----------------------------------------------------------------------------------

@@ -1,0 +1,213 @@
+"""The correctness gate fails closed: wrong values, missing or wrong launch records fail a case (asv: null).
+
+The adversaries compute *correct* outputs (through the package's reference) and lie only in their launch
+record: a gate that trusted a missing or forged record would let a silent fallback pass for a result.
+Every suite (decode, indexer, step) is tried with a kernel that records nothing and one that records
+the wrong thing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import torch
+
+import mla_kernels as mk
+from benchmarks import _gate, _harness, _oracle, bench_decode, bench_indexer, bench_step
+from benchmarks._gate import KernelMismatch, Tol
+
+MMA_RECORD = {"impl": "mma", "kernel": "_mma_decode_kernel", "BLOCK_H": 16, "BLOCK_N": 16, "NUM_SPLITS": 1,
+              "num_warps": 4, "arch_profile": "native"}  # fmt: skip
+BF16_RECORD = {"op": "indexer_topk", "impl": "bf16", "kernel": "_bf16_scores_kernel+_radix_select_kernel",
+               "scores": {}, "select": {}}  # fmt: skip
+
+
+# --- the closeness rule -----------------------------------------------------------------------------
+
+
+def test_assert_close_rule() -> None:
+    ref = torch.randn(4, 16, 512, dtype=torch.float64) * 0.1
+    tol = Tol(1e-6, 2 / 128, 1e-5)
+    _gate.assert_close("out", ref.clone(), ref, tol)
+    _gate.assert_close("out", ref * (1 + 1.5 / 128), ref, Tol(1e-6, 2 / 128, 1e-3))  # within rtol everywhere
+    with pytest.raises(KernelMismatch, match=r"out: \d+ of 32768 values off .* worst at \[\d+, \d+, \d+\]"):
+        _gate.assert_close("out", ref * 1.03 + 0.01, ref, tol)
+    near_zero = ref.clone()
+    near_zero[0, 0, 0] = 0.0
+    bumped = near_zero.clone()
+    bumped[0, 0, 0] = 5e-7  # absolute error below atol passes where relative error is infinite
+    _gate.assert_close("out", bumped, near_zero, tol)
+    bumped[0, 0, 0] = 5e-6
+    with pytest.raises(KernelMismatch, match=r"1 of 32768 values off .* worst at \[0, 0, 0\]"):
+        _gate.assert_close("out", bumped, near_zero, tol)
+    with pytest.raises(KernelMismatch, match="cosine distance"):  # 1% everywhere: inside rtol, not inside cos
+        _gate.assert_close("out", ref * 1.01, ref, Tol(1e-6, 2 / 128, 1e-6))
+    bad = ref.clone()
+    bad[0, 0, 0] = float("nan")
+    with pytest.raises(KernelMismatch, match="NaN values in the kernel output"):
+        _gate.assert_close("out", bad, ref, tol)
+    with pytest.raises(KernelMismatch, match="NaN values in the expected"):
+        _gate.assert_close("out", ref, bad, tol)
+    lse = torch.tensor([1.0, float("inf")])
+    _gate.assert_close("lse", lse.clone(), lse, tol)
+    for wrong in ([1.0, 2.0], [1.0, float("-inf")]):
+        with pytest.raises(KernelMismatch, match="inf positions differ"):
+            _gate.assert_close("lse", torch.tensor(wrong), lse, tol)
+    with pytest.raises(KernelMismatch, match="shape"):
+        _gate.assert_close("lse", lse[:1], lse, tol)
+
+
+def test_decode_gate_checks_the_reference_and_the_kernel_against_the_oracle() -> None:
+    inp = mk.make_decode_inputs(2, 16, 32, num_tokens=2048, device="cpu", seed=0)
+    ref = mk.sparse_mla_decode(inp.q, inp.kv_cache, inp.indices, impl="reference")
+    exact = _oracle.decode(inp.q, inp.kv_cache, inp.indices)
+    out, lse = mk.sparse_mla_decode(inp.q, inp.kv_cache, inp.indices, impl="mma")
+    _gate.check_decode(out, lse, ref, exact, interpreter=True)
+    with pytest.raises(KernelMismatch, match="^out vs reference"):
+        _gate.check_decode((out.double() * 1.02).bfloat16(), lse, ref, exact, interpreter=True)
+    with pytest.raises(KernelMismatch, match="^lse vs reference"):
+        _gate.check_decode(out, lse + 1e-4, ref, exact, interpreter=True)
+    # A reference changed together with the kernel (same wrong values in both) is caught by the oracle.
+    wrong = (out.double() * 1.02).bfloat16()
+    with pytest.raises(KernelMismatch, match="^reference out vs oracle"):
+        _gate.check_decode(wrong, lse, (wrong, ref[1]), exact, interpreter=True)
+
+
+# --- launch records -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("record", "match"),
+    [
+        (None, "no launch record"),
+        ({}, "no launch record"),
+        ({"kernel": "_mma_decode_kernel"}, "launch record says None"),
+        ({**MMA_RECORD, "impl": "simt"}, "asked for impl 'mma' but the launch record says 'simt'"),
+        ({**MMA_RECORD, "kernel": "_simt_decode_kernel"}, "expected kernel _mma_decode_kernel"),
+        ({**MMA_RECORD, "kernel": "torch-fp32"}, "expected kernel _mma_decode_kernel"),
+        ({k: v for k, v in MMA_RECORD.items() if k != "NUM_SPLITS"}, "incomplete launch record, no NUM_SPLITS"),
+        ({**MMA_RECORD, "arch_profile": "native"}, "asked for arch profile 'sm_120'"),
+    ],
+)
+def test_launch_record_rules(record: Any, match: str) -> None:
+    with pytest.raises(KernelMismatch, match=match):
+        _gate.check_launch(record, "decode", "mma", arch_profile="sm_120")
+
+
+def test_complete_records_pass() -> None:
+    _gate.check_launch({**MMA_RECORD, "arch_profile": "sm_120"}, "decode", "mma", arch_profile="sm_120")
+    _gate.check_launch(MMA_RECORD, "decode", "mma")  # a commit before arch profiles: none asked, none checked
+    _gate.check_launch(BF16_RECORD, "indexer", "bf16")
+
+
+# --- every suite, with adversarial kernels ------------------------------------------------------------
+
+
+def _reference_decode(record: dict[str, Any] | None) -> Callable[..., Any]:
+    """sparse_mla_decode computing the right values through the reference, then recording ``record``."""
+    real = mk.sparse_mla_decode
+
+    def decode(q: Any, kv_cache: Any, indices: Any, sm_scale: Any = None, impl: str = "mma", **kw: Any) -> Any:
+        result = real(q, kv_cache, indices, sm_scale, impl="reference")
+        if impl != "reference":
+            mk.LAST_LAUNCH.clear()
+            mk.LAST_LAUNCH.update(record or {})
+        return result
+
+    return decode
+
+
+def _reference_indexer(record: dict[str, Any] | None) -> Callable[..., Any]:
+    real = mk.indexer_topk
+
+    def indexer_topk(*args: Any, impl: str = "bf16") -> Any:
+        result = real(*args, impl="reference")
+        if impl != "reference":
+            mk.LAST_LAUNCH.clear()
+            mk.LAST_LAUNCH.update(record or {})
+        return result
+
+    return indexer_topk
+
+
+def _fails(build: Callable[[], Any], match: str) -> None:
+    with pytest.raises(KernelMismatch, match=match):
+        build()
+
+
+@pytest.mark.parametrize(
+    ("impl", "record", "match"),
+    [
+        ("mma", None, "no launch record"),
+        ("mma", {**MMA_RECORD, "kernel": "torch-fp32"}, "expected kernel _mma_decode_kernel"),
+        ("mma_sm120", MMA_RECORD, "asked for arch profile 'sm_120'"),
+        ("simt", {**MMA_RECORD, "impl": "simt"}, "expected kernel _simt_decode_kernel"),
+    ],
+    ids=["records-nothing", "records-a-fallback", "records-another-profile", "records-another-kernel"],
+)
+def test_decode_suite_fails_closed(monkeypatch: pytest.MonkeyPatch, impl: str, record: Any, match: str) -> None:
+    monkeypatch.setattr(mk, "sparse_mla_decode", _reference_decode(record))
+    _fails(lambda: bench_decode.build_case(impl, 1, 32), match)
+
+
+@pytest.mark.parametrize(
+    ("record", "match"),
+    [(None, "no launch record"), ({**BF16_RECORD, "impl": "fp32_maxctx"}, "asked for impl 'bf16'")],
+    ids=["records-nothing", "records-another-impl"],
+)
+def test_indexer_suite_fails_closed(monkeypatch: pytest.MonkeyPatch, record: Any, match: str) -> None:
+    monkeypatch.setattr(mk, "indexer_topk", _reference_indexer(record))
+    _fails(lambda: bench_indexer.build_case("bf16", 1, 256), match)
+
+
+def _tampered_step(tamper: Callable[[dict[str, Any]], None]) -> type:
+    """DecodeStep computing through the references (right values) whose per-op records are tampered."""
+    real = mk.DecodeStep
+
+    class TamperedStep(real):  # type: ignore[misc, valid-type]
+        def __init__(self, inputs: Any, decode_impl: str = "mma", indexer_impl: str = "bf16") -> None:
+            super().__init__(inputs, "reference", "reference")
+            self.asked = (decode_impl, indexer_impl)
+
+        def run(self) -> Any:
+            result = super().run()
+            if self.asked != ("reference", "reference"):
+                tamper(self.launches)
+            return result
+
+    return TamperedStep
+
+
+def _drop_indexer(launches: dict[str, Any]) -> None:
+    launches["decode"] = dict(MMA_RECORD)  # a complete, honest-looking decode record ...
+    launches.pop("indexer", None)  # ... and none for the indexer (the old .get("indexer", {}) passed this)
+
+
+@pytest.mark.parametrize(
+    ("tamper", "match"),
+    [
+        (lambda launches: launches.clear(), "decode impl 'mma': no launch record"),
+        (_drop_indexer, "indexer impl 'bf16': no launch record"),
+        (lambda launches: None, "asked for impl 'mma' but the launch record says 'reference'"),
+    ],
+    ids=["records-nothing", "no-indexer-record", "records-the-reference"],
+)
+def test_step_suite_fails_closed(monkeypatch: pytest.MonkeyPatch, tamper: Any, match: str) -> None:
+    monkeypatch.setattr(mk, "DecodeStep", _tampered_step(tamper))
+    _fails(lambda: bench_step.build_case("mma+indexer", 1, 256), match)
+
+
+def test_a_failed_gate_is_a_null_for_every_metric(monkeypatch: pytest.MonkeyPatch) -> None:
+    """measure_all (the Metrics classes' setup_cache) records the failure; each track_ then raises."""
+    monkeypatch.setattr(mk, "sparse_mla_decode", _reference_decode(None))
+    key = ("mma", 1, 32)
+    cache = _harness.measure_all([key], bench_decode.build_case, bench_decode.model, lambda *k: k[1], calls=1)
+    entry = cache["cases"][key]
+    assert entry["status"] == "fail" and "no launch record" in entry["reason"]
+    metrics = bench_decode.SparseDecodeMetrics()
+    with pytest.raises(KernelMismatch, match="no launch record"):
+        metrics.setup(cache, "mma", 1, 32)
+    with pytest.raises(KernelMismatch, match="no launch record"):
+        metrics.track_gbps(cache, "mma", 1, 32)
