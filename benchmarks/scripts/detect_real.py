@@ -55,6 +55,7 @@ from benchmarks.scripts.detect_real_data import (  # noqa: E402
     SeriesKey,
     flat_series,
     load_history,
+    write_errors,
     write_history,
 )
 from benchmarks.scripts.detect_real_methods import Detection, Flag, MlaperfStore, asv_detect  # noqa: E402
@@ -89,7 +90,6 @@ class Options:
 @dataclass
 class Injection:
     key: SeriesKey
-    index: int  # parameter-combination index in asv's result lists
     slowdown: float
     bucket: int
     where: str  # "inside" | "newest"
@@ -209,7 +209,7 @@ def plan_steps(history: History, flat: list[SeriesKey], rng: np.random.Generator
             elif len(inside_keys) < n_inside:
                 inside_keys.append(key)
         for key in newest_keys:
-            injections.append(Injection(key, history.series[key].index, 0.0, 0, "newest", newest, newest))
+            injections.append(Injection(key, 0.0, 0, "newest", newest, newest))
         for key in inside_keys:
             s = history.series[key]
             valid = s.valid[s.valid < n - 1]
@@ -220,7 +220,7 @@ def plan_steps(history: History, flat: list[SeriesKey], rng: np.random.Generator
                 continue
             pos = int(rng.integers(lo, hi + 1))
             label = int(valid[np.searchsorted(valid, pos)])
-            injections.append(Injection(key, s.index, 0.0, 0, "inside", pos, label))
+            injections.append(Injection(key, 0.0, 0, "inside", pos, label))
     # Sizes balanced over the buckets, uniform within each.
     for i, k in enumerate(rng.permutation(len(injections))):
         inj = injections[int(k)]
@@ -238,8 +238,10 @@ def step_factors(history: History, injections: Sequence[Injection]) -> FactorMap
     for inj in injections:
         machine, bench, _ = inj.key
         f = history.worse(inj.key, inj.slowdown)
+        indices = history.series[inj.key].indices
         for pos in range(inj.pos, len(history.runs[machine])):
-            factors[machine][pos][(bench, inj.index)] = f
+            if indices[pos] >= 0:
+                factors[machine][pos][(bench, int(indices[pos]))] = f
     return factors
 
 
@@ -257,7 +259,7 @@ def plan_event(
         jitter = float(rng.normal(0.0, MW_JITTER))
         if hit and np.isfinite(s.values[pos]):
             slowdown = (1.0 + factor) * math.exp(jitter) - 1.0
-            changes[(s.benchmark, s.index)] = history.worse(key, slowdown)
+            changes[(s.benchmark, int(s.indices[pos]))] = history.worse(key, slowdown)
     return pos, factor, changes
 
 
@@ -285,10 +287,14 @@ class Bench:
         folder.mkdir(parents=True)
         return folder, MlaperfStore(folder / "store.sqlite", self.opts.threshold)
 
-    def _detect(self, store: MlaperfStore, results: Path) -> dict[str, Detection]:
+    def _detect(self, store: MlaperfStore, results: Path, factors: FactorMap) -> dict[str, Detection]:
+        written = load_history(results, name=self.history.name)
+        errors = write_errors(self.history, written, factors)
+        if errors:
+            raise RuntimeError(f"{results}: written values differ from the plan: {errors[:3]}")
         store.ingest(results)
         mine = store.detect()
-        theirs = asv_detect(load_history(results, name=self.history.name), self.opts.threshold)
+        theirs = asv_detect(written, self.opts.threshold)
         out = {"mlaperf": mine, "asv.step_detect": theirs}
         for m, d in out.items():
             self.reports[m].detect_seconds += d.seconds
@@ -300,9 +306,9 @@ class Bench:
         """The unmodified history, whole and without its newest runs: flags already there."""
         folder, store = self._fresh("baseline")
         results = write_history(self.history, folder, {}, self.held_back)
-        self.base_trunc = self._detect(store, results)
+        self.base_trunc = self._detect(store, results, {})
         results = write_history(self.history, folder, {})
-        self.base_full = self._detect(store, results)
+        self.base_full = self._detect(store, results, {})
         for m, d in self.base_full.items():
             self.reports[m].baseline_flags += len(d.flags)
             self.reports[m].baseline_flat_flags += sum(f.key in self.flat_set for f in d.flags)
@@ -311,8 +317,8 @@ class Bench:
         injections = plan_steps(self.history, self.flat, rng, self.opts)
         factors = step_factors(self.history, injections)
         folder, store = self._fresh(f"steps-r{r}")
-        first = self._detect(store, write_history(self.history, folder, factors, self.held_back))
-        then = self._detect(store, write_history(self.history, folder, factors))
+        first = self._detect(store, write_history(self.history, folder, factors, self.held_back), factors)
+        then = self._detect(store, write_history(self.history, folder, factors), factors)
         series_commits = sum(int(self.history.series[k].ran[: self.held_back[k[0]]].sum()) for k in self.flat)
         step_commits = len({(i.key[0], i.label) for i in injections})
         for m in METHODS:
@@ -394,8 +400,8 @@ class Bench:
             events[machine] = (pos, factor, len(changes))
         folder, store = self._fresh(f"event-{where}-r{r}")
         upto = self.held_back if where == "newest" else None
-        first = self._detect(store, write_history(self.history, folder, factors, upto))
-        then = self._detect(store, write_history(self.history, folder, factors)) if where == "newest" else None
+        first = self._detect(store, write_history(self.history, folder, factors, upto), factors)
+        then = self._detect(store, write_history(self.history, folder, factors), factors) if where == "newest" else None
         base = self.base_trunc if where == "newest" else self.base_full
         for m in METHODS:
             for machine, (pos, factor, affected) in events.items():

@@ -54,7 +54,7 @@ class Series:
     machine: str
     benchmark: str
     params_key: str
-    index: int  # flat index of the parameter combination in asv's result lists
+    indices: np.ndarray  # [runs] flat index of the parameter combination in that run's result lists, -1: none
     unit: str | None
     direction: str
     values: np.ndarray  # [runs] NaN: failed, skipped or not run
@@ -149,7 +149,7 @@ def load_history(root: str | Path, *, machines: Iterable[str] | None = None, nam
                             machine=machine,
                             benchmark=group.benchmark,
                             params_key=pkey,
-                            index=j,
+                            indices=np.full(n, -1, dtype=np.int64),
                             unit=unit,
                             direction=infer_direction(group.benchmark, unit),
                             values=np.full(n, np.nan),
@@ -158,6 +158,7 @@ def load_history(root: str | Path, *, machines: Iterable[str] | None = None, nam
                             weights=np.full(n, np.nan),
                         )
                     s.versions.add(version)
+                    s.indices[pos] = j  # params can change between runs of one version: index per run
                     s.current[pos] = entry is not None and version == entry.get("version")
                     if status == "skipped":
                         continue
@@ -273,3 +274,25 @@ def write_history(history: History, dest: Path, factors: Factors, upto: Mapping[
             else:
                 shutil.copyfile(run.path, target)
     return results
+
+
+def write_errors(original: History, written: History, factors: Factors) -> list[str]:
+    """Where a written history differs from ``original`` with ``factors`` applied (empty: exactly as
+    planned, every other value unchanged)."""
+    errors: list[str] = []
+    for key, w in written.series.items():
+        o = original.series.get(key)
+        if o is None:
+            errors.append(f"{key}: not in the original history")
+            continue
+        n = w.values.size
+        expected = o.values[:n].copy()
+        for pos in np.flatnonzero(o.indices[:n] >= 0):
+            f = factors.get(key[0], {}).get(int(pos), {}).get((key[1], int(o.indices[pos])))
+            if f is not None:
+                expected[pos] *= f
+        bad = ~np.isclose(w.values, expected, rtol=1e-12, atol=0.0, equal_nan=True)
+        if bad.any():
+            pos = int(np.flatnonzero(bad)[0])
+            errors.append(f"{key} run {pos}: wrote {w.values[pos]!r}, expected {expected[pos]!r}")
+    return errors
