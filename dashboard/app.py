@@ -43,14 +43,11 @@ gpu = machines.get("gpu_name")
 has_gpu = gpu.fillna("none").astype(str).str.lower().ne("none") if gpu is not None else False
 ordered = list(machines[has_gpu]["name"]) + list(machines[~has_gpu]["name"]) if gpu is not None \
     else list(machines["name"])
-if st.session_state.get("machine") not in ordered:
-    wanted = st.query_params.get("machine")
-    st.session_state["machine"] = wanted if wanted in ordered else ordered[0]
 gpu_of = dict(zip(machines["name"], machines["gpu_name"] if gpu is not None else [None] * len(machines),
                   strict=True))
 
 with st.sidebar:
-    st.selectbox(
+    widgets.url_selectbox(
         "Machine", ordered, key="machine",
         format_func=lambda m: f"{m} ({gpu_of[m]})" if gpu_of.get(m) and str(gpu_of[m]) != "none" else m,
     )
@@ -58,6 +55,5 @@ with st.sidebar:
         "Repository URL", value=store.repo_url(), key="repo_url",
         help="Commits link to <URL>/commit/<sha> (GitHub/GitLab style); default from env MLAPERF_REPO_URL.",
     )
-st.query_params["machine"] = st.session_state["machine"]
 
 page.run()

@@ -1,4 +1,5 @@
-"""Plotly figures for the pages: colorblind-safe Okabe-Ito palette, units on every axis.
+"""Plotly figures for the pages: colorblind-safe Okabe-Ito palette, units on every axis, legends below the
+plot (never over the title, never cut), hover text in the units people read (``dashboard.fmt``).
 
 Figures use SVG traces (``go.Scatter``, not WebGL) so they render in headless browsers without a GPU.
 """
@@ -11,7 +12,7 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from dashboard.frames import display_scale, short_sha
+from dashboard import fmt
 
 # Okabe & Ito (2008), ordered so the first colours contrast best on white; yellow last.
 OKABE_ITO: tuple[str, ...] = (
@@ -34,24 +35,52 @@ def color_for(i: int) -> str:
     return OKABE_ITO[i % len(OKABE_ITO)]
 
 
-def _layout(fig: go.Figure, title: str, x_title: str, y_title: str, *, height: int = 440) -> go.Figure:
+def _rgba(hex_color: str, alpha: float) -> str:
+    r, g, b = (int(hex_color[i:i + 2], 16) for i in (1, 3, 5))
+    return f"rgba({r},{g},{b},{alpha})"
+
+
+def _layout(fig: go.Figure, title: str, x_title: str, y_title: str, *, height: int = 460,
+            legend_rows: int = 1) -> go.Figure:
+    """Title on top, legend in its own band under the x-axis title, so neither overlaps nor gets clipped."""
+    bottom = 70 + 24 * legend_rows
     fig.update_layout(
-        title=title,
+        title={"text": title, "x": 0, "xanchor": "left", "font": {"size": 15}},
         template="plotly_white",
-        height=height,
-        margin={"l": 60, "r": 20, "t": 90, "b": 50},
-        legend={"title": None, "orientation": "h", "yanchor": "bottom", "y": 1.0, "xanchor": "left", "x": 0},
+        height=height + 24 * max(0, legend_rows - 1),
+        margin={"l": 70, "r": 20, "t": 50, "b": bottom},
+        legend={"title": None, "orientation": "h", "yanchor": "top", "y": -0.16 - 0.02 * legend_rows,
+                "xanchor": "left", "x": 0, "font": {"size": 12}},
         hovermode="closest",
+        hoverlabel={"align": "left"},
     )
     fig.update_xaxes(title_text=x_title)
     fig.update_yaxes(title_text=y_title)
     return fig
 
 
-def _pow2_axis(fig: go.Figure, values: Sequence[float]) -> None:
+def _pow2_axis(fig: go.Figure, values: Sequence[float], **axis: object) -> None:
     """Log axis with ticks at the measured concurrencies (powers of two spread evenly)."""
     ticks = sorted({float(v) for v in values if v and v > 0})
-    fig.update_xaxes(type="log", tickvals=ticks, ticktext=[f"{v:g}" for v in ticks])
+    fig.update_xaxes(type="log", tickvals=ticks, ticktext=[f"{v:g}" for v in ticks], **axis)
+
+
+def _on_grid(df: pd.DataFrame, grid: Sequence[float], x: str, y: str) -> pd.DataFrame:
+    """``df`` reindexed on every x of ``grid``: unmeasured points become gaps, so a line never runs straight
+    through x values that were not measured on that side (``connectgaps`` stays off)."""
+    one = df.drop_duplicates(subset=[x]).set_index(x)[[y]]
+    return one.reindex(sorted(set(grid))).rename_axis(x).reset_index()
+
+
+def log_ticks(lo: float, hi: float) -> list[float]:
+    """1-2-5 ticks covering [lo, hi] (Plotly's own log ticks on a short range label 2, 3, ... 9 without units)."""
+    if not (lo > 0 and hi > 0 and np.isfinite(lo) and np.isfinite(hi)):
+        return []
+    out = []
+    for e in range(int(np.floor(np.log10(lo))) - 1, int(np.ceil(np.log10(hi))) + 1):
+        out += [m * 10.0**e for m in (1, 2, 5)]
+    inside = [t for t in out if lo / 1.25 <= t <= hi * 1.25]
+    return inside if len(inside) >= 2 else out
 
 
 def throughput_figure(
@@ -65,142 +94,219 @@ def throughput_figure(
     log_y: bool = True,
     y_col: str = "tokens_per_s",
     y_title: str = "throughput (tokens/s)",
+    unit: str = "tokens/s",
 ) -> go.Figure:
-    """One solid line per implementation at ``commit_label``; the baseline commit, if any, dashed."""
+    """One solid line per implementation at ``commit_label``; the baseline commit, if any, dashed.
+
+    Both are drawn on the union of measured concurrencies with gaps where one side did not measure: the
+    baseline's markers sit only at its measured points and its segments only join neighbouring ones."""
     fig = go.Figure()
-    lines = sorted(set(current["line"]) | (set(baseline["line"]) if baseline is not None else set()))
+    base = baseline if baseline is not None and not baseline.empty else None
+    lines = sorted(set(current["line"]) | (set(base["line"]) if base is not None else set()))
+    grid = list(current["concurrency"]) + (list(base["concurrency"]) if base is not None else [])
     for i, line in enumerate(lines):
-        cur = current[current["line"] == line].sort_values("concurrency")
-        if not cur.empty:
-            fig.add_trace(
-                go.Scatter(
-                    x=cur["concurrency"], y=cur[y_col], mode="lines+markers",
-                    name=f"{line} @ {commit_label}", legendgroup=line,
-                    line={"color": color_for(i), "width": 2.5},
-                    marker={"symbol": SYMBOLS[i % len(SYMBOLS)], "size": 8},
-                    hovertemplate=(f"{line_label}={line}<br>concurrency=%{{x}}<br>%{{y:.4s}} "
-                                   f"{y_title.split('(')[-1].rstrip(')')}<extra>{commit_label}</extra>"),
-                )
-            )
-        if baseline is not None and not baseline.empty:
-            base = baseline[baseline["line"] == line].sort_values("concurrency")
-            if base.empty:
+        for frame, label, dashed in ((current, commit_label, False), (base, baseline_label, True)):
+            if frame is None:
                 continue
-            fig.add_trace(
-                go.Scatter(
-                    x=base["concurrency"], y=base[y_col], mode="lines+markers",
-                    name=f"{line} @ {baseline_label} (baseline)", legendgroup=line,
-                    line={"color": color_for(i), "width": 1.5, "dash": "dash"},
-                    marker={"symbol": SYMBOLS[i % len(SYMBOLS)], "size": 6, "opacity": 0.6},
-                    hovertemplate=(f"{line_label}={line}<br>concurrency=%{{x}}<br>%{{y:.4s}}"
-                                   f"<extra>{baseline_label}</extra>"),
-                )
-            )
-    _layout(fig, title, "concurrency (requests, log2)", y_title)
-    conc = list(current["concurrency"]) + (list(baseline["concurrency"]) if baseline is not None else [])
-    _pow2_axis(fig, conc)
+            rows = frame[frame["line"] == line]
+            if rows.empty:
+                continue
+            pts = _on_grid(rows, grid, "concurrency", y_col)
+            text = [fmt.fmt_value(v, unit, missing="not measured") for v in pts[y_col]]
+            name = f"{line} @ {label}" + (" (baseline)" if dashed else "") if label else line
+            fig.add_trace(go.Scatter(
+                x=pts["concurrency"], y=pts[y_col], mode="lines+markers", name=name, legendgroup=line,
+                connectgaps=False, text=text,
+                line={"color": color_for(i), "width": 1.6 if dashed else 2.5, "dash": "dash" if dashed else None},
+                marker={"symbol": SYMBOLS[i % len(SYMBOLS)], "size": 6 if dashed else 8,
+                        "opacity": 0.7 if dashed else 1.0},
+                hovertemplate=f"{line_label}={line}<br>concurrency=%{{x}}<br>%{{text}}<extra>{label}</extra>",
+            ))
+    legend_rows = 1 + (len(fig.data) > 4)
+    _layout(fig, title, "concurrency (requests, log2)", y_title, legend_rows=legend_rows)
+    _pow2_axis(fig, grid)
     if log_y:
-        fig.update_yaxes(type="log", tickformat="~s")
+        fig.update_yaxes(type="log")
+    fig.update_yaxes(tickformat="~s" if log_y else ",~r", exponentformat="SI")
     return fig
 
 
-def efficiency_figure(df: pd.DataFrame, *, title: str, metric_title: str, line_label: str) -> go.Figure:
-    """Achieved fraction of the roofline (or GB/s, TFLOP/s) against concurrency, one line per kernel."""
-    fraction = metric_title.endswith("(fraction)")
-    plot = df.copy()
-    if fraction:
-        plot["value"] = plot["value"] * 100.0
-        metric_title = metric_title.replace("(fraction)", "(% of roofline)")
+def efficiency_figure(
+    df: pd.DataFrame,
+    *,
+    title: str,
+    metric: str,
+    unit: str,
+    line_label: str,
+    peaks: Sequence[tuple[str, float]] = (),
+    log_y: bool = False,
+) -> go.Figure:
+    """A derived metric (roofline fraction, GB/s, TFLOP/s) against concurrency, one line per kernel, with the
+    device's peaks as horizontal lines (``peaks``: (label, value in ``unit``))."""
+    fraction = unit == "fraction"
+    plot = df.assign(y=df["value"] * (100.0 if fraction else 1.0))
+    shown_unit = "% of roofline" if fraction else unit
     fig = throughput_figure(
-        plot.rename(columns={"value": "y"}), title=title, line_label=line_label, commit_label="",
-        log_y=False, y_col="y", y_title=metric_title,
+        plot, title=title, line_label=line_label, commit_label="", log_y=log_y, y_col="y",
+        y_title=f"{metric} ({shown_unit})", unit="%" if fraction else unit,
     )
-    for trace in fig.data:
-        trace.name = trace.name.removesuffix(" @ ")
     if fraction:
-        fig.update_yaxes(rangemode="tozero", ticksuffix="%")
+        for trace in fig.data:
+            trace.text = [f"{fmt.sig(v)}% of roofline" if v == v else "not measured" for v in trace.y]
+    top = float(plot["y"].max()) if len(plot) else 1.0
+    for j, (label, value) in enumerate(peaks):
+        v = value * (100.0 if fraction else 1.0)
+        fig.add_hline(y=v, line={"color": "#444444", "width": 1.2, "dash": ("dot", "dashdot", "dash")[j % 3]},
+                      annotation={"text": f"{label}: {fmt.sig(v)} {'%' if fraction else unit}",
+                                  "font": {"size": 11}, "bgcolor": "rgba(255,255,255,0.8)"},
+                      annotation_position="top left")
+        top = max(top, v)
+    if not log_y:
+        fig.update_yaxes(range=[0, top * 1.12], ticksuffix="%" if fraction else "")
     return fig
 
 
 def history_figure(
-    hist: pd.DataFrame,
+    points: pd.DataFrame,
     *,
     title: str,
     unit: str | None,
+    commits: pd.DataFrame,
+    threshold: float | None = None,
     flagged: pd.DataFrame | None = None,
-    repo_url: str = "",
+    log_y: bool = False,
+    band_series: int = 4,
+    provenance: str = "",
 ) -> go.Figure:
-    """A series over commits in commit order, IQR (q_25..q_75) as error bars, flagged regressions marked.
+    """Series over the machine's commits (x = position in history), one trace per ``series`` label.
 
-    ``hist`` is ``db.queries.history`` output; ``flagged`` holds the regressions of this series (column sha).
-    """
-    mult, axis_unit = display_scale(unit, hist["value"].dropna())
-    x = np.arange(len(hist))
-    y = hist["value"].astype(float) * mult
-    q25 = pd.to_numeric(hist.get("q_25"), errors="coerce") * mult if "q_25" in hist else None
-    q75 = pd.to_numeric(hist.get("q_75"), errors="coerce") * mult if "q_75" in hist else None
-    dates = pd.to_datetime(hist["date"], errors="coerce", utc=True).dt.strftime("%Y-%m-%d %H:%M")
-    messages = hist["message"].fillna("").astype(str).str.split("\n").str[0].str.slice(0, 80) \
-        if "message" in hist else pd.Series([""] * len(hist))
-    custom = np.column_stack([hist["sha"].astype(str).str.slice(0, 12), dates.fillna(""), messages])
-    error_y = None
-    if q25 is not None and q75 is not None and (q25.notna() & q75.notna()).any():
-        error_y = {
-            "type": "data", "symmetric": False,
-            "array": (q75 - y).clip(lower=0).fillna(0), "arrayminus": (y - q25).clip(lower=0).fillna(0),
-            "color": "rgba(0,114,178,0.45)", "thickness": 1.2, "width": 2,
-        }
-    fig = go.Figure(
-        go.Scatter(
-            x=x, y=y, mode="lines+markers", name="value (median, IQR bars)",
-            line={"color": OKABE_ITO[0], "width": 1.5}, marker={"size": 5}, error_y=error_y,
-            customdata=custom, connectgaps=False,
-            hovertemplate="%{customdata[0]}  %{customdata[1]}<br>%{customdata[2]}<br>"
-                          f"%{{y:.4g}} {axis_unit}<extra></extra>",
-        )
-    )
+    ``points``: rows with series, pos, value, q_25, q_75, status, benchmark_version and hover columns (sha,
+    subject, date, run_date, runs, environment, config). Draws IQR bars, a threshold band per series (the
+    ``threshold`` either side of the median of its previous five values; a point past the band on the worse
+    side moved more than the threshold), markers for flagged regressions and the commits that fixed them
+    (``flagged``: series, pos, fixed_pos, text), failed runs on the x-axis, and a dotted line where the
+    benchmark's asv version changed."""
+    ok = points[points["status"] == "ok"]
+    mult, axis_unit = fmt.time_unit(ok["value"]) if fmt.is_time(unit) else (1.0, str(unit or ""))
+    fig = go.Figure()
+    labels = list(dict.fromkeys(points["series"]))
+    boundaries: set[float] = set()
+    y_min = float(ok["value"].min()) * mult if not ok.empty else 0.0
+    for i, label in enumerate(labels):
+        color = color_for(i)
+        s = ok[ok["series"] == label].sort_values("pos")
+        if s.empty:
+            continue
+        y = s["value"].to_numpy(float) * mult
+        if threshold and i < band_series and len(s) > 1:
+            ref = s["value"].rolling(5, min_periods=1).median().shift(1).to_numpy(float) * mult
+            hi, lo = ref * (1.0 + threshold), ref / (1.0 + threshold)
+            fig.add_trace(go.Scatter(x=s["pos"], y=lo, mode="lines", line={"width": 0}, hoverinfo="skip",
+                                     showlegend=False, legendgroup=label))
+            fig.add_trace(go.Scatter(x=s["pos"], y=hi, mode="lines", line={"width": 0}, fill="tonexty",
+                                     fillcolor=_rgba(color, 0.12), hoverinfo="skip", legendgroup=label,
+                                     name=f"±{threshold:.0%} band", showlegend=i == 0))
+        q25 = s["q_25"].to_numpy(float) * mult
+        q75 = s["q_75"].to_numpy(float) * mult
+        has_iqr = np.isfinite(q25) & np.isfinite(q75)
+        error_y = None
+        if has_iqr.any():
+            error_y = {"type": "data", "symmetric": False, "array": np.where(has_iqr, np.clip(q75 - y, 0, None), 0),
+                       "arrayminus": np.where(has_iqr, np.clip(y - q25, 0, None), 0),
+                       "color": _rgba(color, 0.5), "thickness": 1.2, "width": 2}
+        text = [
+            f"<b>{fmt.fmt_value(v, unit)}</b>"
+            + (f" (IQR {fmt.fmt_value(a, unit)}..{fmt.fmt_value(b, unit)})" if a == a and b == b else "")
+            for v, a, b in zip(s["value"], s["q_25"], s["q_75"], strict=True)
+        ]
+        custom = np.column_stack([
+            text, s["sha"].map(fmt.short_sha), s["subject"], s["date"], s["run_date"], s["runs"],
+            s["benchmark_version"].map(lambda v: fmt.short_sha(v, 10) if isinstance(v, str) else "?"),
+            s["environment"], s["config"],
+        ])
+        fig.add_trace(go.Scatter(
+            x=s["pos"], y=y, mode="lines+markers", name=label, legendgroup=label,
+            line={"color": color, "width": 1.8}, marker={"size": 6, "symbol": SYMBOLS[i % len(SYMBOLS)]},
+            error_y=error_y, customdata=custom,
+            hovertemplate=(
+                f"{label}<br>%{{customdata[0]}}<br>"
+                "commit %{customdata[1]} %{customdata[2]}<br>committed %{customdata[3]}, "
+                "run %{customdata[4]} (%{customdata[5]} run(s))<br>"
+                "benchmark version %{customdata[6]} · env %{customdata[7]}<br>"
+                "%{customdata[8]}" + (f"<br>{provenance}" if provenance else "") + "<extra></extra>"
+            ),
+        ))
+        versions = s["benchmark_version"].astype(str).to_numpy()
+        pos = s["pos"].to_numpy(float)
+        for j in np.nonzero(versions[1:] != versions[:-1])[0]:
+            boundaries.add((pos[j] + pos[j + 1]) / 2.0)
+        failed = points[(points["series"] == label) & (points["status"] == "failed")]
+        if not failed.empty:
+            fig.add_trace(go.Scatter(
+                x=failed["pos"], y=[y_min] * len(failed), mode="markers", name="failed run",
+                legendgroup="failed", showlegend=not any(t.name == "failed run" for t in fig.data),
+                marker={"symbol": "x-thin", "size": 11, "line": {"width": 2, "color": color}},
+                customdata=np.column_stack([failed["sha"].map(fmt.short_sha), failed["subject"]]),
+                hovertemplate=f"{label}<br>failed at %{{customdata[0]}} %{{customdata[1]}}<extra></extra>",
+            ))
     if flagged is not None and not flagged.empty:
-        pos = {sha: i for i, sha in enumerate(hist["sha"].astype(str))}
-        idx = [pos[s] for s in flagged["sha"].astype(str) if s in pos]
-        if idx:
-            fig.add_trace(
-                go.Scatter(
-                    x=idx, y=y.iloc[idx], mode="markers", name="flagged regression",
-                    marker={"symbol": "triangle-up", "size": 15, "color": WORSE,
-                            "line": {"color": "black", "width": 1}},
-                    customdata=custom[idx],
-                    hovertemplate="regression at %{customdata[0]}<br>%{customdata[2]}<extra></extra>",
-                )
-            )
-    # Label about a dozen commits by short sha; the rest are reachable via hover.
-    step = max(1, len(hist) // 12)
-    ticks = list(range(0, len(hist), step))
-    fig.update_xaxes(tickvals=ticks, ticktext=[short_sha(hist["sha"].iloc[i]) for i in ticks], tickangle=-30)
-    quantity = "time" if axis_unit in ("s", "ms", "µs", "ns") else "value"
-    return _layout(fig, title, "commit (in commit order)", f"{quantity} ({axis_unit})")
+        yv = ok.set_index(["series", "pos"])["value"] * mult
+        at = [yv.get((r.series, r.pos), np.nan) for r in flagged.itertuples()]
+        fig.add_trace(go.Scatter(
+            x=flagged["pos"], y=at, mode="markers", name="flagged regression",
+            marker={"symbol": "triangle-up", "size": 16, "color": WORSE, "line": {"color": "black", "width": 1}},
+            text=flagged["text"], hovertemplate="%{text}<extra></extra>",
+        ))
+        fixed = flagged.dropna(subset=["fixed_pos"])
+        if not fixed.empty:
+            fy = [yv.get((r.series, int(r.fixed_pos)), np.nan) for r in fixed.itertuples()]
+            fig.add_trace(go.Scatter(
+                x=fixed["fixed_pos"], y=fy, mode="markers", name="fixed here",
+                marker={"symbol": "star", "size": 16, "color": BETTER, "line": {"color": "black", "width": 1}},
+                text=fixed["fixed_text"], hovertemplate="%{text}<extra></extra>",
+            ))
+    for b in sorted(boundaries):
+        fig.add_vline(x=b, line={"color": "#666666", "width": 1.2, "dash": "dot"},
+                      annotation={"text": "benchmark version changed", "font": {"size": 10}},
+                      annotation_position="top")
+    n = len(commits)
+    step = max(1, n // 12)
+    ticks = list(range(0, n, step))
+    fig.update_xaxes(tickvals=ticks, ticktext=[fmt.short_sha(commits["sha"].iloc[i]) for i in ticks],
+                     tickangle=-30, range=[-0.5, max(n - 0.5, 0.5)])
+    quantity = "time" if fmt.is_time(unit) else "value"
+    rows = 1 + (len([t for t in fig.data if t.showlegend is not False]) > 5)
+    _layout(fig, title, "commit (history order)", f"{quantity} ({axis_unit})", height=500, legend_rows=rows)
+    if log_y:
+        ticks = log_ticks(float(ok["value"].min()) * mult, float(ok["value"].max()) * mult) if not ok.empty else []
+        fig.update_yaxes(type="log", tickvals=ticks or None, ticktext=[f"{t:,g}" for t in ticks] or None)
+    return fig
 
 
-def compare_figure(cmp: pd.DataFrame, *, title: str, top: int = 30) -> go.Figure:
-    """The ``top`` biggest changes as bars of percent worse (right, vermillion) or better (left, green)."""
-    df = cmp.dropna(subset=["worse_by"]).copy()
-    df = df[df["worse_by"] > 0]
-    df["pct"] = (df["worse_by"].astype(float) - 1.0) * 100.0
+STATUS_COLORS = {"regressed": WORSE, "improved": BETTER, "failed": "#000000", "unchanged": NEUTRAL,
+                 "not_run": NEUTRAL, "new": OKABE_ITO[0], "removed": OKABE_ITO[5]}
+
+
+def compare_figure(cmp: pd.DataFrame, *, title: str, top: int = 15) -> go.Figure:
+    """The ``top`` largest changes as bars of percent worse (right, vermillion) or better (left, green);
+    bars of changes that are not significant or within the threshold are grey."""
+    df = cmp.dropna(subset=["slowdown"]).copy()
+    df["pct"] = (df["slowdown"].astype(float) - 1.0) * 100.0
     df = df.reindex(df["pct"].abs().sort_values(ascending=False).index).head(top).iloc[::-1]
-    colors = df["change"].map({"+": WORSE, "-": BETTER}).fillna(NEUTRAL)
-    short = df["benchmark"].str.rsplit(".", n=2).str[-2:].str.join(".")
-    labels = (short + " " + df["params"]).str.slice(0, 80)
-    fig = go.Figure(
-        go.Bar(
-            x=df["pct"], y=labels, orientation="h", marker={"color": list(colors)},
-            customdata=np.column_stack([df["benchmark"], df["params"], df["ratio"]]),
-            hovertemplate="%{customdata[0]}<br>%{customdata[1]}<br>%{x:+.1f}% (head/base = "
-                          "%{customdata[2]:.3f})<extra></extra>",
-        )
-    )
+    colors = df["status"].map(STATUS_COLORS).fillna(NEUTRAL)
+    labels = (df["benchmark"].str.rsplit(".", n=2).str[-2:].str.join(".") + " [" + df["label"] + "]")
+    text = [f"{fmt.fmt_value(b, u)} → {fmt.fmt_value(h, u)} ({fmt.fmt_ratio(r)}, p {fmt.fmt_p(p)}, {s})"
+            for b, h, u, r, p, s in zip(df["base"], df["head"], df["unit"], df["ratio"], df["p_value"],
+                                        df["status"], strict=True)]
+    fig = go.Figure(go.Bar(
+        x=df["pct"], y=labels, orientation="h", marker={"color": list(colors)}, text=text,
+        textposition="none", hovertemplate="%{y}<br>%{text}<br>%{x:+.1f}% (direction-aware)<extra></extra>",
+    ))
     fig.add_vline(x=0.0, line={"color": "black", "width": 1})
-    _layout(fig, title, "% worse (+) or better (−), direction-aware; significant changes coloured", "",
-            height=max(320, 22 * len(df) + 130))
-    fig.update_layout(showlegend=False)
+    _layout(fig, title, "% worse (+) or better (−), direction-aware; grey: within threshold or not significant",
+            "", height=max(320, 22 * len(df) + 120))
+    fig.update_layout(showlegend=False, margin={"l": 20, "b": 60})
+    fig.update_yaxes(automargin=True)
     return fig
 
 
@@ -208,23 +314,22 @@ def sweep_figure(
     df: pd.DataFrame, *, x: str, color: str | None, unit: str | None, title: str, log_x: bool = False
 ) -> go.Figure:
     """Generic parameter sweep: value against parameter ``x``, one line per value of ``color``."""
-    mult, axis_unit = display_scale(unit, df["value"].dropna())
+    mult, axis_unit = fmt.time_unit(df["value"]) if fmt.is_time(unit) else (1.0, str(unit))
     fig = go.Figure()
     groups = [(None, df)] if not color else list(df.groupby(color, sort=True, dropna=False))
-    numeric_x = pd.api.types.is_numeric_dtype(pd.to_numeric(df[x], errors="coerce").dropna()) and \
-        pd.to_numeric(df[x], errors="coerce").notna().all()
+    xs_all = pd.to_numeric(df[x], errors="coerce")
+    numeric_x = bool(xs_all.notna().all())
     for i, (key, g) in enumerate(groups):
         xs = pd.to_numeric(g[x], errors="coerce") if numeric_x else g[x].astype(str)
         g = g.assign(_x=xs).sort_values("_x")
         name = f"{color.removeprefix('p:')}={key}" if color else "value"
-        fig.add_trace(
-            go.Scatter(
-                x=g["_x"], y=g["value"].astype(float) * mult, mode="lines+markers", name=name,
-                line={"color": color_for(i)}, marker={"symbol": SYMBOLS[i % len(SYMBOLS)], "size": 7},
-                hovertemplate=f"{x.removeprefix('p:')}=%{{x}}<br>%{{y:.4g}} {axis_unit}<extra>{name}</extra>",
-            )
-        )
-    _layout(fig, title, x.removeprefix("p:"), f"value ({axis_unit})")
+        text = [fmt.fmt_value(v, unit) for v in g["value"]]
+        fig.add_trace(go.Scatter(
+            x=g["_x"], y=g["value"].astype(float) * mult, mode="lines+markers", name=name, text=text,
+            line={"color": color_for(i)}, marker={"symbol": SYMBOLS[i % len(SYMBOLS)], "size": 7},
+            hovertemplate=f"{x.removeprefix('p:')}=%{{x}}<br>%{{text}}<extra>{name}</extra>",
+        ))
+    _layout(fig, title, x.removeprefix("p:"), f"value ({axis_unit})", legend_rows=1 + (len(groups) > 6))
     if log_x and numeric_x:
         fig.update_xaxes(type="log")
     return fig

@@ -1,17 +1,24 @@
-"""Cached loaders: the only way pages reach the store. Each wraps one ``db.queries`` function.
+"""Cached loaders: the only way pages reach the store. Each opens a session, calls one query (``db.queries``,
+``regressions`` or this dashboard's ``reads``) and returns a DataFrame.
 
-Loaders take the store URL as their first argument so the cache key separates stores; results are cached
-for ``TTL`` seconds so a nightly ingest shows up without restarting (the sidebar has a reload button).
+Loaders take the store URL first so the cache key separates stores; frames are cached for ``TTL`` seconds,
+so a nightly ingest shows up without a restart (the sidebar's reload button drops them at once). The
+shared rules come from the packages that own them: ``regressions.compare.compare_commits`` for Compare
+(the same function `mlaperf compare` calls), ``regressions.config.load_settings`` for thresholds and
+directions, ``db.queries.regressions`` for the regression listing.
 """
 
 from __future__ import annotations
+
+import json
+from typing import Any
 
 import pandas as pd
 import streamlit as st
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session
 
-from dashboard import frames, store
+from dashboard import reads, store, triage
 
 TTL = 300
 
@@ -31,6 +38,14 @@ def status(url: str) -> store.StoreStatus:
     return store.check(url)
 
 
+@st.cache_resource(ttl=TTL, show_spinner=False)
+def settings() -> Any:
+    """Thresholds and directions from ./mlaperf.toml or ./pyproject.toml (``[tool.mlaperf]``), as the CLI."""
+    from regressions.config import load_settings
+
+    return load_settings()
+
+
 @st.cache_data(ttl=TTL, show_spinner=False)
 def machines(url: str) -> pd.DataFrame:
     from db import queries
@@ -40,39 +55,43 @@ def machines(url: str) -> pd.DataFrame:
 
 
 @st.cache_data(ttl=TTL, show_spinner=False)
-def commits(url: str, machine: str | None) -> pd.DataFrame:
-    """Commits with results on ``machine``, oldest to newest."""
-    from db import queries
-
+def machine_info(url: str, machine: str) -> dict[str, Any]:
     with _session(url) as s:
-        return queries.commits(s, machine=machine)
+        return reads.machine_info(s, machine)
 
 
 @st.cache_data(ttl=TTL, show_spinner=False)
-def benchmarks(url: str) -> pd.DataFrame:
-    from db import queries
-
+def commits(url: str, machine: str) -> pd.DataFrame:
+    """Commits with results on ``machine``, oldest to newest, with their position ``pos``."""
     with _session(url) as s:
-        return queries.benchmarks(s)
+        return reads.commits(s, machine)
 
 
 @st.cache_data(ttl=TTL, show_spinner=False)
-def series(url: str, machine: str | None, benchmark: str | None = None) -> pd.DataFrame:
-    from db import queries
-
+def series(url: str, machine: str) -> pd.DataFrame:
     with _session(url) as s:
-        return queries.series(s, machine=machine, benchmark=benchmark)
+        return reads.series(s, machine)
 
 
 @st.cache_data(ttl=TTL, show_spinner=False)
-def history(url: str, benchmark: str, params_key: str, machine: str) -> pd.DataFrame:
+def param_names(url: str) -> dict[str, list[str]]:
+    """{benchmark: its asv ``param_names``}, so labels read impl=mma, concurrency=64, topk=512 as asv orders
+    them (the stored params_key sorts names alphabetically)."""
     from db import queries
 
     with _session(url) as s:
-        return queries.history(s, benchmark, params_key, machine)
+        frame = queries.benchmarks(s)
+    return {str(n): list(p) if isinstance(p, list) else [] for n, p in zip(frame["name"], frame["param_names"],
+                                                                        strict=True)}
 
 
-@st.cache_data(ttl=TTL, show_spinner=False)
+@st.cache_data(ttl=TTL, show_spinner=False, max_entries=256)
+def history(url: str, machine: str, benchmark: str, params_keys: tuple[str, ...]) -> pd.DataFrame:
+    with _session(url) as s:
+        return reads.history(s, machine, benchmark, list(params_keys))
+
+
+@st.cache_data(ttl=TTL, show_spinner=False, max_entries=64)
 def results_at_commit(url: str, sha: str, machine: str) -> pd.DataFrame:
     from db import queries
 
@@ -82,29 +101,66 @@ def results_at_commit(url: str, sha: str, machine: str) -> pd.DataFrame:
 
 @st.cache_data(ttl=TTL, show_spinner=False)
 def regressions(url: str, machine: str | None = None) -> pd.DataFrame:
-    from db import queries
+    """The regression listing of `mlaperf detect --json` (``regressions.store.regressions_frame``: alert group,
+    machine-wide flag, parent commit, labels where the detector records them) with what triage needs:
+    params_key, commit messages, triage notes, the group's category (see ``dashboard.triage``)."""
+    from regressions.store import regressions_frame
 
     with _session(url) as s:
-        return queries.regressions(s, machine=machine)
+        regs = regressions_frame(s, machine=machine)
+        regs = regs.rename(columns={"commit": "sha", "fixed_at": "fixed_sha", "fixed_commit": "fixed_sha",
+                                    "parent": "parent_sha"})
+        regs["params_key"] = [json.dumps(p, sort_keys=True) for p in regs["params"]]
+        if "parent_sha" not in regs.columns:  # stored before the detector recorded the commit range
+            regs["parent_sha"] = reads.parents(s, regs)
+        shas = [*regs["sha"], *regs["parent_sha"].dropna(), *regs.get("fixed_sha", pd.Series(dtype=object)).dropna()]
+        messages = reads.commit_messages(s, shas)
+        notes = reads.triage_notes(s)
+    regs["message"] = regs["sha"].map(messages)
+    return triage.enrich(regs, messages, notes)
 
 
-def set_regression_status(url: str, regression_id: int, new_status: str) -> None:
-    """Write path (only offered with ``--writable``): change one regression's status, then drop caches."""
+def set_status(url: str, regression_ids: list[int], new_status: str, note: str) -> None:
+    """Write path (only with ``--writable``): change the status of regressions and log the note with it,
+    in one transaction; then drop the cached listing."""
     from db import queries
 
-    with _session(url, writable=True) as s:
-        queries.set_regression_status(s, regression_id, new_status)
-        s.commit()
+    with _session(url, writable=True) as s, s.begin():
+        for rid in regression_ids:
+            queries.set_regression_status(s, int(rid), new_status)
+            reads.add_triage_note(s, int(rid), new_status, note)
     regressions.clear()
 
 
-@st.cache_data(ttl=TTL, show_spinner=False)
-def compare(url: str, base_sha: str, head_sha: str, machine: str, threshold: float) -> pd.DataFrame:
-    """asv-compare-style table of two commits (see ``frames.compare_frames``)."""
-    base = results_at_commit(url, base_sha, machine)
-    head = results_at_commit(url, head_sha, machine)
-    return frames.compare_frames(base, head, threshold=threshold)
+@st.cache_data(ttl=TTL, show_spinner=False, max_entries=32)
+def compare(url: str, machine: str, base_sha: str, head_sha: str, threshold: float | None) -> pd.DataFrame:
+    """Every series of ``machine`` at head against base, by ``regressions.compare.compare_commits`` (what
+    `mlaperf compare` prints); ``threshold`` (a fraction) replaces the configuration's, like ``--threshold``.
+
+    Columns: status, benchmark, params_key, params (dict), unit, direction, threshold, base, head,
+    base_status, head_status, ratio (head / base), slowdown (> 1 worse), significant, method, p_value.
+    """
+    from regressions.compare import compare_commits
+    from regressions.results import resolve_commit
+
+    conf = settings().with_threshold(threshold)
+    with _session(url) as s:
+        base = resolve_commit(s, base_sha, "base")
+        head = resolve_commit(s, head_sha, "head")
+        comparisons = compare_commits(s, base, head, machines=[machine], settings=conf)
+    rows = [c.to_json() for c in comparisons]
+    cols = ["status", "benchmark", "params_key", "params", "unit", "direction", "threshold", "base", "head",
+            "base_status", "head_status", "ratio", "slowdown", "significant", "method", "p_value"]
+    if not rows:
+        return pd.DataFrame({c: pd.Series(dtype=object) for c in cols})
+    df = pd.DataFrame(rows)
+    df["params_key"] = [json.dumps(p, sort_keys=True) for p in df["params"]]
+    for c in ("base", "head", "ratio", "slowdown", "p_value"):
+        df[c] = pd.to_numeric(df[c], errors="coerce").astype(float)
+    return df[cols]
 
 
 def clear_all() -> None:
+    """Drop cached frames and settings (the engines stay: their pools are reused)."""
     st.cache_data.clear()
+    settings.clear()

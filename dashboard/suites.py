@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from dashboard.frames import expand_params
+from dashboard.frames import expand_params, sort_key
 
 
 @dataclass(frozen=True)
@@ -112,11 +112,7 @@ def throughput_frame(results: pd.DataFrame, suite: Suite) -> pd.DataFrame:
     merged["tokens_per_s"] = merged["tracked"].where(has_track, derived)
     merged["source"] = np.where(has_track, "track_tokens_per_s", "concurrency / time")
     merged = merged.dropna(subset=["tokens_per_s"])
-    return merged[cols].sort_values(["line", "filter", "concurrency"], key=_sort_key).reset_index(drop=True)
-
-
-def _sort_key(s: pd.Series) -> pd.Series:
-    return s.map(lambda v: (0, v, "") if isinstance(v, (int, float)) else (1, 0, str(v)))
+    return merged[cols].sort_values(["line", "filter", "concurrency"], key=sort_key).reset_index(drop=True)
 
 
 def speedup_table(current: pd.DataFrame, reference_line: str) -> pd.DataFrame:
@@ -143,7 +139,7 @@ def baseline_ratios(current: pd.DataFrame, baseline: pd.DataFrame) -> pd.DataFra
         baseline[keys + ["tokens_per_s"]].rename(columns={"tokens_per_s": "baseline"}), on=keys
     )
     m["speedup"] = m["tokens_per_s"] / m["baseline"]
-    return m.sort_values(keys, key=_sort_key).reset_index(drop=True)
+    return m.sort_values(keys, key=sort_key).reset_index(drop=True)
 
 
 def efficiency_frame(results: pd.DataFrame, suite: Suite) -> pd.DataFrame:
@@ -163,4 +159,42 @@ def efficiency_frame(results: pd.DataFrame, suite: Suite) -> pd.DataFrame:
     if not parts:
         return pd.DataFrame(columns=["metric", "unit", "line", "concurrency", "filter", "value"])
     out = pd.concat(parts, ignore_index=True)
-    return out.sort_values(["metric", "line", "filter", "concurrency"], key=_sort_key).reset_index(drop=True)
+    return out.sort_values(["metric", "line", "filter", "concurrency"], key=sort_key).reset_index(drop=True)
+
+
+# Datasheet peaks (dense, no sparsity) of GPUs we have measured on, for the Efficiency page's reference
+# lines: (memory bandwidth GB/s, bf16 tensor TFLOP/s). NVIDIA H200 SXM datasheet: 4.8 TB/s HBM3e,
+# 1,979 TFLOP/s bf16 with 2:4 sparsity, i.e. 989 dense.
+DATASHEET_PEAKS: dict[str, tuple[float, float]] = {
+    "NVIDIA H200": (4800.0, 989.0),
+}
+
+
+def measured_ceilings(results: pd.DataFrame) -> dict[str, float]:
+    """The device ceilings the benchmarks computed their roofline fraction with, recovered from the
+    stored metrics: roofline seconds = max(bytes / copy bandwidth, flops / matmul rate), so for every case
+    GB/s / fraction = bytes / roofline seconds, which equals the copy bandwidth exactly for the
+    memory-bound cases (the largest value) and is below it for compute-bound ones, whose
+    TFLOP/s / fraction is then the matmul rate. Returns ``copy_gbps`` and, when some case is compute-bound,
+    ``matmul_tflops``; empty without the metrics."""
+    if results.empty:
+        return {}
+    leaf = results["benchmark"].str.rsplit(".", n=1).str[-1]
+    cls = results["benchmark"].str.rsplit(".", n=1).str[0]
+    frame = results.assign(_leaf=leaf, _cls=cls)
+    wide = frame[frame["_leaf"].isin(["track_gbps", "track_tflops", "track_roofline_fraction"])].pivot_table(
+        index=["_cls", "params_key"], columns="_leaf", values="value", aggfunc="first"
+    )
+    if not {"track_gbps", "track_roofline_fraction"} <= set(wide.columns):
+        return {}
+    frac = wide["track_roofline_fraction"].where(wide["track_roofline_fraction"] > 0)
+    bw = (wide["track_gbps"] / frac).dropna()
+    if bw.empty:
+        return {}
+    out = {"copy_gbps": float(bw.max())}
+    if "track_tflops" in wide.columns:
+        compute_bound = bw.index[bw < 0.99 * out["copy_gbps"]]
+        rate = (wide.loc[compute_bound, "track_tflops"] / frac.loc[compute_bound]).dropna()
+        if not rate.empty:
+            out["matmul_tflops"] = float(rate.max())
+    return out

@@ -1,13 +1,19 @@
-"""Streamlit building blocks shared by the pages: context from the sidebar, commit pickers, generic sweep."""
+"""Streamlit building blocks shared by the pages: the sidebar's context, widgets whose value lives in the
+URL (every page's selections can be shared as a link), commit pickers, links between pages, the store gate
+and the generic parameter sweep for asv projects without the sparse-MLA suites.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlencode
 
 import pandas as pd
 import streamlit as st
 
-from dashboard import charts, data, frames, store
+from dashboard import charts, data, fmt, frames, store
 
 
 @dataclass(frozen=True)
@@ -28,42 +34,171 @@ def context() -> Context:
     )
 
 
+# -- selections in the URL ------------------------------------------------------------------------------
+# A widget's key is its query parameter. Before the widget is drawn, a valid ?key=value seeds it (once per
+# widget lifetime, so the user's later changes win); after, its value is written back to the URL. Values are
+# validated against the options, so a stale or hand-edited link falls back to the default, never an error.
+
+
+def _encode(value: Any) -> str:
+    if isinstance(value, bool):
+        return "1" if value else "0"
+    if isinstance(value, (list, tuple)):
+        return ",".join(_encode(v) for v in value)
+    return "" if value is None else str(value)
+
+
+def _decode_one(text: str, options: Sequence[Any] | None) -> Any:
+    if options is None:
+        return text
+    by_text = {_encode(o): o for o in options}
+    if text in by_text:
+        return by_text[text]
+    # Commit shas travel shortened: accept a unique prefix of a long string option.
+    hits = [o for o in options if isinstance(o, str) and len(text) >= 4 and o.startswith(text)]
+    if len(hits) == 1:
+        return hits[0]
+    raise ValueError(text)
+
+
+def _from_url(key: str, options: Sequence[Any] | None, kind: str) -> Any:
+    text = st.query_params.get(key)
+    if text is None:
+        raise KeyError(key)
+    if kind == "bool":
+        if text not in ("0", "1"):
+            raise ValueError(text)
+        return text == "1"
+    if kind == "float":
+        return float(text) if text != "" else None
+    if kind == "many":
+        return [_decode_one(t, options) for t in text.split(",") if t != ""]
+    return _decode_one(text, options)
+
+
+def _valid(value: Any, options: Sequence[Any] | None, kind: str) -> bool:
+    if options is None or kind in ("bool", "float"):
+        return True
+    if kind == "many":
+        return isinstance(value, list) and all(v in options for v in value)
+    return value in options
+
+
+def seed(key: str, default: Any, options: Sequence[Any] | None = None, kind: str = "one") -> None:
+    """Put the URL's value (or ``default``) into session state before the widget ``key`` is drawn."""
+    if key in st.session_state and _valid(st.session_state[key], options, kind):
+        return
+    try:
+        value = _from_url(key, options, kind)
+    except (KeyError, ValueError):
+        value = default
+    st.session_state[key] = value if _valid(value, options, kind) else default
+
+
+def publish(key: str, value: Any, short: Callable[[Any], str] | None = None) -> None:
+    """Write a widget's value to the URL (``short`` shortens it, e.g. a sha to 12 characters)."""
+    text = short(value) if short is not None and value is not None else _encode(value)
+    if st.query_params.get(key) != text:
+        st.query_params[key] = text
+
+
+def url_selectbox(label: str, options: Sequence[Any], *, key: str, default: Any = None,
+                  short: Callable[[Any], str] | None = None, **kw: Any) -> Any:
+    options = list(options)
+    seed(key, default if default in options else (options[0] if options else None), options)
+    value = st.selectbox(label, options, key=key, **kw)
+    publish(key, value, short)
+    return value
+
+
+def url_multiselect(label: str, options: Sequence[Any], *, key: str, default: Sequence[Any] = (),
+                    **kw: Any) -> list[Any]:
+    options = list(options)
+    seed(key, [v for v in default if v in options], options, "many")
+    value = st.multiselect(label, options, key=key, **kw)
+    publish(key, list(value))
+    return list(value)
+
+
+def url_radio(label: str, options: Sequence[Any], *, key: str, default: Any = None, **kw: Any) -> Any:
+    options = list(options)
+    seed(key, default if default in options else options[0], options)
+    value = st.radio(label, options, key=key, **kw)
+    publish(key, value)
+    return value
+
+
+def url_toggle(label: str, *, key: str, default: bool = False, **kw: Any) -> bool:
+    seed(key, default, kind="bool")
+    value = bool(st.toggle(label, key=key, **kw))
+    publish(key, value)
+    return value
+
+
+def url_text(label: str, *, key: str, default: str = "", **kw: Any) -> str:
+    seed(key, default, kind="text")
+    value = st.text_input(label, key=key, **kw)
+    publish(key, value)
+    return str(value)
+
+
+def url_number(label: str, *, key: str, default: float | None = None, **kw: Any) -> float | None:
+    seed(key, default, kind="float")
+    value = st.number_input(label, key=key, **kw)
+    publish(key, value)
+    return value
+
+
+# -- commits and links -------------------------------------------------------------------------------
+
+
+def commit_labels(commits: pd.DataFrame) -> dict[str, str]:
+    """sha -> ``eee79092 · 2026-11-29 · tuning: fixed BLOCK_H=16…`` (vectorized: 1,000s of commits)."""
+    if commits.empty:
+        return {}
+    shas = commits["sha"].astype(str)
+    days = pd.to_datetime(commits["date"], errors="coerce").dt.strftime("%Y-%m-%d").fillna("no date")
+    subjects = commits["message"].map(lambda m: fmt.subject(m, 60)) if "message" in commits \
+        else pd.Series("", index=commits.index)
+    text = shas.str.slice(0, fmt.SHA_LEN) + " · " + days + subjects.map(lambda m: f" · {m}" if m else "")
+    return dict(zip(shas, text, strict=True))
+
+
+def commit_select(label: str, commits: pd.DataFrame, *, key: str, default: str | None = None,
+                  allow_none: bool = False, help: str = "") -> str | None:
+    """Pick a commit (newest first); returns its full sha; the URL holds 12 characters of it."""
+    labels = commit_labels(commits.iloc[::-1])
+    options: list[str | None] = list(labels)
+    if allow_none:
+        options = [None, *options]
+    fallback = default if default in options else (None if allow_none else (options[0] if options else None))
+    return url_selectbox(
+        label, options, key=key, default=fallback, short=lambda s: str(s)[:12],
+        format_func=lambda sha: "(none)" if sha is None else labels[sha], help=help or None,
+    )
+
+
+def page_link(page: str, **params: Any) -> str:
+    """Relative URL of another page with its selections (opens in a new tab from a table's link column)."""
+    return f"{page}?{urlencode({k: _encode(v) for k, v in params.items() if v is not None})}"
+
+
+def history_link(machine: str, benchmark: str, params_key: str) -> str:
+    """History of one series: ``hist_bench`` and one ``hp_<name>`` per parameter, as the History page reads."""
+    p = {f"hp_{k}": v for k, v in frames.params_dict(params_key).items()}
+    return page_link("history", machine=machine, hist_bench=benchmark, **p)
+
+
+def compare_link(machine: str, base: str | None, head: str) -> str:
+    return page_link("compare", machine=machine, cmp_base=str(base)[:12] if base else None,
+                     cmp_head=str(head)[:12])
+
+
 def commit_url(repo_url: str, sha: str) -> str | None:
     return f"{repo_url}/commit/{sha}" if repo_url else None
 
 
-def commit_labels(commits: pd.DataFrame) -> dict[str, str]:
-    """sha -> ``abcd1234 · 2024-06-29 · first line of message`` (vectorized: 1,000s of commits)."""
-    if commits.empty:
-        return {}
-    shas = commits["sha"].astype(str)
-    days = pd.to_datetime(commits["date"], errors="coerce").dt.strftime("%Y-%m-%d").fillna("????-??-??")
-    msgs = commits["message"].fillna("").astype(str).str.split("\n").str[0].str.slice(0, 60) \
-        if "message" in commits else pd.Series("", index=commits.index)
-    text = shas.str.slice(0, 8) + " · " + days + msgs.map(lambda m: f" · {m}" if m else "")
-    return dict(zip(shas, text, strict=True))
-
-
-def commit_select(
-    label: str,
-    commits: pd.DataFrame,
-    *,
-    key: str,
-    default: int = -1,
-    allow_none: bool = False,
-    help: str = "",
-) -> str | None:
-    """Pick a commit (newest first in the list); returns its full sha. ``default`` indexes oldest->newest."""
-    labels = commit_labels(commits.iloc[::-1])
-    options: list[str | None] = list(labels)
-    n = len(options)
-    index = (n - 1 - (default % n)) if n else 0
-    if allow_none:
-        options, index = [None, *options], 0
-    return st.selectbox(
-        label, options, index=index, key=key,
-        format_func=lambda sha: "(none)" if sha is None else labels[sha], help=help or None,
-    )
+# -- common page parts --------------------------------------------------------------------------------
 
 
 def no_suites_note(what: str) -> None:
@@ -80,25 +215,29 @@ def sweep_section(results: pd.DataFrame, *, key: str, title_suffix: str = "") ->
         st.warning("No results at this commit.")
         return
     names = sorted(results["benchmark"].unique())
-    bench = st.selectbox("Benchmark", names, key=f"{key}_bench")
+    bench = url_selectbox("Benchmark", names, key=f"{key}_bench")
     rows = results[results["benchmark"] == bench]
     df, pcols = frames.expand_params(rows)
     unit = rows["unit"].dropna().iloc[0] if "unit" in rows and rows["unit"].notna().any() else None
     if not pcols:
-        st.metric(bench, frames.format_value(float(rows["value"].iloc[0]), unit))
+        st.metric(bench, fmt.fmt_value(float(rows["value"].iloc[0]), unit))
         return
     c1, c2, c3 = st.columns(3)
-    x = c1.selectbox("x-axis parameter", pcols, key=f"{key}_x", format_func=lambda c: c.removeprefix("p:"))
+    with c1:
+        x = url_selectbox("x-axis parameter", pcols, key=f"{key}_x", format_func=lambda c: c.removeprefix("p:"))
     others = [c for c in pcols if c != x]
-    color = c2.selectbox("colour by", [None, *others], index=1 if others else 0, key=f"{key}_color",
-                         format_func=lambda c: "(none)" if c is None else c.removeprefix("p:"))
-    log_x = c3.checkbox("log x", value=False, key=f"{key}_logx")
+    with c2:
+        color = url_selectbox("colour by", [None, *others], key=f"{key}_color",
+                              default=others[0] if others else None,
+                              format_func=lambda c: "(none)" if c is None else c.removeprefix("p:"))
+    with c3:
+        log_x = url_toggle("log x", key=f"{key}_logx")
     # Parameters neither on x nor colour: fix each to one value so the lines are comparable.
     for col in others:
         if col == color:
             continue
-        values = sorted(df[col].dropna().unique(), key=str)
-        pick = st.selectbox(col.removeprefix("p:"), values, key=f"{key}_fix_{col}")
+        values = frames.value_order(df[col].dropna())
+        pick = url_selectbox(col.removeprefix("p:"), values, key=f"{key}_fix_{col.removeprefix('p:')}")
         df = df[df[col] == pick]
     fig = charts.sweep_figure(df, x=x, color=color, unit=unit, title=f"{bench}{title_suffix}", log_x=log_x)
     st.plotly_chart(fig, width="stretch", key=f"{key}_chart")
@@ -113,8 +252,6 @@ def store_gate(url: str) -> bool:
         st.title("mlaperf dashboard")
         st.info(f"{st_.message} Store: `{store.redact(url)}`")
         st.markdown(store.ingest_help(url))
-    elif st_.state == "outdated":
-        st.error(st_.message)
     else:
         st.error(st_.message)
     return False

@@ -1,61 +1,136 @@
-"""Screenshot dashboard pages in headless Chromium (for the README and for eyeballing a store).
+"""Screenshot dashboard pages in headless Chromium: the whole page, not just the first screen.
 
-    python scripts/screenshot.py --db sqlite:////tmp/h.sqlite --out docs/img [--path 'history?benchmark=...']
+Serves the store with ``mlaperf dashboard`` on a free port, opens each page, waits until the script run
+has finished and every chart is drawn, then resizes the window to the page's full height and shoots.
+
+    python scripts/screenshot.py --db sqlite:///.mlaperf/mlaperf.sqlite            # every page, docs/img
+    python scripts/screenshot.py --db URL --page 'compare=compare?cmp_base=9c7d0b23&cmp_head=eee79092'
+
+Exit status: 0 all pages shot, 2 bad usage, 3 the server or a page failed (the page is named).
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-import socket
 import subprocess
 import sys
 import time
+import urllib.request
 from pathlib import Path
 
-from playwright.sync_api import sync_playwright
-
+PAGES = ["overview=", "throughput=throughput", "history=history", "regressions=regressions",
+         "compare=compare", "efficiency=efficiency"]
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
         "--disable-component-update", "--disable-sync", "--no-first-run"]
+WIDTH = 1500
+TALL = 3000  # initial window height
+IDLE_JS = "() => !document.querySelector('[data-testid=\"stStatusWidget\"] button')"
+# Every chart drawn: each Plotly chart element holds an SVG with at least one trace.
+CHARTS_JS = """() => [...document.querySelectorAll('[data-testid="stPlotlyChart"]')]
+    .every(c => c.querySelector('svg.main-svg g.trace'))"""
+HEIGHT_JS = """() => {
+    const block = document.querySelector('[data-testid="stMainBlockContainer"]');
+    const main = document.querySelector('[data-testid="stMain"]');
+    return Math.ceil(block.getBoundingClientRect().bottom + (main ? main.scrollTop : 0));
+}"""
 
 
-def main() -> int:
+def serve(db: str) -> tuple[subprocess.Popen[str], str]:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "mlaperf.cli", "dashboard", "--db", db, "--port", "0"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=dict(os.environ),
+    )
+    for _ in range(60):  # the URL line comes first, after any warnings from imports
+        line = proc.stdout.readline()  # type: ignore[union-attr]
+        if line.startswith("mlaperf dashboard: http://"):
+            base = line.split()[2]
+            break
+        if not line:
+            raise RuntimeError(f"dashboard exited with {proc.wait()} before serving")
+    else:
+        raise RuntimeError("dashboard printed no URL")
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(f"{base}/_stcore/health", timeout=2):
+                return proc, base
+        except OSError:
+            time.sleep(0.3)
+    raise RuntimeError(f"dashboard at {base} not healthy after 90 s")
+
+
+def _load(page: object, url: str) -> int:
+    """Open ``url``, wait for the run to finish and every chart to draw; the content's height in pixels."""
+    page.goto(url, wait_until="domcontentloaded")  # type: ignore[attr-defined]
+    page.wait_for_selector("h1", timeout=60_000)  # type: ignore[attr-defined]
+    time.sleep(0.5)
+    page.wait_for_function(IDLE_JS, timeout=60_000)  # type: ignore[attr-defined]
+    page.wait_for_function(CHARTS_JS, timeout=60_000)  # type: ignore[attr-defined]
+    if page.locator('[data-testid="stException"]').count():  # type: ignore[attr-defined]
+        raise RuntimeError(f"{url} shows an exception")
+    time.sleep(1.0)  # Plotly finishes its layout after the traces appear
+    return int(page.evaluate(HEIGHT_JS))  # type: ignore[attr-defined]
+
+
+def shoot(page: object, url: str, out: Path) -> None:
+    """A tall window from the start (resizing makes Plotly redraw, and a shot taken then is blank); when the
+    page is taller still, load it again in a window that fits, then clip to the content."""
+    height = _load(page, url)
+    if height > TALL:
+        page.set_viewport_size({"width": WIDTH, "height": min(height, 16_000)})  # type: ignore[attr-defined]
+        height = _load(page, url)
+    page.screenshot(path=str(out), clip={"x": 0, "y": 0, "width": WIDTH,  # type: ignore[attr-defined]
+                                         "height": max(600, min(height, 16_000))})
+
+
+def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--db", required=True)
-    ap.add_argument("--out", type=Path, default=Path("docs/img"))
+    ap.add_argument("--db", default=None, help="store URL (default: env MLAPERF_DB, else the default store)")
+    ap.add_argument("--out", type=Path, default=Path("docs/img"), help="folder for the PNGs (default docs/img)")
     ap.add_argument("--page", action="append", default=None, metavar="NAME=PATH",
-                    help="file name and URL path, e.g. history=history?benchmark=...")
-    ap.add_argument("--chromium", default="/usr/bin/chromium")
-    args = ap.parse_args()
-    pages = args.page or ["throughput=throughput", "history=history", "regressions=regressions"]
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    server = subprocess.Popen([sys.executable, "-m", "mlaperf.cli", "dashboard", "--db", args.db, "--port", str(port)],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=dict(os.environ))
+                    help="file name and URL path with query, e.g. 'history=history?hp_concurrency=1,64' "
+                    "(repeatable; default: every page in its default state)")
+    ap.add_argument("--chromium", default="/usr/bin/chromium", help="Chromium binary (default /usr/bin/chromium)")
+    args = ap.parse_args(argv)
+    pages = args.page or PAGES
+    for item in pages:
+        if "=" not in item or not item.partition("=")[0]:
+            ap.error(f"--page {item!r}: expected NAME=PATH, e.g. history=history")
+    if not Path(args.chromium).exists():
+        ap.error(f"--chromium {args.chromium}: not found")
+    from playwright.sync_api import sync_playwright
+
+    from db.engine import default_url
+
+    args.out.mkdir(parents=True, exist_ok=True)
     try:
-        base = f"http://127.0.0.1:{port}"
-        for _ in range(120):
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                time.sleep(0.5)
-        args.out.mkdir(parents=True, exist_ok=True)
+        proc, base = serve(args.db or default_url())
+    except RuntimeError as exc:
+        print(f"screenshot: {exc}", file=sys.stderr)
+        return 3
+    try:
         with sync_playwright() as pw:
             browser = pw.chromium.launch(executable_path=args.chromium, args=ARGS)
-            page = browser.new_page(viewport={"width": 1400, "height": 900})
             for item in pages:
                 name, _, path = item.partition("=")
-                page.goto(f"{base}/{path}")  # path is already URL-encoded
-                page.wait_for_selector('.js-plotly-plot, [data-testid="stDataFrame"]', timeout=60_000)
-                time.sleep(3)  # let Plotly finish drawing
-                page.screenshot(path=str(args.out / f"{name}.png"), full_page=True)
-                print(f"wrote {args.out / f'{name}.png'}")
+                page = browser.new_page(viewport={"width": WIDTH, "height": TALL})
+                out = args.out / f"{name}.png"
+                try:
+                    shoot(page, f"{base}/{path}", out)
+                except Exception as exc:  # noqa: BLE001 - name the page, keep the message short
+                    print(f"screenshot: page {name} ({path or '/'}): {exc}", file=sys.stderr)
+                    return 3
+                finally:
+                    page.close()
+                print(f"wrote {out}", flush=True)
             browser.close()
     finally:
-        server.terminate()
-        server.wait(timeout=30)
+        proc.terminate()
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
     return 0
 
 

@@ -1,10 +1,26 @@
-"""Compare two commits side by side, like ``asv compare``: ratios and significance per series."""
+"""Compare two commits on the machine: exactly what `mlaperf compare BASE HEAD --machine M` reports (both call
+``regressions.compare.compare_commits``), every series in one of seven statuses."""
 
 from __future__ import annotations
 
+import pandas as pd
 import streamlit as st
 
-from dashboard import charts, data, frames, widgets
+from dashboard import charts, data, fmt, frames, widgets
+
+STATUS_TITLES = {
+    "regressed": "Regressed", "improved": "Improved", "failed": "Failed", "new": "New", "removed": "Removed",
+    "not_run": "Not run", "unchanged": "Unchanged",
+}
+STATUS_HELP = {
+    "regressed": "Worse by more than the threshold, and significant",
+    "improved": "Better by more than the threshold, and significant",
+    "failed": "The case ran and failed on a side (asv null)",
+    "new": "Only at head: the base's run has no such case",
+    "removed": "Only at base",
+    "not_run": "Not selected on a side (asv NaN), or the machine has no run at that commit",
+    "unchanged": "Within the threshold, or not significant",
+}
 
 ctx = widgets.context()
 st.title("Compare commits")
@@ -15,49 +31,77 @@ if len(commits) < 2:
     st.stop()
 
 c1, c2, c3 = st.columns([3, 3, 2])
-with c1:
-    base = widgets.commit_select("Base (before)", commits, key="cmp_base", default=-2)
 with c2:
-    head = widgets.commit_select("Head (after)", commits, key="cmp_head", default=-1)
-threshold = c3.number_input("Threshold (%)", min_value=0.0, max_value=500.0, value=5.0, step=1.0,
-                            key="cmp_threshold") / 100.0
+    head = widgets.commit_select("Head (after)", commits, key="cmp_head", default=commits["sha"].iloc[-1])
+# Default base: the commit measured just before the head on this machine.
+pos = dict(zip(commits["sha"], commits["pos"], strict=True))
+before = commits["sha"].iloc[max(0, pos[head] - 1)] if pos[head] > 0 else commits["sha"].iloc[0]
+with c1:
+    base = widgets.commit_select("Base (before)", commits, key="cmp_base", default=before)
+with c3:
+    override = widgets.url_number("Threshold override (%)", key="cmp_threshold", min_value=0.1, max_value=900.0,
+                                  step=1.0, value=None, placeholder="configured",
+                                  help="Empty: the configured thresholds (per benchmark pattern, default 5%), "
+                                  "like `mlaperf compare` without --threshold")
+if base == head:
+    st.info("Pick two different commits.")
+    st.stop()
 
-cmp = data.compare(ctx.url, base, head, ctx.machine, threshold)
+cmp = data.compare(ctx.url, ctx.machine, base, head, None if override is None else override / 100.0)
 if cmp.empty:
     st.info("Neither commit has results on this machine.")
     st.stop()
+names = data.param_names(ctx.url)
+cmp = cmp.assign(label=[frames.params_label(k, names.get(b)) for b, k in zip(cmp["benchmark"], cmp["params_key"],
+                                                                               strict=True)])
 
-worse, better = (cmp["change"] == "+").sum(), (cmp["change"] == "-").sum()
-failed = (cmp["change"] == "x").sum()
-m1, m2, m3, m4 = st.columns(4)
-m1.metric("Series compared", len(cmp))
-m2.metric("Slower (significant)", int(worse))
-m3.metric("Faster (significant)", int(better))
-m4.metric("Failed on one side", int(failed))
+counts = cmp["status"].value_counts()
+cols = st.columns(len(STATUS_TITLES))
+for col, (status, title) in zip(cols, STATUS_TITLES.items(), strict=True):
+    col.metric(title, f"{int(counts.get(status, 0)):,}", help=STATUS_HELP[status])
+limit = "the threshold you set" if override is not None else "the configured threshold (default 5%)"
 st.caption(
-    f"`+` worse, `-` better by more than {threshold:.0%} and significant; `x` failed on one side. "
-    "Significance follows the detector (`regressions.compare`): Mann-Whitney U on the samples when both "
-    "commits have them, else non-overlapping 99% confidence intervals (column `method`). "
-    "Ratio = head / base in the benchmark's unit."
+    f"{len(cmp):,} series of `{ctx.machine}`, head `{fmt.short_sha(head)}` against base `{fmt.short_sha(base)}`: "
+    f"the same statuses and numbers as `mlaperf compare {fmt.short_sha(base)} {fmt.short_sha(head)} --machine "
+    f"{ctx.machine}`. A regression is worse by more than {limit} and significant: Mann-Whitney U on the samples "
+    "and, with 10+ earlier commits, the series' run-to-run noise on this machine (column `method`). Ratio = head / "
+    "base of the two commits' results (each the median of that commit's runs), in the benchmark's unit; the "
+    "Regressions page's ratio is the detector's step (level after / level before) and differs slightly."
 )
 
-st.plotly_chart(
-    charts.compare_figure(
-        cmp, title=f"Largest changes: {frames.short_sha(head)} vs {frames.short_sha(base)} · {ctx.machine}"
-    ),
-    width="stretch", key="cmp_chart",
-)
-only_changed = st.toggle("Only changed", value=True, key="cmp_only")
-view = cmp[cmp["change"] != ""] if only_changed else cmp
+changed = cmp[cmp["slowdown"].notna() & (cmp["status"] != "not_run")]
+if not changed.empty:
+    st.plotly_chart(charts.compare_figure(
+        changed, title=f"Largest changes: {fmt.short_sha(head)} vs {fmt.short_sha(base)} · {ctx.machine}"),
+        width="stretch", key="cmp_chart")
+
+present = [s for s in STATUS_TITLES if counts.get(s, 0)]
+default_show = [s for s in present if s not in ("unchanged", "not_run")] or present
+show = widgets.url_multiselect("Show", present, key="cmp_show", default=default_show,
+                               format_func=lambda s: f"{STATUS_TITLES[s]} ({int(counts.get(s, 0)):,})")
+view = cmp[cmp["status"].isin(show)]
 if view.empty:
-    st.success("No significant change beyond the threshold.")
+    st.success("Nothing to show with these statuses.")
     st.stop()
-table = view.assign(
-    before=[frames.format_value(v, u) for v, u in zip(view["base"], view["unit"], strict=True)],
-    after=[frames.format_value(v, u) for v, u in zip(view["head"], view["unit"], strict=True)],
-)[["change", "before", "after", "ratio", "p_value", "method", "benchmark", "params"]]
-st.dataframe(
-    table, hide_index=True,
-    column_config={"ratio": st.column_config.NumberColumn(format="%.3f"),
-                   "p_value": st.column_config.NumberColumn("p", format="%.2g")},
-)
+order = {s: i for i, s in enumerate(STATUS_TITLES)}
+view = view.assign(_o=view["status"].map(order), _w=-view["slowdown"].fillna(0)).sort_values(["_o", "_w"])
+table = pd.DataFrame({
+    "status": view["status"].map(lambda s: STATUS_TITLES[s].lower()),
+    "benchmark": view["benchmark"].str.rsplit(".", n=2).str[-2:].str.join("."),
+    "params": view["label"],
+    "before": [fmt.fmt_value(v, u, missing=_side) for v, u, _side in
+               zip(view["base"], view["unit"], view["base_status"].map(lambda s: s.replace("_", " ")), strict=True)],
+    "after": [fmt.fmt_value(v, u, missing=_side) for v, u, _side in
+              zip(view["head"], view["unit"], view["head_status"].map(lambda s: s.replace("_", " ")), strict=True)],
+    "ratio": view["ratio"].map(fmt.fmt_ratio),
+    "change": view["slowdown"].map(fmt.fmt_change),
+    "p": view["p_value"].map(fmt.fmt_p),
+    "method": view["method"],
+    "threshold": view["threshold"].map(lambda t: f"{t:.0%}"),
+    "history": [widgets.history_link(ctx.machine, b, k) for b, k in zip(view["benchmark"], view["params_key"],
+                                                                        strict=True)],
+})
+st.dataframe(table, hide_index=True, width="stretch", column_config={
+    "params": st.column_config.TextColumn("params", width="medium"),
+    "history": st.column_config.LinkColumn("history", display_text="plot"),
+})

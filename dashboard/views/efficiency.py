@@ -1,17 +1,17 @@
-"""Efficiency: fraction of the device's roofline (and achieved GB/s, TFLOP/s) per kernel and concurrency."""
+"""Efficiency: fraction of the device's roofline, achieved GB/s and TFLOP/s per kernel and concurrency, with
+the device's ceilings (measured, as the benchmarks used them) and datasheet peaks as reference lines."""
 
 from __future__ import annotations
 
-import pandas as pd
 import streamlit as st
 
-from dashboard import charts, data, frames, suites, widgets
+from dashboard import charts, data, fmt, frames, suites, widgets
 
-LABELS = {
-    "track_roofline_fraction": "roofline (fraction)",
-    "track_gbps": "achieved bandwidth (GB/s)",
-    "track_tflops": "achieved compute (TFLOP/s)",
-}
+METRICS = (  # (benchmark leaf, title, unit)
+    ("track_roofline_fraction", "roofline", "fraction"),
+    ("track_gbps", "achieved bandwidth", "GB/s"),
+    ("track_tflops", "achieved compute", "TFLOP/s"),
+)
 
 ctx = widgets.context()
 st.title("Efficiency")
@@ -20,44 +20,73 @@ commits = data.commits(ctx.url, ctx.machine)
 if commits.empty:
     st.info(f"No commits with results on machine `{ctx.machine}`.")
     st.stop()
-sha = widgets.commit_select("Commit", commits, key="eff_commit")
-machines = data.machines(ctx.url)
-gpu = machines.loc[machines["name"] == ctx.machine].iloc[0] if "gpu_name" in machines else None
-if gpu is not None and pd.notna(gpu["gpu_name"]) and str(gpu["gpu_name"]) != "none":
-    st.caption(f"Device: {gpu['gpu_name']} (sm {gpu.get('gpu_cc', '?')}); each benchmark computes its "
-               "roofline from this device's peak bandwidth and tensor-core throughput.")
+c1, c2 = st.columns([3, 1])
+with c1:
+    sha = widgets.commit_select("Commit", commits, key="eff_commit")
+with c2:
+    log_y = widgets.url_toggle("Logarithmic value axes", key="eff_logy", default=False)
 results = data.results_at_commit(ctx.url, sha, ctx.machine)
-
-shown = 0
-for suite in suites.present_suites(results["benchmark"].unique() if not results.empty else []):
-    eff = suites.efficiency_frame(results, suite)
-    if eff.empty:
-        continue
-    st.subheader(suite.title)
-    values = sorted(eff["filter"].dropna().unique(), key=lambda v: (isinstance(v, str), v))
-    if values:
-        default = 512 if 512 in values and suite.filter_param == "topk" else values[-1]
-        pick = st.radio(suite.filter_param, values, index=values.index(default), horizontal=True,
-                        key=f"eff_{suite.key}_filter")
-        eff = eff[eff["filter"] == pick]
-    metrics = [m for m in LABELS if m in set(eff["metric"])]
-    for col, metric in zip(st.columns(len(metrics)), metrics, strict=True):
-        df = eff[eff["metric"] == metric]
-        fig = charts.efficiency_figure(
-            df, title=f"{LABELS[metric].split(' (')[0]} · {frames.short_sha(sha)}",
-            metric_title=LABELS[metric], line_label=suite.line_param,
-        )
-        col.plotly_chart(fig, width="stretch", key=f"eff_{suite.key}_{metric}")
-        shown += 1
-    roof = eff[eff["metric"] == "track_roofline_fraction"]
-    if not roof.empty:
-        best = roof.loc[roof["value"].idxmax()]
-        st.caption(f"Best: {suite.line_param}={best['line']} at concurrency {int(best['concurrency'])} "
-                   f"reaches {best['value']:.1%} of the device's roofline.")
-
-if not shown:
+present = [s for s in suites.present_suites(results["benchmark"].unique() if not results.empty else [])
+           if not suites.efficiency_frame(results, s).empty]
+if not present:
     st.info(
         "No efficiency metrics at this commit. They come from the `track_roofline_fraction`, `track_gbps` "
         "and `track_tflops` benchmarks of the sparse-MLA suites (`bench_decode.SparseDecodeMetrics`, "
         "`bench_indexer.IndexerMetrics`, `bench_step.DecodeStepMetrics`); other asv projects have none."
     )
+    st.stop()
+
+info = data.machine_info(ctx.url, ctx.machine)
+gpu = info.get("gpu_name")
+ceil = suites.measured_ceilings(results)
+sheet = suites.DATASHEET_PEAKS.get(str(gpu))
+peaks: dict[str, list[tuple[str, float]]] = {"track_roofline_fraction": [("roofline", 1.0)],
+                                              "track_gbps": [], "track_tflops": []}
+if "copy_gbps" in ceil:
+    peaks["track_gbps"].append(("measured copy", ceil["copy_gbps"]))
+if "matmul_tflops" in ceil:
+    peaks["track_tflops"].append(("measured bf16 matmul", ceil["matmul_tflops"]))
+if sheet:
+    peaks["track_gbps"].append(("datasheet", sheet[0]))
+    peaks["track_tflops"].append(("datasheet bf16 dense", sheet[1]))
+parts = []
+if gpu and gpu != "none":
+    parts.append(f"Device: {gpu} (sm {info.get('gpu_cc') or '?'}).")
+if ceil:
+    parts.append("Ceilings the benchmarks measured on it and computed the roofline with: copy "
+                 f"{fmt.fmt_value(ceil['copy_gbps'], 'GB/s')}"
+                 + (f", bf16 matmul {fmt.fmt_value(ceil['matmul_tflops'], 'TFLOP/s')}" if "matmul_tflops" in ceil
+                    else " (no case is compute-bound, so the matmul ceiling cannot be read back from the results)")
+                 + ". Roofline time = max(bytes / copy bandwidth, flops / matmul rate).")
+if sheet:
+    parts.append(f"Datasheet peaks: {fmt.fmt_value(sheet[0], 'GB/s')}, bf16 dense "
+                 f"{fmt.fmt_value(sheet[1], 'TFLOP/s')}.")
+st.caption(" ".join(parts))
+
+by_key = {s.key: s for s in present}
+suite = by_key[widgets.url_selectbox("Suite", list(by_key), key="eff_suite", format_func=lambda k: by_key[k].title)]
+eff = suites.efficiency_frame(results, suite)
+values = frames.value_order(eff["filter"].dropna())
+if values:
+    default = 512 if 512 in values and suite.filter_param == "topk" else values[-1]
+    pick = widgets.url_radio(suite.filter_param, values, key=f"eff_{suite.key}_filter", default=default,
+                             horizontal=True)
+    eff = eff[eff["filter"] == pick]
+shown = [m for m in METRICS if m[0] in set(eff["metric"])]
+for i, (metric, title, unit) in enumerate(shown):
+    df = eff[eff["metric"] == metric]
+    fig = charts.efficiency_figure(
+        df, title=f"{title} · {suite.title.split(':')[0]} · {fmt.short_sha(sha)}", metric=title, unit=unit,
+        line_label=suite.line_param, peaks=peaks[metric], log_y=log_y,
+    )
+    if i == 0:
+        st.plotly_chart(fig, width="stretch", key=f"eff_{suite.key}_{metric}")
+        cols = st.columns(2)
+    else:
+        cols[(i - 1) % 2].plotly_chart(fig, width="stretch", key=f"eff_{suite.key}_{metric}")
+roof = eff[eff["metric"] == "track_roofline_fraction"]
+if not roof.empty:
+    best = roof.loc[roof["value"].idxmax()]
+    st.caption(f"Best: {suite.line_param}={best['line']} at concurrency {int(best['concurrency'])} reaches "
+               f"{fmt.fmt_value(best['value'], 'fraction')} of the device's roofline "
+               f"({fmt.fmt_ratio(1 / best['value'])} off it).")

@@ -1,11 +1,16 @@
-"""History: one series (benchmark x params on the machine) over commits, IQR bars, flagged regressions."""
+"""History: series of one benchmark over commits on the machine, several overlaid (one selector per
+parameter), with the threshold band, flagged regressions and their fixes, benchmark-version changes and
+per-point provenance on hover."""
 
 from __future__ import annotations
 
 import pandas as pd
 import streamlit as st
 
-from dashboard import charts, data, frames, suites, widgets
+from dashboard import charts, data, fmt, frames, suites, widgets
+from regressions.direction import direction_for
+
+MAX_SERIES = 12
 
 ctx = widgets.context()
 st.title("History")
@@ -14,59 +19,152 @@ series = data.series(ctx.url, ctx.machine)
 if series.empty:
     st.info(f"No series on machine `{ctx.machine}`.")
     st.stop()
-
-names = sorted(series["benchmark"].unique())
-# Default to the MLA decode timing when present, else the first benchmark; ?benchmark= deep-links.
-wanted = st.query_params.get("benchmark")
-mla = [n for n in names if any(suites.matches(n, s.time_bench) for s in suites.SUITES)]
-default = wanted if wanted in names else (mla[0] if mla else names[0])
-c1, c2 = st.columns([2, 3])
-bench = c1.selectbox("Benchmark", names, index=names.index(default), key="hist_bench")
-keys = list(series[series["benchmark"] == bench]["params_key"])
-wanted_params = st.query_params.get("params")
-params_key = c2.selectbox(
-    "Parameters", keys, index=keys.index(wanted_params) if wanted_params in keys else 0, key="hist_params",
-    format_func=lambda k: frames.params_label(k) or "(no parameters)",
-)
-
-hist = data.history(ctx.url, bench, params_key, ctx.machine)
-if hist.empty:
-    st.info("No results for this series.")
-    st.stop()
-units = series[(series["benchmark"] == bench) & (series["params_key"] == params_key)].get("unit")
-unit = units.iloc[0] if units is not None and len(units) and pd.notna(units.iloc[0]) else None
-
+commits = data.commits(ctx.url, ctx.machine)
 regs = data.regressions(ctx.url, ctx.machine)
-flagged = regs[(regs["benchmark"] == bench) & (regs["params_key"] == params_key)] if not regs.empty else regs
 
-log_y = st.toggle("Logarithmic value axis", value=False, key="hist_logy")
-title = f"{bench} [{frames.params_label(params_key)}] · {ctx.machine}"
-fig = charts.history_figure(hist, title=title, unit=unit, flagged=flagged, repo_url=ctx.repo_url)
-if log_y:
-    fig.update_yaxes(type="log")
+# Default: the benchmark of the newest open (else newest) flagged regression, else the MLA decode timing.
+names = sorted(series["benchmark"].unique())
+flagged_first = [b for cat in ("open", "suspect") for b in regs.loc[regs["category"] == cat, "benchmark"]] \
+    + list(regs["benchmark"]) if not regs.empty else []
+mla = [n for n in names if any(suites.matches(n, s.time_bench) for s in suites.SUITES)]
+default_bench = next((b for b in flagged_first if b in names), mla[0] if mla else names[0])
+bench = widgets.url_selectbox("Benchmark", names, key="hist_bench", default=default_bench)
+
+rows = series[series["benchmark"] == bench]
+keys = list(rows["params_key"])
+unit = rows["unit"].iloc[0] if rows["unit"].notna().any() else None
+declared = rows["param_names"].iloc[0]
+pnames = [n for n in (declared if isinstance(declared, list) else []) if n] or frames.param_names(keys)
+parsed = {k: frames.params_dict(k) for k in keys}
+pnames = [n for n in pnames if any(n in p for p in parsed.values())]
+
+# Default selection: the parameter values of this benchmark's newest flagged step (all series flagged at
+# that commit), else every value of the first parameter (implementations) and the first of the others.
+mine = regs[regs["benchmark"] == bench] if not regs.empty else regs
+defaults: dict[str, list[object]] = {}
+if not mine.empty:
+    newest = mine[mine["sha"] == mine["sha"].iloc[0]]
+    for n in pnames:
+        defaults[n] = frames.value_order(frames.params_dict(k).get(n) for k in newest["params_key"])
+picked: dict[str, list[object]] = {}
+if pnames:
+    cols = st.columns(min(len(pnames), 4))
+    for i, n in enumerate(pnames):
+        values = frames.value_order(p.get(n) for p in parsed.values())
+        default = defaults.get(n) or (values if i == 0 and len(pnames) > 1 else values[:1])
+        with cols[i % len(cols)]:
+            picked[n] = widgets.url_multiselect(n, values, key=f"hp_{n}", default=default)
+
+wanted = [k for k in keys if all(parsed[k].get(n) in picked[n] for n in pnames)] if pnames else keys
+if not wanted:
+    st.info("Pick at least one value of every parameter.")
+    st.stop()
+if len(wanted) > MAX_SERIES:
+    st.warning(f"{len(wanted)} series selected; showing the first {MAX_SERIES}. Narrow a parameter to see others.")
+    order = {k: i for i, k in enumerate(wanted)}
+    wanted = sorted(wanted, key=order.get)[:MAX_SERIES]
+# Label each series by the parameters that differ between the selected ones.
+varying = [n for n in pnames if len({parsed[k].get(n) for k in wanted}) > 1] or pnames
+label_of = {k: frames.params_label(k, varying, only=True) or "value" for k in wanted}
+wanted = sorted(wanted, key=lambda k: [(0, float(v), "") if isinstance(v, (int, float)) else (1, 0.0, str(v))
+                                       for v in (parsed[k].get(n) for n in varying)])
+
+c1, c2 = st.columns([1, 3])
+with c1:
+    log_y = widgets.url_toggle("Logarithmic value axis", key="hist_logy",
+                               default=len(wanted) > 1 and "concurrency" in varying)
+
+hist = data.history(ctx.url, ctx.machine, bench, tuple(wanted))
+if hist.empty:
+    st.info("No results for these series on this machine.")
+    st.stop()
+pos = commits.set_index("commit_id")
+points = hist.assign(
+    series=hist["params_key"].map(label_of),
+    pos=hist["commit_id"].map(pos["pos"]),
+    sha=hist["commit_id"].map(pos["sha"]),
+    subject=hist["commit_id"].map(pos["message"]).map(lambda m: fmt.subject(m, 60)),
+    date=hist["commit_id"].map(pos["date"]).dt.strftime("%Y-%m-%d %H:%M"),
+    run_date=pd.to_datetime(hist["run_date"]).dt.strftime("%Y-%m-%d %H:%M"),
+    config="kernel config: not recorded by this run",
+)
+order = {label_of[k]: i for i, k in enumerate(wanted)}
+points = points.sort_values(["series", "pos"], key=lambda s: s.map(order) if s.name == "series" else s)
+
+settings = data.settings()
+threshold = settings.threshold_for(bench)
+direction = direction_for(bench, unit, settings)
+
+flag = mine[mine["params_key"].isin(wanted)] if not mine.empty else mine
+flagged = None
+if not flag.empty:
+    pos_of_sha = dict(zip(commits["sha"], commits["pos"], strict=True))
+    flagged = pd.DataFrame({
+        "series": flag["params_key"].map(label_of),
+        "pos": flag["sha"].map(pos_of_sha),
+        "fixed_pos": flag["fixed_sha"].map(pos_of_sha),
+        "text": [f"regression #{r.id} ({r.status}) at {fmt.commit_label(r.sha, r.message, 50)}<br>"
+                 f"{label_of[r.params_key]}: {fmt.fmt_value(r.before, unit)} → {fmt.fmt_value(r.after, unit)} "
+                 f"({fmt.fmt_ratio(r.ratio)}, p {fmt.fmt_p(r.p_value)})" for r in flag.itertuples()],
+        "fixed_text": [f"#{r.id} fixed at {fmt.commit_label(r.fixed_sha, r.fixed_message, 50)}"
+                       if isinstance(r.fixed_sha, str) else "" for r in flag.itertuples()],
+    }).dropna(subset=["pos"])
+
+info = data.machine_info(ctx.url, ctx.machine)
+provenance = " · ".join(x for x in (
+    f"GPU {info['gpu_name']} (sm {info.get('gpu_cc') or '?'})" if info.get("gpu_name") not in (None, "none") else "",
+    f"driver {info['gpu_driver']}" if info.get("gpu_driver") else "",
+    f"CUDA {info['cuda']}" if info.get("cuda") else "",
+    f"torch {info['torch']}" if info.get("torch") else "",
+    f"triton {info['triton']}" if info.get("triton") else "",
+) if x)
+fixed_params = frames.params_label(wanted[0], [n for n in pnames if n not in varying], only=True)
+title = f"{bench} · {ctx.machine}" + (f" · {fixed_params}" if len(varying) < len(pnames) else "")
+fig = charts.history_figure(points, title=title, unit=unit, commits=commits, threshold=threshold, flagged=flagged,
+                            log_y=log_y, provenance=provenance)
 st.plotly_chart(fig, width="stretch", key="hist_chart")
-up = frames.higher_is_better(bench, unit)
+better = "lower" if direction == "up_is_worse" else "higher"
 st.caption(
-    f"{len(hist)} commits in commit order; bars span the interquartile range (q_25..q_75); "
-    f"{'higher' if up else 'lower'} is better. Triangles mark flagged regressions ({len(flagged)})."
+    f"{len(commits):,} commits measured on `{ctx.machine}`, in history order; bars span the interquartile range. "
+    f"{better.capitalize()} is better. Shaded: ±{threshold:.0%} (this benchmark's threshold) around the median of "
+    "the previous five values; a point past it on the worse side moved more than the threshold. Triangles: "
+    "flagged regressions (the first bad commit); stars: the commit that fixed them; ✕ on the axis: failed runs; "
+    "dotted lines: the benchmark's asv version changed (a new segment: no step is flagged across it). Hover a "
+    "point for its commit, run and versions (the machine's as of its newest run)."
 )
 
-if not flagged.empty:
-    st.subheader("Flagged regressions of this series")
-    wanted = ("sha", "date", "before", "after", "ratio", "status", "p_value")
-    cols = [c for c in wanted if c in flagged.columns]
-    st.dataframe(flagged[cols], hide_index=True)
+if flag is not None and not flag.empty:
+    st.subheader("Flagged regressions of these series")
+    st.dataframe(pd.DataFrame({
+        "series": flag["params_key"].map(label_of),
+        "status": flag["status"],
+        "commits": [fmt.commit_range(p, s) for p, s in zip(flag["parent_sha"], flag["sha"], strict=True)],
+        "before → after": [f"{fmt.fmt_value(b, unit)} → {fmt.fmt_value(a, unit)}"
+                           for b, a in zip(flag["before"], flag["after"], strict=True)],
+        "ratio": flag["ratio"].map(fmt.fmt_ratio),
+        "p": flag["p_value"].map(fmt.fmt_p),
+        "fixed at": [fmt.commit_label(s, m, 30) if isinstance(s, str) else ""
+                     for s, m in zip(flag["fixed_sha"], flag["fixed_message"], strict=True)],
+        "compare": [widgets.compare_link(ctx.machine, p, s) for p, s in zip(flag["parent_sha"], flag["sha"],
+                                                                            strict=True)],
+    }), hide_index=True, width="stretch",
+        column_config={"compare": st.column_config.LinkColumn("compare", display_text="parent..commit")})
 
-st.subheader("Commits")
-table = hist.iloc[::-1][[c for c in ("sha", "date", "value", "q_25", "q_75", "author", "message")
-                         if c in hist.columns]].copy()
-if "message" in table:
-    table["message"] = table["message"].fillna("").astype(str).str.split("\n").str[0]
-table.insert(1, "flagged", table["sha"].isin(set(flagged["sha"]) if not flagged.empty else set()))
+st.subheader("Values per commit")
+wide = points.pivot_table(index="pos", columns="series", values="value", aggfunc="first")
+status = points.pivot_table(index="pos", columns="series", values="status", aggfunc="first")
+table = pd.DataFrame(index=commits["pos"])
+table["commit"] = commits["sha"].map(fmt.short_sha).to_numpy()
+table["subject"] = commits["message"].map(lambda m: fmt.subject(m, 50)).to_numpy()
+for label in [label_of[k] for k in wanted]:
+    vals = wide[label].reindex(table.index) if label in wide else pd.Series(index=table.index, dtype=float)
+    stat = status[label].reindex(table.index) if label in status else pd.Series(index=table.index, dtype=object)
+    table[label] = [fmt.fmt_value(v, unit) if s == "ok" else ("failed" if s == "failed" else "not run")
+                    for v, s in zip(vals, stat, strict=True)]
 config: dict[str, object] = {}
 if ctx.repo_url:
-    table.insert(1, "link", ctx.repo_url + "/commit/" + table["sha"].astype(str))
-    config["link"] = st.column_config.LinkColumn("commit", display_text="open")
-else:
-    st.caption("Set a repository URL in the sidebar (or env MLAPERF_REPO_URL) to link commits.")
-st.dataframe(table, hide_index=True, column_config=config)
+    table.insert(1, "link", [widgets.commit_url(ctx.repo_url, s) for s in commits["sha"]])
+    config["link"] = st.column_config.LinkColumn("link", display_text="open")
+st.dataframe(table.iloc[::-1], hide_index=True, width="stretch", column_config=config, height=320)
+st.caption("Newest first. \"not run\": the commit was measured on this machine without this case (asv skipped "
+           "it or was not asked for it); \"failed\": the case ran and failed.")

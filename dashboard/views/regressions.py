@@ -1,23 +1,26 @@
-"""Regressions flagged by the detector, newest first; acknowledge/ignore when started with --writable."""
+"""Regressions: alert groups and their rows (commit range, ratio, significance, status, fixed-at), links to
+History and Compare; acknowledge or ignore with a note when the dashboard was started with --writable."""
 
 from __future__ import annotations
-
-from urllib.parse import urlencode
 
 import pandas as pd
 import streamlit as st
 
-from dashboard import data, frames, widgets
-
-STATUSES = ["new", "acknowledged", "fixed", "ignored"]
+from dashboard import data, fmt, frames, triage, widgets
 
 ctx = widgets.context()
 st.title("Regressions")
 
-c1, c2, c3 = st.columns([2, 3, 2])
-statuses = c1.multiselect("Status", STATUSES, default=["new", "acknowledged"], key="reg_status")
-text = c2.text_input("Benchmark contains", key="reg_text", placeholder="e.g. time_decode")
-all_machines = c3.toggle("All machines", value=False, key="reg_all")
+c1, c2, c3, c4 = st.columns([3, 2, 3, 2])
+with c1:
+    shown = widgets.url_multiselect("Show", list(triage.CATEGORIES), key="reg_show",
+                                    default=["open", "suspect", "fixed"],
+                                    help="open: new or acknowledged · suspect: seen in the newest run only · "
+                                    "fixed: came back later · closed: ignored, transient or retired")
+with c3:
+    text = widgets.url_text("Benchmark or parameters contain", key="reg_text", placeholder="e.g. impl=mma")
+with c4:
+    all_machines = widgets.url_toggle("All machines", key="reg_all")
 
 regs = data.regressions(ctx.url, None if all_machines else ctx.machine)
 if regs.empty:
@@ -25,63 +28,117 @@ if regs.empty:
             + ". The detector (`mlaperf detect`) writes them after each ingest.")
     st.stop()
 
-view = regs[regs["status"].isin(statuses)] if statuses else regs
+names = data.param_names(ctx.url)
+regs = regs.assign(label=[frames.params_label(k, names.get(b)) for b, k in zip(regs["benchmark"], regs["params_key"],
+                                                                                strict=True)],
+                   short=regs["benchmark"].str.rsplit(".", n=2).str[-2:].str.join("."))
+view = regs[regs["category"].isin(shown)] if shown else regs
 if text:
-    view = view[view["benchmark"].str.contains(text, case=False, regex=False)]
-# db.queries.regressions already gives newest commit first in history order (git generation, then
-# date); re-sorting by date here would scramble commits that share one asv timestamp.
-st.caption(f"{len(view)} of {len(regs)} regressions; newest commit first. Ratio > 1 means worse.")
+    needle = text.lower()
+    view = view[(view["benchmark"].str.lower().str.contains(needle, regex=False))
+                | (view["label"].str.lower().str.contains(needle, regex=False))]
+group_frame = triage.groups(view)
+with c2:
+    group = widgets.url_selectbox("Group", ["all", *[str(g) for g in group_frame["group"]]], key="reg_group",
+                                  format_func=lambda g: "all groups" if g == "all" else f"group {g}")
+if group != "all":
+    view = view[view["group"].astype(str) == group]
+    group_frame = group_frame[group_frame["group"].astype(str) == group]
 
-table = pd.DataFrame(
-    {
-        "id": view["id"],
-        "benchmark": view["benchmark"],
-        "params": view["params_key"].map(frames.params_label),
-        "machine": view["machine"],
-        "commit": view["sha"].astype(str),
-        "date": view.get("date"),
-        "before → after": [
-            f"{frames.format_value(b, u)} → {frames.format_value(a, u)}"
-            for b, a, u in zip(view["before"], view["after"],
-                               view["unit"] if "unit" in view else [None] * len(view), strict=True)
-        ],
-        "ratio": view["ratio"],
-        "status": view["status"],
-    }
+st.subheader(f"Alert groups ({len(group_frame)})")
+st.caption("Regressions found together on one machine at one commit form one group. The step happened after "
+           "the parent (the last commit before it that ran the series) and at or before the commit.")
+if group_frame.empty:
+    st.info("No group matches the filters.")
+    st.stop()
+mixed = group_frame["statuses"].str.contains(",")
+gtable = pd.DataFrame({
+    "group": group_frame["group"].astype(str),
+    "state": group_frame["category"] + group_frame["machine_wide"].map(lambda w: ", machine-wide" if w else "")
+    + [f" ({s})" if m else "" for s, m in zip(group_frame["statuses"], mixed, strict=True)],
+    "parent (good)": [fmt.commit_label(s, m, 34) if isinstance(s, str) else "(first measured)"
+                      for s, m in zip(group_frame["parent_sha"], group_frame["parent_message"], strict=True)],
+    "commit (first bad)": [fmt.commit_label(s, m, 34) for s, m in zip(group_frame["sha"], group_frame["message"],
+                                                                      strict=True)],
+    "series": group_frame["series"],
+    "worst": group_frame["worst"].map(fmt.fmt_ratio),
+    "fixed at": group_frame["fixed_sha"].map(lambda s: fmt.short_sha(s) if isinstance(s, str) and len(s) > 20
+                                             else (s or "")),
+    "compare": [widgets.compare_link(m, p, s) for m, p, s in
+                zip(group_frame["machine"], group_frame["parent_sha"], group_frame["sha"], strict=True)],
+})
+if all_machines:
+    gtable.insert(2, "machine", group_frame["machine"].to_numpy())
+st.dataframe(gtable, hide_index=True, width="stretch", column_config={
+    "group": st.column_config.TextColumn(width=50),
+    "series": st.column_config.NumberColumn(width=50),
+    "worst": st.column_config.TextColumn(width=60),
+    "fixed at": st.column_config.TextColumn(width=80),
+    "compare": st.column_config.LinkColumn("compare", display_text="parent..commit", width=110),
+})
+
+st.subheader(f"Regressions ({len(view)})")
+units = view["unit"] if "unit" in view else pd.Series([None] * len(view), index=view.index)
+rows = pd.DataFrame({
+    "group": view["group"].astype(str),
+    "status": view["status"],
+    "series": view["short"] + " [" + view["label"] + "]",
+    "commits": [fmt.commit_range(p, s) for p, s in zip(view["parent_sha"], view["sha"], strict=True)],
+    "before → after": [f"{fmt.fmt_value(b, u)} → {fmt.fmt_value(a, u)}"
+                       for b, a, u in zip(view["before"], view["after"], units, strict=True)],
+    "ratio": view["ratio"].map(fmt.fmt_ratio),
+    "p": view["p_value"].map(fmt.fmt_p),
+    "fixed at": view["fixed_sha"].map(lambda s: fmt.short_sha(s) if isinstance(s, str) else ""),
+    "history": [widgets.history_link(m, b, k) for m, b, k in
+                zip(view["machine"], view["benchmark"], view["params_key"], strict=True)],
+    "compare": [widgets.compare_link(m, p, s) for m, p, s in
+                zip(view["machine"], view["parent_sha"], view["sha"], strict=True)],
+})
+if view["note"].astype(bool).any():
+    rows.insert(8, "note", view["note"].to_numpy())
+if all_machines:
+    rows.insert(2, "machine", view["machine"].to_numpy())
+st.dataframe(rows, hide_index=True, width="stretch", column_config={
+    "group": st.column_config.TextColumn(width=50),
+    "status": st.column_config.TextColumn(width=80),
+    "series": st.column_config.TextColumn(width="large"),
+    "ratio": st.column_config.TextColumn(width=55),
+    "p": st.column_config.TextColumn(width=55),
+    "fixed at": st.column_config.TextColumn(width=75),
+    "history": st.column_config.LinkColumn("history", display_text="plot", width=55),
+    "compare": st.column_config.LinkColumn("compare", display_text="parent..commit", width=110),
+    "note": st.column_config.TextColumn("triage note", width="medium"),
+})
+st.caption(
+    "ratio: the detector's step, level after / level before in the benchmark's unit, each level the median "
+    "of several commits of the series (so it is steadier than one pair of runs). Compare's ratio is a "
+    "different quantity: head / base of the two commits' results (each the median of that commit's runs); "
+    "for the same step the two differ by the noise of those two runs. p: Mann-Whitney U on the samples "
+    "either side of the step, where the detector had them. Fixed at: the commit where the series came back."
 )
-# Deep link into the History page for the series (opens in a new tab with the same machine).
-table["history"] = [
-    "history?" + urlencode({"machine": m, "benchmark": b, "params": k})
-    for m, b, k in zip(view["machine"], view["benchmark"], view["params_key"], strict=True)
-]
-config: dict[str, object] = {
-    "ratio": st.column_config.NumberColumn(format="%.3f"),
-    "history": st.column_config.LinkColumn("history", display_text="plot"),
-}
-if ctx.repo_url:
-    table["commit"] = ctx.repo_url + "/commit/" + table["commit"]
-    config["commit"] = st.column_config.LinkColumn("commit", display_text=r"/commit/([0-9a-f]{8})")
-else:
-    table["commit"] = table["commit"].str.slice(0, 8)
-st.dataframe(table, hide_index=True, column_config=config)
 
 if not ctx.writable:
     st.caption("Read-only: start with `mlaperf dashboard --writable` to acknowledge or ignore regressions.")
     st.stop()
 
 st.subheader("Triage")
-ids = list(view["id"])
-if not ids:
-    st.stop()
-labels = {
-    int(r.id): f"#{r.id} {r.benchmark} [{frames.params_label(r.params_key)}] @ {str(r.sha)[:8]} ({r.status})"
-    for r in view.itertuples()
-}
-pick = st.selectbox("Regression", ids, format_func=lambda i: labels[int(i)], key="reg_pick")
-b1, b2, b3 = st.columns(3)
-for col, label, new_status in ((b1, "Acknowledge", "acknowledged"), (b2, "Ignore", "ignored"),
-                               (b3, "Reopen", "new")):
+scope_options = [f"group {g}" for g in group_frame["group"]] + [f"#{i}" for i in view["id"]]
+labels = {f"#{r.id}": f"#{r.id} {r.short} [{r.label}] @ {fmt.short_sha(r.sha)} ({r.status})"
+          for r in view.itertuples()}
+for g in group_frame.itertuples():
+    labels[f"group {g.group}"] = f"group {g.group}: {g.series} series at {fmt.commit_label(g.sha, g.message, 40)}"
+pick = st.selectbox("Regressions to triage", scope_options, format_func=lambda k: labels[k], key="reg_pick")
+note = st.text_input("Note (required: why)", key="reg_note", placeholder="e.g. expected: BLOCK_H=16 was deliberate")
+if pick.startswith("group "):
+    ids = [int(i) for i in view.loc[view["group"].astype(str) == pick.removeprefix("group "), "id"]]
+else:
+    ids = [int(pick.removeprefix("#"))]
+cols = st.columns(len(triage.TRIAGE_ACTIONS))
+for col, (label, new_status) in zip(cols, triage.TRIAGE_ACTIONS.items(), strict=True):
     if col.button(label, key=f"reg_{new_status}"):
-        data.set_regression_status(ctx.url, int(pick), new_status)
-        st.toast(f"Regression #{pick} marked {new_status}")
-        st.rerun()
+        if not note.strip():
+            st.warning("Write a note first: it is stored with the status so others know why.")
+        else:
+            data.set_status(ctx.url, ids, new_status, note.strip())
+            st.toast(f"{len(ids)} regression(s) marked {new_status}")
+            st.rerun()

@@ -1,10 +1,12 @@
-"""Throughput vs concurrency: one line per implementation at a commit, optional dashed baseline commit."""
+"""Throughput vs concurrency: one line per implementation at a commit, an optional dashed baseline commit
+(drawn only at the concurrencies it measured), and the speed-ups."""
 
 from __future__ import annotations
 
+import pandas as pd
 import streamlit as st
 
-from dashboard import charts, data, frames, suites, widgets
+from dashboard import charts, data, fmt, frames, suites, widgets
 
 ctx = widgets.context()
 st.title("Throughput vs concurrency")
@@ -26,11 +28,12 @@ results = data.results_at_commit(ctx.url, sha, ctx.machine)
 present = suites.present_suites(results["benchmark"].unique() if not results.empty else [])
 if not present:
     widgets.no_suites_note("throughput curve")
-    widgets.sweep_section(results, key="tp_sweep", title_suffix=f" @ {frames.short_sha(sha)}")
+    widgets.sweep_section(results, key="tp_sweep", title_suffix=f" @ {fmt.short_sha(sha)}")
     st.stop()
 
 baseline = data.results_at_commit(ctx.url, base_sha, ctx.machine) if base_sha else None
-log_y = st.toggle("Logarithmic throughput axis", value=True, key="tp_logy")
+log_y = widgets.url_toggle("Logarithmic throughput axis", key="tp_logy", default=True)
+
 
 for suite in present:
     st.subheader(suite.title)
@@ -38,44 +41,46 @@ for suite in present:
     if cur.empty:
         st.caption(f"No `{suite.time_bench}` or tokens/s results at this commit.")
         continue
-    values = sorted(cur["filter"].dropna().unique(), key=lambda v: (isinstance(v, str), v))
+    values = frames.value_order(cur["filter"].dropna())
     cur_f, base_f, pick = cur, None, None
     if values:
         default = 512 if 512 in values and suite.filter_param == "topk" else values[-1]
-        pick = st.radio(suite.filter_param, values, index=values.index(default), horizontal=True,
-                        key=f"tp_{suite.key}_filter")
+        pick = widgets.url_radio(suite.filter_param, values, key=f"tp_{suite.key}_filter", default=default,
+                                 horizontal=True)
         cur_f = cur[cur["filter"] == pick]
     if baseline is not None:
         base_all = suites.throughput_frame(baseline, suite)
         base_f = base_all[base_all["filter"] == pick] if pick is not None else base_all
     title = f"{suite.title} · {ctx.machine}" + (f" · {suite.filter_param}={pick}" if pick is not None else "")
     fig = charts.throughput_figure(
-        cur_f, title=title, line_label=suite.line_param, commit_label=frames.short_sha(sha),
-        baseline=base_f, baseline_label=frames.short_sha(base_sha) if base_sha else "", log_y=log_y,
+        cur_f, title=title, line_label=suite.line_param, commit_label=fmt.short_sha(sha),
+        baseline=base_f, baseline_label=fmt.short_sha(base_sha) if base_sha else "", log_y=log_y,
     )
     st.plotly_chart(fig, width="stretch", key=f"tp_{suite.key}_chart")
     sources = sorted(set(cur_f["source"]))
+    note = " The baseline is drawn only at the concurrencies it measured." if base_f is not None else ""
     st.caption("tokens/s from " + " and ".join(f"`{s}`" for s in sources)
-               + " (one token per request per step).")
+               + " (one token per request per step)." + note)
 
     speedups = suites.speedup_table(cur_f, suite.reference_line)
     if not speedups.empty:
         st.markdown(f"Speed-up over **{suite.reference_line}** at this commit")
-        st.dataframe(speedups.drop(columns="filter"), hide_index=True,
-                     column_config={c: st.column_config.NumberColumn(format="%.2fx") for c in speedups.columns
-                                    if c.startswith("c=")})
+        shown = speedups.drop(columns="filter").rename(columns={"line": suite.line_param})
+        for c in shown.columns:
+            if c.startswith("c="):
+                shown[c] = shown[c].map(fmt.fmt_ratio)
+        st.dataframe(shown, hide_index=True)
     if base_f is not None:
         ratios = suites.baseline_ratios(cur_f, base_f)
         if ratios.empty:
-            st.caption("The baseline commit has no results for this suite.")
+            st.caption("The baseline commit has no results for this suite at these settings.")
         else:
-            st.markdown(f"Speed-up of `{frames.short_sha(sha)}` over baseline `{frames.short_sha(base_sha)}`")
-            st.dataframe(
-                ratios.rename(columns={"line": suite.line_param, "filter": suite.filter_param}),
-                hide_index=True,
-                column_config={
-                    "tokens_per_s": st.column_config.NumberColumn("tokens/s", format="%.4g"),
-                    "baseline": st.column_config.NumberColumn("baseline tokens/s", format="%.4g"),
-                    "speedup": st.column_config.NumberColumn("speed-up", format="%.2fx"),
-                },
-            )
+            st.markdown(f"Speed-up of `{fmt.short_sha(sha)}` over baseline `{fmt.short_sha(base_sha)}` "
+                        "(only concurrencies both measured)")
+            st.dataframe(pd.DataFrame({
+                suite.line_param: ratios["line"],
+                "concurrency": ratios["concurrency"].astype(int),
+                "tokens/s": ratios["tokens_per_s"].map(lambda v: fmt.fmt_value(v, "tokens/s")),
+                "baseline tokens/s": ratios["baseline"].map(lambda v: fmt.fmt_value(v, "tokens/s")),
+                "speed-up": ratios["speedup"].map(fmt.fmt_ratio),
+            }), hide_index=True)

@@ -1,0 +1,109 @@
+"""Alert groups and triage categories from the regression listing (pure pandas: no Streamlit, no database).
+
+The detector stores each flagged step as a regression; regressions found together on one machine at one
+commit form one alert group (the ``group`` id the detector records, or, for regressions stored before it
+recorded one, the same rule applied here: machine + commit). A group's category, for the Overview and the
+Regressions page:
+
+- ``open``: some member is ``new`` or ``acknowledged`` (confirmed, not fixed),
+- ``suspect``: seen only in the newest run, waiting for the next run to confirm or refute it,
+- ``fixed``: every member came back (``fixed`` at a later commit),
+- ``closed``: ignored, transient (refuted) or retired (the series stopped running).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+STATUSES = ("suspect", "new", "acknowledged", "fixed", "ignored", "transient", "retired")
+OPEN = ("new", "acknowledged")
+CLOSED = ("ignored", "transient", "retired")
+CATEGORIES = ("open", "suspect", "fixed", "closed")
+# Statuses a person may set from the dashboard (with a note); the others belong to the detector.
+TRIAGE_ACTIONS = {"Acknowledge": "acknowledged", "Ignore": "ignored", "Reopen": "new"}
+
+
+def _category(statuses: pd.Series) -> str:
+    s = set(statuses)
+    if s & set(OPEN):
+        return "open"
+    if "suspect" in s:
+        return "suspect"
+    if s and s <= {"fixed"}:
+        return "fixed"
+    if "fixed" in s and s <= {"fixed", *CLOSED}:
+        return "fixed"
+    return "closed"
+
+
+def enrich(regs: pd.DataFrame, messages: dict[str, Any], notes: dict[int, list[dict[str, Any]]]) -> pd.DataFrame:
+    """The listing plus: group, machine_wide, labels, parent_message, fixed_message, note (newest triage
+    note), notes (all), category (of the row's group)."""
+    out = regs.copy()
+    for col, default in (("machine_wide", False), ("labels", None), ("fixed_sha", None), ("parent_sha", None)):
+        if col not in out.columns:
+            out[col] = default
+    if out.empty:
+        for col in ("group", "parent_message", "fixed_message", "note", "notes", "category"):
+            out[col] = pd.Series(dtype=object)
+        return out
+    if "group" not in out.columns or out["group"].isna().all():
+        # Same rule as the detector's groups: one machine, one commit. Numbered by first id, stable.
+        first = out.groupby(["machine", "sha"])["id"].transform("min")
+        out["group"] = first.rank(method="dense").astype(int)
+    out["machine_wide"] = out["machine_wide"].fillna(False).astype(bool)
+    out["parent_message"] = out["parent_sha"].map(lambda s: messages.get(s) if isinstance(s, str) else None)
+    out["fixed_message"] = out["fixed_sha"].map(lambda s: messages.get(s) if isinstance(s, str) else None)
+    out["notes"] = out["id"].map(lambda i: notes.get(int(i), []))
+    out["note"] = out["notes"].map(lambda n: n[-1]["note"] if n else "")
+    out["category"] = out.groupby("group")["status"].transform(_category)
+    return out
+
+
+def groups(regs: pd.DataFrame) -> pd.DataFrame:
+    """One row per alert group, newest commit first: group, machine, sha, message, parent_sha,
+    parent_message, series (count), worst (largest slowdown factor, direction-aware), statuses
+    ("4 fixed"), category, machine_wide, fixed_sha, benchmarks (distinct names)."""
+    cols = ["group", "machine", "sha", "date", "message", "parent_sha", "parent_message", "series", "worst",
+            "statuses", "category", "machine_wide", "fixed_sha", "benchmarks"]
+    if regs.empty:
+        return pd.DataFrame({c: pd.Series(dtype=object) for c in cols})
+    worse = np.where(regs["direction"].eq("down_is_worse"), 1.0 / regs["ratio"].astype(float),
+                     regs["ratio"].astype(float))
+    df = regs.assign(_worse=worse, _order=np.arange(len(regs)))
+    rows = []
+    for gid, g in df.groupby("group", sort=False):
+        counts = g["status"].value_counts()
+        fixed = g["fixed_sha"].dropna()
+        rows.append({
+            "group": gid,
+            "machine": g["machine"].iloc[0],
+            "sha": g["sha"].iloc[0],
+            "date": g["date"].iloc[0] if "date" in g else None,
+            "message": g["message"].iloc[0] if "message" in g else None,
+            "parent_sha": g["parent_sha"].dropna().iloc[0] if g["parent_sha"].notna().any() else None,
+            "parent_message": g["parent_message"].dropna().iloc[0] if g["parent_message"].notna().any() else None,
+            "series": len(g),
+            "worst": float(g["_worse"].max()),
+            "statuses": ", ".join(f"{n} {s}" for s, n in counts.items()),
+            "category": g["category"].iloc[0],
+            "machine_wide": bool(g["machine_wide"].any()),
+            "fixed_sha": fixed.iloc[0] if len(fixed) and fixed.nunique() == 1 else
+            (f"{fixed.nunique()} commits" if len(fixed) else None),
+            "benchmarks": sorted(set(g["benchmark"])),
+            "_order": int(g["_order"].min()),
+        })
+    return pd.DataFrame(rows).sort_values("_order").drop(columns="_order").reset_index(drop=True)[cols]
+
+
+def counts(group_frame: pd.DataFrame) -> dict[str, int]:
+    """Groups per category, plus ``machine_wide`` (groups spanning most of a machine's series)."""
+    out = {c: 0 for c in CATEGORIES}
+    if not group_frame.empty:
+        for c, n in group_frame["category"].value_counts().items():
+            out[str(c)] = int(n)
+    out["machine_wide"] = int(group_frame["machine_wide"].sum()) if not group_frame.empty else 0
+    return out
