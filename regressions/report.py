@@ -159,18 +159,19 @@ def _commit(sha: str, message: str | None) -> str:
 
 
 def _render(
-    rows: list[Comparison], counts: dict[str, int], total: int, *, head_lines: list[str], cap: int | None
+    rows: list[tuple[str, str]], counts: dict[str, int], total: int, *, head_lines: list[str], cap: int | None
 ) -> str:
+    """The body from (status, rendered row) pairs in the order of severity."""
     lines = list(head_lines)
     for status, heading, collapsed in _SECTIONS:
-        part = [c for c in rows if c.status == status]
+        part = [line for s, line in rows if s == status]
         if not part:
             continue
         shown = f"{heading} ({len(part)}" + (f" of {counts[status]})" if len(part) < counts[status] else ")")
         if collapsed:
-            lines += ["", f"<details><summary>{shown}</summary>", "", *_HEADER, *map(_row, part), "", "</details>"]
+            lines += ["", f"<details><summary>{shown}</summary>", "", *_HEADER, *part, "", "</details>"]
         else:
-            lines += ["", f"### {shown}", "", *_HEADER, *map(_row, part)]
+            lines += ["", f"### {shown}", "", *_HEADER, *part]
     if len(rows) < total:
         lines += [
             "",
@@ -198,15 +199,16 @@ def compare_markdown(
     """PR comment: summary line, then failures, regressions, improvements (worst first), new, removed,
     not run and unchanged (collapsed). With ``max_chars`` the body stays shorter than that: the least
     severe rows are left out and a last line says how many; None renders every row (the full report)."""
-    rows = _ordered(comparisons)
+    ordered = _ordered(comparisons)
+    rows = [(c.status, _row(c)) for c in ordered]
     counts = {s: 0 for s, _, _ in _SECTIONS}
-    for c in rows:
+    for c in ordered:
         counts[c.status] += 1
     bad = counts[REGRESSED] + counts[FAILED]
     icon = ":x:" if bad else ":white_check_mark:"
     parts = [f"**{counts[REGRESSED]} regression{'s' * (counts[REGRESSED] != 1)}**"]
     if counts[FAILED]:
-        failed = [c for c in rows if c.status == FAILED]
+        failed = [c for c in ordered if c.status == FAILED]
         where = {
             "on head only": sum(c.head_status == SIDE_FAILED and c.base_status != SIDE_FAILED for c in failed),
             "on base only": sum(c.base_status == SIDE_FAILED and c.head_status != SIDE_FAILED for c in failed),
