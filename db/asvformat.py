@@ -1,9 +1,11 @@
 """Reading asv output: results files (format version 2), machine.json, benchmarks.json.
 
-Pure parsing, no database: :func:`parse_results` turns one results file into a :class:`ParsedRun` whose
-result rows are ready for a bulk insert. Columns are read by name through the file's ``result_columns``
-(never by position), parameter combinations are expanded in ``itertools.product`` order (as asv itself
-does), a ``null`` value is a failed benchmark and ``NaN`` a skipped one.
+Pure parsing and checking, no database: :func:`parse_results` turns one results file into a
+:class:`ParsedRun` whose result rows are ready for a bulk insert, or raises :class:`AsvFormatError` with
+a one-line reason. Columns are read by name through the file's ``result_columns`` (never by position),
+parameter combinations are expanded in ``itertools.product`` order (as asv itself does), a ``null``
+value is a failed benchmark and ``NaN`` a skipped one. Every value is checked against the store's
+limits (``db.limits``, docs/ingest.md) here, so SQLite and PostgreSQL accept exactly the same files.
 """
 
 from __future__ import annotations
@@ -12,9 +14,15 @@ import datetime as dt
 import itertools
 import json
 import math
+import os
+import re
+import stat
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from db import limits
 
 RESULTS_API_VERSION = 2
 MACHINE_JSON = "machine.json"
@@ -39,19 +47,45 @@ RESULT_FIELDS = (
 _EMPTY = (None,) * (len(RESULT_FIELDS) - 4)
 _UNITS_BY_PREFIX = {"time": "seconds", "mem": "bytes", "peakmem": "bytes"}
 _TYPE_BY_PREFIX = {"time": "time", "track": "track", "mem": "memory", "peakmem": "peakmemory"}
+# Machine columns holding numbers (the rest are text); values that do not fit stay only in `info`.
+_INT_MACHINE_COLUMNS = {"gpu_sm_count"}
+_FLOAT_MACHINE_COLUMNS = {"gpu_memory_gb"}
+# Only files holding one of these can contain a NUL or a lone surrogate (JSON escapes or raw UTF-8).
+_SUSPECT_TEXT = re.compile(rb"\\u(?:0000|[dD][89a-fA-F])|\xed[\xa0-\xbf]")
+_EPOCH_MS_MAX = (limits.MAX_DATE - dt.datetime(1970, 1, 1)).total_seconds() * 1000.0
+_EPOCH_MS_MIN = (limits.MIN_DATE - dt.datetime(1970, 1, 1)).total_seconds() * 1000.0
 
 
 class AsvFormatError(ValueError):
-    """A file is not valid asv output; the message says why."""
+    """A file is not valid asv output or is outside the store's limits; the message says why."""
+
+
+def show(value: Any, limit: int = 60) -> str:
+    """A value as one short printable line for messages (long names cut, control characters escaped)."""
+    text = value if isinstance(value, str) and value.isprintable() else repr(value)
+    if len(text) > limit:
+        size = f"{len(value):,} characters" if isinstance(value, str) else "cut"
+        text = f"{text[: limit - 3]}... ({size})"
+    return text
+
+
+def show_path(path: str | Path) -> str:
+    """A file path as printable text (names that are not UTF-8 get backslash escapes)."""
+    return os.fsencode(path).decode("utf-8", "backslashreplace")
 
 
 @dataclass
 class ResultGroup:
-    """The rows of one benchmark in one results file, tuples in :data:`RESULT_FIELDS` order."""
+    """The rows of one benchmark in one results file, tuples in :data:`RESULT_FIELDS` order.
+
+    ``meta`` holds the benchmark's row values from benchmarks.json (type, unit, param_names, params,
+    version, code), or None when benchmarks.json does not describe it.
+    """
 
     benchmark: str
     version: str | None
     rows: list[tuple[Any, ...]]
+    meta: dict[str, Any] | None = None
 
 
 @dataclass
@@ -91,16 +125,243 @@ class ResultFile:
     @property
     def source_path(self) -> str:
         """``machine/file.json``, the path asv itself uses for a results file."""
-        return f"{self.path.parent.name}/{self.path.name}"
+        return show_path(f"{self.path.parent.name}/{self.path.name}")
 
 
-def js_timestamp(value: Any, what: str) -> dt.datetime | None:
-    """asv's JavaScript timestamp (milliseconds since the epoch) as naive UTC."""
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        raise AsvFormatError(f"{what} is not a timestamp in milliseconds: {value!r}")
-    return dt.datetime.fromtimestamp(value / 1000.0, dt.UTC).replace(tzinfo=None)
+# -- files on disk -------------------------------------------------------------------------------------
+
+
+def _os_reason(exc: OSError) -> str:
+    reason = exc.strerror or str(exc)
+    if exc.errno == 40:  # ELOOP
+        reason += " (a symlink loop)"
+    return reason
+
+
+def read_input(path: Path) -> bytes:
+    """A file's bytes; raises :class:`AsvFormatError` for what cannot be a results file.
+
+    Opened non-blocking (a FIFO named ``*.json`` must not hang the ingest), only regular files, at most
+    ``limits.MAX_FILE_BYTES``.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except OSError as exc:
+        raise AsvFormatError(f"cannot read: {_os_reason(exc)}") from None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            kind = "a directory" if stat.S_ISDIR(info.st_mode) else "a FIFO" if stat.S_ISFIFO(info.st_mode) else None
+            raise AsvFormatError(f"not a regular file ({kind or 'a device or socket'})")
+        if info.st_size > limits.MAX_FILE_BYTES:
+            raise AsvFormatError(
+                f"file is {limits.describe_bytes(info.st_size)}, over the limit of "
+                f"{limits.describe_bytes(limits.MAX_FILE_BYTES)}"
+            )
+        with os.fdopen(os.dup(fd), "rb") as handle:
+            data = handle.read(limits.MAX_FILE_BYTES + 1)
+    except OSError as exc:
+        raise AsvFormatError(f"cannot read: {_os_reason(exc)}") from None
+    finally:
+        os.close(fd)
+    if len(data) > limits.MAX_FILE_BYTES:  # grew while being read
+        raise AsvFormatError(f"file is over the limit of {limits.describe_bytes(limits.MAX_FILE_BYTES)}")
+    return data
+
+
+def _is_file(path: Path) -> bool:
+    try:
+        return path.is_file()
+    except OSError:
+        return False
+
+
+def _listdir(path: Path) -> list[str]:
+    with os.scandir(path) as entries:
+        return sorted(e.name for e in entries)
+
+
+def scan_inputs(paths: list[str | Path]) -> tuple[list[ResultFile], list[tuple[str, str]]]:
+    """Results files under each path, and the paths that could not be used with their reason.
+
+    A path is an asv results directory, one machine's directory, or a results file. ``machine.json``
+    and ``benchmarks.json`` are metadata, never results. Nothing here raises for a bad path: a missing
+    path, a symlink loop, an unreadable directory or a directory without asv results is reported.
+    Dotfiles (editors' and partial copies) are ignored.
+    """
+    found: dict[str, ResultFile] = {}
+    problems: list[tuple[str, str]] = []
+
+    def add(file: Path, results_dir: Path | None) -> None:
+        found.setdefault(os.path.realpath(file), ResultFile(file, results_dir))
+
+    for raw in paths:
+        path = Path(raw)
+        try:
+            mode = os.stat(path).st_mode
+        except OSError as exc:
+            reason = _os_reason(exc)
+            if exc.errno == 2:
+                reason = "dangling symlink" if os.path.lexists(path) else "no such file or directory"
+            problems.append((str(raw), reason))
+            continue
+        if not stat.S_ISDIR(mode):
+            if path.name not in (MACHINE_JSON, BENCHMARKS_JSON):
+                root = path.parent.parent
+                add(path, root if _is_file(root / BENCHMARKS_JSON) else None)
+            continue
+        try:
+            if _is_file(path / MACHINE_JSON):
+                machine_dirs, root = [path], path.parent
+            else:
+                machine_dirs = [path / n for n in _listdir(path) if _is_file(path / n / MACHINE_JSON)]
+                root = path
+            if not machine_dirs:
+                problems.append(
+                    (str(raw), "not an asv results directory: no machine.json in it or in its subdirectories")
+                )
+                continue
+            results_dir = root if _is_file(root / BENCHMARKS_JSON) else None
+            for machine_dir in machine_dirs:
+                try:
+                    names = _listdir(machine_dir)
+                except OSError as exc:
+                    problems.append((str(machine_dir), f"cannot list directory: {_os_reason(exc)}"))
+                    continue
+                for name in names:
+                    if name.endswith(".json") and name != MACHINE_JSON and not name.startswith("."):
+                        add(machine_dir / name, results_dir)
+        except OSError as exc:
+            problems.append((str(raw), f"cannot list directory: {_os_reason(exc)}"))
+    return list(found.values()), problems
+
+
+def find_result_files(paths: list[str | Path]) -> list[ResultFile]:
+    """Results files under each path (see :func:`scan_inputs`); raises for the first unusable path.
+
+    ``FileNotFoundError`` names a path that does not exist, ``ValueError`` any other unusable path.
+    """
+    files, problems = scan_inputs(paths)
+    if problems:
+        path, reason = problems[0]
+        if reason == "no such file or directory":
+            raise FileNotFoundError(f"no such file or directory: {path}")
+        raise ValueError(f"{path} is {reason}" if reason.startswith("not an asv") else f"{path}: {reason}")
+    return files
+
+
+# -- JSON documents ------------------------------------------------------------------------------------
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    obj = dict(pairs)
+    if len(obj) != len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise AsvFormatError(f"duplicate key {show(key)} in one JSON object")
+            seen.add(key)
+    return obj
+
+
+def _int64(text: str) -> int:
+    if len(text) < 19:  # the common case: fits whatever its sign
+        return int(text)
+    digits = len(text.lstrip("-"))
+    # Checked before int(): Python refuses to convert more than 4,300 digits at all.
+    if digits > 19:
+        raise AsvFormatError(f"an integer of {digits:,} digits is outside the 64-bit range")
+    value = int(text)
+    if not limits.INT64_MIN <= value <= limits.INT64_MAX:
+        raise AsvFormatError(f"integer {text} is outside the 64-bit range")
+    return value
+
+
+def _bad_text(obj: Any) -> str | None:
+    """Where ``obj`` holds text no store can take (a NUL character, a lone surrogate), else None."""
+    stack: list[tuple[Any, str]] = [(obj, "")]
+    while stack:
+        item, where = stack.pop()
+        if isinstance(item, dict):
+            for key, value in item.items():
+                stack.append((key, f"{where} key"))
+                stack.append((value, f"{where}[{show(key, 30)}]"))
+        elif isinstance(item, list):
+            stack.extend((value, f"{where}[{i}]") for i, value in enumerate(item))
+        elif isinstance(item, str):
+            if "\x00" in item:
+                return f"text with a NUL character (\\u0000) at {where.strip() or 'top level'}"
+            try:
+                item.encode("utf-8")
+            except UnicodeEncodeError:
+                return f"text with a lone surrogate (not valid Unicode) at {where.strip() or 'top level'}"
+    return None
+
+
+def load_json_object(data: bytes, what: str) -> dict[str, Any]:
+    """A JSON object from ``data``; raises :class:`AsvFormatError` for anything else.
+
+    Refused besides invalid JSON: duplicate keys in one object, integers outside 64 bits, nesting deeper
+    than Python can parse, text with NUL characters or lone surrogates.
+    """
+    try:
+        obj = json.loads(data, object_pairs_hook=_unique_keys, parse_int=_int64)
+    except UnicodeDecodeError as exc:
+        raise AsvFormatError(f"{what} is not UTF-8 text: {exc}") from None
+    except RecursionError:
+        raise AsvFormatError(f"{what} is nested too deeply to read (limit {limits.MAX_NESTING} levels)") from None
+    except json.JSONDecodeError as exc:
+        # Errors at the very end (or a string never closed) mean the file was cut short.
+        truncated = exc.pos >= len(data.rstrip()) or exc.msg.startswith("Unterminated string")
+        hint = " (truncated?)" if truncated else ""
+        raise AsvFormatError(f"invalid JSON{hint}: {exc}") from None
+    if not isinstance(obj, dict):
+        raise AsvFormatError(f"{what} must hold a JSON object, not {type(obj).__name__}")
+    if _SUSPECT_TEXT.search(data) and (where := _bad_text(obj)) is not None:
+        raise AsvFormatError(where)
+    return obj
+
+
+def _check_stored(value: Any, what: str) -> None:
+    """A value stored as JSON: at most ``MAX_NESTING`` levels deep, only finite numbers."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict | list):
+            if depth > limits.MAX_NESTING:
+                raise AsvFormatError(f"{what} is nested deeper than {limits.MAX_NESTING} levels")
+            stack.extend((v, depth + 1) for v in (item.values() if isinstance(item, dict) else item))
+        elif isinstance(item, float) and not math.isfinite(item):
+            raise AsvFormatError(f"{what} holds {item!r}, not a finite number")
+
+
+def _check_text(value: str, what: str, limit: int) -> str:
+    if len(value) > limit:
+        raise AsvFormatError(f"{what} {show(value)} is over the limit of {limit} characters")
+    return value
+
+
+# -- metadata files ------------------------------------------------------------------------------------
+
+
+def parse_benchmarks_json(data: bytes) -> dict[str, dict[str, Any]]:
+    """benchmarks.json as {name: entry}; entries that are not objects are rejected."""
+    obj = load_json_object(data, BENCHMARKS_JSON)
+    benchmarks = {}
+    for name, entry in obj.items():
+        if name == "version":
+            continue
+        if not isinstance(entry, dict):
+            raise AsvFormatError(f"benchmarks.json entry {show(name)} is not an object")
+        benchmarks[name] = entry
+    return benchmarks
+
+
+def parse_machine_json(data: bytes) -> dict[str, Any]:
+    info = load_json_object(data, MACHINE_JSON)
+    info.pop("version", None)
+    _check_stored(info, MACHINE_JSON)
+    return info
 
 
 def benchmark_type(name: str) -> str | None:
@@ -114,94 +375,158 @@ def default_unit(name: str) -> str | None:
     return _UNITS_BY_PREFIX.get(prefix)
 
 
-def find_result_files(paths: list[str | Path]) -> list[ResultFile]:
-    """Results files under each path: an asv results directory, one machine's directory, or files.
+def _optional_text(entry: dict[str, Any], key: str, what: str, limit: int) -> str | None:
+    value = entry.get(key)
+    if value is None or value == "":
+        return None
+    if isinstance(value, bool) or not isinstance(value, str | int | float):
+        raise AsvFormatError(f"{what} {key!r} is {type(value).__name__}, not text")
+    return _check_text(str(value), f"{what} {key!r}", limit)
 
-    Raises ``FileNotFoundError`` naming a path that does not exist and ``ValueError`` for a directory
-    holding no asv results. ``machine.json`` and ``benchmarks.json`` are metadata, never results.
+
+def benchmark_meta(name: str, entry: dict[str, Any]) -> dict[str, Any]:
+    """The benchmark row's values from a benchmarks.json entry (checked against the column limits)."""
+    what = f"benchmarks.json entry {show(name)}:"
+    param_names = entry.get("param_names") or []
+    params = entry.get("params") or []
+    if not isinstance(param_names, list) or not isinstance(params, list):
+        raise AsvFormatError(f"{what} 'param_names' and 'params' must be lists")
+    _check_stored(param_names, f"{what} 'param_names'")
+    _check_stored(params, f"{what} 'params'")
+    code = entry.get("code")
+    return {
+        "type": _optional_text(entry, "type", what, limits.BENCHMARK_TYPE) or benchmark_type(name),
+        "unit": _optional_text(entry, "unit", what, limits.BENCHMARK_UNIT) or default_unit(name),
+        "param_names": list(param_names),
+        "params": list(params),
+        "version": _optional_text(entry, "version", what, limits.BENCHMARK_VERSION),
+        "code": code if isinstance(code, str) else None,
+    }
+
+
+def prepare_benchmarks(entries: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any] | AsvFormatError]:
+    """:func:`benchmark_meta` of every entry, or the error that refuses the files using it."""
+    prepared: dict[str, dict[str, Any] | AsvFormatError] = {}
+    for name, entry in entries.items():
+        try:
+            prepared[name] = benchmark_meta(name, entry)
+        except AsvFormatError as exc:
+            prepared[name] = exc
+    return prepared
+
+
+def machine_columns(info: dict[str, Any]) -> dict[str, Any]:
+    """Machine table columns from a machine dict, coercing asv's strings ("132") where typed.
+
+    Text over a column's length is refused; numbers that do not parse or do not fit their column are
+    left NULL there (the whole dict is kept in ``Machine.info``).
     """
-    found: dict[Path, ResultFile] = {}
-    for raw in paths:
-        path = Path(raw)
-        if not path.exists():
-            raise FileNotFoundError(f"no such file or directory: {raw}")
-        if path.is_file():
-            if path.name in (MACHINE_JSON, BENCHMARKS_JSON):
-                continue
-            root = path.parent.parent
-            found.setdefault(path.resolve(), ResultFile(path, root if (root / BENCHMARKS_JSON).is_file() else None))
-            continue
-        if (path / MACHINE_JSON).is_file():
-            machine_dirs = [path]
-            root = path.parent
-        else:
-            machine_dirs = sorted(p for p in path.iterdir() if p.is_dir() and (p / MACHINE_JSON).is_file())
-            root = path
-            if not machine_dirs:
-                raise ValueError(
-                    f"{raw} is not an asv results directory: no machine.json in it or in its subdirectories"
-                )
-        results_dir = root if (root / BENCHMARKS_JSON).is_file() else None
-        for machine_dir in machine_dirs:
-            for file in sorted(machine_dir.glob("*.json")):
-                if file.name != MACHINE_JSON:
-                    found.setdefault(file.resolve(), ResultFile(file, results_dir))
-    return list(found.values())
+    cols: dict[str, Any] = {}
+    for key, limit in limits.machine_text_limits().items():
+        value = info.get(key)
+        cols[key] = None if value is None or value == "" else _check_text(str(value), f"machine {key!r}", limit)
+    for key in (*_INT_MACHINE_COLUMNS, *_FLOAT_MACHINE_COLUMNS):
+        value = info.get(key)
+        integer = key in _INT_MACHINE_COLUMNS
+        cols[key] = None if value is None or value == "" else _machine_number(value, integer=integer)
+    return cols
 
 
-def load_json_object(data: bytes, what: str) -> dict[str, Any]:
+def _machine_number(value: Any, *, integer: bool) -> float | int | None:
     try:
-        obj = json.loads(data)
-    except UnicodeDecodeError as exc:
-        raise AsvFormatError(f"{what} is not UTF-8 text: {exc}") from None
-    except json.JSONDecodeError as exc:
-        # Errors at the very end (or a string never closed) mean the file was cut short.
-        truncated = exc.pos >= len(data.rstrip()) or exc.msg.startswith("Unterminated string")
-        hint = " (truncated?)" if truncated else ""
-        raise AsvFormatError(f"invalid JSON{hint}: {exc}") from None
-    if not isinstance(obj, dict):
-        raise AsvFormatError(f"{what} must hold a JSON object, not {type(obj).__name__}")
-    return obj
+        number = float(value)
+    except (TypeError, ValueError, OverflowError):
+        return None
+    if not math.isfinite(number):
+        return None
+    if integer:
+        return int(number) if 0 <= number <= limits.COUNT_MAX else None
+    return number
 
 
-def parse_benchmarks_json(data: bytes) -> dict[str, dict[str, Any]]:
-    """benchmarks.json as {name: entry}; entries lacking a name are rejected."""
-    obj = load_json_object(data, BENCHMARKS_JSON)
-    benchmarks = {}
-    for name, entry in obj.items():
-        if name == "version":
-            continue
-        if not isinstance(entry, dict):
-            raise AsvFormatError(f"benchmarks.json entry {name!r} is not an object")
-        benchmarks[name] = entry
-    return benchmarks
+# -- results files -------------------------------------------------------------------------------------
 
 
-def parse_machine_json(data: bytes) -> dict[str, Any]:
-    info = load_json_object(data, MACHINE_JSON)
-    info.pop("version", None)
-    return info
-
-
-def _number(value: Any, what: str) -> float | None:
+def js_timestamp(value: Any, what: str) -> dt.datetime | None:
+    """asv's JavaScript timestamp (milliseconds since the epoch) as naive UTC, within the date limits."""
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise AsvFormatError(f"{what} is not a number: {value!r}")
-    return float(value) if math.isfinite(value) else None
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise AsvFormatError(f"{what} is not a timestamp in milliseconds: {show(value)}")
+    if not _EPOCH_MS_MIN <= value < _EPOCH_MS_MAX:
+        raise AsvFormatError(
+            f"{what} {value:.6g} ms is outside the dates the store takes "
+            f"({limits.MIN_DATE:%Y-%m-%d} to {limits.MAX_DATE:%Y-%m-%d})"
+        )
+    return dt.datetime.fromtimestamp(value / 1000.0, dt.UTC).replace(tzinfo=None)
 
 
-def _floats(column: list[Any], what: str) -> list[Any]:
-    """A column of numbers with None kept and NaN/inf turned into None; anything else is an error."""
-    if all(type(x) is float and math.isfinite(x) for x in column):  # the common case, checked fast
+class _Range:
+    """The values a benchmark type may record: time in seconds, memory in bytes, tracks any finite."""
+
+    def __init__(self, kind: str | None) -> None:
+        if kind == "time":
+            self.lo, self.hi, self.unit = 0.0, limits.MAX_SECONDS, " s"
+            self.limit = f"0 .. {limits.MAX_SECONDS:,.0f} s"
+        elif kind in ("memory", "peakmemory"):
+            self.lo, self.hi, self.unit = 0.0, limits.MAX_BYTES_VALUE, " bytes"
+            self.limit = "0 .. 2**63 bytes"
+        else:
+            self.lo, self.hi, self.unit = -sys.float_info.max, sys.float_info.max, ""
+            self.limit = "finite"
+        self.kind = kind or "track"
+
+    def check(self, value: Any, what: str) -> float:
+        """A recorded number as float; raises for non-numbers, infinities and values out of range."""
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise AsvFormatError(f"{what} is not a number: {show(value)}")
+        number = float(value)
+        if not math.isfinite(number):
+            raise AsvFormatError(f"{what} is {show(value)}, not a finite number")
+        if not self.lo <= number <= self.hi:
+            raise AsvFormatError(
+                f"{what} = {number:.4g}{self.unit} is outside the range of a {self.kind} benchmark ({self.limit})"
+            )
+        return number
+
+    def column(self, column: list[Any], what: str) -> list[Any]:
+        """A column of recorded numbers: None kept, NaN read as None (not measured), the rest checked."""
+        lo, hi = self.lo, self.hi
+        if all(type(x) is float and lo <= x <= hi for x in column):  # the common case, checked fast
+            return column
+        return [None if x is None or (type(x) is float and math.isnan(x)) else self.check(x, what) for x in column]
+
+
+def _bounds(column: list[Any], what: str) -> list[float | None]:
+    """Confidence bounds: any finite number; asv writes +-Infinity when it has no estimate (stored NULL)."""
+    if all(type(x) is float and x - x == 0.0 for x in column):  # all finite floats (inf - inf is NaN)
         return column
-    return [_number(x, what) for x in column]
+    out: list[float | None] = []
+    for x in column:
+        if x is None or (type(x) is float and not math.isfinite(x)):
+            out.append(None)
+        elif isinstance(x, bool) or not isinstance(x, int | float):
+            raise AsvFormatError(f"{what} is not a number: {show(x)}")
+        else:
+            out.append(float(x))
+    return out
 
 
-def _ints(column: list[Any], what: str) -> list[int | None]:
-    if all(type(x) is int for x in column):
+def _counts(column: list[Any], what: str) -> list[int | None]:
+    """stats_number / stats_repeat: whole numbers 0 .. 2**31-1 (NaN read as None)."""
+    if all(type(x) is int and 0 <= x <= limits.COUNT_MAX for x in column):
         return column
-    return [None if x is None else int(x) for x in _floats(column, what)]
+    out: list[int | None] = []
+    for x in column:
+        if x is None or (type(x) is float and math.isnan(x)):
+            out.append(None)
+        elif isinstance(x, bool) or not isinstance(x, int | float) or not float(x).is_integer():
+            raise AsvFormatError(f"{what} is not a whole number: {show(x)}")
+        elif not 0 <= x <= limits.COUNT_MAX:
+            raise AsvFormatError(f"{what} = {x:.4g} is outside 0 .. {limits.COUNT_MAX:,}")
+        else:
+            out.append(int(x))
+    return out
 
 
 def _column(cols: dict[str, Any], key: str, n: int, name: str) -> list[Any]:
@@ -213,7 +538,7 @@ def _column(cols: dict[str, Any], key: str, n: int, name: str) -> list[Any]:
         return [value]  # a bare scalar for an unparameterized benchmark
     if not isinstance(value, list) or len(value) != n:
         got = len(value) if isinstance(value, list) else type(value).__name__
-        raise AsvFormatError(f"benchmark {name}: column {key!r} has {got} entries for {n} parameter combinations")
+        raise AsvFormatError(f"benchmark {show(name)}: column {key!r} has {got} entries for {n} parameter combinations")
     return value
 
 
@@ -229,33 +554,51 @@ def _param_names(param_names: list[str] | None, count: int) -> list[str]:
     return [f"param{i + 1}" for i in range(count)]
 
 
+def _parse_params(params: Any, where: str) -> list[list[str]]:
+    if not isinstance(params, list) or not all(isinstance(p, list) for p in params):
+        raise AsvFormatError(f"{where}: 'params' must be a list of lists, got {show(params)}")
+    out = []
+    for values in params:
+        if all(type(v) is str for v in values):
+            out.append(values)
+            continue
+        if not all(isinstance(v, str | int | float) and not isinstance(v, bool) for v in values):
+            raise AsvFormatError(f"{where}: parameter values must be text (asv writes repr strings)")
+        out.append([v if isinstance(v, str) else json.dumps(v) for v in values])
+    n = math.prod(len(p) for p in out)
+    if n > limits.MAX_COMBINATIONS:
+        raise AsvFormatError(f"{where}: {n:,} parameter combinations, over the limit of {limits.MAX_COMBINATIONS:,}")
+    return out
+
+
 def _parse_benchmark(
-    name: str, row: Any, columns: list[str], param_names: list[str] | None
+    name: str, row: Any, columns: list[str], meta: dict[str, Any] | None
 ) -> tuple[ResultGroup, float | None, float | None]:
+    where = f"benchmark {show(name)}"
+    _check_text(name, "benchmark name", limits.BENCHMARK_NAME)
     if not isinstance(row, list):
-        raise AsvFormatError(f"benchmark {name}: result row is {type(row).__name__}, not a list")
+        raise AsvFormatError(f"{where}: result row is {type(row).__name__}, not a list")
     if len(row) > len(columns):
-        raise AsvFormatError(f"benchmark {name}: {len(row)} values for {len(columns)} result_columns")
+        raise AsvFormatError(f"{where}: {len(row)} values for {len(columns)} result_columns")
     # asv drops trailing None columns, so a short row is normal.
     cols = dict(zip(columns, row, strict=False))
-    params = cols.get("params") or []
-    if not isinstance(params, list) or not all(isinstance(p, list) for p in params):
-        raise AsvFormatError(f"benchmark {name}: 'params' must be a list of lists, got {params!r}")
-    params = [[str(v) for v in values] for values in params]
-    names = _param_names(param_names, len(params))
+    params = _parse_params(cols.get("params") or [], where)
+    names = _param_names(meta["param_names"] if meta else None, len(params))
     n = math.prod(len(p) for p in params)
-    where = f"benchmark {name}"
+    kind = _Range(meta["type"] if meta else benchmark_type(name))
 
     values = _column(cols, "result", n, name)
-    ci_a = _floats(_column(cols, "stats_ci_99_a", n, name), f"{where}: stats_ci_99_a")
-    ci_b = _floats(_column(cols, "stats_ci_99_b", n, name), f"{where}: stats_ci_99_b")
-    q_25 = _floats(_column(cols, "stats_q_25", n, name), f"{where}: stats_q_25")
-    q_75 = _floats(_column(cols, "stats_q_75", n, name), f"{where}: stats_q_75")
-    number = _ints(_column(cols, "stats_number", n, name), f"{where}: stats_number")
-    repeat = _ints(_column(cols, "stats_repeat", n, name), f"{where}: stats_repeat")
+    ci_a = _bounds(_column(cols, "stats_ci_99_a", n, name), f"{where}: stats_ci_99_a")
+    ci_b = _bounds(_column(cols, "stats_ci_99_b", n, name), f"{where}: stats_ci_99_b")
+    q_25 = kind.column(_column(cols, "stats_q_25", n, name), f"{where}: stats_q_25")
+    q_75 = kind.column(_column(cols, "stats_q_75", n, name), f"{where}: stats_q_75")
+    number = _counts(_column(cols, "stats_number", n, name), f"{where}: stats_number")
+    repeat = _counts(_column(cols, "stats_repeat", n, name), f"{where}: stats_repeat")
     samples = _column(cols, "samples", n, name)
     version = cols.get("version")
-    version_str = None if version is None else str(version)
+    if version is not None and (isinstance(version, bool) or not isinstance(version, str | int | float)):
+        raise AsvFormatError(f"{where}: version is {type(version).__name__}, not text")
+    version_str = None if version is None else _check_text(str(version), f"{where}: version", limits.BENCHMARK_VERSION)
 
     # params_key pieces, JSON-encoded once per value: the key equals json.dumps(params, sort_keys=True).
     order = sorted(range(len(names)), key=names.__getitem__)
@@ -265,6 +608,10 @@ def _parse_benchmark(
     for j, (combo, pieces) in enumerate(combos):
         value = values[j]
         key = "{" + ", ".join([pieces[i] for i in order]) + "}"
+        if len(key) > limits.PARAMS_KEY:
+            raise AsvFormatError(
+                f"{where}: parameters {show(key)} are over the limit of {limits.PARAMS_KEY} characters"
+            )
         param_dict = dict(zip(names, combo, strict=True))
         if value is None:
             rows.append((version_str, param_dict, key, "failed") + _EMPTY)
@@ -272,15 +619,12 @@ def _parse_benchmark(
         if type(value) is float and math.isnan(value):
             rows.append((version_str, param_dict, key, "skipped") + _EMPTY)
             continue
-        value = _number(value, f"{where}: result {j}")
-        if value is None:  # +-inf: asv never writes it; treat as a failed measurement
-            rows.append((version_str, param_dict, key, "failed") + _EMPTY)
-            continue
+        value = kind.check(value, f"{where}: result {j}")
         sample = samples[j]
         if sample is not None:
             if not isinstance(sample, list):
                 raise AsvFormatError(f"{where}: samples {j} is not a list")
-            sample = _floats(sample, f"{where}: samples {j}")
+            sample = kind.column(sample, f"{where}: samples {j}")
         rows.append(
             (version_str, param_dict, key, "ok", value)
             + (ci_a[j], ci_b[j], q_25[j], q_75[j], number[j], repeat[j], sample)
@@ -288,14 +632,24 @@ def _parse_benchmark(
 
     started = cols.get("started_at")
     duration = cols.get("duration")
-    group = ResultGroup(name, version_str, rows)
+    group = ResultGroup(name, version_str, rows, meta)
     if started is None:
         return group, None, None
     js_timestamp(started, f"{where}: started_at")  # validates
     start_s = started / 1000.0
-    if isinstance(duration, int | float) and not isinstance(duration, bool) and math.isfinite(duration):
-        return group, start_s, start_s + duration
-    return group, start_s, start_s
+    if duration is None or (type(duration) is float and math.isnan(duration)):
+        return group, start_s, start_s
+    if isinstance(duration, bool) or not isinstance(duration, int | float) or not 0 <= duration < math.inf:
+        raise AsvFormatError(f"{where}: duration is {show(duration)}, not a number of seconds >= 0")
+    js_timestamp((start_s + duration) * 1000.0, f"{where}: started_at + duration")  # validates
+    return group, start_s, start_s + duration
+
+
+def _text_field(obj: dict[str, Any], key: str, limit: int) -> str:
+    value = obj[key]
+    if not isinstance(value, str) or not value:
+        raise AsvFormatError(f"{key!r} must be a non-empty string, got {show(value)}")
+    return _check_text(value, repr(key), limit)
 
 
 def parse_results(
@@ -304,11 +658,14 @@ def parse_results(
     machine_info: dict[str, Any] | None = None,
     machine_dir_name: str | None = None,
     benchmarks: dict[str, dict[str, Any]] | None = None,
+    prepared: dict[str, dict[str, Any] | AsvFormatError] | None = None,
 ) -> ParsedRun:
     """Parse one asv results file (format version 2) into a :class:`ParsedRun`.
 
     ``machine_info`` is the machine.json beside the file, ``benchmarks`` the results directory's
-    benchmarks.json (parameter names); both optional. Raises :class:`AsvFormatError` with the reason.
+    benchmarks.json (parameter names, types, units); both optional. ``prepared``: the
+    :func:`prepare_benchmarks` of that benchmarks.json, computed once for many files. Raises
+    :class:`AsvFormatError` with the reason, for malformed files and values outside the store's limits.
     """
     obj = load_json_object(data, "results file")
     version = obj.get("version")
@@ -316,7 +673,7 @@ def parse_results(
         raise AsvFormatError("not an asv results file: no 'version' key")
     if version != RESULTS_API_VERSION:
         raise AsvFormatError(
-            f"unsupported asv results format version {version!r} (mlaperf reads version "
+            f"unsupported asv results format version {show(version)} (mlaperf reads version "
             f"{RESULTS_API_VERSION}; `asv update` converts older files)"
         )
     for key in ("commit_hash", "env_name", "params", "result_columns", "results"):
@@ -324,37 +681,40 @@ def parse_results(
             raise AsvFormatError(f"missing key {key!r}")
     columns = obj["result_columns"]
     if not isinstance(columns, list) or not all(isinstance(c, str) for c in columns):
-        raise AsvFormatError(f"'result_columns' must be a list of strings, got {columns!r}")
+        raise AsvFormatError(f"'result_columns' must be a list of strings, got {show(columns)}")
     if "result" not in columns:
-        raise AsvFormatError(f"'result_columns' has no 'result' column: {columns}")
+        raise AsvFormatError(f"'result_columns' has no 'result' column: {show(columns)}")
     results = obj["results"]
     if not isinstance(results, dict):
         raise AsvFormatError(f"'results' must be an object, got {type(results).__name__}")
     params = obj["params"]
     if not isinstance(params, dict):
         raise AsvFormatError(f"'params' must be an object, got {type(params).__name__}")
-    commit_hash = obj["commit_hash"]
-    if not isinstance(commit_hash, str) or not commit_hash:
-        raise AsvFormatError(f"'commit_hash' must be a non-empty string, got {commit_hash!r}")
-    env_name = obj["env_name"]
-    if not isinstance(env_name, str) or not env_name:
-        raise AsvFormatError(f"'env_name' must be a non-empty string, got {env_name!r}")
+    commit_hash = _text_field(obj, "commit_hash", limits.COMMIT_SHA)
+    env_name = _text_field(obj, "env_name", limits.ENV_NAME)
 
     info = dict(machine_info or {})
     info.update({k: v for k, v in params.items() if k not in _ENV_PARAM_KEYS})
     machine = params.get("machine") or info.get("machine") or machine_dir_name
     if not isinstance(machine, str) or not machine:
         raise AsvFormatError("no machine name: 'params' has no 'machine' and there is no machine.json")
-    info["machine"] = machine
+    info["machine"] = _check_text(machine, "machine name", limits.MACHINE_NAME)
+    _check_stored(info, "machine description ('params' and machine.json)")
+    machine_columns(info)  # validates the text columns' lengths
 
     benchmarks = benchmarks or {}
     groups = []
     starts: list[float] = []
     ends: list[float] = []
     for name, row in results.items():
-        entry = benchmarks.get(name)
-        param_names = entry.get("param_names") if entry else None
-        group, start, end = _parse_benchmark(name, row, columns, param_names)
+        if prepared is not None and name in prepared:
+            meta = prepared[name]
+            if isinstance(meta, AsvFormatError):
+                raise meta
+        else:
+            entry = benchmarks.get(name)
+            meta = None if entry is None else benchmark_meta(name, entry)
+        group, start, end = _parse_benchmark(name, row, columns, meta)
         groups.append(group)
         if start is not None:
             starts.append(start)
@@ -362,17 +722,23 @@ def parse_results(
             ends.append(end)
 
     requirements = obj.get("requirements") or {}
+    requirements = requirements if isinstance(requirements, dict) else {"requirements": requirements}
     env_vars = obj.get("env_vars") or {}
+    env_vars = env_vars if isinstance(env_vars, dict) else {}
+    _check_stored(requirements, "'requirements'")
+    _check_stored(env_vars, "'env_vars'")
     python = obj.get("python")
+    if python is not None and (isinstance(python, bool) or not isinstance(python, str | int | float)):
+        raise AsvFormatError(f"'python' must be a version string, got {show(python)}")
     return ParsedRun(
         machine=machine,
         machine_info=info,
         commit_hash=commit_hash,
         commit_date=js_timestamp(obj.get("date"), "'date'"),
         env_name=env_name,
-        python=None if python is None else str(python),
-        requirements=requirements if isinstance(requirements, dict) else {"requirements": requirements},
-        env_vars=env_vars if isinstance(env_vars, dict) else {},
+        python=None if python is None else _check_text(str(python), "'python'", limits.PYTHON_VERSION),
+        requirements=requirements,
+        env_vars=env_vars,
         started_at=js_timestamp(min(starts) * 1000, "started_at") if starts else None,
         ended_at=js_timestamp(max(ends) * 1000, "ended_at") if ends else None,
         groups=groups,

@@ -1,20 +1,25 @@
 """Command line of the store: ``mlaperf ingest`` and ``mlaperf db upgrade|current|downgrade``.
 
 ``register(subparsers)`` adds the commands to mlaperf's parser; ``python -m db.cli`` runs them alone.
-Exit status: 0 success, 1 a file failed to ingest or the schema is not usable, 2 bad usage.
+Exit status (docs/ingest.md): 0 success, 2 bad usage or input (a refused file, a store that cannot be
+used: corrupted, not an mlaperf store, missing permission, older schema), 3 internal error.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
+import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from sqlalchemy.engine import make_url
-from sqlalchemy.exc import ArgumentError, OperationalError
+from sqlalchemy.exc import ArgumentError
 
+from db.asvformat import show_path
 from db.engine import (
-    SchemaError,
+    StoreError,
     current_revision,
     default_url,
     display_url,
@@ -25,7 +30,7 @@ from db.engine import (
 )
 from db.ingest import ingest_paths
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+EXIT_OK, EXIT_USAGE, EXIT_INTERNAL = 0, 2, 3
 
 
 def _add_db_option(parser: argparse.ArgumentParser) -> None:
@@ -46,19 +51,19 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     progress: bool | str = False if args.quiet else ("always" if args.progress else True)
     try:
         engine = make_engine(url)
-    except ValueError as exc:
-        return _report(exc, url)
-    try:
-        summary = ingest_paths(engine, args.paths, progress=progress, repo=args.repo)
-    except (FileNotFoundError, ValueError, SchemaError, OperationalError) as exc:
-        return _report(exc, url)
-    finally:
-        engine.dispose()
-    for path, reason in summary.failed:
-        print(f"FAILED {path}: {reason}", file=sys.stderr)
+        try:
+            summary = ingest_paths(engine, args.paths, progress=progress, repo=args.repo)
+        finally:
+            engine.dispose()
+    except (ValueError, StoreError) as exc:
+        return _report(exc)
+    for path, reason in summary.refused:
+        print(f"REFUSED {path}: {reason}", file=sys.stderr)
+    for path, reason in summary.errors:
+        print(f"ERROR {path}: {reason}", file=sys.stderr)
     if not args.quiet or summary.failed:
         print(f"{summary.line()} into {display_url(url)}")
-    return EXIT_OK if summary.ok else EXIT_FAILED
+    return summary.exit_status
 
 
 def cmd_db(args: argparse.Namespace) -> int:
@@ -78,7 +83,7 @@ def cmd_db(args: argparse.Namespace) -> int:
                     f"none (no database at {display_url(url)} yet: `mlaperf ingest` or `mlaperf db upgrade` creates it)"
                 )
                 return EXIT_OK
-            engine = make_engine(url, readonly=url.startswith("sqlite"))
+            engine = make_engine(url, readonly=True)
             try:
                 current = current_revision(engine)
             finally:
@@ -86,18 +91,36 @@ def cmd_db(args: argparse.Namespace) -> int:
             head = head_revision()
             state = "up to date" if current == head else f"needs upgrade to {head}"
             print(f"{current or 'none (empty database)'} ({state})")
-    except (ValueError, SchemaError, OperationalError) as exc:
-        return _report(exc, url)
+    except (ValueError, StoreError) as exc:
+        return _report(exc)
     return EXIT_OK
 
 
-def _report(exc: Exception, url: str) -> int:
-    """Print a store command's error; return its exit status (bad input is usage, the rest a failure)."""
-    if isinstance(exc, OperationalError):
-        _error(f"cannot use database {display_url(url)}: {str(exc.orig).strip() or exc}")
-        return EXIT_FAILED
-    _error(str(exc))
-    return EXIT_FAILED if isinstance(exc, SchemaError) else EXIT_USAGE
+def _report(exc: Exception) -> int:
+    """Print a store command's error (bad usage, or a store that cannot be used) as one line; exit 2."""
+    message = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+    print(f"mlaperf: error: {show_path(message)}", file=sys.stderr)
+    return EXIT_USAGE
+
+
+def _guarded(handler: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
+    """``handler`` with any unexpected exception (a bug) reported in one line as exit status 3.
+
+    ``MLAPERF_DEBUG=1`` lets the traceback through.
+    """
+
+    @functools.wraps(handler)
+    def run(args: argparse.Namespace) -> int:
+        try:
+            return handler(args)
+        except Exception as exc:
+            if os.environ.get("MLAPERF_DEBUG") == "1":
+                raise
+            first = (str(exc).strip().splitlines() or [""])[0][:300]
+            print(f"mlaperf: internal error: {type(exc).__name__}: {show_path(first)}", file=sys.stderr)
+            return EXIT_INTERNAL
+
+    return run
 
 
 def _missing_sqlite_file(url: str) -> bool:
@@ -117,8 +140,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="load asv results into the database",
         description=(
             "Load asv results (format version 2) into the database: an asv results directory, one "
-            "machine's directory, or results files. Files already stored are skipped; a broken file is "
-            "reported and changes nothing."
+            "machine's directory, or results files. Each file is stored whole or not at all; files already "
+            "stored are skipped. A file that is not valid asv output or is outside the store's limits "
+            "(docs/ingest.md) is refused with its path and reason and changes nothing, while the other files "
+            "are stored. Exit status: 0 all stored, 2 a file refused or the store unusable, 3 internal error."
         ),
     )
     ingest.add_argument("paths", nargs="*", default=[".asv/results"], metavar="PATH", help="default: .asv/results")
@@ -132,7 +157,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     ingest.add_argument("--quiet", "-q", action="store_true", help="no progress bar, no summary unless a file failed")
     ingest.add_argument("--progress", action="store_true", help="show the progress bar even when not on a terminal")
-    ingest.set_defaults(func=cmd_ingest)
+    ingest.set_defaults(func=_guarded(cmd_ingest))
 
     db = subparsers.add_parser("db", help="database schema: upgrade, current, downgrade")
     db_sub = db.add_subparsers(dest="db_command", metavar="{upgrade,current,downgrade}")
@@ -145,7 +170,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     down.add_argument("revision", help="target revision, e.g. -1, 0001 or base")
     _add_db_option(down)
     for parser in (up, current, down):
-        parser.set_defaults(func=cmd_db)
+        parser.set_defaults(func=_guarded(cmd_db))
     db.set_defaults(func=lambda args: (db.print_help(), EXIT_USAGE)[1])
 
 

@@ -31,6 +31,8 @@ def _git(repo: Path, *args: str, stdin: str | None = None) -> str:
         input=stdin,
         capture_output=True,
         text=True,
+        encoding="utf-8",
+        errors="replace",  # a message in another encoding must not stop an ingest
         check=True,
     ).stdout
 

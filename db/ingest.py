@@ -1,17 +1,25 @@
 """asv results -> the store.
 
-Each results file is one transaction: its run and all its results land together or not at all, so a
-broken or truncated file is reported (name and reason) and changes nothing while the others still
-ingest. A file whose content hash is already stored is skipped without being parsed, which makes a
-re-ingest idempotent and fast. Lookup rows (machine, environment, commit, benchmark) are created with
-INSERT .. ON CONFLICT DO NOTHING and then read back, so two ingests racing into one store (SQLite or
-PostgreSQL) neither fail nor duplicate anything.
+One rule (docs/ingest.md): each results file is stored whole or not at all. A file that is not valid asv
+output or holds values outside the store's limits (``db.limits``) is refused with its path and a one-line
+reason and changes nothing, while every good file of the same batch is stored; the summary counts both.
+A file's run, results, and the lookup rows and metadata it brings (machine, environment, commit,
+benchmark descriptions from its benchmarks.json) are written in one transaction (a savepoint in a
+SQLite batch), so a file refused by the database, or a process killed mid-write, leaves the store as
+it was before that file.
+
+A run is identified by its file's content hash: a file already stored is skipped without being parsed
+(a re-ingest is idempotent and fast), while asv re-running a commit rewrites its file with new content,
+which is then a second run of that commit. Lookup rows are created with INSERT .. ON CONFLICT DO
+NOTHING and then read back, so two ingests racing into one store (SQLite or PostgreSQL) neither fail
+nor duplicate anything. Problems of the store itself raise ``db.engine.StoreError``.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import os
 import sys
 import time
 from collections.abc import Iterable, Sequence
@@ -22,24 +30,30 @@ from typing import Any
 from sqlalchemy import Connection, Engine, Table, and_, bindparam, insert, or_, select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
-from sqlalchemy.exc import IntegrityError, SQLAlchemyError
+from sqlalchemy.exc import DBAPIError, IntegrityError, SQLAlchemyError
 from tqdm import tqdm
 
-from db import gitmeta
+from db import gitmeta, limits
 from db.asvformat import (
+    BENCHMARKS_JSON,
+    MACHINE_JSON,
     RESULT_FIELDS,
     AsvFormatError,
     ParsedRun,
     ResultFile,
     benchmark_type,
     default_unit,
-    find_result_files,
+    machine_columns,
     parse_benchmarks_json,
     parse_machine_json,
     parse_results,
+    prepare_benchmarks,
+    read_input,
+    scan_inputs,
+    show_path,
 )
-from db.engine import ensure_schema
-from db.models import MACHINE_INFO_COLUMNS, Benchmark, Commit, Environment, Machine, Result, Run, utcnow
+from db.engine import StoreError, display_url, ensure_schema, store_error
+from db.models import Benchmark, Commit, Environment, Machine, Result, Run, utcnow
 
 _RESULT_COLUMNS = ("run_id", "benchmark_id", *RESULT_FIELDS)
 _SQLITE_RESULT_INSERT = (
@@ -49,58 +63,55 @@ _SQLITE_RESULT_INSERT = (
 # cost there, and SQLite writers are serialized anyway. Other databases commit each file on its own, so
 # concurrent ingests never hold locks across files (no deadlocks between their batches).
 _WRITE_BATCH_FILES = 32
-_MACHINE_COLUMNS = MACHINE_INFO_COLUMNS
-_INT_MACHINE_COLUMNS = {"gpu_sm_count"}
-_FLOAT_MACHINE_COLUMNS = {"gpu_memory_gb"}
+_BENCHMARK_META = ("type", "unit", "param_names", "params", "version", "code")
+EXIT_OK, EXIT_REFUSED, EXIT_INTERNAL = 0, 2, 3
 
 
 @dataclass
 class IngestSummary:
-    """What one :func:`ingest_paths` call did."""
+    """What one :func:`ingest_paths` call did.
+
+    ``refused``: (path, reason) of inputs that are not valid asv output or break the store's limits (bad
+    input, exit status 2); ``errors``: (path, reason) of files that failed through a fault of mlaperf or
+    of the database, not of the file (exit status 3). Every other file was stored or already stored.
+    """
 
     files: int = 0
     ingested: int = 0
     unchanged: int = 0
     results: int = 0
-    failed: list[tuple[str, str]] = field(default_factory=list)
+    refused: list[tuple[str, str]] = field(default_factory=list)
+    errors: list[tuple[str, str]] = field(default_factory=list)
     described: int = 0  # commits given git metadata
     seconds: float = 0.0
 
     @property
+    def failed(self) -> list[tuple[str, str]]:
+        """Every input not stored, refused or errored, in that order."""
+        return self.refused + self.errors
+
+    @property
     def ok(self) -> bool:
-        return not self.failed
+        return not self.refused and not self.errors
+
+    @property
+    def exit_status(self) -> int:
+        """0 every file stored or already stored, 2 some input refused, 3 an internal or database error."""
+        return EXIT_INTERNAL if self.errors else EXIT_REFUSED if self.refused else EXIT_OK
 
     def line(self) -> str:
         rate = self.results / self.seconds if self.seconds > 0 else 0.0
         text = (
             f"ingested {self.ingested} of {self.files} files ({self.results} results, {rate:,.0f} results/s), "
-            f"{self.unchanged} unchanged, {len(self.failed)} failed, in {self.seconds:.2f} s"
+            f"{self.unchanged} unchanged, {len(self.refused)} refused"
         )
+        if self.errors:
+            text += f", {len(self.errors)} failed on an internal error"
+        text += f", in {self.seconds:.2f} s"
         if self.failed:
-            text += ": " + ", ".join(Path(p).name for p, _ in self.failed)
+            names = [show_path(Path(p).name) for p, _ in self.failed]
+            text += ": " + ", ".join(names[:10]) + (f" and {len(names) - 10} more" if len(names) > 10 else "")
         return text
-
-
-def _machine_columns(info: dict[str, Any]) -> dict[str, Any]:
-    """Machine table columns from a machine dict, coercing asv's strings ("132") where typed."""
-    cols: dict[str, Any] = {}
-    for key in _MACHINE_COLUMNS:
-        value = info.get(key)
-        if value is None or value == "":
-            cols[key] = None
-        elif key in _INT_MACHINE_COLUMNS:
-            try:
-                cols[key] = int(float(value))
-            except (TypeError, ValueError):
-                cols[key] = None
-        elif key in _FLOAT_MACHINE_COLUMNS:
-            try:
-                cols[key] = float(value)
-            except (TypeError, ValueError):
-                cols[key] = None
-        else:
-            cols[key] = str(value)
-    return cols
 
 
 def _insert_ignore(conn: Connection, table: Table, values: dict[str, Any], keys: Sequence[str]) -> None:
@@ -124,6 +135,14 @@ def _get_or_create(conn: Connection, table: Table, key: str, value: Any, values:
     return int(row_id)
 
 
+def _fit(text: str | None, limit: int | None) -> str | None:
+    """git's text as the store takes it: no NUL characters, cut to the column's length."""
+    if text is None:
+        return None
+    text = text.replace("\x00", "\ufffd")
+    return text if limit is None or len(text) <= limit else text[: limit - 1] + "\u2026"
+
+
 class _AlreadyStored(Exception):
     """Another ingest stored this file first: roll back, count it as unchanged."""
 
@@ -136,7 +155,7 @@ class _Store:
         self.machines: dict[str, tuple[int, dict[str, Any]]] = {}
         self.environments: dict[str, int] = {}
         self.commits: dict[str, int] = {}
-        self.benchmarks: dict[str, int] = {}
+        self.benchmarks: dict[str, tuple[int, dict[str, Any]]] = {}
         self.hashes: set[str] = set()
         self._pending: list[tuple[dict[str, Any], str, Any]] = []
         self.machine_t: Table = Machine.__table__  # type: ignore[assignment]
@@ -155,7 +174,11 @@ class _Store:
                 (name, id_) for id_, name in conn.execute(select(Environment.id, Environment.name))
             )
             self.commits = {sha: id_ for id_, sha in conn.execute(select(Commit.id, Commit.sha))}
-            self.benchmarks = dict((name, id_) for id_, name in conn.execute(select(Benchmark.id, Benchmark.name)))
+            columns = [Benchmark.id, Benchmark.name, *(getattr(Benchmark, k) for k in _BENCHMARK_META)]
+            self.benchmarks = {
+                row[1]: (row[0], dict(zip(_BENCHMARK_META, row[2:], strict=True)))
+                for row in conn.execute(select(*columns))
+            }
 
     def _stage(self, cache: dict[str, Any], key: str, value: Any) -> None:
         self._pending.append((cache, key, value))
@@ -174,7 +197,7 @@ class _Store:
         cached = self.machines.get(name)
         if cached is not None and cached[1] == info:
             return cached[0]
-        cols = _machine_columns(info)
+        cols = machine_columns(info)
         if cached is None:
             row_id = _get_or_create(conn, self.machine_t, "name", name, {**cols, "info": info})
         else:
@@ -186,7 +209,7 @@ class _Store:
             conn.execute(
                 update(self.machine_t)
                 .where(self.machine_t.c.id == row_id)
-                .values(info=merged, **{k: v for k, v in _machine_columns(merged).items() if v is not None})
+                .values(info=merged, **{k: v for k, v in machine_columns(merged).items() if v is not None})
             )
         self._stage(self.machines, name, (row_id, info))
         return row_id
@@ -230,7 +253,12 @@ class _Store:
                 conn.execute(
                     update(self.commit_t)
                     .where(and_(self.commit_t.c.sha == sha, self.commit_t.c.message.is_(None)))
-                    .values(parents=info.parents, branch=info.branch, message=info.message, author=info.author)
+                    .values(
+                        parents=info.parents,
+                        branch=_fit(info.branch, limits.COMMIT_BRANCH),
+                        message=_fit(info.message, None),
+                        author=_fit(info.author, limits.COMMIT_AUTHOR),
+                    )
                 )
             if gens:  # one executemany
                 conn.execute(
@@ -241,13 +269,25 @@ class _Store:
                 )
         return len(set(infos) | set(gens))
 
-    def benchmark_id(self, conn: Connection, name: str) -> int:
+    def benchmark_id(self, conn: Connection, name: str, meta: dict[str, Any] | None) -> int:
+        """The benchmark's id; ``meta`` (from the file's benchmarks.json) becomes its description."""
         cached = self.benchmarks.get(name)
-        if cached is not None:
-            return cached
-        values = {"type": benchmark_type(name), "unit": default_unit(name), "param_names": [], "params": []}
-        row_id = _get_or_create(conn, self.bench_t, "name", name, values)
-        self._stage(self.benchmarks, name, row_id)
+        if cached is not None and (meta is None or cached[1] == meta):
+            return cached[0]
+        if cached is None:
+            values = meta or {"type": benchmark_type(name), "unit": default_unit(name), "param_names": [], "params": []}
+            row_id = _get_or_create(conn, self.bench_t, "name", name, values)
+            row = conn.execute(
+                select(*(self.bench_t.c[k] for k in _BENCHMARK_META)).where(self.bench_t.c.id == row_id)
+            ).one()
+            stored = dict(zip(_BENCHMARK_META, row, strict=True))
+        else:
+            row_id, stored = cached
+        if meta is not None and stored != meta:
+            # The latest benchmarks.json describes the benchmark (a new version, unit, parameters).
+            conn.execute(update(self.bench_t).where(self.bench_t.c.id == row_id).values(meta))
+            stored = meta
+        self._stage(self.benchmarks, name, (row_id, stored))
         return row_id
 
     def insert_run(self, conn: Connection, values: dict[str, Any]) -> int | None:
@@ -270,43 +310,13 @@ class _Store:
 
     # -- whole operations ------------------------------------------------------------------------------
 
-    def sync_benchmarks(self, entries: dict[str, dict[str, Any]]) -> None:
-        """Create/update benchmark rows from a benchmarks.json, in name order (no lock-order deadlocks)."""
-        with self.engine.begin() as conn:
-            stored = {
-                row.name: row
-                for row in conn.execute(
-                    select(Benchmark.id, Benchmark.name, Benchmark.type, Benchmark.unit)
-                    .add_columns(Benchmark.param_names, Benchmark.params, Benchmark.version, Benchmark.code)
-                    .where(Benchmark.name.in_(list(entries)))
-                )
-            }
-            new_ids: dict[str, int] = {}
-            for name in sorted(entries):
-                entry = entries[name]
-                values = {
-                    "type": entry.get("type") or benchmark_type(name),
-                    "unit": entry.get("unit") or default_unit(name),
-                    "param_names": list(entry.get("param_names") or []),
-                    "params": list(entry.get("params") or []),
-                    "version": None if entry.get("version") is None else str(entry["version"]),
-                    "code": entry.get("code"),
-                }
-                row = stored.get(name)
-                if row is None:
-                    new_ids[name] = _get_or_create(conn, self.bench_t, "name", name, values)
-                    continue
-                new_ids[name] = row.id
-                if any(getattr(row, k) != v for k, v in values.items()):
-                    conn.execute(update(self.bench_t).where(self.bench_t.c.id == row.id).values(values))
-        self.benchmarks.update(new_ids)
-
     def _write_run(self, conn: Connection, parsed: ParsedRun, source_path: str, content_hash: str) -> int:
         machine_id = self.machine_id(conn, parsed.machine, parsed.machine_info)
         env_id = self.environment_id(conn, parsed)
         commit_id = self.commit_id(conn, parsed)
         # Sorted: concurrent PostgreSQL ingests then take row locks in one order (no deadlock).
-        bench_ids = {name: self.benchmark_id(conn, name) for name in sorted({g.benchmark for g in parsed.groups})}
+        metas = {g.benchmark: g.meta for g in parsed.groups}
+        bench_ids = {name: self.benchmark_id(conn, name, metas[name]) for name in sorted(metas)}
         run_id = self.insert_run(
             conn,
             {
@@ -402,6 +412,47 @@ def _resolve_repo(repo: str | Path | None) -> Path | None:
     return found
 
 
+def _database_reason(exc: Exception) -> str:
+    return (str(getattr(exc, "orig", None) or exc).strip().splitlines() or [type(exc).__name__])[0]
+
+
+class _Inputs:
+    """The metadata files beside results files, read once each; a broken one refuses the files using it."""
+
+    def __init__(self) -> None:
+        self.machine_infos: dict[Path, dict[str, Any] | AsvFormatError] = {}
+        self.benchmark_sets: dict[Path, dict[str, Any] | AsvFormatError] = {}
+
+    def machine_info(self, file: ResultFile) -> dict[str, Any]:
+        path = file.machine_json
+        if path not in self.machine_infos:
+            try:
+                # No machine.json at all is fine (a lone results file names its machine in 'params').
+                info = parse_machine_json(read_input(path)) if os.path.lexists(path) else {}
+            except AsvFormatError as exc:
+                info = AsvFormatError(f"its {MACHINE_JSON} is bad: {exc}")
+            self.machine_infos[path] = info
+        return _or_raise(self.machine_infos[path])
+
+    def benchmarks(self, file: ResultFile) -> dict[str, Any] | None:
+        path = file.benchmarks_json
+        if path is None:
+            return None
+        if path not in self.benchmark_sets:
+            try:
+                entries: dict[str, Any] | AsvFormatError = prepare_benchmarks(parse_benchmarks_json(read_input(path)))
+            except AsvFormatError as exc:
+                entries = AsvFormatError(f"the {BENCHMARKS_JSON} of its results folder is bad: {exc}")
+            self.benchmark_sets[path] = entries
+        return _or_raise(self.benchmark_sets[path])
+
+
+def _or_raise(value: dict[str, Any] | AsvFormatError) -> dict[str, Any]:
+    if isinstance(value, AsvFormatError):
+        raise value
+    return value
+
+
 def ingest_paths(
     engine: Engine,
     paths: Iterable[str | Path],
@@ -413,57 +464,41 @@ def ingest_paths(
 
     ``paths``: asv results directories, machine directories and/or results files. ``progress``: True
     shows a progress bar on a terminal, ``"always"`` everywhere, False never. ``repo``: the benchmarked
-    git repository, for commit parents/message/author/branch and generation (default: the repository containing the
-    current directory, used for those commits it has). A missing path raises ``FileNotFoundError``,
-    a bad ``repo`` ``ValueError``; a bad file is recorded in ``summary.failed`` and changes nothing.
+    git repository, for commit parents/message/author/branch and generation (default: the repository
+    containing the current directory, used for those commits it has).
+
+    Bad input never raises: a path that does not exist or cannot be read, and a file that is not valid
+    asv output or breaks the store's limits, is recorded in ``summary.refused`` and changes nothing; a
+    file that fails through a bug or a database fault is recorded in ``summary.errors``; every other file
+    is stored. A bad ``repo`` raises ``ValueError``; a store that cannot be used (corrupted, not an
+    mlaperf store, unwritable, unreachable, older schema) raises :class:`db.engine.StoreError`, also
+    mid-way, after committing the files stored so far.
     """
     start = time.perf_counter()
-    files = find_result_files(list(paths))
+    files, problems = scan_inputs(list(paths))
     git_repo = _resolve_repo(repo)
     ensure_schema(engine)
     summary = IngestSummary(files=len(files))
+    summary.refused.extend((show_path(p), reason) for p, reason in problems)
     store = _Store(engine)
-    store.preload()
-
-    machine_infos: dict[Path, dict[str, Any]] = {}
-    benchmark_sets: dict[Path, dict[str, dict[str, Any]]] = {}
-
-    def benchmarks_for(file: ResultFile) -> dict[str, dict[str, Any]]:
-        bench_json = file.benchmarks_json
-        if bench_json is None:
-            return {}
-        if bench_json not in benchmark_sets:
-            try:
-                entries = parse_benchmarks_json(bench_json.read_bytes())
-                store.sync_benchmarks(entries)
-            except (OSError, AsvFormatError, SQLAlchemyError) as exc:
-                summary.failed.append((str(bench_json), str(exc)))
-                entries = {}
-            benchmark_sets[bench_json] = entries
-        return benchmark_sets[bench_json]
-
-    def machine_info_for(file: ResultFile) -> dict[str, Any]:
-        path = file.machine_json
-        if path not in machine_infos:
-            info: dict[str, Any] = {}
-            if path.is_file():
-                try:
-                    info = parse_machine_json(path.read_bytes())
-                except (OSError, AsvFormatError) as exc:
-                    summary.failed.append((str(path), str(exc)))
-            machine_infos[path] = info
-        return machine_infos[path]
-
+    try:
+        store.preload()
+    except DBAPIError as exc:
+        raise store_error(exc, engine.url) or StoreError(
+            f"cannot read database {display_url(engine.url)}: {_database_reason(exc)}"
+        ) from None
+    inputs = _Inputs()
     size = _WRITE_BATCH_FILES if engine.dialect.name == "sqlite" else 1
     pending: list[tuple[ResultFile, ParsedRun, str]] = []
     bar = _progress_bar(len(files), progress)
 
     def flush() -> None:
         items = [(parsed, file.source_path, digest) for file, parsed, digest in pending]
+        fatal: StoreError | None = None
         for (file, _, _), outcome in zip(pending, store.write_batch(items), strict=True):
             if isinstance(outcome, Exception):
-                reason = str(getattr(outcome, "orig", None) or outcome).strip().splitlines()[0]
-                summary.failed.append((str(file.path), f"database error: {reason}"))
+                fatal = fatal or store_error(outcome, engine.url)
+                summary.errors.append((show_path(file.path), f"database error: {_database_reason(outcome)}"))
             elif outcome is None:
                 summary.unchanged += 1
             else:
@@ -472,13 +507,18 @@ def ingest_paths(
         bar.update(len(pending))
         bar.set_postfix(results=summary.results, refresh=False)
         pending.clear()
+        if fatal is not None:  # the store itself failed (disk full, corrupted, gone): no point going on
+            raise StoreError(
+                f"{fatal} (stopped after storing {summary.ingested} of {summary.files} files; the same ingest "
+                "run again skips what is stored)"
+            )
 
     try:
         for file in files:
             try:
-                data = file.path.read_bytes()
-            except OSError as exc:
-                summary.failed.append((str(file.path), f"cannot read: {exc.strerror or exc}"))
+                data = read_input(file.path)
+            except AsvFormatError as exc:
+                summary.refused.append((show_path(file.path), str(exc)))
                 bar.update()
                 continue
             digest = hashlib.sha256(data).hexdigest()
@@ -487,14 +527,21 @@ def ingest_paths(
                 bar.update()
                 continue
             try:
+                if len(file.source_path) > limits.SOURCE_PATH:
+                    raise AsvFormatError(f"its path is over the limit of {limits.SOURCE_PATH} characters")
                 parsed = parse_results(
                     data,
-                    machine_info=machine_info_for(file),
+                    machine_info=inputs.machine_info(file),
                     machine_dir_name=file.path.parent.name,
-                    benchmarks=benchmarks_for(file),
+                    prepared=inputs.benchmarks(file),
                 )
             except AsvFormatError as exc:
-                summary.failed.append((str(file.path), str(exc)))
+                summary.refused.append((show_path(file.path), str(exc)))
+                bar.update()
+                continue
+            except Exception as exc:  # a bug in mlaperf, not in the file: report it and go on with the others
+                reason = (str(exc).splitlines() or [""])[0][:200]
+                summary.errors.append((show_path(file.path), f"internal error {type(exc).__name__}: {reason}"))
                 bar.update()
                 continue
             pending.append((file, parsed, digest))
@@ -505,6 +552,11 @@ def ingest_paths(
     finally:
         bar.close()
     if git_repo is not None:
-        summary.described = store.describe_commits(git_repo)
+        try:
+            summary.described = store.describe_commits(git_repo)
+        except DBAPIError as exc:
+            raise store_error(exc, engine.url) or StoreError(
+                f"cannot write commit metadata to database {display_url(engine.url)}: {_database_reason(exc)}"
+            ) from None
     summary.seconds = time.perf_counter() - start
     return summary

@@ -65,13 +65,9 @@ class Base(DeclarativeBase):
     }
 
 
-# Machine description columns filled from asv's machine.json / result params (GPU identity included).
-MACHINE_INFO_COLUMNS: tuple[str, ...] = (
-    "os",
-    "arch",
-    "cpu",
-    "num_cpu",
-    "ram",
+# The GPU identity keys the runner adds to asv's machine entry (docs/CONTRACTS.md), one column each;
+# mlaperf/gpuinfo.py imports this instead of repeating the names.
+GPU_COLUMNS: tuple[str, ...] = (
     "gpu_name",
     "gpu_cc",
     "gpu_sm_count",
@@ -81,6 +77,8 @@ MACHINE_INFO_COLUMNS: tuple[str, ...] = (
     "torch",
     "triton",
 )
+# Machine description columns filled from asv's machine.json / result params (GPU identity included).
+MACHINE_INFO_COLUMNS: tuple[str, ...] = ("os", "arch", "cpu", "num_cpu", "ram", *GPU_COLUMNS)
 
 
 class Machine(Base):

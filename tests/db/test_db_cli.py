@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from db import cli
+from db.engine import head_revision
 from tests.db.conftest import bench_row, results_doc, write_results
 
 
@@ -45,7 +46,7 @@ def test_defaults_work_in_a_fresh_directory(
     assert code == 0 and "ingested 1 of 1 files (1 results" in out
     assert (tmp_path / ".mlaperf" / "mlaperf.sqlite").is_file()
     code, out, _ = run(capsys, "db", "current")
-    assert code == 0 and "0003 (up to date)" in out
+    assert code == 0 and f"{head_revision()} (up to date)" in out
 
 
 def test_exit_codes_and_messages(tmp_path: Path, capsys: pytest.CaptureFixture, sqlite_url: str) -> None:
@@ -55,9 +56,9 @@ def test_exit_codes_and_messages(tmp_path: Path, capsys: pytest.CaptureFixture, 
     bad.write_text(bad.read_text()[:50])
 
     code, out, err = run(capsys, "ingest", "--db", sqlite_url, str(root))
-    assert code == 1
-    assert f"FAILED {bad}: invalid JSON (truncated?)" in err
-    assert "1 failed" in out and bad.name in out
+    assert code == 2
+    assert f"REFUSED {bad}: invalid JSON (truncated?)" in err
+    assert "ingested 1 of 2 files" in out and "1 refused" in out and bad.name in out
 
     code, _, err = run(capsys, "ingest", "--db", sqlite_url, str(tmp_path / "missing"))
     assert code == 2 and "no such file or directory" in err
@@ -77,11 +78,11 @@ def test_old_schema_is_a_clear_error_not_a_crash(
     write_results(root, results_doc({"s.time_a": bench_row([1.0], [])}))
     assert run(capsys, "db", "upgrade", "0001", "--db", sqlite_url)[0] == 0
     code, out, err = run(capsys, "ingest", "--db", sqlite_url, str(root))
-    assert code == 1 and "schema revision 0001" in err and "mlaperf db upgrade --db" in err
+    assert code == 2 and "schema revision 0001" in err and "mlaperf db upgrade --db" in err
     code, out, _ = run(capsys, "db", "current", "--db", sqlite_url)
-    assert "0001 (needs upgrade to 0003)" in out
+    assert f"0001 (needs upgrade to {head_revision()})" in out
     code, out, _ = run(capsys, "db", "upgrade", "--db", sqlite_url)
-    assert code == 0 and "schema revision 0003" in out
+    assert code == 0 and f"schema revision {head_revision()}" in out
     code, out, _ = run(capsys, "ingest", "--db", sqlite_url, "--quiet", str(root))
     assert code == 0 and out == ""
     code, out, _ = run(capsys, "db", "downgrade", "0001", "--db", sqlite_url)

@@ -8,7 +8,7 @@ import pytest
 import sqlalchemy as sa
 from sqlalchemy.exc import DBAPIError
 
-from db.engine import default_url, make_engine, upgrade
+from db.engine import StoreError, default_url, make_engine, upgrade
 
 
 def test_default_url_uses_env_then_local_sqlite(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -59,7 +59,7 @@ def test_readonly_sqlite_refuses_writes_and_reads(sqlite_url: str) -> None:
 
 
 def test_readonly_sqlite_missing_file_is_clear(tmp_path: Path) -> None:
-    with pytest.raises(ValueError, match="does not exist"):
+    with pytest.raises(StoreError, match="does not exist"):
         make_engine(f"sqlite:///{tmp_path / 'nope.sqlite'}", readonly=True)
 
 

@@ -98,7 +98,8 @@ def test_bad_files_are_reported_and_change_nothing(tmp_path: Path, sqlite_url: s
     assert set(failed) == {str(truncated), str(old)}
     assert "truncated" in failed[str(truncated)]
     assert "unsupported asv results format version 1" in failed[str(old)]
-    assert f"{truncated.name}" in summary.line() and "2 failed" in summary.line()
+    assert f"{truncated.name}" in summary.line() and "2 refused" in summary.line()
+    assert summary.exit_status == 2
     assert counts(engine)["run"] == 3 and counts(engine)["commit"] == 3
 
     # Repairing the file later ingests it; nothing stored before is touched.
@@ -172,7 +173,7 @@ def test_statuses_samples_and_stats_are_stored(tmp_path: Path, db_url: str) -> N
     engine.dispose()
 
 
-def test_several_runs_of_one_commit_latest_wins(tmp_path: Path, db_url: str) -> None:
+def test_rerun_of_a_commit_is_a_second_run_and_the_same_file_nothing_new(tmp_path: Path, db_url: str) -> None:
     root = tmp_path / "results"
     sha = "b" * 40
     for env, value, started in (("env-a", 1.0, 1_000), ("env-b", 2.0, 3_000)):
@@ -193,12 +194,19 @@ def test_several_runs_of_one_commit_latest_wins(tmp_path: Path, db_url: str) -> 
     write_results(root, doc)
     summary = ingest_paths(engine, [root], progress=False)
     assert (summary.ingested, summary.unchanged) == (1, 1)
+    # The same files again (and a copy of one under another name): nothing new.
+    copy = root / "test-machine" / "copy-of-env-b.json"
+    copy.write_bytes((root / "test-machine" / f"{sha[:8]}-env-b.json").read_bytes())
+    again = ingest_paths(engine, [root], progress=False)
+    assert (again.ingested, again.unchanged, again.exit_status) == (0, 3, 0)
     with Session(engine) as s:
         assert s.scalar(sa.select(sa.func.count()).select_from(Run)) == 3
+        assert s.scalar(sa.select(sa.func.count()).select_from(Commit)) == 1
+        # A commit's result pools its runs (db.queries.pool_runs: the median of 1.0, 2.0 and 3.0).
         hist = queries.history(s, "s.time_a", {"param1": "1"}, "test-machine")
-        assert hist["value"].tolist() == [3.0] and hist["sha"].tolist() == [sha]
+        assert hist["value"].tolist() == [2.0] and hist["sha"].tolist() == [sha]
         values = queries.series_values(s)
-        assert values["value"].tolist() == [3.0]
+        assert values["value"].tolist() == [2.0]
     engine.dispose()
 
 
