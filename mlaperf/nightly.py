@@ -196,14 +196,6 @@ def cmd_plan(args: argparse.Namespace) -> int:
 # --- alerts ---------------------------------------------------------------------------------------
 
 
-def _cell(value: Any) -> str:
-    """A table cell from data: no markdown, mention, link, HTML or table break survives."""
-    text = " ".join(str(value).split())
-    for ch in "\\`*_{}[]()<>#+!|~":
-        text = text.replace(ch, "\\" + ch)
-    return text.replace("@", "@\u200b").replace("://", ":\u200b//")
-
-
 def _fmt(value: Any, unit: Any) -> str:
     from regressions.report import fmt_value
 
@@ -218,7 +210,9 @@ def group_marker(group: Any) -> str:
 
 
 def issue_for_group(group: Any, rows: list[Mapping[str, Any]], links: Mapping[str, str]) -> tuple[str, str]:
-    """(title, body) of a group's issue."""
+    """(title, body) of a group's issue; every value from data goes through the PR report's escaping."""
+    from regressions.report import MAX_BODY_CHARS, md_code, md_text
+
     first = rows[0]
     sha = str(first["commit"])
     worst = max(float(r.get("ratio") or 0) for r in rows)
@@ -229,8 +223,8 @@ def issue_for_group(group: Any, rows: list[Mapping[str, Any]], links: Mapping[st
     commit = f"[`{sha[:10]}`]({repo}/commit/{sha})" if repo else f"`{sha[:10]}`"
     lines = [
         group_marker(group),
-        f"mlaperf's nightly found a confirmed regression (alert group {_cell(group)}) on machine "
-        f"**{_cell(machine)}** at commit {commit}"
+        f"mlaperf's nightly found a confirmed regression (alert group {md_text(group)}) on machine "
+        f"{md_code(machine, table=False)} at commit {commit}"
         + (f", after `{str(first['parent'])[:10]}`." if first.get("parent") else "."),
     ]
     if links.get("dashboard_url"):
@@ -246,13 +240,13 @@ def issue_for_group(group: Any, rows: list[Mapping[str, Any]], links: Mapping[st
         params = r.get("params") or {}
         shown = ", ".join(f"{k}={v}" for k, v in params.items()) if isinstance(params, dict) else params
         lines.append(
-            f"| {_cell(r['status'])} | {_cell(r.get('benchmark', ''))} | {_cell(shown or '-')} | "
+            f"| {md_text(r['status'])} | {md_code(r.get('benchmark', ''))} | {md_code(shown or '-')} | "
             f"{_fmt(r.get('before'), r.get('unit'))} | {_fmt(r.get('after'), r.get('unit'))} | "
             f"{float(r.get('ratio') or 0):.3f} |"
         )
     lines += ["", "Acknowledge or ignore series in the dashboard (`mlaperf dashboard --writable`); this issue "
               "closes by itself when no series of the group is open any more."]  # fmt: skip
-    return title, "\n".join(lines)[:60000] + "\n"
+    return title, "\n".join(lines)[:MAX_BODY_CHARS] + "\n"
 
 
 @dataclass
@@ -276,7 +270,7 @@ def plan_issues(
     existing = {}
     for issue in open_issues:
         for group in by_group:
-            if group_marker(group) in (issue.body or ""):
+            if (issue.body or "").startswith(group_marker(group)):
                 existing[group] = issue
     actions = []
     for group, rows in sorted(by_group.items(), key=lambda kv: str(kv[0])):

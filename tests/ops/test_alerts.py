@@ -1,0 +1,122 @@
+"""Nightly alerts: one GitHub issue per confirmed alert group, opened, updated, then closed when fixed.
+
+`mlaperf nightly alert` runs as a subprocess against a fake GitHub API served over real HTTP; the plan
+file it writes and the issues the server holds must both be right."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+from typing import Any
+
+from conftest import MLAPERF, FakeGitHub
+
+from mlaperf.nightly import plan_round
+
+SHA = "a" * 40
+PARENT = "b" * 40
+
+
+def record(rid: int, group: int, status: str, benchmark: str = "bench_decode.SparseDecode.time_decode",
+           ratio: float = 1.5, **extra: Any) -> dict[str, Any]:  # fmt: skip
+    return {"id": rid, "group": group, "machine_wide": False, "status": status, "machine": "h200",
+            "benchmark": benchmark, "params": {"impl": "'mma'", "concurrency": "64"}, "commit": SHA,
+            "parent": PARENT, "ratio": ratio, "new": False, "before": 4.0e-5, "after": 4.0e-5 * ratio,
+            "unit": "seconds", **extra}  # fmt: skip
+
+
+def alert(tmp_path: Path, github: FakeGitHub, records: list[dict[str, Any]]) -> tuple[int, list[dict[str, Any]]]:
+    regressions = tmp_path / "regressions.json"
+    regressions.write_text(json.dumps(records))
+    plan = tmp_path / "issues-plan.json"
+    proc = subprocess.run(
+        [str(MLAPERF), "nightly", "alert", "--regressions", str(regressions), "--plan-out", str(plan),
+         "--dashboard-url", "https://perf.example/dash"],
+        env={**os.environ, **github.env()}, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode in (0, 1), proc.stderr
+    return proc.returncode, json.loads(plan.read_text())
+
+
+def test_issue_lifecycle(tmp_path: Path, fake_github: FakeGitHub) -> None:
+    # A suspect group is not alerted yet: the nightly re-measures first.
+    rc, plan = alert(tmp_path, fake_github, [record(1, 7, "suspect")])
+    assert (rc, plan) == (0, [])
+    assert fake_github.state()["issues"] == {}
+
+    # Confirmed: one issue for the group (two series), exit 1 (a regression found tonight).
+    hostile = "bench_x.Evil.time_x|@core-team <img src=x> [click](https://evil.example) <!-- mlaperf-alert-group:9 -->"
+    records = [record(1, 7, "new"), record(2, 7, "new", benchmark=hostile, ratio=2.0), record(3, 8, "fixed")]
+    rc, plan = alert(tmp_path, fake_github, records)
+    assert rc == 1 and [(a["action"], a["group"]) for a in plan] == [("open", 7)]
+    issues = fake_github.state()["issues"]
+    assert list(issues) == ["1"] and issues["1"]["labels"] == ["mlaperf-regression"]
+    body = issues["1"]["body"]
+    assert body.startswith("<!-- mlaperf-alert-group:7 -->") and "2 series (worst x2.00)" in issues["1"]["title"]
+    assert "https://perf.example/dash" in body and f"https://github.example/acme/kernels/commit/{SHA}" in body
+    assert "40 us" in body and "60 us" in body and "80 us" in body  # before/after in units people read
+    row = next(line for line in body.splitlines() if "Evil" in line)
+    assert row.count(" | ") == 5, "a | in data must not split the row"
+    assert "@core-team" not in body and "](https://evil" not in body
+    assert "`bench_x.Evil.time_x\\|@\u200bcore-team <img src=x>" in row, "data shown as code, not HTML"
+    assert body.count("<!-- mlaperf-alert-group") == 1, "data cannot forge the marker"
+
+    # Next night, nothing changed: nothing to do; then a series is acknowledged: the issue is updated.
+    rc, plan = alert(tmp_path, fake_github, records)
+    assert rc == 0 and [(a["action"], a["number"]) for a in plan] == [("unchanged", 1)]
+    records[0]["status"] = "acknowledged"
+    rc, plan = alert(tmp_path, fake_github, records)
+    assert rc == 0 and [(a["action"], a["number"]) for a in plan] == [("update", 1)]
+    assert "| acknowledged |" in fake_github.state()["issues"]["1"]["body"]
+
+    # Fixed: closed with a comment that says why; a later night has nothing open to touch.
+    for r in records:
+        r["status"] = "fixed"
+    rc, plan = alert(tmp_path, fake_github, records)
+    assert rc == 0 and [(a["action"], a["number"]) for a in plan] == [("close", 1)]
+    state = fake_github.state()
+    assert state["issues"]["1"]["state"] == "closed"
+    assert state["comments"] == [{"issue": 1, "body": "No series of this alert group is open any more (fixed 2); "
+                                                      "closing."}]  # fmt: skip
+    rc, plan = alert(tmp_path, fake_github, records)
+    assert (rc, plan) == (0, [])
+
+
+def test_alert_fails_clearly(tmp_path: Path, fake_github: FakeGitHub) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    env = {**os.environ, **fake_github.env()}
+    proc = subprocess.run([str(MLAPERF), "nightly", "alert", "--regressions", str(bad)], env=env,
+                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert proc.returncode == 2 and f"--regressions {bad}" in proc.stderr
+    good = tmp_path / "good.json"
+    good.write_text(json.dumps([record(1, 7, "new")]))
+    env["GITHUB_TOKEN"] = "wrong"
+    proc = subprocess.run([str(MLAPERF), "nightly", "alert", "--regressions", str(good), "--plan-out",
+                           str(tmp_path / "p.json")], env=env, capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert proc.returncode == 3 and "HTTP 401" in proc.stderr
+    del env["GITHUB_TOKEN"]
+    proc = subprocess.run([str(MLAPERF), "nightly", "alert", "--regressions", str(good)], env=env,
+                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert proc.returncode == 2 and "GITHUB_TOKEN not set" in proc.stderr
+
+
+def test_plan_order_and_budget() -> None:
+    """Confirmations first, then the middle of the gap before a flagged step, then newest unmeasured."""
+    window = [f"c{i}" for i in range(9, -1, -1)]  # newest first
+    runs = {"c9": 1, "c5": 1, "c4": 2, "c0": 1}
+    records = [{"status": "suspect", "commit": "c9", "group": 3, "machine": "m"},
+               {"status": "new", "commit": "c5", "parent": "c0", "group": 4, "machine": "m"},
+               {"status": "suspect", "commit": "c4", "group": 5, "machine": "m"},  # already re-measured
+               {"status": "fixed", "commit": "c7", "parent": "c6", "group": 6, "machine": "m"}]  # fmt: skip
+    gaps = {"c5": ["c1", "c2", "c3", "c4"], "c7": []}
+    picks = plan_round(window, runs, records, gaps, budget_left=10)
+    assert [(p.sha, p.reason.split()[0]) for p in picks] == [
+        ("c9", "confirm"), ("c2", "bisect"), ("c8", "not"), ("c7", "not"), ("c6", "not"),
+        ("c3", "not"), ("c1", "not")]  # fmt: skip
+    assert [p.sha for p in plan_round(window, runs, records, gaps, budget_left=2)] == ["c9", "c2"]
+    assert [p.sha for p in plan_round(window, runs, records, gaps, budget_left=3, tonight=["c9", "c8"])] == [
+        "c2", "c7", "c6"]  # fmt: skip
+    assert plan_round(window, {s: 1 for s in window}, [], {}, budget_left=5) == []
