@@ -125,8 +125,8 @@ _SECTIONS = [
     (FAILED, "Failed (no result where the benchmark ran)", False),
     (REGRESSED, "Regressions", False),
     (IMPROVED, "Improvements", False),
-    (NEW, "New (only on head)", True),
-    (REMOVED, "Removed (only on base)", True),
+    (NEW, "New: only on head (new in the suite, or not selected on base)", True),
+    (REMOVED, "Removed: only on base (gone from the suite, or not selected on head)", True),
     (NOT_RUN, "Not run (not selected, or the machine did not run that commit)", True),
     (UNCHANGED, "Unchanged", True),
 ]
@@ -135,8 +135,8 @@ _SUMMARY = {
     REGRESSED: "regression{s}",
     IMPROVED: "improvement{s}",
     UNCHANGED: "unchanged",
-    NEW: "new",
-    REMOVED: "removed",
+    NEW: "new (only on head)",
+    REMOVED: "removed (only on base)",
     NOT_RUN: "not run",
 }
 

@@ -369,7 +369,7 @@ def test_compare_page_function_equals_mlaperf_compare(
     assert {r["status"] for r in cli} == {"regressed", "failed", "not_run", "new", "removed"}
     md = full.read_text()
     assert "**27 regressions**, **2 failed** (1 on head only, 1 on base only)" in md
-    assert "30 new, 6 removed, 1 not run" in md and "### Failed" in md
+    assert "30 new (only on head), 6 removed (only on base), 1 not run" in md and "### Failed" in md
 
 
 def test_reruns_pool_by_median_everywhere(tmp_path: Path, ingest: Ingest) -> None:
