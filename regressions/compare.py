@@ -104,11 +104,6 @@ class Comparison:
     method: str  # how significance was judged
     p_value: float | None
 
-    @property
-    def change(self) -> str:
-        """The status under its pre-``status`` name, for dashboard/frames.py until it reads ``status``."""
-        return _OLD_CHANGE[self.status]
-
     def to_json(self) -> dict[str, Any]:
         d = asdict(self)
         for k in ("ratio", "slowdown", "p_value", "base", "head"):
@@ -116,17 +111,6 @@ class Comparison:
             if isinstance(v, float) and not math.isfinite(v):
                 d[k] = None
         return d
-
-
-_OLD_CHANGE = {
-    REGRESSED: "regression",
-    IMPROVED: "improvement",
-    UNCHANGED: "unchanged",
-    FAILED: "failed",
-    NOT_RUN: "unchanged",
-    NEW: "fixed",
-    REMOVED: "failed",
-}
 
 
 def change_ratio(base: float | None, head: float | None) -> float | None:
