@@ -224,7 +224,10 @@ def benchmarks(s: Session) -> pd.DataFrame:
 
 
 def benchmark_units(s: Session) -> dict[str, str | None]:
-    """{benchmark name: unit} (a dict, not a DataFrame)."""
+    """{benchmark name: unit} (a dict, not a DataFrame).
+
+    Unused by mlaperf (only tests/db/test_ingest.py calls it): to be removed with that call.
+    """
     return dict(s.execute(select(Benchmark.name, Benchmark.unit)).all())
 
 
@@ -396,6 +399,9 @@ def series_values(s: Session, machine: str | None = None, since: dt.datetime | s
     per series and commit (its runs pooled: :func:`pool_runs`), sorted by machine, benchmark, params_key,
     then history order (:func:`db.models.commit_order`).
     ``since`` (datetime or ISO date string) keeps commits dated on or after it.
+
+    Unused by mlaperf (the detector reads the store in regressions.store; tests/db/test_ingest.py,
+    test_order.py and benchmarks/scripts/ingest_perf.py call it): to be removed with those calls.
     """
     runs_stmt = select(
         Run.id.label("run_id"),
@@ -534,6 +540,9 @@ def upsert_regressions(s: Session, rows: Iterable[Mapping[str, Any]]) -> dict[st
     ``direction``; optionally ``p_value``, ``status``, ``fixed_commit``/``fixed_commit_id``. An existing
     regression keeps its status (a user's 'acknowledged' survives re-detection) unless the row sets one.
     Returns ``{"inserted": n, "updated": m}``; flushes, does not commit.
+
+    Unused by mlaperf (the detector writes its regressions in regressions.store; only
+    tests/db/test_order.py calls it): to be removed with that call.
     """
     bench_cache: dict[str, int] = {}
     machine_cache: dict[str, int] = {}

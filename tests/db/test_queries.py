@@ -6,13 +6,14 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import pandas as pd
 import pytest
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from db import queries
 from db.engine import make_engine
 from db.ingest import ingest_paths
+from db.models import Benchmark, Commit, Machine, Regression, params_key
 from db.synthetic import write_synthetic_results
 
 
@@ -103,62 +104,41 @@ def test_commit_lookup_errors(s: Session) -> None:
     assert (queries.results_at_commit(s, sha[:12], "gha-aws-skylake")["sha"] == sha).all()
 
 
-def test_series_values_long_frame(s: Session) -> None:
-    values = queries.series_values(s, machine="synth-h200")
-    assert len(values) == 40 * 60
-    for column in (
-        "benchmark",
-        "unit",
-        "params_key",
-        "machine",
-        "commit_id",
-        "sha",
-        "date",
-        "value",
-        "samples",
-    ):
-        assert column in values.columns
-    assert values.groupby(["benchmark", "params_key"])["date"].apply(lambda d: d.is_monotonic_increasing).all()
-    everything = queries.series_values(s)
-    assert len(everything) == 40 * 60 + 37454
-    since = queries.commits(s, "synth-h200")["date"].iloc[30]
-    assert len(queries.series_values(s, machine="synth-h200", since=since)) == 10 * 60
-    assert len(queries.series_values(s, since=str(since.date() + pd.Timedelta(days=3650)))) == 0
-
-
-def test_regressions_upsert_and_status(store: str) -> None:
+def test_regressions_listing_and_status(store: str) -> None:
     engine = make_engine(store)
     with Session(engine) as s:
         sha = queries.commits(s, "synth-h200")["sha"].iloc[20]
-        row = {
-            "benchmark": "bench_synth.Synth000.time_case",
-            "params": {"concurrency": "1", "impl": "'simt'", "topk": "128"},
-            "machine": "synth-h200",
-            "commit": sha[:8],
-            "before": 1.0,
-            "after": 1.5,
-            "ratio": 1.5,
-            "direction": "up_is_worse",
-            "p_value": 1e-4,
+        ids = {
+            "benchmark_id": s.execute(select(Benchmark.id).where(Benchmark.name == "bench_synth.Synth000.time_case")),
+            "machine_id": s.execute(select(Machine.id).where(Machine.name == "synth-h200")),
+            "commit_id": s.execute(select(Commit.id).where(Commit.sha == sha)),
         }
-        assert queries.upsert_regressions(s, [row]) == {"inserted": 1, "updated": 0}
+        params = {"concurrency": "1", "impl": "'simt'", "topk": "128"}
+        s.add(
+            Regression(
+                **{k: v.scalar_one() for k, v in ids.items()},
+                params_key=params_key(params),
+                params=params,
+                before=1.0,
+                after=1.5,
+                ratio=1.5,
+                direction="up_is_worse",
+                status="new",
+                p_value=1e-4,
+            )
+        )
+        s.flush()
         reg = queries.regressions(s)
         assert len(reg) == 1 and reg.iloc[0]["status"] == "new" and reg.iloc[0]["sha"] == sha
+        assert reg.iloc[0]["params"] == params and reg.iloc[0]["unit"] == "seconds"
         queries.set_regression_status(s, int(reg.iloc[0]["id"]), "acknowledged")
-        # Re-detection updates numbers but keeps the user's status.
-        assert queries.upsert_regressions(s, [{**row, "after": 1.6, "ratio": 1.6}]) == {
-            "inserted": 0,
-            "updated": 1,
-        }
         reg = queries.regressions(s, status="acknowledged", machine="synth-h200")
-        assert len(reg) == 1 and reg.iloc[0]["ratio"] == 1.6
+        assert len(reg) == 1 and reg.iloc[0]["ratio"] == 1.5
         assert queries.regressions(s, status=["new", "fixed"]).empty
         with pytest.raises(ValueError, match="status must be one of"):
             queries.set_regression_status(s, int(reg.iloc[0]["id"]), "solved")
         with pytest.raises(queries.NotFound):
             queries.set_regression_status(s, 10**6, "fixed")
-        with pytest.raises(ValueError, match="direction"):
-            queries.upsert_regressions(s, [{**row, "direction": "sideways"}])
         s.rollback()  # caller-owned transaction: nothing was committed
         assert queries.regressions(s).empty
     engine.dispose()
@@ -174,5 +154,34 @@ def test_queries_are_fast(s: Session) -> None:
         "synth-h200",
     )
     queries.results_at_commit(s, queries.latest_commit(s, "synth-h200"), "synth-h200")
-    queries.series_values(s)
     assert time.perf_counter() - start < 5.0
+
+
+def test_pool_runs_is_the_median_of_the_runs_with_a_value() -> None:
+    """A commit's result from its runs: median over runs with a value; failed/skipped runs do not count,
+    and give the status only when no run has a value; unpooled columns from the latest run with a value."""
+    import pandas as pd
+
+    nan = float("nan")
+    runs = pd.DataFrame(
+        {
+            "key": ["a", "a", "a", "a", "b", "b", "c", "d"],
+            "value": [1.0, 2.0, 10.0, nan, nan, nan, 5.0, nan],
+            "status": ["ok", "ok", "ok", "failed", "failed", "skipped", "ok", "skipped"],
+            "samples": [[1.0], [2.0], [10.0], None, None, None, [5.0], None],
+            "ci_99_a": [0.9, 1.9, 9.0, nan, nan, nan, 4.0, nan],
+            "ci_99_b": [1.1, 2.1, 11.0, nan, nan, nan, 6.0, nan],
+            "q_25": [0.95, 1.95, 9.5, nan, nan, nan, 4.5, nan],
+            "run_id": [1, 2, 3, 4, 5, 6, 7, 8],
+            "run_started_at": pd.to_datetime(["2025-01-01"] * 3 + ["2025-01-02"] + ["2025-01-01"] * 4),
+        }
+    )
+    out = queries.pool_runs(runs, ["key"]).set_index("key").sort_index()
+    assert out.loc["a", "value"] == 2.0 and out.loc["a", "status"] == "ok" and out.loc["a", "runs"] == 4
+    assert sorted(out.loc["a", "samples"]) == [1.0, 2.0, 10.0]
+    assert (out.loc["a", "ci_99_a"], out.loc["a", "ci_99_b"]) == (0.9, 11.0)
+    assert out.loc["a", "run_id"] == 3 and out.loc["a", "q_25"] == 9.5  # latest run with a value, not run 4
+    assert out.loc["b", "status"] == "failed" and pd.isna(out.loc["b", "value"]) and out.loc["b", "runs"] == 2
+    assert out.loc["c", "value"] == 5.0 and out.loc["c", "runs"] == 1
+    assert out.loc["d", "status"] == "skipped"
+    assert queries.pool_runs(runs.iloc[:0], ["key"]).empty
