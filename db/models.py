@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from typing import Any
+from collections.abc import Iterable
+from typing import Any, ClassVar
 
 from sqlalchemy import (
     JSON,
@@ -42,7 +43,9 @@ NAMING_CONVENTION = {
 }
 
 RESULT_STATUSES = ("ok", "failed", "skipped")
-REGRESSION_STATUSES = ("new", "acknowledged", "fixed", "ignored")
+# suspect: seen only in the newest run(s); new: confirmed; transient: refuted by the next run;
+# retired: the series no longer runs (docs/detection.md has the transitions).
+REGRESSION_STATUSES = ("suspect", "new", "acknowledged", "fixed", "ignored", "transient", "retired")
 REGRESSION_DIRECTIONS = ("up_is_worse", "down_is_worse")
 
 
@@ -220,13 +223,58 @@ class Result(Base):
     benchmark: Mapped[Benchmark] = relationship()
 
 
+class AlertGroup(Base):
+    """Regressions found together on one machine at one commit or commit range (written by ``regressions``).
+
+    The culprit lies in ``(parent_commit, commit]`` in history order: the intersection of its members'
+    ranges. ``machine_wide`` when the members are most of the series measured on the machine at
+    ``commit`` (``series``), which points at the machine rather than the code.
+    """
+
+    __tablename__ = "alert_group"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    machine_id: Mapped[int] = mapped_column(ForeignKey("machine.id", ondelete="CASCADE"), index=True)
+    commit_id: Mapped[int] = mapped_column(ForeignKey("commit.id", ondelete="CASCADE"))
+    parent_commit_id: Mapped[int | None] = mapped_column(ForeignKey("commit.id", ondelete="SET NULL"))
+    machine_wide: Mapped[bool] = mapped_column(default=False)
+    series: Mapped[int] = mapped_column(Integer, default=0)
+    created_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
+
+    machine: Mapped[Machine] = relationship()
+    commit: Mapped[Commit] = relationship(foreign_keys=[commit_id])
+    parent_commit: Mapped[Commit | None] = relationship(foreign_keys=[parent_commit_id])
+    regressions: Mapped[list[Regression]] = relationship(back_populates="group")
+
+    # A group's status is its most pressing member's (the one rule; the dashboard and CLI both use it).
+    STATUS_ORDER: ClassVar[tuple[str, ...]] = (
+        "new",
+        "suspect",
+        "acknowledged",
+        "fixed",
+        "transient",
+        "retired",
+        "ignored",
+    )
+
+    @staticmethod
+    def status_of(statuses: Iterable[str]) -> str:
+        """The group status for its members' statuses: the first of ``STATUS_ORDER`` present."""
+        present = set(statuses)
+        return next((s for s in AlertGroup.STATUS_ORDER if s in present), "ignored")
+
+
 class Regression(Base):
-    """A flagged step in one series, at its first bad commit (written by ``regressions``)."""
+    """A flagged step in one series, at its first bad commit (written by ``regressions``).
+
+    ``parent_commit`` is the last commit measured at the level before, so the culprit lies in
+    ``(parent_commit, commit]``; ``group`` the alert group; ``labels`` e.g. ``returns_to_earlier_level``.
+    """
 
     __tablename__ = "regression"
     __table_args__ = (
         UniqueConstraint("benchmark_id", "params_key", "machine_id", "commit_id"),
-        CheckConstraint("status IN ('new', 'acknowledged', 'fixed', 'ignored')", name="status"),
+        CheckConstraint(f"status IN ({', '.join(repr(s) for s in REGRESSION_STATUSES)})", name="status"),
         CheckConstraint("direction IN ('up_is_worse', 'down_is_worse')", name="direction"),
         Index("ix_regression_status", "status"),
     )
@@ -245,11 +293,16 @@ class Regression(Base):
     p_value: Mapped[float | None] = mapped_column(Float)
     detected_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
     fixed_commit_id: Mapped[int | None] = mapped_column(ForeignKey("commit.id", ondelete="SET NULL"))
+    parent_commit_id: Mapped[int | None] = mapped_column(ForeignKey("commit.id", ondelete="SET NULL"))
+    group_id: Mapped[int | None] = mapped_column(ForeignKey("alert_group.id", ondelete="SET NULL"), index=True)
+    labels: Mapped[list[Any] | None] = mapped_column(JSON(none_as_null=True), default=list)
 
     benchmark: Mapped[Benchmark] = relationship()
     machine: Mapped[Machine] = relationship()
     commit: Mapped[Commit] = relationship(foreign_keys=[commit_id])
     fixed_commit: Mapped[Commit | None] = relationship(foreign_keys=[fixed_commit_id])
+    parent_commit: Mapped[Commit | None] = relationship(foreign_keys=[parent_commit_id])
+    group: Mapped[AlertGroup | None] = relationship(back_populates="regressions")
 
 
 class Meta(Base):

@@ -12,6 +12,7 @@ from typing import Any
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 
+from db.models import REGRESSION_STATUSES
 from regressions.compare import DEFAULT_ALPHA, compare_commits, exit_status
 from regressions.config import ConfigError, Settings, load_settings
 from regressions.report import MAX_BODY_CHARS, compare_json, compare_markdown, detect_table
@@ -19,11 +20,12 @@ from regressions.results import UsageError, machines_with, resolve_commit
 from regressions.store import (
     DEFAULT_LOOKBACK,
     OPEN_STATUSES,
+    DetectSummary,
     detect_store,
     regressions_frame,
 )
 
-STATUSES = ("new", "acknowledged", "fixed", "ignored")
+STATUSES = REGRESSION_STATUSES
 
 
 def _threshold(text: str) -> float:
@@ -59,10 +61,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     d = subparsers.add_parser(
         "detect",
         help="flag regressions over the history of every series (incremental, idempotent)",
-        description="Find steps in every series (benchmark x params x machine) over commits, store the "
-        "regressions beyond the threshold at the commit where they begin, mark those that came back as "
-        "fixed, and list the open ones (new, acknowledged). Re-running never flags a step twice; only "
-        "series with results newer than the last run are re-examined, unless --full.",
+        description="Find steps in every series (benchmark x params x machine; each asv version of a "
+        "benchmark on its own) over commits, store the regressions beyond the threshold at the commit "
+        "where they begin, grouped per machine and commit range, and list the open ones. A step seen only "
+        "in the newest run is 'suspect' until a later run or a re-run of its commit confirms it ('new') or "
+        "refutes it ('transient'); one that came back is 'fixed'; open ones of benchmarks that no longer "
+        "run are 'retired'. Re-running never flags a step twice; only series with results newer than the "
+        "last run are re-examined, unless --full. Exit status: 0 (also when only suspects are open), 1 with "
+        "--fail-on-new when this run flagged or confirmed a regression, 2 bad usage or input, 3 internal "
+        "error. Rules: docs/detection.md.",
     )
     _add_common(d)
     d.add_argument("--machine", metavar="M", help="only this machine's series")
@@ -78,10 +85,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--status",
         action="append",
         choices=STATUSES,
-        help="list regressions with this status (repeatable; default: new and acknowledged)",
+        help="list regressions with this status (repeatable; default: suspect, new and acknowledged)",
     )
     d.add_argument("--all", action="store_true", help="list regressions of every status")
-    d.add_argument("--fail-on-new", action="store_true", help="exit 1 when this run flagged a new regression")
+    d.add_argument(
+        "--fail-on-new",
+        action="store_true",
+        help="exit 1 when this run flagged or confirmed a regression (status new; suspects do not fail)",
+    )
     d.set_defaults(func=detect_command)
 
     c = subparsers.add_parser(
@@ -161,22 +172,55 @@ def detect_command(args: argparse.Namespace) -> int:
         return _fail(str(exc))
     except SQLAlchemyError as exc:
         return _fail(f"database {display_url(engine.url)}: {exc}")
-    new = set(summary.new)
+    new, events = set(summary.new), summary.events()
     records = []
     for row in frame.to_dict("records"):
         rec = {k: _clean(v) for k, v in row.items()}
         rec["new"] = row["id"] in new
+        rec["event"] = events.get(row["id"])
         records.append(rec)
     if args.json:
         print(json.dumps(records, indent=2, allow_nan=False))
     else:
-        mode = "incremental" if summary.incremental else "full"
-        print(
-            f"detect ({mode}): {summary.series_examined} series examined in {summary.seconds:.2f} s, "
-            f"{len(summary.new)} new regression(s), {len(summary.fixed)} marked fixed"
+        print(_detect_summary_line(summary))
+        print(_grouped_table(records))
+    return 1 if args.fail_on_new and summary.alerting else 0
+
+
+def _detect_summary_line(summary: DetectSummary) -> str:
+    mode = "incremental" if summary.incremental else "full"
+    counts = [
+        f"{len(summary.new)} new regression(s) in {len(summary.groups)} new group(s)",
+        f"{len(summary.confirmed)} confirmed",
+        f"{len(summary.transient)} transient",
+        f"{len(summary.fixed)} marked fixed",
+        f"{len(summary.retired)} retired",
+    ]
+    return f"detect ({mode}): {summary.series_examined} series examined in {summary.seconds:.2f} s, " + ", ".join(
+        counts
+    )
+
+
+def _grouped_table(records: list[dict[str, Any]]) -> str:
+    """The regressions table, one block per alert group (machine, commit range, size, status)."""
+    if not records:
+        return detect_table(records)
+    blocks: dict[Any, list[dict[str, Any]]] = {}
+    for r in records:
+        blocks.setdefault(r.get("group"), []).append(r)
+    out = []
+    for gid, rows in blocks.items():
+        first = rows[0]
+        where = f"{first['parent'][:10]}..{first['commit'][:10]}" if first.get("parent") else first["commit"][:10]
+        wide = ", machine-wide" if first.get("machine_wide") else ""
+        size = first.get("group_size") or len(rows)
+        title = "no group" if gid is None else f"group {gid}"
+        out.append(
+            f"\n{title}: {first['machine']} at {where}, {size} series, {first.get('group_status') or first['status']}"
+            f"{wide}"
         )
-        print(detect_table(records))
-    return 1 if args.fail_on_new and summary.new else 0
+        out.append(detect_table(rows))
+    return "\n".join(out).lstrip("\n")
 
 
 def compare_command(args: argparse.Namespace) -> int:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -22,31 +23,91 @@ import pandas as pd
 from sqlalchemy import func, select, tuple_
 from sqlalchemy.orm import Session
 
-from db.models import Benchmark, Commit, Machine, Meta, Regression, Result, Run, commit_order, utcnow
+from db.models import (
+    AlertGroup,
+    Benchmark,
+    Commit,
+    Machine,
+    Meta,
+    Regression,
+    Result,
+    Run,
+    commit_order,
+    utcnow,
+)
 from regressions.config import Settings
-from regressions.detect import DEFAULT_PARAMS, DetectorParams, detect_many
+from regressions.detect import (
+    CONFIRMED,
+    DEFAULT_PARAMS,
+    RETURNS_TO_EARLIER_LEVEL,
+    SUSPECT,
+    TRANSIENT,
+    DetectorParams,
+    detect_many,
+    verdict,
+)
 from regressions.direction import infer_direction, slowdown
 from regressions.results import UsageError, history_noise  # noqa: F401  (history_noise re-exported for old imports)
 
 WATERMARK_KEY = "regressions.watermark"
 DEFAULT_LOOKBACK = 100
-OPEN_STATUSES = ("new", "acknowledged")
+RETIRED = "retired"
+# Listed by default and closed as retired when their series stops running.
+OPEN_STATUSES = ("suspect", "new", "acknowledged")
+# Confirmed and still open: a later level back within the threshold marks these fixed.
+FIXABLE_STATUSES = ("new", "acknowledged")
 # A step found again within this many runs of a stored one is the same step seen with more data.
 SAME_STEP_RUNS = 3
+# A group is machine-wide when it holds at least this share of the series measured on its machine at its
+# commit, and at least MACHINE_WIDE_MIN of them (two series moving together say little).
+MACHINE_WIDE_SHARE = 0.5
+MACHINE_WIDE_MIN = 3
+# Runs at the new level, each worse by the threshold, that confirm a member of a refuted machine-wide
+# group on its own (or reopen a transient one).
+MACHINE_WIDE_CONFIRM = 3
+# Bumped when detection's rules change, so the next run re-examines every series (and groups old flags).
+_RULES_VERSION = 2
+Key = tuple[int, str, int]  # benchmark_id, params_key, machine_id
 
 
 @dataclass
 class DetectSummary:
     series_examined: int = 0
-    new: list[int] = field(default_factory=list)  # ids of regressions flagged by this run
+    new: list[int] = field(default_factory=list)  # ids of regressions flagged by this run (suspect or new)
+    confirmed: list[int] = field(default_factory=list)  # suspect -> new in this run
+    transient: list[int] = field(default_factory=list)  # suspect -> transient in this run
     fixed: list[int] = field(default_factory=list)  # ids marked fixed by this run
+    retired: list[int] = field(default_factory=list)  # open ones closed because their series stopped
+    groups: list[int] = field(default_factory=list)  # alert groups created by this run
+    alerting: list[int] = field(default_factory=list)  # confirmed new regressions of this run (flagged or confirmed)
     incremental: bool = False
     seconds: float = 0.0
+
+    def events(self) -> dict[int, str]:
+        """What this run did to each regression it touched: flagged, confirmed, transient, fixed, retired."""
+        out: dict[int, str] = {}
+        for name, ids in (
+            ("flagged", self.new),
+            ("confirmed", self.confirmed),
+            ("transient", self.transient),
+            ("fixed", self.fixed),
+            ("retired", self.retired),
+        ):
+            for i in ids:
+                out.setdefault(i, name)
+        return out
 
 
 def _settings_fingerprint(settings: Settings, params: DetectorParams, lookback: int) -> str:
     blob = json.dumps(
-        [settings.default_threshold, settings.thresholds, settings.directions, repr(params), lookback],
+        [
+            settings.default_threshold,
+            settings.thresholds,
+            settings.directions,
+            repr(params),
+            lookback,
+            _RULES_VERSION,
+        ],
         sort_keys=True,
     )
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
@@ -60,11 +121,19 @@ def _commit_order(session: Session) -> pd.DataFrame:
     return df
 
 
+def _in_window(stmt: Any, windows: dict[int, list[int] | None] | None) -> Any:
+    if windows is not None and len(windows) == 1 and None not in windows.values():
+        # One machine (the usual runner): the window's commits go into SQL, so only they are read.
+        (window,) = windows.values()
+        stmt = stmt.where(Run.commit_id.in_(window or []))
+    return stmt
+
+
 def _load_values(
     session: Session,
     *,
     machine_ids: list[int] | None,
-    series: set[tuple[int, str, int]] | None,
+    series: set[Key] | None,
     windows: dict[int, list[int] | None] | None,
 ) -> pd.DataFrame:
     """Successful results: benchmark_id, params_key, machine_id, commit_id, value (one row per run)."""
@@ -75,10 +144,7 @@ def _load_values(
     )
     if machine_ids is not None:
         stmt = stmt.where(Run.machine_id.in_(machine_ids))
-    if windows is not None and len(windows) == 1 and None not in windows.values():
-        # One machine (the usual runner): the window's commits go into SQL, so only they are read.
-        (window,) = windows.values()
-        stmt = stmt.where(Run.commit_id.in_(window or []))
+    stmt = _in_window(stmt, windows)
     # Core execution and column-wise arrays: the ORM and pandas' row-by-row construction each cost
     # seconds on a store of 500,000 results.
     rows = session.connection().execute(stmt).fetchall()
@@ -96,6 +162,39 @@ def _load_values(
         keys = pd.MultiIndex.from_frame(df[["benchmark_id", "params_key", "machine_id"]])
         df = df[keys.isin(list(series))]
     return df
+
+
+def _segments(
+    session: Session,
+    *,
+    machine_ids: list[int] | None,
+    windows: dict[int, list[int] | None] | None,
+    pos: dict[int, int],
+) -> pd.DataFrame:
+    """benchmark_id, machine_id, pos -> segment: asv gives a benchmark a new version when its code
+    changes, and each version of a benchmark on a machine is a segment of its own (no step across).
+    Results without a version (older asv) continue the segment they are in."""
+    stmt = (
+        select(Result.benchmark_id, Run.machine_id, Run.commit_id, Result.benchmark_version)
+        .join(Run, Result.run_id == Run.id)
+        .where(Result.value.is_not(None))
+        .distinct()
+    )
+    if machine_ids is not None:
+        stmt = stmt.where(Run.machine_id.in_(machine_ids))
+    rows = session.connection().execute(_in_window(stmt, windows)).fetchall()
+    df = pd.DataFrame(rows, columns=["benchmark_id", "machine_id", "commit_id", "version"])
+    if df.empty:
+        return pd.DataFrame(columns=["benchmark_id", "machine_id", "pos", "segment"])
+    df["pos"] = df["commit_id"].map(pos)
+    # Several versions at one commit (re-runs across a change): the highest names the commit's.
+    df = df.sort_values(["benchmark_id", "machine_id", "pos", "version"], na_position="first")
+    df = df.drop_duplicates(["benchmark_id", "machine_id", "pos"], keep="last")
+    df["version"] = df.groupby(["benchmark_id", "machine_id"])["version"].ffill()
+    prev = df.groupby(["benchmark_id", "machine_id"])["version"].shift()
+    changed = prev.notna() & df["version"].notna() & (df["version"] != prev)
+    df["segment"] = changed.astype(int).groupby([df["benchmark_id"], df["machine_id"]]).cumsum()
+    return df[["benchmark_id", "machine_id", "pos", "segment"]]
 
 
 def _lookback_windows(session: Session, machine_ids: Iterable[int], lookback: int) -> dict[int, list[int] | None]:
@@ -120,7 +219,7 @@ def _lookback_windows(session: Session, machine_ids: Iterable[int], lookback: in
     return out
 
 
-def _existing_regressions(session: Session, series: set[tuple[int, str, int]] | None) -> list[Regression]:
+def _existing_regressions(session: Session, series: set[Key] | None) -> list[Regression]:
     stmt = select(Regression)
     if series is not None:
         if not series:
@@ -129,6 +228,36 @@ def _existing_regressions(session: Session, series: set[tuple[int, str, int]] | 
             tuple_(Regression.benchmark_id, Regression.params_key, Regression.machine_id).in_(list(series))
         )
     return list(session.execute(stmt).scalars().all())
+
+
+def _match(step_runs: list[int], stored: list[tuple[int, Regression]]) -> dict[int, Regression]:
+    """Steps (run indices) to stored regressions (run index, row), one to one, nearest first, within
+    SAME_STEP_RUNS runs; a transient one only at its own run (a later real step near a refuted spike is
+    a step of its own). Two close steps each keep their own regression."""
+    pairs = sorted(
+        (abs(s - r), i, j)
+        for i, s in enumerate(step_runs)
+        for j, (r, reg) in enumerate(stored)
+        if abs(s - r) <= (0 if reg.status == TRANSIENT else SAME_STEP_RUNS)
+    )
+    out: dict[int, Regression] = {}
+    used: set[int] = set()
+    for _d, i, j in pairs:
+        if i not in out and j not in used:
+            out[i] = stored[j][1]
+            used.add(j)
+    return out
+
+
+@dataclass
+class _Pending:
+    """A regression awaiting a verdict (a suspect, or a transient one the detector sees again): its
+    measurements are every run of its series from its commit on."""
+
+    reg: Regression
+    key: Key
+    still_found: bool  # the detector still sees the step this run
+    threshold: float
 
 
 def detect_store(
@@ -141,7 +270,13 @@ def detect_store(
     params: DetectorParams = DEFAULT_PARAMS,
     progress: bool = False,
 ) -> DetectSummary:
-    """Detect steps in the store's series and record regressions (idempotent). The caller commits."""
+    """Detect steps in the store's series and record regressions (idempotent). The caller commits.
+
+    Steps become regressions at the commit where they begin (``suspect`` while their new level is only
+    the newest run, else ``new``), grouped per machine and commit range; suspects are confirmed or
+    refuted by later runs and re-runs; confirmed ones are marked fixed when a later level comes back;
+    open ones of series that stopped running are retired. docs/detection.md has the rules.
+    """
     import time
 
     start = time.perf_counter()
@@ -158,10 +293,8 @@ def detect_store(
     meta = session.get(Meta, WATERMARK_KEY)
     state: dict[str, Any] = dict(meta.value) if meta is not None and isinstance(meta.value, dict) else {}
     max_id = session.execute(select(func.max(Result.id))).scalar_one() or 0
-    incremental = (
-        not full and machine is None and state.get("fingerprint") == fingerprint and "result_id" in state
-    )
-    series: set[tuple[int, str, int]] | None = None
+    incremental = not full and machine is None and state.get("fingerprint") == fingerprint and "result_id" in state
+    series: set[Key] | None = None
     windows: dict[int, list[int] | None] | None = None
     if incremental:
         rows = session.execute(
@@ -171,101 +304,142 @@ def detect_store(
             .distinct()
         ).all()
         series = {(int(b), str(p), int(m)) for b, p, m in rows}
-        touched = sorted({m for _, _, m in series})
-        machine_ids = touched
-        windows = _lookback_windows(session, touched, lookback)
+        machine_ids = sorted({m for _, _, m in series})
+        windows = _lookback_windows(session, machine_ids, lookback)
         summary.incremental = True
+    considered = (
+        machine_ids if machine_ids is not None else [int(m) for m in session.execute(select(Machine.id)).scalars()]
+    )
 
-    if series is not None and not series:
-        df = pd.DataFrame(columns=["benchmark_id", "params_key", "machine_id", "commit_id", "value"])
-    else:
-        df = _load_values(session, machine_ids=machine_ids, series=series, windows=windows)
     order = _commit_order(session)
-    pos = dict(zip(order["commit_id"], order["pos"], strict=False))
-    if not df.empty:
-        df["pos"] = df["commit_id"].map(pos)
+    pos = dict(zip(order["commit_id"].tolist(), order["pos"].tolist(), strict=True))
+    commit_at = order["commit_id"].to_numpy()
+    if series is not None and not series:
+        runs = pd.DataFrame(columns=["benchmark_id", "params_key", "machine_id", "commit_id", "value", "pos"])
+        df = runs
+    else:
+        runs = _load_values(session, machine_ids=machine_ids, series=series, windows=windows)
+        runs["pos"] = runs["commit_id"].map(pos)
         if windows is not None:
             # Windows per machine (several machines: filtered here rather than in SQL).
             inside = {(m, c) for m, ids in windows.items() if ids is not None for c in ids}
             whole = [m for m, ids in windows.items() if ids is None]
-            keep = df["machine_id"].isin(whole) | pd.Series(
-                [(m, c) in inside for m, c in zip(df["machine_id"], df["commit_id"], strict=True)], index=df.index
+            keep = runs["machine_id"].isin(whole) | pd.Series(
+                [(m, c) in inside for m, c in zip(runs["machine_id"], runs["commit_id"], strict=True)],
+                index=runs.index,
             )
-            df = df[keep]
+            runs = runs[keep]
+        segments = _segments(session, machine_ids=machine_ids, windows=windows, pos=pos)
         # Several runs of one commit (re-runs, environments): their median is the commit's value.
-        df = df.groupby(["benchmark_id", "params_key", "machine_id", "pos"], sort=True, as_index=False)[
+        df = runs.groupby(["benchmark_id", "params_key", "machine_id", "pos"], sort=True, as_index=False)[
             "value"
         ].median()
+        df = df.merge(segments, on=["benchmark_id", "machine_id", "pos"], how="left")
+        df["segment"] = df["segment"].fillna(0).astype(int)
 
     bench = {
         bid: (name, unit)
         for bid, name, unit in session.execute(select(Benchmark.id, Benchmark.name, Benchmark.unit)).all()
     }
-    sha_of_pos = order["commit_id"].to_numpy()
-    existing: dict[tuple[int, str, int], list[Regression]] = {}
+    existing: dict[Key, list[Regression]] = {}
     for reg in _existing_regressions(session, series):
         existing.setdefault((reg.benchmark_id, reg.params_key, reg.machine_id), []).append(reg)
     params_of: dict[tuple[int, str], dict[str, Any]] = {}
 
-    groups = (
-        list(df.groupby(["benchmark_id", "params_key", "machine_id"], sort=False)) if not df.empty else []
+    units = (
+        list(df.groupby(["benchmark_id", "params_key", "machine_id", "segment"], sort=False)) if not df.empty else []
     )
     names, thresholds, directions = [], [], []
-    for (bid, _pkey, _mid), _g in groups:
+    for (bid, _pkey, _mid, _seg), _g in units:
         name, unit = bench.get(int(bid), (str(bid), None))
         names.append(name)
         directions.append(infer_direction(name, unit, settings.direction_override(name)))
         thresholds.append(settings.threshold_for(name))
     if progress:
-        print(f"detect: examining {len(groups)} series", flush=True)
-    results = detect_many([g["value"].to_numpy() for _, g in groups], thresholds, directions, params)
-    for ((bid, pkey, mid), g), result, direction, threshold in zip(
-        groups, results, directions, thresholds, strict=True
+        print(f"detect: examining {len(units)} series", flush=True)
+    results = detect_many([g["value"].to_numpy() for _, g in units], thresholds, directions, params)
+    summary.series_examined = len({u[:3] for u, _ in units})
+
+    pending: list[_Pending] = []
+    ungrouped: list[Regression] = []
+    for ((bid, pkey, mid, _seg), g), result, direction, threshold in zip(
+        units, results, directions, thresholds, strict=True
     ):
         positions = g["pos"].to_numpy()
-        summary.series_examined += 1
         key = (int(bid), str(pkey), int(mid))
         stored = existing.setdefault(key, [])
-        stored_pos = {r.id: pos.get(r.commit_id, -1) for r in stored}
-        for step in result.regressions:
-            p = int(positions[step.index])
-            if any(abs(stored_pos[r.id] - p) <= SAME_STEP_RUNS for r in stored if r.id is not None):
-                continue
-            if key[:2] not in params_of:
-                params_of[key[:2]] = json.loads(pkey)
-            reg = Regression(
-                benchmark_id=key[0],
-                params_key=key[1],
-                params=params_of[key[:2]],
-                machine_id=key[2],
-                commit_id=int(sha_of_pos[p]),
-                before=step.before,
-                after=step.after,
-                ratio=step.ratio,
-                direction=direction,
-                status="new",
-                p_value=step.p_value,
-                detected_at=utcnow(),
-            )
-            session.add(reg)
-            session.flush()
-            stored.append(reg)
-            stored_pos[reg.id] = p
-            summary.new.append(reg.id)
+        # Stored regressions of this segment, by run index in it.
+        mine = [
+            (int(np.searchsorted(positions, pos[r.commit_id])), r)
+            for r in stored
+            if positions[0] <= pos.get(r.commit_id, -1) <= positions[-1]
+        ]
+        steps = result.regressions
+        matched = _match([s.index for s in steps], mine)
+        found_now: set[int] = set()
+        for i, step in enumerate(steps):
+            reg = matched.get(i)
+            if reg is None:
+                p = int(positions[step.index])
+                if key[:2] not in params_of:
+                    params_of[key[:2]] = json.loads(pkey)
+                reg = Regression(
+                    benchmark_id=key[0],
+                    params_key=key[1],
+                    params=params_of[key[:2]],
+                    machine_id=key[2],
+                    commit_id=int(commit_at[p]),
+                    parent_commit_id=(
+                        int(commit_at[positions[step.parent_index]]) if step.parent_index is not None else None
+                    ),
+                    before=step.before,
+                    after=step.after,
+                    ratio=step.ratio,
+                    direction=direction,
+                    status=CONFIRMED if step.confirmed else SUSPECT,
+                    p_value=step.p_value,
+                    labels=list(step.labels),
+                    detected_at=utcnow(),
+                )
+                session.add(reg)
+                session.flush()
+                stored.append(reg)
+                mine.append((step.index, reg))
+                summary.new.append(reg.id)
+            elif list(reg.labels or []) != list(step.labels) and reg.status in OPEN_STATUSES:
+                reg.labels = list(step.labels)
+            found_now.add(reg.id)
+            if reg.group_id is None:
+                ungrouped.append(reg)
+            if reg.status in (SUSPECT, TRANSIENT):
+                pending.append(_Pending(reg, key, True, threshold))
+        for _run, reg in mine:
+            if reg.status == SUSPECT and reg.id not in found_now:
+                pending.append(_Pending(reg, key, False, threshold))
+            elif reg.group_id is None and reg not in ungrouped:
+                ungrouped.append(reg)
         # Fixed: a later level of the series is back within the threshold of the level before.
-        for reg in stored:
-            if reg.status not in OPEN_STATUSES:
+        for p_reg, reg in mine:
+            if reg.status not in FIXABLE_STATUSES:
                 continue
-            p_reg = stored_pos[reg.id]
             for first, _last, level in result.levels:
-                p_level = int(positions[first])
-                if p_level <= p_reg:
+                if first <= p_reg:
                     continue
                 if slowdown(level / reg.before, reg.direction) < 1 + threshold:
                     reg.status = "fixed"
-                    reg.fixed_commit_id = int(sha_of_pos[p_level])
+                    reg.fixed_commit_id = int(commit_at[positions[first]])
                     summary.fixed.append(reg.id)
                     break
+
+    _update_groups(session, _assign_groups(session, ungrouped, pos, summary))
+    _confirm(runs, pending, pos, summary)
+    _retire(session, considered, summary)
+    session.flush()
+    summary.alerting = [
+        r.id
+        for r in session.execute(select(Regression).where(Regression.id.in_(summary.new + summary.confirmed))).scalars()
+        if r.status == CONFIRMED
+    ]
 
     state = {"result_id": int(max_id), "fingerprint": fingerprint, "updated": utcnow().isoformat()}
     if machine is None:
@@ -278,11 +452,193 @@ def detect_store(
     return summary
 
 
+def _assign_groups(session: Session, regs: list[Regression], pos: dict[int, int], summary: DetectSummary) -> set[int]:
+    """Put each regression into the group of its machine whose commit range its own range
+    ``(parent, commit]`` overlaps (the group's range narrows to the overlap), else into a new group.
+    Returns the ids of the groups that changed."""
+    touched: set[int] = set()
+    if not regs:
+        return touched
+
+    def span(parent_id: int | None, commit_id: int) -> tuple[int, int]:
+        c = pos[commit_id]
+        return (pos[parent_id] if parent_id is not None and parent_id in pos else c - 1), c
+
+    for mid in sorted({r.machine_id for r in regs}):
+        lowest = min(span(r.parent_commit_id, r.commit_id)[0] for r in regs if r.machine_id == mid)
+        groups = [
+            g
+            for g in session.execute(select(AlertGroup).where(AlertGroup.machine_id == mid)).scalars()
+            if pos.get(g.commit_id, -1) > lowest
+        ]
+        for reg in sorted((r for r in regs if r.machine_id == mid), key=lambda r: (pos[r.commit_id], r.id)):
+            lo, hi = span(reg.parent_commit_id, reg.commit_id)
+            best, best_overlap = None, 0
+            for g in groups:
+                glo, ghi = span(g.parent_commit_id, g.commit_id)
+                overlap = min(hi, ghi) - max(lo, glo)
+                if overlap > best_overlap or (overlap == best_overlap and overlap > 0 and ghi == hi):
+                    best, best_overlap = g, overlap
+            if best is None:
+                best = AlertGroup(
+                    machine_id=mid,
+                    commit_id=reg.commit_id,
+                    parent_commit_id=reg.parent_commit_id,
+                    machine_wide=False,
+                    series=0,
+                    created_at=utcnow(),
+                )
+                session.add(best)
+                session.flush()
+                groups.append(best)
+                summary.groups.append(best.id)
+            else:
+                glo, ghi = span(best.parent_commit_id, best.commit_id)
+                if hi < ghi:
+                    best.commit_id = reg.commit_id
+                if lo > glo:
+                    best.parent_commit_id = reg.parent_commit_id
+            reg.group_id = best.id
+            touched.add(best.id)
+    session.flush()
+    return touched
+
+
+def _confirm(runs: pd.DataFrame, pending: list[_Pending], pos: dict[int, int], summary: DetectSummary) -> None:
+    """Verdicts from every run of a step's new level, re-runs of its commit included (``verdict``).
+
+    - A suspect is confirmed (new) or refuted (transient) by its own runs; one the detector no longer
+      sees, re-measured, is transient.
+    - Members of a machine-wide group are decided together: when most of the group is refuted, a
+      member confirmed by fewer than MACHINE_WIDE_CONFIRM runs is transient too (the machine moved,
+      noisy series with it); when most is confirmed, undecided members are confirmed.
+    - Elsewhere an undecided member that was re-measured follows the decided members of its group.
+    - A transient one whose step the detector still sees after all, confirmed by MACHINE_WIDE_CONFIRM
+      runs and more confirming than refuting runs, is reopened (new).
+    """
+    if not pending:
+        return
+    tail = runs[runs["pos"] >= min(pos[p.reg.commit_id] for p in pending)]
+    by_key = {k: g for k, g in tail.groupby(["benchmark_id", "params_key", "machine_id"], sort=False)}
+    own: dict[int, tuple[str, int, int]] = {}  # id -> (verdict, confirming runs, runs)
+    for p in pending:
+        g = by_key.get(p.key)
+        values = [] if g is None else g.loc[g["pos"] >= pos[p.reg.commit_id], "value"].tolist()
+        v = verdict(p.reg.before, values, threshold=p.threshold, direction=p.reg.direction)
+        confirming = _confirming(p.reg, values, p.threshold)
+        if p.reg.status == TRANSIENT:
+            if p.still_found and v == CONFIRMED and confirming >= MACHINE_WIDE_CONFIRM:
+                _set(p.reg, CONFIRMED, summary)
+            continue
+        if v == SUSPECT and not p.still_found and len(values) >= 2:
+            v = TRANSIENT
+        own[p.reg.id] = (v, confirming, len(values))
+    regs = {p.reg.id: p.reg for p in pending if p.reg.id in own}
+    for gid in {r.group_id for r in regs.values()}:
+        members = [r for r in regs.values() if r.group_id == gid]
+        group = members[0].group
+        peers = [r for r in (group.regressions if group is not None else []) if r.id not in own]
+        votes = Counter(v for v, _c, n in (own[r.id] for r in members) if v != SUSPECT)
+        votes[TRANSIENT] += sum(r.status == TRANSIENT for r in peers)
+        votes[CONFIRMED] += sum(r.status in (*FIXABLE_STATUSES, "fixed") for r in peers)
+        majority = (
+            TRANSIENT
+            if votes[TRANSIENT] > votes[CONFIRMED]
+            else CONFIRMED
+            if votes[CONFIRMED] > votes[TRANSIENT]
+            else None
+        )
+        wide = group is not None and group.machine_wide
+        for r in members:
+            v, confirming, n = own[r.id]
+            if wide and majority == TRANSIENT and v == CONFIRMED and confirming < MACHINE_WIDE_CONFIRM:
+                v = TRANSIENT
+            elif v == SUSPECT and n >= 2 and majority is not None and gid is not None:
+                v = majority
+            if v != SUSPECT:
+                _set(r, v, summary)
+
+
+def _confirming(reg: Regression, values: list[float], threshold: float) -> int:
+    """Runs worse than the regression's level before by more than the threshold."""
+    return sum(1 for x in values if x is not None and x > 0 and slowdown(x / reg.before, reg.direction) > 1 + threshold)
+
+
+def _set(reg: Regression, status: str, summary: DetectSummary) -> None:
+    reg.status = status
+    (summary.confirmed if status == CONFIRMED else summary.transient).append(reg.id)
+
+
+def _retire(session: Session, machine_ids: list[int], summary: DetectSummary) -> None:
+    """Close the open regressions of series that no longer run: the benchmark is missing from its
+    machine's newest commit while other benchmarks of its module (the asv file) ran there. A module
+    missing altogether is a partial run (``asv run --bench``), and a missing parameter combination a
+    grid subset (MLAPERF_CONCURRENCY): neither retires anything."""
+    for mid in machine_ids:
+        newest = session.execute(
+            select(Commit.id)
+            .where(Commit.id.in_(select(Run.commit_id).where(Run.machine_id == mid)))
+            .order_by(*commit_order(descending=True))
+            .limit(1)
+        ).scalar_one_or_none()
+        if newest is None:
+            continue
+        present = set(
+            session.execute(
+                select(Result.benchmark_id)
+                .join(Run, Result.run_id == Run.id)
+                .where(Run.machine_id == mid, Run.commit_id == newest)
+                .distinct()
+            ).scalars()
+        )
+        names = dict(session.execute(select(Benchmark.id, Benchmark.name)).all())
+        modules = {names[b].split(".", 1)[0] for b in present if b in names}
+        for reg in session.execute(
+            select(Regression).where(
+                Regression.machine_id == mid,
+                Regression.status.in_(OPEN_STATUSES),
+                Regression.benchmark_id.not_in(present),
+            )
+        ).scalars():
+            if names.get(reg.benchmark_id, "").split(".", 1)[0] in modules:
+                reg.status = RETIRED
+                summary.retired.append(reg.id)
+
+
+def _update_groups(session: Session, group_ids: set[int]) -> None:
+    """Recount each group's series base (series measured on its machine at its commit) and decide
+    whether it is machine-wide."""
+    if not group_ids:
+        return
+    groups = list(session.execute(select(AlertGroup).where(AlertGroup.id.in_(group_ids))).scalars())
+    members = dict(
+        session.execute(
+            select(Regression.group_id, func.count(Regression.id))
+            .where(Regression.group_id.in_(group_ids))
+            .group_by(Regression.group_id)
+        ).all()
+    )
+    for g in groups:
+        measured = session.execute(
+            select(func.count()).select_from(
+                select(Result.benchmark_id, Result.params_key)
+                .join(Run, Result.run_id == Run.id)
+                .where(Run.machine_id == g.machine_id, Run.commit_id == g.commit_id, Result.value.is_not(None))
+                .distinct()
+                .subquery()
+            )
+        ).scalar_one()
+        n = int(members.get(g.id, 0))
+        g.series = int(measured)
+        g.machine_wide = bool(n >= MACHINE_WIDE_MIN and n >= MACHINE_WIDE_SHARE * max(measured, 1))
+
+
 def regressions_frame(
     session: Session, *, statuses: Iterable[str] | None = None, machine: str | None = None
 ) -> pd.DataFrame:
     """Stored regressions with names resolved, newest commit first (``db.queries.regressions`` under the
-    column names of the detect CLI's JSON contract); an unknown machine gives an empty frame."""
+    column names of the detect CLI's JSON contract, plus the alert group, the commit range and labels);
+    an unknown machine gives an empty frame."""
     from db import queries
 
     frame = queries.regressions(session, status=None if statuses is None else list(statuses))
@@ -291,5 +647,47 @@ def regressions_frame(
     # Within one commit, oldest regression first.
     commit_rank = {sha: i for i, sha in enumerate(dict.fromkeys(frame["sha"]))}
     frame = frame.assign(_rank=frame["sha"].map(commit_rank)).sort_values(["_rank", "id"], kind="stable")
-    frame = frame.drop(columns=["_rank", "params_key", "message"])
-    return frame.rename(columns={"sha": "commit", "fixed_sha": "fixed_commit"}).reset_index(drop=True)
+    frame = frame.drop(columns=["_rank", "params_key", "message"], errors="ignore")
+    frame = frame.rename(columns={"sha": "commit", "fixed_sha": "fixed_at"}).reset_index(drop=True)
+    alerts = alert_columns(session, [int(i) for i in frame["id"]])
+    return frame.drop(columns=[c for c in alerts.columns if c != "id" and c in frame.columns]).merge(
+        alerts, on="id", how="left"
+    )
+
+
+def alert_columns(session: Session, ids: list[int]) -> pd.DataFrame:
+    """Per regression id: group, machine_wide, group_size, group_status, parent (sha), labels,
+    returns_to_earlier_level."""
+    cols = ["id", "group", "machine_wide", "group_size", "group_status", "parent", "labels"]
+    if not ids:
+        return pd.DataFrame(columns=[*cols, "returns_to_earlier_level"])
+    parent = Commit.__table__.alias("parent_commit")
+    rows = session.execute(
+        select(Regression.id, Regression.group_id, AlertGroup.machine_wide, parent.c.sha, Regression.labels)
+        .outerjoin(AlertGroup, AlertGroup.id == Regression.group_id)
+        .outerjoin(parent, parent.c.id == Regression.parent_commit_id)
+        .where(Regression.id.in_(ids))
+    ).all()
+    group_ids = {g for _, g, _, _, _ in rows if g is not None}
+    member_statuses: dict[int, list[str]] = {}
+    for gid, status in session.execute(
+        select(Regression.group_id, Regression.status).where(Regression.group_id.in_(group_ids))
+    ).all():
+        member_statuses.setdefault(int(gid), []).append(status)
+    out = pd.DataFrame(
+        [
+            {
+                "id": int(rid),
+                "group": None if gid is None else int(gid),
+                "machine_wide": bool(wide),
+                "group_size": len(member_statuses.get(gid, [])) if gid is not None else 0,
+                "group_status": AlertGroup.status_of(member_statuses[gid]) if gid in member_statuses else None,
+                "parent": psha,
+                "labels": list(labels or []),
+            }
+            for rid, gid, wide, psha, labels in rows
+        ],
+        columns=cols,
+    )
+    out["returns_to_earlier_level"] = [RETURNS_TO_EARLIER_LEVEL in labels for labels in out["labels"]]
+    return out
