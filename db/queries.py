@@ -343,16 +343,14 @@ def history(s: Session, benchmark: str, params_key: str | Mapping[str, Any], mac
     return frame.drop(columns=["run_started_at", "generation"])
 
 
-def results_at_commit(s: Session, sha: str, machine: str, benchmark_prefix: str | None = None) -> pd.DataFrame:
-    """All results of one commit (sha or unique prefix) on one machine, one row per series (its runs
-    pooled: :func:`pool_runs`).
-
-    Columns: benchmark, unit, type, params_key, params (dict), status, value, q_25, q_75, ci_99_a,
-    ci_99_b, number, repeat, samples, sha, run_id, runs, then one column per parameter name holding the
-    parsed value (``'mma'``, ``64``); a parameter named like a fixed column gets a ``param_`` prefix.
+def commit_results(
+    s: Session, commit_id: int, machine: str, benchmark_prefix: str | None = None
+) -> pd.DataFrame:
+    """A commit's result per series on a machine (its runs pooled: :func:`pool_runs`), sorted by
+    benchmark and params_key: benchmark, unit, type, params_key, params (dict), status, value, q_25,
+    q_75, ci_99_a, ci_99_b, number, repeat, samples, run_id, runs. Empty (same columns) when the
+    machine, known or not, has no run at that commit.
     """
-    commit = _commit_by_sha(s, sha)
-    machine_id = _machine_id(s, machine)
     stmt = (
         select(
             Benchmark.name.label("benchmark"),
@@ -373,15 +371,27 @@ def results_at_commit(s: Session, sha: str, machine: str, benchmark_prefix: str 
             Run.started_at.label("run_started_at"),
         )
         .join(Run, Run.id == Result.run_id)
+        .join(Machine, Machine.id == Run.machine_id)
         .join(Benchmark, Benchmark.id == Result.benchmark_id)
-        .where(Run.commit_id == commit.id, Run.machine_id == machine_id)
+        .where(Run.commit_id == commit_id, Machine.name == machine)
     )
     if benchmark_prefix:
         stmt = stmt.where(Benchmark.name.startswith(benchmark_prefix, autoescape=True))
     frame = pool_runs(_frame(s, stmt), ["benchmark", "params_key"]).drop(columns=["run_started_at"])
     frame = frame.sort_values(["benchmark", "params_key"], ignore_index=True)
-    frame.insert(frame.columns.get_loc("run_id"), "sha", commit.sha)
     frame["value"] = frame["value"].astype(float)
+    return frame
+
+
+def results_at_commit(s: Session, sha: str, machine: str, benchmark_prefix: str | None = None) -> pd.DataFrame:
+    """:func:`commit_results` of one commit (sha or unique prefix) with ``sha`` inserted before
+    ``run_id``, then one column per parameter name holding the parsed value (``'mma'``, ``64``); a
+    parameter named like a fixed column gets a ``param_`` prefix. Unknown machine: :class:`NotFound`.
+    """
+    commit = _commit_by_sha(s, sha)
+    _machine_id(s, machine)
+    frame = commit_results(s, commit.id, machine, benchmark_prefix)
+    frame.insert(frame.columns.get_loc("run_id"), "sha", commit.sha)
     fixed = set(frame.columns)
     names: list[str] = []
     for params in frame["params"]:

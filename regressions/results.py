@@ -20,7 +20,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from db.models import Benchmark, Commit, Machine, Result, Run, commit_order
-from db.queries import pool_runs
+from db.queries import commit_results
 
 
 class UsageError(ValueError):
@@ -100,37 +100,15 @@ def results_at(session: Session, commit_id: int, machine: str) -> pd.DataFrame:
     """A commit's result per series on a machine: one row per (benchmark, params_key), sorted by both.
 
     Columns: benchmark, unit, type, params_key, params (dict of asv repr strings), status ('ok' |
-    'failed' | 'skipped'), value, samples (list, empty when none), ci_99_a, ci_99_b, runs. A commit run
-    more than once there (re-runs, several environments) gets the median over its runs
-    (``db.queries.pool_runs``: the rule the detector and the dashboard's history apply too). Empty
-    (with these columns) when the machine has no run at that commit.
+    'failed' | 'skipped'), value, samples (finite floats, empty when none), ci_99_a, ci_99_b, runs. A
+    commit run more than once there (re-runs, several environments) gets the median over its runs
+    (``db.queries.commit_results``/``pool_runs``: the rule the dashboard's pages and the detector apply
+    too). Empty (with these columns) when the machine has no run at that commit.
     """
-    stmt = (
-        select(
-            Benchmark.name.label("benchmark"),
-            Benchmark.unit,
-            Benchmark.type,
-            Result.params_key,
-            Result.params,
-            Result.status,
-            Result.value,
-            Result.samples,
-            Result.ci_99_a,
-            Result.ci_99_b,
-            Run.id.label("run_id"),
-            Run.started_at.label("run_started_at"),
-        )
-        .join(Run, Result.run_id == Run.id)
-        .join(Machine, Run.machine_id == Machine.id)
-        .join(Benchmark, Result.benchmark_id == Benchmark.id)
-        .where(Run.commit_id == commit_id, Machine.name == machine)
-    )
-    columns = [*stmt.selected_columns.keys()]
-    df = pd.DataFrame(session.execute(stmt).all(), columns=columns)
-    out = pool_runs(df, ["benchmark", "params_key"]).drop(columns=["run_id", "run_started_at"])
-    out["value"] = out["value"].astype(float)
-    out["samples"] = [[float(x) for x in v if _finite(x)] if isinstance(v, list) else [] for v in out["samples"]]
-    return out.sort_values(["benchmark", "params_key"], ignore_index=True)
+    columns = ["benchmark", "unit", "type", "params_key", "params", "status", "value", "samples"]
+    out = commit_results(session, commit_id, machine)[[*columns, "ci_99_a", "ci_99_b", "runs"]]
+    samples = [[float(x) for x in v if _finite(x)] if isinstance(v, list) else [] for v in out["samples"]]
+    return out.assign(samples=pd.Series(samples, index=out.index, dtype=object))
 
 
 def _finite(x: Any) -> bool:
