@@ -259,7 +259,7 @@ def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
         seen: set[str] = set()
         for key, _ in pairs:
             if key in seen:
-                raise AsvFormatError(f"duplicate key {show(key)} in one JSON object")
+                raise AsvFormatError(f"duplicate key {show(key)!r} in one JSON object")
             seen.add(key)
     return obj
 
@@ -269,7 +269,7 @@ def _int64(text: str) -> int:
         return int(text)
     digits = len(text.lstrip("-"))
     # Checked before int(): Python refuses to convert more than 4,300 digits at all.
-    if digits > 19:
+    if digits > 40:
         raise AsvFormatError(f"an integer of {digits:,} digits is outside the 64-bit range")
     value = int(text)
     if not limits.INT64_MIN <= value <= limits.INT64_MAX:

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -104,3 +107,29 @@ def bench_row(values: list[Any] | None, params: list[list[str]], **columns: Any)
 
 def isnan(x: Any) -> bool:
     return isinstance(x, float) and math.isnan(x)
+
+
+def unprivileged_prefix() -> list[str]:
+    """A command prefix that makes a process obey file modes like an ordinary user.
+
+    Root ignores read/write permission bits (CAP_DAC_OVERRIDE); ``setpriv`` drops those capabilities
+    from the bounding set so a root-run test exercises the same refusals as a user's run. Empty when
+    not root.
+    """
+    if os.geteuid() != 0:
+        return []
+    return ["setpriv", "--bounding-set=-dac_override,-dac_read_search,-fowner"]
+
+
+def run_unprivileged(args: list[str], **kwargs: Any) -> subprocess.CompletedProcess[str]:
+    """``python ARGS`` in the repository, obeying file modes (see :func:`unprivileged_prefix`)."""
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), **kwargs.pop("env", {})}
+    return subprocess.run(
+        [*unprivileged_prefix(), sys.executable, *args],
+        cwd=REPO_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        **kwargs,
+    )
