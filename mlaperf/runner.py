@@ -410,10 +410,14 @@ def run(args: argparse.Namespace) -> int:
     print("machine " + machine + ": " + ", ".join(f"{k}={v}" for k, v in identity.items()), flush=True)
 
     status = 0
-    tmp = Path(tempfile.mkdtemp(prefix="mlaperf-run-"))
+    tmp = Path(tempfile.mkdtemp(prefix="mlrun-"))
     try:
         config = tmp / "asv.conf.json"
         config.write_text(json.dumps(conf, indent=2))
+        asv_tmp: Path | None = tmp / "t"
+        asv_tmp.mkdir()
+        if len(str(asv_tmp)) + len("/asv-forkserver-xxxxxxxx/socket") >= UNIX_SOCKET_PATH_MAX:
+            asv_tmp = None  # asv's forkserver socket would not fit; asv keeps the default TMPDIR
         for i, c in enumerate(todo, 1):
             elapsed = _fmt_elapsed(time.perf_counter() - t0)
             print(f"\n[{i}/{len(todo)}] {c.sha[:8]} {c.subject} (elapsed {elapsed})", flush=True)
@@ -421,10 +425,10 @@ def run(args: argparse.Namespace) -> int:
             _git(root, "worktree", "add", "--detach", "--quiet", str(worktree), c.sha)
             try:
                 t_commit = time.perf_counter()
-                returncode = run_group(
-                    asv_command(config, c.sha, machine, args.bench), cwd=root,
-                    env=_run_env(worktree, tier, concurrency),
-                )  # fmt: skip
+                env = _run_env(worktree, tier, concurrency)
+                if asv_tmp is not None:
+                    env["TMPDIR"] = str(asv_tmp)  # asv's own temp files die with ours, even when asv is killed
+                returncode = run_group(asv_command(config, c.sha, machine, args.bench), cwd=root, env=env)
             finally:
                 _remove_worktree(root, worktree)
             produced = existing_results(results_dir, machine, c.sha)
@@ -444,41 +448,56 @@ def run(args: argparse.Namespace) -> int:
     return status
 
 
-STOP_GRACE_S = 10.0  # how long asv's process group gets to exit after SIGTERM before SIGKILL
+UNIX_SOCKET_PATH_MAX = 108  # sun_path on Linux, terminating NUL included
+STOP_GRACE_S = 10.0  # how long asv's processes get to exit after SIGTERM before SIGKILL
 
 
 def run_group(cmd: list[str], *, cwd: Path, env: dict[str, str]) -> int:
-    """Run ``cmd`` in its own process group; on any interruption stop the whole group, then re-raise.
+    """Run ``cmd`` as the leader of a new session; on any interruption stop the whole session, then re-raise.
 
-    asv starts a forkserver and benchmark processes of its own; killing asv alone would orphan them.
+    asv starts a forkserver in a process group of its own, whose children run the benchmarks; killing asv
+    alone, or only its group, would orphan them. They all stay in asv's session.
     """
     proc = subprocess.Popen(cmd, cwd=cwd, env=env, start_new_session=True)
     try:
         return proc.wait()
     except BaseException:
-        stop_group(proc)
+        stop_session(proc)
         raise
 
 
-def stop_group(proc: subprocess.Popen[bytes]) -> None:
-    """SIGTERM to the process group of ``proc``, SIGKILL to what is left after STOP_GRACE_S."""
+def _session_members(sid: int) -> list[int]:
+    """Processes of session ``sid`` (Linux /proc; elsewhere only the leader's process group is known)."""
+    proc_dir = Path("/proc")
+    if not proc_dir.is_dir():
+        return [sid]
+    members = []
+    for entry in proc_dir.iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        fields = stat[stat.rindex(")") + 2 :].split()  # after "pid (comm) ": state ppid pgrp session ...
+        if int(fields[3]) == sid and fields[0] != "Z":
+            members.append(int(entry.name))
+    return members
+
+
+def stop_session(proc: subprocess.Popen[bytes]) -> None:
+    """SIGTERM to every process of ``proc``'s session, SIGKILL to what is left after STOP_GRACE_S."""
     import signal
 
     for sig in (signal.SIGTERM, signal.SIGKILL):
-        try:
-            os.killpg(proc.pid, sig)
-        except ProcessLookupError:
-            break
-        try:
-            proc.wait(timeout=STOP_GRACE_S)
-        except subprocess.TimeoutExpired:
-            continue
-        # asv is gone; its children may linger a moment in the group
+        for pid in _session_members(proc.pid):
+            try:
+                os.kill(pid, sig)
+            except (ProcessLookupError, PermissionError):
+                pass
         deadline = time.monotonic() + STOP_GRACE_S
         while time.monotonic() < deadline:
-            try:
-                os.killpg(proc.pid, 0)
-            except ProcessLookupError:
+            if proc.poll() is not None and not _session_members(proc.pid):
                 return
             time.sleep(0.1)
 

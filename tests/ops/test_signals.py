@@ -1,0 +1,159 @@
+"""Stopping commands the way a CI runner does (SIGTERM on cancel or timeout) and the exit-status rule.
+
+`mlaperf run` must stop asv and every process it started, remove its worktree and temporary directory and
+say so on its last line; `mlaperf dashboard` must stop its Streamlit server. Real processes, real signals.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+from conftest import MLAPERF
+from scratch import git, make_scratch
+
+from mlaperf import cli
+
+SLOW_BENCH = """
+import os
+import time
+
+
+class Slow:
+    timeout = 300
+    number = 1
+    repeat = 1
+    warmup_time = 0.0
+
+    def time_sleep(self):
+        with open({pidfile!r}, "a") as f:
+            f.write(f"{{os.getpid()}}\\n")
+        time.sleep(120)
+"""
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:  # a zombie is gone for our purpose
+        return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def wait_for(predicate, timeout: float, what: str) -> None:  # noqa: ANN001
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.2)
+
+
+@pytest.mark.parametrize(("sig", "code", "name"), [(signal.SIGTERM, 143, "SIGTERM"), (signal.SIGINT, 130, "SIGINT")])
+def test_run_stops_cleanly(tmp_path: Path, request: pytest.FixtureRequest, sig: int, code: int, name: str) -> None:
+    scratch = make_scratch(tmp_path / "repo")
+    pidfile = tmp_path / "bench.pids"
+    (scratch.path / "benchmarks" / "bench_slow.py").write_text(SLOW_BENCH.format(pidfile=str(pidfile)))
+    scratch.commit("slow")
+    tmp = Path(tempfile.mkdtemp(prefix="mlops-", dir="/tmp"))  # short: asv's forkserver socket lives below
+    request.addfinalizer(lambda: shutil.rmtree(tmp, ignore_errors=True))
+    env = {**os.environ, "HOME": str(tmp_path), "TMPDIR": str(tmp)}
+    env.pop("MLAPERF_DB", None)
+    cmd = [str(MLAPERF), "run", "--tier", "cpu", "--machine", "ci", "--bench", "Slow"]
+    proc = subprocess.Popen(cmd, cwd=scratch.path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_for(lambda: pidfile.exists() and pidfile.read_text().strip(), 120, "the benchmark to start")
+        bench_pid = int(pidfile.read_text().split()[0])
+        assert any(tmp.iterdir()), "the run's temporary directory exists while it runs"
+        t0 = time.monotonic()
+        proc.send_signal(sig)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == code, err
+    assert time.monotonic() - t0 < 30
+    assert err.strip().splitlines()[-1] == (
+        f"mlaperf: stopped by {name}; child processes stopped, temporary files removed (exit {code})"
+    )
+    assert not alive(bench_pid), "the benchmark process (a child of asv's forkserver) is stopped"
+    assert list(tmp.iterdir()) == [], "temporary directory and worktree removed"
+    assert git(scratch.path, "worktree", "list").count("\n") == 0, "git knows no leftover worktree"
+
+
+def test_dashboard_stops_streamlit_on_sigterm(tmp_path: Path) -> None:
+    env = {**os.environ, "HOME": str(tmp_path)}
+    proc = subprocess.Popen([str(MLAPERF), "dashboard", "--port", "0", "--db", f"sqlite:///{tmp_path}/s.sqlite"],
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        url = line.split()[2]
+        assert url.startswith("http://127.0.0.1:"), line
+
+        def children() -> list[int]:
+            path = Path(f"/proc/{proc.pid}/task/{proc.pid}/children")
+            return [int(p) for p in path.read_text().split()] if path.exists() else []
+
+        def serving() -> bool:
+            try:
+                return urllib.request.urlopen(f"{url}/_stcore/health", timeout=2).status == 200
+            except OSError:
+                return False
+
+        wait_for(serving, 120, "Streamlit to serve")
+        streamlit = children()
+        assert streamlit
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 143, err
+    assert "stopped by SIGTERM" in err.strip().splitlines()[-1]
+    assert not any(alive(pid) for pid in streamlit), "Streamlit is stopped with it"
+    assert not serving()
+
+
+def test_exit_status_rule(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    args = argparse.Namespace()
+
+    def crash(_: argparse.Namespace) -> int:
+        raise KeyError("boom\nsecond line")
+
+    assert cli.dispatch(crash, args) == 3
+    err = capsys.readouterr().err
+    assert err == "mlaperf: internal error: KeyError: 'boom\\nsecond line'\n", "one line, no traceback"
+    monkeypatch.setenv("MLAPERF_DEBUG", "1")
+    assert cli.dispatch(crash, args) == 3
+    assert "Traceback" in capsys.readouterr().err
+    monkeypatch.delenv("MLAPERF_DEBUG")
+
+    from db.engine import StoreError
+
+    def corrupted(_: argparse.Namespace) -> int:
+        raise StoreError("store /x/s.sqlite: file is not a database")
+
+    assert cli.dispatch(corrupted, args) == 2
+    assert capsys.readouterr().err == "mlaperf: error: store /x/s.sqlite: file is not a database\n"
+    assert cli.dispatch(lambda _: 1, args) == 1 and cli.dispatch(lambda _: None, args) == 0
+    assert cli.dispatch(lambda _: 7, args) == 3, "statuses outside the rule are internal errors"
+    assert cli.dispatch(lambda _: sys.exit(2), args) == 2
+
+
+def test_bad_usage_is_2_for_every_command() -> None:
+    for argv in (["run", "--bogus"], ["nightly", "plan", "--budget", "x"], ["bogus"]):
+        proc = subprocess.run([str(MLAPERF), *argv], capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 2, (argv, proc.stderr)
+        assert "usage:" in proc.stderr
