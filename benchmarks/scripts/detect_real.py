@@ -114,6 +114,7 @@ class StepTally:
     confirmed: int | None = 0  # newest-commit steps flagged again after the next run (mlaperf: status new)
     confirmed_of: int = 0
     confirmed_statuses: Counter = field(default_factory=Counter)
+    alarm_commits: Counter = field(default_factory=Counter)  # (machine, commit) -> false alarms kept
     misses: list[str] = field(default_factory=list)  # steps >= 7% not found
     alarms: list[str] = field(default_factory=list)  # false alarms
 
@@ -378,6 +379,8 @@ class Bench:
                 retracted = not again or all(g.status == "transient" for g in again)
                 t.raised += 1
                 t.false_alarms += not retracted
+                if not retracted:
+                    t.alarm_commits[(f"{self.history.name} {f.machine}", f.commit[:8])] += 1
                 t.alarms.append(
                     f"{self._where(key, p)}: false alarm ({f.status or 'flag'}"
                     f"{', retracted after one more run' if retracted else ''})"
@@ -579,6 +582,14 @@ def render(summary: dict[str, Any], reports: dict[str, MethodReport], opts: Opti
         ),
     )
     row(
+        "  most at one machine x commit",
+        (
+            ", ".join(f"{n} at {where} {c}" for (where, c), n in reports[m].steps.alarm_commits.most_common(1))
+            or "none"
+            for m in METHODS
+        ),
+    )
+    row(
         "  raised, counting those retracted after one more run",
         (f"{reports[m].steps.fa_rate(raised=True):.2f} ({reports[m].steps.raised})" for m in METHODS),
     )
@@ -660,6 +671,9 @@ def to_json(summary: dict[str, Any], reports: dict[str, MethodReport], opts: Opt
             "goals": goals(r),
             "misses": t.misses,
             "false_alarm_list": t.alarms,
+            "false_alarms_by_commit": [
+                {"machine": m, "commit": c, "false_alarms": n} for (m, c), n in t.alarm_commits.most_common()
+            ],
         }
     return {
         "revision": summary["revision"],
