@@ -102,7 +102,10 @@ def _on_sqlite_connect(readonly: bool):  # noqa: ANN202 - event callback factory
         cur.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
         cur.execute("PRAGMA foreign_keys = ON")
         if not readonly:
-            cur.execute("PRAGMA journal_mode = WAL")
+            # WAL is a property of the file, set once when the store is new; an existing database keeps
+            # its mode (switching rewrites its header, and a foreign database must not be written to).
+            if cur.execute("PRAGMA page_count").fetchone()[0] == 0:
+                cur.execute("PRAGMA journal_mode = WAL")
             # WAL + NORMAL is durable across application crashes and much faster than FULL.
             cur.execute("PRAGMA synchronous = NORMAL")
         cur.close()

@@ -1,0 +1,150 @@
+"""Readers of a store they may not write: a SQLite store (WAL mode) in a folder without write permission,
+and on a read-only mount. `db current` and the read-only engine the dashboard and `compare` use work there,
+or say exactly which permission is missing. Readers run in subprocesses that obey file modes (root's
+override dropped, see tests/db/conftest.py)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sqlite3
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from db.engine import StoreError, make_engine
+from db.ingest import ingest_paths
+from tests.db.conftest import (
+    REPO_ROOT,
+    bench_row,
+    results_doc,
+    run_unprivileged,
+    unprivileged_prefix,
+    write_results,
+)
+
+# What the dashboard and `compare` do: read-only engine, schema check, queries.
+READER = """
+import sys
+from sqlalchemy.orm import Session
+from db import queries
+from db.engine import check_schema, make_engine
+engine = make_engine(sys.argv[1], readonly=True)
+check_schema(engine)
+with Session(engine) as s:
+    print(len(queries.commits(s)), int(queries.machines(s)["runs"].sum()))
+"""
+
+
+def _results(root: Path, first: int, count: int) -> Path:
+    for i in range(first, first + count):
+        write_results(root, results_doc({"s.time_a": bench_row([1.0 + i], [])}, commit=f"{i + 1:08x}" + "0" * 32))
+    return root
+
+
+@pytest.fixture
+def folder(tmp_path: Path) -> Iterator[Path]:
+    path = tmp_path / "store"
+    path.mkdir()
+    yield path
+    path.chmod(0o755)
+
+
+def _ingest(url: str, root: Path) -> None:
+    engine = make_engine(url)
+    assert ingest_paths(engine, [root], progress=False).exit_status == 0
+    engine.dispose()
+
+
+def _read(url: str) -> subprocess.CompletedProcess[str]:
+    return run_unprivileged(["-c", READER, url])
+
+
+def _current(url: str) -> subprocess.CompletedProcess[str]:
+    return run_unprivileged(["-m", "db.cli", "db", "current", "--db", url])
+
+
+def test_closed_store_in_a_read_only_folder(folder: Path, tmp_path: Path) -> None:
+    store = folder / "mlaperf.sqlite"
+    url = f"sqlite:///{store}"
+    _ingest(url, _results(tmp_path / "results", 0, 3))
+    assert sorted(p.name for p in folder.iterdir()) == ["mlaperf.sqlite"]  # WAL folded in on close
+    folder.chmod(0o555)
+    read = _read(url)
+    assert read.returncode == 0, read.stderr
+    assert read.stdout.split() == ["3", "3"]
+    current = _current(url)
+    assert current.returncode == 0 and "(up to date)" in current.stdout, current.stderr
+    assert sorted(p.name for p in folder.iterdir()) == ["mlaperf.sqlite"]
+
+
+def test_live_store_with_pending_log_in_a_read_only_folder(folder: Path, tmp_path: Path) -> None:
+    """A writer still holds the store open: its changes are in the -wal file, which readers must see."""
+    store = folder / "mlaperf.sqlite"
+    url = f"sqlite:///{store}"
+    _ingest(url, _results(tmp_path / "results", 0, 2))
+    keeper = sqlite3.connect(store)  # keeps -wal/-shm alive, as a running ingest or dashboard would
+    try:
+        keeper.execute("PRAGMA wal_autocheckpoint = 0")
+        keeper.execute("SELECT count(*) FROM run").fetchone()
+        _ingest(url, _results(tmp_path / "more", 2, 2))
+        assert Path(f"{store}-wal").stat().st_size > 0
+        folder.chmod(0o555)
+        read = _read(url)
+        assert read.returncode == 0, read.stderr
+        assert read.stdout.split() == ["4", "4"]  # the two runs only in the log are visible
+    finally:
+        keeper.close()
+
+
+def test_copied_store_with_a_log_but_no_shm_names_the_permission(folder: Path, tmp_path: Path) -> None:
+    live = tmp_path / "live" / "mlaperf.sqlite"
+    _ingest(f"sqlite:///{live}", _results(tmp_path / "results", 0, 2))
+    keeper = sqlite3.connect(live)
+    try:
+        keeper.execute("PRAGMA wal_autocheckpoint = 0")
+        keeper.execute("SELECT count(*) FROM run").fetchone()
+        _ingest(f"sqlite:///{live}", _results(tmp_path / "more", 2, 1))
+        # A backup tool copied the database and its log, but not the shared-memory file.
+        shutil.copy(live, folder / "mlaperf.sqlite")
+        shutil.copy(f"{live}-wal", folder / "mlaperf.sqlite-wal")
+    finally:
+        keeper.close()
+    folder.chmod(0o555)
+    url = f"sqlite:///{folder / 'mlaperf.sqlite'}"
+    current = _current(url)
+    assert current.returncode == 2
+    line = current.stderr.strip()
+    assert line.count("\n") == 0 and line.startswith(f"mlaperf: error: cannot read database {url}: "), line
+    assert "mlaperf.sqlite-wal holds changes" in line and f"write permission on {folder}" in line
+    if not unprivileged_prefix():  # as the test process itself (not root): the same StoreError
+        with pytest.raises(StoreError, match="holds changes not yet in the database"):
+            make_engine(url, readonly=True)
+    # An empty log (nothing pending) is no obstacle: the file alone is the store.
+    folder.chmod(0o755)
+    Path(f"{folder / 'mlaperf.sqlite'}-wal").write_bytes(b"")
+    folder.chmod(0o555)
+    assert _current(url).returncode == 0
+
+
+def test_store_on_a_read_only_mount(folder: Path, tmp_path: Path) -> None:
+    """A real read-only bind mount (needs a mount namespace: root with CAP_SYS_ADMIN)."""
+    if subprocess.run(["unshare", "-m", "true"], capture_output=True).returncode != 0:
+        pytest.skip("no mount namespace here (unshare -m needs CAP_SYS_ADMIN)")
+    store = folder / "mlaperf.sqlite"
+    url = f"sqlite:///{store}"
+    _ingest(url, _results(tmp_path / "results", 0, 2))
+    script = (
+        f'mount --bind "{folder}" "{folder}" && mount -o remount,ro,bind "{folder}" && '
+        f'touch "{folder}/probe" 2>/dev/null && exit 9; '
+        f'exec "{sys.executable}" -m db.cli db current --db "{url}"'
+    )
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    proc = subprocess.run(
+        ["unshare", "-m", "sh", "-c", script], capture_output=True, text=True, env=env, cwd=REPO_ROOT, timeout=120
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "(up to date)" in proc.stdout

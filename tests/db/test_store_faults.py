@@ -1,0 +1,186 @@
+"""The store itself bad: corrupted files, databases that are not mlaperf stores, missing permissions,
+unreachable servers. One line naming the database and what to do, exit 2, never SQL text, never a
+suggestion to ingest into a database that is not an mlaperf store, and nothing written to it."""
+
+from __future__ import annotations
+
+import shutil
+import sqlite3
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+
+from db import cli
+from db.engine import StoreError, check_schema, current_revision, ensure_schema, make_engine, upgrade
+from db.ingest import ingest_paths
+from tests.db.conftest import bench_row, results_doc, run_unprivileged, write_results
+
+SQL_WORDS = ("SELECT", "INSERT", "CREATE", "FROM ", "[SQL", "sqlalche.me")
+
+
+def run_cli(capsys: pytest.CaptureFixture, *argv: str) -> tuple[int, str, str]:
+    code = cli.main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def one_clear_line(err: str, *needles: str) -> str:
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    assert lines[0].startswith("mlaperf: error: "), err
+    assert not any(w in lines[0] for w in SQL_WORDS), lines[0]
+    for needle in needles:
+        assert needle in lines[0], lines[0]
+    return lines[0]
+
+
+@pytest.fixture
+def results(tmp_path: Path) -> Path:
+    root = tmp_path / "results"
+    for i in range(3):
+        write_results(root, results_doc({"s.time_a": bench_row([1.0 + i], [])}, commit=f"{i + 1:08x}" + "0" * 32))
+    return root
+
+
+@pytest.fixture
+def store(tmp_path: Path, results: Path) -> Path:
+    """A real mlaperf store with a few runs, closed (WAL folded into the file)."""
+    path = tmp_path / "store" / "mlaperf.sqlite"
+    engine = make_engine(f"sqlite:///{path}")
+    assert ingest_paths(engine, [results], progress=False).ingested == 3
+    engine.dispose()
+    assert not Path(f"{path}-wal").exists()
+    return path
+
+
+def _all_commands(capsys: pytest.CaptureFixture, url: str, results: Path) -> list[str]:
+    """`ingest` and `db current` / `db upgrade` on ``url``: each exits 2 with one line; returns them."""
+    lines = []
+    for argv in (["ingest", "--db", url, str(results)], ["db", "current", "--db", url], ["db", "upgrade", "--db", url]):
+        code, out, err = run_cli(capsys, *argv)
+        assert code == 2, (argv, out, err)
+        lines.append(one_clear_line(err))
+    return lines
+
+
+@pytest.mark.parametrize(
+    ("damage", "reason"),
+    [
+        (lambda b: b"garbage!" * 16 + b[128:], "is not a SQLite database (it starts with b'garbage!garbage!')"),
+        (lambda b: b[: len(b) // 2], "is corrupted: truncated to"),
+        (lambda b: b[:100] + b"\xff" * 3000 + b[3100:], "is corrupted (SQLite: "),
+        (lambda b: b[:4096] + b"\x0d" * 4096 + b[8192:], "is corrupted (SQLite: database disk image is malformed)"),
+    ],
+    ids=["overwritten header", "truncated", "garbled schema page", "garbled table page"],
+)
+def test_corrupted_store_is_named_in_one_line(
+    damage, reason: str, store: Path, results: Path, capsys: pytest.CaptureFixture
+) -> None:
+    store.write_bytes(damage(store.read_bytes()))
+    before = store.read_bytes()
+    url = f"sqlite:///{store}"
+    for line in _all_commands(capsys, url, results):
+        assert f"database file {url} " in line or f"database {url}" in line, line
+        assert reason in line, line
+        assert "ingest" not in line.split(reason)[-1], line  # never "ingest into it"
+    assert store.read_bytes() == before
+    # The read-only way in (the dashboard's, compare's) says the same.
+    with pytest.raises(StoreError, match="corrupted|not a SQLite database"):
+        check_schema(make_engine(url, readonly=True))
+
+
+def test_foreign_sqlite_database_is_left_alone(tmp_path: Path, results: Path, capsys: pytest.CaptureFixture) -> None:
+    path = tmp_path / "app.sqlite"
+    conn = sqlite3.connect(path)
+    conn.execute("CREATE TABLE customers (id INTEGER PRIMARY KEY, name TEXT)")
+    conn.execute("INSERT INTO customers (name) VALUES ('ada')")
+    conn.commit()
+    conn.close()
+    before = path.read_bytes()
+    url = f"sqlite:///{path}"
+    for line in _all_commands(capsys, url, results):
+        assert f"database {url} is not an mlaperf store (it holds tables customers)" in line
+        assert "mlaperf ingest" not in line and "db upgrade" not in line
+    assert path.read_bytes() == before
+    assert not Path(f"{path}-wal").exists()
+
+
+def test_other_applications_alembic_revision_is_foreign(tmp_path: Path, results: Path) -> None:
+    path = tmp_path / "app.sqlite"
+    conn = sqlite3.connect(path)
+    conn.execute("CREATE TABLE alembic_version (version_num VARCHAR(32) NOT NULL)")
+    conn.execute("INSERT INTO alembic_version VALUES ('ae1027a6acf')")
+    conn.commit()
+    conn.close()
+    engine = make_engine(f"sqlite:///{path}")
+    with pytest.raises(StoreError, match="another application.s schema revision 'ae1027a6acf'"):
+        ensure_schema(engine)
+    engine.dispose()
+
+
+@pytest.mark.postgres
+def test_foreign_postgres_schema_is_left_alone(pg_url: str, results: Path, capsys: pytest.CaptureFixture) -> None:
+    admin = sa.create_engine(pg_url)
+    with admin.begin() as conn:
+        conn.execute(sa.text("CREATE TABLE invoices (id serial PRIMARY KEY)"))
+    for line in _all_commands(capsys, pg_url, results):
+        assert "is not an mlaperf store (it holds tables invoices)" in line
+        assert "password" not in line.lower()
+    assert set(sa.inspect(admin).get_table_names()) == {"invoices"}
+    admin.dispose()
+
+
+def test_unreachable_postgres_is_one_line(results: Path, capsys: pytest.CaptureFixture) -> None:
+    url = "postgresql+psycopg://mlaperf:secret@127.0.0.1:1/nowhere"
+    code, _, err = run_cli(capsys, "ingest", "--db", url, str(results))
+    assert code == 2
+    line = one_clear_line(err, "cannot connect to database postgresql+psycopg://mlaperf:***@127.0.0.1:1/nowhere")
+    assert "secret" not in line
+
+
+def test_store_in_a_folder_that_cannot_be_written(store: Path, results: Path) -> None:
+    """Ingest names the missing permission; the read-only commands still work (tests/db/test_readonly.py)."""
+    extra = results / "test-machine" / "extra.json"
+    shutil.copy(next(results.glob("*/0*.json")), extra)
+    extra.write_text(extra.read_text().replace("00000001", "eeeeeeee"))
+    store.parent.chmod(0o555)
+    try:
+        proc = run_unprivileged(["-m", "db.cli", "ingest", "--db", f"sqlite:///{store}", str(results)])
+    finally:
+        store.parent.chmod(0o755)
+    assert proc.returncode == 2, proc.stderr
+    one_clear_line(proc.stderr, f"cannot write database sqlite:///{store}: write permission on the folder")
+
+
+def test_read_only_store_file(store: Path, results: Path) -> None:
+    store.chmod(0o444)
+    try:
+        proc = run_unprivileged(["-m", "db.cli", "ingest", "--db", f"sqlite:///{store}", str(results)])
+        current = run_unprivileged(["-m", "db.cli", "db", "current", "--db", f"sqlite:///{store}"])
+    finally:
+        store.chmod(0o644)
+    assert proc.returncode == 2
+    one_clear_line(proc.stderr, "write permission on the file is missing", "can still read it")
+    assert current.returncode == 0 and "(up to date)" in current.stdout, current.stderr
+
+
+def test_store_problems_are_store_errors_for_every_reader(tmp_path: Path) -> None:
+    """The contract others code against: StoreError from make_engine / check_schema / current_revision."""
+    missing = tmp_path / "none.sqlite"
+    with pytest.raises(StoreError, match="does not exist"):
+        make_engine(f"sqlite:///{missing}", readonly=True)
+    folder = tmp_path / "a-folder.sqlite"
+    folder.mkdir()
+    with pytest.raises(StoreError, match="is not a file"):
+        make_engine(f"sqlite:///{folder}")
+    empty = tmp_path / "empty.sqlite"
+    empty.write_bytes(b"")
+    engine = make_engine(f"sqlite:///{empty}", readonly=True)
+    assert current_revision(engine) is None  # an empty file is SQLite's empty database, not corruption
+    engine.dispose()
+    url = f"sqlite:///{tmp_path / 'new.sqlite'}"
+    upgrade(url)
+    engine = make_engine(url, readonly=True)
+    check_schema(engine)
+    engine.dispose()
