@@ -12,6 +12,7 @@ from __future__ import annotations
 import copy
 import json
 import math
+import re
 import shutil
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -218,7 +219,7 @@ def flat_series(history: History, rule: FlatRule) -> tuple[list[SeriesKey], dict
         if why is None:
             keep.append(key)
         else:
-            label = why.split(" off ")[0] if " off " in why else why
+            label = re.sub(r" -?[0-9.]+%", "", why)  # the reason without this series' figure
             reasons[label] = reasons.get(label, 0) + 1
     return keep, reasons
 
