@@ -27,6 +27,7 @@ from regressions.compare import (
     SeriesPair,
     change_ratio,
     compare_commits,
+    compare_many,
     compare_pair,
     exit_status,
 )
@@ -142,6 +143,23 @@ def test_status_of_each_pair_of_sides(base_side: str, head_side: str, status: st
     assert exit_status([c]) == (1 if status in ("failed", "regressed") else 0)
     if status != "regressed":
         assert c.ratio is None and not c.significant and c.method == "none"
+
+
+def test_compare_many_equals_one_by_one() -> None:
+    """Batched sample tests give each series the p-value of its own scipy call, tied small samples too."""
+    from scipy import stats
+
+    pairs = [pair(100e-6, (100 + i) * 1e-6, seed=i, n=10) for i in range(12)]
+    pairs += [pair(100e-6, (100 + 3 * i) * 1e-6, seed=i, n=6) for i in range(6)]
+    tied = pair(1.0, 1.5, n=0, base_samples=[1.0, 1.0, 1.1, 1.2, 1.0], head_samples=[1.5, 1.0, 1.6, 1.5, 1.7])
+    pairs += [tied, pair(1.0, 1.5, n=1)]
+    many = compare_many(pairs)
+    assert many == [compare_pair(p) for p in pairs]
+    for p, c in zip(pairs, many, strict=True):
+        if c.method.startswith("mann-whitney"):
+            expected = stats.mannwhitneyu(p.base_samples, p.head_samples, alternative="two-sided").pvalue
+            assert c.p_value == pytest.approx(float(expected), rel=1e-12)
+    assert many[-1].p_value is None and many[-2].method == "mann-whitney"
 
 
 def test_compare_ratio_is_head_over_base_and_zero_is_not_a_failure() -> None:
