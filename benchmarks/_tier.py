@@ -8,6 +8,10 @@ need CUDA (a CUDA context does not survive a fork). So the tier comes from ``MLA
 A GPU-tier case that finds no usable CUDA device in setup is skipped, never timed on the CPU.
 
 The CPU tier sets ``TRITON_INTERPRET=1`` here, before anything imports triton.
+
+The environment names are defined once, in ``mlaperf/gpuinfo.py`` (the runner sets them). That file is
+loaded here by path from this checkout: ``import mlaperf`` would find the commit under test's copy,
+which ``mlaperf run`` puts first on PYTHONPATH and which may predate the names.
 """
 
 from __future__ import annotations
@@ -16,9 +20,28 @@ import glob
 import importlib.util
 import os
 import re
+import sys
+from pathlib import Path
+from types import ModuleType
 
-TIER_ENV = "MLAPERF_TIER"
-CONCURRENCY_ENV = "MLAPERF_CONCURRENCY"
+
+def _checkout_gpuinfo() -> ModuleType:
+    name = "_mlaperf_checkout_gpuinfo"
+    if name in sys.modules:
+        return sys.modules[name]
+    path = Path(__file__).resolve().parents[1] / "mlaperf" / "gpuinfo.py"
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None or not path.is_file():
+        raise ImportError(f"{path} is missing: the benchmark suites read the environment names from it")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+_names = _checkout_gpuinfo()
+TIER_ENV: str = _names.TIER_ENV
+CONCURRENCY_ENV: str = _names.CONCURRENCY_ENV
 TIERS = ("gpu", "cpu")
 
 

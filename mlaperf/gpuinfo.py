@@ -1,13 +1,18 @@
-"""GPU identity recorded with every benchmark run.
+"""GPU identity recorded with every benchmark run, and the environment names the runner passes to asv.
 
 asv's machine.json has no GPU field, so the runner adds these keys to the asv machine entry
 (``~/.asv-machine.json``); asv copies them into ``machine.json`` and into every result file's
 ``params``, where ingestion reads them. All values are strings, as asv's own machine fields are.
 
-Keys (docs/CONTRACTS.md): ``gpu_name``, ``gpu_cc`` ("9.0"), ``gpu_sm_count``, ``gpu_memory_gb``
-(GiB, 2**30 bytes, one decimal), ``gpu_driver``, ``cuda`` (the CUDA version torch was built with),
-``torch``, ``triton``. A machine without a usable CUDA device reports ``gpu_name: "none"`` and
-"none"/"0" for the other GPU fields.
+Keys (docs/CONTRACTS.md): the store's GPU columns (``db.models.GPU_COLUMNS``: ``gpu_name``, ``gpu_cc``
+("9.0"), ``gpu_sm_count``, ``gpu_memory_gb`` (GiB, one decimal), ``gpu_driver``, ``cuda`` (the CUDA
+version torch was built with), ``torch``, ``triton``) and ``arch_profile``: the MMA configs the kernels
+choose from when a benchmark names none (``MLAPERF_ARCH_PROFILE``, default ``native``). A machine
+without a usable CUDA device reports ``gpu_name: "none"`` and "none"/"0" for the other GPU fields.
+
+The environment names are defined here once; the runner sets them and ``benchmarks/_tier.py`` reads
+them (it loads this file from the benchmarking checkout by path, so this module's top level imports
+the standard library only).
 
 Run ``python -m mlaperf.gpuinfo`` to print the identity of this machine as JSON.
 """
@@ -17,22 +22,17 @@ from __future__ import annotations
 import argparse
 import importlib.metadata
 import json
+import os
 import re
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
-GPU_KEYS: tuple[str, ...] = (
-    "gpu_name",
-    "gpu_cc",
-    "gpu_sm_count",
-    "gpu_memory_gb",
-    "gpu_driver",
-    "cuda",
-    "torch",
-    "triton",
-)
+# Environment of a benchmark process (set by ``mlaperf run``, read by the suites).
+TIER_ENV = "MLAPERF_TIER"  # gpu | cpu
+CONCURRENCY_ENV = "MLAPERF_CONCURRENCY"  # comma-separated subset of the concurrency grid
+ARCH_PROFILE_ENV = "MLAPERF_ARCH_PROFILE"  # native | sm_90 | sm_120 (mla_kernels.ARCH_PROFILES)
 
 NONE = "none"
 
@@ -93,6 +93,25 @@ def cuda_available() -> bool:
     return bool(torch.cuda.is_available())
 
 
+def gpu_keys() -> tuple[str, ...]:
+    """The GPU identity keys: the store's GPU columns, one definition (``db.models.GPU_COLUMNS``)."""
+    from db.models import GPU_COLUMNS
+
+    return tuple(GPU_COLUMNS)
+
+
+def arch_profile() -> str:
+    """The architecture profile kernels use when a caller names none (``MLAPERF_ARCH_PROFILE``)."""
+    return os.environ.get(ARCH_PROFILE_ENV, "").strip() or "native"
+
+
+def _checked(info: dict[str, str]) -> dict[str, str]:
+    missing = set(gpu_keys()) - set(info)
+    if missing:  # the store added a GPU column this module does not fill yet
+        raise RuntimeError(f"GPU identity lacks {sorted(missing)} (db.models.GPU_COLUMNS)")
+    return {**info, "arch_profile": arch_profile()}
+
+
 def cpu_identity() -> dict[str, str]:
     """Identity of a machine benchmarked without a GPU (the CPU smoke tier)."""
     cuda = NONE
@@ -102,16 +121,18 @@ def cpu_identity() -> dict[str, str]:
         cuda = str(torch.version.cuda) if torch.version.cuda else NONE
     except ImportError:
         pass
-    return {
-        "gpu_name": NONE,
-        "gpu_cc": NONE,
-        "gpu_sm_count": "0",
-        "gpu_memory_gb": "0",
-        "gpu_driver": NONE,
-        "cuda": cuda,
-        "torch": _torch_version(),
-        "triton": _triton_version(),
-    }
+    return _checked(
+        {
+            "gpu_name": NONE,
+            "gpu_cc": NONE,
+            "gpu_sm_count": "0",
+            "gpu_memory_gb": "0",
+            "gpu_driver": NONE,
+            "cuda": cuda,
+            "torch": _torch_version(),
+            "triton": _triton_version(),
+        }
+    )
 
 
 def gpu_identity(device_index: int = 0) -> dict[str, str]:
@@ -124,16 +145,18 @@ def gpu_identity(device_index: int = 0) -> dict[str, str]:
     if not 0 <= device_index < count:
         raise ValueError(f"device_index {device_index} is out of range: {count} CUDA device(s)")
     props = torch.cuda.get_device_properties(device_index)
-    return {
-        "gpu_name": str(props.name),
-        "gpu_cc": f"{props.major}.{props.minor}",
-        "gpu_sm_count": str(props.multi_processor_count),
-        "gpu_memory_gb": f"{props.total_memory / 2**30:.1f}",
-        "gpu_driver": driver_version(device_index),
-        "cuda": str(torch.version.cuda or NONE),
-        "torch": _torch_version(),
-        "triton": _triton_version(),
-    }
+    return _checked(
+        {
+            "gpu_name": str(props.name),
+            "gpu_cc": f"{props.major}.{props.minor}",
+            "gpu_sm_count": str(props.multi_processor_count),
+            "gpu_memory_gb": f"{props.total_memory / 2**30:.1f}",
+            "gpu_driver": driver_version(device_index),
+            "cuda": str(torch.version.cuda or NONE),
+            "torch": _torch_version(),
+            "triton": _triton_version(),
+        }
+    )
 
 
 def identity(tier: str = "auto", device_index: int = 0) -> dict[str, str]:
@@ -147,16 +170,23 @@ def identity(tier: str = "auto", device_index: int = 0) -> dict[str, str]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m mlaperf.gpuinfo", description="Print this machine's GPU identity as JSON."
+        prog="python -m mlaperf.gpuinfo",
+        description="Print this machine's GPU identity (the keys mlaperf run adds to asv's machine entry) as "
+        "JSON. Exit status: 0 ok, 2 no usable CUDA device for --tier gpu / --device.",
     )
-    parser.add_argument("--tier", choices=("auto", "gpu", "cpu"), default="auto")
+    parser.add_argument(
+        "--tier",
+        choices=("auto", "gpu", "cpu"),
+        default="auto",
+        help="gpu: CUDA device required; cpu: the smoke tier's identity; auto: gpu when present",
+    )
     parser.add_argument("--device", type=int, default=0, help="CUDA device index (default 0)")
     args = parser.parse_args(argv)
     try:
         info = identity(args.tier, args.device)
-    except (RuntimeError, ValueError) as exc:
+    except (RuntimeError, ValueError) as exc:  # no usable device for --tier/--device: bad usage
         print(f"error: {exc}", file=sys.stderr)
-        return 1
+        return 2
     print(json.dumps(info, indent=2, sort_keys=True))
     return 0
 

@@ -12,13 +12,31 @@ import triton
 
 from mlaperf import gpuinfo
 
-CONTRACT_KEYS = {
-    "gpu_name", "gpu_cc", "gpu_sm_count", "gpu_memory_gb", "gpu_driver", "cuda", "torch", "triton",
-}  # fmt: skip
+GPU_KEYS = {"gpu_name", "gpu_cc", "gpu_sm_count", "gpu_memory_gb", "gpu_driver", "cuda", "torch", "triton"}
+CONTRACT_KEYS = GPU_KEYS | {"arch_profile"}
 
 
-def test_keys_are_the_contract_keys() -> None:
-    assert set(gpuinfo.GPU_KEYS) == CONTRACT_KEYS
+def test_keys_are_the_stores_gpu_columns() -> None:
+    from db.models import GPU_COLUMNS
+
+    assert gpuinfo.gpu_keys() == tuple(GPU_COLUMNS)
+    assert set(GPU_COLUMNS) == GPU_KEYS
+
+
+def test_environment_names_are_defined_once_and_read_by_the_suites() -> None:
+    assert (gpuinfo.TIER_ENV, gpuinfo.CONCURRENCY_ENV, gpuinfo.ARCH_PROFILE_ENV) == (
+        "MLAPERF_TIER", "MLAPERF_CONCURRENCY", "MLAPERF_ARCH_PROFILE",
+    )  # fmt: skip
+    from benchmarks import _tier
+
+    assert (_tier.TIER_ENV, _tier.CONCURRENCY_ENV) == (gpuinfo.TIER_ENV, gpuinfo.CONCURRENCY_ENV)
+
+
+def test_arch_profile_is_recorded(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(gpuinfo.ARCH_PROFILE_ENV, raising=False)
+    assert gpuinfo.cpu_identity()["arch_profile"] == "native"
+    monkeypatch.setenv(gpuinfo.ARCH_PROFILE_ENV, "sm_120")
+    assert gpuinfo.identity("cpu")["arch_profile"] == "sm_120"
 
 
 def test_cpu_identity() -> None:
@@ -55,7 +73,7 @@ def test_cli_gpu_tier_without_gpu_fails_clearly() -> None:
         [sys.executable, "-m", "mlaperf.gpuinfo", "--tier", "gpu"],
         capture_output=True, text=True, timeout=120,
     )  # fmt: skip
-    assert proc.returncode == 1
+    assert proc.returncode == 2
     assert "no CUDA device" in proc.stderr
 
 
