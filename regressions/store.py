@@ -136,9 +136,17 @@ def _load_values(
     series: set[Key] | None,
     windows: dict[int, list[int] | None] | None,
 ) -> pd.DataFrame:
-    """Successful results: benchmark_id, params_key, machine_id, commit_id, value (one row per run)."""
+    """Successful results: benchmark_id, params_key, machine_id, commit_id, value, version (the asv
+    benchmark version, as a code: -1 unknown; one row per run)."""
     stmt = (
-        select(Result.benchmark_id, Result.params_key, Run.machine_id, Run.commit_id, Result.value)
+        select(
+            Result.benchmark_id,
+            Result.params_key,
+            Run.machine_id,
+            Run.commit_id,
+            Result.value,
+            Result.benchmark_version,
+        )
         .join(Run, Result.run_id == Run.id)
         .where(Result.value.is_not(None))
     )
@@ -148,7 +156,7 @@ def _load_values(
     # Core execution and column-wise arrays: the ORM and pandas' row-by-row construction each cost
     # seconds on a store of 500,000 results.
     rows = session.connection().execute(stmt).fetchall()
-    cols = list(zip(*rows, strict=True)) if rows else [(), (), (), (), ()]
+    cols = list(zip(*rows, strict=True)) if rows else [(), (), (), (), (), ()]
     df = pd.DataFrame(
         {
             "benchmark_id": np.array(cols[0], dtype=np.int64),
@@ -156,6 +164,7 @@ def _load_values(
             "machine_id": np.array(cols[2], dtype=np.int64),
             "commit_id": np.array(cols[3], dtype=np.int64),
             "value": np.array(cols[4], dtype=float),
+            "version": pd.factorize(np.array(cols[5], dtype=object), use_na_sentinel=True)[0],
         }
     )
     if series is not None and not df.empty:
@@ -164,37 +173,25 @@ def _load_values(
     return df
 
 
-def _segments(
-    session: Session,
-    *,
-    machine_ids: list[int] | None,
-    windows: dict[int, list[int] | None] | None,
-    pos: dict[int, int],
-) -> pd.DataFrame:
-    """benchmark_id, machine_id, pos -> segment: asv gives a benchmark a new version when its code
-    changes, and each version of a benchmark on a machine is a segment of its own (no step across).
-    Results without a version (older asv) continue the segment they are in."""
-    stmt = (
-        select(Result.benchmark_id, Run.machine_id, Run.commit_id, Result.benchmark_version)
-        .join(Run, Result.run_id == Run.id)
-        .where(Result.value.is_not(None))
-        .distinct()
-    )
-    if machine_ids is not None:
-        stmt = stmt.where(Run.machine_id.in_(machine_ids))
-    rows = session.connection().execute(_in_window(stmt, windows)).fetchall()
-    df = pd.DataFrame(rows, columns=["benchmark_id", "machine_id", "commit_id", "version"])
-    if df.empty:
-        return pd.DataFrame(columns=["benchmark_id", "machine_id", "pos", "segment"])
-    df["pos"] = df["commit_id"].map(pos)
-    # Several versions at one commit (re-runs across a change): the highest names the commit's.
-    df = df.sort_values(["benchmark_id", "machine_id", "pos", "version"], na_position="first")
-    df = df.drop_duplicates(["benchmark_id", "machine_id", "pos"], keep="last")
-    df["version"] = df.groupby(["benchmark_id", "machine_id"])["version"].ffill()
-    prev = df.groupby(["benchmark_id", "machine_id"])["version"].shift()
-    changed = prev.notna() & df["version"].notna() & (df["version"] != prev)
-    df["segment"] = changed.astype(int).groupby([df["benchmark_id"], df["machine_id"]]).cumsum()
-    return df[["benchmark_id", "machine_id", "pos", "segment"]]
+def _per_commit(runs: pd.DataFrame) -> pd.DataFrame:
+    """One row per series and commit (the median of its runs: re-runs, environments), in history order,
+    with ``segment``: asv gives a benchmark a new version when its code changes, and each version is a
+    segment of its own (no step across). A run without a version (older asv) continues its segment."""
+    keys = ["benchmark_id", "params_key", "machine_id"]
+    grouped = runs.groupby([*keys, "pos"], sort=True)
+    df = grouped["value"].median().reset_index()
+    version = grouped["version"].max().to_numpy().astype(float)
+    version[version < 0] = np.nan
+    first = np.ones(len(df), dtype=bool)
+    if len(df) > 1:
+        first[1:] = (df[keys].to_numpy()[1:] != df[keys].to_numpy()[:-1]).any(axis=1)
+    # Carry the last known version forward within each series.
+    series_id = np.cumsum(first)
+    known = pd.Series(version).groupby(series_id).ffill().to_numpy()
+    prev = np.concatenate([[np.nan], known[:-1]])
+    changed = ~first & ~np.isnan(prev) & ~np.isnan(known) & (known != prev)
+    df["segment"] = np.cumsum(changed)
+    return df
 
 
 def _lookback_windows(session: Session, machine_ids: Iterable[int], lookback: int) -> dict[int, list[int] | None]:
@@ -315,7 +312,9 @@ def detect_store(
     pos = dict(zip(order["commit_id"].tolist(), order["pos"].tolist(), strict=True))
     commit_at = order["commit_id"].to_numpy()
     if series is not None and not series:
-        runs = pd.DataFrame(columns=["benchmark_id", "params_key", "machine_id", "commit_id", "value", "pos"])
+        runs = pd.DataFrame(
+            columns=["benchmark_id", "params_key", "machine_id", "commit_id", "value", "version", "pos"]
+        )
         df = runs
     else:
         runs = _load_values(session, machine_ids=machine_ids, series=series, windows=windows)
@@ -329,13 +328,7 @@ def detect_store(
                 index=runs.index,
             )
             runs = runs[keep]
-        segments = _segments(session, machine_ids=machine_ids, windows=windows, pos=pos)
-        # Several runs of one commit (re-runs, environments): their median is the commit's value.
-        df = runs.groupby(["benchmark_id", "params_key", "machine_id", "pos"], sort=True, as_index=False)[
-            "value"
-        ].median()
-        df = df.merge(segments, on=["benchmark_id", "machine_id", "pos"], how="left")
-        df["segment"] = df["segment"].fillna(0).astype(int)
+        df = _per_commit(runs)
 
     bench = {
         bid: (name, unit)
@@ -361,6 +354,8 @@ def detect_store(
     summary.series_examined = len({u[:3] for u, _ in units})
 
     pending: list[_Pending] = []
+    created: list[Regression] = []
+    fixed: list[Regression] = []
     ungrouped: list[Regression] = []
     for ((bid, pkey, mid, _seg), g), result, direction, threshold in zip(
         units, results, directions, thresholds, strict=True
@@ -376,7 +371,7 @@ def detect_store(
         ]
         steps = result.regressions
         matched = _match([s.index for s in steps], mine)
-        found_now: set[int] = set()
+        found_now: set[int] = set()  # id() of the rows whose step is seen this run
         for i, step in enumerate(steps):
             reg = matched.get(i)
             if reg is None:
@@ -401,20 +396,19 @@ def detect_store(
                     labels=list(step.labels),
                     detected_at=utcnow(),
                 )
-                session.add(reg)
-                session.flush()
+                session.add(reg)  # flushed once, after the loop
                 stored.append(reg)
                 mine.append((step.index, reg))
-                summary.new.append(reg.id)
+                created.append(reg)
             elif list(reg.labels or []) != list(step.labels) and reg.status in OPEN_STATUSES:
                 reg.labels = list(step.labels)
-            found_now.add(reg.id)
+            found_now.add(id(reg))
             if reg.group_id is None:
                 ungrouped.append(reg)
             if reg.status in (SUSPECT, TRANSIENT):
                 pending.append(_Pending(reg, key, True, threshold))
         for _run, reg in mine:
-            if reg.status == SUSPECT and reg.id not in found_now:
+            if reg.status == SUSPECT and id(reg) not in found_now:
                 pending.append(_Pending(reg, key, False, threshold))
             elif reg.group_id is None and reg not in ungrouped:
                 ungrouped.append(reg)
@@ -428,9 +422,11 @@ def detect_store(
                 if slowdown(level / reg.before, reg.direction) < 1 + threshold:
                     reg.status = "fixed"
                     reg.fixed_commit_id = int(commit_at[positions[first]])
-                    summary.fixed.append(reg.id)
+                    fixed.append(reg)
                     break
 
+    session.flush()
+    summary.new, summary.fixed = [r.id for r in created], [r.id for r in fixed]
     _update_groups(session, _assign_groups(session, ungrouped, pos, summary))
     _confirm(runs, pending, pos, summary)
     _retire(session, considered, summary)

@@ -55,10 +55,39 @@ def test_detect_json_contract(
         assert r["after"] / r["before"] == pytest.approx(r["ratio"]) and r["ratio"] == pytest.approx(
             1.2, rel=0.02
         )
-        assert r["new"] is True and r["status"] == "new"
+        assert r["new"] is True and r["status"] == "new" and r["event"] == "flagged"
+        assert r["parent"] == history.shas[19] and r["fixed_at"] is None
+        assert r["labels"] == [] and r["returns_to_earlier_level"] is False
+        # One alert group: one machine, one commit, 30 of its 36 series (machine-wide).
+        assert isinstance(r["group"], int) and r["group"] == data[0]["group"]
+        assert r["machine_wide"] is True and r["group_size"] == 30 and r["group_status"] == "new"
+    assert len({r["id"] for r in data}) == 30
     # Second run: same regressions, none new; --fail-on-new only fails when something is new.
     rc, out, _ = run(capsys, "detect", "--db", store_url, "--json", "--fail-on-new")
-    assert rc == 0 and len(json.loads(out)) == 30 and not any(r["new"] for r in json.loads(out))
+    assert rc == 0 and len(json.loads(out)) == 30
+    assert not any(r["new"] or r["event"] for r in json.loads(out))
+
+
+def test_detect_suspects_do_not_fail_until_confirmed(
+    store_url: str, tmp_path: Path, ingest: Ingest, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A step on the newest commit is listed the same night as suspect (exit 0 with --fail-on-new);
+    the next commit confirms it: listed as new, exit 1."""
+    h = write_synthetic_results(tmp_path / "results", commits=22, series=12, steps={20: 1.3}, seed=2)
+    eng = make_engine(store_url)
+    ingest(eng, [p for p in (tmp_path / "results" / h.machine).glob("*.json") if h.shas[21][:8] not in p.name])
+    rc, out, _ = run(capsys, "detect", "--db", store_url, "--json", "--fail-on-new")
+    data = json.loads(out)
+    assert rc == 0 and len(data) == 12 and {r["status"] for r in data} == {"suspect"}
+    rc, out, _ = run(capsys, "detect", "--db", store_url, "--status", "new")
+    assert rc == 0 and "no regressions" in out
+    ingest(eng, list((tmp_path / "results" / h.machine).glob(f"{h.shas[21][:8]}-*.json")))
+    eng.dispose()
+    rc, out, _ = run(capsys, "detect", "--db", store_url, "--fail-on-new")
+    assert rc == 1 and "12 confirmed" in out
+    assert f"group {1}: {h.machine} at {h.shas[19][:10]}..{h.shas[20][:10]}, 12 series, new, machine-wide" in out
+    rc, out, _ = run(capsys, "detect", "--db", store_url, "--json", "--status", "new")
+    assert {r["event"] for r in json.loads(out)} == {None} and len(json.loads(out)) == 12
 
 
 def test_detect_table_and_fail_on_new(
