@@ -70,6 +70,7 @@ class NightState:
 
     budget: int
     planned: list[dict[str, str]] = field(default_factory=list)
+    cache: dict[str, Any] = field(default_factory=dict)  # the suite's benchmark versions, discovered once a night
 
     @classmethod
     def load(cls, path: Path, budget: int) -> NightState:
@@ -77,7 +78,7 @@ class NightState:
             return cls(budget)
         try:
             data = json.loads(path.read_text())
-            return cls(int(data["budget"]), list(data["planned"]))
+            return cls(int(data["budget"]), list(data["planned"]), dict(data.get("cache") or {}))
         except (OSError, ValueError, KeyError, TypeError) as exc:
             raise PlanError(f"--state {path}: unreadable ({exc})") from None
 
@@ -175,7 +176,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
         conf = runner.load_config((root / "asv.conf.json").resolve())
         runner.resolve_paths(conf, root)
         commits = [runner.Commit(sha, "") for sha in reversed(candidates)]
-        runs = runner.measured_in_store(url, conf, commits, machine, runner._run_env(root, tier, None), args.bench)
+        env = runner._run_env(root, tier, None)
+        runs = runner.measured_in_store(url, conf, commits, machine, env, args.bench, cache=state.cache)
 
     reserve = min(args.reserve, max(state.budget - 1, 0)) if args.round == 1 else 0
     left = max(state.left - reserve, 0)
@@ -190,6 +192,11 @@ def cmd_plan(args: argparse.Namespace) -> int:
           f"{len(window)} commits not measured before tonight)")  # fmt: skip
     for p in picks:
         print(f"  {p.sha[:10]}  {p.reason}")
+    open_records = [r for r in records if r["status"] in OPEN_STATUSES]
+    if open_records:
+        from regressions.report import detect_table
+
+        print(f"open regressions on {machine}:\n{detect_table(open_records)}")
     return 0
 
 
@@ -317,7 +324,12 @@ def cmd_alert(args: argparse.Namespace) -> int:
         args.plan_out.parent.mkdir(parents=True, exist_ok=True)
         args.plan_out.write_text(json.dumps([asdict(a) for a in actions], indent=2) + "\n")
         counts = {k: sum(a.action == k for a in actions) for k in ("open", "update", "close", "unchanged")}
-        print("nightly alert: " + ", ".join(f"{v} {k}" for k, v in counts.items()) + f" (plan in {args.plan_out})")
+        line = "nightly alert: " + ", ".join(f"{v} {k}" for k, v in counts.items())
+        print(f"{line} (plan in {args.plan_out})")
+        if os.environ.get("GITHUB_STEP_SUMMARY"):
+            with open(os.environ["GITHUB_STEP_SUMMARY"], "a", encoding="utf-8") as summary:
+                summary.write(f"### {line}\n\n" + "".join(f"- {a.action} issue #{a.number or 'new'}: {a.title}\n"
+                                                         for a in actions if a.action != "unchanged"))  # fmt: skip
         if args.dry_run:
             return 0
         for a in actions:

@@ -40,6 +40,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from mlaperf import gpuinfo
 
@@ -333,14 +334,25 @@ def store_url(requested: str | None) -> str | None:
 
 def measured_in_store(
     url: str, conf: dict[str, object], commits: list[Commit], machine: str, env: dict[str, str],
-    bench: list[str] | None,
+    bench: list[str] | None, cache: dict[str, Any] | None = None,
 ) -> dict[str, int]:  # fmt: skip
-    """{sha: runs in the store that cover the current suite}; asks asv for the versions only when needed."""
+    """{sha: runs in the store that cover the current suite}; asks asv for the versions only when needed.
+
+    ``cache``: a dict kept by the caller; the discovered versions are stored under "versions" and reused.
+    """
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError
     from sqlalchemy.orm import Session
 
     from db.engine import make_engine
     from mlaperf import measured
 
+    try:
+        database = make_url(url).database if make_url(url).get_backend_name() == "sqlite" else None
+    except ArgumentError as exc:
+        raise RunError(f"--db: invalid database URL: {exc}") from None
+    if database and database != ":memory:" and not database.startswith("file:") and not Path(database).exists():
+        return {}  # a store not created yet holds nothing
     try:
         engine = make_engine(url, readonly=True)
     except ValueError as exc:
@@ -348,11 +360,16 @@ def measured_in_store(
     try:
         if not measured.machine_has_runs(engine, machine):
             return {}
-        try:
-            versions = measured.discover_versions(conf, commits[-1].sha, machine, env, bench)
-        except measured.DiscoveryError as exc:
-            print(f"note: {exc}; a stored run of any version counts as measured", flush=True)
-            versions = None
+        if cache is not None and "versions" in cache:
+            versions = cache["versions"]
+        else:
+            try:
+                versions = measured.discover_versions(conf, commits[-1].sha, machine, env, bench)
+            except measured.DiscoveryError as exc:
+                print(f"note: {exc}; a stored run of any version counts as measured", flush=True)
+                versions = None
+            if cache is not None:
+                cache["versions"] = versions
         with Session(engine) as session:
             return measured.covering_runs(session, machine, [c.sha for c in commits], versions)
     finally:

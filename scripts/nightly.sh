@@ -4,8 +4,9 @@
 #
 #   scripts/nightly.sh detect          store -> regressions.json (the state before tonight's runs)
 #   scripts/nightly.sh plan ROUND      store -> plan-ROUND.txt: confirmations, gap bisection, newest unmeasured
+#                                      (and the table of open regressions)
 #   scripts/nightly.sh measure ROUND   plan -> results-ROUND/ with asv (no store access)
-#   scripts/nightly.sh record ROUND    results-ROUND/ -> store, then detection -> regressions.json/.txt
+#   scripts/nightly.sh record ROUND    results-ROUND/ -> store, then detection -> regressions.json
 #   scripts/nightly.sh alert           regressions.json -> GitHub issues (GITHUB_TOKEN: issues write only)
 #
 # Runs in the current directory: the checkout whose commits are measured.
@@ -15,7 +16,7 @@
 # store; detect, plan, record). Exit status: 0 ok, 1 (alert) a new confirmed regression opened an issue,
 # 2 bad usage or input, 3 internal error.
 set -euo pipefail
-usage() { sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; }
 MLAPERF="${MLAPERF:-$( [[ -x .venv/bin/mlaperf ]] && echo .venv/bin/mlaperf || echo mlaperf )}"
 NIGHT="${MLAPERF_NIGHT_DIR:-artifacts/nightly}"
 step="${1:-}"
@@ -47,11 +48,6 @@ case "$step" in
     if [[ ! -d "$NIGHT/results-$round" ]]; then echo "nightly: round $round measured nothing"; exit 0; fi
     "$MLAPERF" ingest "$NIGHT/results-$round" --repo .
     "$MLAPERF" detect --json --all > "$NIGHT/regressions.json"
-    "$MLAPERF" detect > "$NIGHT/regressions.txt"
-    cat "$NIGHT/regressions.txt"
-    if [[ -n "${GITHUB_STEP_SUMMARY:-}" ]]; then
-      { echo '```'; cat "$NIGHT/regressions.txt"; echo '```'; } >> "$GITHUB_STEP_SUMMARY"
-    fi
     ;;
   alert)
     "$MLAPERF" nightly alert --regressions "$NIGHT/regressions.json" --plan-out "$NIGHT/issues-plan.json"
