@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from regressions.detect import detect_many, detect_steps, noise_scale
+from regressions.detect import RETURNS_TO_EARLIER_LEVEL, detect_many, detect_steps, noise_scale, verdict
 from regressions.direction import DOWN_IS_WORSE, UP_IS_WORSE
 from regressions.synthetic import make_history, make_series
 
@@ -178,3 +178,88 @@ def test_short_noisy_history_raises_nothing() -> None:
     for _ in range(200):
         values = 50e-6 * np.exp(rng.normal(0.0, 0.01, size=int(rng.integers(4, 12))))
         assert not detect_steps(values).regressions
+
+
+def test_step_on_the_newest_run_is_unconfirmed_until_seen_twice() -> None:
+    rng = np.random.default_rng(31)
+    v = gpu_noise(rng, 40)
+    v[-1] *= 1.2
+    (step,) = detect_steps(v).regressions
+    assert step.index == 39 and step.parent_index == 38 and not step.confirmed
+    w = np.append(v, gpu_noise(rng, 1) * 1.2)
+    (step,) = detect_steps(w).regressions
+    assert step.index == 39 and step.confirmed
+
+
+@pytest.mark.parametrize(
+    ("runs", "expected"),
+    [
+        ([1.2], "suspect"),  # seen once
+        ([1.2, 1.21], "new"),  # seen twice
+        ([1.2, 1.0], "transient"),  # the next run is back
+        ([1.16, 1.03], "suspect"),  # a slightly high run neither confirms nor refutes
+        ([1.16, 1.03, 1.0], "transient"),
+        ([1.16, 1.03, 1.12], "new"),
+        ([1.2, None, 1.19], "new"),  # failed runs do not vote
+    ],
+)
+def test_verdict_of_the_newest_runs(runs: list[float | None], expected: str) -> None:
+    assert verdict(1.0, runs, threshold=0.05) == expected
+    # Throughput: down is worse.
+    flipped = [None if x is None else 1.0 / x for x in runs]
+    assert verdict(1.0, flipped, threshold=0.05, direction=DOWN_IS_WORSE) == expected
+
+
+def test_one_high_then_slightly_high_tail_is_not_a_confirmed_level() -> None:
+    """The real pattern of issue 15: one high run at the end and one slightly high run."""
+    rng = np.random.default_rng(32)
+    v = gpu_noise(rng, 60, between=0.005)
+    v[-2:] *= [1.164, 1.029]
+    assert not any(s.confirmed for s in detect_steps(v).regressions)
+
+
+@pytest.mark.parametrize("tail", [1, 3, 30])
+def test_level_after_a_gap_of_failed_runs_is_measured_against_the_level_before(tail: int) -> None:
+    """A one-run spike, failed runs, then the new level: one regression at the spike with the net change
+    (not a step up and a step down, nor nothing)."""
+    rng = np.random.default_rng(33 + tail)
+    before = list(gpu_noise(rng, 40, between=0.01))
+    after = list(gpu_noise(rng, tail, between=0.01) * 1.15)
+    v: list[float | None] = [*before, 1.5e-4, None, None, None, None, *after]
+    steps = detect_steps(v).steps
+    (step,) = steps
+    assert step.regression and step.index == 40
+    assert step.ratio == pytest.approx(1.15 if tail > 1 else 1.32, rel=0.04)
+
+
+@pytest.mark.parametrize("apart", [2, 3])
+def test_close_steps_are_two_steps(apart: int) -> None:
+    rng = np.random.default_rng(40 + apart)
+    v = gpu_noise(rng, 60, between=0.01)
+    v[30:] *= 1.2
+    v[30 + apart :] *= 1.25
+    regs = detect_steps(v).regressions
+    assert [s.index for s in regs] == [30, 30 + apart]
+    assert [round(s.ratio, 1) for s in regs] == [1.2, 1.2]
+
+
+def test_close_steps_one_run_apart_are_one_step_with_the_range_widened() -> None:
+    """A one-run first stage cannot be told from an outlier: one step, its culprit range covering both."""
+    rng = np.random.default_rng(44)
+    v = gpu_noise(rng, 60, between=0.01)
+    v[30] *= 1.2
+    v[31:] *= 1.5
+    (step,) = detect_steps(v).regressions
+    assert step.index in (30, 31) and step.parent_index == 29
+
+
+def test_return_to_an_earlier_level_is_labelled() -> None:
+    rng = np.random.default_rng(45)
+    v = gpu_noise(rng, 60)
+    v[30:36] /= 1.25  # a short-lived improvement
+    (step,) = detect_steps(v).regressions
+    assert step.index == 36 and step.labels == (RETURNS_TO_EARLIER_LEVEL,)
+    w = gpu_noise(rng, 60)
+    w[36:] *= 1.25  # a plain regression
+    (step,) = detect_steps(w).regressions
+    assert step.labels == ()
