@@ -320,6 +320,22 @@ def _merge_inconsistent(z: np.ndarray, sigma: float, cps: list[int], delta: floa
     return cps
 
 
+def _settle_tail(z: np.ndarray, sigma: float, cps: list[int], delta: float, p: DetectorParams) -> list[int]:
+    """A short newest level whose runs do not all sit at it (a one-run spike, then runs back at or near
+    the old level) is no level: its boundary goes and the newest runs are tested again against the
+    level before, spike included as an outlier of it (so a later real step is not hidden by the spike)."""
+    for _ in range(3):
+        if not cps or z.size - cps[-1] > p.short_level:
+            return cps
+        start = cps[-2] if len(cps) > 1 else 0
+        c = cps[-1]
+        before = _med(z[max(start, c - p.level_window) : c])
+        if _consistent_level(z[c:], before, _med(z[c:]), sigma, delta):
+            return cps
+        cps = _tail(z, sigma, cps[:-1], delta, p)
+    return cps
+
+
 def _consistent_level(seg: np.ndarray, lo: float, hi: float, sigma: float, delta: float) -> bool:
     """A short level is real when each run moved the same way by a fair part of the threshold and the
     runs agree with each other (one of three or more may be an outlier on top of the level)."""
@@ -394,6 +410,7 @@ def _finish(
     cps = _tail(z, sigma, cps, delta, params)
     cps = _prune(z, sigma, cps, delta, params)
     cps = _merge_inconsistent(z, sigma, cps, delta, params)
+    cps = _settle_tail(z, sigma, cps, delta, params)
     bounds = [0, *cps, n]
     medians = [_med(z[a:b]) for a, b in zip(bounds, bounds[1:], strict=False)]
     levels = [

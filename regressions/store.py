@@ -58,7 +58,7 @@ OPEN_STATUSES = ("suspect", "new", "acknowledged")
 FIXABLE_STATUSES = ("new", "acknowledged")
 # A step found again within this many runs of a stored one is the same step seen with more data.
 SAME_STEP_RUNS = 3
-# A group is machine-wide when it holds at least this share of the series measured on its machine at its
+# A group is machine-wide when it holds more than this share of the series measured on its machine at its
 # commit, and at least MACHINE_WIDE_MIN of them (two series moving together say little).
 MACHINE_WIDE_SHARE = 0.5
 MACHINE_WIDE_MIN = 3
@@ -626,7 +626,7 @@ def _update_groups(session: Session, group_ids: set[int]) -> None:
         ).scalar_one()
         n = int(members.get(g.id, 0))
         g.series = int(measured)
-        g.machine_wide = bool(n >= MACHINE_WIDE_MIN and n >= MACHINE_WIDE_SHARE * max(measured, 1))
+        g.machine_wide = bool(n >= MACHINE_WIDE_MIN and n > MACHINE_WIDE_SHARE * max(measured, 1))
 
 
 def regressions_frame(

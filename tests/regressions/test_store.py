@@ -167,6 +167,20 @@ def test_machine_wide_one_run_event_at_the_newest_commit(engine: Engine, tmp_pat
     assert statuses(engine) == {"transient": SERIES}
 
 
+def test_a_step_right_after_a_refuted_event_is_its_own_suspect(engine: Engine, tmp_path: Path, ingest: Ingest) -> None:
+    h = write_synthetic_results(tmp_path / "results", commits=33, series=SERIES, steps={30: 1.3, 31: 1 / 1.3, 32: 1.12})
+    ingest(engine, files_of(h, range(31)))
+    run(engine)
+    ingest(engine, files_of(h, [31]))
+    run(engine)
+    ingest(engine, files_of(h, [32]))
+    r = run(engine)
+    assert len(r.new) == SERIES and len(r.groups) == 1
+    fresh = [x for x in stored(engine) if x.id in r.new]
+    assert {sha_of(engine, x.commit_id) for x in fresh} == {h.shas[32]} and {x.status for x in fresh} == {"suspect"}
+    assert statuses(engine) == {"transient": SERIES, "suspect": SERIES}
+
+
 @pytest.mark.parametrize("rerun", ["confirms", "refutes"])
 def test_rerun_of_the_newest_commit_decides(engine: Engine, tmp_path: Path, ingest: Ingest, rerun: str) -> None:
     steps = {30: 1.25}
