@@ -28,6 +28,9 @@ OKABE_ITO: tuple[str, ...] = (
 WORSE = "#D55E00"
 BETTER = "#009E73"
 NEUTRAL = "#999999"
+# Above this many points a history trace is drawn as a line without markers or IQR bars: each marker and
+# bar is an SVG element, and tens of thousands of them take seconds to lay out (the IQR stays in the hover).
+DENSE = 150
 SYMBOLS = ("circle", "square", "diamond", "triangle-up", "x", "star", "hexagon", "cross")
 
 
@@ -181,7 +184,8 @@ def history_figure(
     """Series over the machine's commits (x = position in history), one trace per ``series`` label.
 
     ``points``: rows with series, pos, value, q_25, q_75, status, benchmark_version and hover columns (sha,
-    subject, date, run_date, runs, environment, config). Draws IQR bars, a threshold band per series (the
+    subject, date, run_date, runs, environment, config). Draws IQR bars (up to ``DENSE`` points), a threshold
+    band per series (the
     ``threshold`` either side of the median of its previous five values; a point past the band on the worse
     side moved more than the threshold), markers for flagged regressions and the commits that fixed them
     (``flagged``: series, pos, fixed_pos, text), failed runs on the x-axis, and a dotted line where the
@@ -209,8 +213,9 @@ def history_figure(
         q25 = s["q_25"].to_numpy(float) * mult
         q75 = s["q_75"].to_numpy(float) * mult
         has_iqr = np.isfinite(q25) & np.isfinite(q75)
+        dense = len(s) > DENSE
         error_y = None
-        if has_iqr.any():
+        if has_iqr.any() and not dense:
             error_y = {"type": "data", "symmetric": False, "array": np.where(has_iqr, np.clip(q75 - y, 0, None), 0),
                        "arrayminus": np.where(has_iqr, np.clip(y - q25, 0, None), 0),
                        "color": _rgba(color, 0.5), "thickness": 1.2, "width": 2}
@@ -225,8 +230,9 @@ def history_figure(
             s["environment"], s["config"],
         ])
         fig.add_trace(go.Scatter(
-            x=s["pos"], y=y, mode="lines+markers", name=label, legendgroup=label,
-            line={"color": color, "width": 1.8}, marker={"size": 6, "symbol": SYMBOLS[i % len(SYMBOLS)]},
+            x=s["pos"], y=y, mode="lines" if dense else "lines+markers", name=label, legendgroup=label,
+            line={"color": color, "width": 1.5 if dense else 1.8},
+            marker={"size": 6, "symbol": SYMBOLS[i % len(SYMBOLS)]},
             error_y=error_y, customdata=custom,
             hovertemplate=(
                 f"{label}<br>%{{customdata[0]}}<br>"

@@ -83,9 +83,12 @@ def series(s: Session, machine: str) -> pd.DataFrame:
 
 def history(s: Session, machine: str, benchmark: str, params_keys: Sequence[str]) -> pd.DataFrame:
     """Several series of one benchmark over the machine's commits, one row per (params_key, commit) that
-    has a result: params_key, commit_id, value (median of the commit's ok runs), q_25, q_75, status
-    (ok | failed | skipped: ok if any run has a value), runs, run_date (newest run's start),
-    benchmark_version (newest run's), environment. Commits without a row did not run the series."""
+    has a result, the commit's runs pooled by ``db.queries.pool_runs`` (the shared rule: median value, status
+    ok if any run has a value): params_key, commit_id, value, q_25, q_75, status (ok | failed | skipped),
+    runs, run_date, benchmark_version and environment (of the newest run with a value). Commits without a
+    row did not run the series."""
+    from db.queries import pool_runs
+
     mid = machine_id(s, machine)
     bid = s.execute(select(Benchmark.id).where(Benchmark.name == benchmark)).scalar_one_or_none()
     cols = ["params_key", "commit_id", "value", "q_25", "q_75", "status", "runs", "run_date",
@@ -96,7 +99,8 @@ def history(s: Session, machine: str, benchmark: str, params_keys: Sequence[str]
         select(
             Result.params_key,
             Run.commit_id,
-            Run.started_at,
+            Run.id.label("run_id"),
+            Run.started_at.label("run_started_at"),
             Result.status,
             Result.value,
             Result.q_25,
@@ -107,31 +111,16 @@ def history(s: Session, machine: str, benchmark: str, params_keys: Sequence[str]
         .join(Run, Run.id == Result.run_id)
         .join(Environment, Environment.id == Run.environment_id)
         .where(Result.benchmark_id == bid, Run.machine_id == mid, Result.params_key.in_(list(params_keys)))
-        .order_by(Run.started_at)
     )
     df = _rows(s, stmt)
     if df.empty:
         return pd.DataFrame({c: pd.Series(dtype=object) for c in cols})
     for c in ("value", "q_25", "q_75"):
         df[c] = pd.to_numeric(df[c], errors="coerce").astype(float)
-    df["started_at"] = pd.to_datetime(df["started_at"])
-    df["ok"] = df["status"].eq("ok")
-    df["failed"] = df["status"].eq("failed")
-    g = df.groupby(["params_key", "commit_id"], sort=False)
-    out = g.agg(
-        value=("value", "median"),
-        q_25=("q_25", "median"),
-        q_75=("q_75", "median"),
-        any_ok=("ok", "any"),
-        any_failed=("failed", "any"),
-        runs=("status", "size"),
-        run_date=("started_at", "max"),
-        benchmark_version=("benchmark_version", "last"),
-        environment=("environment", "last"),
-    ).reset_index()
-    out["status"] = np.where(out["any_ok"], "ok", np.where(out["any_failed"], "failed", "skipped"))
+    df["run_started_at"] = pd.to_datetime(df["run_started_at"])
+    out = pool_runs(df, ["params_key", "commit_id"]).rename(columns={"run_started_at": "run_date"})
     out["commit_id"] = out["commit_id"].astype("int64")
-    return out[cols]
+    return out[cols].reset_index(drop=True)
 
 
 def machine_info(s: Session, machine: str) -> dict[str, Any]:

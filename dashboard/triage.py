@@ -50,10 +50,16 @@ def enrich(regs: pd.DataFrame, messages: dict[str, Any], notes: dict[int, list[d
         for col in ("group", "parent_message", "fixed_message", "note", "notes", "category"):
             out[col] = pd.Series(dtype=object)
         return out
-    if "group" not in out.columns or out["group"].isna().all():
-        # Same rule as the detector's groups: one machine, one commit. Numbered by first id, stable.
-        first = out.groupby(["machine", "sha"])["id"].transform("min")
-        out["group"] = first.rank(method="dense").astype(int)
+    if "group" not in out.columns:
+        out["group"] = None
+    missing = out["group"].isna()
+    if missing.any():
+        # Stored before the detector recorded groups: the same rule (one machine, one commit), numbered
+        # after the recorded ones, by first id.
+        top = int(pd.to_numeric(out["group"], errors="coerce").max()) if not missing.all() else 0
+        first = out[missing].groupby(["machine", "sha"])["id"].transform("min")
+        out.loc[missing, "group"] = top + first.rank(method="dense").astype(int)
+    out["group"] = out["group"].astype(int)
     out["machine_wide"] = out["machine_wide"].fillna(False).astype(bool)
     out["parent_message"] = out["parent_sha"].map(lambda s: messages.get(s) if isinstance(s, str) else None)
     out["fixed_message"] = out["fixed_sha"].map(lambda s: messages.get(s) if isinstance(s, str) else None)

@@ -38,14 +38,19 @@ pnames = [n for n in (declared if isinstance(declared, list) else []) if n] or f
 parsed = {k: frames.params_dict(k) for k in keys}
 pnames = [n for n in pnames if any(n in p for p in parsed.values())]
 
-# Default selection: the parameter values of this benchmark's newest flagged step (all series flagged at
-# that commit), else every value of the first parameter (implementations) and the first of the others.
+# Default selection: the newest flagged series of this benchmark, overlaid with the other series flagged at
+# that commit along one parameter (the one whose values differ most among them, e.g. concurrency); without
+# flags, every value of the first parameter (implementations) and the first value of the others.
 mine = regs[regs["benchmark"] == bench] if not regs.empty else regs
 defaults: dict[str, list[object]] = {}
 if not mine.empty:
-    newest = mine[mine["sha"] == mine["sha"].iloc[0]]
-    for n in pnames:
-        defaults[n] = frames.value_order(frames.params_dict(k).get(n) for k in newest["params_key"])
+    at = [frames.params_dict(k) for k in mine.loc[mine["sha"] == mine["sha"].iloc[0], "params_key"]]
+    sweep = max(pnames, key=lambda n: len({str(p.get(n)) for p in at}), default=None)
+    first = at[0]
+    same = [p for p in at if all(p.get(n) == first.get(n) for n in pnames if n != sweep)]
+    defaults = {n: [first.get(n)] for n in pnames if n != sweep}
+    if sweep is not None:
+        defaults[sweep] = frames.value_order(p.get(sweep) for p in same)[:8]
 picked: dict[str, list[object]] = {}
 if pnames:
     cols = st.columns(min(len(pnames), 4))

@@ -56,14 +56,14 @@ def _parse(v: str) -> Any:
     return v.strip("'") if v.startswith("'") else (int(v) if v.lstrip("-").isdigit() else v)
 
 
-def _decode_time(i: int, p: dict[str, Any], slow_from: int | None) -> float:
+def _decode_time(i: int, p: dict[str, Any], slow_from: int | None, fix_from: int | None = None) -> float:
     c, k = p["concurrency"], p["topk"]
     if p["impl"] == "simt":
         t = 20e-6 + 1.5e-6 * c * 64 * k / 512
     else:
         t = 15e-6 + 2.5e-6 * c * k / 512
-        if slow_from is not None and i >= slow_from:
-            t *= 1.3  # the seeded regression
+        if slow_from is not None and i >= slow_from and (fix_from is None or i < fix_from):
+            t *= 1.3  # the seeded regression (until the seeded fix)
     return t
 
 
@@ -74,9 +74,9 @@ def _indexer_time(i: int, p: dict[str, Any]) -> float:
     return 5e-6 + 1.4e-9 * c * ctx
 
 
-def _step_time(i: int, p: dict[str, Any], slow_from: int | None) -> float:
+def _step_time(i: int, p: dict[str, Any], slow_from: int | None, fix_from: int | None = None) -> float:
     dec = _decode_time(i, {"impl": "simt" if p["variant"] == "baseline" else "mma", "concurrency":
-                           p["concurrency"], "topk": 512}, slow_from)
+                           p["concurrency"], "topk": 512}, slow_from, fix_from)
     idx = _indexer_time(i, {"impl": "bf16" if p["variant"] == "mma+indexer" else "fp32_maxctx",
                             "concurrency": p["concurrency"], "context": p["context"]})
     return dec + idx
@@ -84,9 +84,11 @@ def _step_time(i: int, p: dict[str, Any], slow_from: int | None) -> float:
 
 def mla_benchmarks(
     *, concurrency: Sequence[int] = (1, 16, 64, 128), topk: Sequence[int] = (128, 512),
-    context: Sequence[int] = (4096, 65536), slow_from: int | None = None, metrics: bool = True,
+    context: Sequence[int] = (4096, 65536), slow_from: int | None = None, fix_from: int | None = None,
+    metrics: bool = True,
 ) -> list[Bench]:
-    """The suites of docs/CONTRACTS.md with the given sweep; ``slow_from`` seeds an MMA slowdown there."""
+    """The suites of docs/CONTRACTS.md with the given sweep; ``slow_from`` seeds a 30% MMA slowdown from that
+    commit index on, ``fix_from`` undoes it from that index on."""
     conc = [str(c) for c in concurrency]
     dec_names = ["impl", "concurrency", "topk"]
     dec_params = [["'simt'", "'mma'"], conc, [str(k) for k in topk]]
@@ -96,10 +98,10 @@ def mla_benchmarks(
     step_params = [["'baseline'", "'mma'", "'mma+indexer'"], conc, [str(c) for c in context]]
 
     def dec(i: int, p: dict[str, Any]) -> float:
-        return _decode_time(i, p, slow_from)
+        return _decode_time(i, p, slow_from, fix_from)
 
     def step(i: int, p: dict[str, Any]) -> float:
-        return _step_time(i, p, slow_from)
+        return _step_time(i, p, slow_from, fix_from)
 
     out = [
         Bench("bench_decode.SparseDecode.time_decode", dec_names, dec_params, "seconds", dec),
@@ -161,17 +163,20 @@ def write_results(
     noise: float = 0.01,
     seed: int = 0,
     failed: set[tuple[int, str]] | None = None,
+    new_version_from: dict[str, int] | None = None,
 ) -> list[Path]:
     """Write one asv results file per commit (plus machine.json and benchmarks.json); returns the files.
 
     ``samples=True`` gives 10 samples per timed case (asv computes median, q_25/q_75, 99% CI from them);
-    ``failed`` holds (commit index, benchmark name) pairs whose values are None (a failed run).
+    ``failed`` holds (commit index, benchmark name) pairs whose values are None (a failed run);
+    ``new_version_from`` maps a benchmark name to the commit index from which its asv version changes (its
+    code changed: a new segment for the detector).
     """
     rng = np.random.default_rng(seed)
     results_dir.mkdir(parents=True, exist_ok=True)
     write_benchmarks_json(results_dir, benches)
     mparams = {"machine": machine, "os": "Linux 6.8", "arch": "x86_64", "cpu": "AMD EPYC 9534",
-               "num_cpu": "16", "ram": "131072000", **(gpu if gpu is not None else GPU_PARAMS)}
+               "num_cpu": "16", "ram": "137438953472", **(gpu if gpu is not None else GPU_PARAMS)}
     util.write_json(str(results_dir / machine / "machine.json"), dict(mparams), api_version=1)
     files = []
     for i, sha in enumerate(shas):
@@ -189,7 +194,8 @@ def write_results(
                 samp = [None] * len(vals)
                 number = [None] * len(vals)
                 vals = [None if v is None else float(v * (1 + noise * rng.standard_normal())) for v in vals]
-            bench_dict = {"name": b.name, "version": b.version, "params": b.params}
+            changed = new_version_from is not None and i >= new_version_from.get(b.name, len(shas))
+            bench_dict = {"name": b.name, "version": b.version + ("-v2" if changed else ""), "params": b.params}
             res.add_result(bench_dict, BenchmarkResult(vals, samp, number, 0 if not bad else 1, "", None),
                            started_at=date, duration=1.0, record_samples=samples)
         res.save(str(results_dir))

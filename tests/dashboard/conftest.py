@@ -1,8 +1,14 @@
-"""Seeded stores for the dashboard tests: real asv files (OpenBLAS fixture + synthetic MLA suites written by
-asv's own ``Results.save``) ingested through ``db.ingest``, plus flagged regressions."""
+"""Seeded stores for the dashboard tests: real asv files (the vendored OpenBLAS results + synthetic sparse-MLA
+suites written by asv's own ``Results.save``) ingested through ``db.ingest``, then the real detector.
+
+The MLA history: ``N_COMMITS`` commits on ``MLA_MACHINE``; every series that runs the MMA decode kernel is
+30% slower from ``SLOW_FROM`` and back from ``FIX_FROM`` (the detector flags one alert group and marks it
+fixed); the decode step failed at commit 2; the indexer benchmark's asv version changes at ``NEW_VERSION``.
+"""
 
 from __future__ import annotations
 
+import os
 import shutil
 import sys
 from collections.abc import Callable, Iterator
@@ -19,9 +25,14 @@ import asv_synth  # noqa: E402
 ROOT = Path(__file__).resolve().parents[2]
 APP = ROOT / "dashboard" / "app.py"
 OPENBLAS = ROOT / "tests" / "fixtures" / "asv-openblas" / "results"  # vendored, see its README
+if not OPENBLAS.exists() and os.environ.get("MLAPERF_REQUIRE_FIXTURES") == "1":
+    raise RuntimeError(f"MLAPERF_REQUIRE_FIXTURES=1 but {OPENBLAS} is missing")
 MLA_MACHINE = "h200-sxm"
-N_COMMITS = 6
-SLOW_FROM = 4  # the MMA decode kernel gets 30% slower from this commit on
+N_COMMITS = 12
+SLOW_FROM = 6
+FIX_FROM = 9
+FAILED = (2, "bench_step.DecodeStep.time_step")
+NEW_VERSION = (4, "bench_indexer.Indexer.time_indexer")
 
 
 @dataclass(frozen=True)
@@ -29,20 +40,20 @@ class Seeded:
     url: str
     path: Path
     shas: list[str]
-    regression_ids: dict[str, int]
+    blas_regression: int | None
 
 
 def _seed(tmp: Path, url: str | None = None) -> Seeded:
     from db.engine import make_engine, upgrade
     from db.ingest import ingest_paths
     from db.models import Benchmark, Commit, Machine, Regression
+    from regressions.store import detect_store
 
     results = tmp / "results"
     shas = asv_synth.commit_shas(N_COMMITS)
-    benches = asv_synth.mla_benchmarks(slow_from=SLOW_FROM)
-    # One failed run: the step benchmark crashed on commit 2.
-    asv_synth.write_results(results, MLA_MACHINE, benches, shas,
-                            failed={(2, "bench_step.DecodeStep.time_step")})
+    benches = asv_synth.mla_benchmarks(slow_from=SLOW_FROM, fix_from=FIX_FROM)
+    asv_synth.write_results(results, MLA_MACHINE, benches, shas, failed={FAILED},
+                            new_version_from={NEW_VERSION[1]: NEW_VERSION[0]})
     path = tmp / "store.sqlite"
     url = url or f"sqlite:///{path}"
     upgrade(url)
@@ -51,33 +62,28 @@ def _seed(tmp: Path, url: str | None = None) -> Seeded:
     summary = ingest_paths(engine, paths, progress=False)
     assert summary.ok, summary.failed
 
-    ids: dict[str, int] = {}
-    with Session(engine) as s:
-        def one(model: type, **kw: object) -> int:
-            return s.scalars(select(model.id).filter_by(**kw)).one()
-
-        mla = Regression(
-            benchmark_id=one(Benchmark, name="bench_decode.SparseDecode.time_decode"),
-            params_key='{"concurrency": "64", "impl": "\'mma\'", "topk": "512"}',
-            params={"concurrency": "64", "impl": "'mma'", "topk": "512"},
-            machine_id=one(Machine, name=MLA_MACHINE), commit_id=one(Commit, sha=shas[SLOW_FROM]),
-            before=175e-6, after=227.5e-6, ratio=1.3, direction="up_is_worse", status="new", p_value=1e-4,
-        )
-        s.add(mla)
+    blas_id = None
+    with Session(engine) as s, s.begin():
+        detect_store(s, machine=MLA_MACHINE, full=True)
         if OPENBLAS.exists():
+            # One regression on another machine, triaged already (the detector is not run there).
+            def one(model: type, **kw: object) -> int:
+                return s.scalars(select(model.id).filter_by(**kw)).one()
+
             blas_commit = s.scalars(
                 select(Commit.sha).order_by(Commit.date.desc()).where(Commit.sha.notin_(shas)).limit(1)
             ).one()
-            s.add(Regression(
+            reg = Regression(
                 benchmark_id=one(Benchmark, name="benchmarks.dot.time_dot"), params_key='{"size": "100"}',
                 params={"size": "100"}, machine_id=one(Machine, name="gha-aws-graviton"),
                 commit_id=one(Commit, sha=blas_commit), before=4.4e-7, after=5.0e-7, ratio=1.136,
                 direction="up_is_worse", status="acknowledged",
-            ))
-        s.commit()
-        ids["mla"] = mla.id
+            )
+            s.add(reg)
+            s.flush()
+            blas_id = reg.id
     engine.dispose()
-    return Seeded(url, path, shas, ids)
+    return Seeded(url, path, shas, blas_id)
 
 
 @pytest.fixture(scope="session")
@@ -90,7 +96,7 @@ def writable_copy(seeded: Seeded, tmp_path: Path) -> Iterator[Seeded]:
     """A private copy of the seeded store, for tests that write."""
     dst = tmp_path / "copy.sqlite"
     shutil.copy(seeded.path, dst)
-    yield Seeded(f"sqlite:///{dst}", dst, seeded.shas, seeded.regression_ids)
+    yield Seeded(f"sqlite:///{dst}", dst, seeded.shas, seeded.blas_regression)
 
 
 @pytest.fixture

@@ -1,4 +1,6 @@
-"""End to end: serve the dashboard with its CLI and open every page in headless Debian Chromium.
+"""End to end: serve the dashboard with `mlaperf dashboard` and use every page in headless Debian Chromium:
+the page renders without an exception, its charts draw real SVG traces, its selections come from the URL
+and a widget change goes back into it (a shared link shows the same view).
 
 Skips when /usr/bin/chromium is missing, unless MLAPERF_REQUIRE_BROWSER=1 (CI). Screenshots go to
 artifacts/screenshots/ (uploaded by CI).
@@ -13,17 +15,25 @@ import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, urlparse
 
 import pytest
-from conftest import ROOT, Seeded
+from conftest import ROOT, SLOW_FROM, Seeded
 
 CHROMIUM = Path("/usr/bin/chromium")
 SHOTS = ROOT / "artifacts" / "screenshots"
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
         "--disable-component-update", "--disable-sync", "--no-first-run"]
-# url path -> whether the page draws Plotly charts on the seeded store's default machine
-PAGES = {"": False, "throughput": True, "history": True, "regressions": False, "compare": True,
-         "efficiency": True}
+# url path -> (charts expected on the seeded store's default machine, query parameters the page publishes)
+PAGES = {
+    "": (0, {"machine"}),
+    "throughput": (3, {"tp_commit", "tp_base", "tp_decode_filter"}),
+    "history": (1, {"hist_bench", "hp_impl", "hp_concurrency", "hp_topk"}),
+    "regressions": (0, {"reg_show", "reg_group"}),
+    "compare": (1, {"cmp_base", "cmp_head", "cmp_show"}),
+    "efficiency": (3, {"eff_commit", "eff_suite", "eff_decode_filter"}),
+}
 
 pytestmark = pytest.mark.browser
 
@@ -50,12 +60,9 @@ def _wait_healthy(base: str, proc: subprocess.Popen, timeout: float = 90.0) -> N
 @pytest.fixture(scope="module")
 def served(seeded: Seeded) -> Iterator[str]:
     """``mlaperf dashboard`` on a free port."""
-    # The real `mlaperf dashboard` once the top-level CLI exists; the same handler standalone before.
-    console = Path(sys.executable).with_name("mlaperf")
-    entry = [str(console), "dashboard"] if (ROOT / "mlaperf" / "cli.py").exists() and console.exists() \
-        else [sys.executable, "-m", "dashboard.cli"]
     proc = subprocess.Popen(
-        [*entry, "--db", seeded.url, "--port", "0", "--repo-url", "https://github.com/example/mlaperf"],
+        [sys.executable, "-m", "mlaperf.cli", "dashboard", "--db", seeded.url, "--port", "0",
+         "--repo-url", "https://github.com/example/mlaperf"],
         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )
     try:
@@ -77,32 +84,59 @@ def served(seeded: Seeded) -> Iterator[str]:
             proc.kill()
 
 
-def test_every_page_renders_in_chromium(served: str) -> None:
+def _load(page: Any, watch: Any, url: str) -> None:
+    """Open ``url`` and wait for the server's script_finished and every chart drawn (the perf script's
+    watcher of Streamlit's websocket: no guessing from spinners)."""
+    before = watch.finished
+    page.goto(url, wait_until="commit")
+    watch.wait_run(page, before)
+
+
+def _query(page: Any) -> dict[str, list[str]]:
+    return parse_qs(urlparse(page.url).query, keep_blank_values=True)
+
+
+def test_every_page_in_chromium(served: str, seeded: Seeded) -> None:
     from playwright.sync_api import sync_playwright
+
+    from benchmarks.scripts.dashboard_perf import Watcher
 
     SHOTS.mkdir(parents=True, exist_ok=True)
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=str(CHROMIUM), args=ARGS, headless=True)
         page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        watch = Watcher(page)
         try:
-            for path, has_chart in PAGES.items():
-                page.goto(f"{served}/{path}", wait_until="domcontentloaded")
-                page.wait_for_selector("h1", timeout=60_000)
-                if has_chart:
-                    page.wait_for_selector('[data-testid="stPlotlyChart"] svg.main-svg', timeout=60_000)
-                else:
-                    page.wait_for_selector('[data-testid="stDataFrame"]', timeout=60_000)
-                # Let the script run finish (the status widget disappears when idle).
-                page.wait_for_function(
-                    "() => !document.querySelector('[data-testid=\"stStatusWidget\"] button')",
-                    timeout=60_000,
-                )
+            for path, (charts, params) in PAGES.items():
+                _load(page, watch, f"{served}/{path}")
                 name = path or "overview"
                 page.screenshot(path=str(SHOTS / f"{name}.png"), full_page=True)
                 assert page.locator('[data-testid="stException"]').count() == 0, f"exception on /{path}"
-                if has_chart:
-                    # Plotly drew real SVG traces (lines/points), not an empty frame.
+                assert page.locator('[data-testid="stPlotlyChart"]').count() == charts, path
+                if charts:  # Plotly drew real SVG traces (lines/points), not an empty frame
                     assert page.locator('[data-testid="stPlotlyChart"] g.trace').count() > 0, path
+                if path != "efficiency":  # every page but Efficiency has tables
+                    assert page.locator('[data-testid="stDataFrame"], [data-testid="stTable"]').count() > 0, path
+                assert params <= set(_query(page)), (path, page.url)  # the view is a shareable link
+
+            # A shared link opens the same view: the flagged series at concurrency 64 of the seeded step.
+            base, head = seeded.shas[SLOW_FROM - 1][:12], seeded.shas[SLOW_FROM][:12]
+            _load(page, watch, f"{served}/compare?cmp_base={base}&cmp_head={head}")
+            regressed = page.locator('[data-testid="stMetric"]').filter(has_text="Regressed")
+            assert int(regressed.locator('[data-testid="stMetricValue"]').inner_text().replace(",", "")) > 0
+            assert _query(page)["cmp_base"] == [base] and _query(page)["cmp_head"] == [head]
+
+            _load(page, watch, f"{served}/history?hist_bench=bench_decode.SparseDecode.time_decode"
+                        "&hp_impl=mma&hp_concurrency=64&hp_topk=512")
+            assert page.locator('[data-testid="stMultiSelect"]').filter(has_text="concurrency") \
+                .get_by_text("64", exact=True).count() == 1
+            assert page.locator('[data-testid="stPlotlyChart"] g.trace.scatter').count() >= 2
+            # A widget change goes into the URL.
+            before = watch.finished
+            page.locator('[data-testid="stCheckbox"]').filter(has_text="Logarithmic value axis").click()
+            watch.wait_run(page, before)
+            page.wait_for_function("() => location.search.includes('hist_logy=1')", timeout=30_000)
+            assert page.locator('[data-testid="stException"]').count() == 0
         finally:
             browser.close()
     assert {f.stem for f in SHOTS.glob("*.png")} >= {"overview", *[p for p in PAGES if p]}

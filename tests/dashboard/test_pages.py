@@ -1,26 +1,32 @@
-"""AppTest of every page on a seeded store (synthetic MLA suites + the real OpenBLAS asv results)."""
+"""AppTest of every page on a seeded store (synthetic MLA suites + the real OpenBLAS asv results, the real
+detector): the numbers, the triage, the history and the URL state a kernel engineer relies on."""
 
 from __future__ import annotations
 
 import base64
 import json
+import subprocess
+import sys
 
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import APP, MLA_MACHINE, OPENBLAS, SLOW_FROM, Seeded
+from conftest import APP, FAILED, FIX_FROM, MLA_MACHINE, NEW_VERSION, OPENBLAS, ROOT, SLOW_FROM, Seeded
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 from streamlit.testing.v1 import AppTest
 
-TIMEOUT = 60
+TIMEOUT = 90
+KEY_64 = json.dumps({"concurrency": "64", "impl": "'mma'", "topk": "512"}, sort_keys=True)
 
 
-def app(monkeypatch: pytest.MonkeyPatch, url: str, *, writable: bool = False, repo: str = "") -> AppTest:
+def app(monkeypatch: pytest.MonkeyPatch, url: str, *, writable: bool = False, repo: str = "",
+        query: dict[str, str] | None = None) -> AppTest:
     monkeypatch.setenv("MLAPERF_DB", url)
     monkeypatch.setenv("MLAPERF_DASHBOARD_WRITABLE", "1" if writable else "0")
     monkeypatch.setenv("MLAPERF_REPO_URL", repo)
     at = AppTest.from_file(str(APP), default_timeout=TIMEOUT)
+    at.query_params.update(query or {})
     at.run()
     assert not at.exception, [e.value for e in at.exception]
     return at
@@ -50,16 +56,33 @@ def texts(at: AppTest) -> str:
     return "\n".join(str(p) for p in parts)
 
 
-def test_overview(monkeypatch: pytest.MonkeyPatch, seeded: Seeded) -> None:
+def table(at: AppTest, column: str) -> pd.DataFrame:
+    """The first dataframe on the page that has ``column``."""
+    for df in at.dataframe:
+        if column in df.value.columns:
+            return df.value
+    raise AssertionError(f"no table with column {column!r}: {[list(d.value.columns) for d in at.dataframe]}")
+
+
+def trace(fig: dict, name: str) -> dict:
+    return next(t for t in fig["data"] if t.get("name") == name)
+
+
+def test_overview_counts_alert_groups(monkeypatch: pytest.MonkeyPatch, seeded: Seeded) -> None:
     at = app(monkeypatch, seeded.url)
     assert at.title[0].value.startswith("mlaperf")
     assert at.sidebar.selectbox(key="machine").value == MLA_MACHINE  # GPU machines come first
     metrics = {m.label: m.value for m in at.metric}
-    assert metrics["Commits"] == "6"
-    assert metrics["Open regressions"] == "1"
-    assert "Sparse MLA decode" in at.success[0].value
-    machine_table = at.dataframe[0].value
-    assert "NVIDIA H200" in set(machine_table["value"])
+    assert metrics["Fixed"] == "1" and metrics["Open alert groups"] == "0" and metrics["Suspect"] == "0"
+    assert metrics["Commits"] == "12"
+    groups = table(at, "culprit")
+    assert len(groups) == 1
+    assert groups["commits"].iloc[0] == f"{seeded.shas[SLOW_FROM - 1][:8]}..{seeded.shas[SLOW_FROM][:8]}"
+    assert groups["fixed at"].iloc[0] == seeded.shas[FIX_FROM][:8]
+    assert groups["worst"].iloc[0].startswith("1.3") and groups["worst"].iloc[0].endswith("x")
+    machine = at.table[0].value
+    assert machine.loc["GPU", "value"] == "NVIDIA H200"
+    assert machine.loc["RAM", "value"].endswith("GiB")  # not a byte count
 
 
 def test_throughput_lines_per_impl_and_baseline(monkeypatch: pytest.MonkeyPatch, seeded: Seeded) -> None:
@@ -71,134 +94,202 @@ def test_throughput_lines_per_impl_and_baseline(monkeypatch: pytest.MonkeyPatch,
     assert any(n.startswith("mma @") for n in names) and any(n.startswith("simt @") for n in names)
     assert decode["layout"]["xaxis"]["type"] == "log"
     assert arr(decode["layout"]["xaxis"]["tickvals"]) == [1, 16, 64, 128]
-    assert "tokens/s" in decode["layout"]["yaxis"]["title"]["text"]
     assert at.radio(key="tp_decode_filter").value == 512
-    # Speed-up of MMA over SIMT at the newest commit: > 1 everywhere on this data.
     speedups = at.dataframe[0].value
-    assert list(speedups["line"]) == ["mma"]
-    assert (speedups.filter(like="c=") > 1).all().all()
+    assert list(speedups["impl"]) == ["mma"]
+    assert all(v.endswith("x") and float(v[:-1]) > 1 for v in speedups.filter(like="c=").iloc[0])
 
-    # Overlay the oldest commit (before the seeded MMA slowdown): dashed traces and ratios < 1 for MMA.
+    # Overlay a commit from before the seeded MMA slowdown (the newest commit is after the fix).
+    at.selectbox(key="tp_commit").set_value(seeded.shas[SLOW_FROM]).run()
     at.selectbox(key="tp_base").set_value(seeded.shas[0]).run()
     assert not at.exception
     decode = figures(at)[0]
     dashed = [t for t in decode["data"] if t.get("line", {}).get("dash") == "dash"]
     assert {t["legendgroup"] for t in dashed} == {"mma", "simt"}
-    ratios = at.dataframe[1].value
-    mma = ratios[ratios["impl"] == "mma"]["speedup"]
-    simt = ratios[ratios["impl"] == "simt"]["speedup"]
-    assert (mma < 0.85).all() and (simt.sub(1).abs() < 0.1).all()
-
-    # Top-k filter: switching to 128 redraws with that slice.
+    ratios = table(at, "speed-up")
+    mma = ratios[ratios["impl"] == "mma"]["speed-up"].str.rstrip("x").astype(float)
+    simt = ratios[ratios["impl"] == "simt"]["speed-up"].str.rstrip("x").astype(float)
+    assert (mma < 0.85).all() and ((simt - 1).abs() < 0.1).all()
+    assert ratios["tokens/s"].str.contains(",").any()  # thousands separators
     at.radio(key="tp_decode_filter").set_value(128).run()
     assert "topk=128" in figures(at)[0]["layout"]["title"]["text"]
+    assert at.query_params["tp_decode_filter"] == ["128"] or at.query_params["tp_decode_filter"] == "128"
 
 
-def test_throughput_derives_tokens_per_s_from_time(monkeypatch: pytest.MonkeyPatch, seeded: Seeded) -> None:
-    at = goto(app(monkeypatch, seeded.url), "throughput")
-    captions = "\n".join(c.value for c in at.caption)
-    # The step suite has no track_tokens_per_s: concurrency / time is used there.
-    assert "`concurrency / time`" in captions and "`track_tokens_per_s`" in captions
+def test_baseline_drawn_only_where_measured() -> None:
+    from dashboard import charts
+
+    cur = pd.DataFrame({"line": ["mma"] * 4, "concurrency": [1, 2, 4, 8], "tokens_per_s": [1e4, 2e4, 4e4, 8e4]})
+    base = pd.DataFrame({"line": ["mma"] * 2, "concurrency": [1, 8], "tokens_per_s": [1e4, 5e4]})
+    fig = charts.throughput_figure(cur, title="t", line_label="impl", commit_label="h", baseline=base,
+                                   baseline_label="b")
+    dashed = next(t for t in fig.data if t.line.dash == "dash")
+    assert list(dashed.x) == [1, 2, 4, 8]
+    y = list(dashed.y)
+    assert y[0] == 1e4 and y[3] == 5e4 and np.isnan(y[1]) and np.isnan(y[2])  # gaps, no straight line
+    assert dashed.connectgaps is False
 
 
-def test_history_marks_flagged_regression(monkeypatch: pytest.MonkeyPatch, seeded: Seeded) -> None:
-    at = goto(app(monkeypatch, seeded.url, repo="https://github.com/example/mlaperf"), "history")
-    assert at.selectbox(key="hist_bench").value == "bench_decode.SparseDecode.time_decode"
-    key = json.dumps({"concurrency": "64", "impl": "'mma'", "topk": "512"}, sort_keys=True)
-    at.selectbox(key="hist_params").set_value(key).run()
-    assert not at.exception
-    fig = figures(at)[0]
-    main, flagged = fig["data"][0], fig["data"][1]
-    assert len(arr(main["x"])) == 6
-    assert main["error_y"]["type"] == "data"  # IQR bars from q_25/q_75
-    assert flagged["name"] == "flagged regression" and arr(flagged["x"]) == [SLOW_FROM]
-    assert "µs" in fig["layout"]["yaxis"]["title"]["text"]
-    commits = at.dataframe[-1].value
-    assert commits["link"].iloc[0] == f"https://github.com/example/mlaperf/commit/{seeded.shas[-1]}"
-    assert commits.loc[commits["sha"] == seeded.shas[SLOW_FROM], "flagged"].item()
-
-
-def test_history_deep_link(monkeypatch: pytest.MonkeyPatch, seeded: Seeded) -> None:
-    """The regressions table links to history?machine=..&benchmark=..&params=..: it opens that series."""
-    monkeypatch.setenv("MLAPERF_DB", seeded.url)
-    key = json.dumps({"concurrency": "16", "impl": "'simt'", "topk": "128"}, sort_keys=True)
-    at = AppTest.from_file(str(APP), default_timeout=TIMEOUT)
-    at.query_params.update(machine=MLA_MACHINE, benchmark="bench_decode.SparseDecodeMetrics.track_gbps",
-                           params=key)
-    at.switch_page("views/history.py").run()
-    assert not at.exception
-    assert at.selectbox(key="hist_bench").value == "bench_decode.SparseDecodeMetrics.track_gbps"
-    assert at.selectbox(key="hist_params").value == key
-    assert "GB/s" in figures(at)[0]["layout"]["yaxis"]["title"]["text"]
-
-
-def test_history_failed_run_leaves_gap(monkeypatch: pytest.MonkeyPatch, seeded: Seeded) -> None:
+def test_history_defaults_to_the_flagged_series(monkeypatch: pytest.MonkeyPatch, seeded: Seeded) -> None:
     at = goto(app(monkeypatch, seeded.url), "history")
-    at.selectbox(key="hist_bench").set_value("bench_step.DecodeStep.time_step").run()
-    assert not at.exception
-    y = arr(figures(at)[0]["data"][0]["y"])
-    # Commit 2 failed: a gap (or no point at all).
-    assert sum(1 for v in y if v is None or v != v) == 1 or len(y) == 5
+    assert at.selectbox(key="hist_bench").value == "bench_decode.SparseDecode.time_decode"
+    assert at.multiselect(key="hp_impl").value == ["mma"]
+    conc = at.multiselect(key="hp_concurrency")
+    assert list(conc.options) == ["1", "16", "64", "128"]  # numeric order, not text order
+    assert conc.value == [1, 16, 64, 128]  # every series flagged with it, overlaid
+    fig = figures(at)[0]
+    lines = [t for t in fig["data"] if str(t.get("name", "")).startswith("concurrency=")]
+    assert [t["name"] for t in lines] == ["concurrency=1", "concurrency=16", "concurrency=64", "concurrency=128"]
+    assert len(arr(lines[0]["x"])) == 12 and lines[0]["error_y"]["type"] == "data"
+    assert arr(trace(fig, "flagged regression")["x"]) == [SLOW_FROM] * 4
+    assert arr(trace(fig, "fixed here")["x"]) == [FIX_FROM] * 4
+    band = [t for t in fig["data"] if t.get("fill") == "tonexty"]
+    assert len(band) == 4  # the threshold band of each series
+    assert fig["layout"]["yaxis"]["title"]["text"] == "time (us)"
+    ticks = fig["layout"]["xaxis"]["ticktext"]
+    assert ticks[0] == seeded.shas[0][:8]
+    # Hover: value in us, the commit, run date, benchmark version, GPU and versions.
+    hover = lines[0]["hovertemplate"]
+    assert "NVIDIA H200" in hover and "triton 3.6.0" in hover and "driver" in hover
+    custom = lines[0]["customdata"][SLOW_FROM]
+    assert custom[0].endswith(" us</b>") or " us</b>" in custom[0]
+    assert custom[1] == seeded.shas[SLOW_FROM][:8]
+    flagged = table(at, "fixed at")
+    assert set(flagged["commits"]) == {f"{seeded.shas[SLOW_FROM - 1][:8]}..{seeded.shas[SLOW_FROM][:8]}"}
+    assert not flagged["p"].str.contains(r"0\.000").any()
 
 
-def test_regressions_read_only(monkeypatch: pytest.MonkeyPatch, seeded: Seeded) -> None:
+def test_history_from_url_marks_failed_runs_and_versions(monkeypatch: pytest.MonkeyPatch, seeded: Seeded) -> None:
+    at = app(monkeypatch, seeded.url, query={"hist_bench": FAILED[1], "hp_variant": "mma+indexer",
+                                               "hp_concurrency": "1,64", "hp_context": "4096"})
+    at = goto(at, "history")
+    assert at.selectbox(key="hist_bench").value == FAILED[1]
+    assert at.multiselect(key="hp_concurrency").value == [1, 64]
+    fig = figures(at)[0]
+    failed = trace(fig, "failed run")
+    assert arr(failed["x"]) == [FAILED[0]]
+    values = table(at, "subject")
+    assert values.iloc[::-1]["concurrency=1"].iloc[FAILED[0]] == "failed"
+    assert values["concurrency=64"].iloc[0].endswith("us")
+
+    at.selectbox(key="hist_bench").set_value(NEW_VERSION[1]).run()
+    shapes = figures(at)[0]["layout"].get("shapes", [])
+    assert [s["x0"] for s in shapes if s.get("type") == "line"] == [NEW_VERSION[0] - 0.5]
+    assert at.query_params["hist_bench"] in (NEW_VERSION[1], [NEW_VERSION[1]])
+
+
+def test_regressions_groups_and_rows(monkeypatch: pytest.MonkeyPatch, seeded: Seeded) -> None:
     at = goto(app(monkeypatch, seeded.url), "regressions")
-    table = at.dataframe[0].value
-    assert list(table["benchmark"]) == ["bench_decode.SparseDecode.time_decode"]
-    assert table["ratio"].iloc[0] == pytest.approx(1.3)
-    assert "→" in table["before → after"].iloc[0]
-    assert table["history"].iloc[0].startswith("history?machine=h200-sxm&benchmark=bench_decode.")
-    assert len(at.button) == 1  # only the sidebar's reload button
-    assert "--writable" in texts(at)
-    # All machines + every status: the OpenBLAS one appears too.
+    groups = table(at, "commit (first bad)")
+    assert len(groups) == 1 and groups["state"].iloc[0].startswith("fixed")
+    assert groups["parent (good)"].iloc[0].startswith(seeded.shas[SLOW_FROM - 1][:8])
+    rows = table(at, "before → after")
+    assert (rows["status"] == "fixed").all()
+    mma = r"impl=mma\b|variant=mma"  # the decode kernel and the step variants that run it
+    assert rows["series"].str.contains(mma).all() and not rows["series"].str.contains("simt|baseline").any()
+    row = rows[rows["series"] == "SparseDecode.time_decode [impl=mma, concurrency=64, topk=512]"].iloc[0]
+    assert row["commits"] == f"{seeded.shas[SLOW_FROM - 1][:8]}..{seeded.shas[SLOW_FROM][:8]}"
+    assert row["ratio"].startswith("1.3") and row["ratio"].endswith("x")
+    assert row["before → after"].count("us") == 2
+    assert row["fixed at"] == seeded.shas[FIX_FROM][:8]
+    assert "hist_bench=bench_decode.SparseDecode.time_decode" in row["history"]
+    assert "hp_concurrency=64" in row["history"]
+    assert f"cmp_base={seeded.shas[SLOW_FROM - 1][:12]}" in row["compare"]
+    assert "--writable" in texts(at) and "Compare's ratio" in texts(at)
+    assert len(at.button) == 1  # only the sidebar's reload button: read-only
+    # Closed groups are hidden by default; the other machine's acknowledged one shows with all machines.
     at.toggle(key="reg_all").set_value(True).run()
-    at.multiselect(key="reg_status").set_value(["new", "acknowledged", "fixed", "ignored"]).run()
     if OPENBLAS.exists():
-        assert len(at.dataframe[0].value) == 2
+        assert "gha-aws-graviton" in set(table(at, "before → after")["machine"])
 
 
-def test_regressions_acknowledge_when_writable(
-    monkeypatch: pytest.MonkeyPatch, writable_copy: Seeded
-) -> None:
+def test_triage_needs_a_note_and_stores_it(monkeypatch: pytest.MonkeyPatch, writable_copy: Seeded) -> None:
+    from dashboard import reads
     from db.engine import make_engine
     from db.models import Regression
 
     at = goto(app(monkeypatch, writable_copy.url, writable=True), "regressions")
-    at.button(key="reg_acknowledged").click().run()
+    group = at.selectbox(key="reg_pick").options[0]
+    assert group.startswith("group")
+    at.button(key="reg_ignored").click().run()
+    assert "Write a note first" in texts(at)
+    at.text_input(key="reg_note").input("expected: BLOCK_H=16 was deliberate").run()
+    at.button(key="reg_ignored").click().run()
     assert not at.exception
     engine = make_engine(writable_copy.url, readonly=True)
     with Session(engine) as s:
-        rid = writable_copy.regression_ids["mla"]
-        assert s.scalars(select(Regression.status).where(Regression.id == rid)).one() == "acknowledged"
+        statuses = set(s.scalars(select(Regression.status).where(Regression.machine_id.is_not(None))))
+        notes = reads.triage_notes(s)
     engine.dispose()
-    # The default filter (new + acknowledged) still shows it, now acknowledged.
-    assert at.dataframe[0].value["status"].tolist() == ["acknowledged"]
+    assert "ignored" in statuses
+    assert notes and all(n[-1]["note"] == "expected: BLOCK_H=16 was deliberate" for n in notes.values())
+    assert all(n[-1]["status"] == "ignored" for n in notes.values())
 
 
-def test_compare_flags_mma_slowdown(monkeypatch: pytest.MonkeyPatch, seeded: Seeded) -> None:
-    at = goto(app(monkeypatch, seeded.url), "compare")
-    at.selectbox(key="cmp_base").set_value(seeded.shas[SLOW_FROM - 1]).run()
-    assert not at.exception
-    table = at.dataframe[0].value
-    worse = table[table["change"] == "+"]
-    assert len(worse) > 0
-    # Exactly the series that run the MMA decode kernel got slower: decode impl=mma and the step variants.
-    assert worse["params"].str.contains(r"impl=mma\b|variant=mma", regex=True).all()
-    assert not worse["params"].str.contains("simt|baseline|fp32_maxctx|bf16", regex=True).any()
-    assert worse["benchmark"].str.contains("time_decode").any()
-    assert {m.label: m.value for m in at.metric}["Slower (significant)"] == str(len(worse))
-    bars = figures(at)[0]["data"][0]
-    assert max(arr(bars["x"])) > 20  # ~30% slower MMA series lead the chart
+def _cli_compare(url: str, base: str, head: str) -> list[dict]:
+    out = subprocess.run([sys.executable, "-m", "mlaperf.cli", "compare", base, head, "--machine", MLA_MACHINE,
+                          "--db", url, "--json"], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert out.returncode in (0, 1), out.stderr
+    return json.loads(out.stdout)
 
 
-def test_efficiency(monkeypatch: pytest.MonkeyPatch, seeded: Seeded) -> None:
+def test_compare_page_equals_mlaperf_compare(monkeypatch: pytest.MonkeyPatch, seeded: Seeded) -> None:
+    base, head = seeded.shas[SLOW_FROM - 1], seeded.shas[SLOW_FROM]
+    at = app(monkeypatch, seeded.url, query={"cmp_base": base[:12], "cmp_head": head[:12]})
+    at = goto(at, "compare")
+    from dashboard import data
+
+    page = data.compare(seeded.url, MLA_MACHINE, base, head, None)
+    cli = pd.DataFrame(_cli_compare(seeded.url, base[:8], head[:8]))
+    cli["params_key"] = [json.dumps(p, sort_keys=True) for p in cli["params"]]
+    merged = page.merge(cli, on=["benchmark", "params_key"], suffixes=("_page", "_cli"), validate="one_to_one")
+    assert len(merged) == len(page) == len(cli)
+    assert (merged["status_page"] == merged["status_cli"]).all()
+    assert np.allclose(merged["ratio_page"].astype(float), merged["ratio_cli"].astype(float), equal_nan=True)
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["Regressed"] == str(int((cli["status"] == "regressed").sum())) != "0"
+    assert sum(int(v.replace(",", "")) for v in metrics.values()) == len(cli)
+    shown = table(at, "method")
+    assert set(shown["status"]) == {"regressed"}  # unchanged and not run are hidden by default
+    assert shown["params"].str.contains(r"impl=mma\b|variant=mma").all()
+    assert shown["change"].str.endswith("worse").all() and shown["ratio"].str.endswith("x").all()
+    assert not shown["p"].str.contains("0.000").any()
+
+
+def test_compare_names_failed_and_not_run(monkeypatch: pytest.MonkeyPatch, seeded: Seeded) -> None:
+    at = app(monkeypatch, seeded.url, query={"cmp_base": seeded.shas[FAILED[0] - 1][:12],
+                                             "cmp_head": seeded.shas[FAILED[0]][:12]})
+    at = goto(at, "compare")
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["Failed"] == str(len(asv_cases(FAILED[1])))
+    shown = table(at, "method")
+    failed = shown[shown["status"] == "failed"]
+    assert (failed["after"] == "failed").all() and failed["before"].str.contains(r"\d (?:us|ms)$").all()
+
+
+def asv_cases(name: str) -> list[dict]:
+    import asv_synth
+
+    return next(b for b in asv_synth.mla_benchmarks() if b.name == name).combos()
+
+
+def test_efficiency_peaks_and_log_axes(monkeypatch: pytest.MonkeyPatch, seeded: Seeded) -> None:
     at = goto(app(monkeypatch, seeded.url), "efficiency")
     figs = figures(at)
-    assert len(figs) == 6  # decode + indexer x (roofline, GB/s, TFLOP/s)
-    roof = figs[0]
+    assert len(figs) == 3  # roofline, GB/s, TFLOP/s of the chosen suite
+    roof, gbps = figs[0], figs[1]
     assert "% of roofline" in roof["layout"]["yaxis"]["title"]["text"]
-    assert max(max(arr(t["y"])) for t in roof["data"]) <= 100.0
-    assert "of the device's roofline" in texts(at)
+    labels = [a["text"] for f in figs for a in f["layout"].get("annotations", [])]
+    assert any(t.startswith("roofline: 100") for t in labels)
+    copy = next(t for t in labels if t.startswith("measured copy: "))
+    assert float(copy.split(": ")[1].split()[0].replace(",", "")) == pytest.approx(4270, rel=0.05)  # synthetic
+    assert any(t.startswith("datasheet: 4,800 GB/s") for t in labels)
+    assert gbps["layout"]["legend"]["y"] < 0  # legend under the plot, not over the title
+    assert "reaches" in texts(at)
+    at.toggle(key="eff_logy").set_value(True).run()
+    assert figures(at)[1]["layout"]["yaxis"]["type"] == "log"
+    at.selectbox(key="eff_suite").set_value("indexer").run()
+    assert "Indexer" in figures(at)[0]["layout"]["title"]["text"]
 
 
 PAGES = ["overview", "throughput", "history", "regressions", "compare", "efficiency"]
@@ -207,13 +298,12 @@ PAGES = ["overview", "throughput", "history", "regressions", "compare", "efficie
 @pytest.mark.skipif(not OPENBLAS.exists(), reason="OpenBLAS asv fixture missing")
 @pytest.mark.parametrize("page", PAGES)
 def test_generic_asv_project(monkeypatch: pytest.MonkeyPatch, seeded: Seeded, page: str) -> None:
-    at = app(monkeypatch, seeded.url)
-    at.sidebar.selectbox(key="machine").set_value("gha-aws-graviton").run()
+    at = app(monkeypatch, seeded.url, query={"machine": "gha-aws-graviton"})
+    assert at.sidebar.selectbox(key="machine").value == "gha-aws-graviton"
     at = goto(at, page)
     body = texts(at)
     if page == "throughput":
         assert "No sparse-MLA suites" in body
-        # Generic sweep: pick a two-parameter benchmark, x = size, colour = variant.
         at.selectbox(key="tp_sweep_bench").set_value("benchmarks.axpy.time_axpy").run()
         fig = figures(at)[0]
         assert fig["layout"]["xaxis"]["title"]["text"] == "size"
@@ -223,9 +313,11 @@ def test_generic_asv_project(monkeypatch: pytest.MonkeyPatch, seeded: Seeded, pa
     elif page == "history":
         assert len(figures(at)) == 1
     elif page == "compare":
-        assert at.metric[0].label == "Series compared" and int(at.metric[0].value) > 100
+        assert sum(int(m.value.replace(",", "")) for m in at.metric) > 100
     elif page == "overview":
         assert "No sparse-MLA suites" in body
+    elif page == "regressions":
+        assert "Alert groups (1)" in body and "acknowledged" in set(table(at, "before → after")["status"])
 
 
 def test_empty_store_explains_ingest(monkeypatch: pytest.MonkeyPatch, empty_store: str) -> None:
@@ -244,12 +336,3 @@ def test_missing_store_explains_ingest(monkeypatch: pytest.MonkeyPatch, tmp_path
 def test_bad_url_is_reported(monkeypatch: pytest.MonkeyPatch) -> None:
     at = app(monkeypatch, "nosuchdriver://x/y")
     assert "unknown database driver" in at.error[0].value
-
-
-def test_frames_params_roundtrip() -> None:
-    from dashboard import frames
-
-    df = pd.DataFrame({"params_key": ['{"impl": "\'mma\'", "concurrency": "64"}'], "value": [1.0]})
-    out, cols = frames.expand_params(df)
-    assert cols == ["p:impl", "p:concurrency"]
-    assert out["p:impl"].item() == "mma" and out["p:concurrency"].item() == 64

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from conftest import MLA_MACHINE, Seeded
-from test_pages import app, figures, goto
+from conftest import MLA_MACHINE, SLOW_FROM, Seeded
+from test_pages import app, figures, goto, table
 
 pytestmark = pytest.mark.postgres
 
@@ -12,9 +12,12 @@ pytestmark = pytest.mark.postgres
 def test_pages_on_postgres(monkeypatch: pytest.MonkeyPatch, pg_seeded: Seeded) -> None:
     at = app(monkeypatch, pg_seeded.url)
     assert at.sidebar.selectbox(key="machine").value == MLA_MACHINE
-    assert {m.label: m.value for m in at.metric}["Commits"] == "6"
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["Commits"] == "12" and metrics["Fixed"] == "1"
     assert len(figures(goto(at, "throughput"))) == 3
     assert len(figures(goto(at, "history"))) == 1
-    assert list(goto(at, "regressions").dataframe[0].value["ratio"]) == [pytest.approx(1.3)]
-    assert len(figures(goto(at, "efficiency"))) == 6
-    assert goto(at, "compare").metric[0].value == "184"  # the two newest commits, every MLA series
+    rows = table(goto(at, "regressions"), "before → after")
+    assert set(rows["commits"]) == {f"{pg_seeded.shas[SLOW_FROM - 1][:8]}..{pg_seeded.shas[SLOW_FROM][:8]}"}
+    assert len(figures(goto(at, "efficiency"))) == 3
+    compare = goto(at, "compare")
+    assert sum(int(m.value.replace(",", "")) for m in compare.metric) == 184  # every MLA series, one status each

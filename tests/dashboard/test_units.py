@@ -1,0 +1,103 @@
+"""The dashboard's pure parts: number formatting, parameter order, alert groups, device ceilings."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+import pytest
+
+from dashboard import fmt, frames, suites, triage
+
+
+@pytest.mark.parametrize(
+    ("seconds", "text"),
+    [(19.5e-6, "19.5 us"), (194.27e-6, "194 us"), (1481e-6, "1,481 us"), (12.324e-3, "12.3 ms"),
+     (0.25, "250 ms"), (3.0, "3.00 s"), (850e-9, "850 ns"), (None, "failed"), (math.nan, "failed")],
+)
+def test_times_in_us_and_ms(seconds: float | None, text: str) -> None:
+    assert fmt.fmt_time(seconds) == text
+
+
+def test_values_in_their_units() -> None:
+    assert fmt.fmt_value(2_163_540.2, "tokens/s") == "2,163,540 tokens/s"
+    assert fmt.fmt_value(931.4, "GB/s") == "931 GB/s"
+    assert fmt.fmt_value(0.2216, "fraction") == "22.2%"
+    assert fmt.fmt_value(None, "GB/s", missing="not run") == "not run"
+    assert fmt.fmt_value(65e-6, "seconds") == "65.0 us"
+
+
+@pytest.mark.parametrize(("p", "text"), [(3e-11, "3e-11"), (2.24e-167, "2e-167"), (4e-4, "4e-4"),
+                                         (0.0123, "0.01"), (0.5, "0.5"), (None, "-")])
+def test_p_values(p: float | None, text: str) -> None:
+    assert fmt.fmt_p(p) == text
+
+
+def test_ratios_changes_sizes_and_commits() -> None:
+    assert fmt.fmt_ratio(1.524) == "1.52x" and fmt.fmt_ratio(47.5) == "47.5x" and fmt.fmt_ratio(None) == "-"
+    assert fmt.fmt_change(1.55) == "+55% worse" and fmt.fmt_change(0.82) == "-18% better"
+    assert fmt.fmt_bytes("135148564480") == "126 GiB"
+    label = fmt.commit_label("eee79092adc1", "tuning: fixed BLOCK_H=16\n\nbody", 60)
+    assert label == "eee79092 tuning: fixed BLOCK_H=16"
+    assert fmt.commit_range("9c7d0b231d7a", "eee79092adc1") == "9c7d0b23..eee79092"
+    assert fmt.subject("x" * 100, 10) == "x" * 9 + "…"
+
+
+def test_time_unit_follows_the_median() -> None:
+    assert fmt.time_unit([19e-6, 190e-6]) == (1e6, "us")
+    assert fmt.time_unit([0.012, 0.02]) == (1e3, "ms")
+
+
+def test_parameter_values_in_numeric_order() -> None:
+    assert frames.value_order([128, 16, 1, 2, 64]) == [1, 2, 16, 64, 128]
+    assert frames.value_order(["mma", "simt", 4]) == [4, "mma", "simt"]
+    key = '{"concurrency": "64", "impl": "\'mma\'", "topk": "512"}'
+    assert frames.params_label(key, ["impl", "concurrency", "topk"]) == "impl=mma, concurrency=64, topk=512"
+    assert frames.params_label(key, ["concurrency"], only=True) == "concurrency=64"
+    out, cols = frames.expand_params(pd.DataFrame({"params_key": [key], "value": [1.0]}))
+    assert cols == ["p:concurrency", "p:impl", "p:topk"] and out["p:concurrency"].item() == 64
+
+
+def _regs(rows: list[tuple[int, str, str, str, float]]) -> pd.DataFrame:
+    return pd.DataFrame([{"id": i, "machine": m, "sha": sha, "status": st, "ratio": r, "direction": "up_is_worse",
+                          "benchmark": "b.C.time_x", "date": None, "message": f"msg {sha}"}
+                         for i, m, sha, st, r in rows])
+
+
+def test_groups_from_machine_and_commit_when_the_detector_recorded_none() -> None:
+    regs = triage.enrich(_regs([(1, "a", "s1", "new", 1.2), (2, "a", "s1", "fixed", 1.5), (3, "a", "s2", "fixed", 2.0),
+                                (4, "b", "s1", "ignored", 1.1), (5, "a", "s3", "suspect", 1.3)]), {}, {})
+    g = triage.groups(regs).set_index("group")
+    assert len(g) == 4
+    cats = dict(zip(g["sha"] + "@" + g["machine"], g["category"], strict=True))
+    assert cats == {"s1@a": "open", "s2@a": "fixed", "s1@b": "closed", "s3@a": "suspect"}
+    assert g.loc[g["sha"].eq("s1") & g["machine"].eq("a"), "worst"].item() == 1.5
+    assert triage.counts(triage.groups(regs)) == {"open": 1, "suspect": 1, "fixed": 1, "closed": 1,
+                                                  "machine_wide": 0}
+
+
+def test_detector_groups_and_notes_are_kept() -> None:
+    regs = _regs([(1, "a", "s1", "new", 1.2), (2, "a", "s1", "new", 0.5)])
+    regs["group"] = [7, 7]
+    regs["machine_wide"] = [True, True]
+    regs.loc[1, "direction"] = "down_is_worse"
+    out = triage.enrich(regs, {}, {2: [{"at": "t", "status": "acknowledged", "note": "known"}]})
+    g = triage.groups(out)
+    assert list(g["group"]) == [7] and bool(g["machine_wide"].item()) and g["worst"].item() == 2.0
+    assert list(out["note"]) == ["", "known"]
+
+
+def test_measured_ceilings_read_back_from_the_metrics() -> None:
+    # Two memory-bound cases and one compute-bound one, as benchmarks/_roofline.py computes them.
+    bw, rate = 4000.0, 700.0
+    rows = []
+    cases = {"a": (4e6, 1e8, 2e-6), "b": (8e6, 1e9, 3e-6), "c": (1e6, 7e9, 1.2e-5)}
+    for key, (nbytes, flops, seconds) in cases.items():
+        roof = max(nbytes / (bw * 1e9), flops / (rate * 1e12))
+        for leaf, v in (("track_gbps", nbytes / seconds / 1e9), ("track_tflops", flops / seconds / 1e12),
+                        ("track_roofline_fraction", roof / seconds)):
+            rows.append({"benchmark": f"bench_decode.SparseDecodeMetrics.{leaf}", "params_key": key, "value": v})
+    ceil = suites.measured_ceilings(pd.DataFrame(rows))
+    assert ceil["copy_gbps"] == pytest.approx(bw) and ceil["matmul_tflops"] == pytest.approx(rate)
+    memory_only = pd.DataFrame([r for r in rows if r["params_key"] != "c"])
+    assert set(suites.measured_ceilings(memory_only)) == {"copy_gbps"}  # no compute-bound case: unknown
