@@ -32,6 +32,11 @@ ATOL_MARGIN = 4.0  # ... except out's atol: near-zero residuals are a tail that 
 PINNED_CONFIGS = [(16, 1, 0, 1), (16, 3, 2, 1), (32, 1, 1, 1), (32, 2, 2, 1), (64, 4, 0, 1), (64, 1, 1, 1),
                   (64, 2, 2, 1), (16, 2, 3, 1), (64, 3, 3, 1), (32, 1, 0, 2), (32, 3, 3, 2), (16, 2, 1, 2)]  # fmt: skip
 # Cases run with every candidate MMA config as well (H a multiple of 64, so every head block fits).
+# atol is absolute, for data at FlashMLA's scale (kv ~ N(0, 0.1), what the suites and most tests use). The
+# 1e4-scale case checks overflow; its near-zero outputs are off by ~2**-9 of its values on the GPU (bf16
+# probabilities), so it does not set atol (its row is still printed; rtol and cos count it).
+OTHER_SCALE = ("large magnitudes",)
+SIMT_MAX = 32 * 64 * 2048  # B * H * topk above which the kernel tests skip SIMT (test_decode.py)
 SWEEP_CASES = ("B2 H64 topk70", "B7 H64 topk512", "B32 H128 topk2048", "asv B128 topk2048")
 
 
@@ -183,7 +188,8 @@ def _errors(actual: Any, expected: Any, rtol: float) -> dict[str, float]:
     }
 
 
-def measure(tier: str, quick: bool = False) -> list[dict[str, Any]]:
+def measure(tier: str, quick: bool = False, partial: str | None = None) -> list[dict[str, Any]]:
+    """Every row; with ``partial``, the rows so far are rewritten there as JSON after each case."""
     import torch
 
     import mla_kernels as mk
@@ -200,6 +206,8 @@ def measure(tier: str, quick: bool = False) -> list[dict[str, Any]]:
         got = {"reference": ref}
         sweep = _config_runs(q.shape[1]) if name in SWEEP_CASES else []
         for label, call in runs + sweep if only is None else only:
+            if label == "simt" and not name.startswith("asv") and q.shape[0] * q.shape[1] * idx.shape[1] > SIMT_MAX:
+                continue  # as the kernel tests: SIMT at this size only costs time
             got[label] = call(q, cache, idx, sm_scale)
         if tier == "gpu":
             torch.cuda.synchronize()
@@ -212,6 +220,9 @@ def measure(tier: str, quick: bool = False) -> list[dict[str, Any]]:
                     rows.append({"tier": tier, "case": name, "run": label, "against": what, "tensor": tensor,
                                  **_errors(a, e, rtol)})  # fmt: skip
         print(f"[{i}/{len(cases)}] {name} ({time.perf_counter() - t0:.0f}s)", file=sys.stderr, flush=True)
+        if partial:
+            with open(partial, "w", encoding="utf-8") as fh:
+                json.dump({"rows": rows}, fh)
     return rows
 
 
@@ -222,6 +233,9 @@ def summarize(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         kind = "reference" if r["run"] == "reference" else "kernels"
         w = worst.setdefault((kind, r["tensor"]), {"tier": r["tier"], "run": kind, "tensor": r["tensor"]})
         for stat in ("abs", "rel", "atol_needed", "cos"):
+            if stat == "atol_needed" and r["case"] in OTHER_SCALE:
+                w["other_scale_atol_needed"] = max(w.get("other_scale_atol_needed", 0.0), r[stat])
+                continue
             if r[stat] >= w.get(stat, -1.0):
                 w[stat] = r[stat]
                 w[f"{stat}_case"] = f"{r['run']} vs {r['against']}: {r['case']}"
@@ -271,12 +285,16 @@ def main(argv: list[str] | None = None) -> int:
         tier = "gpu" if torch.cuda.is_available() else "interpreter"
     if tier == "interpreter":
         os.environ["TRITON_INTERPRET"] = "1"
-    rows = measure(tier, args.quick)
+    rows = measure(tier, args.quick, args.json)
     summary = summarize(rows)
     print(f"{'run':<10} {'tensor':<6} {'max|diff|':>10} {'max rel':>10} {'atol need':>10} {'cos dist':>10}  worst")
     for w in summary:
         print(f"{w['run']:<10} {w['tensor']:<6} {w['abs']:>10.2e} {w['rel']:>10.2e} {w['atol_needed']:>10.2e} "
               f"{w['cos']:>10.2e}  atol: {w['atol_needed_case']}; rel: {w['rel_case']}")  # fmt: skip
+    for w in summary:
+        if w.get("other_scale_atol_needed"):
+            need = w["other_scale_atol_needed"]
+            print(f"{w['run']:<10} {w['tensor']:<6} {OTHER_SCALE}: atol need {need:.2e} (not in atol)")
     table = derive(summary)
     print(f"\nderived (margin {MARGIN:g}x, out atol {ATOL_MARGIN:g}x): (atol, rtol, cos)")
     for row, tensors in table.items():
