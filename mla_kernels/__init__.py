@@ -1,6 +1,7 @@
 """Sparse-MLA decode kernels for DeepSeek-V4-class models over an FP8 paged KV cache (Triton)."""
 
 from ._common import LAST_LAUNCH
+from .arch import ARCH_PROFILES
 from .cache import PAGE_BYTES, TOKENS_PER_PAGE, dequantize_kv_cache, quantize_kv_cache
 from .decode import IMPLS as DECODE_IMPLS
 from .decode import sparse_mla_decode
@@ -20,6 +21,7 @@ from .step import DecodeStep, StepInputs, make_step_inputs
 from .testing import DecodeInputs, make_decode_inputs, make_kv_cache
 
 __all__ = [
+    "ARCH_PROFILES",
     "DECODE_IMPLS",
     "INDEXER_IMPLS",
     "INDEX_PAGE_BYTES",

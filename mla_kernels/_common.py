@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import os
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 
 import torch
 
@@ -102,7 +103,29 @@ def compile_stats(compiled: object) -> dict[str, int]:
         value = getattr(compiled, key, None)
         if isinstance(value, int):
             stats[key] = value
+    if "n_spills" in stats:  # Triton reports the local-memory frame in 4-byte words
+        stats["spill_bytes"] = 4 * stats["n_spills"]
     shared = getattr(getattr(compiled, "metadata", None), "shared", None)
     if isinstance(shared, int):
         stats["shared"] = shared
     return stats
+
+
+@dataclass(frozen=True)
+class KernelLaunch:
+    """One Triton launch, fully resolved: what the launcher runs on a GPU and what ``mla_kernels.aot``
+    compiles ahead of time for another architecture (the same arguments, so both see one kernel)."""
+
+    name: str  # the registry name (``mla_kernels.decode.KERNELS`` / ``mla_kernels.indexer.KERNELS``)
+    kernel: object  # a triton JITFunction
+    grid: tuple[int, ...]
+    args: tuple[object, ...]  # runtime arguments, in the kernel's order
+    constexprs: dict[str, object] = field(default_factory=dict)
+    num_warps: int = 4
+    num_stages: int = 1
+
+    def run(self) -> object:
+        """Launch it; returns Triton's compiled kernel (registers, spills, shared memory)."""
+        return self.kernel[self.grid](  # type: ignore[index]
+            *self.args, **self.constexprs, num_warps=self.num_warps, num_stages=self.num_stages
+        )

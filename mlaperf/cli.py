@@ -119,7 +119,7 @@ def build_parser() -> argparse.ArgumentParser:
     import db.cli
     import regressions.cli
 
-    from . import demo, nightly, runner
+    from . import demo, doctor, nightly, runner
 
     parser = argparse.ArgumentParser(
         prog="mlaperf",
@@ -136,6 +136,7 @@ def build_parser() -> argparse.ArgumentParser:
     dashboard.cli.register(sub)
     demo.register(sub)
     nightly.register(sub)
+    doctor.register(sub)
     return parser
 
 

@@ -7,9 +7,9 @@ failure, not a result), warmed up (compiles and resolves autotuning), captured i
 the L2 cache flushed before each replay (cold L2). Prints a table and, as its last line, one JSON
 record. ``--smoke`` runs tiny shapes on the CPU under the Triton interpreter (wall-clock timing).
 
-    python benchmarks/scripts/indexer_perf.py                 # H200 defaults: B 64, max_context 131072
-    python benchmarks/scripts/indexer_perf.py --check-targets # exit 1 if bf16 < 17x fp32_maxctx at 4096
-    python benchmarks/scripts/indexer_perf.py --smoke         # CPU, interpreter, tiny shapes
+    python -m benchmarks.scripts.indexer_perf                 # H200 defaults: B 64, max_context 131072
+    python -m benchmarks.scripts.indexer_perf --check-targets # exit 1 if bf16 < 17x fp32_maxctx at 4096
+    python -m benchmarks.scripts.indexer_perf --smoke         # CPU, interpreter, tiny shapes
 """
 
 from __future__ import annotations
@@ -154,10 +154,7 @@ def main(argv: list[str] | None = None) -> int:
     import torch
     import triton
 
-    repo = Path(__file__).resolve().parents[2]
-    if str(repo) not in sys.path:
-        sys.path.insert(0, str(repo))
-    from mla_kernels._common import LAST_LAUNCH
+    from mla_kernels import LAST_LAUNCH
     from mla_kernels.indexer import (
         check_indexer_output,
         indexer_logits_reference,

@@ -1,8 +1,9 @@
 """Where the MMA decode kernel's time goes: time it with one stage left out (cold L2, graph replay).
 
-    python benchmarks/scripts/kernel_decode_ablate.py [--batches 64,128] [--configs 64x64x8x2]
+    python -m benchmarks.scripts.kernel_decode_ablate [--batches 64,128] [--configs 64x64x8x2]
 
-Variants are built from the production kernel's own source, so they never drift from it:
+Variants are built from the production kernel's own module source (``mla_kernels.decode.KERNELS``), so
+they never drift from it, and run through the production launcher (``decode_with_config(kernel=...)``):
   full      the kernel as shipped (control)
   no-qk     the four QK^T dots replaced by a cheap function of the dequantized tile
   no-pv     the four PV dots replaced by the accumulator rescale alone
@@ -16,24 +17,10 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import inspect
-import math
 import sys
 import tempfile
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from types import ModuleType
-
-import torch
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from kernel_decode_perf import time_graph  # noqa: E402
-
-import mla_kernels.decode as decode  # noqa: E402
-from mla_kernels import make_decode_inputs  # noqa: E402
-from mla_kernels.tuning import MmaConfig, split_counts  # noqa: E402
 
 _QK = """        s = tl.dot(q0, tl.trans(k0))
         s = tl.dot(q1, tl.trans(k1), s)
@@ -59,73 +46,70 @@ VARIANTS: dict[str, tuple[str, str]] = {
 
 
 def build_variant(name: str, workdir: Path) -> object:
-    """The production kernel with one stage replaced, compiled from a module written to workdir
-    (Triton reads a kernel's source from its file)."""
+    """The production MMA kernel with one stage replaced, compiled from a copy of its module written to
+    workdir (Triton reads a kernel's source from its file)."""
+    from mla_kernels.decode import KERNELS
+
     anchor, replacement = VARIANTS[name]
-    src = inspect.getsource(decode._mma_decode_kernel.fn)
+    kernel = KERNELS["mma"]
+    src = inspect.getsource(inspect.getmodule(kernel.fn))  # type: ignore[attr-defined]
     if anchor:
         if src.count(anchor) != 1:
-            raise RuntimeError(f"variant {name!r}: its anchor is no longer in _mma_decode_kernel; update this script")
+            raise RuntimeError(f"variant {name!r}: anchor gone from the MMA kernel; update this script")
         src = src.replace(anchor, replacement)
-    # The variant sees every name the kernel's module defines, private helpers included.
-    header = "import mla_kernels.decode as _decode\n" \
-             "globals().update({k: v for k, v in vars(_decode).items() if not k.startswith('__')})\n\n"
     path = workdir / f"ablate_{name.replace('-', '_')}.py"
-    path.write_text(header + "@triton.jit\n" + src.split("\n", 1)[1])
+    path.write_text(src)
     spec = importlib.util.spec_from_file_location(path.stem, path)
     assert spec is not None and spec.loader is not None
     module: ModuleType = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    return module._mma_decode_kernel
+    return getattr(module, kernel.fn.__name__)  # type: ignore[attr-defined]
 
 
-@contextmanager
-def kernel_swapped(kernel: object) -> Iterator[None]:
-    """Make the production launcher call ``kernel`` (same signature) instead of its own."""
-    saved = decode._mma_decode_kernel
-    decode._mma_decode_kernel = kernel
-    try:
-        yield
-    finally:
-        decode._mma_decode_kernel = saved
-
-
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.scripts.kernel_decode_ablate", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--batches", default="64,128")
     ap.add_argument("--topk", type=int, default=512)
     ap.add_argument("--heads", type=int, default=64)
     ap.add_argument("--configs", default="64x64x8x2,64x32x8x2", help="BLOCK_HxBLOCK_Nxwarpsxstages,... (PREFETCH 0)")
     ap.add_argument("--variants", default=",".join(VARIANTS))
-    args = ap.parse_args()
-    if not torch.cuda.is_available():
-        print("needs a CUDA GPU", file=sys.stderr)
-        return 2
+    args = ap.parse_args(argv)
     names = args.variants.split(",")
     unknown = [n for n in names if n not in VARIANTS]
     if unknown:
         ap.error(f"--variants: unknown {', '.join(unknown)} (known: {', '.join(VARIANTS)})")
-    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    import torch
+
+    if not torch.cuda.is_available():
+        print("needs a CUDA GPU", file=sys.stderr)
+        return 2
+    from benchmarks.scripts.kernel_decode_perf import graph_ms, index_sets_for_cold_l2
+    from mla_kernels import make_decode_inputs
+    from mla_kernels.decode import MmaConfig, decode_with_config, split_counts
+
+    props = torch.cuda.get_device_properties(0)
+    sms = props.multi_processor_count
     with tempfile.TemporaryDirectory() as tmp:
         kernels = {name: build_variant(name, Path(tmp)) for name in names}
         for batch in (int(b) for b in args.batches.split(",")):
-            sets = max(2, min(64, math.ceil(3 * 60e6 / (batch * args.topk * 584))))
+            sets = index_sets_for_cold_l2(batch, args.topk, getattr(props, "L2_cache_size", 50 << 20))
             inp = make_decode_inputs(batch, args.heads, args.topk, num_tokens=batch * 65536, device="cuda",
                                      seed=batch, num_index_sets=sets)
             for spec in args.configs.split(","):
                 bh, bn, warps, stages = (int(x) for x in spec.split("x"))
                 splits = split_counts(batch, args.heads, bh, args.topk, bn, sms)[0]
-                cfg = MmaConfig(bh, bn, warps, stages, splits, 0)
+                cfg = MmaConfig(bh, bn, warps, stages, splits, 0, source="fixed")
                 base = None
                 for name in names:
                     state = {"i": 0}
 
-                    def call(cfg: MmaConfig = cfg, state: dict = state, inp: object = inp, sets: int = sets) -> None:
-                        decode._mma_decode(inp.q, inp.kv_cache, inp.index_sets[state["i"] % sets], 512**-0.5, cfg)
+                    def call(cfg: MmaConfig = cfg, state: dict = state, inp: object = inp, sets: int = sets,
+                             kernel: object = kernels[name]) -> None:
+                        decode_with_config(inp.q, inp.kv_cache, inp.index_sets[state["i"] % sets], cfg, kernel=kernel)
                         state["i"] += 1
 
-                    with kernel_swapped(kernels[name]):
-                        us = 1e3 * time_graph(call, reps=10, inner=sets)
+                    us = 1e3 * graph_ms(call, reps=10, inner=sets)
                     base = us if name == "full" else base
                     share = f"  removing it saves {100 * (base - us) / base:+5.1f}%" if base and name != "full" else ""
                     head = f"B={batch:4d} BH {bh} BN {bn} w {warps} st {stages} S {splits:2d}"

@@ -2,8 +2,8 @@
 every run). Its 3rd launch is the warm one to profile:
 
     ncu --clock-control none --kernel-name regex:_mma_decode_kernel --launch-skip 2 --launch-count 1 \\
-        --set full --import-source yes -o decode python benchmarks/scripts/kernel_decode_ncu.py
-    python benchmarks/scripts/kernel_decode_ncu.py --summarize decode.ncu-rep
+        --set full --import-source yes -o decode python -m benchmarks.scripts.kernel_decode_ncu
+    python -m benchmarks.scripts.kernel_decode_ncu --summarize decode.ncu-rep
 
 --summarize prints what bounds the kernel: issue activity, eligible warps, pipe utilisation and the
 sampled reasons warps were stalled.
@@ -17,14 +17,6 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
-
-import torch
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-
-from mla_kernels import make_decode_inputs  # noqa: E402
-from mla_kernels.decode import _mma_decode  # noqa: E402
-from mla_kernels.tuning import MmaConfig  # noqa: E402
 
 # (label, raw metric) pairs --summarize prints, in this order.
 _METRICS = (
@@ -71,8 +63,9 @@ def summarize(report: Path) -> int:
     return 0
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.scripts.kernel_decode_ncu", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--batch", type=int, default=128)
     ap.add_argument("--heads", type=int, default=64)
     ap.add_argument("--topk", type=int, default=512)
@@ -80,9 +73,14 @@ def main() -> int:
                     help="BLOCK_HxBLOCK_NxwarpsxstagesxsplitsxPREFETCH (default: the H200's pick at B=128)")
     ap.add_argument("--launches", type=int, default=3)
     ap.add_argument("--summarize", type=Path, metavar="REPORT", help="summarize an ncu report instead of launching")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     if args.summarize:
         return summarize(args.summarize)
+    import torch
+
+    from mla_kernels import make_decode_inputs
+    from mla_kernels.decode import MmaConfig, decode_with_config
+
     if not torch.cuda.is_available():
         print("needs a CUDA GPU", file=sys.stderr)
         return 2
@@ -92,7 +90,7 @@ def main() -> int:
         ap.error(f"--config must be six integers joined by 'x', got {args.config!r}")
     inp = make_decode_inputs(args.batch, args.heads, args.topk, num_tokens=args.batch * 65536, device="cuda")
     for _ in range(args.launches):
-        _mma_decode(inp.q, inp.kv_cache, inp.indices, 512**-0.5, cfg)
+        decode_with_config(inp.q, inp.kv_cache, inp.indices, cfg)
     torch.cuda.synchronize()
     print(f"{args.launches} launches of {cfg}")
     return 0

@@ -1,9 +1,11 @@
-"""Sparse-decode kernels side by side on one GPU: plain torch, SIMT, MMA and the roofline.
+"""Sparse-decode kernels side by side on one GPU: plain torch, SIMT, the MMA kernel with this GPU's own
+configs (``mma``), the MMA kernel limited to what an sm_120 GPU keeps (``mma_sm120``, the users'
+runner's code path), and the roofline.
 
 H=64, top-k 512, 64K tokens of context per request, cold L2 (each timed graph walks through several
 index sets over a cache far larger than L2), CUDA-graph replay timed with CUDA events.
 
-    python benchmarks/scripts/kernel_decode_perf.py [--batches 1,16,64,128] [--topk 512] [--json out.json]
+    python -m benchmarks.scripts.kernel_decode_perf [--batches 1,16,64,128] [--topk 512] [--json out.json]
 """
 
 from __future__ import annotations
@@ -16,25 +18,30 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-import torch
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-
-from mla_kernels import LAST_LAUNCH, make_decode_inputs, sparse_mla_decode  # noqa: E402
-from mla_kernels.testing import check_decode  # noqa: E402
+# impl column -> (sparse_mla_decode impl, arch_profile)
+COLUMNS = {
+    "torch": ("torch", None),
+    "simt": ("simt", None),
+    "mma": ("mma", "native"),
+    "mma_sm120": ("mma", "sm_120"),
+}
 
 
 def measure_ceilings() -> dict[str, float]:
     """Copy bandwidth (bytes read + written) and dense bf16 matmul rate of this GPU: the asv suites'
     ceilings (``benchmarks/_roofline.py``, measured once per device and cached), so both agree."""
+    import torch
+
     from benchmarks._roofline import ceilings
 
     c = ceilings(torch.device("cuda"))
     return {"copy_gbps": c["copy_gbps"], "bf16_tflops": c["matmul_tflops"]}
 
 
-def time_graph(fn: Callable[[], object], reps: int = 20, inner: int = 1) -> float:
-    """Median ms of one replay of a graph holding ``inner`` calls of fn, divided by ``inner``."""
+def graph_ms(fn: Callable[[], object], reps: int = 20, inner: int = 1) -> float:
+    """Median ms of one replay of a CUDA graph holding ``inner`` calls of fn, divided by ``inner``."""
+    import torch
+
     fn()
     torch.cuda.synchronize()
     graph = torch.cuda.CUDAGraph()
@@ -54,71 +61,110 @@ def time_graph(fn: Callable[[], object], reps: int = 20, inner: int = 1) -> floa
     return statistics.median(times)
 
 
-def decode_cost(batch: int, heads: int, topk: int) -> tuple[float, float]:
-    bytes_moved = batch * topk * 584 + 2 * batch * heads * 512 * 2 + batch * heads * 4
-    flops = batch * heads * topk * 2048
-    return bytes_moved, flops
+def index_sets_for_cold_l2(batch: int, topk: int, l2_bytes: int) -> int:
+    """Index sets to rotate through so one graph touches about three L2s' worth of KV bytes."""
+    return max(2, min(64, math.ceil(3 * l2_bytes / (batch * topk * 584))))
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--batches", default="1,2,4,8,16,32,64,128")
+def decode_cost(batch: int, heads: int, topk: int) -> tuple[int, int]:
+    """(bytes, flops) of one call: the asv suites' model (``benchmarks/_roofline.py``)."""
+    from benchmarks._roofline import decode_model
+
+    return decode_model(batch, heads, topk)
+
+
+def roofline_us(batch: int, heads: int, topk: int, copy_gbps: float, bf16_tflops: float) -> float:
+    bytes_moved, flops = decode_cost(batch, heads, topk)
+    return max(bytes_moved / (copy_gbps * 1e9), flops / (bf16_tflops * 1e12)) * 1e6
+
+
+def _config_label(cfg: dict[str, object]) -> str:
+    if cfg.get("impl") != "mma":
+        return ""
+    return (f"{cfg.get('BLOCK_H')}x{cfg.get('BLOCK_N')}x{cfg.get('num_warps')}x{cfg.get('num_stages')} "
+            f"pf{cfg.get('PREFETCH')} S{cfg.get('NUM_SPLITS')} regs {cfg.get('n_regs')} "
+            f"spill {cfg.get('spill_bytes')} B")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(
+        prog="python -m benchmarks.scripts.kernel_decode_perf",
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
+    )  # fmt: skip
+    ap.add_argument("--batches", default="1,2,4,8,16,32,64,128", help="concurrencies (default 1..128)")
     ap.add_argument("--heads", type=int, default=64)
     ap.add_argument("--topk", type=int, default=512)
     ap.add_argument("--context", type=int, default=65536, help="tokens of context per request")
-    ap.add_argument("--impls", default="torch,simt,mma")
-    ap.add_argument("--json", type=Path)
-    args = ap.parse_args()
+    ap.add_argument("--impls", default=",".join(COLUMNS), help=f"columns, a subset of {','.join(COLUMNS)}")
+    ap.add_argument("--json", type=Path, help="write every row (times, configs) to this file")
+    args = ap.parse_args(argv)
+    impls = [c for c in args.impls.split(",") if c]
+    unknown = [c for c in impls if c not in COLUMNS]
+    if unknown:
+        ap.error(f"--impls: unknown {', '.join(unknown)} (known: {', '.join(COLUMNS)})")
+    try:
+        batches = [int(b) for b in args.batches.split(",")]
+    except ValueError:
+        ap.error(f"--batches must be comma-separated integers, got {args.batches!r}")
+    import torch
+
     if not torch.cuda.is_available():
         print("needs a CUDA GPU", file=sys.stderr)
         return 2
-
-    props = torch.cuda.get_device_properties(0)
     import triton
 
+    from mla_kernels import LAST_LAUNCH, make_decode_inputs, sparse_mla_decode
+    from mla_kernels.testing import check_decode
+
+    props = torch.cuda.get_device_properties(0)
     ceil = measure_ceilings()
     l2 = getattr(props, "L2_cache_size", 50 << 20)
-    print(f"# {props.name} sm_{props.major}{props.minor} {props.multi_processor_count} SMs, torch {torch.__version__}, "
-          f"triton {triton.__version__}; copy {ceil['copy_gbps']:.0f} GB/s, bf16 mm {ceil['bf16_tflops']:.0f} TFLOP/s")
-    impls = args.impls.split(",")
+    print(f"# {props.name} sm_{props.major}{props.minor} {props.multi_processor_count} SMs, "
+          f"torch {torch.__version__}, triton {triton.__version__}; copy {ceil['copy_gbps']:,.0f} GB/s, "
+          f"bf16 mm {ceil['bf16_tflops']:.0f} TFLOP/s; H={args.heads}, top-k {args.topk}, cold L2, graph replay",
+          flush=True)
     rows = []
-    for batch in (int(b) for b in args.batches.split(",")):
-        bytes_moved, flops = decode_cost(batch, args.heads, args.topk)
-        sets = max(2, min(64, math.ceil(3 * l2 / (batch * args.topk * 584))))
+    for batch in batches:
+        sets = index_sets_for_cold_l2(batch, args.topk, l2)
         inp = make_decode_inputs(batch, args.heads, args.topk, num_tokens=batch * args.context, device="cuda",
                                  seed=batch, num_index_sets=sets)
         ref = sparse_mla_decode(inp.q, inp.kv_cache, inp.indices, impl="reference")
         row: dict[str, object] = {"batch": batch, "index_sets": sets}
-        for impl in impls:
-            out, lse = sparse_mla_decode(inp.q, inp.kv_cache, inp.indices, impl=impl)  # warm-up / autotune
-            if impl != "torch":
+        for col in impls:
+            impl, profile = COLUMNS[col]
+            out, lse = sparse_mla_decode(inp.q, inp.kv_cache, inp.indices, impl=impl, arch_profile=profile)
+            if impl != "torch":  # warm-up / autotune, and a fast wrong kernel is a failure
                 check_decode(out, lse, *ref)
-            row[f"{impl}_config"] = dict(LAST_LAUNCH)
+            row[f"{col}_config"] = dict(LAST_LAUNCH)
             state = {"i": 0}
 
-            def call(impl: str = impl, inp: object = inp, state: dict = state, sets: int = sets) -> None:
-                sparse_mla_decode(inp.q, inp.kv_cache, inp.index_sets[state["i"] % sets], impl=impl)
+            def call(impl: str = impl, profile: str | None = profile, inp: object = inp, state: dict = state,
+                     sets: int = sets) -> None:
+                sparse_mla_decode(inp.q, inp.kv_cache, inp.index_sets[state["i"] % sets], impl=impl,
+                                  arch_profile=profile)
                 state["i"] += 1
 
-            row[f"{impl}_us"] = 1e3 * time_graph(call, reps=15, inner=sets)
-        roof = max(bytes_moved / (ceil["copy_gbps"] * 1e9), flops / (ceil["bf16_tflops"] * 1e12)) * 1e6
+            row[f"{col}_us"] = 1e3 * graph_ms(call, reps=15, inner=sets)
+        roof = roofline_us(batch, args.heads, args.topk, ceil["copy_gbps"], ceil["bf16_tflops"])
         row["roofline_us"] = roof
         rows.append(row)
-        cells = "  ".join(f"{impl} {row[f'{impl}_us']:9.1f}" for impl in impls)
-        extra = ""
-        if "mma" in impls:
-            extra = f"  mma/roof {row['mma_us'] / roof:5.2f}x"
-            if "simt" in impls:
-                extra += f"  simt/mma {row['simt_us'] / row['mma_us']:6.1f}x"
-            if "torch" in impls:
-                extra += f"  torch/mma {row['torch_us'] / row['mma_us']:5.1f}x"
-            cfg = row["mma_config"]
-            extra += (f"  [BH {cfg.get('BLOCK_H')} BN {cfg.get('BLOCK_N')} S {cfg.get('NUM_SPLITS')} "
-                      f"w {cfg.get('num_warps')} regs {cfg.get('n_regs')} spills {cfg.get('n_spills')}]")
-        print(f"B={batch:4d}  {cells}  roof {roof:7.2f} us{extra}", flush=True)
+        cells = "  ".join(f"{col} {row[f'{col}_us']:8.1f}" for col in impls)
+        ratios = ""
+        if "mma" in impls and "mma_sm120" in impls:
+            ratios += f"  sm120/mma {row['mma_sm120_us'] / row['mma_us']:4.2f}x"
+        if "simt" in impls and "mma_sm120" in impls:
+            ratios += f"  simt/sm120 {row['simt_us'] / row['mma_sm120_us']:5.1f}x"
+        if "simt" in impls and "mma" in impls:
+            ratios += f"  simt/mma {row['simt_us'] / row['mma_us']:5.1f}x"
+        print(f"B={batch:4d}  {cells}  roof {roof:6.2f} us{ratios}", flush=True)
+        for col in impls:
+            label = _config_label(row[f"{col}_config"])  # type: ignore[arg-type]
+            if label:
+                print(f"        {col}: {label}", flush=True)
         torch.cuda.empty_cache()
-    result = {"device": props.name, "torch": torch.__version__, "triton": triton.__version__,
-              "heads": args.heads, "topk": args.topk, "context": args.context, **ceil, "rows": rows}
+    result = {"device": props.name, "capability": f"{props.major}.{props.minor}", "torch": torch.__version__,
+              "triton": triton.__version__, "heads": args.heads, "topk": args.topk, "context": args.context,
+              **ceil, "rows": rows}
     if args.json:
         args.json.write_text(json.dumps(result, indent=1, default=str))
     print(json.dumps({k: v for k, v in result.items() if k != "rows"}))

@@ -1,66 +1,114 @@
-"""Time MMA decode configs one by one (cold L2, graph replay) with registers / spills / shared memory.
+"""Time MMA decode configs one by one (cold L2, graph replay), with each config's registers, spills and
+shared memory on this GPU and, compiled ahead of time, on sm_120 (whether an sm_120 keeps it).
 
-    python benchmarks/scripts/kernel_decode_variants.py [--batches 64,128] [--topk 512]
+    python -m benchmarks.scripts.kernel_decode_variants [--batches 64,128] [--topk 512] [--configs all]
+
+``--configs``: ``all`` (every autotuner candidate), ``sm120`` (the candidates an sm_120 compiles), or
+``BLOCK_HxBLOCK_NxWARPSxSTAGESxPREFETCH,...``.
 """
 
 from __future__ import annotations
 
 import argparse
-import math
+import json
 import sys
 from pathlib import Path
 
-import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+def parse_configs(text: str) -> list[tuple[int, int, int, int, int]]:
+    """``all`` / ``sm120`` / ``64x64x8x2x3,32x32x8x1x2`` -> specs."""
+    from mla_kernels.decode import CANDIDATES, arch_candidates
 
-from kernel_decode_perf import decode_cost, time_graph  # noqa: E402
+    if text == "all":
+        return list(CANDIDATES)
+    if text == "sm120":
+        return list(arch_candidates(120))
+    specs = []
+    for item in text.split(","):
+        parts = item.split("x")
+        if len(parts) != 5 or not all(p.isdigit() for p in parts):
+            raise ValueError(f"config {item!r} is not BLOCK_HxBLOCK_NxWARPSxSTAGESxPREFETCH")
+        specs.append(tuple(int(p) for p in parts))
+    return specs  # type: ignore[return-value]
 
-from mla_kernels import LAST_LAUNCH, make_decode_inputs, sparse_mla_decode  # noqa: E402
-from mla_kernels.decode import _mma_decode  # noqa: E402
-from mla_kernels.testing import check_decode  # noqa: E402
-from mla_kernels.tuning import _BASE, MmaConfig, split_counts  # noqa: E402
 
-
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__)
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(
+        prog="python -m benchmarks.scripts.kernel_decode_variants",
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
+    )  # fmt: skip
     ap.add_argument("--batches", default="64,128")
     ap.add_argument("--topk", type=int, default=512)
     ap.add_argument("--heads", type=int, default=64)
-    ap.add_argument("--configs", default=",".join("x".join(str(int(v)) for v in c) for c in _BASE),
-                    help="BLOCK_HxBLOCK_NxwarpsxstagesxPREFETCH,... (default: the autotuner's candidates)")
-    args = ap.parse_args()
-    sms = torch.cuda.get_device_properties(0).multi_processor_count
-    for batch in (int(b) for b in args.batches.split(",")):
-        sets = max(2, min(64, math.ceil(3 * 60e6 / (batch * args.topk * 584))))
+    ap.add_argument("--configs", default="all")
+    ap.add_argument("--reps", type=int, default=10, help="graph replays per config (median)")
+    ap.add_argument("--json", type=Path, help="write every row to this file")
+    args = ap.parse_args(argv)
+    try:
+        specs = parse_configs(args.configs)
+        batches = [int(b) for b in args.batches.split(",")]
+    except ValueError as exc:
+        ap.error(str(exc))
+    import torch
+
+    if not torch.cuda.is_available():
+        print("needs a CUDA GPU", file=sys.stderr)
+        return 2
+    from benchmarks.scripts.kernel_decode_perf import decode_cost, graph_ms, index_sets_for_cold_l2
+    from mla_kernels import LAST_LAUNCH, aot, make_decode_inputs, sparse_mla_decode
+    from mla_kernels.arch import ARCHS
+    from mla_kernels.decode import MmaConfig, decode_with_config, mma_launches, spec_label, split_counts, verdict
+    from mla_kernels.testing import check_decode
+
+    props = torch.cuda.get_device_properties(0)
+    sms = props.multi_processor_count
+    l2 = getattr(props, "L2_cache_size", 50 << 20)
+    print(f"# {props.name} sm_{props.major}{props.minor}, torch {torch.__version__}; H={args.heads} top-k {args.topk}",
+          flush=True)
+    rows = []
+    for batch in batches:
+        sets = index_sets_for_cold_l2(batch, args.topk, l2)
         inp = make_decode_inputs(batch, args.heads, args.topk, num_tokens=batch * 65536, device="cuda",
                                  seed=batch, num_index_sets=sets)
         ref = sparse_mla_decode(inp.q, inp.kv_cache, inp.indices, impl="reference")
         bytes_moved, flops = decode_cost(batch, args.heads, args.topk)
-        for spec in args.configs.split(","):
-            bh, bn, warps, stages, prefetch = (int(x) for x in spec.split("x"))
+        meta = [torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device="meta")
+                for t in (inp.q, inp.kv_cache, inp.indices)]
+        for spec in specs:
+            bh, bn, warps, stages, prefetch = spec
+            if args.heads % bh:
+                continue
             for splits in split_counts(batch, args.heads, bh, args.topk, bn, sms):
-                cfg = MmaConfig(bh, bn, warps, stages, splits, prefetch)
+                cfg = MmaConfig(bh, bn, warps, stages, splits, prefetch, source="fixed")
+                head = f"B={batch:4d} {spec_label(spec):22s} S {splits:2d}"
                 try:
-                    out, lse = _mma_decode(inp.q, inp.kv_cache, inp.indices, 512**-0.5, cfg)
+                    s120 = aot.compile_launch(mma_launches(*meta, 512**-0.5, cfg)[0][0], 120)
+                    why = verdict(120, ARCHS[120].shared_per_block, spec, s120.shared, s120.spill_bytes)
+                    out, lse = decode_with_config(inp.q, inp.kv_cache, inp.indices, cfg)
                     check_decode(out, lse, *ref)
                     stats = dict(LAST_LAUNCH)
                     state = {"i": 0}
 
                     def call(cfg: MmaConfig = cfg, inp: object = inp, state: dict = state, sets: int = sets) -> None:
-                        _mma_decode(inp.q, inp.kv_cache, inp.index_sets[state["i"] % sets], 512**-0.5, cfg)
+                        decode_with_config(inp.q, inp.kv_cache, inp.index_sets[state["i"] % sets], cfg)
                         state["i"] += 1
 
-                    us = 1e3 * time_graph(call, reps=10, inner=sets)
+                    us = 1e3 * graph_ms(call, reps=args.reps, inner=sets)
                 except Exception as exc:  # noqa: BLE001 - report and go on
-                    print(f"B={batch} {cfg}: {type(exc).__name__}: {str(exc)[:160]}", flush=True)
+                    print(f"{head}: {type(exc).__name__}: {str(exc)[:200]}", flush=True)
                     continue
-                print(f"B={batch:4d} BH {bh:2d} BN {bn:2d} w {warps} st {stages} S {stats['NUM_SPLITS']:2d} "
-                      f"pf {prefetch} {us:8.1f} us {bytes_moved / us / 1e3:7.0f} GB/s {flops / us / 1e6:6.1f} TFLOP/s  "
-                      f"regs {stats.get('n_regs')} spills {stats.get('n_spills')} smem {stats.get('shared')}",
-                      flush=True)
+                row = {"batch": batch, "spec": list(spec), "splits": stats["NUM_SPLITS"], "us": us,
+                       "regs": stats.get("n_regs"), "spills": stats.get("n_spills"), "shared": stats.get("shared"),
+                       "sm120": {"registers": s120.registers, "spill_bytes": s120.spill_bytes,
+                                 "shared": s120.shared, "kept": why is None}}
+                rows.append(row)
+                print(f"{head} {us:8.1f} us {bytes_moved / us / 1e3:6.0f} GB/s {flops / us / 1e6:5.1f} TFLOP/s  "
+                      f"here regs {row['regs']} spills {row['spills']} smem {row['shared']}  "
+                      f"sm_120 regs {s120.registers} spill {s120.spill_bytes} B smem {s120.shared} "
+                      f"{'kept' if why is None else 'dropped: ' + why}", flush=True)
         torch.cuda.empty_cache()
+    if args.json:
+        args.json.write_text(json.dumps({"device": props.name, "torch": torch.__version__, "rows": rows}, indent=1))
     return 0
 
 

@@ -3,7 +3,7 @@
 Variants: baseline (simt + fp32_maxctx), mma (mma + fp32_maxctx), mma+indexer (mma + bf16).
 Cold L2: each graph runs the step of several layers, each with its own caches.
 
-    python benchmarks/scripts/kernel_step_perf.py [--batches 1,16,64,128] [--context 4096]
+    python -m benchmarks.scripts.kernel_step_perf [--batches 1,16,64,128] [--context 4096]
 """
 
 from __future__ import annotations
@@ -13,20 +13,13 @@ import json
 import sys
 from pathlib import Path
 
-import torch
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from kernel_decode_perf import time_graph  # noqa: E402
-
-from mla_kernels import DecodeStep, make_step_inputs  # noqa: E402
-
 VARIANTS = {"baseline": ("simt", "fp32_maxctx"), "mma": ("mma", "fp32_maxctx"), "mma+indexer": ("mma", "bf16")}
 
 
-def time_steps(steps: list[DecodeStep], reps: int) -> float:
+def step_us(steps: list, reps: int) -> float:
     """Median us per layer step of one graph that runs every layer's step once."""
+    from benchmarks.scripts.kernel_decode_perf import graph_ms
+
     for step in steps:
         step.warmup()  # resolves autotuning before capture
 
@@ -34,18 +27,23 @@ def time_steps(steps: list[DecodeStep], reps: int) -> float:
         for step in steps:
             step.run()
 
-    return time_graph(run_all, reps=reps) * 1e3 / len(steps)
+    return graph_ms(run_all, reps=reps) * 1e3 / len(steps)
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.scripts.kernel_step_perf", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--batches", default="1,16,64,128")
     ap.add_argument("--context", type=int, default=4096)
     ap.add_argument("--max-context", type=int, default=131072)
     ap.add_argument("--topk", type=int, default=512)
     ap.add_argument("--layers", type=int, default=4, help="layers per graph (distinct caches: cold L2)")
     ap.add_argument("--json", type=Path)
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
+    import torch
+
+    from mla_kernels import DecodeStep, make_step_inputs
+
     if not torch.cuda.is_available():
         print("needs a CUDA GPU", file=sys.stderr)
         return 2
@@ -61,7 +59,7 @@ def main() -> int:
         row: dict[str, object] = {"batch": batch}
         for variant, (dec, idx) in VARIANTS.items():
             steps = [DecodeStep(inp, decode_impl=dec, indexer_impl=idx) for inp in layers]
-            row[variant] = time_steps(steps, reps=10 if variant == "baseline" else 30)
+            row[variant] = step_us(steps, reps=10 if variant == "baseline" else 30)
         rows.append(row)
         print(f"B={batch:4d}  baseline {row['baseline']:9.1f} us  mma {row['mma']:9.1f} us  "
               f"mma+indexer {row['mma+indexer']:8.1f} us  baseline/mma+indexer "

@@ -6,16 +6,15 @@ import pytest
 import torch
 
 from mla_kernels import LAST_LAUNCH, make_decode_inputs, quantize_kv_cache, sparse_mla_decode
-from mla_kernels.decode import _mma_decode
+from mla_kernels.decode import MmaConfig, decode_with_config
 from mla_kernels.testing import check_decode, random_kv
-from mla_kernels.tuning import MmaConfig
 
 KERNELS = ["simt", "mma"]
 
 
-def _check(q, kv_cache, indices, impl, sm_scale=None):
+def _check(q, kv_cache, indices, impl, sm_scale=None, arch_profile=None):
     ref_out, ref_lse = sparse_mla_decode(q, kv_cache, indices, sm_scale, impl="reference")
-    out, lse = sparse_mla_decode(q, kv_cache, indices, sm_scale, impl=impl)
+    out, lse = sparse_mla_decode(q, kv_cache, indices, sm_scale, impl=impl, arch_profile=arch_profile)
     assert out.shape == q.shape and out.dtype == torch.bfloat16
     assert lse.shape == q.shape[:2] and lse.dtype == torch.float32
     assert LAST_LAUNCH["impl"] == impl  # the implementation asked for is the one that ran
@@ -80,9 +79,29 @@ def test_mma_every_head_block_and_split(device, block_h, splits, prefetch):
     ref_out, ref_lse = sparse_mla_decode(inp.q, inp.kv_cache, inp.indices, impl="reference")
     warps = 8 if block_h == 64 and device.type == "cuda" else 4
     cfg = MmaConfig(block_h=block_h, block_n=16, num_warps=warps, num_stages=1, num_splits=splits, prefetch=prefetch)
-    out, lse = _mma_decode(inp.q, inp.kv_cache, inp.indices, 512**-0.5, cfg)
+    out, lse = decode_with_config(inp.q, inp.kv_cache, inp.indices, cfg)
     assert LAST_LAUNCH["BLOCK_H"] == block_h
     check_decode(out, lse, ref_out, ref_lse)
+
+
+@pytest.mark.parametrize("profile", ["native", "sm_90", "sm_120"])
+def test_arch_profile_is_recorded(device, profile, monkeypatch):
+    inp = make_decode_inputs(1, 32, 40, num_tokens=256, device=device, seed=3)
+    monkeypatch.delenv("MLAPERF_ARCH_PROFILE", raising=False)
+    _check(inp.q, inp.kv_cache, inp.indices, "mma", arch_profile=profile)
+    assert LAST_LAUNCH["arch_profile"] == profile
+    monkeypatch.setenv("MLAPERF_ARCH_PROFILE", profile)  # the environment is the default
+    sparse_mla_decode(inp.q, inp.kv_cache, inp.indices)
+    assert LAST_LAUNCH["arch_profile"] == profile
+
+
+def test_bad_arch_profile_names_it(device, monkeypatch):
+    inp = make_decode_inputs(1, 16, 16, num_tokens=256, device=device)
+    with pytest.raises(ValueError, match="arch_profile must be one of native, sm_90, sm_120"):
+        sparse_mla_decode(inp.q, inp.kv_cache, inp.indices, arch_profile="sm_100")
+    monkeypatch.setenv("MLAPERF_ARCH_PROFILE", "blackwell")
+    with pytest.raises(ValueError, match="MLAPERF_ARCH_PROFILE='blackwell'"):
+        sparse_mla_decode(inp.q, inp.kv_cache, inp.indices)
 
 
 def test_torch_baseline_is_close(device):

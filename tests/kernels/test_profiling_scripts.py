@@ -10,15 +10,12 @@ from pathlib import Path
 import pytest
 import torch
 
-SCRIPTS = Path(__file__).resolve().parents[2] / "benchmarks" / "scripts"
-sys.path.insert(0, str(SCRIPTS))
+from benchmarks.scripts import kernel_decode_ablate as ablate
+from benchmarks.scripts import kernel_decode_ncu as ncu
+from mla_kernels import make_decode_inputs
+from mla_kernels.decode import MmaConfig, decode_with_config
 
-import kernel_decode_ablate as ablate  # noqa: E402
-import kernel_decode_ncu as ncu  # noqa: E402
-
-from mla_kernels import make_decode_inputs  # noqa: E402
-from mla_kernels.decode import _mma_decode  # noqa: E402
-from mla_kernels.tuning import MmaConfig  # noqa: E402
+REPO = Path(__file__).resolve().parents[2]
 
 
 def test_every_ablation_anchor_is_in_the_kernel(tmp_path):
@@ -27,7 +24,7 @@ def test_every_ablation_anchor_is_in_the_kernel(tmp_path):
         kernel = ablate.build_variant(name, tmp_path)
         source = (tmp_path / f"ablate_{name.replace('-', '_')}.py").read_text()
         anchor, replacement = ablate.VARIANTS[name]
-        assert callable(kernel.run)
+        assert callable(kernel.run) and kernel.fn.__name__ == "_mma_decode_kernel"
         if anchor:
             assert anchor not in source and replacement in source
 
@@ -35,11 +32,9 @@ def test_every_ablation_anchor_is_in_the_kernel(tmp_path):
 def test_full_variant_runs_through_the_production_launcher(device, tmp_path):
     inp = make_decode_inputs(1, 16, 40, num_tokens=256, device=device, seed=5)
     cfg = MmaConfig(block_h=16, block_n=16, num_warps=4, num_stages=1, num_splits=2, prefetch=3)
-    want = _mma_decode(inp.q, inp.kv_cache, inp.indices, 512**-0.5, cfg)
-    with ablate.kernel_swapped(ablate.build_variant("full", tmp_path)):
-        got = _mma_decode(inp.q, inp.kv_cache, inp.indices, 512**-0.5, cfg)
-    with ablate.kernel_swapped(ablate.build_variant("no-pv", tmp_path)):
-        no_pv = _mma_decode(inp.q, inp.kv_cache, inp.indices, 512**-0.5, cfg)
+    want = decode_with_config(inp.q, inp.kv_cache, inp.indices, cfg)
+    got = decode_with_config(inp.q, inp.kv_cache, inp.indices, cfg, kernel=ablate.build_variant("full", tmp_path))
+    no_pv = decode_with_config(inp.q, inp.kv_cache, inp.indices, cfg, kernel=ablate.build_variant("no-pv", tmp_path))
     torch.testing.assert_close(got[0], want[0], rtol=0, atol=0)
     torch.testing.assert_close(got[1], want[1], rtol=0, atol=0)
     assert not torch.equal(no_pv[0], want[0])  # the swap really ran another kernel
@@ -80,7 +75,21 @@ def test_ncu_summary_names_a_missing_report(tmp_path, monkeypatch, capsys):
     assert "nope.ncu-rep" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("script", ["kernel_decode_ablate.py", "kernel_decode_ncu.py"])
-def test_scripts_have_help(script):
-    res = subprocess.run([sys.executable, str(SCRIPTS / script), "--help"], capture_output=True, text=True)
-    assert res.returncode == 0 and "usage:" in res.stdout
+@pytest.mark.parametrize(
+    "script",
+    ["kernel_decode_ablate", "kernel_decode_ncu", "kernel_decode_perf", "kernel_decode_variants", "kernel_step_perf"],
+)
+def test_scripts_run_as_modules_with_help(script):
+    res = subprocess.run([sys.executable, "-m", f"benchmarks.scripts.{script}", "--help"], capture_output=True,
+                         text=True, cwd=REPO)  # fmt: skip
+    assert res.returncode == 0 and f"usage: python -m benchmarks.scripts.{script}" in res.stdout
+
+
+def test_variant_configs_parse_and_name_bad_ones():
+    from benchmarks.scripts.kernel_decode_variants import parse_configs
+    from mla_kernels.decode import arch_candidates
+
+    assert parse_configs("sm120") == list(arch_candidates(120))
+    assert parse_configs("64x64x8x2x3,16x32x4x1x2") == [(64, 64, 8, 2, 3), (16, 32, 4, 1, 2)]
+    with pytest.raises(ValueError, match="'64x64x8' is not BLOCK_HxBLOCK_NxWARPSxSTAGESxPREFETCH"):
+        parse_configs("64x64x8")

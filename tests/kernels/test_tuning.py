@@ -1,10 +1,13 @@
-"""Candidate generation of the MMA autotuner (pure Python: no GPU needed)."""
+"""The MMA autotuner's rules (pure Python: no GPU, no compile): split counts, the keep rule, candidates
+per architecture. The compiled side of the keep rule is tests/kernels/test_compile_report.py."""
 
 from __future__ import annotations
 
 import pytest
+import torch
 
-from mla_kernels.tuning import _BASE, smem_estimate, split_counts
+from mla_kernels.arch import ARCHS, parse_arch, profile_target, resolve_profile
+from mla_kernels.decode import CANDIDATES, SPILL_ALLOWED, MmaConfig, arch_candidates, split_counts, tuning, verdict
 
 
 @pytest.mark.parametrize(
@@ -22,9 +25,51 @@ def test_split_counts_never_exceed_tiles_or_sixteen():
     assert split_counts(4096, 64, 16, 512, 32, 132) == (1,)
 
 
-def test_every_config_fits_sm90_and_small_blocks_fit_sm120():
-    sm90, sm120 = 227 * 1024, 99 * 1024
-    for block_h, block_n, _warps, stages, prefetch in _BASE:
-        assert smem_estimate(block_h, block_n, stages, prefetch) <= sm90
-        if block_h < 64:  # the configs an sm_120 (mma.sync only) GPU keeps
-            assert smem_estimate(block_h, block_n, stages, prefetch) <= sm120
+def test_keep_rule_shared_memory_and_spills():
+    spec = (16, 32, 4, 1, 2)
+    assert verdict(120, 101376, spec, 50176, 0) is None
+    assert verdict(120, 101376, spec, 101377, 0) == "shared 101,377 B > 101,376 B"
+    assert verdict(120, 101376, spec, 50176, 40) == "spills 40 B/thread"
+    allowed = next(iter(SPILL_ALLOWED))
+    assert verdict(allowed[0], ARCHS[allowed[0]].shared_per_block, allowed[1], 1024, 400) is None
+
+
+def test_spill_allowances_are_measured_and_never_for_sm120():
+    for (capability, spec), why in SPILL_ALLOWED.items():
+        assert capability != 120, "a config kept for sm_120 must not spill"
+        assert spec in CANDIDATES and "us" in why  # each names its measurement
+
+
+def test_64_head_blocks_are_candidates_only_with_warpgroup_mma():
+    assert any(s[0] == 64 for s in arch_candidates(90))
+    assert arch_candidates(90) == CANDIDATES
+    assert all(s[0] < 64 for s in arch_candidates(120)) and arch_candidates(120)
+
+
+def test_profiles_and_architecture_names(monkeypatch):
+    assert [parse_arch(t) for t in ("120", "sm_120", "12.0", "sm90")] == [120, 120, 120, 90]
+    with pytest.raises(ValueError, match="unknown architecture 'sm_75'"):
+        parse_arch("sm_75")
+    monkeypatch.delenv("MLAPERF_ARCH_PROFILE", raising=False)
+    assert resolve_profile(None) == "native"
+    monkeypatch.setenv("MLAPERF_ARCH_PROFILE", "sm_120")
+    assert resolve_profile(None) == "sm_120" and resolve_profile("sm_90") == "sm_90"
+    cpu = torch.device("cpu")  # off CUDA the smallest target's shared memory applies
+    assert profile_target("sm_120", cpu) == (120, 101376)
+    assert profile_target("sm_90", cpu) == (90, 101376)  # a config must also fit the device it runs on
+
+
+def test_candidates_keep_what_the_compiled_rule_keeps(monkeypatch):
+    # The search space for an sm_120 profile on a 132-SM device, with compile results given per config.
+    monkeypatch.setattr(tuning._common, "interpreting", lambda: False)
+    monkeypatch.setattr(tuning, "profile_target", lambda profile, device: (120, 101376))
+    monkeypatch.setattr(tuning._common, "num_sms", lambda device: 132)
+    spilling = {(16, 32, 8, 1, 2)}
+    monkeypatch.setattr(tuning, "_kept", lambda build, cfg, cap, limit: cfg.spec not in spilling)
+    got = tuning.candidates(64, 64, 512, torch.device("cpu"), "sm_120", build=lambda cfg: [])
+    specs = {c.spec for c in got}
+    assert specs == set(arch_candidates(120)) - spilling
+    assert all(isinstance(c, MmaConfig) and c.num_splits >= 1 for c in got)
+    monkeypatch.setattr(tuning, "_kept", lambda build, cfg, cap, limit: False)
+    with pytest.raises(RuntimeError, match="no MMA decode config is kept for profile 'sm_120'"):
+        tuning.candidates(64, 64, 512, torch.device("cpu"), "sm_120", build=lambda cfg: [])

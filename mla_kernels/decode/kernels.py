@@ -1,35 +1,15 @@
-"""Sparse-MLA decode over the FP8 paged cache: per-head SIMT kernel, head-batched MMA kernel, LSE combine.
+"""Triton kernels of the sparse-MLA decode: per-head SIMT, head-batched MMA, LSE combine.
 
 Math (fp32): s = (q . k) * sm_scale over valid slots, lse = ln(sum exp(s)), out = softmax(s) @ k[:, :512].
-Both kernels run the softmax online in base 2 (scores pre-multiplied by log2(e)).
+Both decode kernels run the softmax online in base 2 (scores pre-multiplied by log2(e)). The byte
+layout they read is ``mla_kernels.cache``'s; the launchers in ``launch.py`` validate, allocate and
+build the grids.
 """
 
 from __future__ import annotations
 
-import math
-
-import torch
 import triton
 import triton.language as tl
-
-from . import _common
-from .cache import (
-    DATA_BYTES,
-    HEAD_DIM,
-    NOPE_DIM,
-    PAGE_BYTES,
-    ROPE_DIM,
-    SCALE_OFFSET,
-    TOKEN_BYTES,
-    TOKENS_PER_PAGE,
-    check_kv_cache,
-)
-from .reference import sparse_mla_decode_reference, sparse_mla_decode_torch
-from .tuning import MmaConfig, choose_mma_config
-
-IMPLS = ("reference", "torch", "simt", "mma")
-LOG2E = 1.4426950408889634
-MAX_SPLITS = 16
 
 
 @triton.jit
@@ -176,7 +156,8 @@ def _dequant_groups(raw, e, BLOCK_N: tl.constexpr, GROUPS: tl.constexpr, DT: tl.
     return tl.reshape(vals, (BLOCK_N, GROUPS * 64))
 
 
-@triton.jit
+# num_splits: one compile for every split count (it only addresses the partial rows).
+@triton.jit(do_not_specialize=["num_splits"])
 def _mma_decode_kernel(
     q_ptr, cache_ptr, cache16_ptr, idx_ptr, out_ptr, lse_ptr, opart_ptr, lpart_ptr,
     stride_qb, stride_qh, stride_page, stride_ib, stride_ob, stride_oh, stride_lb,
@@ -287,7 +268,7 @@ def _mma_decode_kernel(
     tl.store(o_rows + 448 + c64[None, :], (accr * inv).to(odt))
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["num_splits"])
 def _combine_kernel(
     opart_ptr, lpart_ptr, out_ptr, lse_ptr,
     num_splits, num_heads, stride_ob, stride_oh, stride_lb,
@@ -313,146 +294,3 @@ def _combine_kernel(
     tl.store(lse_ptr + pid_b * stride_lb + pid_h, lse)
 
 
-def _validate(
-    q: object, kv_cache: object, indices: object, sm_scale: float | None, impl: str
-) -> float:
-    if impl not in IMPLS:
-        raise ValueError(f"impl must be one of {', '.join(IMPLS)}; got {impl!r}")
-    q = _common.check_tensor("q", q, dtype=torch.bfloat16, ndim=3)
-    if q.shape[2] != HEAD_DIM:
-        raise ValueError(f"q head dim must be {HEAD_DIM} (448 nope + 64 rope), got {q.shape[2]}")
-    if q.shape[1] == 0 or q.shape[1] % 16 != 0:
-        raise ValueError(f"q must have a head count that is a multiple of 16, got H={q.shape[1]}")
-    indices = _common.check_tensor("indices", indices, dtype=torch.int32, ndim=2)
-    if indices.shape[0] != q.shape[0]:
-        raise ValueError(f"indices has {indices.shape[0]} rows but q has batch {q.shape[0]}")
-    if indices.shape[1] == 0:
-        raise ValueError("indices must have topk >= 1 columns")
-    check_kv_cache(kv_cache)
-    assert isinstance(kv_cache, torch.Tensor)
-    _common.check_same_device(q=q, kv_cache=kv_cache, indices=indices)
-    if sm_scale is None:
-        return HEAD_DIM**-0.5
-    if isinstance(sm_scale, bool) or not isinstance(sm_scale, int | float) or not math.isfinite(sm_scale):
-        raise ValueError(f"sm_scale must be a finite number, got {sm_scale!r}")
-    if sm_scale <= 0:
-        raise ValueError(f"sm_scale must be positive, got {sm_scale}")
-    return float(sm_scale)
-
-
-def _kernel_checks(q: torch.Tensor, kv_cache: torch.Tensor, indices: torch.Tensor) -> None:
-    for name, t in (("q", q), ("kv_cache", kv_cache), ("indices", indices)):
-        _common.check_device(name, t)
-    _common.check_last_dim_contiguous("q", q)
-    _common.check_last_dim_contiguous("indices", indices)
-    if kv_cache.stride(0) % 2 or kv_cache.storage_offset() % 2:
-        raise ValueError(f"kv_cache page stride must be even (bf16 rope values), got {kv_cache.stride(0)}")
-
-
-def sparse_mla_decode(
-    q: torch.Tensor,
-    kv_cache: torch.Tensor,
-    indices: torch.Tensor,
-    sm_scale: float | None = None,
-    impl: str = "mma",
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Sparse MLA decode: ``q`` bf16 [B, H, 512], ``indices`` int32 [B, topk] (-1 = invalid slot).
-
-    Returns ``out`` bf16 [B, H, 512] and ``lse`` fp32 [B, H] (natural log; +inf for a row with no
-    valid slot, whose output is 0). Slots outside the cache count as invalid.
-    """
-    scale = _validate(q, kv_cache, indices, sm_scale, impl)
-    if impl == "reference":
-        _common.LAST_LAUNCH.clear()
-        _common.LAST_LAUNCH.update(impl="reference", kernel="torch-fp32")
-        return sparse_mla_decode_reference(q, kv_cache, indices, scale)
-    if impl == "torch":
-        _common.LAST_LAUNCH.clear()
-        _common.LAST_LAUNCH.update(impl="torch", kernel="torch-bf16-bmm")
-        return sparse_mla_decode_torch(q, kv_cache, indices, scale)
-    _kernel_checks(q, kv_cache, indices)
-    if q.shape[0] == 0:
-        return _outputs(q)
-    if impl == "simt":
-        return _simt_decode(q, kv_cache, indices, scale)
-    config = choose_mma_config(
-        lambda cfg: _mma_decode(q, kv_cache, indices, scale, cfg), q.shape[0], q.shape[1], indices.shape[1], q.device
-    )
-    return _mma_decode(q, kv_cache, indices, scale, config)
-
-
-def _outputs(q: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    batch, heads, _ = q.shape
-    out = torch.empty(batch, heads, HEAD_DIM, dtype=torch.bfloat16, device=q.device)
-    lse = torch.empty(batch, heads, dtype=torch.float32, device=q.device)
-    return out, lse
-
-
-def _simt_decode(
-    q: torch.Tensor, kv_cache: torch.Tensor, indices: torch.Tensor, scale: float
-) -> tuple[torch.Tensor, torch.Tensor]:
-    out, lse = _outputs(q)
-    batch, heads, _ = q.shape
-    if batch == 0:
-        return out, lse
-    block_n = 16 if _common.interpreting() else 32
-    grid = (batch, heads)
-    compiled = _simt_decode_kernel[grid](
-        q, kv_cache, kv_cache.view(torch.bfloat16), indices, out, lse,
-        q.stride(0), q.stride(1), kv_cache.stride(0), indices.stride(0),
-        out.stride(0), out.stride(1), lse.stride(0),
-        kv_cache.shape[0] * TOKENS_PER_PAGE, indices.shape[1], scale * LOG2E,
-        BLOCK_N=block_n, num_warps=4,
-    )
-    _common.LAST_LAUNCH.clear()
-    _common.LAST_LAUNCH.update(
-        impl="simt", kernel="_simt_decode_kernel", BLOCK_N=block_n, num_warps=4, **_common.compile_stats(compiled)
-    )
-    return out, lse
-
-
-def _mma_decode(
-    q: torch.Tensor, kv_cache: torch.Tensor, indices: torch.Tensor, scale: float, cfg: MmaConfig
-) -> tuple[torch.Tensor, torch.Tensor]:
-    out, lse = _outputs(q)
-    batch, heads, _ = q.shape
-    topk = indices.shape[1]
-    if batch == 0:
-        return out, lse
-    if heads % cfg.block_h:
-        raise ValueError(f"BLOCK_H={cfg.block_h} does not divide H={heads}")
-    splits = max(1, min(cfg.num_splits, MAX_SPLITS, triton.cdiv(topk, cfg.block_n)))
-    split_len = triton.cdiv(triton.cdiv(topk, splits), cfg.block_n) * cfg.block_n
-    splits = triton.cdiv(topk, split_len)  # no empty trailing split
-    if splits > 1:
-        opart = torch.empty(batch, splits, heads, HEAD_DIM, dtype=torch.float32, device=q.device)
-        lpart = torch.empty(batch, splits, heads, dtype=torch.float32, device=q.device)
-    else:
-        opart, lpart = out, lse  # unused by the kernel when SPLIT is False
-    grid = (batch, heads // cfg.block_h, splits)
-    interp = _common.interpreting()
-    compiled = _mma_decode_kernel[grid](
-        q, kv_cache, kv_cache.view(torch.bfloat16), indices, out, lse, opart, lpart,
-        q.stride(0), q.stride(1), kv_cache.stride(0), indices.stride(0),
-        out.stride(0), out.stride(1), lse.stride(0),
-        kv_cache.shape[0] * TOKENS_PER_PAGE, topk, scale * LOG2E, heads, splits, split_len,
-        BLOCK_H=cfg.block_h, BLOCK_N=cfg.block_n, SPLIT=splits > 1, DOT_F32=interp, PREFETCH=cfg.prefetch,
-        num_warps=cfg.num_warps, num_stages=cfg.num_stages,
-    )
-    if splits > 1:
-        _combine_kernel[(batch, heads)](
-            opart, lpart, out, lse, splits, heads, out.stride(0), out.stride(1), lse.stride(0),
-            BLOCK_S=_common.next_pow2(splits), num_warps=4,
-        )
-    _common.LAST_LAUNCH.clear()
-    _common.LAST_LAUNCH.update(
-        impl="mma", kernel="_mma_decode_kernel", BLOCK_H=cfg.block_h, BLOCK_N=cfg.block_n,
-        NUM_SPLITS=splits, num_warps=cfg.num_warps, num_stages=cfg.num_stages, PREFETCH=cfg.prefetch,
-        tuned=cfg.source, **_common.compile_stats(compiled),
-    )
-    return out, lse
-
-
-# Constants the kernels hard-code; kept next to the layout module's names so a change breaks loudly.
-assert (NOPE_DIM, ROPE_DIM, DATA_BYTES, TOKEN_BYTES, SCALE_OFFSET) == (448, 64, 576, 584, 147456)
-assert PAGE_BYTES == TOKENS_PER_PAGE * TOKEN_BYTES

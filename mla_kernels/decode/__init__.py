@@ -1,0 +1,36 @@
+"""Sparse MLA decode: kernels (``kernels``), launchers (``launch``), MMA autotuner (``tuning``).
+
+The cache layout it reads is ``mla_kernels.cache``; its torch reference is ``mla_kernels.reference``.
+"""
+
+from .launch import (
+    IMPLS,
+    KERNELS,
+    MAX_SPLITS,
+    combine_launch,
+    decode_with_config,
+    mma_launches,
+    simt_launch,
+    sparse_mla_decode,
+    split_plan,
+)
+from .tuning import CANDIDATES, SPILL_ALLOWED, MmaConfig, arch_candidates, spec_label, split_counts, verdict
+
+__all__ = [
+    "CANDIDATES",
+    "IMPLS",
+    "KERNELS",
+    "MAX_SPLITS",
+    "SPILL_ALLOWED",
+    "arch_candidates",
+    "MmaConfig",
+    "combine_launch",
+    "decode_with_config",
+    "mma_launches",
+    "simt_launch",
+    "sparse_mla_decode",
+    "spec_label",
+    "split_counts",
+    "split_plan",
+    "verdict",
+]

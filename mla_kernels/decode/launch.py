@@ -1,0 +1,261 @@
+"""Launchers of the sparse-MLA decode: validate, allocate, build each launch (``KernelLaunch``), run it.
+
+``sparse_mla_decode`` is the public entry; ``decode_with_config`` runs one fixed MMA config (profiling
+scripts); ``mma_launches`` builds the launches of a config without running them, which is also what
+``mla_kernels.aot`` compiles ahead of time for another architecture.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import triton
+
+from .. import _common
+from ..arch import resolve_profile
+from ..cache import (
+    DATA_BYTES,
+    HEAD_DIM,
+    NOPE_DIM,
+    PAGE_BYTES,
+    ROPE_DIM,
+    SCALE_OFFSET,
+    TOKEN_BYTES,
+    TOKENS_PER_PAGE,
+    check_kv_cache,
+)
+from ..reference import sparse_mla_decode_reference, sparse_mla_decode_torch
+from .kernels import _combine_kernel, _mma_decode_kernel, _simt_decode_kernel
+from .tuning import MmaConfig, choose_mma_config
+
+IMPLS = ("reference", "torch", "simt", "mma")
+LOG2E = 1.4426950408889634
+MAX_SPLITS = 16
+# The kernels by name: what the compile report compiles and profiling scripts build variants of.
+KERNELS = {"simt": _simt_decode_kernel, "mma": _mma_decode_kernel, "combine": _combine_kernel}
+# SIMT tile: 16 tokens x 4 warps is spill-free on sm_90 and sm_120 (32 tokens spilled 256-288 B/thread).
+SIMT_BLOCK_N = 16
+SIMT_WARPS = 4
+
+
+def _validate(
+    q: object, kv_cache: object, indices: object, sm_scale: float | None, impl: str
+) -> float:
+    if impl not in IMPLS:
+        raise ValueError(f"impl must be one of {', '.join(IMPLS)}; got {impl!r}")
+    q = _common.check_tensor("q", q, dtype=torch.bfloat16, ndim=3)
+    if q.shape[2] != HEAD_DIM:
+        raise ValueError(f"q head dim must be {HEAD_DIM} (448 nope + 64 rope), got {q.shape[2]}")
+    if q.shape[1] == 0 or q.shape[1] % 16 != 0:
+        raise ValueError(f"q must have a head count that is a multiple of 16, got H={q.shape[1]}")
+    indices = _common.check_tensor("indices", indices, dtype=torch.int32, ndim=2)
+    if indices.shape[0] != q.shape[0]:
+        raise ValueError(f"indices has {indices.shape[0]} rows but q has batch {q.shape[0]}")
+    if indices.shape[1] == 0:
+        raise ValueError("indices must have topk >= 1 columns")
+    check_kv_cache(kv_cache)
+    assert isinstance(kv_cache, torch.Tensor)
+    _common.check_same_device(q=q, kv_cache=kv_cache, indices=indices)
+    if sm_scale is None:
+        return HEAD_DIM**-0.5
+    if isinstance(sm_scale, bool) or not isinstance(sm_scale, int | float) or not math.isfinite(sm_scale):
+        raise ValueError(f"sm_scale must be a finite number, got {sm_scale!r}")
+    if sm_scale <= 0:
+        raise ValueError(f"sm_scale must be positive, got {sm_scale}")
+    return float(sm_scale)
+
+
+def _kernel_checks(q: torch.Tensor, kv_cache: torch.Tensor, indices: torch.Tensor) -> None:
+    for name, t in (("q", q), ("kv_cache", kv_cache), ("indices", indices)):
+        _common.check_device(name, t)
+    _common.check_last_dim_contiguous("q", q)
+    _common.check_last_dim_contiguous("indices", indices)
+    if kv_cache.stride(0) % 2 or kv_cache.storage_offset() % 2:
+        raise ValueError(f"kv_cache page stride must be even (bf16 rope values), got {kv_cache.stride(0)}")
+
+
+def sparse_mla_decode(
+    q: torch.Tensor,
+    kv_cache: torch.Tensor,
+    indices: torch.Tensor,
+    sm_scale: float | None = None,
+    impl: str = "mma",
+    *,
+    arch_profile: str | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Sparse MLA decode: ``q`` bf16 [B, H, 512], ``indices`` int32 [B, topk] (-1 = invalid slot).
+
+    Returns ``out`` bf16 [B, H, 512] and ``lse`` fp32 [B, H] (natural log; +inf for a row with no
+    valid slot, whose output is 0). Slots outside the cache count as invalid. ``arch_profile``
+    (``native`` | ``sm_90`` | ``sm_120``; default env ``MLAPERF_ARCH_PROFILE``, else ``native``) limits
+    the MMA configs to those that architecture keeps (``mla_kernels.arch``).
+    """
+    scale = _validate(q, kv_cache, indices, sm_scale, impl)
+    profile = resolve_profile(arch_profile)
+    if impl == "reference":
+        _record(impl="reference", kernel="torch-fp32", arch_profile="native")
+        return sparse_mla_decode_reference(q, kv_cache, indices, scale)
+    if impl == "torch":
+        _record(impl="torch", kernel="torch-bf16-bmm", arch_profile="native")
+        return sparse_mla_decode_torch(q, kv_cache, indices, scale)
+    _kernel_checks(q, kv_cache, indices)
+    if q.shape[0] == 0:
+        _record(impl=impl, kernel="none (empty batch)", arch_profile=profile if impl == "mma" else "native")
+        return _outputs(q)
+    if impl == "simt":
+        return _simt_decode(q, kv_cache, indices, scale)
+    config = choose_mma_config(
+        lambda cfg: _mma_decode(q, kv_cache, indices, scale, cfg, profile),
+        lambda cfg: mma_launches(*_meta_like(q, kv_cache, indices), scale, cfg)[0],
+        q.shape[0], q.shape[1], indices.shape[1], q.device, profile,
+    )  # fmt: skip
+    return _mma_decode(q, kv_cache, indices, scale, config, profile)
+
+
+def decode_with_config(
+    q: torch.Tensor,
+    kv_cache: torch.Tensor,
+    indices: torch.Tensor,
+    config: MmaConfig,
+    sm_scale: float | None = None,
+    *,
+    kernel: object | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The MMA decode with one fixed config, no autotuning (profiling and config sweeps).
+
+    ``kernel``: a drop-in replacement for ``KERNELS["mma"]`` (same signature), e.g. a variant with one
+    stage left out; the launch is otherwise the production one.
+    """
+    scale = _validate(q, kv_cache, indices, sm_scale, "mma")
+    _kernel_checks(q, kv_cache, indices)
+    if not isinstance(config, MmaConfig):
+        raise ValueError(f"config must be an MmaConfig, got {type(config).__name__}")
+    if q.shape[0] == 0:
+        return _outputs(q)
+    return _mma_decode(q, kv_cache, indices, scale, config, "fixed", kernel=kernel)
+
+
+def _record(**entries: object) -> None:
+    _common.LAST_LAUNCH.clear()
+    _common.LAST_LAUNCH.update(entries)
+
+
+def _outputs(q: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    batch, heads, _ = q.shape
+    out = torch.empty(batch, heads, HEAD_DIM, dtype=torch.bfloat16, device=q.device)
+    lse = torch.empty(batch, heads, dtype=torch.float32, device=q.device)
+    return out, lse
+
+
+def _meta_like(*tensors: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """Shape- and stride-exact stand-ins on the meta device (ahead-of-time compiles allocate nothing)."""
+    return tuple(torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device="meta") for t in tensors)
+
+
+def simt_launch(
+    q: torch.Tensor, kv_cache: torch.Tensor, indices: torch.Tensor, scale: float, out: torch.Tensor, lse: torch.Tensor
+) -> _common.KernelLaunch:
+    batch, heads, _ = q.shape
+    return _common.KernelLaunch(
+        "simt", _simt_decode_kernel, (batch, heads),
+        (q, kv_cache, kv_cache.view(torch.bfloat16), indices, out, lse,
+         q.stride(0), q.stride(1), kv_cache.stride(0), indices.stride(0),
+         out.stride(0), out.stride(1), lse.stride(0),
+         kv_cache.shape[0] * TOKENS_PER_PAGE, indices.shape[1], scale * LOG2E),
+        {"BLOCK_N": SIMT_BLOCK_N}, num_warps=SIMT_WARPS,
+    )  # fmt: skip
+
+
+def _simt_decode(
+    q: torch.Tensor, kv_cache: torch.Tensor, indices: torch.Tensor, scale: float
+) -> tuple[torch.Tensor, torch.Tensor]:
+    out, lse = _outputs(q)
+    compiled = simt_launch(q, kv_cache, indices, scale, out, lse).run()
+    _record(
+        impl="simt", kernel="_simt_decode_kernel", BLOCK_N=SIMT_BLOCK_N, num_warps=SIMT_WARPS,
+        arch_profile="native", **_common.compile_stats(compiled),
+    )  # fmt: skip
+    return out, lse
+
+
+def split_plan(topk: int, block_n: int, num_splits: int) -> tuple[int, int]:
+    """(splits, tokens per split) for a config: at least one tile per split, no empty trailing split."""
+    splits = max(1, min(num_splits, MAX_SPLITS, triton.cdiv(topk, block_n)))
+    split_len = triton.cdiv(triton.cdiv(topk, splits), block_n) * block_n
+    return triton.cdiv(topk, split_len), split_len
+
+
+def mma_launches(
+    q: torch.Tensor,
+    kv_cache: torch.Tensor,
+    indices: torch.Tensor,
+    scale: float,
+    cfg: MmaConfig,
+    kernel: object | None = None,
+) -> tuple[list[_common.KernelLaunch], torch.Tensor, torch.Tensor]:
+    """The launches of one MMA config (the split kernel, then the combine when top-k is split) and
+    the outputs they write."""
+    out, lse = _outputs(q)
+    batch, heads, _ = q.shape
+    topk = indices.shape[1]
+    if heads % cfg.block_h:
+        raise ValueError(f"BLOCK_H={cfg.block_h} does not divide H={heads}")
+    splits, split_len = split_plan(topk, cfg.block_n, cfg.num_splits)
+    if splits > 1:
+        opart = torch.empty(batch, splits, heads, HEAD_DIM, dtype=torch.float32, device=q.device)
+        lpart = torch.empty(batch, splits, heads, dtype=torch.float32, device=q.device)
+    else:
+        opart, lpart = out, lse  # unused by the kernel when SPLIT is False
+    launches = [
+        _common.KernelLaunch(
+            "mma", kernel or _mma_decode_kernel, (batch, heads // cfg.block_h, splits),
+            (q, kv_cache, kv_cache.view(torch.bfloat16), indices, out, lse, opart, lpart,
+             q.stride(0), q.stride(1), kv_cache.stride(0), indices.stride(0),
+             out.stride(0), out.stride(1), lse.stride(0),
+             kv_cache.shape[0] * TOKENS_PER_PAGE, topk, scale * LOG2E, heads, splits, split_len),
+            {"BLOCK_H": cfg.block_h, "BLOCK_N": cfg.block_n, "SPLIT": splits > 1,
+             "DOT_F32": _common.interpreting(), "PREFETCH": cfg.prefetch},
+            num_warps=cfg.num_warps, num_stages=cfg.num_stages,
+        )
+    ]  # fmt: skip
+    if splits > 1:
+        launches.append(combine_launch(opart, lpart, out, lse, splits))
+    return launches, out, lse
+
+
+def combine_launch(
+    opart: torch.Tensor, lpart: torch.Tensor, out: torch.Tensor, lse: torch.Tensor, splits: int
+) -> _common.KernelLaunch:
+    batch, heads, _ = out.shape
+    return _common.KernelLaunch(
+        "combine", _combine_kernel, (batch, heads),
+        (opart, lpart, out, lse, splits, heads, out.stride(0), out.stride(1), lse.stride(0)),
+        {"BLOCK_S": _common.next_pow2(splits)}, num_warps=4,
+    )  # fmt: skip
+
+
+def _mma_decode(
+    q: torch.Tensor,
+    kv_cache: torch.Tensor,
+    indices: torch.Tensor,
+    scale: float,
+    cfg: MmaConfig,
+    profile: str,
+    kernel: object | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    launches, out, lse = mma_launches(q, kv_cache, indices, scale, cfg, kernel)
+    compiled = [launch.run() for launch in launches][0]
+    split = launches[0]
+    _record(
+        impl="mma", kernel="_mma_decode_kernel", BLOCK_H=cfg.block_h, BLOCK_N=cfg.block_n,
+        NUM_SPLITS=split.args[-2], num_warps=cfg.num_warps,
+        num_stages=cfg.num_stages, PREFETCH=cfg.prefetch, tuned=cfg.source, arch_profile=profile,
+        **_common.compile_stats(compiled),
+    )  # fmt: skip
+    return out, lse
+
+
+# Constants the kernels hard-code; kept next to the layout module's names so a change breaks loudly.
+assert (NOPE_DIM, ROPE_DIM, DATA_BYTES, TOKEN_BYTES, SCALE_OFFSET) == (448, 64, 576, 584, 147456)
+assert PAGE_BYTES == TOKENS_PER_PAGE * TOKEN_BYTES

@@ -1,0 +1,291 @@
+"""Autotuning of the MMA decode launch: BLOCK_H / BLOCK_N / warps / stages / split-K / column split.
+
+Triton's own autotuner times one kernel; here a candidate is the whole launch (split kernel plus the
+LSE combine), so split counts are compared fairly. Candidates are pruned by their compiled metadata
+for the architecture of the launch's profile (``mla_kernels.arch``): a config is kept when Triton's
+shared memory fits that architecture and ptxas spilled nothing (``mla_kernels.aot``, cached on disk).
+Choices are cached per shape and profile in memory and on disk, so a warm-up call resolves them
+before CUDA-graph capture and later processes skip the search.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+import warnings
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+
+import torch
+
+from .. import _common
+from ..arch import has_warpgroup_mma, profile_target
+
+_SOURCE_HASH: str | None = None
+Spec = tuple[int, int, int, int, int]  # BLOCK_H, BLOCK_N, num_warps, num_stages, PREFETCH
+
+
+@dataclass(frozen=True)
+class MmaConfig:
+    block_h: int
+    block_n: int
+    num_warps: int
+    num_stages: int
+    num_splits: int
+    prefetch: int = 0  # next tile's: 0 nothing, 1 indices, 2 indices and bytes, 3 indices and scale bytes
+    source: str = "default"  # default | cache | tuned | fixed
+
+    @property
+    def spec(self) -> Spec:
+        return (self.block_h, self.block_n, self.num_warps, self.num_stages, self.prefetch)
+
+
+def spec_label(spec: Spec) -> str:
+    """``64x64x8x2 pf3``: BLOCK_H x BLOCK_N x warps x stages, then the prefetch level."""
+    bh, bn, warps, stages, prefetch = spec
+    return f"{bh}x{bn}x{warps}x{stages} pf{prefetch}"
+
+
+# (BLOCK_H, BLOCK_N, num_warps, num_stages, PREFETCH). Which of them a GPU may use is decided by
+# compiling them for its architecture (``verdict``), not listed by hand. Measured on one H200
+# (benchmarks/scripts/kernel_decode_variants.py; docs/measurements/variants_*.log):
+# - 64-head blocks use Hopper's wgmma; 64x64 with 2 stages (prefetch 3 or 0) is the fastest at every
+#   concurrency from 16 on, 64x32 the fastest that does not spill on sm_90.
+# - mma.sync (sm_120, and every block under 64 heads on the H200): register prefetching of the next
+#   tile (level 2) with one stage wins; 4 warps for 16-head blocks, 8 warps for 32-head blocks (210
+#   registers, spill-free on sm_120, where 4 warps spill). 8-warp configs with cp.async stages (levels
+#   0/3) ran 1.8-3.1x slower, and splitting the 512 output columns over two programs (32-head blocks,
+#   half the accumulators, scores computed twice) 1.8-1.9x slower than the best of these.
+CANDIDATES: tuple[Spec, ...] = (
+    (64, 64, 8, 2, 3),
+    (64, 64, 8, 2, 0),
+    (64, 32, 8, 2, 0),
+    (16, 32, 4, 1, 2),
+    (16, 32, 8, 1, 2),
+    (32, 32, 8, 1, 2),
+    (16, 64, 8, 1, 2),
+    (16, 32, 8, 2, 3),
+)
+# 64-head blocks hold a [64, 512] fp32 accumulator that only warpgroup MMA keeps in registers; on
+# mma.sync-only GPUs (sm_8x, sm_120) they spill kilobytes (3.9 KB/thread for 64x64x8x2 on sm_120 in
+# docs/compile-matrix.md), so they are not candidates there and are not compiled for them.
+WARPGROUP_BLOCK_H = 64
+
+
+def arch_candidates(capability: int) -> tuple[Spec, ...]:
+    """The candidates worth compiling for an architecture."""
+    if has_warpgroup_mma(capability):
+        return CANDIDATES
+    return tuple(s for s in CANDIDATES if s[0] < WARPGROUP_BLOCK_H)
+
+
+# Configs allowed to spill on one architecture, each with the same-machine A/B that shows it faster
+# than every spill-free candidate there (never on sm_120: the compile report fails on that). Nothing
+# else that spills is ever picked.
+SPILL_ALLOWED: dict[tuple[int, Spec], str] = {
+    (90, (64, 64, 8, 2, 3)): "H200: 18.9 / 41.2 / 58.2 us at B=16/64/128 against 20.7 / 51.8 / 82.7 us for the "
+    "fastest spill-free config (64x32x8x2 pf0); spills 16 B/thread with triton 3.6, 400 B with 3.9",
+    (90, (64, 64, 8, 2, 0)): "H200: 19.0 / 42.8 / 63.5 us at B=16/64/128 against 20.7 / 51.8 / 82.7 us for the "
+    "fastest spill-free config; spills 8-16 B/thread with triton 3.6",
+}
+
+
+def verdict(capability: int, shared_limit: int, spec: Spec, shared: int, spill_bytes: int) -> str | None:
+    """Why a compiled config is not kept for an architecture, or None when it is (the one rule the
+    tuner and the compile report share)."""
+    if shared > shared_limit:
+        return f"shared {shared:,} B > {shared_limit:,} B"
+    if spill_bytes and (capability, spec) not in SPILL_ALLOWED:
+        return f"spills {spill_bytes} B/thread"
+    return None
+
+
+def split_counts(batch: int, heads: int, block_h: int, topk: int, block_n: int, sms: int) -> tuple[int, ...]:
+    """Split-K counts worth timing: none, the most that still fits one wave of one program per SM
+    (64-head programs fill an SM), and the fewest that cover every SM (smaller programs share one)."""
+    ctas = batch * (heads // block_h)
+    cap = min(-(-topk // block_n), 16)  # at least one tile per split
+    one_wave = max(1, min(sms // ctas, cap))
+    cover = max(1, min(-(-sms // ctas), cap))
+    return tuple(dict.fromkeys((one_wave, cover, 1)))
+
+
+Builder = Callable[[MmaConfig], Sequence[_common.KernelLaunch]]
+_WARNED: set[str] = set()
+
+
+def _kept(build: Builder, cfg: MmaConfig, capability: int, shared_limit: int) -> bool:
+    from .. import aot
+
+    try:
+        stats = aot.compile_launch(build(cfg)[0], capability)
+    except aot.CompileError as exc:  # no toolchain: say so once, prune only what fails to launch
+        if str(exc) not in _WARNED:
+            _WARNED.add(str(exc))
+            warnings.warn(f"MMA configs not checked for sm_{capability}: {exc}", RuntimeWarning, stacklevel=3)
+        return True
+    return verdict(capability, shared_limit, cfg.spec, stats.shared, stats.spill_bytes) is None
+
+
+def candidates(
+    batch: int, heads: int, topk: int, device: torch.device, profile: str = "native", build: Builder | None = None
+) -> list[MmaConfig]:
+    """Every candidate x split count that the profile's architecture keeps (compiled when ``build``,
+    which turns a config into its launches on meta tensors, is given)."""
+    if _common.interpreting():
+        # One small config: the interpreter is slow and has no shared-memory limit to respect.
+        block_h = 16
+        return [MmaConfig(block_h, 16, 4, 1, split_counts(batch, heads, block_h, topk, 16, 4)[0])]
+    capability, limit = profile_target(profile, device)
+    sms = _common.num_sms(device)
+    out: list[MmaConfig] = []
+    for spec in arch_candidates(capability):
+        block_h, block_n, warps, stages, prefetch = spec
+        if heads % block_h:
+            continue
+        for s in split_counts(batch, heads, block_h, topk, block_n, sms):
+            cfg = MmaConfig(block_h, block_n, warps, stages, s, prefetch)
+            if build is None or _kept(build, cfg, capability, limit):
+                out.append(cfg)
+    if not out:
+        raise RuntimeError(f"no MMA decode config is kept for profile {profile!r} (sm_{capability}, H={heads})")
+    return out
+
+
+def _source_hash() -> str:
+    global _SOURCE_HASH
+    if _SOURCE_HASH is None:
+        here = Path(__file__).parent
+        h = hashlib.sha256()
+        for name in ("kernels.py", "launch.py", "tuning.py"):
+            h.update((here / name).read_bytes())
+        _SOURCE_HASH = h.hexdigest()[:16]
+    return _SOURCE_HASH
+
+
+def _cache_file() -> Path | None:
+    setting = os.environ.get("MLAPERF_AUTOTUNE_CACHE", "")
+    if setting == "0":
+        return None
+    if setting:
+        return Path(setting)
+    return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "mlaperf" / "autotune.json"
+
+
+def _disk_key(batch: int, heads: int, topk: int, device: torch.device, profile: str) -> str:
+    import triton
+
+    name = torch.cuda.get_device_name(device).replace(" ", "_")
+    return f"{name}|triton-{triton.__version__}|{_source_hash()}|{profile}|B{batch}|H{heads}|K{topk}"
+
+
+def _read_disk() -> dict[str, dict[str, int]]:
+    path = _cache_file()
+    if path is None or not path.exists():
+        return {}
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}  # a corrupt cache only costs a re-tune
+
+
+def _write_disk(key: str, cfg: MmaConfig) -> None:
+    path = _cache_file()
+    if path is None:
+        return
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        data = _read_disk()
+        data[key] = {k: v for k, v in asdict(cfg).items() if k != "source"}
+        fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
+        with os.fdopen(fd, "w") as fh:
+            json.dump(data, fh, indent=0, sort_keys=True)
+        os.replace(tmp, path)  # atomic: concurrent processes never read half a file
+    except OSError:
+        pass
+
+
+_MEMO: dict[tuple[object, ...], MmaConfig] = {}
+
+
+def choose_mma_config(
+    launch: Callable[[MmaConfig], object],
+    build: Builder,
+    batch: int,
+    heads: int,
+    topk: int,
+    device: torch.device,
+    profile: str = "native",
+) -> MmaConfig:
+    """Best config for this shape and profile: memo, then disk cache, then a timed search over the
+    kept candidates. ``launch(cfg)`` runs a config; ``build(cfg)`` gives its launches on meta tensors."""
+    if _common.interpreting() or device.type != "cuda":
+        return candidates(batch, heads, topk, device, profile)[0]
+    key = (device.index, batch, heads, topk, profile)
+    if key in _MEMO:
+        return _MEMO[key]
+    disk_key = _disk_key(batch, heads, topk, device, profile)
+    stored = _read_disk().get(disk_key)
+    if stored is not None:
+        cfg = MmaConfig(**stored, source="cache")
+        _MEMO[key] = cfg
+        return cfg
+    if torch.cuda.is_current_stream_capturing():
+        raise RuntimeError(
+            f"sparse_mla_decode(impl='mma') for B={batch}, H={heads}, topk={topk}, arch profile {profile} "
+            "is not tuned yet: call it once with these shapes before capturing a CUDA graph"
+        )
+    cands = candidates(batch, heads, topk, device, profile, build)
+    cfg = replace(cands[0], source="tuned") if len(cands) == 1 else _search(launch, cands, device)
+    _MEMO[key] = cfg
+    _write_disk(disk_key, cfg)
+    return cfg
+
+
+def _gpu_ms(launch: Callable[[], object], flush: torch.Tensor, reps: int = 10) -> float:
+    """Median GPU milliseconds of one launch with a cold L2, as a decode step sees it.
+
+    Before each timed launch the L2 is flushed and the GPU is held in a sleep kernel while Python
+    enqueues the launch, so the events time the kernels alone, not the launcher's host overhead
+    (which exceeds the kernels' time at small batch and made such timings rank configs at random).
+    """
+    times = []
+    for _ in range(reps):
+        flush.zero_()
+        torch.cuda._sleep(_HOLD_CYCLES)
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        launch()
+        end.record()
+        times.append((start, end))
+    torch.cuda.synchronize()
+    ms = sorted(s.elapsed_time(e) for s, e in times)
+    return ms[len(ms) // 2]
+
+
+# ~0.5 ms at Hopper clocks: longer than the launcher's host time, short next to a tuning run.
+_HOLD_CYCLES = 1_000_000
+
+
+def _search(launch: Callable[[MmaConfig], object], cands: list[MmaConfig], device: torch.device) -> MmaConfig:
+    # Zeroing twice the L2's size evicts every line a candidate's previous launch left there.
+    l2 = int(getattr(torch.cuda.get_device_properties(device), "L2_cache_size", 0) or (64 << 20))
+    flush = torch.empty(2 * l2, dtype=torch.uint8, device=device)
+    best: tuple[float, MmaConfig] | None = None
+    for cfg in cands:
+        try:
+            launch(cfg)  # compile; a config the device cannot hold fails here
+            torch.cuda.synchronize()
+            ms = _gpu_ms(lambda c=cfg: launch(c), flush)
+        except Exception as exc:  # noqa: BLE001 - out of resources / PTX errors rule a config out
+            if "out of resource" not in str(exc).lower() and "OutOfResources" not in type(exc).__name__:
+                torch.cuda.synchronize()
+            continue
+        if best is None or ms < best[0]:
+            best = (ms, cfg)
+    if best is None:
+        raise RuntimeError("no MMA decode config compiled on this device")
+    return replace(best[1], source="tuned")

@@ -1,0 +1,52 @@
+"""Lightning indexer + top-k: score every cached token of a request, return the top-k physical slots.
+
+Index cache layout (one page = 256 tokens, ``page_stride >= 256 * 132`` bytes, a multiple of 4):
+``[256 x 128 FP8 e4m3 keys][256 x fp32 scales]``; a token's key is ``fp8 * scale`` with
+``scale = amax / 448``. An all-zero key is stored with scale 0 (and zero FP8 bytes).
+
+``logit[b, t] = sum_h weights[b, h] * relu(q_idx[b, h] . (k_t * scale_t))`` for ``t < seq_lens[b]``;
+``indexer_topk`` returns the physical slots ``block_table[b, t // 256] * 256 + t % 256`` of the
+``topk`` highest logits (valid ones first, order otherwise free), ``-1`` where a request has fewer
+tokens than ``topk``.
+
+Implementations:
+- ``reference``: torch (fp64 accumulation, returned as fp32 logits; syncs with the host).
+- ``fp32_maxctx``: the story's slow baseline: one Triton program per (request, 64-token block) over the
+  whole capacity of the block table, fp32 SIMT arithmetic (broadcast-multiply-sum per head, no
+  ``tl.dot``), masked afterwards, then ``torch.topk`` over ``[B, max_context]``.
+- ``bf16``: bf16 tensor-core products (``tl.dot`` of ``q[H, 128] x k^T[128, BLOCK_T]``), programs stride
+  over each request's real length only, then a per-request GPU radix select (up to 4 passes of 8-bit
+  histograms over order-preserving uint32 keys, stopping once the k-th digit's bucket is taken whole;
+  none for a request with at most ``topk`` tokens) and a compaction pass, all proportional to
+  ``seq_lens[b]``. No host sync, no data-dependent shapes: CUDA-graph capturable once autotuning has
+  been resolved by a warm-up call. ``LAST_LAUNCH`` records the kernels and their resolved configs.
+
+Both Triton paths compute in fp32 under the Triton interpreter (``FP32_MATH``), which mishandles bf16.
+``seq_lens`` past the block table's capacity are clamped to it by the Triton paths (the reference
+raises); block-table entries for pages a request does not use are never dereferenced by ``bf16``, and
+are clamped into range by ``fp32_maxctx`` (which reads the whole capacity, as the baseline did). A
+token on an out-of-range page within ``seq_lens`` (a caller error) ranks last and comes back as ``-1``.
+"""
+
+from __future__ import annotations
+
+from .checks import INDEXER_IMPLS
+from .inputs import IndexerInputs, check_indexer_output, make_indexer_inputs
+from .launch import KERNELS, compile_matrix, indexer_topk
+from .layout import INDEX_PAGE_BYTES, dequantize_index_cache, quantize_index_cache
+from .reference import indexer_logits_reference, indexer_reference
+
+__all__ = [
+    "INDEXER_IMPLS",
+    "INDEX_PAGE_BYTES",
+    "KERNELS",
+    "IndexerInputs",
+    "check_indexer_output",
+    "compile_matrix",
+    "dequantize_index_cache",
+    "indexer_logits_reference",
+    "indexer_reference",
+    "indexer_topk",
+    "make_indexer_inputs",
+    "quantize_index_cache",
+]

@@ -1,0 +1,159 @@
+"""Triton kernels of the indexer: the fp32 SIMT baseline over max_context, the bf16 tensor-core scores
+over each request's real length, and the per-request radix select (see ``mla_kernels.indexer``)."""
+
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _fp32_maxctx_scores_kernel(
+    q_ptr, w_ptr, cache_ptr, bt_ptr, seq_ptr, logits_ptr,
+    stride_qb, stride_qh, stride_wb, stride_page, stride_btb, stride_lb,
+    H, num_pages,
+    BLOCK_T: tl.constexpr,
+):  # fmt: skip
+    # The baseline: every (request, block) of the block table's capacity does the full fp32 work.
+    j = tl.program_id(0)
+    b = tl.program_id(1)
+    t = j * BLOCK_T + tl.arange(0, BLOCK_T)
+    d = tl.arange(0, 128)
+    raw_page = tl.load(bt_ptr + b * stride_btb + (j * BLOCK_T) // 256)
+    # Capacity past the request: read a real page anyway (the baseline's work), mask afterwards.
+    page = tl.minimum(tl.maximum(raw_page, 0), num_pages - 1)
+    base = cache_ptr + page.to(tl.int64) * stride_page
+    off = t % 256
+    kb = tl.load(base + off[:, None] * 128 + d[None, :])
+    scale = tl.load((base + 256 * 128).to(tl.pointer_type(tl.float32)) + off)
+    k = kb.to(tl.float8e4nv, bitcast=True).to(tl.float32) * scale[:, None]
+    acc = tl.zeros([BLOCK_T], dtype=tl.float32)
+    for h in range(H):
+        qh = tl.load(q_ptr + b * stride_qb + h * stride_qh + d).to(tl.float32)
+        wh = tl.load(w_ptr + b * stride_wb + h)
+        s = tl.sum(k * qh[None, :], axis=1)
+        acc += wh * tl.maximum(s, 0.0)
+    n = tl.load(seq_ptr + b)
+    # Tokens past seq_lens, or on an unmapped page (seq_lens beyond the request's pages), rank last.
+    acc = tl.where(t < tl.where((raw_page >= 0) & (raw_page < num_pages), n, 0), acc, float("-inf"))
+    tl.store(logits_ptr + b * stride_lb + t, acc)
+
+
+@triton.jit
+def _bf16_scores_kernel(
+    q_ptr, w_ptr, cache_ptr, bt_ptr, seq_ptr, logits_ptr,
+    stride_qb, stride_qh, stride_wb, stride_page, stride_btb, stride_lb,
+    H, num_pages, max_ctx,
+    BLOCK_H: tl.constexpr, BLOCK_T: tl.constexpr, FP32_MATH: tl.constexpr,
+):  # fmt: skip
+    # Programs stride over the request's real length; a program past it does no iteration at all.
+    pid = tl.program_id(0)
+    b = tl.program_id(1)
+    step = tl.num_programs(0) * BLOCK_T
+    n = tl.minimum(tl.load(seq_ptr + b), max_ctx)
+    if pid * BLOCK_T < n:  # idle programs skip even the q load
+        hh = tl.arange(0, BLOCK_H)
+        d = tl.arange(0, 128)
+        tt = tl.arange(0, BLOCK_T)
+        q = tl.load(
+            q_ptr + b * stride_qb + hh[:, None] * stride_qh + d[None, :], mask=hh[:, None] < H, other=0.0
+        )
+        w = tl.load(w_ptr + b * stride_wb + hh, mask=hh < H, other=0.0)
+        if FP32_MATH:  # the interpreter gets bf16 products wrong; fp32 there is exact
+            q = q.to(tl.float32)
+        for t0 in range(pid * BLOCK_T, n, step):
+            t = t0 + tt
+            page = tl.load(bt_ptr + b * stride_btb + t0 // 256)  # BLOCK_T divides 256: a block is in one page
+            # Out-of-range pages are never read; a scalar test (interpreter mistypes bool scalar & tensor).
+            ok = t < tl.where((page >= 0) & (page < num_pages), n, 0)
+            base = cache_ptr + page.to(tl.int64) * stride_page
+            off = t % 256
+            kb = tl.load(base + off[:, None] * 128 + d[None, :], mask=ok[:, None], other=0)
+            scale = tl.load((base + 256 * 128).to(tl.pointer_type(tl.float32)) + off, mask=ok, other=0.0)
+            k = kb.to(tl.float8e4nv, bitcast=True)
+            if FP32_MATH:
+                s = tl.dot(q, tl.trans(k.to(tl.float32)))
+            else:
+                s = tl.dot(q, tl.trans(k.to(tl.bfloat16)))  # e4m3 -> bf16 is exact; fp32 accumulate
+            s = tl.maximum(s * scale[None, :], 0.0)
+            logit = tl.where(ok, tl.sum(s * w[:, None], axis=0), float("-inf"))  # unmapped page: ranks last
+            tl.store(logits_ptr + b * stride_lb + t, logit, mask=t < n)
+
+
+@triton.jit
+def _order_key(x):
+    # fp32 -> uint32 whose unsigned order is the float order (negatives flipped, positives get the top bit).
+    bits = x.to(tl.uint32, bitcast=True)
+    return tl.where((bits >> 31) != 0, ~bits, bits | 0x80000000)
+
+
+@triton.jit
+def _radix_select_kernel(
+    logits_ptr, bt_ptr, seq_ptr, out_ptr,
+    stride_lb, stride_btb, stride_ob,
+    topk, max_ctx, num_pages,
+    BLOCK: tl.constexpr,
+):  # fmt: skip
+    # One program per request: find the k-th largest key digit by digit (up to 4 x 8 bits), then compact.
+    b = tl.program_id(0)
+    n = tl.minimum(tl.maximum(tl.load(seq_ptr + b), 0), max_ctx)
+    row = logits_ptr + b * stride_lb
+    idx = tl.arange(0, BLOCK)
+    bins = tl.arange(0, 256)
+    # done: the selection is exactly {key >= prefix}. True at once for a short request (prefix 0 keeps
+    # all), or after a pass whose k-th bucket is taken whole (the remaining passes are skipped).
+    done = (n <= topk).to(tl.int32)
+    prefix = tl.zeros([], dtype=tl.uint32)
+    k_rem = topk + tl.zeros([], dtype=tl.int32)
+    for p in tl.static_range(4):
+        shift = 24 - 8 * p  # constexpr: p is a static_range index
+        hist = tl.zeros([256], dtype=tl.int32)
+        for start in range(0, tl.where(done > 0, 0, n), BLOCK):
+            t = start + idx
+            valid = t < n
+            key = _order_key(tl.load(row + t, mask=valid, other=0.0))
+            if p == 0:
+                match = valid
+            else:
+                match = valid & ((key >> (shift + 8)) == (prefix >> (shift + 8)))
+            digit = tl.where(match, (key >> shift) & 0xFF, 0).to(tl.int32)
+            # Non-matching lanes were counted in bin 0; take them out (no reliance on histogram masks).
+            misses = BLOCK - tl.sum(match.to(tl.int32), axis=0)
+            hist += tl.histogram(digit, 256) - tl.where(bins == 0, misses, 0)
+        total = tl.sum(hist, axis=0)
+        count_gt = total - tl.cumsum(hist, 0)  # matching keys with a larger digit
+        count_ge = count_gt + hist
+        d_star = tl.sum((count_ge >= k_rem).to(tl.int32), axis=0) - 1
+        new_k = k_rem - tl.sum(tl.where(bins == d_star, count_gt, 0), axis=0)
+        in_bucket = tl.sum(tl.where(bins == d_star, hist, 0), axis=0)
+        new_prefix = prefix | (d_star.to(tl.uint32) << shift)
+        prefix = tl.where(done > 0, prefix, new_prefix)
+        k_rem = tl.where(done > 0, k_rem, new_k)
+        done = tl.where(in_bucket == new_k, 1, done)
+    # Not done: prefix is the k-th largest key; k_rem of the keys equal to it are taken (first come first).
+    k_eq = tl.where(done > 0, 0, k_rem)
+    n_sel = tl.minimum(n, topk)
+    n_gt = n_sel - k_eq
+    base_gt = tl.zeros([], dtype=tl.int32)
+    base_eq = tl.zeros([], dtype=tl.int32)
+    for start in range(0, n, BLOCK):
+        t = start + idx
+        valid = t < n
+        key = _order_key(tl.load(row + t, mask=valid, other=0.0))
+        gt = valid & tl.where(done > 0, key >= prefix, key > prefix)
+        eq = valid & (key == prefix)  # when done, k_eq = 0 takes none of these
+        gt_i = gt.to(tl.int32)
+        eq_i = eq.to(tl.int32)
+        gt_pos = base_gt + tl.cumsum(gt_i, 0) - 1
+        eq_rank = base_eq + tl.cumsum(eq_i, 0) - 1
+        take = gt | (eq & (eq_rank < k_eq))
+        pos = tl.where(gt, gt_pos, n_gt + eq_rank)
+        page = tl.load(bt_ptr + b * stride_btb + t // 256, mask=take, other=0)
+        slot = tl.where((page >= 0) & (page < num_pages), page * 256 + t % 256, -1)  # never a bogus slot
+        tl.store(out_ptr + b * stride_ob + pos, slot, mask=take & (pos < topk))  # belt and braces
+        base_gt += tl.sum(gt_i, axis=0)
+        base_eq += tl.sum(eq_i, axis=0)
+    for start in range(0, topk, BLOCK):
+        o = start + idx
+        tl.store(out_ptr + b * stride_ob + o, tl.full([BLOCK], -1, tl.int32), mask=(o >= n_sel) & (o < topk))
+

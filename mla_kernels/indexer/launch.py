@@ -1,0 +1,229 @@
+"""Indexer launchers: validate, allocate, pick configs (Triton autotuner on the GPU), launch.
+
+``indexer_topk`` is the public entry. ``compile_matrix`` lists every kernel x config launch on meta
+tensors for ``mla_kernels.compile_report``.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import torch
+import triton
+
+from .._common import LAST_LAUNCH, KernelLaunch, interpreting, max_shared_mem, next_pow2, num_sms
+from .checks import _check_args, _Dims
+from .kernels import _bf16_scores_kernel, _fp32_maxctx_scores_kernel, _radix_select_kernel
+from .layout import HEAD_DIM
+from .reference import _topk_slots, indexer_logits_reference
+
+KERNELS = {"scores": _bf16_scores_kernel, "select": _radix_select_kernel, "fp32_maxctx": _fp32_maxctx_scores_kernel}
+
+
+# Fixed configs for the interpreter (big tiles: fewer Python-level programs) and the SIMT baseline.
+_INTERP_BLOCK_T = 128
+_INTERP_SELECT_BLOCK = 1024
+_FP32_BLOCK_T = 64
+_FP32_WARPS = 4
+
+
+def _score_smem_bytes(cfg: triton.Config, block_h: int) -> int:
+    bt = cfg.kwargs["BLOCK_T"]
+    # fp8 tiles in flight + the bf16 k^T operand + q, as staged in shared memory. Checked against
+    # triton's own figure when compiled for sm_90 (e.g. BLOCK_T 128, BLOCK_H 64, 2 stages: 64 KiB).
+    return (cfg.num_stages - 1) * bt * HEAD_DIM + bt * HEAD_DIM * 2 + block_h * HEAD_DIM * 2
+
+
+# The autotuners' candidates: Triton times them on the GPU; the compile report compiles them for each
+# architecture. A score config is kept where its shared-memory estimate fits the device.
+SCORE_CONFIGS = tuple(
+    triton.Config({"BLOCK_T": bt}, num_warps=nw, num_stages=ns)
+    for bt in (32, 64, 128)
+    for nw in (4, 8)
+    for ns in (2, 3)
+)
+SELECT_CONFIGS = tuple(triton.Config({"BLOCK": bk}, num_warps=nw) for bk in (1024, 2048, 4096) for nw in (4, 8, 16))
+
+
+def score_configs_kept(smem: int, block_h: int) -> list[triton.Config]:
+    fits = [c for c in SCORE_CONFIGS if _score_smem_bytes(c, block_h) <= smem]
+    return fits or list(SCORE_CONFIGS[:1])
+
+
+@functools.cache
+def _tuned_scores(smem: int, block_h: int) -> triton.runtime.Autotuner:
+    return triton.autotune(configs=score_configs_kept(smem, block_h), key=["H", "BLOCK_H"])(_bf16_scores_kernel)
+
+
+@functools.cache
+def _tuned_select() -> triton.runtime.Autotuner:
+    return triton.autotune(configs=list(SELECT_CONFIGS), key=["topk"])(_radix_select_kernel)
+
+
+def _config_dict(cfg: triton.Config | None) -> dict[str, object]:
+    if cfg is None:
+        return {}
+    return {**cfg.kwargs, "num_warps": cfg.num_warps, "num_stages": cfg.num_stages}
+
+
+def _programs_per_request(device: torch.device, batch: int) -> int:
+    # Enough programs to fill the machine a few times over; each strides over its request's tokens.
+    return max(1, triton.cdiv(num_sms(device) * 8, batch))
+
+
+def _score_args(q, w, cache, bt, sl, logits, d: _Dims) -> tuple[object, ...]:  # noqa: ANN001
+    return (
+        q, w, cache, bt, sl, logits,
+        q.stride(0), q.stride(1), w.stride(0), cache.stride(0), bt.stride(0), logits.stride(0),
+        d.heads, d.num_pages, d.max_context,
+    )  # fmt: skip
+
+
+def _select_args(logits, bt, sl, out, topk: int, d: _Dims) -> tuple[object, ...]:  # noqa: ANN001
+    return (logits, bt, sl, out, logits.stride(0), bt.stride(0), out.stride(0), topk, d.max_context, d.num_pages)
+
+
+def _fp32_args(q, w, cache, bt, sl, logits, d: _Dims) -> tuple[object, ...]:  # noqa: ANN001
+    return (
+        q, w, cache, bt, sl, logits,
+        q.stride(0), q.stride(1), w.stride(0), cache.stride(0), bt.stride(0), logits.stride(0),
+        d.heads, d.num_pages,
+    )  # fmt: skip
+
+
+def _bf16_topk(
+    q: torch.Tensor,
+    w: torch.Tensor,
+    cache: torch.Tensor,
+    bt: torch.Tensor,
+    sl: torch.Tensor,
+    topk: int,
+    d: _Dims,
+) -> torch.Tensor:
+    dev = q.device
+    logits = torch.empty((d.batch, d.max_context), dtype=torch.float32, device=dev)
+    out = torch.empty((d.batch, topk), dtype=torch.int32, device=dev)
+    block_h = max(16, next_pow2(d.heads))
+    per_req = _programs_per_request(dev, d.batch)
+    score_args = _score_args(q, w, cache, bt, sl, logits, d)
+    select_args = _select_args(logits, bt, sl, out, topk, d)
+    if interpreting():
+        grid = (min(per_req, triton.cdiv(d.max_context, _INTERP_BLOCK_T)), d.batch)
+        _bf16_scores_kernel[grid](*score_args, BLOCK_H=block_h, BLOCK_T=_INTERP_BLOCK_T, FP32_MATH=True)
+        _radix_select_kernel[(d.batch,)](*select_args, BLOCK=_INTERP_SELECT_BLOCK)
+        score_cfg: dict[str, object] = {"BLOCK_T": _INTERP_BLOCK_T}
+        select_cfg: dict[str, object] = {"BLOCK": _INTERP_SELECT_BLOCK}
+    else:
+        scores = _tuned_scores(max_shared_mem(dev), block_h)
+        score_grid = lambda meta: (min(per_req, triton.cdiv(d.max_context, meta["BLOCK_T"])), d.batch)
+        scores[score_grid](*score_args, BLOCK_H=block_h, FP32_MATH=False)
+        select = _tuned_select()
+        select[(d.batch,)](*select_args)
+        score_cfg = _config_dict(scores.best_config)
+        select_cfg = _config_dict(select.best_config)
+    LAST_LAUNCH.clear()
+    LAST_LAUNCH.update(
+        op="indexer_topk",
+        impl="bf16",
+        kernel="_bf16_scores_kernel+_radix_select_kernel",
+        scores={"BLOCK_H": block_h, "programs_per_request": per_req, **score_cfg},
+        select=select_cfg,
+        interpreted=interpreting(),
+    )
+    return out
+
+
+def _fp32_maxctx_topk(
+    q: torch.Tensor,
+    w: torch.Tensor,
+    cache: torch.Tensor,
+    bt: torch.Tensor,
+    sl: torch.Tensor,
+    topk: int,
+    d: _Dims,
+) -> torch.Tensor:
+    logits = torch.empty((d.batch, d.max_context), dtype=torch.float32, device=q.device)
+    block_t = _INTERP_BLOCK_T if interpreting() else _FP32_BLOCK_T
+    _fp32_maxctx_scores_kernel[(d.max_context // block_t, d.batch)](
+        *_fp32_args(q, w, cache, bt, sl, logits, d), BLOCK_T=block_t, num_warps=_FP32_WARPS
+    )
+    out = _topk_slots(logits, bt, topk)
+    LAST_LAUNCH.clear()
+    LAST_LAUNCH.update(
+        op="indexer_topk",
+        impl="fp32_maxctx",
+        kernel="_fp32_maxctx_scores_kernel+torch.topk",
+        scores={"BLOCK_T": block_t, "num_warps": _FP32_WARPS, "programs": d.max_context // block_t * d.batch},
+        interpreted=interpreting(),
+    )
+    return out
+
+
+def indexer_topk(
+    q_idx: torch.Tensor,
+    weights: torch.Tensor,
+    index_cache: torch.Tensor,
+    block_table: torch.Tensor,
+    seq_lens: torch.Tensor,
+    topk: int,
+    impl: str = "bf16",
+) -> torch.Tensor:
+    """int32 ``[B, topk]`` physical slots of each request's ``topk`` highest indexer logits.
+
+    ``q_idx`` bf16 ``[B, H, 128]`` (H a multiple of 16), ``weights`` fp32 ``[B, H]``, ``index_cache``
+    uint8 ``[num_pages, page_stride]``, ``block_table`` int32 ``[B, max_pages]``, ``seq_lens`` int32
+    ``[B]``. Valid slots come first in each row; ``-1`` pads rows with fewer than ``topk`` tokens.
+    """
+    d = _check_args(q_idx, weights, index_cache, block_table, seq_lens, topk, impl)
+    if impl == "reference":
+        logits = indexer_logits_reference(q_idx, weights, index_cache, block_table, seq_lens)
+        LAST_LAUNCH.clear()
+        LAST_LAUNCH.update(op="indexer_topk", impl="reference", kernel="torch")
+        return _topk_slots(logits, block_table, topk)
+    if d.batch == 0 or d.max_pages == 0 or d.num_pages == 0:
+        LAST_LAUNCH.clear()
+        LAST_LAUNCH.update(op="indexer_topk", impl=impl, kernel="none (empty input)")
+        return torch.full((d.batch, topk), -1, dtype=torch.int32, device=q_idx.device)
+    if impl == "fp32_maxctx":
+        return _fp32_maxctx_topk(q_idx, weights, index_cache, block_table, seq_lens, topk, d)
+    return _bf16_topk(q_idx, weights, index_cache, block_table, seq_lens, topk, d)
+
+
+
+def compile_matrix(
+    capability: int, shared_limit: int, *, batch: int = 64, heads: int = 64, max_context: int = 131072, topk: int = 512
+) -> list[tuple[str, KernelLaunch, bool]]:
+    """Every indexer kernel x config as it launches at production shapes (meta tensors), with whether
+    the launcher keeps it for a device of ``shared_limit`` bytes per block: (config label, launch, kept)."""
+    del capability  # the indexer's rules do not depend on the architecture beyond shared memory
+    meta = torch.device("meta")
+    d = _Dims(batch=batch, heads=heads, max_pages=max_context // 256, num_pages=batch * max_context // 256)
+    q = torch.empty(batch, heads, HEAD_DIM, dtype=torch.bfloat16, device=meta)
+    w = torch.empty(batch, heads, dtype=torch.float32, device=meta)
+    cache = torch.empty(d.num_pages, 256 * (HEAD_DIM + 4), dtype=torch.uint8, device=meta)
+    bt = torch.empty(batch, d.max_pages, dtype=torch.int32, device=meta)
+    sl = torch.empty(batch, dtype=torch.int32, device=meta)
+    logits = torch.empty(batch, max_context, dtype=torch.float32, device=meta)
+    out = torch.empty(batch, topk, dtype=torch.int32, device=meta)
+    block_h = max(16, next_pow2(heads))
+    kept_scores = score_configs_kept(shared_limit, block_h)
+    rows: list[tuple[str, KernelLaunch, bool]] = []
+    for c in SCORE_CONFIGS:
+        launch = KernelLaunch(
+            "indexer.scores", _bf16_scores_kernel, (1, batch), _score_args(q, w, cache, bt, sl, logits, d),
+            {"BLOCK_H": block_h, "BLOCK_T": c.kwargs["BLOCK_T"], "FP32_MATH": False},
+            num_warps=c.num_warps, num_stages=c.num_stages,
+        )  # fmt: skip
+        rows.append((f"BLOCK_T {c.kwargs['BLOCK_T']} w{c.num_warps} st{c.num_stages}", launch, c in kept_scores))
+    for c in SELECT_CONFIGS:
+        launch = KernelLaunch(
+            "indexer.select", _radix_select_kernel, (batch,), _select_args(logits, bt, sl, out, topk, d),
+            {"BLOCK": c.kwargs["BLOCK"]}, num_warps=c.num_warps,
+        )  # fmt: skip
+        rows.append((f"BLOCK {c.kwargs['BLOCK']} w{c.num_warps}", launch, True))
+    launch = KernelLaunch(
+        "indexer.fp32_maxctx", _fp32_maxctx_scores_kernel, (1, batch), _fp32_args(q, w, cache, bt, sl, logits, d),
+        {"BLOCK_T": _FP32_BLOCK_T}, num_warps=_FP32_WARPS,
+    )  # fmt: skip
+    rows.append((f"BLOCK_T {_FP32_BLOCK_T} w{_FP32_WARPS}", launch, True))
+    return rows

@@ -1,0 +1,92 @@
+"""The compile matrix (``python -m mla_kernels.compile_report``): every kernel x candidate config compiled
+for sm_120 with Triton's bundled ptxas, no GPU. Fails when a config the launchers keep for sm_120 spills
+or exceeds its shared memory. A child process: kernels defined under TRITON_INTERPRET=1 do not compile."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from mla_kernels.aot import CompileStats
+from mla_kernels.compile_report import Entry, judge
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _report(cache: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env.update(MLAPERF_COMPILE_CACHE=str(cache), TRITON_DEFAULT_FP_FUSION="1")
+    return subprocess.run(
+        [sys.executable, "-m", "mla_kernels.compile_report", *args],
+        capture_output=True, text=True, env=env, cwd=REPO, timeout=900,
+    )  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def sm120(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[dict], float, Path]:
+    cache = tmp_path_factory.mktemp("compile") / "compile.json"
+    start = time.perf_counter()
+    proc = _report(cache, "--arch", "120", "--json", "--jobs", "2")
+    elapsed = time.perf_counter() - start
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    return json.loads(proc.stdout), elapsed, cache
+
+
+def test_every_kernel_is_compiled_for_sm120(sm120):
+    rows, _, _ = sm120
+    kernels = {r["kernel"] for r in rows}
+    assert kernels == {"decode.mma", "decode.simt", "decode.combine", "indexer.scores", "indexer.select",
+                       "indexer.fp32_maxctx"}  # fmt: skip
+    assert all(r["arch"] == "sm_120" and r["registers"] for r in rows)
+    assert all(set(r) >= {"kernel", "arch", "config", "kept", "registers", "spill_bytes", "shared"} for r in rows)
+
+
+def test_what_sm120_keeps_compiles_spill_free_within_its_shared_memory(sm120):
+    rows, _, _ = sm120
+    kept = [r for r in rows if r["kept"]]
+    assert all(r["spill_bytes"] == 0 and r["shared"] <= 101376 and not r["failure"] for r in kept)
+    mma = [r for r in kept if r["kernel"] == "decode.mma"]
+    assert mma, "an sm_120 must keep at least one MMA decode config"
+    # Both split-K variants of some config are kept, so every batch size has a spill-free choice.
+    assert {r["config"].removesuffix(" split-K") for r in mma if r["config"].endswith("split-K")} & {
+        r["config"] for r in mma
+    }
+    for r in mma:  # tensor cores of this architecture, not a fallback
+        assert r["mma"] and all(m.startswith("mma.sync") for m in r["mma"])
+    simt = next(r for r in rows if r["kernel"] == "decode.simt")
+    assert simt["kept"] and simt["spill_bytes"] == 0 and not simt["mma"]  # SIMT stays on CUDA cores
+    assert next(r for r in rows if r["kernel"] == "indexer.fp32_maxctx")["mma"] == []
+    dropped = [r for r in rows if r["kernel"] == "decode.mma" and not r["kept"]]
+    assert all(r["reason"] for r in dropped)  # every config left out says why
+
+
+def test_second_run_reads_the_cache(sm120):
+    rows, first, cache = sm120
+    start = time.perf_counter()
+    proc = _report(cache, "--arch", "sm_120", "--json", "--quiet")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert json.loads(proc.stdout) == rows
+    assert time.perf_counter() - start < max(30.0, first / 3)
+
+
+def test_a_kept_config_that_spills_or_overflows_fails():
+    entry = Entry("decode.simt", "BLOCK_N 16 w4", launch=None, kept=True)
+    stats = CompileStats(registers=255, spill_bytes=288, shared=8192, mma=(), seconds=0.0)
+    assert judge(entry, 120, stats) == (True, None, "kept but spills 288 B/thread on sm_120")
+    big = CompileStats(registers=128, spill_bytes=0, shared=150000, mma=(), seconds=0.0)
+    assert judge(entry, 120, big)[2] == "kept but needs 150,000 B of shared memory (sm_120 has 101,376)"
+    mma = Entry("decode.mma", "64x64x8x2 pf3", launch=None, kept=None, spec=(64, 64, 8, 2, 3))
+    assert judge(mma, 120, big) == (False, "shared 150,000 B > 101,376 B", None)  # not kept: no failure
+
+
+def test_bad_arguments_exit_2(tmp_path):
+    proc = _report(tmp_path / "c.json", "--arch", "sm_75")
+    assert proc.returncode == 2 and "unknown architecture 'sm_75'" in proc.stderr
+    proc = _report(tmp_path / "c.json", "--kernels", "attention")
+    assert proc.returncode == 2 and "--kernels: unknown attention" in proc.stderr
