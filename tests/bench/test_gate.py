@@ -65,9 +65,9 @@ def test_decode_gate_checks_the_reference_and_the_kernel_against_the_oracle() ->
     exact = _oracle.decode(inp.q, inp.kv_cache, inp.indices)
     out, lse = mk.sparse_mla_decode(inp.q, inp.kv_cache, inp.indices, impl="mma")
     _gate.check_decode(out, lse, ref, exact, interpreter=True)
-    with pytest.raises(KernelMismatch, match="^out vs reference"):
+    with pytest.raises(KernelMismatch, match="^out: "):
         _gate.check_decode((out.double() * 1.02).bfloat16(), lse, ref, exact, interpreter=True)
-    with pytest.raises(KernelMismatch, match="^lse vs reference"):
+    with pytest.raises(KernelMismatch, match="^lse: "):
         _gate.check_decode(out, lse + 1e-4, ref, exact, interpreter=True)
     # A reference changed together with the kernel (same wrong values in both) is caught by the oracle.
     wrong = (out.double() * 1.02).bfloat16()
