@@ -2,32 +2,15 @@
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pytest
+from scratch import FakeGitHub
 
 HERE = Path(__file__).parent
-ROOT = HERE.parents[1]
-MLAPERF = Path(sys.executable).with_name("mlaperf")
-
-
-@dataclass
-class FakeGitHub:
-    url: str
-    state_file: Path
-
-    def env(self) -> dict[str, str]:
-        return {"GITHUB_API_URL": self.url, "GITHUB_REPOSITORY": "acme/kernels", "GITHUB_TOKEN": "test-token",
-                "GITHUB_SERVER_URL": "https://github.example", "GITHUB_RUN_ID": "42"}  # fmt: skip
-
-    def state(self) -> dict[str, Any]:
-        return json.loads(self.state_file.read_text()) if self.state_file.exists() else {"issues": {}, "comments": []}
 
 
 @pytest.fixture

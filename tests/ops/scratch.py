@@ -1,5 +1,6 @@
-"""A scratch git repository with its own tiny asv suite, for driving the service's steps in seconds.
+"""Helpers of the service tests (a module name of its own: `from conftest import` is ambiguous across folders).
 
+A scratch git repository with its own tiny asv suite, for driving the service's steps in seconds:
 ``pkg/work.py`` holds the code under test (a loop whose size a commit can change, a result a commit can
 break); ``benchmarks/bench_work.py`` times it and, like the real suites, checks the result first, so a
 wrong result is a failed benchmark (asv records null), not a time.
@@ -10,8 +11,28 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+MLAPERF = Path(sys.executable).with_name("mlaperf")
+
+
+@dataclass
+class FakeGitHub:
+    """Where the fake GitHub API of tests/ops/fake_github.py listens, and the file holding its issues."""
+
+    url: str
+    state_file: Path
+
+    def env(self) -> dict[str, str]:
+        return {"GITHUB_API_URL": self.url, "GITHUB_REPOSITORY": "acme/kernels", "GITHUB_TOKEN": "test-token",
+                "GITHUB_SERVER_URL": "https://github.example", "GITHUB_RUN_ID": "42"}  # fmt: skip
+
+    def state(self) -> dict[str, Any]:
+        return json.loads(self.state_file.read_text()) if self.state_file.exists() else {"issues": {}, "comments": []}
 
 ASV_CONF = {
     "version": 1,

@@ -11,7 +11,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from conftest import MLAPERF, FakeGitHub
+from scratch import MLAPERF, FakeGitHub
 
 from mlaperf.nightly import plan_round
 

@@ -15,8 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import MLAPERF, ROOT
-from scratch import Scratch, git, make_scratch
+from scratch import MLAPERF, ROOT, Scratch, git, make_scratch
 from sqlalchemy.orm import Session
 
 from db.engine import make_engine

@@ -18,8 +18,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from conftest import MLAPERF
-from scratch import git, make_scratch
+from scratch import MLAPERF, git, make_scratch
 
 from mlaperf import cli
 
