@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from dashboard import fmt
+from dashboard import fmt, frames
 
 # Okabe & Ito (2008), ordered so the first colours contrast best on white; yellow last.
 OKABE_ITO: tuple[str, ...] = (
@@ -135,37 +135,56 @@ def throughput_figure(
 
 
 def efficiency_figure(
-    df: pd.DataFrame,
+    eff: pd.DataFrame,
     *,
     title: str,
-    metric: str,
-    unit: str,
+    panels: Sequence[tuple[str, str, str]],
     line_label: str,
-    peaks: Sequence[tuple[str, float]] = (),
+    peaks: dict[str, Sequence[tuple[str, float]]],
     log_y: bool = False,
 ) -> go.Figure:
-    """A derived metric (roofline fraction, GB/s, TFLOP/s) against concurrency, one line per kernel, with the
-    device's peaks as horizontal lines (``peaks``: (label, value in ``unit``))."""
-    fraction = unit == "fraction"
-    plot = df.assign(y=df["value"] * (100.0 if fraction else 1.0))
-    shown_unit = "% of roofline" if fraction else unit
-    fig = throughput_figure(
-        plot, title=title, line_label=line_label, commit_label="", log_y=log_y, y_col="y",
-        y_title=f"{metric} ({shown_unit})", unit="%" if fraction else unit,
-    )
-    if fraction:
-        for trace in fig.data:
-            trace.text = [f"{fmt.sig(v)}% of roofline" if v == v else "not measured" for v in trace.y]
-    top = float(plot["y"].max()) if len(plot) else 1.0
-    for j, (label, value) in enumerate(peaks):
-        v = value * (100.0 if fraction else 1.0)
-        fig.add_hline(y=v, line={"color": "#444444", "width": 1.2, "dash": ("dot", "dashdot", "dash")[j % 3]},
-                      annotation={"text": f"{label}: {fmt.sig(v)} {'%' if fraction else unit}",
-                                  "font": {"size": 11}, "bgcolor": "rgba(255,255,255,0.8)"},
-                      annotation_position="top left")
-        top = max(top, v)
-    if not log_y:
-        fig.update_yaxes(range=[0, top * 1.12], ticksuffix="%" if fraction else "")
+    """The derived metrics (roofline fraction, GB/s, TFLOP/s) against concurrency side by side in one figure
+    (one legend for all, drawn once by the browser), one line per kernel, the device's peaks as dashed lines.
+
+    ``eff``: ``suites.efficiency_frame`` rows (metric, line, concurrency, value); ``panels``: (metric, title,
+    unit); ``peaks``: metric -> [(label, value in the metric's unit)]."""
+    from plotly.subplots import make_subplots
+
+    fig = make_subplots(rows=1, cols=len(panels), horizontal_spacing=0.07,
+                        subplot_titles=[f"{t} ({'% of roofline' if u == 'fraction' else u})" for _, t, u in panels])
+    lines = [str(v) for v in frames.value_order(eff["line"])]
+    grid = list(eff["concurrency"])
+    for col, (metric, _, unit) in enumerate(panels, start=1):
+        scale = 100.0 if unit == "fraction" else 1.0
+        rows = eff[eff["metric"] == metric]
+        top = 0.0
+        for i, line in enumerate(lines):
+            pts = _on_grid(rows[rows["line"] == line], grid, "concurrency", "value")
+            y = pts["value"] * scale
+            top = max(top, float(np.nanmax(y)) if y.notna().any() else 0.0)
+            text = [fmt.fmt_value(v, unit, missing="not measured") for v in pts["value"]]
+            fig.add_trace(go.Scatter(
+                x=pts["concurrency"], y=y, mode="lines+markers", name=line, legendgroup=line, showlegend=col == 1,
+                connectgaps=False, text=text, line={"color": color_for(i), "width": 2.2},
+                marker={"symbol": SYMBOLS[i % len(SYMBOLS)], "size": 7},
+                hovertemplate=f"{line_label}={line}<br>concurrency=%{{x}}<br>%{{text}}<extra></extra>",
+            ), row=1, col=col)
+        for j, (label, value) in enumerate(peaks.get(metric, ())):
+            v = value * scale
+            fig.add_hline(y=v, row=1, col=col,
+                          line={"color": "#444444", "width": 1.2, "dash": ("dot", "dash", "dashdot")[j % 3]},
+                          annotation={"text": f"{label}: {fmt.sig(v)} {'%' if unit == 'fraction' else unit}",
+                                      "font": {"size": 10}, "bgcolor": "rgba(255,255,255,0.85)"},
+                          annotation_position="top left" if j % 2 == 0 else "bottom left")
+            top = max(top, v)
+        axis = {"type": "log"} if log_y else {"range": [0, top * 1.15 if top > 0 else 1]}
+        fig.update_yaxes(**axis, ticksuffix="%" if unit == "fraction" else "", row=1, col=col)
+    _layout(fig, title, "", "", height=450)
+    fig.update_layout(margin={"t": 80})  # room for the figure title above the panel titles
+    fig.update_annotations(yshift=4, selector={"xref": "paper", "yref": "paper"})
+    ticks = sorted({float(v) for v in grid if v and v > 0})
+    fig.update_xaxes(type="log", tickvals=ticks, ticktext=[f"{v:g}" for v in ticks],
+                     title_text="concurrency (requests, log2)")
     return fig
 
 

@@ -24,7 +24,7 @@ c1, c2 = st.columns([3, 1])
 with c1:
     sha = widgets.commit_select("Commit", commits, key="eff_commit")
 with c2:
-    log_y = widgets.url_toggle("Logarithmic value axes", key="eff_logy", default=False)
+    log_y = widgets.url_toggle("Logarithmic value axes", key="eff_logy", default=True)
 results = data.results_at_commit(ctx.url, sha, ctx.machine)
 present = [s for s in suites.present_suites(results["benchmark"].unique() if not results.empty else [])
            if not suites.efficiency_frame(results, s).empty]
@@ -73,17 +73,11 @@ if values:
                              horizontal=True)
     eff = eff[eff["filter"] == pick]
 shown = [m for m in METRICS if m[0] in set(eff["metric"])]
-for i, (metric, title, unit) in enumerate(shown):
-    df = eff[eff["metric"] == metric]
-    fig = charts.efficiency_figure(
-        df, title=f"{title} · {suite.title.split(':')[0]} · {fmt.short_sha(sha)}", metric=title, unit=unit,
-        line_label=suite.line_param, peaks=peaks[metric], log_y=log_y,
-    )
-    if i == 0:
-        st.plotly_chart(fig, width="stretch", key=f"eff_{suite.key}_{metric}")
-        cols = st.columns(2)
-    else:
-        cols[(i - 1) % 2].plotly_chart(fig, width="stretch", key=f"eff_{suite.key}_{metric}")
+fig = charts.efficiency_figure(
+    eff, title=f"{suite.title} · {ctx.machine} · {fmt.short_sha(sha)}", panels=shown,
+    line_label=suite.line_param, peaks=peaks, log_y=log_y,
+)
+st.plotly_chart(fig, width="stretch", key=f"eff_{suite.key}_chart")
 roof = eff[eff["metric"] == "track_roofline_fraction"]
 if not roof.empty:
     best = roof.loc[roof["value"].idxmax()]

@@ -32,11 +32,15 @@ if not present:
     st.stop()
 
 baseline = data.results_at_commit(ctx.url, base_sha, ctx.machine) if base_sha else None
-log_y = widgets.url_toggle("Logarithmic throughput axis", key="tp_logy", default=True)
+c1, c2 = st.columns([3, 1])
+by_key = {s.key: s for s in present}
+with c1:
+    # One suite at a time: each chart costs the browser a Plotly draw.
+    chosen = widgets.url_selectbox("Suite", list(by_key), key="tp_suite", format_func=lambda k: by_key[k].title)
+with c2:
+    log_y = widgets.url_toggle("Logarithmic throughput axis", key="tp_logy", default=True)
 
-
-for suite in present:
-    st.subheader(suite.title)
+for suite in [by_key[chosen]]:
     cur = suites.throughput_frame(results, suite)
     if cur.empty:
         st.caption(f"No `{suite.time_bench}` or tokens/s results at this commit.")

@@ -28,11 +28,11 @@ ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-net
 # url path -> (charts expected on the seeded store's default machine, query parameters the page publishes)
 PAGES = {
     "": (0, {"machine"}),
-    "throughput": (3, {"tp_commit", "tp_base", "tp_decode_filter"}),
+    "throughput": (1, {"tp_commit", "tp_base", "tp_suite", "tp_decode_filter"}),
     "history": (1, {"hist_bench", "hp_impl", "hp_concurrency", "hp_topk"}),
     "regressions": (0, {"reg_show", "reg_group"}),
     "compare": (1, {"cmp_base", "cmp_head", "cmp_show"}),
-    "efficiency": (3, {"eff_commit", "eff_suite", "eff_decode_filter"}),
+    "efficiency": (1, {"eff_commit", "eff_suite", "eff_decode_filter"}),
 }
 
 pytestmark = pytest.mark.browser

@@ -88,7 +88,10 @@ def test_overview_counts_alert_groups(monkeypatch: pytest.MonkeyPatch, seeded: S
 def test_throughput_lines_per_impl_and_baseline(monkeypatch: pytest.MonkeyPatch, seeded: Seeded) -> None:
     at = goto(app(monkeypatch, seeded.url), "throughput")
     figs = figures(at)
-    assert len(figs) == 3  # decode, indexer, step
+    assert len(figs) == 1  # one suite at a time
+    assert at.selectbox(key="tp_suite").options == ["Sparse MLA decode: SIMT vs MMA",
+                                                    "Indexer + top-k: fp32 over max_context vs bf16",
+                                                    "Whole decode step: variants"]
     decode = figs[0]
     names = [t["name"] for t in decode["data"]]
     assert any(n.startswith("mma @") for n in names) and any(n.startswith("simt @") for n in names)
@@ -114,6 +117,14 @@ def test_throughput_lines_per_impl_and_baseline(monkeypatch: pytest.MonkeyPatch,
     at.radio(key="tp_decode_filter").set_value(128).run()
     assert "topk=128" in figures(at)[0]["layout"]["title"]["text"]
     assert at.query_params["tp_decode_filter"] == ["128"] or at.query_params["tp_decode_filter"] == "128"
+
+
+def test_throughput_derives_tokens_per_s_from_time(monkeypatch: pytest.MonkeyPatch, seeded: Seeded) -> None:
+    at = app(monkeypatch, seeded.url, query={"tp_suite": "step"})
+    at = goto(at, "throughput")
+    assert "Whole decode step" in figures(at)[0]["layout"]["title"]["text"]
+    # The step suite has no track_tokens_per_s here: concurrency / time is used.
+    assert "`concurrency / time`" in "\n".join(c.value for c in at.caption)
 
 
 def test_baseline_drawn_only_where_measured() -> None:
@@ -275,19 +286,19 @@ def asv_cases(name: str) -> list[dict]:
 
 def test_efficiency_peaks_and_log_axes(monkeypatch: pytest.MonkeyPatch, seeded: Seeded) -> None:
     at = goto(app(monkeypatch, seeded.url), "efficiency")
-    figs = figures(at)
-    assert len(figs) == 3  # roofline, GB/s, TFLOP/s of the chosen suite
-    roof, gbps = figs[0], figs[1]
-    assert "% of roofline" in roof["layout"]["yaxis"]["title"]["text"]
-    labels = [a["text"] for f in figs for a in f["layout"].get("annotations", [])]
-    assert any(t.startswith("roofline: 100") for t in labels)
-    copy = next(t for t in labels if t.startswith("measured copy: "))
+    (fig,) = figures(at)  # roofline, GB/s and TFLOP/s of the chosen suite side by side, one legend
+    titles = [a["text"] for a in fig["layout"]["annotations"]]
+    assert titles[:3] == ["roofline (% of roofline)", "achieved bandwidth (GB/s)", "achieved compute (TFLOP/s)"]
+    assert any(t.startswith("roofline: 100") for t in titles)
+    copy = next(t for t in titles if t.startswith("measured copy: "))
     assert float(copy.split(": ")[1].split()[0].replace(",", "")) == pytest.approx(4270, rel=0.05)  # synthetic
-    assert any(t.startswith("datasheet: 4,800 GB/s") for t in labels)
-    assert gbps["layout"]["legend"]["y"] < 0  # legend under the plot, not over the title
+    assert any(t.startswith("datasheet: 4,800 GB/s") for t in titles)
+    assert sum(1 for t in fig["data"] if t.get("showlegend") is not False) == 2  # mma, simt: once each
+    assert fig["layout"]["legend"]["y"] < 0  # legend under the plot, not over the title
+    assert fig["layout"]["yaxis"]["type"] == "log" and fig["layout"]["yaxis2"]["type"] == "log"
     assert "reaches" in texts(at)
-    at.toggle(key="eff_logy").set_value(True).run()
-    assert figures(at)[1]["layout"]["yaxis"]["type"] == "log"
+    at.toggle(key="eff_logy").set_value(False).run()
+    assert figures(at)[0]["layout"]["yaxis2"].get("type") != "log"
     at.selectbox(key="eff_suite").set_value("indexer").run()
     assert "Indexer" in figures(at)[0]["layout"]["title"]["text"]
 

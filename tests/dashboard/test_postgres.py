@@ -14,10 +14,10 @@ def test_pages_on_postgres(monkeypatch: pytest.MonkeyPatch, pg_seeded: Seeded) -
     assert at.sidebar.selectbox(key="machine").value == MLA_MACHINE
     metrics = {m.label: m.value for m in at.metric}
     assert metrics["Commits"] == "12" and metrics["Fixed"] == "1"
-    assert len(figures(goto(at, "throughput"))) == 3
+    assert len(figures(goto(at, "throughput"))) == 1
     assert len(figures(goto(at, "history"))) == 1
     rows = table(goto(at, "regressions"), "before → after")
     assert set(rows["commits"]) == {f"{pg_seeded.shas[SLOW_FROM - 1][:8]}..{pg_seeded.shas[SLOW_FROM][:8]}"}
-    assert len(figures(goto(at, "efficiency"))) == 3
+    assert len(figures(goto(at, "efficiency"))) == 1
     compare = goto(at, "compare")
     assert sum(int(m.value.replace(",", "")) for m in compare.metric) == 184  # every MLA series, one status each
