@@ -1,20 +1,21 @@
 #!/usr/bin/env bash
 # A pull request's benchmark report: scripts/pr.sh BASE HEAD
-# Measures BASE and HEAD with asv (a failing benchmark does not stop it), ingests both into a store local to
-# this run (PR commits are not history), and writes into MLAPERF_PR_DIR (default artifacts/pr): report.md
-# (the PR comment), report.json and the raw results. Runs in the current directory (the checkout);
-# .github/workflows/pr-benchmarks.yml and tests/ops/test_loop.py call it. MLAPERF_MACHINE / MLAPERF_RUN_TIER as for `mlaperf run`.
+# Measures BASE and HEAD with asv (a failing benchmark does not stop it), ingests both into a store local
+# to this run (PR commits are not history), and writes into MLAPERF_PR_DIR (default artifacts/pr):
+# report.md (the PR comment, capped below 60,000 characters), report-full.md (every row), report.json and
+# the raw results. Runs in the current directory (the checkout); .github/workflows/pr-benchmarks.yml and
+# tests/ops/test_loop.py call it. MLAPERF_MACHINE / MLAPERF_RUN_TIER as for `mlaperf run`.
 # Exit status: 0 no regression, 1 regression or a benchmark failed on head or base, 2 bad usage or input,
 # 3 internal error.
 set -euo pipefail
-usage() { sed -n '2,8p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,9p' "$0" | sed 's/^# \{0,1\}//'; }
 case "${1:-}" in -h|--help) usage; exit 0 ;; esac
 if [[ $# -ne 2 || -z "$1" || -z "$2" ]]; then usage >&2; exit 2; fi
 MLAPERF="${MLAPERF:-$( [[ -x .venv/bin/mlaperf ]] && echo .venv/bin/mlaperf || echo mlaperf )}"
 OUT="${MLAPERF_PR_DIR:-artifacts/pr}"
 mkdir -p "$OUT"
 OUT="$(cd "$OUT" && pwd)"
-rm -rf "$OUT/results" "$OUT/pr.sqlite" "$OUT/report.md" "$OUT/report.json"
+rm -rf "$OUT/results" "$OUT/pr.sqlite" "$OUT/report.md" "$OUT/report-full.md" "$OUT/report.json"
 export MLAPERF_DB="sqlite:///$OUT/pr.sqlite"
 target=(--tier "${MLAPERF_RUN_TIER:-auto}")
 if [[ -n "${MLAPERF_MACHINE:-}" ]]; then target+=(--machine "$MLAPERF_MACHINE"); fi
@@ -30,7 +31,8 @@ done
 if [[ -d "$OUT/results" ]]; then "$MLAPERF" ingest "$OUT/results" --repo . --quiet; fi
 
 status=0
-"$MLAPERF" compare "$1" "$2" --markdown-out "$OUT/report.md" --json-out "$OUT/report.json" > /dev/null || status=$?
+"$MLAPERF" compare "$1" "$2" --markdown-out "$OUT/report.md" --full-markdown-out "$OUT/report-full.md" \
+  --json-out "$OUT/report.json" > /dev/null || status=$?
 if [[ ! -s "$OUT/report.md" && ${#failed[@]} -gt 0 ]]; then
   # No comparison at all: a side produced no result (its suite did not run). Say so instead of staying silent.
   marker="$("$(dirname "$(command -v "$MLAPERF")")/python" -c 'from regressions.report import MARKER; print(MARKER)')"

@@ -159,7 +159,7 @@ def test_pr_comment_is_sticky_capped_and_always_arrives() -> None:
     post = next(s for s in report["steps"] if s.get("uses", "").startswith("actions/github-script@"))
     body = post["with"]["script"]
     assert MARKER in body and "updateComment" in body and "createComment" in body
-    assert "const limit = 60000" in body and "full report is in the" in body and "no report" in body
+    assert "const limit = 60000" in body and "the full report (report-full.md)" in body and "no report" in body
     assert "createCommitStatus" in body
 
 
