@@ -23,7 +23,7 @@ PAGES = ["overview=", "throughput=throughput", "history=history", "regressions=r
          "compare=compare", "efficiency=efficiency"]
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
         "--disable-component-update", "--disable-sync", "--no-first-run"]
-WIDTH = 1500
+WIDTH = 1600
 TALL = 3000  # initial window height
 IDLE_JS = "() => !document.querySelector('[data-testid=\"stStatusWidget\"] button')"
 # Every chart drawn: each Plotly chart element holds an SVG with at least one trace.

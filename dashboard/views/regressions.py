@@ -71,6 +71,8 @@ if all_machines:
     gtable.insert(2, "machine", group_frame["machine"].to_numpy())
 st.dataframe(gtable, hide_index=True, width="stretch", column_config={
     "group": st.column_config.TextColumn(width=50),
+    "parent (good)": st.column_config.TextColumn(width=230),
+    "commit (first bad)": st.column_config.TextColumn(width=230),
     "series": st.column_config.NumberColumn(width=50),
     "worst": st.column_config.TextColumn(width=60),
     "fixed at": st.column_config.TextColumn(width=80),
@@ -98,6 +100,10 @@ if view["note"].astype(bool).any():
     rows.insert(8, "note", view["note"].to_numpy())
 if all_machines:
     rows.insert(2, "machine", view["machine"].to_numpy())
+# Columns the group table already says for every row are left out, so the series names fit.
+for column in ("group", "status", "fixed at"):
+    if rows[column].nunique() <= 1:
+        rows = rows.drop(columns=column)
 st.dataframe(rows, hide_index=True, width="stretch", column_config={
     "group": st.column_config.TextColumn(width=50),
     "status": st.column_config.TextColumn(width=80),
