@@ -10,12 +10,20 @@ The method, in log space (relative changes are additive there):
 4. Optimal segmentation over the candidates: minimum of the L1 deviation from each segment's median
    (in noise units) plus a penalty per segment; interior segments need >= 2 runs, so one-off outliers
    can't form a level of their own. The newest one to three runs are tested on their own, so a step on
-   the newest commit is flagged at once.
-5. Change points whose shift is small or not significant are pruned, weakest first.
+   the newest commit is flagged at once (when the split pays for itself: a spike next to the new level
+   is not a level).
+5. Change points whose shift is small or not significant are pruned, weakest first; short levels that
+   do not stand apart from both neighbours are merged away, and a short newest level whose runs do not
+   all sit at it is tested again against the level before (so a level after a gap of failed runs is
+   compared with the level before the gap, and a spike cannot hide a step right after it).
 6. A step is a regression when the direction-adjusted shift exceeds the threshold and is significant
    (z >= ``z_flag``); a short interior level must also be internally consistent (two unrelated
    outliers next to each other are not a level). A later level back within the threshold of the level
-   before marks it fixed.
+   before marks it fixed; a new level within the threshold of an earlier one is labelled
+   ``returns_to_earlier_level``. A regression whose level is only the newest runs is ``confirmed`` once
+   two of them show it on their own (:func:`verdict`); until then the store lists it as suspect.
+
+docs/detection.md has the rules as users see them.
 """
 
 from __future__ import annotations
