@@ -50,8 +50,8 @@ WRONG_MMA = '''
 _correct_sparse_mla_decode = sparse_mla_decode
 
 
-def sparse_mla_decode(q, kv_cache, indices, sm_scale=None, impl="mma"):  # noqa: D103 - test injection
-    out, lse = _correct_sparse_mla_decode(q, kv_cache, indices, sm_scale, impl)
+def sparse_mla_decode(q, kv_cache, indices, sm_scale=None, impl="mma", **kwargs):  # noqa: D103 - test injection
+    out, lse = _correct_sparse_mla_decode(q, kv_cache, indices, sm_scale, impl, **kwargs)
     if impl == "mma":
         out = out * 1.1
     return out, lse

@@ -1,4 +1,5 @@
-"""Tests of the float64 decode oracle (``benchmarks/_oracle.py``) and of everything judged by it."""
+"""Tests of the float64 decode oracle (``benchmarks/_oracle.py``) and of everything judged by it.
+Kernels run on the GPU when CUDA is present, else on the CPU under the Triton interpreter."""
 
 from __future__ import annotations
 
@@ -16,14 +17,3 @@ if str(ROOT) not in sys.path:  # ``benchmarks`` is not installed
 @pytest.fixture(scope="session")
 def device() -> torch.device:
     return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-
-
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """GPU-marked tests of this folder skip without CUDA."""
-    if torch.cuda.is_available():
-        return
-    here = Path(__file__).parent
-    skip = pytest.mark.skip(reason="needs a CUDA GPU")
-    for item in items:
-        if item.get_closest_marker("gpu") and here in Path(str(item.fspath)).parents:
-            item.add_marker(skip)

@@ -103,14 +103,16 @@ def test_kernels_match_reference_and_oracle(device: torch.device, case: str, run
 
 
 @pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 @pytest.mark.parametrize("topk", [128, 512, 2048])
 @pytest.mark.parametrize("batch", [1, 7, 32, 128])
 @pytest.mark.parametrize("run", [label for label, _ in _kernel_runs()])
 def test_gpu_production_shapes_against_both(run: str, batch: int, topk: int) -> None:
     if run == "simt" and batch * topk > 32 * 2048:
         pytest.skip("SIMT at this size only costs time; covered by smaller batches")
-    inp = mk.make_decode_inputs(batch, 64, topk, num_tokens=max(batch * 4096, 65536), device="cuda",
-                                seed=batch + topk, invalid_frac=0.05)  # fmt: skip (the measured cases)
+    inp = mk.make_decode_inputs(
+        batch, 64, topk, num_tokens=max(batch * 4096, 65536), device="cuda", seed=batch + topk, invalid_frac=0.05
+    )  # fmt: skip (the measured cases)
     kwargs = dict(_kernel_runs())[run]
     out, lse = mk.sparse_mla_decode(inp.q, inp.kv_cache, inp.indices, **kwargs)
     reference = mk.sparse_mla_decode(inp.q, inp.kv_cache, inp.indices, impl="reference")
