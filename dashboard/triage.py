@@ -2,12 +2,12 @@
 
 The detector stores each flagged step as a regression; regressions found together on one machine at one
 commit form one alert group (the ``group`` id the detector records, or, for regressions stored before it
-recorded one, the same rule applied here: machine + commit). A group's category, for the Overview and the
-Regressions page:
+recorded one, the same rule applied here: machine + commit). A group's status is its most pressing
+member's (``db.models.AlertGroup.status_of``); its category, for the Overview and the Regressions page:
 
-- ``open``: some member is ``new`` or ``acknowledged`` (confirmed, not fixed),
+- ``open``: new or acknowledged (confirmed, not fixed),
 - ``suspect``: seen only in the newest run, waiting for the next run to confirm or refute it,
-- ``fixed``: every member came back (``fixed`` at a later commit),
+- ``fixed``: came back at a later commit,
 - ``closed``: ignored, transient (refuted) or retired (the series stopped running).
 """
 
@@ -26,17 +26,15 @@ CATEGORIES = ("open", "suspect", "fixed", "closed")
 TRIAGE_ACTIONS = {"Acknowledge": "acknowledged", "Ignore": "ignored", "Reopen": "new"}
 
 
-def _category(statuses: pd.Series) -> str:
-    s = set(statuses)
-    if s & set(OPEN):
-        return "open"
-    if "suspect" in s:
-        return "suspect"
-    if s and s <= {"fixed"}:
-        return "fixed"
-    if "fixed" in s and s <= {"fixed", *CLOSED}:
-        return "fixed"
-    return "closed"
+CATEGORY_OF = {"new": "open", "acknowledged": "open", "suspect": "suspect", "fixed": "fixed",
+               "transient": "closed", "retired": "closed", "ignored": "closed"}
+
+
+def group_status(statuses: pd.Series) -> str:
+    """A group's status: its most pressing member's (``db.models.AlertGroup.status_of``, the one rule)."""
+    from db.models import AlertGroup
+
+    return AlertGroup.status_of(statuses)
 
 
 def enrich(regs: pd.DataFrame, messages: dict[str, Any], notes: dict[int, list[dict[str, Any]]]) -> pd.DataFrame:
@@ -65,16 +63,19 @@ def enrich(regs: pd.DataFrame, messages: dict[str, Any], notes: dict[int, list[d
     out["fixed_message"] = out["fixed_sha"].map(lambda s: messages.get(s) if isinstance(s, str) else None)
     out["notes"] = out["id"].map(lambda i: notes.get(int(i), []))
     out["note"] = out["notes"].map(lambda n: n[-1]["note"] if n else "")
-    out["category"] = out.groupby("group")["status"].transform(_category)
+    # The detector's group_status where it recorded one; the same rule for groups derived here. (Computed
+    # from the listed members, so a status changed from the dashboard shows at once.)
+    out["group_status"] = out.groupby("group")["status"].transform(group_status)
+    out["category"] = out["group_status"].map(CATEGORY_OF).fillna("closed")
     return out
 
 
 def groups(regs: pd.DataFrame) -> pd.DataFrame:
     """One row per alert group, newest commit first: group, machine, sha, message, parent_sha,
     parent_message, series (count), worst (largest slowdown factor, direction-aware), statuses
-    ("4 fixed"), category, machine_wide, fixed_sha, benchmarks (distinct names)."""
+    ("4 fixed"), group_status, category, machine_wide, fixed_sha, benchmarks (distinct names)."""
     cols = ["group", "machine", "sha", "date", "message", "parent_sha", "parent_message", "series", "worst",
-            "statuses", "category", "machine_wide", "fixed_sha", "benchmarks"]
+            "statuses", "group_status", "category", "machine_wide", "fixed_sha", "benchmarks"]
     if regs.empty:
         return pd.DataFrame({c: pd.Series(dtype=object) for c in cols})
     worse = np.where(regs["direction"].eq("down_is_worse"), 1.0 / regs["ratio"].astype(float),
@@ -95,6 +96,7 @@ def groups(regs: pd.DataFrame) -> pd.DataFrame:
             "series": len(g),
             "worst": float(g["_worse"].max()),
             "statuses": ", ".join(f"{n} {s}" for s, n in counts.items()),
+            "group_status": g["group_status"].iloc[0],
             "category": g["category"].iloc[0],
             "machine_wide": bool(g["machine_wide"].any()),
             "fixed_sha": fixed.iloc[0] if len(fixed) and fixed.nunique() == 1 else

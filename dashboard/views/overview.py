@@ -32,7 +32,7 @@ else:
     shown = groups[groups["category"] != "closed"].head(12)
     table = pd.DataFrame({
         "group": shown["group"].astype(str),
-        "state": shown["category"] + shown["machine_wide"].map(lambda w: ", machine-wide" if w else ""),
+        "state": shown["group_status"] + shown["machine_wide"].map(lambda w: ", machine-wide" if w else ""),
         "commits": [fmt.commit_range(p, s) for p, s in zip(shown["parent_sha"], shown["sha"], strict=True)],
         "culprit": shown["message"].map(lambda m: fmt.subject(m, 60)),
         "series": shown["series"],

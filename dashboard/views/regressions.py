@@ -54,7 +54,7 @@ if group_frame.empty:
 mixed = group_frame["statuses"].str.contains(",")
 gtable = pd.DataFrame({
     "group": group_frame["group"].astype(str),
-    "state": group_frame["category"] + group_frame["machine_wide"].map(lambda w: ", machine-wide" if w else "")
+    "state": group_frame["group_status"] + group_frame["machine_wide"].map(lambda w: ", machine-wide" if w else "")
     + [f" ({s})" if m else "" for s, m in zip(group_frame["statuses"], mixed, strict=True)],
     "parent (good)": [fmt.commit_label(s, m, 34) if isinstance(s, str) else "(first measured)"
                       for s, m in zip(group_frame["parent_sha"], group_frame["parent_message"], strict=True)],

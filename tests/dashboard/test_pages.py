@@ -328,7 +328,7 @@ def test_generic_asv_project(monkeypatch: pytest.MonkeyPatch, seeded: Seeded, pa
     elif page == "overview":
         assert "No sparse-MLA suites" in body
     elif page == "regressions":
-        assert "Alert groups (1)" in body and table(at, "commit (first bad)")["state"].iloc[0] == "open"
+        assert "Alert groups (1)" in body and table(at, "commit (first bad)")["state"].iloc[0] == "acknowledged"
 
 
 def test_empty_store_explains_ingest(monkeypatch: pytest.MonkeyPatch, empty_store: str) -> None:
