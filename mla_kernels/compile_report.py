@@ -56,8 +56,10 @@ def matrix(capability: int, groups: tuple[str, ...] = GROUPS) -> list[Entry]:
                 entries.append(Entry("decode.mma", label, launch, None, spec))
         out = torch.empty(64, 64, 512, dtype=torch.bfloat16, device=meta)
         lse = torch.empty(64, 64, dtype=torch.float32, device=meta)
-        simt = decode.simt_launch(q, cache, idx, 512**-0.5, out, lse)
-        entries.append(Entry("decode.simt", f"BLOCK_N {decode.launch.SIMT_BLOCK_N} w{simt.num_warps}", simt, True))
+        used = decode.simt_tile(capability)
+        for tile in dict.fromkeys((used, decode.launch.SIMT_SPILL_FREE_TILE, *decode.launch.SIMT_TILES.values())):
+            simt = decode.simt_launch(q, cache, idx, 512**-0.5, out, lse, tile)
+            entries.append(Entry("decode.simt", f"BLOCK_N {tile[0]} w{tile[1]}", simt, tile == used, ("simt", *tile)))
         for splits in (2, 4, 8, 16):
             opart = torch.empty(64, splits, 64, 512, dtype=torch.float32, device=meta)
             lpart = torch.empty(64, splits, 64, dtype=torch.float32, device=meta)
@@ -81,7 +83,7 @@ def judge(entry: Entry, capability: int, stats: object) -> tuple[bool, str | Non
         reason = verdict(capability, limit, entry.spec, shared, spill)  # type: ignore[arg-type]
         kept = reason is None
     else:
-        kept, reason = entry.kept, None if entry.kept else "not a candidate at this shared memory"
+        kept, reason = entry.kept, None if entry.kept else "not this architecture's config"
     failure = None
     if kept and shared > limit:
         failure = f"kept but needs {shared:,} B of shared memory (sm_{capability} has {limit:,})"

@@ -11,6 +11,7 @@ from .launch import (
     decode_with_config,
     mma_launches,
     simt_launch,
+    simt_tile,
     sparse_mla_decode,
     split_plan,
 )
@@ -28,6 +29,7 @@ __all__ = [
     "decode_with_config",
     "mma_launches",
     "simt_launch",
+    "simt_tile",
     "sparse_mla_decode",
     "spec_label",
     "split_counts",

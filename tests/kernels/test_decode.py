@@ -84,14 +84,17 @@ def test_mma_every_head_block_and_split(device, block_h, splits, prefetch):
     check_decode(out, lse, ref_out, ref_lse)
 
 
+@pytest.mark.parametrize("impl", KERNELS)
 @pytest.mark.parametrize("profile", ["native", "sm_90", "sm_120"])
-def test_arch_profile_is_recorded(device, profile, monkeypatch):
+def test_arch_profile_is_recorded(device, impl, profile, monkeypatch):
     inp = make_decode_inputs(1, 32, 40, num_tokens=256, device=device, seed=3)
     monkeypatch.delenv("MLAPERF_ARCH_PROFILE", raising=False)
-    _check(inp.q, inp.kv_cache, inp.indices, "mma", arch_profile=profile)
+    _check(inp.q, inp.kv_cache, inp.indices, impl, arch_profile=profile)
     assert LAST_LAUNCH["arch_profile"] == profile
+    if device.type == "cuda" and impl == "simt" and profile == "sm_120":
+        assert (LAST_LAUNCH["BLOCK_N"], LAST_LAUNCH["num_warps"]) == (16, 4)  # the runner's spill-free tile
     monkeypatch.setenv("MLAPERF_ARCH_PROFILE", profile)  # the environment is the default
-    sparse_mla_decode(inp.q, inp.kv_cache, inp.indices)
+    sparse_mla_decode(inp.q, inp.kv_cache, inp.indices, impl=impl)
     assert LAST_LAUNCH["arch_profile"] == profile
 
 

@@ -7,7 +7,16 @@ import pytest
 import torch
 
 from mla_kernels.arch import ARCHS, parse_arch, profile_target, resolve_profile
-from mla_kernels.decode import CANDIDATES, SPILL_ALLOWED, MmaConfig, arch_candidates, split_counts, tuning, verdict
+from mla_kernels.decode import (
+    CANDIDATES,
+    SPILL_ALLOWED,
+    MmaConfig,
+    arch_candidates,
+    simt_tile,
+    split_counts,
+    tuning,
+    verdict,
+)
 
 
 @pytest.mark.parametrize(
@@ -37,7 +46,9 @@ def test_keep_rule_shared_memory_and_spills():
 def test_spill_allowances_are_measured_and_never_for_sm120():
     for (capability, spec), why in SPILL_ALLOWED.items():
         assert capability != 120, "a config kept for sm_120 must not spill"
-        assert spec in CANDIDATES and "us" in why  # each names its measurement
+        assert spec in CANDIDATES or spec == ("simt", *simt_tile(capability))
+        assert " us " in why  # each names its measurement
+    assert simt_tile(120) == (16, 4)  # the spill-free SIMT tile off sm_90
 
 
 def test_64_head_blocks_are_candidates_only_with_warpgroup_mma():
