@@ -646,9 +646,12 @@ def regressions_frame(
     frame = frame.drop(columns=["_rank", "params_key", "message"], errors="ignore")
     frame = frame.rename(columns={"sha": "commit", "fixed_sha": "fixed_at"}).reset_index(drop=True)
     alerts = alert_columns(session, [int(i) for i in frame["id"]])
-    return frame.drop(columns=[c for c in alerts.columns if c != "id" and c in frame.columns]).merge(
+    frame = frame.drop(columns=[c for c in alerts.columns if c != "id" and c in frame.columns]).merge(
         alerts, on="id", how="left"
     )
+    # Ints stay ints where some rows have no group (regressions stored before groups existed).
+    frame["group"] = pd.Series([None if pd.isna(g) else int(g) for g in frame["group"]], dtype=object)
+    return frame
 
 
 def alert_columns(session: Session, ids: list[int]) -> pd.DataFrame:
