@@ -91,6 +91,12 @@ def history(url: str, machine: str, benchmark: str, params_keys: tuple[str, ...]
         return reads.history(s, machine, benchmark, list(params_keys))
 
 
+@st.cache_data(ttl=TTL, show_spinner=False, max_entries=256)
+def launch_config(url: str, machine: str, benchmark: str, params_keys: tuple[str, ...]) -> pd.DataFrame:
+    with _session(url) as s:
+        return reads.launch_config(s, machine, benchmark, list(params_keys))
+
+
 @st.cache_data(ttl=TTL, show_spinner=False, max_entries=64)
 def results_at_commit(url: str, sha: str, machine: str) -> pd.DataFrame:
     from db import queries

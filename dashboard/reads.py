@@ -123,6 +123,37 @@ def history(s: Session, machine: str, benchmark: str, params_keys: Sequence[str]
     return out[cols].reset_index(drop=True)
 
 
+LAUNCH_PREFIX = "track_launch_"  # <suite class>.track_launch_<key>: one kernel-config value per case
+
+
+def launch_config(s: Session, machine: str, benchmark: str, params_keys: Sequence[str]) -> pd.DataFrame:
+    """The kernel configuration each case ran with, where the suite records it: benchmarks named
+    ``<module>.<Class>.track_launch_<key>`` (e.g. ``track_launch_block_h``, ``track_launch_num_splits``,
+    ``track_launch_prefetch``, ``track_launch_spill_bytes``) in the same module as ``benchmark``, with the
+    same params. Long frame: params_key, commit_id, key, value (median over the commit's runs)."""
+    cols = ["params_key", "commit_id", "key", "value"]
+    module = benchmark.split(".", 1)[0]
+    mid = machine_id(s, machine)
+    names = dict(s.execute(
+        select(Benchmark.id, Benchmark.name).where(Benchmark.name.startswith(f"{module}.", autoescape=True))
+    ).all())
+    ids = {i: n.rsplit(".", 1)[-1][len(LAUNCH_PREFIX):] for i, n in names.items()
+           if n.rsplit(".", 1)[-1].startswith(LAUNCH_PREFIX)}
+    if mid is None or not ids or not params_keys:
+        return pd.DataFrame({c: pd.Series(dtype=object) for c in cols})
+    df = _rows(s, select(Result.params_key, Run.commit_id, Result.benchmark_id, Result.value)
+               .join(Run, Run.id == Result.run_id)
+               .where(Run.machine_id == mid, Result.benchmark_id.in_(list(ids)),
+                      Result.params_key.in_(list(params_keys)), Result.value.is_not(None)))
+    if df.empty:
+        return pd.DataFrame({c: pd.Series(dtype=object) for c in cols})
+    df["key"] = df["benchmark_id"].map(ids)
+    df["value"] = df["value"].astype(float)
+    out = df.groupby(["params_key", "commit_id", "key"], sort=False)["value"].median().reset_index()
+    out["commit_id"] = out["commit_id"].astype("int64")
+    return out[cols]
+
+
 def machine_info(s: Session, machine: str) -> dict[str, Any]:
     """The machine row as a dict (GPU identity and versions as the newest ingested run recorded them)."""
     row = s.execute(select(Machine).where(Machine.name == machine)).scalar_one_or_none()

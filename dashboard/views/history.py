@@ -91,8 +91,15 @@ points = hist.assign(
     subject=hist["commit_id"].map(pos["message"]).map(lambda m: fmt.subject(m, 60)),
     date=hist["commit_id"].map(pos["date"]).dt.strftime("%Y-%m-%d %H:%M"),
     run_date=pd.to_datetime(hist["run_date"]).dt.strftime("%Y-%m-%d %H:%M"),
-    config="kernel config: not recorded by this run",
 )
+launch = data.launch_config(ctx.url, ctx.machine, bench, tuple(wanted))
+if launch.empty:
+    points["config"] = "kernel config: not recorded by the suite"
+else:
+    text = launch.assign(kv=launch["key"] + "=" + launch["value"].map(lambda v: f"{v:g}")) \
+        .groupby(["params_key", "commit_id"])["kv"].agg(" · ".join)
+    keys = list(zip(points["params_key"], points["commit_id"], strict=True))
+    points["config"] = ["kernel " + text[k] if k in text.index else "kernel config: not recorded" for k in keys]
 order = {label_of[k]: i for i, k in enumerate(wanted)}
 points = points.sort_values(["series", "pos"], key=lambda s: s.map(order) if s.name == "series" else s)
 
@@ -122,6 +129,7 @@ provenance = " · ".join(x for x in (
     f"CUDA {info['cuda']}" if info.get("cuda") else "",
     f"torch {info['torch']}" if info.get("torch") else "",
     f"triton {info['triton']}" if info.get("triton") else "",
+    f"arch profile {info['arch_profile']}" if info.get("arch_profile") else "",
 ) if x)
 fixed_params = frames.params_label(wanted[0], [n for n in pnames if n not in varying], only=True)
 title = f"{bench} · {ctx.machine}" + (f" · {fixed_params}" if len(varying) < len(pnames) else "")

@@ -110,6 +110,22 @@ def mla_benchmarks(
     ]
     if not metrics:
         return out
+
+    # The kernel configuration each decode case ran with (the dashboard's launch-config convention): the
+    # seeded slowdown is BLOCK_H 16 without split-K, as in the bundled history's deliberate regression.
+    def slow(i: int) -> bool:
+        return slow_from is not None and i >= slow_from and (fix_from is None or i < fix_from)
+
+    def block_h(i: int, p: dict[str, Any]) -> float:
+        return 1.0 if p["impl"] == "simt" else 16.0 if slow(i) else 64.0
+
+    def splits(i: int, p: dict[str, Any]) -> float:
+        return 1.0 if p["impl"] == "simt" or slow(i) else 2.0
+
+    out += [
+        Bench("bench_decode.SparseDecodeMetrics.track_launch_block_h", dec_names, dec_params, "config", block_h),
+        Bench("bench_decode.SparseDecodeMetrics.track_launch_num_splits", dec_names, dec_params, "config", splits),
+    ]
     for cls, names, params, timer, bytes_per_tok in (
         ("bench_decode.SparseDecodeMetrics", dec_names, dec_params, dec, 584 * 512),
         ("bench_indexer.IndexerMetrics", idx_names, idx_params, _indexer_time, 132 * 4096),
@@ -193,7 +209,9 @@ def write_results(
             else:
                 samp = [None] * len(vals)
                 number = [None] * len(vals)
-                vals = [None if v is None else float(v * (1 + noise * rng.standard_normal())) for v in vals]
+                exact = b.unit == "config"  # kernel configuration values are exact
+                vals = [None if v is None else float(v if exact else v * (1 + noise * rng.standard_normal()))
+                        for v in vals]
             changed = new_version_from is not None and i >= new_version_from.get(b.name, len(shas))
             bench_dict = {"name": b.name, "version": b.version + ("-v2" if changed else ""), "params": b.params}
             res.add_result(bench_dict, BenchmarkResult(vals, samp, number, 0 if not bad else 1, "", None),

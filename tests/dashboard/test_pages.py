@@ -163,8 +163,10 @@ def test_history_defaults_to_the_flagged_series(monkeypatch: pytest.MonkeyPatch,
     hover = lines[0]["hovertemplate"]
     assert "NVIDIA H200" in hover and "triton 3.6.0" in hover and "driver" in hover
     custom = lines[0]["customdata"][SLOW_FROM]
-    assert custom[0].endswith(" us</b>") or " us</b>" in custom[0]
+    assert " us</b>" in custom[0]
     assert custom[1] == seeded.shas[SLOW_FROM][:8]
+    assert custom[8] == "kernel block_h=16 · num_splits=1"  # the config the slow commit ran
+    assert lines[0]["customdata"][0][8] == "kernel block_h=64 · num_splits=2"
     flagged = table(at, "fixed at")
     assert set(flagged["commits"]) == {f"{seeded.shas[SLOW_FROM - 1][:8]}..{seeded.shas[SLOW_FROM][:8]}"}
     assert not flagged["p"].str.contains(r"0\.000").any()
