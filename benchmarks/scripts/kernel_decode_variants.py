@@ -4,7 +4,8 @@ shared memory on this GPU and, compiled ahead of time, on sm_120 (whether an sm_
     python -m benchmarks.scripts.kernel_decode_variants [--batches 64,128] [--topk 512] [--configs all]
 
 ``--configs``: ``all`` (every autotuner candidate), ``sm120`` (the candidates an sm_120 compiles), or
-``BLOCK_HxBLOCK_NxWARPSxSTAGESxPREFETCH,...``.
+``BLOCK_HxBLOCK_NxWARPSxSTAGESxPREFETCH,...``. ``--simt-tiles 16x4,32x4`` times SIMT tiles (BLOCK_N x
+warps) instead, twice each in alternation (the A/B behind ``mla_kernels.decode.launch.SIMT_TILES``).
 """
 
 from __future__ import annotations
@@ -32,6 +33,37 @@ def parse_configs(text: str) -> list[tuple[int, int, int, int, int]]:
     return specs  # type: ignore[return-value]
 
 
+def _simt_tiles(inp: object, ref: tuple, tiles: list[tuple[int, ...]], sets: int, reps: int) -> list[dict]:
+    """Each SIMT tile through the production launch builder, two rounds in alternation."""
+    import torch
+
+    from benchmarks.scripts.kernel_decode_perf import graph_ms
+    from mla_kernels._common import compile_stats
+    from mla_kernels.decode import simt_launch
+    from mla_kernels.testing import check_decode
+
+    scale = 512**-0.5
+    q, cache = inp.q, inp.kv_cache  # type: ignore[attr-defined]
+    rows = []
+    for rnd in (1, 2):
+        for tile in tiles:
+            out, lse = torch.empty_like(ref[0]), torch.empty_like(ref[1])
+            stats = compile_stats(simt_launch(q, cache, inp.indices, scale, out, lse, tile).run())  # type: ignore[attr-defined]
+            check_decode(out, lse, *ref)
+            state = {"i": 0}
+
+            def call(tile: tuple = tile, state: dict = state, out: object = out, lse: object = lse) -> None:
+                idx = inp.index_sets[state["i"] % sets]  # type: ignore[attr-defined]
+                simt_launch(q, cache, idx, scale, out, lse, tile).run()
+                state["i"] += 1
+
+            us = 1e3 * graph_ms(call, reps=reps, inner=sets)
+            rows.append({"batch": q.shape[0], "simt_tile": list(tile), "round": rnd, "us": us, **stats})
+            print(f"B={q.shape[0]:4d} round {rnd} SIMT BLOCK_N {tile[0]} w{tile[1]}: {us:8.1f} us regs "
+                  f"{stats.get('n_regs')} spill {stats.get('spill_bytes')} B", flush=True)
+    return rows
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(
         prog="python -m benchmarks.scripts.kernel_decode_variants",
@@ -42,9 +74,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--heads", type=int, default=64)
     ap.add_argument("--configs", default="all")
     ap.add_argument("--reps", type=int, default=10, help="graph replays per config (median)")
+    ap.add_argument("--simt-tiles", help="BLOCK_NxWARPS,... : time these SIMT tiles instead of MMA configs")
     ap.add_argument("--json", type=Path, help="write every row to this file")
     args = ap.parse_args(argv)
     try:
+        tiles = [tuple(int(v) for v in t.split("x")) for t in args.simt_tiles.split(",")] if args.simt_tiles else []
+        if any(len(t) != 2 for t in tiles):
+            raise ValueError(f"--simt-tiles takes BLOCK_NxWARPS,..., got {args.simt_tiles!r}")
         specs = parse_configs(args.configs)
         batches = [int(b) for b in args.batches.split(",")]
     except ValueError as exc:
@@ -72,6 +108,9 @@ def main(argv: list[str] | None = None) -> int:
                                  seed=batch, num_index_sets=sets)
         ref = sparse_mla_decode(inp.q, inp.kv_cache, inp.indices, impl="reference")
         bytes_moved, flops = decode_cost(batch, args.heads, args.topk)
+        if tiles:
+            rows += _simt_tiles(inp, ref, tiles, sets, args.reps)
+            continue
         meta = [torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device="meta")
                 for t in (inp.q, inp.kv_cache, inp.indices)]
         for spec in specs:
