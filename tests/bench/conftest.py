@@ -3,12 +3,10 @@ and a throwaway git repository holding a copy of the project for end-to-end ``ml
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import subprocess
 import sys
-import textwrap
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,33 +17,8 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-# asv's own discovery (what `asv run` writes into benchmarks.json), in a fresh process per tier.
-_DISCOVER = textwrap.dedent(
-    """
-    import io, sys
-    from asv_runner.discovery import list_benchmarks
-    fp = io.StringIO()
-    list_benchmarks(sys.argv[1], fp)
-    print(fp.getvalue())
-    """
-)
-
-
-def discover(tier: str, benchmark_dir: Path | None = None, **env: str) -> dict[str, dict[str, object]]:
-    """{name: asv's benchmark record (params, param_names, unit, type, version, ...)} for ``tier``."""
-    full = dict(os.environ, MLAPERF_TIER=tier, **env)
-    if "MLAPERF_CONCURRENCY" not in env:
-        full.pop("MLAPERF_CONCURRENCY", None)
-    proc = subprocess.run(
-        [sys.executable, "-c", _DISCOVER, str(benchmark_dir or ROOT / "benchmarks")],
-        env=full, capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
-    assert proc.returncode == 0, proc.stderr
-    return {b["name"]: b for b in json.loads(proc.stdout)}
-
-
 # A wrong kernel as a commit would introduce it: MMA output 10% off (a fast wrong kernel).
-WRONG_MMA = '''
+WRONG_MMA = """
 
 _correct_sparse_mla_decode = sparse_mla_decode
 
@@ -55,15 +28,13 @@ def sparse_mla_decode(q, kv_cache, indices, sm_scale=None, impl="mma", **kwargs)
     if impl == "mma":
         out = out * 1.1
     return out, lse
-'''
+"""
 
 
 def _git(repo: Path, *args: str) -> str:
     env = dict(os.environ, GIT_AUTHOR_NAME="t", GIT_AUTHOR_EMAIL="t@example.com",
                GIT_COMMITTER_NAME="t", GIT_COMMITTER_EMAIL="t@example.com")  # fmt: skip
-    return subprocess.run(
-        ["git", *args], cwd=repo, env=env, check=True, capture_output=True, text=True
-    ).stdout.strip()
+    return subprocess.run(["git", *args], cwd=repo, env=env, check=True, capture_output=True, text=True).stdout.strip()
 
 
 @dataclass

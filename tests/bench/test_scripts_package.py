@@ -10,7 +10,7 @@ import sys
 import textwrap
 
 import pytest
-from conftest import ROOT, discover
+from benchtools import ROOT, discover
 
 SCRIPTS = sorted(p.stem for p in (ROOT / "benchmarks" / "scripts").glob("*.py") if p.stem != "__init__")
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import ROOT, discover
+from benchtools import ROOT, discover
 
 from benchmarks import _roofline, _timing
 

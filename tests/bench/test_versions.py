@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import ROOT, discover
+from benchtools import ROOT, discover
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
