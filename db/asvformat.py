@@ -193,7 +193,9 @@ def scan_inputs(paths: list[str | Path]) -> tuple[list[ResultFile], list[tuple[s
     problems: list[tuple[str, str]] = []
 
     def add(file: Path, results_dir: Path | None) -> None:
-        found.setdefault(os.path.realpath(file), ResultFile(file, results_dir))
+        # One entry per real file (overlapping arguments, links to one file); a broken link is its own.
+        key = os.path.realpath(file) if os.path.exists(file) else os.path.abspath(file)
+        found.setdefault(key, ResultFile(file, results_dir))
 
     for raw in paths:
         path = Path(raw)
@@ -565,6 +567,10 @@ def _parse_params(params: Any, where: str) -> list[list[str]]:
         if not all(isinstance(v, str | int | float) and not isinstance(v, bool) for v in values):
             raise AsvFormatError(f"{where}: parameter values must be text (asv writes repr strings)")
         out.append([v if isinstance(v, str) else json.dumps(v) for v in values])
+    for i, values in enumerate(out):
+        if len(set(values)) != len(values):
+            repeated = next(v for v in values if values.count(v) > 1)
+            raise AsvFormatError(f"{where}: parameter {i + 1} lists the value {show(repeated)} twice")
     n = math.prod(len(p) for p in out)
     if n > limits.MAX_COMBINATIONS:
         raise AsvFormatError(f"{where}: {n:,} parameter combinations, over the limit of {limits.MAX_COMBINATIONS:,}")
@@ -722,11 +728,11 @@ def parse_results(
             ends.append(end)
 
     requirements = obj.get("requirements") or {}
-    requirements = requirements if isinstance(requirements, dict) else {"requirements": requirements}
     env_vars = obj.get("env_vars") or {}
-    env_vars = env_vars if isinstance(env_vars, dict) else {}
-    _check_stored(requirements, "'requirements'")
-    _check_stored(env_vars, "'env_vars'")
+    for key, value in (("requirements", requirements), ("env_vars", env_vars)):
+        if not isinstance(value, dict):
+            raise AsvFormatError(f"{key!r} must be an object, got {type(value).__name__}")
+        _check_stored(value, repr(key))
     python = obj.get("python")
     if python is not None and (isinstance(python, bool) or not isinstance(python, str | int | float)):
         raise AsvFormatError(f"'python' must be a version string, got {show(python)}")

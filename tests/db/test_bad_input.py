@@ -101,7 +101,12 @@ ROWS: list[tuple[str, Callable[[], bytes | str], str]] = [
     ("NUL in a name", lambda: _text('"s.time_bad"', '"s.time_\\u0000bad"'), "NUL character"),
     ("lone surrogate", lambda: _text('"s.time_bad"', '"s.time_\\ud800bad"'), "lone surrogate"),
     ("duplicate key", lambda: _text('"version": 2', '"version": 2, "version": 2'), "duplicate key 'version'"),
-    ("deep requirements", lambda: _text('"requirements": {}', '"requirements": ' + "[" * 40 + "]" * 40), "deeper"),
+    (
+        "deep requirements",
+        lambda: _text('"requirements": {}', '"requirements": {"x": ' + "[" * 40 + "]" * 40 + "}"),
+        "deeper",
+    ),
+    ("env_vars a list", lambda: _text('"env_vars": {}', '"env_vars": []'), "'env_vars' must be an object, got list"),
     ("NaN in env_vars", lambda: _text('"env_vars": {}', '"env_vars": {"X": NaN}'), "not a finite number"),
     ("param value not text", lambda: bad_doc(lambda d: d["results"].update({"s.time_bad": [[1.0], [[None]]]})), "text"),
     (
