@@ -164,18 +164,49 @@ def commit_labels(commits: pd.DataFrame) -> dict[str, str]:
     return dict(zip(shas, text, strict=True))
 
 
+COMMIT_CHOICES = 100  # newest commits listed in a commit picker (opening a list of 1,000 costs seconds)
+
+
 def commit_select(label: str, commits: pd.DataFrame, *, key: str, default: str | None = None,
-                  allow_none: bool = False, help: str = "") -> str | None:
-    """Pick a commit (newest first); returns its full sha; the URL holds 12 characters of it."""
-    labels = commit_labels(commits.iloc[::-1])
+                  allow_none: bool = False, extra: Sequence[str] = (), help: str = "") -> str | None:
+    """Pick a commit; returns its full sha and keeps 12 characters of it in the URL.
+
+    The list holds the newest ``COMMIT_CHOICES`` commits (newest first), ``extra`` ones the page points at
+    (flagged commits, their parents) and the current choice; any other commit of the machine is one typed
+    sha prefix away (Enter), and a link may name any of them."""
+    shas = list(commits["sha"].astype(str))
+    known = set(shas)
+
+    def resolve(text: object) -> str | None:
+        if not isinstance(text, str) or len(text.strip()) < 4:
+            return None
+        text = text.strip().lower()
+        hits = [s for s in shas if s.startswith(text)] if text not in known else [text]
+        return hits[0] if len(hits) == 1 else None
+
+    wanted = {resolve(st.session_state.get(key)), resolve(st.query_params.get(key)), resolve(default)}
+    keep = set(shas[-COMMIT_CHOICES:]) | {s for s in extra if s in known} | {s for s in wanted if s}
+    shown = commits[commits["sha"].astype(str).isin(keep)]
+    labels = commit_labels(shown.iloc[::-1])
+    if key in st.session_state and st.session_state[key] not in labels and resolve(st.session_state[key]):
+        st.session_state[key] = resolve(st.session_state[key])  # a typed prefix: its full sha
     options: list[str | None] = list(labels)
     if allow_none:
         options = [None, *options]
     fallback = default if default in options else (None if allow_none else (options[0] if options else None))
-    return url_selectbox(
+    typed_help = f"The newest {COMMIT_CHOICES} commits are listed; type any other commit's sha and press Enter."
+    value = url_selectbox(
         label, options, key=key, default=fallback, short=lambda s: str(s)[:12],
-        format_func=lambda sha: "(none)" if sha is None else labels[sha], help=help or None,
+        format_func=lambda sha: "(none)" if sha is None else labels.get(sha, str(sha)),
+        help=f"{help} {typed_help}".strip(), accept_new_options=True,
     )
+    if value is not None and value not in labels:
+        full = resolve(value)
+        if full is None:
+            st.warning(f"{label}: no commit of this machine starts with {value!r}; showing the default.")
+            return fallback
+        return full
+    return value
 
 
 def page_link(page: str, **params: Any) -> str:

@@ -9,7 +9,8 @@ flags), plus a second, small machine. Then, for every page and every repeat:
    shares (machines, commits, series, regressions) are cached, as on a server somebody has visited,
 3. opens the page in a new tab (a new session; the page's own data uncached) and times it: from navigation
    to the server's ``script_finished`` message on the websocket and every Plotly chart drawn,
-4. changes one widget (one that loads new data where the page has one) and times it the same way.
+4. changes one widget (one that loads new data where the page has one) and times it the same way, from
+   the moment the new value is committed (a selectbox is opened and typed into first, untimed).
 
 Targets (issue 17): first render <= 1.5 s, widget change <= 1 s. Nothing here is a test; it reports.
 
@@ -129,6 +130,30 @@ class Server:
             self.proc.kill()
 
 
+def _tree_cpu(root: int) -> float:
+    """CPU seconds (user + system) of ``root`` and its live descendants, from /proc (Linux)."""
+    children: dict[int, list[int]] = {}
+    stats: dict[int, tuple[int, float]] = {}
+    tick = os.sysconf("SC_CLK_TCK")
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        pid, ppid = int(entry), int(fields[1])
+        stats[pid] = (ppid, (int(fields[11]) + int(fields[12])) / tick)
+        children.setdefault(ppid, []).append(pid)
+    total, todo = 0.0, [root]
+    while todo:
+        pid = todo.pop()
+        total += stats.get(pid, (0, 0.0))[1]
+        todo.extend(children.get(pid, []))
+    return total
+
+
 class Watcher:
     """Counts the server's ``script_finished`` messages on a tab's websocket (Streamlit's ForwardMsg)."""
 
@@ -169,11 +194,14 @@ class Watcher:
         return self.finished_at
 
 
-def _select(page: Any, label: str, text: str) -> None:
-    """Choose the option of the selectbox labelled ``label`` whose text contains ``text``."""
+def _open_select(page: Any, label: str, text: str) -> None:
+    """Open the selectbox labelled ``label`` and type ``text`` (not timed: the user is still choosing)."""
     box = page.locator('[data-testid="stSelectbox"]').filter(has_text=label).first
     box.locator("input").click()
     box.locator("input").fill(text)
+
+
+def _enter(page: Any) -> None:
     page.keyboard.press("Enter")
 
 
@@ -186,30 +214,92 @@ def _toggle(page: Any, label: str) -> None:
     page.locator('[data-testid="stCheckbox"]').filter(has_text=label).first.click()
 
 
-# page -> (path to open, what the widget change does, the change)
+def _nothing(page: Any, shas: list[str]) -> None:
+    return None
+
+
+# page -> (path to open, what the change does, preparation (not timed), the change itself (timed from here))
 Action = Callable[[Any, list[str]], None]
-PAGES: dict[str, tuple[str, str, Action]] = {
-    "overview": ("", "machine -> the small machine", lambda p, s: _select(p, "Machine", SMALL_MACHINE)),
-    "throughput": ("throughput", "top-k 512 -> 2048", lambda p, s: _radio(p, "topk", "2048")),
+PAGES: dict[str, tuple[str, str, Action, Action]] = {
+    "overview": ("", "machine -> the small machine", lambda p, s: _open_select(p, "Machine", SMALL_MACHINE),
+                 lambda p, s: _enter(p)),
+    "throughput": ("throughput", "top-k 512 -> 2048", _nothing, lambda p, s: _radio(p, "topk", "2048")),
     "history": ("history", "benchmark -> track_tokens_per_s",
-                lambda p, s: _select(p, "Benchmark", "SparseDecodeMetrics.track_tokens_per_s")),
-    "regressions": ("regressions", "all machines on", lambda p, s: _toggle(p, "All machines")),
-    "compare": ("compare", "base -> 10 commits earlier", lambda p, s: _select(p, "Base (before)", s[-11][:8])),
-    "efficiency": ("efficiency", "commit -> the one before", lambda p, s: _select(p, "Commit", s[-2][:8])),
+                lambda p, s: _open_select(p, "Benchmark", "SparseDecodeMetrics.track_tokens_per_s"),
+                lambda p, s: _enter(p)),
+    "regressions": ("regressions", "all machines on", _nothing, lambda p, s: _toggle(p, "All machines")),
+    "compare": ("compare", "base -> 10 commits earlier", lambda p, s: _open_select(p, "Base (before)", s[-11][:8]),
+                lambda p, s: _enter(p)),
+    "efficiency": ("efficiency", "commit -> the one before", lambda p, s: _open_select(p, "Commit", s[-2][:8]),
+                   lambda p, s: _enter(p)),
 }
-WARMUP = {"overview": "efficiency"}  # the page opened first to warm the server; default: overview
+WARMUP = {"overview": "efficiency"}
+# A page with a title and a three-row table: what any Streamlit page costs here (frontend boot, session,
+# websocket), the floor under every figure above.
+TRIVIAL_APP = 'import streamlit as st\nst.title("floor")\nst.dataframe({"a": [1, 2, 3]})\n'
+
+
+def floor(workdir: Path, chromium: str, repeats: int) -> list[tuple[float, float]]:
+    """First render of a trivial Streamlit page in a new tab: (seconds, CPU seconds) per repeat."""
+    import socket
+
+    from playwright.sync_api import sync_playwright
+
+    app = workdir / "trivial_app.py"
+    app.write_text(TRIVIAL_APP)
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    proc = subprocess.Popen([sys.executable, "-m", "streamlit", "run", str(app), "--server.headless", "true",
+                             "--server.port", str(port), "--browser.gatherUsageStats", "false"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    base = f"http://127.0.0.1:{port}"
+    out = []
+    try:
+        deadline = time.monotonic() + 90
+        while True:
+            try:
+                with urllib.request.urlopen(f"{base}/_stcore/health", timeout=2):
+                    break
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise RuntimeError("trivial Streamlit app did not start") from None
+                time.sleep(0.2)
+        with sync_playwright() as pw:
+            browser = pw.chromium.launch(executable_path=chromium, args=ARGS)
+            context = browser.new_context(viewport={"width": 1500, "height": 1000})
+            warm = context.new_page()
+            watch = Watcher(warm)
+            warm.goto(base)
+            watch.wait_run(warm, 0)
+            warm.close()
+            for _ in range(repeats):
+                page = context.new_page()
+                watch = Watcher(page)
+                cpu0 = _tree_cpu(os.getpid())
+                t0 = time.perf_counter()
+                page.goto(base, wait_until="commit")
+                watch.wait_run(page, 0)
+                out.append((time.perf_counter() - t0, _tree_cpu(os.getpid()) - cpu0))
+                page.close()
+            browser.close()
+    finally:
+        proc.terminate()
+        proc.wait(timeout=20)
+    return out  # the page opened first to warm the server; default: overview
 
 
 def measure(url: str, shas: list[str], repeats: int, chromium: str,
-            pages: list[str]) -> dict[str, tuple[list[float], list[float]]]:
+            pages: list[str]) -> dict[str, tuple[list[float], ...]]:
     from playwright.sync_api import sync_playwright
 
-    out: dict[str, tuple[list[float], list[float]]] = {name: ([], []) for name in pages}
+    # page -> (first render s, widget change s, first render CPU s, widget change CPU s)
+    out: dict[str, tuple[list[float], ...]] = {name: ([], [], [], []) for name in pages}
     with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=chromium, args=ARGS)
         for rep in range(repeats):
             for name in pages:
-                path, what, change = PAGES[name]
+                path, what, prepare, change = PAGES[name]
                 server = Server(url)
                 try:
                     context = browser.new_context(viewport={"width": 1500, "height": 1000})
@@ -221,25 +311,34 @@ def measure(url: str, shas: list[str], repeats: int, chromium: str,
 
                     page = context.new_page()
                     watch = Watcher(page)
+                    cpu0 = _tree_cpu(os.getpid())  # this process's tree: the server and the browser
                     t0 = time.perf_counter()
                     page.goto(f"{server.base}/{path}", wait_until="commit")
                     run_end = watch.wait_run(page, 0)
                     first = time.perf_counter() - t0
                     first_run = run_end - t0
+                    first_cpu = _tree_cpu(os.getpid()) - cpu0
                     page.wait_for_timeout(300)  # let the URL settle before touching a widget
+                    prepare(page, shas)
+                    page.wait_for_timeout(300)
                     before = watch.finished
+                    cpu0 = _tree_cpu(os.getpid())
                     t0 = time.perf_counter()
                     change(page, shas)
                     run_end = watch.wait_run(page, before)
                     changed = time.perf_counter() - t0
                     changed_run = run_end - t0
+                    changed_cpu = _tree_cpu(os.getpid()) - cpu0
                     context.close()
                 finally:
                     server.stop()
                 out[name][0].append(first)
                 out[name][1].append(changed)
-                print(f"[{rep + 1}/{repeats}] {name:<12} first render {first:5.2f} s (run done at {first_run:.2f} s)"
-                      f"   {what}: {changed:5.2f} s (run done at {changed_run:.2f} s)", flush=True)
+                out[name][2].append(first_cpu)
+                out[name][3].append(changed_cpu)
+                print(f"[{rep + 1}/{repeats}] {name:<12} first render {first:5.2f} s (run done at {first_run:.2f} s, "
+                      f"{first_cpu:.2f} CPU s)   {what}: {changed:5.2f} s (run done at {changed_run:.2f} s, "
+                      f"{changed_cpu:.2f} CPU s)", flush=True)
         browser.close()
     return out
 
@@ -283,6 +382,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"dashboard_perf: machine {MACHINE} needs 12+ commits in {url}", file=sys.stderr)
             return 2
         times = measure(url, shas, args.repeats, args.chromium, args.page or list(PAGES))
+        base = floor(workdir, args.chromium, args.repeats)
     except Exception as exc:  # noqa: BLE001 - one line, exit 3
         print(f"dashboard_perf: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 3
@@ -292,16 +392,20 @@ def main(argv: list[str] | None = None) -> int:
         elif not args.db:
             shutil.rmtree(workdir, ignore_errors=True)
 
-    cpus = os.cpu_count()
-    print(f"\n{len(shas):,} commits on {MACHINE}; median of {args.repeats}; {cpus} CPUs; targets: first render "
-          f"<= {FIRST_TARGET_S} s, widget change <= {CHANGE_TARGET_S} s")
-    print(f"{'page':<12} {'first render':>13} {'widget change':>14}  change")
+    load = os.getloadavg()
+    print(f"\n{len(shas):,} commits on {MACHINE}; median of {args.repeats}; {os.cpu_count()} CPUs, load average "
+          f"{load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f} (1/5/15 min); targets: first render <= {FIRST_TARGET_S} s, "
+          f"widget change <= {CHANGE_TARGET_S} s. CPU s: server + browser processes over the same interval.")
+    print(f"{'page':<12} {'first render':>13} {'(CPU s)':>8} {'widget change':>14} {'(CPU s)':>8}  change")
+    print(f"{'(floor)':<12} {statistics.median(t for t, _ in base):>11.2f} s "
+          f"{statistics.median(c for _, c in base):>8.2f} {'':>14} {'':>8}  a trivial Streamlit page, same setup")
     ok = True
-    for name, (first, changed) in times.items():
+    for name, (first, changed, first_cpu, changed_cpu) in times.items():
         f, c = statistics.median(first), statistics.median(changed)
         ok &= f <= FIRST_TARGET_S and c <= CHANGE_TARGET_S
         flag = ("" if f <= FIRST_TARGET_S else " first SLOW") + ("" if c <= CHANGE_TARGET_S else " change SLOW")
-        print(f"{name:<12} {f:>11.2f} s {c:>12.2f} s  {PAGES[name][1]}{flag}")
+        print(f"{name:<12} {f:>11.2f} s {statistics.median(first_cpu):>8.2f} {c:>12.2f} s "
+              f"{statistics.median(changed_cpu):>8.2f}  {PAGES[name][1]}{flag}")
     return 0 if ok else 1
 
 

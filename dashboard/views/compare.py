@@ -30,14 +30,18 @@ if len(commits) < 2:
     st.info(f"Machine `{ctx.machine}` needs results for at least two commits to compare.")
     st.stop()
 
+# Flagged commits and their parents stay pickable however old they are.
+regs = data.regressions(ctx.url, ctx.machine)
+flagged = [*regs["sha"], *regs["parent_sha"].dropna()] if not regs.empty else []
 c1, c2, c3 = st.columns([3, 3, 2])
 with c2:
-    head = widgets.commit_select("Head (after)", commits, key="cmp_head", default=commits["sha"].iloc[-1])
+    head = widgets.commit_select("Head (after)", commits, key="cmp_head", default=commits["sha"].iloc[-1],
+                                 extra=flagged)
 # Default base: the commit measured just before the head on this machine.
 pos = dict(zip(commits["sha"], commits["pos"], strict=True))
 before = commits["sha"].iloc[max(0, pos[head] - 1)] if pos[head] > 0 else commits["sha"].iloc[0]
 with c1:
-    base = widgets.commit_select("Base (before)", commits, key="cmp_base", default=before)
+    base = widgets.commit_select("Base (before)", commits, key="cmp_base", default=before, extra=flagged)
 with c3:
     override = widgets.url_number("Threshold override (%)", key="cmp_threshold", min_value=0.1, max_value=900.0,
                                   step=1.0, value=None, placeholder="configured",

@@ -50,7 +50,10 @@ if not mine.empty:
     same = [p for p in at if all(p.get(n) == first.get(n) for n in pnames if n != sweep)]
     defaults = {n: [first.get(n)] for n in pnames if n != sweep}
     if sweep is not None:
-        defaults[sweep] = frames.value_order(p.get(sweep) for p in same)[:8]
+        values = frames.value_order(p.get(sweep) for p in same)
+        # At most four overlaid by default, spread over the flagged values (first and last included).
+        defaults[sweep] = [values[round(i * (len(values) - 1) / 3)] for i in range(4)] if len(values) > 4 \
+            else values
 picked: dict[str, list[object]] = {}
 if pnames:
     cols = st.columns(min(len(pnames), 4))
@@ -88,7 +91,7 @@ points = hist.assign(
     series=hist["params_key"].map(label_of),
     pos=hist["commit_id"].map(pos["pos"]),
     sha=hist["commit_id"].map(pos["sha"]),
-    subject=hist["commit_id"].map(pos["message"]).map(lambda m: fmt.subject(m, 60)),
+    subject=hist["commit_id"].map(pos["message"]).map(lambda m: fmt.subject(m, 48)),
     date=hist["commit_id"].map(pos["date"]).dt.strftime("%Y-%m-%d %H:%M"),
     run_date=pd.to_datetime(hist["run_date"]).dt.strftime("%Y-%m-%d %H:%M"),
 )
@@ -143,7 +146,8 @@ st.caption(
     "the previous five values; a point past it on the worse side moved more than the threshold. Triangles: "
     "flagged regressions (the first bad commit); stars: the commit that fixed them; ✕ on the axis: failed runs; "
     "dotted lines: the benchmark's asv version changed (a new segment: no step is flagged across it). Hover a "
-    "point for its commit, run and versions (the machine's as of its newest run)."
+    "point for its commit, run and versions (the machine's as of its newest run). asv environment: "
+    + ", ".join(f"`{e}`" for e in sorted(hist["environment"].dropna().unique())) + "."
 )
 
 if flag is not None and not flag.empty:

@@ -165,8 +165,8 @@ def test_history_defaults_to_the_flagged_series(monkeypatch: pytest.MonkeyPatch,
     custom = lines[0]["customdata"][SLOW_FROM]
     assert " us</b>" in custom[0]
     assert custom[1] == seeded.shas[SLOW_FROM][:8]
-    assert custom[8] == "kernel block_h=16 · num_splits=1"  # the config the slow commit ran
-    assert lines[0]["customdata"][0][8] == "kernel block_h=64 · num_splits=2"
+    assert custom[7] == "kernel block_h=16 · num_splits=1"  # the config the slow commit ran
+    assert lines[0]["customdata"][0][7] == "kernel block_h=64 · num_splits=2"
     flagged = table(at, "fixed at")
     assert set(flagged["commits"]) == {f"{seeded.shas[SLOW_FROM - 1][:8]}..{seeded.shas[SLOW_FROM][:8]}"}
     assert not flagged["p"].str.contains(r"0\.000").any()
