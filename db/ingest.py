@@ -102,7 +102,7 @@ class IngestSummary:
     def line(self) -> str:
         rate = self.results / self.seconds if self.seconds > 0 else 0.0
         text = (
-            f"ingested {self.ingested} of {self.files} files ({self.results} results, {rate:,.0f} results/s), "
+            f"ingested {self.ingested} of {self.files} files ({self.results:,} results, {rate:,.0f} results/s), "
             f"{self.unchanged} unchanged, {len(self.refused)} refused"
         )
         if self.errors:
