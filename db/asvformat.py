@@ -727,8 +727,8 @@ def parse_results(
         if end is not None:
             ends.append(end)
 
-    requirements = obj.get("requirements") or {}
-    env_vars = obj.get("env_vars") or {}
+    requirements = {} if obj.get("requirements") is None else obj["requirements"]
+    env_vars = {} if obj.get("env_vars") is None else obj["env_vars"]
     for key, value in (("requirements", requirements), ("env_vars", env_vars)):
         if not isinstance(value, dict):
             raise AsvFormatError(f"{key!r} must be an object, got {type(value).__name__}")

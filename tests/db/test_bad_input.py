@@ -108,10 +108,15 @@ ROWS: list[tuple[str, Callable[[], bytes | str], str]] = [
     ),
     ("env_vars a list", lambda: _text('"env_vars": {}', '"env_vars": []'), "'env_vars' must be an object, got list"),
     ("NaN in env_vars", lambda: _text('"env_vars": {}', '"env_vars": {"X": NaN}'), "not a finite number"),
+    (
+        "repeated parameter value",
+        lambda: bad_doc(lambda d: d["results"].update({"s.time_bad": [[2.0, 3.0], [["1", "1"]]]})),
+        "parameter 1 lists the value 1 twice",
+    ),
     ("param value not text", lambda: bad_doc(lambda d: d["results"].update({"s.time_bad": [[1.0], [[None]]]})), "text"),
     (
         "million combinations",
-        lambda: bad_doc(lambda d: d["results"].update({"s.time_bad": [[2.0], [["1"] * 1000] * 2]})),
+        lambda: bad_doc(lambda d: d["results"].update({"s.time_bad": [[2.0], [[str(i) for i in range(1000)]] * 2]})),
         "1,000,000 parameter combinations, over the limit of 100,000",
     ),
     # "Good already" in the issue: still refused with a reason.
