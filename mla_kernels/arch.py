@@ -36,6 +36,32 @@ ARCHS: dict[int, Arch] = {
 }
 
 
+# The keep rule of every tuned kernel (MMA decode, SIMT tile, indexer autotuners): a config is kept for an
+# architecture when Triton's shared memory fits it and ptxas spilled nothing. The exceptions, each with
+# the same-machine A/B that shows it faster than every spill-free choice there (never on sm_120: the
+# compile report fails on that); keys are (capability, spec).
+SPILL_ALLOWED: dict[tuple[int, tuple[object, ...]], str] = {
+    (90, (64, 64, 8, 2, 3)): "H200: 18.9 / 41.2 / 58.2 us at B=16/64/128 against 20.7 / 51.8 / 82.7 us for the "
+    "fastest spill-free config (64x32x8x2 pf0); spills 16 B/thread with triton 3.6, 400 B with 3.9",
+    (90, (64, 64, 8, 2, 0)): "H200: 19.0 / 42.8 / 63.5 us at B=16/64/128 against 20.7 / 51.8 / 82.7 us for the "
+    "fastest spill-free config; spills 8-16 B/thread with triton 3.6",
+    (90, ("simt", 32, 4)): "H200: SIMT 82 / 490 / 1,961 us at B=1/16/64 against 117 / 828 / 3,305 us for the "
+    "fastest spill-free tile; spills 288 B/thread",
+}
+
+
+def verdict(
+    capability: int, shared_limit: int, spec: tuple[object, ...], shared: int, spill_bytes: int
+) -> str | None:
+    """Why a compiled config is not kept for an architecture, or None when it is (the one rule the
+    tuners and the compile report share)."""
+    if shared > shared_limit:
+        return f"shared {shared:,} B > {shared_limit:,} B"
+    if spill_bytes and (capability, spec) not in SPILL_ALLOWED:
+        return f"spills {spill_bytes} B/thread"
+    return None
+
+
 def has_warpgroup_mma(capability: int) -> bool:
     """Tensor cores that take a 64-row operand per warpgroup (wgmma on sm_90, tcgen05 on sm_100)."""
     return capability // 10 in (9, 10)

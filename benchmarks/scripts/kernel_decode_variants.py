@@ -38,8 +38,7 @@ def _simt_tiles(inp: object, ref: tuple, tiles: list[tuple[int, ...]], sets: int
     import torch
 
     from benchmarks.scripts.kernel_decode_perf import graph_ms
-    from mla_kernels._common import compile_stats
-    from mla_kernels.decode import simt_launch
+    from mla_kernels.decode import compile_stats, simt_launch
     from mla_kernels.testing import check_decode
 
     scale = 512**-0.5

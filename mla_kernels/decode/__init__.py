@@ -3,6 +3,8 @@
 The cache layout it reads is ``mla_kernels.cache``; its torch reference is ``mla_kernels.reference``.
 """
 
+from .._common import compile_stats
+from ..arch import SPILL_ALLOWED, verdict
 from .launch import (
     IMPLS,
     KERNELS,
@@ -15,7 +17,7 @@ from .launch import (
     sparse_mla_decode,
     split_plan,
 )
-from .tuning import CANDIDATES, SPILL_ALLOWED, MmaConfig, arch_candidates, spec_label, split_counts, verdict
+from .tuning import CANDIDATES, MmaConfig, arch_candidates, spec_label, split_counts
 
 __all__ = [
     "CANDIDATES",
@@ -26,6 +28,7 @@ __all__ = [
     "arch_candidates",
     "MmaConfig",
     "combine_launch",
+    "compile_stats",
     "decode_with_config",
     "mma_launches",
     "simt_launch",

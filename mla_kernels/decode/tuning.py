@@ -22,7 +22,7 @@ from pathlib import Path
 import torch
 
 from .. import _common
-from ..arch import has_warpgroup_mma, profile_target
+from ..arch import has_warpgroup_mma, profile_target, verdict
 
 _SOURCE_HASH: str | None = None
 Spec = tuple[int, int, int, int, int]  # BLOCK_H, BLOCK_N, num_warps, num_stages, PREFETCH
@@ -80,31 +80,6 @@ def arch_candidates(capability: int) -> tuple[Spec, ...]:
     if has_warpgroup_mma(capability):
         return CANDIDATES
     return tuple(s for s in CANDIDATES if s[0] < WARPGROUP_BLOCK_H)
-
-
-# Configs allowed to spill on one architecture, each with the same-machine A/B that shows it faster
-# than every spill-free candidate there (never on sm_120: the compile report fails on that). Nothing
-# else that spills is ever picked.
-SPILL_ALLOWED: dict[tuple[int, tuple[object, ...]], str] = {
-    (90, (64, 64, 8, 2, 3)): "H200: 18.9 / 41.2 / 58.2 us at B=16/64/128 against 20.7 / 51.8 / 82.7 us for the "
-    "fastest spill-free config (64x32x8x2 pf0); spills 16 B/thread with triton 3.6, 400 B with 3.9",
-    (90, (64, 64, 8, 2, 0)): "H200: 19.0 / 42.8 / 63.5 us at B=16/64/128 against 20.7 / 51.8 / 82.7 us for the "
-    "fastest spill-free config; spills 8-16 B/thread with triton 3.6",
-    (90, ("simt", 32, 4)): "H200: SIMT 82 / 490 / 1,961 us at B=1/16/64 against 117 / 828 / 3,305 us for the "
-    "fastest spill-free tile; spills 288 B/thread",
-}
-
-
-def verdict(
-    capability: int, shared_limit: int, spec: tuple[object, ...], shared: int, spill_bytes: int
-) -> str | None:
-    """Why a compiled config is not kept for an architecture, or None when it is (the one rule the
-    tuner and the compile report share)."""
-    if shared > shared_limit:
-        return f"shared {shared:,} B > {shared_limit:,} B"
-    if spill_bytes and (capability, spec) not in SPILL_ALLOWED:
-        return f"spills {spill_bytes} B/thread"
-    return None
 
 
 def split_counts(batch: int, heads: int, block_h: int, topk: int, block_n: int, sms: int) -> tuple[int, ...]:

@@ -27,15 +27,9 @@ _FP32_BLOCK_T = 64
 _FP32_WARPS = 4
 
 
-def _score_smem_bytes(cfg: triton.Config, block_h: int) -> int:
-    bt = cfg.kwargs["BLOCK_T"]
-    # fp8 tiles in flight + the bf16 k^T operand + q, as staged in shared memory. Checked against
-    # triton's own figure when compiled for sm_90 (e.g. BLOCK_T 128, BLOCK_H 64, 2 stages: 64 KiB).
-    return (cfg.num_stages - 1) * bt * HEAD_DIM + bt * HEAD_DIM * 2 + block_h * HEAD_DIM * 2
-
-
-# The autotuners' candidates: Triton times them on the GPU; the compile report compiles them for each
-# architecture. A score config is kept where its shared-memory estimate fits the device.
+# The autotuners' candidates. Triton times them on the GPU; before that, each is compiled ahead of time
+# for the device's architecture and kept only when it fits its shared memory without spilling
+# (``mla_kernels.arch.verdict``, the MMA tuner's rule; cached), which the compile report shows per arch.
 SCORE_CONFIGS = tuple(
     triton.Config({"BLOCK_T": bt}, num_warps=nw, num_stages=ns)
     for bt in (32, 64, 128)
@@ -45,19 +39,51 @@ SCORE_CONFIGS = tuple(
 SELECT_CONFIGS = tuple(triton.Config({"BLOCK": bk}, num_warps=nw) for bk in (1024, 2048, 4096) for nw in (4, 8, 16))
 
 
-def score_configs_kept(smem: int, block_h: int) -> list[triton.Config]:
-    fits = [c for c in SCORE_CONFIGS if _score_smem_bytes(c, block_h) <= smem]
-    return fits or list(SCORE_CONFIGS[:1])
+def config_spec(name: str, cfg: triton.Config) -> tuple[object, ...]:
+    """The key of an indexer config in the keep rule (``SPILL_ALLOWED``)."""
+    return (name, *cfg.kwargs.values(), cfg.num_warps, cfg.num_stages)
+
+
+def _kept_by_compile(name: str, kernel: object):  # noqa: ANN202 - Triton's early_config_prune callback
+    def prune(configs: list[triton.Config], named_args: dict[str, object], **kwargs: object) -> list[triton.Config]:
+        from .. import aot
+        from ..arch import device_capability, verdict
+
+        constexpr = {p.name for p in kernel.params if p.is_constexpr}  # type: ignore[attr-defined]
+        runtime = tuple(named_args[n] for n in kernel.arg_names if n not in constexpr)  # type: ignore[attr-defined]
+        device = next(v.device for v in runtime if isinstance(v, torch.Tensor))
+        capability, limit = device_capability(device), max_shared_mem(device)
+        kept = []
+        for cfg in configs:
+            given = {**named_args, **kwargs, **cfg.kwargs}  # the call's kwargs also hold grid / warmup
+            launch = KernelLaunch(
+                name, kernel, (1,), runtime, {k: v for k, v in given.items() if k in constexpr},
+                num_warps=cfg.num_warps, num_stages=cfg.num_stages,
+            )  # fmt: skip
+            try:
+                stats = aot.compile_launch(launch, capability)
+            except aot.CompileError:
+                kept.append(cfg)  # no toolchain to judge it: launching decides (as before)
+                continue
+            if verdict(capability, limit, config_spec(name, cfg), stats.shared, stats.spill_bytes) is None:
+                kept.append(cfg)
+        return kept or configs[:1]
+
+    return prune
 
 
 @functools.cache
-def _tuned_scores(smem: int, block_h: int) -> triton.runtime.Autotuner:
-    return triton.autotune(configs=score_configs_kept(smem, block_h), key=["H", "BLOCK_H"])(_bf16_scores_kernel)
+def _tuned_scores() -> triton.runtime.Autotuner:
+    prune = {"early_config_prune": _kept_by_compile("indexer.scores", _bf16_scores_kernel)}
+    return triton.autotune(configs=list(SCORE_CONFIGS), key=["H", "BLOCK_H"], prune_configs_by=prune)(
+        _bf16_scores_kernel
+    )
 
 
 @functools.cache
 def _tuned_select() -> triton.runtime.Autotuner:
-    return triton.autotune(configs=list(SELECT_CONFIGS), key=["topk"])(_radix_select_kernel)
+    prune = {"early_config_prune": _kept_by_compile("indexer.select", _radix_select_kernel)}
+    return triton.autotune(configs=list(SELECT_CONFIGS), key=["topk"], prune_configs_by=prune)(_radix_select_kernel)
 
 
 def _config_dict(cfg: triton.Config | None) -> dict[str, object]:
@@ -114,7 +140,7 @@ def _bf16_topk(
         score_cfg: dict[str, object] = {"BLOCK_T": _INTERP_BLOCK_T}
         select_cfg: dict[str, object] = {"BLOCK": _INTERP_SELECT_BLOCK}
     else:
-        scores = _tuned_scores(max_shared_mem(dev), block_h)
+        scores = _tuned_scores()
         score_grid = lambda meta: (min(per_req, triton.cdiv(d.max_context, meta["BLOCK_T"])), d.batch)
         scores[score_grid](*score_args, BLOCK_H=block_h, FP32_MATH=False)
         select = _tuned_select()
@@ -191,11 +217,11 @@ def indexer_topk(
 
 
 def compile_matrix(
-    capability: int, shared_limit: int, *, batch: int = 64, heads: int = 64, max_context: int = 131072, topk: int = 512
-) -> list[tuple[str, KernelLaunch, bool]]:
-    """Every indexer kernel x config as it launches at production shapes (meta tensors), with whether
-    the launcher keeps it for a device of ``shared_limit`` bytes per block: (config label, launch, kept)."""
-    del capability  # the indexer's rules do not depend on the architecture beyond shared memory
+    capability: int, *, batch: int = 64, heads: int = 64, max_context: int = 131072, topk: int = 512
+) -> list[tuple[str, KernelLaunch, tuple[object, ...] | None]]:
+    """Every indexer kernel x config as it launches at production shapes (meta tensors): (config label,
+    launch, spec). A spec means the config is tuned and kept by the keep rule; None, that it always runs."""
+    del capability  # the same configs are compiled for every architecture; the rule decides per arch
     meta = torch.device("meta")
     d = _Dims(batch=batch, heads=heads, max_pages=max_context // 256, num_pages=batch * max_context // 256)
     q = torch.empty(batch, heads, HEAD_DIM, dtype=torch.bfloat16, device=meta)
@@ -206,24 +232,23 @@ def compile_matrix(
     logits = torch.empty(batch, max_context, dtype=torch.float32, device=meta)
     out = torch.empty(batch, topk, dtype=torch.int32, device=meta)
     block_h = max(16, next_pow2(heads))
-    kept_scores = score_configs_kept(shared_limit, block_h)
-    rows: list[tuple[str, KernelLaunch, bool]] = []
+    rows: list[tuple[str, KernelLaunch, tuple[object, ...] | None]] = []
     for c in SCORE_CONFIGS:
         launch = KernelLaunch(
             "indexer.scores", _bf16_scores_kernel, (1, batch), _score_args(q, w, cache, bt, sl, logits, d),
-            {"BLOCK_H": block_h, "BLOCK_T": c.kwargs["BLOCK_T"], "FP32_MATH": False},
-            num_warps=c.num_warps, num_stages=c.num_stages,
+            {"BLOCK_H": block_h, "FP32_MATH": False, **c.kwargs}, num_warps=c.num_warps, num_stages=c.num_stages,
         )  # fmt: skip
-        rows.append((f"BLOCK_T {c.kwargs['BLOCK_T']} w{c.num_warps} st{c.num_stages}", launch, c in kept_scores))
+        rows.append((f"BLOCK_T {c.kwargs['BLOCK_T']} w{c.num_warps} st{c.num_stages}", launch,
+                     config_spec("indexer.scores", c)))  # fmt: skip
     for c in SELECT_CONFIGS:
         launch = KernelLaunch(
             "indexer.select", _radix_select_kernel, (batch,), _select_args(logits, bt, sl, out, topk, d),
-            {"BLOCK": c.kwargs["BLOCK"]}, num_warps=c.num_warps,
+            dict(c.kwargs), num_warps=c.num_warps, num_stages=c.num_stages,
         )  # fmt: skip
-        rows.append((f"BLOCK {c.kwargs['BLOCK']} w{c.num_warps}", launch, True))
+        rows.append((f"BLOCK {c.kwargs['BLOCK']} w{c.num_warps}", launch, config_spec("indexer.select", c)))
     launch = KernelLaunch(
         "indexer.fp32_maxctx", _fp32_maxctx_scores_kernel, (1, batch), _fp32_args(q, w, cache, bt, sl, logits, d),
         {"BLOCK_T": _FP32_BLOCK_T}, num_warps=_FP32_WARPS,
     )  # fmt: skip
-    rows.append((f"BLOCK_T {_FP32_BLOCK_T} w{_FP32_WARPS}", launch, True))
+    rows.append((f"BLOCK_T {_FP32_BLOCK_T} w{_FP32_WARPS}", launch, None))
     return rows

@@ -90,3 +90,35 @@ def test_bad_arguments_exit_2(tmp_path):
     assert proc.returncode == 2 and "unknown architecture 'sm_75'" in proc.stderr
     proc = _report(tmp_path / "c.json", "--kernels", "attention")
     assert proc.returncode == 2 and "--kernels: unknown attention" in proc.stderr
+
+
+_PRUNE = """
+import json, sys, torch
+import mla_kernels.arch as arch
+import mla_kernels.indexer.launch as L
+from mla_kernels.indexer.checks import _Dims
+arch.device_capability = lambda device: 120  # what the autotuner's prune sees on an sm_120 GPU
+L.max_shared_mem = lambda device: 101376
+m = torch.device("meta")
+d = _Dims(64, 64, 512, 64 * 512)
+logits = torch.empty(64, 131072, dtype=torch.float32, device=m)
+args = L._select_args(logits, torch.empty(64, 512, dtype=torch.int32, device=m),
+                      torch.empty(64, dtype=torch.int32, device=m), torch.empty(64, 512, dtype=torch.int32, device=m),
+                      512, d)
+prune = L._kept_by_compile("indexer.select", L._radix_select_kernel)
+kept = prune(list(L.SELECT_CONFIGS), dict(zip(L._radix_select_kernel.arg_names, args)), grid=(64,), warmup=False)
+print(json.dumps([f"BLOCK {c.kwargs['BLOCK']} w{c.num_warps}" for c in kept]))
+"""
+
+
+def test_indexer_autotuner_keeps_what_the_report_keeps(sm120):
+    # The select autotuner's prune callback, given the arguments Triton passes it, keeps exactly the
+    # configs the compile report keeps for sm_120 (same compiles: read from the report's cache).
+    rows, _, cache = sm120
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env.update(MLAPERF_COMPILE_CACHE=str(cache), TRITON_DEFAULT_FP_FUSION="1")
+    proc = subprocess.run([sys.executable, "-c", _PRUNE], capture_output=True, text=True, env=env, cwd=REPO,
+                          timeout=600)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    want = [r["config"] for r in rows if r["kernel"] == "indexer.select" and r["kept"]]
+    assert json.loads(proc.stdout.strip().splitlines()[-1]) == want and want
