@@ -26,8 +26,9 @@ with c1:
 with c2:
     log_y = widgets.url_toggle("Logarithmic value axes", key="eff_logy", default=True)
 results = data.results_at_commit(ctx.url, sha, ctx.machine)
-present = [s for s in suites.present_suites(results["benchmark"].unique() if not results.empty else [])
-           if not suites.efficiency_frame(results, s).empty]
+names = list(results["benchmark"].unique()) if not results.empty else []
+present = [s for s in suites.present_suites(names)
+           if any(suites.matches(n, f"{s.metrics_class}.{m}") for n in names for m, _, _ in METRICS)]
 if not present:
     st.info(
         "No efficiency metrics at this commit. They come from the `track_roofline_fraction`, `track_gbps` "
