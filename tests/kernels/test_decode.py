@@ -67,7 +67,11 @@ def test_large_magnitudes(device, impl):
     cache = quantize_kv_cache(kv).to(device)
     q = (torch.randn(1, 16, 512, generator=torch.Generator().manual_seed(2)) * 1e-4).bfloat16().to(device)
     idx = torch.arange(32, dtype=torch.int32).view(1, 32).to(device)
-    _check(q, cache, idx, impl)
+    ref_out, ref_lse = sparse_mla_decode(q, cache, idx, impl="reference")
+    out, lse = sparse_mla_decode(q, cache, idx, impl=impl)
+    # The table's out atol is for unit-scale values (FlashMLA's); out is a mix of values of ~1e4, so it is
+    # compared in those units (bf16 rounding of a near-zero mix of 1e4-sized values is ~1 in absolute terms).
+    check_decode(out.float() / 1e4, lse, ref_out / 1e4, ref_lse)
 
 
 @pytest.mark.parametrize(
