@@ -103,11 +103,9 @@ class IngestSummary:
         rate = self.results / self.seconds if self.seconds > 0 else 0.0
         text = (
             f"ingested {self.ingested} of {self.files} files ({self.results:,} results, {rate:,.0f} results/s), "
-            f"{self.unchanged} unchanged, {len(self.refused)} refused"
+            f"{self.unchanged} unchanged, {len(self.refused)} refused, {len(self.errors)} failed, "
+            f"in {self.seconds:.2f} s"
         )
-        if self.errors:
-            text += f", {len(self.errors)} failed on an internal error"
-        text += f", in {self.seconds:.2f} s"
         if self.failed:
             names = [show_path(Path(p).name) for p, _ in self.failed]
             text += ": " + ", ".join(names[:10]) + (f" and {len(names) - 10} more" if len(names) > 10 else "")

@@ -311,5 +311,5 @@ def test_internal_error_is_exit_3_and_the_others_are_stored(
     code, out, err = run_cli(capsys, "ingest", "--db", sqlite_url, str(root))
     assert code == 3
     assert err.strip() == f"ERROR {buggy}: internal error KeyError: 'a bug'"
-    assert "ingested 1 of 2 files" in out and "1 failed on an internal error" in out
+    assert "ingested 1 of 2 files" in out and "0 refused, 1 failed" in out
     assert stored(sqlite_url)["commits"] == {"a" * 40}
