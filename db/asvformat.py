@@ -319,7 +319,8 @@ def load_json_object(data: bytes, what: str) -> dict[str, Any]:
         raise AsvFormatError(f"invalid JSON{hint}: {exc}") from None
     if not isinstance(obj, dict):
         raise AsvFormatError(f"{what} must hold a JSON object, not {type(obj).__name__}")
-    if _SUSPECT_TEXT.search(data) and (where := _bad_text(obj)) is not None:
+    suspect = (b"\\u" in data or b"\xed" in data) and _SUSPECT_TEXT.search(data)  # substring checks are fast
+    if suspect and (where := _bad_text(obj)) is not None:
         raise AsvFormatError(where)
     return obj
 
