@@ -91,11 +91,10 @@ order = {s: i for i, s in enumerate(STATUS_TITLES)}
 view = view.assign(_o=view["status"].map(order), _w=-view["slowdown"].fillna(0)).sort_values(["_o", "_w"])
 table = pd.DataFrame({
     "status": view["status"].map(lambda s: STATUS_TITLES[s].lower()),
-    "benchmark": view["benchmark"].str.rsplit(".", n=2).str[-2:].str.join("."),
-    "params": view["label"],
-    "before": [fmt.fmt_value(v, u, missing=_side) for v, u, _side in
+    "series": view["benchmark"].str.rsplit(".", n=2).str[-2:].str.join(".") + " [" + view["label"] + "]",
+    "before": [fmt.fmt_value(v, u, missing=side) for v, u, side in
                zip(view["base"], view["unit"], view["base_status"].map(lambda s: s.replace("_", " ")), strict=True)],
-    "after": [fmt.fmt_value(v, u, missing=_side) for v, u, _side in
+    "after": [fmt.fmt_value(v, u, missing=side) for v, u, side in
               zip(view["head"], view["unit"], view["head_status"].map(lambda s: s.replace("_", " ")), strict=True)],
     "ratio": view["ratio"].map(fmt.fmt_ratio),
     "change": view["slowdown"].map(fmt.fmt_change),
@@ -105,7 +104,16 @@ table = pd.DataFrame({
     "history": [widgets.history_link(ctx.machine, b, k) for b, k in zip(view["benchmark"], view["params_key"],
                                                                         strict=True)],
 })
+if table["threshold"].nunique() == 1:  # one threshold for every row: said once below
+    threshold_note = f" Threshold {table['threshold'].iloc[0]} for every series shown."
+    table = table.drop(columns="threshold")
+else:
+    threshold_note = ""
 st.dataframe(table, hide_index=True, width="stretch", column_config={
-    "params": st.column_config.TextColumn("params", width="medium"),
-    "history": st.column_config.LinkColumn("history", display_text="plot"),
+    "status": st.column_config.TextColumn(width=85),
+    "series": st.column_config.TextColumn(width="large"),
+    "ratio": st.column_config.TextColumn(width=60),
+    "p": st.column_config.TextColumn(width=55),
+    "history": st.column_config.LinkColumn("history", display_text="plot", width=55),
 })
+st.caption("change: direction-aware (worse means slower, or lower throughput)." + threshold_note)

@@ -264,7 +264,7 @@ def test_compare_page_equals_mlaperf_compare(monkeypatch: pytest.MonkeyPatch, se
     assert sum(int(v.replace(",", "")) for v in metrics.values()) == len(cli)
     shown = table(at, "method")
     assert set(shown["status"]) == {"regressed"}  # unchanged and not run are hidden by default
-    assert shown["params"].str.contains(r"impl=mma\b|variant=mma").all()
+    assert shown["series"].str.contains(r"impl=mma\b|variant=mma").all()
     assert shown["change"].str.endswith("worse").all() and shown["ratio"].str.endswith("x").all()
     assert not shown["p"].str.contains("0.000").any()
 
