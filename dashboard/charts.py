@@ -169,16 +169,27 @@ def efficiency_figure(
                 marker={"symbol": SYMBOLS[i % len(SYMBOLS)], "size": 7},
                 hovertemplate=f"{line_label}={line}<br>concurrency=%{{x}}<br>%{{text}}<extra></extra>",
             ), row=1, col=col)
+        positive = rows["value"][rows["value"] > 0] * scale
+        low = float(positive.min()) if len(positive) else 1.0
         for j, (label, value) in enumerate(peaks.get(metric, ())):
             v = value * scale
             fig.add_hline(y=v, row=1, col=col,
-                          line={"color": "#444444", "width": 1.2, "dash": ("dot", "dash", "dashdot")[j % 3]},
-                          annotation={"text": f"{label}: {fmt.sig(v)} {'%' if unit == 'fraction' else unit}",
-                                      "font": {"size": 10}, "bgcolor": "rgba(255,255,255,0.85)"},
-                          annotation_position="top left" if j % 2 == 0 else "bottom left")
+                          line={"color": "#444444", "width": 1.2, "dash": ("dot", "dash", "dashdot")[j % 3]})
+            # Annotations on a log axis take log10 of the value (add_hline's own would land at 10^v).
+            axis = "" if col == 1 else str(col)
+            fig.add_annotation(text=f"{label}: {fmt.sig(v)} {'%' if unit == 'fraction' else unit}",
+                               x=0.02, xref=f"x{axis} domain", y=float(np.log10(v)) if log_y else v,
+                               yref=f"y{axis}", xanchor="left", yanchor="bottom" if j % 2 == 0 else "top",
+                               showarrow=False, font={"size": 10}, bgcolor="rgba(255,255,255,0.85)")
             top = max(top, v)
-        axis = {"type": "log"} if log_y else {"range": [0, top * 1.15 if top > 0 else 1]}
-        fig.update_yaxes(**axis, ticksuffix="%" if unit == "fraction" else "", row=1, col=col)
+        if log_y:
+            ticks = log_ticks(low, top)
+            suffix = "%" if unit == "fraction" else ""
+            fig.update_yaxes(type="log", tickvals=ticks, ticktext=[f"{t:,g}{suffix}" for t in ticks],
+                             range=[np.log10(low) - 0.1, np.log10(top) + 0.3], row=1, col=col)
+        else:
+            fig.update_yaxes(range=[0, top * 1.15 if top > 0 else 1], ticksuffix="%" if unit == "fraction" else "",
+                             row=1, col=col)
     _layout(fig, title, "", "", height=450)
     fig.update_layout(margin={"t": 80})  # room for the figure title above the panel titles
     fig.update_annotations(yshift=4, selector={"xref": "paper", "yref": "paper"})
