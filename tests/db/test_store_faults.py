@@ -90,13 +90,22 @@ def test_corrupted_store_is_named_in_one_line(
         check_schema(make_engine(url, readonly=True))
 
 
-def test_foreign_sqlite_database_is_left_alone(tmp_path: Path, results: Path, capsys: pytest.CaptureFixture) -> None:
-    path = tmp_path / "app.sqlite"
+def other_application_db(path: Path, *statements: str) -> Path:
+    """A SQLite database some other application made."""
     conn = sqlite3.connect(path)
-    conn.execute("CREATE TABLE customers (id INTEGER PRIMARY KEY, name TEXT)")
-    conn.execute("INSERT INTO customers (name) VALUES ('ada')")
+    for statement in statements:
+        conn.execute(statement)
     conn.commit()
     conn.close()
+    return path
+
+
+def test_foreign_sqlite_database_is_left_alone(tmp_path: Path, results: Path, capsys: pytest.CaptureFixture) -> None:
+    path = other_application_db(
+        tmp_path / "app.sqlite",
+        "CREATE TABLE customers (id INTEGER PRIMARY KEY, name TEXT)",
+        "INSERT INTO customers (name) VALUES ('ada')",
+    )
     before = path.read_bytes()
     url = f"sqlite:///{path}"
     for line in _all_commands(capsys, url, results):
@@ -107,16 +116,17 @@ def test_foreign_sqlite_database_is_left_alone(tmp_path: Path, results: Path, ca
 
 
 def test_other_applications_alembic_revision_is_foreign(tmp_path: Path, results: Path) -> None:
-    path = tmp_path / "app.sqlite"
-    conn = sqlite3.connect(path)
-    conn.execute("CREATE TABLE alembic_version (version_num VARCHAR(32) NOT NULL)")
-    conn.execute("INSERT INTO alembic_version VALUES ('ae1027a6acf')")
-    conn.commit()
-    conn.close()
+    path = other_application_db(
+        tmp_path / "app.sqlite",
+        "CREATE TABLE alembic_version (version_num VARCHAR(32) NOT NULL)",
+        "INSERT INTO alembic_version VALUES ('ae1027a6acf')",
+    )
+    before = path.read_bytes()
     engine = make_engine(f"sqlite:///{path}")
     with pytest.raises(StoreError, match="another application.s schema revision 'ae1027a6acf'"):
         ensure_schema(engine)
     engine.dispose()
+    assert path.read_bytes() == before
 
 
 @pytest.mark.postgres
