@@ -313,3 +313,21 @@ def test_internal_error_is_exit_3_and_the_others_are_stored(
     assert err.strip() == f"ERROR {buggy}: internal error KeyError: 'a bug'"
     assert "ingested 1 of 2 files" in out and "0 refused, 1 failed" in out
     assert stored(sqlite_url)["commits"] == {"a" * 40}
+
+
+def test_file_names_that_are_not_utf8(tmp_path: Path, db_url: str, capsys: pytest.CaptureFixture) -> None:
+    """A name in another encoding is no reason to refuse a good file, nor to crash while naming a bad one."""
+    root = tmp_path / "results"
+    good = write_results(root, results_doc({"s.time_a": bench_row([1.0], [])}))
+    folder = os.fsencode(good.parent)
+    os.rename(good, os.fsdecode(folder + b"/caf\xe9.json"))
+    with open(folder + b"/na\xefve.json", "wb") as handle:
+        handle.write(b"{not json")
+    code, out, err = run_cli(capsys, "ingest", "--db", db_url, str(root))
+    assert code == 2
+    assert err.startswith(f"REFUSED {good.parent}/na\\xefve.json: invalid JSON")
+    assert "ingested 1 of 2 files" in out
+    engine = make_engine(db_url)
+    with engine.connect() as conn:
+        assert conn.execute(sa.select(Run.source_path)).scalar_one() == "test-machine/caf\\xe9.json"
+    engine.dispose()
