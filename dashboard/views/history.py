@@ -111,6 +111,8 @@ threshold = settings.threshold_for(bench)
 direction = direction_for(bench, unit, settings)
 
 flag = mine[mine["params_key"].isin(wanted)] if not mine.empty else mine
+if not flag.empty:  # in the legend's order (numeric), not the listing's
+    flag = flag.iloc[flag["params_key"].map({k: i for i, k in enumerate(wanted)}).argsort(kind="stable")]
 flagged = None
 if not flag.empty:
     pos_of_sha = dict(zip(commits["sha"], commits["pos"], strict=True))
