@@ -12,11 +12,8 @@ Exit status: 0 all pages shot, 2 bad usage, 3 the server or a page failed (the p
 from __future__ import annotations
 
 import argparse
-import os
-import subprocess
 import sys
 import time
-import urllib.request
 from pathlib import Path
 
 PAGES = ["overview=", "throughput=throughput", "history=history", "regressions=regressions",
@@ -34,30 +31,6 @@ HEIGHT_JS = """() => {
     const main = document.querySelector('[data-testid="stMain"]');
     return Math.ceil(block.getBoundingClientRect().bottom + (main ? main.scrollTop : 0));
 }"""
-
-
-def serve(db: str) -> tuple[subprocess.Popen[str], str]:
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "mlaperf.cli", "dashboard", "--db", db, "--port", "0"],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=dict(os.environ),
-    )
-    for _ in range(60):  # the URL line comes first, after any warnings from imports
-        line = proc.stdout.readline()  # type: ignore[union-attr]
-        if line.startswith("mlaperf dashboard: http://"):
-            base = line.split()[2]
-            break
-        if not line:
-            raise RuntimeError(f"dashboard exited with {proc.wait()} before serving")
-    else:
-        raise RuntimeError("dashboard printed no URL")
-    deadline = time.monotonic() + 90
-    while time.monotonic() < deadline:
-        try:
-            with urllib.request.urlopen(f"{base}/_stcore/health", timeout=2):
-                return proc, base
-        except OSError:
-            time.sleep(0.3)
-    raise RuntimeError(f"dashboard at {base} not healthy after 90 s")
 
 
 def _load(page: object, url: str) -> int:
@@ -101,14 +74,16 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"--chromium {args.chromium}: not found")
     from playwright.sync_api import sync_playwright
 
+    from dashboard.served import Served
     from db.engine import default_url
 
     args.out.mkdir(parents=True, exist_ok=True)
     try:
-        proc, base = serve(args.db or default_url())
+        server = Served(args.db or default_url())
     except RuntimeError as exc:
         print(f"screenshot: {exc}", file=sys.stderr)
         return 3
+    base = server.base
     try:
         with sync_playwright() as pw:
             browser = pw.chromium.launch(executable_path=args.chromium, args=ARGS)
@@ -126,11 +101,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"wrote {out}", flush=True)
             browser.close()
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        server.stop()
     return 0
 
 

@@ -2,15 +2,17 @@
 
 Seeds a store with COMMITS commits x 552 series of the sparse-MLA suites (real asv v2 files written by asv's
 own ``Results.save``, ingested by ``db.ingest``; an MMA slowdown near the newest commit that ``mlaperf detect``
-flags), plus a second, small machine. Then, for every page and every repeat:
+flags), plus a second, small machine. Then, per repeat, starts ``mlaperf dashboard`` on that store, opens
+every page once (the server has imported its modules, as one that has been used), and for every page:
 
-1. starts ``mlaperf dashboard`` on that store (a fresh server: every cache empty),
-2. opens another page in a browser tab, so the server has imported its modules and the loaders every page
-   shares (machines, commits, series, regressions) are cached, as on a server somebody has visited,
-3. opens the page in a new tab (a new session; the page's own data uncached) and times it: from navigation
+1. drops the cached data (the sidebar's "Reload data", what happens when the loaders' five-minute cache
+   expires) from another page, which caches again the loaders every page shares,
+2. opens the page in a new tab (a new session; the page's own data uncached) and times it: from navigation
    to the server's ``script_finished`` message on the websocket and every Plotly chart drawn,
-4. changes one widget (one that loads new data where the page has one) and times it the same way, from
+3. changes one widget (one that loads new data where the page has one) and times it the same way, from
    the moment the new value is committed (a selectbox is opened and typed into first, untimed).
+
+The same is timed for a trivial Streamlit page (a title and a 3-row table): the floor of any page here.
 
 Targets (issue 17): first render <= 1.5 s, widget change <= 1 s. Nothing here is a test; it reports.
 
@@ -31,7 +33,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 import urllib.request
 from collections.abc import Callable
@@ -91,43 +92,6 @@ def seed(url: str, workdir: Path, commits: int) -> int:
                          capture_output=True, text=True, check=False)
     print(f"  detect --full in {time.perf_counter() - t0:.1f} s: {out.stdout.strip().splitlines()[:1]}", flush=True)
     return int(synth.count_series(benches))
-
-
-class Server:
-    """``mlaperf dashboard`` on a free port, stopped on exit."""
-
-    def __init__(self, url: str) -> None:
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "mlaperf.cli", "dashboard", "--db", url, "--port", "0"],
-            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-        )
-        self.base = ""
-        for _ in range(60):
-            line = self.proc.stdout.readline()  # type: ignore[union-attr]
-            if line.startswith("mlaperf dashboard: http://"):
-                self.base = line.split()[2]
-                break
-            if not line:
-                break
-        if not self.base:
-            raise RuntimeError(f"dashboard did not start (exit {self.proc.poll()})")
-        # Drain the server's output so it never blocks on a full pipe.
-        threading.Thread(target=self.proc.stdout.read, daemon=True).start()  # type: ignore[union-attr]
-        deadline = time.monotonic() + 90
-        while time.monotonic() < deadline:
-            try:
-                with urllib.request.urlopen(f"{self.base}/_stcore/health", timeout=2):
-                    return
-            except OSError:
-                time.sleep(0.2)
-        raise RuntimeError(f"dashboard at {self.base} not healthy")
-
-    def stop(self) -> None:
-        self.proc.terminate()
-        try:
-            self.proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
 
 
 def _tree_cpu(root: int) -> float:
@@ -289,25 +253,40 @@ def floor(workdir: Path, chromium: str, repeats: int) -> list[tuple[float, float
     return out  # the page opened first to warm the server; default: overview
 
 
+def _goto(page: Any, watch: Watcher, url: str) -> None:
+    before = watch.finished
+    page.goto(url, wait_until="commit")
+    watch.wait_run(page, before)
+
+
 def measure(url: str, shas: list[str], repeats: int, chromium: str,
             pages: list[str]) -> dict[str, tuple[list[float], ...]]:
+    """Per repeat: a fresh server, every page opened once (modules imported, as on a server that has been
+    used), then for each page: the cached data dropped (the sidebar's "Reload data", as when the loaders'
+    five-minute cache expires) from another page, which caches the loaders all pages share again; the
+    page opened in a new tab and timed; one widget changed and timed."""
     from playwright.sync_api import sync_playwright
+
+    from dashboard.served import Served
 
     # page -> (first render s, widget change s, first render CPU s, widget change CPU s)
     out: dict[str, tuple[list[float], ...]] = {name: ([], [], [], []) for name in pages}
     with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=chromium, args=ARGS)
         for rep in range(repeats):
-            for name in pages:
-                path, what, prepare, change = PAGES[name]
-                server = Server(url)
-                try:
-                    context = browser.new_context(viewport={"width": 1500, "height": 1000})
-                    warm = context.new_page()
-                    watch = Watcher(warm)
-                    warm.goto(f"{server.base}/{WARMUP.get(name, '')}")
-                    watch.wait_run(warm, 0)
-                    warm.close()
+            server = Served(url)
+            try:
+                context = browser.new_context(viewport={"width": 1500, "height": 1000})
+                warm = context.new_page()
+                warm_watch = Watcher(warm)
+                for name in PAGES:
+                    _goto(warm, warm_watch, f"{server.base}/{PAGES[name][0]}")
+                for name in pages:
+                    path, what, prepare, change = PAGES[name]
+                    _goto(warm, warm_watch, f"{server.base}/{WARMUP.get(name, '')}")
+                    before = warm_watch.finished
+                    warm.get_by_role("button", name="Reload data").click()
+                    warm_watch.wait_run(warm, before)
 
                     page = context.new_page()
                     watch = Watcher(page)
@@ -329,16 +308,17 @@ def measure(url: str, shas: list[str], repeats: int, chromium: str,
                     changed = time.perf_counter() - t0
                     changed_run = run_end - t0
                     changed_cpu = _tree_cpu(os.getpid()) - cpu0
-                    context.close()
-                finally:
-                    server.stop()
-                out[name][0].append(first)
-                out[name][1].append(changed)
-                out[name][2].append(first_cpu)
-                out[name][3].append(changed_cpu)
-                print(f"[{rep + 1}/{repeats}] {name:<12} first render {first:5.2f} s (run done at {first_run:.2f} s, "
-                      f"{first_cpu:.2f} CPU s)   {what}: {changed:5.2f} s (run done at {changed_run:.2f} s, "
-                      f"{changed_cpu:.2f} CPU s)", flush=True)
+                    page.close()
+                    out[name][0].append(first)
+                    out[name][1].append(changed)
+                    out[name][2].append(first_cpu)
+                    out[name][3].append(changed_cpu)
+                    print(f"[{rep + 1}/{repeats}] {name:<12} first render {first:5.2f} s (run done at "
+                          f"{first_run:.2f} s, {first_cpu:.2f} CPU s)   {what}: {changed:5.2f} s (run done at "
+                          f"{changed_run:.2f} s, {changed_cpu:.2f} CPU s)", flush=True)
+                context.close()
+            finally:
+                server.stop()
         browser.close()
     return out
 
