@@ -7,8 +7,8 @@ Both are timed as commands (a fresh Python process each, imports included), the 
 The store is built with db.synthetic (real asv result files, written by asv's own Results class) and
 real ingestion; pass --store to keep and reuse it (building takes about a minute).
 
-    .venv/bin/python benchmarks/scripts/detect_perf.py
-    .venv/bin/python benchmarks/scripts/detect_perf.py --store /tmp/detect-perf --json out.json
+    .venv/bin/python -m benchmarks.scripts.detect_perf
+    .venv/bin/python -m benchmarks.scripts.detect_perf --store /tmp/detect-perf --json out.json
 """
 
 from __future__ import annotations
@@ -23,11 +23,8 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))
-
-from db.engine import make_engine  # noqa: E402
-from db.ingest import ingest_paths  # noqa: E402
-from db.synthetic import write_synthetic_results  # noqa: E402
+# Both measured commands are `mlaperf ...` (its module entry, so no installed script is needed).
+MLAPERF = [sys.executable, "-m", "mlaperf.cli"]
 
 
 def _run(cmd: list[str], cwd: Path) -> tuple[float, str]:
@@ -39,17 +36,17 @@ def _run(cmd: list[str], cwd: Path) -> tuple[float, str]:
     return seconds, out.stdout.strip().splitlines()[0] if out.stdout.strip() else ""
 
 
-def _ingest_cmd(url: str, path: Path) -> list[str]:
-    # `mlaperf ingest` when the lead's entry point is installed, else db's own module entry.
-    code = (
-        "import sys; from db.engine import make_engine; from db.ingest import ingest_paths; "
-        "s = ingest_paths(make_engine(sys.argv[1]), [sys.argv[2]], progress=False); print(s.line())"
-    )
-    return [sys.executable, "-c", code, url, str(path)]
-
-
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    # Imported here, not at the top: asv imports every module under benchmarks/ at discovery.
+    from db.engine import make_engine
+    from db.ingest import ingest_paths
+    from db.synthetic import write_synthetic_results
+
+    ap = argparse.ArgumentParser(
+        prog="python -m benchmarks.scripts.detect_perf",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     ap.add_argument("--commits", type=int, default=1000)
     ap.add_argument("--series", type=int, default=500)
     ap.add_argument("--store", type=Path, help="folder for the results and the SQLite store (kept, reused)")
@@ -75,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
     new_file = next(held.glob("*.json"))
 
     env_db = work / "run.sqlite"
-    detect = [sys.executable, "-m", "regressions", "detect"]
+    detect = [*MLAPERF, "detect"]
     figures: dict[str, list[float]] = {"full_detect": [], "nightly_ingest": [], "nightly_detect": []}
     for r in range(args.repeat):
         shutil.copy(base_db, env_db)
@@ -93,7 +90,7 @@ def main(argv: list[str] | None = None) -> int:
         shutil.copy(machine_dir / "machine.json", staged / machine_dir.name / "machine.json")
         shutil.copy(results / "benchmarks.json", staged / "benchmarks.json")
         shutil.copy(new_file, staged / machine_dir.name / new_file.name)
-        secs_i, line_i = _run(_ingest_cmd(url, staged), ROOT)
+        secs_i, line_i = _run([*MLAPERF, "ingest", str(staged), "--db", url], ROOT)
         secs_d, line_d = _run([*detect, "--db", url], ROOT)
         figures["nightly_ingest"].append(secs_i)
         figures["nightly_detect"].append(secs_d)

@@ -5,8 +5,8 @@ outliers, failed runs, regression steps of 7-100% including on the newest commit
 speed-ups, sub-threshold steps). A labelled regression counts as found when a method flags it within
 one commit (``exact`` counts the very commit); any other flag is a false alarm.
 
-    .venv/bin/python benchmarks/scripts/detect_quality.py                # 10 histories, seeds 1000..1009
-    .venv/bin/python benchmarks/scripts/detect_quality.py --seeds 20 --first-seed 5000 --json out.json
+    .venv/bin/python -m benchmarks.scripts.detect_quality                # 10 histories, seeds 1000..1009
+    .venv/bin/python -m benchmarks.scripts.detect_quality --seeds 20 --first-seed 5000 --json out.json
 """
 
 from __future__ import annotations
@@ -18,26 +18,29 @@ import time
 from collections import defaultdict
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import numpy as np
-from asv import step_detect
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-
-from regressions.detect import detect_steps  # noqa: E402
-from regressions.direction import UP_IS_WORSE  # noqa: E402
-from regressions.synthetic import SyntheticSeries, make_history  # noqa: E402
+# Project and third-party imports live in the functions: asv imports every module under benchmarks/ at
+# discovery, where this script must cost nothing and need nothing beyond the standard library.
+if TYPE_CHECKING:
+    from regressions.synthetic import SyntheticSeries
 
 THRESHOLD = 0.05
-Method = Callable[[SyntheticSeries], list[int]]
+Method = Callable[["SyntheticSeries"], list[int]]
 
 
 def mlaperf_method(s: SyntheticSeries) -> list[int]:
+    from regressions.detect import detect_steps
+
     return [st.index for st in detect_steps(s.values, threshold=THRESHOLD, direction=s.direction).regressions]
 
 
 def asv_method(s: SyntheticSeries) -> list[int]:
     """asv.step_detect as `asv publish` uses it; asv has no direction, so throughput is fed inverted."""
+    from asv import step_detect
+
+    from regressions.direction import UP_IS_WORSE
+
     y = [None if v is None else (v if s.direction == UP_IS_WORSE else 1.0 / v) for v in s.values]
     steps = step_detect.detect_steps(y)
     _, _, pos = step_detect.detect_regressions(steps, threshold=THRESHOLD)
@@ -46,6 +49,10 @@ def asv_method(s: SyntheticSeries) -> list[int]:
 
 def zscore_method(s: SyntheticSeries, window: int = 10, z_crit: float = 3.0) -> list[int]:
     """Classic alerting: a run more than 3 sigma and the threshold worse than the mean of the last 10."""
+    import numpy as np
+
+    from regressions.direction import UP_IS_WORSE
+
     sign = 1.0 if s.direction == UP_IS_WORSE else -1.0
     hist: list[float] = []
     flags: list[int] = []
@@ -92,7 +99,15 @@ def score(labels: list[int], flags: list[int], tol: int = 1) -> tuple[int, int, 
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    import numpy as np
+
+    from regressions.synthetic import make_history
+
+    ap = argparse.ArgumentParser(
+        prog="python -m benchmarks.scripts.detect_quality",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     ap.add_argument("--seeds", type=int, default=10, help="number of histories (default 10)")
     ap.add_argument("--first-seed", type=int, default=1000, help="seed of the first history (default 1000)")
     ap.add_argument("--commits", type=int, default=60)

@@ -41,15 +41,9 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
-_REPO = Path(__file__).resolve().parents[2]
-if not __package__:  # run as a file: make the repository importable
-    sys.path.insert(0, str(_REPO))
-
-from benchmarks.scripts.detect_real_data import (  # noqa: E402
+from benchmarks.scripts.detect_real_data import (
     FlatRule,
     History,
     SeriesKey,
@@ -58,7 +52,14 @@ from benchmarks.scripts.detect_real_data import (  # noqa: E402
     write_errors,
     write_history,
 )
-from benchmarks.scripts.detect_real_methods import Detection, Flag, MlaperfStore, asv_detect  # noqa: E402
+from benchmarks.scripts.detect_real_methods import Detection, Flag, MlaperfStore, asv_detect
+
+# numpy is imported in the functions: asv imports every module under benchmarks/ at discovery, where this
+# script must cost nothing and need nothing beyond the standard library.
+if TYPE_CHECKING:
+    import numpy as np
+
+_REPO = Path(__file__).resolve().parents[2]
 
 DEFAULT_DATA = (_REPO / "tests" / "fixtures" / "asv-openblas" / "results",)
 BUCKETS = ((0.05, 0.07), (0.07, 0.10), (0.10, 0.20), (0.20, 0.50), (0.50, 1.00))
@@ -194,6 +195,8 @@ def plan_steps(history: History, flat: list[SeriesKey], rng: np.random.Generator
     """One step per chosen flat series: ``inside_fraction`` of each machine's flat series inside the
     history (>= 5 values before, >= 3 after, in the history without its held-back newest run) and
     ``newest_per_machine`` at the machine's newest commit of that history."""
+    import numpy as np
+
     injections: list[Injection] = []
     for machine, keys in sorted(_by_machine(flat).items()):
         n = len(history.runs[machine])
@@ -250,6 +253,8 @@ def plan_event(
     history: History, machine: str, where: str, rng: np.random.Generator, opts: Options
 ) -> tuple[int, float, dict[tuple[str, int], float]]:
     """A one-run machine-wide event: position, the machine's factor, and the changed measurements."""
+    import numpy as np
+
     n = len(history.runs[machine])
     pos = int(rng.integers(max(8, n // 4), n - 5)) if where == "inside" else n - 2
     factor = float(rng.uniform(*MW_RANGE))
@@ -714,7 +719,9 @@ def _positive(text: str) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(
-        prog="detect_real", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+        prog="python -m benchmarks.scripts.detect_real",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     ap.add_argument(
         "--data",
@@ -753,6 +760,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, MethodReport], Options]:
+    import numpy as np
+
     opts = Options(
         rounds=args.rounds,
         seed=args.seed,

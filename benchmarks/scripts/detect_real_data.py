@@ -17,20 +17,12 @@ import shutil
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
-from db.asvformat import (
-    BENCHMARKS_JSON,
-    MACHINE_JSON,
-    default_unit,
-    find_result_files,
-    parse_benchmarks_json,
-    parse_machine_json,
-    parse_results,
-)
-from regressions.direction import UP_IS_WORSE, infer_direction
+# Project and third-party imports live in the functions: asv imports every module under benchmarks/ at
+# discovery, where this module must cost nothing and need nothing beyond the standard library.
+if TYPE_CHECKING:
+    import numpy as np
 
 SeriesKey = tuple[str, str, str]  # (machine, benchmark, params_key)
 # Columns of an asv results row that scale with the measured time (a slower run is slower in every sample).
@@ -70,6 +62,8 @@ class Series:
 
     @property
     def valid(self) -> np.ndarray:
+        import numpy as np
+
         return np.flatnonzero(np.isfinite(self.values) & (self.values > 0))
 
 
@@ -87,6 +81,8 @@ class History:
 
     def worse(self, key: SeriesKey, slowdown: float) -> float:
         """The factor that makes series ``key`` worse by ``slowdown`` (0.1: 10% worse)."""
+        from regressions.direction import UP_IS_WORSE
+
         up = self.series[key].direction == UP_IS_WORSE
         return 1.0 + slowdown if up else 1.0 / (1.0 + slowdown)
 
@@ -102,6 +98,18 @@ def _weight(a: Any, b: Any) -> float:
 
 def load_history(root: str | Path, *, machines: Iterable[str] | None = None, name: str | None = None) -> History:
     """Read an asv results directory. ``machines`` keeps only those machines (by asv machine name)."""
+    import numpy as np
+
+    from db.asvformat import (
+        BENCHMARKS_JSON,
+        default_unit,
+        find_result_files,
+        parse_benchmarks_json,
+        parse_machine_json,
+        parse_results,
+    )
+    from regressions.direction import infer_direction
+
     root = Path(root)
     bench_path = root / BENCHMARKS_JSON
     if not bench_path.is_file():
@@ -189,6 +197,8 @@ class FlatRule:
 
 def flat_reason(history: History, s: Series, rule: FlatRule) -> str | None:
     """Why ``s`` is not flat under ``rule`` (None when it is)."""
+    import numpy as np
+
     entry = history.benchmarks.get(s.benchmark)
     if entry is None:
         return "benchmark not in benchmarks.json"
@@ -254,6 +264,8 @@ def write_history(history: History, dest: Path, factors: Factors, upto: Mapping[
     ``>= upto[machine]`` are left out; a run with ``factors`` gets its measurements (value, 99% interval,
     quartiles, samples) multiplied; every other file is copied byte for byte. Existing files are kept, so
     a later call with a larger ``upto`` adds only the newer runs (as a nightly would)."""
+    from db.asvformat import BENCHMARKS_JSON, MACHINE_JSON
+
     results = dest / "results"
     results.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(history.root / BENCHMARKS_JSON, results / BENCHMARKS_JSON)
@@ -280,6 +292,8 @@ def write_history(history: History, dest: Path, factors: Factors, upto: Mapping[
 def write_errors(original: History, written: History, factors: Factors) -> list[str]:
     """Where a written history differs from ``original`` with ``factors`` applied (empty: exactly as
     planned, every other value unchanged)."""
+    import numpy as np
+
     errors: list[str] = []
     for key, w in written.series.items():
         o = original.series.get(key)

@@ -17,13 +17,14 @@ import math
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
-from asv import step_detect
+from benchmarks.scripts.detect_real_data import SeriesKey
 
-from benchmarks.scripts.detect_real_data import History, SeriesKey
-from regressions.direction import UP_IS_WORSE
+# Project and third-party imports live in the functions: asv imports every module under benchmarks/ at
+# discovery, where this module must cost nothing and need nothing beyond the standard library.
+if TYPE_CHECKING:
+    from benchmarks.scripts.detect_real_data import History
 
 # Keys of the `mlaperf detect --json` records (docs/CONTRACTS.md) this benchmark reads beyond the basics;
 # a detector that does not emit one yet is reported as "n/a" for what depends on it.
@@ -68,7 +69,7 @@ class MlaperfStore:
         self.ingest_seconds = 0.0
 
     def ingest(self, results_dir: Path) -> None:
-        from db.engine import make_engine  # imported on use: asv imports this module at discovery
+        from db.engine import make_engine
         from db.ingest import ingest_paths
 
         engine = make_engine(self.url)
@@ -110,6 +111,11 @@ class MlaperfStore:
 
 def asv_detect(history: History, threshold: float) -> Detection:
     """asv's step detection and regression listing over every series asv would graph."""
+    import numpy as np
+    from asv import step_detect
+
+    from regressions.direction import UP_IS_WORSE
+
     flags: list[Flag] = []
     start = time.perf_counter()
     for s in history.series.values():

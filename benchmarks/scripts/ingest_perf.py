@@ -4,7 +4,7 @@ Inputs: a synthetic history written by asv's own Results class (default 1,000 co
 and the real asv fixture (tests/fixtures/asv-openblas). Prints a table; targets from issue 5:
 >= 20,000 results/s on a first ingest and unchanged files skipped >= 10x faster.
 
-    .venv/bin/python benchmarks/scripts/ingest_perf.py [--commits 1000] [--series 300] [--query-series 500]
+    .venv/bin/python -m benchmarks.scripts.ingest_perf [--commits 1000] [--series 300] [--query-series 500]
 """
 
 from __future__ import annotations
@@ -15,20 +15,17 @@ import tempfile
 import time
 from pathlib import Path
 
-from sqlalchemy.orm import Session
+# Project and third-party imports live in the functions: asv imports every module under benchmarks/ at
+# discovery, where this script must cost nothing and need nothing beyond the standard library.
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))
-
-from db import queries  # noqa: E402
-from db.engine import make_engine, upgrade  # noqa: E402
-from db.ingest import ingest_paths  # noqa: E402
-from db.synthetic import write_synthetic_results  # noqa: E402
-
 FIXTURE = ROOT / "tests" / "fixtures" / "asv-openblas" / "results"
 
 
 def measure_ingest(label: str, results_dir: Path, work: Path) -> list[str]:
+    from db.engine import make_engine, upgrade
+    from db.ingest import ingest_paths
+
     url = f"sqlite:///{work / (label.replace(' ', '_') + '.sqlite')}"
     upgrade(url)  # schema creation is not part of the measured ingest
     engine = make_engine(url)
@@ -51,6 +48,13 @@ def measure_ingest(label: str, results_dir: Path, work: Path) -> list[str]:
 
 
 def measure_queries(work: Path, commits: int, series: int) -> list[list[str]]:
+    from sqlalchemy.orm import Session
+
+    from db import queries
+    from db.engine import make_engine, upgrade
+    from db.ingest import ingest_paths
+    from db.synthetic import write_synthetic_results
+
     hist = write_synthetic_results(work / "query-history", commits=commits, series=series, seed=1)
     url = f"sqlite:///{work / 'queries.sqlite'}"
     upgrade(url)
@@ -86,7 +90,11 @@ def table(header: list[str], rows: list[list[str]]) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    from db.synthetic import write_synthetic_results
+
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.scripts.ingest_perf", description=__doc__.splitlines()[0]
+    )
     parser.add_argument("--commits", type=int, default=1000, help="synthetic commits (default 1000)")
     parser.add_argument("--series", type=int, default=300, help="synthetic series per commit (default 300)")
     parser.add_argument("--query-series", type=int, default=500, help="series for the query timings (0: skip)")
