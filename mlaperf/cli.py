@@ -21,19 +21,14 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from types import FrameType
 
-from . import __version__
+from . import Terminated, __version__
 
 EXIT_OK, EXIT_FOUND, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
 _VALID = {EXIT_OK, EXIT_FOUND, EXIT_USAGE, EXIT_INTERNAL}
 _SIGNAL_NAMES = {signal.SIGINT: "SIGINT", signal.SIGTERM: "SIGTERM"}
 
 
-class Terminated(KeyboardInterrupt):
-    """SIGTERM raised as a KeyboardInterrupt, so cleanup written for Ctrl-C also runs on a CI cancel."""
-
-
 _received: int | None = None  # the first stop signal of this process, if any
-_depth = 0  # dispatch() nesting: `mlaperf demo` runs other commands through main()
 
 
 def _on_signal(signum: int, _frame: FrameType | None) -> None:
@@ -70,38 +65,32 @@ def _store_error() -> type[Exception] | None:
 
 def dispatch(func: Callable[[argparse.Namespace], int | None], args: argparse.Namespace, prog: str = "mlaperf") -> int:
     """Run one command handler and map every way it can end to the exit-status rule above."""
-    global _depth, _received
+    global _received
     store_error = _store_error()
-    _depth += 1
-    try:
-        with _stop_signals():
-            try:
-                rc = func(args)
-                rc = EXIT_OK if rc is None else int(rc)
-            except KeyboardInterrupt:
-                if _received is None:
-                    _received = signal.SIGINT  # a Ctrl-C that arrived as a plain KeyboardInterrupt
-                rc = 128 + _received
-            except SystemExit as exc:  # a handler that called sys.exit()
-                code = exc.code
-                rc = code if isinstance(code, int) else (EXIT_OK if code is None else EXIT_USAGE)
-                if code is not None and not isinstance(code, int):
-                    print(code, file=sys.stderr)
-            except Exception as exc:  # noqa: BLE001 - the one place that turns crashes into status 3
-                if store_error is not None and isinstance(exc, store_error):
-                    print(f"{prog}: error: {exc}", file=sys.stderr)
-                    rc = EXIT_USAGE
-                else:
-                    if os.environ.get("MLAPERF_DEBUG") == "1":
-                        traceback.print_exc()
-                    message = " ".join(str(exc).split())
-                    print(f"{prog}: internal error: {type(exc).__name__}: {message}", file=sys.stderr)
-                    rc = EXIT_INTERNAL
-    finally:
-        _depth -= 1
+    with _stop_signals():
+        try:
+            rc = func(args)
+            rc = EXIT_OK if rc is None else int(rc)
+        except KeyboardInterrupt:
+            if _received is None:
+                _received = signal.SIGINT  # a Ctrl-C that arrived as a plain KeyboardInterrupt
+            rc = 128 + _received
+        except SystemExit as exc:  # a handler that called sys.exit()
+            code = exc.code
+            rc = code if isinstance(code, int) else (EXIT_OK if code is None else EXIT_USAGE)
+            if code is not None and not isinstance(code, int):
+                print(code, file=sys.stderr)
+        except Exception as exc:  # noqa: BLE001 - the one place that turns crashes into status 3
+            if store_error is not None and isinstance(exc, store_error):
+                print(f"{prog}: error: {exc}", file=sys.stderr)
+                rc = EXIT_USAGE
+            else:
+                if os.environ.get("MLAPERF_DEBUG") == "1":
+                    traceback.print_exc()
+                message = " ".join(str(exc).split())
+                print(f"{prog}: internal error: {type(exc).__name__}: {message}", file=sys.stderr)
+                rc = EXIT_INTERNAL
     if _received is not None:
-        if _depth > 0:  # an outer command (mlaperf demo) must stop too, after its own cleanup
-            raise Terminated() if _received == signal.SIGTERM else KeyboardInterrupt()
         name = _SIGNAL_NAMES.get(signal.Signals(_received), str(_received))
         rc = 128 + _received
         print(f"{prog}: stopped by {name}; child processes stopped, temporary files removed (exit {rc})",

@@ -7,8 +7,14 @@ CUDA is present, the CPU smoke tier otherwise), ingest those results, detect reg
 from __future__ import annotations
 
 import argparse
+import shlex
+import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
+
+from . import Terminated
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 HISTORY = REPO_ROOT / "history" / "results"
@@ -35,21 +41,41 @@ def _step(n: int, total: int, what: str) -> float:
     return time.perf_counter()
 
 
+def _mlaperf(*argv: str) -> int:
+    """Run one step as the command a user would type, in a child process (shown first).
+
+    A child keeps the demo a script of the real commands: nothing here re-implements or re-parses them,
+    and each step ends with its own exit status and cleanup. A stop signal for the demo (Ctrl-C, or the
+    SIGTERM of a CI cancel, both raised as KeyboardInterrupt by ``mlaperf.cli``) is passed to the child,
+    which cleans up before the demo returns.
+    """
+    print("$ mlaperf " + " ".join(shlex.quote(a) for a in argv), flush=True)
+    child = subprocess.Popen([sys.executable, "-m", "mlaperf.cli", *argv])
+    try:
+        return child.wait()
+    except KeyboardInterrupt as stop:
+        child.send_signal(signal.SIGTERM if isinstance(stop, Terminated) else signal.SIGINT)
+        try:
+            child.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            child.kill()
+            child.wait()
+        raise
+
+
 def handle(args: argparse.Namespace) -> int:
-    from db.engine import default_url, display_url, upgrade
-
-    from .cli import main
-
-    url = args.db or default_url()
+    db = ["--db", args.db] if args.db else []  # else every step's own default ($MLAPERF_DB or the SQLite file)
     total = 5
-    _step(1, total, f"store: {display_url(url)}")
-    upgrade(url)
+    _step(1, total, "create or migrate the store")
+    rc = _mlaperf("db", "upgrade", *db)
+    if rc:
+        return rc
 
     _step(2, total, f"ingest the bundled GPU history ({args.history})")
     if not args.history.is_dir():
-        print(f"demo: bundled history not found at {args.history}")
+        print(f"mlaperf demo: error: --history: no such folder: {args.history}", file=sys.stderr)
         return 2
-    rc = main(["ingest", str(args.history), "--db", url, "--repo", str(REPO_ROOT)])
+    rc = _mlaperf("ingest", str(args.history), *db, "--repo", str(REPO_ROOT))
     if rc:
         return rc
 
@@ -57,20 +83,20 @@ def handle(args: argparse.Namespace) -> int:
         _step(3, total, "benchmark this commit: skipped (--no-bench)")
     else:
         t0 = _step(3, total, "benchmark this commit (GPU tier with CUDA, else the CPU smoke tier)")
-        rc = main(["run", "HEAD"])
+        results = REPO_ROOT / ".asv" / "results"
+        rc = _mlaperf("run", "HEAD", *db, "--results-dir", str(results))
         if rc:
-            print(f"demo: benchmarking failed (exit {rc}); continuing with the stored history")
+            print(f"mlaperf demo: benchmarking ended with status {rc}; continuing with the stored history")
         else:
-            print(f"demo: benchmarked in {time.perf_counter() - t0:.0f} s")
-            results = REPO_ROOT / ".asv" / "results"
-            if results.is_dir():
-                main(["ingest", str(results), "--db", url, "--repo", str(REPO_ROOT)])
+            print(f"mlaperf demo: benchmarked in {time.perf_counter() - t0:.0f} s")
+        if results.is_dir():
+            _mlaperf("ingest", str(results), *db, "--repo", str(REPO_ROOT))
 
     _step(4, total, "detect regressions over history")
-    main(["detect", "--db", url, "--all"])  # list fixed ones too: the bundled story has one
+    _mlaperf("detect", *db, "--all")  # list fixed ones too: the bundled story has one
 
     if args.no_serve:
         _step(5, total, "dashboard: skipped (--no-serve)")
         return 0
     _step(5, total, "serve the dashboard (Ctrl-C stops it)")
-    return main(["dashboard", "--db", url, "--port", str(args.port), "--host", args.host])
+    return _mlaperf("dashboard", *db, "--port", str(args.port), "--host", args.host)

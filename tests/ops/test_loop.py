@@ -97,7 +97,8 @@ def test_nights_and_a_pull_request(tmp_path: Path) -> None:
     proc = service.step("pr.sh", c4, head)
     out = scratch.path / "artifacts" / "pr"
     assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-3000:]
-    assert sorted(p.name for p in out.iterdir() if p.suffix in (".md", ".json")) == ["report-full.md", "report.json", "report.md"]
+    reports = sorted(p.name for p in out.iterdir() if p.suffix in (".md", ".json"))
+    assert reports == ["report-full.md", "report.json", "report.md"]
     report = (out / "report.md").read_text()
     assert report.startswith("<!-- mlaperf-benchmark-report -->")
     rows = {row["params"]["scale"]: row for row in json.loads((out / "report.json").read_text())}
