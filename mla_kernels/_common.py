@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import functools
+import json
 import os
+import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -129,3 +133,47 @@ class KernelLaunch:
         return self.kernel[self.grid](  # type: ignore[index]
             *self.args, **self.constexprs, num_warps=self.num_warps, num_stages=self.num_stages
         )
+
+
+@dataclass(frozen=True)
+class DiskCache:
+    """A JSON file of results worth keeping across processes (compile stats, tuned configs).
+
+    Its path is ``$ENV`` when set (``0`` turns the disk cache off), else ``~/.cache/mlaperf/<filename>``
+    (``$XDG_CACHE_HOME`` honoured). A missing or corrupt file only costs the work it would have saved.
+    """
+
+    env: str
+    filename: str
+
+    def path(self) -> Path | None:
+        setting = os.environ.get(self.env, "")
+        if setting == "0":
+            return None
+        if setting:
+            return Path(setting)
+        return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "mlaperf" / self.filename
+
+    def read(self) -> dict[str, Any]:
+        path = self.path()
+        if path is None or not path.exists():
+            return {}
+        try:
+            data = json.loads(path.read_text())
+        except (OSError, ValueError):
+            return {}
+        return data if isinstance(data, dict) else {}
+
+    def put(self, key: str, value: Any) -> None:
+        path = self.path()
+        if path is None:
+            return
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            data = {**self.read(), key: value}
+            fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
+            with os.fdopen(fd, "w") as fh:
+                json.dump(data, fh, sort_keys=True)
+            os.replace(tmp, path)  # atomic: concurrent writers never leave half a file
+        except OSError:
+            pass

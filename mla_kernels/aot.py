@@ -24,7 +24,7 @@ from pathlib import Path
 
 import torch
 
-from ._common import KernelLaunch
+from ._common import DiskCache, KernelLaunch
 
 _DTYPES = {
     torch.bfloat16: "bf16", torch.float16: "fp16", torch.float32: "fp32", torch.float64: "fp64",
@@ -99,40 +99,7 @@ def signature(launch: KernelLaunch) -> tuple[dict[str, str], dict[str, object], 
     return sig, constexprs, attrs
 
 
-def _cache_file() -> Path | None:
-    setting = os.environ.get("MLAPERF_COMPILE_CACHE", "")
-    if setting == "0":
-        return None
-    if setting:
-        return Path(setting)
-    return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "mlaperf" / "compile.json"
-
-
-def _read_cache() -> dict[str, dict]:
-    path = _cache_file()
-    if path is None or not path.exists():
-        return {}
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return {}  # a corrupt cache only costs recompiles
-    return data if isinstance(data, dict) else {}
-
-
-def _write_cache(key: str, stats: CompileStats) -> None:
-    path = _cache_file()
-    if path is None:
-        return
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        data = _read_cache()
-        data[key] = {**asdict(stats), "seconds": 0.0}
-        fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
-        with os.fdopen(fd, "w") as fh:
-            json.dump(data, fh, sort_keys=True)
-        os.replace(tmp, path)  # atomic: concurrent writers never leave half a file
-    except OSError:
-        pass
+_CACHE = DiskCache("MLAPERF_COMPILE_CACHE", "compile.json")
 
 
 def cache_key(launch: KernelLaunch, capability: int) -> str:
@@ -198,7 +165,7 @@ def lookup(launch: KernelLaunch, capability: int) -> CompileStats | None:
     with _LOCK:
         if key in _MEMO:
             return _MEMO[key]
-    stored = _read_cache().get(key)
+    stored = _CACHE.read().get(key)
     if stored is None:
         return None
     stats = CompileStats(**{**stored, "mma": tuple(stored.get("mma", ()))})
@@ -211,7 +178,7 @@ def store(launch: KernelLaunch, capability: int, stats: CompileStats) -> None:
     key = cache_key(launch, capability)
     with _LOCK:
         _MEMO[key] = stats
-    _write_cache(key, stats)
+    _CACHE.put(key, {**asdict(stats), "seconds": 0.0})
 
 
 def compile_launch(launch: KernelLaunch, capability: int) -> CompileStats:

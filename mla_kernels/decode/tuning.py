@@ -11,9 +11,6 @@ before CUDA-graph capture and later processes skip the search.
 from __future__ import annotations
 
 import hashlib
-import json
-import os
-import tempfile
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, replace
@@ -145,13 +142,7 @@ def _source_hash() -> str:
     return _SOURCE_HASH
 
 
-def _cache_file() -> Path | None:
-    setting = os.environ.get("MLAPERF_AUTOTUNE_CACHE", "")
-    if setting == "0":
-        return None
-    if setting:
-        return Path(setting)
-    return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "mlaperf" / "autotune.json"
+_DISK = _common.DiskCache("MLAPERF_AUTOTUNE_CACHE", "autotune.json")
 
 
 def _disk_key(batch: int, heads: int, topk: int, device: torch.device, profile: str) -> str:
@@ -159,32 +150,6 @@ def _disk_key(batch: int, heads: int, topk: int, device: torch.device, profile: 
 
     name = torch.cuda.get_device_name(device).replace(" ", "_")
     return f"{name}|triton-{triton.__version__}|{_source_hash()}|{profile}|B{batch}|H{heads}|K{topk}"
-
-
-def _read_disk() -> dict[str, dict[str, int]]:
-    path = _cache_file()
-    if path is None or not path.exists():
-        return {}
-    try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError):
-        return {}  # a corrupt cache only costs a re-tune
-
-
-def _write_disk(key: str, cfg: MmaConfig) -> None:
-    path = _cache_file()
-    if path is None:
-        return
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        data = _read_disk()
-        data[key] = {k: v for k, v in asdict(cfg).items() if k != "source"}
-        fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
-        with os.fdopen(fd, "w") as fh:
-            json.dump(data, fh, indent=0, sort_keys=True)
-        os.replace(tmp, path)  # atomic: concurrent processes never read half a file
-    except OSError:
-        pass
 
 
 _MEMO: dict[tuple[object, ...], MmaConfig] = {}
@@ -207,7 +172,7 @@ def choose_mma_config(
     if key in _MEMO:
         return _MEMO[key]
     disk_key = _disk_key(batch, heads, topk, device, profile)
-    stored = _read_disk().get(disk_key)
+    stored = _DISK.read().get(disk_key)
     if stored is not None:
         cfg = MmaConfig(**stored, source="cache")
         _MEMO[key] = cfg
@@ -220,7 +185,7 @@ def choose_mma_config(
     cands = candidates(batch, heads, topk, device, profile, build)
     cfg = replace(cands[0], source="tuned") if len(cands) == 1 else _search(launch, cands, device)
     _MEMO[key] = cfg
-    _write_disk(disk_key, cfg)
+    _DISK.put(disk_key, {k: v for k, v in asdict(cfg).items() if k != "source"})
     return cfg
 
 
