@@ -2,31 +2,28 @@
 
 Every function takes a caller-owned :class:`~sqlalchemy.orm.Session`, builds its SQL with ``select()``
 (parameters bound, never formatted into SQL) and returns a pandas DataFrame unless said otherwise.
-Writers (:func:`upsert_regressions`, :func:`set_regression_status`) flush but never commit: the caller
-owns the transaction.
+The one writer, :func:`set_regression_status`, flushes but never commits: the caller owns the
+transaction.
 
 A series is (benchmark name, ``params_key``, machine name). When a commit was measured more than once on
 a machine (re-runs, several environments), its result is the median over those runs (:func:`pool_runs`,
 the one rule: detection, `mlaperf compare` and the dashboard all see the same value).
-Times are naive UTC. Big frames are fetched as narrow rows and joined to the small tables in pandas,
-which keeps ``series_values`` one bulk query and fast on 1,000 commits x 500 series.
+Times are naive UTC. Big frames are fetched as narrow rows and joined to the small tables in pandas.
 """
 
 from __future__ import annotations
 
 import ast
-import datetime as dt
 import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 import pandas as pd
-from sqlalchemy import Select, Text, and_, func, select, type_coerce
+from sqlalchemy import Select, func, select
 from sqlalchemy.orm import Session
 
 from db.models import (
     MACHINE_INFO_COLUMNS,
-    REGRESSION_DIRECTIONS,
     REGRESSION_STATUSES,
     Benchmark,
     Commit,
@@ -35,7 +32,6 @@ from db.models import (
     Result,
     Run,
     commit_order,
-    utcnow,
 )
 from db.models import (
     params_key as canonical_params_key,
@@ -66,18 +62,6 @@ def _frame(s: Session, stmt: Select[Any]) -> pd.DataFrame:
         first = next((v for v in values if v is not None), None)
         columns[key] = pd.Series(values, dtype=object if isinstance(first, str | dict | list) else None)
     return pd.DataFrame(columns)
-
-
-def _json_column(values: Iterable[Any]) -> list[Any]:
-    """Decode a JSON column fetched as text (SQLite) in one json.loads call; the PostgreSQL driver
-    already returns Python objects, which pass through."""
-    out = list(values)
-    texts = [i for i, v in enumerate(out) if isinstance(v, str)]
-    if texts:
-        decoded = json.loads("[" + ",".join(out[i] for i in texts) + "]")
-        for i, value in zip(texts, decoded, strict=True):
-            out[i] = value
-    return out
 
 
 def sort_commits(frame: pd.DataFrame, by: list[str] | None = None, *, descending: bool = False) -> pd.DataFrame:
@@ -223,19 +207,11 @@ def benchmarks(s: Session) -> pd.DataFrame:
     return _frame(s, stmt)
 
 
-def benchmark_units(s: Session) -> dict[str, str | None]:
-    """{benchmark name: unit} (a dict, not a DataFrame).
-
-    Unused by mlaperf (only tests/db/test_ingest.py calls it): to be removed with that call.
-    """
-    return dict(s.execute(select(Benchmark.name, Benchmark.unit)).all())
-
-
 def _commit_by_sha(s: Session, ref: str) -> Commit:
     """The commit whose sha is ``ref`` or starts with it; :class:`CommitNotFound` if none or several.
 
-    Only for :func:`results_at_commit` and :func:`upsert_regressions`; the public commit lookup (sha,
-    prefix or git ref) is ``regressions.results.resolve_commit``.
+    Only for :func:`results_at_commit`; the public commit lookup (sha, prefix or git ref) is
+    ``regressions.results.resolve_commit``.
     """
     ref = ref.strip().lower()
     if not ref:
@@ -250,15 +226,6 @@ def _commit_by_sha(s: Session, ref: str) -> Commit:
         shown = ", ".join(c.sha[:12] for c in found[:5])
         raise CommitNotFound(f"commit prefix {ref!r} is ambiguous: {shown}{', ...' if len(found) > 5 else ''}")
     return found[0]
-
-
-def latest_commit(s: Session, machine: str | None = None) -> str | None:
-    """The sha of the newest commit (history order) with results (on ``machine`` if given), or None."""
-    stmt = select(Commit.sha).where(Commit.id.in_(select(Run.commit_id))).order_by(*commit_order(descending=True))
-    if machine is not None:
-        machine_id = _machine_id(s, machine)
-        stmt = stmt.where(Commit.id.in_(select(Run.commit_id).where(Run.machine_id == machine_id)))
-    return s.execute(stmt.limit(1)).scalar_one_or_none()
 
 
 # -- series -------------------------------------------------------------------------------------------
@@ -402,80 +369,6 @@ def results_at_commit(s: Session, sha: str, machine: str, benchmark_prefix: str 
     return frame
 
 
-def series_values(s: Session, machine: str | None = None, since: dt.datetime | str | None = None) -> pd.DataFrame:
-    """Every 'ok' value of every series, for change-point detection (one bulk query).
-
-    Long frame: benchmark, unit, type, params_key, machine, commit_id, sha, date, value, samples; one row
-    per series and commit (its runs pooled: :func:`pool_runs`), sorted by machine, benchmark, params_key,
-    then history order (:func:`db.models.commit_order`).
-    ``since`` (datetime or ISO date string) keeps commits dated on or after it.
-
-    Unused by mlaperf (the detector reads the store in regressions.store; tests/db/test_ingest.py,
-    test_order.py and benchmarks/scripts/ingest_perf.py call it): to be removed with those calls.
-    """
-    runs_stmt = select(
-        Run.id.label("run_id"),
-        Run.machine_id,
-        Run.commit_id,
-        Run.started_at.label("run_started_at"),
-        Commit.sha,
-        Commit.date,
-        Commit.generation,
-    ).join(Commit, Commit.id == Run.commit_id)
-    if machine is not None:
-        runs_stmt = runs_stmt.where(Run.machine_id == _machine_id(s, machine))
-    if since is not None:
-        since_dt = pd.Timestamp(since).to_pydatetime().replace(tzinfo=None)
-        runs_stmt = runs_stmt.where(Commit.date >= since_dt)
-    runs = _datetimes(_frame(s, runs_stmt), "run_started_at", "date").set_index("run_id")
-
-    values_stmt = select(
-        Result.run_id,
-        Result.benchmark_id,
-        Result.params_key,
-        Result.value,
-        type_coerce(Result.samples, Text).label("samples"),  # decoded in bulk below
-    ).where(Result.status == "ok")
-    if machine is not None or since is not None:
-        values_stmt = values_stmt.where(Result.run_id.in_(runs_stmt.with_only_columns(Run.id)))
-    frame = _frame(s, values_stmt)
-    if frame.empty:
-        return pd.DataFrame(
-            {
-                **{c: pd.Series(dtype=object) for c in ("benchmark", "unit", "type", "params_key", "machine")},
-                "commit_id": pd.Series(dtype="int64"),
-                "sha": pd.Series(dtype=object),
-                "date": pd.Series(dtype="datetime64[us]"),
-                "value": pd.Series(dtype=float),
-                "samples": pd.Series(dtype=object),
-            }
-        )
-
-    bench = _frame(s, select(Benchmark.id, Benchmark.name, Benchmark.unit, Benchmark.type)).set_index("id")
-    names = dict(s.execute(select(Machine.id, Machine.name)).all())
-    run_ids = frame["run_id"]
-    out = pd.DataFrame(
-        {
-            "benchmark": frame["benchmark_id"].map(bench["name"]),
-            "unit": frame["benchmark_id"].map(bench["unit"]),
-            "type": frame["benchmark_id"].map(bench["type"]),
-            "params_key": frame["params_key"],
-            "machine": run_ids.map(runs["machine_id"]).map(names),
-            "commit_id": run_ids.map(runs["commit_id"]),
-            "sha": run_ids.map(runs["sha"]),
-            "date": run_ids.map(runs["date"]),
-            "generation": run_ids.map(runs["generation"]),
-            "value": frame["value"].astype(float),
-            "samples": _json_column(frame["samples"]),
-            "run_id": run_ids,
-            "run_started_at": run_ids.map(runs["run_started_at"]),
-        }
-    )
-    out = pool_runs(out.assign(status="ok"), ["machine", "benchmark", "params_key", "commit_id"])
-    out = sort_commits(out, ["machine", "benchmark", "params_key"])
-    return out.drop(columns=["run_id", "run_started_at", "generation", "status", "runs"])
-
-
 # -- regressions --------------------------------------------------------------------------------------
 
 
@@ -532,107 +425,3 @@ def set_regression_status(s: Session, regression_id: int, status: str) -> None:
         raise NotFound(f"no regression with id {regression_id}")
     regression.status = status
     s.flush()
-
-
-def _ref_id(s: Session, row: Mapping[str, Any], name: str, lookup: Any) -> int | None:
-    if row.get(f"{name}_id") is not None:
-        return int(row[f"{name}_id"])
-    if row.get(name) is None:
-        return None
-    return lookup(row[name])
-
-
-def upsert_regressions(s: Session, rows: Iterable[Mapping[str, Any]]) -> dict[str, int]:
-    """Insert or update regressions keyed by (benchmark, params_key, machine, commit).
-
-    Each row gives ``benchmark`` (name) or ``benchmark_id``, ``params_key`` (or ``params``), ``machine``
-    or ``machine_id``, ``commit`` (sha or prefix) or ``commit_id``, ``before``, ``after``, ``ratio``,
-    ``direction``; optionally ``p_value``, ``status``, ``fixed_commit``/``fixed_commit_id``. An existing
-    regression keeps its status (a user's 'acknowledged' survives re-detection) unless the row sets one.
-    Returns ``{"inserted": n, "updated": m}``; flushes, does not commit.
-
-    Unused by mlaperf (the detector writes its regressions in regressions.store; only
-    tests/db/test_order.py calls it): to be removed with that call.
-    """
-    bench_cache: dict[str, int] = {}
-    machine_cache: dict[str, int] = {}
-    commit_cache: dict[str, int] = {}
-
-    def bench(name: str) -> int:
-        if name not in bench_cache:
-            bench_cache[name] = _benchmark_id(s, name)
-        return bench_cache[name]
-
-    def mach(name: str) -> int:
-        if name not in machine_cache:
-            machine_cache[name] = _machine_id(s, name)
-        return machine_cache[name]
-
-    def commit(ref: str) -> int:
-        if ref not in commit_cache:
-            commit_cache[ref] = _commit_by_sha(s, ref).id
-        return commit_cache[ref]
-
-    counts = {"inserted": 0, "updated": 0}
-    for row in rows:
-        benchmark_id = _ref_id(s, row, "benchmark", bench)
-        machine_id = _ref_id(s, row, "machine", mach)
-        commit_id = _ref_id(s, row, "commit", commit)
-        if benchmark_id is None or machine_id is None or commit_id is None:
-            raise ValueError(f"regression row needs benchmark, machine and commit: {dict(row)!r}")
-        if row.get("params_key") is not None:
-            key = _key(row["params_key"])
-            params = dict(row.get("params") or json.loads(key))
-        elif row.get("params") is not None:
-            params = dict(row["params"])
-            key = canonical_params_key(params)
-        else:
-            raise ValueError(f"regression row needs params_key or params: {dict(row)!r}")
-        direction = row["direction"]
-        if direction not in REGRESSION_DIRECTIONS:
-            raise ValueError(f"direction must be one of {', '.join(REGRESSION_DIRECTIONS)}, not {direction!r}")
-        status = row.get("status")
-        if status is not None:
-            _check_status(status)
-        values: dict[str, Any] = {
-            "before": float(row["before"]),
-            "after": float(row["after"]),
-            "ratio": float(row["ratio"]),
-            "direction": direction,
-            "p_value": None if row.get("p_value") is None else float(row["p_value"]),
-            "fixed_commit_id": _ref_id(s, row, "fixed_commit", commit),
-        }
-        existing = s.execute(
-            select(Regression).where(
-                and_(
-                    Regression.benchmark_id == benchmark_id,
-                    Regression.params_key == key,
-                    Regression.machine_id == machine_id,
-                    Regression.commit_id == commit_id,
-                )
-            )
-        ).scalar_one_or_none()
-        if existing is None:
-            s.add(
-                Regression(
-                    benchmark_id=benchmark_id,
-                    params_key=key,
-                    params=params,
-                    machine_id=machine_id,
-                    commit_id=commit_id,
-                    status=status or "new",
-                    detected_at=row.get("detected_at") or utcnow(),
-                    **values,
-                )
-            )
-            counts["inserted"] += 1
-        else:
-            for name, value in values.items():
-                if name == "fixed_commit_id" and value is None and "fixed_commit" not in row:
-                    continue
-                setattr(existing, name, value)
-            if status is not None:
-                existing.status = status
-            counts["updated"] += 1
-    s.flush()
-    return counts

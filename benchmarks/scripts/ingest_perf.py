@@ -64,16 +64,15 @@ def measure_queries(work: Path, commits: int, series: int) -> list[list[str]]:
     ro = make_engine(url, readonly=True)
     rows = []
     with Session(ro) as s:
-        sha = queries.latest_commit(s)
-        bench = next(iter(hist.benchmarks))
-        key = '{"concurrency": "64", "impl": "\'mma\'", "topk": "512"}'
+        sha = queries.commits(s, hist.machine)["sha"].iloc[-1]
+        first = queries.series(s, machine=hist.machine).iloc[0]  # a series that exists at any --series
+        bench, key = first["benchmark"], first["params_key"]
         calls = [
             ("machines", lambda: queries.machines(s)),
             ("commits", lambda: queries.commits(s, hist.machine)),
             ("series", lambda: queries.series(s, machine=hist.machine)),
             ("history (1 series)", lambda: queries.history(s, bench, key, hist.machine)),
             ("results_at_commit", lambda: queries.results_at_commit(s, sha, hist.machine)),
-            ("series_values (all)", lambda: queries.series_values(s)),
         ]
         for name, call in calls:
             start = time.perf_counter()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import json
 import subprocess
 from pathlib import Path
 
@@ -13,7 +14,7 @@ from sqlalchemy.orm import Session
 from db import gitmeta, queries
 from db.engine import downgrade, make_engine, upgrade
 from db.ingest import ingest_paths
-from db.models import Commit
+from db.models import Commit, Machine, Regression, Result
 from db.synthetic import write_git_history, write_synthetic_results
 
 TIE = dt.datetime(2025, 6, 1, 12, 0, 0)
@@ -44,21 +45,17 @@ def test_tied_dates_follow_git_order(db_url: str, tmp_path: Path) -> None:
         c = queries.commits(s, machine="m")
         assert list(c["sha"]) == shas and list(c["generation"]) == list(range(1, COMMITS + 1))
         assert c["date"].nunique() == 1
-        assert queries.latest_commit(s) == shas[-1] and queries.latest_commit(s, "m") == shas[-1]
-        key = queries.series(s, machine="m")["params_key"].iloc[0]
-        bench = queries.series(s, machine="m")["benchmark"].iloc[0]
-        assert list(queries.history(s, bench, key, "m")["sha"]) == shas
-        sv = queries.series_values(s, machine="m")
-        for _, g in sv.groupby(["benchmark", "params_key"]):
-            assert list(g["sha"]) == shas
-        queries.upsert_regressions(
-            s,
-            [
-                {"benchmark": bench, "params_key": key, "machine": "m", "commit": sha, "before": 1.0,
-                 "after": 2.0, "ratio": 2.0, "direction": "up_is_worse"}
-                for sha in (shas[2], shas[5], shas[3])
-            ],
-        )
+        for row in queries.series(s, machine="m").itertuples():
+            assert list(queries.history(s, row.benchmark, row.params_key, "m")["sha"]) == shas
+        bench_id, key = s.execute(sa.select(Result.benchmark_id, Result.params_key).limit(1)).one()
+        machine_id = s.scalar(sa.select(Machine.id).where(Machine.name == "m"))
+        ids = dict(s.execute(sa.select(Commit.sha, Commit.id)).all())
+        s.add_all(
+            Regression(benchmark_id=bench_id, params_key=key, params=json.loads(key), machine_id=machine_id,
+                       commit_id=ids[sha], before=1.0, after=2.0, ratio=2.0, direction="up_is_worse")
+            for sha in (shas[2], shas[5], shas[3])
+        )  # fmt: skip
+        s.flush()
         assert list(queries.regressions(s)["sha"]) == [shas[5], shas[3], shas[2]]  # newest commit first
         s.rollback()
     engine.dispose()

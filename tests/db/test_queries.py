@@ -85,7 +85,7 @@ def test_series_and_history(s: Session) -> None:
 
 
 def test_results_at_commit_expands_params(s: Session) -> None:
-    sha = queries.latest_commit(s, "synth-h200")
+    sha = queries.commits(s, "synth-h200")["sha"].iloc[-1]
     assert sha is not None
     frame = queries.results_at_commit(s, sha[:10], "synth-h200", benchmark_prefix="bench_synth.Synth001")
     assert len(frame) == 30 and set(frame["benchmark"]) == {"bench_synth.Synth001.track_case"}
@@ -100,7 +100,7 @@ def test_commit_lookup_errors(s: Session) -> None:
         queries.results_at_commit(s, "zzzz", "synth-h200")
     with pytest.raises(queries.CommitNotFound, match="ambiguous"):
         queries.results_at_commit(s, "0", "gha-aws-skylake")
-    sha = queries.latest_commit(s, "gha-aws-skylake")
+    sha = queries.commits(s, "gha-aws-skylake")["sha"].iloc[-1]
     assert (queries.results_at_commit(s, sha[:12], "gha-aws-skylake")["sha"] == sha).all()
 
 
@@ -153,7 +153,7 @@ def test_queries_are_fast(s: Session) -> None:
         {"concurrency": "1", "impl": "'simt'", "topk": "128"},
         "synth-h200",
     )
-    queries.results_at_commit(s, queries.latest_commit(s, "synth-h200"), "synth-h200")
+    queries.results_at_commit(s, queries.commits(s, "synth-h200")["sha"].iloc[-1], "synth-h200")
     assert time.perf_counter() - start < 5.0
 
 
