@@ -6,11 +6,10 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import urllib.request
 from pathlib import Path
 
 from scratch import MLAPERF
-from test_signals import alive, wait_for
+from test_signals import alive, serving, wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -36,13 +35,7 @@ def test_demo_shows_each_command_and_passes_sigterm_to_the_running_step(tmp_path
             lines.append(line)
         url = lines[-1].split()[2]
 
-        def serving() -> bool:
-            try:
-                return urllib.request.urlopen(f"{url}/_stcore/health", timeout=2).status == 200
-            except OSError:
-                return False
-
-        wait_for(serving, 120, "the dashboard to serve")
+        wait_for(lambda: serving(url), 120, "the dashboard to serve")
         tree = _descendants(proc.pid)
         assert len(tree) >= 2, "the dashboard step and its Streamlit server run under the demo"
         proc.send_signal(signal.SIGTERM)
@@ -56,4 +49,4 @@ def test_demo_shows_each_command_and_passes_sigterm_to_the_running_step(tmp_path
     assert proc.returncode == 143, err
     assert "stopped by SIGTERM" in err.strip().splitlines()[-1]
     assert not any(alive(pid) for pid in tree), "every step process and Streamlit are stopped"
-    assert not serving()
+    assert not serving(url)

@@ -51,6 +51,14 @@ def alive(pid: int) -> bool:
         return False
 
 
+def serving(url: str) -> bool:
+    """Whether a Streamlit server answers its health check at ``url``."""
+    try:
+        return urllib.request.urlopen(f"{url}/_stcore/health", timeout=2).status == 200
+    except OSError:
+        return False
+
+
 def wait_for(predicate, timeout: float, what: str) -> None:  # noqa: ANN001
     deadline = time.monotonic() + timeout
     while not predicate():
@@ -105,13 +113,7 @@ def test_dashboard_stops_streamlit_on_sigterm(tmp_path: Path) -> None:
             path = Path(f"/proc/{proc.pid}/task/{proc.pid}/children")
             return [int(p) for p in path.read_text().split()] if path.exists() else []
 
-        def serving() -> bool:
-            try:
-                return urllib.request.urlopen(f"{url}/_stcore/health", timeout=2).status == 200
-            except OSError:
-                return False
-
-        wait_for(serving, 120, "Streamlit to serve")
+        wait_for(lambda: serving(url), 120, "Streamlit to serve")
         streamlit = children()
         assert streamlit
         proc.send_signal(signal.SIGTERM)
@@ -122,7 +124,7 @@ def test_dashboard_stops_streamlit_on_sigterm(tmp_path: Path) -> None:
     assert proc.returncode == 143, err
     assert "stopped by SIGTERM" in err.strip().splitlines()[-1]
     assert not any(alive(pid) for pid in streamlit), "Streamlit is stopped with it"
-    assert not serving()
+    assert not serving(url)
 
 
 def test_exit_status_rule(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
