@@ -20,7 +20,7 @@ from db import queries
 from db.engine import make_engine
 from db.models import Commit
 from db.synthetic import SyntheticHistory, write_synthetic_results
-from regressions.__main__ import main
+from mlaperf.cli import main
 from regressions.compare import (
     MIN_HISTORY_RUNS,
     STATUSES,

@@ -16,7 +16,7 @@ from sqlalchemy.orm import Session
 from db.engine import make_engine
 from db.models import Commit
 from db.synthetic import SyntheticHistory, write_synthetic_results
-from regressions.__main__ import main
+from mlaperf.cli import main
 from regressions.report import MARKER
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -225,7 +225,7 @@ def test_real_asv_output_openblas(tmp_path: Path, ingest: Ingest, capsys: pytest
 @pytest.mark.parametrize("command", ["detect", "compare"])
 def test_help(command: str) -> None:
     out = subprocess.run(
-        [sys.executable, "-m", "regressions", command, "--help"], cwd=ROOT, capture_output=True, text=True
+        [sys.executable, "-m", "mlaperf.cli", command, "--help"], cwd=ROOT, capture_output=True, text=True
     )
     assert (
         out.returncode == 0

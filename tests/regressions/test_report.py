@@ -16,7 +16,7 @@ from sqlalchemy.engine import Engine
 
 from db.engine import make_engine
 from db.synthetic import write_synthetic_results
-from regressions.__main__ import main
+from mlaperf.cli import main
 from regressions.compare import Comparison, SeriesPair, compare_pair
 from regressions.direction import direction_for
 from regressions.report import (
