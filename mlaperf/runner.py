@@ -275,11 +275,11 @@ def _run_env(worktree: Path, tier: str, concurrency: str | None) -> dict[str, st
     path = os.pathsep.join(p for p in (str(worktree), env.get("PYTHONPATH", "")) if p)
     env["PYTHONPATH"] = path
     env["ASV_PYTHONPATH"] = path  # asv-managed environments drop PYTHONPATH, keep this one
-    env["MLAPERF_TIER"] = tier
+    env[gpuinfo.TIER_ENV] = tier
     if tier == "cpu":
         env["TRITON_INTERPRET"] = "1"
     if concurrency:
-        env["MLAPERF_CONCURRENCY"] = concurrency
+        env[gpuinfo.CONCURRENCY_ENV] = concurrency
     return env
 
 
@@ -341,10 +341,10 @@ def measured_in_store(
     ``cache``: a dict kept by the caller; the discovered versions are stored under "versions" and reused.
     """
     from sqlalchemy.engine import make_url
-    from sqlalchemy.exc import ArgumentError
+    from sqlalchemy.exc import ArgumentError, DBAPIError
     from sqlalchemy.orm import Session
 
-    from db.engine import make_engine
+    from db.engine import StoreError, check_schema, current_revision, make_engine, store_error
     from mlaperf import measured
 
     try:
@@ -357,8 +357,22 @@ def measured_in_store(
         engine = make_engine(url, readonly=True)
     except ValueError as exc:
         raise RunError(f"--db: {exc}") from None
+    except StoreError as exc:  # corrupted, foreign or unreadable: say so before measuring anything
+        raise RunError(f"{exc} (nothing was measured)") from None
     try:
-        if not measured.machine_has_runs(engine, machine):
+        try:
+            if current_revision(engine) is None:
+                return {}  # an empty database holds nothing yet (ingest creates the schema)
+            check_schema(engine)  # another application's database or an older schema: a clear error
+            has_runs = measured.machine_has_runs(engine, machine)
+        except StoreError as exc:
+            raise RunError(f"{exc} (nothing was measured)") from None
+        except DBAPIError as exc:
+            err = store_error(exc, url)
+            if err is None:
+                raise
+            raise RunError(f"{err} (nothing was measured)") from None
+        if not has_runs:
             return {}
         if cache is not None and "versions" in cache:
             versions = cache["versions"]
