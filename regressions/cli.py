@@ -69,7 +69,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "run are 'retired'. Re-running never flags a step twice; only series with results newer than the "
         "last run are re-examined, unless --full. Exit status: 0 (also when only suspects are open), 1 with "
         "--fail-on-new when this run flagged or confirmed a regression, 2 bad usage or input, 3 internal "
-        "error. Rules: docs/detection.md.",
+        "error. --list only lists what is stored (read-only: works on a store this process may not write). "
+        "Rules: docs/detection.md.",
     )
     _add_common(d)
     d.add_argument("--machine", metavar="M", help="only this machine's series")
@@ -88,6 +89,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="list regressions with this status (repeatable; default: suspect, new and acknowledged)",
     )
     d.add_argument("--all", action="store_true", help="list regressions of every status")
+    d.add_argument(
+        "--list",
+        action="store_true",
+        help="only list the stored regressions, re-examining nothing; opens the store read-only, so it works "
+        "on a store this process may not write (a read-only folder or mount, a read-only database role)",
+    )
     d.add_argument(
         "--fail-on-new",
         action="store_true",
@@ -145,14 +152,18 @@ def _clean(v: Any) -> Any:
 
 
 def detect_command(args: argparse.Namespace) -> int:
-    from db.engine import display_url, ensure_schema, make_engine
+    from db.engine import StoreError, ensure_schema, make_engine
 
+    if args.list:
+        return _list_command(args)
     try:
         settings = _settings(args)
         if args.lookback < 10:
             raise UsageError(f"--lookback: must be at least 10 commits; got {args.lookback}")
         engine = make_engine(args.db)
         ensure_schema(engine)
+    except StoreError as exc:
+        return _store_fail(exc, args.db)
     except (ConfigError, UsageError, ValueError, RuntimeError, SQLAlchemyError) as exc:
         return _fail(str(exc))
     try:
@@ -165,14 +176,43 @@ def detect_command(args: argparse.Namespace) -> int:
                 lookback=args.lookback,
                 progress=not args.json and sys.stderr.isatty(),
             )
-        statuses = STATUSES if args.all else tuple(args.status or OPEN_STATUSES)
         with Session(engine) as session:
-            frame = regressions_frame(session, statuses=statuses, machine=args.machine)
+            frame = _listed(session, args)
     except UsageError as exc:
         return _fail(str(exc))
     except SQLAlchemyError as exc:
-        return _fail(f"database {display_url(engine.url)}: {exc}")
-    new, events = set(summary.new), summary.events()
+        return _store_fail(exc, args.db)
+    _print_listing(args, frame, _detect_summary_line(summary), set(summary.new), summary.events())
+    return 1 if args.fail_on_new and summary.alerting else 0
+
+
+def _list_command(args: argparse.Namespace) -> int:
+    """`detect --list`: the stored regressions as `detect` lists them, read through a read-only engine
+    (``db.engine.make_engine(readonly=True)``); nothing is examined, so no record is ``new`` or has an event."""
+    from db.engine import check_schema, make_engine
+
+    for flag in ("full", "fail_on_new"):
+        if getattr(args, flag):
+            return _fail(f"--list re-examines nothing; --{flag.replace('_', '-')} has no meaning with it")
+    try:
+        engine = make_engine(args.db, readonly=True)
+        check_schema(engine)
+        with Session(engine) as session:
+            frame = _listed(session, args)
+    except SQLAlchemyError as exc:
+        return _store_fail(exc, args.db)
+    except (UsageError, ValueError, RuntimeError) as exc:
+        return _fail(str(exc))
+    _print_listing(args, frame, "detect --list: the stored regressions; nothing re-examined", set(), {})
+    return 0
+
+
+def _listed(session: Session, args: argparse.Namespace) -> Any:
+    statuses = STATUSES if args.all else tuple(args.status or OPEN_STATUSES)
+    return regressions_frame(session, statuses=statuses, machine=args.machine)
+
+
+def _print_listing(args: argparse.Namespace, frame: Any, headline: str, new: set[int], events: dict[int, str]) -> None:
     records = []
     for row in frame.to_dict("records"):
         rec = {k: _clean(v) for k, v in row.items()}
@@ -182,9 +222,29 @@ def detect_command(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(records, indent=2, allow_nan=False))
     else:
-        print(_detect_summary_line(summary))
+        print(headline)
         print(_grouped_table(records))
-    return 1 if args.fail_on_new and summary.alerting else 0
+
+
+def _store_fail(exc: Exception, url: str | None) -> int:
+    """A store `detect` cannot use, in one line (never SQL text); when the store can still be read, say
+    that `detect --list` lists it."""
+    from db.engine import StoreError, check_schema, default_url, display_url, make_engine, store_error
+
+    url = url or default_url()
+    err = exc if isinstance(exc, StoreError) else store_error(exc, url)
+    if err is None:
+        first = (str(getattr(exc, "orig", None) or exc).strip().splitlines() or [type(exc).__name__])[0]
+        return _fail(f"database {display_url(url)}: {first}")  # the driver's line, never SQL text
+    try:
+        engine = make_engine(url, readonly=True)
+        try:
+            check_schema(engine)
+        finally:
+            engine.dispose()
+    except (ValueError, RuntimeError, SQLAlchemyError):
+        return _fail(str(err))
+    return _fail(f"{err}; `mlaperf detect --list` lists the stored regressions without writing")
 
 
 def _detect_summary_line(summary: DetectSummary) -> str:

@@ -5,6 +5,7 @@ override dropped, see tests/db/conftest.py)."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import sqlite3
@@ -14,9 +15,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from sqlalchemy.orm import Session
 
 from db.engine import StoreError, make_engine
 from db.ingest import ingest_paths
+from db.models import REGRESSION_STATUSES
+from db.synthetic import write_synthetic_results
+from regressions.store import detect_store, regressions_frame
 from tests.db.conftest import (
     REPO_ROOT,
     bench_row,
@@ -128,6 +133,37 @@ def test_copied_store_with_a_log_but_no_shm_names_the_permission(folder: Path, t
     Path(f"{folder / 'mlaperf.sqlite'}-wal").write_bytes(b"")
     folder.chmod(0o555)
     assert _current(url).returncode == 0
+
+
+def test_detect_lists_a_store_it_may_not_write(folder: Path, tmp_path: Path) -> None:
+    """`mlaperf detect` must write (it stores what it finds) and says so, naming `--list`; `detect --list`
+    lists the stored regressions through a read-only engine, as `detect` would, and writes nothing."""
+    store = folder / "mlaperf.sqlite"
+    url = f"sqlite:///{store}"
+    write_synthetic_results(tmp_path / "results", commits=30, series=4, steps={20: 1.2}, seed=5, machine="m")
+    _ingest(url, tmp_path / "results")
+    engine = make_engine(url)
+    with Session(engine) as s, s.begin():
+        detect_store(s, full=True)
+    with Session(engine) as s:
+        stored = regressions_frame(s, statuses=REGRESSION_STATUSES)
+    engine.dispose()
+    assert len(stored) > 0
+    folder.chmod(0o555)
+    detect = run_unprivileged(["-m", "mlaperf.cli", "detect", "--json", "--db", url])
+    assert detect.returncode == 2 and detect.stdout == "", detect.stderr
+    line = detect.stderr.strip()
+    assert "\n" not in line and f"write permission on the folder {folder}" in line and "`mlaperf detect --list`" in line, line
+    listed = run_unprivileged(["-m", "mlaperf.cli", "detect", "--list", "--all", "--json", "--db", url])
+    assert listed.returncode == 0, listed.stderr
+    records = json.loads(listed.stdout)
+    assert [(r["id"], r["status"], r["commit"]) for r in records] == list(
+        zip(stored["id"], stored["status"], stored["commit"], strict=True)
+    )
+    assert all(r["new"] is False and r["event"] is None for r in records)
+    table = run_unprivileged(["-m", "mlaperf.cli", "detect", "--list", "--db", url])
+    assert table.returncode == 0 and "nothing re-examined" in table.stdout, table.stderr
+    assert sorted(p.name for p in folder.iterdir()) == ["mlaperf.sqlite"]  # nothing written, no log left
 
 
 def test_store_on_a_read_only_mount(folder: Path, tmp_path: Path) -> None:

@@ -66,6 +66,12 @@ def test_detect_json_contract(
     rc, out, _ = run(capsys, "detect", "--db", store_url, "--json", "--fail-on-new")
     assert rc == 0 and len(json.loads(out)) == 30
     assert not any(r["new"] or r["event"] for r in json.loads(out))
+    # --list: the same records from a read-only engine (PostgreSQL: a read-only transaction), nothing examined.
+    rc, listed, _ = run(capsys, "detect", "--db", store_url, "--json", "--list")
+    assert rc == 0 and json.loads(listed) == json.loads(out)
+    for flag in ("--full", "--fail-on-new"):
+        rc, _, err = run(capsys, "detect", "--db", store_url, "--list", flag)
+        assert rc == 2 and f"--list re-examines nothing; {flag} has no meaning with it" in err
 
 
 def test_detect_suspects_do_not_fail_until_confirmed(
