@@ -26,7 +26,7 @@ if [[ "$(git rev-parse --is-shallow-repository 2>/dev/null)" == "true" ]]; then
   echo "test: shallow clone; fetching the full git history for the bundled-history tests"
   git fetch --unshallow --quiet || echo "test: could not fetch the history; the bundled-history tests will fail"
 fi
-export MLAPERF_REQUIRE_PG=1 MLAPERF_REQUIRE_BROWSER=1 MLAPERF_REQUIRE_ACTIONLINT=1 MLAPERF_REQUIRE_HISTORY=1 MLAPERF_REQUIRE_FIXTURES=1
+export MLAPERF_REQUIRE_PG=1 MLAPERF_REQUIRE_BROWSER=1 MLAPERF_REQUIRE_ACTIONLINT=1 MLAPERF_REQUIRE_HISTORY=1 MLAPERF_REQUIRE_FIXTURES=1 MLAPERF_REQUIRE_MOUNT_NS="$([[ "$(id -u)" == 0 ]] && echo 1 || echo 0)"
 trap 'bash scripts/pg.sh stop' EXIT
 echo "test: ruff"
 .venv/bin/ruff check .

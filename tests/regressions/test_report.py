@@ -11,7 +11,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import cmarkgfm  # GitHub's renderer, a dev dependency: never skipped
 import pytest
+from cmarkgfm.cmark import Options
 from sqlalchemy.engine import Engine
 
 from db.engine import make_engine
@@ -108,9 +110,6 @@ def test_hostile_values_are_inert_in_the_markdown() -> None:
 def test_hostile_values_render_as_text_in_githubs_markdown() -> None:
     """Rendered by cmark-gfm (GitHub's renderer, raw HTML allowed as on GitHub): no link, image,
     script or extra details element appears, and every benchmark name reads back as written."""
-    cmarkgfm = pytest.importorskip("cmarkgfm")
-    from cmarkgfm.cmark import Options
-
     md, rows = _hostile_report()
     out = cmarkgfm.github_flavored_markdown_to_html(md, options=Options.CMARK_OPT_UNSAFE)
     for tag in ("<a ", "<img", "<script", "<em>", "<del>", "<b>"):
