@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import gc
 import importlib
+import math
 import sys
 import time
 from collections.abc import Callable, Hashable, Iterable
@@ -86,6 +87,26 @@ def last_launch() -> dict[str, Any] | None:
     return dict(launch) if isinstance(launch, dict) else None
 
 
+def keep_launch(replayer: Any, record: dict[str, Any] | None) -> Any:
+    """Keep a case's launch record with the case (the record of the timed call, taken by ``build_case``
+    before the gate's reference run overwrites ``LAST_LAUNCH``); returns the replayer."""
+    replayer.launch = record
+    return replayer
+
+
+def launch_numbers(record: Any, fields: dict[str, tuple[str, ...]]) -> dict[str, float | None]:
+    """{key: number} of a launch record, each ``fields[key]`` a path of dict keys into it (``("BLOCK_H",)``,
+    ``("decode", "NUM_SPLITS")``); None where the path is missing or not a number (bools and text are not)."""
+    out: dict[str, float | None] = {}
+    for key, path in fields.items():
+        value: Any = record
+        for part in path:
+            value = value.get(part) if isinstance(value, dict) else None
+        ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+        out[key] = float(value) if ok else None
+    return out
+
+
 def cached_case(key: Hashable, build: Callable[[], Any]) -> Any:
     """Build the case for ``key`` once per process; a build error is re-raised on every later call."""
     if key in _ERRORS:
@@ -117,11 +138,13 @@ def measure_all(
     concurrency_of: Callable[..., int],
     *,
     calls: int,
+    launch_fields: dict[str, tuple[str, ...]] | None = None,
 ) -> dict[str, Any]:
     """Measure every case in this one process (one CUDA init) for the ``track_`` metrics.
 
-    ``build(*key)`` returns a Replayer (after the correctness gate); the median of ``calls`` cold
-    replays is the step time. Returns plain data for asv's setup_cache pickle:
+    ``build(*key)`` returns a Replayer (after the correctness gate) carrying its launch record
+    (:func:`keep_launch`); the median of ``calls`` cold replays is the step time, and ``launch_fields``
+    picks the numbers of that record (``launch``). Returns plain data for asv's setup_cache pickle:
     ``{"ceilings": {...}, "cases": {key: {"status": "ok"|"skip"|"fail", ...}}}``.
     """
     dev = device()
@@ -135,6 +158,7 @@ def measure_all(
             nbytes, flops = model(*key)
             entry: dict[str, Any] = {"status": "ok", "seconds": seconds, "bytes": nbytes, "flops": flops}
             entry.update(_roofline.metrics(concurrency_of(*key), seconds, nbytes, flops, ceil))
+            entry["launch"] = launch_numbers(getattr(replayer, "launch", None), launch_fields or {})
         except NotImplementedError as exc:
             entry = {"status": "skip", "reason": str(exc)}
         except Exception as exc:  # noqa: BLE001 - one broken case must not hide the others
@@ -161,6 +185,14 @@ def metric(cache: dict[str, Any], key: tuple[Any, ...], name: str) -> float:
     if entry["status"] == "fail":
         raise KernelMismatch(entry["reason"])
     return float(entry[name])
+
+
+def launch_value(cache: dict[str, Any], key: tuple[Any, ...], name: str) -> float:
+    """One kernel-config number of one case (``track_launch_<name>``): NaN, asv's skipped value, where the
+    key does not apply to the case's kernel; a skipped or failed case skips or fails as every ``track_``."""
+    metric(cache, key, "seconds")
+    value = cache["cases"][key].get("launch", {}).get(name)
+    return math.nan if value is None else float(value)
 
 
 def check_metrics_case(cache: dict[str, Any], key: tuple[Any, ...]) -> None:

@@ -14,8 +14,19 @@ one keep the series (``tests/bench/test_versions.py`` proves it). Bump a benchma
 its numbers stop being comparable with its history.
 
 The generated methods are ordinary asv benchmarks: ``Timed`` adds the ``time_`` method, ``Metrics``
-the four ``track_`` methods and a ``setup_cache`` per subclass. asv keys a setup_cache by its module
-and source line, so each suite module gets its own (one ``Metrics`` subclass per module).
+the four ``track_`` methods, one ``track_launch_<key>`` per kernel-config key and a ``setup_cache`` per
+subclass. asv keys a setup_cache by its module and source line, so each suite module gets its own (one
+``Metrics`` subclass per module).
+
+Kernel configuration (provenance, not performance). ``track_launch_<key>`` (unit ``config``) is one
+number of the launch record (``LAST_LAUNCH``) of the case that the ``track_`` metrics measured: the record
+is taken in ``build_case`` right after the timed call (on a GPU: the launch captured into the timed
+graph), kept with the case (``_harness.keep_launch``) and read from the same ``setup_cache`` entry, so it
+costs no launch and no measurement of its own. A suite declares ``launch_fields`` (key -> path in its
+record) and the keys' versions in its class line. A key that does not apply to a case (SIMT has no
+BLOCK_H; spills are unknown under the interpreter) is NaN, asv's value for a skipped case (None would
+read as a failure). The detector and ``mlaperf compare`` leave these benchmarks out
+(``regressions.direction.is_provenance``); the dashboard's History hover shows them.
 """
 
 from __future__ import annotations
@@ -25,6 +36,10 @@ from collections.abc import Callable
 from typing import Any, ClassVar
 
 from . import _harness, _tier, _timing
+
+# Kernel-config benchmarks: <Metrics class>.track_launch_<key>, unit "config" (docs/CONTRACTS.md).
+LAUNCH_PREFIX = "track_launch_"
+LAUNCH_UNIT = "config"
 
 # track_ method -> (metric key of _roofline.metrics, asv unit)
 TRACKS: dict[str, tuple[str, str]] = {
@@ -47,6 +62,13 @@ def _method(cls: type, name: str, fn: Callable[..., Any], **attrs: Any) -> None:
 def _track(metric: str) -> Callable[..., float]:
     def track(self: Metrics, cache: dict[str, Any], *params: Any) -> float:
         return _harness.metric(cache, params, metric)
+
+    return track
+
+
+def _launch_track(key: str) -> Callable[..., float]:
+    def track(self: Metrics, cache: dict[str, Any], *params: Any) -> float:
+        return _harness.launch_value(cache, params, key)
 
     return track
 
@@ -90,19 +112,29 @@ class Metrics:
 
     All cases are measured in one ``setup_cache`` process (median of cold replays; one CUDA init);
     a case that failed or was skipped there fails or skips every ``track_``. Subclasses set
-    ``params``, ``param_names``, ``build_case`` and ``model`` (bytes, flops of a case).
+    ``params``, ``param_names``, ``build_case``, ``model`` (bytes, flops of a case) and
+    ``launch_fields`` (``track_launch_<key>`` -> path of the value in the case's launch record).
     """
 
     params: ClassVar[list[list[Any]]]
     param_names: ClassVar[list[str]]
     build_case: ClassVar[Callable[..., _timing.Replayer]]
     model: ClassVar[Callable[..., tuple[int, int]]]
+    launch_fields: ClassVar[dict[str, tuple[str, ...]]]
     timeout = _tier.TIMING["timeout"]
 
-    def __init_subclass__(cls, *, versions: dict[str, str], **kwargs: Any) -> None:
+    def __init_subclass__(
+        cls, *, versions: dict[str, str], launch_versions: dict[str, str], **kwargs: Any
+    ) -> None:
         super().__init_subclass__(**kwargs)
         if set(versions) != set(TRACKS):
             raise TypeError(f"{cls.__name__}: versions must name exactly {sorted(TRACKS)}, got {sorted(versions)}")
+        fields = getattr(cls, "launch_fields", None)
+        if not isinstance(fields, dict) or set(fields) != set(launch_versions):
+            raise TypeError(
+                f"{cls.__name__}: launch_versions must name exactly the keys of launch_fields, "
+                f"got {sorted(launch_versions)} for {sorted(fields or {})}"
+            )
 
         def setup_cache(self: Metrics) -> dict[str, Any]:
             own = type(self)
@@ -112,11 +144,14 @@ class Metrics:
                 own.model,
                 lambda *params: params[own.param_names.index("concurrency")],
                 calls=_tier.METRIC_CALLS,
+                launch_fields=own.launch_fields,
             )
 
         _method(cls, "setup_cache", setup_cache, timeout=_tier.SETUP_CACHE_TIMEOUT)
         for name, (metric, unit) in TRACKS.items():
             _method(cls, name, _track(metric), unit=unit, version=versions[name])
+        for key, version in launch_versions.items():
+            _method(cls, LAUNCH_PREFIX + key, _launch_track(key), unit=LAUNCH_UNIT, version=version)
 
     def setup(self, cache: dict[str, Any], *params: Any) -> None:
         _harness.check_metrics_case(cache, params)

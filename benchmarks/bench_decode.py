@@ -23,6 +23,18 @@ IMPLS: dict[str, tuple[str, str | None]] = {
 }
 PARAMS = [list(IMPLS), _tier.CONCURRENCY, _tier.DECODE_TOPK]
 PARAM_NAMES = ["impl", "concurrency", "topk"]
+# track_launch_<key> -> its value in the decode launch record (mla_kernels LAST_LAUNCH). SIMT records its
+# tile (BLOCK_N x num_warps) only: head block, split-K, prefetch and stages are NaN there; spill bytes
+# exist only for compiled kernels (NaN under the interpreter).
+LAUNCH_FIELDS: dict[str, tuple[str, ...]] = {
+    "block_h": ("BLOCK_H",),
+    "block_n": ("BLOCK_N",),
+    "num_splits": ("NUM_SPLITS",),
+    "prefetch": ("PREFETCH",),
+    "num_warps": ("num_warps",),
+    "num_stages": ("num_stages",),
+    "spill_bytes": ("spill_bytes",),
+}
 
 
 def _profile_kwargs(impl: str) -> tuple[dict[str, str], str | None]:
@@ -78,7 +90,7 @@ def build_case(impl: str, concurrency: int, topk: int) -> _timing.Replayer:
     replayer.number = replayer.pick_number()
     _timing.CLOCK.events = replayer.gpu
     print(f"decode impl={impl} B={concurrency} topk={topk} ran {launch}", flush=True)
-    return replayer
+    return _harness.keep_launch(replayer, launch)
 
 
 def model(impl: str, concurrency: int, topk: int) -> tuple[int, int]:
@@ -105,11 +117,14 @@ class SparseDecodeMetrics(
         "track_tflops": "7c665619924b7682fcc6ae990c3189a836bb6470663cf7319a5cab3c1727ac8d",
         "track_roofline_fraction": "14ea1fea59a4adc2f17398665bd3bedb5ceb51e2e5293b03e4dfa4d01cd99c08",
     },
+    launch_versions={key: "1" for key in LAUNCH_FIELDS},
 ):
     """tokens/s, effective GB/s and TFLOP/s, and roofline fraction of each SparseDecode case
-    (byte and flop model: ``_roofline.decode_model``)."""
+    (byte and flop model: ``_roofline.decode_model``), and the kernel config it ran with
+    (``track_launch_<key>``, ``LAUNCH_FIELDS``)."""
 
     params = PARAMS
     param_names = PARAM_NAMES
     build_case = staticmethod(build_case)
     model = staticmethod(model)
+    launch_fields = LAUNCH_FIELDS

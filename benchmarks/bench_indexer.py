@@ -15,6 +15,16 @@ IMPLS = ["fp32_maxctx", "bf16"]
 PARAMS = [IMPLS, _tier.CONCURRENCY, _tier.CONTEXT]
 PARAM_NAMES = ["impl", "concurrency", "context"]
 INDEX_HEADS = 64
+# track_launch_<key> -> its value in the indexer launch record: the scores kernel's token block, warps and
+# stages, the bf16 path's radix-select block and warps (NaN for fp32_maxctx, which selects with torch);
+# under the interpreter only the blocks are recorded.
+LAUNCH_FIELDS: dict[str, tuple[str, ...]] = {
+    "block_t": ("scores", "BLOCK_T"),
+    "num_warps": ("scores", "num_warps"),
+    "num_stages": ("scores", "num_stages"),
+    "select_block": ("select", "BLOCK"),
+    "select_num_warps": ("select", "num_warps"),
+}
 
 
 def build_case(impl: str, concurrency: int, context: int) -> _timing.Replayer:
@@ -56,7 +66,7 @@ def build_case(impl: str, concurrency: int, context: int) -> _timing.Replayer:
     replayer.number = replayer.pick_number()
     _timing.CLOCK.events = replayer.gpu
     print(f"indexer impl={impl} B={concurrency} context={context} ran {launch}", flush=True)
-    return replayer
+    return _harness.keep_launch(replayer, launch)
 
 
 def _indexer_impls() -> tuple[str, ...] | None:
@@ -90,11 +100,14 @@ class IndexerMetrics(
         "track_tflops": "d19cd1e621168bae2cedc3bfd3e132c8fee76ebe89302a1e321d45c8660ae567",
         "track_roofline_fraction": "2a8f4aa9a7ee27f0dba9b5b1365c86cf784ff5ebb8a4f9c97149067084fcacaf",
     },
+    launch_versions={key: "1" for key in LAUNCH_FIELDS},
 ):
     """tokens/s, effective GB/s and TFLOP/s, and roofline fraction of each Indexer case (byte and flop
-    model ``_roofline.indexer_model``: each request's real context, not max_context)."""
+    model ``_roofline.indexer_model``: each request's real context, not max_context), and the kernel
+    config it ran with (``track_launch_<key>``, ``LAUNCH_FIELDS``)."""
 
     params = PARAMS
     param_names = PARAM_NAMES
     build_case = staticmethod(build_case)
     model = staticmethod(model)
+    launch_fields = LAUNCH_FIELDS

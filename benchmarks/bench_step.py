@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from . import _gate, _harness, _oracle, _roofline, _suite, _tier, _timing
+from .bench_decode import LAUNCH_FIELDS as DECODE_FIELDS
 
 VARIANTS = {
     "baseline": ("simt", "fp32_maxctx"),
@@ -19,6 +20,13 @@ VARIANTS = {
 }
 PARAMS = [list(VARIANTS), _tier.CONCURRENCY, _tier.CONTEXT]
 PARAM_NAMES = ["variant", "concurrency", "context"]
+# track_launch_<key> -> its value in the step's per-op launch records: the decode's keys as in bench_decode,
+# the indexer's scores block and select block prefixed ``indexer_``.
+LAUNCH_FIELDS: dict[str, tuple[str, ...]] = {
+    **{key: ("decode", *path) for key, path in DECODE_FIELDS.items()},
+    "indexer_block_t": ("indexer", "scores", "BLOCK_T"),
+    "indexer_select_block": ("indexer", "select", "BLOCK"),
+}
 
 
 def _step_outputs(result: Any, step: Any) -> tuple[Any, Any, Any]:
@@ -86,7 +94,7 @@ def build_case(variant: str, concurrency: int, context: int) -> _timing.Replayer
         profile = "native" if hasattr(mk, "ARCH_PROFILES") else None  # the variants name native code paths
         _gate.check_launch(launches.get("decode"), "decode", decode_impl, arch_profile=profile)
         _gate.check_launch(launches.get("indexer"), "indexer", indexer_impl)
-        launch = launches
+        launch = {op: dict(record) for op, record in launches.items()}  # run() refills it on every call
         ref = decode_step(sets[0], decode_impl="reference", indexer_impl="reference")
         _check_step(got, sets[0], ref, interpreter=not replayer.gpu)
     except ValueError as exc:
@@ -97,7 +105,7 @@ def build_case(variant: str, concurrency: int, context: int) -> _timing.Replayer
     replayer.number = replayer.pick_number()
     _timing.CLOCK.events = replayer.gpu
     print(f"step {variant} B={concurrency} context={context} last launch {launch}", flush=True)
-    return replayer
+    return _harness.keep_launch(replayer, launch)
 
 
 def model(variant: str, concurrency: int, context: int) -> tuple[int, int]:
@@ -124,11 +132,14 @@ class DecodeStepMetrics(
         "track_tflops": "e277745b30c82ed960167dc18258056c1bb8ea8fc2665b0e32cf8763cc3d4811",
         "track_roofline_fraction": "ebe9a2e5c4b18851a5b0006b475eace366993f56eca4f25ca1180d1854ea102d",
     },
+    launch_versions={key: "1" for key in LAUNCH_FIELDS},
 ):
     """tokens/s, effective GB/s and TFLOP/s, and roofline fraction of each DecodeStep case (model
-    ``_roofline.step_model``: the indexer over the real context plus the sparse decode)."""
+    ``_roofline.step_model``: the indexer over the real context plus the sparse decode), and the kernel
+    configs it ran with (``track_launch_<key>``, ``LAUNCH_FIELDS``)."""
 
     params = PARAMS
     param_names = PARAM_NAMES
     build_case = staticmethod(build_case)
     model = staticmethod(model)
+    launch_fields = LAUNCH_FIELDS

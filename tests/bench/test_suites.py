@@ -24,6 +24,12 @@ TRACKS = {
     "track_tflops": "TFLOP/s",
     "track_roofline_fraction": "fraction",
 }
+DECODE_KEYS = ("block_h", "block_n", "num_splits", "prefetch", "num_warps", "num_stages", "spill_bytes")
+LAUNCH_KEYS = {  # kernel-config records (track_launch_<key>, unit "config"; test_launch.py)
+    "bench_decode.SparseDecode": DECODE_KEYS,
+    "bench_indexer.Indexer": ("block_t", "num_warps", "num_stages", "select_block", "select_num_warps"),
+    "bench_step.DecodeStep": (*DECODE_KEYS, "indexer_block_t", "indexer_select_block"),
+}
 
 
 def expected(tier: str) -> dict[str, tuple[list[str], list[list[object]]]]:
@@ -45,7 +51,7 @@ def expected(tier: str) -> dict[str, tuple[list[str], list[list[object]]]]:
     out = {}
     for cls, (time_name, names, params) in suites.items():
         out[f"{cls}.{time_name}"] = (names, params)
-        for track in TRACKS:
+        for track in (*TRACKS, *(f"track_launch_{key}" for key in LAUNCH_KEYS[cls])):
             out[f"{cls}Metrics.{track}"] = (names, params)
     return out
 
@@ -60,6 +66,8 @@ def test_asv_discovers_the_contract_names_and_grids(tier: str) -> None:
         assert found[name]["params"] == [[repr(v) for v in values] for values in params], name
         if name.split(".")[-1].startswith("time_"):
             assert found[name]["unit"] == "seconds"
+        elif ".track_launch_" in name:
+            assert found[name]["unit"] == "config"
         else:
             assert found[name]["unit"] == TRACKS[name.split(".")[-1]], name
 
