@@ -10,6 +10,8 @@ real changes, which would pass for noise and hide the change under test. Without
 decides; without either, asv's rule: the 99% confidence intervals do not overlap. With nothing at all
 the change is reported as untested and never as significant.
 A regression is a slowdown beyond the threshold that is significant; an improvement the mirror image.
+Kernel-config records (``track_launch_*``, :func:`regressions.direction.is_provenance`) are provenance, not
+performance: :func:`compare_commits` leaves them out (they are neither compared nor counted).
 
 Two ratios exist in mlaperf and they are different quantities:
 - ``Comparison.ratio`` (here: `mlaperf compare`, the dashboard's Compare page) is :func:`change_ratio`,
@@ -31,7 +33,7 @@ from sqlalchemy.orm import Session
 
 from db.models import Commit
 from regressions.config import Settings
-from regressions.direction import direction_for, slowdown
+from regressions.direction import direction_for, is_provenance, slowdown
 from regressions.results import history_noise, machines_with, results_at
 
 DEFAULT_ALPHA = 0.01
@@ -296,6 +298,7 @@ def compare_commits(
         b = results_at(session, base.id, machine)
         h = results_at(session, head.id, machine)
         merged = b.merge(h, on=["benchmark", "params_key"], how="outer", suffixes=("_b", "_h"), sort=True)
+        merged = merged[~merged["benchmark"].map(lambda name: is_provenance(str(name)))]
         if merged.empty:
             continue
         both_ok = merged[(merged["status_b"] == "ok") & (merged["status_h"] == "ok")]

@@ -6,6 +6,10 @@ as in asv. A ``track_`` benchmark is a rate (bigger is better) when its unit say
 is ``"unit"``), when its name says so (``track_gbps``, ``track_tokens_per_s``, ``track_speedup``, ...).
 A unit that is not a rate wins over the name (``track_bandwidth`` in ``bytes`` grows worse).
 ``[tool.mlaperf.directions]`` in the configuration overrides both per benchmark pattern.
+
+Kernel-config records (``<module>.<Class>.track_launch_<key>``, unit ``config``: the BLOCK_H, split-K,
+prefetch, spills ... a case ran with) are provenance, not performance: they have no worse direction, and
+:func:`is_provenance` is the one rule that keeps them out of detection and comparisons.
 """
 
 from __future__ import annotations
@@ -32,6 +36,14 @@ _RATE_NAME = re.compile(
 )
 # What asv stores for a track_ benchmark that declares no unit.
 _NO_UNIT = ("", "unit")
+# Benchmarks whose last name part starts with this record a kernel's launch configuration (docs/CONTRACTS.md).
+PROVENANCE_PREFIX = "track_launch_"
+
+
+def is_provenance(benchmark: str) -> bool:
+    """True for a kernel-config record (``bench_decode.SparseDecodeMetrics.track_launch_block_h``): never
+    flagged by detection, left out of `mlaperf compare` and the dashboard's Compare page."""
+    return benchmark.rsplit(".", 1)[-1].startswith(PROVENANCE_PREFIX)
 
 
 def direction_for(benchmark: str, unit: str | None, settings: Settings | None = None) -> str:

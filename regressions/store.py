@@ -46,7 +46,7 @@ from regressions.detect import (
     detect_many,
     verdict,
 )
-from regressions.direction import infer_direction, slowdown
+from regressions.direction import infer_direction, is_provenance, slowdown
 from regressions.results import UsageError, history_noise  # noqa: F401  (history_noise re-exported for old imports)
 
 WATERMARK_KEY = "regressions.watermark"
@@ -171,6 +171,12 @@ def _load_values(
         keys = pd.MultiIndex.from_frame(df[["benchmark_id", "params_key", "machine_id"]])
         df = df[keys.isin(list(series))]
     return df
+
+
+def _provenance_ids(session: Session) -> list[int]:
+    """Benchmarks that record kernel configs (``is_provenance``): not performance, never examined or counted."""
+    names = session.execute(select(Benchmark.id, Benchmark.name)).all()
+    return [int(bid) for bid, name in names if is_provenance(name)]
 
 
 def _per_commit(runs: pd.DataFrame) -> pd.DataFrame:
@@ -318,6 +324,7 @@ def detect_store(
         df = runs
     else:
         runs = _load_values(session, machine_ids=machine_ids, series=series, windows=windows)
+        runs = runs[~runs["benchmark_id"].isin(_provenance_ids(session))]
         runs["pos"] = runs["commit_id"].map(pos)
         if windows is not None:
             # Windows per machine (several machines: filtered here rather than in SQL).
@@ -607,6 +614,7 @@ def _update_groups(session: Session, group_ids: set[int]) -> None:
     if not group_ids:
         return
     groups = list(session.execute(select(AlertGroup).where(AlertGroup.id.in_(group_ids))).scalars())
+    provenance = _provenance_ids(session)
     members = dict(
         session.execute(
             select(Regression.group_id, func.count(Regression.id))
@@ -619,7 +627,8 @@ def _update_groups(session: Session, group_ids: set[int]) -> None:
             select(func.count()).select_from(
                 select(Result.benchmark_id, Result.params_key)
                 .join(Run, Result.run_id == Run.id)
-                .where(Run.machine_id == g.machine_id, Run.commit_id == g.commit_id, Result.value.is_not(None))
+                .where(Run.machine_id == g.machine_id, Run.commit_id == g.commit_id, Result.value.is_not(None),
+                       Result.benchmark_id.not_in(provenance))
                 .distinct()
                 .subquery()
             )
