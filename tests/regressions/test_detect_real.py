@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from benchmarks.scripts import detect_real
+from benchmarks.scripts import detect_real, detect_real_methods
 from benchmarks.scripts.detect_real_data import (
     FlatRule,
     History,
@@ -24,6 +24,7 @@ from benchmarks.scripts.detect_real_data import (
     write_errors,
     write_history,
 )
+from regressions.store import OPEN_STATUSES
 
 ROOT = Path(__file__).resolve().parents[2]
 OPENBLAS = ROOT / "tests" / "fixtures" / "asv-openblas" / "results"
@@ -144,6 +145,28 @@ def test_one_round_renders_table_and_json(small: Path, capsys: pytest.CaptureFix
     assert [e["where"] for e in mine["events"]] == ["inside", "newest"]
     assert len(mine["goals"]) == 3 and all(isinstance(g["pass"], bool) for g in mine["goals"])
     assert data["methods"]["asv.step_detect"]["detections"] == mine["detections"] == 7
+    # False alarms are the false flags still open after one more run, the same rule for both detectors.
+    assert "still open after one more run" in table
+    for m in detect_real.METHODS:
+        d = data["methods"][m]
+        assert sum(d["false_alarms_raised_after_one_more_run"].values()) == d["false_alarms_raised"]
+        assert d["false_alarms"] <= d["false_alarms_raised"]
+        assert sum(d["baseline_flags_by_state"].values()) >= d["baseline_open_flags"] >= d["baseline_open_flat_flags"]
+    asv_states = set(data["methods"]["asv.step_detect"]["false_alarms_raised_after_one_more_run"])
+    assert asv_states <= {"listed", "not listed"}
+
+
+def test_false_alarm_scoring_counts_what_is_still_open() -> None:
+    """A false flag counts when it is still open after one more run: closed as transient, fixed or retired
+    (mlaperf) or no longer listed (asv) is raised but not a false alarm; asv's listing is open by nature."""
+    flag = lambda status: detect_real.Flag("m", "b", "{}", "c", status=status)  # noqa: E731
+    assert detect_real._state([]) == "not listed"
+    assert detect_real._state([flag(None)]) == "listed" and flag(None).open
+    for status in ("suspect", "new", "acknowledged"):
+        assert flag(status).open
+    for status in ("transient", "fixed", "retired", "ignored"):
+        assert not flag(status).open and detect_real._state([flag(status)]) == status
+    assert detect_real_methods.OPEN_STATUSES == frozenset(OPEN_STATUSES)  # the detector's own rule
 
 
 def test_bad_usage_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
