@@ -8,6 +8,10 @@ benchmark descriptions from its benchmarks.json) are written in one transaction 
 SQLite batch), so a file refused by the database, or a process killed mid-write, leaves the store as
 it was before that file.
 
+A run keeps its file's own top-level ``params`` (``Run.info``: the machine's GPU identity, driver, CUDA,
+torch and triton versions and arch profile as they were for that run), while ``Machine.info`` holds the
+newest description (machine.json merged with the file's params, the file's winning).
+
 A run is identified by its file's content hash: a file already stored is skipped without being parsed
 (a re-ingest is idempotent and fast), while asv re-running a commit rewrites its file with new content,
 which is then a second run of that commit. Lookup rows are created with INSERT .. ON CONFLICT DO
@@ -308,7 +312,8 @@ class _Store:
 
     # -- whole operations ------------------------------------------------------------------------------
 
-    def _write_run(self, conn: Connection, parsed: ParsedRun, source_path: str, content_hash: str) -> int:
+    def _write_run(self, conn: Connection, item: _Parsed, source_path: str, content_hash: str) -> int:
+        parsed = item.run
         machine_id = self.machine_id(conn, parsed.machine, parsed.machine_info)
         env_id = self.environment_id(conn, parsed)
         commit_id = self.commit_id(conn, parsed)
@@ -326,13 +331,14 @@ class _Store:
                 "source_path": source_path,
                 "content_hash": content_hash,
                 "ingested_at": utcnow(),
+                "info": item.info,
             },
         )
         if run_id is None:
             raise _AlreadyStored
         return self.insert_results(conn, run_id, parsed, bench_ids)
 
-    def write_batch(self, items: list[tuple[ParsedRun, str, str]]) -> list[int | None | Exception]:
+    def write_batch(self, items: list[tuple[_Parsed, str, str]]) -> list[int | None | Exception]:
         """Store parsed files, each all-or-nothing (a savepoint), the batch in one transaction.
 
         Per file the outcome is its number of results, None when the same file is already stored, or
@@ -451,6 +457,34 @@ def _or_raise(value: dict[str, Any] | AsvFormatError) -> dict[str, Any]:
     return value
 
 
+@dataclass
+class _Parsed:
+    """A parsed results file and its run's own description (``Run.info``)."""
+
+    run: ParsedRun
+    info: dict[str, Any]
+
+
+def _parse(data: bytes, file: ResultFile, inputs: _Inputs) -> _Parsed:
+    """Parse one results file; its run's info is the file's own ``params`` (checked by the parser against
+    ``db.limits``: nesting, finite numbers, 64-bit integers, text the store can hold), the machine's the
+    machine.json beside it overlaid with them, exactly as the parser would merge them.
+
+    The parser is handed only machine.json's machine name (its fallback for a file without one), so what
+    it returns as the machine description is the file's alone; the merge happens here, once."""
+    beside = inputs.machine_info(file)
+    named = {"machine": beside["machine"]} if "machine" in beside else {}
+    run = parse_results(data, machine_info=named, machine_dir_name=file.path.parent.name,
+                        prepared=inputs.benchmarks(file))  # fmt: skip
+    info = dict(run.machine_info)
+    merged = {**beside, **info}
+    machine_columns(merged)  # the merged description's text columns within their lengths, as the parser checks
+    run.machine_info = merged
+    if run.python is not None:
+        info["python"] = run.python
+    return _Parsed(run, info)
+
+
 def ingest_paths(
     engine: Engine,
     paths: Iterable[str | Path],
@@ -487,7 +521,7 @@ def ingest_paths(
         ) from None
     inputs = _Inputs()
     size = _WRITE_BATCH_FILES if engine.dialect.name == "sqlite" else 1
-    pending: list[tuple[ResultFile, ParsedRun, str]] = []
+    pending: list[tuple[ResultFile, _Parsed, str]] = []
     bar = _progress_bar(len(files), progress)
 
     def flush() -> None:
@@ -527,12 +561,7 @@ def ingest_paths(
             try:
                 if len(file.source_path) > limits.SOURCE_PATH:
                     raise AsvFormatError(f"its path is over the limit of {limits.SOURCE_PATH} characters")
-                parsed = parse_results(
-                    data,
-                    machine_info=inputs.machine_info(file),
-                    machine_dir_name=file.path.parent.name,
-                    prepared=inputs.benchmarks(file),
-                )
+                parsed = _parse(data, file, inputs)
             except AsvFormatError as exc:
                 summary.refused.append((show_path(file.path), str(exc)))
                 bar.update()

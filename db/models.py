@@ -185,6 +185,10 @@ class Run(Base):
     source_path: Mapped[str] = mapped_column(String(1024))
     content_hash: Mapped[str] = mapped_column(String(64), unique=True)
     ingested_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
+    # The file's own top-level ``params`` as asv wrote them for this run (machine name, GPU identity,
+    # driver, CUDA, torch, triton, arch profile, ...; ``python`` is the file's), so a point's versions are
+    # its run's, not the machine's newest. NULL for runs ingested before migration 0005.
+    info: Mapped[dict[str, Any] | None] = mapped_column(JSON(none_as_null=True))
 
     machine: Mapped[Machine] = relationship(back_populates="runs")
     commit: Mapped[Commit] = relationship()

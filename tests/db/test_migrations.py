@@ -82,3 +82,48 @@ def test_downgrade_keeps_older_tables(sqlite_url: str) -> None:
 def test_unknown_target_revision_is_schema_error(sqlite_url: str) -> None:
     with pytest.raises(SchemaError, match="cannot upgrade"):
         upgrade(sqlite_url, "nope")
+
+
+def test_one_head() -> None:
+    from pathlib import Path
+
+    from alembic.script import ScriptDirectory
+
+    script = ScriptDirectory(str(Path(__file__).resolve().parents[2] / "db" / "migrations"))
+    assert script.get_heads() == [head_revision()] == ["0005"]
+
+
+def test_run_info_up_and_down_keeps_every_result(db_url: str, tmp_path) -> None:  # noqa: ANN001
+    """0005 adds run.info: a store at 0004 with runs upgrades with NULL there; a downgrade drops only the
+    column (SQLite must not copy "run": dropping the original would cascade to every result)."""
+    import json
+
+    from conftest import bench_row, results_doc, write_results
+
+    from db.ingest import ingest_paths
+
+    def ingest(commit: str, torch: str) -> None:
+        doc = results_doc({"b.S.time_x": bench_row([1e-4, 2e-4], [["1", "2"]])}, commit=commit * 40,
+                          params={"torch": torch})  # fmt: skip
+        summary = ingest_paths(make_engine(db_url), [write_results(tmp_path / commit, doc)], progress=False)
+        assert summary.ok and summary.ingested == 1, summary.line()
+
+    def rows() -> tuple[int, list[object]]:
+        with engine.connect() as conn:
+            results = conn.execute(sa.text("SELECT count(*) FROM result")).scalar_one()
+            cols = {c["name"] for c in sa.inspect(conn).get_columns("run")}
+            infos = conn.execute(sa.text("SELECT info FROM run ORDER BY id")).scalars().all() if "info" in cols else []
+        return results, [json.loads(i) if isinstance(i, str) else i for i in infos]
+
+    upgrade(db_url)
+    engine = make_engine(db_url)
+    ingest("a", "2.10.0")
+    downgrade(db_url, "0004")
+    assert current_revision(engine) == "0004"
+    assert rows() == (2, []), "the column is gone, every result is kept"
+    upgrade(db_url)
+    assert rows() == (2, [None]), "a run stored before 0005 has no info"
+    ingest("b", "2.11.0")
+    results, infos = rows()
+    assert results == 4 and infos[0] is None and infos[1]["torch"] == "2.11.0"
+    engine.dispose()
