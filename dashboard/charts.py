@@ -209,13 +209,12 @@ def history_figure(
     flagged: pd.DataFrame | None = None,
     log_y: bool = False,
     band_series: int = 4,
-    provenance: str = "",
 ) -> go.Figure:
     """Series over the machine's commits (x = position in history), one trace per ``series`` label.
 
     ``points``: rows with series, pos, value, q_25, q_75, status, benchmark_version and hover columns (sha,
-    subject, date, run_date, runs, config). Draws IQR bars (up to ``DENSE`` points), a threshold
-    band per series (the
+    subject, date, run_date, runs, config: the kernel configuration, versions: the run's GPU and versions).
+    Draws IQR bars (up to ``DENSE`` points), a threshold band per series (the
     ``threshold`` either side of the median of its previous five values; a point past the band on the worse
     side moved more than the threshold), markers for flagged regressions and the commits that fixed them
     (``flagged``: series, pos, fixed_pos, text), failed runs on the x-axis, and a dotted line where the
@@ -257,7 +256,7 @@ def history_figure(
         custom = np.column_stack([
             text, s["sha"].map(fmt.short_sha), s["subject"], s["date"], s["run_date"], s["runs"],
             s["benchmark_version"].map(lambda v: fmt.short_sha(v, 10) if isinstance(v, str) else "?"),
-            s["config"],
+            s["config"], s["versions"],
         ])
         fig.add_trace(go.Scatter(
             x=s["pos"], y=y, mode="lines" if dense else "lines+markers", name=label, legendgroup=label,
@@ -269,7 +268,7 @@ def history_figure(
                 "commit %{customdata[1]} %{customdata[2]}<br>committed %{customdata[3]}, "
                 "run %{customdata[4]} (%{customdata[5]} run(s))<br>"
                 "benchmark version %{customdata[6]}<br>"
-                "%{customdata[7]}" + (f"<br>{provenance}" if provenance else "") + "<extra></extra>"
+                "%{customdata[7]}<br>%{customdata[8]}<extra></extra>"
             ),
         ))
         versions = s["benchmark_version"].astype(str).to_numpy()

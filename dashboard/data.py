@@ -92,6 +92,12 @@ def history(url: str, machine: str, benchmark: str, params_keys: tuple[str, ...]
 
 
 @st.cache_data(ttl=TTL, show_spinner=False, max_entries=256)
+def run_infos(url: str, run_ids: tuple[int, ...]) -> dict[int, dict[str, Any] | None]:
+    with _session(url) as s:
+        return reads.run_infos(s, list(run_ids))
+
+
+@st.cache_data(ttl=TTL, show_spinner=False, max_entries=256)
 def launch_config(url: str, machine: str, benchmark: str, params_keys: tuple[str, ...]) -> pd.DataFrame:
     with _session(url) as s:
         return reads.launch_config(s, machine, benchmark, list(params_keys))

@@ -138,3 +138,41 @@ def commit_label(sha: Any, message: Any = None, width: int = 60) -> str:
 def commit_range(parent: Any, sha: Any) -> str:
     """``9c7d0b23..eee79092`` (git's notation for "after parent, up to and including sha")."""
     return f"{short_sha(parent)}..{short_sha(sha)}" if not is_missing(parent) else short_sha(sha)
+
+
+def versions(info: dict[str, Any] | None) -> str:
+    """A run's (or machine's) provenance in one line: ``GPU NVIDIA H200 (sm 9.0) · driver 580.159.04 · CUDA 13.0
+    · torch 2.11.0 · triton 3.6.0 · arch profile native``; ``CPU (no GPU)`` for the smoke tier; ``""`` when
+    nothing is known."""
+    info = info or {}
+
+    def known(key: str) -> str | None:
+        value = info.get(key)
+        return None if is_missing(value) or str(value).strip() in ("", "none") else str(value)
+
+    parts = []
+    if known("gpu_name"):
+        parts.append(f"GPU {known('gpu_name')} (sm {known('gpu_cc') or '?'})")
+    elif info.get("gpu_name") == "none":
+        parts.append("CPU (no GPU)")
+    for key, label in (("gpu_driver", "driver"), ("cuda", "CUDA"), ("torch", "torch"), ("triton", "triton"),
+                       ("arch_profile", "arch profile")):
+        if known(key):
+            parts.append(f"{label} {known(key)}")
+    return " · ".join(parts)
+
+
+# Kernel-config keys in the order a kernel engineer reads a launch: tile, split-K, pipelining, resources.
+LAUNCH_ORDER = ("block_h", "block_n", "num_splits", "prefetch", "num_warps", "num_stages", "spill_bytes",
+                "block_t", "select_block", "select_num_warps")
+
+
+def launch_config(values: dict[str, float]) -> str:
+    """``kernel block_h=64 · block_n=32 · num_splits=2 ...`` from {key: value} (four per hover line)."""
+    def rank(key: str) -> tuple[int, str]:
+        base = key.removeprefix("indexer_")
+        return (LAUNCH_ORDER.index(base) if base in LAUNCH_ORDER else len(LAUNCH_ORDER), key)
+
+    items = [f"{k}={values[k]:g}" for k in sorted(values, key=lambda k: (k.startswith("indexer_"), rank(k)))]
+    lines = [" · ".join(items[i:i + 4]) for i in range(0, len(items), 4)]
+    return "kernel " + "<br>".join(lines)

@@ -23,6 +23,7 @@ from sqlalchemy import select, tuple_
 from sqlalchemy.orm import Session
 
 from db.models import Benchmark, Commit, Environment, Machine, Meta, Result, Run, commit_order, utcnow
+from regressions.direction import PROVENANCE_PREFIX, is_provenance
 
 TRIAGE_PREFIX = "triage."  # Meta key per regression: "triage.<id>" -> list of {at, status, note}
 
@@ -57,7 +58,8 @@ def commits(s: Session, machine: str) -> pd.DataFrame:
 def series(s: Session, machine: str) -> pd.DataFrame:
     """Distinct series measured on ``machine``: benchmark, params_key, unit, type, version (the benchmark's
     newest asv version), param_names (asv's order). One DISTINCT over the results: no per-series counts,
-    which cost a full aggregate."""
+    which cost a full aggregate. Kernel-config records (``regressions.direction.is_provenance``) are not
+    series of their own here: History shows them on the hover of the case they describe."""
     mid = machine_id(s, machine)
     keys = _rows(
         s,
@@ -68,6 +70,7 @@ def series(s: Session, machine: str) -> pd.DataFrame:
     bench = _rows(s, select(Benchmark.id, Benchmark.name, Benchmark.unit, Benchmark.type, Benchmark.version,
                             Benchmark.param_names))
     bench = bench.set_index("id")
+    keys = keys[~keys["benchmark_id"].map(bench["name"]).map(lambda n: is_provenance(str(n)))]
     out = pd.DataFrame(
         {
             "benchmark": keys["benchmark_id"].map(bench["name"]),
@@ -85,14 +88,14 @@ def history(s: Session, machine: str, benchmark: str, params_keys: Sequence[str]
     """Several series of one benchmark over the machine's commits, one row per (params_key, commit) that
     has a result, the commit's runs pooled by ``db.queries.pool_runs`` (the shared rule: median value, status
     ok if any run has a value): params_key, commit_id, value, q_25, q_75, status (ok | failed | skipped),
-    runs, run_date, benchmark_version and environment (of the newest run with a value). Commits without a
-    row did not run the series."""
+    runs, run_date, benchmark_version, environment and run_id (of the newest run with a value: its
+    versions are :func:`run_infos`'). Commits without a row did not run the series."""
     from db.queries import pool_runs
 
     mid = machine_id(s, machine)
     bid = s.execute(select(Benchmark.id).where(Benchmark.name == benchmark)).scalar_one_or_none()
     cols = ["params_key", "commit_id", "value", "q_25", "q_75", "status", "runs", "run_date",
-            "benchmark_version", "environment"]
+            "benchmark_version", "environment", "run_id"]
     if mid is None or bid is None or not params_keys:
         return pd.DataFrame({c: pd.Series(dtype=object) for c in cols})
     stmt = (
@@ -120,10 +123,20 @@ def history(s: Session, machine: str, benchmark: str, params_keys: Sequence[str]
     df["run_started_at"] = pd.to_datetime(df["run_started_at"])
     out = pool_runs(df, ["params_key", "commit_id"]).rename(columns={"run_started_at": "run_date"})
     out["commit_id"] = out["commit_id"].astype("int64")
+    out["run_id"] = out["run_id"].astype("int64")
     return out[cols].reset_index(drop=True)
 
 
-LAUNCH_PREFIX = "track_launch_"  # <suite class>.track_launch_<key>: one kernel-config value per case
+def run_infos(s: Session, run_ids: Sequence[int]) -> dict[int, dict[str, Any] | None]:
+    """{run id: the run's own versions (``Run.info``: its results file's params)}; None for runs stored
+    before runs kept them (the caller falls back to the machine's, saying so)."""
+    ids = sorted({int(i) for i in run_ids})
+    if not ids:
+        return {}
+    return {int(i): info for i, info in s.execute(select(Run.id, Run.info).where(Run.id.in_(ids))).all()}
+
+
+LAUNCH_PREFIX = PROVENANCE_PREFIX  # <suite class>.track_launch_<key>: one kernel-config value per case
 
 
 def launch_config(s: Session, machine: str, benchmark: str, params_keys: Sequence[str]) -> pd.DataFrame:
@@ -137,8 +150,7 @@ def launch_config(s: Session, machine: str, benchmark: str, params_keys: Sequenc
     names = dict(s.execute(
         select(Benchmark.id, Benchmark.name).where(Benchmark.name.startswith(f"{module}.", autoescape=True))
     ).all())
-    ids = {i: n.rsplit(".", 1)[-1][len(LAUNCH_PREFIX):] for i, n in names.items()
-           if n.rsplit(".", 1)[-1].startswith(LAUNCH_PREFIX)}
+    ids = {i: n.rsplit(".", 1)[-1][len(LAUNCH_PREFIX):] for i, n in names.items() if is_provenance(n)}
     if mid is None or not ids or not params_keys:
         return pd.DataFrame({c: pd.Series(dtype=object) for c in cols})
     df = _rows(s, select(Result.params_key, Run.commit_id, Result.benchmark_id, Result.value)

@@ -99,10 +99,17 @@ launch = data.launch_config(ctx.url, ctx.machine, bench, tuple(wanted))
 if launch.empty:
     points["config"] = "kernel config: not recorded by the suite"
 else:
-    text = launch.assign(kv=launch["key"] + "=" + launch["value"].map(lambda v: f"{v:g}")) \
-        .groupby(["params_key", "commit_id"])["kv"].agg(" · ".join)
+    text = {k: fmt.launch_config(dict(zip(g["key"], g["value"], strict=True)))
+            for k, g in launch.groupby(["params_key", "commit_id"], sort=False)}
     keys = list(zip(points["params_key"], points["commit_id"], strict=True))
-    points["config"] = ["kernel " + text[k] if k in text.index else "kernel config: not recorded" for k in keys]
+    points["config"] = [text.get(k, "kernel config: not recorded") for k in keys]
+# Versions of each point's run (Run.info); runs stored before runs kept them show the machine's, marked so.
+info = data.machine_info(ctx.url, ctx.machine)
+run_info = data.run_infos(ctx.url, tuple(sorted(set(points["run_id"].astype(int)))))
+machine_versions = fmt.versions(info)
+fallback = f"{machine_versions} (the machine's, as of its newest run: this run did not record its own)" \
+    if machine_versions else "versions not recorded"
+points["versions"] = [fmt.versions(run_info.get(int(r))) or fallback for r in points["run_id"]]
 order = {label_of[k]: i for i, k in enumerate(wanted)}
 points = points.sort_values(["series", "pos"], key=lambda s: s.map(order) if s.name == "series" else s)
 
@@ -127,19 +134,10 @@ if not flag.empty:
                        if isinstance(r.fixed_sha, str) else "" for r in flag.itertuples()],
     }).dropna(subset=["pos"])
 
-info = data.machine_info(ctx.url, ctx.machine)
-provenance = " · ".join(x for x in (
-    f"GPU {info['gpu_name']} (sm {info.get('gpu_cc') or '?'})" if info.get("gpu_name") not in (None, "none") else "",
-    f"driver {info['gpu_driver']}" if info.get("gpu_driver") else "",
-    f"CUDA {info['cuda']}" if info.get("cuda") else "",
-    f"torch {info['torch']}" if info.get("torch") else "",
-    f"triton {info['triton']}" if info.get("triton") else "",
-    f"arch profile {info['arch_profile']}" if info.get("arch_profile") else "",
-) if x)
 fixed_params = frames.params_label(wanted[0], [n for n in pnames if n not in varying], only=True)
 title = f"{bench} · {ctx.machine}" + (f" · {fixed_params}" if len(varying) < len(pnames) else "")
 fig = charts.history_figure(points, title=title, unit=unit, commits=commits, threshold=threshold, flagged=flagged,
-                            log_y=log_y, provenance=provenance)
+                            log_y=log_y)
 st.plotly_chart(fig, width="stretch", key="hist_chart")
 better = "lower" if direction == "up_is_worse" else "higher"
 st.caption(
@@ -148,7 +146,9 @@ st.caption(
     "the previous five values; a point past it on the worse side moved more than the threshold. Triangles: "
     "flagged regressions (the first bad commit); stars: the commit that fixed them; ✕ on the axis: failed runs; "
     "dotted lines: the benchmark's asv version changed (a new segment: no step is flagged across it). Hover a "
-    "point for its commit, run and versions (the machine's as of its newest run). asv environment: "
+    "point for its commit, its run, the kernel configuration the case ran with (where the suite records it) and "
+    "the run's GPU, driver, CUDA, torch and triton (runs stored before mlaperf kept them per run show the "
+    "machine's, marked so). asv environment: "
     + ", ".join(f"`{e}`" for e in sorted(hist["environment"].dropna().unique())) + "."
 )
 

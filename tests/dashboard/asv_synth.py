@@ -116,15 +116,20 @@ def mla_benchmarks(
     def slow(i: int) -> bool:
         return slow_from is not None and i >= slow_from and (fix_from is None or i < fix_from)
 
+    # SIMT has no head block and no split-K: NaN there, as the suites record a key that does not apply.
     def block_h(i: int, p: dict[str, Any]) -> float:
-        return 1.0 if p["impl"] == "simt" else 16.0 if slow(i) else 64.0
+        return math.nan if p["impl"] == "simt" else 16.0 if slow(i) else 64.0
 
     def splits(i: int, p: dict[str, Any]) -> float:
-        return 1.0 if p["impl"] == "simt" or slow(i) else 2.0
+        return math.nan if p["impl"] == "simt" else 1.0 if slow(i) else 2.0
+
+    def block_n(i: int, p: dict[str, Any]) -> float:
+        return 32.0
 
     out += [
         Bench("bench_decode.SparseDecodeMetrics.track_launch_block_h", dec_names, dec_params, "config", block_h),
         Bench("bench_decode.SparseDecodeMetrics.track_launch_num_splits", dec_names, dec_params, "config", splits),
+        Bench("bench_decode.SparseDecodeMetrics.track_launch_block_n", dec_names, dec_params, "config", block_n),
     ]
     for cls, names, params, timer, bytes_per_tok in (
         ("bench_decode.SparseDecodeMetrics", dec_names, dec_params, dec, 584 * 512),
@@ -180,24 +185,28 @@ def write_results(
     seed: int = 0,
     failed: set[tuple[int, str]] | None = None,
     new_version_from: dict[str, int] | None = None,
+    params_at: Callable[[int], dict[str, Any]] | None = None,
 ) -> list[Path]:
     """Write one asv results file per commit (plus machine.json and benchmarks.json); returns the files.
 
     ``samples=True`` gives 10 samples per timed case (asv computes median, q_25/q_75, 99% CI from them);
     ``failed`` holds (commit index, benchmark name) pairs whose values are None (a failed run);
     ``new_version_from`` maps a benchmark name to the commit index from which its asv version changes (its
-    code changed: a new segment for the detector).
+    code changed: a new segment for the detector); ``params_at(i)`` overrides machine params of commit i's run
+    (a driver or torch upgrade), machine.json then holding the newest run's, as asv leaves it.
     """
     rng = np.random.default_rng(seed)
     results_dir.mkdir(parents=True, exist_ok=True)
     write_benchmarks_json(results_dir, benches)
     mparams = {"machine": machine, "os": "Linux 6.8", "arch": "x86_64", "cpu": "AMD EPYC 9534",
                "num_cpu": "16", "ram": "137438953472", **(gpu if gpu is not None else GPU_PARAMS)}
-    util.write_json(str(results_dir / machine / "machine.json"), dict(mparams), api_version=1)
+    newest = {**mparams, **(params_at(len(shas) - 1) if params_at is not None and shas else {})}
+    util.write_json(str(results_dir / machine / "machine.json"), newest, api_version=1)
     files = []
     for i, sha in enumerate(shas):
         date = start + dt.timedelta(hours=6 * i)
-        res = Results({**mparams, "python": "3.11"}, {}, sha, int(date.timestamp() * 1000), "3.11",
+        run_params = {**mparams, **(params_at(i) if params_at is not None else {}), "python": "3.11"}
+        res = Results(run_params, {}, sha, int(date.timestamp() * 1000), "3.11",
                       "existing-py_usr_bin_python3.11", {})
         for b in benches:
             combos = b.combos()

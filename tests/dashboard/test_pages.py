@@ -11,7 +11,18 @@ import sys
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import APP, FAILED, FIX_FROM, MLA_MACHINE, NEW_VERSION, OPENBLAS, ROOT, SLOW_FROM, Seeded
+from conftest import (
+    APP,
+    FAILED,
+    FIX_FROM,
+    MLA_MACHINE,
+    NEW_VERSION,
+    OPENBLAS,
+    ROOT,
+    SLOW_FROM,
+    TORCH_FROM,
+    Seeded,
+)
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 from streamlit.testing.v1 import AppTest
@@ -159,14 +170,17 @@ def test_history_defaults_to_the_flagged_series(monkeypatch: pytest.MonkeyPatch,
     assert fig["layout"]["yaxis"]["title"]["text"] == "time (us)"
     ticks = fig["layout"]["xaxis"]["ticktext"]
     assert ticks[0] == seeded.shas[0][:8]
-    # Hover: value in us, the commit, run date, benchmark version, GPU and versions.
-    hover = lines[0]["hovertemplate"]
-    assert "NVIDIA H200" in hover and "triton 3.6.0" in hover and "driver" in hover
+    # Hover: value in us, the commit, run date, benchmark version, the kernel config and the run's versions.
+    assert "%{customdata[7]}<br>%{customdata[8]}" in lines[0]["hovertemplate"]
     custom = lines[0]["customdata"][SLOW_FROM]
     assert " us</b>" in custom[0]
     assert custom[1] == seeded.shas[SLOW_FROM][:8]
-    assert custom[7] == "kernel block_h=16 · num_splits=1"  # the config the slow commit ran
-    assert lines[0]["customdata"][0][7] == "kernel block_h=64 · num_splits=2"
+    assert custom[7] == "kernel block_h=16 · block_n=32 · num_splits=1"  # the config the slow commit ran
+    assert lines[0]["customdata"][0][7] == "kernel block_h=64 · block_n=32 · num_splits=2"
+    # Each point's own run's versions (the machine now has the newer ones)
+    assert custom[8] == "GPU NVIDIA H200 (sm 9.0) · driver 580.159.04 · CUDA 12.8 · torch 2.11.0 · triton 3.6.0"
+    assert lines[0]["customdata"][TORCH_FROM - 1][8] == \
+        "GPU NVIDIA H200 (sm 9.0) · driver 570.86.15 · CUDA 12.8 · torch 2.10.0 · triton 3.6.0"
     flagged = table(at, "fixed at")
     assert set(flagged["commits"]) == {f"{seeded.shas[SLOW_FROM - 1][:8]}..{seeded.shas[SLOW_FROM][:8]}"}
     assert not flagged["p"].str.contains(r"0\.000").any()
@@ -349,3 +363,27 @@ def test_missing_store_explains_ingest(monkeypatch: pytest.MonkeyPatch, tmp_path
 def test_bad_url_is_reported(monkeypatch: pytest.MonkeyPatch) -> None:
     at = app(monkeypatch, "nosuchdriver://x/y")
     assert "unknown database driver" in at.error[0].value
+
+
+def test_history_hover_of_runs_stored_before_per_run_versions(monkeypatch: pytest.MonkeyPatch,
+                                                              writable_copy: Seeded) -> None:
+    """Runs ingested before Run.info existed (NULL there, as migration 0005 leaves them) show the machine's
+    versions, marked as such; a SIMT point shows only the keys that apply to it (its tile)."""
+    from db.engine import make_engine
+    from db.models import Commit, Run
+
+    engine = make_engine(writable_copy.url)
+    with Session(engine) as s, s.begin():
+        old = select(Commit.id).where(Commit.sha.in_(writable_copy.shas[:TORCH_FROM]))
+        for run in s.execute(select(Run).where(Run.commit_id.in_(old))).scalars():
+            run.info = None
+    engine.dispose()
+    at = goto(app(monkeypatch, writable_copy.url, query={"hist_bench": "bench_decode.SparseDecode.time_decode",
+                                                         "hp_impl": "simt,mma", "hp_concurrency": "64",
+                                                         "hp_topk": "512"}), "history")  # fmt: skip
+    lines = {t["name"]: t for t in figures(at)[0]["data"] if str(t.get("name", "")).startswith("impl=")}
+    mma, simt = lines["impl=mma"]["customdata"], lines["impl=simt"]["customdata"]
+    assert mma[0][8] == ("GPU NVIDIA H200 (sm 9.0) · driver 580.159.04 · CUDA 12.8 · torch 2.11.0 · triton 3.6.0 "
+                         "(the machine's, as of its newest run: this run did not record its own)")
+    assert "torch 2.11.0" in mma[TORCH_FROM][8] and "machine's" not in mma[TORCH_FROM][8]
+    assert simt[0][7] == "kernel block_n=32"  # no head block or split-K in the SIMT kernel
