@@ -142,7 +142,7 @@ def commit_range(parent: Any, sha: Any) -> str:
 
 def versions(info: dict[str, Any] | None) -> str:
     """A run's (or machine's) provenance in one line: ``GPU NVIDIA H200 (sm 9.0) · driver 580.159.04 · CUDA 13.0
-    · torch 2.11.0 · triton 3.6.0 · arch profile native``; ``CPU (no GPU)`` for the smoke tier; ``""`` when
+    · torch 2.11.0 · triton 3.6.0 · runner arch profile native``; ``CPU (no GPU)`` for the smoke tier; ``""`` when
     nothing is known."""
     info = info or {}
 
@@ -155,8 +155,9 @@ def versions(info: dict[str, Any] | None) -> str:
         parts.append(f"GPU {known('gpu_name')} (sm {known('gpu_cc') or '?'})")
     elif info.get("gpu_name") == "none":
         parts.append("CPU (no GPU)")
+    # arch_profile here is the runner's setting (MLAPERF_ARCH_PROFILE); a case may ask for its own (mma_sm120).
     for key, label in (("gpu_driver", "driver"), ("cuda", "CUDA"), ("torch", "torch"), ("triton", "triton"),
-                       ("arch_profile", "arch profile")):
+                       ("arch_profile", "runner arch profile")):
         if known(key):
             parts.append(f"{label} {known(key)}")
     return " · ".join(parts)

@@ -101,3 +101,24 @@ def test_measured_ceilings_read_back_from_the_metrics() -> None:
     assert ceil["copy_gbps"] == pytest.approx(bw) and ceil["matmul_tflops"] == pytest.approx(rate)
     memory_only = pd.DataFrame([r for r in rows if r["params_key"] != "c"])
     assert set(suites.measured_ceilings(memory_only)) == {"copy_gbps"}  # no compute-bound case: unknown
+
+
+def test_versions_line() -> None:
+    gpu = {"gpu_name": "NVIDIA H200", "gpu_cc": "9.0", "gpu_driver": "580.159.04", "cuda": "13.0",
+           "torch": "2.11.0+cu130", "triton": "3.6.0", "arch_profile": "sm_120", "ram": "1"}  # fmt: skip
+    assert fmt.versions(gpu) == ("GPU NVIDIA H200 (sm 9.0) · driver 580.159.04 · CUDA 13.0 · torch 2.11.0+cu130 · "
+                                 "triton 3.6.0 · runner arch profile sm_120")
+    cpu = {"gpu_name": "none", "gpu_cc": "none", "gpu_driver": "none", "cuda": "none", "torch": "2.13.0+cpu",
+           "triton": "3.9.0"}  # fmt: skip
+    assert fmt.versions(cpu) == "CPU (no GPU) · torch 2.13.0+cpu · triton 3.9.0"
+    assert fmt.versions(None) == fmt.versions({}) == ""
+
+
+def test_launch_config_line() -> None:
+    step = {"indexer_block_t": 128.0, "num_stages": 2.0, "block_h": 64.0, "spill_bytes": 0.0, "num_splits": 2.0,
+            "block_n": 32.0, "prefetch": 3.0, "num_warps": 8.0, "indexer_select_block": 1024.0}  # fmt: skip
+    assert fmt.launch_config(step) == (
+        "kernel block_h=64 · block_n=32 · num_splits=2 · prefetch=3<br>num_warps=8 · num_stages=2 · spill_bytes=0 · "
+        "indexer_block_t=128<br>indexer_select_block=1024"
+    )
+    assert fmt.launch_config({"block_n": 16.0, "num_warps": 4.0}) == "kernel block_n=16 · num_warps=4"
