@@ -42,10 +42,6 @@ def _add_db_option(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _error(message: str) -> None:
-    print(f"mlaperf: error: {message}", file=sys.stderr)
-
-
 def cmd_ingest(args: argparse.Namespace) -> int:
     url = args.db or default_url()
     progress: bool | str = False if args.quiet else ("always" if args.progress else True)

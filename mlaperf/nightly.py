@@ -33,8 +33,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-OPEN_STATUSES = ("suspect", "new", "acknowledged")
-CLOSED_STATUSES = ("fixed", "transient", "ignored", "retired")
+from regressions.store import OPEN_STATUSES  # the detector's rule: listed by default, keep an issue open
+
 ISSUE_LABEL = "mlaperf-regression"
 DEFAULT_BUDGET = 20  # ~11 min a commit on the GPU grid: 20 commits + setup fit the job's 360 minutes
 DEFAULT_WINDOW = 50
