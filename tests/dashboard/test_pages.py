@@ -387,3 +387,37 @@ def test_history_hover_of_runs_stored_before_per_run_versions(monkeypatch: pytes
                          "(the machine's, as of its newest run: this run did not record its own)")
     assert "torch 2.11.0" in mma[TORCH_FROM][8] and "machine's" not in mma[TORCH_FROM][8]
     assert simt[0][7] == "kernel block_n=32"  # no head block or split-K in the SIMT kernel
+
+
+CPU_SMOKE = ROOT / "tests" / "dashboard" / "data" / "cpu-smoke"  # a real run of the decode suite, see its README
+
+
+def test_history_hover_of_real_runs(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:  # noqa: ANN001
+    """The bundled H200 history and a real CPU smoke-tier run ingested together: each point's hover has its
+    run's torch version and, where the suite recorded it, the kernel config (the H200 runs predate it)."""
+    from db.engine import make_engine, upgrade
+    from db.ingest import ingest_paths
+
+    url = f"sqlite:///{tmp_path / 'store.sqlite'}"
+    upgrade(url)
+    engine = make_engine(url)
+    summary = ingest_paths(engine, [ROOT / "history" / "results", CPU_SMOKE], progress=False)
+    engine.dispose()
+    assert summary.ok and summary.ingested == 12, summary.line()
+    query = {"hist_bench": "bench_decode.SparseDecode.time_decode", "hp_concurrency": "1"}
+    at = goto(app(monkeypatch, url, query={**query, "machine": "smoke-cpu", "hp_impl": "simt,mma",
+                                            "hp_topk": "64"}), "history")  # fmt: skip
+    assert not any("track_launch" in o for o in at.selectbox(key="hist_bench").options)
+    lines = {t["name"]: t["customdata"][0] for t in figures(at)[0]["data"] if str(t.get("name")).startswith("impl=")}
+    mma, simt = lines["impl=mma"], lines["impl=simt"]
+    assert mma[7].startswith("kernel block_h=16 · block_n=16 · num_splits=") and "num_warps=4" in mma[7]
+    assert "spill_bytes" not in mma[7], "the interpreter compiles nothing: no spill count"
+    assert simt[7] == "kernel block_n=16 · num_warps=4"
+    assert mma[8] == "CPU (no GPU) · torch 2.13.0+cpu · triton 3.9.0 · runner arch profile native"
+
+    at = goto(app(monkeypatch, url, query={**query, "machine": "h200", "hp_impl": "mma", "hp_topk": "512"}),
+              "history")  # fmt: skip
+    (line,) = [t for t in figures(at)[0]["data"] if str(t.get("name")).startswith("impl=")]
+    assert {c[7] for c in line["customdata"]} == {"kernel config: not recorded by the suite"}
+    assert {c[8] for c in line["customdata"]} == {
+        "GPU NVIDIA H200 (sm 9.0) · driver 580.159.04 · CUDA 13.0 · torch 2.11.0+cu130 · triton 3.6.0"}
