@@ -98,9 +98,8 @@ def test_run_info_up_and_down_keeps_every_result(db_url: str, tmp_path) -> None:
     column (SQLite must not copy "run": dropping the original would cascade to every result)."""
     import json
 
-    from conftest import bench_row, results_doc, write_results
-
     from db.ingest import ingest_paths
+    from tests.db.conftest import bench_row, results_doc, write_results
 
     def ingest(commit: str, torch: str) -> None:
         doc = results_doc({"b.S.time_x": bench_row([1e-4, 2e-4], [["1", "2"]])}, commit=commit * 40,

@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import bench_row, results_doc, write_results
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
@@ -18,6 +17,7 @@ from db.engine import make_engine
 from db.ingest import ingest_paths
 from db.limits import MAX_NESTING
 from db.models import Machine, Result, Run
+from tests.db.conftest import bench_row, results_doc, write_results
 
 GPU = {"gpu_name": "NVIDIA H200", "gpu_cc": "9.0", "gpu_driver": "580.159.04", "cuda": "13.0",
        "arch_profile": "native"}  # fmt: skip
