@@ -65,8 +65,14 @@ def covering_runs(
 ) -> dict[str, int]:
     """{sha: number of runs of that commit on ``machine`` that cover ``versions``} (absent: none).
 
-    ``versions`` None counts every run of the commit (no suite to compare with).
+    ``versions`` None counts every run of the commit (no suite to compare with). Provenance records
+    (``track_launch_*``, :func:`regressions.direction.is_provenance`) are not asked for: adding one to the
+    suites must not make every commit measured before it count as unmeasured.
     """
+    from regressions.direction import is_provenance
+
+    if versions is not None:
+        versions = {name: v for name, v in versions.items() if not is_provenance(name)}
     shas = list(dict.fromkeys(shas))
     if not shas:
         return {}
