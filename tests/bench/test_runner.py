@@ -129,6 +129,14 @@ def _step_api_present() -> bool:
     return all(hasattr(mla_kernels, n) for n in ("DecodeStep", "make_step_inputs"))
 
 
+def _launch_fields(suite: str) -> list[str]:
+    """The ``track_launch_<key>`` keys a suite's Metrics class declares (``benchmarks.bench_*``)."""
+    import importlib
+
+    module, cls = suite.split(".")
+    return list(getattr(importlib.import_module(f"benchmarks.{module}"), f"{cls}Metrics").launch_fields)
+
+
 @pytest.mark.slow
 def test_cpu_smoke_tier_end_to_end(smoke_repo: SmokeRepo) -> None:
     """The whole CPU smoke tier through ``mlaperf run``: every case gets a real value."""
@@ -152,17 +160,25 @@ def test_cpu_smoke_tier_end_to_end(smoke_repo: SmokeRepo) -> None:
               "bench_step.DecodeStep": "time_step"}  # fmt: skip
     tracks = ("track_tokens_per_s", "track_gbps", "track_tflops", "track_roofline_fraction")
     expected = [f"{s}.{t}" for s, t in suites.items()] + [f"{s}Metrics.{t}" for s in suites for t in tracks]
-    assert sorted(results) == sorted(expected)
-    for name in expected:
+    launch = [f"{s}Metrics.track_launch_{key}" for s in suites for key in _launch_fields(s)]
+    assert sorted(results) == sorted(expected + launch)
+    for name in expected + launch:
         entry = results[name]
         values = entry["result"]
         assert len(values) == math.prod(len(p) for p in entry["params"])
         if name.startswith("bench_step") and not step_present:
             assert all(v is not None and math.isnan(v) for v in values), "a missing API must skip (NaN)"
             continue
+        if name in launch:  # kernel config: a count or size, NaN where the key does not apply to that impl
+            assert all(v is not None and (math.isnan(v) or (v >= 0 and v == int(v))) for v in values), (name, values)
+            continue
         assert all(v is not None and math.isfinite(v) and v > 0 for v in values), (name, values)
         if ".time_" in name:
             assert all(s is not None and len(s) >= 2 for s in entry["samples"]), "samples are recorded"
+    for suite in suites if step_present else [s for s in suites if not s.startswith("bench_step")]:
+        # some keys are compile metadata the interpreter never has (spills, stages); the block sizes are not
+        recorded = [v for n in launch if n.startswith(f"{suite}Metrics.") for v in results[n]["result"]]
+        assert any(not math.isnan(v) for v in recorded), f"{suite}: no launch config recorded for any case"
     assert len(worktrees(smoke_repo)) == 1, "the throwaway worktree is removed"
 
 
