@@ -1,11 +1,12 @@
 """Cached loaders: the only way pages reach the store. Each opens a session, calls one query (``db.queries``,
-``regressions`` or this dashboard's ``reads``) and returns a DataFrame.
+the store's one read module, or ``regressions``; triage notes from ``dashboard.notes``) and returns a DataFrame.
 
 Loaders take the store URL first so the cache key separates stores; frames are cached for ``TTL`` seconds,
 so a nightly ingest shows up without a restart (the sidebar's reload button drops them at once). The
 shared rules come from the packages that own them: ``regressions.compare.compare_commits`` for Compare
 (the same function `mlaperf compare` calls), ``regressions.config.load_settings`` for thresholds and
-directions, ``db.queries.regressions`` for the regression listing.
+directions, ``regressions.store.regressions_frame`` for the regression listing (what `mlaperf detect --json`
+lists).
 """
 
 from __future__ import annotations
@@ -18,7 +19,8 @@ import streamlit as st
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session
 
-from dashboard import reads, store, triage
+from dashboard import notes, store, triage
+from db import queries
 
 TTL = 300
 
@@ -48,8 +50,6 @@ def settings() -> Any:
 
 @st.cache_data(ttl=TTL, show_spinner=False)
 def machines(url: str) -> pd.DataFrame:
-    from db import queries
-
     with _session(url) as s:
         return queries.machines(s)
 
@@ -57,28 +57,26 @@ def machines(url: str) -> pd.DataFrame:
 @st.cache_data(ttl=TTL, show_spinner=False)
 def machine_info(url: str, machine: str) -> dict[str, Any]:
     with _session(url) as s:
-        return reads.machine_info(s, machine)
+        return queries.machine_info(s, machine)
 
 
 @st.cache_data(ttl=TTL, show_spinner=False)
 def commits(url: str, machine: str) -> pd.DataFrame:
     """Commits with results on ``machine``, oldest to newest, with their position ``pos``."""
     with _session(url) as s:
-        return reads.commits(s, machine)
+        return queries.commits(s, machine)
 
 
 @st.cache_data(ttl=TTL, show_spinner=False)
 def series(url: str, machine: str) -> pd.DataFrame:
     with _session(url) as s:
-        return reads.series(s, machine)
+        return queries.series(s, machine)
 
 
 @st.cache_data(ttl=TTL, show_spinner=False)
 def param_names(url: str) -> dict[str, list[str]]:
     """{benchmark: its asv ``param_names``}, so labels read impl=mma, concurrency=64, topk=512 as asv orders
     them (the stored params_key sorts names alphabetically)."""
-    from db import queries
-
     with _session(url) as s:
         frame = queries.benchmarks(s)
     return {str(n): list(p) if isinstance(p, list) else [] for n, p in zip(frame["name"], frame["param_names"],
@@ -88,25 +86,23 @@ def param_names(url: str) -> dict[str, list[str]]:
 @st.cache_data(ttl=TTL, show_spinner=False, max_entries=256)
 def history(url: str, machine: str, benchmark: str, params_keys: tuple[str, ...]) -> pd.DataFrame:
     with _session(url) as s:
-        return reads.history(s, machine, benchmark, list(params_keys))
+        return queries.history(s, benchmark, list(params_keys), machine)
 
 
 @st.cache_data(ttl=TTL, show_spinner=False, max_entries=256)
 def run_infos(url: str, run_ids: tuple[int, ...]) -> dict[int, dict[str, Any] | None]:
     with _session(url) as s:
-        return reads.run_infos(s, list(run_ids))
+        return queries.run_infos(s, run_ids)
 
 
 @st.cache_data(ttl=TTL, show_spinner=False, max_entries=256)
 def launch_config(url: str, machine: str, benchmark: str, params_keys: tuple[str, ...]) -> pd.DataFrame:
     with _session(url) as s:
-        return reads.launch_config(s, machine, benchmark, list(params_keys))
+        return queries.launch_config(s, benchmark, list(params_keys), machine)
 
 
 @st.cache_data(ttl=TTL, show_spinner=False, max_entries=64)
 def results_at_commit(url: str, sha: str, machine: str) -> pd.DataFrame:
-    from db import queries
-
     with _session(url) as s:
         return queries.results_at_commit(s, sha, machine)
 
@@ -123,24 +119,20 @@ def regressions(url: str, machine: str | None = None) -> pd.DataFrame:
         regs = regs.rename(columns={"commit": "sha", "fixed_at": "fixed_sha", "fixed_commit": "fixed_sha",
                                     "parent": "parent_sha"})
         regs["params_key"] = [json.dumps(p, sort_keys=True) for p in regs["params"]]
-        if "parent_sha" not in regs.columns:  # stored before the detector recorded the commit range
-            regs["parent_sha"] = reads.parents(s, regs)
         shas = [*regs["sha"], *regs["parent_sha"].dropna(), *regs.get("fixed_sha", pd.Series(dtype=object)).dropna()]
-        messages = reads.commit_messages(s, shas)
-        notes = reads.triage_notes(s)
+        messages = queries.commit_messages(s, shas)
+        triage_log = notes.triage_notes(s)
     regs["message"] = regs["sha"].map(messages)
-    return triage.enrich(regs, messages, notes)
+    return triage.enrich(regs, messages, triage_log)
 
 
 def set_status(url: str, regression_ids: list[int], new_status: str, note: str) -> None:
     """Write path (only with ``--writable``): change the status of regressions and log the note with it,
     in one transaction; then drop the cached listing."""
-    from db import queries
-
     with _session(url, writable=True) as s, s.begin():
         for rid in regression_ids:
             queries.set_regression_status(s, int(rid), new_status)
-            reads.add_triage_note(s, int(rid), new_status, note)
+            notes.add_triage_note(s, int(rid), new_status, note)
     regressions.clear()
 
 

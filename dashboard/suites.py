@@ -24,10 +24,6 @@ class Suite:
     filter_param: str  # the other sweep axis, picked in a filter (top-k or context)
     reference_line: str  # the baseline implementation speed-ups are measured against
 
-    @property
-    def prefixes(self) -> tuple[str, str]:
-        return (self.time_bench.rsplit(".", 1)[0], self.metrics_class)
-
 
 SUITES: tuple[Suite, ...] = (
     Suite("decode", "Sparse MLA decode: SIMT vs MMA", "bench_decode.SparseDecode.time_decode",

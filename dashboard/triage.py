@@ -18,14 +18,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-STATUSES = ("suspect", "new", "acknowledged", "fixed", "ignored", "transient", "retired")
-OPEN = ("new", "acknowledged")
-CLOSED = ("ignored", "transient", "retired")
 CATEGORIES = ("open", "suspect", "fixed", "closed")
 # Statuses a person may set from the dashboard (with a note); the others belong to the detector.
 TRIAGE_ACTIONS = {"Acknowledge": "acknowledged", "Ignore": "ignored", "Reopen": "new"}
-
-
+# The category of each stored status (``db.models.REGRESSION_STATUSES``, every one: tested).
 CATEGORY_OF = {"new": "open", "acknowledged": "open", "suspect": "suspect", "fixed": "fixed",
                "transient": "closed", "retired": "closed", "ignored": "closed"}
 

@@ -1,4 +1,5 @@
-"""Read (and small write) queries over the store, for the dashboard and the regression detector.
+"""The store's read queries (and one small write), the one home of them: the dashboard's pages, the
+comparisons (``regressions.results``), the tests and the benchmark scripts all read through here.
 
 Every function takes a caller-owned :class:`~sqlalchemy.orm.Session`, builds its SQL with ``select()``
 (parameters bound, never formatted into SQL) and returns a pandas DataFrame unless said otherwise.
@@ -9,15 +10,18 @@ A series is (benchmark name, ``params_key``, machine name). When a commit was me
 a machine (re-runs, several environments), its result is the median over those runs (:func:`pool_runs`,
 the one rule: detection, `mlaperf compare` and the dashboard all see the same value).
 Times are naive UTC. Big frames are fetched as narrow rows and joined to the small tables in pandas.
+Shaped for the dashboard at 1,000 commits x 500 series: :func:`history` reads several series of one
+benchmark at once, :func:`series` is one DISTINCT without per-series counts. Kernel-config records
+(:func:`is_provenance`) are not series: :func:`launch_config` reads them for the case they describe.
 """
 
 from __future__ import annotations
 
 import ast
-import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+import numpy as np
 import pandas as pd
 from sqlalchemy import Select, func, select
 from sqlalchemy.orm import Session
@@ -27,6 +31,7 @@ from db.models import (
     REGRESSION_STATUSES,
     Benchmark,
     Commit,
+    Environment,
     Machine,
     Regression,
     Result,
@@ -173,24 +178,27 @@ def machines(s: Session) -> pd.DataFrame:
 
 def commits(s: Session, machine: str | None = None) -> pd.DataFrame:
     """Commits oldest -> newest (git generation, then date, then id; see :func:`db.models.commit_order`):
-    id, sha, date, parents, branch, message, author, generation (None without a repository at ingest).
+    commit_id, sha, date, message, author, parents, branch, generation (None without a repository at
+    ingest), pos (0..n-1, the commit's place in this frame: the x axis of a history).
 
-    With ``machine``, only commits that have results on that machine.
+    With ``machine``, only commits that have runs on that machine (unknown machine: :class:`NotFound`).
     """
     stmt = select(
-        Commit.id,
+        Commit.id.label("commit_id"),
         Commit.sha,
         Commit.date,
-        Commit.parents,
-        Commit.branch,
         Commit.message,
         Commit.author,
+        Commit.parents,
+        Commit.branch,
         Commit.generation,
     ).order_by(*commit_order())
     if machine is not None:
-        machine_id = _machine_id(s, machine)
-        stmt = stmt.where(Commit.id.in_(select(Run.commit_id).where(Run.machine_id == machine_id)))
-    return _datetimes(_frame(s, stmt), "date")
+        stmt = stmt.where(Commit.id.in_(select(Run.commit_id).where(Run.machine_id == _machine_id(s, machine))))
+    frame = _datetimes(_frame(s, stmt), "date")
+    frame["commit_id"] = frame["commit_id"].astype("int64")
+    frame["pos"] = np.arange(len(frame), dtype="int64")
+    return frame
 
 
 def benchmarks(s: Session) -> pd.DataFrame:
@@ -230,84 +238,192 @@ def _commit_by_sha(s: Session, ref: str) -> Commit:
 
 # -- series -------------------------------------------------------------------------------------------
 
+# Benchmarks whose last name part starts with this record a kernel's launch configuration (the BLOCK_H,
+# split-K, prefetch, spills ... a case ran with; docs/CONTRACTS.md), not performance.
+PROVENANCE_PREFIX = "track_launch_"
 
-def series(s: Session, machine: str | None = None, benchmark: str | None = None) -> pd.DataFrame:
-    """Distinct series: benchmark, params_key, params (dict), machine, unit, type, points (results with a
-    value), last_date (date of the newest commit measured). Sorted by machine, benchmark, params_key."""
-    stmt = (
-        select(
-            Result.benchmark_id,
-            Result.params_key,
-            Run.machine_id,
-            func.count(Result.value).label("points"),
-            func.max(Commit.date).label("last_date"),
-        )
-        .join(Run, Run.id == Result.run_id)
-        .join(Commit, Commit.id == Run.commit_id)
-        .group_by(Result.benchmark_id, Result.params_key, Run.machine_id)
-    )
+
+def is_provenance(benchmark: str) -> bool:
+    """True for a kernel-config record (``bench_decode.SparseDecodeMetrics.track_launch_block_h``): the one
+    rule (``regressions.direction`` re-exports it). Such records are no series of their own: :func:`series`
+    leaves them out, :func:`launch_config` reads them, detection and comparisons never examine them."""
+    return benchmark.rsplit(".", 1)[-1].startswith(PROVENANCE_PREFIX)
+
+
+def series(s: Session, machine: str | None = None) -> pd.DataFrame:
+    """Distinct series: benchmark, params_key, machine, unit, type, version (the benchmark's newest asv
+    version), param_names (asv's order); sorted by machine, benchmark, params_key. Kernel-config records
+    (:func:`is_provenance`) are not listed.
+
+    One DISTINCT over the results, no per-series counts (an aggregate over every result costs seconds on
+    10^6 results). With ``machine``, that machine's series only (unknown machine: :class:`NotFound`).
+    """
     if machine is not None:
-        stmt = stmt.where(Run.machine_id == _machine_id(s, machine))
-    if benchmark is not None:
-        stmt = stmt.where(Result.benchmark_id == _benchmark_id(s, benchmark))
-    frame = _frame(s, stmt)
-    bench = _frame(s, select(Benchmark.id, Benchmark.name, Benchmark.unit, Benchmark.type)).set_index("id")
+        mid = _machine_id(s, machine)
+        keys = _frame(
+            s,
+            select(Result.benchmark_id, Result.params_key)
+            .where(Result.run_id.in_(select(Run.id).where(Run.machine_id == mid)))
+            .distinct(),
+        )
+        keys["machine_id"] = mid
+    else:
+        keys = _frame(
+            s,
+            select(Result.benchmark_id, Result.params_key, Run.machine_id)
+            .join(Run, Run.id == Result.run_id)
+            .distinct(),
+        )
+    bench = _frame(
+        s,
+        select(Benchmark.id, Benchmark.name, Benchmark.unit, Benchmark.type, Benchmark.version, Benchmark.param_names),
+    ).set_index("id")
     names = dict(s.execute(select(Machine.id, Machine.name)).all())
+    keys = keys[~keys["benchmark_id"].map(bench["name"]).map(lambda n: is_provenance(str(n))).astype(bool)]
     out = pd.DataFrame(
         {
-            "benchmark": frame["benchmark_id"].map(bench["name"]),
-            "params_key": frame["params_key"],
-            "params": [json.loads(k) for k in frame["params_key"]],
-            "machine": frame["machine_id"].map(names),
-            "unit": frame["benchmark_id"].map(bench["unit"]),
-            "type": frame["benchmark_id"].map(bench["type"]),
-            "points": frame["points"].astype(int),
-            "last_date": pd.to_datetime(frame["last_date"]),
+            "benchmark": keys["benchmark_id"].map(bench["name"]),
+            "params_key": keys["params_key"],
+            "machine": keys["machine_id"].map(names),
+            "unit": keys["benchmark_id"].map(bench["unit"]),
+            "type": keys["benchmark_id"].map(bench["type"]),
+            "version": keys["benchmark_id"].map(bench["version"]),
+            "param_names": keys["benchmark_id"].map(bench["param_names"]),
         }
     )
     return out.sort_values(["machine", "benchmark", "params_key"], ignore_index=True)
 
 
-def history(s: Session, benchmark: str, params_key: str | Mapping[str, Any], machine: str) -> pd.DataFrame:
-    """One series over commits, oldest -> newest, one row per commit (its runs pooled: :func:`pool_runs`):
-    sha, date, message, author, value, q_25, q_75, ci_99_a, ci_99_b, samples, status, commit_id, run_id,
-    runs (q_25, q_75 and run_id are those of the commit's latest run with a value).
+_HISTORY_COLUMNS = ["params_key", "commit_id", "sha", "value", "q_25", "q_75", "status", "runs", "run_date",
+                    "benchmark_version", "environment", "run_id"]
 
-    ``value`` is NaN for failed/skipped results (see ``status``). Unknown benchmark or machine raises
-    :class:`NotFound`; an unknown params_key gives an empty frame.
+
+def history(
+    s: Session,
+    benchmark: str,
+    params_keys: str | Mapping[str, Any] | Sequence[str | Mapping[str, Any]],
+    machine: str,
+) -> pd.DataFrame:
+    """Series of one benchmark over the machine's commits: one row per (params_key, commit) that has a
+    result, the commit's runs pooled (:func:`pool_runs`: median value, status ok if any run has a value),
+    by params_key then oldest -> newest commit: params_key, commit_id, sha, value, q_25, q_75, status
+    (ok | failed | skipped), runs, run_date, benchmark_version, environment and run_id (those of the newest
+    run with a value: its versions are :func:`run_infos`'). A commit without a row did not run the series;
+    dates, messages and positions are :func:`commits`'.
+
+    ``params_keys``: one series (a params_key string or a params dict) or several (a list of them; the
+    dashboard draws several at once). ``value`` is NaN for failed/skipped results. Unknown benchmark or
+    machine: :class:`NotFound`; an unknown params_key has no rows.
     """
-    machine_id = _machine_id(s, machine)
-    benchmark_id = _benchmark_id(s, benchmark)
+    one = isinstance(params_keys, str | Mapping)
+    wanted = [_key(params_keys)] if one else [_key(k) for k in params_keys]  # type: ignore[union-attr]
+    mid = _machine_id(s, machine)
+    bid = _benchmark_id(s, benchmark)
+    empty = pd.DataFrame({c: pd.Series(dtype=object) for c in _HISTORY_COLUMNS})
+    if not wanted:
+        return empty
     stmt = (
         select(
-            Commit.sha,
-            Commit.date,
-            Commit.message,
-            Commit.author,
+            Result.params_key,
+            Run.commit_id,
+            Run.id.label("run_id"),
+            Run.started_at.label("run_started_at"),
+            Result.status,
             Result.value,
             Result.q_25,
             Result.q_75,
-            Result.ci_99_a,
-            Result.ci_99_b,
-            Result.samples,
-            Result.status,
-            Commit.id.label("commit_id"),
-            Run.id.label("run_id"),
-            Run.started_at.label("run_started_at"),
-            Commit.generation,
+            Result.benchmark_version,
+            Environment.name.label("environment"),
         )
         .join(Run, Run.id == Result.run_id)
-        .join(Commit, Commit.id == Run.commit_id)
-        .where(
-            Result.benchmark_id == benchmark_id,
-            Result.params_key == _key(params_key),
-            Run.machine_id == machine_id,
-        )
+        .join(Environment, Environment.id == Run.environment_id)
+        .where(Result.benchmark_id == bid, Run.machine_id == mid, Result.params_key.in_(wanted))
     )
-    frame = pool_runs(_frame(s, stmt), ["commit_id"])
-    frame = sort_commits(_datetimes(frame, "date"))
+    frame = _frame(s, stmt)
+    if frame.empty:
+        return empty
+    for column in ("value", "q_25", "q_75"):
+        frame[column] = pd.to_numeric(frame[column], errors="coerce").astype(float)
+    frame = _datetimes(frame, "run_started_at")
+    frame = pool_runs(frame, ["params_key", "commit_id"]).rename(columns={"run_started_at": "run_date"})
+    # History order from the machine's commits alone (ids and shas: joining every result row to its commit
+    # and parsing its date costs more than the rest of this function).
+    ordered = s.execute(
+        select(Commit.id, Commit.sha)
+        .where(Commit.id.in_(select(Run.commit_id).where(Run.machine_id == mid)))
+        .order_by(*commit_order())
+    ).all()
+    pos = {int(cid): i for i, (cid, _) in enumerate(ordered)}
+    sha = dict(ordered)
+    frame["commit_id"] = frame["commit_id"].astype("int64")
+    frame["run_id"] = frame["run_id"].astype("int64")
+    frame["sha"] = frame["commit_id"].map(sha)
+    frame = frame.assign(_pos=frame["commit_id"].map(pos)).sort_values(["params_key", "_pos"], kind="stable")
+    return frame[_HISTORY_COLUMNS].reset_index(drop=True)
+
+
+def launch_config(
+    s: Session, benchmark: str, params_keys: Sequence[str | Mapping[str, Any]], machine: str
+) -> pd.DataFrame:
+    """The kernel configuration each case of ``benchmark`` ran with, where its suite records it: the
+    benchmarks ``<module>.<Class>.track_launch_<key>`` (:func:`is_provenance`; e.g. ``track_launch_block_h``,
+    ``track_launch_num_splits``, ``track_launch_spill_bytes``) of the same module, with the same params.
+    Long frame: params_key, commit_id, key (``block_h``), value (median over the commit's runs with one).
+    Unknown machine: :class:`NotFound`."""
+    cols = ["params_key", "commit_id", "key", "value"]
+    mid = _machine_id(s, machine)
+    module = benchmark.split(".", 1)[0]
+    names = dict(s.execute(
+        select(Benchmark.id, Benchmark.name).where(Benchmark.name.startswith(f"{module}.", autoescape=True))
+    ).all())
+    ids = {i: n.rsplit(".", 1)[-1][len(PROVENANCE_PREFIX):] for i, n in names.items() if is_provenance(n)}
+    wanted = [_key(k) for k in params_keys]
+    if not ids or not wanted:
+        return pd.DataFrame({c: pd.Series(dtype=object) for c in cols})
+    frame = _frame(s, select(Result.params_key, Run.commit_id, Result.benchmark_id, Result.value)
+                   .join(Run, Run.id == Result.run_id)
+                   .where(Run.machine_id == mid, Result.benchmark_id.in_(list(ids)),
+                          Result.params_key.in_(wanted), Result.value.is_not(None)))
+    if frame.empty:
+        return pd.DataFrame({c: pd.Series(dtype=object) for c in cols})
+    frame["key"] = frame["benchmark_id"].map(ids)
     frame["value"] = frame["value"].astype(float)
-    return frame.drop(columns=["run_started_at", "generation"])
+    out = frame.groupby(["params_key", "commit_id", "key"], sort=False)["value"].median().reset_index()
+    out["commit_id"] = out["commit_id"].astype("int64")
+    return out[cols]
+
+
+# -- provenance of points -----------------------------------------------------------------------------
+
+
+def run_infos(s: Session, run_ids: Iterable[int]) -> dict[int, dict[str, Any] | None]:
+    """{run id: the run's own versions (``Run.info``: its results file's params)}; None for runs stored
+    before runs kept them (migration 0005: the caller falls back to :func:`machine_info`, saying so)."""
+    ids = sorted({int(i) for i in run_ids})
+    if not ids:
+        return {}
+    return {int(i): info for i, info in s.execute(select(Run.id, Run.info).where(Run.id.in_(ids))).all()}
+
+
+def machine_info(s: Session, machine: str) -> dict[str, Any]:
+    """The machine's row as a dict (GPU identity and versions as its newest ingested run recorded them),
+    with the keys the runner adds beyond the fixed columns (``arch_profile``, ...) from ``Machine.info``.
+    Unknown machine: :class:`NotFound`."""
+    row = s.execute(select(Machine).where(Machine.name == machine)).scalar_one_or_none()
+    if row is None:
+        _machine_id(s, machine)  # raises NotFound naming the known machines
+    out = {c.name: getattr(row, c.name) for c in Machine.__table__.columns if c.name != "id"}
+    for key, value in (out.pop("info", None) or {}).items():
+        out.setdefault(key, value)
+    return out
+
+
+def commit_messages(s: Session, shas: Iterable[str | None]) -> dict[str, str | None]:
+    """{sha: commit message} for the stored commits among ``shas`` (non-strings are skipped)."""
+    wanted = sorted({x for x in shas if isinstance(x, str)})
+    if not wanted:
+        return {}
+    return dict(s.execute(select(Commit.sha, Commit.message).where(Commit.sha.in_(wanted))).all())
 
 
 def commit_results(

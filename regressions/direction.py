@@ -9,7 +9,8 @@ A unit that is not a rate wins over the name (``track_bandwidth`` in ``bytes`` g
 
 Kernel-config records (``<module>.<Class>.track_launch_<key>``, unit ``config``: the BLOCK_H, split-K,
 prefetch, spills ... a case ran with) are provenance, not performance: they have no worse direction, and
-:func:`is_provenance` is the one rule that keeps them out of detection and comparisons.
+:func:`is_provenance` (``db.queries.is_provenance``, re-exported) is the one rule that keeps them out of
+detection and comparisons.
 """
 
 from __future__ import annotations
@@ -17,6 +18,11 @@ from __future__ import annotations
 import math
 import re
 from typing import TYPE_CHECKING
+
+# The provenance rule lives with the store's reads (db sits below regressions); named here too, for the
+# detector, `mlaperf compare` and the nightly that skip kernel-config records.
+from db.queries import PROVENANCE_PREFIX as PROVENANCE_PREFIX
+from db.queries import is_provenance as is_provenance
 
 if TYPE_CHECKING:
     from regressions.config import Settings
@@ -36,14 +42,6 @@ _RATE_NAME = re.compile(
 )
 # What asv stores for a track_ benchmark that declares no unit.
 _NO_UNIT = ("", "unit")
-# Benchmarks whose last name part starts with this record a kernel's launch configuration (docs/CONTRACTS.md).
-PROVENANCE_PREFIX = "track_launch_"
-
-
-def is_provenance(benchmark: str) -> bool:
-    """True for a kernel-config record (``bench_decode.SparseDecodeMetrics.track_launch_block_h``): never
-    flagged by detection, left out of `mlaperf compare` and the dashboard's Compare page."""
-    return benchmark.rsplit(".", 1)[-1].startswith(PROVENANCE_PREFIX)
 
 
 def direction_for(benchmark: str, unit: str | None, settings: Settings | None = None) -> str:

@@ -65,13 +65,15 @@ def measure_queries(work: Path, commits: int, series: int) -> list[list[str]]:
     rows = []
     with Session(ro) as s:
         sha = queries.commits(s, hist.machine)["sha"].iloc[-1]
-        first = queries.series(s, machine=hist.machine).iloc[0]  # a series that exists at any --series
-        bench, key = first["benchmark"], first["params_key"]
+        listed = queries.series(s, machine=hist.machine)
+        bench = listed["benchmark"].iloc[0]  # a benchmark that exists at any --series
+        keys = list(listed.loc[listed["benchmark"] == bench, "params_key"].iloc[:12])  # History draws up to 12
         calls = [
             ("machines", lambda: queries.machines(s)),
             ("commits", lambda: queries.commits(s, hist.machine)),
             ("series", lambda: queries.series(s, machine=hist.machine)),
-            ("history (1 series)", lambda: queries.history(s, bench, key, hist.machine)),
+            ("history (1 series)", lambda: queries.history(s, bench, keys[0], hist.machine)),
+            (f"history ({len(keys)} series)", lambda: queries.history(s, bench, keys, hist.machine)),
             ("results_at_commit", lambda: queries.results_at_commit(s, sha, hist.machine)),
         ]
         for name, call in calls:

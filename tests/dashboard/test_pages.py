@@ -231,7 +231,7 @@ def test_regressions_groups_and_rows(monkeypatch: pytest.MonkeyPatch, seeded: Se
 
 
 def test_triage_needs_a_note_and_stores_it(monkeypatch: pytest.MonkeyPatch, writable_copy: Seeded) -> None:
-    from dashboard import reads
+    from dashboard import notes
     from db.engine import make_engine
     from db.models import Regression
 
@@ -246,11 +246,11 @@ def test_triage_needs_a_note_and_stores_it(monkeypatch: pytest.MonkeyPatch, writ
     engine = make_engine(writable_copy.url, readonly=True)
     with Session(engine) as s:
         statuses = set(s.scalars(select(Regression.status).where(Regression.machine_id.is_not(None))))
-        notes = reads.triage_notes(s)
+        log = notes.triage_notes(s)
     engine.dispose()
     assert "ignored" in statuses
-    assert notes and all(n[-1]["note"] == "expected: BLOCK_H=16 was deliberate" for n in notes.values())
-    assert all(n[-1]["status"] == "ignored" for n in notes.values())
+    assert log and all(n[-1]["note"] == "expected: BLOCK_H=16 was deliberate" for n in log.values())
+    assert all(n[-1]["status"] == "ignored" for n in log.values())
 
 
 def _cli_compare(url: str, base: str, head: str) -> list[dict]:

@@ -76,6 +76,15 @@ def test_groups_from_machine_and_commit_when_the_detector_recorded_none() -> Non
                                                   "machine_wide": 0}
 
 
+def test_every_stored_status_has_a_category() -> None:
+    """A status the store gains without a category here would show as 'closed' (hidden by default)."""
+    from db.models import REGRESSION_STATUSES
+
+    assert set(triage.CATEGORY_OF) == set(REGRESSION_STATUSES)
+    assert set(triage.CATEGORY_OF.values()) == set(triage.CATEGORIES)
+    assert set(triage.TRIAGE_ACTIONS.values()) <= set(REGRESSION_STATUSES)
+
+
 def test_detector_groups_and_notes_are_kept() -> None:
     regs = _regs([(1, "a", "s1", "new", 1.2), (2, "a", "s1", "new", 0.5)])
     regs["group"] = [7, 7]

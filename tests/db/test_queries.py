@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -49,39 +50,93 @@ def test_machines_and_commits(s: Session) -> None:
     assert list(m.index) == ["gha-aws-graviton", "gha-aws-skylake", "gha-ubuntu-noble", "synth-h200"]
     assert m.loc["synth-h200", "gpu_name"] == "NVIDIA H200" and m.loc["synth-h200", "runs"] == 40
     c = queries.commits(s, "synth-h200")
-    assert len(c) == 40 and c["date"].is_monotonic_increasing
+    assert list(c.columns) == ["commit_id", "sha", "date", "message", "author", "parents", "branch", "generation",
+                               "pos"]
+    assert len(c) == 40 and c["date"].is_monotonic_increasing and list(c["pos"]) == list(range(40))
+    assert c["commit_id"].dtype == "int64"
     assert len(queries.commits(s)) > 40
     with pytest.raises(queries.NotFound, match="no machine named 'nope'.*synth-h200"):
         queries.commits(s, "nope")
+    info = queries.machine_info(s, "synth-h200")
+    assert info["gpu_name"] == "NVIDIA H200" and info["gpu_cc"] == "9.0" and "id" not in info
+    with pytest.raises(queries.NotFound, match="no machine named 'nope'"):
+        queries.machine_info(s, "nope")
+    shas = list(c["sha"].iloc[:2])
+    assert queries.commit_messages(s, [*shas, None, "f" * 40]).keys() == set(shas)
+
+
+KEY = '{"concurrency": "1", "impl": "\'simt\'", "topk": "128"}'
 
 
 def test_series_and_history(s: Session) -> None:
     sr = queries.series(s, machine="synth-h200")
-    assert len(sr) == 60 and set(sr["unit"]) == {"seconds", "tokens/s"}
-    key = '{"concurrency": "1", "impl": "\'simt\'", "topk": "128"}'
-    row = sr[(sr["benchmark"] == "bench_synth.Synth000.time_case") & (sr["params_key"] == key)].iloc[0]
-    assert row["params"] == {"concurrency": "1", "impl": "'simt'", "topk": "128"} and row["points"] == 40
-    hist = queries.history(s, row["benchmark"], row["params"], "synth-h200")
-    assert list(hist.columns[:11]) == [
-        "sha",
-        "date",
-        "message",
-        "author",
-        "value",
-        "q_25",
-        "q_75",
-        "ci_99_a",
-        "ci_99_b",
-        "samples",
-        "status",
-    ]
-    assert len(hist) == 40 and hist["date"].is_monotonic_increasing
-    assert len(hist["samples"].iloc[0]) == 10
+    assert list(sr.columns) == ["benchmark", "params_key", "machine", "unit", "type", "version", "param_names"]
+    assert len(sr) == 60 and set(sr["unit"]) == {"seconds", "tokens/s"} and set(sr["machine"]) == {"synth-h200"}
+    row = sr[(sr["benchmark"] == "bench_synth.Synth000.time_case") & (sr["params_key"] == KEY)].iloc[0]
+    assert row["param_names"] == ["impl", "concurrency", "topk"] and row["type"] == "time"
+    every = queries.series(s)
+    assert len(every) > len(sr) and set(every["machine"]) == set(queries.machines(s)["name"])
+    assert every[every["machine"] == "synth-h200"].reset_index(drop=True).equals(sr)
+    # One series by its params dict, the same by its key, and two at once (the dashboard's way).
+    hist = queries.history(s, row["benchmark"], {"concurrency": "1", "impl": "'simt'", "topk": "128"}, "synth-h200")
+    assert list(hist.columns) == ["params_key", "commit_id", "sha", "value", "q_25", "q_75", "status", "runs",
+                                  "run_date", "benchmark_version", "environment", "run_id"]
+    assert len(hist) == 40 and (hist["status"] == "ok").all() and (hist["runs"] == 1).all()
+    commits = queries.commits(s, "synth-h200")
+    assert list(hist["sha"]) == list(commits["sha"]) and list(hist["commit_id"]) == list(commits["commit_id"])
+    assert (hist["q_25"] <= hist["value"]).all() and (hist["value"] <= hist["q_75"]).all()
     # The step at commit 20 shows in the history (values x1.5).
     assert hist["value"].iloc[20:].median() / hist["value"].iloc[:20].median() == pytest.approx(1.5, rel=0.05)
+    assert queries.history(s, row["benchmark"], KEY, "synth-h200").equals(hist)
+    other = sr[sr["benchmark"] == row["benchmark"]]["params_key"].iloc[-1]
+    both = queries.history(s, row["benchmark"], [other, KEY], "synth-h200")
+    assert len(both) == 80 and list(both["params_key"]) == [min(KEY, other)] * 40 + [max(KEY, other)] * 40
+    assert both[both["params_key"] == KEY].reset_index(drop=True).equals(hist)
+    infos = queries.run_infos(s, [*hist["run_id"].iloc[:3], hist["run_id"].iloc[0]])
+    assert len(infos) == 3 and all(i["gpu_name"] == "NVIDIA H200" for i in infos.values())
     assert queries.history(s, row["benchmark"], '{"nope": "1"}', "synth-h200").empty
+    assert queries.history(s, row["benchmark"], [], "synth-h200").empty
     with pytest.raises(queries.NotFound, match="no benchmark named"):
         queries.history(s, "nope", "{}", "synth-h200")
+    with pytest.raises(queries.NotFound, match="no machine named"):
+        queries.history(s, row["benchmark"], KEY, "nope")
+
+
+def test_kernel_config_records_are_not_series(tmp_path: Path) -> None:
+    """track_launch_* results (db.queries.is_provenance) describe a case: no series of their own, read by
+    launch_config per case and commit (median over the commit's runs with a value)."""
+    from db.models import Environment, Result, Run
+
+    url = f"sqlite:///{tmp_path / 's.sqlite'}"
+    h = write_synthetic_results(tmp_path / "r", commits=2, series=6, machine="m", seed=3)
+    engine = make_engine(url)
+    assert ingest_paths(engine, [h.root], progress=False).ok
+    with Session(engine) as s, s.begin():
+        timed = queries.series(s, "m").iloc[0]
+        module = timed["benchmark"].split(".", 1)[0]
+        block_h = Benchmark(name=f"{module}.SynthMetrics.track_launch_block_h", type="track", unit="config",
+                            param_names=[], params=[], version="1")
+        s.add(block_h)
+        s.flush()
+        runs = s.scalars(select(Run).order_by(Run.id)).all()
+        env = s.scalars(select(Environment)).first()
+        # A second run of the first commit: the config is the median over the runs with a value.
+        rerun = Run(commit_id=runs[0].commit_id, machine_id=runs[0].machine_id, environment_id=env.id,
+                    started_at=runs[0].started_at, source_path="rerun.json", content_hash="x" * 64)
+        s.add(rerun)
+        s.flush()
+        for run, value in ((runs[0], 16.0), (rerun, 32.0), (runs[1], None)):
+            s.add(Result(run_id=run.id, benchmark_id=block_h.id, params_key=timed["params_key"],
+                         params=json.loads(timed["params_key"]), value=value, status="ok" if value else "skipped"))
+        s.flush()
+        assert queries.is_provenance(block_h.name) and not queries.is_provenance(timed["benchmark"])
+        assert block_h.name not in set(queries.series(s, "m")["benchmark"]) | set(queries.series(s)["benchmark"])
+        config = queries.launch_config(s, timed["benchmark"], [timed["params_key"], "{}"], "m")
+        assert config.to_dict("records") == [
+            {"params_key": timed["params_key"], "commit_id": runs[0].commit_id, "key": "block_h", "value": 24.0}
+        ]
+        assert queries.launch_config(s, "other_module.X.time_y", [timed["params_key"]], "m").empty
+    engine.dispose()
 
 
 def test_results_at_commit_expands_params(s: Session) -> None:
