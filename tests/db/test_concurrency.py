@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import sqlalchemy as sa
@@ -16,10 +17,24 @@ from tests.db.conftest import REPO_ROOT
 MACHINES = ["gha-aws-graviton", "gha-aws-skylake", "gha-ubuntu-noble"]
 
 
-def _ingest(url: str, paths: list[Path]) -> subprocess.Popen[str]:
+# Both processes import everything, say they are ready, then wait for one "go": the ingests start together
+# (a process that started a second later could find every file already stored, and nothing would overlap).
+_START_TOGETHER = """
+import sys, time
+from pathlib import Path
+import db.cli
+ready, go = Path(sys.argv[1]), Path(sys.argv[2])
+ready.touch()
+while not go.exists():
+    time.sleep(0.01)
+sys.exit(db.cli.main(sys.argv[3:]))
+"""
+
+
+def _ingest(url: str, paths: list[Path], ready: Path, go: Path) -> subprocess.Popen[str]:
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
     return subprocess.Popen(
-        [sys.executable, "-m", "db.cli", "ingest", "--db", url, *map(str, paths)],
+        [sys.executable, "-c", _START_TOGETHER, str(ready), str(go), "ingest", "--db", url, *map(str, paths)],
         cwd=REPO_ROOT,
         env=env,
         stdout=subprocess.PIPE,
@@ -28,11 +43,18 @@ def _ingest(url: str, paths: list[Path]) -> subprocess.Popen[str]:
     )
 
 
-def test_two_concurrent_ingests(db_url: str, openblas: Path) -> None:
+def test_two_concurrent_ingests(db_url: str, openblas: Path, tmp_path: Path) -> None:
     upgrade(db_url)
     # Same files, opposite orders: every lookup row and most files are contended.
-    a = _ingest(db_url, [openblas / m for m in MACHINES])
-    b = _ingest(db_url, [openblas / m for m in reversed(MACHINES)])
+    go = tmp_path / "go"
+    a = _ingest(db_url, [openblas / m for m in MACHINES], tmp_path / "a", go)
+    b = _ingest(db_url, [openblas / m for m in reversed(MACHINES)], tmp_path / "b", go)
+    deadline = time.monotonic() + 120
+    while not ((tmp_path / "a").exists() and (tmp_path / "b").exists()):
+        assert a.poll() is None and b.poll() is None, "an ingest process ended before it was ready"
+        assert time.monotonic() < deadline, "the ingest processes did not start"
+        time.sleep(0.01)
+    go.touch()
     outs = [p.communicate(timeout=300) for p in (a, b)]
     for proc, (out, err) in zip((a, b), outs, strict=True):
         assert proc.returncode == 0, f"stdout: {out}\nstderr: {err}"
