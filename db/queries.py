@@ -84,6 +84,10 @@ def sort_commits(frame: pd.DataFrame, by: list[str] | None = None, *, descending
     return frame.loc[key.index].reset_index(drop=True)
 
 
+def _empty(columns: list[str]) -> pd.DataFrame:
+    return pd.DataFrame({c: pd.Series(dtype=object) for c in columns})
+
+
 def _datetimes(frame: pd.DataFrame, *columns: str) -> pd.DataFrame:
     for column in columns:
         frame[column] = pd.to_datetime(frame[column])
@@ -319,13 +323,15 @@ def history(
     wanted = [_key(params_keys)] if one else [_key(k) for k in params_keys]  # type: ignore[union-attr]
     mid = _machine_id(s, machine)
     bid = _benchmark_id(s, benchmark)
-    empty = pd.DataFrame({c: pd.Series(dtype=object) for c in _HISTORY_COLUMNS})
     if not wanted:
-        return empty
+        return _empty(_HISTORY_COLUMNS)
+    # In history order from SQL (of the commit only the sha is fetched: parsing 10^4 dates would cost more
+    # than the rest); the rows of one (series, commit) are adjacent, so the pooled row's place keeps it.
     stmt = (
         select(
             Result.params_key,
             Run.commit_id,
+            Commit.sha,
             Run.id.label("run_id"),
             Run.started_at.label("run_started_at"),
             Result.status,
@@ -336,29 +342,22 @@ def history(
             Environment.name.label("environment"),
         )
         .join(Run, Run.id == Result.run_id)
+        .join(Commit, Commit.id == Run.commit_id)
         .join(Environment, Environment.id == Run.environment_id)
         .where(Result.benchmark_id == bid, Run.machine_id == mid, Result.params_key.in_(wanted))
+        .order_by(Result.params_key, *commit_order())
     )
     frame = _frame(s, stmt)
     if frame.empty:
-        return empty
+        return _empty(_HISTORY_COLUMNS)
     for column in ("value", "q_25", "q_75"):
         frame[column] = pd.to_numeric(frame[column], errors="coerce").astype(float)
     frame = _datetimes(frame, "run_started_at")
+    frame["_row"] = np.arange(len(frame))
     frame = pool_runs(frame, ["params_key", "commit_id"]).rename(columns={"run_started_at": "run_date"})
-    # History order from the machine's commits alone (ids and shas: joining every result row to its commit
-    # and parsing its date costs more than the rest of this function).
-    ordered = s.execute(
-        select(Commit.id, Commit.sha)
-        .where(Commit.id.in_(select(Run.commit_id).where(Run.machine_id == mid)))
-        .order_by(*commit_order())
-    ).all()
-    pos = {int(cid): i for i, (cid, _) in enumerate(ordered)}
-    sha = dict(ordered)
+    frame = frame.sort_values("_row")
     frame["commit_id"] = frame["commit_id"].astype("int64")
     frame["run_id"] = frame["run_id"].astype("int64")
-    frame["sha"] = frame["commit_id"].map(sha)
-    frame = frame.assign(_pos=frame["commit_id"].map(pos)).sort_values(["params_key", "_pos"], kind="stable")
     return frame[_HISTORY_COLUMNS].reset_index(drop=True)
 
 
@@ -379,13 +378,13 @@ def launch_config(
     ids = {i: n.rsplit(".", 1)[-1][len(PROVENANCE_PREFIX):] for i, n in names.items() if is_provenance(n)}
     wanted = [_key(k) for k in params_keys]
     if not ids or not wanted:
-        return pd.DataFrame({c: pd.Series(dtype=object) for c in cols})
+        return _empty(cols)
     frame = _frame(s, select(Result.params_key, Run.commit_id, Result.benchmark_id, Result.value)
                    .join(Run, Run.id == Result.run_id)
                    .where(Run.machine_id == mid, Result.benchmark_id.in_(list(ids)),
                           Result.params_key.in_(wanted), Result.value.is_not(None)))
     if frame.empty:
-        return pd.DataFrame({c: pd.Series(dtype=object) for c in cols})
+        return _empty(cols)
     frame["key"] = frame["benchmark_id"].map(ids)
     frame["value"] = frame["value"].astype(float)
     out = frame.groupby(["params_key", "commit_id", "key"], sort=False)["value"].median().reset_index()

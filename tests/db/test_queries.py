@@ -136,6 +136,16 @@ def test_kernel_config_records_are_not_series(tmp_path: Path) -> None:
             {"params_key": timed["params_key"], "commit_id": runs[0].commit_id, "key": "block_h", "value": 24.0}
         ]
         assert queries.launch_config(s, "other_module.X.time_y", [timed["params_key"]], "m").empty
+        # The re-run of the first commit pools with its first run in the timed series' history too.
+        before = queries.history(s, timed["benchmark"], timed["params_key"], "m")
+        s.add(Result(run_id=rerun.id, benchmark_id=queries._benchmark_id(s, timed["benchmark"]),
+                     params_key=timed["params_key"], params=json.loads(timed["params_key"]),
+                     value=3 * before["value"].iloc[0], status="ok"))
+        s.flush()
+        after = queries.history(s, timed["benchmark"], timed["params_key"], "m")
+        assert list(after["commit_id"]) == list(before["commit_id"]) == [r.commit_id for r in runs]
+        assert list(after["runs"]) == [2, 1] and after["value"].iloc[0] == pytest.approx(2 * before["value"].iloc[0])
+        assert after["run_id"].iloc[0] == rerun.id and after["value"].iloc[1] == before["value"].iloc[1]
     engine.dispose()
 
 
