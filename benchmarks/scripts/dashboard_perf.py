@@ -351,12 +351,12 @@ def main(argv: list[str] | None = None) -> int:
             print(f"seeded {args.commits:,} commits x {n} series into {url}", flush=True)
         from sqlalchemy.orm import Session
 
-        from dashboard import reads
+        from db import queries
         from db.engine import make_engine
 
         engine = make_engine(url, readonly=True)
         with Session(engine) as s:
-            shas = list(reads.commits(s, MACHINE)["sha"])
+            shas = list(queries.commits(s, MACHINE)["sha"])
         engine.dispose()
         if len(shas) < 12:
             print(f"dashboard_perf: machine {MACHINE} needs 12+ commits in {url}", file=sys.stderr)
