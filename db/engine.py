@@ -325,7 +325,8 @@ def current_revision(engine: Engine) -> str | None:
     """The schema revision stored in the database, or None for a database without any tables.
 
     Raises :class:`StoreError` for a database that is not an mlaperf store (other tables, or another
-    application's Alembic revision) and for a database that cannot be read at all.
+    application's Alembic revision) and for a database that cannot be read at all, and
+    :class:`SchemaError` for mlaperf tables without a schema revision (a migration would fail on them).
     """
     try:
         with engine.connect() as conn:
@@ -338,7 +339,13 @@ def current_revision(engine: Engine) -> str | None:
     if revision is None and not tables - {"alembic_version"}:
         return None  # empty, or downgraded to base
     if _CORE_TABLES <= tables:
-        return revision  # an mlaperf store: written by a newer mlaperf, or tables without a revision
+        if revision is None:  # made without Alembic (e.g. create_all): not empty, and no revision to migrate from
+            raise SchemaError(
+                f"database {display_url(engine.url)} has mlaperf tables but no schema revision (no "
+                "alembic_version row), so mlaperf cannot tell which schema it holds: restore it from a backup, "
+                "or point --db at a new file or an empty database to start one"
+            )
+        return revision  # an mlaperf store, perhaps written by a newer mlaperf
     others = sorted(tables - {"alembic_version"})
     listed = ", ".join(others[:5]) + (f" and {len(others) - 5} more" if len(others) > 5 else "")
     raise StoreError(

@@ -129,6 +129,29 @@ def test_other_applications_alembic_revision_is_foreign(tmp_path: Path, results:
     assert path.read_bytes() == before
 
 
+def test_mlaperf_tables_without_a_revision_are_not_an_empty_store(
+    tmp_path: Path, results: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """Tables made without Alembic: a clear schema error, not a migration failing on "table already exists"."""
+    from db.engine import SchemaError
+    from db.models import Base
+
+    path = tmp_path / "no-revision.sqlite"
+    url = f"sqlite:///{path}"
+    engine = make_engine(url)
+    Base.metadata.create_all(engine)
+    engine.dispose()
+    before = path.read_bytes()
+    for line in _all_commands(capsys, url, results):
+        assert f"database {url} has mlaperf tables but no schema revision" in line, line
+    for check in (current_revision, check_schema, ensure_schema):
+        engine = make_engine(url)
+        with pytest.raises(SchemaError, match="has mlaperf tables but no schema revision"):
+            check(engine)
+        engine.dispose()
+    assert path.read_bytes() == before
+
+
 @pytest.mark.postgres
 def test_foreign_postgres_schema_is_left_alone(pg_url: str, results: Path, capsys: pytest.CaptureFixture) -> None:
     admin = sa.create_engine(pg_url)
