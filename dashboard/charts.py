@@ -193,9 +193,7 @@ def efficiency_figure(
     _layout(fig, title, "", "", height=450)
     fig.update_layout(margin={"t": 80})  # room for the figure title above the panel titles
     fig.update_annotations(yshift=4, selector={"xref": "paper", "yref": "paper"})
-    ticks = sorted({float(v) for v in grid if v and v > 0})
-    fig.update_xaxes(type="log", tickvals=ticks, ticktext=[f"{v:g}" for v in ticks],
-                     title_text="concurrency (requests, log2)")
+    _pow2_axis(fig, grid, title_text="concurrency (requests, log2)")
     return fig
 
 
