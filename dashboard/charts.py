@@ -95,9 +95,6 @@ def throughput_figure(
     baseline: pd.DataFrame | None = None,
     baseline_label: str = "",
     log_y: bool = True,
-    y_col: str = "tokens_per_s",
-    y_title: str = "throughput (tokens/s)",
-    unit: str = "tokens/s",
 ) -> go.Figure:
     """One solid line per implementation at ``commit_label``; the baseline commit, if any, dashed.
 
@@ -114,11 +111,11 @@ def throughput_figure(
             rows = frame[frame["line"] == line]
             if rows.empty:
                 continue
-            pts = _on_grid(rows, grid, "concurrency", y_col)
-            text = [fmt.fmt_value(v, unit, missing="not measured") for v in pts[y_col]]
-            name = f"{line} @ {label}" + (" (baseline)" if dashed else "") if label else line
+            pts = _on_grid(rows, grid, "concurrency", "tokens_per_s")
+            text = [fmt.fmt_value(v, "tokens/s", missing="not measured") for v in pts["tokens_per_s"]]
+            name = f"{line} @ {label}" + (" (baseline)" if dashed else "")
             fig.add_trace(go.Scatter(
-                x=pts["concurrency"], y=pts[y_col], mode="lines+markers", name=name, legendgroup=line,
+                x=pts["concurrency"], y=pts["tokens_per_s"], mode="lines+markers", name=name, legendgroup=line,
                 connectgaps=False, text=text,
                 line={"color": color_for(i), "width": 1.6 if dashed else 2.5, "dash": "dash" if dashed else None},
                 marker={"symbol": SYMBOLS[i % len(SYMBOLS)], "size": 6 if dashed else 8,
@@ -126,7 +123,7 @@ def throughput_figure(
                 hovertemplate=f"{line_label}={line}<br>concurrency=%{{x}}<br>%{{text}}<extra>{label}</extra>",
             ))
     legend_rows = 1 + (len(fig.data) > 4)
-    _layout(fig, title, "concurrency (requests, log2)", y_title, legend_rows=legend_rows)
+    _layout(fig, title, "concurrency (requests, log2)", "throughput (tokens/s)", legend_rows=legend_rows)
     _pow2_axis(fig, grid)
     if log_y:
         fig.update_yaxes(type="log")
