@@ -32,7 +32,9 @@ from pathlib import Path
 # Environment of a benchmark process (set by ``mlaperf run``, read by the suites).
 TIER_ENV = "MLAPERF_TIER"  # gpu | cpu
 CONCURRENCY_ENV = "MLAPERF_CONCURRENCY"  # comma-separated subset of the concurrency grid
-ARCH_PROFILE_ENV = "MLAPERF_ARCH_PROFILE"  # native | sm_90 | sm_120 (mla_kernels.ARCH_PROFILES)
+ARCH_PROFILE_ENV = "MLAPERF_ARCH_PROFILE"  # one of ARCH_PROFILES
+# mla_kernels.ARCH_PROFILES, copied: this module imports no torch (tests/bench/test_gpuinfo.py keeps them equal).
+ARCH_PROFILES = ("native", "sm_90", "sm_120")
 
 NONE = "none"
 
@@ -101,8 +103,12 @@ def gpu_keys() -> tuple[str, ...]:
 
 
 def arch_profile() -> str:
-    """The architecture profile kernels use when a caller names none (``MLAPERF_ARCH_PROFILE``)."""
-    return os.environ.get(ARCH_PROFILE_ENV, "").strip() or "native"
+    """The architecture profile kernels use when a caller names none (``MLAPERF_ARCH_PROFILE``, default
+    ``native``); ValueError for a value the kernels would reject, so no run records it."""
+    value = os.environ.get(ARCH_PROFILE_ENV, "").strip() or "native"
+    if value not in ARCH_PROFILES:
+        raise ValueError(f"{ARCH_PROFILE_ENV}={value!r} is not one of {', '.join(ARCH_PROFILES)}")
+    return value
 
 
 def _checked(info: dict[str, str]) -> dict[str, str]:

@@ -39,6 +39,19 @@ def test_arch_profile_is_recorded(monkeypatch: pytest.MonkeyPatch) -> None:
     assert gpuinfo.identity("cpu")["arch_profile"] == "sm_120"
 
 
+def test_arch_profile_the_kernels_would_reject_is_refused(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import mla_kernels
+
+    assert gpuinfo.ARCH_PROFILES == mla_kernels.ARCH_PROFILES  # the copy (no torch import here) stays equal
+    monkeypatch.setenv(gpuinfo.ARCH_PROFILE_ENV, "blackwell")
+    with pytest.raises(ValueError, match="MLAPERF_ARCH_PROFILE='blackwell' is not one of native, sm_90, sm_120"):
+        gpuinfo.cpu_identity()
+    assert gpuinfo.main(["--tier", "cpu"]) == 2
+    assert "MLAPERF_ARCH_PROFILE='blackwell'" in capsys.readouterr().err
+
+
 def test_cpu_identity() -> None:
     info = gpuinfo.cpu_identity()
     assert set(info) == CONTRACT_KEYS
