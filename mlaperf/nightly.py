@@ -120,22 +120,25 @@ def plan_round(
 
     ``window``: recent first-parent commits, newest first. ``runs``: {sha: runs in the store covering the
     current suite}. ``records``: this machine's regression records. ``gaps``: {flagged sha: the first-parent
-    commits between its ``parent`` and it, oldest first}. ``tonight``: shas already measured tonight.
+    commits between its ``parent`` and it, oldest first}. ``tonight``: shas already measured tonight; only a
+    confirmation picks one of them again (round 2 confirms a suspect that round 1 measured).
     """
-    done = set(tonight)
+    measured_tonight = set(tonight)
+    picked: set[str] = set()
     picks: list[Pick] = []
 
-    def take(sha: str, reason: str) -> None:
-        if len(picks) < budget_left and sha not in done:
+    def take(sha: str, reason: str, *, confirm: bool = False) -> None:
+        if len(picks) < budget_left and sha not in picked and (confirm or sha not in measured_tonight):
             picks.append(Pick(sha, reason))
-            done.add(sha)
+            picked.add(sha)
 
     records = list(records)
-    for r in records:  # 1. confirm suspects: one more run of that commit
+    for r in records:  # 1. confirm suspects: one more run of that commit (runs < 2: never a third)
         if r["status"] == "suspect" and runs.get(r["commit"], 0) < 2:
-            take(r["commit"], f"confirm suspect step (group {r.get('group', '?')})")
+            take(r["commit"], f"confirm suspect step (group {r.get('group', '?')})", confirm=True)
     for r in records:  # 2. narrow the gap before a flagged step
         if r["status"] in OPEN_STATUSES:
+            done = picked | measured_tonight
             unmeasured = [s for s in gaps.get(r["commit"], ()) if not runs.get(s) and s not in done]
             if unmeasured:
                 take(unmeasured[len(unmeasured) // 2], f"bisect the gap before the step at {r['commit'][:10]}")

@@ -117,6 +117,18 @@ def test_plan_order_and_budget() -> None:
         ("c9", "confirm"), ("c2", "bisect"), ("c8", "not"), ("c7", "not"), ("c6", "not"),
         ("c3", "not"), ("c1", "not")]  # fmt: skip
     assert [p.sha for p in plan_round(window, runs, records, gaps, budget_left=2)] == ["c9", "c2"]
+    # c9, measured tonight and suspect with one run, is still confirmed; c8, measured tonight, is not re-run.
     assert [p.sha for p in plan_round(window, runs, records, gaps, budget_left=3, tonight=["c9", "c8"])] == [
-        "c2", "c7", "c6"]  # fmt: skip
+        "c9", "c2", "c7"]  # fmt: skip
     assert plan_round(window, {s: 1 for s in window}, [], {}, budget_left=5) == []
+
+
+def test_plan_confirms_a_suspect_of_the_same_night() -> None:
+    """Round 1 measures the newest commit, that night's detection flags it suspect: round 2 re-runs it once."""
+    window = ["c2", "c1"]
+    suspect = [{"status": "suspect", "commit": "c2", "group": 1, "machine": "m"}]
+    round2 = plan_round(window, {"c2": 1, "c1": 1}, suspect, {}, budget_left=2, tonight=["c2"])
+    assert [(p.sha, p.reason.split()[0]) for p in round2] == [("c2", "confirm")]
+    # Measured twice (a second round or a later night): no third run; nor twice in one round.
+    assert plan_round(window, {"c2": 2, "c1": 1}, suspect, {}, budget_left=2, tonight=["c2"]) == []
+    assert [p.sha for p in plan_round(window, {"c1": 1}, suspect * 2, {}, budget_left=3)] == ["c2"]
