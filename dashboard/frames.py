@@ -45,27 +45,27 @@ def params_label(params: Any, names: Iterable[str] | None = None, *, only: bool 
     return ", ".join(f"{k}={d[k]}" for k in keys)
 
 
+def rank(value: Any) -> tuple[int, float, str]:
+    """Sort key of one parameter value: numbers numerically (1, 2, 16, 128), then text (bools as text)."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return (0, float(value), "")
+    return (1, 0.0, str(value))
+
+
 def value_order(values: Iterable[Any]) -> list[Any]:
-    """Distinct values in the order people expect: numbers numerically (1, 2, 16, 128), then text."""
-    distinct = list(dict.fromkeys(v for v in values if v is not None))
-    return sorted(distinct, key=lambda v: (0, float(v), "") if isinstance(v, (int, float)) and not
-                  isinstance(v, bool) else (1, 0.0, str(v)))
+    """Distinct values in the order people expect (:func:`rank`)."""
+    return sorted(dict.fromkeys(v for v in values if v is not None), key=rank)
 
 
 def sort_key(s: pd.Series) -> pd.Series:
-    """``sort_values(key=...)`` helper with :func:`value_order`'s rule."""
-    return s.map(lambda v: (0, float(v), "") if isinstance(v, (int, float)) and not isinstance(v, bool)
-                 else (1, 0.0, str(v)))
+    """``sort_values(key=...)`` helper with :func:`rank`'s rule."""
+    return s.map(rank)
 
 
-def param_names(params_keys: Iterable[str]) -> list[str]:
-    """Parameter names in first-seen order (asv's ``param_names`` order survives in params dicts)."""
-    names: list[str] = []
-    for key in params_keys:
-        for name in params_dict(key):
-            if name not in names:
-                names.append(name)
-    return names
+def param_names(params: Iterable[Any]) -> list[str]:
+    """Parameter names in first-seen order, from params_keys or parsed params dicts (asv's ``param_names``
+    order survives in params dicts)."""
+    return list(dict.fromkeys(n for p in params for n in (p if isinstance(p, dict) else params_dict(p))))
 
 
 def expand_params(df: pd.DataFrame, params_col: str = "params_key") -> tuple[pd.DataFrame, list[str]]:
@@ -78,11 +78,7 @@ def expand_params(df: pd.DataFrame, params_col: str = "params_key") -> tuple[pd.
         return df.copy(), []
     # Parse each distinct key once: 500 series x many rows share few keys.
     parsed = {key: params_dict(key) for key in pd.unique(df[params_col].astype(str))}
-    names: list[str] = []
-    for d in parsed.values():
-        for name in d:
-            if name not in names:
-                names.append(name)
+    names = param_names(parsed.values())
     out = df.copy()
     keys = out[params_col].astype(str)
     for name in names:

@@ -74,8 +74,7 @@ if len(wanted) > MAX_SERIES:
 # Label each series by the parameters that differ between the selected ones.
 varying = [n for n in pnames if len({parsed[k].get(n) for k in wanted}) > 1] or pnames
 label_of = {k: frames.params_label(k, varying, only=True) or "value" for k in wanted}
-wanted = sorted(wanted, key=lambda k: [(0, float(v), "") if isinstance(v, (int, float)) else (1, 0.0, str(v))
-                                       for v in (parsed[k].get(n) for n in varying)])
+wanted = sorted(wanted, key=lambda k: [frames.rank(parsed[k].get(n)) for n in varying])
 
 c1, c2 = st.columns([1, 3])
 with c1:

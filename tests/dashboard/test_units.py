@@ -56,6 +56,7 @@ def test_parameter_values_in_numeric_order() -> None:
     assert frames.params_label(key, ["concurrency"], only=True) == "concurrency=64"
     out, cols = frames.expand_params(pd.DataFrame({"params_key": [key], "value": [1.0]}))
     assert cols == ["p:concurrency", "p:impl", "p:topk"] and out["p:concurrency"].item() == 64
+    assert frames.param_names([key, {"impl": "mma", "seed": 1}]) == ["concurrency", "impl", "topk", "seed"]
 
 
 def _regs(rows: list[tuple[int, str, str, str, float]]) -> pd.DataFrame:
