@@ -21,6 +21,7 @@ import importlib.util
 import os
 import re
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 
@@ -42,6 +43,8 @@ def _checkout_gpuinfo() -> ModuleType:
 _names = _checkout_gpuinfo()
 TIER_ENV: str = _names.TIER_ENV
 CONCURRENCY_ENV: str = _names.CONCURRENCY_ENV
+ARCH_PROFILE_ENV: str = _names.ARCH_PROFILE_ENV
+arch_profile: Callable[[], str] = _names.arch_profile  # the profile a launch that names none runs
 TIERS = ("gpu", "cpu")
 
 

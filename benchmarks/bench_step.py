@@ -91,7 +91,8 @@ def build_case(variant: str, concurrency: int, context: int) -> _timing.Replayer
         launches = getattr(steps[0], "launches", None)
         if not isinstance(launches, dict):
             raise _gate.KernelMismatch(f"DecodeStep keeps no per-op launch records (launches = {launches!r})")
-        profile = "native" if hasattr(mk, "ARCH_PROFILES") else None  # the variants name native code paths
+        # The step names no profile: its decode runs the runner's (MLAPERF_ARCH_PROFILE, else native).
+        profile = _tier.arch_profile() if hasattr(mk, "ARCH_PROFILES") else None
         _gate.check_launch(launches.get("decode"), "decode", decode_impl, arch_profile=profile)
         _gate.check_launch(launches.get("indexer"), "indexer", indexer_impl)
         launch = {op: dict(record) for op, record in launches.items()}  # run() refills it on every call

@@ -199,6 +199,26 @@ def test_step_suite_fails_closed(monkeypatch: pytest.MonkeyPatch, tamper: Any, m
     _fails(lambda: bench_step.build_case("mma+indexer", 1, 256), match)
 
 
+def _records(profile: str) -> Callable[[dict[str, Any]], None]:
+    def tamper(launches: dict[str, Any]) -> None:
+        launches.update(decode={**MMA_RECORD, "arch_profile": profile}, indexer=dict(BF16_RECORD))
+
+    return tamper
+
+
+@pytest.mark.parametrize(("env", "recorded"), [(None, "sm_120"), ("sm_120", "native"), ("sm_90", "sm_120")])
+def test_step_gate_expects_the_runners_profile(monkeypatch: pytest.MonkeyPatch, env: str | None, recorded: str) -> None:
+    # The step names no profile, so its decode follows MLAPERF_ARCH_PROFILE; a record of another fails.
+    if env is None:
+        monkeypatch.delenv("MLAPERF_ARCH_PROFILE", raising=False)
+    else:
+        monkeypatch.setenv("MLAPERF_ARCH_PROFILE", env)
+    monkeypatch.setattr(mk, "DecodeStep", _tampered_step(_records(recorded)))
+    _fails(lambda: bench_step.build_case("mma+indexer", 1, 256), f"asked for arch profile '{env or 'native'}'")
+    monkeypatch.setattr(mk, "DecodeStep", _tampered_step(_records(env or "native")))
+    bench_step.build_case("mma+indexer", 1, 256)  # the runner's profile passes (was: always 'native')
+
+
 def test_a_failed_gate_is_a_null_for_every_metric(monkeypatch: pytest.MonkeyPatch) -> None:
     """measure_all (the Metrics classes' setup_cache) records the failure; each track_ then raises."""
     monkeypatch.setattr(mk, "sparse_mla_decode", _reference_decode(None))

@@ -29,7 +29,9 @@ def test_environment_names_are_defined_once_and_read_by_the_suites() -> None:
     )  # fmt: skip
     from benchmarks import _tier
 
-    assert (_tier.TIER_ENV, _tier.CONCURRENCY_ENV) == (gpuinfo.TIER_ENV, gpuinfo.CONCURRENCY_ENV)
+    assert (_tier.TIER_ENV, _tier.CONCURRENCY_ENV, _tier.ARCH_PROFILE_ENV) == (
+        gpuinfo.TIER_ENV, gpuinfo.CONCURRENCY_ENV, gpuinfo.ARCH_PROFILE_ENV,
+    )  # fmt: skip
 
 
 def test_arch_profile_is_recorded(monkeypatch: pytest.MonkeyPatch) -> None:
