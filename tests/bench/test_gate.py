@@ -75,6 +75,37 @@ def test_decode_gate_checks_the_reference_and_the_kernel_against_the_oracle() ->
         _gate.check_decode(wrong, lse, (wrong, ref[1]), exact, interpreter=True)
 
 
+def test_topk_gate_on_real_indexer() -> None:
+    from mla_kernels import indexer as ix
+
+    s = ix.make_indexer_inputs(3, [300, 512, 20], max_context=1024, topk=32, device="cpu", seed=1)
+    logits = ix.indexer_logits_reference(s.q_idx, s.weights, s.index_cache, s.block_table, s.seq_lens)
+    sel = ix.indexer_topk(*s.args(), impl="reference")
+    _gate.check_topk(sel, logits, s.block_table, s.seq_lens, 32)
+    swapped = sel.clone()  # replace request 0's best token by its worst: not a near-tie
+    pos = torch.argsort(logits[0, :300], descending=True)
+
+    def slot(p: int) -> int:
+        return int(s.block_table[0, p // 256]) * 256 + p % 256
+
+    best, worst = slot(int(pos[0])), slot(int(pos[-1]))
+    swapped[0][swapped[0] == best] = worst
+    with pytest.raises(KernelMismatch, match="request 0 .*not the top-k"):
+        _gate.check_topk(swapped, logits, s.block_table, s.seq_lens, 32)
+    dup = sel.clone()
+    dup[1, 1] = dup[1, 0]
+    with pytest.raises(KernelMismatch, match="request 1 .*twice"):
+        _gate.check_topk(dup, logits, s.block_table, s.seq_lens, 32)
+    short = sel.clone()
+    short[2, 0] = int(s.block_table[0, 0]) * 256  # a slot of request 0, not request 2
+    with pytest.raises(KernelMismatch, match="request 2 .*outside"):
+        _gate.check_topk(short, logits, s.block_table, s.seq_lens, 32)
+    few = sel.clone()
+    few[2, :] = -1
+    with pytest.raises(KernelMismatch, match="request 2 .*valid slots"):
+        _gate.check_topk(few, logits, s.block_table, s.seq_lens, 32)
+
+
 # --- launch records -----------------------------------------------------------------------------------
 
 
