@@ -1,17 +1,15 @@
 """Command line of the store: ``mlaperf ingest`` and ``mlaperf db upgrade|current|downgrade``.
 
-``register(subparsers)`` adds the commands to mlaperf's parser; ``python -m db.cli`` runs them alone.
-Exit status (docs/ingest.md): 0 success, 2 bad usage or input (a refused file, a store that cannot be
-used: corrupted, not an mlaperf store, missing permission, older schema), 3 internal error.
+``register(subparsers)`` adds the commands to mlaperf's parser (``mlaperf.cli``, the one entry point,
+which also maps a crash to exit status 3). Exit status (docs/ingest.md): 0 success, 2 bad usage or input
+(a refused file, a store that cannot be used: corrupted, not an mlaperf store, missing permission, older
+schema), 3 internal error.
 """
 
 from __future__ import annotations
 
 import argparse
-import functools
-import os
 import sys
-from collections.abc import Callable
 from pathlib import Path
 
 from sqlalchemy.engine import make_url
@@ -30,7 +28,7 @@ from db.engine import (
 )
 from db.ingest import ingest_paths
 
-EXIT_OK, EXIT_USAGE, EXIT_INTERNAL = 0, 2, 3
+EXIT_OK, EXIT_USAGE = 0, 2
 
 
 def _add_db_option(parser: argparse.ArgumentParser) -> None:
@@ -99,26 +97,6 @@ def _report(exc: Exception) -> int:
     return EXIT_USAGE
 
 
-def _guarded(handler: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
-    """``handler`` with any unexpected exception (a bug) reported in one line as exit status 3.
-
-    ``MLAPERF_DEBUG=1`` lets the traceback through.
-    """
-
-    @functools.wraps(handler)
-    def run(args: argparse.Namespace) -> int:
-        try:
-            return handler(args)
-        except Exception as exc:
-            if os.environ.get("MLAPERF_DEBUG") == "1":
-                raise
-            first = (str(exc).strip().splitlines() or [""])[0][:300]
-            print(f"mlaperf: internal error: {type(exc).__name__}: {show_path(first)}", file=sys.stderr)
-            return EXIT_INTERNAL
-
-    return run
-
-
 def _missing_sqlite_file(url: str) -> bool:
     try:
         database = make_url(url).database
@@ -153,7 +131,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     ingest.add_argument("--quiet", "-q", action="store_true", help="no progress bar, no summary unless a file failed")
     ingest.add_argument("--progress", action="store_true", help="show the progress bar even when not on a terminal")
-    ingest.set_defaults(func=_guarded(cmd_ingest))
+    ingest.set_defaults(func=cmd_ingest)
 
     db = subparsers.add_parser("db", help="database schema: upgrade, current, downgrade")
     db_sub = db.add_subparsers(dest="db_command", metavar="{upgrade,current,downgrade}")
@@ -166,16 +144,5 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     down.add_argument("revision", help="target revision, e.g. -1, 0001 or base")
     _add_db_option(down)
     for parser in (up, current, down):
-        parser.set_defaults(func=_guarded(cmd_db))
+        parser.set_defaults(func=cmd_db)
     db.set_defaults(func=lambda args: (db.print_help(), EXIT_USAGE)[1])
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="mlaperf", description="mlaperf store commands")
-    register(parser.add_subparsers(dest="command", required=True))
-    args = parser.parse_args(argv)
-    return int(args.func(args))
-
-
-if __name__ == "__main__":
-    sys.exit(main())

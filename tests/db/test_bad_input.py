@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from db import cli
 from db.engine import make_engine
 from db.models import Benchmark, Commit, Machine, Result, Run
+from mlaperf import cli
 from tests.db.conftest import bench_row, results_doc, run_unprivileged, write_results
 
 GOOD_SHA = "1" * 40
@@ -254,7 +254,7 @@ def test_unreadable_file_and_folder(tmp_path: Path) -> None:
     other.parent.chmod(0o311)  # listing forbidden, machine.json still reachable
     url = f"sqlite:///{tmp_path / 'store.sqlite'}"
     try:
-        proc = run_unprivileged(["-m", "db.cli", "ingest", "--db", url, str(root)])
+        proc = run_unprivileged(["-m", "mlaperf.cli", "ingest", "--db", url, str(root)])
     finally:
         other.parent.chmod(0o755)
         locked.chmod(0o644)

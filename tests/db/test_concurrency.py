@@ -22,12 +22,12 @@ MACHINES = ["gha-aws-graviton", "gha-aws-skylake", "gha-ubuntu-noble"]
 _START_TOGETHER = """
 import sys, time
 from pathlib import Path
-import db.cli
+import mlaperf.cli
 ready, go = Path(sys.argv[1]), Path(sys.argv[2])
 ready.touch()
 while not go.exists():
     time.sleep(0.01)
-sys.exit(db.cli.main(sys.argv[3:]))
+sys.exit(mlaperf.cli.main(sys.argv[3:]))
 """
 
 

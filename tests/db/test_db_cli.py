@@ -1,4 +1,4 @@
-"""`mlaperf ingest` and `mlaperf db ...` through db.cli: help, defaults, exit codes, messages."""
+"""`mlaperf ingest` and `mlaperf db ...` (db.cli, run through mlaperf.cli): help, defaults, exit codes, messages."""
 
 from __future__ import annotations
 
@@ -7,13 +7,14 @@ from pathlib import Path
 
 import pytest
 
+import mlaperf.cli
 from db import cli
 from db.engine import head_revision
 from tests.db.conftest import bench_row, results_doc, write_results
 
 
 def run(capsys: pytest.CaptureFixture, *argv: str) -> tuple[int, str, str]:
-    code = cli.main(list(argv))
+    code = mlaperf.cli.main(list(argv))
     out, err = capsys.readouterr()
     return code, out, err
 
@@ -65,10 +66,24 @@ def test_exit_codes_and_messages(tmp_path: Path, capsys: pytest.CaptureFixture, 
     code, _, err = run(capsys, "ingest", "--db", "nosuch://x", str(root))
     assert code == 2 and "invalid database URL 'nosuch://x'" in err
     with pytest.raises(SystemExit) as info:
-        cli.main(["ingest", "--no-such-flag"])
+        mlaperf.cli.main(["ingest", "--no-such-flag"])
     assert info.value.code == 2
     code, _, _ = run(capsys, "db")
     assert code == 2
+
+
+def test_a_crash_is_one_line_and_exit_3(
+    tmp_path: Path, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch, sqlite_url: str
+) -> None:
+    """The store's commands get mlaperf's one exit-status rule (mlaperf.cli.dispatch), not one of their own."""
+
+    def crash(*_args: object, **_kwargs: object) -> None:
+        raise KeyError("a bug")
+
+    monkeypatch.delenv("MLAPERF_DEBUG", raising=False)
+    monkeypatch.setattr(cli, "ingest_paths", crash)
+    code, _, err = run(capsys, "ingest", "--db", sqlite_url, str(tmp_path))
+    assert code == 3 and err == "mlaperf: internal error: KeyError: 'a bug'\n"
 
 
 def test_old_schema_is_a_clear_error_not_a_crash(

@@ -25,7 +25,7 @@ KILLS = 2
 
 def _ingest(url: str, root: Path) -> subprocess.Popen[str]:
     return subprocess.Popen(
-        [sys.executable, "-m", "db.cli", "ingest", "--quiet", "--db", url, str(root)],
+        [sys.executable, "-m", "mlaperf.cli", "ingest", "--quiet", "--db", url, str(root)],
         cwd=REPO_ROOT,
         env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
         stdout=subprocess.PIPE,

@@ -69,7 +69,7 @@ def _read(url: str) -> subprocess.CompletedProcess[str]:
 
 
 def _current(url: str) -> subprocess.CompletedProcess[str]:
-    return run_unprivileged(["-m", "db.cli", "db", "current", "--db", url])
+    return run_unprivileged(["-m", "mlaperf.cli", "db", "current", "--db", url])
 
 
 def test_closed_store_in_a_read_only_folder(folder: Path, tmp_path: Path) -> None:
@@ -201,7 +201,7 @@ def test_store_on_a_read_only_mount(folder: Path, tmp_path: Path) -> None:
     script = (
         f'mount --bind "{folder}" "{folder}" && mount -o remount,ro,bind "{folder}" && '
         f'touch "{folder}/probe" 2>/dev/null && exit 9; '
-        f'exec "{sys.executable}" -m db.cli db current --db "{url}"'
+        f'exec "{sys.executable}" -m mlaperf.cli db current --db "{url}"'
     )
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
     proc = subprocess.run(

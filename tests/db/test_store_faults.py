@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
-from db import cli
 from db.engine import StoreError, check_schema, current_revision, ensure_schema, make_engine, upgrade
 from db.ingest import ingest_paths
+from mlaperf import cli
 from tests.db.conftest import bench_row, results_doc, run_unprivileged, write_results
 
 SQL_WORDS = ("SELECT", "INSERT", "CREATE", "FROM ", "[SQL", "sqlalche.me")
@@ -179,7 +179,7 @@ def test_store_in_a_folder_that_cannot_be_written(store: Path, results: Path) ->
     extra.write_text(extra.read_text().replace("00000001", "eeeeeeee"))
     store.parent.chmod(0o555)
     try:
-        proc = run_unprivileged(["-m", "db.cli", "ingest", "--db", f"sqlite:///{store}", str(results)])
+        proc = run_unprivileged(["-m", "mlaperf.cli", "ingest", "--db", f"sqlite:///{store}", str(results)])
     finally:
         store.parent.chmod(0o755)
     assert proc.returncode == 2, proc.stderr
@@ -189,8 +189,8 @@ def test_store_in_a_folder_that_cannot_be_written(store: Path, results: Path) ->
 def test_read_only_store_file(store: Path, results: Path) -> None:
     store.chmod(0o444)
     try:
-        proc = run_unprivileged(["-m", "db.cli", "ingest", "--db", f"sqlite:///{store}", str(results)])
-        current = run_unprivileged(["-m", "db.cli", "db", "current", "--db", f"sqlite:///{store}"])
+        proc = run_unprivileged(["-m", "mlaperf.cli", "ingest", "--db", f"sqlite:///{store}", str(results)])
+        current = run_unprivileged(["-m", "mlaperf.cli", "db", "current", "--db", f"sqlite:///{store}"])
     finally:
         store.chmod(0o644)
     assert proc.returncode == 2
