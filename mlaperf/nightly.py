@@ -370,7 +370,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="this night's planned commits, shared by its rounds (fresh each night)")  # fmt: skip
     p.add_argument("--out", type=Path, default=Path("artifacts/nightly/plan.txt"), metavar="FILE",
                    help="where the round's commits go, one sha a line, in run order")  # fmt: skip
-    p.add_argument("--budget", type=int, default=int(os.environ.get("MLAPERF_NIGHT_BUDGET", DEFAULT_BUDGET)),
+    # A string default: argparse converts it only when `nightly plan` runs, so a bad env value is its usage error.
+    p.add_argument("--budget", type=int, default=os.environ.get("MLAPERF_NIGHT_BUDGET", str(DEFAULT_BUDGET)),
                    help="commits measured per night, all rounds together (env MLAPERF_NIGHT_BUDGET)")  # fmt: skip
     p.add_argument("--reserve", type=int, default=2, help="commits round 1 leaves for round 2's confirmations")
     p.add_argument("--round", type=int, default=1, help="1: before any run tonight; 2: after ingest + detect")

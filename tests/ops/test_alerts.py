@@ -11,8 +11,10 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+import pytest
 from scratch import MLAPERF, FakeGitHub
 
+from mlaperf import cli
 from mlaperf.nightly import plan_round
 
 SHA = "a" * 40
@@ -132,3 +134,17 @@ def test_plan_confirms_a_suspect_of_the_same_night() -> None:
     # Measured twice (a second round or a later night): no third run; nor twice in one round.
     assert plan_round(window, {"c2": 2, "c1": 1}, suspect, {}, budget_left=2, tonight=["c2"]) == []
     assert [p.sha for p in plan_round(window, {"c1": 1}, suspect * 2, {}, budget_left=3)] == ["c2"]
+
+
+def test_bad_budget_env_is_a_usage_error_of_nightly_plan_only(monkeypatch: pytest.MonkeyPatch,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+    """A non-numeric MLAPERF_NIGHT_BUDGET fails `nightly plan` with exit 2; every other command still parses."""
+    monkeypatch.setenv("MLAPERF_NIGHT_BUDGET", "7")
+    assert cli.build_parser().parse_args(["nightly", "plan"]).budget == 7
+    for bad in ("", "many"):
+        monkeypatch.setenv("MLAPERF_NIGHT_BUDGET", bad)
+        parser = cli.build_parser()
+        assert parser.parse_args(["detect", "--json"]).command == "detect"
+        with pytest.raises(SystemExit) as exc:
+            parser.parse_args(["nightly", "plan"])
+        assert exc.value.code == 2 and "--budget" in capsys.readouterr().err
