@@ -69,8 +69,7 @@ if not wanted:
     st.stop()
 if len(wanted) > MAX_SERIES:
     st.warning(f"{len(wanted)} series selected; showing the first {MAX_SERIES}. Narrow a parameter to see others.")
-    order = {k: i for i, k in enumerate(wanted)}
-    wanted = sorted(wanted, key=order.get)[:MAX_SERIES]
+    wanted = wanted[:MAX_SERIES]
 # Label each series by the parameters that differ between the selected ones.
 varying = [n for n in pnames if len({parsed[k].get(n) for k in wanted}) > 1] or pnames
 label_of = {k: frames.params_label(k, varying, only=True) or "value" for k in wanted}
