@@ -30,8 +30,9 @@ def assert_close(
     a, e = actual.double(), expected.to(actual.device).double()
     if tuple(a.shape) != tuple(e.shape):
         raise AssertionError(f"{name}: shape {tuple(a.shape)}, expected {tuple(e.shape)}")
-    if torch.isnan(a).any():
-        raise AssertionError(f"{name}: {int(torch.isnan(a).sum())} NaN values in the kernel output")
+    for label, t in (("kernel output", a), ("expected values", e)):
+        if torch.isnan(t).any():
+            raise AssertionError(f"{name}: {int(torch.isnan(t).sum())} NaN values in the {label}")
     a_inf, e_inf = torch.isinf(a), torch.isinf(e)
     if not torch.equal(a_inf, e_inf) or not torch.equal(a[a_inf], e[e_inf]):
         raise AssertionError(f"{name}: inf positions differ ({int(a_inf.sum())} vs {int(e_inf.sum())})")

@@ -39,13 +39,14 @@ def test_same_verdicts() -> None:
     inf[1, 1, 1] = float("inf")
     candidates = [ref + s * noise for s in (0.0, 1e-9, 1e-8, 1e-6, 1e-4, 1e-3)]
     candidates += [ref * (1 + r) for r in (1 / 256, 1 / 64, 1 / 32, 1e-3)] + [nan, inf]
+    pairs = [(actual, ref) for actual in candidates] + [(ref, nan)]  # (actual, expected); NaN expected fails too
     grid = itertools.product((1e-8, 1e-6, 8e-4), (4e-7, 2 / 128), (1e-12, 5e-6, 1.0))
     tols = [_gate.Tol(a, r, c) for a, r, c in grid]
     verdicts = set()
-    for actual, tol in itertools.product(candidates, tols):
-        gate = _verdict(_gate.assert_close, "x", actual, ref, tol)
-        package = _verdict(testing.assert_close, "x", actual, ref, tol.atol, tol.rtol, tol.cos)
-        assert gate == package, (tol, float((actual - ref).abs().nan_to_num().max()))
+    for (actual, expected), tol in itertools.product(pairs, tols):
+        gate = _verdict(_gate.assert_close, "x", actual, expected, tol)
+        package = _verdict(testing.assert_close, "x", actual, expected, tol.atol, tol.rtol, tol.cos)
+        assert gate == package, (tol, float((actual - expected).abs().nan_to_num().max()))
         verdicts.add(gate)
     assert verdicts == {True, False}  # the battery holds passes and failures
 
