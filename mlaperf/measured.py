@@ -66,44 +66,40 @@ def covering_runs(
     """{sha: number of runs of that commit on ``machine`` that cover ``versions``} (absent: none).
 
     ``versions`` None counts every run of the commit (no suite to compare with). Provenance records
-    (``track_launch_*``, :func:`regressions.direction.is_provenance`) are not asked for: adding one to the
+    (``track_launch_*``, :func:`db.queries.is_provenance`) are not asked for: adding one to the
     suites must not make every commit measured before it count as unmeasured.
     """
-    from regressions.direction import is_provenance
+    from db.queries import is_provenance
 
-    if versions is not None:
-        versions = {name: v for name, v in versions.items() if not is_provenance(name)}
     shas = list(dict.fromkeys(shas))
     if not shas:
         return {}
+    if versions is None:  # every run counts, one with no results at all too
+        counted = session.execute(
+            select(Commit.sha, func.count(Run.id))
+            .join(Run, Run.commit_id == Commit.id)
+            .join(Machine, Machine.id == Run.machine_id)
+            .where(Machine.name == machine, Commit.sha.in_(shas))
+            .group_by(Commit.sha)
+        )
+        return {sha: int(n) for sha, n in counted}
+    need = {(name, str(v)) for name, v in versions.items() if not is_provenance(name)}
     stmt = (
         select(Commit.sha, Run.id, Benchmark.name, Result.benchmark_version)
         .join(Run, Run.commit_id == Commit.id)
         .join(Machine, Machine.id == Run.machine_id)
         .join(Result, Result.run_id == Run.id)
         .join(Benchmark, Benchmark.id == Result.benchmark_id)
-        .where(Machine.name == machine, Commit.sha.in_(shas))
+        .where(Machine.name == machine, Commit.sha.in_(shas), Benchmark.name.in_([name for name, _ in need]))
         .distinct()
     )
-    if versions is not None:
-        stmt = stmt.where(Benchmark.name.in_(list(versions)))
     held: dict[tuple[str, int], set[tuple[str, str | None]]] = defaultdict(set)
     for sha, run_id, name, version in session.execute(stmt):
         held[(sha, run_id)].add((name, version))
-    need = None if versions is None else {(n, str(v)) for n, v in versions.items()}
     counts: dict[str, int] = defaultdict(int)
     for (sha, _run), have in held.items():
-        if need is None or need <= have:
+        if need <= have:
             counts[sha] += 1
-    if versions is None:  # a run with no results at all still counts as a run of the commit
-        for sha, n in session.execute(
-            select(Commit.sha, func.count(Run.id))
-            .join(Run, Run.commit_id == Commit.id)
-            .join(Machine, Machine.id == Run.machine_id)
-            .where(Machine.name == machine, Commit.sha.in_(shas))
-            .group_by(Commit.sha)
-        ):
-            counts[sha] = max(counts[sha], int(n))
     return dict(counts)
 
 
