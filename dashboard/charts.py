@@ -324,7 +324,7 @@ def compare_figure(cmp: pd.DataFrame, *, title: str, top: int = 15) -> go.Figure
     df["pct"] = (df["slowdown"].astype(float) - 1.0) * 100.0
     df = df.reindex(df["pct"].abs().sort_values(ascending=False).index).head(top).iloc[::-1]
     colors = df["status"].map(STATUS_COLORS).fillna(NEUTRAL)
-    labels = (df["benchmark"].str.rsplit(".", n=2).str[-2:].str.join(".") + " [" + df["label"] + "]")
+    labels = frames.series_label(df["benchmark"], df["label"])
     text = [f"{fmt.fmt_value(b, u)} → {fmt.fmt_value(h, u)} ({fmt.fmt_ratio(r)}, p {fmt.fmt_p(p)}, {s})"
             for b, h, u, r, p, s in zip(df["base"], df["head"], df["unit"], df["ratio"], df["p_value"],
                                         df["status"], strict=True)]

@@ -45,6 +45,12 @@ def params_label(params: Any, names: Iterable[str] | None = None, *, only: bool 
     return ", ".join(f"{k}={d[k]}" for k in keys)
 
 
+def series_label(benchmarks: pd.Series, labels: pd.Series) -> pd.Series:
+    """``SparseDecode.time_decode [impl=mma, concurrency=64]``: the benchmark's class and method with the
+    series' parameters (``params_label``), as the tables and charts name a series."""
+    return benchmarks.str.rsplit(".", n=2).str[-2:].str.join(".") + " [" + labels + "]"
+
+
 def rank(value: Any) -> tuple[int, float, str]:
     """Sort key of one parameter value: numbers numerically (1, 2, 16, 128), then text (bools as text)."""
     if isinstance(value, (int, float)) and not isinstance(value, bool):

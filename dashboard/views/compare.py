@@ -91,7 +91,7 @@ order = {s: i for i, s in enumerate(STATUS_TITLES)}
 view = view.assign(_o=view["status"].map(order), _w=-view["slowdown"].fillna(0)).sort_values(["_o", "_w"])
 table = pd.DataFrame({
     "status": view["status"].map(lambda s: STATUS_TITLES[s].lower()),
-    "series": view["benchmark"].str.rsplit(".", n=2).str[-2:].str.join(".") + " [" + view["label"] + "]",
+    "series": frames.series_label(view["benchmark"], view["label"]),
     "before": [fmt.fmt_value(v, u, missing=side) for v, u, side in
                zip(view["base"], view["unit"], view["base_status"].map(lambda s: s.replace("_", " ")), strict=True)],
     "after": [fmt.fmt_value(v, u, missing=side) for v, u, side in

@@ -30,8 +30,8 @@ if regs.empty:
 
 names = data.param_names(ctx.url)
 regs = regs.assign(label=[frames.params_label(k, names.get(b)) for b, k in zip(regs["benchmark"], regs["params_key"],
-                                                                                strict=True)],
-                   short=regs["benchmark"].str.rsplit(".", n=2).str[-2:].str.join("."))
+                                                                                strict=True)])
+regs = regs.assign(series_name=frames.series_label(regs["benchmark"], regs["label"]))
 view = regs[regs["category"].isin(shown)] if shown else regs
 if text:
     needle = text.lower()
@@ -84,7 +84,7 @@ units = view["unit"] if "unit" in view else pd.Series([None] * len(view), index=
 rows = pd.DataFrame({
     "group": view["group"].astype(str),
     "status": view["status"],
-    "series": view["short"] + " [" + view["label"] + "]",
+    "series": view["series_name"],
     "commits": [fmt.commit_range(p, s) for p, s in zip(view["parent_sha"], view["sha"], strict=True)],
     "before → after": [f"{fmt.fmt_value(b, u)} → {fmt.fmt_value(a, u)}"
                        for b, a, u in zip(view["before"], view["after"], units, strict=True)],
@@ -129,7 +129,7 @@ if not ctx.writable:
 
 st.subheader("Triage")
 scope_options = [f"group {g}" for g in group_frame["group"]] + [f"#{i}" for i in view["id"]]
-labels = {f"#{r.id}": f"#{r.id} {r.short} [{r.label}] @ {fmt.short_sha(r.sha)} ({r.status})"
+labels = {f"#{r.id}": f"#{r.id} {r.series_name} @ {fmt.short_sha(r.sha)} ({r.status})"
           for r in view.itertuples()}
 for g in group_frame.itertuples():
     labels[f"group {g.group}"] = f"group {g.group}: {g.series} series at {fmt.commit_label(g.sha, g.message, 40)}"

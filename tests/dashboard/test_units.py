@@ -57,6 +57,9 @@ def test_parameter_values_in_numeric_order() -> None:
     out, cols = frames.expand_params(pd.DataFrame({"params_key": [key], "value": [1.0]}))
     assert cols == ["p:concurrency", "p:impl", "p:topk"] and out["p:concurrency"].item() == 64
     assert frames.param_names([key, {"impl": "mma", "seed": 1}]) == ["concurrency", "impl", "topk", "seed"]
+    names = frames.series_label(pd.Series(["bench_decode.SparseDecode.time_decode", "b.C.time_x"]),
+                                pd.Series(["impl=mma", ""]))
+    assert list(names) == ["SparseDecode.time_decode [impl=mma]", "C.time_x []"]
 
 
 def _regs(rows: list[tuple[int, str, str, str, float]]) -> pd.DataFrame:
