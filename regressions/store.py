@@ -47,7 +47,7 @@ from regressions.detect import (
     verdict,
 )
 from regressions.direction import infer_direction, is_provenance, slowdown
-from regressions.results import UsageError, history_noise  # noqa: F401  (history_noise re-exported for old imports)
+from regressions.results import UsageError
 
 WATERMARK_KEY = "regressions.watermark"
 DEFAULT_LOOKBACK = 100
