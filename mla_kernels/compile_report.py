@@ -65,7 +65,7 @@ def matrix(capability: int, groups: tuple[str, ...] = GROUPS) -> list[Entry]:
             launch = decode.combine_launch(opart, lpart, out, lse, splits)
             entries.append(Entry("decode.combine", f"BLOCK_S {launch.constexprs['BLOCK_S']}", launch, True))
     if "indexer" in groups:
-        for label, launch, spec in indexer.compile_matrix(capability):
+        for label, launch, spec in indexer.compile_matrix():
             entries.append(Entry(launch.name, label, launch, None if spec else True, spec))
     return entries
 

@@ -110,11 +110,7 @@ def _select_args(logits, bt, sl, out, topk: int, d: _Dims) -> tuple[object, ...]
 
 
 def _fp32_args(q, w, cache, bt, sl, logits, d: _Dims) -> tuple[object, ...]:  # noqa: ANN001
-    return (
-        q, w, cache, bt, sl, logits,
-        q.stride(0), q.stride(1), w.stride(0), cache.stride(0), bt.stride(0), logits.stride(0),
-        d.heads, d.num_pages,
-    )  # fmt: skip
+    return _score_args(q, w, cache, bt, sl, logits, d)[:-1]  # the baseline scores the whole capacity: no max_ctx
 
 
 def _bf16_topk(
@@ -215,13 +211,12 @@ def indexer_topk(
     return _bf16_topk(q_idx, weights, index_cache, block_table, seq_lens, topk, d)
 
 
-
 def compile_matrix(
-    capability: int, *, batch: int = 64, heads: int = 64, max_context: int = 131072, topk: int = 512
+    *, batch: int = 64, heads: int = 64, max_context: int = 131072, topk: int = 512
 ) -> list[tuple[str, KernelLaunch, tuple[object, ...] | None]]:
     """Every indexer kernel x config as it launches at production shapes (meta tensors): (config label,
-    launch, spec). A spec means the config is tuned and kept by the keep rule; None, that it always runs."""
-    del capability  # the same configs are compiled for every architecture; the rule decides per arch
+    launch, spec). A spec means the config is tuned and kept by the keep rule; None, that it always runs.
+    The same launches are compiled for every architecture; the keep rule decides per architecture."""
     meta = torch.device("meta")
     d = _Dims(batch=batch, heads=heads, max_pages=max_context // 256, num_pages=batch * max_context // 256)
     q = torch.empty(batch, heads, HEAD_DIM, dtype=torch.bfloat16, device=meta)
