@@ -46,7 +46,7 @@ from regressions.detect import (
     detect_many,
     verdict,
 )
-from regressions.direction import infer_direction, is_provenance, slowdown
+from regressions.direction import direction_for, is_provenance, slowdown
 from regressions.results import UsageError
 
 WATERMARK_KEY = "regressions.watermark"
@@ -353,7 +353,7 @@ def detect_store(
     for (bid, _pkey, _mid, _seg), _g in units:
         name, unit = bench.get(int(bid), (str(bid), None))
         names.append(name)
-        directions.append(infer_direction(name, unit, settings.direction_override(name)))
+        directions.append(direction_for(name, unit, settings))
         thresholds.append(settings.threshold_for(name))
     if progress:
         print(f"detect: examining {len(units)} series", flush=True)

@@ -108,7 +108,7 @@ def load_history(root: str | Path, *, machines: Iterable[str] | None = None, nam
         parse_machine_json,
         parse_results,
     )
-    from regressions.direction import infer_direction
+    from regressions.direction import direction_for
 
     root = Path(root)
     bench_path = root / BENCHMARKS_JSON
@@ -160,7 +160,7 @@ def load_history(root: str | Path, *, machines: Iterable[str] | None = None, nam
                             params_key=pkey,
                             indices=np.full(n, -1, dtype=np.int64),
                             unit=unit,
-                            direction=infer_direction(group.benchmark, unit),
+                            direction=direction_for(group.benchmark, unit),
                             values=np.full(n, np.nan),
                             ran=np.zeros(n, dtype=bool),
                             current=np.zeros(n, dtype=bool),
