@@ -404,14 +404,16 @@ def run(args: argparse.Namespace) -> int:
 
     results_dir = resolve_paths(conf, root, args.results_dir)
 
+    local = {c.sha: existing_results(results_dir, machine, c.sha) for c in commits} if args.skip_existing else {}
+    ask = [c for c in commits if not local.get(c.sha)]  # a result file answers; the store (asv discovery) need not
     in_store: dict[str, int] = {}
     url = store_url(args.db) if args.skip_existing else None
-    if url and commits:
-        in_store = measured_in_store(url, conf, commits, machine, _run_env(root, tier, concurrency), args.bench)
+    if url and ask:
+        in_store = measured_in_store(url, conf, ask, machine, _run_env(root, tier, concurrency), args.bench)
     todo = []
     for c in commits:
-        have = existing_results(results_dir, machine, c.sha)
-        if have and args.skip_existing:
+        have = local.get(c.sha)
+        if have:
             print(f"skip {c.sha[:8]} {c.subject!r}: already measured ({Path(have[0]).name})", flush=True)
         elif in_store.get(c.sha):
             print(f"skip {c.sha[:8]} {c.subject!r}: already measured (in the store)", flush=True)

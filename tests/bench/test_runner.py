@@ -120,6 +120,33 @@ def test_dry_run_lists_commits_and_runs_nothing(smoke_repo: SmokeRepo) -> None:
     assert not (smoke_repo.home / ".asv-machine.json").exists()
 
 
+def test_result_files_answer_before_the_store(
+    smoke_repo: SmokeRepo, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Only commits without a result file are asked of the store (whose answer may need asv discovery)."""
+    asked: list[list[str]] = []
+
+    def fake_store(url: str, conf: object, commits: list[runner.Commit], *rest: object, **kw: object) -> dict[str, int]:
+        asked.append([c.sha for c in commits])
+        return {}
+
+    monkeypatch.setattr(runner, "measured_in_store", fake_store)
+    monkeypatch.chdir(smoke_repo.path)
+    files = tmp_path / "results" / "t-cpu"
+    files.mkdir(parents=True)
+    (files / f"{smoke_repo.good[:8]}-x.json").write_text("{}")
+    parser = argparse.ArgumentParser()
+    runner.add_arguments(parser)
+    args = [f"{smoke_repo.base}..{smoke_repo.bad}", "--results-dir", str(files.parent), "--machine", "t",
+            "--tier", "cpu", "--db", f"sqlite:///{tmp_path / 'store.sqlite'}", "--dry-run"]  # fmt: skip
+    assert runner.run(parser.parse_args(args)) == 0
+    assert asked == [[smoke_repo.bad]]
+    (files / f"{smoke_repo.bad[:8]}-x.json").write_text("{}")
+    assert runner.run(parser.parse_args(args)) == 0
+    assert asked == [[smoke_repo.bad]], "every commit has a result file: the store is not asked"
+    assert "0 of 2 commit(s) to measure" in capsys.readouterr().out
+
+
 # --- real runs of the CPU smoke tier ----------------------------------------------------------------
 
 
