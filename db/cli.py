@@ -22,6 +22,7 @@ from db.engine import (
     default_url,
     display_url,
     downgrade,
+    first_line,
     head_revision,
     make_engine,
     upgrade,
@@ -92,8 +93,7 @@ def cmd_db(args: argparse.Namespace) -> int:
 
 def _report(exc: Exception) -> int:
     """Print a store command's error (bad usage, or a store that cannot be used) as one line; exit 2."""
-    message = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-    print(f"mlaperf: error: {show_path(message)}", file=sys.stderr)
+    print(f"mlaperf: error: {show_path(first_line(exc))}", file=sys.stderr)
     return EXIT_USAGE
 
 

@@ -18,7 +18,7 @@ import os
 import sqlite3
 import urllib.parse
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from alembic import command
 from alembic.config import Config
@@ -214,7 +214,7 @@ def store_error(exc: BaseException, url: str | URL) -> StoreError | None:
     """
     orig = getattr(exc, "orig", None) or exc
     shown = display_url(url)
-    first = (str(orig).strip().splitlines() or [type(orig).__name__])[0]
+    first = first_line(exc)
     if isinstance(orig, sqlite3.Error):
         code = (getattr(orig, "sqlite_errorcode", 0) or 0) & 0xFF
         messages = {
@@ -246,12 +246,17 @@ def store_error(exc: BaseException, url: str | URL) -> StoreError | None:
     return None
 
 
-def _raise_store_error(exc: DBAPIError, url: str | URL) -> None:
-    """Raise the StoreError for ``exc``; any other database error becomes one naming the database too."""
-    err = store_error(exc, url)
-    if err is None:
-        first = (str(getattr(exc, "orig", None) or exc).strip().splitlines() or ["error"])[0]
-        err = StoreError(f"cannot read database {display_url(url)}: {first}")
+def first_line(exc: BaseException) -> str:
+    """The first line of an error's message (the driver's, for a SQLAlchemy error: never the SQL text
+    SQLAlchemy appends), or its type's name when the message is empty."""
+    orig = getattr(exc, "orig", None) or exc
+    return (str(orig).strip().splitlines() or [type(orig).__name__])[0]
+
+
+def raise_store_error(exc: DBAPIError, url: str | URL, doing: str = "read") -> NoReturn:
+    """Raise the StoreError for ``exc``; any other database error becomes one naming the database too
+    ("cannot <doing> database <url>: <the driver's first line>")."""
+    err = store_error(exc, url) or StoreError(f"cannot {doing} database {display_url(url)}: {first_line(exc)}")
     raise err from None
 
 
@@ -335,7 +340,7 @@ def current_revision(engine: Engine) -> str | None:
                 return revision
             tables = set(inspect(conn).get_table_names())
     except DBAPIError as exc:
-        _raise_store_error(exc, engine.url)
+        raise_store_error(exc, engine.url)
     if revision is None and not tables - {"alembic_version"}:
         return None  # empty, or downgraded to base
     if _CORE_TABLES <= tables:
@@ -369,7 +374,7 @@ def _run_alembic(url: str | URL | None, action: str, revision: str) -> None:
             except CommandError as exc:
                 raise SchemaError(f"cannot {action} database at {display_url(parsed)} to {revision!r}: {exc}") from None
     except DBAPIError as exc:
-        _raise_store_error(exc, parsed)
+        raise_store_error(exc, parsed)
     finally:
         engine.dispose()
 

@@ -56,7 +56,7 @@ from db.asvformat import (
     scan_inputs,
     show_path,
 )
-from db.engine import StoreError, display_url, ensure_schema, store_error
+from db.engine import StoreError, ensure_schema, first_line, raise_store_error, store_error
 from db.models import Benchmark, Commit, Environment, Machine, Result, Run, utcnow
 
 _RESULT_COLUMNS = ("run_id", "benchmark_id", *RESULT_FIELDS)
@@ -416,10 +416,6 @@ def _resolve_repo(repo: str | Path | None) -> Path | None:
     return found
 
 
-def _database_reason(exc: Exception) -> str:
-    return (str(getattr(exc, "orig", None) or exc).strip().splitlines() or [type(exc).__name__])[0]
-
-
 class _Inputs:
     """The metadata files beside results files, read once each; a broken one refuses the files using it."""
 
@@ -516,9 +512,7 @@ def ingest_paths(
     try:
         store.preload()
     except DBAPIError as exc:
-        raise store_error(exc, engine.url) or StoreError(
-            f"cannot read database {display_url(engine.url)}: {_database_reason(exc)}"
-        ) from None
+        raise_store_error(exc, engine.url)
     inputs = _Inputs()
     size = _WRITE_BATCH_FILES if engine.dialect.name == "sqlite" else 1
     pending: list[tuple[ResultFile, _Parsed, str]] = []
@@ -530,7 +524,7 @@ def ingest_paths(
         for (file, _, _), outcome in zip(pending, store.write_batch(items), strict=True):
             if isinstance(outcome, Exception):
                 fatal = fatal or store_error(outcome, engine.url)
-                summary.errors.append((show_path(file.path), f"database error: {_database_reason(outcome)}"))
+                summary.errors.append((show_path(file.path), f"database error: {first_line(outcome)}"))
             elif outcome is None:
                 summary.unchanged += 1
             else:
@@ -582,8 +576,6 @@ def ingest_paths(
         try:
             summary.described = store.describe_commits(git_repo)
         except DBAPIError as exc:
-            raise store_error(exc, engine.url) or StoreError(
-                f"cannot write commit metadata to database {display_url(engine.url)}: {_database_reason(exc)}"
-            ) from None
+            raise_store_error(exc, engine.url, "write commit metadata to")
     summary.seconds = time.perf_counter() - start
     return summary
