@@ -69,21 +69,6 @@ def _frame(s: Session, stmt: Select[Any]) -> pd.DataFrame:
     return pd.DataFrame(columns)
 
 
-def sort_commits(frame: pd.DataFrame, by: list[str] | None = None, *, descending: bool = False) -> pd.DataFrame:
-    """``frame`` (with ``generation``, ``date`` and ``commit_id`` columns) in history order after the
-    leading columns ``by``, as :func:`db.models.commit_order` orders in SQL; stable, index reset."""
-    lead = list(by or [])
-    key = frame.assign(_gen=pd.to_numeric(frame["generation"]).astype(float).fillna(-1.0))
-    # NaT dates first (oldest) like nulls_first in SQL; in reverse order they come last.
-    key = key.sort_values(
-        [*lead, "_gen", "date", "commit_id"],
-        ascending=[True] * len(lead) + [not descending] * 3,
-        na_position="last" if descending else "first",
-        kind="stable",
-    )
-    return frame.loc[key.index].reset_index(drop=True)
-
-
 def _empty(columns: list[str]) -> pd.DataFrame:
     return pd.DataFrame({c: pd.Series(dtype=object) for c in columns})
 

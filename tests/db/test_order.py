@@ -7,7 +7,6 @@ import json
 import subprocess
 from pathlib import Path
 
-import pytest
 import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
@@ -121,19 +120,3 @@ def test_downgrade_from_0003_keeps_commits_and_runs(sqlite_url: str, tmp_path: P
     with engine.connect() as conn:
         assert "generation" in {c["name"] for c in sa.inspect(conn).get_columns("commit")}
     engine.dispose()
-
-
-@pytest.mark.parametrize("descending", [False, True])
-def test_sort_commits_frame_matches_sql_order(descending: bool) -> None:
-    import pandas as pd
-
-    frame = pd.DataFrame(
-        {
-            "generation": [None, 3, 2, None, 2],
-            "date": pd.to_datetime(["2025-01-02", "2025-01-01", "2025-01-01", None, "2025-01-01"]),
-            "commit_id": [1, 2, 3, 4, 5],
-        }
-    )
-    got = list(queries.sort_commits(frame, descending=descending)["commit_id"])
-    oldest_first = [4, 1, 3, 5, 2]
-    assert got == (oldest_first[::-1] if descending else oldest_first)
