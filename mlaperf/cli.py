@@ -55,18 +55,11 @@ def _stop_signals() -> Iterator[None]:
             signal.signal(s, handler)
 
 
-def _store_error() -> type[Exception] | None:
-    try:
-        import db.engine
-    except ImportError:  # pragma: no cover - db is part of the package
-        return None
-    return getattr(db.engine, "StoreError", None)
-
-
 def dispatch(func: Callable[[argparse.Namespace], int | None], args: argparse.Namespace, prog: str = "mlaperf") -> int:
     """Run one command handler and map every way it can end to the exit-status rule above."""
     global _received
-    store_error = _store_error()
+    from db.engine import StoreError  # imported when a command runs (SQLAlchemy, alembic), as in build_parser
+
     with _stop_signals():
         try:
             rc = func(args)
@@ -74,14 +67,13 @@ def dispatch(func: Callable[[argparse.Namespace], int | None], args: argparse.Na
         except KeyboardInterrupt:
             if _received is None:
                 _received = signal.SIGINT  # a Ctrl-C that arrived as a plain KeyboardInterrupt
-            rc = 128 + _received
         except SystemExit as exc:  # a handler that called sys.exit()
             code = exc.code
             rc = code if isinstance(code, int) else (EXIT_OK if code is None else EXIT_USAGE)
             if code is not None and not isinstance(code, int):
                 print(code, file=sys.stderr)
         except Exception as exc:  # noqa: BLE001 - the one place that turns crashes into status 3
-            if store_error is not None and isinstance(exc, store_error):
+            if isinstance(exc, StoreError):
                 print(f"{prog}: error: {exc}", file=sys.stderr)
                 rc = EXIT_USAGE
             else:
