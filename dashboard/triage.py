@@ -18,6 +18,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from dashboard import fmt
+
 CATEGORIES = ("open", "suspect", "fixed", "closed")
 # Statuses a person may set from the dashboard (with a note); the others belong to the detector.
 TRIAGE_ACTIONS = {"Acknowledge": "acknowledged", "Ignore": "ignored", "Reopen": "new"}
@@ -69,9 +71,10 @@ def enrich(regs: pd.DataFrame, messages: dict[str, Any], notes: dict[int, list[d
 def groups(regs: pd.DataFrame) -> pd.DataFrame:
     """One row per alert group, newest commit first: group, machine, sha, message, parent_sha,
     parent_message, series (count), worst (largest slowdown factor, direction-aware), statuses
-    ("4 fixed"), group_status, category, machine_wide, fixed_sha, benchmarks (distinct names)."""
+    ("4 fixed"), group_status, category, machine_wide, fixed_at (the fixing commit's short sha, "3 commits"
+    when the members came back at different ones, "" when none did), benchmarks (distinct names)."""
     cols = ["group", "machine", "sha", "date", "message", "parent_sha", "parent_message", "series", "worst",
-            "statuses", "group_status", "category", "machine_wide", "fixed_sha", "benchmarks"]
+            "statuses", "group_status", "category", "machine_wide", "fixed_at", "benchmarks"]
     if regs.empty:
         return pd.DataFrame({c: pd.Series(dtype=object) for c in cols})
     worse = np.where(regs["direction"].eq("down_is_worse"), 1.0 / regs["ratio"].astype(float),
@@ -80,7 +83,7 @@ def groups(regs: pd.DataFrame) -> pd.DataFrame:
     rows = []
     for gid, g in df.groupby("group", sort=False):
         counts = g["status"].value_counts()
-        fixed = g["fixed_sha"].dropna()
+        fixed = g["fixed_sha"].dropna().unique()
         rows.append({
             "group": gid,
             "machine": g["machine"].iloc[0],
@@ -95,12 +98,26 @@ def groups(regs: pd.DataFrame) -> pd.DataFrame:
             "group_status": g["group_status"].iloc[0],
             "category": g["category"].iloc[0],
             "machine_wide": bool(g["machine_wide"].any()),
-            "fixed_sha": fixed.iloc[0] if len(fixed) and fixed.nunique() == 1 else
-            (f"{fixed.nunique()} commits" if len(fixed) else None),
+            "fixed_at": fmt.short_sha(fixed[0]) if len(fixed) == 1 else f"{len(fixed)} commits" if len(fixed) else "",
             "benchmarks": sorted(set(g["benchmark"])),
             "_order": int(g["_order"].min()),
         })
     return pd.DataFrame(rows).sort_values("_order").drop(columns="_order").reset_index(drop=True)[cols]
+
+
+def group_table(group_frame: pd.DataFrame, *, statuses: bool = False) -> pd.DataFrame:
+    """The columns every alert-group table shows: group, state (the group's status, machine-wide, and with
+    ``statuses`` its members' statuses where they differ), series, worst, fixed at; pages insert their own."""
+    state = group_frame["group_status"] + group_frame["machine_wide"].map(lambda w: ", machine-wide" if w else "")
+    if statuses:
+        state += group_frame["statuses"].map(lambda s: f" ({s})" if "," in s else "")
+    return pd.DataFrame({
+        "group": group_frame["group"].astype(str),
+        "state": state,
+        "series": group_frame["series"],
+        "worst": group_frame["worst"].map(fmt.fmt_ratio),
+        "fixed at": group_frame["fixed_at"],
+    })
 
 
 def counts(group_frame: pd.DataFrame) -> dict[str, int]:

@@ -30,17 +30,11 @@ if groups.empty:
     st.success(f"No regression has been flagged on `{ctx.machine}`. `mlaperf detect` flags them after each ingest.")
 else:
     shown = groups[groups["category"] != "closed"].head(12)
-    table = pd.DataFrame({
-        "group": shown["group"].astype(str),
-        "state": shown["group_status"] + shown["machine_wide"].map(lambda w: ", machine-wide" if w else ""),
-        "commits": [fmt.commit_range(p, s) for p, s in zip(shown["parent_sha"], shown["sha"], strict=True)],
-        "culprit": shown["message"].map(lambda m: fmt.subject(m, 60)),
-        "series": shown["series"],
-        "worst": shown["worst"].map(fmt.fmt_ratio),
-        "fixed at": shown["fixed_sha"].map(lambda s: fmt.short_sha(s) if isinstance(s, str) and len(s) > 20
-                                          else (s or "")),
-        "triage": [widgets.page_link("regressions", machine=ctx.machine, reg_group=g) for g in shown["group"]],
-    })
+    table = triage.group_table(shown)
+    table.insert(2, "commits", [fmt.commit_range(p, s) for p, s in zip(shown["parent_sha"], shown["sha"],
+                                                                       strict=True)])
+    table.insert(3, "culprit", shown["message"].map(lambda m: fmt.subject(m, 60)))
+    table["triage"] = [widgets.page_link("regressions", machine=ctx.machine, reg_group=g) for g in shown["group"]]
     st.dataframe(table, hide_index=True, width="stretch", column_config={
         "group": st.column_config.TextColumn(width=50),
         "series": st.column_config.NumberColumn(width=50),

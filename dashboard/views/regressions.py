@@ -51,22 +51,14 @@ st.caption("Regressions found together on one machine at one commit form one gro
 if group_frame.empty:
     st.info("No group matches the filters.")
     st.stop()
-mixed = group_frame["statuses"].str.contains(",")
-gtable = pd.DataFrame({
-    "group": group_frame["group"].astype(str),
-    "state": group_frame["group_status"] + group_frame["machine_wide"].map(lambda w: ", machine-wide" if w else "")
-    + [f" ({s})" if m else "" for s, m in zip(group_frame["statuses"], mixed, strict=True)],
-    "parent (good)": [fmt.commit_label(s, m, 34) if isinstance(s, str) else "(first measured)"
-                      for s, m in zip(group_frame["parent_sha"], group_frame["parent_message"], strict=True)],
-    "commit (first bad)": [fmt.commit_label(s, m, 34) for s, m in zip(group_frame["sha"], group_frame["message"],
-                                                                      strict=True)],
-    "series": group_frame["series"],
-    "worst": group_frame["worst"].map(fmt.fmt_ratio),
-    "fixed at": group_frame["fixed_sha"].map(lambda s: fmt.short_sha(s) if isinstance(s, str) and len(s) > 20
-                                             else (s or "")),
-    "compare": [widgets.compare_link(m, p, s) for m, p, s in
-                zip(group_frame["machine"], group_frame["parent_sha"], group_frame["sha"], strict=True)],
-})
+gtable = triage.group_table(group_frame, statuses=True)
+gtable.insert(2, "parent (good)", [fmt.commit_label(s, m, 34) if isinstance(s, str) else "(first measured)"
+                                   for s, m in zip(group_frame["parent_sha"], group_frame["parent_message"],
+                                                   strict=True)])
+gtable.insert(3, "commit (first bad)", [fmt.commit_label(s, m, 34) for s, m in
+                                        zip(group_frame["sha"], group_frame["message"], strict=True)])
+gtable["compare"] = [widgets.compare_link(m, p, s) for m, p, s in
+                     zip(group_frame["machine"], group_frame["parent_sha"], group_frame["sha"], strict=True)]
 if all_machines:
     gtable.insert(2, "machine", group_frame["machine"].to_numpy())
 st.dataframe(gtable, hide_index=True, width="stretch", column_config={

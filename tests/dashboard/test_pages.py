@@ -228,6 +228,8 @@ def test_regressions_groups_and_rows(monkeypatch: pytest.MonkeyPatch, seeded: Se
     at.toggle(key="reg_all").set_value(True).run()
     if OPENBLAS.exists():
         assert "gha-aws-graviton" in set(table(at, "before → after")["machine"])
+        groups = table(at, "commit (first bad)")
+        assert list(groups["fixed at"]) == [seeded.shas[FIX_FROM][:8], ""]  # text, not NaN, where not fixed
 
 
 def test_triage_needs_a_note_and_stores_it(monkeypatch: pytest.MonkeyPatch, writable_copy: Seeded) -> None:

@@ -80,6 +80,21 @@ def test_groups_from_machine_and_commit_when_the_detector_recorded_none() -> Non
                                                   "machine_wide": 0}
 
 
+def test_group_table_cells() -> None:
+    """The cells both group tables show; "fixed at" is text in every row (a NaN in an unfixed group's row
+    showed as "None" when another group in the table was fixed)."""
+    regs = _regs([(1, "a", "s1", "fixed", 1.2), (2, "a", "s1", "acknowledged", 1.5), (3, "a", "s2", "new", 2.0),
+                  (4, "a", "s3", "fixed", 1.1)])
+    regs["fixed_sha"] = ["f" * 40, "e" * 40, None, "f" * 40]
+    groups = triage.groups(triage.enrich(regs, {}, {}))
+    out = triage.group_table(groups, statuses=True)
+    assert list(out.columns) == ["group", "state", "series", "worst", "fixed at"]
+    assert list(out["fixed at"]) == ["2 commits", "", "ffffffff"]
+    assert list(out["state"]) == ["acknowledged (1 fixed, 1 acknowledged)", "new", "fixed"]
+    assert list(triage.group_table(groups)["state"]) == ["acknowledged", "new", "fixed"]
+    assert list(out["worst"]) == ["1.50x", "2.00x", "1.10x"]
+
+
 def test_every_stored_status_has_a_category() -> None:
     """A status the store gains without a category here would show as 'closed' (hidden by default)."""
     from db.models import REGRESSION_STATUSES
