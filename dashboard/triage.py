@@ -61,8 +61,9 @@ def enrich(regs: pd.DataFrame, messages: dict[str, Any], notes: dict[int, list[d
     out["fixed_message"] = out["fixed_sha"].map(lambda s: messages.get(s) if isinstance(s, str) else None)
     out["notes"] = out["id"].map(lambda i: notes.get(int(i), []))
     out["note"] = out["notes"].map(lambda n: n[-1]["note"] if n else "")
-    # The detector's group_status where it recorded one; the same rule for groups derived here. (Computed
-    # from the listed members, so a status changed from the dashboard shows at once.)
+    # Every group's status from its listed members by the one rule (AlertGroup.status_of): for a group the
+    # detector recorded this equals its group_status (the listing holds every member), and groups derived
+    # here get the same.
     out["group_status"] = out.groupby("group")["status"].transform(group_status)
     out["category"] = out["group_status"].map(CATEGORY_OF).fillna("closed")
     return out
