@@ -9,9 +9,14 @@ path of the users' sm_120 runner.
 from __future__ import annotations
 
 import os
+import warnings
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
+
+if TYPE_CHECKING:
+    from ._common import KernelLaunch
 
 ARCH_PROFILES = ("native", "sm_90", "sm_120")
 ENV_PROFILE = "MLAPERF_ARCH_PROFILE"
@@ -60,6 +65,25 @@ def verdict(
     if spill_bytes and (capability, spec) not in SPILL_ALLOWED:
         return f"spills {spill_bytes} B/thread"
     return None
+
+
+_WARNED: set[str] = set()
+
+
+def kept_by_compile(launch: KernelLaunch, spec: tuple[object, ...], capability: int, shared_limit: int) -> bool:
+    """``verdict`` on ``launch`` compiled ahead of time for sm_<capability> (``mla_kernels.aot``, cached):
+    the keep rule of every tuner. A launch that cannot be compiled here (no toolchain) is kept, with one
+    warning per cause, and launching decides."""
+    from . import aot
+
+    try:
+        stats = aot.compile_launch(launch, capability)
+    except aot.CompileError as exc:
+        if str(exc) not in _WARNED:
+            _WARNED.add(str(exc))
+            warnings.warn(f"{launch.name} configs not checked for sm_{capability}: {exc}", RuntimeWarning, stacklevel=2)
+        return True
+    return verdict(capability, shared_limit, spec, stats.shared, stats.spill_bytes) is None
 
 
 def has_warpgroup_mma(capability: int) -> bool:

@@ -11,7 +11,6 @@ before CUDA-graph capture and later processes skip the search.
 from __future__ import annotations
 
 import hashlib
-import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -19,7 +18,7 @@ from pathlib import Path
 import torch
 
 from .. import _common
-from ..arch import has_warpgroup_mma, profile_target, verdict
+from ..arch import has_warpgroup_mma, kept_by_compile, profile_target
 
 _SOURCE_HASH: str | None = None
 Spec = tuple[int, int, int, int, int]  # BLOCK_H, BLOCK_N, num_warps, num_stages, PREFETCH
@@ -90,20 +89,6 @@ def split_counts(batch: int, heads: int, block_h: int, topk: int, block_n: int, 
 
 
 Builder = Callable[[MmaConfig], Sequence[_common.KernelLaunch]]
-_WARNED: set[str] = set()
-
-
-def _kept(build: Builder, cfg: MmaConfig, capability: int, shared_limit: int) -> bool:
-    from .. import aot
-
-    try:
-        stats = aot.compile_launch(build(cfg)[0], capability)
-    except aot.CompileError as exc:  # no toolchain: say so once, prune only what fails to launch
-        if str(exc) not in _WARNED:
-            _WARNED.add(str(exc))
-            warnings.warn(f"MMA configs not checked for sm_{capability}: {exc}", RuntimeWarning, stacklevel=3)
-        return True
-    return verdict(capability, shared_limit, cfg.spec, stats.shared, stats.spill_bytes) is None
 
 
 def candidates(
@@ -124,7 +109,7 @@ def candidates(
             continue
         for s in split_counts(batch, heads, block_h, topk, block_n, sms):
             cfg = MmaConfig(block_h, block_n, warps, stages, s, prefetch)
-            if build is None or _kept(build, cfg, capability, limit):
+            if build is None or kept_by_compile(build(cfg)[0], cfg.spec, capability, limit):
                 out.append(cfg)
     if not out:
         raise RuntimeError(f"no MMA decode config is kept for profile {profile!r} (sm_{capability}, H={heads})")

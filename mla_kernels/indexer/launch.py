@@ -11,7 +11,8 @@ import functools
 import torch
 import triton
 
-from .._common import LAST_LAUNCH, KernelLaunch, interpreting, max_shared_mem, next_pow2, num_sms
+from .._common import LAST_LAUNCH, KernelLaunch, interpreting, next_pow2, num_sms
+from ..arch import kept_by_compile, profile_target
 from .checks import _check_args, _Dims
 from .kernels import _bf16_scores_kernel, _fp32_maxctx_scores_kernel, _radix_select_kernel
 from .layout import HEAD_DIM
@@ -46,13 +47,10 @@ def config_spec(name: str, cfg: triton.Config) -> tuple[object, ...]:
 
 def _kept_by_compile(name: str, kernel: object):  # noqa: ANN202 - Triton's early_config_prune callback
     def prune(configs: list[triton.Config], named_args: dict[str, object], **kwargs: object) -> list[triton.Config]:
-        from .. import aot
-        from ..arch import device_capability, verdict
-
         constexpr = {p.name for p in kernel.params if p.is_constexpr}  # type: ignore[attr-defined]
         runtime = tuple(named_args[n] for n in kernel.arg_names if n not in constexpr)  # type: ignore[attr-defined]
         device = next(v.device for v in runtime if isinstance(v, torch.Tensor))
-        capability, limit = device_capability(device), max_shared_mem(device)
+        capability, limit = profile_target("native", device)
         kept = []
         for cfg in configs:
             given = {**named_args, **kwargs, **cfg.kwargs}  # the call's kwargs also hold grid / warmup
@@ -60,12 +58,7 @@ def _kept_by_compile(name: str, kernel: object):  # noqa: ANN202 - Triton's earl
                 name, kernel, (1,), runtime, {k: v for k, v in given.items() if k in constexpr},
                 num_warps=cfg.num_warps, num_stages=cfg.num_stages,
             )  # fmt: skip
-            try:
-                stats = aot.compile_launch(launch, capability)
-            except aot.CompileError:
-                kept.append(cfg)  # no toolchain to judge it: launching decides (as before)
-                continue
-            if verdict(capability, limit, config_spec(name, cfg), stats.shared, stats.spill_bytes) is None:
+            if kept_by_compile(launch, config_spec(name, cfg), capability, limit):
                 kept.append(cfg)
         return kept or configs[:1]
 

@@ -94,11 +94,12 @@ def test_bad_arguments_exit_2(tmp_path):
 
 _PRUNE = """
 import json, sys, torch
+import mla_kernels._common as common
 import mla_kernels.arch as arch
 import mla_kernels.indexer.launch as L
 from mla_kernels.indexer.checks import _Dims
 arch.device_capability = lambda device: 120  # what the autotuner's prune sees on an sm_120 GPU
-L.max_shared_mem = lambda device: 101376
+common.max_shared_mem = lambda device: 101376
 m = torch.device("meta")
 d = _Dims(64, 64, 512, 64 * 512)
 logits = torch.empty(64, 131072, dtype=torch.float32, device=m)

@@ -3,6 +3,9 @@ per architecture. The compiled side of the keep rule is tests/kernels/test_compi
 
 from __future__ import annotations
 
+import warnings
+from dataclasses import replace
+
 import pytest
 import torch
 
@@ -76,11 +79,37 @@ def test_candidates_keep_what_the_compiled_rule_keeps(monkeypatch):
     monkeypatch.setattr(tuning, "profile_target", lambda profile, device: (120, 101376))
     monkeypatch.setattr(tuning._common, "num_sms", lambda device: 132)
     spilling = {(16, 32, 8, 1, 2)}
-    monkeypatch.setattr(tuning, "_kept", lambda build, cfg, cap, limit: cfg.spec not in spilling)
-    got = tuning.candidates(64, 64, 512, torch.device("cpu"), "sm_120", build=lambda cfg: [])
+    monkeypatch.setattr(tuning, "kept_by_compile", lambda launch, spec, cap, limit: spec not in spilling)
+    got = tuning.candidates(64, 64, 512, torch.device("cpu"), "sm_120", build=lambda cfg: [None])
     specs = {c.spec for c in got}
     assert specs == set(arch_candidates(120)) - spilling
     assert all(isinstance(c, MmaConfig) and c.num_splits >= 1 for c in got)
-    monkeypatch.setattr(tuning, "_kept", lambda build, cfg, cap, limit: False)
+    monkeypatch.setattr(tuning, "kept_by_compile", lambda launch, spec, cap, limit: False)
     with pytest.raises(RuntimeError, match="no MMA decode config is kept for profile 'sm_120'"):
-        tuning.candidates(64, 64, 512, torch.device("cpu"), "sm_120", build=lambda cfg: [])
+        tuning.candidates(64, 64, 512, torch.device("cpu"), "sm_120", build=lambda cfg: [None])
+
+
+def test_kept_by_compile_is_the_keep_rule_on_compiled_metadata(monkeypatch):
+    # The one helper both tuners (MMA decode, indexer autotuners) prune with.
+    from mla_kernels import aot, arch
+    from mla_kernels._common import KernelLaunch
+
+    launch = KernelLaunch("indexer.select", None, (1,), (), {})
+    spec = ("indexer.select", 1024, 4, 1)
+    stats = aot.CompileStats(registers=64, spill_bytes=0, shared=8192, mma=(), seconds=0.0)
+    monkeypatch.setattr(aot, "compile_launch", lambda launch, capability: stats)
+    assert arch.kept_by_compile(launch, spec, 120, 101376)
+    assert not arch.kept_by_compile(launch, spec, 120, 8191)  # over the shared-memory limit
+    monkeypatch.setattr(aot, "compile_launch", lambda launch, capability: replace(stats, spill_bytes=8))
+    assert not arch.kept_by_compile(launch, spec, 120, 101376)
+
+    def no_toolchain(launch, capability):
+        raise aot.CompileError("cuobjdump not found (a test)")
+
+    monkeypatch.setattr(aot, "compile_launch", no_toolchain)
+    monkeypatch.setattr(arch, "_WARNED", set())
+    with pytest.warns(RuntimeWarning, match="indexer.select configs not checked for sm_120: cuobjdump not found"):
+        assert arch.kept_by_compile(launch, spec, 120, 101376)  # kept: launching decides
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # said once per cause
+        assert arch.kept_by_compile(launch, spec, 120, 101376)
