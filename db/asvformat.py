@@ -311,7 +311,8 @@ def load_json_object(data: bytes, what: str) -> dict[str, Any]:
     except UnicodeDecodeError as exc:
         raise AsvFormatError(f"{what} is not UTF-8 text: {exc}") from None
     except RecursionError:
-        raise AsvFormatError(f"{what} is nested too deeply to read (limit {limits.MAX_NESTING} levels)") from None
+        # No depth limit of ours here: stored objects are held to MAX_NESTING later (_check_stored).
+        raise AsvFormatError(f"{what} is nested too deeply to read (deeper than Python's JSON parser goes)") from None
     except json.JSONDecodeError as exc:
         # Errors at the very end (or a string never closed) mean the file was cut short.
         truncated = exc.pos >= len(data.rstrip()) or exc.msg.startswith("Unterminated string")

@@ -71,7 +71,7 @@ ROWS: list[tuple[str, Callable[[], bytes | str], str]] = [
     (
         "JSON 200,000 deep",
         lambda: _text('"env_vars": {}', '"env_vars": ' + "[" * 200_000 + "]" * 200_000),
-        "nested too deeply",
+        "nested too deeply to read (deeper than Python's JSON parser goes)",
     ),
     ("date 1e20", lambda: bad_doc(lambda d: d.update(date=1e20)), "'date' 1e+20 ms is outside the dates"),
     ("started_at 1e20", lambda: bad_doc(_row(started_at=1e20)), "started_at 1e+20 ms is outside the dates"),
