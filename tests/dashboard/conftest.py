@@ -44,7 +44,6 @@ class Seeded:
     url: str
     path: Path
     shas: list[str]
-    blas_regression: int | None
 
 
 def _seed(tmp: Path, url: str | None = None) -> Seeded:
@@ -68,7 +67,6 @@ def _seed(tmp: Path, url: str | None = None) -> Seeded:
     summary = ingest_paths(engine, paths, progress=False)
     assert summary.ok, summary.failed
 
-    blas_id = None
     with Session(engine) as s, s.begin():
         # Kernel-config records (track_launch_*) are provenance: the detector leaves them alone by itself.
         detect_store(s, parse_settings({}, "tests/dashboard"), machine=MLA_MACHINE, full=True)
@@ -80,17 +78,14 @@ def _seed(tmp: Path, url: str | None = None) -> Seeded:
             blas_commit = s.scalars(
                 select(Commit.sha).order_by(Commit.date.desc()).where(Commit.sha.notin_(shas)).limit(1)
             ).one()
-            reg = Regression(
+            s.add(Regression(
                 benchmark_id=one(Benchmark, name="benchmarks.dot.time_dot"), params_key='{"size": "100"}',
                 params={"size": "100"}, machine_id=one(Machine, name="gha-aws-graviton"),
                 commit_id=one(Commit, sha=blas_commit), before=4.4e-7, after=5.0e-7, ratio=1.136,
                 direction="up_is_worse", status="acknowledged",
-            )
-            s.add(reg)
-            s.flush()
-            blas_id = reg.id
+            ))
     engine.dispose()
-    return Seeded(url, path, shas, blas_id)
+    return Seeded(url, path, shas)
 
 
 @pytest.fixture(scope="session")
@@ -103,7 +98,7 @@ def writable_copy(seeded: Seeded, tmp_path: Path) -> Iterator[Seeded]:
     """A private copy of the seeded store, for tests that write."""
     dst = tmp_path / "copy.sqlite"
     shutil.copy(seeded.path, dst)
-    yield Seeded(f"sqlite:///{dst}", dst, seeded.shas, seeded.blas_regression)
+    yield Seeded(f"sqlite:///{dst}", dst, seeded.shas)
 
 
 @pytest.fixture
