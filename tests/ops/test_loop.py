@@ -105,3 +105,21 @@ def test_nights_and_a_pull_request(tmp_path: Path) -> None:
     assert rows["1"]["regression"] and rows["1"]["ratio"] > 2
     assert rows["2"]["head"] is None and "failed" in report
     print(f"service loop: {time.perf_counter() - t0:.0f} s")
+
+
+def test_pr_script_reports_a_side_without_results(tmp_path: Path) -> None:
+    """No comparison because a side produced no result: pr.sh writes a short report saying so, exit 1.
+
+    A stand-in `mlaperf` (any install, no interpreter beside it): head's run fails, compare finds nothing."""
+    fake = tmp_path / "bin" / "mlaperf"
+    fake.parent.mkdir()
+    fake.write_text('#!/usr/bin/env bash\ncase "$1" in\n  run) [[ "$2" == b* ]] && exit 1; exit 0 ;;\n'
+                    '  compare) exit 2 ;;\nesac\nexit 3\n')  # fmt: skip
+    fake.chmod(0o755)
+    env = {**os.environ, "MLAPERF": str(fake), "MLAPERF_PR_DIR": str(tmp_path / "pr")}
+    proc = subprocess.run(["bash", str(ROOT / "scripts" / "pr.sh"), "a" * 40, "b" * 40], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    report = (tmp_path / "pr" / "report.md").read_text()
+    assert report.startswith("## mlaperf benchmarks: failed")
+    assert "no result at head (`aaaaaaaaaa` .. `bbbbbbbbbb`)" in report
