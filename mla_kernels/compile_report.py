@@ -21,6 +21,10 @@ import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .aot import CompileStats
 
 GROUPS = ("decode", "indexer")
 
@@ -70,24 +74,20 @@ def matrix(capability: int, groups: tuple[str, ...] = GROUPS) -> list[Entry]:
     return entries
 
 
-def judge(entry: Entry, capability: int, stats: object) -> tuple[bool, str | None, str | None]:
-    """(kept, why not kept, failure) of a compiled entry."""
-    from .arch import ARCHS, SPILL_ALLOWED, verdict
+def judge(entry: Entry, capability: int, stats: CompileStats) -> tuple[bool, str | None, str | None]:
+    """(kept, why not kept, failure) of a compiled entry: the keep rule (``verdict``) decides tuned
+    entries; a kept entry that breaks it fails (on sm_120 no spill allowance counts)."""
+    from .arch import ARCHS, verdict
 
-    limit = ARCHS[capability].shared_per_block
-    shared, spill = stats.shared, stats.spill_bytes  # type: ignore[attr-defined]
+    spill = stats.spill_bytes
+    why = verdict(capability, ARCHS[capability].shared_per_block, entry.spec or (), stats.shared, spill)
     if entry.kept is None:
-        assert entry.spec is not None
-        reason = verdict(capability, limit, entry.spec, shared, spill)  # type: ignore[arg-type]
-        kept = reason is None
+        kept, reason = why is None, why
     else:
         kept, reason = entry.kept, None if entry.kept else "not this architecture's config"
-    failure = None
-    if kept and shared > limit:
-        failure = f"kept but needs {shared:,} B of shared memory (sm_{capability} has {limit:,})"
-    elif kept and spill and (capability == 120 or (capability, entry.spec) not in SPILL_ALLOWED):
-        failure = f"kept but spills {spill} B/thread on sm_{capability}"
-    return kept, reason, failure
+    if kept and spill and capability == 120:
+        why = why or f"spills {spill} B/thread"
+    return kept, reason, f"kept but {why} on sm_{capability}" if kept and why else None
 
 
 def _compile_task(task: tuple[int, tuple[str, ...], int], entries: list[Entry] | None = None) -> tuple[int, dict | str]:

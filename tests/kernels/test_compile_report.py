@@ -80,7 +80,7 @@ def test_a_kept_config_that_spills_or_overflows_fails():
     stats = CompileStats(registers=255, spill_bytes=288, shared=8192, mma=(), seconds=0.0)
     assert judge(entry, 120, stats) == (True, None, "kept but spills 288 B/thread on sm_120")
     big = CompileStats(registers=128, spill_bytes=0, shared=150000, mma=(), seconds=0.0)
-    assert judge(entry, 120, big)[2] == "kept but needs 150,000 B of shared memory (sm_120 has 101,376)"
+    assert judge(entry, 120, big)[2] == "kept but shared 150,000 B > 101,376 B on sm_120"
     mma = Entry("decode.mma", "64x64x8x2 pf3", launch=None, kept=None, spec=(64, 64, 8, 2, 3))
     assert judge(mma, 120, big) == (False, "shared 150,000 B > 101,376 B", None)  # not kept: no failure
 
