@@ -80,7 +80,7 @@ class IngestSummary:
     of the database, not of the file (exit status 3). Every other file was stored or already stored.
     """
 
-    files: int = 0
+    files: int = 0  # inputs: results files found, plus paths that could not be used (refused)
     ingested: int = 0
     unchanged: int = 0
     results: int = 0
@@ -506,7 +506,7 @@ def ingest_paths(
     files, problems = scan_inputs(list(paths))
     git_repo = _resolve_repo(repo)
     ensure_schema(engine)
-    summary = IngestSummary(files=len(files))
+    summary = IngestSummary(files=len(files) + len(problems))  # an unusable path counts: N of M adds up
     summary.refused.extend((show_path(p), reason) for p, reason in problems)
     store = _Store(engine)
     try:

@@ -233,7 +233,7 @@ def test_file_system_faults_are_named(tmp_path: Path, sqlite_url: str, capsys: p
         str(folder / "fifo.json"): "not a regular file (a FIFO)",
         str(missing): "no such file or directory",
     }
-    assert "ingested 1 of 6 files" in out and "6 refused" in out
+    assert "ingested 1 of 7 files" in out and "6 refused" in out  # every input counted: 1 stored + 6 refused
     assert stored(sqlite_url)["commits"] == {"a" * 40}
 
 
