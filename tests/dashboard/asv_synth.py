@@ -56,13 +56,18 @@ def _parse(v: str) -> Any:
     return v.strip("'") if v.startswith("'") else (int(v) if v.lstrip("-").isdigit() else v)
 
 
+def _slow(i: int, slow_from: int | None, fix_from: int | None) -> bool:
+    """Commit ``i`` is inside the seeded regression: from ``slow_from`` on, until ``fix_from``."""
+    return slow_from is not None and i >= slow_from and (fix_from is None or i < fix_from)
+
+
 def _decode_time(i: int, p: dict[str, Any], slow_from: int | None, fix_from: int | None = None) -> float:
     c, k = p["concurrency"], p["topk"]
     if p["impl"] == "simt":
         t = 20e-6 + 1.5e-6 * c * 64 * k / 512
     else:
         t = 15e-6 + 2.5e-6 * c * k / 512
-        if slow_from is not None and i >= slow_from and (fix_from is None or i < fix_from):
+        if _slow(i, slow_from, fix_from):
             t *= 1.3  # the seeded regression (until the seeded fix)
     return t
 
@@ -113,15 +118,12 @@ def mla_benchmarks(
 
     # The kernel configuration each decode case ran with (the dashboard's launch-config convention): the
     # seeded slowdown is BLOCK_H 16 without split-K, as in the bundled history's deliberate regression.
-    def slow(i: int) -> bool:
-        return slow_from is not None and i >= slow_from and (fix_from is None or i < fix_from)
-
     # SIMT has no head block and no split-K: NaN there, as the suites record a key that does not apply.
     def block_h(i: int, p: dict[str, Any]) -> float:
-        return math.nan if p["impl"] == "simt" else 16.0 if slow(i) else 64.0
+        return math.nan if p["impl"] == "simt" else 16.0 if _slow(i, slow_from, fix_from) else 64.0
 
     def splits(i: int, p: dict[str, Any]) -> float:
-        return math.nan if p["impl"] == "simt" else 1.0 if slow(i) else 2.0
+        return math.nan if p["impl"] == "simt" else 1.0 if _slow(i, slow_from, fix_from) else 2.0
 
     def block_n(i: int, p: dict[str, Any]) -> float:
         return 32.0
