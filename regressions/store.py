@@ -47,7 +47,7 @@ from regressions.detect import (
     verdict,
 )
 from regressions.direction import direction_for, is_provenance, slowdown
-from regressions.results import UsageError
+from regressions.results import UsageError, commit_positions
 
 WATERMARK_KEY = "regressions.watermark"
 DEFAULT_LOOKBACK = 100
@@ -111,14 +111,6 @@ def _settings_fingerprint(settings: Settings, params: DetectorParams, lookback: 
         sort_keys=True,
     )
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
-
-
-def _commit_order(session: Session) -> pd.DataFrame:
-    """Every commit with its position in history (git generation, then date, then id: ``commit_order``)."""
-    rows = session.execute(select(Commit.id, Commit.sha).order_by(*commit_order())).all()
-    df = pd.DataFrame(rows, columns=["commit_id", "sha"])
-    df["pos"] = np.arange(len(df))
-    return df
 
 
 def _in_window(stmt: Any, windows: dict[int, list[int] | None] | None) -> Any:
@@ -314,9 +306,8 @@ def detect_store(
         machine_ids if machine_ids is not None else [int(m) for m in session.execute(select(Machine.id)).scalars()]
     )
 
-    order = _commit_order(session)
-    pos = dict(zip(order["commit_id"].tolist(), order["pos"].tolist(), strict=True))
-    commit_at = order["commit_id"].to_numpy()
+    pos = commit_positions(session)
+    commit_at = np.array(list(pos), dtype=np.int64)  # the dict is in history order: commit id at each position
     if series is not None and not series:
         runs = pd.DataFrame(
             columns=["benchmark_id", "params_key", "machine_id", "commit_id", "value", "version", "pos"]
