@@ -27,7 +27,6 @@ class Issue:
     number: int
     title: str
     body: str
-    state: str = "open"
 
 
 class GitHub:

@@ -221,7 +221,7 @@ def group_marker(group: Any) -> str:
 
 def issue_for_group(group: Any, rows: list[Mapping[str, Any]], links: Mapping[str, str]) -> tuple[str, str]:
     """(title, body) of a group's issue; every value from data goes through the PR report's escaping."""
-    from regressions.report import MAX_BODY_CHARS, md_code, md_text
+    from regressions.report import MAX_BODY_CHARS, fmt_params, md_code, md_text
 
     first = rows[0]
     sha = str(first["commit"])
@@ -248,7 +248,7 @@ def issue_for_group(group: Any, rows: list[Mapping[str, Any]], links: Mapping[st
     ]
     for r in sorted(rows, key=lambda r: -float(r.get("ratio") or 0)):
         params = r.get("params") or {}
-        shown = ", ".join(f"{k}={v}" for k, v in params.items()) if isinstance(params, dict) else params
+        shown = fmt_params(params) if isinstance(params, dict) else params
         lines.append(
             f"| {md_text(r['status'])} | {md_code(r.get('benchmark', ''))} | {md_code(shown or '-')} | "
             f"{_fmt(r.get('before'), r.get('unit'))} | {_fmt(r.get('after'), r.get('unit'))} | "
