@@ -40,51 +40,51 @@ with c1:
 with c2:
     log_y = widgets.url_toggle("Logarithmic throughput axis", key="tp_logy", default=True)
 
-for suite in [by_key[chosen]]:
-    cur = suites.throughput_frame(results, suite)
-    if cur.empty:
-        st.caption(f"No `{suite.time_bench}` or tokens/s results at this commit.")
-        continue
-    values = frames.value_order(cur["filter"].dropna())
-    cur_f, base_f, pick = cur, None, None
-    if values:
-        default = 512 if 512 in values and suite.filter_param == "topk" else values[-1]
-        pick = widgets.url_radio(suite.filter_param, values, key=f"tp_{suite.key}_filter", default=default,
-                                 horizontal=True)
-        cur_f = cur[cur["filter"] == pick]
-    if baseline is not None:
-        base_all = suites.throughput_frame(baseline, suite)
-        base_f = base_all[base_all["filter"] == pick] if pick is not None else base_all
-    title = f"{suite.title} · {ctx.machine}" + (f" · {suite.filter_param}={pick}" if pick is not None else "")
-    fig = charts.throughput_figure(
-        cur_f, title=title, line_label=suite.line_param, commit_label=fmt.short_sha(sha),
-        baseline=base_f, baseline_label=fmt.short_sha(base_sha) if base_sha else "", log_y=log_y,
-    )
-    st.plotly_chart(fig, width="stretch", key=f"tp_{suite.key}_chart")
-    sources = sorted(set(cur_f["source"]))
-    note = " The baseline is drawn only at the concurrencies it measured." if base_f is not None else ""
-    st.caption("tokens/s from " + " and ".join(f"`{s}`" for s in sources)
-               + " (one token per request per step)." + note)
+suite = by_key[chosen]
+cur = suites.throughput_frame(results, suite)
+if cur.empty:
+    st.caption(f"No `{suite.time_bench}` or tokens/s results at this commit.")
+    st.stop()
+values = frames.value_order(cur["filter"].dropna())
+cur_f, base_f, pick = cur, None, None
+if values:
+    default = 512 if 512 in values and suite.filter_param == "topk" else values[-1]
+    pick = widgets.url_radio(suite.filter_param, values, key=f"tp_{suite.key}_filter", default=default,
+                             horizontal=True)
+    cur_f = cur[cur["filter"] == pick]
+if baseline is not None:
+    base_all = suites.throughput_frame(baseline, suite)
+    base_f = base_all[base_all["filter"] == pick] if pick is not None else base_all
+title = f"{suite.title} · {ctx.machine}" + (f" · {suite.filter_param}={pick}" if pick is not None else "")
+fig = charts.throughput_figure(
+    cur_f, title=title, line_label=suite.line_param, commit_label=fmt.short_sha(sha),
+    baseline=base_f, baseline_label=fmt.short_sha(base_sha) if base_sha else "", log_y=log_y,
+)
+st.plotly_chart(fig, width="stretch", key=f"tp_{suite.key}_chart")
+sources = sorted(set(cur_f["source"]))
+note = " The baseline is drawn only at the concurrencies it measured." if base_f is not None else ""
+st.caption("tokens/s from " + " and ".join(f"`{s}`" for s in sources)
+           + " (one token per request per step)." + note)
 
-    speedups = suites.speedup_table(cur_f, suite.reference_line)
-    if not speedups.empty:
-        st.markdown(f"Speed-up over **{suite.reference_line}** at this commit")
-        shown = speedups.drop(columns="filter").rename(columns={"line": suite.line_param})
-        for c in shown.columns:
-            if c.startswith("c="):
-                shown[c] = shown[c].map(fmt.fmt_ratio)
-        st.dataframe(shown, hide_index=True)
-    if base_f is not None:
-        ratios = suites.baseline_ratios(cur_f, base_f)
-        if ratios.empty:
-            st.caption("The baseline commit has no results for this suite at these settings.")
-        else:
-            st.markdown(f"Speed-up of `{fmt.short_sha(sha)}` over baseline `{fmt.short_sha(base_sha)}` "
-                        "(only concurrencies both measured)")
-            st.dataframe(pd.DataFrame({
-                suite.line_param: ratios["line"],
-                "concurrency": ratios["concurrency"].astype(int),
-                "tokens/s": ratios["tokens_per_s"].map(lambda v: fmt.fmt_value(v, "tokens/s")),
-                "baseline tokens/s": ratios["baseline"].map(lambda v: fmt.fmt_value(v, "tokens/s")),
-                "speed-up": ratios["speedup"].map(fmt.fmt_ratio),
-            }), hide_index=True)
+speedups = suites.speedup_table(cur_f, suite.reference_line)
+if not speedups.empty:
+    st.markdown(f"Speed-up over **{suite.reference_line}** at this commit")
+    shown = speedups.drop(columns="filter").rename(columns={"line": suite.line_param})
+    for c in shown.columns:
+        if c.startswith("c="):
+            shown[c] = shown[c].map(fmt.fmt_ratio)
+    st.dataframe(shown, hide_index=True)
+if base_f is not None:
+    ratios = suites.baseline_ratios(cur_f, base_f)
+    if ratios.empty:
+        st.caption("The baseline commit has no results for this suite at these settings.")
+    else:
+        st.markdown(f"Speed-up of `{fmt.short_sha(sha)}` over baseline `{fmt.short_sha(base_sha)}` "
+                    "(only concurrencies both measured)")
+        st.dataframe(pd.DataFrame({
+            suite.line_param: ratios["line"],
+            "concurrency": ratios["concurrency"].astype(int),
+            "tokens/s": ratios["tokens_per_s"].map(lambda v: fmt.fmt_value(v, "tokens/s")),
+            "baseline tokens/s": ratios["baseline"].map(lambda v: fmt.fmt_value(v, "tokens/s")),
+            "speed-up": ratios["speedup"].map(fmt.fmt_ratio),
+        }), hide_index=True)
