@@ -118,19 +118,17 @@ def _runs(tier: str) -> list[tuple[str, Callable[..., Any]]]:
     """(label, call(q, kv_cache, indices, sm_scale)) of every kernel run per case: the public impls and
     each architecture profile the package offers."""
     import functools
-    import inspect
 
     import mla_kernels as mk
 
     runs: list[tuple[str, Callable[..., Any]]] = [
         (impl, functools.partial(mk.sparse_mla_decode, impl=impl)) for impl in ("simt", "mma")
     ]
-    if "arch_profile" in inspect.signature(mk.sparse_mla_decode).parameters:
-        for profile in getattr(mk, "ARCH_PROFILES", ()):
-            if profile != "native":
-                runs.append(
-                    (f"mma {profile}", functools.partial(mk.sparse_mla_decode, impl="mma", arch_profile=profile))
-                )
+    runs += [
+        (f"mma {p}", functools.partial(mk.sparse_mla_decode, impl="mma", arch_profile=p))
+        for p in mk.ARCH_PROFILES
+        if p != "native"
+    ]
     return runs
 
 

@@ -5,7 +5,6 @@ CPU: the Triton interpreter on small shapes; GPU (marker ``gpu``): the productio
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Callable
 from typing import Any
 
@@ -66,13 +65,12 @@ CASES: dict[str, Callable[[torch.device], Case]] = {
 }
 
 
-def _kernel_runs() -> list[tuple[str, dict[str, Any]]]:
-    runs: list[tuple[str, dict[str, Any]]] = [("simt", {"impl": "simt"}), ("mma", {"impl": "mma"})]
-    if "arch_profile" in inspect.signature(mk.sparse_mla_decode).parameters:
-        runs += [
-            (f"mma {p}", {"impl": "mma", "arch_profile": p}) for p in getattr(mk, "ARCH_PROFILES", ()) if p != "native"
-        ]
-    return runs
+# label -> sparse_mla_decode keyword arguments: every kernel, MMA under each non-native profile too.
+KERNEL_RUNS: dict[str, dict[str, Any]] = {
+    "simt": {"impl": "simt"},
+    "mma": {"impl": "mma"},
+    **{f"mma {p}": {"impl": "mma", "arch_profile": p} for p in mk.ARCH_PROFILES if p != "native"},
+}
 
 
 @pytest.mark.parametrize("case", list(CASES))
@@ -92,10 +90,10 @@ def test_oracle_dequantizes_like_the_package(device: torch.device) -> None:
 
 
 @pytest.mark.parametrize("case", ["ragged", "edge rows", "padded stride, spread scales, sm_scale 0.02"])
-@pytest.mark.parametrize("run", [label for label, _ in _kernel_runs()])
+@pytest.mark.parametrize("run", list(KERNEL_RUNS))
 def test_kernels_match_reference_and_oracle(device: torch.device, case: str, run: str) -> None:
     q, cache, idx, sm_scale = CASES[case](device)
-    kwargs = dict(_kernel_runs())[run]
+    kwargs = KERNEL_RUNS[run]
     out, lse = mk.sparse_mla_decode(q, cache, idx, sm_scale, **kwargs)
     _gate.check_launch(dict(mk.LAST_LAUNCH), "decode", kwargs["impl"], arch_profile=kwargs.get("arch_profile"))
     reference = mk.sparse_mla_decode(q, cache, idx, sm_scale, impl="reference")
@@ -106,14 +104,14 @@ def test_kernels_match_reference_and_oracle(device: torch.device, case: str, run
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 @pytest.mark.parametrize("topk", [128, 512, 2048])
 @pytest.mark.parametrize("batch", [1, 7, 32, 128])
-@pytest.mark.parametrize("run", [label for label, _ in _kernel_runs()])
+@pytest.mark.parametrize("run", list(KERNEL_RUNS))
 def test_gpu_production_shapes_against_both(run: str, batch: int, topk: int) -> None:
     if run == "simt" and batch * topk > 32 * 2048:
         pytest.skip("SIMT at this size only costs time; covered by smaller batches")
     inp = mk.make_decode_inputs(
         batch, 64, topk, num_tokens=max(batch * 4096, 65536), device="cuda", seed=batch + topk, invalid_frac=0.05
     )  # fmt: skip (the measured cases)
-    kwargs = dict(_kernel_runs())[run]
+    kwargs = KERNEL_RUNS[run]
     out, lse = mk.sparse_mla_decode(inp.q, inp.kv_cache, inp.indices, **kwargs)
     reference = mk.sparse_mla_decode(inp.q, inp.kv_cache, inp.indices, impl="reference")
     _gate.check_decode(out, lse, reference, _oracle.decode(inp.q, inp.kv_cache, inp.indices), interpreter=False)
