@@ -40,6 +40,12 @@ METRICS: dict[str, str] = {
     "track_tflops": "TFLOP/s",
     "track_roofline_fraction": "fraction",
 }
+# The efficiency metrics in the Efficiency page's panel order, with the panel titles (units: ``METRICS``).
+EFFICIENCY: dict[str, str] = {
+    "track_roofline_fraction": "roofline",
+    "track_gbps": "achieved bandwidth",
+    "track_tflops": "achieved compute",
+}
 
 
 def matches(name: str, target: str) -> bool:
@@ -144,7 +150,7 @@ def efficiency_frame(results: pd.DataFrame, suite: Suite) -> pd.DataFrame:
     Columns: metric, unit, line, concurrency, filter, value.
     """
     parts = []
-    for leaf in ("track_roofline_fraction", "track_gbps", "track_tflops"):
+    for leaf in EFFICIENCY:
         df = _sweep(_suite_rows(results, suite, leaf), suite) if not results.empty else pd.DataFrame()
         if df.empty:
             continue
@@ -178,7 +184,7 @@ def measured_ceilings(results: pd.DataFrame) -> dict[str, float]:
     leaf = results["benchmark"].str.rsplit(".", n=1).str[-1]
     cls = results["benchmark"].str.rsplit(".", n=1).str[0]
     frame = results.assign(_leaf=leaf, _cls=cls)
-    wide = frame[frame["_leaf"].isin(["track_gbps", "track_tflops", "track_roofline_fraction"])].pivot_table(
+    wide = frame[frame["_leaf"].isin(list(EFFICIENCY))].pivot_table(
         index=["_cls", "params_key"], columns="_leaf", values="value", aggfunc="first"
     )
     if not {"track_gbps", "track_roofline_fraction"} <= set(wide.columns):

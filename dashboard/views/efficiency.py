@@ -7,11 +7,7 @@ import streamlit as st
 
 from dashboard import charts, data, fmt, frames, suites, widgets
 
-METRICS = (  # (benchmark leaf, title, unit)
-    ("track_roofline_fraction", "roofline", "fraction"),
-    ("track_gbps", "achieved bandwidth", "GB/s"),
-    ("track_tflops", "achieved compute", "TFLOP/s"),
-)
+METRICS = tuple((leaf, title, suites.METRICS[leaf]) for leaf, title in suites.EFFICIENCY.items())  # panels
 
 ctx = widgets.context()
 st.title("Efficiency")
