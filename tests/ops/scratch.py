@@ -12,12 +12,53 @@ import json
 import os
 import subprocess
 import sys
+import time
+import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 MLAPERF = Path(sys.executable).with_name("mlaperf")
+
+
+# --- processes and servers (the signal and demo tests) ---------------------------------------------
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:  # a zombie is gone for our purpose
+        return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def children(pid: int) -> list[int]:
+    """The direct children of ``pid`` (Linux /proc; none once it has exited)."""
+    try:
+        return [int(p) for p in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    except OSError:
+        return []
+
+
+def serving(url: str) -> bool:
+    """Whether a Streamlit server answers its health check at ``url``."""
+    try:
+        return urllib.request.urlopen(f"{url}/_stcore/health", timeout=2).status == 200
+    except OSError:
+        return False
+
+
+def wait_for(predicate: Callable[[], object], timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.2)
 
 
 @dataclass

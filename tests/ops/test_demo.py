@@ -8,17 +8,11 @@ import signal
 import subprocess
 from pathlib import Path
 
-from scratch import MLAPERF
-from test_signals import alive, serving, wait_for
-
-ROOT = Path(__file__).resolve().parents[2]
+from scratch import MLAPERF, ROOT, alive, children, serving, wait_for
 
 
 def _descendants(pid: int) -> list[int]:
-    out: list[int] = []
-    for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split() if alive(pid) else []:
-        out += [int(child), *_descendants(int(child))]
-    return out
+    return [d for child in children(pid) for d in (child, *_descendants(child))]
 
 
 def test_demo_shows_each_command_and_passes_sigterm_to_the_running_step(tmp_path: Path) -> None:

@@ -14,11 +14,10 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
 
 import pytest
-from scratch import MLAPERF, git, make_scratch
+from scratch import MLAPERF, alive, children, git, make_scratch, serving, wait_for
 
 from mlaperf import cli
 
@@ -38,33 +37,6 @@ class Slow:
             f.write(f"{{os.getpid()}}\\n")
         time.sleep(120)
 """
-
-
-def alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    try:  # a zombie is gone for our purpose
-        return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
-    except FileNotFoundError:
-        return False
-
-
-def serving(url: str) -> bool:
-    """Whether a Streamlit server answers its health check at ``url``."""
-    try:
-        return urllib.request.urlopen(f"{url}/_stcore/health", timeout=2).status == 200
-    except OSError:
-        return False
-
-
-def wait_for(predicate, timeout: float, what: str) -> None:  # noqa: ANN001
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.2)
 
 
 @pytest.mark.parametrize(("sig", "code", "name"), [(signal.SIGTERM, 143, "SIGTERM"), (signal.SIGINT, 130, "SIGINT")])
@@ -108,13 +80,8 @@ def test_dashboard_stops_streamlit_on_sigterm(tmp_path: Path) -> None:
         line = proc.stdout.readline()
         url = line.split()[2]
         assert url.startswith("http://127.0.0.1:"), line
-
-        def children() -> list[int]:
-            path = Path(f"/proc/{proc.pid}/task/{proc.pid}/children")
-            return [int(p) for p in path.read_text().split()] if path.exists() else []
-
         wait_for(lambda: serving(url), 120, "Streamlit to serve")
-        streamlit = children()
+        streamlit = children(proc.pid)
         assert streamlit
         proc.send_signal(signal.SIGTERM)
         _, err = proc.communicate(timeout=60)
