@@ -1,5 +1,6 @@
 """The one data-access module of regression comparison: a commit's result per series, commit
-resolution, the machines two commits share, and a series' run-to-run noise on a machine.
+resolution, the machines two commits share, and a series' run-to-run noise on a machine; and the
+reading and per-commit pooling of result values that noise and the detector (regressions.store) share.
 
 `mlaperf compare` (regressions.cli), the library's :func:`regressions.compare.compare_commits` and the
 dashboard read the store through these functions and nothing else, so they cannot disagree. Sessions
@@ -21,6 +22,8 @@ from sqlalchemy.orm import Session
 
 from db.models import Benchmark, Commit, Machine, Result, Run, commit_order
 from db.queries import commit_results
+
+Key = tuple[int, str, int]  # a series: benchmark_id, params_key, machine_id
 
 
 class UsageError(ValueError):
@@ -143,43 +146,21 @@ def history_noise(
     if not kept:
         return {}
     commit_at = {p: c for c, p in position.items()}
-    order = {commit_at[p]: i for i, p in enumerate(kept)}
     bench_id = dict(
         session.execute(
             select(Benchmark.name, Benchmark.id).where(Benchmark.name.in_({b for b, _ in wanted}))
         ).all()
     )
-    wanted_ids = {(bench_id[b], k) for b, k in wanted if b in bench_id}
-    if not wanted_ids:
+    wanted_keys = {(bench_id[b], k, mid) for b, k in wanted if b in bench_id}
+    if not wanted_keys:
         return {}
-    # Core rows, built into columns: the ORM and pandas' row-by-row construction cost seconds here.
-    rows = (
-        session.connection()
-        .execute(
-            select(Result.benchmark_id, Result.params_key, Run.commit_id, Result.value)
-            .join(Run, Result.run_id == Run.id)
-            .where(
-                Run.machine_id == mid,
-                Run.commit_id.in_(list(order)),
-                Result.benchmark_id.in_({b for b, _ in wanted_ids}),
-                Result.value > 0,
-            )
-        )
-        .fetchall()
-    )
-    if not rows:
+    runs = load_values(session, machine_ids=[mid], series=wanted_keys, windows={mid: [commit_at[p] for p in kept]})
+    runs = runs[runs["value"] > 0]
+    if runs.empty:
         return {}
-    bids, keys, commits, values = (np.array(col) for col in zip(*rows, strict=True))
-    df = pd.DataFrame(
-        {
-            "benchmark_id": bids.astype(np.int64),
-            "params_key": keys.astype(object),
-            "pos": pd.Series(commits).map(order).to_numpy(),
-            "value": values.astype(float),
-        }
-    )
-    # A commit's runs pooled by median, then each series' values in history order.
-    med = df.groupby(["benchmark_id", "params_key", "pos"], sort=True)["value"].median().reset_index()
+    # A commit's runs pooled by median, then each series' values in history order (the detector's pooling;
+    # its version segments do not matter to noise).
+    med = per_commit(runs.assign(pos=runs["commit_id"].map(position)))
     name_of = {i: b for b, i in bench_id.items()}
     bids = med["benchmark_id"].to_numpy()
     pkeys = med["params_key"].to_numpy(dtype=object)
@@ -187,7 +168,79 @@ def history_noise(
     starts = np.flatnonzero(np.r_[True, (bids[1:] != bids[:-1]) | (pkeys[1:] != pkeys[:-1])])
     out: dict[tuple[str, str], tuple[float, int]] = {}
     for start, end in zip(starts, [*starts[1:], len(bids)], strict=True):
-        key = (int(bids[start]), str(pkeys[start]))
-        if key in wanted_ids:
-            out[(name_of[key[0]], key[1])] = (noise_scale(logs[start:end], floor=0.0), int(end - start))
+        sigma = noise_scale(logs[start:end], floor=0.0)
+        out[(name_of[int(bids[start])], str(pkeys[start]))] = (sigma, int(end - start))
     return out
+
+
+def _in_window(stmt: Any, windows: dict[int, list[int] | None] | None) -> Any:
+    if windows is not None and len(windows) == 1 and None not in windows.values():
+        # One machine (the usual runner): the window's commits go into SQL, so only they are read.
+        (window,) = windows.values()
+        stmt = stmt.where(Run.commit_id.in_(window or []))
+    return stmt
+
+
+def load_values(
+    session: Session,
+    *,
+    machine_ids: list[int] | None,
+    series: set[Key] | None,
+    windows: dict[int, list[int] | None] | None,
+) -> pd.DataFrame:
+    """Successful results: benchmark_id, params_key, machine_id, commit_id, value, version (the asv
+    benchmark version, as a code: -1 unknown; one row per run)."""
+    stmt = (
+        select(
+            Result.benchmark_id,
+            Result.params_key,
+            Run.machine_id,
+            Run.commit_id,
+            Result.value,
+            Result.benchmark_version,
+        )
+        .join(Run, Result.run_id == Run.id)
+        .where(Result.value.is_not(None))
+    )
+    if machine_ids is not None:
+        stmt = stmt.where(Run.machine_id.in_(machine_ids))
+    stmt = _in_window(stmt, windows)
+    # Core execution and column-wise arrays: the ORM and pandas' row-by-row construction each cost
+    # seconds on a store of 500,000 results.
+    rows = session.connection().execute(stmt).fetchall()
+    cols = list(zip(*rows, strict=True)) if rows else [(), (), (), (), (), ()]
+    df = pd.DataFrame(
+        {
+            "benchmark_id": np.array(cols[0], dtype=np.int64),
+            "params_key": np.array(cols[1], dtype=object),
+            "machine_id": np.array(cols[2], dtype=np.int64),
+            "commit_id": np.array(cols[3], dtype=np.int64),
+            "value": np.array(cols[4], dtype=float),
+            "version": pd.factorize(np.array(cols[5], dtype=object), use_na_sentinel=True)[0],
+        }
+    )
+    if series is not None and not df.empty:
+        keys = pd.MultiIndex.from_frame(df[["benchmark_id", "params_key", "machine_id"]])
+        df = df[keys.isin(list(series))]
+    return df
+
+
+def per_commit(runs: pd.DataFrame) -> pd.DataFrame:
+    """One row per series and commit (the median of its runs: re-runs, environments), in history order,
+    with ``segment``: asv gives a benchmark a new version when its code changes, and each version is a
+    segment of its own (no step across). A run without a version (older asv) continues its segment."""
+    keys = ["benchmark_id", "params_key", "machine_id"]
+    grouped = runs.groupby([*keys, "pos"], sort=True)
+    df = grouped["value"].median().reset_index()
+    version = grouped["version"].max().to_numpy().astype(float)
+    version[version < 0] = np.nan
+    first = np.ones(len(df), dtype=bool)
+    if len(df) > 1:
+        first[1:] = (df[keys].to_numpy()[1:] != df[keys].to_numpy()[:-1]).any(axis=1)
+    # Carry the last known version forward within each series.
+    series_id = np.cumsum(first)
+    known = pd.Series(version).groupby(series_id).ffill().to_numpy()
+    prev = np.concatenate([[np.nan], known[:-1]])
+    changed = ~first & ~np.isnan(prev) & ~np.isnan(known) & (known != prev)
+    df["segment"] = np.cumsum(changed)
+    return df

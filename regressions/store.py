@@ -1,7 +1,8 @@
 """Database glue of regression detection: load series, store regressions, keep the watermark.
 
 The algorithms (regressions.detect, regressions.compare) never see the database; this module is the
-only place that reads and writes it for them. Sessions are the caller's.
+only place that reads and writes it for them (result values read and pooled through
+regressions.results, as history noise reads them). Sessions are the caller's.
 
 Incremental detection: ``Meta['regressions.watermark']`` holds the highest ``Result.id`` examined and
 the settings used. A later run re-examines only the series with newer results, over their last
@@ -47,7 +48,7 @@ from regressions.detect import (
     verdict,
 )
 from regressions.direction import direction_for, is_provenance, slowdown
-from regressions.results import UsageError, commit_positions
+from regressions.results import Key, UsageError, commit_positions, load_values, per_commit
 
 WATERMARK_KEY = "regressions.watermark"
 DEFAULT_LOOKBACK = 100
@@ -67,7 +68,6 @@ MACHINE_WIDE_MIN = 3
 MACHINE_WIDE_CONFIRM = 3
 # Bumped when detection's rules change, so the next run re-examines every series (and groups old flags).
 _RULES_VERSION = 2
-Key = tuple[int, str, int]  # benchmark_id, params_key, machine_id
 
 
 @dataclass
@@ -113,83 +113,10 @@ def _settings_fingerprint(settings: Settings, params: DetectorParams, lookback: 
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
-def _in_window(stmt: Any, windows: dict[int, list[int] | None] | None) -> Any:
-    if windows is not None and len(windows) == 1 and None not in windows.values():
-        # One machine (the usual runner): the window's commits go into SQL, so only they are read.
-        (window,) = windows.values()
-        stmt = stmt.where(Run.commit_id.in_(window or []))
-    return stmt
-
-
-def _load_values(
-    session: Session,
-    *,
-    machine_ids: list[int] | None,
-    series: set[Key] | None,
-    windows: dict[int, list[int] | None] | None,
-) -> pd.DataFrame:
-    """Successful results: benchmark_id, params_key, machine_id, commit_id, value, version (the asv
-    benchmark version, as a code: -1 unknown; one row per run)."""
-    stmt = (
-        select(
-            Result.benchmark_id,
-            Result.params_key,
-            Run.machine_id,
-            Run.commit_id,
-            Result.value,
-            Result.benchmark_version,
-        )
-        .join(Run, Result.run_id == Run.id)
-        .where(Result.value.is_not(None))
-    )
-    if machine_ids is not None:
-        stmt = stmt.where(Run.machine_id.in_(machine_ids))
-    stmt = _in_window(stmt, windows)
-    # Core execution and column-wise arrays: the ORM and pandas' row-by-row construction each cost
-    # seconds on a store of 500,000 results.
-    rows = session.connection().execute(stmt).fetchall()
-    cols = list(zip(*rows, strict=True)) if rows else [(), (), (), (), (), ()]
-    df = pd.DataFrame(
-        {
-            "benchmark_id": np.array(cols[0], dtype=np.int64),
-            "params_key": np.array(cols[1], dtype=object),
-            "machine_id": np.array(cols[2], dtype=np.int64),
-            "commit_id": np.array(cols[3], dtype=np.int64),
-            "value": np.array(cols[4], dtype=float),
-            "version": pd.factorize(np.array(cols[5], dtype=object), use_na_sentinel=True)[0],
-        }
-    )
-    if series is not None and not df.empty:
-        keys = pd.MultiIndex.from_frame(df[["benchmark_id", "params_key", "machine_id"]])
-        df = df[keys.isin(list(series))]
-    return df
-
-
 def _provenance_ids(session: Session) -> list[int]:
     """Benchmarks that record kernel configs (``is_provenance``): not performance, never examined or counted."""
     names = session.execute(select(Benchmark.id, Benchmark.name)).all()
     return [int(bid) for bid, name in names if is_provenance(name)]
-
-
-def _per_commit(runs: pd.DataFrame) -> pd.DataFrame:
-    """One row per series and commit (the median of its runs: re-runs, environments), in history order,
-    with ``segment``: asv gives a benchmark a new version when its code changes, and each version is a
-    segment of its own (no step across). A run without a version (older asv) continues its segment."""
-    keys = ["benchmark_id", "params_key", "machine_id"]
-    grouped = runs.groupby([*keys, "pos"], sort=True)
-    df = grouped["value"].median().reset_index()
-    version = grouped["version"].max().to_numpy().astype(float)
-    version[version < 0] = np.nan
-    first = np.ones(len(df), dtype=bool)
-    if len(df) > 1:
-        first[1:] = (df[keys].to_numpy()[1:] != df[keys].to_numpy()[:-1]).any(axis=1)
-    # Carry the last known version forward within each series.
-    series_id = np.cumsum(first)
-    known = pd.Series(version).groupby(series_id).ffill().to_numpy()
-    prev = np.concatenate([[np.nan], known[:-1]])
-    changed = ~first & ~np.isnan(prev) & ~np.isnan(known) & (known != prev)
-    df["segment"] = np.cumsum(changed)
-    return df
 
 
 def _lookback_windows(session: Session, machine_ids: Iterable[int], lookback: int) -> dict[int, list[int] | None]:
@@ -314,7 +241,7 @@ def detect_store(
         )
         df = runs
     else:
-        runs = _load_values(session, machine_ids=machine_ids, series=series, windows=windows)
+        runs = load_values(session, machine_ids=machine_ids, series=series, windows=windows)
         runs = runs[~runs["benchmark_id"].isin(_provenance_ids(session))]
         runs["pos"] = runs["commit_id"].map(pos)
         if windows is not None:
@@ -326,7 +253,7 @@ def detect_store(
                 index=runs.index,
             )
             runs = runs[keep]
-        df = _per_commit(runs)
+        df = per_commit(runs)
 
     bench = {
         bid: (name, unit)
