@@ -392,9 +392,14 @@ def downgrade(url: str | URL | None, revision: str) -> None:
 def check_schema(engine: Engine) -> None:
     """Raise :class:`SchemaError` unless the database is at this mlaperf's schema revision (and
     :class:`StoreError` for a database that is not an mlaperf store or cannot be read)."""
-    shown = display_url(engine.url)
+    check_revision(engine.url, current_revision(engine))
+
+
+def check_revision(url: str | URL, current: str | None) -> None:
+    """:func:`check_schema` for a revision already read (:func:`current_revision`) from the database at
+    ``url``: raise :class:`SchemaError` unless it is this mlaperf's."""
+    shown = display_url(url)
     needed = head_revision()
-    current = current_revision(engine)
     if current == needed:
         return
     if current is None:
@@ -420,6 +425,8 @@ def ensure_schema(engine: Engine) -> None:
     still gets the clear "run `mlaperf db upgrade`" message instead of a silent migration, and a database
     that is not an mlaperf store is never written to.
     """
-    if current_revision(engine) is None:
+    current = current_revision(engine)
+    if current is None:
         upgrade(engine.url)
-    check_schema(engine)
+        current = current_revision(engine)  # what the upgrade made (or a concurrent ingest did)
+    check_revision(engine.url, current)

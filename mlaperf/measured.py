@@ -21,6 +21,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from sqlalchemy import Engine, func, select
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session
 
 from db.models import Benchmark, Commit, Machine, Result, Run
@@ -104,8 +105,18 @@ def covering_runs(
 
 
 def machine_has_runs(engine: Engine, machine: str) -> bool:
-    with Session(engine) as session:
-        found = session.execute(
-            select(Run.id).join(Machine, Machine.id == Run.machine_id).where(Machine.name == machine).limit(1)
-        ).first()
+    """Whether ``machine`` has a run in the store. The first read of the store's tables: a fault of the
+    store itself there (a corrupted page, a missing privilege) raises :class:`db.engine.StoreError`."""
+    from db.engine import store_error
+
+    try:
+        with Session(engine) as session:
+            found = session.execute(
+                select(Run.id).join(Machine, Machine.id == Run.machine_id).where(Machine.name == machine).limit(1)
+            ).first()
+    except DBAPIError as exc:
+        err = store_error(exc, engine.url)
+        if err is None:
+            raise
+        raise err from None
     return found is not None

@@ -340,11 +340,12 @@ def measured_in_store(
 
     ``cache``: a dict kept by the caller; the discovered versions are stored under "versions" and reused.
     """
+    from sqlalchemy import Engine
     from sqlalchemy.engine import make_url
-    from sqlalchemy.exc import ArgumentError, DBAPIError
+    from sqlalchemy.exc import ArgumentError
     from sqlalchemy.orm import Session
 
-    from db.engine import StoreError, check_schema, current_revision, make_engine, store_error
+    from db.engine import StoreError, check_revision, current_revision, make_engine
     from mlaperf import measured
 
     try:
@@ -353,26 +354,18 @@ def measured_in_store(
         raise RunError(f"--db: invalid database URL: {exc}") from None
     if database and database != ":memory:" and not database.startswith("file:") and not Path(database).exists():
         return {}  # a store not created yet holds nothing
-    try:
-        engine = make_engine(url, readonly=True)
-    except ValueError as exc:
-        raise RunError(f"--db: {exc}") from None
-    except StoreError as exc:  # corrupted, foreign or unreadable: say so before measuring anything
-        raise RunError(f"{exc} (nothing was measured)") from None
+    engine: Engine | None = None
     try:
         try:
-            if current_revision(engine) is None:
-                return {}  # an empty database holds nothing yet (ingest creates the schema)
-            check_schema(engine)  # another application's database or an older schema: a clear error
-            has_runs = measured.machine_has_runs(engine, machine)
-        except StoreError as exc:
-            raise RunError(f"{exc} (nothing was measured)") from None
-        except DBAPIError as exc:
-            err = store_error(exc, url)
-            if err is None:
-                raise
-            raise RunError(f"{err} (nothing was measured)") from None
-        if not has_runs:
+            engine = make_engine(url, readonly=True)
+        except ValueError as exc:
+            raise RunError(f"--db: {exc}") from None
+        # A store mlaperf cannot use (corrupted, foreign, unreadable, another schema): said before measuring.
+        current = current_revision(engine)
+        if current is None:
+            return {}  # an empty database holds nothing yet (ingest creates the schema)
+        check_revision(engine.url, current)
+        if not measured.machine_has_runs(engine, machine):
             return {}
         if cache is not None and "versions" in cache:
             versions = cache["versions"]
@@ -386,8 +379,11 @@ def measured_in_store(
                 cache["versions"] = versions
         with Session(engine) as session:
             return measured.covering_runs(session, machine, [c.sha for c in commits], versions)
+    except StoreError as exc:
+        raise RunError(f"{exc} (nothing was measured)") from None
     finally:
-        engine.dispose()
+        if engine is not None:
+            engine.dispose()
 
 
 def run(args: argparse.Namespace) -> int:
