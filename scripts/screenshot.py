@@ -1,7 +1,8 @@
 """Screenshot dashboard pages in headless Chromium: the whole page, not just the first screen.
 
-Serves the store with ``mlaperf dashboard`` on a free port, opens each page, waits until the script run
-has finished and every chart is drawn, then resizes the window to the page's full height and shoots.
+Serves the store with ``mlaperf dashboard`` on a free port, opens each page in a window 3,000 px tall, waits
+until the script run has finished and every chart is drawn, and shoots the content; a page taller than the
+window is loaded again in a window that fits (resizing a drawn page makes Plotly redraw: a shot then is blank).
 
     python scripts/screenshot.py --db sqlite:///.mlaperf/mlaperf.sqlite            # every page, docs/img
     python scripts/screenshot.py --db URL --page 'compare=compare?cmp_base=9c7d0b23&cmp_head=eee79092'
