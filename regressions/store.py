@@ -68,6 +68,7 @@ MACHINE_WIDE_MIN = 3
 MACHINE_WIDE_CONFIRM = 3
 # Bumped when detection's rules change, so the next run re-examines every series (and groups old flags).
 _RULES_VERSION = 2
+Benchmarks = dict[int, tuple[str, str | None]]  # benchmark id -> (name, unit)
 
 
 @dataclass
@@ -113,10 +114,26 @@ def _settings_fingerprint(settings: Settings, params: DetectorParams, lookback: 
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
-def _provenance_ids(session: Session) -> list[int]:
+def _benchmarks(session: Session) -> Benchmarks:
+    """Every benchmark's name and unit, read once per detection."""
+    rows = session.execute(select(Benchmark.id, Benchmark.name, Benchmark.unit))
+    return {int(bid): (name, unit) for bid, name, unit in rows}
+
+
+def _provenance_ids(bench: Benchmarks) -> list[int]:
     """Benchmarks that record kernel configs (``is_provenance``): not performance, never examined or counted."""
-    names = session.execute(select(Benchmark.id, Benchmark.name)).all()
-    return [int(bid) for bid, name in names if is_provenance(name)]
+    return [bid for bid, (name, _unit) in bench.items() if is_provenance(name)]
+
+
+def _newest_commits(session: Session, machine_id: int, limit: int) -> list[int]:
+    """Ids of the machine's ``limit`` newest commits (those it has runs at), newest first (``commit_order``)."""
+    ids = session.execute(
+        select(Commit.id)
+        .where(Commit.id.in_(select(Run.commit_id).where(Run.machine_id == machine_id)))
+        .order_by(*commit_order(descending=True))
+        .limit(limit)
+    ).scalars()
+    return [int(i) for i in ids]
 
 
 def _lookback_windows(session: Session, machine_ids: Iterable[int], lookback: int) -> dict[int, list[int] | None]:
@@ -127,17 +144,8 @@ def _lookback_windows(session: Session, machine_ids: Iterable[int], lookback: in
     """
     out: dict[int, list[int] | None] = {}
     for mid in machine_ids:
-        ids = (
-            session.execute(
-                select(Commit.id)
-                .where(Commit.id.in_(select(Run.commit_id).where(Run.machine_id == mid)))
-                .order_by(*commit_order(descending=True))
-                .limit(lookback + 1)
-            )
-            .scalars()
-            .all()
-        )
-        out[mid] = [int(i) for i in ids[:lookback]] if len(ids) > lookback else None
+        ids = _newest_commits(session, mid, lookback + 1)
+        out[mid] = ids[:lookback] if len(ids) > lookback else None
     return out
 
 
@@ -234,6 +242,7 @@ def detect_store(
     )
 
     pos = commit_positions(session)
+    bench = _benchmarks(session)
     commit_at = np.array(list(pos), dtype=np.int64)  # the dict is in history order: commit id at each position
     if series is not None and not series:
         runs = pd.DataFrame(
@@ -242,7 +251,7 @@ def detect_store(
         df = runs
     else:
         runs = load_values(session, machine_ids=machine_ids, series=series, windows=windows)
-        runs = runs[~runs["benchmark_id"].isin(_provenance_ids(session))]
+        runs = runs[~runs["benchmark_id"].isin(_provenance_ids(bench))]
         runs["pos"] = runs["commit_id"].map(pos)
         if windows is not None:
             # Windows per machine (several machines: filtered here rather than in SQL).
@@ -255,10 +264,6 @@ def detect_store(
             runs = runs[keep]
         df = per_commit(runs)
 
-    bench = {
-        bid: (name, unit)
-        for bid, name, unit in session.execute(select(Benchmark.id, Benchmark.name, Benchmark.unit)).all()
-    }
     existing: dict[Key, list[Regression]] = {}
     for reg in _existing_regressions(session, series):
         existing.setdefault((reg.benchmark_id, reg.params_key, reg.machine_id), []).append(reg)
@@ -352,9 +357,9 @@ def detect_store(
 
     session.flush()
     summary.new, summary.fixed = [r.id for r in created], [r.id for r in fixed]
-    _update_groups(session, _assign_groups(session, ungrouped, pos, summary))
+    _update_groups(session, _assign_groups(session, ungrouped, pos, summary), _provenance_ids(bench))
     _confirm(runs, pending, pos, summary)
-    _retire(session, considered, summary)
+    _retire(session, considered, bench, summary)
     session.flush()
     summary.alerting = [
         r.id
@@ -490,18 +495,13 @@ def _set(reg: Regression, status: str, summary: DetectSummary) -> None:
     (summary.confirmed if status == CONFIRMED else summary.transient).append(reg.id)
 
 
-def _retire(session: Session, machine_ids: list[int], summary: DetectSummary) -> None:
+def _retire(session: Session, machine_ids: list[int], bench: Benchmarks, summary: DetectSummary) -> None:
     """Close the open regressions of series that no longer run: the benchmark is missing from its
     machine's newest commit while other benchmarks of its module (the asv file) ran there. A module
     missing altogether is a partial run (``asv run --bench``), and a missing parameter combination a
     grid subset (MLAPERF_CONCURRENCY): neither retires anything."""
     for mid in machine_ids:
-        newest = session.execute(
-            select(Commit.id)
-            .where(Commit.id.in_(select(Run.commit_id).where(Run.machine_id == mid)))
-            .order_by(*commit_order(descending=True))
-            .limit(1)
-        ).scalar_one_or_none()
+        newest = next(iter(_newest_commits(session, mid, 1)), None)
         if newest is None:
             continue
         present = set(
@@ -512,8 +512,7 @@ def _retire(session: Session, machine_ids: list[int], summary: DetectSummary) ->
                 .distinct()
             ).scalars()
         )
-        names = dict(session.execute(select(Benchmark.id, Benchmark.name)).all())
-        modules = {names[b].split(".", 1)[0] for b in present if b in names}
+        modules = {bench[b][0].split(".", 1)[0] for b in present if b in bench}
         for reg in session.execute(
             select(Regression).where(
                 Regression.machine_id == mid,
@@ -521,18 +520,17 @@ def _retire(session: Session, machine_ids: list[int], summary: DetectSummary) ->
                 Regression.benchmark_id.not_in(present),
             )
         ).scalars():
-            if names.get(reg.benchmark_id, "").split(".", 1)[0] in modules:
+            if bench.get(reg.benchmark_id, ("",))[0].split(".", 1)[0] in modules:
                 reg.status = RETIRED
                 summary.retired.append(reg.id)
 
 
-def _update_groups(session: Session, group_ids: set[int]) -> None:
+def _update_groups(session: Session, group_ids: set[int], provenance: list[int]) -> None:
     """Recount each group's series base (series measured on its machine at its commit) and decide
     whether it is machine-wide."""
     if not group_ids:
         return
     groups = list(session.execute(select(AlertGroup).where(AlertGroup.id.in_(group_ids))).scalars())
-    provenance = _provenance_ids(session)
     members = dict(
         session.execute(
             select(Regression.group_id, func.count(Regression.id))
