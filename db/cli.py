@@ -10,10 +10,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
-
-from sqlalchemy.engine import make_url
-from sqlalchemy.exc import ArgumentError
 
 from db.asvformat import show_path
 from db.engine import (
@@ -25,6 +21,7 @@ from db.engine import (
     first_line,
     head_revision,
     make_engine,
+    missing_sqlite_file,
     upgrade,
 )
 from db.ingest import ingest_paths
@@ -73,7 +70,7 @@ def cmd_db(args: argparse.Namespace) -> int:
             finally:
                 engine.dispose()
         else:
-            if url.startswith("sqlite") and _missing_sqlite_file(url):
+            if missing_sqlite_file(url):
                 print(
                     f"none (no database at {display_url(url)} yet: `mlaperf ingest` or `mlaperf db upgrade` creates it)"
                 )
@@ -95,16 +92,6 @@ def _report(exc: Exception) -> int:
     """Print a store command's error (bad usage, or a store that cannot be used) as one line; exit 2."""
     print(f"mlaperf: error: {show_path(first_line(exc))}", file=sys.stderr)
     return EXIT_USAGE
-
-
-def _missing_sqlite_file(url: str) -> bool:
-    try:
-        database = make_url(url).database
-    except ArgumentError:
-        return False
-    return (
-        bool(database) and database != ":memory:" and not database.startswith("file:") and not Path(database).exists()
-    )
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

@@ -94,6 +94,14 @@ def _sqlite_file(url: URL) -> str | None:
     return database
 
 
+def missing_sqlite_file(url: str | URL) -> bool:
+    """Whether ``url`` names a SQLite file that does not exist yet: a store not created yet, which holds
+    nothing (readers say so instead of creating it). ``ValueError`` for a malformed URL or unknown driver."""
+    parsed = _parse_url(url)
+    path = _sqlite_file(parsed) if parsed.get_backend_name() == "sqlite" else None
+    return path is not None and not Path(path).expanduser().exists()
+
+
 def _on_sqlite_connect(readonly: bool):  # noqa: ANN202 - event callback factory
     def connect(dbapi_conn: Any, _record: Any) -> None:
         # Driver-level autocommit: SQLAlchemy's "begin" event below issues BEGIN itself.

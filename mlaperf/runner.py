@@ -341,22 +341,16 @@ def measured_in_store(
     ``cache``: a dict kept by the caller; the discovered versions are stored under "versions" and reused.
     """
     from sqlalchemy import Engine
-    from sqlalchemy.engine import make_url
-    from sqlalchemy.exc import ArgumentError
     from sqlalchemy.orm import Session
 
-    from db.engine import StoreError, check_revision, current_revision, make_engine
+    from db.engine import StoreError, check_revision, current_revision, make_engine, missing_sqlite_file
     from mlaperf import measured
 
-    try:
-        database = make_url(url).database if make_url(url).get_backend_name() == "sqlite" else None
-    except ArgumentError as exc:
-        raise RunError(f"--db: invalid database URL: {exc}") from None
-    if database and database != ":memory:" and not database.startswith("file:") and not Path(database).exists():
-        return {}  # a store not created yet holds nothing
     engine: Engine | None = None
     try:
         try:
+            if missing_sqlite_file(url):
+                return {}  # a store not created yet holds nothing
             engine = make_engine(url, readonly=True)
         except ValueError as exc:
             raise RunError(f"--db: {exc}") from None

@@ -8,7 +8,7 @@ import pytest
 import sqlalchemy as sa
 from sqlalchemy.exc import DBAPIError
 
-from db.engine import StoreError, default_url, make_engine, upgrade
+from db.engine import StoreError, default_url, make_engine, missing_sqlite_file, upgrade
 
 
 def test_default_url_uses_env_then_local_sqlite(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -61,6 +61,16 @@ def test_readonly_sqlite_refuses_writes_and_reads(sqlite_url: str) -> None:
 def test_readonly_sqlite_missing_file_is_clear(tmp_path: Path) -> None:
     with pytest.raises(StoreError, match="does not exist"):
         make_engine(f"sqlite:///{tmp_path / 'nope.sqlite'}", readonly=True)
+
+
+def test_missing_sqlite_file_is_a_store_not_created_yet(tmp_path: Path) -> None:
+    (tmp_path / "there.sqlite").write_bytes(b"")
+    assert missing_sqlite_file(f"sqlite:///{tmp_path / 'nope.sqlite'}")
+    assert not missing_sqlite_file(f"sqlite:///{tmp_path / 'there.sqlite'}")
+    for url in ("sqlite://", "sqlite:///:memory:", "postgresql+psycopg://u@h/db"):
+        assert not missing_sqlite_file(url), url
+    with pytest.raises(ValueError, match="invalid database URL 'foo://bar'"):
+        missing_sqlite_file("foo://bar")
 
 
 @pytest.mark.postgres
