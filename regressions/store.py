@@ -538,19 +538,30 @@ def _update_groups(session: Session, group_ids: set[int], provenance: list[int])
             .group_by(Regression.group_id)
         ).all()
     )
-    for g in groups:
-        measured = session.execute(
-            select(func.count()).select_from(
-                select(Result.benchmark_id, Result.params_key)
-                .join(Run, Result.run_id == Run.id)
-                .where(Run.machine_id == g.machine_id, Run.commit_id == g.commit_id, Result.value.is_not(None),
-                       Result.benchmark_id.not_in(provenance))
-                .distinct()
-                .subquery()
+    # Series measured per (machine, commit) of the groups, in one query.
+    measured_series = (
+        select(Run.machine_id, Run.commit_id, Result.benchmark_id, Result.params_key)
+        .join(Run, Result.run_id == Run.id)
+        .where(
+            tuple_(Run.machine_id, Run.commit_id).in_(sorted({(g.machine_id, g.commit_id) for g in groups})),
+            Result.value.is_not(None),
+            Result.benchmark_id.not_in(provenance),
+        )
+        .distinct()
+        .subquery()
+    )
+    counts = {
+        (int(m), int(c)): int(k)
+        for m, c, k in session.execute(
+            select(measured_series.c.machine_id, measured_series.c.commit_id, func.count()).group_by(
+                measured_series.c.machine_id, measured_series.c.commit_id
             )
-        ).scalar_one()
+        )
+    }
+    for g in groups:
+        measured = counts.get((g.machine_id, g.commit_id), 0)
         n = int(members.get(g.id, 0))
-        g.series = int(measured)
+        g.series = measured
         g.machine_wide = bool(n >= MACHINE_WIDE_MIN and n > MACHINE_WIDE_SHARE * max(measured, 1))
 
 
