@@ -7,11 +7,17 @@ import math
 import os
 import subprocess
 import sys
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
+import sqlalchemy as sa
+
+from db.engine import make_engine
+from db.models import Benchmark, Commit, Environment, Machine, Result, Run
+from mlaperf import cli
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 OPENBLAS = REPO_ROOT / "tests" / "fixtures" / "asv-openblas" / "results"  # vendored, see its README
@@ -133,3 +139,46 @@ def run_unprivileged(args: list[str], **kwargs: Any) -> subprocess.CompletedProc
         timeout=120,
         **kwargs,
     )
+
+
+def run_cli(capsys: pytest.CaptureFixture, *argv: str) -> tuple[int, str, str]:
+    """``mlaperf ARGV`` in this process (the one entry point, mlaperf.cli.main): exit status, stdout, stderr."""
+    code = cli.main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def store_state(url: str) -> dict[str, Any]:
+    """What the store holds: result rows and runs by their names (Counters), commits, machines and benchmark
+    names, and ``results``, the (sha, benchmark, value) of every result."""
+    engine = make_engine(url)
+    with engine.connect() as conn:
+        rows = conn.execute(
+            sa.select(
+                Machine.name, Commit.sha, Environment.name, Benchmark.name, Result.params_key, Result.status,
+                Result.value, Result.number, Result.samples,
+            )
+            .select_from(Result)
+            .join(Run, Run.id == Result.run_id)
+            .join(Machine, Machine.id == Run.machine_id)
+            .join(Commit, Commit.id == Run.commit_id)
+            .join(Environment, Environment.id == Run.environment_id)
+            .join(Benchmark, Benchmark.id == Result.benchmark_id)
+        ).all()  # fmt: skip
+        runs = conn.execute(
+            sa.select(Machine.name, Commit.sha, Environment.name)
+            .select_from(Run)
+            .join(Machine, Machine.id == Run.machine_id)
+            .join(Commit, Commit.id == Run.commit_id)
+            .join(Environment, Environment.id == Run.environment_id)
+        ).all()
+        state = {
+            "rows": Counter(tuple(r[:8]) + (None if r[8] is None else tuple(r[8]),) for r in rows),
+            "runs": Counter(tuple(r) for r in runs),
+            "results": {(r[1], r[3], r[6]) for r in rows},
+            "commits": set(conn.execute(sa.select(Commit.sha)).scalars()),
+            "machines": set(conn.execute(sa.select(Machine.name)).scalars()),
+            "benchmarks": set(conn.execute(sa.select(Benchmark.name)).scalars()),
+        }
+    engine.dispose()
+    return state

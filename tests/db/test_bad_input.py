@@ -14,38 +14,11 @@ import pytest
 import sqlalchemy as sa
 
 from db.engine import make_engine
-from db.models import Benchmark, Commit, Machine, Result, Run
-from mlaperf import cli
-from tests.db.conftest import bench_row, results_doc, run_unprivileged, write_results
+from db.models import Benchmark, Result, Run
+from tests.db.conftest import bench_row, results_doc, run_cli, run_unprivileged, store_state, write_results
 
 GOOD_SHA = "1" * 40
 BAD_SHA = "b" * 40
-
-
-def run_cli(capsys: pytest.CaptureFixture, *argv: str) -> tuple[int, str, str]:
-    code = cli.main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
-def stored(url: str) -> dict[str, Any]:
-    """What the store holds: commits, machines, benchmarks by name, and (sha, benchmark, value) rows."""
-    engine = make_engine(url)
-    with engine.connect() as conn:
-        rows = conn.execute(
-            sa.select(Commit.sha, Benchmark.name, Result.value)
-            .join(Run, Run.id == Result.run_id)
-            .join(Commit, Commit.id == Run.commit_id)
-            .join(Benchmark, Benchmark.id == Result.benchmark_id)
-        ).all()
-        state = {
-            "commits": set(conn.execute(sa.select(Commit.sha)).scalars()),
-            "machines": set(conn.execute(sa.select(Machine.name)).scalars()),
-            "benchmarks": set(conn.execute(sa.select(Benchmark.name)).scalars()),
-            "results": {tuple(r) for r in rows},
-        }
-    engine.dispose()
-    return state
 
 
 def bad_doc(mutate: Callable[[dict[str, Any]], Any]) -> str:
@@ -132,7 +105,7 @@ def _file_name(row_id: str) -> str:
     return "".join(c if c.isalnum() else "-" for c in row_id) + ".json"
 
 
-def test_each_bad_file_is_refused_and_the_good_one_stored(
+def test_each_bad_file_is_refused_and_the_good_one_store_state(
     db_url: str, tmp_path: Path, capsys: pytest.CaptureFixture
 ) -> None:
     """Every row of ROWS in one batch beside one good file (one ingest per backend keeps this fast)."""
@@ -154,7 +127,7 @@ def test_each_bad_file_is_refused_and_the_good_one_stored(
         assert got is not None and reason in got, f"{row_id}: expected {reason!r} in {got!r}"
         assert len(got) < 300, f"{row_id}: reason is not one short line: {got!r}"
     assert f"ingested 1 of {len(ROWS) + 1} files" in out and f"{len(ROWS)} refused" in out
-    state = stored(db_url)
+    state = store_state(db_url)
     assert state["commits"] == {GOOD_SHA}
     assert state["results"] == {(GOOD_SHA, "s.time_good", 1.5)}
     assert state["benchmarks"] == {"s.time_good"} and state["machines"] == {"test-machine"}
@@ -178,7 +151,7 @@ def test_values_at_the_limits_are_stored_on_both(db_url: str, tmp_path: Path, ca
     write_results(root, doc, name="limits.json")
     code, out, err = run_cli(capsys, "ingest", "--db", db_url, str(root))
     assert code == 0, err
-    state = stored(db_url)
+    state = store_state(db_url)
     assert state["machines"] == {"m" * 255}
     values = {(b, v) for _, b, v in state["results"]}
     assert (name, 86_400.0) in values and ("s.mem_big", float(2**63)) in values
@@ -234,7 +207,7 @@ def test_file_system_faults_are_named(tmp_path: Path, sqlite_url: str, capsys: p
         str(missing): "no such file or directory",
     }
     assert "ingested 1 of 7 files" in out and "6 refused" in out  # every input counted: 1 stored + 6 refused
-    assert stored(sqlite_url)["commits"] == {"a" * 40}
+    assert store_state(sqlite_url)["commits"] == {"a" * 40}
 
 
 def test_symlink_loop_given_as_a_path(tmp_path: Path, sqlite_url: str, capsys: pytest.CaptureFixture) -> None:
@@ -261,7 +234,7 @@ def test_unreadable_file_and_folder(tmp_path: Path) -> None:
     assert proc.returncode == 2, proc.stderr
     assert f"REFUSED {locked}: cannot read: Permission denied" in proc.stderr
     assert f"REFUSED {other.parent}: cannot list directory: Permission denied" in proc.stderr
-    assert stored(url)["commits"] == {"a" * 40}
+    assert store_state(url)["commits"] == {"a" * 40}
 
 
 def test_broken_machine_json_refuses_its_results(tmp_path: Path, db_url: str, capsys: pytest.CaptureFixture) -> None:
@@ -272,7 +245,7 @@ def test_broken_machine_json_refuses_its_results(tmp_path: Path, db_url: str, ca
     code, out, err = run_cli(capsys, "ingest", "--db", db_url, str(root))
     assert code == 2
     assert f"REFUSED {broken}: its machine.json is bad: invalid JSON (truncated?)" in err
-    state = stored(db_url)
+    state = store_state(db_url)
     assert state["machines"] == {"fine"} and state["commits"] == {"a" * 40}
 
 
@@ -287,12 +260,12 @@ def test_broken_benchmarks_json_refuses_the_files_using_it(
     (root / "benchmarks.json").write_text("{not json")
     code, _, err = run_cli(capsys, "ingest", "--db", db_url, str(root))
     assert code == 2 and f"REFUSED {path}: the benchmarks.json of its results folder is bad: invalid JSON" in err
-    assert stored(db_url)["benchmarks"] == set()  # nothing from a refused file, not even its benchmark names
+    assert store_state(db_url)["benchmarks"] == set()  # nothing from a refused file, not even its benchmark names
     (root / "benchmarks.json").write_text(json.dumps({"s.time_a": {"param_names": ["n"], "unit": "seconds"}}))
     assert run_cli(capsys, "ingest", "--db", db_url, str(root))[0] == 0
 
 
-def test_internal_error_is_exit_3_and_the_others_are_stored(
+def test_internal_error_is_exit_3_and_the_others_are_store_state(
     tmp_path: Path, sqlite_url: str, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from db import ingest
@@ -312,7 +285,7 @@ def test_internal_error_is_exit_3_and_the_others_are_stored(
     assert code == 3
     assert err.strip() == f"ERROR {buggy}: internal error KeyError: 'a bug'"
     assert "ingested 1 of 2 files" in out and "0 refused, 1 failed" in out
-    assert stored(sqlite_url)["commits"] == {"a" * 40}
+    assert store_state(sqlite_url)["commits"] == {"a" * 40}
 
 
 def test_file_names_that_are_not_utf8(tmp_path: Path, db_url: str, capsys: pytest.CaptureFixture) -> None:

@@ -10,13 +10,7 @@ import pytest
 import mlaperf.cli
 from db import cli
 from db.engine import head_revision
-from tests.db.conftest import bench_row, results_doc, write_results
-
-
-def run(capsys: pytest.CaptureFixture, *argv: str) -> tuple[int, str, str]:
-    code = mlaperf.cli.main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
+from tests.db.conftest import bench_row, results_doc, run_cli, write_results
 
 
 def test_register_adds_commands_with_help(capsys: pytest.CaptureFixture) -> None:
@@ -39,14 +33,14 @@ def test_defaults_work_in_a_fresh_directory(
 ) -> None:
     monkeypatch.delenv("MLAPERF_DB", raising=False)
     monkeypatch.chdir(tmp_path)
-    code, out, _ = run(capsys, "db", "current")
+    code, out, _ = run_cli(capsys, "db", "current")
     assert code == 0 and "no database" in out
     root = tmp_path / ".asv" / "results"
     write_results(root, results_doc({"s.time_a": bench_row([1.0], [])}))
-    code, out, _ = run(capsys, "ingest")  # default path .asv/results, default database
+    code, out, _ = run_cli(capsys, "ingest")  # default path .asv/results, default database
     assert code == 0 and "ingested 1 of 1 files (1 results" in out
     assert (tmp_path / ".mlaperf" / "mlaperf.sqlite").is_file()
-    code, out, _ = run(capsys, "db", "current")
+    code, out, _ = run_cli(capsys, "db", "current")
     assert code == 0 and f"{head_revision()} (up to date)" in out
 
 
@@ -56,19 +50,19 @@ def test_exit_codes_and_messages(tmp_path: Path, capsys: pytest.CaptureFixture, 
     bad = write_results(root, results_doc({"s.time_a": bench_row([1.0], [])}, commit="b" * 40))
     bad.write_text(bad.read_text()[:50])
 
-    code, out, err = run(capsys, "ingest", "--db", sqlite_url, str(root))
+    code, out, err = run_cli(capsys, "ingest", "--db", sqlite_url, str(root))
     assert code == 2
     assert f"REFUSED {bad}: invalid JSON (truncated?)" in err
     assert "ingested 1 of 2 files" in out and "1 refused" in out and bad.name in out
 
-    code, _, err = run(capsys, "ingest", "--db", sqlite_url, str(tmp_path / "missing"))
+    code, _, err = run_cli(capsys, "ingest", "--db", sqlite_url, str(tmp_path / "missing"))
     assert code == 2 and "no such file or directory" in err
-    code, _, err = run(capsys, "ingest", "--db", "nosuch://x", str(root))
+    code, _, err = run_cli(capsys, "ingest", "--db", "nosuch://x", str(root))
     assert code == 2 and "invalid database URL 'nosuch://x'" in err
     with pytest.raises(SystemExit) as info:
         mlaperf.cli.main(["ingest", "--no-such-flag"])
     assert info.value.code == 2
-    code, _, _ = run(capsys, "db")
+    code, _, _ = run_cli(capsys, "db")
     assert code == 2
 
 
@@ -82,7 +76,7 @@ def test_a_crash_is_one_line_and_exit_3(
 
     monkeypatch.delenv("MLAPERF_DEBUG", raising=False)
     monkeypatch.setattr(cli, "ingest_paths", crash)
-    code, _, err = run(capsys, "ingest", "--db", sqlite_url, str(tmp_path))
+    code, _, err = run_cli(capsys, "ingest", "--db", sqlite_url, str(tmp_path))
     assert code == 3 and err == "mlaperf: internal error: KeyError: 'a bug'\n"
 
 
@@ -91,14 +85,14 @@ def test_old_schema_is_a_clear_error_not_a_crash(
 ) -> None:
     root = tmp_path / "results"
     write_results(root, results_doc({"s.time_a": bench_row([1.0], [])}))
-    assert run(capsys, "db", "upgrade", "0001", "--db", sqlite_url)[0] == 0
-    code, out, err = run(capsys, "ingest", "--db", sqlite_url, str(root))
+    assert run_cli(capsys, "db", "upgrade", "0001", "--db", sqlite_url)[0] == 0
+    code, out, err = run_cli(capsys, "ingest", "--db", sqlite_url, str(root))
     assert code == 2 and "schema revision 0001" in err and "mlaperf db upgrade --db" in err
-    code, out, _ = run(capsys, "db", "current", "--db", sqlite_url)
+    code, out, _ = run_cli(capsys, "db", "current", "--db", sqlite_url)
     assert f"0001 (needs upgrade to {head_revision()})" in out
-    code, out, _ = run(capsys, "db", "upgrade", "--db", sqlite_url)
+    code, out, _ = run_cli(capsys, "db", "upgrade", "--db", sqlite_url)
     assert code == 0 and f"schema revision {head_revision()}" in out
-    code, out, _ = run(capsys, "ingest", "--db", sqlite_url, "--quiet", str(root))
+    code, out, _ = run_cli(capsys, "ingest", "--db", sqlite_url, "--quiet", str(root))
     assert code == 0 and out == ""
-    code, out, _ = run(capsys, "db", "downgrade", "0001", "--db", sqlite_url)
+    code, out, _ = run_cli(capsys, "db", "downgrade", "0001", "--db", sqlite_url)
     assert code == 0 and "schema revision 0001" in out

@@ -25,14 +25,12 @@ from pathlib import Path
 from typing import Any
 from unittest import mock
 
-import sqlalchemy as sa
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from db import ingest
 from db.engine import make_engine, upgrade
-from db.models import Benchmark, Commit, Environment, Machine, Result, Run
-from tests.db.conftest import ASV_COLUMNS, bench_row, results_doc
+from tests.db.conftest import ASV_COLUMNS, bench_row, results_doc, store_state
 
 EXAMPLES = int(os.environ.get("MLAPERF_HYPOTHESIS_EXAMPLES", "30"))
 settings.register_profile(
@@ -246,39 +244,6 @@ def fault(data: st.DataObject, batch: Batch, good: tuple[dict[str, Any], list[tu
         else:
             batch.replacements[str(path)] = lambda p: p.write_bytes(b"[]")
             batch.refused.add(str(path))
-
-
-def store_state(url: str) -> dict[str, Any]:
-    engine = make_engine(url)
-    with engine.connect() as conn:
-        rows = conn.execute(
-            sa.select(
-                Machine.name, Commit.sha, Environment.name, Benchmark.name, Result.params_key, Result.status,
-                Result.value, Result.number, Result.samples,
-            )
-            .select_from(Result)
-            .join(Run, Run.id == Result.run_id)
-            .join(Machine, Machine.id == Run.machine_id)
-            .join(Commit, Commit.id == Run.commit_id)
-            .join(Environment, Environment.id == Run.environment_id)
-            .join(Benchmark, Benchmark.id == Result.benchmark_id)
-        ).all()  # fmt: skip
-        runs = conn.execute(
-            sa.select(Machine.name, Commit.sha, Environment.name)
-            .select_from(Run)
-            .join(Machine, Machine.id == Run.machine_id)
-            .join(Commit, Commit.id == Run.commit_id)
-            .join(Environment, Environment.id == Run.environment_id)
-        ).all()
-        state = {
-            "rows": Counter(tuple(r[:8]) + (None if r[8] is None else tuple(r[8]),) for r in rows),
-            "runs": Counter(tuple(r) for r in runs),
-            "commits": set(conn.execute(sa.select(Commit.sha)).scalars()),
-            "machines": set(conn.execute(sa.select(Machine.name)).scalars()),
-            "benchmarks": set(conn.execute(sa.select(Benchmark.name)).scalars()),
-        }
-    engine.dispose()
-    return state
 
 
 @settings(settings.get_profile("mlaperf-ingest"))

@@ -13,16 +13,9 @@ import sqlalchemy as sa
 
 from db.engine import StoreError, check_schema, current_revision, ensure_schema, make_engine, upgrade
 from db.ingest import ingest_paths
-from mlaperf import cli
-from tests.db.conftest import bench_row, results_doc, run_unprivileged, write_results
+from tests.db.conftest import bench_row, results_doc, run_cli, run_unprivileged, write_results
 
 SQL_WORDS = ("SELECT", "INSERT", "CREATE", "FROM ", "[SQL", "sqlalche.me")
-
-
-def run_cli(capsys: pytest.CaptureFixture, *argv: str) -> tuple[int, str, str]:
-    code = cli.main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def one_clear_line(err: str, *needles: str) -> str:
