@@ -7,6 +7,7 @@ from dataclasses import dataclass
 import torch
 
 from .cache import HEAD_DIM, TOKENS_PER_PAGE, quantize_kv_cache
+from .decode.tuning import MmaConfig
 
 # The benchmark gate's rule and table (benchmarks/_gate.py), copied: the gate keeps its own so that the
 # commit it measures cannot loosen it (asv loads the gate from the benchmarking checkout, the kernels
@@ -56,6 +57,19 @@ def check_decode(out: torch.Tensor, lse: torch.Tensor, ref_out: torch.Tensor, re
     tol = TOLERANCES[tolerance_tier(out.device)]
     assert_close("out", out, ref_out, *tol["out"])
     assert_close("lse", lse, ref_lse, *tol["lse"])
+
+
+# The MMA configs pinned by the kernel tests (tests/kernels/test_decode.py) and measured by
+# benchmarks/scripts/decode_errors.py, each on inputs seeded BLOCK_H + splits: (BLOCK_H, splits, PREFETCH).
+PINNED_MMA_CONFIGS: tuple[tuple[int, int, int], ...] = (
+    (16, 1, 0), (16, 3, 2), (32, 1, 1), (32, 2, 2), (64, 4, 0), (64, 1, 1), (64, 2, 2), (16, 2, 3), (64, 3, 3),
+)  # fmt: skip
+
+
+def pinned_mma_config(block_h: int, splits: int, prefetch: int, *, gpu: bool) -> MmaConfig:
+    """A pinned config: 16-token tiles, one stage, 8 warps for 64-head blocks on the GPU, else 4."""
+    warps = 8 if block_h == 64 and gpu else 4
+    return MmaConfig(block_h, 16, warps, 1, splits, prefetch)
 
 
 def random_kv(

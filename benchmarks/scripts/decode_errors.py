@@ -28,9 +28,7 @@ from typing import Any
 OUT_RTOL = {"reference": 1 / 128, "kernels": 2 / 128}
 MARGIN = 2.0  # every measured number is doubled, then rounded up to one significant digit ...
 ATOL_MARGIN = 4.0  # ... except out's atol: near-zero residuals are a tail that moves with summation order
-# (BLOCK_N, splits, column split, seed) of each config the kernel tests pin (test_decode.py): same inputs.
-PINNED_CONFIGS = [(16, 1, 0, 1), (16, 3, 2, 1), (32, 1, 1, 1), (32, 2, 2, 1), (64, 4, 0, 1), (64, 1, 1, 1),
-                  (64, 2, 2, 1), (16, 2, 3, 1), (64, 3, 3, 1), (32, 1, 0, 2), (32, 3, 3, 2), (16, 2, 1, 2)]  # fmt: skip
+# The configs the kernel tests pin, on the same inputs: mla_kernels.testing.PINNED_MMA_CONFIGS.
 # Cases run with every candidate MMA config as well (H a multiple of 64, so every head block fits).
 # atol is absolute, for data at FlashMLA's scale (kv ~ N(0, 0.1), what the suites and most tests use). The
 # 1e4-scale case checks overflow; its near-zero outputs are off by ~2**-9 of its values on the GPU (bf16
@@ -49,7 +47,7 @@ def _cases(tier: str, quick: bool) -> Iterator[tuple[str, Builder, list[tuple[st
     import torch
 
     import mla_kernels as mk
-    from mla_kernels.testing import random_kv
+    from mla_kernels.testing import PINNED_MMA_CONFIGS, random_kv
 
     dev = torch.device("cuda" if tier == "gpu" else "cpu")
 
@@ -98,9 +96,9 @@ def _cases(tier: str, quick: bool) -> Iterator[tuple[str, Builder, list[tuple[st
         for b in (1, 2, 4, 8, 16, 32, 64, 128):  # the asv grid: 64K tokens per request
             for topk in (128, 512, 2048):
                 yield f"asv B{b} topk{topk}", inputs(b, 64, topk, b * 65536, 0), None
-    for block_h, splits, prefetch, cols in PINNED_CONFIGS:
+    for block_h, splits, prefetch in PINNED_MMA_CONFIGS:
         yield (f"B2 H64 topk70 seed{block_h + splits}", inputs(2, 64, 70, 512, block_h + splits, invalid_frac=0.2),
-               [_pinned(tier, block_h, splits, prefetch, cols)])  # fmt: skip
+               [_pinned(tier, block_h, splits, prefetch)])  # fmt: skip
     if tier == "gpu":
         return
     yield "B2 H16 topk40", inputs(2, 16, 40, 700, 40, invalid_frac=0.1), None
@@ -133,34 +131,31 @@ def _runs(tier: str) -> list[tuple[str, Callable[..., Any]]]:
 
 
 def _config_runs(heads: int) -> list[tuple[str, Callable[..., Any]]]:
-    """Every candidate MMA config (and 1 or 3 splits) through ``mla_kernels.decode.decode_with_config``,
-    where the package has it: the autotuner may pick any of them on some GPU."""
-    try:
-        from mla_kernels.decode import CANDIDATES, MmaConfig, decode_with_config
-    except ImportError:
-        return []
+    """Every candidate MMA config (and 1 or 3 splits) through ``mla_kernels.decode.decode_with_config``:
+    the autotuner may pick any of them on some GPU."""
+    from mla_kernels.decode import CANDIDATES, MmaConfig, decode_with_config, spec_label
+
     runs: list[tuple[str, Callable[..., Any]]] = []
     for spec in CANDIDATES:
-        block_h, block_n, warps, stages, prefetch, cols = spec
+        block_h, block_n, warps, stages, prefetch = spec
         if heads % block_h:
             continue
         for splits in (1, 3):
-            cfg = MmaConfig(block_h, block_n, warps, stages, splits, prefetch, cols, source="fixed")
+            cfg = MmaConfig(block_h, block_n, warps, stages, splits, prefetch, source="fixed")
 
             def call(q: Any, cache: Any, idx: Any, sm_scale: Any, cfg: Any = cfg) -> Any:
                 return decode_with_config(q, cache, idx, cfg, sm_scale)
 
-            runs.append((f"config {block_h}x{block_n}x{warps}x{stages} pf{prefetch} cols{cols} splits{splits}", call))
+            runs.append((f"config {spec_label(spec)} splits{splits}", call))
     return runs
 
 
-def _pinned(tier: str, block_h: int, splits: int, prefetch: int, cols: int) -> tuple[str, Callable[..., Any]]:
-    from mla_kernels.decode import MmaConfig, decode_with_config
+def _pinned(tier: str, block_h: int, splits: int, prefetch: int) -> tuple[str, Callable[..., Any]]:
+    from mla_kernels.decode import decode_with_config
+    from mla_kernels.testing import pinned_mma_config
 
-    warps = 8 if block_h == 64 and tier == "gpu" else 4
-    cfg = MmaConfig(block_h=block_h, block_n=16, num_warps=warps, num_stages=1, num_splits=splits,
-                    prefetch=prefetch, col_split=cols)  # fmt: skip
-    label = f"config {block_h}x16 pf{prefetch} cols{cols} splits{splits}"
+    cfg = pinned_mma_config(block_h, splits, prefetch, gpu=tier == "gpu")
+    label = f"config {block_h}x16 pf{prefetch} splits{splits}"
     return label, lambda q, cache, idx, sm_scale: decode_with_config(q, cache, idx, cfg, sm_scale)
 
 

@@ -6,8 +6,8 @@ import pytest
 import torch
 
 from mla_kernels import LAST_LAUNCH, make_decode_inputs, quantize_kv_cache, sparse_mla_decode
-from mla_kernels.decode import MmaConfig, decode_with_config
-from mla_kernels.testing import check_decode, random_kv
+from mla_kernels.decode import decode_with_config
+from mla_kernels.testing import PINNED_MMA_CONFIGS, check_decode, pinned_mma_config, random_kv
 
 KERNELS = ["simt", "mma"]
 
@@ -74,15 +74,11 @@ def test_large_magnitudes(device, impl):
     check_decode(out.float() / 1e4, lse, ref_out / 1e4, ref_lse)
 
 
-@pytest.mark.parametrize(
-    ("block_h", "splits", "prefetch"),
-    [(16, 1, 0), (16, 3, 2), (32, 1, 1), (32, 2, 2), (64, 4, 0), (64, 1, 1), (64, 2, 2), (16, 2, 3), (64, 3, 3)],
-)
+@pytest.mark.parametrize(("block_h", "splits", "prefetch"), PINNED_MMA_CONFIGS)
 def test_mma_every_head_block_and_split(device, block_h, splits, prefetch):
     inp = make_decode_inputs(2, 64, 70, num_tokens=512, device=device, seed=block_h + splits, invalid_frac=0.2)
     ref_out, ref_lse = sparse_mla_decode(inp.q, inp.kv_cache, inp.indices, impl="reference")
-    warps = 8 if block_h == 64 and device.type == "cuda" else 4
-    cfg = MmaConfig(block_h=block_h, block_n=16, num_warps=warps, num_stages=1, num_splits=splits, prefetch=prefetch)
+    cfg = pinned_mma_config(block_h, splits, prefetch, gpu=device.type == "cuda")
     out, lse = decode_with_config(inp.q, inp.kv_cache, inp.indices, cfg)
     assert LAST_LAUNCH["BLOCK_H"] == block_h
     check_decode(out, lse, ref_out, ref_lse)

@@ -4,12 +4,19 @@ rule (``benchmarks/_gate.py``, which the commit under test cannot change); the t
 from __future__ import annotations
 
 import itertools
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 import torch
 
 from benchmarks import _gate
+from benchmarks.scripts import decode_errors
 from mla_kernels import testing
+from mla_kernels.decode import CANDIDATES
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_same_table() -> None:
@@ -55,3 +62,17 @@ def test_same_verdicts() -> None:
 def test_tier_names(tier: str) -> None:
     dev = torch.device("cuda" if tier == "gpu" else "cpu")
     assert testing.tolerance_tier(dev) == tier
+
+
+def test_the_measuring_script_enumerates_its_cases_and_configs() -> None:
+    """``decode_errors`` (the measurements behind the table) still builds every case and run: nothing runs."""
+    res = subprocess.run([sys.executable, "-m", "benchmarks.scripts.decode_errors", "--help"], capture_output=True,
+                         text=True, cwd=ROOT, timeout=120)  # fmt: skip
+    assert res.returncode == 0 and "usage: python -m benchmarks.scripts.decode_errors" in res.stdout
+    for tier in ("interpreter", "gpu"):
+        cases = list(decode_errors._cases(tier, quick=False))
+        assert len({name for name, _, _ in cases}) == len(cases) and all(callable(b) for _, b, _ in cases)
+        pinned = [runs[0][0] for _, _, runs in cases if runs is not None]
+        assert len(pinned) == len(testing.PINNED_MMA_CONFIGS), pinned  # the kernel tests' pinned configs
+    assert [label for label, _ in decode_errors._runs("interpreter")] == ["simt", "mma", "mma sm_90", "mma sm_120"]
+    assert len(decode_errors._config_runs(64)) == 2 * len(CANDIDATES)  # every candidate, 1 and 3 splits
