@@ -1,5 +1,6 @@
 """`mlaperf dashboard` in a child process, for the tools that drive it in a browser (the screenshot script,
-the speed benchmark, the browser test): start it on a free port, wait until it serves, stop it."""
+the speed benchmark, the browser test): start it on a free port, wait until it serves, stop it; and what
+they share in the browser: Chromium's flags and ``Watcher``, which waits for a script run's end and its charts."""
 
 from __future__ import annotations
 
@@ -10,8 +11,15 @@ import time
 import urllib.request
 from pathlib import Path
 from types import TracebackType
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
+# Headless Chromium in a container or CI: no sandbox, no GPU, no background network or updates.
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--no-first-run"]
+# Every chart drawn: each Plotly chart element holds an SVG with at least one trace.
+CHARTS_DRAWN = """() => [...document.querySelectorAll('[data-testid="stPlotlyChart"]')]
+    .every(c => c.querySelector('svg.main-svg g.trace'))"""
 
 
 class Served:
@@ -62,3 +70,44 @@ class Served:
 
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
         self.stop()
+
+
+class Watcher:
+    """Counts the server's ``script_finished`` messages on a tab's websocket (Streamlit's ForwardMsg), so a
+    tool knows when a run has ended instead of guessing from spinners."""
+
+    def __init__(self, page: Any) -> None:
+        from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
+
+        self.finished = 0
+        self.finished_at = 0.0
+        self.errors: list[str] = []
+
+        def frame(payload: str | bytes) -> None:
+            if isinstance(payload, str):
+                return
+            try:
+                msg = ForwardMsg.FromString(payload)
+            except Exception:  # noqa: BLE001 - other frames (or a newer wire format) are not ours
+                return
+            kind = msg.WhichOneof("type")
+            if kind == "script_finished":
+                self.finished += 1
+                self.finished_at = time.perf_counter()
+            elif kind == "delta" and msg.delta.new_element.WhichOneof("type") == "exception":
+                self.errors.append(msg.delta.new_element.exception.message)
+
+        page.on("websocket", lambda ws: ws.on("framereceived", frame))
+
+    def wait_run(self, page: Any, before: int, timeout: float = 120.0) -> float:
+        """Wait for the next run to finish and its charts to draw; returns when the run finished."""
+        deadline = time.monotonic() + timeout
+        while self.finished <= before:
+            if time.monotonic() > deadline:
+                raise TimeoutError("no script_finished from the server")
+            page.wait_for_timeout(5)
+        if self.errors:
+            raise RuntimeError(f"page raised: {self.errors[0]}")
+        page.wait_for_function(CHARTS_DRAWN, timeout=60_000)
+        page.evaluate("() => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)))")
+        return self.finished_at

@@ -14,19 +14,13 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 from pathlib import Path
+from typing import Any
 
 PAGES = ["overview=", "throughput=throughput", "history=history", "regressions=regressions",
          "compare=compare", "efficiency=efficiency"]
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-        "--disable-component-update", "--disable-sync", "--no-first-run"]
 WIDTH = 1600
 TALL = 3000  # initial window height
-IDLE_JS = "() => !document.querySelector('[data-testid=\"stStatusWidget\"] button')"
-# Every chart drawn: each Plotly chart element holds an SVG with at least one trace.
-CHARTS_JS = """() => [...document.querySelectorAll('[data-testid="stPlotlyChart"]')]
-    .every(c => c.querySelector('svg.main-svg g.trace'))"""
 HEIGHT_JS = """() => {
     const block = document.querySelector('[data-testid="stMainBlockContainer"]');
     const main = document.querySelector('[data-testid="stMain"]');
@@ -34,28 +28,24 @@ HEIGHT_JS = """() => {
 }"""
 
 
-def _load(page: object, url: str) -> int:
-    """Open ``url``, wait for the run to finish and every chart to draw; the content's height in pixels."""
-    page.goto(url, wait_until="domcontentloaded")  # type: ignore[attr-defined]
-    page.wait_for_selector("h1", timeout=60_000)  # type: ignore[attr-defined]
-    time.sleep(0.5)
-    page.wait_for_function(IDLE_JS, timeout=60_000)  # type: ignore[attr-defined]
-    page.wait_for_function(CHARTS_JS, timeout=60_000)  # type: ignore[attr-defined]
-    if page.locator('[data-testid="stException"]').count():  # type: ignore[attr-defined]
-        raise RuntimeError(f"{url} shows an exception")
-    time.sleep(1.0)  # Plotly finishes its layout after the traces appear
-    return int(page.evaluate(HEIGHT_JS))  # type: ignore[attr-defined]
+def _load(page: Any, watch: Any, url: str) -> int:
+    """Open ``url``, wait for the run to finish (raising if the page did) and every chart to draw; the
+    content's height in pixels."""
+    before = watch.finished
+    page.goto(url, wait_until="commit")
+    watch.wait_run(page, before)
+    page.wait_for_timeout(1000)  # Plotly finishes its layout, and tables draw, after the run's end
+    return int(page.evaluate(HEIGHT_JS))
 
 
-def shoot(page: object, url: str, out: Path) -> None:
+def shoot(page: Any, watch: Any, url: str, out: Path) -> None:
     """A tall window from the start (resizing makes Plotly redraw, and a shot taken then is blank); when the
     page is taller still, load it again in a window that fits, then clip to the content."""
-    height = _load(page, url)
+    height = _load(page, watch, url)
     if height > TALL:
-        page.set_viewport_size({"width": WIDTH, "height": min(height, 16_000)})  # type: ignore[attr-defined]
-        height = _load(page, url)
-    page.screenshot(path=str(out), clip={"x": 0, "y": 0, "width": WIDTH,  # type: ignore[attr-defined]
-                                         "height": max(600, min(height, 16_000))})
+        page.set_viewport_size({"width": WIDTH, "height": min(height, 16_000)})
+        height = _load(page, watch, url)
+    page.screenshot(path=str(out), clip={"x": 0, "y": 0, "width": WIDTH, "height": max(600, min(height, 16_000))})
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -75,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"--chromium {args.chromium}: not found")
     from playwright.sync_api import sync_playwright
 
-    from dashboard.served import Served
+    from dashboard.served import CHROMIUM_ARGS, Served, Watcher
     from db.engine import default_url
 
     args.out.mkdir(parents=True, exist_ok=True)
@@ -84,25 +74,21 @@ def main(argv: list[str] | None = None) -> int:
     except RuntimeError as exc:
         print(f"screenshot: {exc}", file=sys.stderr)
         return 3
-    base = server.base
-    try:
-        with sync_playwright() as pw:
-            browser = pw.chromium.launch(executable_path=args.chromium, args=ARGS)
-            for item in pages:
-                name, _, path = item.partition("=")
-                page = browser.new_page(viewport={"width": WIDTH, "height": TALL})
-                out = args.out / f"{name}.png"
-                try:
-                    shoot(page, f"{base}/{path}", out)
-                except Exception as exc:  # noqa: BLE001 - name the page, keep the message short
-                    print(f"screenshot: page {name} ({path or '/'}): {exc}", file=sys.stderr)
-                    return 3
-                finally:
-                    page.close()
-                print(f"wrote {out}", flush=True)
-            browser.close()
-    finally:
-        server.stop()
+    with server, sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=args.chromium, args=CHROMIUM_ARGS)
+        for item in pages:
+            name, _, path = item.partition("=")
+            page = browser.new_page(viewport={"width": WIDTH, "height": TALL})
+            out = args.out / f"{name}.png"
+            try:
+                shoot(page, Watcher(page), f"{server.base}/{path}", out)
+            except Exception as exc:  # noqa: BLE001 - name the page, keep the message short
+                print(f"screenshot: page {name} ({path or '/'}): {exc}", file=sys.stderr)
+                return 3
+            finally:
+                page.close()
+            print(f"wrote {out}", flush=True)
+        browser.close()
     return 0
 
 

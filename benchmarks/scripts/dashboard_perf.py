@@ -37,7 +37,10 @@ import time
 import urllib.request
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from dashboard.served import Watcher
 
 ROOT = Path(__file__).resolve().parents[2]
 MACHINE = "h200-sxm"
@@ -45,10 +48,6 @@ SMALL_MACHINE = "rtx-pro-6000"
 FIRST_TARGET_S = 1.5
 CHANGE_TARGET_S = 1.0
 CHROMIUM = "/usr/bin/chromium"
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-        "--disable-component-update", "--disable-sync", "--no-first-run"]
-CHARTS_DRAWN = """() => [...document.querySelectorAll('[data-testid="stPlotlyChart"]')]
-    .every(c => c.querySelector('svg.main-svg g.trace'))"""
 
 
 def _synth() -> Any:
@@ -118,46 +117,6 @@ def _tree_cpu(root: int) -> float:
     return total
 
 
-class Watcher:
-    """Counts the server's ``script_finished`` messages on a tab's websocket (Streamlit's ForwardMsg)."""
-
-    def __init__(self, page: Any) -> None:
-        from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
-
-        self.finished = 0
-        self.finished_at = 0.0
-        self.errors: list[str] = []
-
-        def frame(payload: str | bytes) -> None:
-            if isinstance(payload, str):
-                return
-            try:
-                msg = ForwardMsg.FromString(payload)
-            except Exception:  # noqa: BLE001 - other frames (or a newer wire format) are not ours
-                return
-            kind = msg.WhichOneof("type")
-            if kind == "script_finished":
-                self.finished += 1
-                self.finished_at = time.perf_counter()
-            elif kind == "delta" and msg.delta.new_element.WhichOneof("type") == "exception":
-                self.errors.append(msg.delta.new_element.exception.message)
-
-        page.on("websocket", lambda ws: ws.on("framereceived", frame))
-
-    def wait_run(self, page: Any, before: int, timeout: float = 120.0) -> float:
-        """Wait for the next run to finish and its charts to draw; returns when the run finished."""
-        deadline = time.monotonic() + timeout
-        while self.finished <= before:
-            if time.monotonic() > deadline:
-                raise TimeoutError("no script_finished from the server")
-            page.wait_for_timeout(5)
-        if self.errors:
-            raise RuntimeError(f"page raised: {self.errors[0]}")
-        page.wait_for_function(CHARTS_DRAWN, timeout=60_000)
-        page.evaluate("() => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)))")
-        return self.finished_at
-
-
 def _open_select(page: Any, label: str, text: str) -> None:
     """Open the selectbox labelled ``label`` and type ``text`` (not timed: the user is still choosing)."""
     box = page.locator('[data-testid="stSelectbox"]').filter(has_text=label).first
@@ -209,6 +168,8 @@ def floor(workdir: Path, chromium: str, repeats: int) -> list[tuple[float, float
 
     from playwright.sync_api import sync_playwright
 
+    from dashboard.served import CHROMIUM_ARGS, Watcher
+
     app = workdir / "trivial_app.py"
     app.write_text(TRIVIAL_APP)
     with socket.socket() as sock:
@@ -230,7 +191,7 @@ def floor(workdir: Path, chromium: str, repeats: int) -> list[tuple[float, float
                     raise RuntimeError("trivial Streamlit app did not start") from None
                 time.sleep(0.2)
         with sync_playwright() as pw:
-            browser = pw.chromium.launch(executable_path=chromium, args=ARGS)
+            browser = pw.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS)
             context = browser.new_context(viewport={"width": 1500, "height": 1000})
             warm = context.new_page()
             watch = Watcher(warm)
@@ -267,12 +228,12 @@ def measure(url: str, shas: list[str], repeats: int, chromium: str,
     page opened in a new tab and timed; one widget changed and timed."""
     from playwright.sync_api import sync_playwright
 
-    from dashboard.served import Served
+    from dashboard.served import CHROMIUM_ARGS, Served, Watcher
 
     # page -> (first render s, widget change s, first render CPU s, widget change CPU s)
     out: dict[str, tuple[list[float], ...]] = {name: ([], [], [], []) for name in pages}
     with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=chromium, args=ARGS)
+        browser = pw.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS)
         for rep in range(repeats):
             server = Served(url)
             try:

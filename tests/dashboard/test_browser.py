@@ -19,8 +19,6 @@ from conftest import ROOT, SLOW_FROM, Seeded
 
 CHROMIUM = Path("/usr/bin/chromium")
 SHOTS = ROOT / "artifacts" / "screenshots"
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-        "--disable-component-update", "--disable-sync", "--no-first-run"]
 # url path -> (charts expected on the seeded store's default machine, query parameters the page publishes)
 PAGES = {
     "": (0, {"machine"}),
@@ -50,8 +48,8 @@ def served(seeded: Seeded) -> Iterator[str]:
 
 
 def _load(page: Any, watch: Any, url: str) -> None:
-    """Open ``url`` and wait for the server's script_finished and every chart drawn (the perf script's
-    watcher of Streamlit's websocket: no guessing from spinners)."""
+    """Open ``url`` and wait for the server's script_finished and every chart drawn (``Watcher`` reads
+    Streamlit's websocket: no guessing from spinners)."""
     before = watch.finished
     page.goto(url, wait_until="commit")
     watch.wait_run(page, before)
@@ -64,11 +62,11 @@ def _query(page: Any) -> dict[str, list[str]]:
 def test_every_page_in_chromium(served: str, seeded: Seeded) -> None:
     from playwright.sync_api import sync_playwright
 
-    from benchmarks.scripts.dashboard_perf import Watcher
+    from dashboard.served import CHROMIUM_ARGS, Watcher
 
     SHOTS.mkdir(parents=True, exist_ok=True)
     with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=ARGS, headless=True)
+        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True)
         page = browser.new_page(viewport={"width": 1400, "height": 1000})
         watch = Watcher(page)
         try:
