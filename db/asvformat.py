@@ -426,7 +426,7 @@ def machine_columns(info: dict[str, Any]) -> dict[str, Any]:
     left NULL there (the whole dict is kept in ``Machine.info``).
     """
     cols: dict[str, Any] = {}
-    for key, limit in limits.machine_text_limits().items():
+    for key, limit in limits.MACHINE_TEXT.items():
         value = info.get(key)
         cols[key] = None if value is None or value == "" else _check_text(str(value), f"machine {key!r}", limit)
     for key in (*_INT_MACHINE_COLUMNS, *_FLOAT_MACHINE_COLUMNS):

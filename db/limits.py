@@ -46,15 +46,12 @@ PARAMS_KEY = text_limit(Result.params_key)
 SOURCE_PATH = text_limit(Run.source_path)
 COMMIT_BRANCH = text_limit(Commit.branch)
 COMMIT_AUTHOR = text_limit(Commit.author)
-
-
-def machine_text_limits() -> dict[str, int]:
-    """Length limits of the machine description's string columns (os, cpu, gpu_name, ...)."""
-    limits = {}
-    for col in Machine.__table__.columns:
-        if isinstance(col.type, String) and col.type.length is not None and col.name != "name":
-            limits[col.name] = int(col.type.length)
-    return limits
+# The machine description's string columns (os, cpu, gpu_name, ...) and their length limits.
+MACHINE_TEXT: dict[str, int] = {
+    col.name: int(col.type.length)
+    for col in Machine.__table__.columns
+    if isinstance(col.type, String) and col.type.length is not None and col.name != "name"
+}
 
 
 def describe_bytes(size: int) -> str:
