@@ -1,6 +1,7 @@
 """The compile matrix (``python -m mla_kernels.compile_report``): every kernel x candidate config compiled
-for sm_120 with Triton's bundled ptxas, no GPU. Fails when a config the launchers keep for sm_120 spills
-or exceeds its shared memory. A child process: kernels defined under TRITON_INTERPRET=1 do not compile."""
+for sm_120 (the indexer's also for sm_90) with Triton's bundled ptxas, no GPU. Fails when a config the
+launchers keep for sm_120 spills or exceeds its shared memory. A child process: kernels defined under
+TRITON_INTERPRET=1 do not compile."""
 
 from __future__ import annotations
 
@@ -73,6 +74,21 @@ def test_second_run_reads_the_cache(sm120):
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert json.loads(proc.stdout) == rows
     assert time.perf_counter() - start < max(30.0, first / 3)
+
+
+def test_indexer_kernels_compile_for_sm90(tmp_path):
+    # sm_90 lowering (wgmma) the interpreter never sees, for every indexer launch (~10 s; the 64-head decode
+    # configs take 10-50 s each, so sm_90 decode is left to the report itself).
+    proc = _report(tmp_path / "c.json", "--arch", "90", "--kernels", "indexer", "--json", "--jobs", "2", "--quiet")
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    rows = json.loads(proc.stdout)
+    assert {r["kernel"] for r in rows} == {"indexer.scores", "indexer.select", "indexer.fp32_maxctx"}
+    assert all(r["arch"] == "sm_90" and r["registers"] and not r["failure"] for r in rows)
+    scores = [r for r in rows if r["kernel"] == "indexer.scores"]
+    assert all(any(m.startswith("wgmma") for m in r["mma"]) for r in scores)  # tensor cores, not a fallback
+    assert all(r["shared"] <= 101376 for r in scores)  # fits the smallest target (sm_120 class) too
+    assert any(r["kept"] for r in scores) and any(r["kept"] for r in rows if r["kernel"] == "indexer.select")
+    assert next(r for r in rows if r["kernel"] == "indexer.fp32_maxctx")["mma"] == []  # the baseline stays SIMT
 
 
 def test_a_kept_config_that_spills_or_overflows_fails():
