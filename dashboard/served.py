@@ -22,6 +22,20 @@ CHARTS_DRAWN = """() => [...document.querySelectorAll('[data-testid="stPlotlyCha
     .every(c => c.querySelector('svg.main-svg g.trace'))"""
 
 
+def wait_serving(base: str, proc: subprocess.Popen[Any], what: str, timeout: float = 90.0) -> None:
+    """Return once the Streamlit server at ``base`` answers its health check; RuntimeError naming ``what``
+    when ``proc`` exits first or ``timeout`` seconds pass."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            with urllib.request.urlopen(f"{base}/_stcore/health", timeout=2):
+                return
+        except OSError:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"{what} at {base} not serving (exit {proc.poll()})") from None
+            time.sleep(0.2)
+
+
 class Served:
     """``with Served(url) as s: s.base`` is ``http://127.0.0.1:PORT`` of a running dashboard on ``url``."""
 
@@ -45,16 +59,11 @@ class Served:
             raise RuntimeError(f"dashboard did not start (exit {self.proc.poll()}): {''.join(seen)[-2000:]}")
         # Drain the server's output so it never blocks on a full pipe.
         threading.Thread(target=self.proc.stdout.read, daemon=True).start()  # type: ignore[union-attr]
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                with urllib.request.urlopen(f"{self.base}/_stcore/health", timeout=2):
-                    return
-            except OSError:
-                if self.proc.poll() is not None or time.monotonic() > deadline:
-                    self.stop()
-                    raise RuntimeError(f"dashboard at {self.base} not serving (exit {self.proc.poll()})") from None
-                time.sleep(0.2)
+        try:
+            wait_serving(self.base, self.proc, "dashboard", timeout)
+        except RuntimeError:
+            self.stop()
+            raise
 
     def stop(self) -> None:
         if self.proc.poll() is None:

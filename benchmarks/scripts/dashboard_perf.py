@@ -34,7 +34,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -164,32 +163,21 @@ TRIVIAL_APP = 'import streamlit as st\nst.title("floor")\nst.dataframe({"a": [1,
 
 def floor(workdir: Path, chromium: str, repeats: int) -> list[tuple[float, float]]:
     """First render of a trivial Streamlit page in a new tab: (seconds, CPU seconds) per repeat."""
-    import socket
-
     from playwright.sync_api import sync_playwright
 
-    from dashboard.served import CHROMIUM_ARGS, Watcher
+    from dashboard.cli import free_port
+    from dashboard.served import CHROMIUM_ARGS, Watcher, wait_serving
 
     app = workdir / "trivial_app.py"
     app.write_text(TRIVIAL_APP)
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
+    port = free_port("127.0.0.1")
     proc = subprocess.Popen([sys.executable, "-m", "streamlit", "run", str(app), "--server.headless", "true",
                              "--server.port", str(port), "--browser.gatherUsageStats", "false"],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     base = f"http://127.0.0.1:{port}"
     out = []
     try:
-        deadline = time.monotonic() + 90
-        while True:
-            try:
-                with urllib.request.urlopen(f"{base}/_stcore/health", timeout=2):
-                    break
-            except OSError:
-                if time.monotonic() > deadline:
-                    raise RuntimeError("trivial Streamlit app did not start") from None
-                time.sleep(0.2)
+        wait_serving(base, proc, "trivial Streamlit app")
         with sync_playwright() as pw:
             browser = pw.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS)
             context = browser.new_context(viewport={"width": 1500, "height": 1000})
@@ -211,7 +199,7 @@ def floor(workdir: Path, chromium: str, repeats: int) -> list[tuple[float, float
     finally:
         proc.terminate()
         proc.wait(timeout=20)
-    return out  # the page opened first to warm the server; default: overview
+    return out
 
 
 def _goto(page: Any, watch: Watcher, url: str) -> None:

@@ -102,3 +102,14 @@ def test_streamlit_command_is_headless_on_host() -> None:
     assert opts["--server.headless"] == "true"
     assert opts["--server.address"] == "127.0.0.1" and opts["--server.port"] == "9999"
     assert opts["--browser.gatherUsageStats"] == "false"
+
+
+def test_wait_serving_gives_up_when_the_server_exits() -> None:
+    """The browser tools' start-up wait stops at once when the server process has died (no 90 s wait)."""
+    from dashboard.served import wait_serving
+
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait(timeout=30)
+    base = f"http://127.0.0.1:{cli.free_port('127.0.0.1')}"
+    with pytest.raises(RuntimeError, match=r"trivial app at http://127\.0\.0\.1:\d+ not serving \(exit 0\)"):
+        wait_serving(base, proc, "trivial app", timeout=60)
