@@ -358,17 +358,18 @@ def _consistent_level(seg: np.ndarray, lo: float, hi: float, sigma: float, delta
     return float(dev.max()) <= max(2.0 * sigma, 0.25 * abs(d))
 
 
-def _verdict(worse: np.ndarray, delta: float) -> str:
+def _verdict(worse: np.ndarray, delta: float) -> tuple[str, int]:
     """Each run of a new level votes: worse than the level before by the threshold (confirms), or back
     within half the threshold (refutes); runs in between abstain. Two confirming runs and more of them
-    than refuting ones confirm; a refuting run with as many as confirm refutes; else undecided."""
+    than refuting ones confirm; a refuting run with as many as confirm refutes; else undecided.
+    Returns the verdict and the number of confirming runs."""
     confirm = int(np.sum(worse > delta))
     refute = int(np.sum(worse < 0.5 * delta))
     if confirm >= 2 and confirm > refute:
-        return CONFIRMED
+        return CONFIRMED, confirm
     if refute >= 1 and refute >= confirm:
-        return TRANSIENT
-    return SUSPECT
+        return TRANSIENT, confirm
+    return SUSPECT, confirm
 
 
 def verdict(
@@ -378,6 +379,14 @@ def verdict(
     ``"transient"`` (refuted) or ``"suspect"`` (undecided), from every measurement of the new level in
     order (the run that showed the step, re-runs of its commit, runs of later commits; failed runs
     skipped)."""
+    return verdict_counts(before, measurements, threshold=threshold, direction=direction)[0]
+
+
+def verdict_counts(
+    before: float, measurements: Sequence[float | None], *, threshold: float = 0.05, direction: str = UP_IS_WORSE
+) -> tuple[str, int]:
+    """:func:`verdict` and the number of runs that voted to confirm it (worse than ``before`` by more
+    than the threshold)."""
     _, z = _to_log(list(measurements))
     sign = 1.0 if direction == UP_IS_WORSE else -1.0
     return _verdict(sign * (z - math.log(before)), math.log1p(threshold))
@@ -444,7 +453,7 @@ def _finish(
                     fixed = int(idx[a])
                     break
             if seg_end == n:  # the new level is the newest runs: seen twice on its own, or suspect
-                confirmed = _verdict(sign * (z[c:] - lo), delta) == CONFIRMED
+                confirmed = _verdict(sign * (z[c:] - lo), delta)[0] == CONFIRMED
             if any(abs(hi - m) < delta for m in medians[:k]):
                 labels = (RETURNS_TO_EARLIER_LEVEL,)
         steps.append(

@@ -45,7 +45,7 @@ from regressions.detect import (
     TRANSIENT,
     DetectorParams,
     detect_many,
-    verdict,
+    verdict_counts,
 )
 from regressions.direction import direction_for, is_provenance, slowdown
 from regressions.results import Key, UsageError, commit_positions, load_values, per_commit
@@ -450,8 +450,7 @@ def _confirm(runs: pd.DataFrame, pending: list[_Pending], pos: dict[int, int], s
     for p in pending:
         g = by_key.get(p.key)
         values = [] if g is None else g.loc[g["pos"] >= pos[p.reg.commit_id], "value"].tolist()
-        v = verdict(p.reg.before, values, threshold=p.threshold, direction=p.reg.direction)
-        confirming = _confirming(p.reg, values, p.threshold)
+        v, confirming = verdict_counts(p.reg.before, values, threshold=p.threshold, direction=p.reg.direction)
         if p.reg.status == TRANSIENT:
             if p.still_found and v == CONFIRMED and confirming >= MACHINE_WIDE_CONFIRM:
                 _set(p.reg, CONFIRMED, summary)
@@ -483,11 +482,6 @@ def _confirm(runs: pd.DataFrame, pending: list[_Pending], pos: dict[int, int], s
                 v = majority
             if v != SUSPECT:
                 _set(r, v, summary)
-
-
-def _confirming(reg: Regression, values: list[float], threshold: float) -> int:
-    """Runs worse than the regression's level before by more than the threshold."""
-    return sum(1 for x in values if x is not None and x > 0 and slowdown(x / reg.before, reg.direction) > 1 + threshold)
 
 
 def _set(reg: Regression, status: str, summary: DetectSummary) -> None:

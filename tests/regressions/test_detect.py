@@ -7,7 +7,14 @@ import math
 import numpy as np
 import pytest
 
-from regressions.detect import RETURNS_TO_EARLIER_LEVEL, detect_many, detect_steps, noise_scale, verdict
+from regressions.detect import (
+    RETURNS_TO_EARLIER_LEVEL,
+    detect_many,
+    detect_steps,
+    noise_scale,
+    verdict,
+    verdict_counts,
+)
 from regressions.direction import DOWN_IS_WORSE, UP_IS_WORSE
 from regressions.synthetic import make_history, make_series
 
@@ -208,6 +215,13 @@ def test_verdict_of_the_newest_runs(runs: list[float | None], expected: str) -> 
     # Throughput: down is worse.
     flipped = [None if x is None else 1.0 / x for x in runs]
     assert verdict(1.0, flipped, threshold=0.05, direction=DOWN_IS_WORSE) == expected
+
+
+def test_verdict_counts_the_confirming_runs() -> None:
+    """The store's machine-wide rules read the confirming runs the verdict counted (failed runs, 0 and
+    abstaining runs are not among them)."""
+    assert verdict_counts(1.0, [1.2, None, 1.03, 1.19, 0.0], threshold=0.05) == ("new", 2)
+    assert verdict_counts(1.0, [1 / 1.2, 1.0, 1.0], threshold=0.05, direction=DOWN_IS_WORSE) == ("transient", 1)
 
 
 def test_one_high_then_slightly_high_tail_is_not_a_confirmed_level() -> None:
