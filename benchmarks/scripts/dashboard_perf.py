@@ -86,10 +86,19 @@ def seed(url: str, workdir: Path, commits: int) -> int:
     engine.dispose()
     print("  " + summary.line(), flush=True)
     t0 = time.perf_counter()
+    first = _detect(url)
+    print(f"  detect --full in {time.perf_counter() - t0:.1f} s: {first}", flush=True)
+    return int(synth.count_series(benches))
+
+
+def _detect(url: str) -> str:
+    """``mlaperf detect --full`` on the store; its first line of output. A status other than 0 or 1 (the
+    detector failed: the pages would be measured without the seeded alerts) raises with its stderr."""
     out = subprocess.run([sys.executable, "-m", "mlaperf.cli", "detect", "--full", "--db", url], cwd=ROOT,
                          capture_output=True, text=True, check=False)
-    print(f"  detect --full in {time.perf_counter() - t0:.1f} s: {out.stdout.strip().splitlines()[:1]}", flush=True)
-    return int(synth.count_series(benches))
+    if out.returncode not in (0, 1):
+        raise RuntimeError(f"mlaperf detect --full exited {out.returncode}: {out.stderr.strip()[-2000:]}")
+    return (out.stdout.strip().splitlines() or [""])[0]
 
 
 def _tree_cpu(root: int) -> float:
