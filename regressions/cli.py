@@ -182,7 +182,7 @@ def detect_command(args: argparse.Namespace) -> int:
         return _fail(str(exc))
     except SQLAlchemyError as exc:
         return _store_fail(exc, args.db)
-    _print_listing(args, frame, _detect_summary_line(summary), set(summary.new), summary.events())
+    _print_listing(args, frame, _detect_summary_line(summary), summary.events())
     return 1 if args.fail_on_new and summary.alerting else 0
 
 
@@ -203,7 +203,7 @@ def _list_command(args: argparse.Namespace) -> int:
         return _store_fail(exc, args.db)
     except (UsageError, ValueError, RuntimeError) as exc:
         return _fail(str(exc))
-    _print_listing(args, frame, "detect --list: the stored regressions; nothing re-examined", set(), {})
+    _print_listing(args, frame, "detect --list: the stored regressions; nothing re-examined", {})
     return 0
 
 
@@ -212,12 +212,13 @@ def _listed(session: Session, args: argparse.Namespace) -> Any:
     return regressions_frame(session, statuses=statuses, machine=args.machine)
 
 
-def _print_listing(args: argparse.Namespace, frame: Any, headline: str, new: set[int], events: dict[int, str]) -> None:
+def _print_listing(args: argparse.Namespace, frame: Any, headline: str, events: dict[int, str]) -> None:
     records = []
     for row in frame.to_dict("records"):
         rec = {k: _clean(v) for k, v in row.items()}
-        rec["new"] = row["id"] in new
-        rec["event"] = events.get(row["id"])
+        event = events.get(row["id"])
+        rec["new"] = event == "flagged"  # flagged by this run (DetectSummary.events() puts it first)
+        rec["event"] = event
         records.append(rec)
     if args.json:
         print(json.dumps(records, indent=2, allow_nan=False))
