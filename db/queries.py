@@ -204,6 +204,18 @@ def benchmarks(s: Session) -> pd.DataFrame:
     return _frame(s, stmt)
 
 
+def commit_candidates(s: Session, sha: str) -> list[Commit]:
+    """The stored commits ``sha`` (lower-cased) may name: the one whose sha it is, else up to 6 whose sha
+    starts with it, by sha (callers show the first 5, and ``...`` when there are more). The one sha and
+    prefix lookup of :func:`results_at_commit` and ``regressions.results.resolve_commit``."""
+    sha = sha.lower()
+    exact = s.execute(select(Commit).where(Commit.sha == sha)).scalar_one_or_none()
+    if exact is not None:
+        return [exact]
+    stmt = select(Commit).where(Commit.sha.startswith(sha, autoescape=True)).order_by(Commit.sha).limit(6)
+    return list(s.execute(stmt).scalars())
+
+
 def _commit_by_sha(s: Session, ref: str) -> Commit:
     """The commit whose sha is ``ref`` or starts with it; :class:`CommitNotFound` if none or several.
 
@@ -213,10 +225,7 @@ def _commit_by_sha(s: Session, ref: str) -> Commit:
     ref = ref.strip().lower()
     if not ref:
         raise CommitNotFound("empty commit sha")
-    exact = s.execute(select(Commit).where(Commit.sha == ref)).scalar_one_or_none()
-    if exact is not None:
-        return exact
-    found = s.execute(select(Commit).where(Commit.sha.startswith(ref, autoescape=True)).limit(6)).scalars().all()
+    found = commit_candidates(s, ref)
     if not found:
         raise CommitNotFound(f"no stored commit matches {ref!r}")
     if len(found) > 1:

@@ -21,7 +21,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from db.models import Benchmark, Commit, Machine, Result, Run, commit_order
-from db.queries import commit_results
+from db.queries import commit_candidates, commit_results
 
 Key = tuple[int, str, int]  # a series: benchmark_id, params_key, machine_id
 
@@ -47,14 +47,7 @@ def resolve_commit(session: Session, ref: str, what: str, repo: str | Path | Non
         raise UsageError(f"{what}: empty commit")
     hexlike = all(c in "0123456789abcdefABCDEF" for c in ref)
     if hexlike and len(ref) >= 4:
-        exact = session.execute(select(Commit).where(Commit.sha == ref.lower())).scalar_one_or_none()
-        if exact is not None:
-            return exact
-        found = (
-            session.execute(select(Commit).where(Commit.sha.startswith(ref.lower())).order_by(Commit.sha).limit(6))
-            .scalars()
-            .all()
-        )
+        found = commit_candidates(session, ref)
         if len(found) == 1:
             return found[0]
         if len(found) > 1:
