@@ -115,14 +115,9 @@ def regressions(url: str, machine: str | None = None) -> pd.DataFrame:
     from regressions.store import regressions_frame
 
     with _session(url) as s:
-        regs = regressions_frame(s, machine=machine)
-        regs = regs.rename(columns={"commit": "sha", "fixed_at": "fixed_sha", "fixed_commit": "fixed_sha",
-                                    "parent": "parent_sha"})
-        regs["params_key"] = [json.dumps(p, sort_keys=True) for p in regs["params"]]
-        shas = [*regs["sha"], *regs["parent_sha"].dropna(), *regs.get("fixed_sha", pd.Series(dtype=object)).dropna()]
-        messages = queries.commit_messages(s, shas)
+        regs = regressions_frame(s, machine=machine).rename(columns={"parent": "parent_sha"})
+        messages = queries.commit_messages(s, [*regs["parent_sha"].dropna(), *regs["fixed_sha"].dropna()])
         triage_log = notes.triage_notes(s)
-    regs["message"] = regs["sha"].map(messages)
     return triage.enrich(regs, messages, triage_log)
 
 

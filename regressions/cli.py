@@ -26,6 +26,9 @@ from regressions.store import (
 )
 
 STATUSES = REGRESSION_STATUSES
+# A `detect --json` record is a row of regressions_frame less these columns, with these renamed.
+_NOT_LISTED = ["params_key", "message"]
+_LISTED_AS = {"sha": "commit", "fixed_sha": "fixed_at"}
 
 
 def _threshold(text: str) -> float:
@@ -214,7 +217,7 @@ def _listed(session: Session, args: argparse.Namespace) -> Any:
 
 def _print_listing(args: argparse.Namespace, frame: Any, headline: str, events: dict[int, str]) -> None:
     records = []
-    for row in frame.to_dict("records"):
+    for row in frame.drop(columns=_NOT_LISTED).rename(columns=_LISTED_AS).to_dict("records"):
         rec = {k: _clean(v) for k, v in row.items()}
         event = events.get(row["id"])
         rec["new"] = event == "flagged"  # flagged by this run (DetectSummary.events() puts it first)

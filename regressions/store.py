@@ -562,9 +562,10 @@ def _update_groups(session: Session, group_ids: set[int], provenance: list[int])
 def regressions_frame(
     session: Session, *, statuses: Iterable[str] | None = None, machine: str | None = None
 ) -> pd.DataFrame:
-    """Stored regressions with names resolved, newest commit first (``db.queries.regressions`` under the
-    column names of the detect CLI's JSON contract, plus the alert group, the commit range and labels);
-    an unknown machine gives an empty frame."""
+    """Stored regressions with names resolved, newest commit first: the columns of ``db.queries.regressions``
+    plus :func:`alert_columns` (alert group, the commit range's parent, labels); an unknown machine gives an
+    empty frame. ``mlaperf detect --json`` lists these rows (less params_key and message, with sha and
+    fixed_sha named commit and fixed_at)."""
     from db import queries
 
     frame = queries.regressions(session, status=None if statuses is None else list(statuses))
@@ -573,12 +574,8 @@ def regressions_frame(
     # Within one commit, oldest regression first.
     commit_rank = {sha: i for i, sha in enumerate(dict.fromkeys(frame["sha"]))}
     frame = frame.assign(_rank=frame["sha"].map(commit_rank)).sort_values(["_rank", "id"], kind="stable")
-    frame = frame.drop(columns=["_rank", "params_key", "message"], errors="ignore")
-    frame = frame.rename(columns={"sha": "commit", "fixed_sha": "fixed_at"}).reset_index(drop=True)
-    alerts = alert_columns(session, [int(i) for i in frame["id"]])
-    frame = frame.drop(columns=[c for c in alerts.columns if c != "id" and c in frame.columns]).merge(
-        alerts, on="id", how="left"
-    )
+    frame = frame.drop(columns=["_rank"]).reset_index(drop=True)
+    frame = frame.merge(alert_columns(session, [int(i) for i in frame["id"]]), on="id", how="left")
     # Ints stay ints where some rows have no group (regressions stored before groups existed).
     frame["group"] = pd.Series([None if pd.isna(g) else int(g) for g in frame["group"]], dtype=object)
     return frame

@@ -82,6 +82,7 @@ class MlaperfStore:
         self.ingest_seconds += summary.seconds
 
     def detect(self) -> Detection:
+        from db.models import params_key
         from mlaperf.cli import main as mlaperf_main
 
         out, err = io.StringIO(), io.StringIO()
@@ -98,7 +99,7 @@ class MlaperfStore:
             Flag(
                 machine=r["machine"],
                 benchmark=r["benchmark"],
-                params_key=json.dumps(r.get("params") or {}, sort_keys=True),
+                params_key=params_key(r.get("params") or {}),
                 commit=r["commit"],
                 status=r.get("status"),
                 group=r.get("group"),

@@ -159,7 +159,7 @@ def test_detect_lists_a_store_it_may_not_write(folder: Path, tmp_path: Path) -> 
     assert listed.returncode == 0, listed.stderr
     records = json.loads(listed.stdout)
     assert [(r["id"], r["status"], r["commit"]) for r in records] == list(
-        zip(stored["id"], stored["status"], stored["commit"], strict=True)
+        zip(stored["id"], stored["status"], stored["sha"], strict=True)
     )
     assert all(r["new"] is False and r["event"] is None for r in records)
     table = run_unprivileged(["-m", "mlaperf.cli", "detect", "--list", "--db", url])

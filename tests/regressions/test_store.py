@@ -141,7 +141,7 @@ def test_newest_step_suspect_then_confirmed_then_fixed(engine: Engine, tmp_path:
         mark = s.get(Meta, WATERMARK_KEY)
         assert mark is not None and mark.value["result_id"] > 0
         frame = regressions_frame(s, statuses=["fixed"])
-        assert len(frame) == SERIES - 1 and set(frame["fixed_at"]) == {h.shas[42]}
+        assert len(frame) == SERIES - 1 and set(frame["fixed_sha"]) == {h.shas[42]}
         assert set(frame["group"]) == {group.id} and frame["machine_wide"].all()
         assert set(frame["parent"]) == {h.shas[38]} and set(frame["group_status"]) == {"fixed"}
 
