@@ -131,7 +131,7 @@ def test_oracle_byte_decoding_matches_the_contract() -> None:
         assert {c: keys[row, c].item() for c in keys[row].nonzero().flatten().tolist()} == key
 
 
-def test_page_addressing_with_a_padded_stride() -> None:
+def test_page_addressing_with_a_padded_stride(device: torch.device) -> None:
     """Token A stored at slot 261 (page 1, offset 5) of a cache with 149,760-byte pages."""
     cache = hand_cache(num_pages=2, stride=149_760, token0_slot=261)
     q = hand_query()
@@ -141,10 +141,10 @@ def test_page_addressing_with_a_padded_stride() -> None:
     torch.testing.assert_close(out, want_out, rtol=0, atol=0)  # one valid slot: out is the key itself
     torch.testing.assert_close(lse, want_lse, rtol=0, atol=0)  # and lse its score (3 or 2)
     for impl in ("reference", "mma"):
-        got = mk.sparse_mla_decode(q, cache, idx, 1.0, impl=impl)
-        tier = "reference" if impl == "reference" else "interpreter"
-        _gate.assert_close(f"{impl} out", got[0], want_out, _gate.TOLERANCES[tier]["out"])
-        _gate.assert_close(f"{impl} lse", got[1], want_lse, _gate.TOLERANCES[tier]["lse"])
+        got = mk.sparse_mla_decode(q.to(device), cache.to(device), idx.to(device), 1.0, impl=impl)
+        tier = "reference" if impl == "reference" else "gpu" if device.type == "cuda" else "interpreter"
+        _gate.assert_close(f"{impl} out", got[0].cpu(), want_out, _gate.TOLERANCES[tier]["out"])
+        _gate.assert_close(f"{impl} lse", got[1].cpu(), want_lse, _gate.TOLERANCES[tier]["lse"])
 
 
 @pytest.mark.parametrize("impl", ["reference", "simt", "mma"])
