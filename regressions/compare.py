@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 from sqlalchemy.orm import Session
@@ -194,21 +194,34 @@ def compare_many(
     pairs: list[SeriesPair], *, alpha: float = DEFAULT_ALPHA, z_crit: float = DEFAULT_Z
 ) -> list[Comparison]:
     """:func:`compare_pair` of each pair, with the samples' tests run together (fast on many series)."""
-    comparable = [_status_without_values(*_sides(p)) is None and change_ratio(p.base, p.head) for p in pairs]
+    prepared = [_prepare(p) for p in pairs]
     tested = _mann_whitney_many(
-        [(p.base_samples, p.head_samples) if ok else ([], []) for p, ok in zip(pairs, comparable, strict=True)],
+        [
+            (p.base_samples, p.head_samples) if prep.ratio is not None else ([], [])
+            for p, prep in zip(pairs, prepared, strict=True)
+        ],
         alpha,
     )
-    return [_compare(p, alpha, z_crit, pv) for p, pv in zip(pairs, tested, strict=True)]
+    return [_compare(p, prep, alpha, z_crit, pv) for p, prep, pv in zip(pairs, prepared, tested, strict=True)]
 
 
-def _sides(pair: SeriesPair) -> tuple[str, str]:
-    return _side(pair.base, pair.base_status), _side(pair.head, pair.head_status)
+class _Prepared(NamedTuple):
+    base_side: str
+    head_side: str
+    status: str | None  # the status of a series that cannot be compared (``_status_without_values``)
+    ratio: float | None  # head / base when comparable, else None
 
 
-def _compare(pair: SeriesPair, alpha: float, z_crit: float, p: float | None) -> Comparison:
-    """One series given the p-value of its samples' test (None: too few samples)."""
-    base_side, head_side = _sides(pair)
+def _prepare(pair: SeriesPair) -> _Prepared:
+    base_side, head_side = _side(pair.base, pair.base_status), _side(pair.head, pair.head_status)
+    status = _status_without_values(base_side, head_side)
+    return _Prepared(base_side, head_side, status, change_ratio(pair.base, pair.head) if status is None else None)
+
+
+def _compare(pair: SeriesPair, prep: _Prepared, alpha: float, z_crit: float, p: float | None) -> Comparison:
+    """One series given its sides, status and ratio, and the p-value of its samples' test (None: too few
+    samples)."""
+    base_side, head_side, status, ratio = prep
     common = dict(
         benchmark=pair.benchmark,
         params=pair.params,
@@ -221,9 +234,7 @@ def _compare(pair: SeriesPair, alpha: float, z_crit: float, p: float | None) -> 
         base=pair.base if base_side == SIDE_OK else None,
         head=pair.head if head_side == SIDE_OK else None,
     )
-    status = _status_without_values(base_side, head_side)
-    ratio = change_ratio(pair.base, pair.head)
-    if status is not None or ratio is None:
+    if ratio is None:
         # Not comparable: a side without a value, or a value of 0 (a track_ may count to 0).
         return Comparison(
             **common,
@@ -289,10 +300,10 @@ def compare_commits(
     machine up to the base (the change under test must not widen it).
     """
     settings = settings or Settings()
-    if machines is None:
-        machines = machines_with(session, [base.id, head.id])
     measured_base = set(machines_with(session, [base.id]))
     measured_head = set(machines_with(session, [head.id]))
+    if machines is None:
+        machines = sorted(measured_base & measured_head)  # those with runs at both
     pairs: list[SeriesPair] = []
     for machine in machines:
         b = results_at(session, base.id, machine)
