@@ -120,9 +120,9 @@ class StepTally:
     raised: int = 0  # every false flag the first detection listed, open or closed
     raised_after: Counter = field(default_factory=Counter)  # those by their state after one more run
     series_commits: int = 0
-    groups: int | None = 0
+    groups: int = 0
     step_commits: int = 0
-    confirmed: int | None = 0  # newest-commit steps flagged again after the next run (mlaperf: status new)
+    confirmed: int = 0  # newest-commit steps flagged again after the next run (mlaperf: status new)
     confirmed_of: int = 0
     confirmed_statuses: Counter = field(default_factory=Counter)
     alarm_commits: Counter = field(default_factory=Counter)  # (machine, commit) -> false alarms kept
@@ -149,9 +149,9 @@ class EventResult:
     factor: float
     flags: int
     open: int
-    groups: int | None  # alert groups of the flags (asv: machine x commit)
-    open_groups: int | None  # of them, groups with an open member
-    machine_wide: bool | None
+    groups: int  # alert groups of the flags (asv: machine x commit)
+    open_groups: int  # of them, groups with an open member
+    machine_wide: bool | None  # mlaperf only
     statuses: dict[str, int]
     after_flags: int | None = None  # newest: after the next (clean) run
     after_open: int | None = None
@@ -164,7 +164,6 @@ class MethodReport:
     events: list[EventResult] = field(default_factory=list)
     detect_seconds: float = 0.0
     detections: int = 0
-    keys: set[str] = field(default_factory=set)  # optional JSON keys seen (mlaperf)
     baseline_open: int = 0  # open flags on the unmodified histories (asv: its listing)
     baseline_flat_open: int = 0  # of them, on flat series
     baseline_states: Counter = field(default_factory=Counter)  # every flag listed, by state
@@ -317,7 +316,6 @@ class Bench:
         for m, d in out.items():
             self.reports[m].detect_seconds += d.seconds
             self.reports[m].detections += 1
-            self.reports[m].keys |= set(d.keys)
         return out
 
     def baseline(self) -> None:
@@ -382,14 +380,11 @@ class Bench:
                     t.confirmed_of += 1
                     again = [f for p, f in later.get(key, []) if abs(p - inj.label) <= TOLERANCE]
                     if is_mlaperf:
-                        # Confirmed: listed again with status "new" (n/a while detect --json has no status).
+                        # Confirmed: listed again with status "new".
                         status = again[0].status if again else "not listed"
                         t.confirmed_statuses[str(status)] += 1
-                        if "status" not in then.keys and then.flags:
-                            t.confirmed = None
-                        elif t.confirmed is not None:
-                            t.confirmed += status == "new"
-                    elif t.confirmed is not None:
+                        t.confirmed += status == "new"
+                    else:
                         t.confirmed += bool(again)
             for p, f in marks:
                 # A false alarm is still open after one more run: mlaperf lists it as suspect, new or
@@ -403,8 +398,7 @@ class Bench:
                 if still_open:
                     t.alarm_commits[(f"{self.history.name} {f.machine}", f.commit[:8])] += 1
                 t.alarms.append(f"{self._where(key, p)}: false flag ({_state([f])}; after one more run: {after})")
-        if t.groups is not None:
-            t.groups = None if is_mlaperf and "group" not in first.keys else t.groups + len(groups)
+        t.groups += len(groups)
 
     def _where(self, key: SeriesKey, pos: int) -> str:
         machine, bench, pkey = key
@@ -438,11 +432,9 @@ class Bench:
                     factor=factor,
                     flags=len(at),
                     open=sum(f.open for f in at),
-                    groups=self._groups(at, first[m], m),
-                    open_groups=self._groups([f for f in at if f.open], first[m], m),
-                    machine_wide=(any(bool(f.machine_wide) for f in at) if "machine_wide" in first[m].keys else None)
-                    if m == "mlaperf"
-                    else None,
+                    groups=self._groups(at, m),
+                    open_groups=self._groups([f for f in at if f.open], m),
+                    machine_wide=any(bool(f.machine_wide) for f in at) if m == "mlaperf" else None,
                     statuses=dict(Counter(str(f.status) for f in at)) if m == "mlaperf" else {},
                 )
                 if then is not None:
@@ -455,11 +447,9 @@ class Bench:
                 self.reports[m].events.append(res)
 
     @staticmethod
-    def _groups(flags: list[Flag], d: Detection, method: str) -> int | None:
+    def _groups(flags: list[Flag], method: str) -> int:
         if method != "mlaperf":
             return len({(f.machine, f.commit) for f in flags})
-        if "group" not in d.keys:
-            return None
         return len({f.group for f in flags})
 
 
@@ -505,31 +495,18 @@ def goals(report: MethodReport) -> list[dict[str, Any]]:
         }
     )
     newest = _events(report, "newest")
-    if newest and any(e.groups is None for e in newest):
-        out.append(
-            {
-                "goal": "machine-wide one-run event at the newest commit: 1 group, suspect, then transient",
-                "value": "n/a (detect --json has no 'group' yet)",
-                "pass": False,
-            }
-        )
-    else:
-        one = sum(e.groups == 1 and e.flags > 0 and set(e.statuses) == {"suspect"} for e in newest)
-        gone = sum(
-            e.after_open == 0
-            and e.after_statuses is not None
-            and set(e.after_statuses) <= {"transient"}
-            and e.flags > 0
-            for e in newest
-        )
-        out.append(
-            {
-                "goal": "machine-wide one-run event at the newest commit: 1 group, suspect, then transient",
-                "value": f"{one}/{len(newest)} events one suspect group; "
-                f"{gone}/{len(newest)} transient after the next run",
-                "pass": bool(newest) and one == len(newest) and gone == len(newest),
-            }
-        )
+    one = sum(e.groups == 1 and e.flags > 0 and set(e.statuses) == {"suspect"} for e in newest)
+    gone = sum(
+        e.after_open == 0 and e.after_statuses is not None and set(e.after_statuses) <= {"transient"} and e.flags > 0
+        for e in newest
+    )
+    out.append(
+        {
+            "goal": "machine-wide one-run event at the newest commit: 1 group, suspect, then transient",
+            "value": f"{one}/{len(newest)} events one suspect group; {gone}/{len(newest)} transient after the next run",
+            "pass": bool(newest) and one == len(newest) and gone == len(newest),
+        }
+    )
     return out
 
 
@@ -546,24 +523,18 @@ def _event_row(events: list[EventResult], method: str, what: str) -> str:
             f"; {sum(e.open for e in hit)} open in {len(hit)}" if hit else ""
         )
     if what == "groups":
-        if any(e.groups is None or e.open_groups is None for e in events):
-            return "n/a"
-        g = [e.open_groups or 0 for e in events]
-        return f"{sum(g)} open in {len(events)} events (max {max(g)}); {sum(e.groups or 0 for e in events)} raised"
+        g = [e.open_groups for e in events]
+        return f"{sum(g)} open in {len(events)} events (max {max(g)}); {sum(e.groups for e in events)} raised"
     if what == "newest":
         flagged = sum(e.flags > 0 for e in events)
         parts = [f"{flagged}/{len(events)} flagged ({sum(e.flags for e in events)} flags)"]
-        if any(e.groups is None for e in events):
-            parts.append("groups n/a")
-        else:
-            parts.append(f"{sum(e.groups == 1 for e in events)}/{len(events)} one group")
+        parts.append(f"{sum(e.groups == 1 for e in events)}/{len(events)} one group")
         if method == "mlaperf":
             st: Counter = Counter()
             for e in events:
                 st.update(e.statuses)
             parts.append(_status_text(st))
-            mw = [e.machine_wide for e in events]
-            parts.append("machine-wide n/a" if any(x is None for x in mw) else f"machine-wide {sum(map(bool, mw))}")
+            parts.append(f"machine-wide {sum(bool(e.machine_wide) for e in events)}")
         return "; ".join(parts)
     # after the next run
     open_after = sum(e.after_open or 0 for e in events)
@@ -626,14 +597,12 @@ def render(summary: dict[str, Any], reports: dict[str, MethodReport], opts: Opti
     step_commits = reports[METHODS[0]].steps.step_commits
     row(
         f"alert groups (steps at {step_commits} machine x commit)",
-        ("n/a" if reports[m].steps.groups is None else str(reports[m].steps.groups) for m in METHODS),
+        (str(reports[m].steps.groups) for m in METHODS),
     )
     conf = []
     for m in METHODS:
         t = reports[m].steps
-        if t.confirmed is None:
-            conf.append("n/a")
-        elif m == "mlaperf":
+        if m == "mlaperf":
             conf.append(f"{_pct(t.confirmed, t.confirmed_of)} new ({_status_text(t.confirmed_statuses)})")
         else:
             conf.append(f"{_pct(t.confirmed, t.confirmed_of)} still flagged")
@@ -663,10 +632,6 @@ def render(summary: dict[str, Any], reports: dict[str, MethodReport], opts: Opti
     )
     lines.append("")
     lines.extend(NOTES)
-    missing = [k for k in ("status", "group", "machine_wide") if k not in reports["mlaperf"].keys]
-    if missing:
-        lines.append("")
-        lines.append(f"detect --json has no {', '.join(repr(k) for k in missing)} yet: reported as n/a.")
     lines.append("")
     lines.append(f"Goals (mlaperf at {summary['revision']}):")
     for g in summary["goals"]:
@@ -720,7 +685,6 @@ def to_json(summary: dict[str, Any], reports: dict[str, MethodReport], opts: Opt
         "threshold": opts.threshold,
         "flat_rule": vars(opts.rule),
         "datasets": summary["datasets"],
-        "json_keys": sorted(reports["mlaperf"].keys),
         "methods": methods,
         "pass": all(g["pass"] for g in summary["goals"]),
     }

@@ -26,9 +26,6 @@ from benchmarks.scripts.detect_real_data import SeriesKey
 if TYPE_CHECKING:
     from benchmarks.scripts.detect_real_data import History
 
-# Keys of the `mlaperf detect --json` records (docs/CONTRACTS.md) this benchmark reads beyond the basics;
-# a detector that does not emit one yet is reported as "n/a" for what depends on it.
-OPTIONAL_KEYS = ("status", "group", "machine_wide")
 OPEN_STATUSES = frozenset({"suspect", "new", "acknowledged"})
 
 
@@ -57,7 +54,6 @@ class Flag:
 class Detection:
     flags: list[Flag]
     seconds: float  # detection only (not ingest)
-    keys: frozenset[str] = frozenset()  # optional record keys present
 
 
 class MlaperfStore:
@@ -94,20 +90,19 @@ class MlaperfStore:
         if rc not in (0, 1):
             raise RuntimeError(f"mlaperf {' '.join(argv)} exited {rc}: {err.getvalue().strip()[-2000:]}")
         records = json.loads(out.getvalue() or "[]")
-        keys = frozenset(k for k in OPTIONAL_KEYS if any(k in r for r in records))
         flags = [
             Flag(
                 machine=r["machine"],
                 benchmark=r["benchmark"],
                 params_key=params_key(r.get("params") or {}),
                 commit=r["commit"],
-                status=r.get("status"),
-                group=r.get("group"),
-                machine_wide=r.get("machine_wide"),
+                status=r["status"],
+                group=r["group"],
+                machine_wide=r["machine_wide"],
             )
             for r in records
         ]
-        return Detection(flags, seconds, keys)
+        return Detection(flags, seconds)
 
 
 def asv_detect(history: History, threshold: float) -> Detection:
