@@ -391,6 +391,10 @@ def run(args: argparse.Namespace) -> int:
         raise RunError(f"--max-commits {args.max_commits}: expected 0 or more")
     tier = resolve_tier(args.tier)
     machine = machine_name(args.machine, tier)
+    try:
+        gpuinfo.arch_profile()  # a profile the kernels would reject is bad input, found before anything runs
+    except ValueError as exc:
+        raise RunError(str(exc)) from None
 
     results_dir = resolve_paths(conf, root, args.results_dir)
 

@@ -65,3 +65,14 @@ def test_benchmark_environment_uses_the_shared_names(tmp_path: Path, monkeypatch
     env = runner._run_env(tmp_path, "cpu", "1,16")
     assert env[gpuinfo.TIER_ENV] == "cpu" and env[gpuinfo.CONCURRENCY_ENV] == "1,16"
     assert gpuinfo.CONCURRENCY_ENV not in runner._run_env(tmp_path, "gpu", None)
+
+
+def test_unknown_arch_profile_is_bad_input(smoke_repo: SmokeRepo, tmp_path: Path) -> None:
+    env = {**smoke_repo.env(), gpuinfo.ARCH_PROFILE_ENV: "blackwell"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "mlaperf.runner", "HEAD", "--tier", "cpu", "--dry-run", "--db", "none"],
+        cwd=smoke_repo.path, env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "MLAPERF_ARCH_PROFILE='blackwell' is not one of" in proc.stderr
+    assert "would run" not in proc.stdout  # found before anything is planned
