@@ -233,13 +233,12 @@ def _print_listing(args: argparse.Namespace, frame: Any, headline: str, events: 
 def _store_fail(exc: Exception, url: str | None) -> int:
     """A store `detect` cannot use, in one line (never SQL text); when the store can still be read, say
     that `detect --list` lists it."""
-    from db.engine import StoreError, check_schema, default_url, display_url, make_engine, store_error
+    from db.engine import StoreError, check_schema, default_url, display_url, first_line, make_engine, store_error
 
     url = url or default_url()
     err = exc if isinstance(exc, StoreError) else store_error(exc, url)
     if err is None:
-        first = (str(getattr(exc, "orig", None) or exc).strip().splitlines() or [type(exc).__name__])[0]
-        return _fail(f"database {display_url(url)}: {first}")  # the driver's line, never SQL text
+        return _fail(f"database {display_url(url)}: {first_line(exc)}")  # the driver's line, never SQL text
     try:
         engine = make_engine(url, readonly=True)
         try:
