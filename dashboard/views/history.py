@@ -69,7 +69,8 @@ if not wanted:
     st.stop()
 if len(wanted) > MAX_SERIES:
     st.warning(f"{len(wanted)} series selected; showing the first {MAX_SERIES}. Narrow a parameter to see others.")
-    wanted = wanted[:MAX_SERIES]
+    # "first" in the selectors' numeric order, not the params_key text order ("1", "128", "16", "64")
+    wanted = sorted(wanted, key=lambda k: [frames.rank(parsed[k].get(n)) for n in pnames])[:MAX_SERIES]
 # Label each series by the parameters that differ between the selected ones.
 varying = [n for n in pnames if len({parsed[k].get(n) for k in wanted}) > 1] or pnames
 label_of = {k: frames.params_label(k, varying, only=True) or "value" for k in wanted}

@@ -186,6 +186,19 @@ def test_history_defaults_to_the_flagged_series(monkeypatch: pytest.MonkeyPatch,
     assert not flagged["p"].str.contains(r"0\.000").any()
 
 
+def test_history_keeps_the_first_series_in_numeric_order(monkeypatch: pytest.MonkeyPatch, seeded: Seeded) -> None:
+    """16 series picked, 12 drawn: the ones cut are the last in the selectors' order (simt at 64 and 128)."""
+    at = app(monkeypatch, seeded.url, query={"hist_bench": "bench_decode.SparseDecode.time_decode",
+                                               "hp_impl": "mma,simt", "hp_concurrency": "1,16,64,128",
+                                               "hp_topk": "128,512"})  # fmt: skip
+    at = goto(at, "history")
+    assert any("16 series selected" in w.value for w in at.warning)
+    names = [t["name"] for t in figures(at)[0]["data"] if "impl=" in str(t.get("name", ""))]
+    assert len(names) == 12
+    assert not [n for n in names if "impl=simt" in n and ("concurrency=64" in n or "concurrency=128" in n)]
+    assert [n for n in names if "impl=mma" in n and "concurrency=64" in n]
+
+
 def test_history_from_url_marks_failed_runs_and_versions(monkeypatch: pytest.MonkeyPatch, seeded: Seeded) -> None:
     at = app(monkeypatch, seeded.url, query={"hist_bench": FAILED[1], "hp_variant": "mma+indexer",
                                                "hp_concurrency": "1,64", "hp_context": "4096"})
