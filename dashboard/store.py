@@ -91,7 +91,7 @@ def open_engine(url: str, *, writable: bool = False) -> Engine:
 def check(url: str, engine: Engine | None = None) -> StoreStatus:
     """Classify the store at ``url``; never raises for expected problems."""
     from db import queries
-    from db.engine import SchemaError, check_schema, current_revision
+    from db.engine import SchemaError, check_revision, current_revision
 
     try:
         validate_url(url)
@@ -103,10 +103,11 @@ def check(url: str, engine: Engine | None = None) -> StoreStatus:
     eng = None
     try:
         eng = engine if engine is not None else open_engine(url)
-        if current_revision(eng) is None:
+        current = current_revision(eng)
+        if current is None:
             # No mlaperf tables yet: an empty store (`mlaperf ingest` creates the schema).
             return StoreStatus("empty", url, "The store has no mlaperf schema or results yet.")
-        check_schema(eng)
+        check_revision(eng.url, current)  # the revision just read, not read again
         with Session(eng) as s:
             n_machines = len(queries.machines(s))
     except SchemaError as exc:
