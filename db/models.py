@@ -117,7 +117,7 @@ class Environment(Base):
 
     id: Mapped[int] = mapped_column(primary_key=True)
     name: Mapped[str] = mapped_column(String(255), unique=True)
-    python: Mapped[str | None] = mapped_column(String(32))
+    python: Mapped[str | None] = mapped_column(String(1024))  # a version, or an interpreter path (existing env)
     requirements: Mapped[dict[str, Any]] = mapped_column(default=dict)
     env_vars: Mapped[dict[str, Any]] = mapped_column(default=dict)
 

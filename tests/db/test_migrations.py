@@ -90,7 +90,7 @@ def test_one_head() -> None:
     from alembic.script import ScriptDirectory
 
     script = ScriptDirectory(str(Path(__file__).resolve().parents[2] / "db" / "migrations"))
-    assert script.get_heads() == [head_revision()] == ["0005"]
+    assert script.get_heads() == [head_revision()] == ["0006"]
 
 
 def test_run_info_up_and_down_keeps_every_result(db_url: str, tmp_path) -> None:  # noqa: ANN001
@@ -125,4 +125,41 @@ def test_run_info_up_and_down_keeps_every_result(db_url: str, tmp_path) -> None:
     ingest("b", "2.11.0")
     results, infos = rows()
     assert results == 4 and infos[0] is None and infos[1]["torch"] == "2.11.0"
+    engine.dispose()
+
+
+def test_interpreter_path_as_python_up_and_down_keeps_every_run(db_url: str, tmp_path) -> None:  # noqa: ANN001
+    """0006 widens environment.python: asv writes the interpreter's path there for an ``existing``
+    environment (how mlaperf runs asv), longer than 32 characters on most runners. Stored runs survive
+    the change both ways (SQLite must not copy "environment": run.environment_id cascades)."""
+    from db.ingest import ingest_paths
+    from tests.db.conftest import bench_row, results_doc, write_results
+
+    path = "/home/runner/actions-runner/_work/mlaperf/mlaperf/.venv/bin/python"  # 66 characters
+
+    def ingest(commit: str, python: str, env: str) -> None:
+        doc = results_doc({"b.S.time_x": bench_row([1e-4, 2e-4], [["1", "2"]])}, commit=commit * 40, env_name=env)
+        doc["python"] = doc["params"]["python"] = python
+        summary = ingest_paths(make_engine(db_url), [write_results(tmp_path / commit, doc)], progress=False)
+        assert summary.ok and summary.ingested == 1, summary.line()
+
+    def rows() -> tuple[int, int, list[str]]:
+        with engine.connect() as conn:
+            runs = conn.execute(sa.text("SELECT count(*) FROM run")).scalar_one()
+            results = conn.execute(sa.text("SELECT count(*) FROM result")).scalar_one()
+            pythons = conn.execute(sa.text("SELECT python FROM environment ORDER BY id")).scalars().all()
+        return runs, results, pythons
+
+    upgrade(db_url)
+    engine = make_engine(db_url)
+    ingest("a", "3.11", "existing-py3.11")
+    ingest("b", path, "existing-py_home_runner_venv")
+    assert rows() == (2, 4, ["3.11", path])
+    downgrade(db_url, "0005")
+    assert rows() == (2, 4, ["3.11", path[:32]]), "every run kept; the path cut to the old width"
+    upgrade(db_url)
+    assert current_revision(engine) == head_revision()
+    assert rows() == (2, 4, ["3.11", path[:32]]), "every run kept by the upgrade"
+    ingest("c", path + "3", "existing-py_home_runner_venv3")
+    assert rows() == (3, 6, ["3.11", path[:32], path + "3"])
     engine.dispose()
