@@ -23,11 +23,41 @@ def interpreting() -> bool:
     return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
 
 
+@functools.cache
+def interpreter_problem() -> str | None:
+    """Why Triton's interpreter cannot run these kernels here, or None (asked once per process).
+
+    Triton 3.6's interpreter turns a runtime loop bound into a Python int with ``int()`` of a 1-element
+    array, which numpy 2.4 refuses: every kernel with a loop then fails deep inside the interpreter.
+    A one-iteration probe kernel finds out, so the error names the versions instead.
+    """
+    import numpy
+    import triton
+
+    from ._probe import _loop_probe_kernel
+
+    out = torch.zeros(1)
+    try:
+        _loop_probe_kernel[(1,)](out, 1)
+    except Exception as exc:  # noqa: BLE001 - the interpreter wraps the TypeError in its own error
+        if "0-dimensional" not in str(exc):
+            raise
+        return (
+            f"Triton {triton.__version__}'s interpreter cannot run kernels with loops under numpy "
+            f"{numpy.__version__} (it calls int() on a 1-element array): install numpy<2.4 or a newer Triton "
+            "(3.9 works)"
+        )
+    return None
+
+
 def check_device(name: str, t: torch.Tensor) -> None:
     """Kernels run on CUDA, or on the CPU only under the Triton interpreter."""
     if t.device.type == "cuda":
         return
     if t.device.type == "cpu" and interpreting():
+        problem = interpreter_problem()
+        if problem:
+            raise RuntimeError(problem)
         return
     raise ValueError(
         f"{name} is on {t.device}; Triton kernels need a CUDA tensor (or TRITON_INTERPRET=1 for CPU tensors)"

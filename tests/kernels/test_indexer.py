@@ -357,6 +357,9 @@ def test_perf_script_smoke() -> None:
         cwd=REPO,
         timeout=300,
     )
+    if proc.returncode != 0 and "interpreter cannot run kernels with loops" in proc.stderr:
+        # Triton 3.6 with numpy 2.4 (the H200 machine's stack): the launcher names the versions.
+        pytest.skip(proc.stderr.strip().splitlines()[-1])
     assert proc.returncode == 0, proc.stderr[-3000:]
     record = json.loads(proc.stdout.strip().splitlines()[-1])
     assert record["smoke"] is True and record["device"]["name"].startswith("cpu")

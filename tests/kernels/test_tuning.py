@@ -113,3 +113,13 @@ def test_kept_by_compile_is_the_keep_rule_on_compiled_metadata(monkeypatch):
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # said once per cause
         assert arch.kept_by_compile(launch, spec, 120, 101376)
+
+
+def test_interpreter_probe_runs_here() -> None:
+    """The probe kernel behind the launchers' interpreter check runs (None: no problem) where the
+    interpreter is on; on a GPU run it is not asked."""
+    from mla_kernels import _common
+
+    if not _common.interpreting():
+        pytest.skip("the interpreter is off (a GPU run)")
+    assert _common.interpreter_problem() is None
