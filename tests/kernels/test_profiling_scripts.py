@@ -77,7 +77,8 @@ def test_ncu_summary_names_a_missing_report(tmp_path, monkeypatch, capsys):
 
 @pytest.mark.parametrize(
     "script",
-    ["kernel_decode_ablate", "kernel_decode_ncu", "kernel_decode_perf", "kernel_decode_variants", "kernel_step_perf"],
+    ["kernel_decode_ablate", "kernel_decode_ncu", "kernel_decode_perf", "kernel_decode_sm120_probe",
+     "kernel_decode_variants", "kernel_step_perf"],
 )
 def test_scripts_run_as_modules_with_help(script):
     res = subprocess.run([sys.executable, "-m", f"benchmarks.scripts.{script}", "--help"], capture_output=True,
@@ -93,3 +94,15 @@ def test_variant_configs_parse_and_name_bad_ones():
     assert parse_configs("64x64x8x2x3,16x32x4x1x2") == [(64, 64, 8, 2, 3), (16, 32, 4, 1, 2)]
     with pytest.raises(ValueError, match="'64x64x8' is not BLOCK_HxBLOCK_NxWARPSxSTAGESxPREFETCH"):
         parse_configs("64x64x8")
+
+
+def test_sm120_probe_variants_parse_and_name_bad_ones():
+    from benchmarks.scripts.kernel_decode_sm120_probe import parse_variants
+
+    assert parse_variants("batched:16x32x4x2x0:QSPLIT=8,production:16x32x4x1x2") == [
+        ("batched", (16, 32, 4, 2, 0), {"QSPLIT": 8}), ("production", (16, 32, 4, 1, 2), {})]
+    assert all(extra for name, _, extra in parse_variants("default") if name != "production")
+    with pytest.raises(ValueError, match="'group8:16x32' is not NAME"):
+        parse_variants("group8:16x32")
+    with pytest.raises(ValueError, match="production takes no options"):
+        parse_variants("production:16x32x4x1x2:QSPLIT=4")
