@@ -91,7 +91,7 @@ class ResultGroup:
 @dataclass
 class ParsedRun:
     machine: str
-    machine_info: dict[str, Any]
+    machine_info: dict[str, Any]  # machine.json overlaid with the file's params: the machine's description
     commit_hash: str
     commit_date: dt.datetime | None
     env_name: str
@@ -101,6 +101,7 @@ class ParsedRun:
     started_at: dt.datetime | None
     ended_at: dt.datetime | None
     groups: list[ResultGroup] = field(default_factory=list)
+    own_info: dict[str, Any] = field(default_factory=dict)  # the file's params alone (and its machine name)
 
     @property
     def num_results(self) -> int:
@@ -701,12 +702,12 @@ def parse_results(
     commit_hash = _text_field(obj, "commit_hash", limits.COMMIT_SHA)
     env_name = _text_field(obj, "env_name", limits.ENV_NAME)
 
-    info = dict(machine_info or {})
-    info.update({k: v for k, v in params.items() if k not in _ENV_PARAM_KEYS})
-    machine = params.get("machine") or info.get("machine") or machine_dir_name
+    own = {k: v for k, v in params.items() if k not in _ENV_PARAM_KEYS}
+    machine = own.get("machine") or (machine_info or {}).get("machine") or machine_dir_name
     if not isinstance(machine, str) or not machine:
         raise AsvFormatError("no machine name: 'params' has no 'machine' and there is no machine.json")
-    info["machine"] = _check_text(machine, "machine name", limits.MACHINE_NAME)
+    own["machine"] = _check_text(machine, "machine name", limits.MACHINE_NAME)
+    info = {**(machine_info or {}), **own}
     _check_stored(info, "machine description ('params' and machine.json)")
     machine_columns(info)  # validates the text columns' lengths
 
@@ -741,6 +742,7 @@ def parse_results(
     return ParsedRun(
         machine=machine,
         machine_info=info,
+        own_info=own,
         commit_hash=commit_hash,
         commit_date=js_timestamp(obj.get("date"), "'date'"),
         env_name=env_name,

@@ -462,20 +462,12 @@ class _Parsed:
 
 
 def _parse(data: bytes, file: ResultFile, inputs: _Inputs) -> _Parsed:
-    """Parse one results file; its run's info is the file's own ``params`` (checked by the parser against
-    ``db.limits``: nesting, finite numbers, 64-bit integers, text the store can hold), the machine's the
-    machine.json beside it overlaid with them, exactly as the parser would merge them.
-
-    The parser is handed only machine.json's machine name (its fallback for a file without one), so what
-    it returns as the machine description is the file's alone; the merge happens here, once."""
-    beside = inputs.machine_info(file)
-    named = {"machine": beside["machine"]} if "machine" in beside else {}
-    run = parse_results(data, machine_info=named, machine_dir_name=file.path.parent.name,
+    """Parse one results file (checked by the parser against ``db.limits``: nesting, finite numbers, 64-bit
+    integers, text the store can hold); its run's info is the file's own ``params`` and python, the
+    machine's description the machine.json beside it overlaid with them (the parser merges them)."""
+    run = parse_results(data, machine_info=inputs.machine_info(file), machine_dir_name=file.path.parent.name,
                         prepared=inputs.benchmarks(file))  # fmt: skip
-    info = dict(run.machine_info)
-    merged = {**beside, **info}
-    machine_columns(merged)  # the merged description's text columns within their lengths, as the parser checks
-    run.machine_info = merged
+    info = dict(run.own_info)
     if run.python is not None:
         info["python"] = run.python
     return _Parsed(run, info)
