@@ -137,30 +137,3 @@ def profile_target(profile: str, device: torch.device) -> tuple[int, int]:
         return device_capability(device), device_smem
     arch = ARCHS[int(profile.removeprefix("sm_"))]
     return arch.capability, min(arch.shared_per_block, device_smem)
-
-
-@dataclass(frozen=True)
-class GpuSpec:
-    """A GPU's public ceilings: memory bandwidth and dense bf16 tensor rate with fp32 accumulation
-    (what the MMA decode uses). Sources in docs/runner-roofline.md."""
-
-    name: str
-    capability: int
-    sms: int
-    bandwidth_gbps: float
-    bf16_tflops: float
-
-
-GPU_SPECS: tuple[GpuSpec, ...] = (
-    GpuSpec("RTX PRO 6000 Blackwell", 120, 188, 1792.0, 503.8),
-    GpuSpec("RTX 5090", 120, 170, 1792.0, 209.5),
-    GpuSpec("H200", 90, 132, 4800.0, 989.4),
-)
-
-
-def gpu_spec(device_name: str) -> GpuSpec | None:
-    """The public specification of a GPU by its CUDA device name, or None for an unlisted GPU."""
-    for spec in GPU_SPECS:
-        if spec.name.lower() in device_name.lower():
-            return spec
-    return None

@@ -170,7 +170,7 @@ def _kernel_checks(device: object) -> list[Check]:
 def _ceiling_check(device: object) -> Check:
     import torch
 
-    from mla_kernels.arch import gpu_spec
+    from mlaperf.gpuinfo import gpu_spec
 
     try:
         from benchmarks._roofline import ceilings

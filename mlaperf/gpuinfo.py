@@ -27,6 +27,7 @@ import re
 import shutil
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 # Environment of a benchmark process (set by ``mlaperf run``, read by the suites).
@@ -37,6 +38,34 @@ ARCH_PROFILE_ENV = "MLAPERF_ARCH_PROFILE"  # one of ARCH_PROFILES
 ARCH_PROFILES = ("native", "sm_90", "sm_120")
 
 NONE = "none"
+
+
+@dataclass(frozen=True)
+class GpuSpec:
+    """A GPU's public ceilings: memory bandwidth and dense bf16 tensor rate with fp32 accumulation
+    (what the MMA decode uses). Sources in docs/runner-roofline.md; ``mlaperf doctor`` and the
+    dashboard's Efficiency page read them here."""
+
+    name: str
+    capability: int
+    sms: int
+    bandwidth_gbps: float
+    bf16_tflops: float
+
+
+GPU_SPECS: tuple[GpuSpec, ...] = (
+    GpuSpec("RTX PRO 6000 Blackwell", 120, 188, 1792.0, 503.8),
+    GpuSpec("RTX 5090", 120, 170, 1792.0, 209.5),
+    GpuSpec("H200", 90, 132, 4800.0, 989.4),
+)
+
+
+def gpu_spec(device_name: str) -> GpuSpec | None:
+    """The public specification of a GPU by its CUDA device name, or None for an unlisted GPU."""
+    for spec in GPU_SPECS:
+        if spec.name.lower() in device_name.lower():
+            return spec
+    return None
 
 
 def _version(dist: str) -> str:

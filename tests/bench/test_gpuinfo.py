@@ -102,3 +102,11 @@ def test_gpu_identity() -> None:
     assert float(info["gpu_memory_gb"]) > 1
     assert info["cuda"] == torch.version.cuda
     assert info["gpu_driver"] != "none"
+
+
+def test_gpu_spec_finds_datasheets_by_cuda_device_name() -> None:
+    gpu_spec = gpuinfo.gpu_spec
+    assert gpu_spec("NVIDIA H200").bf16_tflops == 989.4  # type: ignore[union-attr]
+    assert gpu_spec("NVIDIA RTX PRO 6000 Blackwell Server Edition").capability == 120  # type: ignore[union-attr]
+    assert gpu_spec("NVIDIA GeForce RTX 5090").sms == 170  # type: ignore[union-attr]
+    assert gpu_spec("NVIDIA A100-SXM4-80GB") is None
