@@ -268,7 +268,7 @@ def _group8_kernel(
 
 
 KERNELS = {"batched": _batched_qk_kernel, "group8": _group8_kernel}
-DEFAULTS = {"production": {"FAST_FP8": 0}, "batched": {"QSPLIT": 4}, "group8": {"QRELOAD": 1}}
+DEFAULTS = {"production": {}, "batched": {"QSPLIT": 4}, "group8": {"QRELOAD": 1}}
 
 
 def parse_variants(text: str) -> list[tuple[str, tuple[int, ...], dict[str, int]]]:

@@ -149,44 +149,10 @@ def _load_mma_tile(cache_ptr, cache16_ptr, page_base, off, valid):
 
 
 @triton.jit
-def _e4m3_bf16_2pow112(raw):
-    """e4m3 bytes -> bf16 of the value x 2**-112, exactly (sm_89+): the hardware's e4m3 -> f16 conversion
-    (one instruction per two values), then the f16 bit pattern shifted into bf16's fields. Every
-    nonzero e4m3 value lands on a normal bf16 (>= 2**-121); NaN bytes become finite."""
-    return tl.inline_asm_elementwise(
-        asm="""{
-        .reg .b16 lo, hi;
-        .reg .b32 a, b;
-        mov.b32 {lo, hi}, $2;
-        cvt.rn.f16x2.e4m3x2 a, lo;
-        cvt.rn.f16x2.e4m3x2 b, hi;
-        shr.b32 $0, a, 3;
-        shr.b32 $1, b, 3;
-        and.b32 $0, $0, 0x0FFF0FFF;
-        and.b32 $1, $1, 0x0FFF0FFF;
-        and.b32 a, a, 0x80008000;
-        and.b32 b, b, 0x80008000;
-        or.b32 $0, $0, a;
-        or.b32 $1, $1, b;
-        }""",
-        constraints="=r,=r,r", args=[raw], dtype=tl.bfloat16, is_pure=True, pack=4,
-    )
-
-
-@triton.jit
-def _fp8_to(raw, DT: tl.constexpr, FAST_FP8: tl.constexpr):
-    """e4m3 bytes -> DT values."""
-    if FAST_FP8:
-        return _e4m3_bf16_2pow112(raw) * 5.192296858534828e33  # x 2**112, exact in bf16
-    else:
-        return raw.to(tl.float8e4nv, bitcast=True).to(DT)
-
-
-@triton.jit
-def _dequant_groups(raw, e, BLOCK_N: tl.constexpr, GROUPS: tl.constexpr, DT: tl.constexpr, FAST_FP8: tl.constexpr):
+def _dequant_groups(raw, e, BLOCK_N: tl.constexpr, GROUPS: tl.constexpr, DT: tl.constexpr):
     """[N, GROUPS, 64] fp8 bytes x per-group scales -> [N, GROUPS * 64] in DT (exact in bf16: the
     scale is a power of two)."""
-    vals = _fp8_to(raw, DT, FAST_FP8) * _ue8m0(e).to(DT)[:, :, None]
+    vals = raw.to(tl.float8e4nv, bitcast=True).to(DT) * _ue8m0(e).to(DT)[:, :, None]
     return tl.reshape(vals, (BLOCK_N, GROUPS * 64))
 
 
@@ -197,7 +163,7 @@ def _mma_decode_kernel(
     stride_qb, stride_qh, stride_page, stride_ib, stride_ob, stride_oh, stride_lb,
     total_tokens, topk, qk_scale, num_heads, num_splits, split_len,
     BLOCK_H: tl.constexpr, BLOCK_N: tl.constexpr, SPLIT: tl.constexpr, DOT_F32: tl.constexpr,
-    PREFETCH: tl.constexpr, FAST_FP8: tl.constexpr = False,
+    PREFETCH: tl.constexpr,
 ):
     # One program per (request, block of BLOCK_H heads, split of top-k): each KV tile is read once
     # for all its heads and both products run on tensor cores. The 512 key columns are handled as
@@ -258,9 +224,9 @@ def _mma_decode_kernel(
             offs_n = start + tl.arange(0, BLOCK_N)
             valid, page_base, off = _slot_tile(idx_row, offs_n, end_n, total_tokens, stride_page)
             raw0, raw1, raw2, e0, e1, e2, rope = _load_mma_tile(cache_ptr, cache16_ptr, page_base, off, valid)
-        k0 = _dequant_groups(raw0, e0, BLOCK_N, 4, DT, FAST_FP8)  # [N, 256]
-        k1 = _dequant_groups(raw1, e1, BLOCK_N, 2, DT, FAST_FP8)  # [N, 128]
-        k2 = _fp8_to(raw2, DT, FAST_FP8) * _ue8m0(e2).to(DT)[:, None]  # [N, 64]
+        k0 = _dequant_groups(raw0, e0, BLOCK_N, 4, DT)  # [N, 256]
+        k1 = _dequant_groups(raw1, e1, BLOCK_N, 2, DT)  # [N, 128]
+        k2 = raw2.to(tl.float8e4nv, bitcast=True).to(DT) * _ue8m0(e2).to(DT)[:, None]  # [N, 64]
         kr = rope.to(DT)  # [N, 64]
         s = tl.dot(q0, tl.trans(k0))
         s = tl.dot(q1, tl.trans(k1), s)

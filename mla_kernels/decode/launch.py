@@ -232,7 +232,7 @@ def mma_launches(
              out.stride(0), out.stride(1), lse.stride(0),
              kv_cache.shape[0] * TOKENS_PER_PAGE, topk, scale * LOG2E, heads, splits, split_len),
             {"BLOCK_H": cfg.block_h, "BLOCK_N": cfg.block_n, "SPLIT": splits > 1,
-             "DOT_F32": _common.interpreting(), "PREFETCH": cfg.prefetch, "FAST_FP8": False},
+             "DOT_F32": _common.interpreting(), "PREFETCH": cfg.prefetch},
             num_warps=cfg.num_warps, num_stages=cfg.num_stages,
         )
     ]  # fmt: skip

@@ -100,9 +100,9 @@ def test_sm120_probe_variants_parse_and_name_bad_ones():
     from benchmarks.scripts.kernel_decode_sm120_probe import parse_variants
 
     assert parse_variants("batched:16x32x4x2x0:QSPLIT=8,production:16x32x4x1x2") == [
-        ("batched", (16, 32, 4, 2, 0), {"QSPLIT": 8}), ("production", (16, 32, 4, 1, 2), {"FAST_FP8": 0})]
+        ("batched", (16, 32, 4, 2, 0), {"QSPLIT": 8}), ("production", (16, 32, 4, 1, 2), {})]
     assert all(extra for name, _, extra in parse_variants("default") if name != "production")
     with pytest.raises(ValueError, match="'group8:16x32' is not NAME"):
         parse_variants("group8:16x32")
-    with pytest.raises(ValueError, match=r"production takes \['FAST_FP8'\]"):
+    with pytest.raises(ValueError, match="production takes no options"):
         parse_variants("production:16x32x4x1x2:QSPLIT=4")
