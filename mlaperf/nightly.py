@@ -207,7 +207,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
 
 def _fmt(value: Any, unit: Any) -> str:
-    from regressions.report import fmt_value
+    from regressions.units import fmt_value
 
     try:
         return fmt_value(None if value is None else float(value), unit)

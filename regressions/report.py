@@ -12,7 +12,6 @@ kept worst first and a last line says how many were left out and where the full 
 from __future__ import annotations
 
 import json
-import math
 import re
 from collections.abc import Sequence
 from typing import Any
@@ -31,6 +30,7 @@ from regressions.compare import (
     UNCHANGED,
     Comparison,
 )
+from regressions.units import fmt_p, fmt_ratio, fmt_value
 
 MARKER = "<!-- mlaperf-benchmark-report -->"
 MAX_BODY_CHARS = 60_000
@@ -74,29 +74,16 @@ def md_code(value: Any, *, table: bool = True) -> str:
     return f"{fence}{text}{fence}"
 
 
-def fmt_value(value: float | None, unit: str | None) -> str:
-    """A value in units people read (times as s/ms/us/ns); plain text."""
-    if value is None or not math.isfinite(value):
-        return "failed"
-    if unit in (None, "seconds", "s"):
-        for scale, suffix in ((1.0, "s"), (1e-3, "ms"), (1e-6, "us"), (1e-9, "ns")):
-            if abs(value) >= scale or suffix == "ns":
-                return f"{value / scale:.3g} {suffix}"
-    if unit == "fraction":
-        return f"{value:.3g}"
-    return f"{value:.4g} {unit}"
-
-
 def fmt_params(params: dict[str, Any]) -> str:
     return ", ".join(f"{k}={v}" for k, v in params.items()) or "-"
 
 
 def _ratio(c: Comparison) -> str:
-    return "-" if c.ratio is None else f"{c.ratio:.3f}"
+    return fmt_ratio(c.ratio)
 
 
 def _p(c: Comparison) -> str:
-    return "-" if c.p_value is None else f"{c.p_value:.2g}"
+    return fmt_p(c.p_value)
 
 
 _SIDE_CELL = {SIDE_FAILED: "**failed**", SIDE_NOT_RUN: "not run", SIDE_ABSENT: "absent"}
@@ -266,7 +253,7 @@ def detect_table(records: Sequence[dict[str, Any]]) -> str:
             fmt_params(r["params"]),
             fmt_value(r["before"], r.get("unit")),
             fmt_value(r["after"], r.get("unit")),
-            f"{r['ratio']:.3f}",
+            fmt_ratio(r["ratio"]),
         ]
         for r in records
     ]

@@ -185,7 +185,7 @@ def test_markdown_order_and_collapsed_unchanged() -> None:
     assert "`bbbbbbbbbbbb`" in summary and "`aaaaaaaaaaaa`" in summary
     assert md.index("### Regressions") < md.index("### Improvements") < md.index("<details>")
     regs = md[md.index("### Regressions") : md.index("### Improvements")]
-    assert regs.index("| 1.500 |") < regs.index("| 1.120 |")  # worst first
+    assert regs.index("| 1.50x |") < regs.index("| 1.12x |")  # worst first
     assert "<summary>Unchanged (1)</summary>" in md and md.rstrip().endswith("</details>")
     assert "150 us" in md and "impl='mma', concurrency=64, topk=512" in md
 
