@@ -222,12 +222,13 @@ def group_marker(group: Any) -> str:
 def issue_for_group(group: Any, rows: list[Mapping[str, Any]], links: Mapping[str, str]) -> tuple[str, str]:
     """(title, body) of a group's issue; every value from data goes through the PR report's escaping."""
     from regressions.report import MAX_BODY_CHARS, fmt_params, md_code, md_text
+    from regressions.units import fmt_ratio
 
     first = rows[0]
     sha = str(first["commit"])
     worst = max(float(r.get("ratio") or 0) for r in rows)
     machine = str(first["machine"])
-    title = f"Performance regression on {machine} at {sha[:10]}: {len(rows)} series (worst x{worst:.2f})"
+    title = f"Performance regression on {machine} at {sha[:10]}: {len(rows)} series (worst {fmt_ratio(worst)})"
     title = " ".join(title.split())[:250]
     repo = links.get("repo_url", "").rstrip("/")
     commit = f"[`{sha[:10]}`]({repo}/commit/{sha})" if repo else f"`{sha[:10]}`"
@@ -252,7 +253,7 @@ def issue_for_group(group: Any, rows: list[Mapping[str, Any]], links: Mapping[st
         lines.append(
             f"| {md_text(r['status'])} | {md_code(r.get('benchmark', ''))} | {md_code(shown or '-')} | "
             f"{_fmt(r.get('before'), r.get('unit'))} | {_fmt(r.get('after'), r.get('unit'))} | "
-            f"{float(r.get('ratio') or 0):.3f} |"
+            f"{fmt_ratio(r.get('ratio'))} |"
         )
     lines += ["", "Acknowledge or ignore series in the dashboard (`mlaperf dashboard --writable`); this issue "
               "closes by itself when no series of the group is open any more."]  # fmt: skip

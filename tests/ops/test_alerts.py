@@ -56,9 +56,9 @@ def test_issue_lifecycle(tmp_path: Path, fake_github: FakeGitHub) -> None:
     issues = fake_github.state()["issues"]
     assert list(issues) == ["1"] and issues["1"]["labels"] == ["mlaperf-regression"]
     body = issues["1"]["body"]
-    assert body.startswith("<!-- mlaperf-alert-group:7 -->") and "2 series (worst x2.00)" in issues["1"]["title"]
+    assert body.startswith("<!-- mlaperf-alert-group:7 -->") and "2 series (worst 2.00x)" in issues["1"]["title"]
     assert "https://perf.example/dash" in body and f"https://github.example/acme/kernels/commit/{SHA}" in body
-    assert "40 us" in body and "60 us" in body and "80 us" in body  # before/after in units people read
+    assert "40.0 us" in body and "60.0 us" in body and "80.0 us" in body  # before/after in units people read
     row = next(line for line in body.splitlines() if "Evil" in line)
     assert row.count(" | ") == 5, "a | in data must not split the row"
     assert "@core-team" not in body and "](https://evil" not in body
