@@ -31,7 +31,7 @@ HEIGHT_JS = """() => {
 def _load(page: Any, watch: Any, url: str) -> int:
     """Open ``url``, wait for the run to finish (raising if the page did) and every chart to draw; the
     content's height in pixels."""
-    before = watch.finished
+    before = watch.begin()
     page.goto(url, wait_until="commit")
     watch.wait_run(page, before)
     page.wait_for_timeout(1000)  # Plotly finishes its layout, and tables draw, after the run's end

@@ -50,7 +50,7 @@ def served(seeded: Seeded) -> Iterator[str]:
 def _load(page: Any, watch: Any, url: str) -> None:
     """Open ``url`` and wait for the server's script_finished and every chart drawn (``Watcher`` reads
     Streamlit's websocket: no guessing from spinners)."""
-    before = watch.finished
+    before = watch.begin()
     page.goto(url, wait_until="commit")
     watch.wait_run(page, before)
 
@@ -95,7 +95,7 @@ def test_every_page_in_chromium(served: str, seeded: Seeded) -> None:
                 .get_by_text("64", exact=True).count() == 1
             assert page.locator('[data-testid="stPlotlyChart"] g.trace.scatter').count() >= 2
             # A widget change goes into the URL.
-            before = watch.finished
+            before = watch.begin()
             page.locator('[data-testid="stCheckbox"]').filter(has_text="Logarithmic value axis").click()
             watch.wait_run(page, before)
             page.wait_for_function("() => location.search.includes('hist_logy=1')", timeout=30_000)
