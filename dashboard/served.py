@@ -19,32 +19,26 @@ ROOT = Path(__file__).resolve().parents[1]
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync", "--no-first-run"]
 CHART_TYPES = frozenset({"plotly_chart", "vega_lite_chart"})
-# Stamps when each chart was last painted (Date.now(), ms): a Vega canvas at the end of every render pass (the
-# renderer's final ``restore``), a Plotly chart on any node added to its SVG or any path or position changed
-# (only those attributes: observing every attribute of the page costs the browser time of its own).
-# Installed before the page's scripts.
+# Stamps each chart container with when its SVG last changed (Date.now(), ms): a node added, a path or a
+# position changed (only those attributes: observing every attribute of the page costs the browser time of its
+# own). Both Plotly and Streamlit's Vega-Lite draw SVG. Installed before the page's scripts.
 PAINT_STAMPS = """(() => {
-  const restore = CanvasRenderingContext2D.prototype.restore;
-  CanvasRenderingContext2D.prototype.restore = function (...a) {
-    this.canvas.__painted = Date.now();
-    return restore.apply(this, a);
-  };
   new MutationObserver(records => {
     for (const r of records) {
-      const chart = r.target.closest && r.target.closest('[data-testid="stPlotlyChart"]');
+      const chart = r.target.closest
+        && r.target.closest('[data-testid="stPlotlyChart"], [data-testid="stVegaLiteChart"]');
       if (chart) chart.__painted = Date.now();
     }
   }).observe(document, {subtree: true, childList: true, attributeFilter: ['d', 'transform', 'points']});
 })();"""
-# At least ``n`` charts of the current run (not stale) painted since ``since``: a Plotly chart with a drawn
-# trace, a Vega-Lite canvas after a render pass.
+# At least ``n`` charts of the current run (not stale) with marks drawn since ``since``: a Plotly trace, a Vega
+# mark's path.
 CHARTS_DRAWN = """([n, since]) => {
   let drawn = 0;
   for (const c of document.querySelectorAll('[data-testid="stElementContainer"]:not([data-stale="true"])')) {
-    const plotly = c.querySelector('[data-testid="stPlotlyChart"]');
-    const vega = c.querySelector('[data-testid="stVegaLiteChart"] canvas');
-    const chart = plotly && plotly.querySelector('svg.main-svg g.trace') ? plotly : vega;
-    if (chart && (chart.__painted || 0) >= since) drawn++;
+    const chart = c.querySelector('[data-testid="stPlotlyChart"], [data-testid="stVegaLiteChart"]');
+    const marks = chart && chart.querySelector('svg.main-svg g.trace, svg.marks g.role-mark > path');
+    if (marks && (chart.__painted || 0) >= since) drawn++;
   }
   return drawn >= n;
 }"""
