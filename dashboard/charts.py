@@ -86,51 +86,6 @@ def log_ticks(lo: float, hi: float) -> list[float]:
     return inside if len(inside) >= 2 else out
 
 
-def throughput_figure(
-    current: pd.DataFrame,
-    *,
-    title: str,
-    line_label: str,
-    commit_label: str,
-    baseline: pd.DataFrame | None = None,
-    baseline_label: str = "",
-    log_y: bool = True,
-) -> go.Figure:
-    """One solid line per implementation at ``commit_label``; the baseline commit, if any, dashed.
-
-    Both are drawn on the union of measured concurrencies with gaps where one side did not measure: the
-    baseline's markers sit only at its measured points and its segments only join neighbouring ones."""
-    fig = go.Figure()
-    base = baseline if baseline is not None and not baseline.empty else None
-    lines = sorted(set(current["line"]) | (set(base["line"]) if base is not None else set()))
-    grid = list(current["concurrency"]) + (list(base["concurrency"]) if base is not None else [])
-    for i, line in enumerate(lines):
-        for frame, label, dashed in ((current, commit_label, False), (base, baseline_label, True)):
-            if frame is None:
-                continue
-            rows = frame[frame["line"] == line]
-            if rows.empty:
-                continue
-            pts = _on_grid(rows, grid, "concurrency", "tokens_per_s")
-            text = [fmt.fmt_value(v, "tokens/s", missing="not measured") for v in pts["tokens_per_s"]]
-            name = f"{line} @ {label}" + (" (baseline)" if dashed else "")
-            fig.add_trace(go.Scatter(
-                x=pts["concurrency"], y=pts["tokens_per_s"], mode="lines+markers", name=name, legendgroup=line,
-                connectgaps=False, text=text,
-                line={"color": color_for(i), "width": 1.6 if dashed else 2.5, "dash": "dash" if dashed else None},
-                marker={"symbol": SYMBOLS[i % len(SYMBOLS)], "size": 6 if dashed else 8,
-                        "opacity": 0.7 if dashed else 1.0},
-                hovertemplate=f"{line_label}={line}<br>concurrency=%{{x}}<br>%{{text}}<extra>{label}</extra>",
-            ))
-    legend_rows = 1 + (len(fig.data) > 4)
-    _layout(fig, title, "concurrency (requests, log2)", "throughput (tokens/s)", legend_rows=legend_rows)
-    _pow2_axis(fig, grid)
-    if log_y:
-        fig.update_yaxes(type="log")
-    fig.update_yaxes(tickformat="~s" if log_y else ",~r", exponentformat="SI")
-    return fig
-
-
 def efficiency_figure(
     eff: pd.DataFrame,
     *,
@@ -340,26 +295,124 @@ def compare_figure(cmp: pd.DataFrame, *, title: str, top: int = 15) -> go.Figure
     return fig
 
 
-def sweep_figure(
+# Vega-Lite specs (st.vega_lite_chart): the browser draws them with the Vega runtime Streamlit loads for any
+# chart, instead of loading and parsing the 4.7 MB Plotly bundle on a tab's first chart.
+# Data frames go under "datasets" (Streamlit sends them as Arrow); layers name the one they draw.
+VL_SYMBOLS = ("circle", "square", "diamond", "triangle-up", "cross", "triangle-down", "triangle-right",
+              "triangle-left")
+GAPS = "break-paths-filter-domains"  # a null value breaks the line: no segment across unmeasured points
+
+
+def _title(text: str) -> dict:
+    return {"text": text, "anchor": "start", "fontSize": 15, "offset": 12}
+
+
+def _legend(labels: Sequence[object], *, title: str | None = None, width: int = 1000) -> dict:
+    """Under the plot, in as many columns as the longest label lets fit ``width`` pixels: never over the
+    title, never cut off at the chart's edge."""
+    longest = max((len(str(v)) for v in labels), default=1)
+    columns = max(1, min(len(labels), width // (7 * longest + 45)))
+    return {"orient": "bottom", "title": title, "columns": columns, "labelLimit": 0, "labelFontSize": 12}
+
+
+def _scale(domain: Sequence[object], values: Sequence[object]) -> dict:
+    return {"domain": list(domain), "range": [values[i % len(values)] for i in range(len(domain))]}
+
+
+def throughput_spec(
+    current: pd.DataFrame,
+    *,
+    title: str,
+    line_label: str,
+    commit_label: str,
+    baseline: pd.DataFrame | None = None,
+    baseline_label: str = "",
+    log_y: bool = True,
+) -> dict:
+    """One solid line per implementation at ``commit_label``; the baseline commit, if any, dashed.
+
+    Both are drawn on the union of measured concurrencies with gaps where one side did not measure: the
+    baseline's markers sit only at its measured points and its segments only join neighbouring ones."""
+    base = baseline if baseline is not None and not baseline.empty else None
+    lines = sorted(set(current["line"]) | (set(base["line"]) if base is not None else set()))
+    grid = list(current["concurrency"]) + (list(base["concurrency"]) if base is not None else [])
+    sides = [commit_label] + ([f"{baseline_label} (baseline)"] if base is not None else [])
+    parts = []
+    for frame, side in zip((current, base), sides, strict=False):
+        for line in lines:
+            rows = frame[frame["line"] == line]
+            if not rows.empty:
+                parts.append(_on_grid(rows, grid, "concurrency", "tokens_per_s").assign(
+                    line=line, commit=side, baseline=frame is base))
+    df = pd.concat(parts, ignore_index=True)
+    df["text"] = [fmt.fmt_value(v, "tokens/s") for v in df["tokens_per_s"]]
+    ticks = sorted({float(v) for v in grid if v and v > 0})
+    measured = df["tokens_per_s"].dropna()
+    y_axis: dict = {"title": "throughput (tokens/s)", "format": "~s"}
+    if log_y and len(measured):
+        y_axis["values"] = log_ticks(float(measured.min()), float(measured.max()))
+    enc = {
+        "x": {"field": "concurrency", "type": "quantitative", "scale": {"type": "log", "base": 2},
+              "axis": {"values": ticks, "format": "~g", "title": "concurrency (requests, log2)"}},
+        "y": {"field": "tokens_per_s", "type": "quantitative", "axis": y_axis,
+              "scale": {"type": "log"} if log_y else {"zero": True}},
+        "color": {"field": "line", "type": "nominal", "scale": _scale(lines, OKABE_ITO),
+                  "legend": _legend(lines, title=line_label)},
+    }
+    tooltip = [{"field": "line", "title": line_label}, {"field": "concurrency", "title": "concurrency"},
+               {"field": "text", "title": "throughput"}, {"field": "commit", "title": "commit"}]
+    return {
+        "title": _title(title),
+        "height": 420,
+        "datasets": {"points": df},
+        "data": {"name": "points"},
+        "encoding": enc,
+        "layer": [
+            {"mark": {"type": "line", "invalid": GAPS},
+             "encoding": {"strokeDash": {"field": "commit", "type": "nominal", "scale": _scale(sides, ([1, 0], [6, 4])),
+                                         "legend": {**_legend(sides, title="commit"), "symbolType": "stroke",
+                                                    "symbolStrokeColor": "#444444", "symbolStrokeWidth": 2}},
+                          "strokeWidth": {"condition": {"test": "datum.baseline", "value": 1.6}, "value": 2.5},
+                          "detail": {"field": "commit"}}},
+            {"mark": {"type": "point", "filled": True},
+             "encoding": {"shape": {"field": "line", "type": "nominal", "scale": _scale(lines, VL_SYMBOLS),
+                                    "legend": _legend(lines, title=line_label)},
+                          "size": {"condition": {"test": "datum.baseline", "value": 35}, "value": 70},
+                          "opacity": {"condition": {"test": "datum.baseline", "value": 0.7}, "value": 1},
+                          "tooltip": tooltip}},
+        ],
+    }
+
+
+def sweep_spec(
     df: pd.DataFrame, *, x: str, color: str | None, unit: str | None, title: str, log_x: bool = False
-) -> go.Figure:
+) -> dict:
     """Generic parameter sweep: value against parameter ``x``, one line per value of ``color``."""
     mult, axis_unit = fmt.time_unit(df["value"]) if fmt.is_time(unit) else (1.0, str(unit))
-    fig = go.Figure()
-    groups = [(None, df)] if not color else list(df.groupby(color, sort=True, dropna=False))
-    xs_all = pd.to_numeric(df[x], errors="coerce")
-    numeric_x = bool(xs_all.notna().all())
-    for i, (key, g) in enumerate(groups):
-        xs = pd.to_numeric(g[x], errors="coerce") if numeric_x else g[x].astype(str)
-        g = g.assign(_x=xs).sort_values("_x")
-        name = f"{color.removeprefix('p:')}={key}" if color else "value"
-        text = [fmt.fmt_value(v, unit) for v in g["value"]]
-        fig.add_trace(go.Scatter(
-            x=g["_x"], y=g["value"].astype(float) * mult, mode="lines+markers", name=name, text=text,
-            line={"color": color_for(i)}, marker={"symbol": SYMBOLS[i % len(SYMBOLS)], "size": 7},
-            hovertemplate=f"{x.removeprefix('p:')}=%{{x}}<br>%{{text}}<extra>{name}</extra>",
-        ))
-    _layout(fig, title, x.removeprefix("p:"), f"value ({axis_unit})", legend_rows=1 + (len(groups) > 6))
-    if log_x and numeric_x:
-        fig.update_xaxes(type="log")
-    return fig
+    xs = pd.to_numeric(df[x], errors="coerce")
+    numeric_x = bool(xs.notna().all())
+    name = color.removeprefix("p:") if color else None
+    pts = pd.DataFrame({
+        "x": xs if numeric_x else df[x].astype(str),
+        "y": df["value"].astype(float) * mult,
+        "group": [f"{name}={v}" for v in df[color]] if color else "value",
+        "text": [fmt.fmt_value(v, unit) for v in df["value"]],
+    }).sort_values(["group", "x"])
+    groups = sorted(set(pts["group"]))
+    x_name = x.removeprefix("p:")
+    return {
+        "title": _title(title),
+        "height": 420,
+        "datasets": {"points": pts},
+        "data": {"name": "points"},
+        "mark": {"type": "line", "point": {"filled": True, "size": 50}},
+        "encoding": {
+            "x": {"field": "x", "type": "quantitative" if numeric_x else "ordinal", "title": x_name,
+                  **({"scale": {"type": "log"}} if log_x and numeric_x else {})},
+            "y": {"field": "y", "type": "quantitative", "title": f"value ({axis_unit})"},
+            "color": {"field": "group", "type": "nominal", "scale": _scale(groups, OKABE_ITO),
+                      "legend": _legend(groups)},
+            "tooltip": [{"field": "group", "title": "series"}, {"field": "x", "title": x_name},
+                        {"field": "text", "title": "value"}],
+        },
+    }

@@ -1,5 +1,5 @@
 """End to end: serve the dashboard with `mlaperf dashboard` and use every page in headless Debian Chromium:
-the page renders without an exception, its charts draw real SVG traces, its selections come from the URL
+the page renders without an exception, its charts draw real marks, its selections come from the URL
 and a widget change goes back into it (a shared link shows the same view).
 
 Skips when /usr/bin/chromium is missing, unless MLAPERF_REQUIRE_BROWSER=1 (CI). Screenshots go to
@@ -19,6 +19,9 @@ from conftest import ROOT, SLOW_FROM, Seeded
 
 CHROMIUM = Path("/usr/bin/chromium")
 SHOTS = ROOT / "artifacts" / "screenshots"
+CHART = '[data-testid="stPlotlyChart"], [data-testid="stVegaLiteChart"]'
+# Drawn marks, not an empty frame: Plotly's traces, Vega's mark paths (lines, points, bars).
+MARKS = '[data-testid="stPlotlyChart"] g.trace, [data-testid="stVegaLiteChart"] svg.marks g.role-mark > path'
 # url path -> (charts expected on the seeded store's default machine, query parameters the page publishes)
 PAGES = {
     "": (0, {"machine"}),
@@ -75,9 +78,9 @@ def test_every_page_in_chromium(served: str, seeded: Seeded) -> None:
                 name = path or "overview"
                 page.screenshot(path=str(SHOTS / f"{name}.png"), full_page=True)
                 assert page.locator('[data-testid="stException"]').count() == 0, f"exception on /{path}"
-                assert page.locator('[data-testid="stPlotlyChart"]').count() == charts, path
-                if charts:  # Plotly drew real SVG traces (lines/points), not an empty frame
-                    assert page.locator('[data-testid="stPlotlyChart"] g.trace').count() > 0, path
+                assert page.locator(CHART).count() == charts, path
+                if charts:
+                    assert page.locator(MARKS).count() > 0, path
                 if path != "efficiency":  # every page but Efficiency has tables (drawn after the run's end)
                     page.wait_for_selector('[data-testid="stDataFrame"], [data-testid="stTable"]', timeout=30_000)
                 assert params <= set(_query(page)), (path, page.url)  # the view is a shareable link

@@ -10,6 +10,7 @@ import sys
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 import pytest
 from conftest import (
     APP,
@@ -51,6 +52,12 @@ def goto(at: AppTest, page: str) -> AppTest:
 
 def figures(at: AppTest) -> list[dict]:
     return [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
+
+
+def vega(at: AppTest) -> list[tuple[dict, dict[str, pd.DataFrame]]]:
+    """Each Vega-Lite chart on the page: its spec and its named datasets (Streamlit sends them as Arrow)."""
+    return [(json.loads(c.proto.spec), {d.name: pa.ipc.open_stream(d.data.data).read_pandas()
+                                        for d in c.proto.datasets}) for c in at.get("vega_lite_chart")]
 
 
 def arr(v: object) -> list:
@@ -98,16 +105,19 @@ def test_overview_counts_alert_groups(monkeypatch: pytest.MonkeyPatch, seeded: S
 
 def test_throughput_lines_per_impl_and_baseline(monkeypatch: pytest.MonkeyPatch, seeded: Seeded) -> None:
     at = goto(app(monkeypatch, seeded.url), "throughput")
-    figs = figures(at)
-    assert len(figs) == 1  # one suite at a time
+    shown = vega(at)
+    assert len(shown) == 1  # one suite at a time
     assert at.selectbox(key="tp_suite").options == ["Sparse MLA decode: SIMT vs MMA",
                                                     "Indexer + top-k: fp32 over max_context vs bf16",
                                                     "Whole decode step: variants"]
-    decode = figs[0]
-    names = [t["name"] for t in decode["data"]]
-    assert any(n.startswith("mma @") for n in names) and any(n.startswith("simt @") for n in names)
-    assert decode["layout"]["xaxis"]["type"] == "log"
-    assert arr(decode["layout"]["xaxis"]["tickvals"]) == [1, 16, 64, 128]
+    spec, data = shown[0]
+    points = data["points"]
+    assert set(points["line"]) == {"mma", "simt"} and set(points["commit"]) == {seeded.shas[-1][:8]}
+    assert spec["encoding"]["x"]["scale"]["type"] == "log"
+    assert spec["encoding"]["x"]["axis"]["values"] == [1, 16, 64, 128]
+    assert spec["encoding"]["y"]["scale"]["type"] == "log"
+    assert points["text"].str.endswith(" tokens/s").all()  # hover in the unit people read
+    assert {"field": "text", "title": "throughput"} in spec["layer"][1]["encoding"]["tooltip"]
     assert at.radio(key="tp_decode_filter").value == 512
     speedups = at.dataframe[0].value
     assert list(speedups["impl"]) == ["mma"]
@@ -117,23 +127,26 @@ def test_throughput_lines_per_impl_and_baseline(monkeypatch: pytest.MonkeyPatch,
     at.selectbox(key="tp_commit").set_value(seeded.shas[SLOW_FROM]).run()
     at.selectbox(key="tp_base").set_value(seeded.shas[0]).run()
     assert not at.exception
-    decode = figures(at)[0]
-    dashed = [t for t in decode["data"] if t.get("line", {}).get("dash") == "dash"]
-    assert {t["legendgroup"] for t in dashed} == {"mma", "simt"}
+    spec, data = vega(at)[0]
+    dashed = data["points"][data["points"]["baseline"]]
+    assert set(dashed["line"]) == {"mma", "simt"} and set(dashed["commit"]) == {f"{seeded.shas[0][:8]} (baseline)"}
+    dash = spec["layer"][0]["encoding"]["strokeDash"]["scale"]
+    assert dash == {"domain": [seeded.shas[SLOW_FROM][:8], f"{seeded.shas[0][:8]} (baseline)"],
+                    "range": [[1, 0], [6, 4]]}
     ratios = table(at, "speed-up")
     mma = ratios[ratios["impl"] == "mma"]["speed-up"].str.rstrip("x").astype(float)
     simt = ratios[ratios["impl"] == "simt"]["speed-up"].str.rstrip("x").astype(float)
     assert (mma < 0.85).all() and ((simt - 1).abs() < 0.1).all()
     assert ratios["tokens/s"].str.contains(",").any()  # thousands separators
     at.radio(key="tp_decode_filter").set_value(128).run()
-    assert "topk=128" in figures(at)[0]["layout"]["title"]["text"]
+    assert "topk=128" in vega(at)[0][0]["title"]["text"]
     assert at.query_params["tp_decode_filter"] == ["128"] or at.query_params["tp_decode_filter"] == "128"
 
 
 def test_throughput_derives_tokens_per_s_from_time(monkeypatch: pytest.MonkeyPatch, seeded: Seeded) -> None:
     at = app(monkeypatch, seeded.url, query={"tp_suite": "step"})
     at = goto(at, "throughput")
-    assert "Whole decode step" in figures(at)[0]["layout"]["title"]["text"]
+    assert "Whole decode step" in vega(at)[0][0]["title"]["text"]
     # The step suite has no track_tokens_per_s here: concurrency / time is used.
     assert "`concurrency / time`" in "\n".join(c.value for c in at.caption)
 
@@ -143,13 +156,14 @@ def test_baseline_drawn_only_where_measured() -> None:
 
     cur = pd.DataFrame({"line": ["mma"] * 4, "concurrency": [1, 2, 4, 8], "tokens_per_s": [1e4, 2e4, 4e4, 8e4]})
     base = pd.DataFrame({"line": ["mma"] * 2, "concurrency": [1, 8], "tokens_per_s": [1e4, 5e4]})
-    fig = charts.throughput_figure(cur, title="t", line_label="impl", commit_label="h", baseline=base,
-                                   baseline_label="b")
-    dashed = next(t for t in fig.data if t.line.dash == "dash")
-    assert list(dashed.x) == [1, 2, 4, 8]
-    y = list(dashed.y)
+    spec = charts.throughput_spec(cur, title="t", line_label="impl", commit_label="h", baseline=base,
+                                  baseline_label="b")
+    points = spec["datasets"]["points"]
+    dashed = points[points["baseline"]]
+    assert list(dashed["concurrency"]) == [1, 2, 4, 8]
+    y = list(dashed["tokens_per_s"])
     assert y[0] == 1e4 and y[3] == 5e4 and np.isnan(y[1]) and np.isnan(y[2])  # gaps, no straight line
-    assert dashed.connectgaps is False
+    assert spec["layer"][0]["mark"]["invalid"] == charts.GAPS  # a missing value breaks the line
 
 
 def test_history_defaults_to_the_flagged_series(monkeypatch: pytest.MonkeyPatch, seeded: Seeded) -> None:
@@ -347,9 +361,9 @@ def test_generic_asv_project(monkeypatch: pytest.MonkeyPatch, seeded: Seeded, pa
     if page == "throughput":
         assert "No sparse-MLA suites" in body
         at.selectbox(key="tp_sweep_bench").set_value("benchmarks.axpy.time_axpy").run()
-        fig = figures(at)[0]
-        assert fig["layout"]["xaxis"]["title"]["text"] == "size"
-        assert {t["name"] for t in fig["data"]} == {"variant=s", "variant=d", "variant=c", "variant=z"}
+        spec, data = vega(at)[0]
+        assert spec["encoding"]["x"]["title"] == "size"
+        assert set(data["points"]["group"]) == {"variant=s", "variant=d", "variant=c", "variant=z"}
     elif page == "efficiency":
         assert "No efficiency metrics" in body
     elif page == "history":
