@@ -272,29 +272,6 @@ STATUS_COLORS = {"regressed": WORSE, "improved": BETTER, "failed": "#000000", "u
                  "not_run": NEUTRAL, "new": OKABE_ITO[0], "removed": OKABE_ITO[5]}
 
 
-def compare_figure(cmp: pd.DataFrame, *, title: str, top: int = 15) -> go.Figure:
-    """The ``top`` largest changes as bars of percent worse (right, vermillion) or better (left, green);
-    bars of changes that are not significant or within the threshold are grey."""
-    df = cmp.dropna(subset=["slowdown"]).copy()
-    df["pct"] = (df["slowdown"].astype(float) - 1.0) * 100.0
-    df = df.reindex(df["pct"].abs().sort_values(ascending=False).index).head(top).iloc[::-1]
-    colors = df["status"].map(STATUS_COLORS).fillna(NEUTRAL)
-    labels = frames.series_label(df["benchmark"], df["label"])
-    text = [f"{fmt.fmt_value(b, u)} → {fmt.fmt_value(h, u)} ({fmt.fmt_ratio(r)}, p {fmt.fmt_p(p)}, {s})"
-            for b, h, u, r, p, s in zip(df["base"], df["head"], df["unit"], df["ratio"], df["p_value"],
-                                        df["status"], strict=True)]
-    fig = go.Figure(go.Bar(
-        x=df["pct"], y=labels, orientation="h", marker={"color": list(colors)}, text=text,
-        textposition="none", hovertemplate="%{y}<br>%{text}<br>%{x:+.1f}% (direction-aware)<extra></extra>",
-    ))
-    fig.add_vline(x=0.0, line={"color": "black", "width": 1})
-    _layout(fig, title, "% worse (+) or better (−), direction-aware; grey: within threshold or not significant",
-            "", height=max(320, 22 * len(df) + 120))
-    fig.update_layout(showlegend=False, margin={"l": 20, "b": 60})
-    fig.update_yaxes(automargin=True)
-    return fig
-
-
 # Vega-Lite specs (st.vega_lite_chart): the browser draws them with the Vega runtime Streamlit loads for any
 # chart, instead of loading and parsing the 4.7 MB Plotly bundle on a tab's first chart.
 # Data frames go under "datasets" (Streamlit sends them as Arrow); layers name the one they draw.
@@ -380,6 +357,46 @@ def throughput_spec(
                           "size": {"condition": {"test": "datum.baseline", "value": 35}, "value": 70},
                           "opacity": {"condition": {"test": "datum.baseline", "value": 0.7}, "value": 1},
                           "tooltip": tooltip}},
+        ],
+    }
+
+
+def compare_spec(cmp: pd.DataFrame, *, title: str, top: int = 15) -> dict:
+    """The ``top`` largest changes as bars of percent worse (right, vermillion) or better (left, green);
+    bars of changes that are not significant or within the threshold are grey."""
+    df = cmp.dropna(subset=["slowdown"]).copy()
+    df["pct"] = (df["slowdown"].astype(float) - 1.0) * 100.0
+    df = df.reindex(df["pct"].abs().sort_values(ascending=False).index).head(top)
+    bars = pd.DataFrame({
+        "series": list(frames.series_label(df["benchmark"], df["label"])),
+        "pct": df["pct"].to_numpy(),
+        "status": df["status"].to_numpy(),
+        "change": [f"{fmt.fmt_value(b, u)} → {fmt.fmt_value(h, u)} ({fmt.fmt_ratio(r)}, p {fmt.fmt_p(p)})"
+                   for b, h, u, r, p in zip(df["base"], df["head"], df["unit"], df["ratio"], df["p_value"],
+                                            strict=True)],
+        "pct_text": [f"{v:+.1f}% (direction-aware)" for v in df["pct"]],
+    })
+    statuses = [s for s in STATUS_COLORS if s in set(bars["status"])]
+    return {
+        "title": _title(title),
+        "height": 22 * len(bars) + 190,  # the whole chart: title, axis titles and legend take 190 px
+        "datasets": {"bars": bars},
+        "data": {"name": "bars"},
+        "layer": [
+            {"mark": {"type": "bar", "height": {"band": 0.8}},
+             "encoding": {
+                 "y": {"field": "series", "type": "nominal", "sort": None,
+                       "axis": {"title": None, "labelLimit": 700, "labelFontSize": 12}},
+                 "x": {"field": "pct", "type": "quantitative", "axis": {
+                     "title": ["% worse (+) or better (−), direction-aware",
+                               "grey: within threshold or not significant"], "format": "+~g"}},
+                 "color": {"field": "status", "type": "nominal",
+                           "scale": {"domain": statuses, "range": [STATUS_COLORS[s] for s in statuses]},
+                           "legend": _legend(statuses, title="status")},
+                 "tooltip": [{"field": "series"}, {"field": "change"}, {"field": "pct_text", "title": "change"},
+                             {"field": "status"}],
+             }},
+            {"mark": {"type": "rule", "color": "black", "strokeWidth": 1}, "encoding": {"x": {"datum": 0}}},
         ],
     }
 

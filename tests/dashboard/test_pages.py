@@ -310,6 +310,11 @@ def test_compare_page_equals_mlaperf_compare(monkeypatch: pytest.MonkeyPatch, se
     assert shown["series"].str.contains(r"impl=mma\b|variant=mma").all()
     assert shown["change"].str.endswith("worse").all() and shown["ratio"].str.endswith("x").all()
     assert not shown["p"].str.contains("0.000").any()
+    spec, data = vega(at)[0]  # the largest changes as bars, coloured by status
+    bars = data["bars"]
+    assert bars["pct"].abs().max() > 20 and "regressed" in set(bars["status"])
+    color = spec["layer"][0]["encoding"]["color"]["scale"]
+    assert dict(zip(color["domain"], color["range"], strict=True))["regressed"] == "#D55E00"
 
 
 def test_compare_names_failed_and_not_run(monkeypatch: pytest.MonkeyPatch, seeded: Seeded) -> None:
