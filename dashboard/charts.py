@@ -62,12 +62,6 @@ def _layout(fig: go.Figure, title: str, x_title: str, y_title: str, *, height: i
     return fig
 
 
-def _pow2_axis(fig: go.Figure, values: Sequence[float], **axis: object) -> None:
-    """Log axis with ticks at the measured concurrencies (powers of two spread evenly)."""
-    ticks = sorted({float(v) for v in values if v and v > 0})
-    fig.update_xaxes(type="log", tickvals=ticks, ticktext=[f"{v:g}" for v in ticks], **axis)
-
-
 def _on_grid(df: pd.DataFrame, grid: Sequence[float], x: str, y: str) -> pd.DataFrame:
     """``df`` reindexed on every x of ``grid``: unmeasured points become gaps, so a line never runs straight
     through x values that were not measured on that side (``connectgaps`` stays off)."""
@@ -84,69 +78,6 @@ def log_ticks(lo: float, hi: float) -> list[float]:
         out += [m * 10.0**e for m in (1, 2, 5)]
     inside = [t for t in out if lo / 1.25 <= t <= hi * 1.25]
     return inside if len(inside) >= 2 else out
-
-
-def efficiency_figure(
-    eff: pd.DataFrame,
-    *,
-    title: str,
-    panels: Sequence[tuple[str, str, str]],
-    line_label: str,
-    peaks: dict[str, Sequence[tuple[str, float]]],
-    log_y: bool = False,
-) -> go.Figure:
-    """The derived metrics (roofline fraction, GB/s, TFLOP/s) against concurrency side by side in one figure
-    (one legend for all, drawn once by the browser), one line per kernel, the device's peaks as dashed lines.
-
-    ``eff``: ``suites.efficiency_frame`` rows (metric, line, concurrency, value); ``panels``: (metric, title,
-    unit); ``peaks``: metric -> [(label, value in the metric's unit)]."""
-    from plotly.subplots import make_subplots
-
-    fig = make_subplots(rows=1, cols=len(panels), horizontal_spacing=0.07,
-                        subplot_titles=[f"{t} ({'% of roofline' if u == 'fraction' else u})" for _, t, u in panels])
-    lines = [str(v) for v in frames.value_order(eff["line"])]
-    grid = list(eff["concurrency"])
-    for col, (metric, _, unit) in enumerate(panels, start=1):
-        scale = 100.0 if unit == "fraction" else 1.0
-        rows = eff[eff["metric"] == metric]
-        top = 0.0
-        for i, line in enumerate(lines):
-            pts = _on_grid(rows[rows["line"] == line], grid, "concurrency", "value")
-            y = pts["value"] * scale
-            top = max(top, float(np.nanmax(y)) if y.notna().any() else 0.0)
-            text = [fmt.fmt_value(v, unit, missing="not measured") for v in pts["value"]]
-            fig.add_trace(go.Scatter(
-                x=pts["concurrency"], y=y, mode="lines+markers", name=line, legendgroup=line, showlegend=col == 1,
-                connectgaps=False, text=text, line={"color": color_for(i), "width": 2.2},
-                marker={"symbol": SYMBOLS[i % len(SYMBOLS)], "size": 7},
-                hovertemplate=f"{line_label}={line}<br>concurrency=%{{x}}<br>%{{text}}<extra></extra>",
-            ), row=1, col=col)
-        positive = rows["value"][rows["value"] > 0] * scale
-        low = float(positive.min()) if len(positive) else 1.0
-        for j, (label, value) in enumerate(peaks.get(metric, ())):
-            v = value * scale
-            fig.add_hline(y=v, row=1, col=col,
-                          line={"color": "#444444", "width": 1.2, "dash": ("dot", "dash", "dashdot")[j % 3]})
-            # Annotations on a log axis take log10 of the value (add_hline's own would land at 10^v).
-            axis = "" if col == 1 else str(col)
-            fig.add_annotation(text=f"{label}: {fmt.sig(v)} {'%' if unit == 'fraction' else unit}",
-                               x=0.02, xref=f"x{axis} domain", y=float(np.log10(v)) if log_y else v,
-                               yref=f"y{axis}", xanchor="left", yanchor="bottom" if j % 2 == 0 else "top",
-                               showarrow=False, font={"size": 10}, bgcolor="rgba(255,255,255,0.85)")
-            top = max(top, v)
-        if log_y:
-            ticks = log_ticks(low, top)
-            suffix = "%" if unit == "fraction" else ""
-            fig.update_yaxes(type="log", tickvals=ticks, ticktext=[f"{t:,g}{suffix}" for t in ticks],
-                             range=[np.log10(low) - 0.1, np.log10(top) + 0.3], row=1, col=col)
-        else:
-            fig.update_yaxes(range=[0, top * 1.15 if top > 0 else 1], ticksuffix="%" if unit == "fraction" else "",
-                             row=1, col=col)
-    _layout(fig, title, "", "", height=450)
-    fig.update_layout(margin={"t": 80})  # room for the figure title above the panel titles
-    fig.update_annotations(yshift=4, selector={"xref": "paper", "yref": "paper"})
-    _pow2_axis(fig, grid, title_text="concurrency (requests, log2)")
-    return fig
 
 
 def history_figure(
@@ -432,4 +363,77 @@ def sweep_spec(
             "tooltip": [{"field": "group", "title": "series"}, {"field": "x", "title": x_name},
                         {"field": "text", "title": "value"}],
         },
+    }
+
+
+def efficiency_spec(
+    eff: pd.DataFrame,
+    *,
+    title: str,
+    panels: Sequence[tuple[str, str, str]],
+    line_label: str,
+    peaks: dict[str, Sequence[tuple[str, float]]],
+    log_y: bool = False,
+) -> dict:
+    """The derived metrics (roofline fraction, GB/s, TFLOP/s) against concurrency side by side, each panel
+    with its own value axis, one legend for all, one line per kernel, the device's peaks as dashed lines.
+
+    ``eff``: ``suites.efficiency_frame`` rows (metric, line, concurrency, value); ``panels``: (metric, title,
+    unit); ``peaks``: metric -> [(label, value in the metric's unit)]."""
+    lines = [str(v) for v in frames.value_order(eff["line"])]
+    grid = list(eff["concurrency"])
+    heads = {m: f"{t} ({'% of roofline' if u == 'fraction' else u})" for m, t, u in panels}
+    curves, refs = [], []
+    for metric, _, unit in panels:
+        scale = 100.0 if unit == "fraction" else 1.0
+        suffix = "%" if unit == "fraction" else f" {unit}"
+        rows = eff[eff["metric"] == metric]
+        for line in lines:
+            pts = _on_grid(rows[rows["line"] == line], grid, "concurrency", "value")
+            curves.append(pts.assign(panel=heads[metric], line=line, value=pts["value"] * scale,
+                                     text=[fmt.fmt_value(v, unit) for v in pts["value"]]))
+        for j, (label, value) in enumerate(peaks.get(metric, ())):
+            refs.append({"panel": heads[metric], "value": value * scale, "dash": j % 3,
+                         "label": f"{label}: {fmt.sig(value * scale)}{suffix}"})
+    # Curves and peak lines in one frame: the layers of a facet share its data.
+    data = pd.concat([*curves, pd.DataFrame(refs, columns=["panel", "value", "dash", "label"])], ignore_index=True)
+    data["kind"] = np.where(data["label"].isna(), "curve", "peak")
+    y: dict = {"field": "value", "type": "quantitative", "title": None, "axis": {"format": ",~g"}}
+    if log_y:
+        # One tick list for every panel: each axis draws only the ticks inside its own domain.
+        ticks = {t for _, v in data.groupby("panel")["value"] for t in log_ticks(v[v > 0].min(), v.max())}
+        y.update(scale={"type": "log"}, axis={"values": sorted(ticks), "format": ",~g"})
+    x = {"field": "concurrency", "type": "quantitative", "scale": {"type": "log", "base": 2},
+         "axis": {"values": sorted({float(v) for v in grid if v > 0}), "format": "~g",
+                  "title": "concurrency (requests, log2)"}}
+    peak = {"filter": "datum.kind == 'peak'"}
+    label = {"y": y, "x": {"value": 4}, "text": {"field": "label"}}
+    return {
+        "title": _title(title),
+        "datasets": {"efficiency": data},
+        "data": {"name": "efficiency"},
+        "facet": {"column": {"field": "panel", "type": "nominal", "sort": list(heads.values()),
+                             "header": {"title": None, "labelFontSize": 13, "labelAnchor": "start"}}},
+        # A facet keeps its own width (Streamlit does not stretch it): the panels fit a 1,000 px wide page.
+        "spec": {"width": 900 // max(1, len(panels)) - 75, "height": 320, "layer": [
+            {"transform": [{"filter": "datum.kind == 'curve'"}],
+             "mark": {"type": "line", "invalid": GAPS, "point": {"filled": True, "size": 50}},
+             "encoding": {"x": x, "y": y,
+                          "color": {"field": "line", "type": "nominal", "scale": _scale(lines, OKABE_ITO),
+                                    "legend": _legend(lines, title=line_label)},
+                          "tooltip": [{"field": "line", "title": line_label}, {"field": "concurrency"},
+                                      {"field": "text", "title": "value"}]}},
+            {"transform": [peak], "mark": {"type": "rule", "color": "#444444", "strokeWidth": 1.2},
+             "encoding": {"y": y, "strokeDash": {"field": "dash", "type": "ordinal", "legend": None,
+                                                 "scale": _scale([0, 1, 2], ([2, 2], [6, 4], [6, 3, 2, 3]))},
+                          "tooltip": {"field": "label"}}},
+            # Labels alternate above and below their line, so two close peaks stay readable.
+            {"transform": [peak, {"filter": "datum.dash % 2 == 0"}],
+             "mark": {"type": "text", "align": "left", "baseline": "bottom", "dy": -3, "fontSize": 10},
+             "encoding": label},
+            {"transform": [peak, {"filter": "datum.dash % 2 == 1"}],
+             "mark": {"type": "text", "align": "left", "baseline": "top", "dy": 3, "fontSize": 10},
+             "encoding": label},
+        ]},
+        "resolve": {"scale": {"y": "independent"}},
     }
