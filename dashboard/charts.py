@@ -1,16 +1,19 @@
-"""Plotly figures for the pages: colorblind-safe Okabe-Ito palette, units on every axis, legends below the
-plot (never over the title, never cut), hover text in the units people read (``dashboard.fmt``).
+"""Vega-Lite specs for the pages (``st.vega_lite_chart``): colorblind-safe Okabe-Ito palette, units on every
+axis, legends below the plot (never over the title, never cut), hover text in the units people read
+(``dashboard.fmt``). Pure functions of data frames: each returns a spec dict whose data frames sit under
+"datasets" (Streamlit sends them as Arrow) and are named by the layers that draw them.
 
-Figures use SVG traces (``go.Scatter``, not WebGL) so they render in headless browsers without a GPU.
+Vega-Lite, not Plotly: the browser draws them with the Vega runtime Streamlit loads for any chart, where a
+tab's first Plotly chart costs it the 4.7 MB Plotly bundle to load and parse (most of a second on 2 cores).
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
-import plotly.graph_objects as go
 
 from dashboard import fmt, frames
 
@@ -28,49 +31,21 @@ OKABE_ITO: tuple[str, ...] = (
 WORSE = "#D55E00"
 BETTER = "#009E73"
 NEUTRAL = "#999999"
-# Above this many points a history trace is drawn as a line without markers or IQR bars: each marker and
-# bar is an SVG element, and tens of thousands of them take seconds to lay out (the IQR stays in the hover).
+# Above this many points a history series is drawn with small points and no IQR bars: each is an SVG element,
+# and tens of thousands of them take the browser long to lay out (the IQR stays in the hover).
 DENSE = 150
-SYMBOLS = ("circle", "square", "diamond", "triangle-up", "x", "star", "hexagon", "cross")
-
-
-def color_for(i: int) -> str:
-    return OKABE_ITO[i % len(OKABE_ITO)]
-
-
-def _rgba(hex_color: str, alpha: float) -> str:
-    r, g, b = (int(hex_color[i:i + 2], 16) for i in (1, 3, 5))
-    return f"rgba({r},{g},{b},{alpha})"
-
-
-def _layout(fig: go.Figure, title: str, x_title: str, y_title: str, *, height: int = 460,
-            legend_rows: int = 1) -> go.Figure:
-    """Title on top, legend in its own band under the x-axis title, so neither overlaps nor gets clipped."""
-    bottom = 70 + 24 * legend_rows
-    fig.update_layout(
-        title={"text": title, "x": 0, "xanchor": "left", "font": {"size": 15}},
-        template="plotly_white",
-        height=height + 24 * max(0, legend_rows - 1),
-        margin={"l": 70, "r": 20, "t": 50, "b": bottom},
-        legend={"title": None, "orientation": "h", "yanchor": "top", "y": -0.16 - 0.02 * legend_rows,
-                "xanchor": "left", "x": 0, "font": {"size": 12}},
-        hovermode="closest",
-        hoverlabel={"align": "left"},
-    )
-    fig.update_xaxes(title_text=x_title)
-    fig.update_yaxes(title_text=y_title)
-    return fig
 
 
 def _on_grid(df: pd.DataFrame, grid: Sequence[float], x: str, y: str) -> pd.DataFrame:
     """``df`` reindexed on every x of ``grid``: unmeasured points become gaps, so a line never runs straight
-    through x values that were not measured on that side (``connectgaps`` stays off)."""
+    through x values that were not measured on that side (the lines break at nulls: ``GAPS``)."""
     one = df.drop_duplicates(subset=[x]).set_index(x)[[y]]
     return one.reindex(sorted(set(grid))).rename_axis(x).reset_index()
 
 
 def log_ticks(lo: float, hi: float) -> list[float]:
-    """1-2-5 ticks covering [lo, hi] (Plotly's own log ticks on a short range label 2, 3, ... 9 without units)."""
+    """1-2-5 ticks covering [lo, hi]: a log axis's own ticks give a short range too few labels or a long one
+    too many."""
     if not (lo > 0 and hi > 0 and np.isfinite(lo) and np.isfinite(hi)):
         return []
     out = []
@@ -80,134 +55,12 @@ def log_ticks(lo: float, hi: float) -> list[float]:
     return inside if len(inside) >= 2 else out
 
 
-def history_figure(
-    points: pd.DataFrame,
-    *,
-    title: str,
-    unit: str | None,
-    commits: pd.DataFrame,
-    threshold: float | None = None,
-    flagged: pd.DataFrame | None = None,
-    log_y: bool = False,
-    band_series: int = 4,
-) -> go.Figure:
-    """Series over the machine's commits (x = position in history), one trace per ``series`` label.
-
-    ``points``: rows with series, pos, value, q_25, q_75, status, benchmark_version and hover columns (sha,
-    subject, date, run_date, runs, config: the kernel configuration, versions: the run's GPU and versions).
-    Draws IQR bars (up to ``DENSE`` points), a threshold band per series (the
-    ``threshold`` either side of the median of its previous five values; a point past the band on the worse
-    side moved more than the threshold), markers for flagged regressions and the commits that fixed them
-    (``flagged``: series, pos, fixed_pos, text), failed runs on the x-axis, and a dotted line where the
-    benchmark's asv version changed."""
-    ok = points[points["status"] == "ok"]
-    mult, axis_unit = fmt.time_unit(ok["value"]) if fmt.is_time(unit) else (1.0, str(unit or ""))
-    fig = go.Figure()
-    labels = list(dict.fromkeys(points["series"]))
-    boundaries: set[float] = set()
-    y_min = float(ok["value"].min()) * mult if not ok.empty else 0.0
-    for i, label in enumerate(labels):
-        color = color_for(i)
-        s = ok[ok["series"] == label].sort_values("pos")
-        if s.empty:
-            continue
-        y = s["value"].to_numpy(float) * mult
-        if threshold and i < band_series and len(s) > 1:
-            ref = s["value"].rolling(5, min_periods=1).median().shift(1).to_numpy(float) * mult
-            hi, lo = ref * (1.0 + threshold), ref / (1.0 + threshold)
-            fig.add_trace(go.Scatter(x=s["pos"], y=lo, mode="lines", line={"width": 0}, hoverinfo="skip",
-                                     showlegend=False, legendgroup=label))
-            fig.add_trace(go.Scatter(x=s["pos"], y=hi, mode="lines", line={"width": 0}, fill="tonexty",
-                                     fillcolor=_rgba(color, 0.12), hoverinfo="skip", legendgroup=label,
-                                     name=f"±{threshold:.0%} band", showlegend=i == 0))
-        q25 = s["q_25"].to_numpy(float) * mult
-        q75 = s["q_75"].to_numpy(float) * mult
-        has_iqr = np.isfinite(q25) & np.isfinite(q75)
-        dense = len(s) > DENSE
-        error_y = None
-        if has_iqr.any() and not dense:
-            error_y = {"type": "data", "symmetric": False, "array": np.where(has_iqr, np.clip(q75 - y, 0, None), 0),
-                       "arrayminus": np.where(has_iqr, np.clip(y - q25, 0, None), 0),
-                       "color": _rgba(color, 0.5), "thickness": 1.2, "width": 2}
-        text = [
-            f"<b>{fmt.fmt_value(v, unit)}</b>"
-            + (f" (IQR {fmt.fmt_value(a, unit)}..{fmt.fmt_value(b, unit)})" if a == a and b == b else "")
-            for v, a, b in zip(s["value"], s["q_25"], s["q_75"], strict=True)
-        ]
-        custom = np.column_stack([
-            text, s["sha"].map(fmt.short_sha), s["subject"], s["date"], s["run_date"], s["runs"],
-            s["benchmark_version"].map(lambda v: fmt.short_sha(v, 10) if isinstance(v, str) else "?"),
-            s["config"], s["versions"],
-        ])
-        fig.add_trace(go.Scatter(
-            x=s["pos"], y=y, mode="lines" if dense else "lines+markers", name=label, legendgroup=label,
-            line={"color": color, "width": 1.5 if dense else 1.8},
-            marker={"size": 6, "symbol": SYMBOLS[i % len(SYMBOLS)]},
-            error_y=error_y, customdata=custom,
-            hovertemplate=(
-                f"{label}<br>%{{customdata[0]}}<br>"
-                "commit %{customdata[1]} %{customdata[2]}<br>committed %{customdata[3]}, "
-                "run %{customdata[4]} (%{customdata[5]} run(s))<br>"
-                "benchmark version %{customdata[6]}<br>"
-                "%{customdata[7]}<br>%{customdata[8]}<extra></extra>"
-            ),
-        ))
-        versions = s["benchmark_version"].astype(str).to_numpy()
-        pos = s["pos"].to_numpy(float)
-        for j in np.nonzero(versions[1:] != versions[:-1])[0]:
-            boundaries.add((pos[j] + pos[j + 1]) / 2.0)
-        failed = points[(points["series"] == label) & (points["status"] == "failed")]
-        if not failed.empty:
-            fig.add_trace(go.Scatter(
-                x=failed["pos"], y=[y_min] * len(failed), mode="markers", name="failed run",
-                legendgroup="failed", showlegend=not any(t.name == "failed run" for t in fig.data),
-                marker={"symbol": "x-thin", "size": 11, "line": {"width": 2, "color": color}},
-                customdata=np.column_stack([failed["sha"].map(fmt.short_sha), failed["subject"]]),
-                hovertemplate=f"{label}<br>failed at %{{customdata[0]}} %{{customdata[1]}}<extra></extra>",
-            ))
-    if flagged is not None and not flagged.empty:
-        yv = ok.set_index(["series", "pos"])["value"] * mult
-        at = [yv.get((r.series, r.pos), np.nan) for r in flagged.itertuples()]
-        fig.add_trace(go.Scatter(
-            x=flagged["pos"], y=at, mode="markers", name="flagged regression",
-            marker={"symbol": "triangle-up", "size": 16, "color": WORSE, "line": {"color": "black", "width": 1}},
-            text=flagged["text"], hovertemplate="%{text}<extra></extra>",
-        ))
-        fixed = flagged.dropna(subset=["fixed_pos"])
-        if not fixed.empty:
-            fy = [yv.get((r.series, int(r.fixed_pos)), np.nan) for r in fixed.itertuples()]
-            fig.add_trace(go.Scatter(
-                x=fixed["fixed_pos"], y=fy, mode="markers", name="fixed here",
-                marker={"symbol": "star", "size": 16, "color": BETTER, "line": {"color": "black", "width": 1}},
-                text=fixed["fixed_text"], hovertemplate="%{text}<extra></extra>",
-            ))
-    for b in sorted(boundaries):
-        fig.add_vline(x=b, line={"color": "#666666", "width": 1.2, "dash": "dot"},
-                      annotation={"text": "benchmark version changed", "font": {"size": 10}},
-                      annotation_position="top")
-    n = len(commits)
-    step = max(1, n // 12)
-    ticks = list(range(0, n, step))
-    fig.update_xaxes(tickvals=ticks, ticktext=[fmt.short_sha(commits["sha"].iloc[i]) for i in ticks],
-                     tickangle=-30, range=[-0.5, max(n - 0.5, 0.5)])
-    quantity = "time" if fmt.is_time(unit) else "value"
-    rows = 1 + (len([t for t in fig.data if t.showlegend is not False]) > 5)
-    _layout(fig, title, "commit (history order)", f"{quantity} ({axis_unit})", height=500, legend_rows=rows)
-    if log_y:
-        ticks = log_ticks(float(ok["value"].min()) * mult, float(ok["value"].max()) * mult) if not ok.empty else []
-        fig.update_yaxes(type="log", tickvals=ticks or None, ticktext=[f"{t:,g}" for t in ticks] or None)
-    return fig
-
-
 STATUS_COLORS = {"regressed": WORSE, "improved": BETTER, "failed": "#000000", "unchanged": NEUTRAL,
                  "not_run": NEUTRAL, "new": OKABE_ITO[0], "removed": OKABE_ITO[5]}
-
-
-# Vega-Lite specs (st.vega_lite_chart): the browser draws them with the Vega runtime Streamlit loads for any
-# chart, instead of loading and parsing the 4.7 MB Plotly bundle on a tab's first chart.
-# Data frames go under "datasets" (Streamlit sends them as Arrow); layers name the one they draw.
-VL_SYMBOLS = ("circle", "square", "diamond", "triangle-up", "cross", "triangle-down", "triangle-right",
-              "triangle-left")
+SYMBOLS = ("circle", "square", "diamond", "triangle-up", "cross", "triangle-down", "triangle-right", "triangle-left")
+STAR = ("M0,-1L0.225,-0.309L0.951,-0.309L0.363,0.118L0.588,0.809L0,0.382L-0.588,0.809L-0.363,0.118"
+        "L-0.951,-0.309L-0.225,-0.309Z")  # an SVG path: Vega has no star symbol
+X_MARK = "M-1,-1L1,1M-1,1L1,-1"
 GAPS = "break-paths-filter-domains"  # a null value breaks the line: no segment across unmeasured points
 
 
@@ -283,7 +136,7 @@ def throughput_spec(
                           "strokeWidth": {"condition": {"test": "datum.baseline", "value": 1.6}, "value": 2.5},
                           "detail": {"field": "commit"}}},
             {"mark": {"type": "point", "filled": True},
-             "encoding": {"shape": {"field": "line", "type": "nominal", "scale": _scale(lines, VL_SYMBOLS),
+             "encoding": {"shape": {"field": "line", "type": "nominal", "scale": _scale(lines, SYMBOLS),
                                     "legend": _legend(lines, title=line_label)},
                           "size": {"condition": {"test": "datum.baseline", "value": 35}, "value": 70},
                           "opacity": {"condition": {"test": "datum.baseline", "value": 0.7}, "value": 1},
@@ -437,3 +290,138 @@ def efficiency_spec(
         ]},
         "resolve": {"scale": {"y": "independent"}},
     }
+
+
+def history_spec(
+    points: pd.DataFrame,
+    *,
+    title: str,
+    unit: str | None,
+    commits: pd.DataFrame,
+    threshold: float | None = None,
+    flagged: pd.DataFrame | None = None,
+    log_y: bool = False,
+    band_series: int = 4,
+) -> dict:
+    """Series over the machine's commits (x = position in history, zoom and pan with the mouse), one line
+    per ``series`` label.
+
+    ``points``: rows with series, pos, value, q_25, q_75, status, benchmark_version and hover columns (sha,
+    subject, date, run_date, runs, config: the kernel configuration, versions: the run's GPU and versions).
+    Draws IQR bars (series of up to ``DENSE`` points), a threshold band for the first ``band_series`` series
+    (the ``threshold`` either side of the median of its previous five values; a point past the band on the
+    worse side moved more than the threshold), markers for flagged regressions and the commits that fixed
+    them (``flagged``: series, pos, fixed_pos, text, change, fixed_text), failed runs on the x-axis, and a
+    dotted line where the benchmark's asv version changed."""
+    ok = points[points["status"] == "ok"]
+    mult, axis_unit = fmt.time_unit(ok["value"]) if fmt.is_time(unit) else (1.0, str(unit or ""))
+    labels = list(dict.fromkeys(points["series"]))
+    y_min = float(ok["value"].min()) * mult if not ok.empty else 0.0
+    parts, boundaries = [], set()
+    for i, label in enumerate(labels):
+        s = ok[ok["series"] == label].sort_values("pos")
+        if s.empty:
+            continue
+        ref = s["value"].rolling(5, min_periods=1).median().shift(1) * mult
+        band = bool(threshold) and i < band_series and len(s) > 1
+        iqr = len(s) <= DENSE
+        versions = s["benchmark_version"].astype(str).to_numpy()
+        pos = s["pos"].to_numpy(float)
+        boundaries |= {(pos[j] + pos[j + 1]) / 2.0 for j in np.nonzero(versions[1:] != versions[:-1])[0]}
+        parts.append(pd.DataFrame({
+            "series": label, "pos": s["pos"], "y": s["value"] * mult,
+            "lo": ref / (1.0 + threshold) if band else np.nan, "hi": ref * (1.0 + threshold) if band else np.nan,
+            "q25": s["q_25"] * mult if iqr else np.nan, "q75": s["q_75"] * mult if iqr else np.nan,
+            "value": [fmt.fmt_value(v, unit)
+                      + (f" (IQR {fmt.fmt_value(a, unit)}..{fmt.fmt_value(b, unit)})" if a == a and b == b else "")
+                      for v, a, b in zip(s["value"], s["q_25"], s["q_75"], strict=True)],
+            "commit": s["sha"].map(fmt.short_sha) + " " + s["subject"],
+            "committed": s["date"],
+            "run": s["run_date"] + " (" + s["runs"].astype(str) + " run(s))",
+            "benchmark version": s["benchmark_version"].map(
+                lambda v: fmt.short_sha(v, 10) if isinstance(v, str) else "?"),
+            "kernel config": s["config"], "versions": s["versions"],
+        }))
+    pts = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=["series", "pos", "y"])
+    failed = points[points["status"] == "failed"]
+    marks = [pd.DataFrame({"kind": "failed run", "pos": failed["pos"], "y": y_min, "series": failed["series"],
+                           "text": "failed at " + failed["sha"].map(fmt.short_sha) + " " + failed["subject"],
+                           "change": ""})]
+    if flagged is not None and not flagged.empty:
+        at = ok.set_index(["series", "pos"])["value"] * mult
+        fixed = flagged.dropna(subset=["fixed_pos"])
+        marks += [
+            pd.DataFrame({"kind": "flagged regression", "pos": flagged["pos"], "series": flagged["series"],
+                          "y": [at.get((r.series, r.pos), np.nan) for r in flagged.itertuples()],
+                          "text": flagged["text"], "change": flagged["change"]}),
+            pd.DataFrame({"kind": "fixed here", "pos": fixed["fixed_pos"].astype(int), "series": fixed["series"],
+                          "y": [at.get((r.series, int(r.fixed_pos)), np.nan) for r in fixed.itertuples()],
+                          "text": fixed["fixed_text"], "change": ""}),
+        ]
+    markers = pd.concat(marks, ignore_index=True)
+    n = len(commits)
+    shas = [fmt.short_sha(v) for v in commits["sha"]]
+    # Tick labels: the commit at each integer position (zoomed in, the axis picks its own ticks).
+    x = {"field": "pos", "type": "quantitative", "scale": {"domain": [-0.5, max(n - 0.5, 0.5)], "nice": False},
+         "axis": {"title": "commit (history order)", "labelExpr": f"{json.dumps(shas)}[datum.value] || ''",
+                  "labelAngle": -30, "tickMinStep": 1, "tickCount": 12}}
+    quantity = "time" if fmt.is_time(unit) else "value"
+    y: dict = {"field": "y", "type": "quantitative", "title": f"{quantity} ({axis_unit})",
+               "scale": {"zero": False}, "axis": {"format": ",~g"}}
+    if log_y and not ok.empty:
+        y.update(scale={"type": "log"},
+                 axis={"values": log_ticks(float(ok["value"].min()) * mult, float(ok["value"].max()) * mult),
+                       "format": ",~g"})
+    series = [v for v in labels if v in set(pts["series"])]
+    # One legend for the lines, bands and IQR bars of a series: opaque symbols (not the band's tint).
+    color = {"field": "series", "type": "nominal", "scale": _scale(series, OKABE_ITO),
+             "legend": {**_legend(series), "symbolType": "circle", "symbolOpacity": 1}}
+    hover = [{"field": "series"}, {"field": "value"}, {"field": "commit"}, {"field": "committed"},
+             {"field": "run"}, {"field": "benchmark version"}, {"field": "kernel config"}, {"field": "versions"}]
+    kinds = [k for k in ("flagged regression", "fixed here", "failed run") if k in set(markers["kind"])]
+    legend = _legend(kinds, title=None)
+    layers: list[dict] = [
+        {"data": {"name": "points"}, "transform": [{"filter": "isValid(datum.lo)"}],
+         "mark": {"type": "area", "opacity": 0.12},
+         "encoding": {"x": x, "y": {**y, "field": "lo"}, "y2": {"field": "hi"}, "color": color}},
+        {"data": {"name": "points"}, "transform": [{"filter": "isValid(datum.q25) && isValid(datum.q75)"}],
+         "mark": {"type": "rule", "opacity": 0.5, "strokeWidth": 1.2},
+         "encoding": {"x": x, "y": {**y, "field": "q25"}, "y2": {"field": "q75"}, "color": color}},
+        {"data": {"name": "points"}, "mark": {"type": "line", "strokeWidth": 1.8},
+         "params": [{"name": "zoom", "select": {"type": "interval", "encodings": ["x"]}, "bind": "scales"}],
+         "encoding": {"x": x, "y": y, "color": color}},
+        {"data": {"name": "points"}, "mark": {"type": "point", "filled": True, "opacity": 1},
+         "encoding": {"x": x, "y": y, "color": color, "tooltip": hover,
+                      "size": {"value": 40 if len(pts) <= DENSE * max(1, len(series)) else 12}}},
+    ]
+    if kinds:
+        look = {"flagged regression": (WORSE, "triangle-up", 220), "fixed here": (BETTER, STAR, 260),
+                "failed run": ("#000000", X_MARK, 90)}
+        layers.append(
+            {"data": {"name": "markers"}, "mark": {"type": "point", "filled": True, "stroke": "black",
+                                                   "strokeWidth": 1, "opacity": 1},
+             "encoding": {"x": x, "y": y,
+                          "fill": {"field": "kind", "type": "nominal", "legend": legend,
+                                   "scale": _scale(kinds, [look[k][0] for k in kinds])},
+                          "shape": {"field": "kind", "type": "nominal", "legend": legend,
+                                    "scale": _scale(kinds, [look[k][1] for k in kinds])},
+                          "size": {"field": "kind", "type": "nominal", "legend": legend,
+                                   "scale": _scale(kinds, [look[k][2] for k in kinds])},
+                          "tooltip": [{"field": "series"}, {"field": "text", "title": "what"}, {"field": "change"}]}})
+    if boundaries:
+        layers += [
+            {"data": {"values": [{"pos": b} for b in sorted(boundaries)]},
+             "mark": {"type": "rule", "color": "#666666", "strokeDash": [2, 3], "strokeWidth": 1.2},
+             "encoding": {"x": x}},
+            {"data": {"values": [{"pos": b} for b in sorted(boundaries)]},
+             "mark": {"type": "text", "text": "benchmark version changed", "fontSize": 10, "baseline": "bottom",
+                      "dy": -2},
+             "encoding": {"x": x, "y": {"value": 0}}},
+        ]
+    return {
+        "title": _title(title),
+        "height": 520,
+        "datasets": {"points": pts, "markers": markers},
+        "layer": layers,
+    }
+

@@ -96,7 +96,8 @@ def test_every_page_in_chromium(served: str, seeded: Seeded) -> None:
                         "&hp_impl=mma&hp_concurrency=64&hp_topk=512")
             assert page.locator('[data-testid="stMultiSelect"]').filter(has_text="concurrency") \
                 .get_by_text("64", exact=True).count() == 1
-            assert page.locator('[data-testid="stPlotlyChart"] g.trace.scatter').count() >= 2
+            assert page.locator('[data-testid="stVegaLiteChart"] svg.marks g.mark-line > path').count() >= 1
+            assert page.locator('[data-testid="stVegaLiteChart"] svg.marks g.mark-symbol > path').count() >= 12
             # A widget change goes into the URL.
             before = watch.begin()
             page.locator('[data-testid="stCheckbox"]').filter(has_text="Logarithmic value axis").click()

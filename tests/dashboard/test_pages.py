@@ -3,7 +3,6 @@ detector): the numbers, the triage, the history and the URL state a kernel engin
 
 from __future__ import annotations
 
-import base64
 import json
 import subprocess
 import sys
@@ -50,22 +49,10 @@ def goto(at: AppTest, page: str) -> AppTest:
     return at
 
 
-def figures(at: AppTest) -> list[dict]:
-    return [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
-
-
 def vega(at: AppTest) -> list[tuple[dict, dict[str, pd.DataFrame]]]:
     """Each Vega-Lite chart on the page: its spec and its named datasets (Streamlit sends them as Arrow)."""
     return [(json.loads(c.proto.spec), {d.name: pa.ipc.open_stream(d.data.data).read_pandas()
                                         for d in c.proto.datasets}) for c in at.get("vega_lite_chart")]
-
-
-def arr(v: object) -> list:
-    """A trace array from the figure JSON: Plotly 6+ sends numpy arrays as base64 ``bdata``."""
-    if isinstance(v, dict) and "bdata" in v:
-        flat = np.frombuffer(base64.b64decode(v["bdata"]), dtype=np.dtype(v["dtype"]))
-        return flat.reshape(v["shape"]).tolist() if "shape" in v else flat.tolist()
-    return list(v)  # type: ignore[call-overload]
 
 
 def texts(at: AppTest) -> str:
@@ -80,10 +67,6 @@ def table(at: AppTest, column: str) -> pd.DataFrame:
         if column in df.value.columns:
             return df.value
     raise AssertionError(f"no table with column {column!r}: {[list(d.value.columns) for d in at.dataframe]}")
-
-
-def trace(fig: dict, name: str) -> dict:
-    return next(t for t in fig["data"] if t.get("name") == name)
 
 
 def test_overview_counts_alert_groups(monkeypatch: pytest.MonkeyPatch, seeded: Seeded) -> None:
@@ -173,27 +156,31 @@ def test_history_defaults_to_the_flagged_series(monkeypatch: pytest.MonkeyPatch,
     conc = at.multiselect(key="hp_concurrency")
     assert list(conc.options) == ["1", "16", "64", "128"]  # numeric order, not text order
     assert conc.value == [1, 16, 64, 128]  # every series flagged with it, overlaid
-    fig = figures(at)[0]
-    lines = [t for t in fig["data"] if str(t.get("name", "")).startswith("concurrency=")]
-    assert [t["name"] for t in lines] == ["concurrency=1", "concurrency=16", "concurrency=64", "concurrency=128"]
-    assert len(arr(lines[0]["x"])) == 12 and lines[0]["error_y"]["type"] == "data"
-    assert arr(trace(fig, "flagged regression")["x"]) == [SLOW_FROM] * 4
-    assert arr(trace(fig, "fixed here")["x"]) == [FIX_FROM] * 4
-    band = [t for t in fig["data"] if t.get("fill") == "tonexty"]
-    assert len(band) == 4  # the threshold band of each series
-    assert fig["layout"]["yaxis"]["title"]["text"] == "time (us)"
-    ticks = fig["layout"]["xaxis"]["ticktext"]
-    assert ticks[0] == seeded.shas[0][:8]
+    spec, data = vega(at)[0]
+    points, markers = data["points"], data["markers"]
+    assert list(dict.fromkeys(points["series"])) == ["concurrency=1", "concurrency=16", "concurrency=64",
+                                                     "concurrency=128"]
+    one = points[points["series"] == "concurrency=1"].set_index("pos")
+    assert len(one) == 12 and one["q25"].notna().all()  # IQR bars
+    assert list(markers.loc[markers["kind"] == "flagged regression", "pos"]) == [SLOW_FROM] * 4
+    assert list(markers.loc[markers["kind"] == "fixed here", "pos"]) == [FIX_FROM] * 4
+    assert points.groupby("series")["lo"].agg(lambda v: v.notna().any()).all()  # the threshold band of each series
+    band, _, line, dots = spec["layer"][:4]
+    assert band["mark"]["type"] == "area" and band["encoding"]["y2"] == {"field": "hi"}
+    assert line["encoding"]["y"]["title"] == "time (us)"
+    assert f'"{seeded.shas[0][:8]}"' in line["encoding"]["x"]["axis"]["labelExpr"]  # commits on the axis
+    assert line["params"][0]["bind"] == "scales"  # zoom and pan along history
     # Hover: value in us, the commit, run date, benchmark version, the kernel config and the run's versions.
-    assert "%{customdata[7]}<br>%{customdata[8]}" in lines[0]["hovertemplate"]
-    custom = lines[0]["customdata"][SLOW_FROM]
-    assert " us</b>" in custom[0]
-    assert custom[1] == seeded.shas[SLOW_FROM][:8]
-    assert custom[7] == "kernel block_h=16 · block_n=32 · num_splits=1"  # the config the slow commit ran
-    assert lines[0]["customdata"][0][7] == "kernel block_h=64 · block_n=32 · num_splits=2"
+    assert [t["field"] for t in dots["encoding"]["tooltip"]] == [
+        "series", "value", "commit", "committed", "run", "benchmark version", "kernel config", "versions"]
+    slow = one.loc[SLOW_FROM]
+    assert " us (IQR " in slow["value"]
+    assert slow["commit"].startswith(seeded.shas[SLOW_FROM][:8] + " ")
+    assert slow["kernel config"] == "kernel block_h=16 · block_n=32 · num_splits=1"  # the config the slow commit ran
+    assert one.loc[0, "kernel config"] == "kernel block_h=64 · block_n=32 · num_splits=2"
     # Each point's own run's versions (the machine now has the newer ones)
-    assert custom[8] == "GPU NVIDIA H200 (sm 9.0) · driver 580.159.04 · CUDA 12.8 · torch 2.11.0 · triton 3.6.0"
-    assert lines[0]["customdata"][TORCH_FROM - 1][8] == \
+    assert slow["versions"] == "GPU NVIDIA H200 (sm 9.0) · driver 580.159.04 · CUDA 12.8 · torch 2.11.0 · triton 3.6.0"
+    assert one.loc[TORCH_FROM - 1, "versions"] == \
         "GPU NVIDIA H200 (sm 9.0) · driver 570.86.15 · CUDA 12.8 · torch 2.10.0 · triton 3.6.0"
     flagged = table(at, "fixed at")
     assert set(flagged["commits"]) == {f"{seeded.shas[SLOW_FROM - 1][:8]}..{seeded.shas[SLOW_FROM][:8]}"}
@@ -207,7 +194,7 @@ def test_history_keeps_the_first_series_in_numeric_order(monkeypatch: pytest.Mon
                                                "hp_topk": "128,512"})  # fmt: skip
     at = goto(at, "history")
     assert any("16 series selected" in w.value for w in at.warning)
-    names = [t["name"] for t in figures(at)[0]["data"] if "impl=" in str(t.get("name", ""))]
+    names = list(dict.fromkeys(vega(at)[0][1]["points"]["series"]))
     assert len(names) == 12
     assert not [n for n in names if "impl=simt" in n and ("concurrency=64" in n or "concurrency=128" in n)]
     assert [n for n in names if "impl=mma" in n and "concurrency=64" in n]
@@ -219,16 +206,15 @@ def test_history_from_url_marks_failed_runs_and_versions(monkeypatch: pytest.Mon
     at = goto(at, "history")
     assert at.selectbox(key="hist_bench").value == FAILED[1]
     assert at.multiselect(key="hp_concurrency").value == [1, 64]
-    fig = figures(at)[0]
-    failed = trace(fig, "failed run")
-    assert arr(failed["x"]) == [FAILED[0]]
+    markers = vega(at)[0][1]["markers"]
+    assert set(markers.loc[markers["kind"] == "failed run", "pos"]) == {FAILED[0]}
     values = table(at, "subject")
     assert values.iloc[::-1]["concurrency=1"].iloc[FAILED[0]] == "failed"
     assert values["concurrency=64"].iloc[0].endswith("us")
 
     at.selectbox(key="hist_bench").set_value(NEW_VERSION[1]).run()
-    shapes = figures(at)[0]["layout"].get("shapes", [])
-    assert [s["x0"] for s in shapes if s.get("type") == "line"] == [NEW_VERSION[0] - 0.5]
+    rules = [layer for layer in vega(at)[0][0]["layer"] if "values" in layer.get("data", {})]
+    assert [v["pos"] for v in rules[0]["data"]["values"]] == [NEW_VERSION[0] - 0.5]  # the version boundary
     assert at.query_params["hist_bench"] in (NEW_VERSION[1], [NEW_VERSION[1]])
 
 
@@ -375,7 +361,7 @@ def test_generic_asv_project(monkeypatch: pytest.MonkeyPatch, seeded: Seeded, pa
     elif page == "efficiency":
         assert "No efficiency metrics" in body
     elif page == "history":
-        assert len(figures(at)) == 1
+        assert len(vega(at)) == 1
     elif page == "compare":
         assert sum(int(m.value.replace(",", "")) for m in at.metric) > 100
     elif page == "overview":
@@ -387,7 +373,7 @@ def test_generic_asv_project(monkeypatch: pytest.MonkeyPatch, seeded: Seeded, pa
 def test_empty_store_explains_ingest(monkeypatch: pytest.MonkeyPatch, empty_store: str) -> None:
     at = app(monkeypatch, empty_store)
     assert "mlaperf ingest" in texts(at)
-    assert not at.get("plotly_chart")
+    assert not at.get("vega_lite_chart")
 
 
 def test_missing_store_explains_ingest(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
@@ -418,12 +404,14 @@ def test_history_hover_of_runs_stored_before_per_run_versions(monkeypatch: pytes
     at = goto(app(monkeypatch, writable_copy.url, query={"hist_bench": "bench_decode.SparseDecode.time_decode",
                                                          "hp_impl": "simt,mma", "hp_concurrency": "64",
                                                          "hp_topk": "512"}), "history")  # fmt: skip
-    lines = {t["name"]: t for t in figures(at)[0]["data"] if str(t.get("name", "")).startswith("impl=")}
-    mma, simt = lines["impl=mma"]["customdata"], lines["impl=simt"]["customdata"]
-    assert mma[0][8] == ("GPU NVIDIA H200 (sm 9.0) · driver 580.159.04 · CUDA 12.8 · torch 2.11.0 · triton 3.6.0 "
-                         "(the machine's, as of its newest run: this run did not record its own)")
-    assert "torch 2.11.0" in mma[TORCH_FROM][8] and "machine's" not in mma[TORCH_FROM][8]
-    assert simt[0][7] == "kernel block_n=32"  # no head block or split-K in the SIMT kernel
+    points = vega(at)[0][1]["points"]
+    mma, simt = (points[points["series"] == f"impl={i}"].sort_values("pos") for i in ("mma", "simt"))
+    assert mma["versions"].iloc[0] == (
+        "GPU NVIDIA H200 (sm 9.0) · driver 580.159.04 · CUDA 12.8 · torch 2.11.0 · triton 3.6.0 "
+        "(the machine's, as of its newest run: this run did not record its own)")
+    now = mma["versions"].iloc[TORCH_FROM]
+    assert "torch 2.11.0" in now and "machine's" not in now
+    assert simt["kernel config"].iloc[0] == "kernel block_n=32"  # no head block or split-K in the SIMT kernel
 
 
 CPU_SMOKE = ROOT / "tests" / "dashboard" / "data" / "cpu-smoke"  # a real run of the decode suite, see its README
@@ -445,16 +433,19 @@ def test_history_hover_of_real_runs(monkeypatch: pytest.MonkeyPatch, tmp_path) -
     at = goto(app(monkeypatch, url, query={**query, "machine": "smoke-cpu", "hp_impl": "simt,mma",
                                             "hp_topk": "64"}), "history")  # fmt: skip
     assert not any("track_launch" in o for o in at.selectbox(key="hist_bench").options)
-    lines = {t["name"]: t["customdata"][0] for t in figures(at)[0]["data"] if str(t.get("name")).startswith("impl=")}
-    mma, simt = lines["impl=mma"], lines["impl=simt"]
-    assert mma[7].startswith("kernel block_h=16 · block_n=16 · num_splits=") and "num_warps=4" in mma[7]
-    assert "spill_bytes" not in mma[7], "the interpreter compiles nothing: no spill count"
-    assert simt[7] == "kernel block_n=16 · num_warps=4"
-    assert mma[8] == "CPU (no GPU) · torch 2.13.0+cpu · triton 3.9.0 · runner arch profile native"
+    points = vega(at)[0][1]["points"]
+    first = points.sort_values("pos").groupby("series").first()
+    mma, simt = first.loc["impl=mma"], first.loc["impl=simt"]
+    assert mma["kernel config"].startswith("kernel block_h=16 · block_n=16 · num_splits=")
+    assert "num_warps=4" in mma["kernel config"]
+    assert "spill_bytes" not in mma["kernel config"], "the interpreter compiles nothing: no spill count"
+    assert simt["kernel config"] == "kernel block_n=16 · num_warps=4"
+    assert mma["versions"] == "CPU (no GPU) · torch 2.13.0+cpu · triton 3.9.0 · runner arch profile native"
 
     at = goto(app(monkeypatch, url, query={**query, "machine": "h200", "hp_impl": "mma", "hp_topk": "512"}),
               "history")  # fmt: skip
-    (line,) = [t for t in figures(at)[0]["data"] if str(t.get("name")).startswith("impl=")]
-    assert {c[7] for c in line["customdata"]} == {"kernel config: not recorded by the suite"}
-    assert {c[8] for c in line["customdata"]} == {
+    points = vega(at)[0][1]["points"]
+    assert points["series"].nunique() == 1
+    assert set(points["kernel config"]) == {"kernel config: not recorded by the suite"}
+    assert set(points["versions"]) == {
         "GPU NVIDIA H200 (sm 9.0) · driver 580.159.04 · CUDA 13.0 · torch 2.11.0+cu130 · triton 3.6.0"}

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asv_synth
 import pytest
 from conftest import MLA_MACHINE, SLOW_FROM, Seeded
-from test_pages import app, figures, goto, table, vega
+from test_pages import app, goto, table, vega
 
 from regressions.direction import is_provenance
 
@@ -18,7 +18,7 @@ def test_pages_on_postgres(monkeypatch: pytest.MonkeyPatch, pg_seeded: Seeded) -
     metrics = {m.label: m.value for m in at.metric}
     assert metrics["Commits"] == "12" and metrics["Fixed"] == "1"
     assert len(vega(goto(at, "throughput"))) == 1
-    assert len(figures(goto(at, "history"))) == 1
+    assert len(vega(goto(at, "history"))) == 1
     rows = table(goto(at, "regressions"), "before → after")
     assert set(rows["commits"]) == {f"{pg_seeded.shas[SLOW_FROM - 1][:8]}..{pg_seeded.shas[SLOW_FROM][:8]}"}
     assert len(vega(goto(at, "efficiency"))) == 1
