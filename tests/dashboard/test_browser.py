@@ -19,9 +19,8 @@ from conftest import ROOT, SLOW_FROM, Seeded
 
 CHROMIUM = Path("/usr/bin/chromium")
 SHOTS = ROOT / "artifacts" / "screenshots"
-CHART = '[data-testid="stPlotlyChart"], [data-testid="stVegaLiteChart"]'
-# Drawn marks, not an empty frame: Plotly's traces, Vega's mark paths (lines, points, bars).
-MARKS = '[data-testid="stPlotlyChart"] g.trace, [data-testid="stVegaLiteChart"] svg.marks g.role-mark > path'
+CHART = '[data-testid="stVegaLiteChart"]'
+MARKS = f"{CHART} svg.marks g.role-mark > path"  # drawn marks (lines, points, bars), not an empty frame
 # url path -> (charts expected on the seeded store's default machine, query parameters the page publishes)
 PAGES = {
     "": (0, {"machine"}),
@@ -96,8 +95,8 @@ def test_every_page_in_chromium(served: str, seeded: Seeded) -> None:
                         "&hp_impl=mma&hp_concurrency=64&hp_topk=512")
             assert page.locator('[data-testid="stMultiSelect"]').filter(has_text="concurrency") \
                 .get_by_text("64", exact=True).count() == 1
-            assert page.locator('[data-testid="stVegaLiteChart"] svg.marks g.mark-line > path').count() >= 1
-            assert page.locator('[data-testid="stVegaLiteChart"] svg.marks g.mark-symbol > path').count() >= 12
+            assert page.locator(f"{CHART} svg.marks g.mark-line > path").count() >= 1
+            assert page.locator(f"{CHART} svg.marks g.mark-symbol > path").count() >= 12  # a point per commit
             # A widget change goes into the URL.
             before = watch.begin()
             page.locator('[data-testid="stCheckbox"]').filter(has_text="Logarithmic value axis").click()
