@@ -19,29 +19,39 @@ ROOT = Path(__file__).resolve().parents[1]
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync", "--no-first-run"]
 CHART_TYPES = frozenset({"plotly_chart", "vega_lite_chart"})
-# Stamps each chart container with when its SVG last changed (Date.now(), ms): a node added, a path or a
-# position changed (only those attributes: observing every attribute of the page costs the browser time of its
-# own). Both Plotly and Streamlit's Vega-Lite draw SVG. Installed before the page's scripts.
+CHART = '[data-testid="stPlotlyChart"], [data-testid="stVegaLiteChart"]'
+# Stamps each chart container with when it was last drawn (Date.now(), ms). SVG (Plotly; Streamlit's Vega-Lite
+# on small data): a node added, a path or a position changed (only those attributes: observing every attribute
+# of the page costs the browser time of its own). Canvas (Streamlit's Vega-Lite on large data): the end of a
+# render pass, the renderer's final ``restore``. Installed before the page's scripts.
 PAINT_STAMPS = """(() => {
+  const chart = node => node.closest && node.closest('CHART');
   new MutationObserver(records => {
     for (const r of records) {
-      const chart = r.target.closest
-        && r.target.closest('[data-testid="stPlotlyChart"], [data-testid="stVegaLiteChart"]');
-      if (chart) chart.__painted = Date.now();
+      const c = chart(r.target);
+      if (c) c.__svgAt = Date.now();
     }
   }).observe(document, {subtree: true, childList: true, attributeFilter: ['d', 'transform', 'points']});
-})();"""
-# At least ``n`` charts of the current run (not stale) with marks drawn since ``since``: a Plotly trace, a Vega
-# mark's path.
+  const restore = CanvasRenderingContext2D.prototype.restore;
+  CanvasRenderingContext2D.prototype.restore = function (...a) {
+    const c = chart(this.canvas);
+    if (c) c.__canvasAt = Date.now();
+    return restore.apply(this, a);
+  };
+})();""".replace("CHART", CHART)
+# At least ``n`` charts of the current run (not stale) drawn since ``since``: a Plotly trace or Vega mark in
+# SVG, or a Vega canvas after a render pass.
 CHARTS_DRAWN = """([n, since]) => {
   let drawn = 0;
   for (const c of document.querySelectorAll('[data-testid="stElementContainer"]:not([data-stale="true"])')) {
-    const chart = c.querySelector('[data-testid="stPlotlyChart"], [data-testid="stVegaLiteChart"]');
-    const marks = chart && chart.querySelector('svg.main-svg g.trace, svg.marks g.role-mark > path');
-    if (marks && (chart.__painted || 0) >= since) drawn++;
+    const chart = c.querySelector('CHART');
+    if (!chart) continue;
+    const svg = chart.querySelector('svg.main-svg g.trace, svg.marks g.role-mark > path');
+    const canvas = chart.querySelector('canvas.marks');
+    if ((svg && (chart.__svgAt || 0) >= since) || (canvas && (chart.__canvasAt || 0) >= since)) drawn++;
   }
   return drawn >= n;
-}"""
+}""".replace("CHART", CHART)
 
 
 def wait_serving(base: str, proc: subprocess.Popen[Any], what: str, timeout: float = 90.0) -> None:
