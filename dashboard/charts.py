@@ -395,8 +395,8 @@ def history_spec(
                       "size": {"value": 40 if len(pts) <= DENSE * max(1, len(series)) else 12}}},
     ]
     if kinds:
-        look = {"flagged regression": (WORSE, "triangle-up", 220), "fixed here": (BETTER, STAR, 260),
-                "failed run": ("#000000", X_MARK, 90)}
+        look = {"flagged regression": (WORSE, "triangle-up"), "fixed here": (BETTER, STAR),
+                "failed run": ("#000000", X_MARK)}
         layers.append(
             {"data": {"name": "markers"}, "mark": {"type": "point", "filled": True, "stroke": "black",
                                                    "strokeWidth": 1, "opacity": 1},
@@ -405,8 +405,7 @@ def history_spec(
                                    "scale": _scale(kinds, [look[k][0] for k in kinds])},
                           "shape": {"field": "kind", "type": "nominal", "legend": legend,
                                     "scale": _scale(kinds, [look[k][1] for k in kinds])},
-                          "size": {"field": "kind", "type": "nominal", "legend": legend,
-                                   "scale": _scale(kinds, [look[k][2] for k in kinds])},
+                          "size": {"condition": {"test": "datum.kind == 'failed run'", "value": 90}, "value": 240},
                           "tooltip": [{"field": "series"}, {"field": "text", "title": "what"}, {"field": "change"}]}})
     if boundaries:
         layers += [
