@@ -124,7 +124,7 @@ def throughput_spec(
                {"field": "text", "title": "throughput"}, {"field": "commit", "title": "commit"}]
     return {
         "title": _title(title),
-        "height": 420,
+        "height": 480,
         "datasets": {"points": df},
         "data": {"name": "points"},
         "encoding": enc,
@@ -132,7 +132,8 @@ def throughput_spec(
             {"mark": {"type": "line", "invalid": GAPS},
              "encoding": {"strokeDash": {"field": "commit", "type": "nominal", "scale": _scale(sides, ([1, 0], [6, 4])),
                                          "legend": {**_legend(sides, title="commit"), "symbolType": "stroke",
-                                                    "symbolStrokeColor": "#444444", "symbolStrokeWidth": 2}},
+                                                    "symbolStrokeColor": "#444444", "symbolStrokeWidth": 2,
+                                                    "symbolSize": 600}},
                           "strokeWidth": {"condition": {"test": "datum.baseline", "value": 1.6}, "value": 2.5},
                           "detail": {"field": "commit"}}},
             {"mark": {"type": "point", "filled": True},
@@ -173,7 +174,7 @@ def compare_spec(cmp: pd.DataFrame, *, title: str, top: int = 15) -> dict:
                        "axis": {"title": None, "labelLimit": 700, "labelFontSize": 12}},
                  "x": {"field": "pct", "type": "quantitative", "axis": {
                      "title": ["% worse (+) or better (−), direction-aware",
-                               "grey: within threshold or not significant"], "format": "+~g"}},
+                               "grey: within threshold or not significant"], "format": "+~r"}},
                  "color": {"field": "status", "type": "nominal",
                            "scale": {"domain": statuses, "range": [STATUS_COLORS[s] for s in statuses]},
                            "legend": _legend(statuses, title="status")},
@@ -245,11 +246,14 @@ def efficiency_spec(
             pts = _on_grid(rows[rows["line"] == line], grid, "concurrency", "value")
             curves.append(pts.assign(panel=heads[metric], line=line, value=pts["value"] * scale,
                                      text=[fmt.fmt_value(v, unit) for v in pts["value"]]))
+        top = max((v for _, v in peaks.get(metric, ())), default=None)
         for j, (label, value) in enumerate(peaks.get(metric, ())):
-            refs.append({"panel": heads[metric], "value": value * scale, "dash": j % 3,
+            # The highest peak's label above its line, the others below theirs: two close peaks stay readable.
+            refs.append({"panel": heads[metric], "value": value * scale, "dash": j % 3, "above": value == top,
                          "label": f"{label}: {fmt.sig(value * scale)}{suffix}"})
     # Curves and peak lines in one frame: the layers of a facet share its data.
-    data = pd.concat([*curves, pd.DataFrame(refs, columns=["panel", "value", "dash", "label"])], ignore_index=True)
+    data = pd.concat([*curves, pd.DataFrame(refs, columns=["panel", "value", "dash", "above", "label"])],
+                     ignore_index=True)
     data["kind"] = np.where(data["label"].isna(), "curve", "peak")
     y: dict = {"field": "value", "type": "quantitative", "title": None, "axis": {"format": ",~g"}}
     if log_y:
@@ -280,11 +284,10 @@ def efficiency_spec(
              "encoding": {"y": y, "strokeDash": {"field": "dash", "type": "ordinal", "legend": None,
                                                  "scale": _scale([0, 1, 2], ([2, 2], [6, 4], [6, 3, 2, 3]))},
                           "tooltip": {"field": "label"}}},
-            # Labels alternate above and below their line, so two close peaks stay readable.
-            {"transform": [peak, {"filter": "datum.dash % 2 == 0"}],
+            {"transform": [peak, {"filter": "datum.above"}],
              "mark": {"type": "text", "align": "left", "baseline": "bottom", "dy": -3, "fontSize": 10},
              "encoding": label},
-            {"transform": [peak, {"filter": "datum.dash % 2 == 1"}],
+            {"transform": [peak, {"filter": "!datum.above"}],
              "mark": {"type": "text", "align": "left", "baseline": "top", "dy": 3, "fontSize": 10},
              "encoding": label},
         ]},
