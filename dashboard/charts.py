@@ -1,16 +1,19 @@
-"""Plotly figures for the pages: colorblind-safe Okabe-Ito palette, units on every axis, legends below the
-plot (never over the title, never cut), hover text in the units people read (``dashboard.fmt``).
+"""Vega-Lite specs for the pages (``st.vega_lite_chart``): colorblind-safe Okabe-Ito palette, units on every
+axis, legends below the plot (never over the title, never cut), hover text in the units people read
+(``dashboard.fmt``). Pure functions of data frames: each returns a spec dict whose data frames sit under
+"datasets" (Streamlit sends them as Arrow) and are named by the layers that draw them.
 
-Figures use SVG traces (``go.Scatter``, not WebGL) so they render in headless browsers without a GPU.
+Vega-Lite, not Plotly: the browser draws them with the Vega runtime Streamlit loads for any chart, where a
+tab's first Plotly chart costs it the 4.7 MB Plotly bundle to load and parse (most of a second on 2 cores).
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
-import plotly.graph_objects as go
 
 from dashboard import fmt, frames
 
@@ -28,55 +31,21 @@ OKABE_ITO: tuple[str, ...] = (
 WORSE = "#D55E00"
 BETTER = "#009E73"
 NEUTRAL = "#999999"
-# Above this many points a history trace is drawn as a line without markers or IQR bars: each marker and
-# bar is an SVG element, and tens of thousands of them take seconds to lay out (the IQR stays in the hover).
+# Above this many points a history series is drawn with small points and no IQR bars: each is an SVG element,
+# and tens of thousands of them take the browser long to lay out (the IQR stays in the hover).
 DENSE = 150
-SYMBOLS = ("circle", "square", "diamond", "triangle-up", "x", "star", "hexagon", "cross")
-
-
-def color_for(i: int) -> str:
-    return OKABE_ITO[i % len(OKABE_ITO)]
-
-
-def _rgba(hex_color: str, alpha: float) -> str:
-    r, g, b = (int(hex_color[i:i + 2], 16) for i in (1, 3, 5))
-    return f"rgba({r},{g},{b},{alpha})"
-
-
-def _layout(fig: go.Figure, title: str, x_title: str, y_title: str, *, height: int = 460,
-            legend_rows: int = 1) -> go.Figure:
-    """Title on top, legend in its own band under the x-axis title, so neither overlaps nor gets clipped."""
-    bottom = 70 + 24 * legend_rows
-    fig.update_layout(
-        title={"text": title, "x": 0, "xanchor": "left", "font": {"size": 15}},
-        template="plotly_white",
-        height=height + 24 * max(0, legend_rows - 1),
-        margin={"l": 70, "r": 20, "t": 50, "b": bottom},
-        legend={"title": None, "orientation": "h", "yanchor": "top", "y": -0.16 - 0.02 * legend_rows,
-                "xanchor": "left", "x": 0, "font": {"size": 12}},
-        hovermode="closest",
-        hoverlabel={"align": "left"},
-    )
-    fig.update_xaxes(title_text=x_title)
-    fig.update_yaxes(title_text=y_title)
-    return fig
-
-
-def _pow2_axis(fig: go.Figure, values: Sequence[float], **axis: object) -> None:
-    """Log axis with ticks at the measured concurrencies (powers of two spread evenly)."""
-    ticks = sorted({float(v) for v in values if v and v > 0})
-    fig.update_xaxes(type="log", tickvals=ticks, ticktext=[f"{v:g}" for v in ticks], **axis)
 
 
 def _on_grid(df: pd.DataFrame, grid: Sequence[float], x: str, y: str) -> pd.DataFrame:
     """``df`` reindexed on every x of ``grid``: unmeasured points become gaps, so a line never runs straight
-    through x values that were not measured on that side (``connectgaps`` stays off)."""
+    through x values that were not measured on that side (the lines break at nulls: ``GAPS``)."""
     one = df.drop_duplicates(subset=[x]).set_index(x)[[y]]
     return one.reindex(sorted(set(grid))).rename_axis(x).reset_index()
 
 
 def log_ticks(lo: float, hi: float) -> list[float]:
-    """1-2-5 ticks covering [lo, hi] (Plotly's own log ticks on a short range label 2, 3, ... 9 without units)."""
+    """1-2-5 ticks covering [lo, hi]: a log axis's own ticks give a short range too few labels or a long one
+    too many."""
     if not (lo > 0 and hi > 0 and np.isfinite(lo) and np.isfinite(hi)):
         return []
     out = []
@@ -86,7 +55,32 @@ def log_ticks(lo: float, hi: float) -> list[float]:
     return inside if len(inside) >= 2 else out
 
 
-def throughput_figure(
+STATUS_COLORS = {"regressed": WORSE, "improved": BETTER, "failed": "#000000", "unchanged": NEUTRAL,
+                 "not_run": NEUTRAL, "new": OKABE_ITO[0], "removed": OKABE_ITO[5]}
+SYMBOLS = ("circle", "square", "diamond", "triangle-up", "cross", "triangle-down", "triangle-right", "triangle-left")
+STAR = ("M0,-1L0.225,-0.309L0.951,-0.309L0.363,0.118L0.588,0.809L0,0.382L-0.588,0.809L-0.363,0.118"
+        "L-0.951,-0.309L-0.225,-0.309Z")  # an SVG path: Vega has no star symbol
+X_MARK = "M-1,-1L1,1M-1,1L1,-1"
+GAPS = "break-paths-filter-domains"  # a null value breaks the line: no segment across unmeasured points
+
+
+def _title(text: str) -> dict:
+    return {"text": text, "anchor": "start", "fontSize": 15, "offset": 12}
+
+
+def _legend(labels: Sequence[object], *, title: str | None = None, width: int = 1000) -> dict:
+    """Under the plot, in as many columns as the longest label lets fit ``width`` pixels: never over the
+    title, never cut off at the chart's edge."""
+    longest = max((len(str(v)) for v in labels), default=1)
+    columns = max(1, min(len(labels), width // (7 * longest + 45)))
+    return {"orient": "bottom", "title": title, "columns": columns, "labelLimit": 0, "labelFontSize": 12}
+
+
+def _scale(domain: Sequence[object], values: Sequence[object]) -> dict:
+    return {"domain": list(domain), "range": [values[i % len(values)] for i in range(len(domain))]}
+
+
+def throughput_spec(
     current: pd.DataFrame,
     *,
     title: str,
@@ -95,43 +89,138 @@ def throughput_figure(
     baseline: pd.DataFrame | None = None,
     baseline_label: str = "",
     log_y: bool = True,
-) -> go.Figure:
+) -> dict:
     """One solid line per implementation at ``commit_label``; the baseline commit, if any, dashed.
 
     Both are drawn on the union of measured concurrencies with gaps where one side did not measure: the
     baseline's markers sit only at its measured points and its segments only join neighbouring ones."""
-    fig = go.Figure()
     base = baseline if baseline is not None and not baseline.empty else None
     lines = sorted(set(current["line"]) | (set(base["line"]) if base is not None else set()))
     grid = list(current["concurrency"]) + (list(base["concurrency"]) if base is not None else [])
-    for i, line in enumerate(lines):
-        for frame, label, dashed in ((current, commit_label, False), (base, baseline_label, True)):
-            if frame is None:
-                continue
+    sides = [commit_label] + ([f"{baseline_label} (baseline)"] if base is not None else [])
+    parts = []
+    for frame, side in zip((current, base), sides, strict=False):
+        for line in lines:
             rows = frame[frame["line"] == line]
-            if rows.empty:
-                continue
-            pts = _on_grid(rows, grid, "concurrency", "tokens_per_s")
-            text = [fmt.fmt_value(v, "tokens/s", missing="not measured") for v in pts["tokens_per_s"]]
-            name = f"{line} @ {label}" + (" (baseline)" if dashed else "")
-            fig.add_trace(go.Scatter(
-                x=pts["concurrency"], y=pts["tokens_per_s"], mode="lines+markers", name=name, legendgroup=line,
-                connectgaps=False, text=text,
-                line={"color": color_for(i), "width": 1.6 if dashed else 2.5, "dash": "dash" if dashed else None},
-                marker={"symbol": SYMBOLS[i % len(SYMBOLS)], "size": 6 if dashed else 8,
-                        "opacity": 0.7 if dashed else 1.0},
-                hovertemplate=f"{line_label}={line}<br>concurrency=%{{x}}<br>%{{text}}<extra>{label}</extra>",
-            ))
-    legend_rows = 1 + (len(fig.data) > 4)
-    _layout(fig, title, "concurrency (requests, log2)", "throughput (tokens/s)", legend_rows=legend_rows)
-    _pow2_axis(fig, grid)
-    if log_y:
-        fig.update_yaxes(type="log")
-    fig.update_yaxes(tickformat="~s" if log_y else ",~r", exponentformat="SI")
-    return fig
+            if not rows.empty:
+                parts.append(_on_grid(rows, grid, "concurrency", "tokens_per_s").assign(
+                    line=line, commit=side, baseline=frame is base))
+    df = pd.concat(parts, ignore_index=True)
+    df["text"] = [fmt.fmt_value(v, "tokens/s") for v in df["tokens_per_s"]]
+    ticks = sorted({float(v) for v in grid if v and v > 0})
+    measured = df["tokens_per_s"].dropna()
+    y_axis: dict = {"title": "throughput (tokens/s)", "format": "~s"}
+    if log_y and len(measured):
+        y_axis["values"] = log_ticks(float(measured.min()), float(measured.max()))
+    enc = {
+        "x": {"field": "concurrency", "type": "quantitative", "scale": {"type": "log", "base": 2},
+              "axis": {"values": ticks, "format": "~g", "title": "concurrency (requests, log2)"}},
+        "y": {"field": "tokens_per_s", "type": "quantitative", "axis": y_axis,
+              "scale": {"type": "log"} if log_y else {"zero": True}},
+        "color": {"field": "line", "type": "nominal", "scale": _scale(lines, OKABE_ITO),
+                  "legend": _legend(lines, title=line_label)},
+    }
+    tooltip = [{"field": "line", "title": line_label}, {"field": "concurrency", "title": "concurrency"},
+               {"field": "text", "title": "throughput"}, {"field": "commit", "title": "commit"}]
+    return {
+        "title": _title(title),
+        "height": 480,
+        "datasets": {"points": df},
+        "data": {"name": "points"},
+        "encoding": enc,
+        "layer": [
+            {"mark": {"type": "line", "invalid": GAPS},
+             "encoding": {"strokeDash": {"field": "commit", "type": "nominal", "scale": _scale(sides, ([1, 0], [6, 4])),
+                                         "legend": {**_legend(sides, title="commit"), "symbolType": "stroke",
+                                                    "symbolStrokeColor": "#444444", "symbolStrokeWidth": 2,
+                                                    "symbolSize": 600}},
+                          "strokeWidth": {"condition": {"test": "datum.baseline", "value": 1.6}, "value": 2.5},
+                          "detail": {"field": "commit"}}},
+            {"mark": {"type": "point", "filled": True},
+             "encoding": {"shape": {"field": "line", "type": "nominal", "scale": _scale(lines, SYMBOLS),
+                                    "legend": _legend(lines, title=line_label)},
+                          "size": {"condition": {"test": "datum.baseline", "value": 35}, "value": 70},
+                          "opacity": {"condition": {"test": "datum.baseline", "value": 0.7}, "value": 1},
+                          "tooltip": tooltip}},
+        ],
+    }
 
 
-def efficiency_figure(
+def compare_spec(cmp: pd.DataFrame, *, title: str, top: int = 15) -> dict:
+    """The ``top`` largest changes as bars of percent worse (right, vermillion) or better (left, green);
+    bars of changes that are not significant or within the threshold are grey."""
+    df = cmp.dropna(subset=["slowdown"]).copy()
+    df["pct"] = (df["slowdown"].astype(float) - 1.0) * 100.0
+    df = df.reindex(df["pct"].abs().sort_values(ascending=False).index).head(top)
+    bars = pd.DataFrame({
+        "series": list(frames.series_label(df["benchmark"], df["label"])),
+        "pct": df["pct"].to_numpy(),
+        "status": df["status"].to_numpy(),
+        "change": [f"{fmt.fmt_value(b, u)} → {fmt.fmt_value(h, u)} ({fmt.fmt_ratio(r)}, p {fmt.fmt_p(p)})"
+                   for b, h, u, r, p in zip(df["base"], df["head"], df["unit"], df["ratio"], df["p_value"],
+                                            strict=True)],
+        "pct_text": [f"{v:+.1f}% (direction-aware)" for v in df["pct"]],
+    })
+    statuses = [s for s in STATUS_COLORS if s in set(bars["status"])]
+    return {
+        "title": _title(title),
+        "height": 22 * len(bars) + 190,  # the whole chart: title, axis titles and legend take 190 px
+        "datasets": {"bars": bars},
+        "data": {"name": "bars"},
+        "layer": [
+            {"mark": {"type": "bar", "height": {"band": 0.8}},
+             "encoding": {
+                 "y": {"field": "series", "type": "nominal", "sort": None,
+                       "axis": {"title": None, "labelLimit": 700, "labelFontSize": 12}},
+                 "x": {"field": "pct", "type": "quantitative", "axis": {
+                     "title": ["% worse (+) or better (−), direction-aware",
+                               "grey: within threshold or not significant"], "format": "+~r"}},
+                 "color": {"field": "status", "type": "nominal",
+                           "scale": {"domain": statuses, "range": [STATUS_COLORS[s] for s in statuses]},
+                           "legend": _legend(statuses, title="status")},
+                 "tooltip": [{"field": "series"}, {"field": "change"}, {"field": "pct_text", "title": "change"},
+                             {"field": "status"}],
+             }},
+            {"mark": {"type": "rule", "color": "black", "strokeWidth": 1}, "encoding": {"x": {"datum": 0}}},
+        ],
+    }
+
+
+def sweep_spec(
+    df: pd.DataFrame, *, x: str, color: str | None, unit: str | None, title: str, log_x: bool = False
+) -> dict:
+    """Generic parameter sweep: value against parameter ``x``, one line per value of ``color``."""
+    mult, axis_unit = fmt.time_unit(df["value"]) if fmt.is_time(unit) else (1.0, str(unit))
+    xs = pd.to_numeric(df[x], errors="coerce")
+    numeric_x = bool(xs.notna().all())
+    name = color.removeprefix("p:") if color else None
+    pts = pd.DataFrame({
+        "x": xs if numeric_x else df[x].astype(str),
+        "y": df["value"].astype(float) * mult,
+        "group": [f"{name}={v}" for v in df[color]] if color else "value",
+        "text": [fmt.fmt_value(v, unit) for v in df["value"]],
+    }).sort_values(["group", "x"])
+    groups = sorted(set(pts["group"]))
+    x_name = x.removeprefix("p:")
+    return {
+        "title": _title(title),
+        "height": 420,
+        "datasets": {"points": pts},
+        "data": {"name": "points"},
+        "mark": {"type": "line", "point": {"filled": True, "size": 50}},
+        "encoding": {
+            "x": {"field": "x", "type": "quantitative" if numeric_x else "ordinal", "title": x_name,
+                  **({"scale": {"type": "log"}} if log_x and numeric_x else {})},
+            "y": {"field": "y", "type": "quantitative", "title": f"value ({axis_unit})"},
+            "color": {"field": "group", "type": "nominal", "scale": _scale(groups, OKABE_ITO),
+                      "legend": _legend(groups)},
+            "tooltip": [{"field": "group", "title": "series"}, {"field": "x", "title": x_name},
+                        {"field": "text", "title": "value"}],
+        },
+    }
+
+
+def efficiency_spec(
     eff: pd.DataFrame,
     *,
     title: str,
@@ -139,62 +228,74 @@ def efficiency_figure(
     line_label: str,
     peaks: dict[str, Sequence[tuple[str, float]]],
     log_y: bool = False,
-) -> go.Figure:
-    """The derived metrics (roofline fraction, GB/s, TFLOP/s) against concurrency side by side in one figure
-    (one legend for all, drawn once by the browser), one line per kernel, the device's peaks as dashed lines.
+) -> dict:
+    """The derived metrics (roofline fraction, GB/s, TFLOP/s) against concurrency side by side, each panel
+    with its own value axis, one legend for all, one line per kernel, the device's peaks as dashed lines.
 
     ``eff``: ``suites.efficiency_frame`` rows (metric, line, concurrency, value); ``panels``: (metric, title,
     unit); ``peaks``: metric -> [(label, value in the metric's unit)]."""
-    from plotly.subplots import make_subplots
-
-    fig = make_subplots(rows=1, cols=len(panels), horizontal_spacing=0.07,
-                        subplot_titles=[f"{t} ({'% of roofline' if u == 'fraction' else u})" for _, t, u in panels])
     lines = [str(v) for v in frames.value_order(eff["line"])]
     grid = list(eff["concurrency"])
-    for col, (metric, _, unit) in enumerate(panels, start=1):
+    heads = {m: f"{t} ({'% of roofline' if u == 'fraction' else u})" for m, t, u in panels}
+    curves, refs = [], []
+    for metric, _, unit in panels:
         scale = 100.0 if unit == "fraction" else 1.0
+        suffix = "%" if unit == "fraction" else f" {unit}"
         rows = eff[eff["metric"] == metric]
-        top = 0.0
-        for i, line in enumerate(lines):
+        for line in lines:
             pts = _on_grid(rows[rows["line"] == line], grid, "concurrency", "value")
-            y = pts["value"] * scale
-            top = max(top, float(np.nanmax(y)) if y.notna().any() else 0.0)
-            text = [fmt.fmt_value(v, unit, missing="not measured") for v in pts["value"]]
-            fig.add_trace(go.Scatter(
-                x=pts["concurrency"], y=y, mode="lines+markers", name=line, legendgroup=line, showlegend=col == 1,
-                connectgaps=False, text=text, line={"color": color_for(i), "width": 2.2},
-                marker={"symbol": SYMBOLS[i % len(SYMBOLS)], "size": 7},
-                hovertemplate=f"{line_label}={line}<br>concurrency=%{{x}}<br>%{{text}}<extra></extra>",
-            ), row=1, col=col)
-        positive = rows["value"][rows["value"] > 0] * scale
-        low = float(positive.min()) if len(positive) else 1.0
+            curves.append(pts.assign(panel=heads[metric], line=line, value=pts["value"] * scale,
+                                     text=[fmt.fmt_value(v, unit) for v in pts["value"]]))
+        top = max((v for _, v in peaks.get(metric, ())), default=None)
         for j, (label, value) in enumerate(peaks.get(metric, ())):
-            v = value * scale
-            fig.add_hline(y=v, row=1, col=col,
-                          line={"color": "#444444", "width": 1.2, "dash": ("dot", "dash", "dashdot")[j % 3]})
-            # Annotations on a log axis take log10 of the value (add_hline's own would land at 10^v).
-            axis = "" if col == 1 else str(col)
-            fig.add_annotation(text=f"{label}: {fmt.sig(v)} {'%' if unit == 'fraction' else unit}",
-                               x=0.02, xref=f"x{axis} domain", y=float(np.log10(v)) if log_y else v,
-                               yref=f"y{axis}", xanchor="left", yanchor="bottom" if j % 2 == 0 else "top",
-                               showarrow=False, font={"size": 10}, bgcolor="rgba(255,255,255,0.85)")
-            top = max(top, v)
-        if log_y:
-            ticks = log_ticks(low, top)
-            suffix = "%" if unit == "fraction" else ""
-            fig.update_yaxes(type="log", tickvals=ticks, ticktext=[f"{t:,g}{suffix}" for t in ticks],
-                             range=[np.log10(low) - 0.1, np.log10(top) + 0.3], row=1, col=col)
-        else:
-            fig.update_yaxes(range=[0, top * 1.15 if top > 0 else 1], ticksuffix="%" if unit == "fraction" else "",
-                             row=1, col=col)
-    _layout(fig, title, "", "", height=450)
-    fig.update_layout(margin={"t": 80})  # room for the figure title above the panel titles
-    fig.update_annotations(yshift=4, selector={"xref": "paper", "yref": "paper"})
-    _pow2_axis(fig, grid, title_text="concurrency (requests, log2)")
-    return fig
+            # The highest peak's label above its line, the others below theirs: two close peaks stay readable.
+            refs.append({"panel": heads[metric], "value": value * scale, "dash": j % 3, "above": value == top,
+                         "label": f"{label}: {fmt.sig(value * scale)}{suffix}"})
+    # Curves and peak lines in one frame: the layers of a facet share its data.
+    data = pd.concat([*curves, pd.DataFrame(refs, columns=["panel", "value", "dash", "above", "label"])],
+                     ignore_index=True)
+    data["kind"] = np.where(data["label"].isna(), "curve", "peak")
+    y: dict = {"field": "value", "type": "quantitative", "title": None, "axis": {"format": ",~g"}}
+    if log_y:
+        # One tick list for every panel: each axis draws only the ticks inside its own domain.
+        ticks = {t for _, v in data.groupby("panel")["value"] for t in log_ticks(v[v > 0].min(), v.max())}
+        y.update(scale={"type": "log"}, axis={"values": sorted(ticks), "format": ",~g"})
+    x = {"field": "concurrency", "type": "quantitative", "scale": {"type": "log", "base": 2},
+         "axis": {"values": sorted({float(v) for v in grid if v > 0}), "format": "~g",
+                  "title": "concurrency (requests, log2)"}}
+    peak = {"filter": "datum.kind == 'peak'"}
+    label = {"y": y, "x": {"value": 4}, "text": {"field": "label"}}
+    return {
+        "title": _title(title),
+        "datasets": {"efficiency": data},
+        "data": {"name": "efficiency"},
+        "facet": {"column": {"field": "panel", "type": "nominal", "sort": list(heads.values()),
+                             "header": {"title": None, "labelFontSize": 13, "labelAnchor": "start"}}},
+        # A facet keeps its own width (Streamlit does not stretch it): the panels fit a 1,000 px wide page.
+        "spec": {"width": 900 // max(1, len(panels)) - 75, "height": 320, "layer": [
+            {"transform": [{"filter": "datum.kind == 'curve'"}],
+             "mark": {"type": "line", "invalid": GAPS, "point": {"filled": True, "size": 50}},
+             "encoding": {"x": x, "y": y,
+                          "color": {"field": "line", "type": "nominal", "scale": _scale(lines, OKABE_ITO),
+                                    "legend": _legend(lines, title=line_label)},
+                          "tooltip": [{"field": "line", "title": line_label}, {"field": "concurrency"},
+                                      {"field": "text", "title": "value"}]}},
+            {"transform": [peak], "mark": {"type": "rule", "color": "#444444", "strokeWidth": 1.2},
+             "encoding": {"y": y, "strokeDash": {"field": "dash", "type": "ordinal", "legend": None,
+                                                 "scale": _scale([0, 1, 2], ([2, 2], [6, 4], [6, 3, 2, 3]))},
+                          "tooltip": {"field": "label"}}},
+            {"transform": [peak, {"filter": "datum.above"}],
+             "mark": {"type": "text", "align": "left", "baseline": "bottom", "dy": -3, "fontSize": 10},
+             "encoding": label},
+            {"transform": [peak, {"filter": "!datum.above"}],
+             "mark": {"type": "text", "align": "left", "baseline": "top", "dy": 3, "fontSize": 10},
+             "encoding": label},
+        ]},
+        "resolve": {"scale": {"y": "independent"}},
+    }
 
 
-def history_figure(
+def history_spec(
     points: pd.DataFrame,
     *,
     title: str,
@@ -204,162 +305,125 @@ def history_figure(
     flagged: pd.DataFrame | None = None,
     log_y: bool = False,
     band_series: int = 4,
-) -> go.Figure:
-    """Series over the machine's commits (x = position in history), one trace per ``series`` label.
+) -> dict:
+    """Series over the machine's commits (x = position in history, zoom and pan with the mouse), one line
+    per ``series`` label.
 
     ``points``: rows with series, pos, value, q_25, q_75, status, benchmark_version and hover columns (sha,
     subject, date, run_date, runs, config: the kernel configuration, versions: the run's GPU and versions).
-    Draws IQR bars (up to ``DENSE`` points), a threshold band per series (the
-    ``threshold`` either side of the median of its previous five values; a point past the band on the worse
-    side moved more than the threshold), markers for flagged regressions and the commits that fixed them
-    (``flagged``: series, pos, fixed_pos, text), failed runs on the x-axis, and a dotted line where the
-    benchmark's asv version changed."""
+    Draws IQR bars (series of up to ``DENSE`` points), a threshold band for the first ``band_series`` series
+    (the ``threshold`` either side of the median of its previous five values; a point past the band on the
+    worse side moved more than the threshold), markers for flagged regressions and the commits that fixed
+    them (``flagged``: series, pos, fixed_pos, text, change, fixed_text), failed runs on the x-axis, and a
+    dotted line where the benchmark's asv version changed."""
     ok = points[points["status"] == "ok"]
     mult, axis_unit = fmt.time_unit(ok["value"]) if fmt.is_time(unit) else (1.0, str(unit or ""))
-    fig = go.Figure()
     labels = list(dict.fromkeys(points["series"]))
-    boundaries: set[float] = set()
     y_min = float(ok["value"].min()) * mult if not ok.empty else 0.0
+    parts, boundaries = [], set()
     for i, label in enumerate(labels):
-        color = color_for(i)
         s = ok[ok["series"] == label].sort_values("pos")
         if s.empty:
             continue
-        y = s["value"].to_numpy(float) * mult
-        if threshold and i < band_series and len(s) > 1:
-            ref = s["value"].rolling(5, min_periods=1).median().shift(1).to_numpy(float) * mult
-            hi, lo = ref * (1.0 + threshold), ref / (1.0 + threshold)
-            fig.add_trace(go.Scatter(x=s["pos"], y=lo, mode="lines", line={"width": 0}, hoverinfo="skip",
-                                     showlegend=False, legendgroup=label))
-            fig.add_trace(go.Scatter(x=s["pos"], y=hi, mode="lines", line={"width": 0}, fill="tonexty",
-                                     fillcolor=_rgba(color, 0.12), hoverinfo="skip", legendgroup=label,
-                                     name=f"±{threshold:.0%} band", showlegend=i == 0))
-        q25 = s["q_25"].to_numpy(float) * mult
-        q75 = s["q_75"].to_numpy(float) * mult
-        has_iqr = np.isfinite(q25) & np.isfinite(q75)
-        dense = len(s) > DENSE
-        error_y = None
-        if has_iqr.any() and not dense:
-            error_y = {"type": "data", "symmetric": False, "array": np.where(has_iqr, np.clip(q75 - y, 0, None), 0),
-                       "arrayminus": np.where(has_iqr, np.clip(y - q25, 0, None), 0),
-                       "color": _rgba(color, 0.5), "thickness": 1.2, "width": 2}
-        text = [
-            f"<b>{fmt.fmt_value(v, unit)}</b>"
-            + (f" (IQR {fmt.fmt_value(a, unit)}..{fmt.fmt_value(b, unit)})" if a == a and b == b else "")
-            for v, a, b in zip(s["value"], s["q_25"], s["q_75"], strict=True)
-        ]
-        custom = np.column_stack([
-            text, s["sha"].map(fmt.short_sha), s["subject"], s["date"], s["run_date"], s["runs"],
-            s["benchmark_version"].map(lambda v: fmt.short_sha(v, 10) if isinstance(v, str) else "?"),
-            s["config"], s["versions"],
-        ])
-        fig.add_trace(go.Scatter(
-            x=s["pos"], y=y, mode="lines" if dense else "lines+markers", name=label, legendgroup=label,
-            line={"color": color, "width": 1.5 if dense else 1.8},
-            marker={"size": 6, "symbol": SYMBOLS[i % len(SYMBOLS)]},
-            error_y=error_y, customdata=custom,
-            hovertemplate=(
-                f"{label}<br>%{{customdata[0]}}<br>"
-                "commit %{customdata[1]} %{customdata[2]}<br>committed %{customdata[3]}, "
-                "run %{customdata[4]} (%{customdata[5]} run(s))<br>"
-                "benchmark version %{customdata[6]}<br>"
-                "%{customdata[7]}<br>%{customdata[8]}<extra></extra>"
-            ),
-        ))
+        ref = s["value"].rolling(5, min_periods=1).median().shift(1) * mult
+        band = bool(threshold) and i < band_series and len(s) > 1
+        iqr = len(s) <= DENSE
         versions = s["benchmark_version"].astype(str).to_numpy()
         pos = s["pos"].to_numpy(float)
-        for j in np.nonzero(versions[1:] != versions[:-1])[0]:
-            boundaries.add((pos[j] + pos[j + 1]) / 2.0)
-        failed = points[(points["series"] == label) & (points["status"] == "failed")]
-        if not failed.empty:
-            fig.add_trace(go.Scatter(
-                x=failed["pos"], y=[y_min] * len(failed), mode="markers", name="failed run",
-                legendgroup="failed", showlegend=not any(t.name == "failed run" for t in fig.data),
-                marker={"symbol": "x-thin", "size": 11, "line": {"width": 2, "color": color}},
-                customdata=np.column_stack([failed["sha"].map(fmt.short_sha), failed["subject"]]),
-                hovertemplate=f"{label}<br>failed at %{{customdata[0]}} %{{customdata[1]}}<extra></extra>",
-            ))
+        boundaries |= {(pos[j] + pos[j + 1]) / 2.0 for j in np.nonzero(versions[1:] != versions[:-1])[0]}
+        parts.append(pd.DataFrame({
+            "series": label, "pos": s["pos"], "y": s["value"] * mult,
+            "lo": ref / (1.0 + threshold) if band else np.nan, "hi": ref * (1.0 + threshold) if band else np.nan,
+            "q25": s["q_25"] * mult if iqr else np.nan, "q75": s["q_75"] * mult if iqr else np.nan,
+            "value": [fmt.fmt_value(v, unit)
+                      + (f" (IQR {fmt.fmt_value(a, unit)}..{fmt.fmt_value(b, unit)})" if a == a and b == b else "")
+                      for v, a, b in zip(s["value"], s["q_25"], s["q_75"], strict=True)],
+            "commit": s["sha"].map(fmt.short_sha) + " " + s["subject"],
+            "committed": s["date"],
+            "run": s["run_date"] + " (" + s["runs"].astype(str) + " run(s))",
+            "benchmark version": s["benchmark_version"].map(
+                lambda v: fmt.short_sha(v, 10) if isinstance(v, str) else "?"),
+            "kernel config": s["config"], "versions": s["versions"],
+        }))
+    pts = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=["series", "pos", "y"])
+    failed = points[points["status"] == "failed"]
+    marks = [pd.DataFrame({"kind": "failed run", "pos": failed["pos"], "y": y_min, "series": failed["series"],
+                           "text": "failed at " + failed["sha"].map(fmt.short_sha) + " " + failed["subject"],
+                           "change": ""})]
     if flagged is not None and not flagged.empty:
-        yv = ok.set_index(["series", "pos"])["value"] * mult
-        at = [yv.get((r.series, r.pos), np.nan) for r in flagged.itertuples()]
-        fig.add_trace(go.Scatter(
-            x=flagged["pos"], y=at, mode="markers", name="flagged regression",
-            marker={"symbol": "triangle-up", "size": 16, "color": WORSE, "line": {"color": "black", "width": 1}},
-            text=flagged["text"], hovertemplate="%{text}<extra></extra>",
-        ))
+        at = ok.set_index(["series", "pos"])["value"] * mult
         fixed = flagged.dropna(subset=["fixed_pos"])
-        if not fixed.empty:
-            fy = [yv.get((r.series, int(r.fixed_pos)), np.nan) for r in fixed.itertuples()]
-            fig.add_trace(go.Scatter(
-                x=fixed["fixed_pos"], y=fy, mode="markers", name="fixed here",
-                marker={"symbol": "star", "size": 16, "color": BETTER, "line": {"color": "black", "width": 1}},
-                text=fixed["fixed_text"], hovertemplate="%{text}<extra></extra>",
-            ))
-    for b in sorted(boundaries):
-        fig.add_vline(x=b, line={"color": "#666666", "width": 1.2, "dash": "dot"},
-                      annotation={"text": "benchmark version changed", "font": {"size": 10}},
-                      annotation_position="top")
+        marks += [
+            pd.DataFrame({"kind": "flagged regression", "pos": flagged["pos"], "series": flagged["series"],
+                          "y": [at.get((r.series, r.pos), np.nan) for r in flagged.itertuples()],
+                          "text": flagged["text"], "change": flagged["change"]}),
+            pd.DataFrame({"kind": "fixed here", "pos": fixed["fixed_pos"].astype(int), "series": fixed["series"],
+                          "y": [at.get((r.series, int(r.fixed_pos)), np.nan) for r in fixed.itertuples()],
+                          "text": fixed["fixed_text"], "change": ""}),
+        ]
+    markers = pd.concat(marks, ignore_index=True)
     n = len(commits)
-    step = max(1, n // 12)
-    ticks = list(range(0, n, step))
-    fig.update_xaxes(tickvals=ticks, ticktext=[fmt.short_sha(commits["sha"].iloc[i]) for i in ticks],
-                     tickangle=-30, range=[-0.5, max(n - 0.5, 0.5)])
+    shas = [fmt.short_sha(v) for v in commits["sha"]]
+    # Tick labels: the commit at each integer position (zoomed in, the axis picks its own ticks).
+    x = {"field": "pos", "type": "quantitative", "scale": {"domain": [-0.5, max(n - 0.5, 0.5)], "nice": False},
+         "axis": {"title": "commit (history order)", "labelExpr": f"{json.dumps(shas)}[datum.value] || ''",
+                  "labelAngle": -30, "tickMinStep": 1, "tickCount": 12}}
     quantity = "time" if fmt.is_time(unit) else "value"
-    rows = 1 + (len([t for t in fig.data if t.showlegend is not False]) > 5)
-    _layout(fig, title, "commit (history order)", f"{quantity} ({axis_unit})", height=500, legend_rows=rows)
-    if log_y:
-        ticks = log_ticks(float(ok["value"].min()) * mult, float(ok["value"].max()) * mult) if not ok.empty else []
-        fig.update_yaxes(type="log", tickvals=ticks or None, ticktext=[f"{t:,g}" for t in ticks] or None)
-    return fig
+    y: dict = {"field": "y", "type": "quantitative", "title": f"{quantity} ({axis_unit})",
+               "scale": {"zero": False}, "axis": {"format": ",~g"}}
+    if log_y and not ok.empty:
+        y.update(scale={"type": "log"},
+                 axis={"values": log_ticks(float(ok["value"].min()) * mult, float(ok["value"].max()) * mult),
+                       "format": ",~g"})
+    series = [v for v in labels if v in set(pts["series"])]
+    # One legend for the lines, bands and IQR bars of a series: opaque symbols (not the band's tint).
+    color = {"field": "series", "type": "nominal", "scale": _scale(series, OKABE_ITO),
+             "legend": {**_legend(series), "symbolType": "circle", "symbolOpacity": 1}}
+    hover = [{"field": "series"}, {"field": "value"}, {"field": "commit"}, {"field": "committed"},
+             {"field": "run"}, {"field": "benchmark version"}, {"field": "kernel config"}, {"field": "versions"}]
+    kinds = [k for k in ("flagged regression", "fixed here", "failed run") if k in set(markers["kind"])]
+    legend = _legend(kinds, title=None)
+    layers: list[dict] = [
+        {"data": {"name": "points"}, "transform": [{"filter": "isValid(datum.lo)"}],
+         "mark": {"type": "area", "opacity": 0.12},
+         "encoding": {"x": x, "y": {**y, "field": "lo"}, "y2": {"field": "hi"}, "color": color}},
+        {"data": {"name": "points"}, "transform": [{"filter": "isValid(datum.q25) && isValid(datum.q75)"}],
+         "mark": {"type": "rule", "opacity": 0.5, "strokeWidth": 1.2},
+         "encoding": {"x": x, "y": {**y, "field": "q25"}, "y2": {"field": "q75"}, "color": color}},
+        {"data": {"name": "points"}, "mark": {"type": "line", "strokeWidth": 1.8},
+         "params": [{"name": "zoom", "select": {"type": "interval", "encodings": ["x"]}, "bind": "scales"}],
+         "encoding": {"x": x, "y": y, "color": color}},
+        {"data": {"name": "points"}, "mark": {"type": "point", "filled": True, "opacity": 1},
+         "encoding": {"x": x, "y": y, "color": color, "tooltip": hover,
+                      "size": {"value": 40 if len(pts) <= DENSE * max(1, len(series)) else 12}}},
+    ]
+    if kinds:
+        look = {"flagged regression": (WORSE, "triangle-up"), "fixed here": (BETTER, STAR),
+                "failed run": ("#000000", X_MARK)}
+        layers.append(
+            {"data": {"name": "markers"}, "mark": {"type": "point", "filled": True, "stroke": "black",
+                                                   "strokeWidth": 1, "opacity": 1},
+             "encoding": {"x": x, "y": y,
+                          "fill": {"field": "kind", "type": "nominal", "legend": legend,
+                                   "scale": _scale(kinds, [look[k][0] for k in kinds])},
+                          "shape": {"field": "kind", "type": "nominal", "legend": legend,
+                                    "scale": _scale(kinds, [look[k][1] for k in kinds])},
+                          "size": {"condition": {"test": "datum.kind == 'failed run'", "value": 90}, "value": 240},
+                          "tooltip": [{"field": "series"}, {"field": "text", "title": "what"}, {"field": "change"}]}})
+    if boundaries:
+        layers += [
+            {"data": {"values": [{"pos": b} for b in sorted(boundaries)]},
+             "mark": {"type": "rule", "color": "#666666", "strokeDash": [2, 3], "strokeWidth": 1.2},
+             "encoding": {"x": x}},
+            {"data": {"values": [{"pos": b} for b in sorted(boundaries)]},
+             "mark": {"type": "text", "text": "benchmark version changed", "fontSize": 10, "baseline": "bottom",
+                      "dy": -2},
+             "encoding": {"x": x, "y": {"value": 0}}},
+        ]
+    return {
+        "title": _title(title),
+        "height": 520,
+        "datasets": {"points": pts, "markers": markers},
+        "layer": layers,
+    }
 
-
-STATUS_COLORS = {"regressed": WORSE, "improved": BETTER, "failed": "#000000", "unchanged": NEUTRAL,
-                 "not_run": NEUTRAL, "new": OKABE_ITO[0], "removed": OKABE_ITO[5]}
-
-
-def compare_figure(cmp: pd.DataFrame, *, title: str, top: int = 15) -> go.Figure:
-    """The ``top`` largest changes as bars of percent worse (right, vermillion) or better (left, green);
-    bars of changes that are not significant or within the threshold are grey."""
-    df = cmp.dropna(subset=["slowdown"]).copy()
-    df["pct"] = (df["slowdown"].astype(float) - 1.0) * 100.0
-    df = df.reindex(df["pct"].abs().sort_values(ascending=False).index).head(top).iloc[::-1]
-    colors = df["status"].map(STATUS_COLORS).fillna(NEUTRAL)
-    labels = frames.series_label(df["benchmark"], df["label"])
-    text = [f"{fmt.fmt_value(b, u)} → {fmt.fmt_value(h, u)} ({fmt.fmt_ratio(r)}, p {fmt.fmt_p(p)}, {s})"
-            for b, h, u, r, p, s in zip(df["base"], df["head"], df["unit"], df["ratio"], df["p_value"],
-                                        df["status"], strict=True)]
-    fig = go.Figure(go.Bar(
-        x=df["pct"], y=labels, orientation="h", marker={"color": list(colors)}, text=text,
-        textposition="none", hovertemplate="%{y}<br>%{text}<br>%{x:+.1f}% (direction-aware)<extra></extra>",
-    ))
-    fig.add_vline(x=0.0, line={"color": "black", "width": 1})
-    _layout(fig, title, "% worse (+) or better (−), direction-aware; grey: within threshold or not significant",
-            "", height=max(320, 22 * len(df) + 120))
-    fig.update_layout(showlegend=False, margin={"l": 20, "b": 60})
-    fig.update_yaxes(automargin=True)
-    return fig
-
-
-def sweep_figure(
-    df: pd.DataFrame, *, x: str, color: str | None, unit: str | None, title: str, log_x: bool = False
-) -> go.Figure:
-    """Generic parameter sweep: value against parameter ``x``, one line per value of ``color``."""
-    mult, axis_unit = fmt.time_unit(df["value"]) if fmt.is_time(unit) else (1.0, str(unit))
-    fig = go.Figure()
-    groups = [(None, df)] if not color else list(df.groupby(color, sort=True, dropna=False))
-    xs_all = pd.to_numeric(df[x], errors="coerce")
-    numeric_x = bool(xs_all.notna().all())
-    for i, (key, g) in enumerate(groups):
-        xs = pd.to_numeric(g[x], errors="coerce") if numeric_x else g[x].astype(str)
-        g = g.assign(_x=xs).sort_values("_x")
-        name = f"{color.removeprefix('p:')}={key}" if color else "value"
-        text = [fmt.fmt_value(v, unit) for v in g["value"]]
-        fig.add_trace(go.Scatter(
-            x=g["_x"], y=g["value"].astype(float) * mult, mode="lines+markers", name=name, text=text,
-            line={"color": color_for(i)}, marker={"symbol": SYMBOLS[i % len(SYMBOLS)], "size": 7},
-            hovertemplate=f"{x.removeprefix('p:')}=%{{x}}<br>%{{text}}<extra>{name}</extra>",
-        ))
-    _layout(fig, title, x.removeprefix("p:"), f"value ({axis_unit})", legend_rows=1 + (len(groups) > 6))
-    if log_x and numeric_x:
-        fig.update_xaxes(type="log")
-    return fig

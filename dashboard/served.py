@@ -4,6 +4,7 @@ they share in the browser: Chromium's flags and ``Watcher``, which waits for a s
 
 from __future__ import annotations
 
+import hashlib
 import subprocess
 import sys
 import threading
@@ -17,9 +18,40 @@ ROOT = Path(__file__).resolve().parents[1]
 # Headless Chromium in a container or CI: no sandbox, no GPU, no background network or updates.
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync", "--no-first-run"]
-# Every chart drawn: each Plotly chart element holds an SVG with at least one trace.
-CHARTS_DRAWN = """() => [...document.querySelectorAll('[data-testid="stPlotlyChart"]')]
-    .every(c => c.querySelector('svg.main-svg g.trace'))"""
+CHART_TYPES = frozenset({"plotly_chart", "vega_lite_chart"})
+CHART = '[data-testid="stPlotlyChart"], [data-testid="stVegaLiteChart"]'
+# Stamps each chart container with when it was last drawn (Date.now(), ms). SVG (Plotly; Streamlit's Vega-Lite
+# on small data): a node added, a path or a position changed (only those attributes: observing every attribute
+# of the page costs the browser time of its own). Canvas (Streamlit's Vega-Lite on large data): the end of a
+# render pass, the renderer's final ``restore``. Installed before the page's scripts.
+PAINT_STAMPS = """(() => {
+  const chart = node => node.closest && node.closest('CHART');
+  new MutationObserver(records => {
+    for (const r of records) {
+      const c = chart(r.target);
+      if (c) c.__svgAt = Date.now();
+    }
+  }).observe(document, {subtree: true, childList: true, attributeFilter: ['d', 'transform', 'points']});
+  const restore = CanvasRenderingContext2D.prototype.restore;
+  CanvasRenderingContext2D.prototype.restore = function (...a) {
+    const c = chart(this.canvas);
+    if (c) c.__canvasAt = Date.now();
+    return restore.apply(this, a);
+  };
+})();""".replace("CHART", CHART)
+# At least ``n`` charts of the current run (not stale) drawn since ``since``: a Plotly trace or Vega mark in
+# SVG, or a Vega canvas after a render pass.
+CHARTS_DRAWN = """([n, since]) => {
+  let drawn = 0;
+  for (const c of document.querySelectorAll('[data-testid="stElementContainer"]:not([data-stale="true"])')) {
+    const chart = c.querySelector('CHART');
+    if (!chart) continue;
+    const svg = chart.querySelector('svg.main-svg g.trace, svg.marks g.role-mark > path');
+    const canvas = chart.querySelector('canvas.marks');
+    if ((svg && (chart.__svgAt || 0) >= since) || (canvas && (chart.__canvasAt || 0) >= since)) drawn++;
+  }
+  return drawn >= n;
+}""".replace("CHART", CHART)
 
 
 def wait_serving(base: str, proc: subprocess.Popen[Any], what: str, timeout: float = 90.0) -> None:
@@ -82,8 +114,10 @@ class Served:
 
 
 class Watcher:
-    """Counts the server's ``script_finished`` messages on a tab's websocket (Streamlit's ForwardMsg), so a
-    tool knows when a run has ended instead of guessing from spinners."""
+    """Follows a tab's websocket (Streamlit's ForwardMsg) so a tool knows when a run has ended and its charts
+    are drawn, instead of guessing from spinners: counts ``script_finished`` messages, and per run the chart
+    elements whose content changed since the previous run (those the browser must draw again; an unchanged
+    one arrives as the same content or as a reference to it and is left as it is)."""
 
     def __init__(self, page: Any) -> None:
         from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
@@ -91,6 +125,11 @@ class Watcher:
         self.finished = 0
         self.finished_at = 0.0
         self.errors: list[str] = []
+        self.since_ms = 0.0  # charts must be painted after this wall-clock time (ms), see begin()
+        self._charts: set[tuple[tuple[int, ...], str]] = set()  # this run's (delta path, content)
+        self._last: set[tuple[tuple[int, ...], str]] = set()  # the previous finished run's
+        self._chart_content: set[str] = set()  # contents of chart messages seen, to resolve references
+        self._to_draw = 0  # charts of the last finished run the browser has to (re)draw
 
         def frame(payload: str | bytes) -> None:
             if isinstance(payload, str):
@@ -100,16 +139,41 @@ class Watcher:
             except Exception:  # noqa: BLE001 - other frames (or a newer wire format) are not ours
                 return
             kind = msg.WhichOneof("type")
-            if kind == "script_finished":
+            path = tuple(msg.metadata.delta_path)
+            if kind == "new_session":
+                self._charts = set()
+            elif kind == "ref_hash" and msg.ref_hash in self._chart_content:
+                self._charts.add((path, msg.ref_hash))
+            elif kind == "delta" and msg.delta.WhichOneof("type") == "new_element":
+                element = msg.delta.new_element
+                if element.WhichOneof("type") in CHART_TYPES:
+                    content = msg.hash or hashlib.sha1(element.SerializeToString()).hexdigest()
+                    self._chart_content.add(content)
+                    self._charts.add((path, content))
+                elif element.WhichOneof("type") == "exception":
+                    self.errors.append(element.exception.message)
+            elif kind == "script_finished":
+                self._to_draw = len(self._charts - self._last)
+                self._last = self._charts
                 self.finished += 1
                 self.finished_at = time.perf_counter()
-            elif kind == "delta" and msg.delta.new_element.WhichOneof("type") == "exception":
-                self.errors.append(msg.delta.new_element.exception.message)
 
-        page.on("websocket", lambda ws: ws.on("framereceived", frame))
+        def connected(ws: Any) -> None:
+            self._last = set()  # a new connection (page load) is a new session: every chart drawn anew
+            ws.on("framereceived", frame)
+
+        page.add_init_script(PAINT_STAMPS)
+        page.on("websocket", connected)
+
+    def begin(self) -> int:
+        """Call just before an action that reruns the page; returns the count of finished runs to give
+        ``wait_run``. Charts drawn before this moment no longer count as drawn."""
+        self.since_ms = time.time() * 1000.0
+        return self.finished
 
     def wait_run(self, page: Any, before: int, timeout: float = 120.0) -> float:
-        """Wait for the next run to finish and its charts to draw; returns when the run finished."""
+        """Wait for the next run to finish and every chart it changed to be drawn again; returns when the
+        run finished."""
         deadline = time.monotonic() + timeout
         while self.finished <= before:
             if time.monotonic() > deadline:
@@ -117,6 +181,6 @@ class Watcher:
             page.wait_for_timeout(5)
         if self.errors:
             raise RuntimeError(f"page raised: {self.errors[0]}")
-        page.wait_for_function(CHARTS_DRAWN, timeout=60_000)
+        page.wait_for_function(CHARTS_DRAWN, arg=[self._to_draw, self.since_ms], timeout=60_000, polling=10)
         page.evaluate("() => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)))")
         return self.finished_at

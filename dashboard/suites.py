@@ -164,14 +164,6 @@ def efficiency_frame(results: pd.DataFrame, suite: Suite) -> pd.DataFrame:
     return out.sort_values(["metric", "line", "filter", "concurrency"], key=sort_key).reset_index(drop=True)
 
 
-# Datasheet peaks (dense, no sparsity) of GPUs we have measured on, for the Efficiency page's reference
-# lines: (memory bandwidth GB/s, bf16 tensor TFLOP/s). NVIDIA H200 SXM datasheet: 4.8 TB/s HBM3e,
-# 1,979 TFLOP/s bf16 with 2:4 sparsity, i.e. 989 dense.
-DATASHEET_PEAKS: dict[str, tuple[float, float]] = {
-    "NVIDIA H200": (4800.0, 989.0),
-}
-
-
 def measured_ceilings(results: pd.DataFrame) -> dict[str, float]:
     """The device ceilings the benchmarks computed their roofline fraction with, recovered from the
     stored metrics: roofline seconds = max(bytes / copy bandwidth, flops / matmul rate), so for every case

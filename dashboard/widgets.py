@@ -270,8 +270,8 @@ def sweep_section(results: pd.DataFrame, *, key: str, title_suffix: str = "") ->
         values = frames.value_order(df[col].dropna())
         pick = url_selectbox(col.removeprefix("p:"), values, key=f"{key}_fix_{col.removeprefix('p:')}")
         df = df[df[col] == pick]
-    fig = charts.sweep_figure(df, x=x, color=color, unit=unit, title=f"{bench}{title_suffix}", log_x=log_x)
-    st.plotly_chart(fig, width="stretch", key=f"{key}_chart")
+    spec = charts.sweep_spec(df, x=x, color=color, unit=unit, title=f"{bench}{title_suffix}", log_x=log_x)
+    st.vega_lite_chart(spec, width="stretch", key=f"{key}_chart")
 
 
 def store_gate(url: str) -> bool:

@@ -2,7 +2,8 @@
 
 Serves the store with ``mlaperf dashboard`` on a free port, opens each page in a window 3,000 px tall, waits
 until the script run has finished and every chart is drawn, and shoots the content; a page taller than the
-window is loaded again in a window that fits (resizing a drawn page makes Plotly redraw: a shot then is blank).
+window is loaded again in a window that fits (resizing a drawn page makes its charts redraw: a shot then may
+be blank).
 
     python scripts/screenshot.py --db sqlite:///.mlaperf/mlaperf.sqlite            # every page, docs/img
     python scripts/screenshot.py --db URL --page 'compare=compare?cmp_base=9c7d0b23&cmp_head=eee79092'
@@ -31,15 +32,15 @@ HEIGHT_JS = """() => {
 def _load(page: Any, watch: Any, url: str) -> int:
     """Open ``url``, wait for the run to finish (raising if the page did) and every chart to draw; the
     content's height in pixels."""
-    before = watch.finished
+    before = watch.begin()
     page.goto(url, wait_until="commit")
     watch.wait_run(page, before)
-    page.wait_for_timeout(1000)  # Plotly finishes its layout, and tables draw, after the run's end
+    page.wait_for_timeout(1000)  # tables draw after the run's end
     return int(page.evaluate(HEIGHT_JS))
 
 
 def shoot(page: Any, watch: Any, url: str, out: Path) -> None:
-    """A tall window from the start (resizing makes Plotly redraw, and a shot taken then is blank); when the
+    """A tall window from the start (resizing makes the charts redraw, and a shot taken then is blank); when the
     page is taller still, load it again in a window that fits, then clip to the content."""
     height = _load(page, watch, url)
     if height > TALL:

@@ -8,7 +8,7 @@ every page once (the server has imported its modules, as one that has been used)
 1. drops the cached data (the sidebar's "Reload data", what happens when the loaders' five-minute cache
    expires) from another page, which caches again the loaders every page shares,
 2. opens the page in a new tab (a new session; the page's own data uncached) and times it: from navigation
-   to the server's ``script_finished`` message on the websocket and every Plotly chart drawn,
+   to the server's ``script_finished`` message on the websocket and every chart of the run drawn,
 3. changes one widget (one that loads new data where the page has one) and times it the same way, from
    the moment the new value is committed (a selectbox is opened and typed into first, untimed).
 
@@ -212,7 +212,7 @@ def floor(workdir: Path, chromium: str, repeats: int) -> list[tuple[float, float
 
 
 def _goto(page: Any, watch: Watcher, url: str) -> None:
-    before = watch.finished
+    before = watch.begin()
     page.goto(url, wait_until="commit")
     watch.wait_run(page, before)
 
@@ -242,7 +242,7 @@ def measure(url: str, shas: list[str], repeats: int, chromium: str,
                 for name in pages:
                     path, what, prepare, change = PAGES[name]
                     _goto(warm, warm_watch, f"{server.base}/{WARMUP.get(name, '')}")
-                    before = warm_watch.finished
+                    before = warm_watch.begin()
                     warm.get_by_role("button", name="Reload data").click()
                     warm_watch.wait_run(warm, before)
 
@@ -258,7 +258,7 @@ def measure(url: str, shas: list[str], repeats: int, chromium: str,
                     page.wait_for_timeout(300)  # let the URL settle before touching a widget
                     prepare(page, shas)
                     page.wait_for_timeout(300)
-                    before = watch.finished
+                    before = watch.begin()
                     cpu0 = _tree_cpu(os.getpid())
                     t0 = time.perf_counter()
                     change(page, shas)

@@ -75,7 +75,7 @@ st.caption(
 
 changed = cmp[cmp["slowdown"].notna() & (cmp["status"] != "not_run")]
 if not changed.empty:
-    st.plotly_chart(charts.compare_figure(
+    st.vega_lite_chart(charts.compare_spec(
         changed, title=f"Largest changes: {fmt.short_sha(head)} vs {fmt.short_sha(base)} · {ctx.machine}"),
         width="stretch", key="cmp_chart")
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import streamlit as st
 
 from dashboard import charts, data, fmt, frames, suites, widgets
+from mlaperf import gpuinfo
 
 METRICS = tuple((leaf, title, suites.METRICS[leaf]) for leaf, title in suites.EFFICIENCY.items())  # panels
 
@@ -36,7 +37,7 @@ if not present:
 info = data.machine_info(ctx.url, ctx.machine)
 gpu = info.get("gpu_name")
 ceil = suites.measured_ceilings(results)
-sheet = suites.DATASHEET_PEAKS.get(str(gpu))
+sheet = gpuinfo.gpu_spec(str(gpu)) if gpu else None
 peaks: dict[str, list[tuple[str, float]]] = {"track_roofline_fraction": [("roofline", 1.0)],
                                               "track_gbps": [], "track_tflops": []}
 if "copy_gbps" in ceil:
@@ -44,8 +45,8 @@ if "copy_gbps" in ceil:
 if "matmul_tflops" in ceil:
     peaks["track_tflops"].append(("measured bf16 matmul", ceil["matmul_tflops"]))
 if sheet:
-    peaks["track_gbps"].append(("datasheet", sheet[0]))
-    peaks["track_tflops"].append(("datasheet bf16 dense", sheet[1]))
+    peaks["track_gbps"].append(("datasheet", sheet.bandwidth_gbps))
+    peaks["track_tflops"].append(("datasheet bf16 dense", sheet.bf16_tflops))
 parts = []
 if gpu and gpu != "none":
     parts.append(f"Device: {gpu} (sm {info.get('gpu_cc') or '?'}).")
@@ -56,8 +57,8 @@ if ceil:
                     else " (no case is compute-bound, so the matmul ceiling cannot be read back from the results)")
                  + ". Roofline time = max(bytes / copy bandwidth, flops / matmul rate).")
 if sheet:
-    parts.append(f"Datasheet peaks: {fmt.fmt_value(sheet[0], 'GB/s')}, bf16 dense "
-                 f"{fmt.fmt_value(sheet[1], 'TFLOP/s')}.")
+    parts.append(f"Datasheet peaks ({sheet.name}): {fmt.fmt_value(sheet.bandwidth_gbps, 'GB/s')}, bf16 dense "
+                 f"{fmt.fmt_value(sheet.bf16_tflops, 'TFLOP/s')}.")
 st.caption(" ".join(parts))
 
 by_key = {s.key: s for s in present}
@@ -70,11 +71,11 @@ if values:
                              horizontal=True)
     eff = eff[eff["filter"] == pick]
 shown = [m for m in METRICS if m[0] in set(eff["metric"])]
-fig = charts.efficiency_figure(
+spec = charts.efficiency_spec(
     eff, title=f"{suite.title} · {ctx.machine} · {fmt.short_sha(sha)}", panels=shown,
     line_label=suite.line_param, peaks=peaks, log_y=log_y,
 )
-st.plotly_chart(fig, width="stretch", key=f"eff_{suite.key}_chart")
+st.vega_lite_chart(spec, key=f"eff_{suite.key}_chart")
 roof = eff[eff["metric"] == "track_roofline_fraction"]
 if not roof.empty:
     best = roof.loc[roof["value"].idxmax()]

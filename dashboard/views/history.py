@@ -136,25 +136,27 @@ if not flag.empty:
         "series": flag["params_key"].map(label_of),
         "pos": flag["sha"].map(pos_of_sha),
         "fixed_pos": flag["fixed_sha"].map(pos_of_sha),
-        "text": [f"regression #{r.id} ({r.status}) at {fmt.commit_label(r.sha, r.message, 50)}<br>"
-                 f"{label_of[r.params_key]}: {fmt.fmt_value(r.before, unit)} → {fmt.fmt_value(r.after, unit)} "
-                 f"({fmt.fmt_ratio(r.ratio)}, p {fmt.fmt_p(r.p_value)})" for r in flag.itertuples()],
+        "text": [f"regression #{r.id} ({r.status}) at {fmt.commit_label(r.sha, r.message, 50)}"
+                 for r in flag.itertuples()],
+        "change": [f"{fmt.fmt_value(r.before, unit)} → {fmt.fmt_value(r.after, unit)} "
+                   f"({fmt.fmt_ratio(r.ratio)}, p {fmt.fmt_p(r.p_value)})" for r in flag.itertuples()],
         "fixed_text": [f"#{r.id} fixed at {fmt.commit_label(r.fixed_sha, r.fixed_message, 50)}"
                        if isinstance(r.fixed_sha, str) else "" for r in flag.itertuples()],
     }).dropna(subset=["pos"])
 
 fixed_params = frames.params_label(wanted[0], [n for n in pnames if n not in varying], only=True)
 title = f"{bench} · {ctx.machine}" + (f" · {fixed_params}" if len(varying) < len(pnames) else "")
-fig = charts.history_figure(points, title=title, unit=unit, commits=commits, threshold=threshold, flagged=flagged,
-                            log_y=log_y)
-st.plotly_chart(fig, width="stretch", key="hist_chart")
+spec = charts.history_spec(points, title=title, unit=unit, commits=commits, threshold=threshold, flagged=flagged,
+                           log_y=log_y)
+st.vega_lite_chart(spec, width="stretch", key="hist_chart")
 better = "lower" if direction == "up_is_worse" else "higher"
 st.caption(
     f"{len(commits):,} commits measured on `{ctx.machine}`, in history order; bars span the interquartile range. "
     f"{better.capitalize()} is better. Shaded: ±{threshold:.0%} (this benchmark's threshold) around the median of "
     "the previous five values; a point past it on the worse side moved more than the threshold. Triangles: "
     "flagged regressions (the first bad commit); stars: the commit that fixed them; ✕ on the axis: failed runs; "
-    "dotted lines: the benchmark's asv version changed (a new segment: no step is flagged across it). Hover a "
+    "dotted lines: the benchmark's asv version changed (a new segment: no step is flagged across it). Drag to "
+    "pan, scroll to zoom the commit axis, double-click to reset. Hover a "
     "point for its commit, its run, the kernel configuration the case ran with (where the suite records it) and "
     "the run's GPU, driver, CUDA, torch and triton (runs stored before mlaperf kept them per run show the "
     "machine's, marked so). asv environment: "

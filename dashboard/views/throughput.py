@@ -35,7 +35,7 @@ baseline = data.results_at_commit(ctx.url, base_sha, ctx.machine) if base_sha el
 c1, c2 = st.columns([3, 1])
 by_key = {s.key: s for s in present}
 with c1:
-    # One suite at a time: each chart costs the browser a Plotly draw.
+    # One suite at a time: each chart costs the browser a draw.
     chosen = widgets.url_selectbox("Suite", list(by_key), key="tp_suite", format_func=lambda k: by_key[k].title)
 with c2:
     log_y = widgets.url_toggle("Logarithmic throughput axis", key="tp_logy", default=True)
@@ -56,11 +56,11 @@ if baseline is not None:
     base_all = suites.throughput_frame(baseline, suite)
     base_f = base_all[base_all["filter"] == pick] if pick is not None else base_all
 title = f"{suite.title} · {ctx.machine}" + (f" · {suite.filter_param}={pick}" if pick is not None else "")
-fig = charts.throughput_figure(
+spec = charts.throughput_spec(
     cur_f, title=title, line_label=suite.line_param, commit_label=fmt.short_sha(sha),
     baseline=base_f, baseline_label=fmt.short_sha(base_sha) if base_sha else "", log_y=log_y,
 )
-st.plotly_chart(fig, width="stretch", key=f"tp_{suite.key}_chart")
+st.vega_lite_chart(spec, width="stretch", key=f"tp_{suite.key}_chart")
 sources = sorted(set(cur_f["source"]))
 note = " The baseline is drawn only at the concurrencies it measured." if base_f is not None else ""
 st.caption("tokens/s from " + " and ".join(f"`{s}`" for s in sources)

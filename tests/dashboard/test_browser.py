@@ -1,5 +1,5 @@
 """End to end: serve the dashboard with `mlaperf dashboard` and use every page in headless Debian Chromium:
-the page renders without an exception, its charts draw real SVG traces, its selections come from the URL
+the page renders without an exception, its charts draw real marks, its selections come from the URL
 and a widget change goes back into it (a shared link shows the same view).
 
 Skips when /usr/bin/chromium is missing, unless MLAPERF_REQUIRE_BROWSER=1 (CI). Screenshots go to
@@ -19,6 +19,8 @@ from conftest import ROOT, SLOW_FROM, Seeded
 
 CHROMIUM = Path("/usr/bin/chromium")
 SHOTS = ROOT / "artifacts" / "screenshots"
+CHART = '[data-testid="stVegaLiteChart"]'
+MARKS = f"{CHART} svg.marks g.role-mark > path"  # drawn marks (lines, points, bars), not an empty frame
 # url path -> (charts expected on the seeded store's default machine, query parameters the page publishes)
 PAGES = {
     "": (0, {"machine"}),
@@ -50,7 +52,7 @@ def served(seeded: Seeded) -> Iterator[str]:
 def _load(page: Any, watch: Any, url: str) -> None:
     """Open ``url`` and wait for the server's script_finished and every chart drawn (``Watcher`` reads
     Streamlit's websocket: no guessing from spinners)."""
-    before = watch.finished
+    before = watch.begin()
     page.goto(url, wait_until="commit")
     watch.wait_run(page, before)
 
@@ -75,9 +77,9 @@ def test_every_page_in_chromium(served: str, seeded: Seeded) -> None:
                 name = path or "overview"
                 page.screenshot(path=str(SHOTS / f"{name}.png"), full_page=True)
                 assert page.locator('[data-testid="stException"]').count() == 0, f"exception on /{path}"
-                assert page.locator('[data-testid="stPlotlyChart"]').count() == charts, path
-                if charts:  # Plotly drew real SVG traces (lines/points), not an empty frame
-                    assert page.locator('[data-testid="stPlotlyChart"] g.trace').count() > 0, path
+                assert page.locator(CHART).count() == charts, path
+                if charts:
+                    assert page.locator(MARKS).count() > 0, path
                 if path != "efficiency":  # every page but Efficiency has tables (drawn after the run's end)
                     page.wait_for_selector('[data-testid="stDataFrame"], [data-testid="stTable"]', timeout=30_000)
                 assert params <= set(_query(page)), (path, page.url)  # the view is a shareable link
@@ -93,9 +95,10 @@ def test_every_page_in_chromium(served: str, seeded: Seeded) -> None:
                         "&hp_impl=mma&hp_concurrency=64&hp_topk=512")
             assert page.locator('[data-testid="stMultiSelect"]').filter(has_text="concurrency") \
                 .get_by_text("64", exact=True).count() == 1
-            assert page.locator('[data-testid="stPlotlyChart"] g.trace.scatter').count() >= 2
+            assert page.locator(f"{CHART} svg.marks g.mark-line > path").count() >= 1
+            assert page.locator(f"{CHART} svg.marks g.mark-symbol > path").count() >= 12  # a point per commit
             # A widget change goes into the URL.
-            before = watch.finished
+            before = watch.begin()
             page.locator('[data-testid="stCheckbox"]').filter(has_text="Logarithmic value axis").click()
             watch.wait_run(page, before)
             page.wait_for_function("() => location.search.includes('hist_logy=1')", timeout=30_000)

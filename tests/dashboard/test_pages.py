@@ -3,13 +3,13 @@ detector): the numbers, the triage, the history and the URL state a kernel engin
 
 from __future__ import annotations
 
-import base64
 import json
 import subprocess
 import sys
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 import pytest
 from conftest import (
     APP,
@@ -49,16 +49,10 @@ def goto(at: AppTest, page: str) -> AppTest:
     return at
 
 
-def figures(at: AppTest) -> list[dict]:
-    return [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
-
-
-def arr(v: object) -> list:
-    """A trace array from the figure JSON: Plotly 6+ sends numpy arrays as base64 ``bdata``."""
-    if isinstance(v, dict) and "bdata" in v:
-        flat = np.frombuffer(base64.b64decode(v["bdata"]), dtype=np.dtype(v["dtype"]))
-        return flat.reshape(v["shape"]).tolist() if "shape" in v else flat.tolist()
-    return list(v)  # type: ignore[call-overload]
+def vega(at: AppTest) -> list[tuple[dict, dict[str, pd.DataFrame]]]:
+    """Each Vega-Lite chart on the page: its spec and its named datasets (Streamlit sends them as Arrow)."""
+    return [(json.loads(c.proto.spec), {d.name: pa.ipc.open_stream(d.data.data).read_pandas()
+                                        for d in c.proto.datasets}) for c in at.get("vega_lite_chart")]
 
 
 def texts(at: AppTest) -> str:
@@ -73,10 +67,6 @@ def table(at: AppTest, column: str) -> pd.DataFrame:
         if column in df.value.columns:
             return df.value
     raise AssertionError(f"no table with column {column!r}: {[list(d.value.columns) for d in at.dataframe]}")
-
-
-def trace(fig: dict, name: str) -> dict:
-    return next(t for t in fig["data"] if t.get("name") == name)
 
 
 def test_overview_counts_alert_groups(monkeypatch: pytest.MonkeyPatch, seeded: Seeded) -> None:
@@ -98,16 +88,19 @@ def test_overview_counts_alert_groups(monkeypatch: pytest.MonkeyPatch, seeded: S
 
 def test_throughput_lines_per_impl_and_baseline(monkeypatch: pytest.MonkeyPatch, seeded: Seeded) -> None:
     at = goto(app(monkeypatch, seeded.url), "throughput")
-    figs = figures(at)
-    assert len(figs) == 1  # one suite at a time
+    shown = vega(at)
+    assert len(shown) == 1  # one suite at a time
     assert at.selectbox(key="tp_suite").options == ["Sparse MLA decode: SIMT vs MMA",
                                                     "Indexer + top-k: fp32 over max_context vs bf16",
                                                     "Whole decode step: variants"]
-    decode = figs[0]
-    names = [t["name"] for t in decode["data"]]
-    assert any(n.startswith("mma @") for n in names) and any(n.startswith("simt @") for n in names)
-    assert decode["layout"]["xaxis"]["type"] == "log"
-    assert arr(decode["layout"]["xaxis"]["tickvals"]) == [1, 16, 64, 128]
+    spec, data = shown[0]
+    points = data["points"]
+    assert set(points["line"]) == {"mma", "simt"} and set(points["commit"]) == {seeded.shas[-1][:8]}
+    assert spec["encoding"]["x"]["scale"]["type"] == "log"
+    assert spec["encoding"]["x"]["axis"]["values"] == [1, 16, 64, 128]
+    assert spec["encoding"]["y"]["scale"]["type"] == "log"
+    assert points["text"].str.endswith(" tokens/s").all()  # hover in the unit people read
+    assert {"field": "text", "title": "throughput"} in spec["layer"][1]["encoding"]["tooltip"]
     assert at.radio(key="tp_decode_filter").value == 512
     speedups = at.dataframe[0].value
     assert list(speedups["impl"]) == ["mma"]
@@ -117,23 +110,26 @@ def test_throughput_lines_per_impl_and_baseline(monkeypatch: pytest.MonkeyPatch,
     at.selectbox(key="tp_commit").set_value(seeded.shas[SLOW_FROM]).run()
     at.selectbox(key="tp_base").set_value(seeded.shas[0]).run()
     assert not at.exception
-    decode = figures(at)[0]
-    dashed = [t for t in decode["data"] if t.get("line", {}).get("dash") == "dash"]
-    assert {t["legendgroup"] for t in dashed} == {"mma", "simt"}
+    spec, data = vega(at)[0]
+    dashed = data["points"][data["points"]["baseline"]]
+    assert set(dashed["line"]) == {"mma", "simt"} and set(dashed["commit"]) == {f"{seeded.shas[0][:8]} (baseline)"}
+    dash = spec["layer"][0]["encoding"]["strokeDash"]["scale"]
+    assert dash == {"domain": [seeded.shas[SLOW_FROM][:8], f"{seeded.shas[0][:8]} (baseline)"],
+                    "range": [[1, 0], [6, 4]]}
     ratios = table(at, "speed-up")
     mma = ratios[ratios["impl"] == "mma"]["speed-up"].str.rstrip("x").astype(float)
     simt = ratios[ratios["impl"] == "simt"]["speed-up"].str.rstrip("x").astype(float)
     assert (mma < 0.85).all() and ((simt - 1).abs() < 0.1).all()
     assert ratios["tokens/s"].str.contains(",").any()  # thousands separators
     at.radio(key="tp_decode_filter").set_value(128).run()
-    assert "topk=128" in figures(at)[0]["layout"]["title"]["text"]
+    assert "topk=128" in vega(at)[0][0]["title"]["text"]
     assert at.query_params["tp_decode_filter"] == ["128"] or at.query_params["tp_decode_filter"] == "128"
 
 
 def test_throughput_derives_tokens_per_s_from_time(monkeypatch: pytest.MonkeyPatch, seeded: Seeded) -> None:
     at = app(monkeypatch, seeded.url, query={"tp_suite": "step"})
     at = goto(at, "throughput")
-    assert "Whole decode step" in figures(at)[0]["layout"]["title"]["text"]
+    assert "Whole decode step" in vega(at)[0][0]["title"]["text"]
     # The step suite has no track_tokens_per_s here: concurrency / time is used.
     assert "`concurrency / time`" in "\n".join(c.value for c in at.caption)
 
@@ -143,13 +139,14 @@ def test_baseline_drawn_only_where_measured() -> None:
 
     cur = pd.DataFrame({"line": ["mma"] * 4, "concurrency": [1, 2, 4, 8], "tokens_per_s": [1e4, 2e4, 4e4, 8e4]})
     base = pd.DataFrame({"line": ["mma"] * 2, "concurrency": [1, 8], "tokens_per_s": [1e4, 5e4]})
-    fig = charts.throughput_figure(cur, title="t", line_label="impl", commit_label="h", baseline=base,
-                                   baseline_label="b")
-    dashed = next(t for t in fig.data if t.line.dash == "dash")
-    assert list(dashed.x) == [1, 2, 4, 8]
-    y = list(dashed.y)
+    spec = charts.throughput_spec(cur, title="t", line_label="impl", commit_label="h", baseline=base,
+                                  baseline_label="b")
+    points = spec["datasets"]["points"]
+    dashed = points[points["baseline"]]
+    assert list(dashed["concurrency"]) == [1, 2, 4, 8]
+    y = list(dashed["tokens_per_s"])
     assert y[0] == 1e4 and y[3] == 5e4 and np.isnan(y[1]) and np.isnan(y[2])  # gaps, no straight line
-    assert dashed.connectgaps is False
+    assert spec["layer"][0]["mark"]["invalid"] == charts.GAPS  # a missing value breaks the line
 
 
 def test_history_defaults_to_the_flagged_series(monkeypatch: pytest.MonkeyPatch, seeded: Seeded) -> None:
@@ -159,27 +156,31 @@ def test_history_defaults_to_the_flagged_series(monkeypatch: pytest.MonkeyPatch,
     conc = at.multiselect(key="hp_concurrency")
     assert list(conc.options) == ["1", "16", "64", "128"]  # numeric order, not text order
     assert conc.value == [1, 16, 64, 128]  # every series flagged with it, overlaid
-    fig = figures(at)[0]
-    lines = [t for t in fig["data"] if str(t.get("name", "")).startswith("concurrency=")]
-    assert [t["name"] for t in lines] == ["concurrency=1", "concurrency=16", "concurrency=64", "concurrency=128"]
-    assert len(arr(lines[0]["x"])) == 12 and lines[0]["error_y"]["type"] == "data"
-    assert arr(trace(fig, "flagged regression")["x"]) == [SLOW_FROM] * 4
-    assert arr(trace(fig, "fixed here")["x"]) == [FIX_FROM] * 4
-    band = [t for t in fig["data"] if t.get("fill") == "tonexty"]
-    assert len(band) == 4  # the threshold band of each series
-    assert fig["layout"]["yaxis"]["title"]["text"] == "time (us)"
-    ticks = fig["layout"]["xaxis"]["ticktext"]
-    assert ticks[0] == seeded.shas[0][:8]
+    spec, data = vega(at)[0]
+    points, markers = data["points"], data["markers"]
+    assert list(dict.fromkeys(points["series"])) == ["concurrency=1", "concurrency=16", "concurrency=64",
+                                                     "concurrency=128"]
+    one = points[points["series"] == "concurrency=1"].set_index("pos")
+    assert len(one) == 12 and one["q25"].notna().all()  # IQR bars
+    assert list(markers.loc[markers["kind"] == "flagged regression", "pos"]) == [SLOW_FROM] * 4
+    assert list(markers.loc[markers["kind"] == "fixed here", "pos"]) == [FIX_FROM] * 4
+    assert points.groupby("series")["lo"].agg(lambda v: v.notna().any()).all()  # the threshold band of each series
+    band, _, line, dots = spec["layer"][:4]
+    assert band["mark"]["type"] == "area" and band["encoding"]["y2"] == {"field": "hi"}
+    assert line["encoding"]["y"]["title"] == "time (us)"
+    assert f'"{seeded.shas[0][:8]}"' in line["encoding"]["x"]["axis"]["labelExpr"]  # commits on the axis
+    assert line["params"][0]["bind"] == "scales"  # zoom and pan along history
     # Hover: value in us, the commit, run date, benchmark version, the kernel config and the run's versions.
-    assert "%{customdata[7]}<br>%{customdata[8]}" in lines[0]["hovertemplate"]
-    custom = lines[0]["customdata"][SLOW_FROM]
-    assert " us</b>" in custom[0]
-    assert custom[1] == seeded.shas[SLOW_FROM][:8]
-    assert custom[7] == "kernel block_h=16 · block_n=32 · num_splits=1"  # the config the slow commit ran
-    assert lines[0]["customdata"][0][7] == "kernel block_h=64 · block_n=32 · num_splits=2"
+    assert [t["field"] for t in dots["encoding"]["tooltip"]] == [
+        "series", "value", "commit", "committed", "run", "benchmark version", "kernel config", "versions"]
+    slow = one.loc[SLOW_FROM]
+    assert " us (IQR " in slow["value"]
+    assert slow["commit"].startswith(seeded.shas[SLOW_FROM][:8] + " ")
+    assert slow["kernel config"] == "kernel block_h=16 · block_n=32 · num_splits=1"  # the config the slow commit ran
+    assert one.loc[0, "kernel config"] == "kernel block_h=64 · block_n=32 · num_splits=2"
     # Each point's own run's versions (the machine now has the newer ones)
-    assert custom[8] == "GPU NVIDIA H200 (sm 9.0) · driver 580.159.04 · CUDA 12.8 · torch 2.11.0 · triton 3.6.0"
-    assert lines[0]["customdata"][TORCH_FROM - 1][8] == \
+    assert slow["versions"] == "GPU NVIDIA H200 (sm 9.0) · driver 580.159.04 · CUDA 12.8 · torch 2.11.0 · triton 3.6.0"
+    assert one.loc[TORCH_FROM - 1, "versions"] == \
         "GPU NVIDIA H200 (sm 9.0) · driver 570.86.15 · CUDA 12.8 · torch 2.10.0 · triton 3.6.0"
     flagged = table(at, "fixed at")
     assert set(flagged["commits"]) == {f"{seeded.shas[SLOW_FROM - 1][:8]}..{seeded.shas[SLOW_FROM][:8]}"}
@@ -193,7 +194,7 @@ def test_history_keeps_the_first_series_in_numeric_order(monkeypatch: pytest.Mon
                                                "hp_topk": "128,512"})  # fmt: skip
     at = goto(at, "history")
     assert any("16 series selected" in w.value for w in at.warning)
-    names = [t["name"] for t in figures(at)[0]["data"] if "impl=" in str(t.get("name", ""))]
+    names = list(dict.fromkeys(vega(at)[0][1]["points"]["series"]))
     assert len(names) == 12
     assert not [n for n in names if "impl=simt" in n and ("concurrency=64" in n or "concurrency=128" in n)]
     assert [n for n in names if "impl=mma" in n and "concurrency=64" in n]
@@ -205,16 +206,15 @@ def test_history_from_url_marks_failed_runs_and_versions(monkeypatch: pytest.Mon
     at = goto(at, "history")
     assert at.selectbox(key="hist_bench").value == FAILED[1]
     assert at.multiselect(key="hp_concurrency").value == [1, 64]
-    fig = figures(at)[0]
-    failed = trace(fig, "failed run")
-    assert arr(failed["x"]) == [FAILED[0]]
+    markers = vega(at)[0][1]["markers"]
+    assert set(markers.loc[markers["kind"] == "failed run", "pos"]) == {FAILED[0]}
     values = table(at, "subject")
     assert values.iloc[::-1]["concurrency=1"].iloc[FAILED[0]] == "failed"
     assert values["concurrency=64"].iloc[0].endswith("us")
 
     at.selectbox(key="hist_bench").set_value(NEW_VERSION[1]).run()
-    shapes = figures(at)[0]["layout"].get("shapes", [])
-    assert [s["x0"] for s in shapes if s.get("type") == "line"] == [NEW_VERSION[0] - 0.5]
+    rules = [layer for layer in vega(at)[0][0]["layer"] if "values" in layer.get("data", {})]
+    assert [v["pos"] for v in rules[0]["data"]["values"]] == [NEW_VERSION[0] - 0.5]  # the version boundary
     assert at.query_params["hist_bench"] in (NEW_VERSION[1], [NEW_VERSION[1]])
 
 
@@ -296,6 +296,11 @@ def test_compare_page_equals_mlaperf_compare(monkeypatch: pytest.MonkeyPatch, se
     assert shown["series"].str.contains(r"impl=mma\b|variant=mma").all()
     assert shown["change"].str.endswith("worse").all() and shown["ratio"].str.endswith("x").all()
     assert not shown["p"].str.contains("0.000").any()
+    spec, data = vega(at)[0]  # the largest changes as bars, coloured by status
+    bars = data["bars"]
+    assert bars["pct"].abs().max() > 20 and "regressed" in set(bars["status"])
+    color = spec["layer"][0]["encoding"]["color"]["scale"]
+    assert dict(zip(color["domain"], color["range"], strict=True))["regressed"] == "#D55E00"
 
 
 def test_compare_names_failed_and_not_run(monkeypatch: pytest.MonkeyPatch, seeded: Seeded) -> None:
@@ -317,21 +322,24 @@ def asv_cases(name: str) -> list[dict]:
 
 def test_efficiency_peaks_and_log_axes(monkeypatch: pytest.MonkeyPatch, seeded: Seeded) -> None:
     at = goto(app(monkeypatch, seeded.url), "efficiency")
-    (fig,) = figures(at)  # roofline, GB/s and TFLOP/s of the chosen suite side by side, one legend
-    titles = [a["text"] for a in fig["layout"]["annotations"]]
-    assert titles[:3] == ["roofline (% of roofline)", "achieved bandwidth (GB/s)", "achieved compute (TFLOP/s)"]
-    assert any(t.startswith("roofline: 100") for t in titles)
-    copy = next(t for t in titles if t.startswith("measured copy: "))
+    ((spec, data),) = vega(at)  # roofline, GB/s and TFLOP/s of the chosen suite side by side, one legend
+    assert spec["facet"]["column"]["sort"] == ["roofline (% of roofline)", "achieved bandwidth (GB/s)",
+                                               "achieved compute (TFLOP/s)"]
+    labels = list(data["efficiency"]["label"].dropna())
+    assert "roofline: 100%" in labels
+    copy = next(t for t in labels if t.startswith("measured copy: "))
     assert float(copy.split(": ")[1].split()[0].replace(",", "")) == pytest.approx(4270, rel=0.05)  # synthetic
-    assert any(t.startswith("datasheet: 4,800 GB/s") for t in titles)
-    assert sum(1 for t in fig["data"] if t.get("showlegend") is not False) == 2  # mma, simt: once each
-    assert fig["layout"]["legend"]["y"] < 0  # legend under the plot, not over the title
-    assert fig["layout"]["yaxis"]["type"] == "log" and fig["layout"]["yaxis2"]["type"] == "log"
+    # Datasheet peaks from mlaperf.gpuinfo's table (the seeded machine is an NVIDIA H200)
+    assert "datasheet: 4,800 GB/s" in labels and "datasheet bf16 dense: 989 TFLOP/s" in labels
+    curves = spec["spec"]["layer"][0]["encoding"]
+    assert curves["color"]["scale"]["domain"] == ["mma", "simt"]  # one legend for the three panels
+    assert curves["color"]["legend"]["orient"] == "bottom"  # under the plots, not over the title
+    assert curves["y"]["scale"]["type"] == "log" and spec["resolve"]["scale"]["y"] == "independent"
     assert "reaches" in texts(at)
     at.toggle(key="eff_logy").set_value(False).run()
-    assert figures(at)[0]["layout"]["yaxis2"].get("type") != "log"
+    assert "scale" not in vega(at)[0][0]["spec"]["layer"][0]["encoding"]["y"]  # linear
     at.selectbox(key="eff_suite").set_value("indexer").run()
-    assert "Indexer" in figures(at)[0]["layout"]["title"]["text"]
+    assert "Indexer" in vega(at)[0][0]["title"]["text"]
 
 
 PAGES = ["overview", "throughput", "history", "regressions", "compare", "efficiency"]
@@ -347,13 +355,13 @@ def test_generic_asv_project(monkeypatch: pytest.MonkeyPatch, seeded: Seeded, pa
     if page == "throughput":
         assert "No sparse-MLA suites" in body
         at.selectbox(key="tp_sweep_bench").set_value("benchmarks.axpy.time_axpy").run()
-        fig = figures(at)[0]
-        assert fig["layout"]["xaxis"]["title"]["text"] == "size"
-        assert {t["name"] for t in fig["data"]} == {"variant=s", "variant=d", "variant=c", "variant=z"}
+        spec, data = vega(at)[0]
+        assert spec["encoding"]["x"]["title"] == "size"
+        assert set(data["points"]["group"]) == {"variant=s", "variant=d", "variant=c", "variant=z"}
     elif page == "efficiency":
         assert "No efficiency metrics" in body
     elif page == "history":
-        assert len(figures(at)) == 1
+        assert len(vega(at)) == 1
     elif page == "compare":
         assert sum(int(m.value.replace(",", "")) for m in at.metric) > 100
     elif page == "overview":
@@ -365,7 +373,7 @@ def test_generic_asv_project(monkeypatch: pytest.MonkeyPatch, seeded: Seeded, pa
 def test_empty_store_explains_ingest(monkeypatch: pytest.MonkeyPatch, empty_store: str) -> None:
     at = app(monkeypatch, empty_store)
     assert "mlaperf ingest" in texts(at)
-    assert not at.get("plotly_chart")
+    assert not at.get("vega_lite_chart")
 
 
 def test_missing_store_explains_ingest(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
@@ -396,12 +404,14 @@ def test_history_hover_of_runs_stored_before_per_run_versions(monkeypatch: pytes
     at = goto(app(monkeypatch, writable_copy.url, query={"hist_bench": "bench_decode.SparseDecode.time_decode",
                                                          "hp_impl": "simt,mma", "hp_concurrency": "64",
                                                          "hp_topk": "512"}), "history")  # fmt: skip
-    lines = {t["name"]: t for t in figures(at)[0]["data"] if str(t.get("name", "")).startswith("impl=")}
-    mma, simt = lines["impl=mma"]["customdata"], lines["impl=simt"]["customdata"]
-    assert mma[0][8] == ("GPU NVIDIA H200 (sm 9.0) · driver 580.159.04 · CUDA 12.8 · torch 2.11.0 · triton 3.6.0 "
-                         "(the machine's, as of its newest run: this run did not record its own)")
-    assert "torch 2.11.0" in mma[TORCH_FROM][8] and "machine's" not in mma[TORCH_FROM][8]
-    assert simt[0][7] == "kernel block_n=32"  # no head block or split-K in the SIMT kernel
+    points = vega(at)[0][1]["points"]
+    mma, simt = (points[points["series"] == f"impl={i}"].sort_values("pos") for i in ("mma", "simt"))
+    assert mma["versions"].iloc[0] == (
+        "GPU NVIDIA H200 (sm 9.0) · driver 580.159.04 · CUDA 12.8 · torch 2.11.0 · triton 3.6.0 "
+        "(the machine's, as of its newest run: this run did not record its own)")
+    now = mma["versions"].iloc[TORCH_FROM]
+    assert "torch 2.11.0" in now and "machine's" not in now
+    assert simt["kernel config"].iloc[0] == "kernel block_n=32"  # no head block or split-K in the SIMT kernel
 
 
 CPU_SMOKE = ROOT / "tests" / "dashboard" / "data" / "cpu-smoke"  # a real run of the decode suite, see its README
@@ -423,16 +433,19 @@ def test_history_hover_of_real_runs(monkeypatch: pytest.MonkeyPatch, tmp_path) -
     at = goto(app(monkeypatch, url, query={**query, "machine": "smoke-cpu", "hp_impl": "simt,mma",
                                             "hp_topk": "64"}), "history")  # fmt: skip
     assert not any("track_launch" in o for o in at.selectbox(key="hist_bench").options)
-    lines = {t["name"]: t["customdata"][0] for t in figures(at)[0]["data"] if str(t.get("name")).startswith("impl=")}
-    mma, simt = lines["impl=mma"], lines["impl=simt"]
-    assert mma[7].startswith("kernel block_h=16 · block_n=16 · num_splits=") and "num_warps=4" in mma[7]
-    assert "spill_bytes" not in mma[7], "the interpreter compiles nothing: no spill count"
-    assert simt[7] == "kernel block_n=16 · num_warps=4"
-    assert mma[8] == "CPU (no GPU) · torch 2.13.0+cpu · triton 3.9.0 · runner arch profile native"
+    points = vega(at)[0][1]["points"]
+    first = points.sort_values("pos").groupby("series").first()
+    mma, simt = first.loc["impl=mma"], first.loc["impl=simt"]
+    assert mma["kernel config"].startswith("kernel block_h=16 · block_n=16 · num_splits=")
+    assert "num_warps=4" in mma["kernel config"]
+    assert "spill_bytes" not in mma["kernel config"], "the interpreter compiles nothing: no spill count"
+    assert simt["kernel config"] == "kernel block_n=16 · num_warps=4"
+    assert mma["versions"] == "CPU (no GPU) · torch 2.13.0+cpu · triton 3.9.0 · runner arch profile native"
 
     at = goto(app(monkeypatch, url, query={**query, "machine": "h200", "hp_impl": "mma", "hp_topk": "512"}),
               "history")  # fmt: skip
-    (line,) = [t for t in figures(at)[0]["data"] if str(t.get("name")).startswith("impl=")]
-    assert {c[7] for c in line["customdata"]} == {"kernel config: not recorded by the suite"}
-    assert {c[8] for c in line["customdata"]} == {
+    points = vega(at)[0][1]["points"]
+    assert points["series"].nunique() == 1
+    assert set(points["kernel config"]) == {"kernel config: not recorded by the suite"}
+    assert set(points["versions"]) == {
         "GPU NVIDIA H200 (sm 9.0) · driver 580.159.04 · CUDA 13.0 · torch 2.11.0+cu130 · triton 3.6.0"}

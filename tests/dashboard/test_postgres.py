@@ -5,7 +5,7 @@ from __future__ import annotations
 import asv_synth
 import pytest
 from conftest import MLA_MACHINE, SLOW_FROM, Seeded
-from test_pages import app, figures, goto, table
+from test_pages import app, goto, table, vega
 
 from regressions.direction import is_provenance
 
@@ -17,11 +17,11 @@ def test_pages_on_postgres(monkeypatch: pytest.MonkeyPatch, pg_seeded: Seeded) -
     assert at.sidebar.selectbox(key="machine").value == MLA_MACHINE
     metrics = {m.label: m.value for m in at.metric}
     assert metrics["Commits"] == "12" and metrics["Fixed"] == "1"
-    assert len(figures(goto(at, "throughput"))) == 1
-    assert len(figures(goto(at, "history"))) == 1
+    assert len(vega(goto(at, "throughput"))) == 1
+    assert len(vega(goto(at, "history"))) == 1
     rows = table(goto(at, "regressions"), "before → after")
     assert set(rows["commits"]) == {f"{pg_seeded.shas[SLOW_FROM - 1][:8]}..{pg_seeded.shas[SLOW_FROM][:8]}"}
-    assert len(figures(goto(at, "efficiency"))) == 1
+    assert len(vega(goto(at, "efficiency"))) == 1
     compare = goto(at, "compare")
     # every MLA series, one status; kernel-config records are provenance, not compared
     series = asv_synth.count_series([b for b in asv_synth.mla_benchmarks() if not is_provenance(b.name)])
