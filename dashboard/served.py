@@ -18,10 +18,10 @@ ROOT = Path(__file__).resolve().parents[1]
 # Headless Chromium in a container or CI: no sandbox, no GPU, no background network or updates.
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync", "--no-first-run"]
-CHART_TYPES = frozenset({"plotly_chart", "vega_lite_chart"})
-CHART = '[data-testid="stPlotlyChart"], [data-testid="stVegaLiteChart"]'
-# Stamps each chart container with when it was last drawn (Date.now(), ms). SVG (Plotly; Streamlit's Vega-Lite
-# on small data): a node added, a path or a position changed (only those attributes: observing every attribute
+CHART_TYPE = "vega_lite_chart"  # the pages' only chart element (dashboard/charts.py)
+CHART = '[data-testid="stVegaLiteChart"]'
+# Stamps each chart container with when it was last drawn (Date.now(), ms). SVG (Streamlit's Vega-Lite on
+# small data): a node added, a path or a position changed (only those attributes: observing every attribute
 # of the page costs the browser time of its own). Canvas (Streamlit's Vega-Lite on large data): the end of a
 # render pass, the renderer's final ``restore``. Installed before the page's scripts.
 PAINT_STAMPS = """(() => {
@@ -39,14 +39,14 @@ PAINT_STAMPS = """(() => {
     return restore.apply(this, a);
   };
 })();""".replace("CHART", CHART)
-# At least ``n`` charts of the current run (not stale) drawn since ``since``: a Plotly trace or Vega mark in
-# SVG, or a Vega canvas after a render pass.
+# At least ``n`` charts of the current run (not stale) drawn since ``since``: a Vega mark in SVG, or a Vega
+# canvas after a render pass.
 CHARTS_DRAWN = """([n, since]) => {
   let drawn = 0;
   for (const c of document.querySelectorAll('[data-testid="stElementContainer"]:not([data-stale="true"])')) {
     const chart = c.querySelector('CHART');
     if (!chart) continue;
-    const svg = chart.querySelector('svg.main-svg g.trace, svg.marks g.role-mark > path');
+    const svg = chart.querySelector('svg.marks g.role-mark > path');
     const canvas = chart.querySelector('canvas.marks');
     if ((svg && (chart.__svgAt || 0) >= since) || (canvas && (chart.__canvasAt || 0) >= since)) drawn++;
   }
@@ -146,7 +146,7 @@ class Watcher:
                 self._charts.add((path, msg.ref_hash))
             elif kind == "delta" and msg.delta.WhichOneof("type") == "new_element":
                 element = msg.delta.new_element
-                if element.WhichOneof("type") in CHART_TYPES:
+                if element.WhichOneof("type") == CHART_TYPE:
                     content = msg.hash or hashlib.sha1(element.SerializeToString()).hexdigest()
                     self._chart_content.add(content)
                     self._charts.add((path, content))
