@@ -52,8 +52,12 @@ def matrix(capability: int, groups: tuple[str, ...] = GROUPS) -> list[Entry]:
         cache = torch.empty(4096, 149504, dtype=torch.uint8, device=meta)
         idx = torch.empty(64, 512, dtype=torch.int32, device=meta)
         for spec in decode.arch_candidates(capability):
+            if spec[5]:  # two passes: both kernels must be kept
+                for launch in decode.mma_launches(q, cache, idx, 512**-0.5, decode.MmaConfig.of(spec))[0]:
+                    entries.append(Entry("decode.mma", f"{decode.spec_label(spec)} {launch.name}", launch, None, spec))
+                continue
             for splits in (1, 2):  # the split kernel compiles once without and once with split-K
-                cfg = decode.MmaConfig(*spec[:4], splits, spec[4])
+                cfg = decode.MmaConfig.of(spec, splits)
                 launch = decode.mma_launches(q, cache, idx, 512**-0.5, cfg)[0][0]
                 label = decode.spec_label(spec) + (" split-K" if splits > 1 else "")
                 entries.append(Entry("decode.mma", label, launch, None, spec))

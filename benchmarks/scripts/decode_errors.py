@@ -137,11 +137,10 @@ def _config_runs(heads: int) -> list[tuple[str, Callable[..., Any]]]:
 
     runs: list[tuple[str, Callable[..., Any]]] = []
     for spec in CANDIDATES:
-        block_h, block_n, warps, stages, prefetch = spec
-        if heads % block_h:
+        if heads % spec[0]:
             continue
-        for splits in (1, 3):
-            cfg = MmaConfig(block_h, block_n, warps, stages, splits, prefetch, source="fixed")
+        for splits in (1, 3) if not spec[5] else (1,):  # two-pass configs have no split-K
+            cfg = MmaConfig.of(spec, splits)
 
             def call(q: Any, cache: Any, idx: Any, sm_scale: Any, cfg: Any = cfg) -> Any:
                 return decode_with_config(q, cache, idx, cfg, sm_scale)

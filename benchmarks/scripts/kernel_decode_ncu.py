@@ -70,7 +70,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--heads", type=int, default=64)
     ap.add_argument("--topk", type=int, default=512)
     ap.add_argument("--config", default="64x64x8x2x1x0",
-                    help="BLOCK_HxBLOCK_NxwarpsxstagesxsplitsxPREFETCH (default: the H200's pick at B=128)")
+                    help="BLOCK_HxBLOCK_NxwarpsxstagesxsplitsxPREFETCH[xBLOCK_D] (default: the H200's pick at B=128)")
     ap.add_argument("--launches", type=int, default=3)
     ap.add_argument("--summarize", type=Path, metavar="REPORT", help="summarize an ncu report instead of launching")
     args = ap.parse_args(argv)
@@ -87,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         cfg = MmaConfig(*(int(x) for x in args.config.split("x")), source="fixed")
     except (TypeError, ValueError):
-        ap.error(f"--config must be six integers joined by 'x', got {args.config!r}")
+        ap.error(f"--config must be six or seven integers joined by 'x', got {args.config!r}")
     inp = make_decode_inputs(args.batch, args.heads, args.topk, num_tokens=args.batch * 65536, device="cuda")
     for _ in range(args.launches):
         decode_with_config(inp.q, inp.kv_cache, inp.indices, cfg)

@@ -17,7 +17,7 @@ from .launch import (
     sparse_mla_decode,
     split_plan,
 )
-from .tuning import CANDIDATES, MmaConfig, arch_candidates, spec_label, split_counts
+from .tuning import CANDIDATES, MmaConfig, arch_candidates, parse_spec, spec_label, split_counts
 
 __all__ = [
     "CANDIDATES",
@@ -31,6 +31,7 @@ __all__ = [
     "compile_stats",
     "decode_with_config",
     "mma_launches",
+    "parse_spec",
     "simt_launch",
     "simt_tile",
     "sparse_mla_decode",

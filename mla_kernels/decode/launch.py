@@ -26,14 +26,26 @@ from ..cache import (
     check_kv_cache,
 )
 from ..reference import sparse_mla_decode_reference, sparse_mla_decode_torch
-from .kernels import _combine_kernel, _mma_decode_kernel, _simt_decode_kernel
+from .kernels import (
+    _combine_kernel,
+    _mma_decode_kernel,
+    _output_pass_kernel,
+    _scores_pass_kernel,
+    _simt_decode_kernel,
+)
 from .tuning import MmaConfig, choose_mma_config
 
 IMPLS = ("reference", "torch", "simt", "mma")
 LOG2E = 1.4426950408889634
 MAX_SPLITS = 16
 # The kernels by name: what the compile report compiles and profiling scripts build variants of.
-KERNELS = {"simt": _simt_decode_kernel, "mma": _mma_decode_kernel, "combine": _combine_kernel}
+KERNELS = {
+    "simt": _simt_decode_kernel,
+    "mma": _mma_decode_kernel,
+    "combine": _combine_kernel,
+    "scores": _scores_pass_kernel,
+    "output": _output_pass_kernel,
+}
 # SIMT tile (BLOCK_N, warps) by architecture. 16 x 4 compiles spill-free on sm_90 and sm_120; 32 x 4
 # spills 256-288 B/thread on both but runs 1.6-1.7x faster than every spill-free tile on an H200
 # (82 / 490 / 1,961 us against 117-134 / 828 / 3,305 us at B=1/16/64, simt_ab log in
@@ -213,11 +225,13 @@ def mma_launches(
 ) -> tuple[list[_common.KernelLaunch], torch.Tensor, torch.Tensor]:
     """The launches of one MMA config (the split kernel, then the combine when top-k is split) and
     the outputs they write."""
-    out, lse = _outputs(q)
     batch, heads, _ = q.shape
     topk = indices.shape[1]
     if heads % cfg.block_h:
         raise ValueError(f"BLOCK_H={cfg.block_h} does not divide H={heads}")
+    if cfg.block_d:
+        return _two_pass_launches(q, kv_cache, indices, scale, cfg)
+    out, lse = _outputs(q)
     splits, split_len = split_plan(topk, cfg.block_n, cfg.num_splits)
     if splits > 1:
         opart = torch.empty(batch, splits, heads, HEAD_DIM, dtype=torch.float32, device=q.device)
@@ -241,6 +255,44 @@ def mma_launches(
     return launches, out, lse
 
 
+def _two_pass_launches(
+    q: torch.Tensor, kv_cache: torch.Tensor, indices: torch.Tensor, scale: float, cfg: MmaConfig
+) -> tuple[list[_common.KernelLaunch], torch.Tensor, torch.Tensor]:
+    """Scores pass then output pass (``cfg.block_d`` output columns per program of the second)."""
+    if HEAD_DIM % cfg.block_d or cfg.block_d % 64:
+        raise ValueError(f"BLOCK_D={cfg.block_d} must be a multiple of 64 that divides {HEAD_DIM}")
+    out, lse = _outputs(q)
+    batch, heads, _ = q.shape
+    topk = indices.shape[1]
+    tiles = triton.cdiv(topk, cfg.block_n)
+    # p in bf16 is what the MMA consumes anyway; fp32 under the interpreter, whose bf16 dots are wrong.
+    p_dtype = torch.float32 if _common.interpreting() else torch.bfloat16
+    p = torch.empty(batch, heads, tiles * cfg.block_n, dtype=p_dtype, device=q.device)  # [B, H, T * N]
+    mpart = torch.empty(batch, tiles, heads, dtype=torch.float32, device=q.device)  # [B, T, H]
+    lpart = torch.empty_like(mpart)
+    cache16 = kv_cache.view(torch.bfloat16)
+    total = kv_cache.shape[0] * TOKENS_PER_PAGE
+    blocks = heads // cfg.block_h
+    dot_f32 = _common.interpreting()
+    scores = _common.KernelLaunch(
+        "scores", _scores_pass_kernel, (batch, blocks, tiles),
+        (q, kv_cache, cache16, indices, p, mpart, lpart,
+         q.stride(0), q.stride(1), kv_cache.stride(0), indices.stride(0), p.stride(0), p.stride(1),
+         total, topk, scale * LOG2E, heads, tiles),
+        {"BLOCK_H": cfg.block_h, "BLOCK_N": cfg.block_n, "DOT_F32": dot_f32},
+        num_warps=cfg.num_warps, num_stages=cfg.num_stages,
+    )
+    output = _common.KernelLaunch(
+        "output", _output_pass_kernel, (batch, blocks, HEAD_DIM // cfg.block_d),
+        (kv_cache, cache16, indices, p, mpart, lpart, out, lse,
+         kv_cache.stride(0), indices.stride(0), p.stride(0), p.stride(1),
+         out.stride(0), out.stride(1), lse.stride(0), total, topk, heads, tiles),
+        {"BLOCK_H": cfg.block_h, "BLOCK_N": cfg.block_n, "BLOCK_D": cfg.block_d, "DOT_F32": dot_f32},
+        num_warps=cfg.num_warps, num_stages=cfg.num_stages,
+    )  # fmt: skip
+    return [scores, output], out, lse
+
+
 def combine_launch(
     opart: torch.Tensor, lpart: torch.Tensor, out: torch.Tensor, lse: torch.Tensor, splits: int
 ) -> _common.KernelLaunch:
@@ -262,13 +314,21 @@ def _mma_decode(
     kernel: object | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     launches, out, lse = mma_launches(q, kv_cache, indices, scale, cfg, kernel)
-    compiled = [launch.run() for launch in launches][0]
-    split = launches[0]
+    compiled = [launch.run() for launch in launches]
+    if cfg.block_d:
+        # Two kernels: the larger registers / spills / shared memory of the two.
+        stats = [_common.compile_stats(c) for c in compiled]
+        _record(
+            impl="mma", kernel="_scores_pass_kernel + _output_pass_kernel", BLOCK_H=cfg.block_h,
+            BLOCK_N=cfg.block_n, BLOCK_D=cfg.block_d, num_warps=cfg.num_warps, num_stages=cfg.num_stages,
+            tuned=cfg.source, arch_profile=profile, **{k: max(s.get(k, 0) for s in stats) for k in stats[0]},
+        )  # fmt: skip
+        return out, lse
     _record(
         impl="mma", kernel="_mma_decode_kernel", BLOCK_H=cfg.block_h, BLOCK_N=cfg.block_n,
-        NUM_SPLITS=split.args[-2], num_warps=cfg.num_warps,
+        NUM_SPLITS=launches[0].args[-2], num_warps=cfg.num_warps,
         num_stages=cfg.num_stages, PREFETCH=cfg.prefetch, tuned=cfg.source, arch_profile=profile,
-        **_common.compile_stats(compiled),
+        **_common.compile_stats(compiled[0]),
     )  # fmt: skip
     return out, lse
 

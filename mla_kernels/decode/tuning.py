@@ -21,7 +21,7 @@ from .. import _common
 from ..arch import has_warpgroup_mma, kept_by_compile, profile_target
 
 _SOURCE_HASH: str | None = None
-Spec = tuple[int, int, int, int, int]  # BLOCK_H, BLOCK_N, num_warps, num_stages, PREFETCH
+Spec = tuple[int, int, int, int, int, int]  # BLOCK_H, BLOCK_N, num_warps, num_stages, PREFETCH, BLOCK_D
 
 
 @dataclass(frozen=True)
@@ -32,20 +32,36 @@ class MmaConfig:
     num_stages: int
     num_splits: int
     prefetch: int = 0  # next tile's: 0 nothing, 1 indices, 2 indices and bytes, 3 indices and scale bytes
+    block_d: int = 0  # 0: one fused pass; else two passes, BLOCK_D output columns per program of the second
     source: str = "default"  # default | cache | tuned | fixed
 
     @property
     def spec(self) -> Spec:
-        return (self.block_h, self.block_n, self.num_warps, self.num_stages, self.prefetch)
+        return (self.block_h, self.block_n, self.num_warps, self.num_stages, self.prefetch, self.block_d)
+
+    @classmethod
+    def of(cls, spec: Spec, num_splits: int = 1, source: str = "fixed") -> MmaConfig:
+        bh, bn, warps, stages, prefetch, block_d = spec
+        return cls(bh, bn, warps, stages, num_splits, prefetch, block_d, source)
 
 
 def spec_label(spec: Spec) -> str:
-    """``64x64x8x2 pf3``: BLOCK_H x BLOCK_N x warps x stages, then the prefetch level."""
-    bh, bn, warps, stages, prefetch = spec
-    return f"{bh}x{bn}x{warps}x{stages} pf{prefetch}"
+    """``64x64x8x2 pf3``: BLOCK_H x BLOCK_N x warps x stages, then the prefetch level; two-pass configs
+    ``64x64x8x1 2-pass d128`` (output columns per program of the second pass)."""
+    bh, bn, warps, stages, prefetch, block_d = spec
+    return f"{bh}x{bn}x{warps}x{stages} " + (f"2-pass d{block_d}" if block_d else f"pf{prefetch}")
 
 
-# (BLOCK_H, BLOCK_N, num_warps, num_stages, PREFETCH). Which of them a GPU may use is decided by
+def parse_spec(text: str) -> Spec:
+    """``64x64x8x2x3`` (fused: ... x PREFETCH) or ``64x64x8x1x0x128`` (... x PREFETCH x BLOCK_D)."""
+    parts = text.strip().split("x")
+    if len(parts) not in (5, 6) or not all(p.isdigit() for p in parts):
+        raise ValueError(f"config {text!r} is not BLOCK_HxBLOCK_NxWARPSxSTAGESxPREFETCH[xBLOCK_D]")
+    nums = [int(p) for p in parts]
+    return tuple(nums + [0] * (6 - len(nums)))  # type: ignore[return-value]
+
+
+# (BLOCK_H, BLOCK_N, num_warps, num_stages, PREFETCH, BLOCK_D). Which of them a GPU may use is decided by
 # compiling them for its architecture (``verdict``), not listed by hand. Measured on one H200
 # (benchmarks/scripts/kernel_decode_variants.py; docs/measurements/variants_*.log):
 # - 64-head blocks use Hopper's wgmma; 64x64 with 2 stages (prefetch 3 or 0) is the fastest at every
@@ -56,18 +72,26 @@ def spec_label(spec: Spec) -> str:
 #   0/3) ran 1.8-3.1x slower, and splitting the 512 output columns over two programs (32-head blocks,
 #   half the accumulators, scores computed twice) 1.8-1.9x slower than the best of these.
 CANDIDATES: tuple[Spec, ...] = (
-    (64, 64, 8, 2, 3),
-    (64, 64, 8, 2, 0),
-    (64, 32, 8, 2, 0),
-    (16, 32, 4, 1, 2),
-    (16, 32, 8, 1, 2),
-    (32, 32, 8, 1, 2),
-    (16, 64, 8, 1, 2),
-    (16, 32, 8, 2, 3),
+    (64, 64, 8, 2, 3, 0),
+    (64, 64, 8, 2, 0, 0),
+    (64, 32, 8, 2, 0, 0),
+    (16, 32, 4, 1, 2, 0),
+    (16, 32, 8, 1, 2, 0),
+    (32, 32, 8, 1, 2, 0),
+    (16, 64, 8, 1, 2, 0),
+    (16, 32, 8, 2, 3, 0),
+    (64, 64, 4, 1, 0, 128),
+    (64, 64, 8, 1, 0, 128),
+    (64, 32, 4, 1, 0, 128),
+    (64, 64, 8, 2, 0, 64),
+    (64, 64, 4, 2, 0, 128),
+    (64, 128, 8, 1, 0, 128),
+    (64, 64, 8, 1, 0, 256),
 )
-# 64-head blocks hold a [64, 512] fp32 accumulator that only warpgroup MMA keeps in registers; on
-# mma.sync-only GPUs (sm_8x, sm_120) they spill kilobytes (3.9 KB/thread for 64x64x8x2 on sm_120 in
-# docs/compile-matrix.md), so they are not candidates there and are not compiled for them.
+# Fused 64-head blocks hold a [64, 512] fp32 accumulator that only warpgroup MMA keeps in registers;
+# on mma.sync-only GPUs (sm_8x, sm_120) they spill kilobytes (3.9 KB/thread for 64x64x8x2 on sm_120 in
+# docs/compile-matrix.md), so they are not candidates there and are not compiled for them. Two-pass
+# configs (BLOCK_D > 0) hold at most [64, BLOCK_D] and are candidates everywhere.
 WARPGROUP_BLOCK_H = 64
 
 
@@ -75,7 +99,7 @@ def arch_candidates(capability: int) -> tuple[Spec, ...]:
     """The candidates worth compiling for an architecture."""
     if has_warpgroup_mma(capability):
         return CANDIDATES
-    return tuple(s for s in CANDIDATES if s[0] < WARPGROUP_BLOCK_H)
+    return tuple(s for s in CANDIDATES if s[0] < WARPGROUP_BLOCK_H or s[5])
 
 
 def split_counts(batch: int, heads: int, block_h: int, topk: int, block_n: int, sms: int) -> tuple[int, ...]:
@@ -104,12 +128,17 @@ def candidates(
     sms = _common.num_sms(device)
     out: list[MmaConfig] = []
     for spec in arch_candidates(capability):
-        block_h, block_n, warps, stages, prefetch = spec
+        block_h, block_n, *_, block_d = spec
         if heads % block_h:
             continue
-        for s in split_counts(batch, heads, block_h, topk, block_n, sms):
-            cfg = MmaConfig(block_h, block_n, warps, stages, s, prefetch)
-            if build is None or kept_by_compile(build(cfg)[0], cfg.spec, capability, limit):
+        # Two-pass configs spread the top-k over programs already: no split-K.
+        splits = (1,) if block_d else split_counts(batch, heads, block_h, topk, block_n, sms)
+        for s in splits:
+            cfg = MmaConfig.of(spec, s, source="default")
+            if build is None or all(
+                kept_by_compile(launch, cfg.spec, capability, limit)
+                for launch in build(cfg) if launch.name != "combine"
+            ):
                 out.append(cfg)
     if not out:
         raise RuntimeError(f"no MMA decode config is kept for profile {profile!r} (sm_{capability}, H={heads})")
