@@ -29,6 +29,7 @@ PARAM_NAMES = ["impl", "concurrency", "topk"]
 LAUNCH_FIELDS: dict[str, tuple[str, ...]] = {
     "block_h": ("BLOCK_H",),
     "block_n": ("BLOCK_N",),
+    "block_d": ("BLOCK_D",),
     "num_splits": ("NUM_SPLITS",),
     "prefetch": ("PREFETCH",),
     "num_warps": ("num_warps",),

@@ -113,6 +113,7 @@ def versions(info: dict[str, Any] | None) -> str:
 LAUNCH_ORDER = (
     "block_h",
     "block_n",
+    "block_d",
     "num_splits",
     "prefetch",
     "num_warps",

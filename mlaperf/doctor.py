@@ -141,9 +141,9 @@ def _kernel_checks(device: object) -> list[Check]:
             err = (out.float() - ref[0].float()).abs().max().item()
             cfg = ""
             if impl == "mma":
-                cfg = (f", {launch.get('BLOCK_H')}x{launch.get('BLOCK_N')}x{launch.get('num_warps')} "
-                       f"pf{launch.get('PREFETCH')} split {launch.get('NUM_SPLITS')}, "
-                       f"spill {launch.get('spill_bytes', '?')} B")
+                from mla_kernels.decode import launch_label
+
+                cfg = f", {launch_label(launch)}, spill {launch.get('spill_bytes', '?')} B"
             return f"B=4 H=64 top-k 512 matches the reference (max |diff| {err:.1e}){cfg}"
 
         return run

@@ -81,9 +81,9 @@ def roofline_us(batch: int, heads: int, topk: int, copy_gbps: float, bf16_tflops
 def _config_label(cfg: dict[str, object]) -> str:
     if cfg.get("impl") != "mma":
         return ""
-    return (f"{cfg.get('BLOCK_H')}x{cfg.get('BLOCK_N')}x{cfg.get('num_warps')}x{cfg.get('num_stages')} "
-            f"pf{cfg.get('PREFETCH')} S{cfg.get('NUM_SPLITS')} regs {cfg.get('n_regs')} "
-            f"spill {cfg.get('spill_bytes')} B")
+    from mla_kernels.decode import launch_label
+
+    return f"{launch_label(cfg)} regs {cfg.get('n_regs')} spill {cfg.get('spill_bytes')} B"
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -17,7 +17,7 @@ from .launch import (
     sparse_mla_decode,
     split_plan,
 )
-from .tuning import CANDIDATES, MmaConfig, arch_candidates, parse_spec, spec_label, split_counts
+from .tuning import CANDIDATES, MmaConfig, arch_candidates, launch_label, parse_spec, spec_label, split_counts
 
 __all__ = [
     "CANDIDATES",
@@ -30,6 +30,7 @@ __all__ = [
     "combine_launch",
     "compile_stats",
     "decode_with_config",
+    "launch_label",
     "mma_launches",
     "parse_spec",
     "simt_launch",

@@ -319,14 +319,15 @@ def _mma_decode(
         # Two kernels: the larger registers / spills / shared memory of the two.
         stats = [_common.compile_stats(c) for c in compiled]
         _record(
-            impl="mma", kernel="_scores_pass_kernel + _output_pass_kernel", BLOCK_H=cfg.block_h,
-            BLOCK_N=cfg.block_n, BLOCK_D=cfg.block_d, num_warps=cfg.num_warps, num_stages=cfg.num_stages,
-            tuned=cfg.source, arch_profile=profile, **{k: max(s.get(k, 0) for s in stats) for k in stats[0]},
+            impl="mma", kernel="_scores_pass_kernel+_output_pass_kernel", BLOCK_H=cfg.block_h,
+            BLOCK_N=cfg.block_n, BLOCK_D=cfg.block_d, NUM_SPLITS=1, num_warps=cfg.num_warps,
+            num_stages=cfg.num_stages, PREFETCH=0, tuned=cfg.source, arch_profile=profile,
+            **{k: max(s.get(k, 0) for s in stats) for k in stats[0]},
         )  # fmt: skip
         return out, lse
     _record(
         impl="mma", kernel="_mma_decode_kernel", BLOCK_H=cfg.block_h, BLOCK_N=cfg.block_n,
-        NUM_SPLITS=launches[0].args[-2], num_warps=cfg.num_warps,
+        BLOCK_D=0, NUM_SPLITS=launches[0].args[-2], num_warps=cfg.num_warps,
         num_stages=cfg.num_stages, PREFETCH=cfg.prefetch, tuned=cfg.source, arch_profile=profile,
         **_common.compile_stats(compiled[0]),
     )  # fmt: skip

@@ -11,7 +11,7 @@ before CUDA-graph capture and later processes skip the search.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
@@ -52,6 +52,14 @@ def spec_label(spec: Spec) -> str:
     return f"{bh}x{bn}x{warps}x{stages} " + (f"2-pass d{block_d}" if block_d else f"pf{prefetch}")
 
 
+def launch_label(record: Mapping[str, object]) -> str:
+    """An MMA launch record (``LAST_LAUNCH``) as ``64x64x8x2 pf3 S4`` or ``64x128x8x1 2-pass d128``."""
+    tile = f"{record.get('BLOCK_H')}x{record.get('BLOCK_N')}x{record.get('num_warps')}x{record.get('num_stages')}"
+    if record.get("BLOCK_D"):
+        return f"{tile} 2-pass d{record.get('BLOCK_D')}"
+    return f"{tile} pf{record.get('PREFETCH')} S{record.get('NUM_SPLITS')}"
+
+
 def parse_spec(text: str) -> Spec:
     """``64x64x8x2x3`` (fused: ... x PREFETCH) or ``64x64x8x1x0x128`` (... x PREFETCH x BLOCK_D)."""
     parts = text.strip().split("x")
@@ -71,6 +79,11 @@ def parse_spec(text: str) -> Spec:
 #   registers, spill-free on sm_120, where 4 warps spill). 8-warp configs with cp.async stages (levels
 #   0/3) ran 1.8-3.1x slower, and splitting the 512 output columns over two programs (32-head blocks,
 #   half the accumulators, scores computed twice) 1.8-1.9x slower than the best of these.
+# - Two passes (64-head blocks, each FP8 byte dequantized once per pass; 36 configs swept,
+#   docs/measurements/decode_variants_two_pass_acbd369.log): at B=32/64/128 the best spill-free-on-sm_120
+#   ones take 26.4 / 36.5 / 73.9 us against 39.3 / 66.7 / 135.3 us for the best fused mma.sync config and
+#   25.3 / 41.0 / 57.8 us for the H200's wgmma pick. Kept: the fastest at each of those concurrencies and
+#   64x32x4x1 d64 for more, smaller programs at low concurrency.
 CANDIDATES: tuple[Spec, ...] = (
     (64, 64, 8, 2, 3, 0),
     (64, 64, 8, 2, 0, 0),
@@ -80,13 +93,10 @@ CANDIDATES: tuple[Spec, ...] = (
     (32, 32, 8, 1, 2, 0),
     (16, 64, 8, 1, 2, 0),
     (16, 32, 8, 2, 3, 0),
-    (64, 64, 4, 1, 0, 128),
-    (64, 64, 8, 1, 0, 128),
-    (64, 32, 4, 1, 0, 128),
-    (64, 64, 8, 2, 0, 64),
-    (64, 64, 4, 2, 0, 128),
     (64, 128, 8, 1, 0, 128),
-    (64, 64, 8, 1, 0, 256),
+    (64, 64, 4, 1, 0, 64),
+    (64, 64, 8, 1, 0, 128),
+    (64, 32, 4, 1, 0, 64),
 )
 # Fused 64-head blocks hold a [64, 512] fp32 accumulator that only warpgroup MMA keeps in registers;
 # on mma.sync-only GPUs (sm_8x, sm_120) they spill kilobytes (3.9 KB/thread for 64x64x8x2 on sm_120 in

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from mla_kernels import LAST_LAUNCH, make_decode_inputs, quantize_kv_cache, sparse_mla_decode
-from mla_kernels.decode import decode_with_config
+from mla_kernels.decode import CANDIDATES, MmaConfig, decode_with_config, spec_label
 from mla_kernels.testing import PINNED_MMA_CONFIGS, check_decode, pinned_mma_config, random_kv
 
 KERNELS = ["simt", "mma"]
@@ -82,6 +82,29 @@ def test_mma_every_head_block_and_split(device, block_h, splits, prefetch):
     out, lse = decode_with_config(inp.q, inp.kv_cache, inp.indices, cfg)
     assert LAST_LAUNCH["BLOCK_H"] == block_h
     check_decode(out, lse, ref_out, ref_lse)
+
+
+@pytest.mark.parametrize(("heads", "block_h", "block_n", "block_d"),
+                         [(64, 64, 16, 64), (64, 64, 32, 128), (128, 64, 16, 256), (32, 16, 16, 512)])
+def test_two_pass_every_column_slice(device, heads, block_h, block_n, block_d):
+    # Ragged top-k (a partial last tile), invalid slots, a row with none valid, an all-invalid tile.
+    inp = make_decode_inputs(3, heads, 70, num_tokens=600, device=device, seed=block_d, invalid_frac=0.2)
+    idx = inp.indices.clone()
+    idx[1, :] = -1
+    idx[2, :block_n] = -1
+    ref_out, ref_lse = sparse_mla_decode(inp.q, inp.kv_cache, idx, impl="reference")
+    warps = 8 if device.type == "cuda" else 4
+    cfg = MmaConfig(block_h, block_n, warps, 1, 1, block_d=block_d, source="fixed")
+    out, lse = decode_with_config(inp.q, inp.kv_cache, idx, cfg)
+    assert LAST_LAUNCH["kernel"] == "_scores_pass_kernel+_output_pass_kernel" and LAST_LAUNCH["BLOCK_D"] == block_d
+    check_decode(out, lse, ref_out, ref_lse)
+    assert torch.isinf(lse[1]).all() and (out[1] == 0).all()
+
+
+def test_two_pass_bad_column_slice_names_it(device):
+    inp = make_decode_inputs(1, 64, 16, num_tokens=256, device=device)
+    with pytest.raises(ValueError, match="BLOCK_D=96 must be a multiple of 64 that divides 512"):
+        decode_with_config(inp.q, inp.kv_cache, inp.indices, MmaConfig(64, 16, 4, 1, 1, block_d=96))
 
 
 @pytest.mark.parametrize("impl", KERNELS)
@@ -169,6 +192,17 @@ def test_gpu_production_shapes(impl, heads, topk, batch):
     inp = make_decode_inputs(batch, heads, topk, num_tokens=max(batch * 4096, 65536), device="cuda",
                              seed=batch + topk, invalid_frac=0.05)
     _check(inp.q, inp.kv_cache, inp.indices, impl)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("spec", [s for s in CANDIDATES if s[5]], ids=spec_label)
+@pytest.mark.parametrize(("batch", "topk"), [(1, 2048), (32, 512), (128, 512), (5, 100)])
+def test_gpu_two_pass_candidates(spec, batch, topk):
+    inp = make_decode_inputs(batch, 64, topk, num_tokens=max(batch * 4096, 65536), device="cuda",
+                             seed=batch + topk, invalid_frac=0.05)
+    ref_out, ref_lse = sparse_mla_decode(inp.q, inp.kv_cache, inp.indices, impl="reference")
+    out, lse = decode_with_config(inp.q, inp.kv_cache, inp.indices, MmaConfig.of(spec))
+    check_decode(out, lse, ref_out, ref_lse)
 
 
 @pytest.mark.gpu

@@ -9,13 +9,17 @@ from dataclasses import replace
 import pytest
 import torch
 
+from mla_kernels._common import KernelLaunch
 from mla_kernels.arch import ARCHS, parse_arch, profile_target, resolve_profile
 from mla_kernels.decode import (
     CANDIDATES,
     SPILL_ALLOWED,
     MmaConfig,
     arch_candidates,
+    launch_label,
+    parse_spec,
     simt_tile,
+    spec_label,
     split_counts,
     tuning,
     verdict,
@@ -38,7 +42,7 @@ def test_split_counts_never_exceed_tiles_or_sixteen():
 
 
 def test_keep_rule_shared_memory_and_spills():
-    spec = (16, 32, 4, 1, 2)
+    spec = (16, 32, 4, 1, 2, 0)
     assert verdict(120, 101376, spec, 50176, 0) is None
     assert verdict(120, 101376, spec, 101377, 0) == "shared 101,377 B > 101,376 B"
     assert verdict(120, 101376, spec, 50176, 40) == "spills 40 B/thread"
@@ -54,10 +58,27 @@ def test_spill_allowances_are_measured_and_never_for_sm120():
     assert simt_tile(120) == (16, 4)  # the spill-free SIMT tile off sm_90
 
 
-def test_64_head_blocks_are_candidates_only_with_warpgroup_mma():
-    assert any(s[0] == 64 for s in arch_candidates(90))
+def test_fused_64_head_blocks_are_candidates_only_with_warpgroup_mma():
+    assert any(s[0] == 64 and not s[5] for s in arch_candidates(90))
     assert arch_candidates(90) == CANDIDATES
-    assert all(s[0] < 64 for s in arch_candidates(120)) and arch_candidates(120)
+    sm120 = arch_candidates(120)
+    assert all(s[0] < 64 for s in sm120 if not s[5]) and any(not s[5] for s in sm120)
+    # two-pass 64-head blocks hold [64, BLOCK_D] at most: candidates on mma.sync GPUs too
+    assert {s for s in CANDIDATES if s[5]} <= set(sm120) and any(s[0] == 64 and s[5] for s in sm120)
+
+
+def test_spec_labels_and_parsing():
+    assert parse_spec("64x64x8x2x3") == (64, 64, 8, 2, 3, 0)
+    assert parse_spec("64x128x8x1x0x128") == (64, 128, 8, 1, 0, 128)
+    assert spec_label((64, 64, 8, 2, 3, 0)) == "64x64x8x2 pf3"
+    assert spec_label((64, 128, 8, 1, 0, 128)) == "64x128x8x1 2-pass d128"
+    assert MmaConfig.of((64, 128, 8, 1, 0, 128)).block_d == 128
+    with pytest.raises(ValueError, match="'64x64x8' is not BLOCK_HxBLOCK_NxWARPSxSTAGESxPREFETCH"):
+        parse_spec("64x64x8")
+    fused = {"BLOCK_H": 64, "BLOCK_N": 64, "num_warps": 8, "num_stages": 2, "PREFETCH": 3, "NUM_SPLITS": 4,
+             "BLOCK_D": 0}  # fmt: skip
+    assert launch_label(fused) == "64x64x8x2 pf3 S4"
+    assert launch_label({**fused, "BLOCK_D": 128, "num_stages": 1}) == "64x64x8x1 2-pass d128"
 
 
 def test_profiles_and_architecture_names(monkeypatch):
@@ -78,15 +99,24 @@ def test_candidates_keep_what_the_compiled_rule_keeps(monkeypatch):
     monkeypatch.setattr(tuning._common, "interpreting", lambda: False)
     monkeypatch.setattr(tuning, "profile_target", lambda profile, device: (120, 101376))
     monkeypatch.setattr(tuning._common, "num_sms", lambda device: 132)
-    spilling = {(16, 32, 8, 1, 2)}
-    monkeypatch.setattr(tuning, "kept_by_compile", lambda launch, spec, cap, limit: spec not in spilling)
-    got = tuning.candidates(64, 64, 512, torch.device("cpu"), "sm_120", build=lambda cfg: [None])
+    spilling = {(16, 32, 8, 1, 2, 0)}
+    # a two-pass config is kept only when both of its kernels are: here its output pass spills
+    two_pass = next(s for s in arch_candidates(120) if s[5])
+    spills = {(two_pass, "output")} | {(s, "mma") for s in spilling}
+    monkeypatch.setattr(tuning, "kept_by_compile", lambda launch, spec, cap, limit: (spec, launch.name) not in spills)
+
+    def build(cfg: MmaConfig) -> list[KernelLaunch]:
+        names = ("scores", "output") if cfg.block_d else ("mma", "combine")
+        return [KernelLaunch(name, None, (1,), ()) for name in names]
+
+    got = tuning.candidates(64, 64, 512, torch.device("cpu"), "sm_120", build=build)
     specs = {c.spec for c in got}
-    assert specs == set(arch_candidates(120)) - spilling
+    assert specs == set(arch_candidates(120)) - spilling - {two_pass}
     assert all(isinstance(c, MmaConfig) and c.num_splits >= 1 for c in got)
+    assert all(c.num_splits == 1 for c in got if c.block_d)  # two passes: no split-K
     monkeypatch.setattr(tuning, "kept_by_compile", lambda launch, spec, cap, limit: False)
     with pytest.raises(RuntimeError, match="no MMA decode config is kept for profile 'sm_120'"):
-        tuning.candidates(64, 64, 512, torch.device("cpu"), "sm_120", build=lambda cfg: [None])
+        tuning.candidates(64, 64, 512, torch.device("cpu"), "sm_120", build=build)
 
 
 def test_kept_by_compile_is_the_keep_rule_on_compiled_metadata(monkeypatch):
