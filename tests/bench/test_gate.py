@@ -130,6 +130,8 @@ def test_launch_record_rules(record: Any, match: str) -> None:
 def test_complete_records_pass() -> None:
     _gate.check_launch({**MMA_RECORD, "arch_profile": "sm_120"}, "decode", "mma", arch_profile="sm_120")
     _gate.check_launch(MMA_RECORD, "decode", "mma")  # a commit before arch profiles: none asked, none checked
+    two_pass = {**MMA_RECORD, "kernel": "_scores_pass_kernel+_output_pass_kernel", "BLOCK_D": 128}
+    _gate.check_launch(two_pass, "decode", "mma")  # the MMA decode in two passes is the MMA decode too
     _gate.check_launch(BF16_RECORD, "indexer", "bf16")
 
 

@@ -24,7 +24,7 @@ TRACKS = {
     "track_tflops": "TFLOP/s",
     "track_roofline_fraction": "fraction",
 }
-DECODE_KEYS = ("block_h", "block_n", "num_splits", "prefetch", "num_warps", "num_stages", "spill_bytes")
+DECODE_KEYS = ("block_h", "block_n", "block_d", "num_splits", "prefetch", "num_warps", "num_stages", "spill_bytes")
 LAUNCH_KEYS = {  # kernel-config records (track_launch_<key>, unit "config"; test_launch.py)
     "bench_decode.SparseDecode": DECODE_KEYS,
     "bench_indexer.Indexer": ("block_t", "num_warps", "num_stages", "select_block", "select_num_warps"),
