@@ -323,15 +323,14 @@ def _scores_pass_kernel(
     srow = page_base + 147456 + off.to(tl.int64) * 8  # [N] byte offset of its scale row
     q_rows = q_ptr + pid_b * stride_qb + offs_h[:, None] * stride_qh
     s = tl.zeros([BLOCK_H, BLOCK_N], dtype=tl.float32)
-    for g in tl.static_range(8):  # unrolled: later groups' loads can be issued ahead of earlier dots
+    for g in range(0, 8):
         qg = tl.load(q_rows + g * 64 + offs_c[None, :]).to(DT)  # [BH, 64]
-        if g < 7:
-            raw = tl.load(cache_ptr + row[:, None] + g * 64 + offs_c[None, :], mask=valid[:, None], other=0)
-            e = tl.load(cache_ptr + srow + g, mask=valid, other=0)  # [N]
-            k = raw.to(tl.float8e4nv, bitcast=True).to(DT) * _ue8m0(e).to(DT)[:, None]  # [N, 64]
-        else:
-            rope = tl.load(cache16_ptr + ((row + 448) // 2)[:, None] + offs_c[None, :], mask=valid[:, None], other=0.0)
-            k = rope.to(DT)
+        nope = valid & (g < 7)
+        raw = tl.load(cache_ptr + row[:, None] + g * 64 + offs_c[None, :], mask=nope[:, None], other=0)
+        e = tl.load(cache_ptr + srow + g, mask=nope, other=0)  # [N]
+        rope = tl.load(cache16_ptr + ((row + 448) // 2)[:, None] + offs_c[None, :],
+                       mask=(valid & (g == 7))[:, None], other=0.0)  # [N, 64]
+        k = tl.where(g < 7, raw.to(tl.float8e4nv, bitcast=True).to(DT) * _ue8m0(e).to(DT)[:, None], rope.to(DT))
         s = tl.dot(qg, tl.trans(k), s)  # [BH, N] fp32
     s = tl.where(valid[None, :], s * qk_scale, float("-inf"))
     m = tl.max(s, axis=1)
@@ -372,12 +371,9 @@ def _output_pass_kernel(
     idx_row = idx_ptr + pid_b * stride_ib
     p_rows = p_ptr + pid_b * stride_pb + offs_h[:, None] * stride_ph
     acc = tl.zeros([BLOCK_H, BLOCK_D], dtype=tl.float32)
-    idx = tl.load(idx_row + tl.arange(0, BLOCK_N), mask=tl.arange(0, BLOCK_N) < topk, other=-1)
     for t in range(0, num_tiles):
         offs_n = t * BLOCK_N + tl.arange(0, BLOCK_N)
-        valid, page_base, off = _slot_address(idx, total_tokens, stride_page)
-        # The next tile's indices one iteration ahead: its loads need not wait on an index round trip.
-        idx = tl.load(idx_row + offs_n + BLOCK_N, mask=offs_n + BLOCK_N < topk, other=-1)
+        valid, page_base, off = _slot_tile(idx_row, offs_n, topk, total_tokens, stride_page)
         row = page_base + off.to(tl.int64) * 576  # [N] byte offset of each token's data row
         vmask = valid[:, None, None] & nope[None, :, None]
         raw = tl.load(cache_ptr + row[:, None, None] + (groups * 64)[None, :, None] + offs_c[None, None, :],
