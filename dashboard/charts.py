@@ -34,6 +34,10 @@ NEUTRAL = "#999999"
 # Above this many points a history series is drawn with small points and no IQR bars: each is an SVG element,
 # and tens of thousands of them take the browser long to lay out (the IQR stays in the hover).
 DENSE = 150
+# A history chart with more points than this is drawn on a canvas without per-mark ARIA descriptions: what
+# Streamlit itself does only from 2,000 points (canvas) and 5,000 marks (ARIA off), where a few hundred
+# already cost the browser a large part of the page's first render.
+CANVAS = 600
 
 
 def _on_grid(df: pd.DataFrame, grid: Sequence[float], x: str, y: str) -> pd.DataFrame:
@@ -305,9 +309,11 @@ def history_spec(
     flagged: pd.DataFrame | None = None,
     log_y: bool = False,
     band_series: int = 4,
+    start: int = 0,
 ) -> dict:
     """Series over the machine's commits (x = position in history, zoom and pan with the mouse), one line
-    per ``series`` label.
+    per ``series`` label, from the commit at position ``start`` on (the bands' medians still look back
+    before it).
 
     ``points``: rows with series, pos, value, q_25, q_75, status, benchmark_version and hover columns (sha,
     subject, date, run_date, runs, config: the kernel configuration, versions: the run's GPU and versions).
@@ -316,21 +322,24 @@ def history_spec(
     worse side moved more than the threshold), markers for flagged regressions and the commits that fixed
     them (``flagged``: series, pos, fixed_pos, text, change, fixed_text), failed runs on the x-axis, and a
     dotted line where the benchmark's asv version changed."""
-    ok = points[points["status"] == "ok"]
+    every_ok = points[points["status"] == "ok"]
+    ok = every_ok[every_ok["pos"] >= start]
     mult, axis_unit = fmt.time_unit(ok["value"]) if fmt.is_time(unit) else (1.0, str(unit or ""))
     labels = list(dict.fromkeys(points["series"]))
     y_min = float(ok["value"].min()) * mult if not ok.empty else 0.0
     parts, boundaries = [], set()
     for i, label in enumerate(labels):
-        s = ok[ok["series"] == label].sort_values("pos")
-        if s.empty:
-            continue
+        s = every_ok[every_ok["series"] == label].sort_values("pos")
         ref = s["value"].rolling(5, min_periods=1).median().shift(1) * mult
-        band = bool(threshold) and i < band_series and len(s) > 1
-        iqr = len(s) <= DENSE
         versions = s["benchmark_version"].astype(str).to_numpy()
         pos = s["pos"].to_numpy(float)
         boundaries |= {(pos[j] + pos[j + 1]) / 2.0 for j in np.nonzero(versions[1:] != versions[:-1])[0]}
+        band = bool(threshold) and i < band_series and len(s) > 1
+        shown = (s["pos"] >= start).to_numpy()
+        s, ref = s[shown], ref[shown]
+        if s.empty:
+            continue
+        iqr = len(s) <= DENSE
         parts.append(pd.DataFrame({
             "series": label, "pos": s["pos"], "y": s["value"] * mult,
             "lo": ref / (1.0 + threshold) if band else np.nan, "hi": ref * (1.0 + threshold) if band else np.nan,
@@ -346,13 +355,15 @@ def history_spec(
             "kernel config": s["config"], "versions": s["versions"],
         }))
     pts = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=["series", "pos", "y"])
-    failed = points[points["status"] == "failed"]
+    boundaries = {b for b in boundaries if b >= start - 0.5}  # a rule outside the x domain is drawn anyway
+    failed = points[(points["status"] == "failed") & (points["pos"] >= start)]
     marks = [pd.DataFrame({"kind": "failed run", "pos": failed["pos"], "y": y_min, "series": failed["series"],
                            "text": "failed at " + failed["sha"].map(fmt.short_sha) + " " + failed["subject"],
                            "change": ""})]
     if flagged is not None and not flagged.empty:
         at = ok.set_index(["series", "pos"])["value"] * mult
-        fixed = flagged.dropna(subset=["fixed_pos"])
+        fixed = flagged[flagged["fixed_pos"] >= start]
+        flagged = flagged[flagged["pos"] >= start]
         marks += [
             pd.DataFrame({"kind": "flagged regression", "pos": flagged["pos"], "series": flagged["series"],
                           "y": [at.get((r.series, r.pos), np.nan) for r in flagged.itertuples()],
@@ -365,7 +376,8 @@ def history_spec(
     n = len(commits)
     shas = [fmt.short_sha(v) for v in commits["sha"]]
     # Tick labels: the commit at each integer position (zoomed in, the axis picks its own ticks).
-    x = {"field": "pos", "type": "quantitative", "scale": {"domain": [-0.5, max(n - 0.5, 0.5)], "nice": False},
+    x = {"field": "pos", "type": "quantitative", "scale": {"domain": [start - 0.5, max(n - 0.5, start + 0.5)],
+                                                          "nice": False},
          "axis": {"title": "commit (history order)", "labelExpr": f"{json.dumps(shas)}[datum.value] || ''",
                   "labelAngle": -30, "tickMinStep": 1, "tickCount": 12}}
     quantity = "time" if fmt.is_time(unit) else "value"
@@ -420,10 +432,13 @@ def history_spec(
                       "dy": -2},
              "encoding": {"x": x, "y": {"value": 0}}},
         ]
-    return {
+    spec = {
         "title": _title(title),
         "height": 520,
         "datasets": {"points": pts, "markers": markers},
         "layer": layers,
     }
+    if len(pts) > CANVAS:
+        spec.update(usermeta={"embedOptions": {"renderer": "canvas"}}, config={"mark": {"aria": False}})
+    return spec
 
