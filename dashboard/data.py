@@ -97,9 +97,10 @@ def run_infos(url: str, run_ids: tuple[int, ...]) -> dict[int, dict[str, Any] | 
 
 
 @st.cache_data(ttl=TTL, show_spinner=False, max_entries=256)
-def launch_config(url: str, machine: str, benchmark: str, params_keys: tuple[str, ...]) -> pd.DataFrame:
+def launch_config(url: str, machine: str, benchmark: str, params_keys: tuple[str, ...],
+                  commit_ids: tuple[int, ...] | None = None) -> pd.DataFrame:
     with _session(url) as s:
-        return queries.launch_config(s, benchmark, list(params_keys), machine)
+        return queries.launch_config(s, benchmark, list(params_keys), machine, commit_ids)
 
 
 @st.cache_data(ttl=TTL, show_spinner=False, max_entries=64)

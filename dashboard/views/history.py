@@ -90,6 +90,17 @@ with c2:
         help=f"Off: the newest {WINDOW} commits (and back to the oldest open flagged regression of these series), "
         "quicker to draw. On: every commit of the machine.")
 
+flag = mine[mine["params_key"].isin(wanted)] if not mine.empty else mine
+if not flag.empty:  # in the legend's order (numeric), not the listing's
+    flag = flag.iloc[flag["params_key"].map({k: i for i, k in enumerate(wanted)}).argsort(kind="stable")]
+pos_of_sha = dict(zip(commits["sha"], commits["pos"], strict=True))
+start = 0  # position of the first commit drawn
+if not whole:
+    # An open flagged regression of these series stays in view, with ten commits before it for context.
+    open_at = flag.loc[flag["category"].isin(["open", "suspect"]), "sha"].map(pos_of_sha).dropna() \
+        if not flag.empty else pd.Series(dtype=float)
+    start = max(0, min([len(commits) - WINDOW, *(int(p) - 10 for p in open_at)]))
+
 hist = data.history(ctx.url, ctx.machine, bench, tuple(wanted))
 if hist.empty:
     st.info("No results for these series on this machine.")
@@ -106,7 +117,9 @@ points = hist.assign(
     date=hist["commit_id"].map(dates),
     run_date=pd.to_datetime(hist["run_date"]).dt.strftime("%Y-%m-%d %H:%M"),
 )
-launch = data.launch_config(ctx.url, ctx.machine, bench, tuple(wanted))
+# Kernel configs and run versions are read and formatted only for the points drawn (the hover's).
+window = tuple(int(c) for c in commits["commit_id"].iloc[start:]) if start else None
+launch = data.launch_config(ctx.url, ctx.machine, bench, tuple(wanted), window)
 if launch.empty:
     points["config"] = "kernel config: not recorded by the suite"
 else:
@@ -120,14 +133,16 @@ else:
     config = distinct.map(text).rename("config").reset_index()
     points = points.merge(config, on=["params_key", "commit_id"], how="left")
     points["config"] = points["config"].fillna("kernel config: not recorded")
+drawn = points["pos"] >= start
+points["config"] = points["config"].where(drawn, "")
 # Versions of each point's run (Run.info); runs stored before runs kept them show the machine's, marked so.
 info = data.machine_info(ctx.url, ctx.machine)
-run_info = data.run_infos(ctx.url, tuple(sorted(set(points["run_id"].astype(int)))))
+run_info = data.run_infos(ctx.url, tuple(sorted(set(points.loc[drawn, "run_id"].astype(int)))))
 machine_versions = fmt.versions(info)
 fallback = f"{machine_versions} (the machine's, as of its newest run: this run did not record its own)" \
     if machine_versions else "versions not recorded"
 versions = {run: fmt.versions(i) or fallback for run, i in run_info.items()}  # once per run, not per point
-points["versions"] = points["run_id"].map(lambda r: versions.get(int(r), fallback))
+points["versions"] = points["run_id"].map(lambda r: versions.get(int(r), fallback)).where(drawn, "")
 order = {label_of[k]: i for i, k in enumerate(wanted)}
 points = points.sort_values(["series", "pos"], key=lambda s: s.map(order) if s.name == "series" else s)
 
@@ -135,11 +150,7 @@ settings = data.settings()
 threshold = settings.threshold_for(bench)
 direction = direction_for(bench, unit, settings)
 
-flag = mine[mine["params_key"].isin(wanted)] if not mine.empty else mine
-if not flag.empty:  # in the legend's order (numeric), not the listing's
-    flag = flag.iloc[flag["params_key"].map({k: i for i, k in enumerate(wanted)}).argsort(kind="stable")]
 flagged = None
-pos_of_sha = dict(zip(commits["sha"], commits["pos"], strict=True))
 if not flag.empty:
     flagged = pd.DataFrame({
         "series": flag["params_key"].map(label_of),
@@ -153,12 +164,6 @@ if not flag.empty:
                        if isinstance(r.fixed_sha, str) else "" for r in flag.itertuples()],
     }).dropna(subset=["pos"])
 
-start = 0  # position of the first commit drawn
-if not whole:
-    # An open flagged regression of these series stays in view, with ten commits before it for context.
-    open_at = flag.loc[flag["category"].isin(["open", "suspect"]), "sha"].map(pos_of_sha).dropna() \
-        if not flag.empty else pd.Series(dtype=float)
-    start = max(0, min([len(commits) - WINDOW, *(int(p) - 10 for p in open_at)]))
 fixed_params = frames.params_label(wanted[0], [n for n in pnames if n not in varying], only=True)
 title = f"{bench} · {ctx.machine}" + (f" · {fixed_params}" if len(varying) < len(pnames) else "")
 spec = charts.history_spec(points, title=title, unit=unit, commits=commits, threshold=threshold, flagged=flagged,
