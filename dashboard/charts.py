@@ -34,6 +34,10 @@ NEUTRAL = "#999999"
 # Above this many points a history series is drawn with small points and no IQR bars: each is an SVG element,
 # and tens of thousands of them take the browser long to lay out (the IQR stays in the hover).
 DENSE = 150
+# A history chart with more points than this is drawn on a canvas without per-mark ARIA descriptions: what
+# Streamlit itself does only from 2,000 points (canvas) and 5,000 marks (ARIA off), where a few hundred
+# already cost the browser a large part of the page's first render.
+CANVAS = 600
 
 
 def _on_grid(df: pd.DataFrame, grid: Sequence[float], x: str, y: str) -> pd.DataFrame:
@@ -305,9 +309,11 @@ def history_spec(
     flagged: pd.DataFrame | None = None,
     log_y: bool = False,
     band_series: int = 4,
+    start: int = 0,
 ) -> dict:
     """Series over the machine's commits (x = position in history, zoom and pan with the mouse), one line
-    per ``series`` label.
+    per ``series`` label, from the commit at position ``start`` on (the bands' medians still look back
+    before it).
 
     ``points``: rows with series, pos, value, q_25, q_75, status, benchmark_version and hover columns (sha,
     subject, date, run_date, runs, config: the kernel configuration, versions: the run's GPU and versions).
@@ -316,43 +322,69 @@ def history_spec(
     worse side moved more than the threshold), markers for flagged regressions and the commits that fixed
     them (``flagged``: series, pos, fixed_pos, text, change, fixed_text), failed runs on the x-axis, and a
     dotted line where the benchmark's asv version changed."""
-    ok = points[points["status"] == "ok"]
+    # Sorted once, then each series' rows by position (numpy arrays: a boolean selection of the frame per
+    # series copies every column, and iterating pandas' Arrow strings costs more than the formatting).
+    every_ok = points[points["status"] == "ok"].sort_values("pos")
+    ok = every_ok.loc[every_ok["pos"] >= start, ["series", "pos", "value"]]
     mult, axis_unit = fmt.time_unit(ok["value"]) if fmt.is_time(unit) else (1.0, str(unit or ""))
-    labels = list(dict.fromkeys(points["series"]))
+    labels = list(pd.unique(points["series"]))
     y_min = float(ok["value"].min()) * mult if not ok.empty else 0.0
-    parts, boundaries = [], set()
+    groups = every_ok.groupby("series", sort=False).indices
+    pos_all = every_ok["pos"].to_numpy()
+    values_all = every_ok["value"].to_numpy(float)
+    versions_all = every_ok["benchmark_version"].astype(str).to_numpy()
+    # Per series: its rows drawn, band and IQR; then the hover text of all of them at once.
+    boundaries: set[float] = set()
+    drawn, lo, hi, q25, q75 = [], [], [], [], []
     for i, label in enumerate(labels):
-        s = ok[ok["series"] == label].sort_values("pos")
-        if s.empty:
+        rows = groups.get(label)
+        if rows is None:
             continue
-        ref = s["value"].rolling(5, min_periods=1).median().shift(1) * mult
-        band = bool(threshold) and i < band_series and len(s) > 1
-        iqr = len(s) <= DENSE
-        versions = s["benchmark_version"].astype(str).to_numpy()
-        pos = s["pos"].to_numpy(float)
+        ref = pd.Series(values_all[rows]).rolling(5, min_periods=1).median().shift(1).to_numpy() * mult
+        versions = versions_all[rows]
+        pos = pos_all[rows].astype(float)
         boundaries |= {(pos[j] + pos[j + 1]) / 2.0 for j in np.nonzero(versions[1:] != versions[:-1])[0]}
-        parts.append(pd.DataFrame({
-            "series": label, "pos": s["pos"], "y": s["value"] * mult,
-            "lo": ref / (1.0 + threshold) if band else np.nan, "hi": ref * (1.0 + threshold) if band else np.nan,
-            "q25": s["q_25"] * mult if iqr else np.nan, "q75": s["q_75"] * mult if iqr else np.nan,
+        band = bool(threshold) and i < band_series and len(rows) > 1
+        shown = pos >= start
+        n_shown = int(shown.sum())
+        if not n_shown:
+            continue
+        iqr = n_shown <= DENSE
+        none = np.full(n_shown, np.nan)
+        drawn.append(rows[shown])
+        lo.append(ref[shown] / (1.0 + threshold) if band else none)
+        hi.append(ref[shown] * (1.0 + threshold) if band else none)
+        q25.append(every_ok["q_25"].to_numpy(float)[rows[shown]] * mult if iqr else none)
+        q75.append(every_ok["q_75"].to_numpy(float)[rows[shown]] * mult if iqr else none)
+    if drawn:
+        d = every_ok.iloc[np.concatenate(drawn)]
+        values = d["value"].to_numpy(float)
+        pts = pd.DataFrame({
+            "series": d["series"].to_numpy(object), "pos": d["pos"].to_numpy(), "y": values * mult,
+            "lo": np.concatenate(lo), "hi": np.concatenate(hi), "q25": np.concatenate(q25), "q75": np.concatenate(q75),
             "value": [fmt.fmt_value(v, unit)
                       + (f" (IQR {fmt.fmt_value(a, unit)}..{fmt.fmt_value(b, unit)})" if a == a and b == b else "")
-                      for v, a, b in zip(s["value"], s["q_25"], s["q_75"], strict=True)],
-            "commit": s["sha"].map(fmt.short_sha) + " " + s["subject"],
-            "committed": s["date"],
-            "run": s["run_date"] + " (" + s["runs"].astype(str) + " run(s))",
-            "benchmark version": s["benchmark_version"].map(
-                lambda v: fmt.short_sha(v, 10) if isinstance(v, str) else "?"),
-            "kernel config": s["config"], "versions": s["versions"],
-        }))
-    pts = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=["series", "pos", "y"])
-    failed = points[points["status"] == "failed"]
+                      for v, a, b in zip(values, d["q_25"].to_numpy(float), d["q_75"].to_numpy(float), strict=True)],
+            "commit": [f"{fmt.short_sha(h)} {t}" for h, t in zip(d["sha"].to_numpy(object),
+                                                                  d["subject"].to_numpy(object), strict=True)],
+            "committed": d["date"].to_numpy(object),
+            "run": [f"{r} ({n} run(s))" if isinstance(r, str) else np.nan
+                    for r, n in zip(d["run_date"].to_numpy(object), d["runs"].to_numpy(), strict=True)],
+            "benchmark version": [fmt.short_sha(v, 10) if isinstance(v, str) else "?"
+                                  for v in d["benchmark_version"].to_numpy(object)],
+            "kernel config": d["config"].to_numpy(object), "versions": d["versions"].to_numpy(object),
+        })
+    else:
+        pts = pd.DataFrame(columns=["series", "pos", "y"])
+    boundaries = {b for b in boundaries if b >= start - 0.5}  # a rule outside the x domain is drawn anyway
+    failed = points[(points["status"] == "failed") & (points["pos"] >= start)]
     marks = [pd.DataFrame({"kind": "failed run", "pos": failed["pos"], "y": y_min, "series": failed["series"],
                            "text": "failed at " + failed["sha"].map(fmt.short_sha) + " " + failed["subject"],
                            "change": ""})]
     if flagged is not None and not flagged.empty:
         at = ok.set_index(["series", "pos"])["value"] * mult
-        fixed = flagged.dropna(subset=["fixed_pos"])
+        fixed = flagged[flagged["fixed_pos"] >= start]
+        flagged = flagged[flagged["pos"] >= start]
         marks += [
             pd.DataFrame({"kind": "flagged regression", "pos": flagged["pos"], "series": flagged["series"],
                           "y": [at.get((r.series, r.pos), np.nan) for r in flagged.itertuples()],
@@ -363,9 +395,10 @@ def history_spec(
         ]
     markers = pd.concat(marks, ignore_index=True)
     n = len(commits)
-    shas = [fmt.short_sha(v) for v in commits["sha"]]
+    shas = [fmt.short_sha(v) for v in commits["sha"].to_numpy(object)]
     # Tick labels: the commit at each integer position (zoomed in, the axis picks its own ticks).
-    x = {"field": "pos", "type": "quantitative", "scale": {"domain": [-0.5, max(n - 0.5, 0.5)], "nice": False},
+    x = {"field": "pos", "type": "quantitative", "scale": {"domain": [start - 0.5, max(n - 0.5, start + 0.5)],
+                                                          "nice": False},
          "axis": {"title": "commit (history order)", "labelExpr": f"{json.dumps(shas)}[datum.value] || ''",
                   "labelAngle": -30, "tickMinStep": 1, "tickCount": 12}}
     quantity = "time" if fmt.is_time(unit) else "value"
@@ -375,7 +408,8 @@ def history_spec(
         y.update(scale={"type": "log"},
                  axis={"values": log_ticks(float(ok["value"].min()) * mult, float(ok["value"].max()) * mult),
                        "format": ",~g"})
-    series = [v for v in labels if v in set(pts["series"])]
+    present = set(pts["series"].to_numpy(object))
+    series = [v for v in labels if v in present]
     # One legend for the lines, bands and IQR bars of a series: opaque symbols (not the band's tint).
     color = {"field": "series", "type": "nominal", "scale": _scale(series, OKABE_ITO),
              "legend": {**_legend(series), "symbolType": "circle", "symbolOpacity": 1}}
@@ -420,10 +454,13 @@ def history_spec(
                       "dy": -2},
              "encoding": {"x": x, "y": {"value": 0}}},
         ]
-    return {
+    spec = {
         "title": _title(title),
         "height": 520,
         "datasets": {"points": pts, "markers": markers},
         "layer": layers,
     }
+    if len(pts) > CANVAS:
+        spec.update(usermeta={"embedOptions": {"renderer": "canvas"}}, config={"mark": {"aria": False}})
+    return spec
 

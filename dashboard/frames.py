@@ -6,6 +6,7 @@ Nothing here touches Streamlit or the database, so it is unit-testable on plain 
 from __future__ import annotations
 
 import ast
+import functools
 import json
 import math
 from collections.abc import Iterable
@@ -16,8 +17,12 @@ import pandas as pd
 
 def parse_param(value: Any) -> Any:
     """asv stores parameter values as ``repr`` strings (``"'mma'"``, ``"64"``): turn them back into values."""
-    if not isinstance(value, str):
-        return value
+    return _parse_text(value) if isinstance(value, str) else value
+
+
+@functools.lru_cache(maxsize=4096)
+def _parse_text(value: str) -> Any:
+    # Cached: a page parses the same few values for hundreds of series, and the results are immutable.
     try:
         parsed = ast.literal_eval(value)
     except (ValueError, SyntaxError, MemoryError, RecursionError, TypeError):

@@ -356,13 +356,14 @@ def history(
 
 
 def launch_config(
-    s: Session, benchmark: str, params_keys: Sequence[str | Mapping[str, Any]], machine: str
+    s: Session, benchmark: str, params_keys: Sequence[str | Mapping[str, Any]], machine: str,
+    commit_ids: Sequence[int] | None = None,
 ) -> pd.DataFrame:
     """The kernel configuration each case of ``benchmark`` ran with, where its suite records it: the
     benchmarks ``<module>.<Class>.track_launch_<key>`` (:func:`is_provenance`; e.g. ``track_launch_block_h``,
     ``track_launch_num_splits``, ``track_launch_spill_bytes``) of the same module, with the same params.
     Long frame: params_key, commit_id, key (``block_h``), value (median over the commit's runs with one).
-    Unknown machine: :class:`NotFound`."""
+    ``commit_ids``: only at these commits (None: every commit). Unknown machine: :class:`NotFound`."""
     cols = ["params_key", "commit_id", "key", "value"]
     mid = _machine_id(s, machine)
     module = benchmark.split(".", 1)[0]
@@ -373,10 +374,13 @@ def launch_config(
     wanted = [_key(k) for k in params_keys]
     if not ids or not wanted:
         return _empty(cols)
-    frame = _frame(s, select(Result.params_key, Run.commit_id, Result.benchmark_id, Result.value)
-                   .join(Run, Run.id == Result.run_id)
-                   .where(Run.machine_id == mid, Result.benchmark_id.in_(list(ids)),
-                          Result.params_key.in_(wanted), Result.value.is_not(None)))
+    stmt = (select(Result.params_key, Run.commit_id, Result.benchmark_id, Result.value)
+            .join(Run, Run.id == Result.run_id)
+            .where(Run.machine_id == mid, Result.benchmark_id.in_(list(ids)), Result.params_key.in_(wanted),
+                   Result.value.is_not(None)))
+    if commit_ids is not None:
+        stmt = stmt.where(Run.commit_id.in_(list(commit_ids)))
+    frame = _frame(s, stmt)
     if frame.empty:
         return _empty(cols)
     frame["key"] = frame["benchmark_id"].map(ids)

@@ -118,13 +118,25 @@ _SHORT_SERIES = 12  # below this many runs, one step and its revert are already 
 def noise_scale(z: np.ndarray, floor: float = DEFAULT_PARAMS.noise_floor) -> float:
     """Per-run noise sigma (log units) from run-to-run differences: their upper quartile, or on short
     series their median, which stays robust when a step and its revert are up to half the differences."""
-    if z.size < 3:
-        return floor
-    diffs = np.abs(np.diff(z))
-    if z.size < _SHORT_SERIES:
-        return max(float(np.median(diffs)) / _MED_ABS_DIFF, floor)
-    q75 = float(np.quantile(diffs, 0.75))
-    return max(q75 / _Q75_ABS_DIFF, floor)
+    return float(noise_scales(z, np.zeros(1, dtype=np.int64), floor)[0])
+
+
+def noise_scales(z: np.ndarray, starts: np.ndarray, floor: float = DEFAULT_PARAMS.noise_floor) -> np.ndarray:
+    """:func:`noise_scale` of each series in ``z`` (series i is ``z[starts[i]:starts[i + 1]]``, the last one
+    to the end), the series of one length in one numpy pass (one call per series costs far more on the
+    hundreds of series of a machine)."""
+    starts = np.asarray(starts, dtype=np.int64)
+    sizes = np.diff(np.r_[starts, z.size])
+    out = np.full(starts.size, float(floor))
+    for n in np.unique(sizes[sizes >= 3]):
+        rows = np.flatnonzero(sizes == n)
+        diffs = np.abs(np.diff(z[starts[rows, None] + np.arange(n)], axis=1))
+        if n < _SHORT_SERIES:
+            spread = np.median(diffs, axis=1) / _MED_ABS_DIFF
+        else:
+            spread = np.quantile(diffs, 0.75, axis=1) / _Q75_ABS_DIFF
+        out[rows] = np.maximum(spread, floor)
+    return out
 
 
 def _to_log(values: Sequence[float | None] | np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from sqlalchemy import select
+from sqlalchemy import null, select
 from sqlalchemy.orm import Session
 
 from db.models import Benchmark, Commit, Machine, Result, Run, commit_order
@@ -123,7 +123,7 @@ def history_noise(
     commits in history order (``db.models.commit_order``) up to and including the newest of the commit
     ids ``upto`` (None: all), and the number of commits it rests on (a commit's runs pooled by median).
     Empty for an unknown machine."""
-    from regressions.detect import noise_scale
+    from regressions.detect import noise_scales
 
     wanted = set(series)
     if not wanted:
@@ -147,7 +147,9 @@ def history_noise(
     wanted_keys = {(bench_id[b], k, mid) for b, k in wanted if b in bench_id}
     if not wanted_keys:
         return {}
-    runs = load_values(session, machine_ids=[mid], series=wanted_keys, windows={mid: [commit_at[p] for p in kept]})
+    # Without versions: noise pools a series' commits across its version segments.
+    runs = load_values(session, machine_ids=[mid], series=wanted_keys, windows={mid: [commit_at[p] for p in kept]},
+                       versions=False)
     runs = runs[runs["value"] > 0]
     if runs.empty:
         return {}
@@ -159,11 +161,10 @@ def history_noise(
     pkeys = med["params_key"].to_numpy(dtype=object)
     logs = np.log(med["value"].to_numpy(dtype=float))
     starts = np.flatnonzero(np.r_[True, (bids[1:] != bids[:-1]) | (pkeys[1:] != pkeys[:-1])])
-    out: dict[tuple[str, str], tuple[float, int]] = {}
-    for start, end in zip(starts, [*starts[1:], len(bids)], strict=True):
-        sigma = noise_scale(logs[start:end], floor=0.0)
-        out[(name_of[int(bids[start])], str(pkeys[start]))] = (sigma, int(end - start))
-    return out
+    sigmas = noise_scales(logs, starts, floor=0.0)
+    sizes = np.diff(np.r_[starts, len(bids)])
+    return {(name_of[int(bids[i])], str(pkeys[i])): (float(sigma), int(n))
+            for i, sigma, n in zip(starts, sigmas, sizes, strict=True)}
 
 
 def _in_window(stmt: Any, windows: dict[int, list[int] | None] | None) -> Any:
@@ -180,9 +181,10 @@ def load_values(
     machine_ids: list[int] | None,
     series: set[Key] | None,
     windows: dict[int, list[int] | None] | None,
+    versions: bool = True,
 ) -> pd.DataFrame:
     """Successful results: benchmark_id, params_key, machine_id, commit_id, value, version (the asv
-    benchmark version, as a code: -1 unknown; one row per run)."""
+    benchmark version, as a code: -1 unknown, and always -1 unless ``versions``; one row per run)."""
     stmt = (
         select(
             Result.benchmark_id,
@@ -190,28 +192,32 @@ def load_values(
             Run.machine_id,
             Run.commit_id,
             Result.value,
-            Result.benchmark_version,
+            Result.benchmark_version if versions else null(),
         )
         .join(Run, Result.run_id == Run.id)
         .where(Result.value.is_not(None))
     )
     if machine_ids is not None:
         stmt = stmt.where(Run.machine_id.in_(machine_ids))
+    if series is not None:
+        # Only the benchmarks asked for are read (the exact series are kept below).
+        stmt = stmt.where(Result.benchmark_id.in_(sorted({b for b, _, _ in series})))
     stmt = _in_window(stmt, windows)
-    # Column-wise arrays from the driver's own rows: the ORM and pandas' row-by-row construction each cost
-    # seconds on a store of 500,000 results, and SQLAlchemy's per-row result processing (nothing to
-    # convert for these plain columns) half of reading Compare's noise window (64,800 values at 1,000 commits
-    # x 552 series).
+    # Column-wise arrays from the driver's own rows, through one 2-D object array: the ORM and pandas'
+    # row-by-row construction each cost seconds on a store of 500,000 results, SQLAlchemy's per-row result
+    # processing (nothing to convert for these plain columns) half of reading Compare's noise window
+    # (64,800 values at 1,000 commits x 552 series), and transposing the rows with zip() a tuple iterator
+    # per row (garbage-collector passes that take longer the larger the process).
     rows = _driver_rows(session, stmt)
-    cols = list(zip(*rows, strict=True)) if rows else [(), (), (), (), (), ()]
+    cols = np.array(rows, dtype=object) if rows else np.empty((0, 6), dtype=object)
     df = pd.DataFrame(
         {
-            "benchmark_id": np.array(cols[0], dtype=np.int64),
-            "params_key": np.array(cols[1], dtype=object),
-            "machine_id": np.array(cols[2], dtype=np.int64),
-            "commit_id": np.array(cols[3], dtype=np.int64),
-            "value": np.array(cols[4], dtype=float),
-            "version": pd.factorize(np.array(cols[5], dtype=object), use_na_sentinel=True)[0],
+            "benchmark_id": cols[:, 0].astype(np.int64),
+            "params_key": cols[:, 1],
+            "machine_id": cols[:, 2].astype(np.int64),
+            "commit_id": cols[:, 3].astype(np.int64),
+            "value": cols[:, 4].astype(float),
+            "version": pd.factorize(cols[:, 5], use_na_sentinel=True)[0],
         }
     )
     if series is not None and not df.empty:
@@ -240,12 +246,16 @@ def per_commit(runs: pd.DataFrame) -> pd.DataFrame:
     segment of its own (no step across). A run without a version (older asv) continues its segment."""
     keys = ["benchmark_id", "params_key", "machine_id"]
     grouped = runs.groupby([*keys, "pos"], sort=True)
-    df = grouped["value"].median().reset_index()
+    medians = grouped["value"].median()
+    df = medians.reset_index()
     version = grouped["version"].max().to_numpy().astype(float)
     version[version < 0] = np.nan
+    # A new series where a key's code changes (the sorted groups' own integer codes: comparing the key
+    # columns costs a conversion of the params_key strings).
     first = np.ones(len(df), dtype=bool)
     if len(df) > 1:
-        first[1:] = (df[keys].to_numpy()[1:] != df[keys].to_numpy()[:-1]).any(axis=1)
+        codes = medians.index.codes[: len(keys)]
+        first[1:] = np.logical_or.reduce([c[1:] != c[:-1] for c in codes])
     # Carry the last known version forward within each series.
     series_id = np.cumsum(first)
     known = pd.Series(version).groupby(series_id).ffill().to_numpy()

@@ -150,3 +150,39 @@ def test_launch_config_line() -> None:
         "indexer_block_t=128<br>indexer_select_block=1024"
     )
     assert fmt.launch_config({"block_n": 16.0, "num_warps": 4.0}) == "kernel block_n=16 · num_warps=4"
+
+
+def _history_points(n: int) -> pd.DataFrame:
+    """One series over ``n`` commits, 10 us then 12 us from commit 15, a new benchmark version from commit 12,
+    a failed run at commit 3."""
+    return pd.DataFrame({
+        "series": "s", "pos": range(n), "value": [10e-6 if i < 15 else 12e-6 for i in range(n)],
+        "q_25": math.nan, "q_75": math.nan, "status": ["failed" if i == 3 else "ok" for i in range(n)],
+        "benchmark_version": ["v1" if i < 12 else "v2" for i in range(n)], "sha": [f"{i:040x}" for i in range(n)],
+        "subject": "", "date": "2026-01-01 00:00", "run_date": "2026-01-01 00:00", "runs": 1, "config": "",
+        "versions": "",
+    })
+
+
+def test_history_from_a_start_commit() -> None:
+    """Drawn from position 10 on: the x domain, points, markers and version lines start there, and the first
+    band looks back at the five commits before it (the same band as the whole history draws)."""
+    from dashboard import charts
+
+    points = _history_points(30)
+    commits = pd.DataFrame({"sha": points["sha"], "pos": points["pos"]})
+    flagged = pd.DataFrame({"series": ["s", "s"], "pos": [5, 15], "fixed_pos": [8, math.nan],
+                            "text": ["old", "new"], "change": ["", ""], "fixed_text": ["fixed", ""]})
+    kw = {"title": "t", "unit": "seconds", "commits": commits, "threshold": 0.05, "flagged": flagged}
+    whole = charts.history_spec(points, **kw)
+    part = charts.history_spec(points, start=10, **kw)
+    drawn = part["datasets"]["points"]
+    assert list(drawn["pos"]) == list(range(10, 30))
+    assert part["layer"][0]["encoding"]["x"]["scale"]["domain"] == [9.5, 29.5]
+    band = whole["datasets"]["points"].set_index("pos")
+    assert drawn.set_index("pos")[["lo", "hi"]].equals(band.loc[10:, ["lo", "hi"]])
+    assert drawn["lo"].notna().all()
+    markers = part["datasets"]["markers"]
+    assert list(zip(markers["kind"], markers["pos"], strict=True)) == [("flagged regression", 15)]
+    assert [r["data"]["values"] for r in part["layer"] if "values" in r.get("data", {})][0] == [{"pos": 11.5}]
+    assert "usermeta" not in part  # 20 points: SVG, as Streamlit draws small charts

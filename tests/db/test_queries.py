@@ -136,6 +136,10 @@ def test_kernel_config_records_are_not_series(tmp_path: Path) -> None:
             {"params_key": timed["params_key"], "commit_id": runs[0].commit_id, "key": "block_h", "value": 24.0}
         ]
         assert queries.launch_config(s, "other_module.X.time_y", [timed["params_key"]], "m").empty
+        # Only at the commits asked for (History reads the configs of the commits it draws).
+        at = queries.launch_config(s, timed["benchmark"], [timed["params_key"]], "m", [runs[0].commit_id])
+        assert at.to_dict("records") == config.to_dict("records")
+        assert queries.launch_config(s, timed["benchmark"], [timed["params_key"]], "m", [runs[1].commit_id]).empty
         # The re-run of the first commit pools with its first run in the timed series' history too.
         before = queries.history(s, timed["benchmark"], timed["params_key"], "m")
         s.add(Result(run_id=rerun.id, benchmark_id=queries._benchmark_id(s, timed["benchmark"]),

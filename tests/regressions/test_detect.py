@@ -12,6 +12,7 @@ from regressions.detect import (
     detect_many,
     detect_steps,
     noise_scale,
+    noise_scales,
     verdict,
     verdict_counts,
 )
@@ -138,6 +139,27 @@ def test_noise_scale_ignores_steps_and_outliers() -> None:
     z[200:] += 0.3
     z[[50, 300]] += 1.0
     assert noise_scale(z) == pytest.approx(0.01, rel=0.2)
+
+
+def test_noise_scales_equal_the_rule_per_series() -> None:
+    """The batch (Compare's noise of every series at once) is the rule of one series, bit for bit: the
+    median below 12 runs, the upper quartile from there, the floor below 3 runs or as a minimum."""
+    rng = np.random.default_rng(5)
+    zs = [rng.normal(0.0, rng.choice([1e-4, 0.01, 0.3]), n) for n in (0, 1, 2, 3, 5, 11, 12, 13, 100, 100, 7, 3)]
+    starts = np.cumsum([0] + [z.size for z in zs[:-1]])
+    for floor in (0.0, 0.002):
+        batch = noise_scales(np.concatenate(zs), starts, floor)
+        one = []
+        for z in zs:
+            diffs = np.abs(np.diff(z))
+            if z.size < 3:
+                one.append(floor)
+            elif z.size < 12:
+                one.append(max(float(np.median(diffs)) / (0.6744897501960817 * math.sqrt(2.0)), floor))
+            else:
+                one.append(max(float(np.quantile(diffs, 0.75)) / 1.6268, floor))
+        assert batch.tolist() == one
+        assert [noise_scale(z, floor) for z in zs] == one
 
 
 def test_batch_equals_one_by_one() -> None:
