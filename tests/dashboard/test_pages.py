@@ -7,6 +7,7 @@ import json
 import subprocess
 import sys
 
+import asv_synth
 import numpy as np
 import pandas as pd
 import pyarrow as pa
@@ -315,8 +316,6 @@ def test_compare_names_failed_and_not_run(monkeypatch: pytest.MonkeyPatch, seede
 
 
 def asv_cases(name: str) -> list[dict]:
-    import asv_synth
-
     return next(b for b in asv_synth.mla_benchmarks() if b.name == name).combos()
 
 
@@ -449,3 +448,42 @@ def test_history_hover_of_real_runs(monkeypatch: pytest.MonkeyPatch, tmp_path) -
     assert set(points["kernel config"]) == {"kernel config: not recorded by the suite"}
     assert set(points["versions"]) == {
         "GPU NVIDIA H200 (sm 9.0) · driver 580.159.04 · CUDA 13.0 · torch 2.11.0+cu130 · triton 3.6.0"}
+
+
+@pytest.fixture(scope="module")
+def long_history(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """262 commits of the decode suite alone, with an MMA slowdown at commit 20 that is never fixed (an open
+    regression near the start of the newest 250 commits)."""
+    from db.engine import make_engine, upgrade
+    from db.ingest import ingest_paths
+    from regressions.config import parse_settings
+    from regressions.store import detect_store
+
+    tmp = tmp_path_factory.mktemp("long_history")
+    benches = [b for b in asv_synth.mla_benchmarks(concurrency=(1, 64), topk=(512,), slow_from=20, metrics=False)
+               if b.name == "bench_decode.SparseDecode.time_decode"]
+    asv_synth.write_results(tmp / "results", "long", benches, asv_synth.commit_shas(262, seed="long"))
+    url = f"sqlite:///{tmp / 'store.sqlite'}"
+    upgrade(url)
+    engine = make_engine(url)
+    assert ingest_paths(engine, [tmp / "results"], progress=False).ok
+    with Session(engine) as s, s.begin():
+        detect_store(s, parse_settings({}, "tests/dashboard"), machine="long", full=True)
+    engine.dispose()
+    return url
+
+
+def test_history_draws_a_window_unless_whole_history(monkeypatch: pytest.MonkeyPatch, long_history: str) -> None:
+    query = {"machine": "long", "hist_bench": "bench_decode.SparseDecode.time_decode", "hp_impl": "mma",
+             "hp_concurrency": "64", "hp_topk": "512"}  # fmt: skip
+    at = goto(app(monkeypatch, long_history, query=query), "history")
+    # The newest 250 commits (12..261), extended back to ten commits before the open regression at 20.
+    assert "The newest 252 of 262 commits" in texts(at)
+    spec, data = vega(at)[0]
+    assert sorted(set(data["points"]["pos"])) == list(range(10, 262))
+    assert list(data["markers"].loc[data["markers"]["kind"] == "flagged regression", "pos"]) == [20]
+    at.toggle(key="hist_all").set_value(True).run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert "262 commits measured" in texts(at) and "The newest" not in texts(at)
+    assert sorted(set(vega(at)[0][1]["points"]["pos"])) == list(range(262))
+    assert at.query_params["hist_all"] in ("1", ["1"])
