@@ -4,8 +4,9 @@ shared memory on this GPU and, compiled ahead of time, on sm_120 (whether an sm_
     python -m benchmarks.scripts.kernel_decode_variants [--batches 64,128] [--topk 512] [--configs all]
 
 ``--configs``: ``all`` (every autotuner candidate), ``sm120`` (the candidates an sm_120 compiles), or
-``BLOCK_HxBLOCK_NxWARPSxSTAGESxPREFETCH,...``. ``--simt-tiles 16x4,32x4`` times SIMT tiles (BLOCK_N x
-warps) instead, twice each in alternation (the A/B behind ``mla_kernels.decode.launch.SIMT_TILES``).
+``BLOCK_HxBLOCK_NxWARPSxSTAGESxPREFETCH[xBLOCK_D],...`` (BLOCK_D > 0: the two-pass kernels).
+``--simt-tiles 16x4,32x4`` times SIMT tiles (BLOCK_N x warps) instead, twice each in alternation (the A/B
+behind ``mla_kernels.decode.launch.SIMT_TILES``).
 """
 
 from __future__ import annotations
@@ -65,7 +66,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--batches", default="64,128")
     ap.add_argument("--topk", type=int, default=512)
     ap.add_argument("--heads", type=int, default=64)
-    ap.add_argument("--configs", default="all")
+    ap.add_argument("--configs", default="all",
+                    help="all | sm120 | BLOCK_HxBLOCK_NxWARPSxSTAGESxPREFETCH[xBLOCK_D],... (default: all)")
     ap.add_argument("--reps", type=int, default=10, help="graph replays per config (median)")
     ap.add_argument("--simt-tiles", help="BLOCK_NxWARPS,... : time these SIMT tiles instead of MMA configs")
     ap.add_argument("--json", type=Path, help="write every row to this file")
