@@ -52,15 +52,15 @@ def matrix(capability: int, groups: tuple[str, ...] = GROUPS) -> list[Entry]:
         cache = torch.empty(4096, 149504, dtype=torch.uint8, device=meta)
         idx = torch.empty(64, 512, dtype=torch.int32, device=meta)
         for spec in decode.arch_candidates(capability):
-            if spec[5]:  # two passes: both kernels must be kept
-                for launch in decode.mma_launches(q, cache, idx, 512**-0.5, decode.MmaConfig.of(spec))[0]:
-                    entries.append(Entry("decode.mma", f"{decode.spec_label(spec)} {launch.name}", launch, None, spec))
-                continue
-            for splits in (1, 2):  # the split kernel compiles once without and once with split-K
+            # A fused split kernel compiles once without and once with split-K; a two-pass config has a
+            # row per kernel (both must be kept).
+            for splits in (1,) if spec[5] else (1, 2):
                 cfg = decode.MmaConfig.of(spec, splits)
-                launch = decode.mma_launches(q, cache, idx, 512**-0.5, cfg)[0][0]
-                label = decode.spec_label(spec) + (" split-K" if splits > 1 else "")
-                entries.append(Entry("decode.mma", label, launch, None, spec))
+                launches = decode.judged_launches(decode.mma_launches(q, cache, idx, 512**-0.5, cfg)[0])
+                for launch in launches:
+                    label = decode.spec_label(spec) + (" split-K" if splits > 1 else "")
+                    label += f" {launch.name}" if len(launches) > 1 else ""
+                    entries.append(Entry("decode.mma", label, launch, None, spec))
         out = torch.empty(64, 64, 512, dtype=torch.bfloat16, device=meta)
         lse = torch.empty(64, 64, dtype=torch.float32, device=meta)
         used = decode.simt_tile(capability)

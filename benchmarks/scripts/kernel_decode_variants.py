@@ -88,7 +88,15 @@ def main(argv: list[str] | None = None) -> int:
     from benchmarks.scripts.kernel_decode_perf import decode_cost, graph_ms, index_sets_for_cold_l2
     from mla_kernels import LAST_LAUNCH, aot, make_decode_inputs, sparse_mla_decode
     from mla_kernels.arch import ARCHS
-    from mla_kernels.decode import MmaConfig, decode_with_config, mma_launches, spec_label, split_counts, verdict
+    from mla_kernels.decode import (
+        MmaConfig,
+        decode_with_config,
+        judged_launches,
+        mma_launches,
+        spec_label,
+        spec_split_counts,
+        verdict,
+    )
     from mla_kernels.testing import check_decode
 
     props = torch.cuda.get_device_properties(0)
@@ -109,16 +117,15 @@ def main(argv: list[str] | None = None) -> int:
         meta = [torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device="meta")
                 for t in (inp.q, inp.kv_cache, inp.indices)]
         for spec in specs:
-            bh, bn, *_, block_d = spec
-            if args.heads % bh:
+            if args.heads % spec[0]:
                 continue
-            for splits in (1,) if block_d else split_counts(batch, args.heads, bh, args.topk, bn, sms):
+            for splits in spec_split_counts(spec, batch, args.heads, args.topk, sms):
                 cfg = MmaConfig.of(spec, splits)
                 head = f"B={batch:4d} {spec_label(spec):22s} S {splits:2d}"
                 try:
                     # sm_120: the worst of the config's kernels (two for two-pass configs).
-                    compiled = [aot.compile_launch(launch, 120) for launch in mma_launches(*meta, 512**-0.5, cfg)[0]
-                                if launch.name != "combine"]
+                    compiled = [aot.compile_launch(launch, 120)
+                                for launch in judged_launches(mma_launches(*meta, 512**-0.5, cfg)[0])]
                     s120 = max(compiled, key=lambda c: (c.spill_bytes, c.registers))
                     why = next((w for c in compiled if (w := verdict(120, ARCHS[120].shared_per_block, spec,
                                                                      c.shared, c.spill_bytes))), None)

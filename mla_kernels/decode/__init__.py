@@ -17,7 +17,17 @@ from .launch import (
     sparse_mla_decode,
     split_plan,
 )
-from .tuning import CANDIDATES, MmaConfig, arch_candidates, launch_label, parse_spec, spec_label, split_counts
+from .tuning import (
+    CANDIDATES,
+    MmaConfig,
+    arch_candidates,
+    judged_launches,
+    launch_label,
+    parse_spec,
+    spec_label,
+    spec_split_counts,
+    split_counts,
+)
 
 __all__ = [
     "CANDIDATES",
@@ -30,6 +40,7 @@ __all__ = [
     "combine_launch",
     "compile_stats",
     "decode_with_config",
+    "judged_launches",
     "launch_label",
     "mma_launches",
     "parse_spec",
@@ -37,6 +48,7 @@ __all__ = [
     "simt_tile",
     "sparse_mla_decode",
     "spec_label",
+    "spec_split_counts",
     "split_counts",
     "split_plan",
     "verdict",

@@ -33,7 +33,7 @@ from .kernels import (
     _scores_pass_kernel,
     _simt_decode_kernel,
 )
-from .tuning import MmaConfig, choose_mma_config
+from .tuning import MmaConfig, choose_mma_config, judged_launches
 
 IMPLS = ("reference", "torch", "simt", "mma")
 LOG2E = 1.4426950408889634
@@ -314,22 +314,15 @@ def _mma_decode(
     kernel: object | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     launches, out, lse = mma_launches(q, kv_cache, indices, scale, cfg, kernel)
-    compiled = [launch.run() for launch in launches]
-    if cfg.block_d:
-        # Two kernels: the larger registers / spills / shared memory of the two.
-        stats = [_common.compile_stats(c) for c in compiled]
-        _record(
-            impl="mma", kernel="_scores_pass_kernel+_output_pass_kernel", BLOCK_H=cfg.block_h,
-            BLOCK_N=cfg.block_n, BLOCK_D=cfg.block_d, NUM_SPLITS=1, num_warps=cfg.num_warps,
-            num_stages=cfg.num_stages, PREFETCH=0, tuned=cfg.source, arch_profile=profile,
-            **{k: max(s.get(k, 0) for s in stats) for k in stats[0]},
-        )  # fmt: skip
-        return out, lse
+    compiled = {id(launch): launch.run() for launch in launches}  # run in order
+    # Resources of the judged kernels (the split kernel, or both passes): the larger of each.
+    stats = [_common.compile_stats(compiled[id(launch)]) for launch in judged_launches(launches)]
     _record(
-        impl="mma", kernel="_mma_decode_kernel", BLOCK_H=cfg.block_h, BLOCK_N=cfg.block_n,
-        BLOCK_D=0, NUM_SPLITS=launches[0].args[-2], num_warps=cfg.num_warps,
-        num_stages=cfg.num_stages, PREFETCH=cfg.prefetch, tuned=cfg.source, arch_profile=profile,
-        **_common.compile_stats(compiled[0]),
+        impl="mma", kernel="_scores_pass_kernel+_output_pass_kernel" if cfg.block_d else "_mma_decode_kernel",
+        BLOCK_H=cfg.block_h, BLOCK_N=cfg.block_n, BLOCK_D=cfg.block_d,
+        NUM_SPLITS=1 if cfg.block_d else launches[0].args[-2], num_warps=cfg.num_warps,
+        num_stages=cfg.num_stages, PREFETCH=0 if cfg.block_d else cfg.prefetch, tuned=cfg.source,
+        arch_profile=profile, **{k: max(s.get(k, 0) for s in stats) for k in stats[0]},
     )  # fmt: skip
     return out, lse
 

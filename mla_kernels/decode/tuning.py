@@ -122,6 +122,19 @@ def split_counts(batch: int, heads: int, block_h: int, topk: int, block_n: int, 
     return tuple(dict.fromkeys((one_wave, cover, 1)))
 
 
+def spec_split_counts(spec: Spec, batch: int, heads: int, topk: int, sms: int) -> tuple[int, ...]:
+    """The split counts a candidate is timed with: ``split_counts``, or none for two-pass configs (their
+    grid spreads the top-k over programs already)."""
+    block_h, block_n, *_, block_d = spec
+    return (1,) if block_d else split_counts(batch, heads, block_h, topk, block_n, sms)
+
+
+def judged_launches(launches: Sequence[_common.KernelLaunch]) -> list[_common.KernelLaunch]:
+    """The launches of a config that the keep rule judges: all but the LSE combine, which every split
+    config shares and the compile report checks on its own."""
+    return [launch for launch in launches if launch.name != "combine"]
+
+
 Builder = Callable[[MmaConfig], Sequence[_common.KernelLaunch]]
 
 
@@ -138,16 +151,12 @@ def candidates(
     sms = _common.num_sms(device)
     out: list[MmaConfig] = []
     for spec in arch_candidates(capability):
-        block_h, block_n, *_, block_d = spec
-        if heads % block_h:
+        if heads % spec[0]:
             continue
-        # Two-pass configs spread the top-k over programs already: no split-K.
-        splits = (1,) if block_d else split_counts(batch, heads, block_h, topk, block_n, sms)
-        for s in splits:
+        for s in spec_split_counts(spec, batch, heads, topk, sms):
             cfg = MmaConfig.of(spec, s, source="default")
             if build is None or all(
-                kept_by_compile(launch, cfg.spec, capability, limit)
-                for launch in build(cfg) if launch.name != "combine"
+                kept_by_compile(launch, cfg.spec, capability, limit) for launch in judged_launches(build(cfg))
             ):
                 out.append(cfg)
     if not out:
