@@ -9,7 +9,6 @@ tab's first Plotly chart costs it the 4.7 MB Plotly bundle to load and parse (mo
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 
 import numpy as np
@@ -38,6 +37,7 @@ DENSE = 150
 # Streamlit itself does only from 2,000 points (canvas) and 5,000 marks (ARIA off), where a few hundred
 # already cost the browser a large part of the page's first render.
 CANVAS = 600
+SHA_PARAM = "commit_sha"  # the history chart's parameter: the short SHAs of its drawn commits, for axis labels
 
 
 def _on_grid(df: pd.DataFrame, grid: Sequence[float], x: str, y: str) -> pd.DataFrame:
@@ -395,11 +395,13 @@ def history_spec(
         ]
     markers = pd.concat(marks, ignore_index=True)
     n = len(commits)
-    shas = [fmt.short_sha(v) for v in commits["sha"].to_numpy(object)]
-    # Tick labels: the commit at each integer position (zoomed in, the axis picks its own ticks).
+    # Tick labels: the commit at each integer position (zoomed in, the axis picks its own ticks), looked up in a
+    # parameter holding the drawn commits' short SHAs: an array literal in the label expression is rebuilt by
+    # Vega's expression interpreter for every label, each time the axis is laid out.
+    shas = [fmt.short_sha(v) for v in commits["sha"].to_numpy(object)[start:]]
     x = {"field": "pos", "type": "quantitative", "scale": {"domain": [start - 0.5, max(n - 0.5, start + 0.5)],
                                                           "nice": False},
-         "axis": {"title": "commit (history order)", "labelExpr": f"{json.dumps(shas)}[datum.value] || ''",
+         "axis": {"title": "commit (history order)", "labelExpr": f"{SHA_PARAM}[datum.value - {int(start)}] || ''",
                   "labelAngle": -30, "tickMinStep": 1, "tickCount": 12}}
     quantity = "time" if fmt.is_time(unit) else "value"
     y: dict = {"field": "y", "type": "quantitative", "title": f"{quantity} ({axis_unit})",
@@ -457,6 +459,7 @@ def history_spec(
     spec = {
         "title": _title(title),
         "height": 520,
+        "params": [{"name": SHA_PARAM, "value": shas}],
         "datasets": {"points": pts, "markers": markers},
         "layer": layers,
     }

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pandas as pd
+
 from regressions.units import (
     TIME_UNITS,
     fmt_change,
@@ -35,6 +37,7 @@ __all__ = [
     "is_missing",
     "is_time",
     "launch_config",
+    "md_table",
     "short_sha",
     "sig",
     "subject",
@@ -135,3 +138,28 @@ def launch_config(values: dict[str, float]) -> str:
     items = [f"{k}={values[k]:g}" for k in sorted(values, key=lambda k: (k.startswith("indexer_"), rank(k)))]
     lines = [" · ".join(items[i : i + 4]) for i in range(0, len(items), 4)]
     return "kernel " + "<br>".join(lines)
+
+
+_MD_SPECIAL = str.maketrans({c: "\\" + c for c in "\\`*_[]<>|#~$"})
+
+
+def md_text(value: Any) -> str:
+    """``value`` as literal Markdown text (a commit subject may hold ``*``, ``_``, ``|`` or a ``<tag>``)."""
+    return "" if is_missing(value) else str(value).translate(_MD_SPECIAL).replace("\n", " ")
+
+
+def md_table(rows: pd.DataFrame, links: dict[str, str] | None = None) -> str:
+    """A few rows as a Markdown table, every cell literal text; ``links``: {column: link text} for columns that
+    hold URLs (an empty one leaves the cell blank). For short tables: Markdown is drawn by an element every page
+    already has, where a data grid costs the browser its own code and canvas on the page's first render."""
+    links = links or {}
+    head = "| " + " | ".join(md_text(c) for c in rows.columns) + " |"
+    rule = "|" + "---|" * len(rows.columns)
+    body = [
+        "| " + " | ".join(
+            (f"[{md_text(links[c])}]({v})" if isinstance(v, str) and v else "") if c in links else md_text(v)
+            for c, v in zip(rows.columns, row, strict=True)) + " |"
+        for row in rows.itertuples(index=False)
+    ]
+    return "\n".join([head, rule, *body])
+

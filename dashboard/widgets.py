@@ -111,13 +111,17 @@ def url_selectbox(label: str, options: Sequence[Any], *, key: str, default: Any 
     return value
 
 
-def url_multiselect(label: str, options: Sequence[Any], *, key: str, default: Sequence[Any] = (),
-                    **kw: Any) -> list[Any]:
+def url_pills(label: str, options: Sequence[Any], *, key: str, default: Sequence[Any] = (),
+              **kw: Any) -> list[Any]:
+    """Pick any of a few options (parameter values, statuses), each a pill one click toggles; returns them in
+    the options' order. Pills, not a multiselect: one click instead of opening a list, and every page keeps to
+    the one button-group element (each kind of element is code the browser loads on a page's first render)."""
     options = list(options)
     seed(key, [v for v in default if v in options], options, "many")
-    value = st.multiselect(label, options, key=key, **kw)
-    publish(key, list(value))
-    return list(value)
+    value = st.pills(label, options, key=key, selection_mode="multi", **kw) or []
+    chosen = [v for v in options if v in value]
+    publish(key, chosen)
+    return chosen
 
 
 def url_radio(label: str, options: Sequence[Any], *, key: str, default: Any = None, **kw: Any) -> Any:
@@ -147,6 +151,15 @@ def url_number(label: str, *, key: str, default: float | None = None, **kw: Any)
     value = st.number_input(label, key=key, **kw)
     publish(key, value)
     return value
+
+
+def url_expander(label: str, *, key: str, default: bool = False) -> Any:
+    """An expander whose open state reruns the page and is kept in the URL; its ``.open`` says whether to build
+    what it holds (a closed one costs the server and the browser nothing)."""
+    seed(key, default, kind="bool")
+    box = st.expander(label, key=key, on_change="rerun")
+    publish(key, bool(box.open))
+    return box
 
 
 # -- commits and links -------------------------------------------------------------------------------

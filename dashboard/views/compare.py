@@ -60,17 +60,23 @@ cmp = cmp.assign(label=[frames.params_label(k, names.get(b)) for b, k in zip(cmp
                                                                                strict=True)])
 
 counts = cmp["status"].value_counts()
-cols = st.columns(len(STATUS_TITLES))
-for col, (status, title) in zip(cols, STATUS_TITLES.items(), strict=True):
-    col.metric(title, f"{int(counts.get(status, 0)):,}", help=STATUS_HELP[status])
+# Every status with its count, each a pill that shows or hides its rows in the table below (counts of zero
+# included: the line is the whole summary). Unchanged and not run are hidden by default, also when nothing else
+# is there (most nights): the table then stays empty until a pill asks for them.
+default_show = [s for s in STATUS_TITLES if counts.get(s, 0) and s not in ("unchanged", "not_run")]
+show = widgets.url_pills(
+    "Series by status (click to show or hide them in the table)", list(STATUS_TITLES), key="cmp_show",
+    default=default_show, format_func=lambda s: f"{STATUS_TITLES[s]} {int(counts.get(s, 0)):,}",
+    help="  \n".join(f"**{STATUS_TITLES[s]}**: {STATUS_HELP[s]}" for s in STATUS_TITLES))
 limit = "the threshold you set" if override is not None else "the configured threshold (default 5%)"
 st.caption(
     f"{len(cmp):,} series of `{ctx.machine}`, head `{fmt.short_sha(head)}` against base `{fmt.short_sha(base)}`: "
     f"the same statuses and numbers as `mlaperf compare {fmt.short_sha(base)} {fmt.short_sha(head)} --machine "
-    f"{ctx.machine}`. A regression is worse by more than {limit} and significant: Mann-Whitney U on the samples "
-    "and, with 10+ earlier commits, the series' run-to-run noise on this machine (column `method`). Ratio = head / "
-    "base of the two commits' results (each the median of that commit's runs), in the benchmark's unit; the "
-    "Regressions page's ratio is the detector's step (level after / level before) and differs slightly."
+    f"{ctx.machine}`. Ratio = head / base.",
+    help=f"A regression is worse by more than {limit} and significant: Mann-Whitney U on the samples and, with 10+ "
+    "earlier commits, the series' run-to-run noise on this machine (column `method`). Ratio = head / base of the "
+    "two commits' results (each the median of that commit's runs), in the benchmark's unit; the Regressions page's "
+    "ratio is the detector's step (level after / level before) and differs slightly.",
 )
 
 changed = cmp[cmp["slowdown"].notna() & (cmp["status"] != "not_run")]
@@ -79,13 +85,9 @@ if not changed.empty:
         changed, title=f"Largest changes: {fmt.short_sha(head)} vs {fmt.short_sha(base)} · {ctx.machine}"),
         width="stretch", key="cmp_chart")
 
-present = [s for s in STATUS_TITLES if counts.get(s, 0)]
-default_show = [s for s in present if s not in ("unchanged", "not_run")] or present
-show = widgets.url_multiselect("Show", present, key="cmp_show", default=default_show,
-                               format_func=lambda s: f"{STATUS_TITLES[s]} ({int(counts.get(s, 0)):,})")
 view = cmp[cmp["status"].isin(show)]
 if view.empty:
-    st.success("Nothing to show with these statuses.")
+    st.info("No series with the statuses picked above; click a status to list its series.")
     st.stop()
 order = {s: i for i, s in enumerate(STATUS_TITLES)}
 view = view.assign(_o=view["status"].map(order), _w=-view["slowdown"].fillna(0)).sort_values(["_o", "_w"])

@@ -65,7 +65,7 @@ if pnames:
         values = frames.value_order(p.get(n) for p in parsed.values())
         default = defaults.get(n) or (values if i == 0 and len(pnames) > 1 else values[:1])
         with cols[i % len(cols)]:
-            picked[n] = widgets.url_multiselect(n, values, key=f"hp_{n}", default=default)
+            picked[n] = widgets.url_pills(n, values, key=f"hp_{n}", default=default)
 
 wanted = [k for k in keys if all(parsed[k].get(n) in picked[n] for n in pnames)] if pnames else keys
 if not wanted:
@@ -173,21 +173,22 @@ better = "lower" if direction == "up_is_worse" else "higher"
 shown = f"The newest {len(commits) - start:,} of {len(commits):,} commits" if start else f"{len(commits):,} commits"
 st.caption(
     f"{shown} measured on `{ctx.machine}`, in history order"
-    + (" (switch on Whole history to draw every commit)" if start else "") + "; bars span the interquartile range. "
-    f"{better.capitalize()} is better. Shaded: ±{threshold:.0%} (this benchmark's threshold) around the median of "
-    "the previous five values; a point past it on the worse side moved more than the threshold. Triangles: "
+    + (" (switch on Whole history to draw every commit)" if start else "") + f". {better.capitalize()} is better; "
+    f"shaded: ±{threshold:.0%} around the median of the previous five values. asv environment: "
+    + ", ".join(f"`{e}`" for e in sorted(hist["environment"].dropna().unique())) + ".",
+    # The legend in full, shown on hover: a long caption is Markdown the browser lays out on every first render.
+    help=f"Bars span the interquartile range. Shaded: ±{threshold:.0%} (this benchmark's threshold) around the median "
+    "of the previous five values; a point past it on the worse side moved more than the threshold. Triangles: "
     "flagged regressions (the first bad commit); stars: the commit that fixed them; ✕ on the axis: failed runs; "
-    "dotted lines: the benchmark's asv version changed (a new segment: no step is flagged across it). Drag to "
-    "pan, scroll to zoom the commit axis, double-click to reset. Hover a "
-    "point for its commit, its run, the kernel configuration the case ran with (where the suite records it) and "
-    "the run's GPU, driver, CUDA, torch and triton (runs stored before mlaperf kept them per run show the "
-    "machine's, marked so). asv environment: "
-    + ", ".join(f"`{e}`" for e in sorted(hist["environment"].dropna().unique())) + "."
+    "dotted lines: the benchmark's asv version changed (a new segment: no step is flagged across it). Drag to pan, "
+    "scroll to zoom the commit axis, double-click to reset. Hover a point for its commit, its run, the kernel "
+    "configuration the case ran with (where the suite records it) and the run's GPU, driver, CUDA, torch and "
+    "triton (runs stored before mlaperf kept them per run show the machine's, marked so).",
 )
 
 if flag is not None and not flag.empty:
     st.subheader("Flagged regressions of these series")
-    st.dataframe(pd.DataFrame({
+    st.markdown(fmt.md_table(pd.DataFrame({
         "series": flag["params_key"].map(label_of),
         "status": flag["status"],
         "commits": [fmt.commit_range(p, s) for p, s in zip(flag["parent_sha"], flag["sha"], strict=True)],
@@ -199,24 +200,26 @@ if flag is not None and not flag.empty:
                      for s, m in zip(flag["fixed_sha"], flag["fixed_message"], strict=True)],
         "compare": [widgets.compare_link(ctx.machine, p, s) for p, s in zip(flag["parent_sha"], flag["sha"],
                                                                             strict=True)],
-    }), hide_index=True, width="stretch",
-        column_config={"compare": st.column_config.LinkColumn("compare", display_text="parent..commit")})
+    }), links={"compare": "parent..commit"}))
 
-st.subheader("Values per commit")
-wide = points.pivot_table(index="pos", columns="series", values="value", aggfunc="first")
-status = points.pivot_table(index="pos", columns="series", values="status", aggfunc="first")
-table = pd.DataFrame(index=commits["pos"])
-table["commit"] = commits["sha"].map(fmt.short_sha).to_numpy()
-table["subject"] = commits["message"].map(lambda m: fmt.subject(m, 50)).to_numpy()
-for label in [label_of[k] for k in wanted]:
-    vals = wide[label].reindex(table.index) if label in wide else pd.Series(index=table.index, dtype=float)
-    stat = status[label].reindex(table.index) if label in status else pd.Series(index=table.index, dtype=object)
-    table[label] = [fmt.fmt_value(v, unit) if s == "ok" else ("failed" if s == "failed" else "not run")
-                    for v, s in zip(vals, stat, strict=True)]
-config: dict[str, object] = {}
-if ctx.repo_url:
-    table.insert(1, "link", [widgets.commit_url(ctx.repo_url, s) for s in commits["sha"]])
-    config["link"] = st.column_config.LinkColumn("link", display_text="open")
-st.dataframe(table.iloc[::-1], hide_index=True, width="stretch", column_config=config, height=320)
-st.caption("Newest first. \"not run\": the commit was measured on this machine without this case (asv skipped "
-           "it or was not asked for it); \"failed\": the case ran and failed.")
+drawn_commits = commits.iloc[start:]
+values_box = widgets.url_expander(f"Values per commit ({len(drawn_commits):,} commits drawn)", key="hist_values")
+if values_box.open:
+    wide = points.pivot_table(index="pos", columns="series", values="value", aggfunc="first")
+    status = points.pivot_table(index="pos", columns="series", values="status", aggfunc="first")
+    table = pd.DataFrame(index=drawn_commits["pos"])
+    table["commit"] = drawn_commits["sha"].map(fmt.short_sha).to_numpy()
+    table["subject"] = drawn_commits["message"].map(lambda m: fmt.subject(m, 50)).to_numpy()
+    for label in [label_of[k] for k in wanted]:
+        vals = wide[label].reindex(table.index) if label in wide else pd.Series(index=table.index, dtype=float)
+        stat = status[label].reindex(table.index) if label in status else pd.Series(index=table.index, dtype=object)
+        table[label] = [fmt.fmt_value(v, unit) if s == "ok" else ("failed" if s == "failed" else "not run")
+                        for v, s in zip(vals, stat, strict=True)]
+    config: dict[str, object] = {}
+    if ctx.repo_url:
+        table.insert(1, "link", [widgets.commit_url(ctx.repo_url, s) for s in drawn_commits["sha"]])
+        config["link"] = st.column_config.LinkColumn("link", display_text="open")
+    with values_box:
+        st.dataframe(table.iloc[::-1], hide_index=True, width="stretch", column_config=config, height=320)
+        st.caption("Newest first. \"not run\": the commit was measured on this machine without this case (asv "
+                   "skipped it or was not asked for it); \"failed\": the case ran and failed.")

@@ -13,10 +13,9 @@ st.title("Regressions")
 
 c1, c2, c3, c4 = st.columns([3, 2, 3, 2])
 with c1:
-    shown = widgets.url_multiselect("Show", list(triage.CATEGORIES), key="reg_show",
-                                    default=["open", "suspect", "fixed"],
-                                    help="open: new or acknowledged · suspect: seen in the newest run only · "
-                                    "fixed: came back later · closed: ignored, transient or retired")
+    shown = widgets.url_pills("Show", list(triage.CATEGORIES), key="reg_show", default=["open", "suspect", "fixed"],
+                              help="open: new or acknowledged · suspect: seen in the newest run only · "
+                              "fixed: came back later · closed: ignored, transient or retired")
 with c3:
     text = widgets.url_text("Benchmark or parameters contain", key="reg_text", placeholder="e.g. impl=mma")
 with c4:

@@ -4,6 +4,7 @@ detector): the numbers, the triage, the history and the URL state a kernel engin
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 
@@ -68,6 +69,19 @@ def table(at: AppTest, column: str) -> pd.DataFrame:
         if column in df.value.columns:
             return df.value
     raise AssertionError(f"no table with column {column!r}: {[list(d.value.columns) for d in at.dataframe]}")
+
+
+def md_table(at: AppTest, column: str) -> pd.DataFrame:
+    """The first Markdown table on the page with ``column`` (``fmt.md_table``), cells unescaped; a link cell
+    reads ``[text](url)``."""
+    for md in at.markdown:
+        lines = [ln for ln in str(md.value).splitlines() if ln.startswith("| ")]
+        if len(lines) < 1:
+            continue
+        rows = [[re.sub(r"\\(.)", r"\1", c.strip()) for c in re.split(r"(?<!\\)\|", ln)[1:-1]] for ln in lines]
+        if column in rows[0]:
+            return pd.DataFrame(rows[1:], columns=rows[0])
+    raise AssertionError(f"no Markdown table with column {column!r}")
 
 
 def test_overview_counts_alert_groups(monkeypatch: pytest.MonkeyPatch, seeded: Seeded) -> None:
@@ -153,9 +167,9 @@ def test_baseline_drawn_only_where_measured() -> None:
 def test_history_defaults_to_the_flagged_series(monkeypatch: pytest.MonkeyPatch, seeded: Seeded) -> None:
     at = goto(app(monkeypatch, seeded.url), "history")
     assert at.selectbox(key="hist_bench").value == "bench_decode.SparseDecode.time_decode"
-    assert at.multiselect(key="hp_impl").value == ["mma"]
-    conc = at.multiselect(key="hp_concurrency")
-    assert list(conc.options) == ["1", "16", "64", "128"]  # numeric order, not text order
+    assert at.pills(key="hp_impl").value == ["mma"]
+    conc = at.pills(key="hp_concurrency")
+    assert [o.content for o in conc.proto.options] == ["1", "16", "64", "128"]  # numeric order, not text order
     assert conc.value == [1, 16, 64, 128]  # every series flagged with it, overlaid
     spec, data = vega(at)[0]
     points, markers = data["points"], data["markers"]
@@ -169,7 +183,9 @@ def test_history_defaults_to_the_flagged_series(monkeypatch: pytest.MonkeyPatch,
     band, _, line, dots = spec["layer"][:4]
     assert band["mark"]["type"] == "area" and band["encoding"]["y2"] == {"field": "hi"}
     assert line["encoding"]["y"]["title"] == "time (us)"
-    assert f'"{seeded.shas[0][:8]}"' in line["encoding"]["x"]["axis"]["labelExpr"]  # commits on the axis
+    # Commits on the axis: a label is the short SHA at its position, looked up in the chart's parameter.
+    shas = next(p["value"] for p in spec["params"] if p["name"] in line["encoding"]["x"]["axis"]["labelExpr"])
+    assert shas == [s[:8] for s in seeded.shas]
     assert line["params"][0]["bind"] == "scales"  # zoom and pan along history
     # Hover: value in us, the commit, run date, benchmark version, the kernel config and the run's versions.
     assert [t["field"] for t in dots["encoding"]["tooltip"]] == [
@@ -183,7 +199,8 @@ def test_history_defaults_to_the_flagged_series(monkeypatch: pytest.MonkeyPatch,
     assert slow["versions"] == "GPU NVIDIA H200 (sm 9.0) · driver 580.159.04 · CUDA 12.8 · torch 2.11.0 · triton 3.6.0"
     assert one.loc[TORCH_FROM - 1, "versions"] == \
         "GPU NVIDIA H200 (sm 9.0) · driver 570.86.15 · CUDA 12.8 · torch 2.10.0 · triton 3.6.0"
-    flagged = table(at, "fixed at")
+    flagged = md_table(at, "fixed at")
+    assert flagged["compare"].str.match(r"^\[parent\.\.commit\]\(compare\?machine=").all()
     assert set(flagged["commits"]) == {f"{seeded.shas[SLOW_FROM - 1][:8]}..{seeded.shas[SLOW_FROM][:8]}"}
     assert not flagged["p"].str.contains(r"0\.000").any()
 
@@ -203,10 +220,10 @@ def test_history_keeps_the_first_series_in_numeric_order(monkeypatch: pytest.Mon
 
 def test_history_from_url_marks_failed_runs_and_versions(monkeypatch: pytest.MonkeyPatch, seeded: Seeded) -> None:
     at = app(monkeypatch, seeded.url, query={"hist_bench": FAILED[1], "hp_variant": "mma+indexer",
-                                               "hp_concurrency": "1,64", "hp_context": "4096"})
+                                               "hp_concurrency": "1,64", "hp_context": "4096", "hist_values": "1"})
     at = goto(at, "history")
     assert at.selectbox(key="hist_bench").value == FAILED[1]
-    assert at.multiselect(key="hp_concurrency").value == [1, 64]
+    assert at.pills(key="hp_concurrency").value == [1, 64]
     markers = vega(at)[0][1]["markers"]
     assert set(markers.loc[markers["kind"] == "failed run", "pos"]) == {FAILED[0]}
     values = table(at, "subject")
@@ -289,9 +306,10 @@ def test_compare_page_equals_mlaperf_compare(monkeypatch: pytest.MonkeyPatch, se
     assert len(merged) == len(page) == len(cli)
     assert (merged["status_page"] == merged["status_cli"]).all()
     assert np.allclose(merged["ratio_page"].astype(float), merged["ratio_cli"].astype(float), equal_nan=True)
-    metrics = {m.label: m.value for m in at.metric}
-    assert metrics["Regressed"] == str(int((cli["status"] == "regressed").sum())) != "0"
-    assert sum(int(v.replace(",", "")) for v in metrics.values()) == len(cli)
+    counts = status_counts(at)
+    assert list(counts) == ["Regressed", "Improved", "Failed", "New", "Removed", "Not run", "Unchanged"]
+    assert counts["Regressed"] == int((cli["status"] == "regressed").sum()) != 0
+    assert sum(counts.values()) == len(cli)
     shown = table(at, "method")
     assert set(shown["status"]) == {"regressed"}  # unchanged and not run are hidden by default
     assert shown["series"].str.contains(r"impl=mma\b|variant=mma").all()
@@ -304,12 +322,17 @@ def test_compare_page_equals_mlaperf_compare(monkeypatch: pytest.MonkeyPatch, se
     assert dict(zip(color["domain"], color["range"], strict=True))["regressed"] == "#D55E00"
 
 
+def status_counts(at: AppTest) -> dict[str, int]:
+    """Compare's status pills, {title: series count} ("Regressed 3")."""
+    options = [o.content for o in at.pills(key="cmp_show").proto.options]
+    return {o.rsplit(" ", 1)[0]: int(o.rsplit(" ", 1)[1].replace(",", "")) for o in options}
+
+
 def test_compare_names_failed_and_not_run(monkeypatch: pytest.MonkeyPatch, seeded: Seeded) -> None:
     at = app(monkeypatch, seeded.url, query={"cmp_base": seeded.shas[FAILED[0] - 1][:12],
                                              "cmp_head": seeded.shas[FAILED[0]][:12]})
     at = goto(at, "compare")
-    metrics = {m.label: m.value for m in at.metric}
-    assert metrics["Failed"] == str(len(asv_cases(FAILED[1])))
+    assert status_counts(at)["Failed"] == len(asv_cases(FAILED[1]))
     shown = table(at, "method")
     failed = shown[shown["status"] == "failed"]
     assert (failed["after"] == "failed").all() and failed["before"].str.contains(r"\d (?:us|ms)$").all()
@@ -362,7 +385,7 @@ def test_generic_asv_project(monkeypatch: pytest.MonkeyPatch, seeded: Seeded, pa
     elif page == "history":
         assert len(vega(at)) == 1
     elif page == "compare":
-        assert sum(int(m.value.replace(",", "")) for m in at.metric) > 100
+        assert sum(status_counts(at).values()) > 100
     elif page == "overview":
         assert "No sparse-MLA suites" in body
     elif page == "regressions":
@@ -482,6 +505,10 @@ def test_history_draws_a_window_unless_whole_history(monkeypatch: pytest.MonkeyP
     spec, data = vega(at)[0]
     assert sorted(set(data["points"]["pos"])) == list(range(10, 262))
     assert list(data["markers"].loc[data["markers"]["kind"] == "flagged regression", "pos"]) == [20]
+    # The values table is built only when its expander is open (the state is in the URL), over the drawn commits.
+    assert not [d for d in at.dataframe if "subject" in d.value.columns]
+    opened = goto(app(monkeypatch, long_history, query={**query, "hist_values": "1"}), "history")
+    assert len(table(opened, "subject")) == 252 and opened.query_params["hist_values"] in ("1", ["1"])
     at.toggle(key="hist_all").set_value(True).run()
     assert not at.exception, [e.value for e in at.exception]
     assert "262 commits measured" in texts(at) and "The newest" not in texts(at)
