@@ -85,9 +85,10 @@ def param_names(url: str) -> dict[str, list[str]]:
 
 
 @st.cache_data(ttl=TTL, show_spinner=False, max_entries=256)
-def history(url: str, machine: str, benchmark: str, params_keys: tuple[str, ...]) -> pd.DataFrame:
+def history(url: str, machine: str, benchmark: str, params_keys: tuple[str, ...],
+            commit_ids: tuple[int, ...] | None = None) -> pd.DataFrame:
     with _session(url) as s:
-        return queries.history(s, benchmark, list(params_keys), machine)
+        return queries.history(s, benchmark, list(params_keys), machine, commit_ids)
 
 
 @st.cache_data(ttl=TTL, show_spinner=False, max_entries=256)

@@ -301,6 +301,7 @@ def history(
     benchmark: str,
     params_keys: str | Mapping[str, Any] | Sequence[str | Mapping[str, Any]],
     machine: str,
+    commit_ids: Sequence[int] | None = None,
 ) -> pd.DataFrame:
     """Series of one benchmark over the machine's commits: one row per (params_key, commit) that has a
     result, the commit's runs pooled (:func:`pool_runs`: median value, status ok if any run has a value),
@@ -310,8 +311,9 @@ def history(
     dates, messages and positions are :func:`commits`'.
 
     ``params_keys``: one series (a params_key string or a params dict) or several (a list of them; the
-    dashboard draws several at once). ``value`` is NaN for failed/skipped results. Unknown benchmark or
-    machine: :class:`NotFound`; an unknown params_key has no rows.
+    dashboard draws several at once). ``commit_ids``: only at these commits (None: every commit; the dashboard
+    reads the commits it draws). ``value`` is NaN for failed/skipped results. Unknown benchmark or machine:
+    :class:`NotFound`; an unknown params_key has no rows.
     """
     one = isinstance(params_keys, str | Mapping)
     wanted = [_key(params_keys)] if one else [_key(k) for k in params_keys]  # type: ignore[union-attr]
@@ -341,6 +343,8 @@ def history(
         .where(Result.benchmark_id == bid, Run.machine_id == mid, Result.params_key.in_(wanted))
         .order_by(Result.params_key, *commit_order())
     )
+    if commit_ids is not None:
+        stmt = stmt.where(Run.commit_id.in_([int(c) for c in commit_ids]))
     frame = _frame(s, stmt)
     if frame.empty:
         return _empty(_HISTORY_COLUMNS)
@@ -374,12 +378,15 @@ def launch_config(
     wanted = [_key(k) for k in params_keys]
     if not ids or not wanted:
         return _empty(cols)
+    runs = select(Run.id).where(Run.machine_id == mid)
+    if commit_ids is not None:
+        runs = runs.where(Run.commit_id.in_(list(commit_ids)))
+    # Run ids from a subquery, so the (benchmark, params, run) index is searched for each series and run
+    # instead of scanning every run of each series for the machine and commits asked for (4x quicker here).
     stmt = (select(Result.params_key, Run.commit_id, Result.benchmark_id, Result.value)
             .join(Run, Run.id == Result.run_id)
-            .where(Run.machine_id == mid, Result.benchmark_id.in_(list(ids)), Result.params_key.in_(wanted),
+            .where(Result.run_id.in_(runs), Result.benchmark_id.in_(list(ids)), Result.params_key.in_(wanted),
                    Result.value.is_not(None)))
-    if commit_ids is not None:
-        stmt = stmt.where(Run.commit_id.in_(list(commit_ids)))
     frame = _frame(s, stmt)
     if frame.empty:
         return _empty(cols)

@@ -101,7 +101,12 @@ if not whole:
         if not flag.empty else pd.Series(dtype=float)
     start = max(0, min([len(commits) - WINDOW, *(int(p) - 10 for p in open_at)]))
 
-hist = data.history(ctx.url, ctx.machine, bench, tuple(wanted))
+# Read from ten commits before the first drawn one: the threshold bands look back five values.
+hist = data.history(ctx.url, ctx.machine, bench, tuple(wanted),
+                    tuple(int(c) for c in commits["commit_id"].iloc[max(0, start - 10):]) if start else None)
+if hist.empty and start:  # retired series, measured only before the window: draw their whole history
+    start = 0
+    hist = data.history(ctx.url, ctx.machine, bench, tuple(wanted))
 if hist.empty:
     st.info("No results for these series on this machine.")
     st.stop()

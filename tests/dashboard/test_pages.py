@@ -512,5 +512,11 @@ def test_history_draws_a_window_unless_whole_history(monkeypatch: pytest.MonkeyP
     at.toggle(key="hist_all").set_value(True).run()
     assert not at.exception, [e.value for e in at.exception]
     assert "262 commits measured" in texts(at) and "The newest" not in texts(at)
-    assert sorted(set(vega(at)[0][1]["points"]["pos"])) == list(range(262))
+    whole = vega(at)[0][1]["points"].set_index("pos")
+    assert sorted(whole.index) == list(range(262))
+    # The window reads its series from ten commits before it: the bands (median of the previous five values)
+    # are those of the whole history.
+    window = data["points"].set_index("pos")
+    assert window[["lo", "hi"]].notna().all().all()
+    assert np.allclose(window[["lo", "hi"]], whole.loc[window.index, ["lo", "hi"]])
     assert at.query_params["hist_all"] in ("1", ["1"])

@@ -150,6 +150,10 @@ def test_kernel_config_records_are_not_series(tmp_path: Path) -> None:
         assert list(after["commit_id"]) == list(before["commit_id"]) == [r.commit_id for r in runs]
         assert list(after["runs"]) == [2, 1] and after["value"].iloc[0] == pytest.approx(2 * before["value"].iloc[0])
         assert after["run_id"].iloc[0] == rerun.id and after["value"].iloc[1] == before["value"].iloc[1]
+        # Only at the commits asked for (History reads the commits it draws): the same pooled rows.
+        second = queries.history(s, timed["benchmark"], timed["params_key"], "m", [runs[1].commit_id])
+        assert second.to_dict("records") == after.iloc[1:].reset_index(drop=True).to_dict("records")
+        assert queries.history(s, timed["benchmark"], timed["params_key"], "m", []).empty
     engine.dispose()
 
 
