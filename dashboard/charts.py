@@ -38,6 +38,7 @@ DENSE = 150
 # already cost the browser a large part of the page's first render.
 CANVAS = 600
 SHA_PARAM = "commit_sha"  # the history chart's parameter: the short SHAs of its drawn commits, for axis labels
+BAND_PARAM = "band_of"  # the history chart's legend selection: the series whose threshold band is drawn
 
 
 def _on_grid(df: pd.DataFrame, grid: Sequence[float], x: str, y: str) -> pd.DataFrame:
@@ -308,7 +309,6 @@ def history_spec(
     threshold: float | None = None,
     flagged: pd.DataFrame | None = None,
     log_y: bool = False,
-    band_series: int = 4,
     start: int = 0,
 ) -> dict:
     """Series over the machine's commits (x = position in history, zoom and pan with the mouse), one line
@@ -317,11 +317,13 @@ def history_spec(
 
     ``points``: rows with series, pos, value, q_25, q_75, status, benchmark_version and hover columns (sha,
     subject, date, run_date, runs, config: the kernel configuration, versions: the run's GPU and versions).
-    Draws IQR bars (series of up to ``DENSE`` points), a threshold band for the first ``band_series`` series
-    (the ``threshold`` either side of the median of its previous five values; a point past the band on the
-    worse side moved more than the threshold), markers for flagged regressions and the commits that fixed
-    them (``flagged``: series, pos, fixed_pos, text, change, fixed_text), failed runs on the x-axis, and a
-    dotted line where the benchmark's asv version changed."""
+    Draws IQR bars (series of up to ``DENSE`` points), the threshold band of one series at a time (the
+    ``threshold`` either side of the median of its previous five values; a point past the band on the worse
+    side moved more than the threshold): the first flagged series drawn, else the first series, and the one
+    clicked in the legend (every series' band is in the data; drawing them all costs the browser a shaded
+    area per point of every series, and overlaid they hide each other), markers for flagged regressions and
+    the commits that fixed them (``flagged``: series, pos, fixed_pos, text, change, fixed_text), failed runs on
+    the x-axis, and a dotted line where the benchmark's asv version changed."""
     # Sorted once, then each series' rows by position (numpy arrays: a boolean selection of the frame per
     # series copies every column, and iterating pandas' Arrow strings costs more than the formatting).
     every_ok = points[points["status"] == "ok"].sort_values("pos")
@@ -336,7 +338,7 @@ def history_spec(
     # Per series: its rows drawn, band and IQR; then the hover text of all of them at once.
     boundaries: set[float] = set()
     drawn, lo, hi, q25, q75 = [], [], [], [], []
-    for i, label in enumerate(labels):
+    for label in labels:
         rows = groups.get(label)
         if rows is None:
             continue
@@ -344,7 +346,7 @@ def history_spec(
         versions = versions_all[rows]
         pos = pos_all[rows].astype(float)
         boundaries |= {(pos[j] + pos[j + 1]) / 2.0 for j in np.nonzero(versions[1:] != versions[:-1])[0]}
-        band = bool(threshold) and i < band_series and len(rows) > 1
+        band = bool(threshold) and len(rows) > 1
         shown = pos >= start
         n_shown = int(shown.sum())
         if not n_shown:
@@ -419,15 +421,20 @@ def history_spec(
              {"field": "run"}, {"field": "benchmark version"}, {"field": "kernel config"}, {"field": "versions"}]
     kinds = [k for k in ("flagged regression", "fixed here", "failed run") if k in set(markers["kind"])]
     legend = _legend(kinds, title=None)
+    flagged_drawn = [v for v in markers.loc[markers["kind"] == "flagged regression", "series"] if v in present]
+    band_of = flagged_drawn[0] if flagged_drawn else (series[0] if series else "")
     layers: list[dict] = [
-        {"data": {"name": "points"}, "transform": [{"filter": "isValid(datum.lo)"}],
+        {"data": {"name": "points"}, "transform": [{"filter": {"param": BAND_PARAM, "empty": False}},
+                                                   {"filter": "isValid(datum.lo)"}],
          "mark": {"type": "area", "opacity": 0.12},
          "encoding": {"x": x, "y": {**y, "field": "lo"}, "y2": {"field": "hi"}, "color": color}},
         {"data": {"name": "points"}, "transform": [{"filter": "isValid(datum.q25) && isValid(datum.q75)"}],
          "mark": {"type": "rule", "opacity": 0.5, "strokeWidth": 1.2},
          "encoding": {"x": x, "y": {**y, "field": "q25"}, "y2": {"field": "q75"}, "color": color}},
         {"data": {"name": "points"}, "mark": {"type": "line", "strokeWidth": 1.8},
-         "params": [{"name": "zoom", "select": {"type": "interval", "encodings": ["x"]}, "bind": "scales"}],
+         "params": [{"name": "zoom", "select": {"type": "interval", "encodings": ["x"]}, "bind": "scales"},
+                    {"name": BAND_PARAM, "select": {"type": "point", "fields": ["series"]}, "bind": "legend",
+                     "value": [{"series": band_of}]}],
          "encoding": {"x": x, "y": y, "color": color}},
         {"data": {"name": "points"}, "mark": {"type": "point", "filled": True, "opacity": 1},
          "encoding": {"x": x, "y": y, "color": color, "tooltip": hover,

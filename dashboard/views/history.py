@@ -179,11 +179,13 @@ shown = f"The newest {len(commits) - start:,} of {len(commits):,} commits" if st
 st.caption(
     f"{shown} measured on `{ctx.machine}`, in history order"
     + (" (switch on Whole history to draw every commit)" if start else "") + f". {better.capitalize()} is better; "
-    f"shaded: ±{threshold:.0%} around the median of the previous five values. asv environment: "
+    f"shaded: ±{threshold:.0%} around the median of the previous five values of the series bright in the legend "
+    "(click another to shade it). asv environment: "
     + ", ".join(f"`{e}`" for e in sorted(hist["environment"].dropna().unique())) + ".",
     # The legend in full, shown on hover: a long caption is Markdown the browser lays out on every first render.
     help=f"Bars span the interquartile range. Shaded: ±{threshold:.0%} (this benchmark's threshold) around the median "
-    "of the previous five values; a point past it on the worse side moved more than the threshold. Triangles: "
+    "of the previous five values of one series (the first flagged one; click a series in the legend to shade it "
+    "instead); a point past it on the worse side moved more than the threshold. Triangles: "
     "flagged regressions (the first bad commit); stars: the commit that fixed them; ✕ on the axis: failed runs; "
     "dotted lines: the benchmark's asv version changed (a new segment: no step is flagged across it). Drag to pan, "
     "scroll to zoom the commit axis, double-click to reset. Hover a point for its commit, its run, the kernel "
