@@ -182,6 +182,10 @@ def test_history_defaults_to_the_flagged_series(monkeypatch: pytest.MonkeyPatch,
     assert points.groupby("series")["lo"].agg(lambda v: v.notna().any()).all()  # the threshold band of each series
     band, _, line, dots = spec["layer"][:4]
     assert band["mark"]["type"] == "area" and band["encoding"]["y2"] == {"field": "hi"}
+    # One band at a time: the first flagged series', or that of the series clicked in the legend.
+    (pick,) = [p for p in line["params"] if p.get("bind") == "legend"]
+    assert pick["value"] == [{"series": "concurrency=1"}] and pick["select"]["fields"] == ["series"]
+    assert {"filter": {"param": pick["name"], "empty": False}} in band["transform"]
     assert line["encoding"]["y"]["title"] == "time (us)"
     # Commits on the axis: a label is the short SHA at its position, looked up in the chart's parameter.
     shas = next(p["value"] for p in spec["params"] if p["name"] in line["encoding"]["x"]["axis"]["labelExpr"])
@@ -326,6 +330,20 @@ def status_counts(at: AppTest) -> dict[str, int]:
     """Compare's status pills, {title: series count} ("Regressed 3")."""
     options = [o.content for o in at.pills(key="cmp_show").proto.options]
     return {o.rsplit(" ", 1)[0]: int(o.rsplit(" ", 1)[1].replace(",", "")) for o in options}
+
+
+def test_compare_hides_unchanged_series_by_default(monkeypatch: pytest.MonkeyPatch, seeded: Seeded) -> None:
+    """Two commits with nothing regressed, improved, failed, new or removed (most nights): the counts, no table
+    until a status is picked; picking one lists its series."""
+    at = app(monkeypatch, seeded.url, query={"cmp_base": seeded.shas[7][:12], "cmp_head": seeded.shas[8][:12]})
+    at = goto(at, "compare")
+    counts = status_counts(at)
+    assert counts["Unchanged"] > 0 and counts["Regressed"] == counts["Improved"] == counts["Failed"] == 0
+    assert at.pills(key="cmp_show").value == [] and not [d for d in at.dataframe if "method" in d.value.columns]
+    assert "click a status" in texts(at)
+    at.pills(key="cmp_show").set_value(["unchanged"]).run()
+    assert len(table(at, "method")) == counts["Unchanged"]
+    assert at.query_params["cmp_show"] in ("unchanged", ["unchanged"])
 
 
 def test_compare_names_failed_and_not_run(monkeypatch: pytest.MonkeyPatch, seeded: Seeded) -> None:

@@ -186,3 +186,18 @@ def test_history_from_a_start_commit() -> None:
     assert list(zip(markers["kind"], markers["pos"], strict=True)) == [("flagged regression", 15)]
     assert [r["data"]["values"] for r in part["layer"] if "values" in r.get("data", {})][0] == [{"pos": 11.5}]
     assert "usermeta" not in part  # 20 points: SVG, as Streamlit draws small charts
+
+
+def test_md_table_keeps_cells_literal() -> None:
+    """Commit subjects and labels are text, not Markdown: pipes, emphasis, code, tags and newlines escaped;
+    link columns become links (an empty cell stays blank)."""
+    from dashboard import fmt
+
+    rows = pd.DataFrame({"subject": ["fix | *hot* path_a `x` <b>\nmore", None], "go": ["compare?a=1", ""]})
+    assert fmt.md_table(rows, links={"go": "parent..commit"}).splitlines() == [
+        "| subject | go |",
+        "|---|---|",
+        "| fix \\| \\*hot\\* path\\_a \\`x\\` \\<b\\> more | [parent..commit](compare?a=1) |",
+        "|  |  |",
+    ]
+
