@@ -132,6 +132,25 @@ def url_radio(label: str, options: Sequence[Any], *, key: str, default: Any = No
     return value
 
 
+def url_switches(label: str, switches: dict[str, tuple[str, bool]], *, key: str, **kw: Any) -> dict[str, bool]:
+    """Several on/off choices as one row of pills (``switches``: {URL key: (pill text, default)}); each choice
+    keeps its own key in the URL ("1"/"0", as a toggle would), the row's state lives under ``key``."""
+    texts = {k: text for k, (text, _) in switches.items()}
+    if key not in st.session_state or not _valid(st.session_state[key], list(texts.values()), "many"):
+        on = {}
+        for k, (_, default) in switches.items():
+            try:
+                on[k] = _from_url(k, None, "bool")
+            except (KeyError, ValueError):
+                on[k] = default
+        st.session_state[key] = [texts[k] for k in switches if on[k]]
+    chosen = st.pills(label, list(texts.values()), key=key, selection_mode="multi", **kw) or []
+    out = {k: text in chosen for k, text in texts.items()}
+    for k, value in out.items():
+        publish(k, value)
+    return out
+
+
 def url_toggle(label: str, *, key: str, default: bool = False, **kw: Any) -> bool:
     seed(key, default, kind="bool")
     value = bool(st.toggle(label, key=key, **kw))

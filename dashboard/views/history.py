@@ -80,15 +80,15 @@ varying = [n for n in pnames if len({parsed[k].get(n) for k in wanted}) > 1] or 
 label_of = {k: frames.params_label(k, varying, only=True) or "value" for k in wanted}
 wanted = sorted(wanted, key=lambda k: [frames.rank(parsed[k].get(n)) for n in varying])
 
-c1, c2 = st.columns([1, 3])
-with c1:
-    log_y = widgets.url_toggle("Logarithmic value axis", key="hist_logy",
-                               default=len(wanted) > 1 and "concurrency" in varying)
-with c2:
-    whole = len(commits) <= WINDOW or widgets.url_toggle(
-        f"Whole history ({len(commits):,} commits)", key="hist_all", default=False,
-        help=f"Off: the newest {WINDOW} commits (and back to the oldest open flagged regression of these series), "
-        "quicker to draw. On: every commit of the machine.")
+# The view's switches as pills, like the parameters above (a toggle is one more kind of element to load).
+switches = {"hist_logy": ("Logarithmic value axis", len(wanted) > 1 and "concurrency" in varying)}
+if len(commits) > WINDOW:
+    switches["hist_all"] = (f"Whole history ({len(commits):,} commits)", False)
+view = widgets.url_switches(
+    "View", switches, key="hist_view",
+    help=f"Whole history: every commit of the machine; off, the newest {WINDOW} commits (and back to the oldest open "
+    "flagged regression of these series), quicker to draw." if "hist_all" in switches else None)
+log_y, whole = view["hist_logy"], view.get("hist_all", True)
 
 flag = mine[mine["params_key"].isin(wanted)] if not mine.empty else mine
 if not flag.empty:  # in the legend's order (numeric), not the listing's

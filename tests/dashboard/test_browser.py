@@ -104,7 +104,7 @@ def test_every_page_in_chromium(served: str, seeded: Seeded) -> None:
             assert page.locator(f"{CHART} svg.marks g.mark-symbol > path").count() >= 12  # a point per commit
             # A widget change goes into the URL.
             before = watch.begin()
-            page.locator('[data-testid="stCheckbox"]').filter(has_text="Logarithmic value axis").click()
+            page.locator(PILLS).filter(has_text="View").get_by_role("button", name="Logarithmic value axis").click()
             watch.wait_run(page, before)
             page.wait_for_function("() => location.search.includes('hist_logy=1')", timeout=30_000)
             assert page.locator('[data-testid="stException"]').count() == 0

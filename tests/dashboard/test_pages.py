@@ -527,7 +527,8 @@ def test_history_draws_a_window_unless_whole_history(monkeypatch: pytest.MonkeyP
     assert not [d for d in at.dataframe if "subject" in d.value.columns]
     opened = goto(app(monkeypatch, long_history, query={**query, "hist_values": "1"}), "history")
     assert len(table(opened, "subject")) == 252 and opened.query_params["hist_values"] in ("1", ["1"])
-    at.toggle(key="hist_all").set_value(True).run()
+    assert at.pills(key="hist_view").value == []  # neither switch on (one series: linear axis)
+    at.pills(key="hist_view").set_value(["Whole history (262 commits)"]).run()
     assert not at.exception, [e.value for e in at.exception]
     assert "262 commits measured" in texts(at) and "The newest" not in texts(at)
     whole = vega(at)[0][1]["points"].set_index("pos")
@@ -538,3 +539,7 @@ def test_history_draws_a_window_unless_whole_history(monkeypatch: pytest.MonkeyP
     assert window[["lo", "hi"]].notna().all().all()
     assert np.allclose(window[["lo", "hi"]], whole.loc[window.index, ["lo", "hi"]])
     assert at.query_params["hist_all"] in ("1", ["1"])
+    # A shared link with the switches on opens them on (each switch keeps its own key in the URL).
+    shared = goto(app(monkeypatch, long_history, query={**query, "hist_all": "1", "hist_logy": "1"}), "history")
+    assert sorted(shared.pills(key="hist_view").value) == ["Logarithmic value axis", "Whole history (262 commits)"]
+    assert len(set(vega(shared)[0][1]["points"]["pos"])) == 262
