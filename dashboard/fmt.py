@@ -38,6 +38,7 @@ __all__ = [
     "is_time",
     "launch_config",
     "md_table",
+    "md_text",
     "short_sha",
     "sig",
     "subject",
@@ -162,4 +163,3 @@ def md_table(rows: pd.DataFrame, links: dict[str, str] | None = None) -> str:
         for row in rows.itertuples(index=False)
     ]
     return "\n".join([head, rule, *body])
-

@@ -382,7 +382,8 @@ def launch_config(
     if commit_ids is not None:
         runs = runs.where(Run.commit_id.in_(list(commit_ids)))
     # Run ids from a subquery, so the (benchmark, params, run) index is searched for each series and run
-    # instead of scanning every run of each series for the machine and commits asked for (4x quicker here).
+    # instead of scanning every run of each series (History's 4 series x 250 commits of a 1,000-commit store:
+    # 65 -> 28 ms).
     stmt = (select(Result.params_key, Run.commit_id, Result.benchmark_id, Result.value)
             .join(Run, Run.id == Result.run_id)
             .where(Result.run_id.in_(runs), Result.benchmark_id.in_(list(ids)), Result.params_key.in_(wanted),
