@@ -84,15 +84,20 @@ def _valid(value: Any, options: Sequence[Any] | None, kind: str) -> bool:
     return value in options
 
 
+def _url_or_default(key: str, default: Any, options: Sequence[Any] | None, kind: str) -> Any:
+    """The URL's valid value of ``key``, else ``default``."""
+    try:
+        value = _from_url(key, options, kind)
+    except (KeyError, ValueError):
+        return default
+    return value if _valid(value, options, kind) else default
+
+
 def seed(key: str, default: Any, options: Sequence[Any] | None = None, kind: str = "one") -> None:
     """Put the URL's value (or ``default``) into session state before the widget ``key`` is drawn."""
     if key in st.session_state and _valid(st.session_state[key], options, kind):
         return
-    try:
-        value = _from_url(key, options, kind)
-    except (KeyError, ValueError):
-        value = default
-    st.session_state[key] = value if _valid(value, options, kind) else default
+    st.session_state[key] = _url_or_default(key, default, options, kind)
 
 
 def publish(key: str, value: Any, short: Callable[[Any], str] | None = None) -> None:
@@ -137,13 +142,8 @@ def url_switches(label: str, switches: dict[str, tuple[str, bool]], *, key: str,
     keeps its own key in the URL ("1"/"0", as a toggle would), the row's state lives under ``key``."""
     texts = {k: text for k, (text, _) in switches.items()}
     if key not in st.session_state or not _valid(st.session_state[key], list(texts.values()), "many"):
-        on = {}
-        for k, (_, default) in switches.items():
-            try:
-                on[k] = _from_url(k, None, "bool")
-            except (KeyError, ValueError):
-                on[k] = default
-        st.session_state[key] = [texts[k] for k in switches if on[k]]
+        st.session_state[key] = [text for k, (text, default) in switches.items()
+                                 if _url_or_default(k, default, None, "bool")]
     chosen = st.pills(label, list(texts.values()), key=key, selection_mode="multi", **kw) or []
     out = {k: text in chosen for k, text in texts.items()}
     for k, value in out.items():
