@@ -1,7 +1,10 @@
 """Vega-Lite specs for the pages (``st.vega_lite_chart``): colorblind-safe Okabe-Ito palette, units on every
 axis, legends below the plot (never over the title, never cut), hover text in the units people read
-(``dashboard.fmt``). Pure functions of data frames: each returns a spec dict whose data frames sit under
-"datasets" (Streamlit sends them as Arrow) and are named by the layers that draw them.
+(``dashboard.fmt``). Pure functions of data frames: each returns a spec dict whose main frame, the one its
+layers share, is the top-level "data" (Streamlit sends it as Arrow; as a named dataset it cost the History
+chart about 0.05 s more of the browser's time on 2 cores), and a small frame drawn by one layer is that layer's
+inline data (``_inline``: with both top-level data and named datasets, Streamlit 1.67 drew the History chart
+without its lines and colours).
 
 Vega-Lite, not Plotly: the browser draws them with the Vega runtime Streamlit loads for any chart, where a
 tab's first Plotly chart costs it the 4.7 MB Plotly bundle to load and parse (most of a second on 2 cores).
@@ -69,6 +72,11 @@ X_MARK = "M-1,-1L1,1M-1,1L1,-1"
 GAPS = "break-paths-filter-domains"  # a null value breaks the line: no segment across unmeasured points
 
 
+def _inline(name: str, frame: pd.DataFrame) -> dict:
+    """A layer's own data: the frame's rows as JSON values (missing as null), named for readers of the spec."""
+    return {"name": name, "values": frame.astype(object).where(frame.notna(), None).to_dict("records")}
+
+
 def _title(text: str) -> dict:
     return {"text": text, "anchor": "start", "fontSize": 15, "offset": 12}
 
@@ -130,8 +138,7 @@ def throughput_spec(
     return {
         "title": _title(title),
         "height": 480,
-        "datasets": {"points": df},
-        "data": {"name": "points"},
+        "data": {"values": df},
         "encoding": enc,
         "layer": [
             {"mark": {"type": "line", "invalid": GAPS},
@@ -170,8 +177,7 @@ def compare_spec(cmp: pd.DataFrame, *, title: str, top: int = 15) -> dict:
     return {
         "title": _title(title),
         "height": 22 * len(bars) + 190,  # the whole chart: title, axis titles and legend take 190 px
-        "datasets": {"bars": bars},
-        "data": {"name": "bars"},
+        "data": {"values": bars},
         "layer": [
             {"mark": {"type": "bar", "height": {"band": 0.8}},
              "encoding": {
@@ -210,8 +216,7 @@ def sweep_spec(
     return {
         "title": _title(title),
         "height": 420,
-        "datasets": {"points": pts},
-        "data": {"name": "points"},
+        "data": {"values": pts},
         "mark": {"type": "line", "point": {"filled": True, "size": 50}},
         "encoding": {
             "x": {"field": "x", "type": "quantitative" if numeric_x else "ordinal", "title": x_name,
@@ -272,8 +277,7 @@ def efficiency_spec(
     label = {"y": y, "x": {"value": 4}, "text": {"field": "label"}}
     return {
         "title": _title(title),
-        "datasets": {"efficiency": data},
-        "data": {"name": "efficiency"},
+        "data": {"values": data},
         "facet": {"column": {"field": "panel", "type": "nominal", "sort": list(heads.values()),
                              "header": {"title": None, "labelFontSize": 13, "labelAnchor": "start"}}},
         # A facet keeps its own width (Streamlit does not stretch it): the panels fit a 1,000 px wide page.
@@ -424,19 +428,19 @@ def history_spec(
     flagged_drawn = [v for v in markers.loc[markers["kind"] == "flagged regression", "series"] if v in present]
     band_of = flagged_drawn[0] if flagged_drawn else (series[0] if series else "")
     layers: list[dict] = [
-        {"data": {"name": "points"}, "transform": [{"filter": {"param": BAND_PARAM, "empty": False}},
+        {"transform": [{"filter": {"param": BAND_PARAM, "empty": False}},
                                                    {"filter": "isValid(datum.lo)"}],
          "mark": {"type": "area", "opacity": 0.12},
          "encoding": {"x": x, "y": {**y, "field": "lo"}, "y2": {"field": "hi"}, "color": color}},
-        {"data": {"name": "points"}, "transform": [{"filter": "isValid(datum.q25) && isValid(datum.q75)"}],
+        {"transform": [{"filter": "isValid(datum.q25) && isValid(datum.q75)"}],
          "mark": {"type": "rule", "opacity": 0.5, "strokeWidth": 1.2},
          "encoding": {"x": x, "y": {**y, "field": "q25"}, "y2": {"field": "q75"}, "color": color}},
-        {"data": {"name": "points"}, "mark": {"type": "line", "strokeWidth": 1.8},
+        {"mark": {"type": "line", "strokeWidth": 1.8},
          "params": [{"name": "zoom", "select": {"type": "interval", "encodings": ["x"]}, "bind": "scales"},
                     {"name": BAND_PARAM, "select": {"type": "point", "fields": ["series"]}, "bind": "legend",
                      "value": [{"series": band_of}]}],
          "encoding": {"x": x, "y": y, "color": color}},
-        {"data": {"name": "points"}, "mark": {"type": "point", "filled": True, "opacity": 1},
+        {"mark": {"type": "point", "filled": True, "opacity": 1},
          "encoding": {"x": x, "y": y, "color": color, "tooltip": hover,
                       "size": {"value": 40 if len(pts) <= DENSE * max(1, len(series)) else 12}}},
     ]
@@ -444,7 +448,7 @@ def history_spec(
         look = {"flagged regression": (WORSE, "triangle-up"), "fixed here": (BETTER, STAR),
                 "failed run": ("#000000", X_MARK)}
         layers.append(
-            {"data": {"name": "markers"}, "mark": {"type": "point", "filled": True, "stroke": "black",
+            {"data": _inline("markers", markers), "mark": {"type": "point", "filled": True, "stroke": "black",
                                                    "strokeWidth": 1, "opacity": 1},
              "encoding": {"x": x, "y": y,
                           "fill": {"field": "kind", "type": "nominal", "legend": legend,
@@ -467,7 +471,7 @@ def history_spec(
         "title": _title(title),
         "height": 520,
         "params": [{"name": SHA_PARAM, "value": shas}],
-        "datasets": {"points": pts, "markers": markers},
+        "data": {"values": pts},
         "layer": layers,
     }
     if len(pts) > CANVAS:

@@ -52,9 +52,19 @@ def goto(at: AppTest, page: str) -> AppTest:
 
 
 def vega(at: AppTest) -> list[tuple[dict, dict[str, pd.DataFrame]]]:
-    """Each Vega-Lite chart on the page: its spec and its named datasets (Streamlit sends them as Arrow)."""
-    return [(json.loads(c.proto.spec), {d.name: pa.ipc.open_stream(d.data.data).read_pandas()
-                                        for d in c.proto.datasets}) for c in at.get("vega_lite_chart")]
+    """Each Vega-Lite chart on the page: its spec and its frames: the top-level data (the frame the layers
+    share, sent as Arrow) as "data", and each layer's named inline data by its name."""
+    out = []
+    for c in at.get("vega_lite_chart"):
+        spec = json.loads(c.proto.spec)
+        frames = {d.name: pa.ipc.open_stream(d.data.data).read_pandas() for d in c.proto.datasets}
+        if c.proto.data.data:
+            frames["data"] = pa.ipc.open_stream(c.proto.data.data).read_pandas()
+        for layer in spec.get("layer", []):
+            if "name" in layer.get("data", {}) and "values" in layer["data"]:
+                frames[layer["data"]["name"]] = pd.DataFrame(layer["data"]["values"])
+        out.append((spec, frames))
+    return out
 
 
 def texts(at: AppTest) -> str:
@@ -109,7 +119,7 @@ def test_throughput_lines_per_impl_and_baseline(monkeypatch: pytest.MonkeyPatch,
                                                     "Indexer + top-k: fp32 over max_context vs bf16",
                                                     "Whole decode step: variants"]
     spec, data = shown[0]
-    points = data["points"]
+    points = data["data"]
     assert set(points["line"]) == {"mma", "simt"} and set(points["commit"]) == {seeded.shas[-1][:8]}
     assert spec["encoding"]["x"]["scale"]["type"] == "log"
     assert spec["encoding"]["x"]["axis"]["values"] == [1, 16, 64, 128]
@@ -126,7 +136,7 @@ def test_throughput_lines_per_impl_and_baseline(monkeypatch: pytest.MonkeyPatch,
     at.selectbox(key="tp_base").set_value(seeded.shas[0]).run()
     assert not at.exception
     spec, data = vega(at)[0]
-    dashed = data["points"][data["points"]["baseline"]]
+    dashed = data["data"][data["data"]["baseline"]]
     assert set(dashed["line"]) == {"mma", "simt"} and set(dashed["commit"]) == {f"{seeded.shas[0][:8]} (baseline)"}
     dash = spec["layer"][0]["encoding"]["strokeDash"]["scale"]
     assert dash == {"domain": [seeded.shas[SLOW_FROM][:8], f"{seeded.shas[0][:8]} (baseline)"],
@@ -156,7 +166,7 @@ def test_baseline_drawn_only_where_measured() -> None:
     base = pd.DataFrame({"line": ["mma"] * 2, "concurrency": [1, 8], "tokens_per_s": [1e4, 5e4]})
     spec = charts.throughput_spec(cur, title="t", line_label="impl", commit_label="h", baseline=base,
                                   baseline_label="b")
-    points = spec["datasets"]["points"]
+    points = spec["data"]["values"]
     dashed = points[points["baseline"]]
     assert list(dashed["concurrency"]) == [1, 2, 4, 8]
     y = list(dashed["tokens_per_s"])
@@ -172,7 +182,7 @@ def test_history_defaults_to_the_flagged_series(monkeypatch: pytest.MonkeyPatch,
     assert [o.content for o in conc.proto.options] == ["1", "16", "64", "128"]  # numeric order, not text order
     assert conc.value == [1, 16, 64, 128]  # every series flagged with it, overlaid
     spec, data = vega(at)[0]
-    points, markers = data["points"], data["markers"]
+    points, markers = data["data"], data["markers"]
     assert list(dict.fromkeys(points["series"])) == ["concurrency=1", "concurrency=16", "concurrency=64",
                                                      "concurrency=128"]
     one = points[points["series"] == "concurrency=1"].set_index("pos")
@@ -216,7 +226,7 @@ def test_history_keeps_the_first_series_in_numeric_order(monkeypatch: pytest.Mon
                                                "hp_topk": "128,512"})  # fmt: skip
     at = goto(at, "history")
     assert any("16 series selected" in w.value for w in at.warning)
-    names = list(dict.fromkeys(vega(at)[0][1]["points"]["series"]))
+    names = list(dict.fromkeys(vega(at)[0][1]["data"]["series"]))
     assert len(names) == 12
     assert not [n for n in names if "impl=simt" in n and ("concurrency=64" in n or "concurrency=128" in n)]
     assert [n for n in names if "impl=mma" in n and "concurrency=64" in n]
@@ -235,7 +245,8 @@ def test_history_from_url_marks_failed_runs_and_versions(monkeypatch: pytest.Mon
     assert values["concurrency=64"].iloc[0].endswith("us")
 
     at.selectbox(key="hist_bench").set_value(NEW_VERSION[1]).run()
-    rules = [layer for layer in vega(at)[0][0]["layer"] if "values" in layer.get("data", {})]
+    rules = [layer for layer in vega(at)[0][0]["layer"] if "values" in layer.get("data", {})
+             and "name" not in layer["data"]]
     assert [v["pos"] for v in rules[0]["data"]["values"]] == [NEW_VERSION[0] - 0.5]  # the version boundary
     assert at.query_params["hist_bench"] in (NEW_VERSION[1], [NEW_VERSION[1]])
 
@@ -320,7 +331,7 @@ def test_compare_page_equals_mlaperf_compare(monkeypatch: pytest.MonkeyPatch, se
     assert shown["change"].str.endswith("worse").all() and shown["ratio"].str.endswith("x").all()
     assert not shown["p"].str.contains("0.000").any()
     spec, data = vega(at)[0]  # the largest changes as bars, coloured by status
-    bars = data["bars"]
+    bars = data["data"]
     assert bars["pct"].abs().max() > 20 and "regressed" in set(bars["status"])
     color = spec["layer"][0]["encoding"]["color"]["scale"]
     assert dict(zip(color["domain"], color["range"], strict=True))["regressed"] == "#D55E00"
@@ -365,7 +376,7 @@ def test_efficiency_peaks_and_log_axes(monkeypatch: pytest.MonkeyPatch, seeded: 
     ((spec, data),) = vega(at)  # roofline, GB/s and TFLOP/s of the chosen suite side by side, one legend
     assert spec["facet"]["column"]["sort"] == ["roofline (% of roofline)", "achieved bandwidth (GB/s)",
                                                "achieved compute (TFLOP/s)"]
-    labels = list(data["efficiency"]["label"].dropna())
+    labels = list(data["data"]["label"].dropna())
     assert "roofline: 100%" in labels
     copy = next(t for t in labels if t.startswith("measured copy: "))
     assert float(copy.split(": ")[1].split()[0].replace(",", "")) == pytest.approx(4270, rel=0.05)  # synthetic
@@ -397,7 +408,7 @@ def test_generic_asv_project(monkeypatch: pytest.MonkeyPatch, seeded: Seeded, pa
         at.selectbox(key="tp_sweep_bench").set_value("benchmarks.axpy.time_axpy").run()
         spec, data = vega(at)[0]
         assert spec["encoding"]["x"]["title"] == "size"
-        assert set(data["points"]["group"]) == {"variant=s", "variant=d", "variant=c", "variant=z"}
+        assert set(data["data"]["group"]) == {"variant=s", "variant=d", "variant=c", "variant=z"}
     elif page == "efficiency":
         assert "No efficiency metrics" in body
     elif page == "history":
@@ -444,7 +455,7 @@ def test_history_hover_of_runs_stored_before_per_run_versions(monkeypatch: pytes
     at = goto(app(monkeypatch, writable_copy.url, query={"hist_bench": "bench_decode.SparseDecode.time_decode",
                                                          "hp_impl": "simt,mma", "hp_concurrency": "64",
                                                          "hp_topk": "512"}), "history")  # fmt: skip
-    points = vega(at)[0][1]["points"]
+    points = vega(at)[0][1]["data"]
     mma, simt = (points[points["series"] == f"impl={i}"].sort_values("pos") for i in ("mma", "simt"))
     assert mma["versions"].iloc[0] == (
         "GPU NVIDIA H200 (sm 9.0) · driver 580.159.04 · CUDA 12.8 · torch 2.11.0 · triton 3.6.0 "
@@ -473,7 +484,7 @@ def test_history_hover_of_real_runs(monkeypatch: pytest.MonkeyPatch, tmp_path) -
     at = goto(app(monkeypatch, url, query={**query, "machine": "smoke-cpu", "hp_impl": "simt,mma",
                                             "hp_topk": "64"}), "history")  # fmt: skip
     assert not any("track_launch" in o for o in at.selectbox(key="hist_bench").options)
-    points = vega(at)[0][1]["points"]
+    points = vega(at)[0][1]["data"]
     first = points.sort_values("pos").groupby("series").first()
     mma, simt = first.loc["impl=mma"], first.loc["impl=simt"]
     assert mma["kernel config"].startswith("kernel block_h=16 · block_n=16 · num_splits=")
@@ -484,7 +495,7 @@ def test_history_hover_of_real_runs(monkeypatch: pytest.MonkeyPatch, tmp_path) -
 
     at = goto(app(monkeypatch, url, query={**query, "machine": "h200", "hp_impl": "mma", "hp_topk": "512"}),
               "history")  # fmt: skip
-    points = vega(at)[0][1]["points"]
+    points = vega(at)[0][1]["data"]
     assert points["series"].nunique() == 1
     assert set(points["kernel config"]) == {"kernel config: not recorded by the suite"}
     assert set(points["versions"]) == {
@@ -521,7 +532,7 @@ def test_history_draws_a_window_unless_whole_history(monkeypatch: pytest.MonkeyP
     # The newest 250 commits (12..261), extended back to ten commits before the open regression at 20.
     assert "The newest 252 of 262 commits" in texts(at)
     spec, data = vega(at)[0]
-    assert sorted(set(data["points"]["pos"])) == list(range(10, 262))
+    assert sorted(set(data["data"]["pos"])) == list(range(10, 262))
     assert list(data["markers"].loc[data["markers"]["kind"] == "flagged regression", "pos"]) == [20]
     # The values table is built only when its expander is open (the state is in the URL), over the drawn commits.
     assert not [d for d in at.dataframe if "subject" in d.value.columns]
@@ -531,15 +542,15 @@ def test_history_draws_a_window_unless_whole_history(monkeypatch: pytest.MonkeyP
     at.pills(key="hist_view").set_value(["Whole history (262 commits)"]).run()
     assert not at.exception, [e.value for e in at.exception]
     assert "262 commits measured" in texts(at) and "The newest" not in texts(at)
-    whole = vega(at)[0][1]["points"].set_index("pos")
+    whole = vega(at)[0][1]["data"].set_index("pos")
     assert sorted(whole.index) == list(range(262))
     # The window reads its series from ten commits before it: the bands (median of the previous five values)
     # are those of the whole history.
-    window = data["points"].set_index("pos")
+    window = data["data"].set_index("pos")
     assert window[["lo", "hi"]].notna().all().all()
     assert np.allclose(window[["lo", "hi"]], whole.loc[window.index, ["lo", "hi"]])
     assert at.query_params["hist_all"] in ("1", ["1"])
     # A shared link with the switches on opens them on (each switch keeps its own key in the URL).
     shared = goto(app(monkeypatch, long_history, query={**query, "hist_all": "1", "hist_logy": "1"}), "history")
     assert sorted(shared.pills(key="hist_view").value) == ["Logarithmic value axis", "Whole history (262 commits)"]
-    assert len(set(vega(shared)[0][1]["points"]["pos"])) == 262
+    assert len(set(vega(shared)[0][1]["data"]["pos"])) == 262

@@ -176,15 +176,17 @@ def test_history_from_a_start_commit() -> None:
     kw = {"title": "t", "unit": "seconds", "commits": commits, "threshold": 0.05, "flagged": flagged}
     whole = charts.history_spec(points, **kw)
     part = charts.history_spec(points, start=10, **kw)
-    drawn = part["datasets"]["points"]
+    drawn = part["data"]["values"]
     assert list(drawn["pos"]) == list(range(10, 30))
     assert part["layer"][0]["encoding"]["x"]["scale"]["domain"] == [9.5, 29.5]
-    band = whole["datasets"]["points"].set_index("pos")
+    band = whole["data"]["values"].set_index("pos")
     assert drawn.set_index("pos")[["lo", "hi"]].equals(band.loc[10:, ["lo", "hi"]])
     assert drawn["lo"].notna().all()
-    markers = part["datasets"]["markers"]
+    markers = next(pd.DataFrame(r["data"]["values"]) for r in part["layer"]
+                   if r.get("data", {}).get("name") == "markers")
     assert list(zip(markers["kind"], markers["pos"], strict=True)) == [("flagged regression", 15)]
-    assert [r["data"]["values"] for r in part["layer"] if "values" in r.get("data", {})][0] == [{"pos": 11.5}]
+    rules = [r["data"]["values"] for r in part["layer"] if "values" in r.get("data", {}) and "name" not in r["data"]]
+    assert rules[0] == [{"pos": 11.5}]  # the version line
     assert "usermeta" not in part  # 20 points: SVG, as Streamlit draws small charts
 
 
