@@ -1,8 +1,8 @@
 """Vega-Lite specs for the pages (``st.vega_lite_chart``): colorblind-safe Okabe-Ito palette, units on every
 axis, legends below the plot (never over the title, never cut), hover text in the units people read
 (``dashboard.fmt``). Pure functions of data frames: each returns a spec dict whose main frame, the one its
-layers share, is the top-level "data" (Streamlit sends it as Arrow; as a named dataset it cost the History
-chart about 0.05 s more of the browser's time on 2 cores), and a small frame drawn by one layer is that layer's
+layers share, is the top-level "data" (Streamlit sends it as Arrow; as a named dataset it cost History's first
+render about 0.1 s more on 2 cores), and a small frame drawn by one layer is that layer's
 inline data (``_inline``: with both top-level data and named datasets, Streamlit 1.67 drew the History chart
 without its lines and colours).
 
@@ -428,8 +428,7 @@ def history_spec(
     flagged_drawn = [v for v in markers.loc[markers["kind"] == "flagged regression", "series"] if v in present]
     band_of = flagged_drawn[0] if flagged_drawn else (series[0] if series else "")
     layers: list[dict] = [
-        {"transform": [{"filter": {"param": BAND_PARAM, "empty": False}},
-                                                   {"filter": "isValid(datum.lo)"}],
+        {"transform": [{"filter": {"param": BAND_PARAM, "empty": False}}, {"filter": "isValid(datum.lo)"}],
          "mark": {"type": "area", "opacity": 0.12},
          "encoding": {"x": x, "y": {**y, "field": "lo"}, "y2": {"field": "hi"}, "color": color}},
         {"transform": [{"filter": "isValid(datum.q25) && isValid(datum.q75)"}],
@@ -448,8 +447,8 @@ def history_spec(
         look = {"flagged regression": (WORSE, "triangle-up"), "fixed here": (BETTER, STAR),
                 "failed run": ("#000000", X_MARK)}
         layers.append(
-            {"data": _inline("markers", markers), "mark": {"type": "point", "filled": True, "stroke": "black",
-                                                   "strokeWidth": 1, "opacity": 1},
+            {"data": _inline("markers", markers),
+             "mark": {"type": "point", "filled": True, "stroke": "black", "strokeWidth": 1, "opacity": 1},
              "encoding": {"x": x, "y": y,
                           "fill": {"field": "kind", "type": "nominal", "legend": legend,
                                    "scale": _scale(kinds, [look[k][0] for k in kinds])},

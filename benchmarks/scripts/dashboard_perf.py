@@ -62,8 +62,8 @@ def _synth() -> Any:
 
 
 def seed(url: str, workdir: Path, commits: int) -> int:
-    """Write, ingest and detect the synthetic history; returns the number of series of the big machine (as the
-dashboard lists them: without the kernel-config records)."""
+    """Write, ingest and detect the synthetic history; returns the number of series of the big machine (as
+    the dashboard lists them: without the kernel-config records)."""
     from db.engine import make_engine, upgrade
     from db.ingest import ingest_paths
     from db.queries import is_provenance
