@@ -130,15 +130,15 @@ LAUNCH_ORDER = (
 
 
 def launch_config(values: dict[str, float]) -> str:
-    """``kernel block_h=64 · block_n=32 · num_splits=2 ...`` from {key: value} (four per hover line)."""
+    """``kernel block_h=64 · block_n=32 · num_splits=2 ...`` from {key: value}, one line: the chart's tooltip
+    wraps a long value itself, and shows markup such as ``<br>`` as text (Streamlit's Vega tooltip escapes it)."""
 
     def rank(key: str) -> tuple[int, str]:
         base = key.removeprefix("indexer_")
         return (LAUNCH_ORDER.index(base) if base in LAUNCH_ORDER else len(LAUNCH_ORDER), key)
 
     items = [f"{k}={values[k]:g}" for k in sorted(values, key=lambda k: (k.startswith("indexer_"), rank(k)))]
-    lines = [" · ".join(items[i : i + 4]) for i in range(0, len(items), 4)]
-    return "kernel " + "<br>".join(lines)
+    return "kernel " + " · ".join(items)
 
 
 _MD_SPECIAL = str.maketrans({c: "\\" + c for c in "\\`*_[]<>|#~$"})

@@ -1,6 +1,7 @@
 """End to end: serve the dashboard with `mlaperf dashboard` and use every page in headless Debian Chromium:
 the page renders without an exception, its charts draw real marks, its selections come from the URL
-and a widget change goes back into it (a shared link shows the same view).
+and a widget change goes back into it (a shared link shows the same view); a History point shows its
+provenance (commit, run, kernel configuration, versions) on hover.
 
 Skips when /usr/bin/chromium is missing, unless MLAPERF_REQUIRE_BROWSER=1 (CI). Screenshots go to
 artifacts/screenshots/ (uploaded by CI).
@@ -50,6 +51,24 @@ def served(seeded: Seeded) -> Iterator[str]:
     with Served(seeded.url, "--repo-url", "https://github.com/example/mlaperf") as server:
         assert server.base.startswith("http://127.0.0.1:")
         yield server.base
+
+
+def _hover_tip(page: Any, wanted: str) -> str:
+    """The text of the chart tooltip of the first point (in drawing order) whose tooltip holds ``wanted``."""
+    tip = page.locator("#vg-tooltip-element")
+    symbols = page.locator(f"{CHART} svg.marks g.mark-symbol > path")
+    for i in range(symbols.count()):
+        box = symbols.nth(i).bounding_box()
+        if box is None:
+            continue
+        page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+        try:
+            page.wait_for_function("w => (document.querySelector('#vg-tooltip-element.visible') || {}).innerText"
+                                   "?.includes(w)", arg=wanted, timeout=1_000)
+        except Exception:  # noqa: BLE001 - a marker's tooltip, or none under the mouse: the next point
+            continue
+        return tip.inner_text()
+    raise AssertionError(f"no point's tooltip holds {wanted!r}")
 
 
 def _load(page: Any, watch: Any, url: str) -> None:
@@ -102,6 +121,13 @@ def test_every_page_in_chromium(served: str, seeded: Seeded) -> None:
             assert picked.all_inner_texts() == ["64"]
             assert page.locator(f"{CHART} svg.marks g.mark-line > path").count() >= 1
             assert page.locator(f"{CHART} svg.marks g.mark-symbol > path").count() >= 12  # a point per commit
+            # Hovering a point shows its provenance: commit, run, kernel configuration and versions.
+            tip = _hover_tip(page, "kernel config")
+            for field in ("commit", "run", "kernel config", "versions"):
+                assert f"\n{field}\t" in f"\n{tip}", (field, tip)
+            assert "kernel block_h=64 · block_n=32 · num_splits=2" in tip, tip  # the seeded launch records
+            assert "GPU NVIDIA H200" in tip and "triton" in tip, tip
+            assert "<" not in tip, tip  # no markup shown as text
             # A widget change goes into the URL.
             before = watch.begin()
             page.locator(PILLS).filter(has_text="View").get_by_role("button", name="Logarithmic value axis").click()
