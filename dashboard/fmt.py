@@ -130,7 +130,7 @@ LAUNCH_ORDER = (
 
 
 def launch_config(values: dict[str, float]) -> str:
-    """``kernel block_h=64 · block_n=32 · num_splits=2 ...`` from {key: value}, one line: the chart's tooltip
+    """``block_h=64 · block_n=32 · num_splits=2 ...`` from {key: value}, one line: the chart's tooltip
     wraps a long value itself, and shows markup such as ``<br>`` as text (Streamlit's Vega tooltip escapes it)."""
 
     def rank(key: str) -> tuple[int, str]:
@@ -138,7 +138,7 @@ def launch_config(values: dict[str, float]) -> str:
         return (LAUNCH_ORDER.index(base) if base in LAUNCH_ORDER else len(LAUNCH_ORDER), key)
 
     items = [f"{k}={values[k]:g}" for k in sorted(values, key=lambda k: (k.startswith("indexer_"), rank(k)))]
-    return "kernel " + " · ".join(items)
+    return " · ".join(items)
 
 
 _MD_SPECIAL = str.maketrans({c: "\\" + c for c in "\\`*_[]<>|#~$"})

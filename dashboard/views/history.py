@@ -126,7 +126,7 @@ points = hist.assign(
 window = tuple(int(c) for c in commits["commit_id"].iloc[start:]) if start else None
 launch = data.launch_config(ctx.url, ctx.machine, bench, tuple(wanted), window)
 if launch.empty:
-    points["config"] = "kernel config: not recorded by the suite"
+    points["config"] = "not recorded by the suite"
 else:
     # One row per point, one column per config key; configs repeat across commits, so each distinct one is
     # formatted once.
@@ -137,7 +137,7 @@ else:
             for g, (_, row) in zip(distinct[first], wide[first].iterrows(), strict=True)}
     config = distinct.map(text).rename("config").reset_index()
     points = points.merge(config, on=["params_key", "commit_id"], how="left")
-    points["config"] = points["config"].fillna("kernel config: not recorded")
+    points["config"] = points["config"].fillna("not recorded")
 drawn = points["pos"] >= start
 points["config"] = points["config"].where(drawn, "")
 # Versions of each point's run (Run.info); runs stored before runs kept them show the machine's, marked so.
@@ -145,7 +145,7 @@ info = data.machine_info(ctx.url, ctx.machine)
 run_info = data.run_infos(ctx.url, tuple(sorted(set(points.loc[drawn, "run_id"].astype(int)))))
 machine_versions = fmt.versions(info)
 fallback = f"{machine_versions} (the machine's, as of its newest run: this run did not record its own)" \
-    if machine_versions else "versions not recorded"
+    if machine_versions else "not recorded"
 versions = {run: fmt.versions(i) or fallback for run, i in run_info.items()}  # once per run, not per point
 points["versions"] = points["run_id"].map(lambda r: versions.get(int(r), fallback)).where(drawn, "")
 order = {label_of[k]: i for i, k in enumerate(wanted)}

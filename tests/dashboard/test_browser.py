@@ -125,7 +125,7 @@ def test_every_page_in_chromium(served: str, seeded: Seeded) -> None:
             tip = _hover_tip(page, "kernel config")
             for field in ("commit", "run", "kernel config", "versions"):
                 assert f"\n{field}\t" in f"\n{tip}", (field, tip)
-            assert "kernel block_h=64 · block_n=32 · num_splits=2" in tip, tip  # the seeded launch records
+            assert "kernel config\t\nblock_h=64 · block_n=32 · num_splits=2" in tip, tip  # the seeded launch records
             assert "GPU NVIDIA H200" in tip and "triton" in tip, tip
             assert "<" not in tip, tip  # no markup shown as text
             # A widget change goes into the URL.

@@ -207,8 +207,8 @@ def test_history_defaults_to_the_flagged_series(monkeypatch: pytest.MonkeyPatch,
     slow = one.loc[SLOW_FROM]
     assert " us (IQR " in slow["value"]
     assert slow["commit"].startswith(seeded.shas[SLOW_FROM][:8] + " ")
-    assert slow["kernel config"] == "kernel block_h=16 · block_n=32 · num_splits=1"  # the config the slow commit ran
-    assert one.loc[0, "kernel config"] == "kernel block_h=64 · block_n=32 · num_splits=2"
+    assert slow["kernel config"] == "block_h=16 · block_n=32 · num_splits=1"  # the config the slow commit ran
+    assert one.loc[0, "kernel config"] == "block_h=64 · block_n=32 · num_splits=2"
     # Each point's own run's versions (the machine now has the newer ones)
     assert slow["versions"] == "GPU NVIDIA H200 (sm 9.0) · driver 580.159.04 · CUDA 12.8 · torch 2.11.0 · triton 3.6.0"
     assert one.loc[TORCH_FROM - 1, "versions"] == \
@@ -462,7 +462,7 @@ def test_history_hover_of_runs_stored_before_per_run_versions(monkeypatch: pytes
         "(the machine's, as of its newest run: this run did not record its own)")
     now = mma["versions"].iloc[TORCH_FROM]
     assert "torch 2.11.0" in now and "machine's" not in now
-    assert simt["kernel config"].iloc[0] == "kernel block_n=32"  # no head block or split-K in the SIMT kernel
+    assert simt["kernel config"].iloc[0] == "block_n=32"  # no head block or split-K in the SIMT kernel
 
 
 CPU_SMOKE = ROOT / "tests" / "dashboard" / "data" / "cpu-smoke"  # a real run of the decode suite, see its README
@@ -487,17 +487,17 @@ def test_history_hover_of_real_runs(monkeypatch: pytest.MonkeyPatch, tmp_path) -
     points = vega(at)[0][1]["data"]
     first = points.sort_values("pos").groupby("series").first()
     mma, simt = first.loc["impl=mma"], first.loc["impl=simt"]
-    assert mma["kernel config"].startswith("kernel block_h=16 · block_n=16 · num_splits=")
+    assert mma["kernel config"].startswith("block_h=16 · block_n=16 · num_splits=")
     assert "num_warps=4" in mma["kernel config"]
     assert "spill_bytes" not in mma["kernel config"], "the interpreter compiles nothing: no spill count"
-    assert simt["kernel config"] == "kernel block_n=16 · num_warps=4"
+    assert simt["kernel config"] == "block_n=16 · num_warps=4"
     assert mma["versions"] == "CPU (no GPU) · torch 2.13.0+cpu · triton 3.9.0 · runner arch profile native"
 
     at = goto(app(monkeypatch, url, query={**query, "machine": "h200", "hp_impl": "mma", "hp_topk": "512"}),
               "history")  # fmt: skip
     points = vega(at)[0][1]["data"]
     assert points["series"].nunique() == 1
-    assert set(points["kernel config"]) == {"kernel config: not recorded by the suite"}
+    assert set(points["kernel config"]) == {"not recorded by the suite"}
     assert set(points["versions"]) == {
         "GPU NVIDIA H200 (sm 9.0) · driver 580.159.04 · CUDA 13.0 · torch 2.11.0+cu130 · triton 3.6.0"}
 

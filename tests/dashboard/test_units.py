@@ -146,10 +146,10 @@ def test_launch_config_line() -> None:
     step = {"indexer_block_t": 128.0, "num_stages": 2.0, "block_h": 64.0, "spill_bytes": 0.0, "num_splits": 2.0,
             "block_n": 32.0, "prefetch": 3.0, "num_warps": 8.0, "indexer_select_block": 1024.0}  # fmt: skip
     assert fmt.launch_config(step) == (
-        "kernel block_h=64 · block_n=32 · num_splits=2 · prefetch=3 · num_warps=8 · num_stages=2 · spill_bytes=0 · "
+        "block_h=64 · block_n=32 · num_splits=2 · prefetch=3 · num_warps=8 · num_stages=2 · spill_bytes=0 · "
         "indexer_block_t=128 · indexer_select_block=1024"
     )
-    assert fmt.launch_config({"block_n": 16.0, "num_warps": 4.0}) == "kernel block_n=16 · num_warps=4"
+    assert fmt.launch_config({"block_n": 16.0, "num_warps": 4.0}) == "block_n=16 · num_warps=4"
 
 
 def _history_points(n: int) -> pd.DataFrame:
