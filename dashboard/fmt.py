@@ -10,6 +10,7 @@ from typing import Any
 
 import pandas as pd
 
+from regressions import report
 from regressions.units import (
     TIME_UNITS,
     fmt_change,
@@ -141,12 +142,10 @@ def launch_config(values: dict[str, float]) -> str:
     return " · ".join(items)
 
 
-_MD_SPECIAL = str.maketrans({c: "\\" + c for c in "\\`*_[]<>|#~$"})
-
-
 def md_text(value: Any) -> str:
-    """``value`` as literal Markdown text (a commit subject may hold ``*``, ``_``, ``|`` or a ``<tag>``)."""
-    return "" if is_missing(value) else str(value).translate(_MD_SPECIAL).replace("\n", " ")
+    """``value`` as literal Markdown text (a commit subject may hold ``*``, ``_``, ``|`` or a ``<tag>``): the PR
+    report's escaping (:func:`regressions.report.md_text`), a missing value as an empty cell."""
+    return "" if is_missing(value) else report.md_text(value)
 
 
 def md_table(rows: pd.DataFrame, links: dict[str, str] | None = None) -> str:
