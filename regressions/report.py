@@ -40,8 +40,9 @@ ZWSP = "\u200b"
 
 # Characters that start inline markdown or HTML, or split a table cell (backslash-escaped in text).
 _MD_ACTIVE = re.compile(r"([\\`*_~\[\]()!<>&|$])")
-# Line breaks and other control characters: a value must stay on its table row.
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+# Line breaks and other control characters: a value must stay on its table row. Bidirectional controls
+# (embeddings, overrides, isolates, marks) would let a value reorder the text shown around it.
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 # What GitHub turns into links or notifications in text: mentions and e-mail addresses (@), issue
 # references (#123, GH-123), URL schemes and www. autolinks.
 _LINKISH = re.compile(r"(@|#(?=\d)|\bGH-(?=\d)|\b(?:https?|ftp|mailto|www)(?=[:.]))", re.IGNORECASE)

@@ -1,0 +1,136 @@
+"""``python -m regressions.pr_render``: the pull request's comment and commit status, from data only.
+
+The trusted half of the PR workflow runs this with the **default branch's** code over the ``report.json``
+that the GPU job (which ran the pull request's code) uploaded. The file is validated against
+:mod:`regressions.pr_schema`, then rendered by :func:`regressions.report.compare_markdown`: the pull
+request can change its numbers, never the comment's markup, and never the status's wording. Base and head
+come from the gate (the GitHub API), not from the file.
+
+Writes the comment (``--comment-out``) and the status (``--status-out``, JSON: state, description,
+context). Exit status: 0 written (whatever the state), 2 bad usage (an argument that is not a full SHA).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from regressions.compare import FAILED, FAILING, REGRESSED, Comparison
+from regressions.pr_schema import ReportError, check_sha, read_report
+from regressions.report import MARKER, MAX_BODY_CHARS, compare_markdown, md_code, md_text
+
+CONTEXT = "mlaperf benchmarks"
+FORK_CONTEXT = "mlaperf benchmarks (fork, unverified)"
+FORK_NOTE = (
+    "> **Figures from fork code, unverified.** This pull request comes from a fork: its own code ran the "
+    "benchmarks and wrote these numbers. They are a hint for review, not evidence; see `docs/security.md`."
+)
+INVALID = "report data invalid: see the run"  # the fixed status of a refused report.json
+# needs.benchmark.result, as GitHub Actions reports it.
+JOB_RESULTS = ("success", "failure", "cancelled", "skipped")
+RUN_URL = re.compile(r"https://[\w.-]+/[\w.-]+/[\w.-]+/actions/runs/\d+")
+MAX_DESCRIPTION = 140  # GitHub's limit for a status description
+
+
+@dataclass
+class Status:
+    state: str  # success | failure | error
+    description: str
+    context: str
+
+
+def threshold_note(comparisons: Sequence[Comparison]) -> str:
+    """The thresholds the rows were judged with, as the report's summary line states them."""
+    values = sorted({c.threshold for c in comparisons})
+    if not values:
+        return "no series compared"
+    if len(values) == 1:
+        return f"threshold {values[0]:.0%}"
+    return f"thresholds {values[0]:.0%} to {values[-1]:.0%} per benchmark"
+
+
+def _with_fork_note(body: str, fork: bool) -> str:
+    if not fork:
+        return body
+    first, _, rest = body.partition("\n")
+    return f"{first}\n{FORK_NOTE}\n\n{rest}" if first == MARKER else f"{MARKER}\n{FORK_NOTE}\n\n{body}"
+
+
+def render(
+    comparisons: Sequence[Comparison] | None,
+    *,
+    base: str,
+    head: str,
+    fork: bool,
+    job_result: str,
+    run_url: str,
+    problem: str | None = None,
+) -> tuple[str, Status]:
+    """(comment, status) for validated comparisons, for a refused report (``problem``), or for none."""
+    context = FORK_CONTEXT if fork else CONTEXT
+    prefix = "fork code, unverified: " if fork else ""
+    result = job_result if job_result in JOB_RESULTS else "unknown"
+    link = f"[the run]({run_url})" if RUN_URL.fullmatch(run_url) else "the workflow run"
+    problem = None if problem is None else md_text(problem)
+    commits = f"head {md_code(head[:12], table=False)} against base {md_code(base[:12], table=False)}"
+    if problem is not None:
+        body = (f"{MARKER}\n## mlaperf benchmarks: report refused\n\nThe benchmark job's `report.json` for {commits} "
+                f"did not pass validation ({problem}), so nothing of it is shown. See {link}.\n")  # fmt: skip
+        return _with_fork_note(body, fork), Status("error", prefix + INVALID, context)
+    if comparisons is None:
+        body = (f"{MARKER}\n## mlaperf benchmarks: no report\n\nThe benchmark job for {commits} ended ({result}) "
+                f"without a report. See {link}.\n")  # fmt: skip
+        return _with_fork_note(body, fork), Status("error", f"{prefix}benchmarks did not finish ({result})", context)
+    machines = sorted({c.machine for c in comparisons})
+    body = compare_markdown(comparisons, base=base, head=head, machines=machines,
+                            threshold_note=threshold_note(comparisons), max_chars=MAX_BODY_CHARS - 1_000)  # fmt: skip
+    regressed = sum(c.status == REGRESSED for c in comparisons)
+    failed = sum(c.status == FAILED for c in comparisons)
+    if any(c.status in FAILING for c in comparisons):
+        status = Status("failure", f"{prefix}{regressed} regression(s), {failed} failed", context)
+    else:
+        status = Status("success", f"{prefix}no regression ({len(comparisons)} series)", context)
+    return _with_fork_note(body, fork), status
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m regressions.pr_render", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+    parser.add_argument("--report", type=Path, required=True, metavar="FILE",
+                        help="report.json of the benchmark job (may be missing: the job gave no report)")  # fmt: skip
+    parser.add_argument("--base", required=True, help="base commit, full SHA (from the gate)")
+    parser.add_argument("--head", required=True, help="head commit, full SHA (from the gate)")
+    parser.add_argument("--fork", choices=("true", "false"), required=True, help="the head is in a fork")
+    parser.add_argument("--job-result", default="unknown", help="needs.benchmark.result")
+    parser.add_argument("--run-url", default="", help="link to the workflow run")
+    parser.add_argument("--comment-out", type=Path, required=True, metavar="FILE", help="where the comment goes")
+    parser.add_argument("--status-out", type=Path, required=True, metavar="FILE", help="where the status goes")
+    args = parser.parse_args(argv)
+    try:
+        base, head = check_sha(args.base, "--base"), check_sha(args.head, "--head")
+    except ReportError as exc:
+        print(f"pr_render: error: {exc}", file=sys.stderr)
+        return 2
+    comparisons: list[Comparison] | None = None
+    problem = None
+    if args.report.exists() or args.report.is_symlink():
+        try:
+            comparisons = read_report(args.report)
+        except (ReportError, OSError) as exc:
+            problem = str(exc) if isinstance(exc, ReportError) else "unreadable"
+    body, status = render(comparisons, base=base, head=head, fork=args.fork == "true", job_result=args.job_result,
+                          run_url=args.run_url, problem=problem)  # fmt: skip
+    status.description = status.description[:MAX_DESCRIPTION]
+    args.comment_out.write_text(body, encoding="utf-8")
+    args.status_out.write_text(json.dumps(asdict(status)) + "\n", encoding="utf-8")
+    print(f"pr_render: {status.state} ({status.description}); comment {len(body):,} characters")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,170 @@
+"""The schema of a pull request's ``report.json`` as the trusted side reads it.
+
+The file comes from a job that ran the pull request's code, so nothing in it is trusted: it is parsed with
+limits (file size, row count, text lengths, dict sizes), every number must be finite, every enumerated
+field must hold a known value, and duplicate keys or ``NaN``/``Infinity`` literals refuse the file. What
+passes becomes :class:`regressions.compare.Comparison` objects that the project's own renderer
+(:mod:`regressions.pr_render`) turns into the comment. Keys the schema does not know are ignored (never
+rendered), so a newer writer's extra fields do not break an older reader.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from pathlib import Path
+from typing import Any
+
+from regressions.compare import SIDE_ABSENT, SIDE_FAILED, SIDE_NOT_RUN, SIDE_OK, STATUSES, Comparison
+from regressions.direction import DOWN_IS_WORSE, UP_IS_WORSE
+
+MAX_FILE_BYTES = 32 * 1024 * 1024
+MAX_ROWS = 20_000
+MAX_BENCHMARK_CHARS = 512  # the store's limit (db.limits)
+MAX_MACHINE_CHARS = 255
+MAX_UNIT_CHARS = 32
+MAX_PARAMS = 32
+MAX_PARAM_KEY_CHARS = 64
+MAX_PARAM_VALUE_CHARS = 1024
+SIDES = (SIDE_OK, SIDE_FAILED, SIDE_NOT_RUN, SIDE_ABSENT)
+DIRECTIONS = (UP_IS_WORSE, DOWN_IS_WORSE)
+# A significance method is printed as is in the table: only inert characters.
+METHOD = re.compile(r"[a-z0-9][a-z0-9+.-]{0,39}")
+SHA = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
+
+
+class ReportError(ValueError):
+    """report.json does not match the schema. The message names the row and field and never quotes the data,
+    so it can be shown in the comment as it is."""
+
+
+def _no_constants(name: str) -> float:
+    raise ReportError(f"{name} is not a JSON number (only finite numbers are allowed)")
+
+
+def _unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise ReportError("an object has a duplicate key")
+        out[key] = value
+    return out
+
+
+def _text(row: dict[str, Any], key: str, limit: int, where: str, *, optional: bool = False) -> str | None:
+    value = row.get(key)
+    if value is None and optional:
+        return None
+    if not isinstance(value, str) or not value or len(value) > limit:
+        raise ReportError(f"{where}: {key!r} must be a string of 1 to {limit} characters")
+    return value
+
+
+def _number(row: dict[str, Any], key: str, where: str, *, optional: bool = True) -> float | None:
+    value = row.get(key)
+    if value is None and optional:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(float(value)):
+        raise ReportError(f"{where}: {key!r} must be a finite number{' or null' if optional else ''}")
+    return float(value)
+
+
+def _choice(row: dict[str, Any], key: str, allowed: tuple[str, ...], where: str) -> str:
+    value = row.get(key)
+    if value not in allowed:
+        raise ReportError(f"{where}: {key!r} must be one of {', '.join(allowed)}")
+    return str(value)
+
+
+def _flag(row: dict[str, Any], key: str, where: str) -> bool:
+    value = row.get(key)
+    if not isinstance(value, bool):
+        raise ReportError(f"{where}: {key!r} must be true or false")
+    return value
+
+
+def _params(row: dict[str, Any], where: str) -> dict[str, str]:
+    params = row.get("params")
+    if not isinstance(params, dict) or len(params) > MAX_PARAMS:
+        raise ReportError(f"{where}: 'params' must be an object of at most {MAX_PARAMS} entries")
+    out: dict[str, str] = {}
+    for key, value in params.items():
+        if not key or len(key) > MAX_PARAM_KEY_CHARS:
+            raise ReportError(f"{where}: a 'params' key must have 1 to {MAX_PARAM_KEY_CHARS} characters")
+        scalar = isinstance(value, str | int | float) and not isinstance(value, bool)
+        if not scalar or len(str(value)) > MAX_PARAM_VALUE_CHARS:
+            raise ReportError(f"{where}: a 'params' value must be a string of at most {MAX_PARAM_VALUE_CHARS} chars")
+        out[key] = str(value)
+    return out
+
+
+def row_to_comparison(row: Any, index: int) -> Comparison:
+    """One validated row of report.json."""
+    where = f"row {index}"
+    if not isinstance(row, dict):
+        raise ReportError(f"{where}: must be an object")
+    method = row.get("method")
+    if not isinstance(method, str) or not METHOD.fullmatch(method):
+        raise ReportError(f"{where}: 'method' must match {METHOD.pattern}")
+    p_value = _number(row, "p_value", where)
+    if p_value is not None and not 0.0 <= p_value <= 1.0:
+        raise ReportError(f"{where}: 'p_value' must be between 0 and 1")
+    ratio = _number(row, "ratio", where)
+    if ratio is not None and ratio <= 0:
+        raise ReportError(f"{where}: 'ratio' must be positive")
+    return Comparison(
+        benchmark=str(_text(row, "benchmark", MAX_BENCHMARK_CHARS, where)),
+        params=_params(row, where),
+        machine=str(_text(row, "machine", MAX_MACHINE_CHARS, where)),
+        unit=_text(row, "unit", MAX_UNIT_CHARS, where, optional=True),
+        direction=_choice(row, "direction", DIRECTIONS, where),
+        threshold=float(_number(row, "threshold", where, optional=False) or 0.0),
+        status=_choice(row, "status", STATUSES, where),
+        base_status=_choice(row, "base_status", SIDES, where),
+        head_status=_choice(row, "head_status", SIDES, where),
+        base=_number(row, "base", where),
+        head=_number(row, "head", where),
+        ratio=ratio,
+        slowdown=_number(row, "slowdown", where),
+        significant=_flag(row, "significant", where),
+        regression=_flag(row, "regression", where),
+        method=method,
+        p_value=p_value,
+    )
+
+
+def parse_report(data: bytes) -> list[Comparison]:
+    """report.json's bytes -> validated comparisons; :class:`ReportError` names the first problem."""
+    if len(data) > MAX_FILE_BYTES:
+        raise ReportError(f"{len(data):,} bytes, over the limit of {MAX_FILE_BYTES:,}")
+    try:
+        # Integers as floats: a 400-digit literal becomes inf (refused below), never a slow big int.
+        rows = json.loads(data.decode("utf-8"), object_pairs_hook=_unique, parse_constant=_no_constants,
+                          parse_int=float)  # fmt: skip
+    except UnicodeDecodeError:
+        raise ReportError("not UTF-8") from None
+    except RecursionError:
+        raise ReportError("nested too deeply") from None
+    except json.JSONDecodeError as exc:
+        raise ReportError(f"not JSON ({exc.msg}, line {exc.lineno})") from None
+    if not isinstance(rows, list):
+        raise ReportError("must be a JSON list of comparison rows")
+    if len(rows) > MAX_ROWS:
+        raise ReportError(f"{len(rows):,} rows, over the limit of {MAX_ROWS:,}")
+    return [row_to_comparison(row, i) for i, row in enumerate(rows)]
+
+
+def read_report(path: Path) -> list[Comparison]:
+    """Read and validate report.json at ``path``: a regular file (never a link), within the size limit."""
+    if path.is_symlink() or not path.is_file():
+        raise ReportError(f"{path.name}: not a regular file")
+    if path.stat().st_size > MAX_FILE_BYTES:
+        raise ReportError(f"{path.stat().st_size:,} bytes, over the limit of {MAX_FILE_BYTES:,}")
+    return parse_report(path.read_bytes())
+
+
+def check_sha(value: str, what: str) -> str:
+    if not SHA.fullmatch(value):
+        raise ReportError(f"{what}: not a full hexadecimal commit hash")
+    return value

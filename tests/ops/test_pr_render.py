@@ -1,0 +1,175 @@
+"""The trusted renderer: a hostile report.json (what a pull request's code can write) cannot put markup,
+mentions, links, images or bidi controls into the comment, nor choose the status; bad data gives the
+fixed `error` status. `python -m regressions.pr_render` runs as a subprocess, as the workflow runs it,
+and GitHub's own renderer (cmark-gfm) reads the comment."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import cmarkgfm
+import pytest
+from cmarkgfm.cmark import Options
+from scratch import ROOT
+
+from regressions.pr_render import CONTEXT, FORK_CONTEXT, INVALID
+from regressions.pr_schema import MAX_FILE_BYTES, MAX_ROWS
+from regressions.report import MARKER
+
+BASE, HEAD = "a" * 40, "b" * 40
+RUN_URL = "https://github.example/acme/kernels/actions/runs/42"
+BIDI = "\u202e\u2066\u2067\u2068\u2069\u202a\u202b\u202c\u202d"
+HOSTILE = [
+    "@maintainers please merge",
+    "![track](https://evil.example/pixel.png)",
+    "[approved by maintainers](https://evil.example)",
+    "<img src=https://evil.example/x.png>",
+    "<a href=https://evil.example>click</a>",
+    "https://evil.example www.evil.example me@example.com #123 GH-7",
+    f"evil{BIDI}txt.exe",
+    MARKER,
+    "<details><summary>Maintainers approved</summary>",
+    "line\nbreak | --- |",
+]
+
+
+def row(**over: Any) -> dict[str, Any]:
+    base = {"benchmark": "bench_decode.SparseDecode.time_decode", "params": {"impl": "'mma'", "concurrency": "64"},
+            "machine": "h200", "unit": "seconds", "direction": "up_is_worse", "threshold": 0.05,
+            "status": "unchanged", "base_status": "ok", "head_status": "ok", "base": 4.0e-5, "head": 4.02e-5,
+            "ratio": 1.005, "slowdown": 1.005, "significant": False, "regression": False, "method": "mann-whitney",
+            "p_value": 0.4}  # fmt: skip
+    return {**base, **over}
+
+
+def render(tmp_path: Path, data: bytes | None, *, fork: bool = False, result: str = "success",
+           base: str = BASE, head: str = HEAD) -> tuple[int, str, dict[str, str]]:  # fmt: skip
+    report = tmp_path / "report.json"
+    if data is not None:
+        report.write_bytes(data)
+    comment, status = tmp_path / "comment.md", tmp_path / "status.json"
+    proc = subprocess.run(
+        [sys.executable, "-m", "regressions.pr_render", "--report", str(report), "--base", base, "--head", head,
+         "--fork", "true" if fork else "false", "--job-result", result, "--run-url", RUN_URL,
+         "--comment-out", str(comment), "--status-out", str(status)],
+        cwd=ROOT, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    if proc.returncode != 0:
+        return proc.returncode, proc.stderr, {}
+    return 0, comment.read_text(), json.loads(status.read_text())
+
+
+def html_of(md: str) -> str:
+    return cmarkgfm.github_flavored_markdown_to_html(md, options=Options.CMARK_OPT_UNSAFE)
+
+
+def assert_inert(md: str) -> None:
+    """Nothing in the comment notifies, links, loads an image, adds HTML, or reorders text."""
+    out = html_of(md)
+    assert set(re.findall(r"<a href=\"([^\"]*)\"", out)) <= {RUN_URL}, "only the renderer's own link to the run"
+    out = out.replace(f'<a href="{RUN_URL}">', "")
+    for tag in ("<a ", "<img", "<script", "<iframe"):
+        assert tag not in out, tag
+    assert out.count("<details>") <= 1, "only the renderer's own collapsed section"
+    assert re.search(r"@(?!\u200b)", md) is None and re.search(r"#\d", md) is None
+    assert re.search(r"(?i)(https?|www)(?=[:.])(?!\u200b)", md.replace(RUN_URL, "")) is None
+    assert not set(BIDI) & set(md)
+    assert md.startswith(MARKER + "\n") and md.count(MARKER) == 1
+
+
+def test_a_valid_report_renders_and_sets_the_status(tmp_path: Path) -> None:
+    rows = [row(), row(benchmark="bench_decode.SparseDecode.time_slow", status="regressed", head=6e-5, ratio=1.5,
+                       slowdown=1.5, significant=True, regression=True, p_value=1e-4)]  # fmt: skip
+    rc, md, status = render(tmp_path, json.dumps(rows).encode())
+    assert rc == 0 and status == {"state": "failure", "description": "1 regression(s), 0 failed", "context": CONTEXT}
+    assert "### Regressions (1)" in md and "time_slow" in md and "1.50x" in md
+    assert "Figures from fork code" not in md
+    rc, md, status = render(tmp_path, json.dumps([row()]).encode())
+    assert status["state"] == "success" and status["description"] == "no regression (1 series)"
+
+
+def test_hostile_values_are_inert(tmp_path: Path) -> None:
+    rows = []
+    for text in HOSTILE:
+        rows.append(row(benchmark=f"b.{text}", machine=text[:200], unit=text[:32], params={text[:60]: text}))
+        rows.append(row(benchmark=f"r.{text}", status="regressed", head=6e-5, ratio=1.5, regression=True,
+                        significant=True, slowdown=1.5))  # fmt: skip
+    rows.append(row(status="unchanged", unknown_field="<img src=x> @team", __proto__="success"))
+    rc, md, status = render(tmp_path, json.dumps(rows).encode())
+    assert rc == 0, md
+    assert_inert(md)
+    assert status["state"] == "failure" and "@" not in status["description"]
+    assert "unknown_field" not in md  # fields the schema does not know are never rendered
+
+
+@pytest.mark.parametrize(
+    ("name", "data", "reason"),
+    [
+        ("NaN", json.dumps([row(base=float("nan"))]).encode(), "NaN is not a JSON number"),
+        ("Infinity", b'[{"ratio": Infinity}]', "Infinity is not a JSON number"),
+        ("huge number", json.dumps([row(ratio=10**400)]).encode(), "'ratio' must be a finite number"),
+        ("status __proto__", json.dumps([row(status="__proto__")]).encode(), "'status' must be one of"),
+        ("side constructor", json.dumps([row(head_status="constructor")]).encode(), "'head_status' must be one of"),
+        ("markup in method", json.dumps([row(method="[x](https://evil.example)")]).encode(), "'method' must match"),
+        ("name too long", json.dumps([row(benchmark="x" * 513)]).encode(), "1 to 512 characters"),
+        ("too many rows", json.dumps([row()] * (MAX_ROWS + 1)).encode(), "over the limit of 20,000"),
+        ("duplicate key", b'[{"status": "unchanged", "status": "regressed"}]', "duplicate key"),
+        ("not a list", b'{"state": "success"}', "must be a JSON list"),
+        ("p out of range", json.dumps([row(p_value=7)]).encode(), "'p_value' must be between 0 and 1"),
+        ("boolean as number", json.dumps([row(base=True)]).encode(), "'base' must be a finite number"),
+        ("params nested", json.dumps([row(params={"a": {"b": 1}})]).encode(), "'params' value"),
+        ("deep nesting", b"[" * 100_000 + b"]" * 100_000, "nested too deeply"),
+        ("not UTF-8", b'[{"benchmark": "\xff"}]', "not UTF-8"),
+        ("not JSON", b"<img src=x>", "not JSON"),
+    ],
+)
+def test_invalid_data_gives_the_fixed_error(tmp_path: Path, name: str, data: bytes, reason: str) -> None:
+    rc, md, status = render(tmp_path, data)
+    assert rc == 0, md
+    assert status == {"state": "error", "description": INVALID, "context": CONTEXT}, name
+    assert "report refused" in md and reason in md.replace("\\", ""), md
+    assert_inert(md)
+
+
+def test_huge_file_is_refused_unread(tmp_path: Path) -> None:
+    data = b"[" + b" " * (MAX_FILE_BYTES + 1) + b"]"
+    rc, md, status = render(tmp_path, data)
+    assert rc == 0 and status["state"] == "error" and "over the limit" in md
+
+
+def test_symlinked_report_is_refused(tmp_path: Path) -> None:
+    secret = tmp_path / "secret.json"
+    secret.write_text(json.dumps([row(benchmark="from-a-link")]))
+    (tmp_path / "report.json").symlink_to(secret)
+    comment, status = tmp_path / "c.md", tmp_path / "s.json"
+    proc = subprocess.run(
+        [sys.executable, "-m", "regressions.pr_render", "--report", str(tmp_path / "report.json"), "--base", BASE,
+         "--head", HEAD, "--fork", "false", "--comment-out", str(comment), "--status-out", str(status)],
+        cwd=ROOT, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 0 and json.loads(status.read_text())["state"] == "error"
+    assert "from-a-link" not in comment.read_text() and "not a regular file" in comment.read_text()
+
+
+def test_missing_report_and_fork_wording(tmp_path: Path) -> None:
+    rc, md, status = render(tmp_path, None, result="cancelled")
+    assert status == {"state": "error", "description": "benchmarks did not finish (cancelled)", "context": CONTEXT}
+    assert "no report" in md and f"[the run]({RUN_URL})" in md
+    rc, md, status = render(tmp_path, None, result="<img src=x>")
+    assert status["description"] == "benchmarks did not finish (unknown)"
+    rc, md, status = render(tmp_path, json.dumps([row()]).encode(), fork=True)
+    assert status == {"state": "success", "context": FORK_CONTEXT,
+                      "description": "fork code, unverified: no regression (1 series)"}  # fmt: skip
+    assert md.startswith(MARKER + "\n> **Figures from fork code, unverified.**")
+    assert_inert(md)
+
+
+@pytest.mark.parametrize("sha", ["abc", "g" * 40, "A" * 40, "a" * 40 + "\n", "<img src=x>"])
+def test_shas_must_be_full_hex(tmp_path: Path, sha: str) -> None:
+    rc, err, _ = render(tmp_path, json.dumps([row()]).encode(), head=sha)
+    assert rc == 2 and "--head: not a full hexadecimal commit hash" in err
