@@ -1,8 +1,9 @@
-"""A small GitHub REST client for the nightly's alert issues (standard library only).
+"""A small GitHub REST client (standard library only): the nightly's alert issues, the pull-request gate and
+comment (:mod:`mlaperf.pr_gate`, :mod:`mlaperf.pr_post`) and ``scripts/check-repo-settings``.
 
 It reads the same variables GitHub Actions sets: ``GITHUB_API_URL`` (so a test can point it at a local
-server), ``GITHUB_REPOSITORY`` (owner/name) and the token from ``GITHUB_TOKEN``. The token needs only
-``issues: write``.
+server), ``GITHUB_REPOSITORY`` (owner/name) and the token from ``GITHUB_TOKEN``. Each caller's workflow
+job grants only the permissions its calls need (alerts: ``issues: write``).
 """
 
 from __future__ import annotations
@@ -20,6 +21,10 @@ DEFAULT_API = "https://api.github.com"
 
 class GitHubError(RuntimeError):
     """A GitHub API call failed (status and message of the response)."""
+
+    def __init__(self, message: str, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
 
 
 @dataclass
@@ -47,9 +52,14 @@ class GitHub:
                    os.environ.get("GITHUB_API_URL") or DEFAULT_API)  # fmt: skip
 
     def _call(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
+        """A call under this repository (``path`` starts after ``/repos/OWNER/NAME``)."""
+        return self.request(method, f"/repos/{self.repository}{path}", body)
+
+    def request(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
+        """Any API path (``/orgs/...``); :class:`GitHubError` on an HTTP error (``status`` holds its code)."""
         data = None if body is None else json.dumps(body).encode()
         request = urllib.request.Request(
-            f"{self.api_url}/repos/{self.repository}{path}",
+            f"{self.api_url}{path}",
             data=data,
             method=method,
             headers={
@@ -65,7 +75,7 @@ class GitHub:
                 raw = response.read()
         except urllib.error.HTTPError as exc:
             detail = exc.read().decode(errors="replace")[:300]
-            raise GitHubError(f"{method} {path}: HTTP {exc.code} {detail}") from None
+            raise GitHubError(f"{method} {path}: HTTP {exc.code} {detail}", status=exc.code) from None
         except urllib.error.URLError as exc:
             raise GitHubError(f"{method} {path}: {exc.reason}") from None
         return json.loads(raw) if raw else None
@@ -93,3 +103,33 @@ class GitHub:
 
     def close_issue(self, number: int) -> None:
         self._call("PATCH", f"/issues/{number}", {"state": "closed", "state_reason": "completed"})
+
+    # --- pull requests (the gate and the sticky comment) -----------------------------------------------
+
+    def pages(self, path: str, *, key: str | None = None, limit: int = 20) -> list[Any]:
+        """Every item of a paginated list under this repository (``key``: the list inside an object)."""
+        items: list[Any] = []
+        sep = "&" if "?" in path else "?"
+        for page in range(1, limit + 1):
+            batch = self._call("GET", f"{path}{sep}per_page=100&page={page}")
+            batch = batch.get(key, []) if key else batch
+            items += batch
+            if len(batch) < 100:
+                break
+        return items
+
+    def comments(self, number: int) -> list[dict[str, Any]]:
+        return self.pages(f"/issues/{number}/comments")
+
+    def create_comment(self, number: int, body: str) -> int:
+        return int(self._call("POST", f"/issues/{number}/comments", {"body": body})["id"])
+
+    def update_comment(self, comment_id: int, body: str) -> None:
+        self._call("PATCH", f"/issues/comments/{comment_id}", {"body": body})
+
+    def create_status(self, sha: str, state: str, description: str, context: str, target_url: str) -> None:
+        self._call("POST", f"/statuses/{sha}", {"state": state, "description": description, "context": context,
+                                                 "target_url": target_url})  # fmt: skip
+
+    def remove_label(self, number: int, label: str) -> None:
+        self._call("DELETE", f"/issues/{number}/labels/{urllib.parse.quote(label, safe='')}")

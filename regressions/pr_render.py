@@ -7,7 +7,8 @@ request can change its numbers, never the comment's markup, and never the status
 come from the gate (the GitHub API), not from the file.
 
 Writes the comment (``--comment-out``) and the status (``--status-out``, JSON: state, description,
-context). Exit status: 0 written (whatever the state), 2 bad usage (an argument that is not a full SHA).
+context, and the comment's marker). Exit status: 0 written (whatever the state), 2 bad usage (an argument
+that is not a full SHA).
 """
 
 from __future__ import annotations
@@ -20,12 +21,11 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from mlaperf.pr_contract import CONTEXT, FORK_CONTEXT
 from regressions.compare import FAILED, FAILING, REGRESSED, Comparison
 from regressions.pr_schema import ReportError, check_sha, read_report
 from regressions.report import MARKER, MAX_BODY_CHARS, compare_markdown, md_code, md_text
 
-CONTEXT = "mlaperf benchmarks"
-FORK_CONTEXT = "mlaperf benchmarks (fork, unverified)"
 FORK_NOTE = (
     "> **Figures from fork code, unverified.** This pull request comes from a fork: its own code ran the "
     "benchmarks and wrote these numbers. They are a hint for review, not evidence; see `docs/security.md`."
@@ -127,7 +127,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                           run_url=args.run_url, problem=problem)  # fmt: skip
     status.description = status.description[:MAX_DESCRIPTION]
     args.comment_out.write_text(body, encoding="utf-8")
-    args.status_out.write_text(json.dumps(asdict(status)) + "\n", encoding="utf-8")
+    # The marker travels with the status: the poster (standard library only) finds its sticky comment by it.
+    args.status_out.write_text(json.dumps({**asdict(status), "marker": MARKER}) + "\n", encoding="utf-8")
     print(f"pr_render: {status.state} ({status.description}); comment {len(body):,} characters")
     return 0
 

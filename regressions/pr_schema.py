@@ -16,6 +16,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from mlaperf.pr_contract import SHA
 from regressions.compare import SIDE_ABSENT, SIDE_FAILED, SIDE_NOT_RUN, SIDE_OK, STATUSES, Comparison
 from regressions.direction import DOWN_IS_WORSE, UP_IS_WORSE
 
@@ -31,7 +32,6 @@ SIDES = (SIDE_OK, SIDE_FAILED, SIDE_NOT_RUN, SIDE_ABSENT)
 DIRECTIONS = (UP_IS_WORSE, DOWN_IS_WORSE)
 # A significance method is printed as is in the table: only inert characters.
 METHOD = re.compile(r"[a-z0-9][a-z0-9+.-]{0,39}")
-SHA = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
 
 
 class ReportError(ValueError):

@@ -17,7 +17,8 @@ import pytest
 from cmarkgfm.cmark import Options
 from scratch import ROOT
 
-from regressions.pr_render import CONTEXT, FORK_CONTEXT, INVALID
+from mlaperf.pr_contract import CONTEXT, FORK_CONTEXT
+from regressions.pr_render import INVALID
 from regressions.pr_schema import MAX_FILE_BYTES, MAX_ROWS
 from regressions.report import MARKER
 
@@ -61,7 +62,9 @@ def render(tmp_path: Path, data: bytes | None, *, fork: bool = False, result: st
     )  # fmt: skip
     if proc.returncode != 0:
         return proc.returncode, proc.stderr, {}
-    return 0, comment.read_text(), json.loads(status.read_text())
+    written = json.loads(status.read_text())
+    assert written.pop("marker") == MARKER
+    return 0, comment.read_text(), written
 
 
 def html_of(md: str) -> str:

@@ -1,0 +1,174 @@
+"""``python -m mlaperf.pr_gate``: may this pull request's head run on the GPU runner? (standard library only)
+
+The ``gate`` job of ``.github/workflows/pr-benchmarks.yml`` runs it from the default branch on a
+GitHub-hosted runner, before any pull-request code runs anywhere. It fails closed:
+
+- the pull request is found through the API from the ``workflow_run`` payload and matched on the head SHA;
+- a fork's head goes on only when the label (``run-benchmarks``) was added **after** the head was pushed
+  (the first workflow run GitHub created for that SHA); an older label is removed, with the reason, so a
+  maintainer's label approves one reviewed commit, never a later push;
+- a fork's environment (``gpu-benchmarks-fork``) must exist with at least one required reviewer: GitHub
+  creates a missing environment without protection, so the gate stops with an error naming the setting;
+- the job summary shows the pull request, head SHA, base SHA and fork: what the reviewer approves.
+
+Writes ``run``, ``number``, ``base_sha``, ``head_sha``, ``fork``, ``environment`` to ``$GITHUB_OUTPUT``
+and sets the pending status. Exit status: 0 decided (run or not), 1 a setting is unsafe (error printed),
+2 bad input (the event payload), 3 a GitHub API error.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from mlaperf.github import GitHub, GitHubError
+from mlaperf.pr_contract import CONTEXT, FORK_CONTEXT, FORK_ENVIRONMENT, LABEL, SAME_ENVIRONMENT, SHA
+
+
+class GateError(Exception):
+    """A setting or an input makes running unsafe: the message names it."""
+
+
+@dataclass
+class Decision:
+    run: bool
+    reason: str
+    number: int = 0
+    base_sha: str = ""
+    head_sha: str = ""
+    fork: bool = False
+    label_removed: bool = False
+
+    @property
+    def environment(self) -> str:
+        return FORK_ENVIRONMENT if self.fork else SAME_ENVIRONMENT
+
+
+def required_reviewers(client: GitHub, name: str) -> int:
+    """How many required reviewers environment ``name`` has; GateError when it is missing or has none."""
+    setting = f"Settings > Environments > {name} > Required reviewers"
+    try:
+        env = client._call("GET", f"/environments/{name}")
+    except GitHubError as exc:
+        if exc.status == 404:
+            raise GateError(f"environment {name} does not exist; GitHub would create it without protection. "
+                            f"Create it with at least one reviewer ({setting})") from None  # fmt: skip
+        raise
+    rules = [r for r in env.get("protection_rules") or [] if r.get("type") == "required_reviewers"]
+    count = sum(len(r.get("reviewers") or []) for r in rules)
+    if not count:
+        raise GateError(f"environment {name} has no required reviewer, so a fork's run would start unapproved: "
+                        f"add maintainers in {setting}")  # fmt: skip
+    return count
+
+
+def label_added_at(client: GitHub, number: int, label: str) -> str | None:
+    """When ``label`` was last added to pull request ``number`` (ISO time), None if never."""
+    events = client.pages(f"/issues/{number}/events")
+    times = [e.get("created_at") or "" for e in events
+             if e.get("event") == "labeled" and (e.get("label") or {}).get("name") == label]  # fmt: skip
+    return max(times) if times else None
+
+
+def pushed_at(client: GitHub, head_sha: str) -> str | None:
+    """When the head was pushed: the first workflow run GitHub created for that SHA (server time)."""
+    runs = client.pages(f"/actions/runs?head_sha={head_sha}&event=pull_request", key="workflow_runs")
+    times = [r.get("created_at") or "" for r in runs if r.get("head_sha") == head_sha]
+    return min(times) if times else None
+
+
+def decide(client: GitHub, payload: dict[str, Any], label: str = LABEL) -> Decision:
+    """The gate's decision for a ``workflow_run`` event payload."""
+    run = payload.get("workflow_run") or {}
+    head_sha = str(run.get("head_sha") or "")
+    if not SHA.fullmatch(head_sha):
+        raise ValueError("workflow_run.head_sha is not a commit hash")
+    owner = ((run.get("head_repository") or {}).get("owner") or {}).get("login") or ""
+    branch = run.get("head_branch") or ""
+    pulls = client.pages(f"/pulls?state=open&head={owner}:{branch}")
+    pr = next((p for p in pulls if (p.get("head") or {}).get("sha") == head_sha), None)
+    if pr is None:
+        return Decision(False, f"no open pull request has head {head_sha} any more; nothing to benchmark")
+    number, base_sha = int(pr["number"]), str(pr["base"]["sha"])
+    fork = (pr["head"].get("repo") or {}).get("full_name") != client.repository
+    decision = Decision(False, "", number, base_sha, head_sha, fork)
+    if pr.get("draft"):
+        decision.reason = f"#{number} is a draft; benchmarks start when it is ready for review"
+        return decision
+    if fork:
+        required_reviewers(client, FORK_ENVIRONMENT)
+        if not any(x.get("name") == label for x in pr.get("labels") or []):
+            decision.reason = (f"#{number} comes from a fork: a maintainer reviews head {head_sha[:12]}, adds the "
+                               f"label {label!r}, then approves the run of environment {FORK_ENVIRONMENT}")  # fmt: skip
+            return decision
+        labelled, pushed = label_added_at(client, number, label), pushed_at(client, head_sha)
+        if labelled is None or pushed is None or labelled <= pushed:
+            client.remove_label(number, label)
+            decision.label_removed = True
+            decision.reason = (f"#{number}: label {label!r} (added {labelled or 'at an unknown time'}) is older than "
+                               f"the push of head {head_sha[:12]} ({pushed or 'unknown'}), so it approved an earlier "
+                               "commit; it was removed: a maintainer reviews this head and adds it again")  # fmt: skip
+            return decision
+    decision.run = True
+    decision.reason = f"#{number} head {head_sha[:12]}: benchmarking" + (" after approval" if fork else "")
+    return decision
+
+
+def summary(decision: Decision, repository: str) -> str:
+    """The job summary: what a reviewer approves when the environment asks."""
+    rows = [("pull request", f"#{decision.number}" if decision.number else "-"),
+            ("head SHA (what runs)", f"`{decision.head_sha}`" if decision.head_sha else "-"),
+            ("base SHA", f"`{decision.base_sha}`" if decision.base_sha else "-"),
+            ("fork", "yes: approve only after reading this head's diff" if decision.fork else f"no ({repository})"),
+            ("runs on the GPU runner", "yes" if decision.run else "no")]  # fmt: skip
+    table = "\n".join(f"| {k} | {v} |" for k, v in rows)
+    return f"### mlaperf PR gate\n\n| | |\n| --- | --- |\n{table}\n\n{decision.reason}\n"
+
+
+def _append(var: str, text: str) -> None:
+    if os.environ.get(var):
+        with open(os.environ[var], "a", encoding="utf-8") as out:
+            out.write(text)
+
+
+def main() -> int:
+    if len(sys.argv) > 1:
+        print(__doc__)
+        return 0 if sys.argv[1] in ("-h", "--help") else 2
+    try:
+        client = GitHub.from_env()
+        payload = json.loads(Path(os.environ["GITHUB_EVENT_PATH"]).read_text())
+        decision = decide(client, payload, os.environ.get("LABEL") or LABEL)
+    except (ValueError, KeyError, OSError) as exc:
+        print(f"::error::pr_gate: bad input: {exc}")
+        return 2
+    except GateError as exc:
+        print(f"::error::pr_gate: {exc}")
+        return 1
+    except GitHubError as exc:
+        print(f"::error::pr_gate: GitHub API: {exc}")
+        return 3
+    _append("GITHUB_STEP_SUMMARY", summary(decision, client.repository))
+    outputs = {"run": str(decision.run).lower(), "number": str(decision.number), "base_sha": decision.base_sha,
+               "head_sha": decision.head_sha, "fork": str(decision.fork).lower(), "environment": decision.environment}
+    _append("GITHUB_OUTPUT", "".join(f"{k}={v}\n" for k, v in outputs.items()))
+    print(("::notice::" if not decision.run else "") + decision.reason)
+    if decision.run:
+        server = os.environ.get("GITHUB_SERVER_URL", "https://github.com")
+        url = f"{server}/{client.repository}/actions/runs/{os.environ.get('GITHUB_RUN_ID', '')}"
+        try:
+            client.create_status(decision.head_sha, "pending",
+                                 "fork code, unverified: waiting for approval" if decision.fork else "benchmarking",
+                                 FORK_CONTEXT if decision.fork else CONTEXT, url)  # fmt: skip
+        except GitHubError as exc:
+            print(f"::error::pr_gate: GitHub API: {exc}")
+            return 3
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

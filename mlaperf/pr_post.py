@@ -1,0 +1,95 @@
+"""``python -m mlaperf.pr_post COMMENT.md STATUS.json``: post the sticky PR comment and set the commit status.
+
+The last job of ``.github/workflows/pr-benchmarks.yml``, on a GitHub-hosted runner with the default
+branch's code and nothing installed (standard library only). Its inputs were written by
+``regressions.pr_render`` (the default branch's renderer), never by the pull request's code; it checks
+them once more (state and context from fixed lists, sizes) before posting. The sticky comment is the one
+that starts with the report's marker **and** was written by this workflow's own login
+(``MLAPERF_BOT_LOGIN``, default ``github-actions[bot]``): another bot's or a person's comment that copies
+the marker is never edited. Environment: ``PR_NUMBER``, ``HEAD_SHA`` (from the gate), ``GITHUB_*``.
+Exit status: 0 posted, 2 bad input, 3 GitHub API error.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+from pathlib import Path
+
+from mlaperf.github import GitHub, GitHubError
+from mlaperf.pr_contract import BOT_LOGIN, CONTEXT, FORK_CONTEXT, SHA, STATES
+
+MAX_BODY = 65_536  # GitHub's limit for a comment
+MARKER = re.compile(r"<!-- [a-z0-9-]{1,60} -->")
+
+
+class PostError(ValueError):
+    """The rendered comment or status is not what the renderer writes."""
+
+
+def read_inputs(comment: Path, status: Path) -> tuple[str, dict[str, str]]:
+    body = comment.read_text(encoding="utf-8")
+    data = json.loads(status.read_text(encoding="utf-8"))
+    if not isinstance(data, dict):
+        raise PostError(f"{status}: not a JSON object")
+    if data.get("state") not in STATES or data.get("context") not in (CONTEXT, FORK_CONTEXT):
+        raise PostError(f"{status}: state or context is not one the renderer writes")
+    description, marker = data.get("description"), data.get("marker")
+    if not isinstance(description, str) or len(description) > 140:
+        raise PostError(f"{status}: description must be a string of at most 140 characters")
+    if not isinstance(marker, str) or not MARKER.fullmatch(marker) or not body.startswith(marker + "\n"):
+        raise PostError(f"{comment}: does not start with the report's marker")
+    if len(body.encode("utf-16-le")) // 2 > MAX_BODY:
+        raise PostError(f"{comment}: over GitHub's {MAX_BODY:,} characters")
+    return body, {k: str(data[k]) for k in ("state", "description", "context", "marker")}
+
+
+def post(client: GitHub, number: int, head_sha: str, body: str, status: dict[str, str], run_url: str,
+         bot_login: str = BOT_LOGIN) -> str:  # fmt: skip
+    """Update this login's sticky comment (else create one), then set the status; what was done."""
+    mine = [
+        c
+        for c in client.comments(number)
+        if (c.get("user") or {}).get("login") == bot_login and (c.get("body") or "").startswith(status["marker"])
+    ]
+    if mine:
+        client.update_comment(int(mine[0]["id"]), body)
+        done = f"updated comment {mine[0]['id']}"
+    else:
+        done = f"created comment {client.create_comment(number, body)}"
+    client.create_status(head_sha, status["state"], status["description"], status["context"], run_url)
+    return f"{done}; status {status['state']} ({status['context']}: {status['description']})"
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if args[:1] in (["-h"], ["--help"]):
+        print(__doc__)
+        return 0
+    if len(args) != 2:
+        print("usage: python -m mlaperf.pr_post COMMENT.md STATUS.json (try --help)", file=sys.stderr)
+        return 2
+    try:
+        number, head_sha = int(os.environ.get("PR_NUMBER", "")), os.environ.get("HEAD_SHA", "")
+        if number < 1 or not SHA.fullmatch(head_sha):
+            raise PostError("PR_NUMBER must be a pull request number and HEAD_SHA a full commit hash")
+        body, status = read_inputs(Path(args[0]), Path(args[1]))
+        client = GitHub.from_env()
+    except (PostError, ValueError, OSError) as exc:
+        print(f"pr_post: error: {exc}", file=sys.stderr)
+        return 2
+    server = os.environ.get("GITHUB_SERVER_URL", "https://github.com")
+    run_url = f"{server}/{client.repository}/actions/runs/{os.environ.get('GITHUB_RUN_ID', '')}"
+    try:
+        print("pr_post: " + post(client, number, head_sha, body, status, run_url,
+                                 os.environ.get("MLAPERF_BOT_LOGIN") or BOT_LOGIN))  # fmt: skip
+    except GitHubError as exc:
+        print(f"pr_post: GitHub API: {exc}", file=sys.stderr)
+        return 3
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

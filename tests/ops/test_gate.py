@@ -1,0 +1,234 @@
+"""The hosted jobs that hold a write token, against the fake GitHub API over real HTTP: the gate fails closed
+(no reviewer, stale label), the poster edits only its own sticky comment and sets only the renderer's
+status, and `scripts/check-repo-settings` names each unsafe setting. The gate and the poster run with
+`python -S` (no site-packages): they need nothing installed, as on the GitHub-hosted runner."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from scratch import ROOT, FakeGitHub
+
+from mlaperf.pr_contract import BOT_LOGIN, CONTEXT, FORK_CONTEXT
+from regressions.report import MARKER
+
+HEAD, BASE = "c" * 40, "d" * 40
+Server = Callable[[dict[str, Any]], FakeGitHub]
+API = "/repos/acme/kernels"
+REVIEWERS = {"protection_rules": [{"type": "required_reviewers", "prevent_self_review": True,
+                                   "reviewers": [{"type": "User", "reviewer": {"login": "maint"}}]}]}  # fmt: skip
+
+
+def pull(fork: bool = True, labels: tuple[str, ...] = ("run-benchmarks",), **over: Any) -> dict[str, Any]:
+    owner = "mallory" if fork else "acme"
+    return {"number": 7, "draft": False, "labels": [{"name": n} for n in labels], "base": {"sha": BASE},
+            "head": {"sha": HEAD, "ref": "topic", "owner": owner, "repo": {"full_name": f"{owner}/kernels"}},
+            **over}  # fmt: skip
+
+
+def seed(pulls: list[dict[str, Any]], *, labelled: str = "2026-12-01T10:05:00Z", pushed: str = "2026-12-01T10:00:00Z",
+         environment: dict[str, Any] | None = REVIEWERS) -> dict[str, Any]:  # fmt: skip
+    get: dict[str, Any] = {
+        f"{API}/issues/7/events": [{"event": "labeled", "label": {"name": "run-benchmarks"}, "created_at": labelled}],
+        f"{API}/actions/runs": {"workflow_runs": [
+            {"head_sha": HEAD, "created_at": pushed}, {"head_sha": HEAD, "created_at": labelled},
+            {"head_sha": "e" * 40, "created_at": "2026-11-01T00:00:00Z"}]},
+    }  # fmt: skip
+    if environment is not None:
+        get[f"{API}/environments/gpu-benchmarks-fork"] = environment
+    return {"pulls": pulls, "get": get}
+
+
+def gate(tmp_path: Path, github: FakeGitHub, owner: str = "mallory") -> tuple[int, str, dict[str, str], str]:
+    event = tmp_path / "event.json"
+    event.write_text(json.dumps({"workflow_run": {"head_sha": HEAD, "head_branch": "topic",
+                                                  "head_repository": {"owner": {"login": owner}}}}))  # fmt: skip
+    out, summary = tmp_path / "output", tmp_path / "summary.md"
+    out.write_text("")
+    summary.write_text("")
+    env = {**os.environ, **github.env(), "GITHUB_EVENT_PATH": str(event), "GITHUB_OUTPUT": str(out),
+           "GITHUB_STEP_SUMMARY": str(summary)}  # fmt: skip
+    proc = subprocess.run([sys.executable, "-S", "-m", "mlaperf.pr_gate"], cwd=ROOT, env=env, capture_output=True,
+                          text=True, timeout=60)  # fmt: skip
+    outputs = dict(line.split("=", 1) for line in out.read_text().splitlines())
+    return proc.returncode, proc.stdout + proc.stderr, outputs, summary.read_text()
+
+
+def test_fork_with_a_fresh_label_runs_and_shows_what_is_approved(tmp_path: Path, github_server: Server) -> None:
+    github = github_server(seed([pull()]))
+    rc, log, out, summary = gate(tmp_path, github)
+    assert rc == 0, log
+    assert out == {"run": "true", "number": "7", "base_sha": BASE, "head_sha": HEAD, "fork": "true",
+                   "environment": "gpu-benchmarks-fork"}  # fmt: skip
+    assert "| pull request | #7 |" in summary and f"`{HEAD}`" in summary and "| fork | yes" in summary
+    [status] = github.state()["statuses"]
+    assert (status["sha"], status["state"], status["context"]) == (HEAD, "pending", FORK_CONTEXT)
+    assert "unverified" in status["description"]
+
+
+def test_a_label_older_than_the_push_is_removed(tmp_path: Path, github_server: Server) -> None:
+    github = github_server(seed([pull()], labelled="2026-12-01T09:00:00Z"))
+    rc, log, out, summary = gate(tmp_path, github)
+    assert rc == 0 and out["run"] == "false", log
+    assert github.state()["pulls"][0]["labels"] == [] and github.state()["statuses"] == []
+    assert "older than the push" in log and "it was removed" in summary
+
+
+@pytest.mark.parametrize(
+    ("environment", "message"),
+    [
+        (None, "environment gpu-benchmarks-fork does not exist"),
+        ({"protection_rules": []}, "environment gpu-benchmarks-fork has no required reviewer"),
+        ({"protection_rules": [{"type": "required_reviewers", "reviewers": []}]}, "has no required reviewer"),
+    ],
+)
+def test_fork_environment_without_a_reviewer_stops_the_gate(
+    tmp_path: Path, github_server: Server, environment: dict[str, Any] | None, message: str
+) -> None:
+    github = github_server(seed([pull()], environment=environment))
+    rc, log, out, _ = gate(tmp_path, github)
+    assert rc == 1 and message in log and "Settings > Environments > gpu-benchmarks-fork" in log, log
+    assert out == {} and github.state()["statuses"] == []
+
+
+def test_same_repository_and_unlabelled_and_gone(tmp_path: Path, github_server: Server) -> None:
+    github = github_server(seed([pull(fork=False, labels=())], environment=None))
+    rc, log, out, _ = gate(tmp_path, github, owner="acme")
+    assert rc == 0 and out["run"] == "true" and out["environment"] == "gpu-benchmarks" and out["fork"] == "false"
+    assert github.state()["statuses"][0]["context"] == CONTEXT
+    github = github_server(seed([pull(labels=())]))
+    rc, log, out, _ = gate(tmp_path, github)
+    assert rc == 0 and out["run"] == "false" and "comes from a fork" in log
+    github = github_server(seed([pull(head={"sha": "f" * 40, "ref": "topic", "owner": "mallory", "repo": None})]))
+    rc, log, out, _ = gate(tmp_path, github)
+    assert rc == 0 and out["run"] == "false" and "no open pull request" in log
+
+
+# --- the poster --------------------------------------------------------------------------------------
+
+
+def post(tmp_path: Path, github: FakeGitHub, status: dict[str, Any], body: str) -> tuple[int, str]:
+    (tmp_path / "comment.md").write_text(body)
+    (tmp_path / "status.json").write_text(json.dumps(status))
+    env = {**os.environ, **github.env(), "PR_NUMBER": "7", "HEAD_SHA": HEAD}
+    proc = subprocess.run([sys.executable, "-S", "-m", "mlaperf.pr_post", str(tmp_path / "comment.md"),
+                           str(tmp_path / "status.json")], cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=60)  # fmt: skip
+    return proc.returncode, proc.stdout + proc.stderr
+
+
+def test_poster_edits_only_its_own_sticky_comment(tmp_path: Path, github_server: Server) -> None:
+    forged = {"issue": 7, "id": 1, "user": "someone-else[bot]", "body": f"{MARKER}\nforged report"}
+    github = github_server({"comments": [forged]})
+    status = {"state": "success", "description": "no regression (3 series)", "context": CONTEXT, "marker": MARKER}
+    rc, log = post(tmp_path, github, status, f"{MARKER}\nfirst report\n")
+    assert rc == 0, log
+    comments = github.state()["comments"]
+    assert comments[0] == forged and comments[1]["user"] == BOT_LOGIN
+    assert comments[1]["body"] == f"{MARKER}\nfirst report\n"
+    rc, log = post(tmp_path, github, status, f"{MARKER}\nsecond report\n")
+    assert rc == 0 and "updated comment" in log
+    assert [c["body"] for c in github.state()["comments"]] == [forged["body"], f"{MARKER}\nsecond report\n"]
+    statuses = github.state()["statuses"]
+    assert [(s["sha"], s["state"], s["context"]) for s in statuses] == [(HEAD, "success", CONTEXT)] * 2
+    assert statuses[0]["target_url"] == "https://github.example/acme/kernels/actions/runs/42"
+
+
+@pytest.mark.parametrize(
+    "status",
+    [
+        {"state": "__proto__", "description": "x", "context": CONTEXT, "marker": MARKER},
+        {"state": "success", "description": "x", "context": "ci/other", "marker": MARKER},
+        {"state": "success", "description": "x" * 141, "context": CONTEXT, "marker": MARKER},
+        {"state": "success", "description": "x", "context": CONTEXT, "marker": "<!-- other -->"},
+        ["success"],
+    ],
+)
+def test_poster_refuses_what_the_renderer_never_writes(tmp_path: Path, github_server: Server, status: Any) -> None:
+    github = github_server({})
+    rc, log = post(tmp_path, github, status, f"{MARKER}\nreport\n")
+    assert rc == 2 and "pr_post: error" in log
+    assert github.state().get("comments", []) == [] and github.state().get("statuses", []) == []
+
+
+# --- scripts/check-repo-settings ---------------------------------------------------------------------
+
+
+def good_settings() -> dict[str, Any]:
+    def group(gid: int, name: str, file: str) -> dict[str, Any]:
+        return {"id": gid, "name": name, "restricted_to_workflows": True,
+                "selected_workflows": [f"acme/kernels/.github/workflows/{file}@refs/heads/main"]}  # fmt: skip
+
+    get = {
+        API: {"default_branch": "main"},
+        f"{API}/environments/gpu-benchmarks-fork": REVIEWERS,
+        f"{API}/environments/gpu-benchmarks": {"protection_rules": []},
+        f"{API}/environments/mlaperf-store": {"deployment_branch_policy": {"protected_branches": False,
+                                                                             "custom_branch_policies": True}},
+        f"{API}/environments/mlaperf-store/deployment-branch-policies": {"branch_policies": [{"name": "main"}]},
+        f"{API}/environments/mlaperf-store/secrets/MLAPERF_DB": {"name": "MLAPERF_DB"},
+        f"{API}/actions/permissions/workflow": {"default_workflow_permissions": "read",
+                                                "can_approve_pull_request_reviews": False},
+        f"{API}/actions/permissions/fork-pr-contributor-approval": {"approval_policy": "all_external_contributors"},
+        f"{API}/labels/run-benchmarks": {"name": "run-benchmarks"},
+        f"{API}/branches/main/protection": {"required_pull_request_reviews": {"require_code_owner_reviews": True}},
+        "/orgs/acme/actions/runner-groups": {"runner_groups": [
+            group(1, "gpu-pr", "pr-benchmarks.yml"), group(2, "gpu-nightly", "nightly.yml")]},
+        "/orgs/acme/actions/runner-groups/1/runners": {"runners": [{"labels": [{"name": "gpu"}, {"name": "pr"}]}]},
+        "/orgs/acme/actions/runner-groups/2/runners": {"runners": [{"labels": [{"name": "gpu"}, {"name": "nightly"}]}]},
+    }  # fmt: skip
+    return {"get": get}
+
+
+def check_settings(github: FakeGitHub, token: str = "admin-token") -> tuple[int, str]:
+    env = {**os.environ, **github.env(), "GITHUB_TOKEN": token}
+    proc = subprocess.run([sys.executable, "-S", str(ROOT / "scripts" / "check-repo-settings")], env=env,
+                          capture_output=True, text=True, timeout=60)  # fmt: skip
+    return proc.returncode, proc.stdout + proc.stderr
+
+
+def test_check_repo_settings_passes_a_safe_repository(github_server: Server) -> None:
+    rc, out = check_settings(github_server(good_settings()))
+    assert rc == 0 and "8 of 8 checks passed for acme/kernels (main)" in out, out
+    assert "FAIL" not in out
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (lambda g: g.pop(f"{API}/environments/gpu-benchmarks-fork"), "create gpu-benchmarks-fork with required"),
+        (lambda g: g.__setitem__(f"{API}/environments/gpu-benchmarks-fork", {"protection_rules": []}),
+         "gpu-benchmarks-fork: no required reviewer"),
+        (lambda g: g.__setitem__(f"{API}/actions/secrets/MLAPERF_DB", {"name": "MLAPERF_DB"}),
+         "MLAPERF_DB is a repository secret"),
+        (lambda g: g.__setitem__(f"{API}/environments/mlaperf-store", {"deployment_branch_policy": None}),
+         "mlaperf-store: limit 'Deployment branches' to main"),
+        (lambda g: g[f"{API}/actions/permissions/workflow"].update(default_workflow_permissions="write"),
+         "Workflow permissions: 'Read repository contents'"),
+        (lambda g: g.__setitem__(f"{API}/actions/permissions/fork-pr-contributor-approval",
+                                 {"approval_policy": "first_time_contributors"}), "all external contributors"),
+        (lambda g: g["/orgs/acme/actions/runner-groups"]["runner_groups"][0].update(restricted_to_workflows=False),
+         "runner group 'gpu-pr' (pr): allow only acme/kernels/.github/workflows/pr-benchmarks.yml@refs/heads/main"),
+        (lambda g: g["/orgs/acme/actions/runner-groups/1/runners"]["runners"][0]["labels"].append({"name": "nightly"}),
+         "share a runner group"),
+        (lambda g: g.pop("/orgs/acme/actions/runner-groups"), "personal repository"),
+        (lambda g: g.pop(f"{API}/branches/main/protection"), "main is not protected"),
+    ],
+)
+def test_check_repo_settings_names_each_unsafe_setting(github_server: Server, change: Any, message: str) -> None:
+    settings = good_settings()
+    change(settings["get"])
+    rc, out = check_settings(github_server(settings))
+    assert rc == 1 and message in out and "7 of 8 checks passed" in out, out
+
+
+def test_check_repo_settings_bad_token(github_server: Server) -> None:
+    rc, out = check_settings(github_server(good_settings()), token="wrong")
+    assert rc == 3 and "HTTP 401" in out
