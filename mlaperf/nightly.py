@@ -91,6 +91,17 @@ class NightState:
         return max(self.budget - len(self.planned), 0)
 
 
+def on_default_branch(root: Path, shas: Iterable[str]) -> set[str]:
+    """The commits among ``shas`` that are ancestors of HEAD (the nightly checks out the default branch):
+    only those are measured again; a suspect step of a branch or a pull request is not the nightly's."""
+    found = set()
+    for sha in set(shas):
+        proc = subprocess.run(["git", "merge-base", "--is-ancestor", sha, "HEAD"], cwd=root, capture_output=True)
+        if proc.returncode == 0:
+            found.add(sha)
+    return found
+
+
 def first_parent(root: Path, *args: str) -> list[str]:
     proc = subprocess.run(["git", "rev-list", "--first-parent", *args, "--"], cwd=root, capture_output=True, text=True)
     if proc.returncode != 0:
@@ -161,6 +172,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
     state = NightState.load(args.state, args.budget)
     records = [r for r in load_records(args.regressions) if r["machine"] == machine]
     window = first_parent(root, f"--max-count={args.window}", "HEAD")
+    ours = on_default_branch(root, (r["commit"] for r in records))
+    records = [r for r in records if r["commit"] in ours]
 
     gaps: dict[str, list[str]] = {}
     for r in records:
@@ -180,6 +193,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
         runner.resolve_paths(conf, root)
         commits = [runner.Commit(sha, "") for sha in reversed(candidates)]
         env = runner._run_env(root, tier, None)
+        env.pop("MLAPERF_DB", None)  # listing the suite imports benchmark code: it never sees the store's URL
         runs = runner.measured_in_store(url, conf, commits, machine, env, args.bench, cache=state.cache)
 
     reserve = min(args.reserve, max(state.budget - 1, 0)) if args.round == 1 else 0

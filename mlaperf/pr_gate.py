@@ -11,9 +11,9 @@ GitHub-hosted runner, before any pull-request code runs anywhere. It fails close
   creates a missing environment without protection, so the gate stops with an error naming the setting;
 - the job summary shows the pull request, head SHA, base SHA and fork: what the reviewer approves.
 
-Writes ``run``, ``number``, ``base_sha``, ``head_sha``, ``fork``, ``environment`` to ``$GITHUB_OUTPUT``
-and sets the pending status. Exit status: 0 decided (run or not), 1 a setting is unsafe (error printed),
-2 bad input (the event payload), 3 a GitHub API error.
+Writes ``run``, ``number``, ``base_sha``, ``head_sha``, ``fork``, ``environment`` and ``container`` (the
+step's ``MLAPERF_PR_CONTAINER``) to ``$GITHUB_OUTPUT`` and sets the pending status. Exit status: 0 decided
+(run or not), 1 a setting is unsafe (error printed), 2 bad input (the event payload), 3 a GitHub API error.
 """
 
 from __future__ import annotations
@@ -154,7 +154,8 @@ def main() -> int:
         return 3
     _append("GITHUB_STEP_SUMMARY", summary(decision, client.repository))
     outputs = {"run": str(decision.run).lower(), "number": str(decision.number), "base_sha": decision.base_sha,
-               "head_sha": decision.head_sha, "fork": str(decision.fork).lower(), "environment": decision.environment}
+               "head_sha": decision.head_sha, "fork": str(decision.fork).lower(), "environment": decision.environment,
+               "container": "true" if os.environ.get("MLAPERF_PR_CONTAINER") == "true" else "false"}
     _append("GITHUB_OUTPUT", "".join(f"{k}={v}\n" for k, v in outputs.items()))
     print(("::notice::" if not decision.run else "") + decision.reason)
     if decision.run:

@@ -7,7 +7,8 @@ them once more (state and context from fixed lists, sizes) before posting. The s
 that starts with the report's marker **and** was written by this workflow's own login
 (``MLAPERF_BOT_LOGIN``, default ``github-actions[bot]``): another bot's or a person's comment that copies
 the marker is never edited. Environment: ``PR_NUMBER``, ``HEAD_SHA`` (from the gate), ``GITHUB_*``.
-Exit status: 0 posted, 2 bad input, 3 GitHub API error.
+When the render job left no files, only a fixed ``error`` status is set (context by ``FORK``).
+Exit status: 0 posted, 1 nothing rendered (error status set), 2 bad input, 3 GitHub API error.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from mlaperf.github import GitHub, GitHubError
 from mlaperf.pr_contract import BOT_LOGIN, CONTEXT, FORK_CONTEXT, SHA, STATES
 
 MAX_BODY = 65_536  # GitHub's limit for a comment
+NO_RENDER = "no rendered report: see the run"
 MARKER = re.compile(r"<!-- [a-z0-9-]{1,60} -->")
 
 
@@ -63,6 +65,22 @@ def post(client: GitHub, number: int, head_sha: str, body: str, status: dict[str
     return f"{done}; status {status['state']} ({status['context']}: {status['description']})"
 
 
+def run_url(client: GitHub) -> str:
+    server = os.environ.get("GITHUB_SERVER_URL", "https://github.com")
+    return f"{server}/{client.repository}/actions/runs/{os.environ.get('GITHUB_RUN_ID', '')}"
+
+
+def renderer_failed(client: GitHub, head_sha: str, fork: bool) -> int:
+    """No rendered comment (the render job failed): a fixed error status, no comment; exit 1."""
+    try:
+        client.create_status(head_sha, "error", NO_RENDER, FORK_CONTEXT if fork else CONTEXT, run_url(client))
+    except GitHubError as exc:
+        print(f"pr_post: GitHub API: {exc}", file=sys.stderr)
+        return 3
+    print(f"pr_post: no rendered comment; status error ({NO_RENDER})", file=sys.stderr)
+    return 1
+
+
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if args[:1] in (["-h"], ["--help"]):
@@ -75,15 +93,15 @@ def main(argv: list[str] | None = None) -> int:
         number, head_sha = int(os.environ.get("PR_NUMBER", "")), os.environ.get("HEAD_SHA", "")
         if number < 1 or not SHA.fullmatch(head_sha):
             raise PostError("PR_NUMBER must be a pull request number and HEAD_SHA a full commit hash")
-        body, status = read_inputs(Path(args[0]), Path(args[1]))
         client = GitHub.from_env()
+        if not (Path(args[0]).is_file() and Path(args[1]).is_file()):
+            return renderer_failed(client, head_sha, os.environ.get("FORK") == "true")
+        body, status = read_inputs(Path(args[0]), Path(args[1]))
     except (PostError, ValueError, OSError) as exc:
         print(f"pr_post: error: {exc}", file=sys.stderr)
         return 2
-    server = os.environ.get("GITHUB_SERVER_URL", "https://github.com")
-    run_url = f"{server}/{client.repository}/actions/runs/{os.environ.get('GITHUB_RUN_ID', '')}"
     try:
-        print("pr_post: " + post(client, number, head_sha, body, status, run_url,
+        print("pr_post: " + post(client, number, head_sha, body, status, run_url(client),
                                  os.environ.get("MLAPERF_BOT_LOGIN") or BOT_LOGIN))  # fmt: skip
     except GitHubError as exc:
         print(f"pr_post: GitHub API: {exc}", file=sys.stderr)

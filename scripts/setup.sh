@@ -5,9 +5,14 @@
 # On a machine whose python3 already has a CUDA build of torch (a GPU runner), the venv sees it
 # (--system-site-packages) and the lock's torch, triton and nvidia-* lines are left out, so the runner keeps
 # its own CUDA torch; elsewhere the venv gets the lock's CPU build of torch.
+# `scripts/setup.sh --hashed [EXTRAS]` (the workflows' runners and hosted jobs) installs every locked
+# package from constraints/py311-cpu.hashes.txt with pip --require-hashes --no-deps (a file whose hash
+# differs is refused), then mlaperf itself with --no-deps; that lock holds the dev and postgres extras.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-case "${1:-}" in -h|--help) sed -n '2,8p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;; esac
+case "${1:-}" in -h|--help) sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;; esac
+HASHED=""
+if [[ "${1:-}" == --hashed ]]; then HASHED=constraints/py311-cpu.hashes.txt; shift; fi
 EXTRAS="${1:-}"
 PY="${PYTHON:-python3}"
 LOCK=constraints/py311-cpu.txt
@@ -21,10 +26,18 @@ if [[ ! -x .venv/bin/python ]]; then
 fi
 CONSTRAINTS="$(mktemp)"
 trap 'rm -f "$CONSTRAINTS"' EXIT
+SOURCE="${HASHED:-$LOCK}"
 if .venv/bin/python -c "import torch, sys; sys.exit(0 if torch.version.cuda else 1)" 2>/dev/null; then
-  grep -viE '^(torch|triton|nvidia-|cuda-)' "$LOCK" > "$CONSTRAINTS"  # keep the runner's CUDA stack
+  grep -viE '^(torch|triton|nvidia-|cuda-)' "$SOURCE" > "$CONSTRAINTS"  # keep the runner's CUDA stack
 else
-  cp "$LOCK" "$CONSTRAINTS"
+  cp "$SOURCE" "$CONSTRAINTS"
+fi
+if [[ -n "$HASHED" ]]; then
+  echo "setup: installing the locked packages, each checked against its hash ($HASHED)"
+  .venv/bin/python -m pip install --disable-pip-version-check -q --require-hashes --no-deps -r "$CONSTRAINTS"
+  echo "setup: installing mlaperf itself (no dependency resolution: the lock above is the whole environment)"
+  .venv/bin/python -m pip install --disable-pip-version-check -q --no-deps --no-build-isolation -e .
+  exit 0
 fi
 PIP=(.venv/bin/python -m pip install --disable-pip-version-check -q -c "$CONSTRAINTS")
 if ! .venv/bin/python -c "import torch" 2>/dev/null; then

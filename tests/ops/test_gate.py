@@ -66,7 +66,7 @@ def test_fork_with_a_fresh_label_runs_and_shows_what_is_approved(tmp_path: Path,
     rc, log, out, summary = gate(tmp_path, github)
     assert rc == 0, log
     assert out == {"run": "true", "number": "7", "base_sha": BASE, "head_sha": HEAD, "fork": "true",
-                   "environment": "gpu-benchmarks-fork"}  # fmt: skip
+                   "environment": "gpu-benchmarks-fork", "container": "false"}  # fmt: skip
     assert "| pull request | #7 |" in summary and f"`{HEAD}`" in summary and "| fork | yes" in summary
     [status] = github.state()["statuses"]
     assert (status["sha"], status["state"], status["context"]) == (HEAD, "pending", FORK_CONTEXT)
@@ -232,3 +232,16 @@ def test_check_repo_settings_names_each_unsafe_setting(github_server: Server, ch
 def test_check_repo_settings_bad_token(github_server: Server) -> None:
     rc, out = check_settings(github_server(good_settings()), token="wrong")
     assert rc == 3 and "HTTP 401" in out
+
+
+def test_poster_without_a_rendered_comment_sets_the_fixed_error(tmp_path: Path, github_server: Server) -> None:
+    github = github_server({})
+    env = {**os.environ, **github.env(), "PR_NUMBER": "7", "HEAD_SHA": HEAD, "FORK": "true"}
+    proc = subprocess.run([sys.executable, "-S", "-m", "mlaperf.pr_post", str(tmp_path / "none.md"),
+                           str(tmp_path / "none.json")], cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=60)  # fmt: skip
+    assert proc.returncode == 1, proc.stderr
+    assert github.state().get("comments", []) == []
+    [status] = github.state()["statuses"]
+    assert (status["state"], status["context"], status["description"]) == (
+        "error", FORK_CONTEXT, "no rendered report: see the run")

