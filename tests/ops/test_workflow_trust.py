@@ -1,0 +1,214 @@
+"""The trust boundary of the workflows, read from the YAML: the jobs that comment, set statuses or write
+issues run only the default branch's code and never read what a pull request's job wrote as markdown;
+every self-hosted job starts by forgetting earlier jobs; data leaves the PR job as regular files only;
+zizmor (pinned, from PyPI) finds nothing that is not silenced inline with its reason; the repository has
+CODEOWNERS, SECURITY.md and Dependabot; the hashed lock matches the lock."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from scratch import ROOT
+
+WORKFLOWS = ROOT / ".github" / "workflows"
+DEFAULT_BRANCH_CODE = "${{ github.sha }}"  # for workflow_run: the default branch's commit this file came from
+WRITES = {"pull-requests", "statuses", "issues", "contents", "packages", "actions", "checks"}
+
+
+def load(name: str) -> dict[Any, Any]:
+    return yaml.safe_load((WORKFLOWS / name).read_text())
+
+
+def writes(job: dict[str, Any]) -> set[str]:
+    return {k for k, v in (job.get("permissions") or {}).items() if v == "write" and k in WRITES}
+
+
+def test_jobs_that_comment_run_only_default_branch_code() -> None:
+    wf = load("pr-benchmarks.yml")
+    pr_jobs = {"benchmark", "benchmark-container"}
+    for name, job in wf["jobs"].items():
+        text = json.dumps(job)
+        if name in pr_jobs:
+            assert job["permissions"] == {"contents": "read"} and "secrets." not in text and not writes(job)
+            continue
+        assert job["runs-on"] == "ubuntu-latest", name
+        assert "refs/pull" not in text and "head_sha }}" not in text.replace("outputs.head_sha }}", ""), name
+        for step in job["steps"]:
+            if step.get("uses", "").startswith("actions/checkout@"):
+                assert step["with"]["ref"] == DEFAULT_BRANCH_CODE, f"{name}: checks out the default branch only"
+        # Nothing a PR job produced is run or posted as markdown: no report.md, no PR job's outputs.
+        assert "report.md" not in text and "needs.benchmark.outputs" not in text, name
+    post, render = wf["jobs"]["post"], wf["jobs"]["render"]
+    assert writes(post) == {"pull-requests", "statuses"} and not writes(render)
+    assert writes(wf["jobs"]["gate"]) == {"pull-requests", "statuses"}
+    # The poster reads only the renderer's artifact, named with a nonce the PR job cannot know in advance.
+    downloads = [s["with"]["name"] for s in post["steps"] if s.get("uses", "").startswith("actions/download-artifact@")]
+    assert downloads == ["pr-comment-${{ needs.render.outputs.nonce }}"]
+    assert render["outputs"] == {"nonce": "${{ steps.nonce.outputs.nonce }}"}
+    assert any("regressions.pr_render" in s.get("run", "") for s in render["steps"])
+    assert "github-script" not in (WORKFLOWS / "pr-benchmarks.yml").read_text(), "no inline JS decides the status"
+
+
+def test_pr_jobs_upload_data_only() -> None:
+    wf = load("pr-benchmarks.yml")
+    for name in ("benchmark", "benchmark-container"):
+        steps = wf["jobs"][name]["steps"]
+        uploads = [i for i, s in enumerate(steps) if s.get("uses", "").startswith("actions/upload-artifact@")]
+        assert len(uploads) == 1
+        upload = steps[uploads[0]]
+        assert upload["with"]["path"] == "${{ runner.temp }}/pr-data"
+        stage = steps[uploads[0] - 1]
+        assert stage["run"] == 'bash scripts/pr-stage.sh "$MLAPERF_PR_DIR" "$RUNNER_TEMP/pr-data"'
+        assert "$GITHUB_STEP_SUMMARY" not in json.dumps(steps), "the PR job writes nothing the run page renders"
+    bench, container = (wf["jobs"][k]["steps"] for k in ("benchmark", "benchmark-container"))
+    same = [i for i, s in enumerate(bench) if "Install" not in s["name"]]
+    assert [bench[i] == container[i] for i in same if "Check the checkout" not in bench[i]["name"]] == [True] * (
+        len(same) - 1)  # the same steps but the install (the image holds the dependencies)
+
+
+def test_every_self_hosted_job_forgets_first() -> None:
+    firsts = []
+    for name in ("nightly.yml", "pr-benchmarks.yml"):
+        for job_name, job in load(name)["jobs"].items():
+            if "self-hosted" in job["runs-on"]:
+                first = job["steps"][0]
+                assert first["name"] == "Forget earlier jobs (before any checkout)", (name, job_name)
+                firsts.append(first["run"])
+    assert len(firsts) == 3 and len(set(firsts)) == 1, "one text in every self-hosted job"
+    text = firsts[0]
+    needed = ["PYTHONNOUSERSITE=1", "TRITON_CACHE_DIR=", "PIP_CACHE_DIR=", "TORCH_HOME=", "XDG_CACHE_HOME=",
+              "HOME=$job/home", "core.hooksPath", "core.fsmonitor", "-mindepth 1 -maxdepth 1 -exec rm -rf"]
+    for item in needed:
+        assert item in text, item
+
+
+def test_store_secret_lives_in_a_default_branch_environment() -> None:
+    wf = load("nightly.yml")
+    bench, alert = wf["jobs"]["benchmark"], wf["jobs"]["alert"]
+    assert bench["environment"] == "mlaperf-store" and alert["runs-on"] == "ubuntu-latest"
+    for step in bench["steps"]:
+        run = step.get("run", "")
+        if "nightly.sh measure" in run or "setup.sh" in run or step.get("uses"):
+            assert "MLAPERF_DB" not in json.dumps(step), step["name"]
+    for name in ("pr-benchmarks.yml", "pr-benchmarks-request.yml"):
+        assert "secrets." not in (WORKFLOWS / name).read_text()
+
+
+def zizmor() -> str:
+    exe = shutil.which("zizmor", path=str(Path(sys.executable).parent)) or shutil.which("zizmor")
+    if exe is None:
+        pytest.fail("zizmor is missing: it is a dev dependency (`bash scripts/setup.sh dev`)")
+    version = subprocess.run([exe, "--version"], capture_output=True, text=True, timeout=60).stdout.split()[-1]
+    assert version == "1.32.0", f"zizmor {version}: the lock pins 1.32.0"
+    return exe
+
+
+def run_zizmor(*paths: Path) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("GH_TOKEN", "GITHUB_TOKEN", "ZIZMOR_CONFIG")}
+    return subprocess.run([zizmor(), "--offline", "--persona", "auditor", "--format", "json", *map(str, paths)],
+                          capture_output=True, text=True, timeout=300, env=env)  # fmt: skip
+
+
+def test_zizmor_finds_nothing_unexplained() -> None:
+    proc = run_zizmor(WORKFLOWS)
+    findings = json.loads(proc.stdout or "[]")
+    assert proc.returncode == 0 and findings == [], json.dumps(findings, indent=1)[:4000]
+    for path in WORKFLOWS.glob("*.yml"):
+        for line in path.read_text().splitlines():
+            for reason in re.findall(r"zizmor: ignore\[[\w-]+\](.*)", line):
+                assert len(reason.strip()) >= 10, f"{path.name}: an ignore without its reason: {line.strip()}"
+
+
+def test_zizmor_flags_a_template_injection(tmp_path: Path) -> None:
+    bad = tmp_path / ".github" / "workflows" / "bad.yml"
+    bad.parent.mkdir(parents=True)
+    bad.write_text("on: pull_request_target\npermissions: {}\njobs:\n  x:\n    runs-on: ubuntu-latest\n    steps:\n"
+                   "      - run: echo ${{ github.event.pull_request.title }}\n")  # fmt: skip
+    proc = run_zizmor(bad.parent)
+    kinds = {f["ident"] for f in json.loads(proc.stdout or "[]")}
+    assert proc.returncode != 0 and {"template-injection", "dangerous-triggers"} <= kinds, proc.stdout[:2000]
+
+
+def test_pr_stage_refuses_links_and_keeps_data_only(tmp_path: Path) -> None:
+    src, dest = tmp_path / "pr", tmp_path / "out"
+    (src / "results" / "m").mkdir(parents=True)
+    (src / "report.json").write_text("[]")
+    (src / "report.md").write_text("<img src=x>")
+    (src / "results" / "m" / "abc-env.json").write_text("{}")
+    (src / "results" / "m" / "notes.txt").write_text("x")
+    stage = [str(ROOT / "scripts" / "pr-stage.sh"), str(src), str(dest)]
+    proc = subprocess.run(stage, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert sorted(str(p.relative_to(dest)) for p in dest.rglob("*") if p.is_file()) == [
+        "report.json", "results/m/abc-env.json"]  # fmt: skip
+    secret = tmp_path / "runner-credentials"
+    secret.write_text("token")
+    (src / "results" / "m" / "creds.json").symlink_to(secret)
+    proc = subprocess.run(stage, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 1 and "symbolic links" in proc.stdout and list(dest.iterdir()) == []
+
+
+def test_repository_files_for_reviewers() -> None:
+    owners = (ROOT / ".github" / "CODEOWNERS").read_text()
+    rules = {line.split()[0]: line.split()[1:] for line in owners.splitlines() if line.strip() and line[0] != "#"}
+    for path in ("/.github/", "/scripts/", "/constraints/", "/docker/", "/mlaperf/pr_*.py", "/regressions/pr_*.py"):
+        assert rules.get(path), f"CODEOWNERS: no owner for {path}"
+    assert "Reporting a vulnerability" in (ROOT / "SECURITY.md").read_text()
+    dependabot = yaml.safe_load((ROOT / ".github" / "dependabot.yml").read_text())
+    assert {u["package-ecosystem"] for u in dependabot["updates"]} >= {"github-actions", "pip", "docker"}
+
+
+def test_hashed_lock_matches_the_lock() -> None:
+    lock = {line.strip() for line in (ROOT / "constraints" / "py311-cpu.txt").read_text().splitlines()
+            if line.strip() and not line.startswith("#")}  # fmt: skip
+    hashed: dict[str, list[str]] = {}
+    for line in (ROOT / "constraints" / "py311-cpu.hashes.txt").read_text().splitlines():
+        if line.strip() and not line.startswith("#"):
+            pin, *hashes = line.split()
+            assert hashes and all(re.fullmatch(r"--hash=sha256:[0-9a-f]{64}", h) for h in hashes), line
+            hashed[pin] = hashes
+    assert set(hashed) - lock == {next(p for p in hashed if p.startswith("setuptools=="))}
+    assert lock <= set(hashed), sorted(lock - set(hashed))
+
+
+def test_hashed_lock_hashes_are_what_pip_downloads(tmp_path: Path) -> None:
+    """Two small locked wheels, fetched with --require-hashes from the index: a wrong hash fails."""
+    lines = [line for line in (ROOT / "constraints" / "py311-cpu.hashes.txt").read_text().splitlines()
+             if line.startswith(("iniconfig==", "idna=="))]  # fmt: skip
+    assert len(lines) == 2
+    reqs = tmp_path / "reqs.txt"
+    reqs.write_text("\n".join(lines) + "\n")
+    download = [sys.executable, "-m", "pip", "download", "-q", "--disable-pip-version-check", "--no-deps",
+                "--require-hashes", "-d", str(tmp_path / "files"), "-r", str(reqs)]  # fmt: skip
+    proc = subprocess.run(download, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    reqs.write_text(re.sub(r"sha256:[0-9a-f]{64}", "sha256:" + "0" * 64, reqs.read_text()))
+    proc = subprocess.run(download, capture_output=True, text=True, timeout=600)
+    assert proc.returncode != 0 and "DO NOT MATCH" in proc.stderr.upper()
+
+
+def test_runner_reset_keeps_only_the_runner(tmp_path: Path) -> None:
+    home, tmp = tmp_path / "home", tmp_path / "tmp"
+    (home / "actions-runner" / "_work" / "repo" / ".git" / "hooks").mkdir(parents=True)
+    (home / "actions-runner" / "bin").mkdir()
+    (home / ".local" / "lib" / "python3.11" / "site-packages").mkdir(parents=True)
+    (home / ".local" / "lib" / "python3.11" / "site-packages" / "evil.pth").write_text("import os")
+    (home / ".mlaperf-pr-job").write_text("101")
+    (home / ".triton" / "cache").mkdir(parents=True)
+    tmp.mkdir()
+    (tmp / "left-behind").write_text("x")
+    env = {**os.environ, "HOME": str(home), "RESET_TMP_DIRS": str(tmp)}
+    proc = subprocess.run(["bash", str(ROOT / "scripts" / "runner-reset.sh")], env=env, capture_output=True,
+                          text=True, timeout=60)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    left = sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*"))
+    assert left == ["home", "home/actions-runner", "home/actions-runner/_work", "home/actions-runner/bin", "tmp"]
