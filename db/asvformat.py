@@ -56,6 +56,9 @@ _EPOCH_MS_MAX = (limits.MAX_DATE - dt.datetime(1970, 1, 1)).total_seconds() * 10
 _EPOCH_MS_MIN = (limits.MIN_DATE - dt.datetime(1970, 1, 1)).total_seconds() * 1000.0
 
 
+_COMMIT_HASH = re.compile(r"[0-9a-f]{7,64}")
+
+
 class AsvFormatError(ValueError):
     """A file is not valid asv output or is outside the store's limits; the message says why."""
 
@@ -700,6 +703,8 @@ def parse_results(
     if not isinstance(params, dict):
         raise AsvFormatError(f"'params' must be an object, got {type(params).__name__}")
     commit_hash = _text_field(obj, "commit_hash", limits.COMMIT_SHA)
+    if not _COMMIT_HASH.fullmatch(commit_hash):  # it reaches links and markdown (the nightly's issues)
+        raise AsvFormatError(f"'commit_hash' must be a hexadecimal git commit hash, got {show(commit_hash)}")
     env_name = _text_field(obj, "env_name", limits.ENV_NAME)
 
     own = {k: v for k, v in params.items() if k not in _ENV_PARAM_KEYS}
