@@ -2,9 +2,9 @@
 # A pull request's benchmark report: scripts/pr.sh BASE HEAD
 # Measures BASE and HEAD with asv (a failing benchmark does not stop it), ingests both into a store local
 # to this run (PR commits are not history), and writes into MLAPERF_PR_DIR (default artifacts/pr):
-# report.md (the PR comment, capped below 60,000 characters), report-full.md (every row), report.json and
-# the raw results. Runs in the current directory (the checkout); .github/workflows/pr-benchmarks.yml and
-# tests/ops/test_loop.py call it. MLAPERF_MACHINE / MLAPERF_RUN_TIER as for `mlaperf run`.
+# report.json and the raw results (what the workflow hands on: the comment is rendered from report.json by
+# the default branch, docs/security.md), report.md and report-full.md (local previews). Runs in the current
+# directory (the checkout); pr-benchmarks.yml and tests/ops/test_loop.py call it. MLAPERF_MACHINE etc.
 # Exit status: 0 no regression, 1 regression or a benchmark failed on head or base, 2 bad usage or input,
 # 3 internal error.
 set -euo pipefail
