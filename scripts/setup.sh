@@ -8,11 +8,17 @@
 # `scripts/setup.sh --hashed [EXTRAS]` (the workflows' runners and hosted jobs) installs every locked
 # package from constraints/py311-cpu.hashes.txt with pip --require-hashes --no-deps (a file whose hash
 # differs is refused), then mlaperf itself with --no-deps; that lock holds the dev and postgres extras.
+# `--hashed --no-torch` leaves torch and triton out (the GitHub-hosted jobs render and alert without them).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 case "${1:-}" in -h|--help) sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;; esac
 HASHED=""
-if [[ "${1:-}" == --hashed ]]; then HASHED=constraints/py311-cpu.hashes.txt; shift; fi
+NO_TORCH=""
+while [[ "${1:-}" == --hashed || "${1:-}" == --no-torch ]]; do
+  [[ "$1" == --hashed ]] && HASHED=constraints/py311-cpu.hashes.txt || NO_TORCH=1
+  shift
+done
+if [[ -n "$NO_TORCH" && -z "$HASHED" ]]; then echo "setup: --no-torch goes with --hashed" >&2; exit 2; fi
 EXTRAS="${1:-}"
 PY="${PYTHON:-python3}"
 LOCK=constraints/py311-cpu.txt
@@ -27,7 +33,7 @@ fi
 CONSTRAINTS="$(mktemp)"
 trap 'rm -f "$CONSTRAINTS"' EXIT
 SOURCE="${HASHED:-$LOCK}"
-if .venv/bin/python -c "import torch, sys; sys.exit(0 if torch.version.cuda else 1)" 2>/dev/null; then
+if [[ -n "$NO_TORCH" ]] || .venv/bin/python -c "import torch, sys; sys.exit(0 if torch.version.cuda else 1)" 2>/dev/null; then
   grep -viE '^(torch|triton|nvidia-|cuda-)' "$SOURCE" > "$CONSTRAINTS"  # keep the runner's CUDA stack
 else
   cp "$SOURCE" "$CONSTRAINTS"
