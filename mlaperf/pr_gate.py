@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import urllib.parse
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -89,7 +90,8 @@ def decide(client: GitHub, payload: dict[str, Any], label: str = LABEL) -> Decis
         raise ValueError("workflow_run.head_sha is not a commit hash")
     owner = ((run.get("head_repository") or {}).get("owner") or {}).get("login") or ""
     branch = run.get("head_branch") or ""
-    pulls = client.pages(f"/pulls?state=open&head={owner}:{branch}")
+    head = urllib.parse.quote(f"{owner}:{branch}", safe="")  # a fork names its branch: never raw in a query
+    pulls = client.pages(f"/pulls?state=open&head={head}")
     pr = next((p for p in pulls if (p.get("head") or {}).get("sha") == head_sha), None)
     if pr is None:
         return Decision(False, f"no open pull request has head {head_sha} any more; nothing to benchmark")

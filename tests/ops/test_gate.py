@@ -46,9 +46,10 @@ def seed(pulls: list[dict[str, Any]], *, labelled: str = "2026-12-01T10:05:00Z",
     return {"pulls": pulls, "get": get}
 
 
-def gate(tmp_path: Path, github: FakeGitHub, owner: str = "mallory") -> tuple[int, str, dict[str, str], str]:
+def gate(tmp_path: Path, github: FakeGitHub, owner: str = "mallory",
+         branch: str = "topic") -> tuple[int, str, dict[str, str], str]:  # fmt: skip
     event = tmp_path / "event.json"
-    event.write_text(json.dumps({"workflow_run": {"head_sha": HEAD, "head_branch": "topic",
+    event.write_text(json.dumps({"workflow_run": {"head_sha": HEAD, "head_branch": branch,
                                                   "head_repository": {"owner": {"login": owner}}}}))  # fmt: skip
     out, summary = tmp_path / "output", tmp_path / "summary.md"
     out.write_text("")
@@ -245,3 +246,12 @@ def test_poster_without_a_rendered_comment_sets_the_fixed_error(tmp_path: Path, 
     [status] = github.state()["statuses"]
     assert (status["state"], status["context"], status["description"]) == (
         "error", FORK_CONTEXT, "no rendered report: see the run")
+
+
+def test_a_hostile_branch_name_stays_one_query_value(tmp_path: Path, github_server: Server) -> None:
+    branch = "x&state=closed&head=acme:main#1"
+    pr = pull()
+    pr["head"]["ref"] = branch
+    github = github_server(seed([pr]))
+    rc, log, out, _ = gate(tmp_path, github, branch=branch)
+    assert rc == 0 and out["run"] == "true" and out["number"] == "7", log
