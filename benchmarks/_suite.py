@@ -26,7 +26,7 @@ costs no launch and no measurement of its own. A suite declares ``launch_fields`
 record) and the keys' versions in its class line. A key that does not apply to a case (SIMT has no
 BLOCK_H; spills are unknown under the interpreter) is NaN, asv's value for a skipped case (None would
 read as a failure). The detector and ``mlaperf compare`` leave these benchmarks out
-(``regressions.direction.is_provenance``); the dashboard's History hover shows them.
+(``db.provenance.is_provenance``, the one rule); the dashboard's History hover shows them.
 """
 
 from __future__ import annotations

@@ -143,7 +143,7 @@ def _config_runs(heads: int) -> list[tuple[str, Callable[..., Any]]]:
             cfg = MmaConfig.of(spec, splits)
 
             def call(q: Any, cache: Any, idx: Any, sm_scale: Any, cfg: Any = cfg) -> Any:
-                return decode_with_config(q, cache, idx, cfg, sm_scale)
+                return decode_with_config(q, cache, idx, cfg, sm_scale)[:2]  # (out, lse)
 
             runs.append((f"config {spec_label(spec)} splits{splits}", call))
     return runs
@@ -155,7 +155,7 @@ def _pinned(tier: str, block_h: int, splits: int, prefetch: int) -> tuple[str, C
 
     cfg = pinned_mma_config(block_h, splits, prefetch, gpu=tier == "gpu")
     label = f"config {block_h}x16 pf{prefetch} splits{splits}"
-    return label, lambda q, cache, idx, sm_scale: decode_with_config(q, cache, idx, cfg, sm_scale)
+    return label, lambda q, cache, idx, sm_scale: decode_with_config(q, cache, idx, cfg, sm_scale)[:2]
 
 
 def _errors(actual: Any, expected: Any, rtol: float) -> dict[str, float]:

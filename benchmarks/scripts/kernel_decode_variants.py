@@ -33,7 +33,8 @@ def _simt_tiles(inp: object, ref: tuple, tiles: list[tuple[int, ...]], sets: int
     import torch
 
     from benchmarks.scripts.kernel_decode_perf import graph_ms
-    from mla_kernels.decode import compile_stats, simt_launch
+    from mla_kernels.decode import simt_launch
+    from mla_kernels.record import compiled_stats
     from mla_kernels.testing import check_decode
 
     scale = 512**-0.5
@@ -42,7 +43,7 @@ def _simt_tiles(inp: object, ref: tuple, tiles: list[tuple[int, ...]], sets: int
     for rnd in (1, 2):
         for tile in tiles:
             out, lse = torch.empty_like(ref[0]), torch.empty_like(ref[1])
-            stats = compile_stats(simt_launch(q, cache, inp.indices, scale, out, lse, tile).run())  # type: ignore[attr-defined]
+            stats = compiled_stats(simt_launch(q, cache, inp.indices, scale, out, lse, tile).run())  # type: ignore[attr-defined]
             check_decode(out, lse, *ref)
             state = {"i": 0}
 
@@ -54,7 +55,7 @@ def _simt_tiles(inp: object, ref: tuple, tiles: list[tuple[int, ...]], sets: int
             us = 1e3 * graph_ms(call, reps=reps, inner=sets)
             rows.append({"batch": q.shape[0], "simt_tile": list(tile), "round": rnd, "us": us, **stats})
             print(f"B={q.shape[0]:4d} round {rnd} SIMT BLOCK_N {tile[0]} w{tile[1]}: {us:8.1f} us regs "
-                  f"{stats.get('n_regs')} spill {stats.get('spill_bytes')} B", flush=True)
+                  f"{stats.get('registers')} spill {stats.get('spill_bytes')} B", flush=True)
     return rows
 
 
@@ -86,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
         print("needs a CUDA GPU", file=sys.stderr)
         return 2
     from benchmarks.scripts.kernel_decode_perf import decode_cost, graph_ms, index_sets_for_cold_l2
-    from mla_kernels import LAST_LAUNCH, aot, make_decode_inputs, sparse_mla_decode
+    from mla_kernels import aot, make_decode_inputs, sparse_mla_decode
     from mla_kernels.arch import ARCHS
     from mla_kernels.decode import (
         MmaConfig,
@@ -129,9 +130,8 @@ def main(argv: list[str] | None = None) -> int:
                     s120 = max(compiled, key=lambda c: (c.spill_bytes, c.registers))
                     why = next((w for c in compiled if (w := verdict(120, ARCHS[120].shared_per_block, spec,
                                                                      c.shared, c.spill_bytes))), None)
-                    out, lse = decode_with_config(inp.q, inp.kv_cache, inp.indices, cfg)
+                    out, lse, record = decode_with_config(inp.q, inp.kv_cache, inp.indices, cfg)
                     check_decode(out, lse, *ref)
-                    stats = dict(LAST_LAUNCH)
                     state = {"i": 0}
 
                     def call(cfg: MmaConfig = cfg, inp: object = inp, state: dict = state, sets: int = sets) -> None:
@@ -142,13 +142,13 @@ def main(argv: list[str] | None = None) -> int:
                 except Exception as exc:  # noqa: BLE001 - report and go on
                     print(f"{head}: {type(exc).__name__}: {str(exc)[:200]}", flush=True)
                     continue
-                row = {"batch": batch, "spec": list(spec), "splits": stats.get("NUM_SPLITS", 1), "us": us,
-                       "regs": stats.get("n_regs"), "spills": stats.get("n_spills"), "shared": stats.get("shared"),
+                row = {"batch": batch, "spec": list(spec), "splits": record.config["NUM_SPLITS"], "us": us,
+                       "regs": record.registers, "spill_bytes": record.spill_bytes, "shared": record.shared,
                        "sm120": {"registers": s120.registers, "spill_bytes": s120.spill_bytes,
                                  "shared": s120.shared, "kept": why is None}}
                 rows.append(row)
                 print(f"{head} {us:8.1f} us {bytes_moved / us / 1e3:6.0f} GB/s {flops / us / 1e6:5.1f} TFLOP/s  "
-                      f"here regs {row['regs']} spills {row['spills']} smem {row['shared']}  "
+                      f"here regs {row['regs']} spill {row['spill_bytes']} B smem {row['shared']}  "
                       f"sm_120 regs {s120.registers} spill {s120.spill_bytes} B smem {s120.shared} "
                       f"{'kept' if why is None else 'dropped: ' + why}", flush=True)
         torch.cuda.empty_cache()

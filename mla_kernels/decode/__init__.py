@@ -3,7 +3,6 @@
 The cache layout it reads is ``mla_kernels.cache``; its torch reference is ``mla_kernels.reference``.
 """
 
-from .._common import compile_stats
 from ..arch import SPILL_ALLOWED, verdict
 from .launch import (
     IMPLS,
@@ -15,6 +14,7 @@ from .launch import (
     simt_launch,
     simt_tile,
     sparse_mla_decode,
+    sparse_mla_decode_with_record,
     split_plan,
 )
 from .tuning import (
@@ -38,7 +38,6 @@ __all__ = [
     "arch_candidates",
     "MmaConfig",
     "combine_launch",
-    "compile_stats",
     "decode_with_config",
     "judged_launches",
     "launch_label",
@@ -47,6 +46,7 @@ __all__ = [
     "simt_launch",
     "simt_tile",
     "sparse_mla_decode",
+    "sparse_mla_decode_with_record",
     "spec_label",
     "spec_split_counts",
     "split_counts",

@@ -11,7 +11,7 @@ before CUDA-graph capture and later processes skip the search.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
@@ -19,6 +19,7 @@ import torch
 
 from .. import _common
 from ..arch import has_warpgroup_mma, kept_by_compile, profile_target
+from ..record import LaunchRecord
 
 _SOURCE_HASH: str | None = None
 Spec = tuple[int, int, int, int, int, int]  # BLOCK_H, BLOCK_N, num_warps, num_stages, PREFETCH, BLOCK_D
@@ -52,12 +53,13 @@ def spec_label(spec: Spec) -> str:
     return f"{bh}x{bn}x{warps}x{stages} " + (f"2-pass d{block_d}" if block_d else f"pf{prefetch}")
 
 
-def launch_label(record: Mapping[str, object]) -> str:
-    """An MMA launch record (``LAST_LAUNCH``) as ``64x64x8x2 pf3 S4`` or ``64x128x8x1 2-pass d128``."""
-    tile = f"{record.get('BLOCK_H')}x{record.get('BLOCK_N')}x{record.get('num_warps')}x{record.get('num_stages')}"
-    if record.get("BLOCK_D"):
-        return f"{tile} 2-pass d{record.get('BLOCK_D')}"
-    return f"{tile} pf{record.get('PREFETCH')} S{record.get('NUM_SPLITS')}"
+def launch_label(record: LaunchRecord) -> str:
+    """An MMA decode's launch record as ``64x64x8x2 pf3 S4`` or ``64x128x8x1 2-pass d128``."""
+    c = record.config
+    tile = f"{c.get('BLOCK_H')}x{c.get('BLOCK_N')}x{c.get('num_warps')}x{c.get('num_stages')}"
+    if c.get("BLOCK_D"):
+        return f"{tile} 2-pass d{c.get('BLOCK_D')}"
+    return f"{tile} pf{c.get('PREFETCH')} S{c.get('NUM_SPLITS')}"
 
 
 def parse_spec(text: str) -> Spec:

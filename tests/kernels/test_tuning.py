@@ -24,6 +24,7 @@ from mla_kernels.decode import (
     tuning,
     verdict,
 )
+from mla_kernels.record import LaunchRecord
 
 
 @pytest.mark.parametrize(
@@ -75,10 +76,11 @@ def test_spec_labels_and_parsing():
     assert MmaConfig.of((64, 128, 8, 1, 0, 128)).block_d == 128
     with pytest.raises(ValueError, match="'64x64x8' is not BLOCK_HxBLOCK_NxWARPSxSTAGESxPREFETCH"):
         parse_spec("64x64x8")
-    fused = {"BLOCK_H": 64, "BLOCK_N": 64, "num_warps": 8, "num_stages": 2, "PREFETCH": 3, "NUM_SPLITS": 4,
-             "BLOCK_D": 0}  # fmt: skip
-    assert launch_label(fused) == "64x64x8x2 pf3 S4"
-    assert launch_label({**fused, "BLOCK_D": 128, "num_stages": 1}) == "64x64x8x1 2-pass d128"
+    config = {"BLOCK_H": 64, "BLOCK_N": 64, "num_warps": 8, "num_stages": 2, "PREFETCH": 3, "NUM_SPLITS": 4,
+              "BLOCK_D": 0}  # fmt: skip
+    assert launch_label(LaunchRecord("decode", "mma", (), config)) == "64x64x8x2 pf3 S4"
+    two_pass = LaunchRecord("decode", "mma", (), {**config, "BLOCK_D": 128, "num_stages": 1})
+    assert launch_label(two_pass) == "64x64x8x1 2-pass d128"
 
 
 def test_profiles_and_architecture_names(monkeypatch):
