@@ -11,7 +11,9 @@ own tests; ``tests/oracle/test_tolerances.py`` fails when the two differ. How ea
 measured: ``docs/tolerances.md``.
 
 Decode gate: the package's reference against the oracle (``reference`` row), then the kernel
-against both the reference and the oracle (its tier's row). Fail closed on launch records (the
+against both the reference and the oracle (its tier's row). Indexer gate: the package's reference
+logits against the indexer oracle (``INDEXER_LOGITS``), then the kernel's selection against the
+oracle's logits (``check_topk``). Fail closed on launch records (the
 ``LaunchRecord`` the timed call returned, as ``_harness.record_view``): a case whose record is
 missing, lacks the config keys of its kernel, names another implementation, kernel or architecture
 profile, or states a config its own kernel runs contradict, fails.
@@ -41,6 +43,11 @@ TOLERANCES: dict[str, dict[str, Tol]] = {
     "interpreter": {"out": Tol(4e-8, 2 / 128, 2e-5), "lse": Tol(4e-7, 4e-7, 6e-15)},
     "gpu": {"out": Tol(5e-4, 2 / 128, 6e-6), "lse": Tol(1e-6, 1e-6, 7e-14)},
 }
+
+
+# The package's indexer reference against the indexer oracle: both sum in float64, the reference then
+# rounds to float32 (half an ulp, 2**-24 relative); this allows one ulp (docs/tolerances.md).
+INDEXER_LOGITS = Tol(1e-30, 2**-23, 1e-14)
 
 
 class KernelMismatch(AssertionError):
@@ -150,6 +157,13 @@ def _check_consistent(launch: Mapping[str, Any], op: str, impl: str) -> None:
 def _brief(launch: Mapping[str, Any]) -> dict[str, Any]:
     """A record without its kernel runs, for messages."""
     return {k: v for k, v in launch.items() if k != "kernels"}
+
+
+def check_indexer(selected: Any, reference: Any, oracle: Any, block_table: Any, seq_lens: Any, topk: int) -> None:
+    """The package's reference logits against the oracle's, then the kernel's selection against the
+    oracle's logits (:func:`check_topk`): a reference changed together with the kernels cannot pass."""
+    assert_close("reference logits vs oracle", reference, oracle, INDEXER_LOGITS)
+    check_topk(selected, oracle, block_table, seq_lens, topk)
 
 
 def check_topk(

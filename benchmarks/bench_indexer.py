@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import functools
 
-from . import _gate, _harness, _roofline, _suite, _tier, _timing
+from . import _gate, _harness, _oracle, _roofline, _suite, _tier, _timing
 
 IMPLS = ["fp32_maxctx", "bf16"]
 PARAMS = [IMPLS, _tier.CONCURRENCY, _tier.CONTEXT]
@@ -56,7 +56,8 @@ def build_case(impl: str, concurrency: int, context: int) -> _timing.Replayer:
         _gate.check_launch(launch, "indexer", impl)
         s = sets[0]
         logits = ref_logits(s.q_idx, s.weights, s.index_cache, s.block_table, s.seq_lens)
-        _gate.check_topk(got, logits, s.block_table, s.seq_lens, topk)
+        oracle = _oracle.indexer_logits(s.q_idx, s.weights, s.index_cache, s.block_table, s.seq_lens)
+        _gate.check_indexer(got, logits, oracle, s.block_table, s.seq_lens, topk)
     except ValueError as exc:
         skip = _harness.as_skip(exc, impl)
         if skip is not None:

@@ -44,8 +44,9 @@ def _step_outputs(result: Any, step: Any) -> tuple[Any, Any, Any]:
 
 
 def _check_step(step_out: tuple[Any, Any, Any], inputs: Any, ref_step: Any, *, interpreter: bool) -> None:
-    """The step's output against the reference and the oracle. When the step exposes its top-k
-    selection, the selection is checked against the reference logits (near-ties may swap) and the
+    """The step's output against the reference and the oracles. When the step exposes its top-k
+    selection, the selection is checked against the indexer oracle's logits (near-ties may swap; the
+    package's reference logits against the oracle's first) and the
     decode against the reference decode and the oracle on that same selection; otherwise against
     the reference step's output and the oracle on the reference step's selection."""
     out, lse, indices = step_out
@@ -58,8 +59,9 @@ def _check_step(step_out: tuple[Any, Any, Any], inputs: Any, ref_step: Any, *, i
         return
     logits_ref = _harness.require("indexer_logits_reference", "mla_kernels", "mla_kernels.indexer")
     decode = _harness.require("sparse_mla_decode")
-    logits = logits_ref(inputs.q_idx, inputs.weights, inputs.index_cache, inputs.block_table, inputs.seq_lens)
-    _gate.check_topk(indices, logits, inputs.block_table, inputs.seq_lens, indices.shape[1])
+    args = (inputs.q_idx, inputs.weights, inputs.index_cache, inputs.block_table, inputs.seq_lens)
+    _gate.check_indexer(indices, logits_ref(*args), _oracle.indexer_logits(*args), inputs.block_table,
+                        inputs.seq_lens, indices.shape[1])  # fmt: skip
     reference = decode(inputs.q, inputs.kv_cache, indices, impl="reference")
     oracle = _oracle.decode(inputs.q, inputs.kv_cache, indices)
     _gate.check_decode(out, lse, reference, oracle, interpreter=interpreter)
