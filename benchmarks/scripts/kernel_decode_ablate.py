@@ -22,25 +22,25 @@ import tempfile
 from pathlib import Path
 from types import ModuleType
 
-_QK = """        s = tl.dot(q0, tl.trans(k0))
-        s = tl.dot(q1, tl.trans(k1), s)
-        s = tl.dot(q2, tl.trans(k2), s)
-        s = tl.dot(qr, tl.trans(kr), s)  # [BH, N] fp32"""
-_PV = """        acc0 = tl.dot(p, k0, acc0 * alpha[:, None])
-        acc1 = tl.dot(p, k1, acc1 * alpha[:, None])
-        acc2 = tl.dot(p, k2, acc2 * alpha[:, None])
-        accr = tl.dot(p, kr, accr * alpha[:, None])"""
-_GATHER = """            offs_n = start + tl.arange(0, BLOCK_N)
-            valid, page_base, off = _slot_tile("""
+_QK = """    s = tl.dot(q0, tl.trans(k0))
+    s = tl.dot(q1, tl.trans(k1), s)
+    s = tl.dot(q2, tl.trans(k2), s)
+    s = tl.dot(qr, tl.trans(kr), s)  # [BH, N] fp32"""
+_PV = """    acc0 = tl.dot(p, k0, acc0 * alpha[:, None])
+    acc1 = tl.dot(p, k1, acc1 * alpha[:, None])
+    acc2 = tl.dot(p, k2, acc2 * alpha[:, None])
+    accr = tl.dot(p, kr, accr * alpha[:, None])"""
+_GATHER = """        offs_n = start + tl.arange(0, BLOCK_N)
+        valid, page_base, off = _slot_tile(idx_row, offs_n, end_n,"""
 
 VARIANTS: dict[str, tuple[str, str]] = {
     "full": ("", ""),
-    "no-qk": (_QK, "        s = tl.zeros([BLOCK_H, BLOCK_N], dtype=tl.float32)"
+    "no-qk": (_QK, "    s = tl.zeros([q0.shape[0], BLOCK_N], dtype=tl.float32)"
                    " + (tl.sum(k2.to(tl.float32), axis=1) * 1e-30)[None, :]"),
-    "no-pv": (_PV, "        acc0 = acc0 * alpha[:, None]\n"
-                   "        acc1 = acc1 * alpha[:, None]\n"
-                   "        acc2 = acc2 * alpha[:, None]\n"
-                   "        accr = accr * alpha[:, None] + tl.sum(p.to(tl.float32), axis=1)[:, None]"),
+    "no-pv": (_PV, "    acc0 = acc0 * alpha[:, None]\n"
+                   "    acc1 = acc1 * alpha[:, None]\n"
+                   "    acc2 = acc2 * alpha[:, None]\n"
+                   "    accr = accr * alpha[:, None] + tl.sum(p.to(tl.float32), axis=1)[:, None]"),
     "no-gather": (_GATHER, _GATHER.replace("start + tl.arange", "start_n + tl.arange")),
 }
 

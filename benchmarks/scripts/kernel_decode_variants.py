@@ -14,18 +14,20 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 
-def parse_configs(text: str) -> list[tuple[int, ...]]:
-    """``all`` / ``sm120`` / ``64x64x8x2x3,64x64x8x1x0x128`` -> specs (``mla_kernels.decode.parse_spec``)."""
-    from mla_kernels.decode import CANDIDATES, arch_candidates, parse_spec
+def parse_configs(text: str) -> list[Any]:
+    """``all`` / ``sm120`` / ``64x64x8x2x3,64x64x8x1x0x128`` -> MMA configs (``MmaConfig.parse``)."""
+    from mla_kernels.decode import CANDIDATES, MmaConfig, arch_candidates
 
     if text == "all":
         return list(CANDIDATES)
     if text == "sm120":
         return list(arch_candidates(120))
-    return [parse_spec(item) for item in text.split(",")]
+    return [MmaConfig.parse(item) for item in text.split(",")]
 
 
 def _simt_tiles(inp: object, ref: tuple, tiles: list[tuple[int, ...]], sets: int, reps: int) -> list[dict]:
@@ -91,11 +93,10 @@ def main(argv: list[str] | None = None) -> int:
     from mla_kernels.arch import ARCHS
     from mla_kernels.decode import (
         MmaConfig,
+        config_split_counts,
         decode_with_config,
         judged_launches,
         mma_launches,
-        spec_label,
-        spec_split_counts,
         verdict,
     )
     from mla_kernels.testing import check_decode
@@ -117,12 +118,13 @@ def main(argv: list[str] | None = None) -> int:
             continue
         meta = [torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device="meta")
                 for t in (inp.q, inp.kv_cache, inp.indices)]
-        for spec in specs:
-            if args.heads % spec[0]:
+        for candidate in specs:
+            if args.heads % candidate.block_h:
                 continue
-            for splits in spec_split_counts(spec, batch, args.heads, args.topk, sms):
-                cfg = MmaConfig.of(spec, splits)
-                head = f"B={batch:4d} {spec_label(spec):22s} S {splits:2d}"
+            for splits in config_split_counts(candidate, batch, args.heads, args.topk, sms):
+                cfg = replace(candidate, num_splits=splits, source="fixed")
+                spec = cfg.tile
+                head = f"B={batch:4d} {cfg.label:22s} S {splits:2d}"
                 try:
                     # sm_120: the worst of the config's kernels (two for two-pass configs).
                     compiled = [aot.compile_launch(launch, 120)

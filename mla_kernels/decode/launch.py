@@ -16,13 +16,7 @@ import triton
 from .. import _common
 from ..arch import profile_target, resolve_profile
 from ..cache import (
-    DATA_BYTES,
     HEAD_DIM,
-    NOPE_DIM,
-    PAGE_BYTES,
-    ROPE_DIM,
-    SCALE_OFFSET,
-    TOKEN_BYTES,
     TOKENS_PER_PAGE,
     check_kv_cache,
 )
@@ -339,7 +333,3 @@ def _mma_config(runs: tuple[KernelRun, ...]) -> dict[str, int]:
     config["PREFETCH"] = int(first.config.get("PREFETCH", 0))
     return config
 
-
-# Constants the kernels hard-code; kept next to the layout module's names so a change breaks loudly.
-assert (NOPE_DIM, ROPE_DIM, DATA_BYTES, TOKEN_BYTES, SCALE_OFFSET) == (448, 64, 576, 584, 147456)
-assert PAGE_BYTES == TOKENS_PER_PAGE * TOKEN_BYTES

@@ -6,7 +6,8 @@ import pytest
 import torch
 
 from mla_kernels import make_decode_inputs, quantize_kv_cache, sparse_mla_decode, sparse_mla_decode_with_record
-from mla_kernels.decode import CANDIDATES, MmaConfig, decode_with_config, spec_label
+from mla_kernels._common import interpreting
+from mla_kernels.decode import CANDIDATES, MmaConfig, decode_with_config
 from mla_kernels.testing import PINNED_MMA_CONFIGS, check_decode, pinned_mma_config, random_kv
 
 KERNELS = ["simt", "mma"]
@@ -106,6 +107,22 @@ def test_two_pass_every_column_slice(device, heads, block_h, block_n, block_d):
     assert torch.isinf(lse[1]).all() and (out[1] == 0).all()
 
 
+def test_kernels_assert_the_cache_layout(monkeypatch):
+    """The layout the kernels are written for is checked where they are compiled (``tl.static_assert``,
+    kept under ``python -O``): a layout module that moved the scale rows stops every decode kernel."""
+    import triton.language as tl
+
+    from mla_kernels.decode import kernels
+
+    if not interpreting():
+        pytest.skip("the interpreter reads the constants at call time; compiled kernels are cached")
+    inp = make_decode_inputs(1, 16, 16, num_tokens=256, device="cpu")
+    monkeypatch.setattr(kernels, "SCALE_AREA", tl.constexpr(kernels.SCALE_AREA + 8))
+    for impl in KERNELS:
+        with pytest.raises(Exception, match="scale rows must start after its 256 data rows"):
+            sparse_mla_decode(inp.q, inp.kv_cache, inp.indices, impl=impl)
+
+
 def test_two_pass_bad_column_slice_names_it(device):
     inp = make_decode_inputs(1, 64, 16, num_tokens=256, device=device)
     with pytest.raises(ValueError, match="BLOCK_D=96 must be a multiple of 64 that divides 512"):
@@ -199,13 +216,13 @@ def test_gpu_production_shapes(impl, heads, topk, batch):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("spec", [s for s in CANDIDATES if s[5]], ids=spec_label)
+@pytest.mark.parametrize("cfg", [c for c in CANDIDATES if c.block_d], ids=lambda c: c.label)
 @pytest.mark.parametrize(("batch", "topk"), [(1, 2048), (32, 512), (128, 512), (5, 100)])
-def test_gpu_two_pass_candidates(spec, batch, topk):
+def test_gpu_two_pass_candidates(cfg, batch, topk):
     inp = make_decode_inputs(batch, 64, topk, num_tokens=max(batch * 4096, 65536), device="cuda",
                              seed=batch + topk, invalid_frac=0.05)
     ref_out, ref_lse = sparse_mla_decode(inp.q, inp.kv_cache, inp.indices, impl="reference")
-    out, lse, _ = decode_with_config(inp.q, inp.kv_cache, inp.indices, MmaConfig.of(spec))
+    out, lse, _ = decode_with_config(inp.q, inp.kv_cache, inp.indices, cfg)
     check_decode(out, lse, ref_out, ref_lse)
 
 
