@@ -77,7 +77,8 @@ def launch_label(record: LaunchRecord) -> str:
 
 # Which of these a GPU may use is decided by
 # compiling them for its architecture (``verdict``), not listed by hand. Measured on one H200
-# (benchmarks/scripts/kernel_decode_variants.py; docs/measurements/variants_*.log):
+# (experiments/kernel_decode_variants.py; docs/measurements/decode_variants_30d6eb7.log, _4d2b241.log and
+# _sm120_sweep1.log, _sm120_sweep1_extra.log, _sm120_sweep2.log):
 # - 64-head blocks use Hopper's wgmma; 64x64 with 2 stages (prefetch 3 or 0) is the fastest at every
 #   concurrency from 16 on, 64x32 the fastest that does not spill on sm_90.
 # - mma.sync (sm_120, and every block under 64 heads on the H200): register prefetching of the next

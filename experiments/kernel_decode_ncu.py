@@ -2,8 +2,8 @@
 every run). Its 3rd launch is the warm one to profile:
 
     ncu --clock-control none --kernel-name regex:_mma_decode_kernel --launch-skip 2 --launch-count 1 \\
-        --set full --import-source yes -o decode python -m benchmarks.scripts.kernel_decode_ncu
-    python -m benchmarks.scripts.kernel_decode_ncu --summarize decode.ncu-rep
+        --set full --import-source yes -o decode python -m experiments.kernel_decode_ncu
+    python -m experiments.kernel_decode_ncu --summarize decode.ncu-rep
 
 --summarize prints what bounds the kernel: issue activity, eligible warps, pipe utilisation and the
 sampled reasons warps were stalled.
@@ -64,7 +64,7 @@ def summarize(report: Path) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m benchmarks.scripts.kernel_decode_ncu", description=__doc__,
+    ap = argparse.ArgumentParser(prog="python -m experiments.kernel_decode_ncu", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--batch", type=int, default=128)
     ap.add_argument("--heads", type=int, default=64)

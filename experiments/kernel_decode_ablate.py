@@ -1,6 +1,6 @@
 """Where the MMA decode kernel's time goes: time it with one stage left out (cold L2, graph replay).
 
-    python -m benchmarks.scripts.kernel_decode_ablate [--batches 64,128] [--configs 64x64x8x2]
+    python -m experiments.kernel_decode_ablate [--batches 64,128] [--configs 64x64x8x2]
 
 Variants are built from the production kernel's own module source (``mla_kernels.decode.KERNELS``), so
 they never drift from it, and run through the production launcher (``decode_with_config(kernel=...)``):
@@ -67,7 +67,7 @@ def build_variant(name: str, workdir: Path) -> object:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m benchmarks.scripts.kernel_decode_ablate", description=__doc__,
+    ap = argparse.ArgumentParser(prog="python -m experiments.kernel_decode_ablate", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--batches", default="64,128")
     ap.add_argument("--topk", type=int, default=512)

@@ -1,7 +1,7 @@
 """Time MMA decode configs one by one (cold L2, graph replay), with each config's registers, spills and
 shared memory on this GPU and, compiled ahead of time, on sm_120 (whether an sm_120 keeps it).
 
-    python -m benchmarks.scripts.kernel_decode_variants [--batches 64,128] [--topk 512] [--configs all]
+    python -m experiments.kernel_decode_variants [--batches 64,128] [--topk 512] [--configs all]
 
 ``--configs``: ``all`` (every autotuner candidate), ``sm120`` (the candidates an sm_120 compiles), or
 ``BLOCK_HxBLOCK_NxWARPSxSTAGESxPREFETCH[xBLOCK_D],...`` (BLOCK_D > 0: the two-pass kernels).
@@ -63,7 +63,7 @@ def _simt_tiles(inp: object, ref: tuple, tiles: list[tuple[int, ...]], sets: int
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(
-        prog="python -m benchmarks.scripts.kernel_decode_variants",
+        prog="python -m experiments.kernel_decode_variants",
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
     )  # fmt: skip
     ap.add_argument("--batches", default="64,128")
