@@ -11,9 +11,12 @@ own tests; ``tests/oracle/test_tolerances.py`` fails when the two differ. How ea
 measured: ``docs/tolerances.md``.
 
 Decode gate: the package's reference against the oracle (``reference`` row), then the kernel
-against both the reference and the oracle (its tier's row). Fail closed on launch records: a case
-whose ``LAST_LAUNCH`` is missing, lacks the config keys of its kernel, or names another
-implementation, kernel or architecture profile fails.
+against both the reference and the oracle (its tier's row). Indexer gate: the package's reference
+logits against the indexer oracle (``INDEXER_LOGITS``), then the kernel's selection against the
+oracle's logits (``check_topk``). Fail closed on launch records (the
+``LaunchRecord`` the timed call returned, as ``_harness.record_view``): a case whose record is
+missing, lacks the config keys of its kernel, names another implementation, kernel or architecture
+profile, or states a config its own kernel runs contradict, fails.
 """
 
 from __future__ import annotations
@@ -40,6 +43,11 @@ TOLERANCES: dict[str, dict[str, Tol]] = {
     "interpreter": {"out": Tol(4e-8, 2 / 128, 2e-5), "lse": Tol(4e-7, 4e-7, 6e-15)},
     "gpu": {"out": Tol(5e-4, 2 / 128, 6e-6), "lse": Tol(1e-6, 1e-6, 7e-14)},
 }
+
+
+# The package's indexer reference against the indexer oracle: both sum in float64, the reference then
+# rounds to float32 (half an ulp, 2**-24 relative); this allows one ulp (docs/tolerances.md).
+INDEXER_LOGITS = Tol(1e-30, 2**-23, 1e-14)
 
 
 class KernelMismatch(AssertionError):
@@ -88,15 +96,15 @@ def check_decode(out: Any, lse: Any, reference: tuple[Any, Any], oracle: tuple[A
         assert_close(f"lse{suffix}", lse, e_lse, tol["lse"])
 
 
-# What a launch of each benchmarked implementation must record in ``LAST_LAUNCH``: its kernel (the
-# start of the recorded name, or one of several) and the resolved config keys. Names as the launchers
-# record them; the MMA decode runs fused or as two passes (``BLOCK_D`` > 0).
+# What a launch of each benchmarked implementation must record: its kernel (the start of the recorded
+# name, or one of several) and the resolved config keys (``_harness.record_view`` names). The MMA
+# decode runs fused or as two passes (``BLOCK_D`` > 0).
 EXPECTED_LAUNCH: dict[tuple[str, str], tuple[str | tuple[str, ...], tuple[str, ...]]] = {
     ("decode", "simt"): ("_simt_decode_kernel", ("BLOCK_N", "num_warps")),
     ("decode", "mma"): (("_mma_decode_kernel", "_scores_pass_kernel+_output_pass_kernel"),
                         ("BLOCK_H", "BLOCK_N", "NUM_SPLITS", "num_warps")),
-    ("indexer", "fp32_maxctx"): ("_fp32_maxctx_scores_kernel", ("scores",)),
-    ("indexer", "bf16"): ("_bf16_scores_kernel", ("scores", "select")),
+    ("indexer", "fp32_maxctx"): ("_fp32_maxctx_scores_kernel", ("BLOCK_T",)),
+    ("indexer", "bf16"): ("_bf16_scores_kernel", ("BLOCK_T", "SELECT_BLOCK")),
 }
 
 
@@ -105,21 +113,57 @@ def check_launch(launch: Any, op: str, impl: str, *, arch_profile: str | None = 
     ``arch_profile`` when one was asked for): no silent fallback can pass for a result."""
     kernel, keys = EXPECTED_LAUNCH[(op, impl)]
     if not isinstance(launch, Mapping) or not launch:
-        raise KernelMismatch(f"{op} impl {impl!r}: no launch record (LAST_LAUNCH is {launch!r}); cannot "
-                             "tell which kernel ran")  # fmt: skip
+        raise KernelMismatch(f"{op} impl {impl!r}: no launch record ({launch!r}); cannot tell which kernel ran")
     if launch.get("impl") != impl:
         raise KernelMismatch(f"{op}: asked for impl {impl!r} but the launch record says {launch.get('impl')!r}: "
-                             f"{dict(launch)}")  # fmt: skip
+                             f"{_brief(launch)}")  # fmt: skip
     ran = launch.get("kernel")
     if not isinstance(ran, str) or not ran.startswith(kernel):
         want = kernel if isinstance(kernel, str) else " or ".join(kernel)
-        raise KernelMismatch(f"{op} impl {impl!r}: expected kernel {want}, the record names {ran!r}: {dict(launch)}")
+        raise KernelMismatch(f"{op} impl {impl!r}: expected kernel {want}, the record names {ran!r}: {_brief(launch)}")
     missing = [k for k in keys if k not in launch]
     if missing:
-        raise KernelMismatch(f"{op} impl {impl!r}: incomplete launch record, no {', '.join(missing)}: {dict(launch)}")
+        raise KernelMismatch(f"{op} impl {impl!r}: incomplete launch record, no {', '.join(missing)}: "
+                             f"{_brief(launch)}")  # fmt: skip
     if arch_profile is not None and launch.get("arch_profile") != arch_profile:
         raise KernelMismatch(f"{op} impl {impl!r}: asked for arch profile {arch_profile!r}, the record says "
-                             f"{launch.get('arch_profile')!r}: {dict(launch)}")  # fmt: skip
+                             f"{launch.get('arch_profile')!r}: {_brief(launch)}")  # fmt: skip
+    _check_consistent(launch, op, impl)
+
+
+def _check_consistent(launch: Mapping[str, Any], op: str, impl: str) -> None:
+    """A record that lists its kernel runs must agree with them: the config keys it states equal the
+    launch config of its first kernel (which owns the tile), and the kernels' names make up ``kernel``.
+    Records of older commits list no runs and are taken as they are."""
+    runs = launch.get("kernels")
+    if runs is None:
+        return
+    if not isinstance(runs, list) or not runs or not all(isinstance(r, Mapping) for r in runs):
+        raise KernelMismatch(f"{op} impl {impl!r}: the record lists no kernel runs: {_brief(launch)}")
+    if "+".join(str(r.get("name")) for r in runs) != launch.get("kernel"):
+        raise KernelMismatch(f"{op} impl {impl!r}: the record names {launch.get('kernel')!r} but lists the runs "
+                             f"{[r.get('name') for r in runs]}")  # fmt: skip
+    first = runs[0].get("config") or {}
+    for key, value in first.items():
+        if key in launch and launch[key] != value:
+            raise KernelMismatch(f"{op} impl {impl!r}: the record says {key}={launch[key]!r} but "
+                                 f"{runs[0].get('name')} ran with {key}={value!r}")  # fmt: skip
+    grid = runs[0].get("grid") or []
+    if "NUM_SPLITS" in launch and not launch.get("BLOCK_D") and len(grid) == 3 and grid[2] != launch["NUM_SPLITS"]:
+        raise KernelMismatch(f"{op} impl {impl!r}: the record says NUM_SPLITS={launch['NUM_SPLITS']!r} but "
+                             f"{runs[0].get('name')} ran a grid of {grid[2]} splits")  # fmt: skip
+
+
+def _brief(launch: Mapping[str, Any]) -> dict[str, Any]:
+    """A record without its kernel runs, for messages."""
+    return {k: v for k, v in launch.items() if k != "kernels"}
+
+
+def check_indexer(selected: Any, reference: Any, oracle: Any, block_table: Any, seq_lens: Any, topk: int) -> None:
+    """The package's reference logits against the oracle's, then the kernel's selection against the
+    oracle's logits (:func:`check_topk`): a reference changed together with the kernels cannot pass."""
+    assert_close("reference logits vs oracle", reference, oracle, INDEXER_LOGITS)
+    check_topk(selected, oracle, block_table, seq_lens, topk)
 
 
 def check_topk(

@@ -73,23 +73,85 @@ def as_skip(exc: ValueError, impl: str) -> NotImplementedError | None:
     return None
 
 
-def clear_launch() -> None:
-    """Empty ``LAST_LAUNCH`` before a case runs: a kernel that records nothing then leaves nothing,
-    instead of passing the gate with an earlier case's record."""
-    launch = getattr(kernels(), "LAST_LAUNCH", None)
-    if isinstance(launch, dict):
-        launch.clear()
+def recorded(name: str, *modules: str) -> Callable[..., tuple[Any, dict[str, Any] | None]]:
+    """The launcher ``name`` of the commit under test as ``fn(*args, **kwargs) -> (outputs, record)``,
+    ``record`` the :func:`record_view` of what that very call ran.
+
+    It calls ``<name>_with_record``, which returns the launcher's outputs then its ``LaunchRecord``. At
+    commits from before launch records, ``name`` itself, then a copy of the package's ``LAST_LAUNCH``
+    (emptied before the call, so a launcher that records nothing leaves nothing); None when there is
+    neither (the gate then fails the case).
+    """
+    try:
+        with_record = require(f"{name}_with_record", *modules)
+    except NotImplementedError:
+        plain = require(name, *modules)
+
+        def legacy(*args: Any, **kwargs: Any) -> tuple[Any, dict[str, Any] | None]:
+            launch = getattr(kernels(), "LAST_LAUNCH", None)
+            if isinstance(launch, dict):
+                launch.clear()
+            result = plain(*args, **kwargs)
+            return result, record_view(dict(launch)) if isinstance(launch, dict) else None
+
+        return legacy
+
+    def call(*args: Any, **kwargs: Any) -> tuple[Any, dict[str, Any] | None]:
+        *outputs, record = with_record(*args, **kwargs)
+        return (outputs[0] if len(outputs) == 1 else tuple(outputs)), record_view(record)
+
+    return call
 
 
-def last_launch() -> dict[str, Any] | None:
-    """A copy of ``LAST_LAUNCH`` (None when the package has none: the gate then fails the case)."""
-    launch = getattr(kernels(), "LAST_LAUNCH", None)
-    return dict(launch) if isinstance(launch, dict) else None
+def step_recorded(step: Any) -> Callable[[], tuple[Any, dict[str, Any] | None]]:
+    """``DecodeStep.run`` as ``fn() -> ((out, lse), {op: record view})`` (``run_with_records``; at older
+    commits ``run()`` and the step's ``launches`` attribute)."""
+    if hasattr(step, "run_with_records"):
+
+        def call() -> tuple[Any, dict[str, Any] | None]:
+            out, lse, records = step.run_with_records()
+            return (out, lse), {op: record_view(r) for op, r in records.items()}
+
+        return call
+
+    def legacy() -> tuple[Any, dict[str, Any] | None]:
+        result = step.run()
+        launches = getattr(step, "launches", None)
+        return result, {op: record_view(r) for op, r in launches.items()} if isinstance(launches, dict) else None
+
+    return legacy
+
+
+# Keys of the package's launch records before they were typed (``LAST_LAUNCH``) -> their names now.
+_LEGACY_KEYS = {"tuned": "source", "n_regs": "registers"}
+_LEGACY_SELECT = {"BLOCK": "SELECT_BLOCK", "num_warps": "select_num_warps", "num_stages": "select_num_stages"}
+
+
+def record_view(record: Any) -> dict[str, Any] | None:
+    """One flat dict of a launch record, whatever the commit: ``LaunchRecord.as_dict()`` (op, impl,
+    kernel, arch_profile, source, the config keys, registers / spill_bytes / shared where known, kernels),
+    or an older commit's ``LAST_LAUNCH`` dict brought to those names (its indexer's nested ``scores`` keys
+    lifted, its ``select`` keys prefixed). None for no record."""
+    if record is None:
+        return None
+    if hasattr(record, "as_dict"):
+        return dict(record.as_dict())
+    if not isinstance(record, dict) or not record:
+        return None
+    view: dict[str, Any] = {}
+    for key, value in record.items():
+        if key == "scores" and isinstance(value, dict):
+            view.update(value)
+        elif key == "select" and isinstance(value, dict):
+            view.update({_LEGACY_SELECT.get(k, f"select_{k}"): v for k, v in value.items()})
+        else:
+            view[_LEGACY_KEYS.get(key, key)] = value
+    return view
 
 
 def keep_launch(replayer: Any, record: dict[str, Any] | None) -> Any:
-    """Keep a case's launch record with the case (the record of the timed call, taken by ``build_case``
-    before the gate's reference run overwrites ``LAST_LAUNCH``); returns the replayer."""
+    """Keep a case's launch record with the case (the record of the timed call, returned by the call
+    that the timed graph captured); returns the replayer."""
     replayer.launch = record
     return replayer
 

@@ -19,14 +19,14 @@ subclass. asv keys a setup_cache by its module and source line, so each suite mo
 ``Metrics`` subclass per module).
 
 Kernel configuration (provenance, not performance). ``track_launch_<key>`` (unit ``config``) is one
-number of the launch record (``LAST_LAUNCH``) of the case that the ``track_`` metrics measured: the record
-is taken in ``build_case`` right after the timed call (on a GPU: the launch captured into the timed
-graph), kept with the case (``_harness.keep_launch``) and read from the same ``setup_cache`` entry, so it
+number of the launch record (``_harness.record_view``) of the case that the ``track_`` metrics measured:
+the record is the one the timed call returned in ``build_case`` (on a GPU: the call captured into the
+timed graph), kept with the case (``_harness.keep_launch``) and read from the same ``setup_cache`` entry, so it
 costs no launch and no measurement of its own. A suite declares ``launch_fields`` (key -> path in its
 record) and the keys' versions in its class line. A key that does not apply to a case (SIMT has no
 BLOCK_H; spills are unknown under the interpreter) is NaN, asv's value for a skipped case (None would
 read as a failure). The detector and ``mlaperf compare`` leave these benchmarks out
-(``regressions.direction.is_provenance``); the dashboard's History hover shows them.
+(``db.provenance.is_provenance``, the one rule); the dashboard's History hover shows them.
 """
 
 from __future__ import annotations

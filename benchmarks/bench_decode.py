@@ -23,7 +23,7 @@ IMPLS: dict[str, tuple[str, str | None]] = {
 }
 PARAMS = [list(IMPLS), _tier.CONCURRENCY, _tier.DECODE_TOPK]
 PARAM_NAMES = ["impl", "concurrency", "topk"]
-# track_launch_<key> -> its value in the decode launch record (mla_kernels LAST_LAUNCH). SIMT records its
+# track_launch_<key> -> its value in the decode launch record (``_harness.record_view``). SIMT records its
 # tile (BLOCK_N x num_warps) only: head block, split-K, prefetch and stages are NaN there; spill bytes
 # exist only for compiled kernels (NaN under the interpreter).
 LAUNCH_FIELDS: dict[str, tuple[str, ...]] = {
@@ -60,6 +60,7 @@ def build_case(impl: str, concurrency: int, topk: int) -> _timing.Replayer:
     mk = _harness.kernels()
     make_inputs = _harness.require("make_decode_inputs")
     decode = _harness.require("sparse_mla_decode")
+    recorded = _harness.recorded("sparse_mla_decode")
     _harness.require_impl("decode", kernel_impl, getattr(mk, "DECODE_IMPLS", None))
     extra, profile = _profile_kwargs(impl)
     inputs = make_inputs(
@@ -72,13 +73,12 @@ def build_case(impl: str, concurrency: int, topk: int) -> _timing.Replayer:
         num_index_sets=_tier.INDEX_SETS,
     )
     sets = list(getattr(inputs, "index_sets", None) or [inputs.indices])
-    fns = [functools.partial(decode, inputs.q, inputs.kv_cache, idx, impl=kernel_impl, **extra) for idx in sets]
+    fns = [functools.partial(recorded, inputs.q, inputs.kv_cache, idx, impl=kernel_impl, **extra) for idx in sets]
     try:
-        _harness.clear_launch()
         replayer = _timing.Replayer(fns, dev)
-        # Gate on input set 0 as the timed graph computes it; the other sets run the same code.
-        out, lse = replayer.outputs(0)
-        launch = _harness.last_launch()
+        # Gate on input set 0 as the timed graph computes it (and on the record that call returned); the
+        # other sets run the same code.
+        (out, lse), launch = replayer.outputs(0)
         _gate.check_launch(launch, "decode", kernel_impl, arch_profile=profile)
         reference = decode(inputs.q, inputs.kv_cache, sets[0], impl="reference")
         oracle = _oracle.decode(inputs.q, inputs.kv_cache, sets[0])

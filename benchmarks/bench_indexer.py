@@ -9,28 +9,28 @@ from __future__ import annotations
 
 import functools
 
-from . import _gate, _harness, _roofline, _suite, _tier, _timing
+from . import _gate, _harness, _oracle, _roofline, _suite, _tier, _timing
 
 IMPLS = ["fp32_maxctx", "bf16"]
 PARAMS = [IMPLS, _tier.CONCURRENCY, _tier.CONTEXT]
 PARAM_NAMES = ["impl", "concurrency", "context"]
 INDEX_HEADS = 64
-# track_launch_<key> -> its value in the indexer launch record: the scores kernel's token block, warps and
-# stages, the bf16 path's radix-select block and warps (NaN for fp32_maxctx, which selects with torch);
-# under the interpreter only the blocks are recorded.
+# track_launch_<key> -> its value in the indexer launch record (``_harness.record_view``): the scores
+# kernel's token block, warps and stages, the bf16 path's radix-select block and warps (NaN for
+# fp32_maxctx, which selects with torch).
 LAUNCH_FIELDS: dict[str, tuple[str, ...]] = {
-    "block_t": ("scores", "BLOCK_T"),
-    "num_warps": ("scores", "num_warps"),
-    "num_stages": ("scores", "num_stages"),
-    "select_block": ("select", "BLOCK"),
-    "select_num_warps": ("select", "num_warps"),
+    "block_t": ("BLOCK_T",),
+    "num_warps": ("num_warps",),
+    "num_stages": ("num_stages",),
+    "select_block": ("SELECT_BLOCK",),
+    "select_num_warps": ("select_num_warps",),
 }
 
 
 def build_case(impl: str, concurrency: int, context: int) -> _timing.Replayer:
     """Inputs (one set per rotation slot), graphs and the correctness gate for one case."""
     dev = _harness.device()
-    indexer_topk = _harness.require("indexer_topk", "mla_kernels", "mla_kernels.indexer")
+    indexer_topk = _harness.recorded("indexer_topk", "mla_kernels", "mla_kernels.indexer")
     make_inputs = _harness.require("make_indexer_inputs", "mla_kernels", "mla_kernels.indexer")
     ref_logits = _harness.require("indexer_logits_reference", "mla_kernels", "mla_kernels.indexer")
     _harness.require_impl("indexer", impl, _indexer_impls())
@@ -49,15 +49,15 @@ def build_case(impl: str, concurrency: int, context: int) -> _timing.Replayer:
         for s in sets
     ]
     try:
-        _harness.clear_launch()
         replayer = _timing.Replayer(fns, dev)
-        # Gate on input set 0 as the timed graph computes it; the other sets run the same code.
-        got = replayer.outputs(0)
-        launch = _harness.last_launch()
+        # Gate on input set 0 as the timed graph computes it (and on the record that call returned); the
+        # other sets run the same code.
+        got, launch = replayer.outputs(0)
         _gate.check_launch(launch, "indexer", impl)
         s = sets[0]
         logits = ref_logits(s.q_idx, s.weights, s.index_cache, s.block_table, s.seq_lens)
-        _gate.check_topk(got, logits, s.block_table, s.seq_lens, topk)
+        oracle = _oracle.indexer_logits(s.q_idx, s.weights, s.index_cache, s.block_table, s.seq_lens)
+        _gate.check_indexer(got, logits, oracle, s.block_table, s.seq_lens, topk)
     except ValueError as exc:
         skip = _harness.as_skip(exc, impl)
         if skip is not None:

@@ -24,8 +24,8 @@ PARAM_NAMES = ["variant", "concurrency", "context"]
 # the indexer's scores block and select block prefixed ``indexer_``.
 LAUNCH_FIELDS: dict[str, tuple[str, ...]] = {
     **{key: ("decode", *path) for key, path in DECODE_FIELDS.items()},
-    "indexer_block_t": ("indexer", "scores", "BLOCK_T"),
-    "indexer_select_block": ("indexer", "select", "BLOCK"),
+    "indexer_block_t": ("indexer", "BLOCK_T"),
+    "indexer_select_block": ("indexer", "SELECT_BLOCK"),
 }
 
 
@@ -44,8 +44,9 @@ def _step_outputs(result: Any, step: Any) -> tuple[Any, Any, Any]:
 
 
 def _check_step(step_out: tuple[Any, Any, Any], inputs: Any, ref_step: Any, *, interpreter: bool) -> None:
-    """The step's output against the reference and the oracle. When the step exposes its top-k
-    selection, the selection is checked against the reference logits (near-ties may swap) and the
+    """The step's output against the reference and the oracles. When the step exposes its top-k
+    selection, the selection is checked against the indexer oracle's logits (near-ties may swap; the
+    package's reference logits against the oracle's first) and the
     decode against the reference decode and the oracle on that same selection; otherwise against
     the reference step's output and the oracle on the reference step's selection."""
     out, lse, indices = step_out
@@ -58,11 +59,25 @@ def _check_step(step_out: tuple[Any, Any, Any], inputs: Any, ref_step: Any, *, i
         return
     logits_ref = _harness.require("indexer_logits_reference", "mla_kernels", "mla_kernels.indexer")
     decode = _harness.require("sparse_mla_decode")
-    logits = logits_ref(inputs.q_idx, inputs.weights, inputs.index_cache, inputs.block_table, inputs.seq_lens)
-    _gate.check_topk(indices, logits, inputs.block_table, inputs.seq_lens, indices.shape[1])
+    args = (inputs.q_idx, inputs.weights, inputs.index_cache, inputs.block_table, inputs.seq_lens)
+    _gate.check_indexer(indices, logits_ref(*args), _oracle.indexer_logits(*args), inputs.block_table,
+                        inputs.seq_lens, indices.shape[1])  # fmt: skip
     reference = decode(inputs.q, inputs.kv_cache, indices, impl="reference")
     oracle = _oracle.decode(inputs.q, inputs.kv_cache, indices)
     _gate.check_decode(out, lse, reference, oracle, interpreter=interpreter)
+
+
+def _check_step_launches(
+    launch: dict[str, Any] | None, decode_impl: str, indexer_impl: str, profile: str | None
+) -> None:
+    """Each op's own record must pass the launch gate; a failure names the op whose record is wrong."""
+    if not isinstance(launch, dict):
+        raise _gate.KernelMismatch(f"step: DecodeStep returned no per-op launch records ({launch!r})")
+    for op, impl, op_profile in (("decode", decode_impl, profile), ("indexer", indexer_impl, None)):
+        try:
+            _gate.check_launch(launch.get(op), op, impl, arch_profile=op_profile)
+        except _gate.KernelMismatch as exc:
+            raise _gate.KernelMismatch(f"step op {op!r}: {exc}") from exc
 
 
 def build_case(variant: str, concurrency: int, context: int) -> _timing.Replayer:
@@ -81,21 +96,15 @@ def build_case(variant: str, concurrency: int, context: int) -> _timing.Replayer
         for seed in range(_tier.REQUEST_SETS)
     ]  # fmt: skip
     try:
-        _harness.clear_launch()
         steps = [decode_step(s, decode_impl=decode_impl, indexer_impl=indexer_impl) for s in sets]
         # Replayer warms each step up (autotuning resolves) before capturing run() into a graph.
-        replayer = _timing.Replayer([step.run for step in steps], dev)
-        # Gate on input set 0 as the timed graph computes it; the other sets run the same code.
-        got = _step_outputs(replayer.outputs(0), steps[0])
-        # Each op's own launch record, kept by the step; missing or partial records fail the case.
-        launches = getattr(steps[0], "launches", None)
-        if not isinstance(launches, dict):
-            raise _gate.KernelMismatch(f"DecodeStep keeps no per-op launch records (launches = {launches!r})")
+        replayer = _timing.Replayer([_harness.step_recorded(step) for step in steps], dev)
+        # Gate on input set 0 as the timed graph computes it, and on each op's record of that call.
+        result, launch = replayer.outputs(0)
+        got = _step_outputs(result, steps[0])
         # The step names no profile: its decode runs the runner's (MLAPERF_ARCH_PROFILE, else native).
         profile = _tier.arch_profile() if hasattr(mk, "ARCH_PROFILES") else None
-        _gate.check_launch(launches.get("decode"), "decode", decode_impl, arch_profile=profile)
-        _gate.check_launch(launches.get("indexer"), "indexer", indexer_impl)
-        launch = {op: dict(record) for op, record in launches.items()}  # run() refills it on every call
+        _check_step_launches(launch, decode_impl, indexer_impl, profile)
         ref = decode_step(sets[0], decode_impl="reference", indexer_impl="reference")
         _check_step(got, sets[0], ref, interpreter=not replayer.gpu)
     except ValueError as exc:
@@ -105,7 +114,7 @@ def build_case(variant: str, concurrency: int, context: int) -> _timing.Replayer
         raise
     replayer.number = replayer.pick_number()
     _timing.CLOCK.events = replayer.gpu
-    print(f"step {variant} B={concurrency} context={context} last launch {launch}", flush=True)
+    print(f"step {variant} B={concurrency} context={context} ran {launch}", flush=True)
     return _harness.keep_launch(replayer, launch)
 
 

@@ -12,7 +12,7 @@ the one rule: detection, `mlaperf compare` and the dashboard all see the same va
 Times are naive UTC. Big frames are fetched as narrow rows and joined to the small tables in pandas.
 Shaped for the dashboard at 1,000 commits x 500 series: :func:`history` reads several series of one
 benchmark at once, :func:`series` is one DISTINCT without per-series counts. Kernel-config records
-(:func:`is_provenance`) are not series: :func:`launch_config` reads them for the case they describe.
+(``db.provenance.is_provenance``) are not series: :func:`launch_config` reads them for the case they describe.
 """
 
 from __future__ import annotations
@@ -41,6 +41,7 @@ from db.models import (
 from db.models import (
     params_key as canonical_params_key,
 )
+from db.provenance import config_key, is_provenance
 
 
 class CommitNotFound(LookupError):
@@ -236,22 +237,10 @@ def _commit_by_sha(s: Session, ref: str) -> Commit:
 
 # -- series -------------------------------------------------------------------------------------------
 
-# Benchmarks whose last name part starts with this record a kernel's launch configuration (the BLOCK_H,
-# split-K, prefetch, spills ... a case ran with; docs/CONTRACTS.md), not performance.
-PROVENANCE_PREFIX = "track_launch_"
-
-
-def is_provenance(benchmark: str) -> bool:
-    """True for a kernel-config record (``bench_decode.SparseDecodeMetrics.track_launch_block_h``): the one
-    rule (``regressions.direction`` re-exports it). Such records are no series of their own: :func:`series`
-    leaves them out, :func:`launch_config` reads them, detection and comparisons never examine them."""
-    return benchmark.rsplit(".", 1)[-1].startswith(PROVENANCE_PREFIX)
-
-
 def series(s: Session, machine: str | None = None) -> pd.DataFrame:
     """Distinct series: benchmark, params_key, machine, unit, type, version (the benchmark's newest asv
     version), param_names (asv's order); sorted by machine, benchmark, params_key. Kernel-config records
-    (:func:`is_provenance`) are not listed.
+    (``db.provenance.is_provenance``) are not listed.
 
     One DISTINCT over the results, no per-series counts (an aggregate over every result costs seconds on
     10^6 results). With ``machine``, that machine's series only (unknown machine: :class:`NotFound`).
@@ -364,7 +353,7 @@ def launch_config(
     commit_ids: Sequence[int] | None = None,
 ) -> pd.DataFrame:
     """The kernel configuration each case of ``benchmark`` ran with, where its suite records it: the
-    benchmarks ``<module>.<Class>.track_launch_<key>`` (:func:`is_provenance`; e.g. ``track_launch_block_h``,
+    benchmarks ``<module>.<Class>.track_launch_<key>`` (``db.provenance``; e.g. ``track_launch_block_h``,
     ``track_launch_num_splits``, ``track_launch_spill_bytes``) of the same module, with the same params.
     Long frame: params_key, commit_id, key (``block_h``), value (median over the commit's runs with one).
     ``commit_ids``: only at these commits (None: every commit). Unknown machine: :class:`NotFound`."""
@@ -374,7 +363,7 @@ def launch_config(
     names = dict(s.execute(
         select(Benchmark.id, Benchmark.name).where(Benchmark.name.startswith(f"{module}.", autoescape=True))
     ).all())
-    ids = {i: n.rsplit(".", 1)[-1][len(PROVENANCE_PREFIX):] for i, n in names.items() if is_provenance(n)}
+    ids = {i: key for i, n in names.items() if (key := config_key(n)) is not None}
     wanted = [_key(k) for k in params_keys]
     if not ids or not wanted:
         return _empty(cols)

@@ -1,10 +1,9 @@
 """Sparse-MLA decode kernels for DeepSeek-V4-class models over an FP8 paged KV cache (Triton)."""
 
-from ._common import LAST_LAUNCH
 from .arch import ARCH_PROFILES
 from .cache import PAGE_BYTES, TOKENS_PER_PAGE, dequantize_kv_cache, quantize_kv_cache
 from .decode import IMPLS as DECODE_IMPLS
-from .decode import sparse_mla_decode
+from .decode import sparse_mla_decode, sparse_mla_decode_with_record
 from .indexer import (
     INDEX_PAGE_BYTES,
     INDEXER_IMPLS,
@@ -14,9 +13,11 @@ from .indexer import (
     indexer_logits_reference,
     indexer_reference,
     indexer_topk,
+    indexer_topk_with_record,
     make_indexer_inputs,
     quantize_index_cache,
 )
+from .record import KernelRun, LaunchRecord
 from .step import DecodeStep, StepInputs, make_step_inputs
 from .testing import DecodeInputs, make_decode_inputs, make_kv_cache
 
@@ -33,10 +34,12 @@ __all__ = [
     "indexer_logits_reference",
     "indexer_reference",
     "indexer_topk",
+    "indexer_topk_with_record",
     "make_indexer_inputs",
     "make_step_inputs",
     "quantize_index_cache",
-    "LAST_LAUNCH",
+    "KernelRun",
+    "LaunchRecord",
     "PAGE_BYTES",
     "TOKENS_PER_PAGE",
     "DecodeInputs",
@@ -45,4 +48,5 @@ __all__ = [
     "make_kv_cache",
     "quantize_kv_cache",
     "sparse_mla_decode",
+    "sparse_mla_decode_with_record",
 ]

@@ -13,10 +13,6 @@ from typing import Any
 
 import torch
 
-# Filled by every launcher: which kernel ran and with which resolved config (design: "record which
-# kernel ran", so a silent fallback cannot pass for a speed-up).
-LAST_LAUNCH: dict[str, object] = {}
-
 
 def interpreting() -> bool:
     """True when Triton runs kernels on the CPU through its interpreter."""
@@ -128,21 +124,6 @@ def capability(device: torch.device) -> tuple[int, int]:
 
 def next_pow2(n: int) -> int:
     return 1 if n <= 1 else 1 << (n - 1).bit_length()
-
-
-def compile_stats(compiled: object) -> dict[str, int]:
-    """Registers, spills and shared memory of a launched kernel (empty under the interpreter)."""
-    stats: dict[str, int] = {}
-    for key in ("n_regs", "n_spills"):
-        value = getattr(compiled, key, None)
-        if isinstance(value, int):
-            stats[key] = value
-    if "n_spills" in stats:  # Triton reports the local-memory frame in 4-byte words
-        stats["spill_bytes"] = 4 * stats["n_spills"]
-    shared = getattr(getattr(compiled, "metadata", None), "shared", None)
-    if isinstance(shared, int):
-        stats["shared"] = shared
-    return stats
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ import os
 import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -51,16 +51,16 @@ def matrix(capability: int, groups: tuple[str, ...] = GROUPS) -> list[Entry]:
         q = torch.empty(64, 64, 512, dtype=torch.bfloat16, device=meta)
         cache = torch.empty(4096, 149504, dtype=torch.uint8, device=meta)
         idx = torch.empty(64, 512, dtype=torch.int32, device=meta)
-        for spec in decode.arch_candidates(capability):
+        for candidate in decode.arch_candidates(capability):
             # A fused split kernel compiles once without and once with split-K; a two-pass config has a
             # row per kernel (both must be kept).
-            for splits in (1,) if spec[5] else (1, 2):
-                cfg = decode.MmaConfig.of(spec, splits)
+            for splits in (1,) if candidate.block_d else (1, 2):
+                cfg = replace(candidate, num_splits=splits)
                 launches = decode.judged_launches(decode.mma_launches(q, cache, idx, 512**-0.5, cfg)[0])
                 for launch in launches:
-                    label = decode.spec_label(spec) + (" split-K" if splits > 1 else "")
+                    label = cfg.label + (" split-K" if splits > 1 else "")
                     label += f" {launch.name}" if len(launches) > 1 else ""
-                    entries.append(Entry("decode.mma", label, launch, None, spec))
+                    entries.append(Entry("decode.mma", label, launch, None, cfg.tile))
         out = torch.empty(64, 64, 512, dtype=torch.bfloat16, device=meta)
         lse = torch.empty(64, 64, dtype=torch.float32, device=meta)
         used = decode.simt_tile(capability)

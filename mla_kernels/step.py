@@ -7,8 +7,9 @@ from dataclasses import dataclass
 import torch
 
 from .decode import IMPLS as DECODE_IMPLS
-from .decode import sparse_mla_decode
-from .indexer import INDEXER_IMPLS, IndexerInputs, indexer_topk, make_indexer_inputs
+from .decode import sparse_mla_decode, sparse_mla_decode_with_record
+from .indexer import INDEXER_IMPLS, IndexerInputs, indexer_topk, indexer_topk_with_record, make_indexer_inputs
+from .record import LaunchRecord
 from .testing import make_kv_cache
 
 
@@ -46,8 +47,9 @@ def make_step_inputs(
 class DecodeStep:
     """indexer -> top-k -> sparse decode for B requests with any pairing of implementations.
 
-    ``run()`` is eager. ``capture()`` warms up (resolving every autotune choice) and records a CUDA
-    graph over fixed buffers; ``replay()`` re-runs it on whatever the input tensors now hold.
+    ``run()`` is eager (``run_with_records()`` also returns each op's ``LaunchRecord``). ``capture()``
+    warms up (resolving every autotune choice) and records a CUDA graph over fixed buffers; ``replay()``
+    re-runs it on whatever the input tensors now hold.
     """
 
     def __init__(self, inputs: StepInputs, decode_impl: str = "mma", indexer_impl: str = "bf16") -> None:
@@ -62,17 +64,19 @@ class DecodeStep:
         self.indices: torch.Tensor | None = None
         self.out: torch.Tensor | None = None
         self.lse: torch.Tensor | None = None
-        self.launches: dict[str, dict[str, object]] = {}
 
     def run(self) -> tuple[torch.Tensor, torch.Tensor]:
-        from . import _common
+        out, lse, _ = self.run_with_records()
+        return out, lse
 
+    def run_with_records(self) -> tuple[torch.Tensor, torch.Tensor, dict[str, LaunchRecord]]:
+        """``(out, lse, {"indexer": record, "decode": record})``: the step's outputs and what each op ran."""
         inp = self.inputs
-        self.indices = indexer_topk(*inp.args(), impl=self.indexer_impl)
-        self.launches["indexer"] = dict(_common.LAST_LAUNCH)
-        self.out, self.lse = sparse_mla_decode(inp.q, inp.kv_cache, self.indices, impl=self.decode_impl)
-        self.launches["decode"] = dict(_common.LAST_LAUNCH)
-        return self.out, self.lse
+        self.indices, indexer = indexer_topk_with_record(*inp.args(), impl=self.indexer_impl)
+        self.out, self.lse, decode = sparse_mla_decode_with_record(
+            inp.q, inp.kv_cache, self.indices, impl=self.decode_impl
+        )
+        return self.out, self.lse, {"indexer": indexer, "decode": decode}
 
     def warmup(self, iters: int = 2) -> None:
         for _ in range(iters):

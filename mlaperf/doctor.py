@@ -119,13 +119,13 @@ def _kernel_checks(device: object) -> list[Check]:
     import torch
 
     from mla_kernels import (
-        LAST_LAUNCH,
         check_indexer_output,
         indexer_logits_reference,
         indexer_topk,
         make_decode_inputs,
         make_indexer_inputs,
         sparse_mla_decode,
+        sparse_mla_decode_with_record,
     )
     from mla_kernels.testing import check_decode
 
@@ -134,16 +134,17 @@ def _kernel_checks(device: object) -> list[Check]:
 
     def decode(impl: str, profile: str | None) -> Callable[[], str]:
         def run() -> str:
-            out, lse = sparse_mla_decode(inp.q, inp.kv_cache, inp.indices, impl=impl, arch_profile=profile)
+            out, lse, record = sparse_mla_decode_with_record(inp.q, inp.kv_cache, inp.indices, impl=impl,
+                                                             arch_profile=profile)  # fmt: skip
             torch.cuda.synchronize()
-            launch = dict(LAST_LAUNCH)
             check_decode(out, lse, *ref)
             err = (out.float() - ref[0].float()).abs().max().item()
             cfg = ""
             if impl == "mma":
                 from mla_kernels.decode import launch_label
 
-                cfg = f", {launch_label(launch)}, spill {launch.get('spill_bytes', '?')} B"
+                spill = "?" if record.spill_bytes is None else record.spill_bytes
+                cfg = f", {launch_label(record)}, spill {spill} B"
             return f"B=4 H=64 top-k 512 matches the reference (max |diff| {err:.1e}){cfg}"
 
         return run

@@ -67,10 +67,10 @@ def covering_runs(
     """{sha: number of runs of that commit on ``machine`` that cover ``versions``} (absent: none).
 
     ``versions`` None counts every run of the commit (no suite to compare with). Provenance records
-    (``track_launch_*``, :func:`db.queries.is_provenance`) are not asked for: adding one to the
+    (``track_launch_*``, :func:`db.provenance.is_provenance`) are not asked for: adding one to the
     suites must not make every commit measured before it count as unmeasured.
     """
-    from db.queries import is_provenance
+    from db.provenance import is_provenance
 
     shas = list(dict.fromkeys(shas))
     if not shas:

@@ -10,7 +10,7 @@ real changes, which would pass for noise and hide the change under test. Without
 decides; without either, asv's rule: the 99% confidence intervals do not overlap. With nothing at all
 the change is reported as untested and never as significant.
 A regression is a slowdown beyond the threshold that is significant; an improvement the mirror image.
-Kernel-config records (``track_launch_*``, :func:`regressions.direction.is_provenance`) are provenance, not
+Kernel-config records (``track_launch_*``, :func:`db.provenance.is_provenance`) are provenance, not
 performance: :func:`compare_commits` leaves them out (they are neither compared nor counted).
 
 Two ratios exist in mlaperf and they are different quantities:
@@ -32,8 +32,9 @@ import numpy as np
 from sqlalchemy.orm import Session
 
 from db.models import Commit
+from db.provenance import is_provenance
 from regressions.config import Settings
-from regressions.direction import direction_for, is_provenance, slowdown
+from regressions.direction import direction_for, slowdown
 from regressions.results import history_noise, machines_with, results_at
 
 DEFAULT_ALPHA = 0.01

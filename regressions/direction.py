@@ -9,8 +9,7 @@ A unit that is not a rate wins over the name (``track_bandwidth`` in ``bytes`` g
 
 Kernel-config records (``<module>.<Class>.track_launch_<key>``, unit ``config``: the BLOCK_H, split-K,
 prefetch, spills ... a case ran with) are provenance, not performance: they have no worse direction, and
-:func:`is_provenance` (``db.queries.is_provenance``, re-exported) is the one rule that keeps them out of
-detection and comparisons.
+``db.provenance.is_provenance`` is the one rule that keeps them out of detection and comparisons.
 """
 
 from __future__ import annotations
@@ -18,11 +17,6 @@ from __future__ import annotations
 import math
 import re
 from typing import TYPE_CHECKING
-
-# The provenance rule lives with the store's reads (db sits below regressions); named here too, for the
-# detector, `mlaperf compare` and the nightly that skip kernel-config records.
-from db.queries import PROVENANCE_PREFIX as PROVENANCE_PREFIX
-from db.queries import is_provenance as is_provenance
 
 if TYPE_CHECKING:
     from regressions.config import Settings

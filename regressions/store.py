@@ -36,6 +36,7 @@ from db.models import (
     commit_order,
     utcnow,
 )
+from db.provenance import is_provenance
 from regressions.config import Settings
 from regressions.detect import (
     CONFIRMED,
@@ -47,7 +48,7 @@ from regressions.detect import (
     detect_many,
     verdict_counts,
 )
-from regressions.direction import direction_for, is_provenance, slowdown
+from regressions.direction import direction_for, slowdown
 from regressions.results import Key, UsageError, commit_positions, load_values, per_commit
 
 WATERMARK_KEY = "regressions.watermark"

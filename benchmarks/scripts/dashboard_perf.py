@@ -66,7 +66,7 @@ def seed(url: str, workdir: Path, commits: int) -> int:
     the dashboard lists them: without the kernel-config records)."""
     from db.engine import make_engine, upgrade
     from db.ingest import ingest_paths
-    from db.queries import is_provenance
+    from db.provenance import is_provenance
 
     synth = _synth()
     benches = synth.mla_benchmarks(

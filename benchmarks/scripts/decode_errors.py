@@ -133,19 +133,21 @@ def _runs(tier: str) -> list[tuple[str, Callable[..., Any]]]:
 def _config_runs(heads: int) -> list[tuple[str, Callable[..., Any]]]:
     """Every candidate MMA config (and 1 or 3 splits) through ``mla_kernels.decode.decode_with_config``:
     the autotuner may pick any of them on some GPU."""
-    from mla_kernels.decode import CANDIDATES, MmaConfig, decode_with_config, spec_label
+    from dataclasses import replace
+
+    from mla_kernels.decode import CANDIDATES, decode_with_config
 
     runs: list[tuple[str, Callable[..., Any]]] = []
-    for spec in CANDIDATES:
-        if heads % spec[0]:
+    for candidate in CANDIDATES:
+        if heads % candidate.block_h:
             continue
-        for splits in (1, 3) if not spec[5] else (1,):  # two-pass configs have no split-K
-            cfg = MmaConfig.of(spec, splits)
+        for splits in (1, 3) if not candidate.block_d else (1,):  # two-pass configs have no split-K
+            cfg = replace(candidate, num_splits=splits, source="fixed")
 
             def call(q: Any, cache: Any, idx: Any, sm_scale: Any, cfg: Any = cfg) -> Any:
-                return decode_with_config(q, cache, idx, cfg, sm_scale)
+                return decode_with_config(q, cache, idx, cfg, sm_scale)[:2]  # (out, lse)
 
-            runs.append((f"config {spec_label(spec)} splits{splits}", call))
+            runs.append((f"config {cfg.label} splits{splits}", call))
     return runs
 
 
@@ -155,7 +157,7 @@ def _pinned(tier: str, block_h: int, splits: int, prefetch: int) -> tuple[str, C
 
     cfg = pinned_mma_config(block_h, splits, prefetch, gpu=tier == "gpu")
     label = f"config {block_h}x16 pf{prefetch} splits{splits}"
-    return label, lambda q, cache, idx, sm_scale: decode_with_config(q, cache, idx, cfg, sm_scale)
+    return label, lambda q, cache, idx, sm_scale: decode_with_config(q, cache, idx, cfg, sm_scale)[:2]
 
 
 def _errors(actual: Any, expected: Any, rtol: float) -> dict[str, float]:

@@ -154,11 +154,11 @@ def main(argv: list[str] | None = None) -> int:
     import torch
     import triton
 
-    from mla_kernels import LAST_LAUNCH
     from mla_kernels.indexer import (
         check_indexer_output,
         indexer_logits_reference,
         indexer_topk,
+        indexer_topk_with_record,
         make_indexer_inputs,
     )
 
@@ -188,13 +188,13 @@ def main(argv: list[str] | None = None) -> int:
         for impl in args.impls:
             print(f"  context {ctx}: {impl} ...", file=sys.stderr, flush=True)
             fn = lambda impl=impl, inp=inp: indexer_topk(*inp.args(), impl=impl)
-            out = fn()  # warm-up: compile, autotune, then check before timing
+            out, record = indexer_topk_with_record(*inp.args(), impl=impl)  # warm-up: compile, autotune, then check
             try:
                 stats = check_indexer_output(out, ref_logits, inp.block_table, inp.seq_lens, args.topk)
             except AssertionError as exc:
                 print(f"error: {impl} at context {ctx} disagrees with the reference: {exc}", file=sys.stderr)
                 return 1
-            launch = json.loads(json.dumps(LAST_LAUNCH, default=str))
+            launch = json.loads(json.dumps(record.as_dict(), default=str))
             if device.type == "cuda":
                 times = _time_gpu(torch, fn, args.iters, capture=impl != "reference")
             else:

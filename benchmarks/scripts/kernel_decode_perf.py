@@ -17,6 +17,10 @@ import statistics
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from mla_kernels import LaunchRecord
 
 # impl column -> (sparse_mla_decode impl, arch_profile)
 COLUMNS = {
@@ -78,12 +82,12 @@ def roofline_us(batch: int, heads: int, topk: int, copy_gbps: float, bf16_tflops
     return max(bytes_moved / (copy_gbps * 1e9), flops / (bf16_tflops * 1e12)) * 1e6
 
 
-def _config_label(cfg: dict[str, object]) -> str:
-    if cfg.get("impl") != "mma":
+def _config_label(record: LaunchRecord) -> str:
+    if record.impl != "mma":
         return ""
     from mla_kernels.decode import launch_label
 
-    return f"{launch_label(cfg)} regs {cfg.get('n_regs')} spill {cfg.get('spill_bytes')} B"
+    return f"{launch_label(record)} regs {record.registers} spill {record.spill_bytes} B"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -113,7 +117,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     import triton
 
-    from mla_kernels import LAST_LAUNCH, make_decode_inputs, sparse_mla_decode
+    from mla_kernels import make_decode_inputs, sparse_mla_decode, sparse_mla_decode_with_record
     from mla_kernels.testing import check_decode
 
     props = torch.cuda.get_device_properties(0)
@@ -130,12 +134,15 @@ def main(argv: list[str] | None = None) -> int:
                                  seed=batch, num_index_sets=sets)
         ref = sparse_mla_decode(inp.q, inp.kv_cache, inp.indices, impl="reference")
         row: dict[str, object] = {"batch": batch, "index_sets": sets}
+        records: dict[str, LaunchRecord] = {}
         for col in impls:
             impl, profile = COLUMNS[col]
-            out, lse = sparse_mla_decode(inp.q, inp.kv_cache, inp.indices, impl=impl, arch_profile=profile)
+            out, lse, record = sparse_mla_decode_with_record(inp.q, inp.kv_cache, inp.indices, impl=impl,
+                                                             arch_profile=profile)  # fmt: skip
             if impl != "torch":  # warm-up / autotune, and a fast wrong kernel is a failure
                 check_decode(out, lse, *ref)
-            row[f"{col}_config"] = dict(LAST_LAUNCH)
+            records[col] = record
+            row[f"{col}_config"] = record.as_dict()
             state = {"i": 0}
 
             def call(impl: str = impl, profile: str | None = profile, inp: object = inp, state: dict = state,
@@ -158,7 +165,7 @@ def main(argv: list[str] | None = None) -> int:
             ratios += f"  simt/mma {row['simt_us'] / row['mma_us']:5.1f}x"
         print(f"B={batch:4d}  {cells}  roof {roof:6.2f} us{ratios}", flush=True)
         for col in impls:
-            label = _config_label(row[f"{col}_config"])  # type: ignore[arg-type]
+            label = _config_label(records[col])
             if label:
                 print(f"        {col}: {label}", flush=True)
         torch.cuda.empty_cache()

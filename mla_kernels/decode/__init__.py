@@ -3,7 +3,6 @@
 The cache layout it reads is ``mla_kernels.cache``; its torch reference is ``mla_kernels.reference``.
 """
 
-from .._common import compile_stats
 from ..arch import SPILL_ALLOWED, verdict
 from .launch import (
     IMPLS,
@@ -15,17 +14,16 @@ from .launch import (
     simt_launch,
     simt_tile,
     sparse_mla_decode,
+    sparse_mla_decode_with_record,
     split_plan,
 )
 from .tuning import (
     CANDIDATES,
     MmaConfig,
     arch_candidates,
+    config_split_counts,
     judged_launches,
     launch_label,
-    parse_spec,
-    spec_label,
-    spec_split_counts,
     split_counts,
 )
 
@@ -38,17 +36,15 @@ __all__ = [
     "arch_candidates",
     "MmaConfig",
     "combine_launch",
-    "compile_stats",
     "decode_with_config",
     "judged_launches",
+    "config_split_counts",
     "launch_label",
     "mma_launches",
-    "parse_spec",
     "simt_launch",
     "simt_tile",
     "sparse_mla_decode",
-    "spec_label",
-    "spec_split_counts",
+    "sparse_mla_decode_with_record",
     "split_counts",
     "split_plan",
     "verdict",

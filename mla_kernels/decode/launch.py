@@ -1,7 +1,8 @@
 """Launchers of the sparse-MLA decode: validate, allocate, build each launch (``KernelLaunch``), run it.
 
-``sparse_mla_decode`` is the public entry; ``decode_with_config`` runs one fixed MMA config (profiling
-scripts); ``mma_launches`` builds the launches of a config without running them, which is also what
+``sparse_mla_decode`` is the public entry (``sparse_mla_decode_with_record`` also returns the
+``LaunchRecord`` of what ran); ``decode_with_config`` runs one fixed MMA config (profiling scripts);
+``mma_launches`` builds the launches of a config without running them, which is also what
 ``mla_kernels.aot`` compiles ahead of time for another architecture.
 """
 
@@ -15,16 +16,11 @@ import triton
 from .. import _common
 from ..arch import profile_target, resolve_profile
 from ..cache import (
-    DATA_BYTES,
     HEAD_DIM,
-    NOPE_DIM,
-    PAGE_BYTES,
-    ROPE_DIM,
-    SCALE_OFFSET,
-    TOKEN_BYTES,
     TOKENS_PER_PAGE,
     check_kv_cache,
 )
+from ..record import KernelRun, LaunchRecord
 from ..reference import sparse_mla_decode_reference, sparse_mla_decode_torch
 from .kernels import (
     _combine_kernel,
@@ -33,7 +29,7 @@ from .kernels import (
     _scores_pass_kernel,
     _simt_decode_kernel,
 )
-from .tuning import MmaConfig, choose_mma_config, judged_launches
+from .tuning import MmaConfig, choose_mma_config
 
 IMPLS = ("reference", "torch", "simt", "mma")
 LOG2E = 1.4426950408889634
@@ -48,8 +44,9 @@ KERNELS = {
 }
 # SIMT tile (BLOCK_N, warps) by architecture. 16 x 4 compiles spill-free on sm_90 and sm_120; 32 x 4
 # spills 256-288 B/thread on both but runs 1.6-1.7x faster than every spill-free tile on an H200
-# (82 / 490 / 1,961 us against 117-134 / 828 / 3,305 us at B=1/16/64, simt_ab log in
-# docs/measurements), so sm_90 keeps it (SPILL_ALLOWED) and every other GPU gets the spill-free tile.
+# (82 / 490 / 1,961 us against 117-134 / 828 / 3,305 us at B=1/16/64,
+# docs/measurements/simt_tiles_ab_1ecadfb.log), so sm_90 keeps it (SPILL_ALLOWED) and every other GPU gets
+# the spill-free tile.
 SIMT_TILES = {90: (32, 4)}
 SIMT_SPILL_FREE_TILE = (16, 4)
 
@@ -108,20 +105,35 @@ def sparse_mla_decode(
     Returns ``out`` bf16 [B, H, 512] and ``lse`` fp32 [B, H] (natural log; +inf for a row with no
     valid slot, whose output is 0). Slots outside the cache count as invalid. ``arch_profile``
     (``native`` | ``sm_90`` | ``sm_120``; default env ``MLAPERF_ARCH_PROFILE``, else ``native``) limits
-    the MMA configs to those that architecture keeps (``mla_kernels.arch``).
+    the MMA configs to those that architecture keeps (``mla_kernels.arch``). What ran:
+    :func:`sparse_mla_decode_with_record`.
     """
+    out, lse, _ = sparse_mla_decode_with_record(q, kv_cache, indices, sm_scale, impl, arch_profile=arch_profile)
+    return out, lse
+
+
+def sparse_mla_decode_with_record(
+    q: torch.Tensor,
+    kv_cache: torch.Tensor,
+    indices: torch.Tensor,
+    sm_scale: float | None = None,
+    impl: str = "mma",
+    *,
+    arch_profile: str | None = None,
+) -> tuple[torch.Tensor, torch.Tensor, LaunchRecord]:
+    """:func:`sparse_mla_decode`, returning ``(out, lse, record)``: the ``LaunchRecord`` of the kernels
+    that ran and the config they ran with (``mla_kernels.record``)."""
     scale = _validate(q, kv_cache, indices, sm_scale, impl)
     profile = resolve_profile(arch_profile)
     if impl == "reference":
-        _record(impl="reference", kernel="torch-fp32", arch_profile="native")
-        return sparse_mla_decode_reference(q, kv_cache, indices, scale)
+        out, lse = sparse_mla_decode_reference(q, kv_cache, indices, scale)
+        return out, lse, LaunchRecord("decode", "reference", (KernelRun("torch-fp32"),))
     if impl == "torch":
-        _record(impl="torch", kernel="torch-bf16-bmm", arch_profile="native")
-        return sparse_mla_decode_torch(q, kv_cache, indices, scale)
+        out, lse = sparse_mla_decode_torch(q, kv_cache, indices, scale)
+        return out, lse, LaunchRecord("decode", "torch", (KernelRun("torch-bf16-bmm"),))
     _kernel_checks(q, kv_cache, indices)
     if q.shape[0] == 0:
-        _record(impl=impl, kernel="none (empty batch)", arch_profile=profile)
-        return _outputs(q)
+        return *_outputs(q), LaunchRecord("decode", impl, (), arch_profile=profile)
     if impl == "simt":
         return _simt_decode(q, kv_cache, indices, scale, profile)
     config = choose_mma_config(
@@ -140,24 +152,20 @@ def decode_with_config(
     sm_scale: float | None = None,
     *,
     kernel: object | None = None,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """The MMA decode with one fixed config, no autotuning (profiling and config sweeps).
+) -> tuple[torch.Tensor, torch.Tensor, LaunchRecord]:
+    """The MMA decode with one fixed config, no autotuning (profiling and config sweeps):
+    ``(out, lse, record)``.
 
     ``kernel``: a drop-in replacement for ``KERNELS["mma"]`` (same signature), e.g. a variant with one
-    stage left out; the launch is otherwise the production one.
+    stage left out; the launch is otherwise the production one (the record names the kernel that ran).
     """
     scale = _validate(q, kv_cache, indices, sm_scale, "mma")
     _kernel_checks(q, kv_cache, indices)
     if not isinstance(config, MmaConfig):
         raise ValueError(f"config must be an MmaConfig, got {type(config).__name__}")
     if q.shape[0] == 0:
-        return _outputs(q)
+        return *_outputs(q), LaunchRecord("decode", "mma", (), arch_profile="fixed")
     return _mma_decode(q, kv_cache, indices, scale, config, "fixed", kernel=kernel)
-
-
-def _record(**entries: object) -> None:
-    _common.LAST_LAUNCH.clear()
-    _common.LAST_LAUNCH.update(entries)
 
 
 def _outputs(q: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -195,17 +203,14 @@ def simt_launch(
 
 def _simt_decode(
     q: torch.Tensor, kv_cache: torch.Tensor, indices: torch.Tensor, scale: float, profile: str
-) -> tuple[torch.Tensor, torch.Tensor]:
+) -> tuple[torch.Tensor, torch.Tensor, LaunchRecord]:
     out, lse = _outputs(q)
     # The interpreter has no registers to spare or spill: the small tile keeps it quick.
     capability = 0 if _common.interpreting() else profile_target(profile, q.device)[0]
-    tile = simt_tile(capability)
-    compiled = simt_launch(q, kv_cache, indices, scale, out, lse, tile).run()
-    _record(
-        impl="simt", kernel="_simt_decode_kernel", BLOCK_N=tile[0], num_warps=tile[1], arch_profile=profile,
-        **_common.compile_stats(compiled),
-    )  # fmt: skip
-    return out, lse
+    launch = simt_launch(q, kv_cache, indices, scale, out, lse, simt_tile(capability))
+    run = KernelRun.of(launch, launch.run())
+    config = {key: run.config[key] for key in ("BLOCK_N", "num_warps")}
+    return out, lse, LaunchRecord("decode", "simt", (run,), config, profile, "fixed", _common.interpreting())
 
 
 def split_plan(topk: int, block_n: int, num_splits: int) -> tuple[int, int]:
@@ -312,21 +317,20 @@ def _mma_decode(
     cfg: MmaConfig,
     profile: str,
     kernel: object | None = None,
-) -> tuple[torch.Tensor, torch.Tensor]:
+) -> tuple[torch.Tensor, torch.Tensor, LaunchRecord]:
     launches, out, lse = mma_launches(q, kv_cache, indices, scale, cfg, kernel)
-    compiled = {id(launch): launch.run() for launch in launches}  # run in order
-    # Resources of the judged kernels (the split kernel, or both passes): the larger of each.
-    stats = [_common.compile_stats(compiled[id(launch)]) for launch in judged_launches(launches)]
-    _record(
-        impl="mma", kernel="_scores_pass_kernel+_output_pass_kernel" if cfg.block_d else "_mma_decode_kernel",
-        BLOCK_H=cfg.block_h, BLOCK_N=cfg.block_n, BLOCK_D=cfg.block_d,
-        NUM_SPLITS=1 if cfg.block_d else launches[0].args[-2], num_warps=cfg.num_warps,
-        num_stages=cfg.num_stages, PREFETCH=0 if cfg.block_d else cfg.prefetch, tuned=cfg.source,
-        arch_profile=profile, **{k: max(s.get(k, 0) for s in stats) for k in stats[0]},
-    )  # fmt: skip
-    return out, lse
+    runs = tuple(KernelRun.of(launch, launch.run()) for launch in launches)  # run in order
+    record = LaunchRecord("decode", "mma", runs, _mma_config(runs), profile, cfg.source, _common.interpreting())
+    return out, lse, record
 
 
-# Constants the kernels hard-code; kept next to the layout module's names so a change breaks loudly.
-assert (NOPE_DIM, ROPE_DIM, DATA_BYTES, TOKEN_BYTES, SCALE_OFFSET) == (448, 64, 576, 584, 147456)
-assert PAGE_BYTES == TOKENS_PER_PAGE * TOKEN_BYTES
+def _mma_config(runs: tuple[KernelRun, ...]) -> dict[str, int]:
+    """The MMA decode's config as its launches ran: the tile of the first kernel (the split kernel, or the
+    scores pass), the output pass's BLOCK_D (0 when fused), the split count from the split kernel's grid."""
+    first, two_pass = runs[0], "BLOCK_D" in runs[-1].config
+    config = {key: int(first.config[key]) for key in ("BLOCK_H", "BLOCK_N", "num_warps", "num_stages")}
+    config["BLOCK_D"] = int(runs[-1].config["BLOCK_D"]) if two_pass else 0
+    config["NUM_SPLITS"] = 1 if two_pass else first.grid[2]
+    config["PREFETCH"] = int(first.config.get("PREFETCH", 0))
+    return config
+

@@ -11,7 +11,7 @@ before CUDA-graph capture and later processes skip the search.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
@@ -19,59 +19,66 @@ import torch
 
 from .. import _common
 from ..arch import has_warpgroup_mma, kept_by_compile, profile_target
+from ..record import LaunchRecord
 
 _SOURCE_HASH: str | None = None
-Spec = tuple[int, int, int, int, int, int]  # BLOCK_H, BLOCK_N, num_warps, num_stages, PREFETCH, BLOCK_D
 
 
 @dataclass(frozen=True)
 class MmaConfig:
+    """One MMA decode config, the one form from the command line (``MmaConfig.parse("64x64x8x2x3")``)
+    through the candidates, the tuner and its disk cache to the launch."""
+
     block_h: int
     block_n: int
     num_warps: int
     num_stages: int
-    num_splits: int
+    num_splits: int = 1
     prefetch: int = 0  # next tile's: 0 nothing, 1 indices, 2 indices and bytes, 3 indices and scale bytes
     block_d: int = 0  # 0: one fused pass; else two passes, BLOCK_D output columns per program of the second
     source: str = "default"  # default | cache | tuned | fixed
 
     @property
-    def spec(self) -> Spec:
+    def tile(self) -> tuple[int, int, int, int, int, int]:
+        """(BLOCK_H, BLOCK_N, warps, stages, PREFETCH, BLOCK_D): what compiles differently, the keep rule's
+        key (``mla_kernels.arch.SPILL_ALLOWED``); the split count and the source do not change the kernel."""
         return (self.block_h, self.block_n, self.num_warps, self.num_stages, self.prefetch, self.block_d)
 
+    @property
+    def label(self) -> str:
+        """``64x64x8x2 pf3``: BLOCK_H x BLOCK_N x warps x stages, then the prefetch level; two-pass configs
+        ``64x64x8x1 2-pass d128`` (output columns per program of the second pass)."""
+        tile = f"{self.block_h}x{self.block_n}x{self.num_warps}x{self.num_stages}"
+        return f"{tile} " + (f"2-pass d{self.block_d}" if self.block_d else f"pf{self.prefetch}")
+
     @classmethod
-    def of(cls, spec: Spec, num_splits: int = 1, source: str = "fixed") -> MmaConfig:
-        bh, bn, warps, stages, prefetch, block_d = spec
+    def parse(cls, text: str, num_splits: int = 1, source: str = "fixed") -> MmaConfig:
+        """``64x64x8x2x3`` (fused: BLOCK_H x BLOCK_N x warps x stages x PREFETCH) or ``64x64x8x1x0x128``
+        (... x PREFETCH x BLOCK_D); ValueError naming the text otherwise."""
+        parts = text.strip().split("x")
+        if len(parts) not in (5, 6) or not all(p.isdigit() for p in parts):
+            raise ValueError(f"config {text!r} is not BLOCK_HxBLOCK_NxWARPSxSTAGESxPREFETCH[xBLOCK_D]")
+        bh, bn, warps, stages, prefetch, block_d = (int(p) for p in [*parts, "0"][:6])
         return cls(bh, bn, warps, stages, num_splits, prefetch, block_d, source)
 
-
-def spec_label(spec: Spec) -> str:
-    """``64x64x8x2 pf3``: BLOCK_H x BLOCK_N x warps x stages, then the prefetch level; two-pass configs
-    ``64x64x8x1 2-pass d128`` (output columns per program of the second pass)."""
-    bh, bn, warps, stages, prefetch, block_d = spec
-    return f"{bh}x{bn}x{warps}x{stages} " + (f"2-pass d{block_d}" if block_d else f"pf{prefetch}")
-
-
-def launch_label(record: Mapping[str, object]) -> str:
-    """An MMA launch record (``LAST_LAUNCH``) as ``64x64x8x2 pf3 S4`` or ``64x128x8x1 2-pass d128``."""
-    tile = f"{record.get('BLOCK_H')}x{record.get('BLOCK_N')}x{record.get('num_warps')}x{record.get('num_stages')}"
-    if record.get("BLOCK_D"):
-        return f"{tile} 2-pass d{record.get('BLOCK_D')}"
-    return f"{tile} pf{record.get('PREFETCH')} S{record.get('NUM_SPLITS')}"
+    @classmethod
+    def of_record(cls, record: LaunchRecord) -> MmaConfig:
+        """The config an MMA decode's launch record states it ran with."""
+        c = record.config
+        return cls(int(c["BLOCK_H"]), int(c["BLOCK_N"]), int(c["num_warps"]), int(c["num_stages"]),
+                   int(c["NUM_SPLITS"]), int(c["PREFETCH"]), int(c["BLOCK_D"]), record.source)  # fmt: skip
 
 
-def parse_spec(text: str) -> Spec:
-    """``64x64x8x2x3`` (fused: ... x PREFETCH) or ``64x64x8x1x0x128`` (... x PREFETCH x BLOCK_D)."""
-    parts = text.strip().split("x")
-    if len(parts) not in (5, 6) or not all(p.isdigit() for p in parts):
-        raise ValueError(f"config {text!r} is not BLOCK_HxBLOCK_NxWARPSxSTAGESxPREFETCH[xBLOCK_D]")
-    nums = [int(p) for p in parts]
-    return tuple(nums + [0] * (6 - len(nums)))  # type: ignore[return-value]
+def launch_label(record: LaunchRecord) -> str:
+    """An MMA decode's launch record as ``64x64x8x2 pf3 S4`` or ``64x128x8x1 2-pass d128``."""
+    cfg = MmaConfig.of_record(record)
+    return cfg.label if cfg.block_d else f"{cfg.label} S{cfg.num_splits}"
 
 
-# (BLOCK_H, BLOCK_N, num_warps, num_stages, PREFETCH, BLOCK_D). Which of them a GPU may use is decided by
+# Which of these a GPU may use is decided by
 # compiling them for its architecture (``verdict``), not listed by hand. Measured on one H200
-# (benchmarks/scripts/kernel_decode_variants.py; docs/measurements/variants_*.log):
+# (experiments/kernel_decode_variants.py; docs/measurements/decode_variants_30d6eb7.log, _4d2b241.log and
+# _sm120_sweep1.log, _sm120_sweep1_extra.log, _sm120_sweep2.log):
 # - 64-head blocks use Hopper's wgmma; 64x64 with 2 stages (prefetch 3 or 0) is the fastest at every
 #   concurrency from 16 on, 64x32 the fastest that does not spill on sm_90.
 # - mma.sync (sm_120, and every block under 64 heads on the H200): register prefetching of the next
@@ -84,19 +91,22 @@ def parse_spec(text: str) -> Spec:
 #   ones take 26.4 / 36.5 / 73.9 us against 39.3 / 66.7 / 135.3 us for the best fused mma.sync config and
 #   25.3 / 41.0 / 57.8 us for the H200's wgmma pick. Kept: the fastest at each of those concurrencies and
 #   64x32x4x1 d64 for more, smaller programs at low concurrency.
-CANDIDATES: tuple[Spec, ...] = (
-    (64, 64, 8, 2, 3, 0),
-    (64, 64, 8, 2, 0, 0),
-    (64, 32, 8, 2, 0, 0),
-    (16, 32, 4, 1, 2, 0),
-    (16, 32, 8, 1, 2, 0),
-    (32, 32, 8, 1, 2, 0),
-    (16, 64, 8, 1, 2, 0),
-    (16, 32, 8, 2, 3, 0),
-    (64, 128, 8, 1, 0, 128),
-    (64, 64, 4, 1, 0, 64),
-    (64, 64, 8, 1, 0, 128),
-    (64, 32, 4, 1, 0, 64),
+CANDIDATES: tuple[MmaConfig, ...] = tuple(
+    MmaConfig(bh, bn, warps, stages, 1, prefetch, block_d)
+    for bh, bn, warps, stages, prefetch, block_d in (
+        (64, 64, 8, 2, 3, 0),
+        (64, 64, 8, 2, 0, 0),
+        (64, 32, 8, 2, 0, 0),
+        (16, 32, 4, 1, 2, 0),
+        (16, 32, 8, 1, 2, 0),
+        (32, 32, 8, 1, 2, 0),
+        (16, 64, 8, 1, 2, 0),
+        (16, 32, 8, 2, 3, 0),
+        (64, 128, 8, 1, 0, 128),
+        (64, 64, 4, 1, 0, 64),
+        (64, 64, 8, 1, 0, 128),
+        (64, 32, 4, 1, 0, 64),
+    )
 )
 # Fused 64-head blocks hold a [64, 512] fp32 accumulator that only warpgroup MMA keeps in registers;
 # on mma.sync-only GPUs (sm_8x, sm_120) they spill kilobytes (3.9 KB/thread for 64x64x8x2 on sm_120 in
@@ -105,11 +115,11 @@ CANDIDATES: tuple[Spec, ...] = (
 WARPGROUP_BLOCK_H = 64
 
 
-def arch_candidates(capability: int) -> tuple[Spec, ...]:
+def arch_candidates(capability: int) -> tuple[MmaConfig, ...]:
     """The candidates worth compiling for an architecture."""
     if has_warpgroup_mma(capability):
         return CANDIDATES
-    return tuple(s for s in CANDIDATES if s[0] < WARPGROUP_BLOCK_H or s[5])
+    return tuple(c for c in CANDIDATES if c.block_h < WARPGROUP_BLOCK_H or c.block_d)
 
 
 def split_counts(batch: int, heads: int, block_h: int, topk: int, block_n: int, sms: int) -> tuple[int, ...]:
@@ -122,11 +132,10 @@ def split_counts(batch: int, heads: int, block_h: int, topk: int, block_n: int, 
     return tuple(dict.fromkeys((one_wave, cover, 1)))
 
 
-def spec_split_counts(spec: Spec, batch: int, heads: int, topk: int, sms: int) -> tuple[int, ...]:
+def config_split_counts(cfg: MmaConfig, batch: int, heads: int, topk: int, sms: int) -> tuple[int, ...]:
     """The split counts a candidate is timed with: ``split_counts``, or none for two-pass configs (their
     grid spreads the top-k over programs already)."""
-    block_h, block_n, *_, block_d = spec
-    return (1,) if block_d else split_counts(batch, heads, block_h, topk, block_n, sms)
+    return (1,) if cfg.block_d else split_counts(batch, heads, cfg.block_h, topk, cfg.block_n, sms)
 
 
 def judged_launches(launches: Sequence[_common.KernelLaunch]) -> list[_common.KernelLaunch]:
@@ -150,13 +159,13 @@ def candidates(
     capability, limit = profile_target(profile, device)
     sms = _common.num_sms(device)
     out: list[MmaConfig] = []
-    for spec in arch_candidates(capability):
-        if heads % spec[0]:
+    for candidate in arch_candidates(capability):
+        if heads % candidate.block_h:
             continue
-        for s in spec_split_counts(spec, batch, heads, topk, sms):
-            cfg = MmaConfig.of(spec, s, source="default")
+        for s in config_split_counts(candidate, batch, heads, topk, sms):
+            cfg = replace(candidate, num_splits=s, source="default")
             if build is None or all(
-                kept_by_compile(launch, cfg.spec, capability, limit) for launch in judged_launches(build(cfg))
+                kept_by_compile(launch, cfg.tile, capability, limit) for launch in judged_launches(build(cfg))
             ):
                 out.append(cfg)
     if not out:
@@ -247,22 +256,42 @@ def _gpu_ms(launch: Callable[[], object], flush: torch.Tensor, reps: int = 10) -
 _HOLD_CYCLES = 1_000_000
 
 
+def config_errors() -> tuple[type[BaseException], ...]:
+    """What a candidate config may fail with and be skipped for: Triton's compile errors and the device's
+    resource limits (shared memory, registers; ptxas)."""
+    from triton.compiler.errors import CompilationError
+    from triton.runtime import errors
+
+    return tuple(e for e in (CompilationError, errors.OutOfResources, getattr(errors, "PTXASError", None)) if e)
+
+
+def time_candidate(cfg: MmaConfig, measure: Callable[[], float]) -> float | None:
+    """``measure()`` (compile, run and time ``cfg``), or None when the config cannot compile or does not
+    fit the device. Any other error is a bug, raised with the config named."""
+    try:
+        return measure()
+    except config_errors():
+        return None
+    except RuntimeError as exc:  # the driver refusing a launch's registers is a resource limit too
+        if "too many resources requested for launch" in str(exc):
+            return None
+        raise RuntimeError(f"MMA decode config {cfg.label} S{cfg.num_splits} failed: {exc}") from exc
+    except Exception as exc:
+        raise RuntimeError(f"MMA decode config {cfg.label} S{cfg.num_splits} failed: "
+                           f"{type(exc).__name__}: {exc}") from exc  # fmt: skip
+
+
 def _search(launch: Callable[[MmaConfig], object], cands: list[MmaConfig], device: torch.device) -> MmaConfig:
     # Zeroing twice the L2's size evicts every line a candidate's previous launch left there.
     l2 = int(getattr(torch.cuda.get_device_properties(device), "L2_cache_size", 0) or (64 << 20))
     flush = torch.empty(2 * l2, dtype=torch.uint8, device=device)
-    best: tuple[float, MmaConfig] | None = None
-    for cfg in cands:
-        try:
-            launch(cfg)  # compile; a config the device cannot hold fails here
-            torch.cuda.synchronize()
-            ms = _gpu_ms(lambda c=cfg: launch(c), flush)
-        except Exception as exc:  # noqa: BLE001 - out of resources / PTX errors rule a config out
-            if "out of resource" not in str(exc).lower() and "OutOfResources" not in type(exc).__name__:
-                torch.cuda.synchronize()
-            continue
-        if best is None or ms < best[0]:
-            best = (ms, cfg)
-    if best is None:
+
+    def measure(cfg: MmaConfig) -> float:
+        launch(cfg)  # compile; a config the device cannot hold fails here
+        torch.cuda.synchronize()
+        return _gpu_ms(lambda: launch(cfg), flush)
+
+    timed = [(ms, cfg) for cfg in cands if (ms := time_candidate(cfg, lambda c=cfg: measure(c))) is not None]
+    if not timed:
         raise RuntimeError("no MMA decode config compiled on this device")
-    return replace(best[1], source="tuned")
+    return replace(min(timed, key=lambda t: t[0])[1], source="tuned")

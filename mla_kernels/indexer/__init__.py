@@ -19,7 +19,8 @@ Implementations:
   histograms over order-preserving uint32 keys, stopping once the k-th digit's bucket is taken whole;
   none for a request with at most ``topk`` tokens) and a compaction pass, all proportional to
   ``seq_lens[b]``. No host sync, no data-dependent shapes: CUDA-graph capturable once autotuning has
-  been resolved by a warm-up call. ``LAST_LAUNCH`` records the kernels and their resolved configs.
+  been resolved by a warm-up call. ``indexer_topk_with_record`` also returns the ``LaunchRecord`` of
+  the kernels and their resolved configs.
 
 Both Triton paths compute in fp32 under the Triton interpreter (``FP32_MATH``), which mishandles bf16.
 ``seq_lens`` past the block table's capacity are clamped to it by the Triton paths (the reference
@@ -32,7 +33,7 @@ from __future__ import annotations
 
 from .checks import INDEXER_IMPLS
 from .inputs import IndexerInputs, check_indexer_output, make_indexer_inputs
-from .launch import KERNELS, compile_matrix, indexer_topk
+from .launch import KERNELS, compile_matrix, indexer_topk, indexer_topk_with_record
 from .layout import INDEX_PAGE_BYTES, dequantize_index_cache, quantize_index_cache
 from .reference import indexer_logits_reference, indexer_reference
 
@@ -47,6 +48,7 @@ __all__ = [
     "indexer_logits_reference",
     "indexer_reference",
     "indexer_topk",
+    "indexer_topk_with_record",
     "make_indexer_inputs",
     "quantize_index_cache",
 ]

@@ -1,7 +1,8 @@
 """Indexer launchers: validate, allocate, pick configs (Triton autotuner on the GPU), launch.
 
-``indexer_topk`` is the public entry. ``compile_matrix`` lists every kernel x config launch on meta
-tensors for ``mla_kernels.compile_report``.
+``indexer_topk`` is the public entry (``indexer_topk_with_record`` also returns the ``LaunchRecord``
+of what ran). ``compile_matrix`` lists every kernel x config launch on meta tensors for
+``mla_kernels.compile_report``.
 """
 
 from __future__ import annotations
@@ -11,8 +12,9 @@ import functools
 import torch
 import triton
 
-from .._common import LAST_LAUNCH, KernelLaunch, interpreting, next_pow2, num_sms
+from .._common import KernelLaunch, interpreting, next_pow2, num_sms
 from ..arch import kept_by_compile, profile_target
+from ..record import KernelRun, LaunchRecord
 from .checks import _check_args, _Dims
 from .kernels import _bf16_scores_kernel, _fp32_maxctx_scores_kernel, _radix_select_kernel
 from .layout import HEAD_DIM
@@ -79,12 +81,6 @@ def _tuned_select() -> triton.runtime.Autotuner:
     return triton.autotune(configs=list(SELECT_CONFIGS), key=["topk"], prune_configs_by=prune)(_radix_select_kernel)
 
 
-def _config_dict(cfg: triton.Config | None) -> dict[str, object]:
-    if cfg is None:
-        return {}
-    return {**cfg.kwargs, "num_warps": cfg.num_warps, "num_stages": cfg.num_stages}
-
-
 def _programs_per_request(device: torch.device, batch: int) -> int:
     # Enough programs to fill the machine a few times over; each strides over its request's tokens.
     return max(1, triton.cdiv(num_sms(device) * 8, batch))
@@ -106,6 +102,19 @@ def _fp32_args(q, w, cache, bt, sl, logits, d: _Dims) -> tuple[object, ...]:  # 
     return _score_args(q, w, cache, bt, sl, logits, d)[:-1]  # the baseline scores the whole capacity: no max_ctx
 
 
+def _tuned_run(
+    tuner: triton.runtime.Autotuner, name: str, grid: object, args: tuple[object, ...], constexprs: dict[str, object]
+) -> KernelRun:
+    """Launch through Triton's autotuner; the run is built from the config it launched with (its
+    ``best_config``, set just before the launch) and the kernel that launch compiled."""
+    compiled = tuner[grid](*args, **constexprs)
+    best = tuner.best_config
+    given = {**constexprs, **best.kwargs}
+    grid_of = grid(given) if callable(grid) else grid
+    launch = KernelLaunch(name, tuner.fn, tuple(grid_of), args, given, best.num_warps, best.num_stages)
+    return KernelRun.of(launch, compiled)
+
+
 def _bf16_topk(
     q: torch.Tensor,
     w: torch.Tensor,
@@ -114,7 +123,7 @@ def _bf16_topk(
     sl: torch.Tensor,
     topk: int,
     d: _Dims,
-) -> torch.Tensor:
+) -> tuple[torch.Tensor, LaunchRecord]:
     dev = q.device
     logits = torch.empty((d.batch, d.max_context), dtype=torch.float32, device=dev)
     out = torch.empty((d.batch, topk), dtype=torch.int32, device=dev)
@@ -124,28 +133,25 @@ def _bf16_topk(
     select_args = _select_args(logits, bt, sl, out, topk, d)
     if interpreting():
         grid = (min(per_req, triton.cdiv(d.max_context, _INTERP_BLOCK_T)), d.batch)
-        _bf16_scores_kernel[grid](*score_args, BLOCK_H=block_h, BLOCK_T=_INTERP_BLOCK_T, FP32_MATH=True)
-        _radix_select_kernel[(d.batch,)](*select_args, BLOCK=_INTERP_SELECT_BLOCK)
-        score_cfg: dict[str, object] = {"BLOCK_T": _INTERP_BLOCK_T}
-        select_cfg: dict[str, object] = {"BLOCK": _INTERP_SELECT_BLOCK}
+        constexprs = {"BLOCK_H": block_h, "BLOCK_T": _INTERP_BLOCK_T, "FP32_MATH": True}
+        scores_launch = KernelLaunch("indexer.scores", _bf16_scores_kernel, grid, score_args, constexprs)
+        select_launch = KernelLaunch("indexer.select", _radix_select_kernel, (d.batch,), select_args,
+                                     {"BLOCK": _INTERP_SELECT_BLOCK})  # fmt: skip
+        runs = (KernelRun.of(scores_launch, scores_launch.run()), KernelRun.of(select_launch, select_launch.run()))
+        source = "fixed"
     else:
-        scores = _tuned_scores()
         score_grid = lambda meta: (min(per_req, triton.cdiv(d.max_context, meta["BLOCK_T"])), d.batch)
-        scores[score_grid](*score_args, BLOCK_H=block_h, FP32_MATH=False)
-        select = _tuned_select()
-        select[(d.batch,)](*select_args)
-        score_cfg = _config_dict(scores.best_config)
-        select_cfg = _config_dict(select.best_config)
-    LAST_LAUNCH.clear()
-    LAST_LAUNCH.update(
-        op="indexer_topk",
-        impl="bf16",
-        kernel="_bf16_scores_kernel+_radix_select_kernel",
-        scores={"BLOCK_H": block_h, "programs_per_request": per_req, **score_cfg},
-        select=select_cfg,
-        interpreted=interpreting(),
-    )
-    return out
+        runs = (
+            _tuned_run(_tuned_scores(), "indexer.scores", score_grid, score_args,
+                       {"BLOCK_H": block_h, "FP32_MATH": False}),
+            _tuned_run(_tuned_select(), "indexer.select", (d.batch,), select_args, {}),
+        )  # fmt: skip
+        source = "autotuner"
+    scores, select = runs
+    config = {"BLOCK_H": block_h, "BLOCK_T": scores.config["BLOCK_T"], "num_warps": scores.config["num_warps"],
+              "num_stages": scores.config["num_stages"], "programs_per_request": scores.grid[0],
+              "SELECT_BLOCK": select.config["BLOCK"], "select_num_warps": select.config["num_warps"]}  # fmt: skip
+    return out, LaunchRecord("indexer", "bf16", runs, config, "native", source, interpreting())
 
 
 def _fp32_maxctx_topk(
@@ -156,22 +162,19 @@ def _fp32_maxctx_topk(
     sl: torch.Tensor,
     topk: int,
     d: _Dims,
-) -> torch.Tensor:
+) -> tuple[torch.Tensor, LaunchRecord]:
     logits = torch.empty((d.batch, d.max_context), dtype=torch.float32, device=q.device)
     block_t = _INTERP_BLOCK_T if interpreting() else _FP32_BLOCK_T
-    _fp32_maxctx_scores_kernel[(d.max_context // block_t, d.batch)](
-        *_fp32_args(q, w, cache, bt, sl, logits, d), BLOCK_T=block_t, num_warps=_FP32_WARPS
-    )
+    launch = KernelLaunch(
+        "indexer.fp32_maxctx", _fp32_maxctx_scores_kernel, (d.max_context // block_t, d.batch),
+        _fp32_args(q, w, cache, bt, sl, logits, d), {"BLOCK_T": block_t}, num_warps=_FP32_WARPS,
+    )  # fmt: skip
+    scores = KernelRun.of(launch, launch.run())
     out = _topk_slots(logits, bt, topk)
-    LAST_LAUNCH.clear()
-    LAST_LAUNCH.update(
-        op="indexer_topk",
-        impl="fp32_maxctx",
-        kernel="_fp32_maxctx_scores_kernel+torch.topk",
-        scores={"BLOCK_T": block_t, "num_warps": _FP32_WARPS, "programs": d.max_context // block_t * d.batch},
-        interpreted=interpreting(),
-    )
-    return out
+    config = {"BLOCK_T": scores.config["BLOCK_T"], "num_warps": scores.config["num_warps"],
+              "num_stages": scores.config["num_stages"], "programs": scores.grid[0] * scores.grid[1]}  # fmt: skip
+    runs = (scores, KernelRun("torch.topk"))
+    return out, LaunchRecord("indexer", "fp32_maxctx", runs, config, "native", "fixed", interpreting())
 
 
 def indexer_topk(
@@ -188,17 +191,30 @@ def indexer_topk(
     ``q_idx`` bf16 ``[B, H, 128]`` (H a multiple of 16), ``weights`` fp32 ``[B, H]``, ``index_cache``
     uint8 ``[num_pages, page_stride]``, ``block_table`` int32 ``[B, max_pages]``, ``seq_lens`` int32
     ``[B]``. Valid slots come first in each row; ``-1`` pads rows with fewer than ``topk`` tokens.
+    What ran: :func:`indexer_topk_with_record`.
     """
+    return indexer_topk_with_record(q_idx, weights, index_cache, block_table, seq_lens, topk, impl)[0]
+
+
+def indexer_topk_with_record(
+    q_idx: torch.Tensor,
+    weights: torch.Tensor,
+    index_cache: torch.Tensor,
+    block_table: torch.Tensor,
+    seq_lens: torch.Tensor,
+    topk: int,
+    impl: str = "bf16",
+) -> tuple[torch.Tensor, LaunchRecord]:
+    """:func:`indexer_topk`, returning ``(slots, record)``: the ``LaunchRecord`` of the kernels that ran
+    and the configs they ran with (``mla_kernels.record``)."""
     d = _check_args(q_idx, weights, index_cache, block_table, seq_lens, topk, impl)
     if impl == "reference":
         logits = indexer_logits_reference(q_idx, weights, index_cache, block_table, seq_lens)
-        LAST_LAUNCH.clear()
-        LAST_LAUNCH.update(op="indexer_topk", impl="reference", kernel="torch")
-        return _topk_slots(logits, block_table, topk)
+        record = LaunchRecord("indexer", "reference", (KernelRun("torch"), KernelRun("torch.topk")))
+        return _topk_slots(logits, block_table, topk), record
     if d.batch == 0 or d.max_pages == 0 or d.num_pages == 0:
-        LAST_LAUNCH.clear()
-        LAST_LAUNCH.update(op="indexer_topk", impl=impl, kernel="none (empty input)")
-        return torch.full((d.batch, topk), -1, dtype=torch.int32, device=q_idx.device)
+        empty = torch.full((d.batch, topk), -1, dtype=torch.int32, device=q_idx.device)
+        return empty, LaunchRecord("indexer", impl, (), interpreted=interpreting())
     if impl == "fp32_maxctx":
         return _fp32_maxctx_topk(q_idx, weights, index_cache, block_table, seq_lens, topk, d)
     return _bf16_topk(q_idx, weights, index_cache, block_table, seq_lens, topk, d)

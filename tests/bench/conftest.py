@@ -20,14 +20,14 @@ if str(ROOT) not in sys.path:
 # A wrong kernel as a commit would introduce it: MMA output 10% off (a fast wrong kernel).
 WRONG_MMA = """
 
-_correct_sparse_mla_decode = sparse_mla_decode
+_correct_sparse_mla_decode = sparse_mla_decode_with_record
 
 
-def sparse_mla_decode(q, kv_cache, indices, sm_scale=None, impl="mma", **kwargs):  # noqa: D103 - test injection
-    out, lse = _correct_sparse_mla_decode(q, kv_cache, indices, sm_scale, impl, **kwargs)
+def sparse_mla_decode_with_record(q, kv_cache, indices, sm_scale=None, impl="mma", **kwargs):  # noqa: D103
+    out, lse, record = _correct_sparse_mla_decode(q, kv_cache, indices, sm_scale, impl, **kwargs)
     if impl == "mma":
         out = out * 1.1
-    return out, lse
+    return out, lse, record
 """
 
 

@@ -9,6 +9,7 @@ the wrong thing.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -20,8 +21,8 @@ from benchmarks._gate import KernelMismatch, Tol
 
 MMA_RECORD = {"impl": "mma", "kernel": "_mma_decode_kernel", "BLOCK_H": 16, "BLOCK_N": 16, "NUM_SPLITS": 1,
               "num_warps": 4, "arch_profile": "native"}  # fmt: skip
-BF16_RECORD = {"op": "indexer_topk", "impl": "bf16", "kernel": "_bf16_scores_kernel+_radix_select_kernel",
-               "scores": {}, "select": {}}  # fmt: skip
+BF16_RECORD = {"op": "indexer", "impl": "bf16", "kernel": "_bf16_scores_kernel+_radix_select_kernel",
+               "BLOCK_T": 128, "SELECT_BLOCK": 1024}  # fmt: skip
 
 
 # --- the closeness rule -----------------------------------------------------------------------------
@@ -115,6 +116,8 @@ def test_topk_gate_on_real_indexer() -> None:
         (None, "no launch record"),
         ({}, "no launch record"),
         ({"kernel": "_mma_decode_kernel"}, "launch record says None"),
+        ({**MMA_RECORD, "arch_profile": "sm_120", "kernels": []}, "lists no kernel runs"),
+        ({**MMA_RECORD, "arch_profile": "sm_120", "kernels": [{"name": "_simt_decode_kernel"}]}, "lists the runs"),
         ({**MMA_RECORD, "impl": "simt"}, "asked for impl 'mma' but the launch record says 'simt'"),
         ({**MMA_RECORD, "kernel": "_simt_decode_kernel"}, "expected kernel _mma_decode_kernel"),
         ({**MMA_RECORD, "kernel": "torch-fp32"}, "expected kernel _mma_decode_kernel"),
@@ -135,32 +138,106 @@ def test_complete_records_pass() -> None:
     _gate.check_launch(BF16_RECORD, "indexer", "bf16")
 
 
+# --- real launchers: their own records pass, forged ones fail ------------------------------------------
+
+
+def _decode_case(impl: str = "mma") -> tuple[Any, dict[str, Any]]:
+    inp = mk.make_decode_inputs(1, 32, 40, num_tokens=256, device="cpu", seed=2)
+    out, lse, record = mk.sparse_mla_decode_with_record(inp.q, inp.kv_cache, inp.indices, impl=impl)
+    return record, _harness.record_view(record)  # type: ignore[return-value]
+
+
+def test_real_launchers_records_pass_the_gate() -> None:
+    for impl in ("mma", "simt"):
+        _, view = _decode_case(impl)
+        _gate.check_launch(view, "decode", impl, arch_profile="native")
+    s = mk.make_indexer_inputs(1, [200], max_context=256, num_heads=16, topk=8, device="cpu", seed=1)
+    for impl in ("bf16", "fp32_maxctx"):
+        _, record = mk.indexer_topk_with_record(*s.args(), impl=impl)
+        _gate.check_launch(_harness.record_view(record), "indexer", impl)
+
+
+@pytest.mark.parametrize(
+    ("forge", "match"),
+    [
+        (lambda r: replace(r, config={**r.config, "BLOCK_H": 32}), "says BLOCK_H=32 but _mma_decode_kernel ran with"),
+        (lambda r: replace(r, config={**r.config, "NUM_SPLITS": r.config["NUM_SPLITS"] + 1}),
+         "ran a grid of \\d+ splits"),
+        (lambda r: replace(r, kernels=(replace(r.kernels[0], name="_simt_decode_kernel"),)),
+         "expected kernel _mma_decode_kernel"),
+        (lambda r: replace(r, kernels=()), "expected kernel"),
+        (lambda r: replace(r, impl="simt"), "asked for impl 'mma'"),
+    ],
+    ids=["another-head-block", "another-split-count", "another-kernel", "no-kernels", "another-impl"],
+)
+def test_a_record_that_contradicts_its_launch_fails(forge: Callable[[Any], Any], match: str) -> None:
+    """A real MMA launch's record, altered after the fact: the gate checks the stated config against the
+    kernel runs the record lists (the record of a launch of 16 heads per block cannot say 32)."""
+    record, _ = _decode_case()
+    with pytest.raises(KernelMismatch, match=match):
+        _gate.check_launch(_harness.record_view(forge(record)), "decode", "mma")
+
+
+def test_the_record_is_what_the_kernel_was_launched_with(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every Triton launch of a real decode and indexer call is intercepted: the record lists exactly those
+    launches, with their kernels, grids and constexprs."""
+    from mla_kernels._common import KernelLaunch
+
+    launched: list[KernelLaunch] = []
+    real_run = KernelLaunch.run
+
+    def spy(self: KernelLaunch) -> object:
+        launched.append(self)
+        return real_run(self)
+
+    monkeypatch.setattr(KernelLaunch, "run", spy)
+    record, _ = _decode_case()
+    s = mk.make_indexer_inputs(1, [200], max_context=256, num_heads=16, topk=8, device="cpu", seed=1)
+    _, indexer = mk.indexer_topk_with_record(*s.args(), impl="bf16")
+    runs = [*record.kernels, *indexer.kernels]
+    assert len(runs) == len(launched) >= 3
+    for run, launch in zip(runs, launched, strict=True):
+        assert run.name == launch.kernel.fn.__name__ and run.grid == launch.grid
+        assert {k: run.config[k] for k in launch.constexprs} == launch.constexprs
+        assert (run.config["num_warps"], run.config["num_stages"]) == (launch.num_warps, launch.num_stages)
+
+
 # --- every suite, with adversarial kernels ------------------------------------------------------------
 
 
 def _reference_decode(record: dict[str, Any] | None) -> Callable[..., Any]:
-    """sparse_mla_decode computing the right values through the reference, then recording ``record``."""
-    real = mk.sparse_mla_decode
+    """sparse_mla_decode_with_record computing the right values through the reference, then returning
+    ``record`` (a LaunchRecord-like object, or None) as its record."""
+    real = mk.sparse_mla_decode_with_record
 
     def decode(q: Any, kv_cache: Any, indices: Any, sm_scale: Any = None, impl: str = "mma", **kw: Any) -> Any:
-        result = real(q, kv_cache, indices, sm_scale, impl="reference")
-        if impl != "reference":
-            mk.LAST_LAUNCH.clear()
-            mk.LAST_LAUNCH.update(record or {})
-        return result
+        out, lse, own = real(q, kv_cache, indices, sm_scale, impl="reference")
+        return out, lse, (own if impl == "reference" else _Forged(record))
 
     return decode
 
 
+class _Record:
+    """A stand-in record whose ``as_dict()`` gives ``values``."""
+
+    def __init__(self, values: dict[str, Any]) -> None:
+        self.values = values
+
+    def as_dict(self) -> dict[str, Any]:
+        return dict(self.values)
+
+
+def _Forged(values: dict[str, Any] | None) -> _Record | None:  # noqa: N802 - reads as the record it stands for
+    """The record a forging launcher returns: ``values`` as a record, or none at all."""
+    return None if values is None else _Record(values)
+
+
 def _reference_indexer(record: dict[str, Any] | None) -> Callable[..., Any]:
-    real = mk.indexer_topk
+    real = mk.indexer_topk_with_record
 
     def indexer_topk(*args: Any, impl: str = "bf16") -> Any:
-        result = real(*args, impl="reference")
-        if impl != "reference":
-            mk.LAST_LAUNCH.clear()
-            mk.LAST_LAUNCH.update(record or {})
-        return result
+        slots, own = real(*args, impl="reference")
+        return slots, (own if impl == "reference" else _Forged(record))
 
     return indexer_topk
 
@@ -181,7 +258,7 @@ def _fails(build: Callable[[], Any], match: str) -> None:
     ids=["records-nothing", "records-a-fallback", "records-another-profile", "records-another-kernel"],
 )
 def test_decode_suite_fails_closed(monkeypatch: pytest.MonkeyPatch, impl: str, record: Any, match: str) -> None:
-    monkeypatch.setattr(mk, "sparse_mla_decode", _reference_decode(record))
+    monkeypatch.setattr(mk, "sparse_mla_decode_with_record", _reference_decode(record))
     _fails(lambda: bench_decode.build_case(impl, 1, 32), match)
 
 
@@ -191,8 +268,28 @@ def test_decode_suite_fails_closed(monkeypatch: pytest.MonkeyPatch, impl: str, r
     ids=["records-nothing", "records-another-impl"],
 )
 def test_indexer_suite_fails_closed(monkeypatch: pytest.MonkeyPatch, record: Any, match: str) -> None:
-    monkeypatch.setattr(mk, "indexer_topk", _reference_indexer(record))
+    monkeypatch.setattr(mk, "indexer_topk_with_record", _reference_indexer(record))
     _fails(lambda: bench_indexer.build_case("bf16", 1, 256), match)
+
+
+def test_a_commit_before_records_is_gated_on_its_global_record(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A commit without ``*_with_record`` (the history the suites also run) is read through its
+    ``LAST_LAUNCH``, emptied before each call: recording nothing there fails too."""
+    plain = mk.sparse_mla_decode
+    monkeypatch.delattr(mk, "sparse_mla_decode_with_record")
+    legacy: dict[str, Any] = {}
+    monkeypatch.setattr(mk, "LAST_LAUNCH", legacy, raising=False)
+
+    def old_decode(*args: Any, **kwargs: Any) -> Any:
+        result = plain(*args, **kwargs)
+        if kwargs.get("impl") == "mma":
+            legacy.update(MMA_RECORD)
+        return result
+
+    monkeypatch.setattr(mk, "sparse_mla_decode", old_decode)
+    bench_decode.build_case("mma", 1, 32)  # the old record passes
+    monkeypatch.setattr(mk, "sparse_mla_decode", plain)  # a commit whose launcher records nothing
+    _fails(lambda: bench_decode.build_case("mma", 1, 32), "no launch record")
 
 
 def _tampered_step(tamper: Callable[[dict[str, Any]], None]) -> type:
@@ -204,11 +301,13 @@ def _tampered_step(tamper: Callable[[dict[str, Any]], None]) -> type:
             super().__init__(inputs, "reference", "reference")
             self.asked = (decode_impl, indexer_impl)
 
-        def run(self) -> Any:
-            result = super().run()
+        def run_with_records(self) -> Any:
+            out, lse, records = super().run_with_records()
             if self.asked != ("reference", "reference"):
-                tamper(self.launches)
-            return result
+                views = {op: r.as_dict() for op, r in records.items()}
+                tamper(views)
+                records = {op: _Forged(v) for op, v in views.items()}
+            return out, lse, records
 
     return TamperedStep
 
@@ -221,15 +320,29 @@ def _drop_indexer(launches: dict[str, Any]) -> None:
 @pytest.mark.parametrize(
     ("tamper", "match"),
     [
-        (lambda launches: launches.clear(), "decode impl 'mma': no launch record"),
-        (_drop_indexer, "indexer impl 'bf16': no launch record"),
-        (lambda launches: None, "asked for impl 'mma' but the launch record says 'reference'"),
+        (lambda launches: launches.clear(), "step op 'decode': decode impl 'mma': no launch record"),
+        (_drop_indexer, "step op 'indexer': indexer impl 'bf16': no launch record"),
+        (lambda launches: None, "step op 'decode': decode: asked for impl 'mma' but the launch record says 're"),
     ],
     ids=["records-nothing", "no-indexer-record", "records-the-reference"],
 )
 def test_step_suite_fails_closed(monkeypatch: pytest.MonkeyPatch, tamper: Any, match: str) -> None:
     monkeypatch.setattr(mk, "DecodeStep", _tampered_step(tamper))
     _fails(lambda: bench_step.build_case("mma+indexer", 1, 256), match)
+
+
+def test_step_gate_names_the_op_of_a_wrong_real_record(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The real step's records, one of them altered: the failure names that op."""
+    real = mk.DecodeStep
+
+    class OneWrong(real):  # type: ignore[misc, valid-type]
+        def run_with_records(self) -> Any:
+            out, lse, records = super().run_with_records()
+            wrong = replace(records["indexer"], config={**records["indexer"].config, "BLOCK_T": 7})
+            return out, lse, {**records, "indexer": wrong}
+
+    monkeypatch.setattr(mk, "DecodeStep", OneWrong)
+    _fails(lambda: bench_step.build_case("mma+indexer", 1, 256), "step op 'indexer': .*says BLOCK_T=7 but")
 
 
 def _records(profile: str) -> Callable[[dict[str, Any]], None]:
@@ -254,7 +367,7 @@ def test_step_gate_expects_the_runners_profile(monkeypatch: pytest.MonkeyPatch, 
 
 def test_a_failed_gate_is_a_null_for_every_metric(monkeypatch: pytest.MonkeyPatch) -> None:
     """measure_all (the Metrics classes' setup_cache) records the failure; each track_ then raises."""
-    monkeypatch.setattr(mk, "sparse_mla_decode", _reference_decode(None))
+    monkeypatch.setattr(mk, "sparse_mla_decode_with_record", _reference_decode(None))
     key = ("mma", 1, 32)
     cache = _harness.measure_all([key], bench_decode.build_case, bench_decode.model, lambda *k: k[1], calls=1)
     entry = cache["cases"][key]

@@ -42,15 +42,30 @@ def test_launch_versions_must_match_the_fields() -> None:
 
 
 def test_launch_numbers_reads_paths_and_keeps_only_numbers() -> None:
-    record = {"BLOCK_H": 64, "PREFETCH": 0, "tuned": "cache", "interpreted": True, "x": math.inf,
-              "scores": {"BLOCK_T": 256, "num_warps": 8}, "select": {}}  # fmt: skip
-    fields = {"block_h": ("BLOCK_H",), "prefetch": ("PREFETCH",), "tuned": ("tuned",), "flag": ("interpreted",),
-              "inf": ("x",), "block_t": ("scores", "BLOCK_T"), "select_block": ("select", "BLOCK"),
+    record = {"BLOCK_H": 64, "PREFETCH": 0, "source": "cache", "interpreted": True, "x": math.inf,
+              "indexer": {"BLOCK_T": 256, "num_warps": 8}}  # fmt: skip
+    fields = {"block_h": ("BLOCK_H",), "prefetch": ("PREFETCH",), "tuned": ("source",), "flag": ("interpreted",),
+              "inf": ("x",), "block_t": ("indexer", "BLOCK_T"), "select_block": ("indexer", "SELECT_BLOCK"),
               "deep": ("BLOCK_H", "more"), "missing": ("NUM_SPLITS",)}  # fmt: skip
     got = _harness.launch_numbers(record, fields)
     assert got == {"block_h": 64.0, "prefetch": 0.0, "tuned": None, "flag": None, "inf": None, "block_t": 256.0,
                    "select_block": None, "deep": None, "missing": None}  # fmt: skip
     assert _harness.launch_numbers(None, {"block_h": ("BLOCK_H",)}) == {"block_h": None}
+
+
+def test_an_older_commits_global_record_reads_as_a_record_today() -> None:
+    """The suites also run commits from before typed records: their ``LAST_LAUNCH`` dicts (decode flat,
+    indexer nested) come out under today's names, so the same ``launch_fields`` read both."""
+    old_indexer = {"op": "indexer_topk", "impl": "bf16", "kernel": "_bf16_scores_kernel+_radix_select_kernel",
+                   "scores": {"BLOCK_H": 16, "BLOCK_T": 64, "num_warps": 4, "num_stages": 3},
+                   "select": {"BLOCK": 2048, "num_warps": 8}}  # fmt: skip
+    view = _harness.record_view(old_indexer)
+    assert _harness.launch_numbers(view, bench_indexer.LAUNCH_FIELDS) == {
+        "block_t": 64.0, "num_warps": 4.0, "num_stages": 3.0, "select_block": 2048.0, "select_num_warps": 8.0}
+    old_decode = {"impl": "mma", "kernel": "_mma_decode_kernel", "BLOCK_H": 64, "tuned": "cache", "n_regs": 200}
+    view = _harness.record_view(old_decode)
+    assert view is not None and (view["source"], view["registers"], view["BLOCK_H"]) == ("cache", 200, 64)
+    assert _harness.record_view({}) is None and _harness.record_view(None) is None
 
 
 def test_a_failed_or_skipped_case_fails_or_skips_its_config() -> None:
@@ -79,7 +94,7 @@ def _counting(monkeypatch: pytest.MonkeyPatch, name: str) -> list[str]:
 def test_decode_config_is_the_timed_cases_own(monkeypatch: pytest.MonkeyPatch) -> None:
     """measure_all keeps the record of the case it timed; reading the configs launches nothing; the kept
     record is what the timed call runs; SIMT's keys that do not apply are NaN (asv's skipped value)."""
-    calls = _counting(monkeypatch, "sparse_mla_decode")
+    calls = _counting(monkeypatch, "sparse_mla_decode_with_record")
     keys = [("mma", 1, 32), ("simt", 1, 32)]
     cache = _harness.measure_all(keys, bench_decode.build_case, bench_decode.model, lambda *k: k[1], calls=1,
                                  launch_fields=bench_decode.LAUNCH_FIELDS)  # fmt: skip
@@ -97,12 +112,11 @@ def test_decode_config_is_the_timed_cases_own(monkeypatch: pytest.MonkeyPatch) -
         assert math.isnan(simt[key]), key
     assert math.isnan(mma["spill_bytes"]), "the interpreter compiles nothing: spills unknown"
 
-    # The kept record is the timed call's: time the case once more and compare its launch.
+    # The kept record is the timed call's: run the timed function once more and compare its record.
     replayer = bench_decode.build_case("mma", 1, 32)
     kept = _harness.launch_numbers(replayer.launch, bench_decode.LAUNCH_FIELDS)
-    mk.LAST_LAUNCH.clear()
-    replayer.replay()
-    assert _harness.launch_numbers(dict(mk.LAST_LAUNCH), bench_decode.LAUNCH_FIELDS) == kept
+    _, again = replayer.fns[0]()
+    assert _harness.launch_numbers(again, bench_decode.LAUNCH_FIELDS) == kept
     assert {k: v for k, v in kept.items() if v is not None} == {k: v for k, v in mma.items() if not math.isnan(v)}
 
 

@@ -7,7 +7,7 @@ import pytest
 from conftest import MLA_MACHINE, SLOW_FROM, Seeded
 from test_pages import app, goto, status_counts, table, vega
 
-from regressions.direction import is_provenance
+from db.provenance import is_provenance
 
 pytestmark = pytest.mark.postgres
 

@@ -15,6 +15,7 @@ from db import queries
 from db.engine import make_engine
 from db.ingest import ingest_paths
 from db.models import Benchmark, Commit, Machine, Regression, params_key
+from db.provenance import is_provenance
 from db.synthetic import write_synthetic_results
 
 
@@ -103,7 +104,7 @@ def test_series_and_history(s: Session) -> None:
 
 
 def test_kernel_config_records_are_not_series(tmp_path: Path) -> None:
-    """track_launch_* results (db.queries.is_provenance) describe a case: no series of their own, read by
+    """track_launch_* results (db.provenance.is_provenance) describe a case: no series of their own, read by
     launch_config per case and commit (median over the commit's runs with a value)."""
     from db.models import Environment, Result, Run
 
@@ -129,7 +130,7 @@ def test_kernel_config_records_are_not_series(tmp_path: Path) -> None:
             s.add(Result(run_id=run.id, benchmark_id=block_h.id, params_key=timed["params_key"],
                          params=json.loads(timed["params_key"]), value=value, status="ok" if value else "skipped"))
         s.flush()
-        assert queries.is_provenance(block_h.name) and not queries.is_provenance(timed["benchmark"])
+        assert is_provenance(block_h.name) and not is_provenance(timed["benchmark"])
         assert block_h.name not in set(queries.series(s, "m")["benchmark"]) | set(queries.series(s)["benchmark"])
         config = queries.launch_config(s, timed["benchmark"], [timed["params_key"], "{}"], "m")
         assert config.to_dict("records") == [

@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from mla_kernels import LAST_LAUNCH, make_decode_inputs, quantize_kv_cache, sparse_mla_decode
-from mla_kernels.decode import CANDIDATES, MmaConfig, decode_with_config, spec_label
+from mla_kernels import make_decode_inputs, quantize_kv_cache, sparse_mla_decode, sparse_mla_decode_with_record
+from mla_kernels._common import interpreting
+from mla_kernels.decode import CANDIDATES, MmaConfig, decode_with_config
 from mla_kernels.testing import PINNED_MMA_CONFIGS, check_decode, pinned_mma_config, random_kv
 
 KERNELS = ["simt", "mma"]
@@ -14,12 +15,15 @@ KERNELS = ["simt", "mma"]
 
 def _check(q, kv_cache, indices, impl, sm_scale=None, arch_profile=None):
     ref_out, ref_lse = sparse_mla_decode(q, kv_cache, indices, sm_scale, impl="reference")
-    out, lse = sparse_mla_decode(q, kv_cache, indices, sm_scale, impl=impl, arch_profile=arch_profile)
+    out, lse, record = sparse_mla_decode_with_record(q, kv_cache, indices, sm_scale, impl=impl,
+                                                     arch_profile=arch_profile)  # fmt: skip
     assert out.shape == q.shape and out.dtype == torch.bfloat16
     assert lse.shape == q.shape[:2] and lse.dtype == torch.float32
-    assert LAST_LAUNCH["impl"] == impl  # the implementation asked for is the one that ran
+    assert (record.op, record.impl) == ("decode", impl)  # the implementation asked for is the one that ran
     check_decode(out, lse, ref_out, ref_lse)
-    return out, lse
+    plain = sparse_mla_decode(q, kv_cache, indices, sm_scale, impl=impl, arch_profile=arch_profile)
+    assert isinstance(plain, tuple) and len(plain) == 2  # the public entry keeps returning (out, lse)
+    return out, lse, record
 
 
 @pytest.mark.parametrize("impl", KERNELS)
@@ -37,7 +41,7 @@ def test_invalid_tiles_rows_duplicates_and_out_of_range(device, impl):
     idx[1, :] = -1  # a row with no valid slot: out 0, lse +inf
     idx[2, 10:20] = idx[2, 0]  # duplicate slots count twice
     idx[2, 40] = 512 * 10  # beyond the cache: treated as invalid
-    out, lse = _check(inp.q, inp.kv_cache, idx, impl)
+    out, lse, _ = _check(inp.q, inp.kv_cache, idx, impl)
     assert torch.isinf(lse[1]).all() and (lse[1] > 0).all()
     assert (out[1] == 0).all()
     assert not torch.isnan(out).any()
@@ -79,8 +83,10 @@ def test_mma_every_head_block_and_split(device, block_h, splits, prefetch):
     inp = make_decode_inputs(2, 64, 70, num_tokens=512, device=device, seed=block_h + splits, invalid_frac=0.2)
     ref_out, ref_lse = sparse_mla_decode(inp.q, inp.kv_cache, inp.indices, impl="reference")
     cfg = pinned_mma_config(block_h, splits, prefetch, gpu=device.type == "cuda")
-    out, lse = decode_with_config(inp.q, inp.kv_cache, inp.indices, cfg)
-    assert LAST_LAUNCH["BLOCK_H"] == block_h
+    out, lse, record = decode_with_config(inp.q, inp.kv_cache, inp.indices, cfg)
+    assert record.config["BLOCK_H"] == block_h and record.kernels[0].config["BLOCK_H"] == block_h
+    assert record.config["NUM_SPLITS"] == record.kernels[0].grid[2] and record.kernels[0].grid[1] == 64 // block_h
+    assert record.kernel == "_mma_decode_kernel" + ("+_combine_kernel" if record.config["NUM_SPLITS"] > 1 else "")
     check_decode(out, lse, ref_out, ref_lse)
 
 
@@ -95,10 +101,26 @@ def test_two_pass_every_column_slice(device, heads, block_h, block_n, block_d):
     ref_out, ref_lse = sparse_mla_decode(inp.q, inp.kv_cache, idx, impl="reference")
     warps = 8 if device.type == "cuda" else 4
     cfg = MmaConfig(block_h, block_n, warps, 1, 1, block_d=block_d, source="fixed")
-    out, lse = decode_with_config(inp.q, inp.kv_cache, idx, cfg)
-    assert LAST_LAUNCH["kernel"] == "_scores_pass_kernel+_output_pass_kernel" and LAST_LAUNCH["BLOCK_D"] == block_d
+    out, lse, record = decode_with_config(inp.q, inp.kv_cache, idx, cfg)
+    assert record.kernel == "_scores_pass_kernel+_output_pass_kernel" and record.config["BLOCK_D"] == block_d
     check_decode(out, lse, ref_out, ref_lse)
     assert torch.isinf(lse[1]).all() and (out[1] == 0).all()
+
+
+def test_kernels_assert_the_cache_layout(monkeypatch):
+    """The layout the kernels are written for is checked where they are compiled (``tl.static_assert``,
+    kept under ``python -O``): a layout module that moved the scale rows stops every decode kernel."""
+    import triton.language as tl
+
+    from mla_kernels.decode import kernels
+
+    if not interpreting():
+        pytest.skip("the interpreter reads the constants at call time; compiled kernels are cached")
+    inp = make_decode_inputs(1, 16, 16, num_tokens=256, device="cpu")
+    monkeypatch.setattr(kernels, "SCALE_AREA", tl.constexpr(kernels.SCALE_AREA + 8))
+    for impl in KERNELS:
+        with pytest.raises(Exception, match="scale rows must start after its 256 data rows"):
+            sparse_mla_decode(inp.q, inp.kv_cache, inp.indices, impl=impl)
 
 
 def test_two_pass_bad_column_slice_names_it(device):
@@ -112,13 +134,12 @@ def test_two_pass_bad_column_slice_names_it(device):
 def test_arch_profile_is_recorded(device, impl, profile, monkeypatch):
     inp = make_decode_inputs(1, 32, 40, num_tokens=256, device=device, seed=3)
     monkeypatch.delenv("MLAPERF_ARCH_PROFILE", raising=False)
-    _check(inp.q, inp.kv_cache, inp.indices, impl, arch_profile=profile)
-    assert LAST_LAUNCH["arch_profile"] == profile
+    record = _check(inp.q, inp.kv_cache, inp.indices, impl, arch_profile=profile)[2]
+    assert record.arch_profile == profile
     if device.type == "cuda" and impl == "simt" and profile == "sm_120":
-        assert (LAST_LAUNCH["BLOCK_N"], LAST_LAUNCH["num_warps"]) == (16, 4)  # the runner's spill-free tile
+        assert (record.config["BLOCK_N"], record.config["num_warps"]) == (16, 4)  # the runner's spill-free tile
     monkeypatch.setenv("MLAPERF_ARCH_PROFILE", profile)  # the environment is the default
-    sparse_mla_decode(inp.q, inp.kv_cache, inp.indices, impl=impl)
-    assert LAST_LAUNCH["arch_profile"] == profile
+    assert sparse_mla_decode_with_record(inp.q, inp.kv_cache, inp.indices, impl=impl)[2].arch_profile == profile
 
 
 def test_bad_arch_profile_names_it(device, monkeypatch):
@@ -195,13 +216,13 @@ def test_gpu_production_shapes(impl, heads, topk, batch):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("spec", [s for s in CANDIDATES if s[5]], ids=spec_label)
+@pytest.mark.parametrize("cfg", [c for c in CANDIDATES if c.block_d], ids=lambda c: c.label)
 @pytest.mark.parametrize(("batch", "topk"), [(1, 2048), (32, 512), (128, 512), (5, 100)])
-def test_gpu_two_pass_candidates(spec, batch, topk):
+def test_gpu_two_pass_candidates(cfg, batch, topk):
     inp = make_decode_inputs(batch, 64, topk, num_tokens=max(batch * 4096, 65536), device="cuda",
                              seed=batch + topk, invalid_frac=0.05)
     ref_out, ref_lse = sparse_mla_decode(inp.q, inp.kv_cache, inp.indices, impl="reference")
-    out, lse = decode_with_config(inp.q, inp.kv_cache, inp.indices, MmaConfig.of(spec))
+    out, lse, _ = decode_with_config(inp.q, inp.kv_cache, inp.indices, cfg)
     check_decode(out, lse, ref_out, ref_lse)
 
 

@@ -21,13 +21,14 @@ if not torch.cuda.is_available():  # must precede the first triton import
     os.environ.setdefault("TRITON_INTERPRET", "1")
 
 from mla_kernels import indexer as ix  # noqa: E402
-from mla_kernels._common import LAST_LAUNCH, interpreting  # noqa: E402
+from mla_kernels._common import interpreting  # noqa: E402
 from mla_kernels.indexer import (  # noqa: E402
     check_indexer_output,
     dequantize_index_cache,
     indexer_logits_reference,
     indexer_reference,
     indexer_topk,
+    indexer_topk_with_record,  # noqa: E402
     make_indexer_inputs,
     quantize_index_cache,
 )
@@ -115,7 +116,8 @@ def test_matches_reference(impl: str, heads: int, lens: list[int], topk: int, ma
     )
     stats = _run_and_check(inp, impl)
     assert stats["recall_min"] == 1.0  # well-separated random data: the very same set
-    assert LAST_LAUNCH["impl"] == impl and LAST_LAUNCH["op"] == "indexer_topk"
+    record = indexer_topk_with_record(*inp.args(), impl=impl)[1]
+    assert (record.op, record.impl) == ("indexer", impl)
 
 
 def test_reference_selection_and_padding() -> None:
@@ -293,12 +295,16 @@ def test_empty_batch_and_topk_beyond_capacity() -> None:
     assert tuple(indexer_topk(*empty.args()).shape) == (0, 4)
 
 
-def test_last_launch_records_bf16_kernels() -> None:
+def test_launch_record_of_bf16_kernels() -> None:
     inp = make_indexer_inputs(1, [100], max_context=256, num_heads=16, topk=8, device=DEV)
-    indexer_topk(*inp.args(), impl="bf16")
-    assert LAST_LAUNCH["kernel"] == "_bf16_scores_kernel+_radix_select_kernel"
-    assert LAST_LAUNCH["scores"]["BLOCK_T"] in (32, 64, 128)  # type: ignore[index]
-    assert "BLOCK" in LAST_LAUNCH["select"]  # type: ignore[operator]
+    out, record = indexer_topk_with_record(*inp.args(), impl="bf16")
+    assert torch.equal(out, indexer_topk(*inp.args(), impl="bf16"))  # the public entry returns the slots alone
+    assert record.kernel == "_bf16_scores_kernel+_radix_select_kernel"
+    scores, select = record.kernels
+    assert record.config["BLOCK_T"] == scores.config["BLOCK_T"] in (32, 64, 128, 256)
+    assert record.config["SELECT_BLOCK"] == select.config["BLOCK"] and select.grid == (1,)
+    assert record.config["programs_per_request"] == scores.grid[0] and scores.grid[1] == 1
+    assert record.interpreted == interpreting() and (record.registers is None) == interpreting()
 
 
 # --------------------------------------------------------------------------------------- bad input

@@ -23,7 +23,7 @@ def _recall(got: torch.Tensor, ref: torch.Tensor) -> float:
 def test_step_matches_reference_step(device, decode_impl, indexer_impl):
     inputs = make_step_inputs(2, [700, 40], max_context=1024, num_heads=16, topk=64, device=device, seed=3)
     step = DecodeStep(inputs, decode_impl=decode_impl, indexer_impl=indexer_impl)
-    out, lse = step.run()
+    out, lse, records = step.run_with_records()
     ref_out, ref_lse, ref_idx = step.reference()
     assert step.indices is not None
     assert _recall(step.indices, ref_idx) >= 0.97  # selections differ only at near-ties
@@ -31,7 +31,8 @@ def test_step_matches_reference_step(device, decode_impl, indexer_impl):
     # The decode half must be exact for whatever the indexer selected.
     sel_out, sel_lse = sparse_mla_decode(inputs.q, inputs.kv_cache, step.indices, impl="reference")
     check_decode(out, lse, sel_out, sel_lse)
-    assert step.launches["decode"]["impl"] == decode_impl
+    assert (records["decode"].impl, records["indexer"].impl) == (decode_impl, indexer_impl)
+    assert [t.shape for t in step.run()] == [out.shape, lse.shape]  # run() keeps returning (out, lse)
     if _recall(step.indices, ref_idx) == 1.0:
         check_decode(out, lse, ref_out, ref_lse)
 

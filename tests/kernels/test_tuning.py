@@ -17,13 +17,12 @@ from mla_kernels.decode import (
     MmaConfig,
     arch_candidates,
     launch_label,
-    parse_spec,
     simt_tile,
-    spec_label,
     split_counts,
     tuning,
     verdict,
 )
+from mla_kernels.record import LaunchRecord
 
 
 @pytest.mark.parametrize(
@@ -53,32 +52,35 @@ def test_keep_rule_shared_memory_and_spills():
 def test_spill_allowances_are_measured_and_never_for_sm120():
     for (capability, spec), why in SPILL_ALLOWED.items():
         assert capability != 120, "a config kept for sm_120 must not spill"
-        assert spec in CANDIDATES or spec == ("simt", *simt_tile(capability)) or str(spec[0]).startswith("indexer.")
+        tiles = {c.tile for c in CANDIDATES}
+        assert spec in tiles or spec == ("simt", *simt_tile(capability)) or str(spec[0]).startswith("indexer.")
         assert " us " in why  # each names its measurement
     assert simt_tile(120) == (16, 4)  # the spill-free SIMT tile off sm_90
 
 
 def test_fused_64_head_blocks_are_candidates_only_with_warpgroup_mma():
-    assert any(s[0] == 64 and not s[5] for s in arch_candidates(90))
+    assert any(c.block_h == 64 and not c.block_d for c in arch_candidates(90))
     assert arch_candidates(90) == CANDIDATES
     sm120 = arch_candidates(120)
-    assert all(s[0] < 64 for s in sm120 if not s[5]) and any(not s[5] for s in sm120)
+    assert all(c.block_h < 64 for c in sm120 if not c.block_d) and any(not c.block_d for c in sm120)
     # two-pass 64-head blocks hold [64, BLOCK_D] at most: candidates on mma.sync GPUs too
-    assert {s for s in CANDIDATES if s[5]} <= set(sm120) and any(s[0] == 64 and s[5] for s in sm120)
+    assert {c for c in CANDIDATES if c.block_d} <= set(sm120) and any(c.block_h == 64 and c.block_d for c in sm120)
 
 
-def test_spec_labels_and_parsing():
-    assert parse_spec("64x64x8x2x3") == (64, 64, 8, 2, 3, 0)
-    assert parse_spec("64x128x8x1x0x128") == (64, 128, 8, 1, 0, 128)
-    assert spec_label((64, 64, 8, 2, 3, 0)) == "64x64x8x2 pf3"
-    assert spec_label((64, 128, 8, 1, 0, 128)) == "64x128x8x1 2-pass d128"
-    assert MmaConfig.of((64, 128, 8, 1, 0, 128)).block_d == 128
-    with pytest.raises(ValueError, match="'64x64x8' is not BLOCK_HxBLOCK_NxWARPSxSTAGESxPREFETCH"):
-        parse_spec("64x64x8")
-    fused = {"BLOCK_H": 64, "BLOCK_N": 64, "num_warps": 8, "num_stages": 2, "PREFETCH": 3, "NUM_SPLITS": 4,
-             "BLOCK_D": 0}  # fmt: skip
-    assert launch_label(fused) == "64x64x8x2 pf3 S4"
-    assert launch_label({**fused, "BLOCK_D": 128, "num_stages": 1}) == "64x64x8x1 2-pass d128"
+def test_one_config_type_from_text_to_label():
+    fused = MmaConfig.parse("64x64x8x2x3")
+    assert fused == MmaConfig(64, 64, 8, 2, 1, 3, 0, "fixed") and fused.tile == (64, 64, 8, 2, 3, 0)
+    two_pass = MmaConfig.parse("64x128x8x1x0x128", num_splits=1, source="default")
+    assert two_pass.block_d == 128 and two_pass in CANDIDATES
+    assert fused.label == "64x64x8x2 pf3" and two_pass.label == "64x128x8x1 2-pass d128"
+    for bad in ("64x64x8", "64x64x8x2x3x0x1", "64xAx8x2x3"):
+        with pytest.raises(ValueError, match=f"'{bad}' is not BLOCK_HxBLOCK_NxWARPSxSTAGESxPREFETCH"):
+            MmaConfig.parse(bad)
+    config = {"BLOCK_H": 64, "BLOCK_N": 64, "num_warps": 8, "num_stages": 2, "PREFETCH": 3, "NUM_SPLITS": 4,
+              "BLOCK_D": 0}  # fmt: skip
+    assert launch_label(LaunchRecord("decode", "mma", (), config)) == "64x64x8x2 pf3 S4"
+    two_pass = LaunchRecord("decode", "mma", (), {**config, "BLOCK_D": 128, "num_stages": 1})
+    assert launch_label(two_pass) == "64x64x8x1 2-pass d128"
 
 
 def test_profiles_and_architecture_names(monkeypatch):
@@ -101,7 +103,7 @@ def test_candidates_keep_what_the_compiled_rule_keeps(monkeypatch):
     monkeypatch.setattr(tuning._common, "num_sms", lambda device: 132)
     spilling = {(16, 32, 8, 1, 2, 0)}
     # a two-pass config is kept only when both of its kernels are: here its output pass spills
-    two_pass = next(s for s in arch_candidates(120) if s[5])
+    two_pass = next(c.tile for c in arch_candidates(120) if c.block_d)
     spills = {(two_pass, "output")} | {(s, "mma") for s in spilling}
     monkeypatch.setattr(tuning, "kept_by_compile", lambda launch, spec, cap, limit: (spec, launch.name) not in spills)
 
@@ -110,8 +112,8 @@ def test_candidates_keep_what_the_compiled_rule_keeps(monkeypatch):
         return [KernelLaunch(name, None, (1,), ()) for name in names]
 
     got = tuning.candidates(64, 64, 512, torch.device("cpu"), "sm_120", build=build)
-    specs = {c.spec for c in got}
-    assert specs == set(arch_candidates(120)) - spilling - {two_pass}
+    tiles = {c.tile for c in got}
+    assert tiles == {c.tile for c in arch_candidates(120)} - spilling - {two_pass}
     assert all(isinstance(c, MmaConfig) and c.num_splits >= 1 for c in got)
     assert all(c.num_splits == 1 for c in got if c.block_d)  # two passes: no split-K
     monkeypatch.setattr(tuning, "kept_by_compile", lambda launch, spec, cap, limit: False)
@@ -153,3 +155,26 @@ def test_interpreter_probe_runs_here() -> None:
     if not _common.interpreting():
         pytest.skip("the interpreter is off (a GPU run)")
     assert _common.interpreter_problem() is None
+
+
+def test_the_tuner_skips_only_configs_that_cannot_compile_or_fit():
+    """A candidate that Triton cannot compile or the device cannot hold is skipped; any other error is a bug
+    in that candidate and stops the search, naming the config."""
+    from triton.runtime.errors import OutOfResources, PTXASError
+
+    cfg = CANDIDATES[0]
+
+    def raising(exc: BaseException):  # noqa: ANN202
+        def measure() -> float:
+            raise exc
+
+        return measure
+
+    assert tuning.time_candidate(cfg, lambda: 0.25) == 0.25
+    assert tuning.time_candidate(cfg, raising(OutOfResources(232448, 101376, "shared memory"))) is None
+    assert tuning.time_candidate(cfg, raising(PTXASError("ptxas fatal: too many registers"))) is None
+    too_big = RuntimeError("Triton Error [CUDA]: too many resources requested for launch")
+    assert tuning.time_candidate(cfg, raising(too_big)) is None
+    for exc in (TypeError("unexpected keyword argument 'BLOCK_X'"), RuntimeError("CUDA error: illegal address")):
+        with pytest.raises(RuntimeError, match=r"MMA decode config 64x64x8x2 pf3 S1 failed: .*(BLOCK_X|illegal)"):
+            tuning.time_candidate(cfg, raising(exc))

@@ -94,8 +94,8 @@ def test_oracle_dequantizes_like_the_package(device: torch.device) -> None:
 def test_kernels_match_reference_and_oracle(device: torch.device, case: str, run: str) -> None:
     q, cache, idx, sm_scale = CASES[case](device)
     kwargs = KERNEL_RUNS[run]
-    out, lse = mk.sparse_mla_decode(q, cache, idx, sm_scale, **kwargs)
-    _gate.check_launch(dict(mk.LAST_LAUNCH), "decode", kwargs["impl"], arch_profile=kwargs.get("arch_profile"))
+    out, lse, record = mk.sparse_mla_decode_with_record(q, cache, idx, sm_scale, **kwargs)
+    _gate.check_launch(record.as_dict(), "decode", kwargs["impl"], arch_profile=kwargs.get("arch_profile"))
     reference = mk.sparse_mla_decode(q, cache, idx, sm_scale, impl="reference")
     _gate.check_decode(out, lse, reference, _oracle.decode(q, cache, idx, sm_scale), interpreter=device.type != "cuda")
 

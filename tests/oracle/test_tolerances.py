@@ -76,5 +76,5 @@ def test_the_measuring_script_enumerates_its_cases_and_configs() -> None:
         assert len(pinned) == len(testing.PINNED_MMA_CONFIGS), pinned  # the kernel tests' pinned configs
     assert [label for label, _ in decode_errors._runs("interpreter")] == ["simt", "mma", "mma sm_90", "mma sm_120"]
     # every fused candidate with 1 and 3 splits, every two-pass candidate once
-    fused = sum(1 for spec in CANDIDATES if not spec[5])
+    fused = sum(1 for cfg in CANDIDATES if not cfg.block_d)
     assert len(decode_errors._config_runs(64)) == 2 * fused + (len(CANDIDATES) - fused)

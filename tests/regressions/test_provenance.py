@@ -1,6 +1,6 @@
 """Kernel-config records (``track_launch_*``) are provenance, not performance: detection never flags them and
 does not count them in an alert group's series base, and `mlaperf compare` leaves them out. One rule,
-``regressions.direction.is_provenance``, which names what the asv suites write."""
+``db.provenance.is_provenance``, which names what the asv suites write."""
 
 from __future__ import annotations
 
@@ -17,9 +17,9 @@ from sqlalchemy.orm import Session
 
 from benchmarks import _suite
 from db.models import AlertGroup, Benchmark, Commit, Regression
+from db.provenance import PROVENANCE_PREFIX, is_provenance
 from regressions.compare import REGRESSED, compare_commits, exit_status
 from regressions.config import Settings
-from regressions.direction import PROVENANCE_PREFIX, is_provenance
 from regressions.store import detect_store
 
 Ingest = Callable[[Engine, list[Path]], None]

@@ -1,7 +1,9 @@
-"""The decode profiling scripts: ablation variants built from the kernel's source, and the ncu summary."""
+"""The experiments (``experiments/``) still run against today's kernels: ablation variants built from the
+kernel's source, the ncu summary, the sweeps' config parsing, the PTX comparison, and every one's --help."""
 
 from __future__ import annotations
 
+import json
 import stat
 import subprocess
 import sys
@@ -10,8 +12,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from benchmarks.scripts import kernel_decode_ablate as ablate
-from benchmarks.scripts import kernel_decode_ncu as ncu
+from experiments import kernel_decode_ablate as ablate
+from experiments import kernel_decode_ncu as ncu
+from experiments import kernel_ptx_identity as ptx
 from mla_kernels import make_decode_inputs
 from mla_kernels.decode import MmaConfig, decode_with_config
 
@@ -77,27 +80,50 @@ def test_ncu_summary_names_a_missing_report(tmp_path, monkeypatch, capsys):
 
 @pytest.mark.parametrize(
     "script",
-    ["kernel_decode_ablate", "kernel_decode_ncu", "kernel_decode_perf", "kernel_decode_sm120_probe",
-     "kernel_decode_variants", "kernel_step_perf"],
+    sorted(p.stem for p in (REPO / "experiments").glob("*.py") if p.stem != "__init__"),
 )
-def test_scripts_run_as_modules_with_help(script):
-    res = subprocess.run([sys.executable, "-m", f"benchmarks.scripts.{script}", "--help"], capture_output=True,
+def test_experiments_run_as_modules_with_help(script):
+    res = subprocess.run([sys.executable, "-m", f"experiments.{script}", "--help"], capture_output=True,
                          text=True, cwd=REPO)  # fmt: skip
-    assert res.returncode == 0 and f"usage: python -m benchmarks.scripts.{script}" in res.stdout
+    assert res.returncode == 0 and f"usage: python -m experiments.{script}" in res.stdout
+
+
+def test_each_experiment_says_what_it_answered():
+    readme = (REPO / "experiments" / "README.md").read_text()
+    for path in (REPO / "experiments").glob("*.py"):
+        if path.stem != "__init__":
+            assert f"`{path.name}`" in readme, path.name
+
+
+def test_ptx_comparison_ignores_debug_info_only(tmp_path):
+    ptx_text = """.version 8.7
+.file 1 "/x/kernels.py"
+.loc 1 10 5
+$L__tmp3:
+\tld.global.b32 %r1, [%rd1];
+// a comment
+.section\t.debug_info { }"""
+    assert ptx.normalized_ptx(ptx_text) == ".version 8.7\nld.global.b32 %r1, [%rd1];"
+    for name, hashes in (("a", {"k": "1", "j": "2"}), ("b", {"k": "1", "j": "3"}), ("c", {"k": "1", "j": "2"})):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "hashes.json").write_text(json.dumps(hashes))
+    assert ptx.compare(tmp_path / "a", tmp_path / "c") == 0
+    assert ptx.compare(tmp_path / "a", tmp_path / "b") == 1
 
 
 def test_variant_configs_parse_and_name_bad_ones():
-    from benchmarks.scripts.kernel_decode_variants import parse_configs
+    from experiments.kernel_decode_variants import parse_configs
     from mla_kernels.decode import arch_candidates
 
     assert parse_configs("sm120") == list(arch_candidates(120))
-    assert parse_configs("64x64x8x2x3,64x128x8x1x0x128") == [(64, 64, 8, 2, 3, 0), (64, 128, 8, 1, 0, 128)]
+    got = parse_configs("64x64x8x2x3,64x128x8x1x0x128")
+    assert [c.tile for c in got] == [(64, 64, 8, 2, 3, 0), (64, 128, 8, 1, 0, 128)]
     with pytest.raises(ValueError, match="'64x64x8' is not BLOCK_HxBLOCK_NxWARPSxSTAGESxPREFETCH"):
         parse_configs("64x64x8")
 
 
 def test_sm120_probe_variants_parse_and_name_bad_ones():
-    from benchmarks.scripts.kernel_decode_sm120_probe import parse_variants
+    from experiments.kernel_decode_sm120_probe import parse_variants
 
     assert parse_variants("batched:16x32x4x2x0:QSPLIT=8,production:16x32x4x1x2") == [
         ("batched", (16, 32, 4, 2, 0), {"QSPLIT": 8}), ("production", (16, 32, 4, 1, 2), {})]

@@ -2,8 +2,8 @@
 every run). Its 3rd launch is the warm one to profile:
 
     ncu --clock-control none --kernel-name regex:_mma_decode_kernel --launch-skip 2 --launch-count 1 \\
-        --set full --import-source yes -o decode python -m benchmarks.scripts.kernel_decode_ncu
-    python -m benchmarks.scripts.kernel_decode_ncu --summarize decode.ncu-rep
+        --set full --import-source yes -o decode python -m experiments.kernel_decode_ncu
+    python -m experiments.kernel_decode_ncu --summarize decode.ncu-rep
 
 --summarize prints what bounds the kernel: issue activity, eligible warps, pipe utilisation and the
 sampled reasons warps were stalled.
@@ -64,13 +64,14 @@ def summarize(report: Path) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m benchmarks.scripts.kernel_decode_ncu", description=__doc__,
+    ap = argparse.ArgumentParser(prog="python -m experiments.kernel_decode_ncu", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--batch", type=int, default=128)
     ap.add_argument("--heads", type=int, default=64)
     ap.add_argument("--topk", type=int, default=512)
-    ap.add_argument("--config", default="64x64x8x2x1x0",
-                    help="BLOCK_HxBLOCK_NxwarpsxstagesxsplitsxPREFETCH[xBLOCK_D] (default: the H200's pick at B=128)")
+    ap.add_argument("--config", default="64x64x8x2x0",
+                    help="BLOCK_HxBLOCK_NxwarpsxstagesxPREFETCH[xBLOCK_D] (default: the H200's pick at B=128)")
+    ap.add_argument("--splits", type=int, default=1, help="split-K count of a fused config")
     ap.add_argument("--launches", type=int, default=3)
     ap.add_argument("--summarize", type=Path, metavar="REPORT", help="summarize an ncu report instead of launching")
     args = ap.parse_args(argv)
@@ -85,14 +86,14 @@ def main(argv: list[str] | None = None) -> int:
         print("needs a CUDA GPU", file=sys.stderr)
         return 2
     try:
-        cfg = MmaConfig(*(int(x) for x in args.config.split("x")), source="fixed")
-    except (TypeError, ValueError):
-        ap.error(f"--config must be six or seven integers joined by 'x', got {args.config!r}")
+        cfg = MmaConfig.parse(args.config, num_splits=args.splits)
+    except ValueError as exc:
+        ap.error(f"--config: {exc}")
     inp = make_decode_inputs(args.batch, args.heads, args.topk, num_tokens=args.batch * 65536, device="cuda")
     for _ in range(args.launches):
         decode_with_config(inp.q, inp.kv_cache, inp.indices, cfg)
     torch.cuda.synchronize()
-    print(f"{args.launches} launches of {cfg}")
+    print(f"{args.launches} launches of {cfg.label} S{cfg.num_splits}")
     return 0
 
 

@@ -11,7 +11,7 @@ and dequantizes its share of the tile for 16 heads only. Each variant tests one 
   products summed, 8 accumulators; ``QRELOAD=1`` reads each Q group per tile (L1) instead of keeping Q in
   registers across the loop.
 
-    python -m benchmarks.scripts.kernel_decode_sm120_probe [--batches 32,64,128] [--variants default]
+    python -m experiments.kernel_decode_sm120_probe [--batches 32,64,128] [--variants default]
 
 ``--variants``: ``default`` or ``name:BHxBNxWARPSxSTAGESxPREFETCH[:KEY=V]...`` separated by commas, name one
 of production, batched, group8 (e.g. ``batched:16x32x4x2x0:QSPLIT=4``). Every variant is checked against the
@@ -297,7 +297,7 @@ def parse_variants(text: str) -> list[tuple[str, tuple[int, ...], dict[str, int]
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m benchmarks.scripts.kernel_decode_sm120_probe", description=__doc__,
+    ap = argparse.ArgumentParser(prog="python -m experiments.kernel_decode_sm120_probe", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
     ap.add_argument("--batches", default="32,64,128")
     ap.add_argument("--variants", default="default")

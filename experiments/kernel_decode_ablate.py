@@ -1,6 +1,6 @@
 """Where the MMA decode kernel's time goes: time it with one stage left out (cold L2, graph replay).
 
-    python -m benchmarks.scripts.kernel_decode_ablate [--batches 64,128] [--configs 64x64x8x2]
+    python -m experiments.kernel_decode_ablate [--batches 64,128] [--configs 64x64x8x2]
 
 Variants are built from the production kernel's own module source (``mla_kernels.decode.KERNELS``), so
 they never drift from it, and run through the production launcher (``decode_with_config(kernel=...)``):
@@ -22,25 +22,25 @@ import tempfile
 from pathlib import Path
 from types import ModuleType
 
-_QK = """        s = tl.dot(q0, tl.trans(k0))
-        s = tl.dot(q1, tl.trans(k1), s)
-        s = tl.dot(q2, tl.trans(k2), s)
-        s = tl.dot(qr, tl.trans(kr), s)  # [BH, N] fp32"""
-_PV = """        acc0 = tl.dot(p, k0, acc0 * alpha[:, None])
-        acc1 = tl.dot(p, k1, acc1 * alpha[:, None])
-        acc2 = tl.dot(p, k2, acc2 * alpha[:, None])
-        accr = tl.dot(p, kr, accr * alpha[:, None])"""
-_GATHER = """            offs_n = start + tl.arange(0, BLOCK_N)
-            valid, page_base, off = _slot_tile("""
+_QK = """    s = tl.dot(q0, tl.trans(k0))
+    s = tl.dot(q1, tl.trans(k1), s)
+    s = tl.dot(q2, tl.trans(k2), s)
+    s = tl.dot(qr, tl.trans(kr), s)  # [BH, N] fp32"""
+_PV = """    acc0 = tl.dot(p, k0, acc0 * alpha[:, None])
+    acc1 = tl.dot(p, k1, acc1 * alpha[:, None])
+    acc2 = tl.dot(p, k2, acc2 * alpha[:, None])
+    accr = tl.dot(p, kr, accr * alpha[:, None])"""
+_GATHER = """        offs_n = start + tl.arange(0, BLOCK_N)
+        valid, page_base, off = _slot_tile(idx_row, offs_n, end_n,"""
 
 VARIANTS: dict[str, tuple[str, str]] = {
     "full": ("", ""),
-    "no-qk": (_QK, "        s = tl.zeros([BLOCK_H, BLOCK_N], dtype=tl.float32)"
+    "no-qk": (_QK, "    s = tl.zeros([q0.shape[0], BLOCK_N], dtype=tl.float32)"
                    " + (tl.sum(k2.to(tl.float32), axis=1) * 1e-30)[None, :]"),
-    "no-pv": (_PV, "        acc0 = acc0 * alpha[:, None]\n"
-                   "        acc1 = acc1 * alpha[:, None]\n"
-                   "        acc2 = acc2 * alpha[:, None]\n"
-                   "        accr = accr * alpha[:, None] + tl.sum(p.to(tl.float32), axis=1)[:, None]"),
+    "no-pv": (_PV, "    acc0 = acc0 * alpha[:, None]\n"
+                   "    acc1 = acc1 * alpha[:, None]\n"
+                   "    acc2 = acc2 * alpha[:, None]\n"
+                   "    accr = accr * alpha[:, None] + tl.sum(p.to(tl.float32), axis=1)[:, None]"),
     "no-gather": (_GATHER, _GATHER.replace("start + tl.arange", "start_n + tl.arange")),
 }
 
@@ -67,7 +67,7 @@ def build_variant(name: str, workdir: Path) -> object:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m benchmarks.scripts.kernel_decode_ablate", description=__doc__,
+    ap = argparse.ArgumentParser(prog="python -m experiments.kernel_decode_ablate", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--batches", default="64,128")
     ap.add_argument("--topk", type=int, default=512)

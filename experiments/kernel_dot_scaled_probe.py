@@ -8,7 +8,7 @@ sparse decode on sm_120? Two questions, answered without a GPU:
    out / lse checked with the kernels' tolerances (``mla_kernels.testing``).
 On a GPU it also runs the probe kernel and compares its scores with the torch emulation.
 
-    python -m benchmarks.scripts.kernel_dot_scaled_probe [--batch 4] [--topk 512]
+    python -m experiments.kernel_dot_scaled_probe [--batch 4] [--topk 512]
 """
 
 from __future__ import annotations
@@ -125,7 +125,7 @@ def gpu_scores(kernel: object) -> dict[str, float] | None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m benchmarks.scripts.kernel_dot_scaled_probe", description=__doc__,
+    ap = argparse.ArgumentParser(prog="python -m experiments.kernel_dot_scaled_probe", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
     ap.add_argument("--batch", type=int, default=4)
     ap.add_argument("--topk", type=int, default=512)

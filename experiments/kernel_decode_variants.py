@@ -1,7 +1,7 @@
 """Time MMA decode configs one by one (cold L2, graph replay), with each config's registers, spills and
 shared memory on this GPU and, compiled ahead of time, on sm_120 (whether an sm_120 keeps it).
 
-    python -m benchmarks.scripts.kernel_decode_variants [--batches 64,128] [--topk 512] [--configs all]
+    python -m experiments.kernel_decode_variants [--batches 64,128] [--topk 512] [--configs all]
 
 ``--configs``: ``all`` (every autotuner candidate), ``sm120`` (the candidates an sm_120 compiles), or
 ``BLOCK_HxBLOCK_NxWARPSxSTAGESxPREFETCH[xBLOCK_D],...`` (BLOCK_D > 0: the two-pass kernels).
@@ -14,18 +14,20 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 
-def parse_configs(text: str) -> list[tuple[int, ...]]:
-    """``all`` / ``sm120`` / ``64x64x8x2x3,64x64x8x1x0x128`` -> specs (``mla_kernels.decode.parse_spec``)."""
-    from mla_kernels.decode import CANDIDATES, arch_candidates, parse_spec
+def parse_configs(text: str) -> list[Any]:
+    """``all`` / ``sm120`` / ``64x64x8x2x3,64x64x8x1x0x128`` -> MMA configs (``MmaConfig.parse``)."""
+    from mla_kernels.decode import CANDIDATES, MmaConfig, arch_candidates
 
     if text == "all":
         return list(CANDIDATES)
     if text == "sm120":
         return list(arch_candidates(120))
-    return [parse_spec(item) for item in text.split(",")]
+    return [MmaConfig.parse(item) for item in text.split(",")]
 
 
 def _simt_tiles(inp: object, ref: tuple, tiles: list[tuple[int, ...]], sets: int, reps: int) -> list[dict]:
@@ -33,7 +35,8 @@ def _simt_tiles(inp: object, ref: tuple, tiles: list[tuple[int, ...]], sets: int
     import torch
 
     from benchmarks.scripts.kernel_decode_perf import graph_ms
-    from mla_kernels.decode import compile_stats, simt_launch
+    from mla_kernels.decode import simt_launch
+    from mla_kernels.record import compiled_stats
     from mla_kernels.testing import check_decode
 
     scale = 512**-0.5
@@ -42,7 +45,7 @@ def _simt_tiles(inp: object, ref: tuple, tiles: list[tuple[int, ...]], sets: int
     for rnd in (1, 2):
         for tile in tiles:
             out, lse = torch.empty_like(ref[0]), torch.empty_like(ref[1])
-            stats = compile_stats(simt_launch(q, cache, inp.indices, scale, out, lse, tile).run())  # type: ignore[attr-defined]
+            stats = compiled_stats(simt_launch(q, cache, inp.indices, scale, out, lse, tile).run())  # type: ignore[attr-defined]
             check_decode(out, lse, *ref)
             state = {"i": 0}
 
@@ -54,13 +57,13 @@ def _simt_tiles(inp: object, ref: tuple, tiles: list[tuple[int, ...]], sets: int
             us = 1e3 * graph_ms(call, reps=reps, inner=sets)
             rows.append({"batch": q.shape[0], "simt_tile": list(tile), "round": rnd, "us": us, **stats})
             print(f"B={q.shape[0]:4d} round {rnd} SIMT BLOCK_N {tile[0]} w{tile[1]}: {us:8.1f} us regs "
-                  f"{stats.get('n_regs')} spill {stats.get('spill_bytes')} B", flush=True)
+                  f"{stats.get('registers')} spill {stats.get('spill_bytes')} B", flush=True)
     return rows
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(
-        prog="python -m benchmarks.scripts.kernel_decode_variants",
+        prog="python -m experiments.kernel_decode_variants",
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
     )  # fmt: skip
     ap.add_argument("--batches", default="64,128")
@@ -86,15 +89,14 @@ def main(argv: list[str] | None = None) -> int:
         print("needs a CUDA GPU", file=sys.stderr)
         return 2
     from benchmarks.scripts.kernel_decode_perf import decode_cost, graph_ms, index_sets_for_cold_l2
-    from mla_kernels import LAST_LAUNCH, aot, make_decode_inputs, sparse_mla_decode
+    from mla_kernels import aot, make_decode_inputs, sparse_mla_decode
     from mla_kernels.arch import ARCHS
     from mla_kernels.decode import (
         MmaConfig,
+        config_split_counts,
         decode_with_config,
         judged_launches,
         mma_launches,
-        spec_label,
-        spec_split_counts,
         verdict,
     )
     from mla_kernels.testing import check_decode
@@ -116,12 +118,13 @@ def main(argv: list[str] | None = None) -> int:
             continue
         meta = [torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device="meta")
                 for t in (inp.q, inp.kv_cache, inp.indices)]
-        for spec in specs:
-            if args.heads % spec[0]:
+        for candidate in specs:
+            if args.heads % candidate.block_h:
                 continue
-            for splits in spec_split_counts(spec, batch, args.heads, args.topk, sms):
-                cfg = MmaConfig.of(spec, splits)
-                head = f"B={batch:4d} {spec_label(spec):22s} S {splits:2d}"
+            for splits in config_split_counts(candidate, batch, args.heads, args.topk, sms):
+                cfg = replace(candidate, num_splits=splits, source="fixed")
+                spec = cfg.tile
+                head = f"B={batch:4d} {cfg.label:22s} S {splits:2d}"
                 try:
                     # sm_120: the worst of the config's kernels (two for two-pass configs).
                     compiled = [aot.compile_launch(launch, 120)
@@ -129,9 +132,8 @@ def main(argv: list[str] | None = None) -> int:
                     s120 = max(compiled, key=lambda c: (c.spill_bytes, c.registers))
                     why = next((w for c in compiled if (w := verdict(120, ARCHS[120].shared_per_block, spec,
                                                                      c.shared, c.spill_bytes))), None)
-                    out, lse = decode_with_config(inp.q, inp.kv_cache, inp.indices, cfg)
+                    out, lse, record = decode_with_config(inp.q, inp.kv_cache, inp.indices, cfg)
                     check_decode(out, lse, *ref)
-                    stats = dict(LAST_LAUNCH)
                     state = {"i": 0}
 
                     def call(cfg: MmaConfig = cfg, inp: object = inp, state: dict = state, sets: int = sets) -> None:
@@ -142,13 +144,13 @@ def main(argv: list[str] | None = None) -> int:
                 except Exception as exc:  # noqa: BLE001 - report and go on
                     print(f"{head}: {type(exc).__name__}: {str(exc)[:200]}", flush=True)
                     continue
-                row = {"batch": batch, "spec": list(spec), "splits": stats.get("NUM_SPLITS", 1), "us": us,
-                       "regs": stats.get("n_regs"), "spills": stats.get("n_spills"), "shared": stats.get("shared"),
+                row = {"batch": batch, "spec": list(spec), "splits": record.config["NUM_SPLITS"], "us": us,
+                       "regs": record.registers, "spill_bytes": record.spill_bytes, "shared": record.shared,
                        "sm120": {"registers": s120.registers, "spill_bytes": s120.spill_bytes,
                                  "shared": s120.shared, "kept": why is None}}
                 rows.append(row)
                 print(f"{head} {us:8.1f} us {bytes_moved / us / 1e3:6.0f} GB/s {flops / us / 1e6:5.1f} TFLOP/s  "
-                      f"here regs {row['regs']} spills {row['spills']} smem {row['shared']}  "
+                      f"here regs {row['regs']} spill {row['spill_bytes']} B smem {row['shared']}  "
                       f"sm_120 regs {s120.registers} spill {s120.spill_bytes} B smem {s120.shared} "
                       f"{'kept' if why is None else 'dropped: ' + why}", flush=True)
         torch.cuda.empty_cache()
