@@ -17,6 +17,8 @@ from .checks import _check_args, _Dims
 from .kernels import _bf16_scores_kernel, _fp32_maxctx_scores_kernel, _radix_select_kernel
 from .layout import HEAD_DIM
 from .reference import _topk_slots, indexer_logits_reference
+from .split import plan as split_plan
+from .split import split_select
 
 KERNELS = {"scores": _bf16_scores_kernel, "select": _radix_select_kernel, "fp32_maxctx": _fp32_maxctx_scores_kernel}
 
@@ -65,8 +67,14 @@ def _kept_by_compile(name: str, kernel: object):  # noqa: ANN202 - Triton's earl
     return prune
 
 
+def _batch_bucket(batch: int) -> int:
+    # One tuned scores config per bucket: a lone request (many programs on one request's tokens) and a
+    # full batch want different tiles, and Triton's tuning key cannot see the batch.
+    return min(next_pow2(batch), 64)
+
+
 @functools.cache
-def _tuned_scores() -> triton.runtime.Autotuner:
+def _tuned_scores(bucket: int = 64) -> triton.runtime.Autotuner:  # noqa: ARG001 - the cache key
     prune = {"early_config_prune": _kept_by_compile("indexer.scores", _bf16_scores_kernel)}
     return triton.autotune(configs=list(SCORE_CONFIGS), key=["H", "BLOCK_H"], prune_configs_by=prune)(
         _bf16_scores_kernel
@@ -122,25 +130,30 @@ def _bf16_topk(
     per_req = _programs_per_request(dev, d.batch)
     score_args = _score_args(q, w, cache, bt, sl, logits, d)
     select_args = _select_args(logits, bt, sl, out, topk, d)
+    split = split_plan(d, topk)  # None: the single-program radix select
     if interpreting():
         grid = (min(per_req, triton.cdiv(d.max_context, _INTERP_BLOCK_T)), d.batch)
         _bf16_scores_kernel[grid](*score_args, BLOCK_H=block_h, BLOCK_T=_INTERP_BLOCK_T, FP32_MATH=True)
-        _radix_select_kernel[(d.batch,)](*select_args, BLOCK=_INTERP_SELECT_BLOCK)
         score_cfg: dict[str, object] = {"BLOCK_T": _INTERP_BLOCK_T}
-        select_cfg: dict[str, object] = {"BLOCK": _INTERP_SELECT_BLOCK}
+        if split is None:
+            _radix_select_kernel[(d.batch,)](*select_args, BLOCK=_INTERP_SELECT_BLOCK)
+            select_cfg: dict[str, object] = {"BLOCK": _INTERP_SELECT_BLOCK}
     else:
-        scores = _tuned_scores()
+        scores = _tuned_scores(_batch_bucket(d.batch))
         score_grid = lambda meta: (min(per_req, triton.cdiv(d.max_context, meta["BLOCK_T"])), d.batch)
         scores[score_grid](*score_args, BLOCK_H=block_h, FP32_MATH=False)
-        select = _tuned_select()
-        select[(d.batch,)](*select_args)
         score_cfg = _config_dict(scores.best_config)
-        select_cfg = _config_dict(select.best_config)
+        if split is None:
+            select = _tuned_select()
+            select[(d.batch,)](*select_args)
+            select_cfg = _config_dict(select.best_config)
+    if split is not None:
+        select_cfg = split_select(logits, bt, sl, out, topk, d, split)
     LAST_LAUNCH.clear()
     LAST_LAUNCH.update(
         op="indexer_topk",
         impl="bf16",
-        kernel="_bf16_scores_kernel+_radix_select_kernel",
+        kernel="_bf16_scores_kernel+" + (split.kernels if split is not None else "_radix_select_kernel"),
         scores={"BLOCK_H": block_h, "programs_per_request": per_req, **score_cfg},
         select=select_cfg,
         interpreted=interpreting(),

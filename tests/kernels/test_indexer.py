@@ -33,6 +33,7 @@ from mla_kernels.indexer import (  # noqa: E402
 )
 from mla_kernels.indexer import kernels as ix_kernels  # noqa: E402
 from mla_kernels.indexer import launch as ix_launch  # noqa: E402
+from mla_kernels.indexer import split as ix_split  # noqa: E402
 
 GPU = torch.cuda.is_available() and not interpreting()  # MLAPERF_FORCE_INTERPRET=1 keeps to the CPU
 DEV = torch.device("cuda" if GPU else "cpu")
@@ -296,9 +297,53 @@ def test_empty_batch_and_topk_beyond_capacity() -> None:
 def test_last_launch_records_bf16_kernels() -> None:
     inp = make_indexer_inputs(1, [100], max_context=256, num_heads=16, topk=8, device=DEV)
     indexer_topk(*inp.args(), impl="bf16")
-    assert LAST_LAUNCH["kernel"] == "_bf16_scores_kernel+_radix_select_kernel"
+    assert LAST_LAUNCH["kernel"] == "_bf16_scores_kernel+_chunk_topk_kernel"  # one chunk: no merge
     assert LAST_LAUNCH["scores"]["BLOCK_T"] in (32, 64, 128)  # type: ignore[index]
     assert "BLOCK" in LAST_LAUNCH["select"]  # type: ignore[operator]
+    chunk = ix_split.plan(ix.checks._Dims(1, 16, 64, 64), 8).chunk  # type: ignore[union-attr]
+    long = make_indexer_inputs(1, [chunk + 1], max_context=4 * chunk, num_heads=16, topk=8, device=DEV)
+    indexer_topk(*long.args(), impl="bf16")
+    assert LAST_LAUNCH["kernel"] == "_bf16_scores_kernel+_chunk_topk_kernel+_merge_topk_kernel"
+    assert LAST_LAUNCH["select"]["chunks"] == 4  # type: ignore[index]
+    # Candidates past one merge program's registers: the single-program radix select, recorded as such.
+    assert ix_split.plan(ix.checks._Dims(1, 16, 4096, 4096), 4 * chunk) is None
+
+
+def test_split_select_against_torch_topk() -> None:
+    # The chunk and merge kernels alone, on awkward logits across chunk edges: negatives, +-0, huge
+    # values, heavy duplicates (ties straddling chunks), -inf, one chunk exactly, one token past it.
+    g = torch.Generator().manual_seed(13)
+    topk = 64
+    d0 = ix.checks._Dims(1, 16, 12, 12)
+    chunk = ix_split.plan(d0, topk).chunk  # type: ignore[union-attr]
+    ctx = 12 * chunk
+    lens = [0, 5, 64, 65, chunk, chunk + 1, 3 * chunk + 17, ctx, 5 * chunk, 7 * chunk]
+    batch = len(lens)
+    logits = torch.randn((batch, ctx), generator=g) * 10
+    logits[1] = -0.0
+    logits[5, ::3] = 0.0
+    logits[5, 1::7] = -1e30
+    logits[6] = torch.randint(-4, 4, (ctx,), generator=g).float()
+    logits[7, : 2 * chunk] = torch.linspace(-1e-30, 1e-30, 2 * chunk)
+    logits[8] = 1.0  # every token ties: any topk of them
+    logits[9, torch.randperm(7 * chunk, generator=g)[:100]] = float("-inf")
+    logits = logits.to(DEV)
+    bt = torch.arange(batch * ctx // 256, dtype=torch.int32, device=DEV).reshape(batch, -1)  # slot = b * ctx + t
+    seq = torch.tensor(lens, dtype=torch.int32, device=DEV)
+    out = torch.full((batch, topk), -7, dtype=torch.int32, device=DEV)
+    d = ix.checks._Dims(batch, 16, ctx // 256, bt.numel())
+    plan = ix_split.plan(d, topk)
+    assert plan is not None and plan.merge_block > 0
+    ix_split.split_select(logits, bt, seq, out, topk, d, plan)
+    for b, n in enumerate(lens):
+        row = out[b].cpu()
+        k = min(n, topk)
+        assert bool((row[k:] == -1).all()) and bool((row[:k] >= 0).all()), (b, row)
+        t = row[:k].long() - b * ctx
+        assert len(set(t.tolist())) == k and bool(((t >= 0) & (t < n)).all()), b
+        got = torch.sort(logits[b].cpu()[t]).values
+        want = torch.sort(torch.topk(logits[b, :n].cpu(), k).values).values
+        assert torch.equal(got, want), b
 
 
 # --------------------------------------------------------------------------------------- bad input
