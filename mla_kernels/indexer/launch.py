@@ -17,6 +17,7 @@ from .checks import _check_args, _Dims
 from .kernels import _bf16_scores_kernel, _fp32_maxctx_scores_kernel, _radix_select_kernel
 from .layout import HEAD_DIM
 from .reference import _topk_slots, indexer_logits_reference
+from .split import launches as split_launches
 from .split import plan as split_plan
 from .split import split_select
 
@@ -247,6 +248,10 @@ def compile_matrix(
             dict(c.kwargs), num_warps=c.num_warps, num_stages=c.num_stages,
         )  # fmt: skip
         rows.append((f"BLOCK {c.kwargs['BLOCK']} w{c.num_warps}", launch, config_spec("indexer.select", c)))
+    split = split_plan(d, topk)
+    if split is not None:  # fixed configs: always run where the plan applies
+        for launch in split_launches(logits, bt, sl, out, topk, d, split):
+            rows.append((f"CHUNK {split.chunk} w{launch.num_warps}", launch, None))
     launch = KernelLaunch(
         "indexer.fp32_maxctx", _fp32_maxctx_scores_kernel, (1, batch), _fp32_args(q, w, cache, bt, sl, logits, d),
         {"BLOCK_T": _FP32_BLOCK_T}, num_warps=_FP32_WARPS,

@@ -75,6 +75,16 @@ def _store_slots(out_row, bt_row, t, take, pos, n_sel, topk, num_pages, OUT_BLOC
 
 
 @triton.jit
+def _short_request(row, out_row, bt_row, n, topk, num_pages, BLOCK: tl.constexpr, OUT_BLOCK: tl.constexpr):
+    # A request of at most BLOCK tokens, whole in one program: its final row of slots.
+    t = tl.arange(0, BLOCK)
+    valid = t < n
+    key = tl.where(valid, _order_key(tl.load(row + t, mask=valid, other=0.0)), 0)
+    take, pos = _select_positions(key, topk)
+    _store_slots(out_row, bt_row, t, take, pos, tl.minimum(n, topk), topk, num_pages, OUT_BLOCK)
+
+
+@triton.jit
 def _chunk_topk_kernel(
     logits_ptr, bt_ptr, seq_ptr, ckey_ptr, cpos_ptr, out_ptr,
     stride_lb, stride_btb, stride_cb, stride_ob,
@@ -85,19 +95,23 @@ def _chunk_topk_kernel(
     b = tl.program_id(1)
     n = tl.minimum(tl.maximum(tl.load(seq_ptr + b), 0), max_ctx)
     start = c * CHUNK
-    if (start < n) | (c == 0):  # chunk 0 also writes the all -1 row of an empty request
+    row = logits_ptr + b * stride_lb
+    out_row = out_ptr + b * stride_ob
+    bt_row = bt_ptr + b * stride_btb
+    if n <= CHUNK:  # the whole request in chunk 0 (which also writes the all -1 row of an empty one)
+        if c == 0:
+            if n <= CHUNK // 2:  # half the lanes: half the work per count
+                _short_request(row, out_row, bt_row, n, topk, num_pages, CHUNK // 2, OUT_BLOCK)
+            else:
+                _short_request(row, out_row, bt_row, n, topk, num_pages, CHUNK, OUT_BLOCK)
+    elif start < n:  # candidates of this chunk; a longer request has topk of them in every full chunk
         t = start + tl.arange(0, CHUNK)
         valid = t < n
-        x = tl.load(logits_ptr + b * stride_lb + t, mask=valid, other=0.0)
-        key = tl.where(valid, _order_key(x), 0)
+        key = tl.where(valid, _order_key(tl.load(row + t, mask=valid, other=0.0)), 0)
         take, pos = _select_positions(key, topk)
-        if n <= CHUNK:  # the whole request: its final row
-            _store_slots(out_ptr + b * stride_ob, bt_ptr + b * stride_btb, t, take, pos,
-                         tl.minimum(n, topk), topk, num_pages, OUT_BLOCK)  # fmt: skip
-        else:  # candidates of this chunk; a longer request has topk of them in every full chunk
-            seg = b * stride_cb + c * topk + pos
-            tl.store(ckey_ptr + seg, key.to(tl.int32, bitcast=True), mask=take)
-            tl.store(cpos_ptr + seg, t, mask=take)
+        seg = b * stride_cb + c * topk + pos
+        tl.store(ckey_ptr + seg, key.to(tl.int32, bitcast=True), mask=take)
+        tl.store(cpos_ptr + seg, t, mask=take)
 
 
 @triton.jit

@@ -78,7 +78,7 @@ def test_ncu_summary_names_a_missing_report(tmp_path, monkeypatch, capsys):
 @pytest.mark.parametrize(
     "script",
     ["kernel_decode_ablate", "kernel_decode_ncu", "kernel_decode_perf", "kernel_decode_sm120_probe",
-     "kernel_decode_variants", "kernel_step_perf"],
+     "kernel_decode_variants", "kernel_step_perf", "gather_ceiling", "gluon_probe", "indexer_breakdown"],
 )
 def test_scripts_run_as_modules_with_help(script):
     res = subprocess.run([sys.executable, "-m", f"benchmarks.scripts.{script}", "--help"], capture_output=True,
