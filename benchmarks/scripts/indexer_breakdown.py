@@ -1,7 +1,8 @@
 #!/usr/bin/env python
 """Where the bf16 indexer's time goes: its scores kernel, and each top-k select, timed alone.
 
-For each (batch, context): the scores kernel (the launcher's tuned config), the single-program radix
+For each (batch, context): the scores kernel (the launcher's tuned config; also the head-major kernel,
+``kernels._bf16_scores_kernel``, tuned alike), the single-program radix
 select, and the split select (chunk + merge) at several chunk sizes and warp counts, each captured in
 its own CUDA graph over the same logits and replayed with a cold L2 (``indexer_perf``'s timer). Every
 select's output is checked against the reference before it is timed. Needs a CUDA GPU.
@@ -63,7 +64,12 @@ def measure(batch: int, ctx: int, args: argparse.Namespace) -> dict[str, float]:
     def run_scores() -> None:
         scores[grid](*L._score_args(q, w, cache, bt, sl, logits, d), BLOCK_H=block_h, FP32_MATH=False)
 
-    parts: dict[str, Any] = {"scores": run_scores}
+    head_major = L._tuned_scores(L._batch_bucket(batch), kernel=L._bf16_scores_kernel)
+
+    def run_head_major() -> None:
+        head_major[grid](*L._score_args(q, w, cache, bt, sl, logits, d), BLOCK_H=block_h, FP32_MATH=False)
+
+    parts: dict[str, Any] = {"scores": run_scores, "scores head-major": run_head_major}
     radix = L._tuned_select()
     parts["radix select"] = lambda: radix[(batch,)](*L._select_args(logits, bt, sl, out, topk, d))
     for name, p in _variants(d, topk, args.chunks, args.warps).items():
@@ -73,7 +79,7 @@ def measure(batch: int, ctx: int, args: argparse.Namespace) -> dict[str, float]:
         run_scores()
         fn()
         torch.cuda.synchronize()
-        if name != "scores":
+        if not name.startswith("scores"):
             check_indexer_output(out, ref, bt, sl, topk)
         row[name] = statistics.median(_time_gpu(torch, fn, args.iters, capture=True))
     return row

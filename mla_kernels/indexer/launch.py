@@ -20,8 +20,10 @@ from .reference import _topk_slots, indexer_logits_reference
 from .split import launches as split_launches
 from .split import plan as split_plan
 from .split import split_select
+from .token_scores import _bf16_scores_kernel_t
 
-KERNELS = {"scores": _bf16_scores_kernel, "select": _radix_select_kernel, "fp32_maxctx": _fp32_maxctx_scores_kernel}
+KERNELS = {"scores": _bf16_scores_kernel, "select": _radix_select_kernel, "fp32_maxctx": _fp32_maxctx_scores_kernel,
+           "scores_t": _bf16_scores_kernel_t}
 
 
 # Fixed configs for the interpreter (big tiles: fewer Python-level programs) and the SIMT baseline.
@@ -74,12 +76,16 @@ def _batch_bucket(batch: int) -> int:
     return min(next_pow2(batch), 64)
 
 
+# Which scores kernel the bf16 path runs: the token-major one (tokens as the MMA's rows).
+SCORES_KERNEL = _bf16_scores_kernel_t
+
+
 @functools.cache
-def _tuned_scores(bucket: int = 64) -> triton.runtime.Autotuner:  # noqa: ARG001 - the cache key
-    prune = {"early_config_prune": _kept_by_compile("indexer.scores", _bf16_scores_kernel)}
-    return triton.autotune(configs=list(SCORE_CONFIGS), key=["H", "BLOCK_H"], prune_configs_by=prune)(
-        _bf16_scores_kernel
-    )
+def _tuned_scores(bucket: int = 64, kernel: object = None) -> triton.runtime.Autotuner:  # noqa: ARG001 - cache key
+    fn = SCORES_KERNEL if kernel is None else kernel
+    name = "indexer.scores_t" if fn is _bf16_scores_kernel_t else "indexer.scores"
+    prune = {"early_config_prune": _kept_by_compile(name, fn)}
+    return triton.autotune(configs=list(SCORE_CONFIGS), key=["H", "BLOCK_H"], prune_configs_by=prune)(fn)
 
 
 @functools.cache
@@ -134,7 +140,7 @@ def _bf16_topk(
     split = split_plan(d, topk)  # None: the single-program radix select
     if interpreting():
         grid = (min(per_req, triton.cdiv(d.max_context, _INTERP_BLOCK_T)), d.batch)
-        _bf16_scores_kernel[grid](*score_args, BLOCK_H=block_h, BLOCK_T=_INTERP_BLOCK_T, FP32_MATH=True)
+        SCORES_KERNEL[grid](*score_args, BLOCK_H=block_h, BLOCK_T=_INTERP_BLOCK_T, FP32_MATH=True)
         score_cfg: dict[str, object] = {"BLOCK_T": _INTERP_BLOCK_T}
         if split is None:
             _radix_select_kernel[(d.batch,)](*select_args, BLOCK=_INTERP_SELECT_BLOCK)
@@ -154,7 +160,7 @@ def _bf16_topk(
     LAST_LAUNCH.update(
         op="indexer_topk",
         impl="bf16",
-        kernel="_bf16_scores_kernel+" + (split.kernels if split is not None else "_radix_select_kernel"),
+        kernel=SCORES_KERNEL.__name__ + "+" + (split.kernels if split is not None else "_radix_select_kernel"),
         scores={"BLOCK_H": block_h, "programs_per_request": per_req, **score_cfg},
         select=select_cfg,
         interpreted=interpreting(),
@@ -242,6 +248,12 @@ def compile_matrix(
         )  # fmt: skip
         rows.append((f"BLOCK_T {c.kwargs['BLOCK_T']} w{c.num_warps} st{c.num_stages}", launch,
                      config_spec("indexer.scores", c)))  # fmt: skip
+        launch_t = KernelLaunch(
+            "indexer.scores_t", _bf16_scores_kernel_t, (1, batch), _score_args(q, w, cache, bt, sl, logits, d),
+            {"BLOCK_H": block_h, "FP32_MATH": False, **c.kwargs}, num_warps=c.num_warps, num_stages=c.num_stages,
+        )  # fmt: skip
+        rows.append((f"BLOCK_T {c.kwargs['BLOCK_T']} w{c.num_warps} st{c.num_stages}", launch_t,
+                     config_spec("indexer.scores_t", c)))  # fmt: skip
     for c in SELECT_CONFIGS:
         launch = KernelLaunch(
             "indexer.select", _radix_select_kernel, (batch,), _select_args(logits, bt, sl, out, topk, d),

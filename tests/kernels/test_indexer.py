@@ -297,13 +297,13 @@ def test_empty_batch_and_topk_beyond_capacity() -> None:
 def test_last_launch_records_bf16_kernels() -> None:
     inp = make_indexer_inputs(1, [100], max_context=256, num_heads=16, topk=8, device=DEV)
     indexer_topk(*inp.args(), impl="bf16")
-    assert LAST_LAUNCH["kernel"] == "_bf16_scores_kernel+_chunk_topk_kernel"  # one chunk: no merge
+    assert LAST_LAUNCH["kernel"] == "_bf16_scores_kernel_t+_chunk_topk_kernel"  # one chunk: no merge
     assert LAST_LAUNCH["scores"]["BLOCK_T"] in (32, 64, 128)  # type: ignore[index]
     assert "BLOCK" in LAST_LAUNCH["select"]  # type: ignore[operator]
     chunk = ix_split.plan(ix.checks._Dims(1, 16, 64, 64), 8).chunk  # type: ignore[union-attr]
     long = make_indexer_inputs(1, [chunk + 1], max_context=4 * chunk, num_heads=16, topk=8, device=DEV)
     indexer_topk(*long.args(), impl="bf16")
-    assert LAST_LAUNCH["kernel"] == "_bf16_scores_kernel+_chunk_topk_kernel+_merge_topk_kernel"
+    assert LAST_LAUNCH["kernel"] == "_bf16_scores_kernel_t+_chunk_topk_kernel+_merge_topk_kernel"
     assert LAST_LAUNCH["select"]["chunks"] == 4  # type: ignore[index]
     # Candidates past one merge program's registers: the single-program radix select, recorded as such.
     assert ix_split.plan(ix.checks._Dims(1, 16, 4096, 4096), 4 * chunk) is None
