@@ -23,9 +23,10 @@ from .split_kernels import _chunk_topk_kernel, _merge_topk_kernel
 GPU_CHUNK = 4096
 INTERP_CHUNK = 256
 # Candidates one merge program holds in registers: 16 warps, 16 keys a thread (16384 spills on sm_90 and
-# sm_120). The chunk grows until the candidates of a full-capacity request fit; a request of at most half
-# a chunk is selected on half the lanes. 16 warps: faster than 8 and 4 on the H200 (indexer_breakdown).
+# sm_120). A request of at most half a chunk is selected on half the lanes. 16 warps: faster than 8 and 4
+# on the H200 (indexer_breakdown).
 MAX_MERGE_BLOCK = 8192
+SMALL_BATCH = 8  # at most this many requests: the GPU chunk stays at 4096 tokens
 CHUNK_WARPS = 16
 MERGE_WARPS = 16
 
@@ -50,23 +51,29 @@ class SplitPlan:
         }  # fmt: skip
 
 
-def plan(d: _Dims, topk: int, chunk: int | None = None) -> SplitPlan | None:
-    """The split for these shapes, or None where it does not apply (top-k above a chunk, or more
-    candidates than ``MAX_MERGE_BLOCK``). ``chunk`` overrides the default (a power of two)."""
+def plan(d: _Dims, topk: int, chunk: int | None = None, merge_cap: int = MAX_MERGE_BLOCK) -> SplitPlan | None:
+    """The split for these shapes, or None where it does not apply (top-k above a chunk, or more than
+    twice ``merge_cap`` candidates for a full-capacity request). ``chunk`` overrides the default (a
+    power of two): on the GPU 4096 tokens for a few requests (more programs per request; a long request's
+    merge then reduces four pieces of candidates first), otherwise grown until the candidates fit one merge
+    block (less merge work when programs are plenty)."""
+    out_block = min(1024, next_pow2(topk))
     if chunk is None:
         chunk = INTERP_CHUNK if interpreting() else GPU_CHUNK
-    out_block = min(1024, next_pow2(topk))
+        while (
+            d.batch > SMALL_BATCH
+            and triton.cdiv(d.max_context, chunk) * topk > merge_cap
+            and chunk < merge_cap
+        ):
+            chunk *= 2
     if d.max_context <= chunk:  # every request is one chunk: no merge, any top-k
         return SplitPlan(max(16, next_pow2(d.max_context)), 1, 0, out_block)
-    while triton.cdiv(d.max_context, chunk) * topk > MAX_MERGE_BLOCK and chunk < MAX_MERGE_BLOCK:
-        chunk *= 2
-    if d.max_context <= chunk:
-        return SplitPlan(max(16, next_pow2(d.max_context)), 1, 0, out_block)
     chunks = triton.cdiv(d.max_context, chunk)
-    merge_block = next_pow2(chunks * topk)
-    if topk > chunk or merge_block > MAX_MERGE_BLOCK:
+    lanes = chunks * topk
+    merge_block = max(64, min(next_pow2(lanes), merge_cap))
+    if topk > chunk or lanes > 2 * merge_block or (lanes > merge_block and 16 * topk > merge_block):
         return None
-    return SplitPlan(chunk, chunks, max(merge_block, 64), out_block)
+    return SplitPlan(chunk, chunks, merge_block, out_block)
 
 
 def launches(

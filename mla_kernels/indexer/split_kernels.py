@@ -129,14 +129,37 @@ def _merge_row(ckey_row, cpos_row, out_row, bt_row, n, topk, num_pages,
 
 
 @triton.jit
+def _merge_piece(ckey_row, cpos_row, lane0, dst, n, topk, CHUNK: tl.constexpr, BLOCK: tl.constexpr,
+                OUT_BLOCK: tl.constexpr):  # fmt: skip
+    # The top-k of candidate lanes [lane0, lane0 + BLOCK) written to lanes [dst, dst + topk) of the same
+    # row, lanes already read (dst + topk <= BLOCK for the first piece, below lane0 for the others); key 0
+    # marks the unused tail. Barriers on both sides keep the pieces apart.
+    j = lane0 + tl.arange(0, BLOCK)
+    c = j // topk
+    valid = (j % topk) < tl.minimum(topk, n - c * CHUNK)
+    key = tl.where(valid, tl.load(ckey_row + j, mask=valid, other=0).to(tl.uint32, bitcast=True), 0)
+    n_take = tl.minimum(tl.sum(valid.to(tl.int32), axis=0), topk)
+    take, pos = _select_positions(key, topk)
+    t = tl.load(cpos_row + j, mask=take, other=0)  # after the select: not live through it
+    tl.debug_barrier()  # every lane of this half is in registers before any is overwritten
+    tl.store(ckey_row + dst + pos, key.to(tl.int32, bitcast=True), mask=take)
+    tl.store(cpos_row + dst + pos, t, mask=take)
+    o = tl.arange(0, OUT_BLOCK)
+    for s0 in range(0, topk, OUT_BLOCK):
+        tl.store(ckey_row + dst + s0 + o, tl.zeros([OUT_BLOCK], tl.int32), mask=(s0 + o >= n_take) & (s0 + o < topk))
+    tl.debug_barrier()
+
+
+@triton.jit
 def _merge_topk_kernel(
     ckey_ptr, cpos_ptr, bt_ptr, seq_ptr, out_ptr,
     stride_cb, stride_btb, stride_ob,
     topk, max_ctx, num_pages,
     CHUNK: tl.constexpr, MERGE_BLOCK: tl.constexpr, OUT_BLOCK: tl.constexpr,
 ):  # fmt: skip
-    # Requests of one chunk were finished by stage 1. The candidate block is sized for the block table's
-    # capacity; a shorter request takes a quarter- or half-size block (less work per count).
+    # Requests of one chunk were finished by stage 1. A request's candidates take a quarter-, half- or
+    # full-size block (less work per count for a shorter one); past MERGE_BLOCK (up to twice that, the plan
+    # sees to it), each of four half-block pieces is reduced to its top-k first, then the 4 * topk winners.
     b = tl.program_id(0)
     n = tl.minimum(tl.maximum(tl.load(seq_ptr + b), 0), max_ctx)
     if n > CHUNK:
@@ -149,5 +172,14 @@ def _merge_topk_kernel(
             _merge_row(ckey_row, cpos_row, out_row, bt_row, n, topk, num_pages, CHUNK, MERGE_BLOCK // 4, OUT_BLOCK)
         elif cand <= MERGE_BLOCK // 2:
             _merge_row(ckey_row, cpos_row, out_row, bt_row, n, topk, num_pages, CHUNK, MERGE_BLOCK // 2, OUT_BLOCK)
-        else:
+        elif cand <= MERGE_BLOCK:
             _merge_row(ckey_row, cpos_row, out_row, bt_row, n, topk, num_pages, CHUNK, MERGE_BLOCK, OUT_BLOCK)
+        else:
+            for piece in tl.static_range(4):  # half-block pieces: a full block would spill here
+                _merge_piece(ckey_row, cpos_row, piece * (MERGE_BLOCK // 2), piece * topk, n, topk, CHUNK,
+                            MERGE_BLOCK // 2, OUT_BLOCK)  # fmt: skip
+            j = tl.arange(0, MERGE_BLOCK // 4)  # the plan keeps 4 * topk within a quarter block
+            key = tl.load(ckey_row + j, mask=j < 4 * topk, other=0).to(tl.uint32, bitcast=True)
+            take, pos = _select_positions(key, topk)  # key 0 (an unused lane) is never taken
+            t = tl.load(cpos_row + j, mask=take, other=0)
+            _store_slots(out_row, bt_row, t, take, pos, topk, topk, num_pages, OUT_BLOCK)

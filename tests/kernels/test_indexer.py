@@ -309,15 +309,18 @@ def test_last_launch_records_bf16_kernels() -> None:
     assert ix_split.plan(ix.checks._Dims(1, 16, 4096, 4096), 4 * chunk) is None
 
 
-def test_split_select_against_torch_topk() -> None:
+@pytest.mark.parametrize("two_level", [False, True])
+def test_split_select_against_torch_topk(two_level: bool) -> None:
     # The chunk and merge kernels alone, on awkward logits across chunk edges: negatives, +-0, huge
     # values, heavy duplicates (ties straddling chunks), -inf, one chunk exactly, one token past it.
+    # two_level: a merge block of 16 x topk lanes, so the longest requests reduce four pieces first (one
+    # of them with a last chunk of 5 tokens, some with none).
     g = torch.Generator().manual_seed(13)
     topk = 64
     d0 = ix.checks._Dims(1, 16, 12, 12)
     chunk = ix_split.plan(d0, topk).chunk  # type: ignore[union-attr]
-    ctx = 12 * chunk
-    lens = [0, 5, 64, 65, chunk, chunk + 1, 3 * chunk + 17, ctx, 5 * chunk, 7 * chunk]
+    ctx = 24 * chunk
+    lens = [0, 5, 64, 65, chunk, chunk + 1, 3 * chunk + 17, ctx, 9 * chunk + 5, 7 * chunk, 17 * chunk + 5]
     batch = len(lens)
     logits = torch.randn((batch, ctx), generator=g) * 10
     logits[1] = -0.0
@@ -325,15 +328,16 @@ def test_split_select_against_torch_topk() -> None:
     logits[5, 1::7] = -1e30
     logits[6] = torch.randint(-4, 4, (ctx,), generator=g).float()
     logits[7, : 2 * chunk] = torch.linspace(-1e-30, 1e-30, 2 * chunk)
-    logits[8] = 1.0  # every token ties: any topk of them
+    logits[8, : 12 * chunk] = 1.0  # ties across merge pieces
     logits[9, torch.randperm(7 * chunk, generator=g)[:100]] = float("-inf")
     logits = logits.to(DEV)
     bt = torch.arange(batch * ctx // 256, dtype=torch.int32, device=DEV).reshape(batch, -1)  # slot = b * ctx + t
     seq = torch.tensor(lens, dtype=torch.int32, device=DEV)
     out = torch.full((batch, topk), -7, dtype=torch.int32, device=DEV)
     d = ix.checks._Dims(batch, 16, ctx // 256, bt.numel())
-    plan = ix_split.plan(d, topk)
+    plan = ix_split.plan(d, topk, chunk=chunk, merge_cap=16 * topk if two_level else ix_split.MAX_MERGE_BLOCK)
     assert plan is not None and plan.merge_block > 0
+    assert (plan.chunks * topk > plan.merge_block) == two_level
     ix_split.split_select(logits, bt, seq, out, topk, d, plan)
     for b, n in enumerate(lens):
         row = out[b].cpu()
