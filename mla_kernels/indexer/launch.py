@@ -260,10 +260,8 @@ def compile_matrix(
             dict(c.kwargs), num_warps=c.num_warps, num_stages=c.num_stages,
         )  # fmt: skip
         rows.append((f"BLOCK {c.kwargs['BLOCK']} w{c.num_warps}", launch, config_spec("indexer.select", c)))
-    # Fixed configs, always run where a plan applies: the plans of a full batch and of one request.
-    one = _Dims(batch=1, heads=heads, max_pages=d.max_pages, num_pages=d.num_pages)
-    plans = {p.chunk: p for p in (split_plan(d, topk), split_plan(one, topk)) if p is not None}
-    for split in plans.values():
+    split = split_plan(d, topk)
+    if split is not None:  # fixed configs: always run where the plan applies
         for launch in split_launches(logits, bt, sl, out, topk, d, split):
             rows.append((f"CHUNK {split.chunk} w{launch.num_warps}", launch, None))
     launch = KernelLaunch(

@@ -26,7 +26,6 @@ INTERP_CHUNK = 256
 # sm_120). A request of at most half a chunk is selected on half the lanes. 16 warps: faster than 8 and 4
 # on the H200 (indexer_breakdown).
 MAX_MERGE_BLOCK = 8192
-SMALL_BATCH = 8  # at most this many requests: the GPU chunk stays at 4096 tokens
 CHUNK_WARPS = 16
 MERGE_WARPS = 16
 
@@ -54,17 +53,12 @@ class SplitPlan:
 def plan(d: _Dims, topk: int, chunk: int | None = None, merge_cap: int = MAX_MERGE_BLOCK) -> SplitPlan | None:
     """The split for these shapes, or None where it does not apply (top-k above a chunk, or more than
     twice ``merge_cap`` candidates for a full-capacity request). ``chunk`` overrides the default (a
-    power of two): on the GPU 4096 tokens for a few requests (more programs per request; a long request's
-    merge then reduces four pieces of candidates first), otherwise grown until the candidates fit one merge
-    block (less merge work when programs are plenty)."""
+    power of two): 4096 tokens on the GPU, grown until a full-capacity request's candidates fit one merge
+    block where they can (past it, up to twice, the merge reduces four pieces of candidates first)."""
     out_block = min(1024, next_pow2(topk))
     if chunk is None:
         chunk = INTERP_CHUNK if interpreting() else GPU_CHUNK
-        while (
-            d.batch > SMALL_BATCH
-            and triton.cdiv(d.max_context, chunk) * topk > merge_cap
-            and chunk < merge_cap
-        ):
+        while triton.cdiv(d.max_context, chunk) * topk > merge_cap and chunk < merge_cap:
             chunk *= 2
     if d.max_context <= chunk:  # every request is one chunk: no merge, any top-k
         return SplitPlan(max(16, next_pow2(d.max_context)), 1, 0, out_block)

@@ -307,6 +307,9 @@ def test_last_launch_records_bf16_kernels() -> None:
     assert LAST_LAUNCH["select"]["chunks"] == 4  # type: ignore[index]
     # Candidates past one merge program's registers: the single-program radix select, recorded as such.
     assert ix_split.plan(ix.checks._Dims(1, 16, 4096, 4096), 4 * chunk) is None
+    # A 262,144-token block table at top-k 512: twice a merge block of candidates, reduced in pieces.
+    wide = ix_split.plan(ix.checks._Dims(1, 64, 1024, 1024), 512)
+    assert wide is not None and wide.chunks * 512 == 2 * wide.merge_block
 
 
 @pytest.mark.parametrize("two_level", [False, True])
