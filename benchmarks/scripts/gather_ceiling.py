@@ -18,10 +18,7 @@ import json
 import sys
 from pathlib import Path
 
-import triton
-import triton.language as tl
-
-ROW_BYTES = 584  # 512 FP8 values + 64 bf16 rope values + 8 bytes of scales
+ROW_BYTES = 584  # the 576-byte data row (448 FP8 + 64 bf16 rope values) and 8 bytes of scales
 # (rows per program, warps, row groups per program, stages)
 VARIANTS = tuple(
     (rows, warps, groups, stages)
@@ -31,35 +28,15 @@ VARIANTS = tuple(
 )
 
 
-@triton.jit
-def _gather_kernel(cache_ptr, idx_ptr, out_ptr, n_idx, stride_page,
-                   ROWS: tl.constexpr, GROUPS: tl.constexpr, NUM_STAGES: tl.constexpr):  # fmt: skip
-    pid = tl.program_id(0)
-    r = tl.arange(0, ROWS)
-    c512 = tl.arange(0, 512)
-    c64 = tl.arange(0, 64)
-    acc = tl.zeros([ROWS], dtype=tl.int32)
-    for g in tl.range(0, GROUPS, num_stages=NUM_STAGES):
-        i = (pid * GROUPS + g) * ROWS + r
-        ok = i < n_idx
-        slot = tl.load(idx_ptr + i, mask=ok, other=0)
-        page = (slot // 256).to(tl.int64) * stride_page
-        off = (slot % 256).to(tl.int64)
-        row = tl.multiple_of(page + off * 576, 16)
-        nope = tl.load(cache_ptr + row[:, None] + c512[None, :], mask=ok[:, None], other=0)
-        rope = tl.load(cache_ptr + row[:, None] + 512 + c64[None, :], mask=ok[:, None], other=0)
-        scale = tl.load(cache_ptr + page + 256 * 576 + off * 8, mask=ok, other=0)
-        acc += tl.sum(nope.to(tl.int32), axis=1) + tl.sum(rope.to(tl.int32), axis=1) + scale.to(tl.int32)
-    tl.store(out_ptr + pid * ROWS + r, acc)
-
-
 def measure(batch: int, topk: int, context: int) -> dict[str, object]:
     """Median us of every variant at one concurrency, and the best one."""
     import math
 
     import torch
+    import triton
 
     from benchmarks.scripts.kernel_decode_perf import graph_ms
+    from mla_kernels.gather_probe import _gather_kernel
     from mla_kernels.testing import make_kv_cache
 
     cache = make_kv_cache(batch * context, device="cuda", seed=batch)

@@ -20,10 +20,11 @@ from .reference import _topk_slots, indexer_logits_reference
 from .split import launches as split_launches
 from .split import plan as split_plan
 from .split import split_select
+from .split_kernels import _chunk_topk_kernel, _merge_topk_kernel
 from .token_scores import _bf16_scores_kernel_t
 
 KERNELS = {"scores": _bf16_scores_kernel, "select": _radix_select_kernel, "fp32_maxctx": _fp32_maxctx_scores_kernel,
-           "scores_t": _bf16_scores_kernel_t}
+           "scores_t": _bf16_scores_kernel_t, "chunk_topk": _chunk_topk_kernel, "merge_topk": _merge_topk_kernel}
 
 
 # Fixed configs for the interpreter (big tiles: fewer Python-level programs) and the SIMT baseline.
