@@ -421,6 +421,18 @@ def test_perf_script_smoke() -> None:
     assert "context" in proc.stdout and "bf16" in proc.stdout
 
 
+def test_perf_script_batches() -> None:
+    from benchmarks.scripts.indexer_perf import parse_args
+
+    assert parse_args([]).batches == [1, 64]  # concurrency 1 and 64 at every context by default
+    assert parse_args(["--batch", "8"]).batches == [8]
+    assert parse_args(["--batches", "2,16"]).batches == [2, 16]
+    for bad in (["--batch", "8", "--batches", "1,2"], ["--batches", "0"], ["--batches", "x"]):
+        with pytest.raises(SystemExit) as exc:
+            parse_args(bad)
+        assert exc.value.code == 2
+
+
 def test_perf_script_help() -> None:
     proc = subprocess.run(
         [sys.executable, "-m", "benchmarks.scripts.indexer_perf", "--help"],
