@@ -1,6 +1,7 @@
 """Sparse-decode kernels side by side on one GPU: plain torch, SIMT, the MMA kernel with this GPU's own
 configs (``mma``), the MMA kernel limited to what an sm_120 GPU keeps (``mma_sm120``, the users'
-runner's code path), and the roofline.
+runner's code path), the roofline, and the gather ceiling: the fastest of ``gather_ceiling``'s ways
+to fetch exactly the decode's 584-byte rows at the same random slots (no math), the practical limit.
 
 H=64, top-k 512, 64K tokens of context per request, cold L2 (each timed graph walks through several
 index sets over a cache far larger than L2), CUDA-graph replay timed with CUDA events.
@@ -90,6 +91,14 @@ def _config_label(record: LaunchRecord) -> str:
     return f"{launch_label(record)} regs {record.registers} spill {record.spill_bytes} B"
 
 
+def _gather_column(row: dict[str, object], batch: int, args: argparse.Namespace) -> str:
+    from benchmarks.scripts.gather_ceiling import measure
+
+    g = measure(batch, args.topk, args.context)
+    row["gather_ceiling_us"], row["gather_variant"] = g["best_us"], g["best"]
+    return f"  gather {g['best_us']:6.2f} us"
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(
         prog="python -m benchmarks.scripts.kernel_decode_perf",
@@ -101,6 +110,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--context", type=int, default=65536, help="tokens of context per request")
     ap.add_argument("--impls", default=",".join(COLUMNS), help=f"columns, a subset of {','.join(COLUMNS)}")
     ap.add_argument("--json", type=Path, help="write every row (times, configs) to this file")
+    ap.add_argument("--no-gather", action="store_true", help="skip the gather-ceiling probe")
     args = ap.parse_args(argv)
     impls = [c for c in args.impls.split(",") if c]
     unknown = [c for c in impls if c not in COLUMNS]
@@ -154,6 +164,7 @@ def main(argv: list[str] | None = None) -> int:
             row[f"{col}_us"] = 1e3 * graph_ms(call, reps=15, inner=sets)
         roof = roofline_us(batch, args.heads, args.topk, ceil["copy_gbps"], ceil["bf16_tflops"])
         row["roofline_us"] = roof
+        gather = "" if args.no_gather else _gather_column(row, batch, args)
         rows.append(row)
         cells = "  ".join(f"{col} {row[f'{col}_us']:8.1f}" for col in impls)
         ratios = ""
@@ -163,7 +174,7 @@ def main(argv: list[str] | None = None) -> int:
             ratios += f"  simt/sm120 {row['simt_us'] / row['mma_sm120_us']:5.1f}x"
         if "simt" in impls and "mma" in impls:
             ratios += f"  simt/mma {row['simt_us'] / row['mma_us']:5.1f}x"
-        print(f"B={batch:4d}  {cells}  roof {roof:6.2f} us{ratios}", flush=True)
+        print(f"B={batch:4d}  {cells}  roof {roof:6.2f} us{gather}{ratios}", flush=True)
         for col in impls:
             label = _config_label(records[col])
             if label:

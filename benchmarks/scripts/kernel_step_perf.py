@@ -3,7 +3,7 @@
 Variants: baseline (simt + fp32_maxctx), mma (mma + fp32_maxctx), mma+indexer (mma + bf16).
 Cold L2: each graph runs the step of several layers, each with its own caches.
 
-    python -m benchmarks.scripts.kernel_step_perf [--batches 1,16,64,128] [--context 4096]
+    python -m benchmarks.scripts.kernel_step_perf [--batches 1,64] [--contexts 4096,16384,65536]
 """
 
 from __future__ import annotations
@@ -30,11 +30,30 @@ def step_us(steps: list, reps: int) -> float:
     return graph_ms(run_all, reps=reps) * 1e3 / len(steps)
 
 
+def _measure(batch: int, context: int, args: argparse.Namespace) -> dict[str, object]:
+    import torch
+
+    from mla_kernels import DecodeStep, make_step_inputs
+
+    layers = [make_step_inputs(batch, context, max_context=args.max_context, topk=args.topk,
+                               device="cuda", seed=batch * 10 + i) for i in range(args.layers)]
+    row: dict[str, object] = {"batch": batch, "context": context}
+    for variant, (dec, idx) in VARIANTS.items():
+        steps = [DecodeStep(inp, decode_impl=dec, indexer_impl=idx) for inp in layers]
+        row[variant] = step_us(steps, reps=10 if variant == "baseline" else 30)
+    print(f"B={batch:4d} context {context:6d}  baseline {row['baseline']:9.1f} us  mma {row['mma']:9.1f} us  "
+          f"mma+indexer {row['mma+indexer']:8.1f} us  baseline/mma+indexer "
+          f"{row['baseline'] / row['mma+indexer']:6.1f}x", flush=True)  # type: ignore[operator]
+    del layers
+    torch.cuda.empty_cache()
+    return row
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m benchmarks.scripts.kernel_step_perf", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--batches", default="1,16,64,128")
-    ap.add_argument("--context", type=int, default=4096)
+    ap.add_argument("--batches", default="1,64", help="concurrencies, comma-separated (default 1,64)")
+    ap.add_argument("--contexts", default="4096,16384,65536", help="contexts, comma-separated")
     ap.add_argument("--max-context", type=int, default=131072)
     ap.add_argument("--topk", type=int, default=512)
     ap.add_argument("--layers", type=int, default=4, help="layers per graph (distinct caches: cold L2)")
@@ -42,31 +61,20 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     import torch
 
-    from mla_kernels import DecodeStep, make_step_inputs
-
     if not torch.cuda.is_available():
         print("needs a CUDA GPU", file=sys.stderr)
         return 2
     import triton
 
     name = torch.cuda.get_device_name(0)
-    print(f"# {name}, torch {torch.__version__}, triton {triton.__version__}; context {args.context}, "
+    contexts = [int(c) for c in args.contexts.split(",")]
+    print(f"# {name}, torch {torch.__version__}, triton {triton.__version__}; contexts {contexts}, "
           f"max_context {args.max_context}, top-k {args.topk}, {args.layers} layers per graph")
     rows = []
-    for batch in (int(b) for b in args.batches.split(",")):
-        layers = [make_step_inputs(batch, args.context, max_context=args.max_context, topk=args.topk,
-                                   device="cuda", seed=batch * 10 + i) for i in range(args.layers)]
-        row: dict[str, object] = {"batch": batch}
-        for variant, (dec, idx) in VARIANTS.items():
-            steps = [DecodeStep(inp, decode_impl=dec, indexer_impl=idx) for inp in layers]
-            row[variant] = step_us(steps, reps=10 if variant == "baseline" else 30)
-        rows.append(row)
-        print(f"B={batch:4d}  baseline {row['baseline']:9.1f} us  mma {row['mma']:9.1f} us  "
-              f"mma+indexer {row['mma+indexer']:8.1f} us  baseline/mma+indexer "
-              f"{row['baseline'] / row['mma+indexer']:6.1f}x", flush=True)
-        del layers
-        torch.cuda.empty_cache()
-    result = {"device": name, "torch": torch.__version__, "triton": triton.__version__, "context": args.context,
+    for context in contexts:
+        for batch in (int(b) for b in args.batches.split(",")):
+            rows.append(_measure(batch, context, args))
+    result = {"device": name, "torch": torch.__version__, "triton": triton.__version__, "contexts": contexts,
               "max_context": args.max_context, "topk": args.topk, "rows": rows}
     if args.json:
         args.json.write_text(json.dumps(result, indent=1))

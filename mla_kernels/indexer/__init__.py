@@ -14,13 +14,16 @@ Implementations:
 - ``fp32_maxctx``: the story's slow baseline: one Triton program per (request, 64-token block) over the
   whole capacity of the block table, fp32 SIMT arithmetic (broadcast-multiply-sum per head, no
   ``tl.dot``), masked afterwards, then ``torch.topk`` over ``[B, max_context]``.
-- ``bf16``: bf16 tensor-core products (``tl.dot`` of ``q[H, 128] x k^T[128, BLOCK_T]``), programs stride
-  over each request's real length only, then a per-request GPU radix select (up to 4 passes of 8-bit
-  histograms over order-preserving uint32 keys, stopping once the k-th digit's bucket is taken whole;
-  none for a request with at most ``topk`` tokens) and a compaction pass, all proportional to
-  ``seq_lens[b]``. No host sync, no data-dependent shapes: CUDA-graph capturable once autotuning has
-  been resolved by a warm-up call. ``indexer_topk_with_record`` also returns the ``LaunchRecord`` of
-  the kernels and their resolved configs.
+- ``bf16``: bf16 tensor-core products with tokens as the MMA's rows (``tl.dot`` of
+  ``k[BLOCK_T, 128] x q^T[128, H]``, ``token_scores``), programs stride over each request's real length
+  with the page-table walk fused into the tile loads; then a split top-k select (``split``): every
+  chunk of a request is selected by its own program (the k-th largest key found in registers, two bits
+  a round), and a request longer than one chunk is finished by a merge over its chunks' candidates, so
+  one long request spreads over many SMs. Where a full-capacity request's candidates would not fit one
+  merge program, the single-program radix select (8-bit histograms over order-preserving uint32 keys)
+  runs instead, recorded as such. No host sync, no data-dependent shapes: CUDA-graph capturable once
+  autotuning has been resolved by a warm-up call. ``indexer_topk_with_record`` also returns the
+  ``LaunchRecord`` of the kernels and their resolved configs.
 
 Both Triton paths compute in fp32 under the Triton interpreter (``FP32_MATH``), which mishandles bf16.
 ``seq_lens`` past the block table's capacity are clamped to it by the Triton paths (the reference

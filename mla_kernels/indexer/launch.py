@@ -19,8 +19,15 @@ from .checks import _check_args, _Dims
 from .kernels import _bf16_scores_kernel, _fp32_maxctx_scores_kernel, _radix_select_kernel
 from .layout import HEAD_DIM
 from .reference import _topk_slots, indexer_logits_reference
+from .split import launches as split_launches
+from .split import SplitPlan
+from .split import plan as split_plan
+from .split import split_select
+from .split_kernels import _chunk_topk_kernel, _merge_topk_kernel
+from .token_scores import _bf16_scores_kernel_t
 
-KERNELS = {"scores": _bf16_scores_kernel, "select": _radix_select_kernel, "fp32_maxctx": _fp32_maxctx_scores_kernel}
+KERNELS = {"scores": _bf16_scores_kernel, "select": _radix_select_kernel, "fp32_maxctx": _fp32_maxctx_scores_kernel,
+           "scores_t": _bf16_scores_kernel_t, "chunk_topk": _chunk_topk_kernel, "merge_topk": _merge_topk_kernel}
 
 
 # Fixed configs for the interpreter (big tiles: fewer Python-level programs) and the SIMT baseline.
@@ -67,12 +74,22 @@ def _kept_by_compile(name: str, kernel: object):  # noqa: ANN202 - Triton's earl
     return prune
 
 
+def _batch_bucket(batch: int) -> int:
+    # One tuned scores config per bucket: a lone request (many programs on one request's tokens) and a
+    # full batch want different tiles, and Triton's tuning key cannot see the batch.
+    return min(next_pow2(batch), 64)
+
+
+# Which scores kernel the bf16 path runs: the token-major one (tokens as the MMA's rows).
+SCORES_KERNEL = _bf16_scores_kernel_t
+
+
 @functools.cache
-def _tuned_scores() -> triton.runtime.Autotuner:
-    prune = {"early_config_prune": _kept_by_compile("indexer.scores", _bf16_scores_kernel)}
-    return triton.autotune(configs=list(SCORE_CONFIGS), key=["H", "BLOCK_H"], prune_configs_by=prune)(
-        _bf16_scores_kernel
-    )
+def _tuned_scores(bucket: int = 64, kernel: object = None) -> triton.runtime.Autotuner:  # noqa: ARG001 - cache key
+    fn = SCORES_KERNEL if kernel is None else kernel
+    name = "indexer.scores_t" if fn is _bf16_scores_kernel_t else "indexer.scores"
+    prune = {"early_config_prune": _kept_by_compile(name, fn)}
+    return triton.autotune(configs=list(SCORE_CONFIGS), key=["H", "BLOCK_H"], prune_configs_by=prune)(fn)
 
 
 @functools.cache
@@ -131,27 +148,50 @@ def _bf16_topk(
     per_req = _programs_per_request(dev, d.batch)
     score_args = _score_args(q, w, cache, bt, sl, logits, d)
     select_args = _select_args(logits, bt, sl, out, topk, d)
+    split = split_plan(d, topk)  # None: the single-program radix select
     if interpreting():
         grid = (min(per_req, triton.cdiv(d.max_context, _INTERP_BLOCK_T)), d.batch)
         constexprs = {"BLOCK_H": block_h, "BLOCK_T": _INTERP_BLOCK_T, "FP32_MATH": True}
-        scores_launch = KernelLaunch("indexer.scores", _bf16_scores_kernel, grid, score_args, constexprs)
-        select_launch = KernelLaunch("indexer.select", _radix_select_kernel, (d.batch,), select_args,
-                                     {"BLOCK": _INTERP_SELECT_BLOCK})  # fmt: skip
-        runs = (KernelRun.of(scores_launch, scores_launch.run()), KernelRun.of(select_launch, select_launch.run()))
+        scores_launch = KernelLaunch("indexer.scores", SCORES_KERNEL, grid, score_args, constexprs)
+        scores = KernelRun.of(scores_launch, scores_launch.run())
         source = "fixed"
     else:
         score_grid = lambda meta: (min(per_req, triton.cdiv(d.max_context, meta["BLOCK_T"])), d.batch)
-        runs = (
-            _tuned_run(_tuned_scores(), "indexer.scores", score_grid, score_args,
-                       {"BLOCK_H": block_h, "FP32_MATH": False}),
-            _tuned_run(_tuned_select(), "indexer.select", (d.batch,), select_args, {}),
-        )  # fmt: skip
+        scores = _tuned_run(_tuned_scores(_batch_bucket(d.batch)), "indexer.scores", score_grid, score_args,
+                            {"BLOCK_H": block_h, "FP32_MATH": False})  # fmt: skip
         source = "autotuner"
-    scores, select = runs
-    config = {"BLOCK_H": block_h, "BLOCK_T": scores.config["BLOCK_T"], "num_warps": scores.config["num_warps"],
-              "num_stages": scores.config["num_stages"], "programs_per_request": scores.grid[0],
-              "SELECT_BLOCK": select.config["BLOCK"], "select_num_warps": select.config["num_warps"]}  # fmt: skip
-    return out, LaunchRecord("indexer", "bf16", runs, config, "native", source, interpreting())
+    select_runs = _select(logits, bt, sl, out, topk, d, split, select_args)
+    select = select_runs[0]
+    config: dict[str, int | bool | str] = {
+        "BLOCK_H": block_h, "BLOCK_T": scores.config["BLOCK_T"], "num_warps": scores.config["num_warps"],
+        "num_stages": scores.config["num_stages"], "programs_per_request": scores.grid[0],
+        "SELECT_BLOCK": select.config["CHUNK" if split is not None else "BLOCK"],
+        "select_num_warps": select.config["num_warps"],
+    }  # fmt: skip
+    if split is not None:
+        config.update(chunks=split.chunks, MERGE_BLOCK=split.merge_block, merge_num_warps=split.merge_warps)
+    return out, LaunchRecord("indexer", "bf16", (scores, *select_runs), config, "native", source, interpreting())
+
+
+def _select(
+    logits: torch.Tensor,
+    bt: torch.Tensor,
+    sl: torch.Tensor,
+    out: torch.Tensor,
+    topk: int,
+    d: _Dims,
+    split: SplitPlan | None,
+    select_args: tuple[object, ...],
+) -> tuple[KernelRun, ...]:
+    """The top-k select's runs: the split select where its plan applies, else the single-program radix
+    select (fixed under the interpreter, autotuned on the GPU)."""
+    if split is not None:
+        return split_select(logits, bt, sl, out, topk, d, split)
+    if interpreting():
+        launch = KernelLaunch("indexer.select", _radix_select_kernel, (d.batch,), select_args,
+                              {"BLOCK": _INTERP_SELECT_BLOCK})  # fmt: skip
+        return (KernelRun.of(launch, launch.run()),)
+    return (_tuned_run(_tuned_select(), "indexer.select", (d.batch,), select_args, {}),)
 
 
 def _fp32_maxctx_topk(
@@ -244,12 +284,22 @@ def compile_matrix(
         )  # fmt: skip
         rows.append((f"BLOCK_T {c.kwargs['BLOCK_T']} w{c.num_warps} st{c.num_stages}", launch,
                      config_spec("indexer.scores", c)))  # fmt: skip
+        launch_t = KernelLaunch(
+            "indexer.scores_t", _bf16_scores_kernel_t, (1, batch), _score_args(q, w, cache, bt, sl, logits, d),
+            {"BLOCK_H": block_h, "FP32_MATH": False, **c.kwargs}, num_warps=c.num_warps, num_stages=c.num_stages,
+        )  # fmt: skip
+        rows.append((f"BLOCK_T {c.kwargs['BLOCK_T']} w{c.num_warps} st{c.num_stages}", launch_t,
+                     config_spec("indexer.scores_t", c)))  # fmt: skip
     for c in SELECT_CONFIGS:
         launch = KernelLaunch(
             "indexer.select", _radix_select_kernel, (batch,), _select_args(logits, bt, sl, out, topk, d),
             dict(c.kwargs), num_warps=c.num_warps, num_stages=c.num_stages,
         )  # fmt: skip
         rows.append((f"BLOCK {c.kwargs['BLOCK']} w{c.num_warps}", launch, config_spec("indexer.select", c)))
+    split = split_plan(d, topk)
+    if split is not None:  # fixed configs: always run where the plan applies
+        for launch in split_launches(logits, bt, sl, out, topk, d, split):
+            rows.append((f"CHUNK {split.chunk} w{launch.num_warps}", launch, None))
     launch = KernelLaunch(
         "indexer.fp32_maxctx", _fp32_maxctx_scores_kernel, (1, batch), _fp32_args(q, w, cache, bt, sl, logits, d),
         {"BLOCK_T": _FP32_BLOCK_T}, num_warps=_FP32_WARPS,

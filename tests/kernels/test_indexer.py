@@ -34,6 +34,7 @@ from mla_kernels.indexer import (  # noqa: E402
 )
 from mla_kernels.indexer import kernels as ix_kernels  # noqa: E402
 from mla_kernels.indexer import launch as ix_launch  # noqa: E402
+from mla_kernels.indexer import split as ix_split  # noqa: E402
 
 GPU = torch.cuda.is_available() and not interpreting()  # MLAPERF_FORCE_INTERPRET=1 keeps to the CPU
 DEV = torch.device("cuda" if GPU else "cpu")
@@ -299,12 +300,63 @@ def test_launch_record_of_bf16_kernels() -> None:
     inp = make_indexer_inputs(1, [100], max_context=256, num_heads=16, topk=8, device=DEV)
     out, record = indexer_topk_with_record(*inp.args(), impl="bf16")
     assert torch.equal(out, indexer_topk(*inp.args(), impl="bf16"))  # the public entry returns the slots alone
-    assert record.kernel == "_bf16_scores_kernel+_radix_select_kernel"
+    assert record.kernel == "_bf16_scores_kernel_t+_chunk_topk_kernel"  # one chunk: no merge
     scores, select = record.kernels
-    assert record.config["BLOCK_T"] == scores.config["BLOCK_T"] in (32, 64, 128, 256)
-    assert record.config["SELECT_BLOCK"] == select.config["BLOCK"] and select.grid == (1,)
+    assert record.config["BLOCK_T"] == scores.config["BLOCK_T"] in (32, 64, 128)
+    assert record.config["SELECT_BLOCK"] == select.config["CHUNK"] and select.grid == (1, 1)
     assert record.config["programs_per_request"] == scores.grid[0] and scores.grid[1] == 1
     assert record.interpreted == interpreting() and (record.registers is None) == interpreting()
+    chunk = ix_split.plan(ix.checks._Dims(1, 16, 64, 64), 8).chunk  # type: ignore[union-attr]
+    long = make_indexer_inputs(1, [chunk + 1], max_context=4 * chunk, num_heads=16, topk=8, device=DEV)
+    _, record = indexer_topk_with_record(*long.args(), impl="bf16")
+    assert record.kernel == "_bf16_scores_kernel_t+_chunk_topk_kernel+_merge_topk_kernel"
+    assert record.config["chunks"] == 4 and record.kernels[1].grid == (4, 1)
+    # Candidates past one merge program's registers: the single-program radix select, recorded as such.
+    assert ix_split.plan(ix.checks._Dims(1, 16, 4096, 4096), 4 * chunk) is None
+    # A 262,144-token block table at top-k 512: twice a merge block of candidates, reduced in pieces.
+    wide = ix_split.plan(ix.checks._Dims(1, 64, 1024, 1024), 512)
+    assert wide is not None and wide.chunks * 512 == 2 * wide.merge_block
+
+
+@pytest.mark.parametrize("two_level", [False, True])
+def test_split_select_against_torch_topk(two_level: bool) -> None:
+    # The chunk and merge kernels alone, on awkward logits across chunk edges: negatives, +-0, huge
+    # values, heavy duplicates (ties straddling chunks), -inf, one chunk exactly, one token past it.
+    # two_level: a merge block of 16 x topk lanes, so the longest requests reduce four pieces first (one
+    # of them with a last chunk of 5 tokens, some with none).
+    g = torch.Generator().manual_seed(13)
+    topk = 64
+    d0 = ix.checks._Dims(1, 16, 12, 12)
+    chunk = ix_split.plan(d0, topk).chunk  # type: ignore[union-attr]
+    ctx = 24 * chunk
+    lens = [0, 5, 64, 65, chunk, chunk + 1, 3 * chunk + 17, ctx, 9 * chunk + 5, 7 * chunk, 17 * chunk + 5]
+    batch = len(lens)
+    logits = torch.randn((batch, ctx), generator=g) * 10
+    logits[1] = -0.0
+    logits[5, ::3] = 0.0
+    logits[5, 1::7] = -1e30
+    logits[6] = torch.randint(-4, 4, (ctx,), generator=g).float()
+    logits[7, : 2 * chunk] = torch.linspace(-1e-30, 1e-30, 2 * chunk)
+    logits[8, : 12 * chunk] = 1.0  # ties across merge pieces
+    logits[9, torch.randperm(7 * chunk, generator=g)[:100]] = float("-inf")
+    logits = logits.to(DEV)
+    bt = torch.arange(batch * ctx // 256, dtype=torch.int32, device=DEV).reshape(batch, -1)  # slot = b * ctx + t
+    seq = torch.tensor(lens, dtype=torch.int32, device=DEV)
+    out = torch.full((batch, topk), -7, dtype=torch.int32, device=DEV)
+    d = ix.checks._Dims(batch, 16, ctx // 256, bt.numel())
+    plan = ix_split.plan(d, topk, chunk=chunk, merge_cap=16 * topk if two_level else ix_split.MAX_MERGE_BLOCK)
+    assert plan is not None and plan.merge_block > 0
+    assert (plan.chunks * topk > plan.merge_block) == two_level
+    ix_split.split_select(logits, bt, seq, out, topk, d, plan)
+    for b, n in enumerate(lens):
+        row = out[b].cpu()
+        k = min(n, topk)
+        assert bool((row[k:] == -1).all()) and bool((row[:k] >= 0).all()), (b, row)
+        t = row[:k].long() - b * ctx
+        assert len(set(t.tolist())) == k and bool(((t >= 0) & (t < n)).all()), b
+        got = torch.sort(logits[b].cpu()[t]).values
+        want = torch.sort(torch.topk(logits[b, :n].cpu(), k).values).values
+        assert torch.equal(got, want), b
 
 
 # --------------------------------------------------------------------------------------- bad input
@@ -373,6 +425,18 @@ def test_perf_script_smoke() -> None:
     assert impls == {(i, c) for i in ("reference", "fp32_maxctx", "bf16") for c in record["contexts"]}
     assert all(r["median_us"] > 0 and r["recall_min"] == 1.0 for r in record["results"])
     assert "context" in proc.stdout and "bf16" in proc.stdout
+
+
+def test_perf_script_batches() -> None:
+    from benchmarks.scripts.indexer_perf import parse_args
+
+    assert parse_args([]).batches == [1, 64]  # concurrency 1 and 64 at every context by default
+    assert parse_args(["--batch", "8"]).batches == [8]
+    assert parse_args(["--batches", "2,16"]).batches == [2, 16]
+    for bad in (["--batch", "8", "--batches", "1,2"], ["--batches", "0"], ["--batches", "x"]):
+        with pytest.raises(SystemExit) as exc:
+            parse_args(bad)
+        assert exc.value.code == 2
 
 
 def test_perf_script_help() -> None:

@@ -1,0 +1,94 @@
+#!/usr/bin/env python
+"""Gather ceiling: the fastest way found to fetch the decode's 584-byte token rows at random slots.
+
+Each request's top-k tokens are fetched from the FP8 KV cache exactly as the decode reads them (the
+576-byte data row and the 8-byte scales of each token, pages of 256 tokens) and folded into one
+checksum per program, so no byte is left unread. Variants: rows per program, warps, and rows in flight
+per program (a loop over row groups that Triton may pipeline with ``num_stages``). Timed by CUDA-graph
+replay over index sets that walk three L2s' worth of bytes (cold L2), like ``kernel_decode_perf``.
+The best variant's time is the practical limit that ``kernel_decode_perf`` prints beside the roofline.
+
+    python -m benchmarks.scripts.gather_ceiling [--batches 1,16,64,128] [--topk 512]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+ROW_BYTES = 584  # the 576-byte data row (448 FP8 + 64 bf16 rope values) and 8 bytes of scales
+# (rows per program, warps, row groups per program, stages)
+VARIANTS = tuple(
+    (rows, warps, groups, stages)
+    for rows in (16, 32, 64)
+    for warps in (4, 8)
+    for groups, stages in ((1, 1), (4, 2), (4, 3))
+)
+
+
+def measure(batch: int, topk: int, context: int) -> dict[str, object]:
+    """Median us of every variant at one concurrency, and the best one."""
+    import math
+
+    import torch
+    import triton
+
+    from benchmarks.scripts.kernel_decode_perf import graph_ms
+    from mla_kernels.gather_probe import _gather_kernel
+    from mla_kernels.testing import make_kv_cache
+
+    cache = make_kv_cache(batch * context, device="cuda", seed=batch)
+    l2 = getattr(torch.cuda.get_device_properties(0), "L2_cache_size", 50 << 20)
+    sets = max(2, min(64, math.ceil(3 * l2 / (batch * topk * ROW_BYTES))))
+    g = torch.Generator(device="cuda").manual_seed(batch)
+    idx = [torch.randint(0, batch * context, (batch * topk,), generator=g, device="cuda", dtype=torch.int32)
+           for _ in range(sets)]  # fmt: skip
+    n = batch * topk
+    times: dict[str, float] = {}
+    for rows, warps, groups, stages in VARIANTS:
+        progs = triton.cdiv(n, rows * groups)
+        out = torch.empty(progs * rows, dtype=torch.int32, device="cuda")
+        state = {"i": 0}
+
+        def call(rows: int = rows, warps: int = warps, groups: int = groups, stages: int = stages,
+                 out: torch.Tensor = out, progs: int = progs, state: dict = state) -> None:  # fmt: skip
+            _gather_kernel[(progs,)](cache, idx[state["i"] % sets], out, n, cache.stride(0),
+                                     ROWS=rows, GROUPS=groups, NUM_STAGES=stages, num_warps=warps)  # fmt: skip
+            state["i"] += 1
+
+        times[f"r{rows} w{warps} g{groups} s{stages}"] = 1e3 * graph_ms(call, reps=15, inner=sets)
+    best = min(times, key=times.__getitem__)
+    return {"batch": batch, "best": best, "best_us": times[best], "gbps": n * ROW_BYTES / times[best] / 1e3,
+            "variants_us": times}  # fmt: skip
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.scripts.gather_ceiling", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+    ap.add_argument("--batches", default="1,16,64,128")
+    ap.add_argument("--topk", type=int, default=512)
+    ap.add_argument("--context", type=int, default=65536, help="tokens of cache per request")
+    ap.add_argument("--json", type=Path)
+    args = ap.parse_args(argv)
+    import torch
+
+    if not torch.cuda.is_available():
+        print("needs a CUDA GPU", file=sys.stderr)
+        return 2
+    rows = []
+    for b in (int(x) for x in args.batches.split(",")):
+        row = measure(b, args.topk, args.context)
+        rows.append(row)
+        print(f"B={b:4d}  gather ceiling {row['best_us']:7.2f} us ({row['gbps']:6.0f} GB/s) with {row['best']}",
+              flush=True)  # fmt: skip
+        torch.cuda.empty_cache()
+    if args.json:
+        args.json.write_text(json.dumps(rows, indent=1))
+    print(json.dumps(rows))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

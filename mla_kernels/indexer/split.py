@@ -1,0 +1,90 @@
+"""The bf16 path's split top-k select: plan and launch (kernels in ``split_kernels``).
+
+A request's logits are cut into chunks of ``CHUNK`` tokens, each selected by its own program (one long
+request fills the GPU instead of one SM); a request longer than one chunk is finished by a merge over
+its chunks' candidates. The plan depends only on shapes the host knows (block-table capacity, top-k),
+never on ``seq_lens``: no host sync, CUDA-graph capturable. Where the candidates of a full-capacity
+request would not fit one program's registers, ``plan`` returns None and the launcher keeps the
+single-program radix select.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import triton
+
+from .._common import KernelLaunch, interpreting, next_pow2
+from ..record import KernelRun
+from .checks import _Dims
+from .split_kernels import _chunk_topk_kernel, _merge_topk_kernel
+
+# Tokens a chunk program holds in registers; the interpreter's is small so tests cross chunk edges.
+GPU_CHUNK = 4096
+INTERP_CHUNK = 256
+# Candidates one merge program holds in registers: 16 warps, 16 keys a thread (16384 spills on sm_90 and
+# sm_120). A request of at most half a chunk is selected on half the lanes. 16 warps: faster than 8 and 4
+# on the H200 (indexer_breakdown).
+MAX_MERGE_BLOCK = 8192
+CHUNK_WARPS = 16
+MERGE_WARPS = 16
+
+@dataclass(frozen=True)
+class SplitPlan:
+    chunk: int  # tokens per chunk program (a power of two)
+    chunks: int  # chunk programs per request: the block table's capacity over ``chunk``
+    merge_block: int  # candidate lanes of the merge program; 0 when no request can span two chunks
+    out_block: int
+    chunk_warps: int = CHUNK_WARPS
+    merge_warps: int = MERGE_WARPS
+
+
+def plan(d: _Dims, topk: int, chunk: int | None = None, merge_cap: int = MAX_MERGE_BLOCK) -> SplitPlan | None:
+    """The split for these shapes, or None where it does not apply (top-k above a chunk, or more than
+    twice ``merge_cap`` candidates for a full-capacity request). ``chunk`` overrides the default (a
+    power of two): 4096 tokens on the GPU, grown until a full-capacity request's candidates fit one merge
+    block where they can (past it, up to twice, the merge reduces four pieces of candidates first)."""
+    out_block = min(1024, next_pow2(topk))
+    if chunk is None:
+        chunk = INTERP_CHUNK if interpreting() else GPU_CHUNK
+        while triton.cdiv(d.max_context, chunk) * topk > merge_cap and chunk < merge_cap:
+            chunk *= 2
+    if d.max_context <= chunk:  # every request is one chunk: no merge, any top-k
+        return SplitPlan(max(16, next_pow2(d.max_context)), 1, 0, out_block)
+    chunks = triton.cdiv(d.max_context, chunk)
+    lanes = chunks * topk
+    merge_block = max(64, min(next_pow2(lanes), merge_cap))
+    if topk > chunk or lanes > 2 * merge_block or (lanes > merge_block and 16 * topk > merge_block):
+        return None
+    return SplitPlan(chunk, chunks, merge_block, out_block)
+
+
+def launches(
+    logits: torch.Tensor, bt: torch.Tensor, sl: torch.Tensor, out: torch.Tensor, topk: int, d: _Dims, p: SplitPlan
+) -> list[KernelLaunch]:
+    """The stage-1 launch and, when a request can span chunks, the merge launch (in order)."""
+    width = max(1, p.chunks * topk) if p.merge_block else 1
+    ckey = torch.empty((d.batch, width), dtype=torch.int32, device=logits.device)
+    cpos = torch.empty((d.batch, width), dtype=torch.int32, device=logits.device)
+    common = (topk, d.max_context, d.num_pages)
+    stage1 = KernelLaunch(
+        "indexer.chunk_topk", _chunk_topk_kernel, (p.chunks, d.batch),
+        (logits, bt, sl, ckey, cpos, out, logits.stride(0), bt.stride(0), ckey.stride(0), out.stride(0), *common),
+        {"CHUNK": p.chunk, "OUT_BLOCK": p.out_block}, num_warps=p.chunk_warps,
+    )  # fmt: skip
+    if not p.merge_block:
+        return [stage1]
+    merge = KernelLaunch(
+        "indexer.merge_topk", _merge_topk_kernel, (d.batch,),
+        (ckey, cpos, bt, sl, out, ckey.stride(0), bt.stride(0), out.stride(0), *common),
+        {"CHUNK": p.chunk, "MERGE_BLOCK": p.merge_block, "OUT_BLOCK": p.out_block}, num_warps=p.merge_warps,
+    )  # fmt: skip
+    return [stage1, merge]
+
+
+def split_select(
+    logits: torch.Tensor, bt: torch.Tensor, sl: torch.Tensor, out: torch.Tensor, topk: int, d: _Dims, p: SplitPlan
+) -> tuple[KernelRun, ...]:
+    """Select each request's top-k slots from ``logits`` into ``out``; returns the runs it launched."""
+    return tuple(KernelRun.of(launch, launch.run()) for launch in launches(logits, bt, sl, out, topk, d, p))

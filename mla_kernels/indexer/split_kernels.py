@@ -1,0 +1,185 @@
+"""Triton kernels of the split top-k select: one request's logits spread over many programs.
+
+Stage 1 (``_chunk_topk_kernel``, one program per (chunk, request)): a chunk of ``CHUNK`` logits is held
+in registers, its k-th largest order key found by a bitwise search (two bits a round, three counts
+packed into one int64 reduction), and its top-k written as candidates (order key, token position). A
+request that fits one chunk is finished there: its row of slots is written directly. Stage 2
+(``_merge_topk_kernel``, one program per request): the same in-register select over the candidates of
+every chunk of a longer request. Every count is a reduction over registers: no histogram atomics, no
+pass over the logits in global memory after the first load.
+"""
+
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _order_key(x):
+    # fp32 -> uint32 whose unsigned order is the float order (negatives flipped, positives get the top bit).
+    bits = x.to(tl.uint32, bitcast=True)
+    return tl.where((bits >> 31) != 0, ~bits, bits | 0x80000000)
+
+
+@triton.jit
+def _kth_largest(key, k):
+    # key: uint32 with 0 on empty lanes (a real key is never 0). Returns the largest T with
+    # count(key >= T) >= k: the k-th largest key when at least k lanes are full, else 0.
+    thr = tl.zeros([], dtype=tl.uint32)
+    one = tl.full([], 1, tl.uint32)
+    for r in tl.static_range(16):
+        lo = one << (30 - 2 * r)
+        hi = one << (31 - 2 * r)
+        c1 = thr | lo
+        c2 = thr | hi
+        c3 = c2 | lo
+        packed = (
+            (key >= c1).to(tl.int64)
+            + ((key >= c2).to(tl.int64) << 21)
+            + ((key >= c3).to(tl.int64) << 42)
+        )
+        s = tl.sum(packed, axis=0)
+        n1 = (s & 0x1FFFFF).to(tl.int32)
+        n2 = ((s >> 21) & 0x1FFFFF).to(tl.int32)
+        n3 = (s >> 42).to(tl.int32)
+        thr = tl.where(n3 >= k, c3, tl.where(n2 >= k, c2, tl.where(n1 >= k, c1, thr)))
+    return thr
+
+
+@triton.jit
+def _select_positions(key, k):
+    # Which lanes hold the top k full lanes, and each one's place in [0, min(k, full lanes)): every key
+    # above the threshold, then the first ties at it (any choice among equal keys is right).
+    thr = _kth_largest(key, k)
+    gt = key > thr  # thr 0 (fewer than k full lanes): every full lane
+    eq = (key == thr) & (thr > 0)
+    n_gt = tl.sum(gt.to(tl.int32), axis=0)
+    eq_rank = tl.cumsum(eq.to(tl.int32), axis=0) - 1
+    # A comparison, not ``gt | (...)``: the interpreter keeps bitwise-or of masks as integers.
+    take = (gt.to(tl.int32) + (eq & (eq_rank < k - n_gt)).to(tl.int32)) > 0
+    pos = tl.cumsum(take.to(tl.int32), axis=0) - 1
+    return take, pos
+
+
+@triton.jit
+def _store_slots(out_row, bt_row, t, take, pos, n_sel, topk, num_pages, OUT_BLOCK: tl.constexpr):
+    # Token positions -> physical slots (-1 for a token on an unmapped page), then -1 past n_sel.
+    page = tl.load(bt_row + t // 256, mask=take, other=0)
+    slot = tl.where((page >= 0) & (page < num_pages), page * 256 + t % 256, -1)
+    tl.store(out_row + pos, slot, mask=take & (pos < topk))
+    o = tl.arange(0, OUT_BLOCK)
+    for start in range(0, topk, OUT_BLOCK):
+        tl.store(out_row + start + o, tl.full([OUT_BLOCK], -1, tl.int32),
+                 mask=(start + o >= n_sel) & (start + o < topk))  # fmt: skip
+
+
+@triton.jit
+def _short_request(row, out_row, bt_row, n, topk, num_pages, BLOCK: tl.constexpr, OUT_BLOCK: tl.constexpr):
+    # A request of at most BLOCK tokens, whole in one program: its final row of slots.
+    t = tl.arange(0, BLOCK)
+    valid = t < n
+    key = tl.where(valid, _order_key(tl.load(row + t, mask=valid, other=0.0)), 0)
+    take, pos = _select_positions(key, topk)
+    _store_slots(out_row, bt_row, t, take, pos, tl.minimum(n, topk), topk, num_pages, OUT_BLOCK)
+
+
+@triton.jit
+def _chunk_topk_kernel(
+    logits_ptr, bt_ptr, seq_ptr, ckey_ptr, cpos_ptr, out_ptr,
+    stride_lb, stride_btb, stride_cb, stride_ob,
+    topk, max_ctx, num_pages,
+    CHUNK: tl.constexpr, OUT_BLOCK: tl.constexpr,
+):  # fmt: skip
+    c = tl.program_id(0)
+    b = tl.program_id(1)
+    n = tl.minimum(tl.maximum(tl.load(seq_ptr + b), 0), max_ctx)
+    start = c * CHUNK
+    row = logits_ptr + b * stride_lb
+    out_row = out_ptr + b * stride_ob
+    bt_row = bt_ptr + b * stride_btb
+    if n <= CHUNK:  # the whole request in chunk 0 (which also writes the all -1 row of an empty one)
+        if c == 0:
+            if n <= CHUNK // 2:  # half the lanes: half the work per count
+                _short_request(row, out_row, bt_row, n, topk, num_pages, CHUNK // 2, OUT_BLOCK)
+            else:
+                _short_request(row, out_row, bt_row, n, topk, num_pages, CHUNK, OUT_BLOCK)
+    elif start < n:  # candidates of this chunk; a longer request has topk of them in every full chunk
+        t = start + tl.arange(0, CHUNK)
+        valid = t < n
+        key = tl.where(valid, _order_key(tl.load(row + t, mask=valid, other=0.0)), 0)
+        take, pos = _select_positions(key, topk)
+        seg = b * stride_cb + c * topk + pos
+        tl.store(ckey_ptr + seg, key.to(tl.int32, bitcast=True), mask=take)
+        tl.store(cpos_ptr + seg, t, mask=take)
+
+
+@triton.jit
+def _merge_row(ckey_row, cpos_row, out_row, bt_row, n, topk, num_pages,
+               CHUNK: tl.constexpr, BLOCK: tl.constexpr, OUT_BLOCK: tl.constexpr):  # fmt: skip
+    # Candidate j belongs to chunk j // topk; a chunk holds min(topk, its tokens) of them.
+    j = tl.arange(0, BLOCK)
+    c = j // topk
+    valid = (j % topk) < tl.minimum(topk, n - c * CHUNK)
+    key = tl.load(ckey_row + j, mask=valid, other=0).to(tl.uint32, bitcast=True)
+    key = tl.where(valid, key, 0)
+    take, pos = _select_positions(key, topk)
+    t = tl.load(cpos_row + j, mask=take, other=0)
+    _store_slots(out_row, bt_row, t, take, pos, tl.minimum(n, topk), topk, num_pages, OUT_BLOCK)
+
+
+@triton.jit
+def _merge_piece(ckey_row, cpos_row, lane0, dst, n, topk, CHUNK: tl.constexpr, BLOCK: tl.constexpr,
+                OUT_BLOCK: tl.constexpr):  # fmt: skip
+    # The top-k of candidate lanes [lane0, lane0 + BLOCK) written to lanes [dst, dst + topk) of the same
+    # row, lanes already read (dst + topk <= BLOCK for the first piece, below lane0 for the others); key 0
+    # marks the unused tail. Barriers on both sides keep the pieces apart.
+    j = lane0 + tl.arange(0, BLOCK)
+    c = j // topk
+    valid = (j % topk) < tl.minimum(topk, n - c * CHUNK)
+    key = tl.where(valid, tl.load(ckey_row + j, mask=valid, other=0).to(tl.uint32, bitcast=True), 0)
+    n_take = tl.minimum(tl.sum(valid.to(tl.int32), axis=0), topk)
+    take, pos = _select_positions(key, topk)
+    t = tl.load(cpos_row + j, mask=take, other=0)  # after the select: not live through it
+    tl.debug_barrier()  # every lane of this half is in registers before any is overwritten
+    tl.store(ckey_row + dst + pos, key.to(tl.int32, bitcast=True), mask=take)
+    tl.store(cpos_row + dst + pos, t, mask=take)
+    o = tl.arange(0, OUT_BLOCK)
+    for s0 in range(0, topk, OUT_BLOCK):
+        tl.store(ckey_row + dst + s0 + o, tl.zeros([OUT_BLOCK], tl.int32), mask=(s0 + o >= n_take) & (s0 + o < topk))
+    tl.debug_barrier()
+
+
+@triton.jit
+def _merge_topk_kernel(
+    ckey_ptr, cpos_ptr, bt_ptr, seq_ptr, out_ptr,
+    stride_cb, stride_btb, stride_ob,
+    topk, max_ctx, num_pages,
+    CHUNK: tl.constexpr, MERGE_BLOCK: tl.constexpr, OUT_BLOCK: tl.constexpr,
+):  # fmt: skip
+    # Requests of one chunk were finished by stage 1. A request's candidates take a quarter-, half- or
+    # full-size block (less work per count for a shorter one); past MERGE_BLOCK (up to twice that, the plan
+    # sees to it), each of four half-block pieces is reduced to its top-k first, then the 4 * topk winners.
+    b = tl.program_id(0)
+    n = tl.minimum(tl.maximum(tl.load(seq_ptr + b), 0), max_ctx)
+    if n > CHUNK:
+        cand = tl.cdiv(n, CHUNK) * topk
+        ckey_row = ckey_ptr + b * stride_cb
+        cpos_row = cpos_ptr + b * stride_cb
+        out_row = out_ptr + b * stride_ob
+        bt_row = bt_ptr + b * stride_btb
+        if cand <= MERGE_BLOCK // 4:
+            _merge_row(ckey_row, cpos_row, out_row, bt_row, n, topk, num_pages, CHUNK, MERGE_BLOCK // 4, OUT_BLOCK)
+        elif cand <= MERGE_BLOCK // 2:
+            _merge_row(ckey_row, cpos_row, out_row, bt_row, n, topk, num_pages, CHUNK, MERGE_BLOCK // 2, OUT_BLOCK)
+        elif cand <= MERGE_BLOCK:
+            _merge_row(ckey_row, cpos_row, out_row, bt_row, n, topk, num_pages, CHUNK, MERGE_BLOCK, OUT_BLOCK)
+        else:
+            for piece in tl.static_range(4):  # half-block pieces: a full block would spill here
+                _merge_piece(ckey_row, cpos_row, piece * (MERGE_BLOCK // 2), piece * topk, n, topk, CHUNK,
+                            MERGE_BLOCK // 2, OUT_BLOCK)  # fmt: skip
+            j = tl.arange(0, MERGE_BLOCK // 4)  # the plan keeps 4 * topk within a quarter block
+            key = tl.load(ckey_row + j, mask=j < 4 * topk, other=0).to(tl.uint32, bitcast=True)
+            take, pos = _select_positions(key, topk)  # key 0 (an unused lane) is never taken
+            t = tl.load(cpos_row + j, mask=take, other=0)
+            _store_slots(out_row, bt_row, t, take, pos, topk, topk, num_pages, OUT_BLOCK)
