@@ -6,10 +6,54 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from dashboard import data, fmt, frames, triage, widgets
+from dashboard import closed, data, fmt, frames, triage, widgets
 
 ctx = widgets.context()
 st.title("Regressions")
+
+
+def closed_section(regs: pd.DataFrame) -> None:
+    """Steps flagged and then closed, with why, filterable by status and reason (both in the URL)."""
+    rows = closed.closed_steps(regs)
+    st.subheader(f"Closed steps ({len(rows)})")
+    st.caption("Flagged, then closed by the detector or a person: fixed, transient (refuted by the next runs), "
+               "retired (the series or its benchmark version stopped running), ignored. Listed here so a "
+               "short-lived regression stays visible.")
+    if rows.empty:
+        st.info("No step has been closed" + ("" if all_machines else f" on `{ctx.machine}`") + ".")
+        return
+    f1, f2 = st.columns(2)
+    with f1:
+        statuses = widgets.url_pills("Closed as", sorted(rows["status"].astype(str).unique()), key="reg_closed_status",
+                                     format_func=lambda s: f"{s} {int((rows['status'] == s).sum())}")
+    with f2:
+        kinds = widgets.url_pills("Reason", sorted(rows["reason_kind"].astype(str).unique()), key="reg_reason")
+    shown_rows = closed.filter_closed(rows, statuses, kinds)
+    names = data.param_names(ctx.url)
+    units = shown_rows["unit"] if "unit" in shown_rows else pd.Series([None] * len(shown_rows))
+    out = pd.DataFrame({
+        "status": shown_rows["status"],
+        "series": frames.series_label(shown_rows["benchmark"], pd.Series(
+            [frames.params_label(k, names.get(b)) for b, k in zip(shown_rows["benchmark"], shown_rows["params_key"],
+                                                                  strict=True)], index=shown_rows.index)),
+        "commits": [fmt.commit_range(p, s) for p, s in zip(shown_rows["parent_sha"], shown_rows["sha"], strict=True)],
+        "before → after": [f"{fmt.fmt_value(b, u)} → {fmt.fmt_value(a, u)}"
+                           for b, a, u in zip(shown_rows["before"], shown_rows["after"], units, strict=True)],
+        "ratio": shown_rows["ratio"].map(fmt.fmt_ratio),
+        "reason": shown_rows["reason"],
+        "history": [widgets.history_link(m, b, k) for m, b, k in
+                    zip(shown_rows["machine"], shown_rows["benchmark"], shown_rows["params_key"], strict=True)],
+    })
+    if all_machines:
+        out.insert(1, "machine", shown_rows["machine"].to_numpy())
+    st.dataframe(out, hide_index=True, width="stretch", column_config={
+        "status": st.column_config.TextColumn(width=80),
+        "series": st.column_config.TextColumn(width="large"),
+        "ratio": st.column_config.TextColumn(width=55),
+        "reason": st.column_config.TextColumn(width="large"),
+        "history": st.column_config.LinkColumn("history", display_text="plot", width=55),
+    })
+
 
 c1, c2, c3, c4 = st.columns([3, 2, 3, 2])
 with c1:
@@ -31,11 +75,11 @@ names = data.param_names(ctx.url)
 regs = regs.assign(label=[frames.params_label(k, names.get(b)) for b, k in zip(regs["benchmark"], regs["params_key"],
                                                                                 strict=True)])
 regs = regs.assign(series_name=frames.series_label(regs["benchmark"], regs["label"]))
-view = regs[regs["category"].isin(shown)] if shown else regs
 if text:
     needle = text.lower()
-    view = view[(view["benchmark"].str.lower().str.contains(needle, regex=False))
-                | (view["label"].str.lower().str.contains(needle, regex=False))]
+    regs = regs[(regs["benchmark"].str.lower().str.contains(needle, regex=False))
+                | (regs["label"].str.lower().str.contains(needle, regex=False))]
+view = regs[regs["category"].isin(shown)] if shown else regs
 group_frame = triage.groups(view)
 with c2:
     group = widgets.url_selectbox("Group", ["all", *[str(g) for g in group_frame["group"]]], key="reg_group",
@@ -49,6 +93,7 @@ st.caption("Regressions found together on one machine at one commit form one gro
            "the parent (the last commit before it that ran the series) and at or before the commit.")
 if group_frame.empty:
     st.info("No group matches the filters.")
+    closed_section(regs)
     st.stop()
 gtable = triage.group_table(group_frame, statuses=True)
 gtable.insert(2, "parent (good)", [fmt.commit_label(s, m, 34) if isinstance(s, str) else "(first measured)"
@@ -113,6 +158,8 @@ st.caption(
     "for the same step the two differ by the noise of those two runs. p: Mann-Whitney U on the samples "
     "either side of the step, where the detector had them. Fixed at: the commit where the series came back."
 )
+
+closed_section(regs)
 
 if not ctx.writable:
     st.caption("Read-only: start with `mlaperf dashboard --writable` to acknowledge or ignore regressions.")
