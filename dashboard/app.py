@@ -13,15 +13,16 @@ from dashboard import data, store, widgets
 # Pages live in views/, not pages/: a pages/ folder beside the entry script switches Streamlit to its
 # legacy multipage mode on a session's first run, which would run a page without this router.
 
-st.set_page_config(page_title="mlaperf", page_icon=":material/speed:", layout="wide")
+# No Material icons: Streamlit fetches their font from the internet, which fails offline.
+st.set_page_config(page_title="mlaperf", layout="wide")
 
 PAGES = [
-    st.Page("views/overview.py", title="Overview", icon=":material/dashboard:", default=True),
-    st.Page("views/throughput.py", title="Throughput vs concurrency", icon=":material/speed:"),
-    st.Page("views/history.py", title="History", icon=":material/timeline:"),
-    st.Page("views/regressions.py", title="Regressions", icon=":material/warning:"),
-    st.Page("views/compare.py", title="Compare commits", icon=":material/compare_arrows:"),
-    st.Page("views/efficiency.py", title="Efficiency", icon=":material/bolt:"),
+    st.Page("views/overview.py", title="Overview", default=True),
+    st.Page("views/throughput.py", title="Throughput vs concurrency"),
+    st.Page("views/history.py", title="History"),
+    st.Page("views/regressions.py", title="Regressions"),
+    st.Page("views/compare.py", title="Compare commits"),
+    st.Page("views/efficiency.py", title="Efficiency"),
 ]
 
 page = st.navigation(PAGES)

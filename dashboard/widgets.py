@@ -216,7 +216,14 @@ def commit_select(label: str, commits: pd.DataFrame, *, key: str, default: str |
         hits = [s for s in shas if s.startswith(text)] if text not in known else [text]
         return hits[0] if len(hits) == 1 else None
 
-    wanted = {resolve(st.session_state.get(key)), resolve(st.query_params.get(key)), resolve(default)}
+    linked = st.query_params.get(key)
+    if key not in st.session_state and linked and resolve(linked) is None:
+        # A link naming a commit this machine does not have: say so, never show another pair instead.
+        st.error(f"{label}: {commit_problem(linked, shas)} (from the link's `{key}={linked}`). Pick a commit "
+                 "above or fix the link.")
+        st.query_params.pop(key, None)
+        st.stop()
+    wanted = {resolve(st.session_state.get(key)), resolve(linked), resolve(default)}
     keep = set(shas[-COMMIT_CHOICES:]) | {s for s in extra if s in known} | {s for s in wanted if s}
     shown = commits[commits["sha"].astype(str).isin(keep)]
     labels = commit_labels(shown.iloc[::-1])
@@ -235,10 +242,26 @@ def commit_select(label: str, commits: pd.DataFrame, *, key: str, default: str |
     if value is not None and value not in labels:
         full = resolve(value)
         if full is None:
-            st.warning(f"{label}: no commit of this machine starts with {value!r}; showing the default.")
+            st.warning(f"{label}: {commit_problem(str(value), shas)}; showing the default.")
             return fallback
         return full
     return value
+
+
+MIN_PREFIX = 4
+
+
+def commit_problem(text: str, shas: Sequence[str]) -> str:
+    """Why ``text`` names no single commit of ``shas``: too short, ambiguous (with the first matches) or
+    unknown; the one wording of every commit picker."""
+    text = text.strip().lower()
+    if len(text) < MIN_PREFIX:
+        return f"{text!r} is too short: give at least {MIN_PREFIX} characters of a commit sha"
+    hits = [s for s in shas if s.startswith(text)]
+    if len(hits) > 1:
+        shown = ", ".join(s[:12] for s in hits[:5])
+        return f"{text!r} is ambiguous: {len(hits)} commits start with it ({shown}{', ...' if len(hits) > 5 else ''})"
+    return f"no commit of this machine starts with {text!r}"
 
 
 def page_link(page: str, **params: Any) -> str:

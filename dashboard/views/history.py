@@ -83,7 +83,7 @@ wanted = sorted(wanted, key=lambda k: [frames.rank(parsed[k].get(n)) for n in va
 # The view's switches as pills, like the parameters above (a toggle is one more kind of element to load).
 switches = {"hist_logy": ("Logarithmic value axis", len(wanted) > 1 and "concurrency" in varying)}
 if len(commits) > WINDOW:
-    switches["hist_all"] = (f"Whole history ({len(commits):,} commits)", False)
+    switches["hist_all"] = (f"Whole history ({fmt.plural(len(commits), 'commit')})", False)
 view = widgets.url_switches(
     "View", switches, key="hist_view",
     help=f"Whole history: every commit of the machine; off, the newest {WINDOW} commits (and back to the oldest open "
@@ -175,7 +175,8 @@ spec = charts.history_spec(points, title=title, unit=unit, commits=commits, thre
                            log_y=log_y, start=start)
 st.vega_lite_chart(spec, width="stretch", key="hist_chart")
 better = "lower" if direction == "up_is_worse" else "higher"
-shown = f"The newest {len(commits) - start:,} of {len(commits):,} commits" if start else f"{len(commits):,} commits"
+shown = f"The newest {len(commits) - start:,} of {fmt.plural(len(commits), 'commit')}" if start \
+    else fmt.plural(len(commits), "commit")
 st.caption(
     f"{shown} measured on `{ctx.machine}`, in history order"
     + (" (switch on Whole history to draw every commit)" if start else "") + f". {better.capitalize()} is better; "
@@ -210,7 +211,8 @@ if flag is not None and not flag.empty:
     }), links={"compare": "parent..commit"}))
 
 drawn_commits = commits.iloc[start:]
-values_box = widgets.url_expander(f"Values per commit ({len(drawn_commits):,} commits drawn)", key="hist_values")
+values_box = widgets.url_expander(f"Values per commit ({fmt.plural(len(drawn_commits), 'commit')} drawn)",
+                                  key="hist_values")
 if values_box.open:
     wide = points.pivot_table(index="pos", columns="series", values="value", aggfunc="first")
     status = points.pivot_table(index="pos", columns="series", values="status", aggfunc="first")

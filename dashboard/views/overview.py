@@ -40,7 +40,7 @@ else:
         "series": st.column_config.NumberColumn(width=50),
         "worst": st.column_config.TextColumn(width=60),
         "culprit": st.column_config.TextColumn(width="large"),
-        "triage": st.column_config.LinkColumn("triage", display_text="open", width=55),
+        "triage": st.column_config.LinkColumn("triage", display_text="view group", width=80),
     })
     st.caption("worst: the largest slowdown in the group, the detector's level after / level before the step "
                "(direction-aware, > 1 is worse). Closed groups (ignored, transient, retired) are on the "

@@ -72,7 +72,7 @@ if not speedups.empty:
     shown = speedups.drop(columns="filter").rename(columns={"line": suite.line_param})
     for c in shown.columns:
         if c.startswith("c="):
-            shown[c] = shown[c].map(fmt.fmt_ratio)
+            shown[c] = shown[c].map(fmt.fmt_speedup)
     st.dataframe(shown, hide_index=True)
 if base_f is not None:
     ratios = suites.baseline_ratios(cur_f, base_f)
@@ -86,5 +86,5 @@ if base_f is not None:
             "concurrency": ratios["concurrency"].astype(int),
             "tokens/s": ratios["tokens_per_s"].map(lambda v: fmt.fmt_value(v, "tokens/s")),
             "baseline tokens/s": ratios["baseline"].map(lambda v: fmt.fmt_value(v, "tokens/s")),
-            "speed-up": ratios["speedup"].map(fmt.fmt_ratio),
+            "speed-up": ratios["speedup"].map(fmt.fmt_speedup),
         }), hide_index=True)
