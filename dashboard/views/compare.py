@@ -96,6 +96,9 @@ view = view.assign(_o=view["status"].map(order), _w=-view["slowdown"].fillna(0))
 table = pd.DataFrame({
     "status": view["status"].map(lambda s: STATUS_TITLES[s].lower()),
     "series": frames.series_label(view["benchmark"], view["label"]),
+    # The link next to the name: at 1,280 px the last columns scroll out of view.
+    "history": [widgets.history_link(ctx.machine, b, k) for b, k in zip(view["benchmark"], view["params_key"],
+                                                                        strict=True)],
     "before": [fmt.fmt_value(v, u, missing=side) for v, u, side in
                zip(view["base"], view["unit"], view["base_status"].map(lambda s: s.replace("_", " ")), strict=True)],
     "after": [fmt.fmt_value(v, u, missing=side) for v, u, side in
@@ -105,8 +108,6 @@ table = pd.DataFrame({
     "p": view["p_value"].map(fmt.fmt_p),
     "method": view["method"],
     "threshold": view["threshold"].map(lambda t: f"{t:.0%}"),
-    "history": [widgets.history_link(ctx.machine, b, k) for b, k in zip(view["benchmark"], view["params_key"],
-                                                                        strict=True)],
 })
 if table["threshold"].nunique() == 1:  # one threshold for every row: said once below
     threshold_note = f" Threshold {table['threshold'].iloc[0]} for every series shown."
@@ -115,9 +116,13 @@ else:
     threshold_note = ""
 st.dataframe(table, hide_index=True, width="stretch", column_config={
     "status": st.column_config.TextColumn(width=85),
-    "series": st.column_config.TextColumn(width="large"),
-    "ratio": st.column_config.TextColumn(width=60),
-    "p": st.column_config.TextColumn(width=55),
-    "history": st.column_config.LinkColumn("history", display_text="plot", width=55),
+    "series": st.column_config.TextColumn(width=330),
+    "before": st.column_config.TextColumn(width=80),
+    "after": st.column_config.TextColumn(width=80),
+    "ratio": st.column_config.TextColumn(width=55),
+    "change": st.column_config.TextColumn(width=95),
+    "p": st.column_config.TextColumn(width=50),
+    "method": st.column_config.TextColumn(width=150),
+    "history": st.column_config.LinkColumn("history", display_text="plot", width=50),
 })
 st.caption("change: direction-aware (worse means slower, or lower throughput)." + threshold_note)
