@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from dashboard import data, store, widgets
+from dashboard import auth, data, store, widgets
 
 # Pages live in views/, not pages/: a pages/ folder beside the entry script switches Streamlit to its
 # legacy multipage mode on a session's first run, which would run a page without this router.
@@ -34,6 +34,8 @@ with st.sidebar:
     st.caption(f"Store: `{store.redact(url)}` ({'writable' if store.writable() else 'read-only'})")
     if st.button("Reload data", help="Drop cached queries (they refresh every few minutes anyway)"):
         data.clear_all()
+    if store.writable():
+        auth.sidebar(auth.writer())
 
 if not widgets.store_gate(url):
     st.stop()

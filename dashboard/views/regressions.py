@@ -6,7 +6,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from dashboard import closed, data, fmt, frames, triage, widgets
+from dashboard import auth, closed, data, fmt, frames, triage, widgets
 
 ctx = widgets.context()
 st.title("Regressions")
@@ -55,13 +55,15 @@ def closed_section(regs: pd.DataFrame) -> None:
     })
 
 
-c1, c2, c3, c4 = st.columns([3, 2, 3, 2])
+c1, c2, c3, c5, c4 = st.columns([3, 2, 3, 2, 2])
 with c1:
     shown = widgets.url_pills("Show", list(triage.CATEGORIES), key="reg_show", default=["open", "suspect", "fixed"],
                               help="open: new or acknowledged · suspect: seen in the newest run only · "
                               "fixed: came back later · closed: ignored, transient or retired")
 with c3:
     text = widgets.url_text("Benchmark or parameters contain", key="reg_text", placeholder="e.g. impl=mma")
+with c5:
+    assignee = widgets.url_text("Assigned to", key="reg_assignee", placeholder="name, or 'nobody'")
 with c4:
     all_machines = widgets.url_toggle("All machines", key="reg_all")
 
@@ -79,6 +81,10 @@ if text:
     needle = text.lower()
     regs = regs[(regs["benchmark"].str.lower().str.contains(needle, regex=False))
                 | (regs["label"].str.lower().str.contains(needle, regex=False))]
+if assignee:
+    people = regs["assignee"].fillna("").astype(str).str.lower()
+    regs = regs[people.eq("") if assignee.strip().lower() == "nobody"
+                else people.str.contains(assignee.strip().lower(), regex=False)]
 view = regs[regs["category"].isin(shown)] if shown else regs
 group_frame = triage.groups(view)
 with c2:
@@ -134,6 +140,9 @@ rows = pd.DataFrame({
 })
 if view["note"].astype(bool).any():
     rows.insert(8, "note", view["note"].to_numpy())
+if view["assignee"].notna().any() or view["issue_url"].notna().any():
+    rows.insert(2, "assignee", view["assignee"].fillna("").to_numpy())
+    rows.insert(3, "issue", view["issue_url"].fillna("").to_numpy())
 if all_machines:
     rows.insert(2, "machine", view["machine"].to_numpy())
 # Columns the group table already says for every row are left out, so the series names fit.
@@ -150,6 +159,8 @@ st.dataframe(rows, hide_index=True, width="stretch", column_config={
     "history": st.column_config.LinkColumn("history", display_text="plot", width=55),
     "compare": st.column_config.LinkColumn("compare", display_text="parent..commit", width=110),
     "note": st.column_config.TextColumn("triage note", width="medium"),
+    "assignee": st.column_config.TextColumn(width=90),
+    "issue": st.column_config.LinkColumn("issue", display_text="issue", width=55),
 })
 st.caption(
     "ratio: the detector's step, level after / level before in the benchmark's unit, each level the median "
@@ -166,6 +177,10 @@ if not ctx.writable:
     st.stop()
 
 st.subheader("Triage")
+who = auth.writer()
+if not who.can_write:
+    st.info(who.problem)
+    st.stop()
 scope_options = [f"group {g}" for g in group_frame["group"]] + [f"#{i}" for i in view["id"]]
 labels = {f"#{r.id}": f"#{r.id} {r.series_name} @ {fmt.short_sha(r.sha)} ({r.status})"
           for r in view.itertuples()}
@@ -183,6 +198,19 @@ for col, (label, new_status) in zip(cols, triage.TRIAGE_ACTIONS.items(), strict=
         if not note.strip():
             st.warning("Write a note first: it is stored with the status so others know why.")
         else:
-            data.set_status(ctx.url, ids, new_status, note.strip())
-            st.toast(f"{len(ids)} regression(s) marked {new_status}")
+            data.set_status(ctx.url, ids, new_status, note.strip(), by=who.name)
+            st.toast(f"{len(ids)} regression(s) marked {new_status} by {who.name}")
             st.rerun()
+a1, a2, a3 = st.columns([2, 4, 1])
+current = view[view["id"].isin(ids)]
+person = a1.text_input("Assign to", key="reg_assign_to",
+                       value=str(current["assignee"].dropna().iloc[0]) if current["assignee"].notna().any() else "")
+issue = a2.text_input("Tracking issue (URL)", key="reg_issue", placeholder="https://github.com/org/repo/issues/123",
+                      value=str(current["issue_url"].dropna().iloc[0]) if current["issue_url"].notna().any() else "")
+if a3.button("Save", key="reg_save_triage", help="Store the assignee and issue link on the regressions picked above"):
+    if issue.strip() and not issue.strip().startswith(("https://", "http://")):
+        st.warning("The issue link must start with https:// (or http://).")
+    else:
+        data.set_triage(ctx.url, ids, person.strip(), issue.strip(), by=who.name)
+        st.toast(f"{len(ids)} regression(s) assigned to {person.strip() or 'nobody'}")
+        st.rerun()
