@@ -18,6 +18,7 @@ st.set_page_config(page_title="mlaperf", layout="wide")
 
 PAGES = [
     st.Page("views/overview.py", title="Overview", default=True),
+    st.Page("views/summary.py", title="All benchmarks"),
     st.Page("views/throughput.py", title="Throughput vs concurrency"),
     st.Page("views/history.py", title="History"),
     st.Page("views/regressions.py", title="Regressions"),

@@ -326,6 +326,7 @@ def history_spec(
     flagged: pd.DataFrame | None = None,
     log_y: bool = False,
     start: int = 0,
+    events: Sequence[tuple[int, str]] = (),
 ) -> dict:
     """Series over the machine's commits (x = position in history, zoom and pan with the mouse), one line
     per ``series`` label, from the commit at position ``start`` on (the bands' medians still look back
@@ -339,7 +340,8 @@ def history_spec(
     clicked in the legend (every series' band is in the data; drawing them all costs the browser a shaded
     area per point of every series, and overlaid they hide each other), markers for flagged regressions and
     the commits that fixed them (``flagged``: series, pos, fixed_pos, text, change, fixed_text), failed runs on
-    the x-axis, and a dotted line where the benchmark's asv version changed."""
+    the x-axis, a dotted line where the benchmark's asv version changed, and a dashed, labelled line per
+    ``events`` (position, label: a git tag, a commit picked on the page)."""
     # Sorted once, then each series' rows by position (numpy arrays: a boolean selection of the frame per
     # series copies every column, and iterating pandas' Arrow strings costs more than the formatting).
     every_ok = points[points["status"] == "ok"].sort_values("pos")
@@ -477,6 +479,17 @@ def history_spec(
              "mark": {"type": "text", "text": "benchmark version changed", "fontSize": 10, "baseline": "bottom",
                       "dy": -2},
              "encoding": {"x": x, "y": {"value": 0}}},
+        ]
+    shown_events = [{"pos": int(p), "label": label} for p, label in events if p >= start]
+    if shown_events:
+        layers += [
+            {"data": {"values": shown_events},
+             "mark": {"type": "rule", "color": OKABE_ITO[0], "strokeDash": [6, 3], "strokeWidth": 1.5},
+             "encoding": {"x": x, "tooltip": [{"field": "label", "title": "event"}]}},
+            {"data": {"values": shown_events},
+             "mark": {"type": "text", "fontSize": 11, "baseline": "top", "align": "left", "dx": 3, "dy": 2,
+                      "color": OKABE_ITO[0]},
+             "encoding": {"x": x, "y": {"value": 0}, "text": {"field": "label"}}},
         ]
     spec = {
         "title": _title(title),

@@ -40,7 +40,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="allow acknowledging/ignoring regressions from the dashboard")
     parser.add_argument("--repo-url", default=None, metavar="URL",
                         help="repository web URL for commit links, e.g. https://github.com/org/repo "
-                        "(default: env MLAPERF_REPO_URL)")
+                        "(default: env MLAPERF_REPO_URL, else the git remote origin of the current directory, "
+                        "as https)")
 
 
 def absolute_url(url: str) -> str:

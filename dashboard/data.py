@@ -50,6 +50,14 @@ def settings() -> Any:
 
 
 @st.cache_data(ttl=TTL, show_spinner=False)
+def tags() -> dict[str, list[str]]:
+    """{commit sha: tags} of the git repository the dashboard runs in (History's event markers)."""
+    from dashboard.gitremote import tags as git_tags
+
+    return git_tags()
+
+
+@st.cache_data(ttl=TTL, show_spinner=False)
 def machines(url: str) -> pd.DataFrame:
     with _session(url) as s:
         return queries.machines(s)
@@ -89,6 +97,12 @@ def history(url: str, machine: str, benchmark: str, params_keys: tuple[str, ...]
             commit_ids: tuple[int, ...] | None = None) -> pd.DataFrame:
     with _session(url) as s:
         return queries.history(s, benchmark, list(params_keys), machine, commit_ids)
+
+
+@st.cache_data(ttl=TTL, show_spinner=False, max_entries=32)
+def recent_values(url: str, machine: str, commit_ids: tuple[int, ...]) -> pd.DataFrame:
+    with _session(url) as s:
+        return queries.recent_values(s, machine, commit_ids)
 
 
 @st.cache_data(ttl=TTL, show_spinner=False, max_entries=256)

@@ -27,13 +27,35 @@ def https_url(remote: str) -> str:
 
 
 def default_repo_url(cwd: Path | None = None) -> str:
-    """``MLAPERF_REPO_URL``, else the web URL of the git remote ``origin`` of ``cwd``, else ""."""
-    env = os.environ.get(REPO_URL_ENV, "").strip()
-    if env:
-        return env.rstrip("/")
+    """``MLAPERF_REPO_URL`` (set and empty: no links), else the web URL of the git remote ``origin`` of ``cwd``,
+    else ""."""
+    if REPO_URL_ENV in os.environ:
+        return os.environ[REPO_URL_ENV].strip().rstrip("/")
     try:
         out = subprocess.run(["git", "remote", "get-url", "origin"], cwd=cwd or Path.cwd(), capture_output=True,
                              text=True, timeout=10, check=False)
     except (OSError, subprocess.TimeoutExpired):
         return ""
     return https_url(out.stdout) if out.returncode == 0 else ""
+
+
+def tags(cwd: Path | None = None) -> dict[str, list[str]]:
+    """{commit sha: its tags} of the git repository at ``cwd`` (annotated tags by the commit they point at);
+    empty without git or a repository. Event markers on History."""
+    fmt = "%(objectname) %(*objectname) %(refname:short)"
+    try:
+        out = subprocess.run(["git", "for-each-ref", f"--format={fmt}", "refs/tags"], cwd=cwd or Path.cwd(),
+                             capture_output=True, text=True, timeout=10, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return {}
+    found: dict[str, list[str]] = {}
+    for line in out.stdout.splitlines() if out.returncode == 0 else []:
+        parts = line.split()
+        if len(parts) == 3:
+            sha, name = parts[1], parts[2]
+        elif len(parts) == 2:
+            sha, name = parts[0], parts[1]
+        else:
+            continue
+        found.setdefault(sha, []).append(name)
+    return found

@@ -341,3 +341,39 @@ def store_gate(url: str) -> bool:
     else:
         st.error(st_.message)
     return False
+
+
+def summary_grid(ctx: Context, *, key: str, limit: int | None = None, by_change: bool = False) -> None:
+    """Every series of the machine (``dashboard.summary.grid``) with a search box whose words are kept in the
+    URL under ``key``; ``by_change``: largest latest change first; ``limit``: the first rows only."""
+    from dashboard import summary
+    from regressions.direction import direction_for
+
+    commits = data.commits(ctx.url, ctx.machine)
+    ids = tuple(int(c) for c in commits["commit_id"].iloc[-summary.SPARK:])
+    settings = data.settings()
+    table = summary.grid(data.series(ctx.url, ctx.machine), data.recent_values(ctx.url, ctx.machine, ids), ids,
+                         data.regressions(ctx.url, ctx.machine), lambda b, u: direction_for(b, u, settings),
+                         data.param_names(ctx.url))
+    query = url_text("Search benchmarks and parameters", key=key, placeholder="every word counts, e.g. decode mma 64")
+    shown = summary.search(table, query)
+    if by_change:
+        shown = shown.assign(_w=(shown["change"].astype(float) - 1.0).abs()).sort_values(
+            "_w", ascending=False, na_position="last")
+    listed = shown.head(limit) if limit else shown
+    st.dataframe(pd.DataFrame({
+        "series": listed["name"],
+        "latest": [fmt.fmt_value(v, u) for v, u in zip(listed["latest"], listed["unit"], strict=True)],
+        "newest values": [[float("nan") if v is None else v for v in s] for s in listed["spark"]],
+        "latest change": listed["change"].map(lambda c: fmt.fmt_change(c) if c is not None else ""),
+        "last flagged": listed["flag"],
+        "history": [history_link(ctx.machine, b, k) for b, k in zip(listed["benchmark"], listed["params_key"],
+                                                                   strict=True)],
+    }), hide_index=True, width="stretch", column_config={
+        "series": st.column_config.TextColumn(width="large"),
+        "newest values": st.column_config.LineChartColumn(f"newest {len(ids)} commits", width="small"),
+        "history": st.column_config.LinkColumn("history", display_text="plot", width=55),
+    })
+    st.caption(f"{len(listed):,} of {fmt.plural(len(table), 'series', 'series')}"
+               + (f" matching {query!r}" if query.strip() else "")
+               + ". Latest change: the newest value against the median of the five before it, direction-aware.")

@@ -398,6 +398,30 @@ def launch_config(
     return out[cols]
 
 
+def recent_values(s: Session, machine: str, commit_ids: Sequence[int]) -> pd.DataFrame:
+    """Every series' result at ``commit_ids`` on ``machine`` (the newest few commits: the summary grid's
+    sparklines), runs pooled (:func:`pool_runs`): benchmark, params_key, commit_id, value (NaN unless ok).
+    Kernel-config records (:func:`is_provenance`) are left out. Unknown machine: :class:`NotFound`."""
+    cols = ["benchmark", "params_key", "commit_id", "value"]
+    mid = _machine_id(s, machine)
+    if not commit_ids:
+        return _empty(cols)
+    runs = select(Run.id).where(Run.machine_id == mid, Run.commit_id.in_([int(c) for c in commit_ids]))
+    stmt = (select(Result.benchmark_id, Result.params_key, Run.commit_id, Run.id.label("run_id"),
+                   Run.started_at.label("run_started_at"), Result.status, Result.value)
+            .join(Run, Run.id == Result.run_id).where(Result.run_id.in_(runs)))
+    frame = _frame(s, stmt)
+    if frame.empty:
+        return _empty(cols)
+    names = dict(s.execute(select(Benchmark.id, Benchmark.name)).all())
+    frame["benchmark"] = frame["benchmark_id"].map(names)
+    frame = frame[~frame["benchmark"].map(lambda n: is_provenance(str(n)))]
+    frame["value"] = pd.to_numeric(frame["value"], errors="coerce").astype(float)
+    frame = pool_runs(frame, ["benchmark", "params_key", "commit_id"])
+    frame["commit_id"] = frame["commit_id"].astype("int64")
+    return frame[cols].reset_index(drop=True)
+
+
 # -- provenance of points -----------------------------------------------------------------------------
 
 

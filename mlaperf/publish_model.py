@@ -15,17 +15,14 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
 import pandas as pd
 from sqlalchemy.orm import Session
 
 from dashboard import frames, suites, triage
+from dashboard.summary import SPARK, latest_change
 from db import queries
 from regressions.config import Settings
 from regressions.direction import direction_for
-
-SPARK = 40  # newest values drawn in a sparkline
-CHANGE_WINDOW = 5  # latest change: the newest value against the median of up to this many before it
 
 
 @dataclass
@@ -48,16 +45,6 @@ def _num(value: Any) -> float | None:
 
 def _text(value: Any) -> str | None:
     return value if isinstance(value, str) else None
-
-
-def latest_change(values: list[float | None], direction: str) -> float | None:
-    """The newest value over the median of up to ``CHANGE_WINDOW`` values before it, oriented so that > 1 is
-    worse (``direction``); None with fewer than two values."""
-    known = [v for v in values if v is not None and v > 0]
-    if len(known) < 2:
-        return None
-    ratio = known[-1] / float(np.median(known[-1 - CHANGE_WINDOW:-1]))
-    return ratio if direction == "up_is_worse" else 1.0 / ratio
 
 
 def _commits(s: Session, machine: str) -> tuple[pd.DataFrame, dict[str, Any]]:

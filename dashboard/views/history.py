@@ -84,10 +84,16 @@ wanted = sorted(wanted, key=lambda k: [frames.rank(parsed[k].get(n)) for n in va
 switches = {"hist_logy": ("Logarithmic value axis", len(wanted) > 1 and "concurrency" in varying)}
 if len(commits) > WINDOW:
     switches["hist_all"] = (f"Whole history ({fmt.plural(len(commits), 'commit')})", False)
-view = widgets.url_switches(
-    "View", switches, key="hist_view",
-    help=f"Whole history: every commit of the machine; off, the newest {WINDOW} commits (and back to the oldest open "
-    "flagged regression of these series), quicker to draw." if "hist_all" in switches else None)
+v1, v2 = st.columns([3, 2])
+with v1:
+    view = widgets.url_switches(
+        "View", switches, key="hist_view",
+        help=f"Whole history: every commit of the machine; off, the newest {WINDOW} commits (and back to the oldest "
+        "open flagged regression of these series), quicker to draw." if "hist_all" in switches else None)
+with v2:
+    marked = widgets.commit_select("Mark a commit", commits, key="hist_at", allow_none=True,
+                                   help="Draws a dashed line at this commit (git tags of the repository are marked "
+                                   "too).")
 log_y, whole = view["hist_logy"], view.get("hist_all", True)
 
 flag = mine[mine["params_key"].isin(wanted)] if not mine.empty else mine
@@ -171,8 +177,12 @@ if not flag.empty:
 
 fixed_params = frames.params_label(wanted[0], [n for n in pnames if n not in varying], only=True)
 title = f"{bench} · {ctx.machine}" + (f" · {fixed_params}" if len(varying) < len(pnames) else "")
+# Event markers: the repository's tags at commits of this machine, and the commit marked above.
+events = [(int(pos_of_sha[sha]), ", ".join(names)) for sha, names in data.tags().items() if sha in pos_of_sha]
+if marked:
+    events.append((int(pos_of_sha[marked]), fmt.commit_label(marked, None)))
 spec = charts.history_spec(points, title=title, unit=unit, commits=commits, threshold=threshold, flagged=flagged,
-                           log_y=log_y, start=start)
+                           log_y=log_y, start=start, events=events)
 st.vega_lite_chart(spec, width="stretch", key="hist_chart")
 better = "lower" if direction == "up_is_worse" else "higher"
 shown = f"The newest {len(commits) - start:,} of {fmt.plural(len(commits), 'commit')}" if start \

@@ -46,6 +46,10 @@ else:
                "(direction-aware, > 1 is worse). Closed groups (ignored, transient, retired) are on the "
                "Regressions page.")
 
+st.subheader("Largest latest changes")
+widgets.summary_grid(ctx, key="ov_q", limit=10, by_change=True)
+st.page_link("views/summary.py", label="Every benchmark →")
+
 present = suites.present_suites(series["benchmark"].unique() if not series.empty else [])
 if not present:
     st.info(

@@ -28,7 +28,8 @@ MARKS = f"{CHART} svg.marks g.role-mark > path"  # drawn marks (lines, points, b
 # url path -> (charts expected on the seeded store's default machine, whether a table is drawn (Compare's
 # default pair changed nothing: its table waits for a status to be picked), query parameters the page publishes)
 PAGES = {
-    "": (0, True, {"machine"}),
+    "": (0, True, {"machine", "ov_q"}),
+    "summary": (0, True, {"sum_q"}),
     "throughput": (1, True, {"tp_commit", "tp_base", "tp_suite", "tp_decode_filter"}),
     "history": (1, True, {"hist_bench", "hp_impl", "hp_concurrency", "hp_topk"}),
     "regressions": (0, True, {"reg_show", "reg_group"}),

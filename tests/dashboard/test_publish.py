@@ -15,7 +15,7 @@ import pytest
 from conftest import MLA_MACHINE, ROOT, SLOW_FROM, Seeded
 
 from dashboard.gitremote import https_url
-from mlaperf.publish_model import latest_change
+from dashboard.summary import latest_change
 
 CHROMIUM = Path("/usr/bin/chromium")
 REPO = "https://github.com/example/mlaperf"
