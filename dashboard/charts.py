@@ -63,10 +63,7 @@ def log_ticks(lo: float, hi: float) -> list[float]:
     return inside if len(inside) >= 2 else out
 
 
-# Marks that must show on a light and a dark background alike (black vanished in dark mode).
-OUTLINE = "#ffffff"
-FAILED_COLOR = OKABE_ITO[5]
-RULE = "#888888"
+OUTLINE, FAILED_COLOR, RULE = "#ffffff", OKABE_ITO[5], "#888888"  # seen on light and dark backgrounds alike
 STATUS_COLORS = {"regressed": WORSE, "improved": BETTER, "failed": FAILED_COLOR, "unchanged": NEUTRAL,
                  "not_run": NEUTRAL, "new": OKABE_ITO[0], "removed": OKABE_ITO[4]}
 SYMBOLS = ("circle", "square", "diamond", "triangle-up", "cross", "triangle-down", "triangle-right", "triangle-left")
@@ -480,17 +477,11 @@ def history_spec(
                       "dy": -2},
              "encoding": {"x": x, "y": {"value": 0}}},
         ]
-    shown_events = [{"pos": int(p), "label": label} for p, label in events if p >= start]
-    if shown_events:
-        layers += [
-            {"data": {"values": shown_events},
-             "mark": {"type": "rule", "color": OKABE_ITO[0], "strokeDash": [6, 3], "strokeWidth": 1.5},
-             "encoding": {"x": x, "tooltip": [{"field": "label", "title": "event"}]}},
-            {"data": {"values": shown_events},
-             "mark": {"type": "text", "fontSize": 11, "baseline": "top", "align": "left", "dx": 3, "dy": 2,
-                      "color": OKABE_ITO[0]},
-             "encoding": {"x": x, "y": {"value": 0}, "text": {"field": "label"}}},
-        ]
+    marked = {"values": [{"pos": int(p), "label": label} for p, label in events if p >= start]}
+    layers += [{"data": marked, "mark": {"type": "rule", "color": OKABE_ITO[0], "strokeDash": [6, 3]},
+                "encoding": {"x": x, "tooltip": [{"field": "label", "title": "event"}]}},
+               {"data": marked, "mark": {"type": "text", "align": "left", "dx": 3, "color": OKABE_ITO[0]},
+                "encoding": {"x": x, "y": {"value": 8}, "text": {"field": "label"}}}] if marked["values"] else []
     spec = {
         "title": _title(title),
         "height": 520,

@@ -84,7 +84,7 @@ wanted = sorted(wanted, key=lambda k: [frames.rank(parsed[k].get(n)) for n in va
 switches = {"hist_logy": ("Logarithmic value axis", len(wanted) > 1 and "concurrency" in varying)}
 if len(commits) > WINDOW:
     switches["hist_all"] = (f"Whole history ({fmt.plural(len(commits), 'commit')})", False)
-v1, v2 = st.columns([3, 2])
+v1, v2, v3 = st.columns([3, 2, 2])
 with v1:
     view = widgets.url_switches(
         "View", switches, key="hist_view",
@@ -94,6 +94,11 @@ with v2:
     marked = widgets.commit_select("Mark a commit", commits, key="hist_at", allow_none=True,
                                    help="Draws a dashed line at this commit (git tags of the repository are marked "
                                    "too).")
+with v3:
+    others = [m for m in data.machines(ctx.url)["name"] if m != ctx.machine]
+    vs = widgets.url_selectbox("Overlay another machine", [None, *others], key="hist_vs",
+                               format_func=lambda m: "(none)" if m is None else m,
+                               help="The same series measured on another machine, at the commits both measured.")
 log_y, whole = view["hist_logy"], view.get("hist_all", True)
 
 flag = mine[mine["params_key"].isin(wanted)] if not mine.empty else mine
@@ -154,7 +159,21 @@ fallback = f"{machine_versions} (the machine's, as of its newest run: this run d
     if machine_versions else "not recorded"
 versions = {run: fmt.versions(i) or fallback for run, i in run_info.items()}  # once per run, not per point
 points["versions"] = points["run_id"].map(lambda r: versions.get(int(r), fallback)).where(drawn, "")
+if vs:
+    # The other machine's same series, at the commits this machine measured too (the x axis is this machine's).
+    theirs = data.history(ctx.url, vs, bench, tuple(wanted))
+    theirs = theirs.assign(pos=theirs["sha"].map(pos_of_sha)).dropna(subset=["pos"])
+    theirs = theirs[theirs["pos"] >= start]
+    if theirs.empty:
+        st.caption(f"`{vs}` measured none of these series at the commits drawn.")
+    else:
+        points = pd.concat([points, theirs.assign(
+            series=theirs["params_key"].map(label_of) + f" · {vs}", pos=theirs["pos"].astype(int),
+            subject=theirs["commit_id"].map(subjects), date=theirs["commit_id"].map(dates),
+            run_date=pd.to_datetime(theirs["run_date"]).dt.strftime("%Y-%m-%d %H:%M"),
+            config="", versions=f"machine {vs}")[points.columns]], ignore_index=True)
 order = {label_of[k]: i for i, k in enumerate(wanted)}
+order.update({f"{label_of[k]} · {vs}": len(wanted) + i for i, k in enumerate(wanted)} if vs else {})
 points = points.sort_values(["series", "pos"], key=lambda s: s.map(order) if s.name == "series" else s)
 
 settings = data.settings()

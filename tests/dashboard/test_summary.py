@@ -75,6 +75,36 @@ def test_history_marks_a_chosen_commit(monkeypatch: pytest.MonkeyPatch, seeded: 
     at = goto(app(monkeypatch, seeded.url, query={"hist_at": sha[:10]}), "history")
     spec = json.loads(at.get("vega_lite_chart")[0].proto.spec)
     events = [layer for layer in spec["layer"] if layer.get("mark", {}).get("strokeDash") == [6, 3]]
+    assert len(events) == 1
     assert events and events[0]["data"]["values"] == [{"pos": 4, "label": sha[:8]}]
     at = goto(app(monkeypatch, seeded.url, query={"hist_at": "0badc0de"}), "history")
     assert "0badc0de" in at.error[0].value
+
+
+def test_another_machine_overlaid_on_history_and_throughput(monkeypatch: pytest.MonkeyPatch, writable_copy: Seeded,
+                                                            tmp_path) -> None:  # noqa: ANN001
+    import json
+
+    import asv_synth
+
+    from db.engine import make_engine
+    from db.ingest import ingest_paths
+
+    other = "rtx-pro-6000"
+    benches = asv_synth.mla_benchmarks(concurrency=(1, 64), topk=(512,), context=(4096,))
+    asv_synth.write_results(tmp_path / "results", other, benches, writable_copy.shas[-4:],
+                            gpu={**asv_synth.GPU_PARAMS, "gpu_name": "NVIDIA RTX PRO 6000", "gpu_cc": "12.0"})
+    engine = make_engine(writable_copy.url)
+    assert ingest_paths(engine, [tmp_path / "results"], progress=False).ok
+    engine.dispose()
+
+    at = goto(app(monkeypatch, writable_copy.url, query={
+        "hist_bench": "bench_decode.SparseDecode.time_decode", "hp_impl": "mma", "hp_concurrency": "64",
+        "hp_topk": "512", "hist_vs": other}), "history")
+    spec = json.loads(at.get("vega_lite_chart")[0].proto.spec)
+    names = set(spec["layer"][2]["encoding"]["color"]["scale"]["domain"])
+    assert any(n.endswith(f"· {other}") for n in names) and len(names) == 2, names
+
+    at = goto(app(monkeypatch, writable_copy.url, query={"tp_vs": other}), "throughput")
+    spec = json.loads(at.get("vega_lite_chart")[0].proto.spec)
+    assert f"{other} @ {writable_copy.shas[-1][:8]}" in json.dumps(spec)
