@@ -6,6 +6,8 @@ The store URL comes from env ``MLAPERF_DB`` (``--db``), write access from ``MLAP
 
 from __future__ import annotations
 
+import os
+
 import streamlit as st
 
 from dashboard import auth, data, store, widgets
@@ -52,7 +54,7 @@ gpu_of = dict(zip(machines["name"], machines["gpu_name"] if gpu is not None else
 
 with st.sidebar:
     widgets.url_selectbox(
-        "Machine", ordered, key="machine",
+        "Machine", ordered, key="machine", default=os.environ.get(store.MACHINE_ENV),
         format_func=lambda m: f"{m} ({gpu_of[m]})" if gpu_of.get(m) and str(gpu_of[m]) != "none" else m,
     )
     st.text_input(

@@ -19,6 +19,7 @@ from sqlalchemy.orm import Session
 from dashboard.gitremote import REPO_URL_ENV, default_repo_url
 
 WRITABLE_ENV = "MLAPERF_DASHBOARD_WRITABLE"
+MACHINE_ENV = "MLAPERF_DASHBOARD_MACHINE"  # the machine the pages open on (`mlaperf dashboard --machine`)
 
 State = Literal["ok", "empty", "missing", "outdated", "error"]
 
