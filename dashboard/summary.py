@@ -47,13 +47,12 @@ def grid(series: pd.DataFrame, values: pd.DataFrame, commit_ids: Sequence[int], 
     cols = ["benchmark", "params_key", "name", "unit", "latest", "spark", "change", "flag", "flag_status"]
     if series.empty:
         return pd.DataFrame({c: pd.Series(dtype=object) for c in cols})
-    order = {int(c): i for i, c in enumerate(commit_ids)}
     wide: dict[tuple[str, str], list[float | None]] = {}
-    for b, k, c, v in zip(values["benchmark"], values["params_key"], values["commit_id"], values["value"],
-                          strict=True):
-        row = wide.setdefault((b, k), [None] * len(order))
-        if int(c) in order and np.isfinite(v):
-            row[order[int(c)]] = float(v)
+    if not values.empty:
+        table = values.pivot_table(index=["benchmark", "params_key"], columns="commit_id", values="value",
+                                   aggfunc="first").reindex(columns=[int(c) for c in commit_ids])
+        for key, row in zip(table.index, table.to_numpy(dtype=float), strict=True):
+            wide[key] = [None if np.isnan(v) else float(v) for v in row]
     newest: dict[tuple[str, str], Any] = {}
     if not regs.empty:
         for r in regs.itertuples():
@@ -62,7 +61,8 @@ def grid(series: pd.DataFrame, values: pd.DataFrame, commit_ids: Sequence[int], 
     out = series[["benchmark", "params_key", "unit"]].copy()
     labels = [frames.params_label(k, names.get(b)) for b, k in zip(out["benchmark"], out["params_key"], strict=True)]
     out["name"] = frames.series_label(out["benchmark"], pd.Series(labels, index=out.index))
-    sparks = [wide.get((b, k), [None] * len(order)) for b, k in zip(out["benchmark"], out["params_key"], strict=True)]
+    none = [None] * len(commit_ids)
+    sparks = [wide.get((b, k), none) for b, k in zip(out["benchmark"], out["params_key"], strict=True)]
     out["spark"] = sparks
     out["latest"] = [next((v for v in reversed(s) if v is not None), None) for s in sparks]
     out["change"] = [latest_change(s, direction(b, u)) for s, b, u in

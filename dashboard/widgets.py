@@ -343,14 +343,16 @@ def store_gate(url: str) -> bool:
     return False
 
 
-def summary_grid(ctx: Context, *, key: str, limit: int | None = None, by_change: bool = False) -> None:
+def summary_grid(ctx: Context, *, key: str, limit: int | None = None, by_change: bool = False,
+                 window: int | None = None) -> None:
     """Every series of the machine (``dashboard.summary.grid``) with a search box whose words are kept in the
-    URL under ``key``; ``by_change``: largest latest change first; ``limit``: the first rows only."""
+    URL under ``key``; ``by_change``: largest latest change first; ``limit``: the first rows only; ``window``:
+    commits in the sparklines (default ``summary.SPARK``)."""
     from dashboard import summary
     from regressions.direction import direction_for
 
     commits = data.commits(ctx.url, ctx.machine)
-    ids = tuple(int(c) for c in commits["commit_id"].iloc[-summary.SPARK:])
+    ids = tuple(int(c) for c in commits["commit_id"].iloc[-(window or summary.SPARK):])
     settings = data.settings()
     table = summary.grid(data.series(ctx.url, ctx.machine), data.recent_values(ctx.url, ctx.machine, ids), ids,
                          data.regressions(ctx.url, ctx.machine), lambda b, u: direction_for(b, u, settings),

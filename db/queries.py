@@ -406,18 +406,22 @@ def recent_values(s: Session, machine: str, commit_ids: Sequence[int]) -> pd.Dat
     mid = _machine_id(s, machine)
     if not commit_ids:
         return _empty(cols)
+    names = {i: n for i, n in s.execute(select(Benchmark.id, Benchmark.name)).all() if not is_provenance(n)}
     runs = select(Run.id).where(Run.machine_id == mid, Run.commit_id.in_([int(c) for c in commit_ids]))
-    stmt = (select(Result.benchmark_id, Result.params_key, Run.commit_id, Run.id.label("run_id"),
-                   Run.started_at.label("run_started_at"), Result.status, Result.value)
-            .join(Run, Run.id == Result.run_id).where(Result.run_id.in_(runs)))
-    frame = _frame(s, stmt)
-    if frame.empty:
+    stmt = (select(Result.benchmark_id, Result.params_key, Run.commit_id, Run.id.label("run_id"), Result.status,
+                   Result.value)
+            .join(Run, Run.id == Result.run_id)
+            .where(Result.run_id.in_(runs), Result.benchmark_id.in_(list(names))))
+    # Through the session's connection, without the run's date: plain rows, no per-row ORM or date processing
+    # (more than half the time at 40 commits x 552 series); the pooled value, a median, needs no run order.
+    result = s.connection().execute(stmt)
+    keys, rows = list(result.keys()), result.all()
+    if not rows:
         return _empty(cols)
-    names = dict(s.execute(select(Benchmark.id, Benchmark.name)).all())
+    frame = pd.DataFrame(dict(zip(keys, map(list, zip(*rows, strict=True)), strict=True)))
     frame["benchmark"] = frame["benchmark_id"].map(names)
-    frame = frame[~frame["benchmark"].map(lambda n: is_provenance(str(n)))]
     frame["value"] = pd.to_numeric(frame["value"], errors="coerce").astype(float)
-    frame = pool_runs(frame, ["benchmark", "params_key", "commit_id"])
+    frame = pool_runs(frame.assign(run_started_at=frame["run_id"]), ["benchmark", "params_key", "commit_id"])
     frame["commit_id"] = frame["commit_id"].astype("int64")
     return frame[cols].reset_index(drop=True)
 

@@ -47,7 +47,7 @@ else:
                "Regressions page.")
 
 st.subheader("Largest latest changes")
-widgets.summary_grid(ctx, key="ov_q", limit=10, by_change=True)
+widgets.summary_grid(ctx, key="ov_q", limit=10, by_change=True, window=20)  # a short window: a quicker page
 st.page_link("views/summary.py", label="Every benchmark →")
 
 present = suites.present_suites(series["benchmark"].unique() if not series.empty else [])
