@@ -366,7 +366,8 @@ def summary_grid(ctx: Context, *, key: str, limit: int | None = None, by_change:
     st.dataframe(pd.DataFrame({
         "series": listed["name"],
         "latest": [fmt.fmt_value(v, u) for v, u in zip(listed["latest"], listed["unit"], strict=True)],
-        "newest values": [[float("nan") if v is None else v for v in s] for s in listed["spark"]],
+        # Measured values only: the grid's line chart refuses a list with gaps (it shows the list as text).
+        "newest values": [[v for v in s if v is not None] for s in listed["spark"]],
         "latest change": listed["change"].map(lambda c: fmt.fmt_change(c) if c is not None else ""),
         "last flagged": listed["flag"],
         "history": [history_link(ctx.machine, b, k) for b, k in zip(listed["benchmark"], listed["params_key"],

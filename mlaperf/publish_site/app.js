@@ -163,7 +163,7 @@ function sparkline(values, direction) {
 // or a log2 concurrency. extras(layer, sx, sy) draws markers over the lines.
 function chart({ series, unit, yTitle, xTitle, xLog2 = false, yLog = false, yZero = false, xTicks, xLabel,
                  extras, width = 1100, height = 380 }) {
-  const m = { l: 78, r: 16, t: 12, b: 46 };
+  const m = { l: 78, r: 40, t: 12, b: 46 };
   const all = series.flatMap((d) => d.points.filter((p) => p[1] !== null && isFinite(p[1])));
   const svg = s("svg", { class: "chart", viewBox: `0 0 ${width} ${height}`, role: "img" });
   if (!all.length) return svg;
