@@ -156,13 +156,11 @@ def set_status(url: str, regression_ids: list[int], new_status: str, note: str, 
 
 def set_triage(url: str, regression_ids: list[int], assignee: str, issue_url: str, by: str) -> None:
     """Write path (only with ``--writable``): assign regressions and link their issue, with a note saying who."""
+    what = f"assigned to {assignee or 'nobody'}" + (f", issue {issue_url}" if issue_url else "")
     with _session(url, writable=True) as s, s.begin():
         for rid in regression_ids:
-            queries.set_regression_triage(s, int(rid), assignee=assignee, issue_url=issue_url)
-            current = s.get(queries.Regression, int(rid))
-            notes.add_triage_note(s, int(rid), current.status if current else "",
-                                  f"assigned to {assignee or 'nobody'}" + (f", issue {issue_url}" if issue_url else ""),
-                                  by=by)
+            status = queries.set_regression_triage(s, int(rid), assignee=assignee, issue_url=issue_url)
+            notes.add_triage_note(s, int(rid), status, what, by=by)
     regressions.clear()
 
 

@@ -579,9 +579,10 @@ def set_regression_status(s: Session, regression_id: int, status: str, *, by: st
     s.flush()
 
 
-def set_regression_triage(s: Session, regression_id: int, *, assignee: str | None, issue_url: str | None) -> None:
+def set_regression_triage(s: Session, regression_id: int, *, assignee: str | None, issue_url: str | None) -> str:
     """Assign a regression to a person and link the issue that tracks it (None or "" clears a field); flushes,
-    does not commit. ``issue_url`` must be an http(s) URL (ValueError otherwise)."""
+    does not commit; returns the regression's status. ``issue_url`` must be an http(s) URL (ValueError
+    otherwise)."""
     regression = s.get(Regression, regression_id)
     if regression is None:
         raise NotFound(f"no regression with id {regression_id}")
@@ -593,6 +594,7 @@ def set_regression_triage(s: Session, regression_id: int, *, assignee: str | Non
     regression.assignee = (assignee or "").strip()[:255] or None
     regression.issue_url = issue or None
     s.flush()
+    return regression.status
 
 
 def triage_fields(s: Session, regression_ids: Iterable[int]) -> pd.DataFrame:

@@ -84,3 +84,24 @@ def test_configured_sign_in_without_authlib_changes_nothing(monkeypatch: pytest.
     assert not at.exception
     assert "Authlib is not installed" in texts(at)
     assert not [b for b in at.button if b.key in ("reg_acknowledged", "reg_ignored", "reg_new")]
+
+
+def test_set_regression_triage_checks_the_link(writable_copy: Seeded) -> None:
+    from db import queries
+    from db.engine import make_engine
+    from db.models import Regression
+
+    engine = make_engine(writable_copy.url)
+    with Session(engine) as s, s.begin():
+        rid = s.scalars(select(Regression.id)).first()
+        with pytest.raises(ValueError, match="http"):
+            queries.set_regression_triage(s, rid, assignee="ana", issue_url="ftp://x/1")
+        with pytest.raises(queries.NotFound):
+            queries.set_regression_triage(s, 10**6, assignee="ana", issue_url="")
+        status = queries.set_regression_triage(s, rid, assignee="  ana ", issue_url="https://x/issues/1")
+        assert status == s.get(Regression, rid).status
+        assert queries.triage_fields(s, [rid]).iloc[0].to_dict() == {
+            "id": rid, "assignee": "ana", "issue_url": "https://x/issues/1", "status_by": None}
+        queries.set_regression_triage(s, rid, assignee="", issue_url=None)  # clears both
+        assert s.get(Regression, rid).assignee is None and s.get(Regression, rid).issue_url is None
+    engine.dispose()
