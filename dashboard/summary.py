@@ -38,29 +38,27 @@ def matches(text: str, query: str) -> bool:
 
 
 def grid(series: pd.DataFrame, values: pd.DataFrame, commit_ids: Sequence[int], regs: pd.DataFrame,
-         direction: Callable[[str, Any], str], param_names: dict[str, list[str]] | None = None) -> pd.DataFrame:
-    """One row per series of ``series`` (``db.queries.series``): benchmark, params_key, name (class.method
-    [params]), unit, latest (newest value), spark (values at ``commit_ids``, oldest first, None where not
+         direction: Callable[[str, Any], str]) -> pd.DataFrame:
+    """One row per series of ``series`` (``db.queries.series``): benchmark, params_key, unit, latest (newest
+    value), spark (values at ``commit_ids``, oldest first, None where not
     measured), change (:func:`latest_change`), flag (status and ratio of its newest flagged regression) and
     flag_status. ``values``: ``db.queries.recent_values`` at ``commit_ids``; ``regs``: the regression listing
     (newest first)."""
-    cols = ["benchmark", "params_key", "name", "unit", "latest", "spark", "change", "flag", "flag_status"]
+    cols = ["benchmark", "params_key", "unit", "latest", "spark", "change", "flag", "flag_status"]
     if series.empty:
         return pd.DataFrame({c: pd.Series(dtype=object) for c in cols})
     wide: dict[tuple[str, str], list[float | None]] = {}
     if not values.empty:
-        table = values.pivot_table(index=["benchmark", "params_key"], columns="commit_id", values="value",
-                                   aggfunc="first").reindex(columns=[int(c) for c in commit_ids])
+        # One row per (series, commit) already (runs pooled): unstack, no aggregation.
+        table = values.set_index(["benchmark", "params_key", "commit_id"])["value"].unstack("commit_id") \
+            .reindex(columns=[int(c) for c in commit_ids])
         for key, row in zip(table.index, table.to_numpy(dtype=float), strict=True):
             wide[key] = [None if np.isnan(v) else float(v) for v in row]
     newest: dict[tuple[str, str], Any] = {}
     if not regs.empty:
         for r in regs.itertuples():
             newest.setdefault((r.benchmark, r.params_key), r)
-    names = param_names or {}
     out = series[["benchmark", "params_key", "unit"]].copy()
-    labels = [frames.params_label(k, names.get(b)) for b, k in zip(out["benchmark"], out["params_key"], strict=True)]
-    out["name"] = frames.series_label(out["benchmark"], pd.Series(labels, index=out.index))
     none = [None] * len(commit_ids)
     sparks = [wide.get((b, k), none) for b, k in zip(out["benchmark"], out["params_key"], strict=True)]
     out["spark"] = sparks
@@ -73,9 +71,19 @@ def grid(series: pd.DataFrame, values: pd.DataFrame, commit_ids: Sequence[int], 
     return out[cols].reset_index(drop=True)
 
 
+def names(table: pd.DataFrame, param_names: dict[str, list[str]] | None = None) -> pd.Series:
+    """``SparseDecode.time_decode [impl=mma, concurrency=64]`` for the rows of :func:`grid` (only for the rows
+    shown: parsing every series' parameters is the grid's largest cost)."""
+    order = param_names or {}
+    labels = [frames.params_label(k, order.get(b)) for b, k in zip(table["benchmark"], table["params_key"],
+                                                                    strict=True)]
+    return frames.series_label(table["benchmark"].astype(str), pd.Series(labels, index=table.index, dtype=object))
+
+
 def search(table: pd.DataFrame, query: str) -> pd.DataFrame:
-    """Rows whose benchmark name or parameters hold every word of ``query``."""
+    """Rows whose benchmark name or parameters (``impl=mma``, ``mma``, ``64``) hold every word of ``query``."""
     if not query.strip():
         return table
-    text = table["benchmark"].astype(str) + " " + table["name"].astype(str)
+    text = table["benchmark"].astype(str) + " " + table["params_key"].astype(str).str.replace(
+        r'"(\w+)": "\'?([^"\']*)\'?"', r"\1=\2", regex=True)
     return table[[matches(t, query) for t in text]]

@@ -355,8 +355,7 @@ def summary_grid(ctx: Context, *, key: str, limit: int | None = None, by_change:
     ids = tuple(int(c) for c in commits["commit_id"].iloc[-(window or summary.SPARK):])
     settings = data.settings()
     table = summary.grid(data.series(ctx.url, ctx.machine), data.recent_values(ctx.url, ctx.machine, ids), ids,
-                         data.regressions(ctx.url, ctx.machine), lambda b, u: direction_for(b, u, settings),
-                         data.param_names(ctx.url))
+                         data.regressions(ctx.url, ctx.machine), lambda b, u: direction_for(b, u, settings))
     query = url_text("Search benchmarks and parameters", key=key, placeholder="every word counts, e.g. decode mma 64")
     shown = summary.search(table, query)
     if by_change:
@@ -364,7 +363,7 @@ def summary_grid(ctx: Context, *, key: str, limit: int | None = None, by_change:
             "_w", ascending=False, na_position="last")
     listed = shown.head(limit) if limit else shown
     st.dataframe(pd.DataFrame({
-        "series": listed["name"],
+        "series": summary.names(listed, data.param_names(ctx.url)),
         "latest": [fmt.fmt_value(v, u) for v, u in zip(listed["latest"], listed["unit"], strict=True)],
         # Measured values only: the grid's line chart refuses a list with gaps (it shows the list as text).
         "newest values": [[v for v in s if v is not None] for s in listed["spark"]],

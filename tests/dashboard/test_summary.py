@@ -24,7 +24,7 @@ def test_grid_rules() -> None:
     assert list(grid["latest"]) == [2.0, 5.0]
     assert grid["change"].tolist() == pytest.approx([2.0, 2.0])  # both twice as bad, whatever the direction
     assert grid["flag"].iloc[0] == "new 2.00x at aaaaaaaa" and grid["flag"].iloc[1] == ""
-    assert grid["name"].iloc[0] == "C.time_a [n=1]"
+    assert summary.names(grid).iloc[0] == "C.time_a [n=1]"
     assert list(summary.search(grid, "RATE n=1")["benchmark"]) == ["m.C.track_rate"]
     assert summary.search(grid, "time rate").empty  # every word must match
     assert summary.latest_change([None, 3.0], "up_is_worse") is None
