@@ -84,22 +84,29 @@ wanted = sorted(wanted, key=lambda k: [frames.rank(parsed[k].get(n)) for n in va
 switches = {"hist_logy": ("Logarithmic value axis", len(wanted) > 1 and "concurrency" in varying)}
 if len(commits) > WINDOW:
     switches["hist_all"] = (f"Whole history ({fmt.plural(len(commits), 'commit')})", False)
-v1, v2, v3 = st.columns([3, 2, 2])
-with v1:
-    view = widgets.url_switches(
-        "View", switches, key="hist_view",
-        help=f"Whole history: every commit of the machine; off, the newest {WINDOW} commits (and back to the oldest "
-        "open flagged regression of these series), quicker to draw." if "hist_all" in switches else None)
-with v2:
-    marked = widgets.commit_select("Mark a commit", commits, key="hist_at", allow_none=True,
-                                   help="Draws a dashed line at this commit (git tags of the repository are marked "
-                                   "too).")
-with v3:
-    others = [m for m in data.machines(ctx.url)["name"] if m != ctx.machine]
-    vs = widgets.url_selectbox("Overlay another machine", [None, *others], key="hist_vs",
-                               format_func=lambda m: "(none)" if m is None else m,
-                               help="The same series measured on another machine, at the commits both measured.")
+view = widgets.url_switches(
+    "View", switches, key="hist_view",
+    help=f"Whole history: every commit of the machine; off, the newest {WINDOW} commits (and back to the oldest open "
+    "flagged regression of these series), quicker to draw." if "hist_all" in switches else None)
 log_y, whole = view["hist_logy"], view.get("hist_all", True)
+# Closed by default (a closed expander builds nothing: two more pickers cost the page's first render); a link that
+# names a marked commit or another machine opens it.
+more = widgets.url_expander("Mark a commit, overlay another machine", key="hist_more",
+                            default=bool(st.query_params.get("hist_at") or st.query_params.get("hist_vs")))
+marked, vs = None, None
+if more.open:
+    with more:
+        m1, m2 = st.columns(2)
+        with m1:
+            marked = widgets.commit_select("Mark a commit", commits, key="hist_at", allow_none=True,
+                                           help="Draws a dashed line at this commit (the repository's git tags are "
+                                           "marked in any case).")
+        with m2:
+            others = [m for m in data.machines(ctx.url)["name"] if m != ctx.machine]
+            vs = widgets.url_selectbox("Overlay another machine", [None, *others], key="hist_vs",
+                                       format_func=lambda m: "(none)" if m is None else m,
+                                       help="The same series measured on another machine, at the commits both "
+                                       "measured.")
 
 flag = mine[mine["params_key"].isin(wanted)] if not mine.empty else mine
 if not flag.empty:  # in the legend's order (numeric), not the listing's
