@@ -33,7 +33,8 @@ else:
     table = triage.group_table(shown)
     table.insert(2, "commits", [fmt.commit_range(p, s) for p, s in zip(shown["parent_sha"], shown["sha"],
                                                                        strict=True)])
-    table.insert(3, "culprit", shown["message"].map(lambda m: fmt.subject(m, 60)))
+    # The whole commit message: the grid shows its first line and all of it on hover.
+    table.insert(3, "culprit", shown["message"].map(lambda m: "" if fmt.is_missing(m) else str(m).strip()))
     table["triage"] = [widgets.page_link("regressions", machine=ctx.machine, reg_group=g) for g in shown["group"]]
     st.dataframe(table, hide_index=True, width="stretch", column_config={
         "group": st.column_config.TextColumn(width=50),
@@ -65,7 +66,7 @@ with left:
     table = pd.DataFrame({
         "commit": latest["sha"].map(fmt.short_sha),
         "date": pd.to_datetime(latest["date"]).dt.strftime("%Y-%m-%d %H:%M"),
-        "subject": latest["message"].map(lambda m: fmt.subject(m, 80)),
+        "message": latest["message"].map(lambda m: "" if fmt.is_missing(m) else str(m).strip()),
     })
     config: dict[str, object] = {}
     if ctx.repo_url:

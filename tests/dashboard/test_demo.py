@@ -3,13 +3,15 @@ one line per benchmark with a running count, the dashboard opened on the machine
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import shutil
 import subprocess
 from pathlib import Path
 
-from conftest import ROOT
+import pytest
+from conftest import OPENBLAS, ROOT, Seeded
 
 from mlaperf.demo import BenchProgress, newest_machine
 
@@ -50,3 +52,20 @@ def test_newest_machine_is_the_one_just_measured(tmp_path: Path) -> None:
         os.utime(folder / "machine.json", (1_000_000, 1_000_000))
     assert newest_machine(tmp_path) == "ci-runner-cpu"
     assert newest_machine(tmp_path / "none") is None
+
+
+def test_dashboard_opens_on_the_named_machine(monkeypatch: pytest.MonkeyPatch, seeded: Seeded) -> None:
+    from test_pages import app
+
+    from dashboard import cli, store
+
+    args = argparse.ArgumentParser()
+    cli.add_arguments(args)
+    assert args.parse_args(["--machine", "x"]).machine == "x"
+    if not OPENBLAS.exists():
+        return
+    monkeypatch.setenv(store.MACHINE_ENV, "gha-aws-graviton")
+    at = app(monkeypatch, seeded.url)
+    assert at.sidebar.selectbox(key="machine").value == "gha-aws-graviton"  # not the first GPU machine
+    monkeypatch.setenv(store.MACHINE_ENV, "no-such-machine")
+    assert app(monkeypatch, seeded.url).sidebar.selectbox(key="machine").value == "h200-sxm"  # the default
