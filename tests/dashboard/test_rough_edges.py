@@ -85,3 +85,15 @@ def test_speedups_and_counts_read_alike() -> None:
                                                                             "0.500x"]
     assert fmt.fmt_speedup(None) == "-"
     assert (fmt.plural(1, "commit"), fmt.plural(1000, "commit")) == ("1 commit", "1,000 commits")
+
+
+def test_history_reads_in_dark_mode_and_keeps_its_legend(monkeypatch: pytest.MonkeyPatch, seeded: Seeded) -> None:
+    at = goto(app(monkeypatch, seeded.url, query={"hist_bench": "bench_decode.SparseDecode.time_decode"}), "history")
+    text = at.get("vega_lite_chart")[0].proto.spec
+    spec = json.loads(text)
+    assert '"black"' not in text and "#000000" not in text.upper()  # invisible on a dark background
+    assert spec["config"]["legend"]["unselectedOpacity"] == 1  # series not shaded stay fully drawn
+    at = goto(app(monkeypatch, seeded.url, query={"cmp_base": seeded.shas[SLOW_FROM - 1][:12],
+                                                  "cmp_head": seeded.shas[SLOW_FROM][:12]}), "compare")
+    text = at.get("vega_lite_chart")[0].proto.spec
+    assert '"black"' not in text and "#000000" not in text.upper()
