@@ -49,9 +49,10 @@ def settings() -> Any:
     return load_settings()
 
 
-@st.cache_data(ttl=TTL, show_spinner=False)
+@st.cache_resource(ttl=TTL, show_spinner=False)
 def tags() -> dict[str, list[str]]:
-    """{commit sha: tags} of the git repository the dashboard runs in (History's event markers)."""
+    """{commit sha: tags} of the git repository the dashboard runs in (History's event markers); a resource, so
+    "Reload data" (the store's frames) does not run git again. Read-only for callers."""
     from dashboard.gitremote import tags as git_tags
 
     return git_tags()
