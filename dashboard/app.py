@@ -6,22 +6,26 @@ The store URL comes from env ``MLAPERF_DB`` (``--db``), write access from ``MLAP
 
 from __future__ import annotations
 
+import os
+
 import streamlit as st
 
-from dashboard import data, store, widgets
+from dashboard import auth, data, store, widgets
 
 # Pages live in views/, not pages/: a pages/ folder beside the entry script switches Streamlit to its
 # legacy multipage mode on a session's first run, which would run a page without this router.
 
-st.set_page_config(page_title="mlaperf", page_icon=":material/speed:", layout="wide")
+# No Material icons: Streamlit fetches their font from the internet, which fails offline.
+st.set_page_config(page_title="mlaperf", layout="wide")
 
 PAGES = [
-    st.Page("views/overview.py", title="Overview", icon=":material/dashboard:", default=True),
-    st.Page("views/throughput.py", title="Throughput vs concurrency", icon=":material/speed:"),
-    st.Page("views/history.py", title="History", icon=":material/timeline:"),
-    st.Page("views/regressions.py", title="Regressions", icon=":material/warning:"),
-    st.Page("views/compare.py", title="Compare commits", icon=":material/compare_arrows:"),
-    st.Page("views/efficiency.py", title="Efficiency", icon=":material/bolt:"),
+    st.Page("views/overview.py", title="Overview", default=True),
+    st.Page("views/summary.py", title="All benchmarks"),
+    st.Page("views/throughput.py", title="Throughput vs concurrency"),
+    st.Page("views/history.py", title="History"),
+    st.Page("views/regressions.py", title="Regressions"),
+    st.Page("views/compare.py", title="Compare commits"),
+    st.Page("views/efficiency.py", title="Efficiency"),
 ]
 
 page = st.navigation(PAGES)
@@ -33,6 +37,8 @@ with st.sidebar:
     st.caption(f"Store: `{store.redact(url)}` ({'writable' if store.writable() else 'read-only'})")
     if st.button("Reload data", help="Drop cached queries (they refresh every few minutes anyway)"):
         data.clear_all()
+    if store.writable():
+        auth.sidebar(auth.writer())
 
 if not widgets.store_gate(url):
     st.stop()
@@ -48,7 +54,7 @@ gpu_of = dict(zip(machines["name"], machines["gpu_name"] if gpu is not None else
 
 with st.sidebar:
     widgets.url_selectbox(
-        "Machine", ordered, key="machine",
+        "Machine", ordered, key="machine", default=os.environ.get(store.MACHINE_ENV),
         format_func=lambda m: f"{m} ({gpu_of[m]})" if gpu_of.get(m) and str(gpu_of[m]) != "none" else m,
     )
     st.text_input(

@@ -63,13 +63,18 @@ def log_ticks(lo: float, hi: float) -> list[float]:
     return inside if len(inside) >= 2 else out
 
 
-STATUS_COLORS = {"regressed": WORSE, "improved": BETTER, "failed": "#000000", "unchanged": NEUTRAL,
-                 "not_run": NEUTRAL, "new": OKABE_ITO[0], "removed": OKABE_ITO[5]}
+OUTLINE, FAILED_COLOR, RULE = "#ffffff", OKABE_ITO[5], "#888888"  # seen on light and dark backgrounds alike
+STATUS_COLORS = {"regressed": WORSE, "improved": BETTER, "failed": FAILED_COLOR, "unchanged": NEUTRAL,
+                 "not_run": NEUTRAL, "new": OKABE_ITO[0], "removed": OKABE_ITO[4]}
 SYMBOLS = ("circle", "square", "diamond", "triangle-up", "cross", "triangle-down", "triangle-right", "triangle-left")
 STAR = ("M0,-1L0.225,-0.309L0.951,-0.309L0.363,0.118L0.588,0.809L0,0.382L-0.588,0.809L-0.363,0.118"
         "L-0.951,-0.309L-0.225,-0.309Z")  # an SVG path: Vega has no star symbol
 X_MARK = "M-1,-1L1,1M-1,1L1,-1"
 GAPS = "break-paths-filter-domains"  # a null value breaks the line: no segment across unmeasured points
+# Value-axis labels formatted in the label expression: with a "format" specifier Vega derives the precision from
+# the tick step (d3's tickFormat), which turns ",~g" into "2e+2, 1.8e+2" and "~s" into a shared prefix ("0M").
+NUMBER_LABELS = "format(datum.value, ',~r')"
+SI_LABELS = "datum.value == 0 ? '0' : format(datum.value, '~s')"
 
 
 def _inline(name: str, frame: pd.DataFrame) -> dict:
@@ -122,7 +127,7 @@ def throughput_spec(
     df["text"] = [fmt.fmt_value(v, "tokens/s") for v in df["tokens_per_s"]]
     ticks = sorted({float(v) for v in grid if v and v > 0})
     measured = df["tokens_per_s"].dropna()
-    y_axis: dict = {"title": "throughput (tokens/s)", "format": "~s"}
+    y_axis: dict = {"title": "throughput (tokens/s)", "labelExpr": SI_LABELS}
     if log_y and len(measured):
         y_axis["values"] = log_ticks(float(measured.min()), float(measured.max()))
     enc = {
@@ -163,7 +168,10 @@ def compare_spec(cmp: pd.DataFrame, *, title: str, top: int = 15) -> dict:
     bars of changes that are not significant or within the threshold are grey."""
     df = cmp.dropna(subset=["slowdown"]).copy()
     df["pct"] = (df["slowdown"].astype(float) - 1.0) * 100.0
-    df = df.reindex(df["pct"].abs().sort_values(ascending=False).index).head(top)
+    # Regressions first (worst first), then improvements, then the largest other changes: a lone regression
+    # is never crowded out by larger improvements or by derived metrics (GB/s, roofline fraction) moving.
+    rank = df["status"].map({"regressed": 0, "improved": 1}).fillna(2)
+    df = df.assign(_rank=rank, _size=-df["pct"].abs()).sort_values(["_rank", "_size"], kind="stable").head(top)
     bars = pd.DataFrame({
         "series": list(frames.series_label(df["benchmark"], df["label"])),
         "pct": df["pct"].to_numpy(),
@@ -192,7 +200,7 @@ def compare_spec(cmp: pd.DataFrame, *, title: str, top: int = 15) -> dict:
                  "tooltip": [{"field": "series"}, {"field": "change"}, {"field": "pct_text", "title": "change"},
                              {"field": "status"}],
              }},
-            {"mark": {"type": "rule", "color": "black", "strokeWidth": 1}, "encoding": {"x": {"datum": 0}}},
+            {"mark": {"type": "rule", "color": RULE, "strokeWidth": 1}, "encoding": {"x": {"datum": 0}}},
         ],
     }
 
@@ -265,11 +273,11 @@ def efficiency_spec(
     data = pd.concat([*curves, pd.DataFrame(refs, columns=["panel", "value", "dash", "above", "label"])],
                      ignore_index=True)
     data["kind"] = np.where(data["label"].isna(), "curve", "peak")
-    y: dict = {"field": "value", "type": "quantitative", "title": None, "axis": {"format": ",~g"}}
+    y: dict = {"field": "value", "type": "quantitative", "title": None, "axis": {"labelExpr": NUMBER_LABELS}}
     if log_y:
         # One tick list for every panel: each axis draws only the ticks inside its own domain.
         ticks = {t for _, v in data.groupby("panel")["value"] for t in log_ticks(v[v > 0].min(), v.max())}
-        y.update(scale={"type": "log"}, axis={"values": sorted(ticks), "format": ",~g"})
+        y.update(scale={"type": "log"}, axis={"values": sorted(ticks), "labelExpr": NUMBER_LABELS})
     x = {"field": "concurrency", "type": "quantitative", "scale": {"type": "log", "base": 2},
          "axis": {"values": sorted({float(v) for v in grid if v > 0}), "format": "~g",
                   "title": "concurrency (requests, log2)"}}
@@ -280,8 +288,9 @@ def efficiency_spec(
         "data": {"values": data},
         "facet": {"column": {"field": "panel", "type": "nominal", "sort": list(heads.values()),
                              "header": {"title": None, "labelFontSize": 13, "labelAnchor": "start"}}},
-        # A facet keeps its own width (Streamlit does not stretch it): the panels fit a 1,000 px wide page.
-        "spec": {"width": 900 // max(1, len(panels)) - 75, "height": 320, "layer": [
+        # A facet keeps its own width (Streamlit does not stretch it): the panels fill the wide layout's content
+        # column of a 1,400 px window (at 900 px they used 60% of it).
+        "spec": {"width": 1150 // max(1, len(panels)) - 75, "height": 320, "layer": [
             {"transform": [{"filter": "datum.kind == 'curve'"}],
              "mark": {"type": "line", "invalid": GAPS, "point": {"filled": True, "size": 50}},
              "encoding": {"x": x, "y": y,
@@ -314,6 +323,7 @@ def history_spec(
     flagged: pd.DataFrame | None = None,
     log_y: bool = False,
     start: int = 0,
+    events: Sequence[tuple[int, str]] = (),
 ) -> dict:
     """Series over the machine's commits (x = position in history, zoom and pan with the mouse), one line
     per ``series`` label, from the commit at position ``start`` on (the bands' medians still look back
@@ -327,7 +337,8 @@ def history_spec(
     clicked in the legend (every series' band is in the data; drawing them all costs the browser a shaded
     area per point of every series, and overlaid they hide each other), markers for flagged regressions and
     the commits that fixed them (``flagged``: series, pos, fixed_pos, text, change, fixed_text), failed runs on
-    the x-axis, and a dotted line where the benchmark's asv version changed."""
+    the x-axis, a dotted line where the benchmark's asv version changed, and a dashed, labelled line per
+    ``events`` (position, label: a git tag, a commit picked on the page)."""
     # Sorted once, then each series' rows by position (numpy arrays: a boolean selection of the frame per
     # series copies every column, and iterating pandas' Arrow strings costs more than the formatting).
     every_ok = points[points["status"] == "ok"].sort_values("pos")
@@ -411,11 +422,11 @@ def history_spec(
                   "labelAngle": -30, "tickMinStep": 1, "tickCount": 12}}
     quantity = "time" if fmt.is_time(unit) else "value"
     y: dict = {"field": "y", "type": "quantitative", "title": f"{quantity} ({axis_unit})",
-               "scale": {"zero": False}, "axis": {"format": ",~g"}}
+               "scale": {"zero": False}, "axis": {"labelExpr": NUMBER_LABELS}}
     if log_y and not ok.empty:
         y.update(scale={"type": "log"},
                  axis={"values": log_ticks(float(ok["value"].min()) * mult, float(ok["value"].max()) * mult),
-                       "format": ",~g"})
+                       "labelExpr": NUMBER_LABELS})
     present = set(pts["series"].to_numpy(object))
     series = [v for v in labels if v in present]
     # One legend for the lines, bands and IQR bars of a series: opaque symbols (not the band's tint).
@@ -429,7 +440,7 @@ def history_spec(
     band_of = flagged_drawn[0] if flagged_drawn else (series[0] if series else "")
     layers: list[dict] = [
         {"transform": [{"filter": {"param": BAND_PARAM, "empty": False}}, {"filter": "isValid(datum.lo)"}],
-         "mark": {"type": "area", "opacity": 0.12},
+         "mark": {"type": "area", "opacity": 0.22},
          "encoding": {"x": x, "y": {**y, "field": "lo"}, "y2": {"field": "hi"}, "color": color}},
         {"transform": [{"filter": "isValid(datum.q25) && isValid(datum.q75)"}],
          "mark": {"type": "rule", "opacity": 0.5, "strokeWidth": 1.2},
@@ -445,10 +456,10 @@ def history_spec(
     ]
     if kinds:
         look = {"flagged regression": (WORSE, "triangle-up"), "fixed here": (BETTER, STAR),
-                "failed run": ("#000000", X_MARK)}
+                "failed run": (FAILED_COLOR, X_MARK)}
         layers.append(
             {"data": _inline("markers", markers),
-             "mark": {"type": "point", "filled": True, "stroke": "black", "strokeWidth": 1, "opacity": 1},
+             "mark": {"type": "point", "filled": True, "stroke": OUTLINE, "strokeWidth": 1, "opacity": 1},
              "encoding": {"x": x, "y": y,
                           "fill": {"field": "kind", "type": "nominal", "legend": legend,
                                    "scale": _scale(kinds, [look[k][0] for k in kinds])},
@@ -459,21 +470,29 @@ def history_spec(
     if boundaries:
         layers += [
             {"data": {"values": [{"pos": b} for b in sorted(boundaries)]},
-             "mark": {"type": "rule", "color": "#666666", "strokeDash": [2, 3], "strokeWidth": 1.2},
+             "mark": {"type": "rule", "color": RULE, "strokeDash": [2, 3], "strokeWidth": 1.2},
              "encoding": {"x": x}},
             {"data": {"values": [{"pos": b} for b in sorted(boundaries)]},
              "mark": {"type": "text", "text": "benchmark version changed", "fontSize": 10, "baseline": "bottom",
                       "dy": -2},
              "encoding": {"x": x, "y": {"value": 0}}},
         ]
+    marked = {"values": [{"pos": int(p), "label": label} for p, label in events if p >= start]}
+    layers += [{"data": marked, "mark": {"type": "rule", "color": OKABE_ITO[0], "strokeDash": [6, 3]},
+                "encoding": {"x": x, "tooltip": [{"field": "label", "title": "event"}]}},
+               {"data": marked, "mark": {"type": "text", "align": "left", "dx": 3, "color": OKABE_ITO[0]},
+                "encoding": {"x": x, "y": {"value": 8}, "text": {"field": "label"}}}] if marked["values"] else []
     spec = {
         "title": _title(title),
         "height": 520,
         "params": [{"name": SHA_PARAM, "value": shas}],
         "data": {"values": pts},
         "layer": layers,
+        # The legend picks the shaded series; the others stay fully drawn (faded entries looked hidden).
+        "config": {"legend": {"unselectedOpacity": 1}},
     }
     if len(pts) > CANVAS:
-        spec.update(usermeta={"embedOptions": {"renderer": "canvas"}}, config={"mark": {"aria": False}})
+        spec.update(usermeta={"embedOptions": {"renderer": "canvas"}})
+        spec["config"]["mark"] = {"aria": False}
     return spec
 

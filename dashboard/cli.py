@@ -38,9 +38,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="address to bind (default 127.0.0.1; 0.0.0.0 exposes it on the network)")
     parser.add_argument("--writable", action="store_true",
                         help="allow acknowledging/ignoring regressions from the dashboard")
+    parser.add_argument("--machine", default=None, metavar="NAME",
+                        help="machine the pages open on (default: the first GPU machine; a link's ?machine= wins)")
     parser.add_argument("--repo-url", default=None, metavar="URL",
                         help="repository web URL for commit links, e.g. https://github.com/org/repo "
-                        "(default: env MLAPERF_REPO_URL)")
+                        "(default: env MLAPERF_REPO_URL, else the git remote origin of the current directory, "
+                        "as https)")
 
 
 def absolute_url(url: str) -> str:
@@ -111,6 +114,8 @@ def handle(args: argparse.Namespace) -> int:
     env[store.WRITABLE_ENV] = "1" if args.writable else "0"
     if args.repo_url is not None:
         env[store.REPO_URL_ENV] = args.repo_url
+    if args.machine:
+        env[store.MACHINE_ENV] = args.machine
     shown_host = "127.0.0.1" if args.host in ("0.0.0.0", "") else args.host
     mode = "writable" if args.writable else "read-only"
     print(f"mlaperf dashboard: http://{shown_host}:{port}  (store {store.redact(url)}, {mode}; Ctrl-C stops)",

@@ -49,6 +49,15 @@ def settings() -> Any:
     return load_settings()
 
 
+@st.cache_resource(ttl=TTL, show_spinner=False)
+def tags() -> dict[str, list[str]]:
+    """{commit sha: tags} of the git repository the dashboard runs in (History's event markers); a resource, so
+    "Reload data" (the store's frames) does not run git again. Read-only for callers."""
+    from dashboard.gitremote import tags as git_tags
+
+    return git_tags()
+
+
 @st.cache_data(ttl=TTL, show_spinner=False)
 def machines(url: str) -> pd.DataFrame:
     with _session(url) as s:
@@ -91,6 +100,12 @@ def history(url: str, machine: str, benchmark: str, params_keys: tuple[str, ...]
         return queries.history(s, benchmark, list(params_keys), machine, commit_ids)
 
 
+@st.cache_data(ttl=TTL, show_spinner=False, max_entries=32)
+def recent_values(url: str, machine: str, commit_ids: tuple[int, ...]) -> pd.DataFrame:
+    with _session(url) as s:
+        return queries.recent_values(s, machine, commit_ids)
+
+
 @st.cache_data(ttl=TTL, show_spinner=False, max_entries=256)
 def run_infos(url: str, run_ids: tuple[int, ...]) -> dict[int, dict[str, Any] | None]:
     with _session(url) as s:
@@ -121,16 +136,32 @@ def regressions(url: str, machine: str | None = None) -> pd.DataFrame:
         regs = regressions_frame(s, machine=machine).rename(columns={"parent": "parent_sha"})
         messages = queries.commit_messages(s, [*regs["parent_sha"].dropna(), *regs["fixed_sha"].dropna()])
         triage_log = notes.triage_notes(s)
+        fields = queries.triage_fields(s, regs["id"]) if not regs.empty else None
+    if fields is not None:
+        regs = regs.merge(fields, on="id", how="left")
+    else:
+        regs = regs.assign(assignee=pd.Series(dtype=object), issue_url=pd.Series(dtype=object),
+                           status_by=pd.Series(dtype=object))
     return triage.enrich(regs, messages, triage_log)
 
 
-def set_status(url: str, regression_ids: list[int], new_status: str, note: str) -> None:
-    """Write path (only with ``--writable``): change the status of regressions and log the note with it,
-    in one transaction; then drop the cached listing."""
+def set_status(url: str, regression_ids: list[int], new_status: str, note: str, by: str) -> None:
+    """Write path (only with ``--writable``): change the status of regressions and log the note with it and
+    who (``by``), in one transaction; then drop the cached listing."""
     with _session(url, writable=True) as s, s.begin():
         for rid in regression_ids:
-            queries.set_regression_status(s, int(rid), new_status)
-            notes.add_triage_note(s, int(rid), new_status, note)
+            queries.set_regression_status(s, int(rid), new_status, by=by)
+            notes.add_triage_note(s, int(rid), new_status, note, by=by)
+    regressions.clear()
+
+
+def set_triage(url: str, regression_ids: list[int], assignee: str, issue_url: str, by: str) -> None:
+    """Write path (only with ``--writable``): assign regressions and link their issue, with a note saying who."""
+    what = f"assigned to {assignee or 'nobody'}" + (f", issue {issue_url}" if issue_url else "")
+    with _session(url, writable=True) as s, s.begin():
+        for rid in regression_ids:
+            status = queries.set_regression_triage(s, int(rid), assignee=assignee, issue_url=issue_url)
+            notes.add_triage_note(s, int(rid), status, what, by=by)
     regressions.clear()
 
 

@@ -6,6 +6,7 @@ subject, run versions and kernel configs. Pure functions: no Streamlit, no datab
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import pandas as pd
@@ -33,6 +34,7 @@ __all__ = [
     "fmt_change",
     "fmt_p",
     "fmt_ratio",
+    "fmt_speedup",
     "fmt_time",
     "fmt_value",
     "is_missing",
@@ -40,6 +42,7 @@ __all__ = [
     "launch_config",
     "md_table",
     "md_text",
+    "plural",
     "short_sha",
     "sig",
     "subject",
@@ -61,6 +64,23 @@ def fmt_bytes(n: Any) -> str:
             return f"{sig(v)} {unit}" if unit != "B" else f"{v:,.0f} B"
         v /= 1024.0
     return f"{v:g}"
+
+
+def plural(n: int, word: str, many: str | None = None) -> str:
+    """``1 commit``, ``1,000 commits``."""
+    return f"{n:,} {word if n == 1 else (many or word + 's')}"
+
+
+def fmt_speedup(ratio: Any) -> str:
+    """Speed-ups in one table read alike: three significant digits, trailing zeros kept (``35.0x``, ``8.23x``,
+    ``1.00x``, ``120x``); ``-`` when there is none."""
+    if is_missing(ratio):
+        return "-"
+    r = float(ratio)
+    if not math.isfinite(r) or r <= 0:
+        return "-"
+    decimals = max(0, 2 - math.floor(math.log10(r)))
+    return f"{r:,.{decimals}f}x"
 
 
 def short_sha(sha: Any, n: int = SHA_LEN) -> str:

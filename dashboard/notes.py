@@ -17,7 +17,7 @@ from sqlalchemy.orm import Session
 
 from db.models import Meta, utcnow
 
-TRIAGE_PREFIX = "triage."  # Meta key per regression: "triage.<id>" -> list of {at, status, note}
+TRIAGE_PREFIX = "triage."  # Meta key per regression: "triage.<id>" -> list of {at, status, note, by}
 
 
 def triage_notes(s: Session) -> dict[int, list[dict[str, Any]]]:
@@ -34,12 +34,15 @@ def triage_notes(s: Session) -> dict[int, list[dict[str, Any]]]:
     return out
 
 
-def add_triage_note(s: Session, regression_id: int, status: str, note: str, *, at: dt.datetime | None = None) -> None:
+def add_triage_note(s: Session, regression_id: int, status: str, note: str, *, at: dt.datetime | None = None,
+                    by: str | None = None) -> None:
     """Append one entry to a regression's triage log (flushes, does not commit: the caller's transaction
     also changes the status, so both land or neither)."""
     key = f"{TRIAGE_PREFIX}{int(regression_id)}"
     row = s.get(Meta, key)
     entry = {"at": (at or utcnow()).isoformat(timespec="seconds"), "status": status, "note": note}
+    if by:
+        entry["by"] = by
     if row is None:
         s.add(Meta(key=key, value=[entry]))
     else:

@@ -5,6 +5,7 @@ No Streamlit here: the CLI checks the URL with these functions before it starts 
 
 from __future__ import annotations
 
+import functools
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,8 +16,10 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, NoSuchModuleError
 from sqlalchemy.orm import Session
 
+from dashboard.gitremote import REPO_URL_ENV, default_repo_url
+
 WRITABLE_ENV = "MLAPERF_DASHBOARD_WRITABLE"
-REPO_URL_ENV = "MLAPERF_REPO_URL"
+MACHINE_ENV = "MLAPERF_DASHBOARD_MACHINE"  # the machine the pages open on (`mlaperf dashboard --machine`)
 
 State = Literal["ok", "empty", "missing", "outdated", "error"]
 
@@ -45,7 +48,16 @@ def writable() -> bool:
 
 
 def repo_url() -> str:
-    return os.environ.get(REPO_URL_ENV, "").rstrip("/")
+    """Commit links' base: env ``MLAPERF_REPO_URL`` (``--repo-url``), else the web URL of the git remote
+    ``origin`` of the directory the dashboard runs in (``dashboard.gitremote``), else none."""
+    if REPO_URL_ENV in os.environ:
+        return os.environ[REPO_URL_ENV].strip().rstrip("/")
+    return _remote_url(str(Path.cwd()))
+
+
+@functools.lru_cache(maxsize=8)
+def _remote_url(cwd: str) -> str:  # one git call per process, not per rerun
+    return default_repo_url(Path(cwd))
 
 
 def redact(url: str) -> str:

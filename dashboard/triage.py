@@ -60,13 +60,19 @@ def enrich(regs: pd.DataFrame, messages: dict[str, Any], notes: dict[int, list[d
     out["parent_message"] = out["parent_sha"].map(lambda s: messages.get(s) if isinstance(s, str) else None)
     out["fixed_message"] = out["fixed_sha"].map(lambda s: messages.get(s) if isinstance(s, str) else None)
     out["notes"] = out["id"].map(lambda i: notes.get(int(i), []))
-    out["note"] = out["notes"].map(lambda n: n[-1]["note"] if n else "")
+    out["note"] = out["notes"].map(lambda n: note_text(n[-1]) if n else "")
     # Every group's status from its listed members by the one rule (AlertGroup.status_of): for a group the
     # detector recorded this equals its group_status (the listing holds every member), and groups derived
     # here get the same.
     out["group_status"] = out.groupby("group")["status"].transform(group_status)
     out["category"] = out["group_status"].map(CATEGORY_OF).fillna("closed")
     return out
+
+
+def note_text(entry: dict[str, Any]) -> str:
+    """A triage note as shown: ``expected: BLOCK_H=16 was deliberate (ana@example.com)``."""
+    by = entry.get("by")
+    return f"{entry.get('note', '')} ({by})" if by else str(entry.get("note", ""))
 
 
 def groups(regs: pd.DataFrame) -> pd.DataFrame:

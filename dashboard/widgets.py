@@ -216,7 +216,14 @@ def commit_select(label: str, commits: pd.DataFrame, *, key: str, default: str |
         hits = [s for s in shas if s.startswith(text)] if text not in known else [text]
         return hits[0] if len(hits) == 1 else None
 
-    wanted = {resolve(st.session_state.get(key)), resolve(st.query_params.get(key)), resolve(default)}
+    linked = st.query_params.get(key)
+    if key not in st.session_state and linked and resolve(linked) is None:
+        # A link naming a commit this machine does not have: say so, never show another pair instead.
+        st.error(f"{label}: {commit_problem(linked, shas)} (from the link's `{key}={linked}`). Pick a commit "
+                 "above or fix the link.")
+        st.query_params.pop(key, None)
+        st.stop()
+    wanted = {resolve(st.session_state.get(key)), resolve(linked), resolve(default)}
     keep = set(shas[-COMMIT_CHOICES:]) | {s for s in extra if s in known} | {s for s in wanted if s}
     shown = commits[commits["sha"].astype(str).isin(keep)]
     labels = commit_labels(shown.iloc[::-1])
@@ -235,10 +242,26 @@ def commit_select(label: str, commits: pd.DataFrame, *, key: str, default: str |
     if value is not None and value not in labels:
         full = resolve(value)
         if full is None:
-            st.warning(f"{label}: no commit of this machine starts with {value!r}; showing the default.")
+            st.warning(f"{label}: {commit_problem(str(value), shas)}; showing the default.")
             return fallback
         return full
     return value
+
+
+MIN_PREFIX = 4
+
+
+def commit_problem(text: str, shas: Sequence[str]) -> str:
+    """Why ``text`` names no single commit of ``shas``: too short, ambiguous (with the first matches) or
+    unknown; the one wording of every commit picker."""
+    text = text.strip().lower()
+    if len(text) < MIN_PREFIX:
+        return f"{text!r} is too short: give at least {MIN_PREFIX} characters of a commit sha"
+    hits = [s for s in shas if s.startswith(text)]
+    if len(hits) > 1:
+        shown = ", ".join(s[:12] for s in hits[:5])
+        return f"{text!r} is ambiguous: {len(hits)} commits start with it ({shown}{', ...' if len(hits) > 5 else ''})"
+    return f"no commit of this machine starts with {text!r}"
 
 
 def page_link(page: str, **params: Any) -> str:
@@ -318,3 +341,41 @@ def store_gate(url: str) -> bool:
     else:
         st.error(st_.message)
     return False
+
+
+def summary_grid(ctx: Context, *, key: str, limit: int | None = None, by_change: bool = False,
+                 window: int | None = None) -> None:
+    """Every series of the machine (``dashboard.summary.grid``) with a search box whose words are kept in the
+    URL under ``key``; ``by_change``: largest latest change first; ``limit``: the first rows only; ``window``:
+    commits in the sparklines (default ``summary.SPARK``)."""
+    from dashboard import summary
+    from regressions.direction import direction_for
+
+    commits = data.commits(ctx.url, ctx.machine)
+    ids = tuple(int(c) for c in commits["commit_id"].iloc[-(window or summary.SPARK):])
+    settings = data.settings()
+    table = summary.grid(data.series(ctx.url, ctx.machine), data.recent_values(ctx.url, ctx.machine, ids), ids,
+                         data.regressions(ctx.url, ctx.machine), lambda b, u: direction_for(b, u, settings))
+    query = url_text("Search benchmarks and parameters", key=key, placeholder="every word counts, e.g. decode mma 64")
+    shown = summary.search(table, query)
+    if by_change:
+        shown = shown.assign(_w=(shown["change"].astype(float) - 1.0).abs()).sort_values(
+            "_w", ascending=False, na_position="last")
+    listed = shown.head(limit) if limit else shown
+    st.dataframe(pd.DataFrame({
+        "series": summary.names(listed, data.param_names(ctx.url)),
+        "latest": [fmt.fmt_value(v, u) for v, u in zip(listed["latest"], listed["unit"], strict=True)],
+        # Measured values only: the grid's line chart refuses a list with gaps (it shows the list as text).
+        "newest values": [[v for v in s if v is not None] for s in listed["spark"]],
+        "latest change": listed["change"].map(lambda c: fmt.fmt_change(c) if c is not None else ""),
+        "last flagged": listed["flag"],
+        "history": [history_link(ctx.machine, b, k) for b, k in zip(listed["benchmark"], listed["params_key"],
+                                                                   strict=True)],
+    }), hide_index=True, width="stretch", column_config={
+        "series": st.column_config.TextColumn(width="large"),
+        "newest values": st.column_config.LineChartColumn(f"newest {len(ids)} commits", width="small"),
+        "history": st.column_config.LinkColumn("history", display_text="plot", width=55),
+    })
+    st.caption(f"{len(listed):,} of {fmt.plural(len(table), 'series', 'series')}"
+               + (f" matching {query!r}" if query.strip() else "")
+               + ". Latest change: the newest value against the median of the five before it, direction-aware.")

@@ -281,6 +281,10 @@ def make_engine(url: str | URL | None = None, *, readonly: bool = False, **kwarg
     """
     parsed = _parse_url(default_url() if url is None else url)
     backend = parsed.get_backend_name()
+    if backend not in ("sqlite", "postgresql"):
+        raise StoreError(f"database {display_url(parsed)}: mlaperf stores results in SQLite or PostgreSQL, not "
+                         f"{backend!r} (e.g. sqlite:///path.sqlite or postgresql+psycopg://user@host/db)")
+    _check_driver(parsed)
     connect_args: dict[str, Any] = dict(kwargs.pop("connect_args", {}))
     if backend == "sqlite":
         path = _sqlite_file(parsed)
@@ -311,6 +315,18 @@ def make_engine(url: str | URL | None = None, *, readonly: bool = False, **kwarg
             f"read-only mode is supported for SQLite and PostgreSQL, not {backend!r} ({display_url(parsed)})"
         )
     return create_engine(parsed, connect_args=connect_args, **kwargs)
+
+
+def _check_driver(parsed: URL) -> None:
+    """A clear error naming the missing Python driver (``psycopg``, ``pg8000`` ...), instead of the
+    ModuleNotFoundError SQLAlchemy raises when it creates the engine."""
+    try:
+        parsed.get_dialect().import_dbapi()
+    except ImportError as exc:
+        module = getattr(exc, "name", None) or parsed.get_driver_name()
+        hint = " (bash scripts/setup.sh postgres, or pip install 'mlaperf[postgres]')" \
+            if parsed.get_driver_name() == "psycopg" else ""
+        raise StoreError(f"database {display_url(parsed)}: its driver {module!r} is not installed{hint}") from None
 
 
 def _alembic_config(connection: Connection | None = None) -> Config:

@@ -300,6 +300,11 @@ class Regression(Base):
     parent_commit_id: Mapped[int | None] = mapped_column(ForeignKey("commit.id", ondelete="SET NULL"))
     group_id: Mapped[int | None] = mapped_column(ForeignKey("alert_group.id", ondelete="SET NULL"), index=True)
     labels: Mapped[list[Any] | None] = mapped_column(JSON(none_as_null=True), default=list)
+    # Triage (migration 0008): the person it is assigned to, the issue that tracks it, and who last changed its
+    # status from the dashboard (the signed-in user, else the local user).
+    assignee: Mapped[str | None] = mapped_column(String(255))
+    issue_url: Mapped[str | None] = mapped_column(String(1024))
+    status_by: Mapped[str | None] = mapped_column(String(255))
 
     benchmark: Mapped[Benchmark] = relationship()
     machine: Mapped[Machine] = relationship()

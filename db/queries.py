@@ -3,8 +3,8 @@ comparisons (``regressions.results``), the tests and the benchmark scripts all r
 
 Every function takes a caller-owned :class:`~sqlalchemy.orm.Session`, builds its SQL with ``select()``
 (parameters bound, never formatted into SQL) and returns a pandas DataFrame unless said otherwise.
-The one writer, :func:`set_regression_status`, flushes but never commits: the caller owns the
-transaction.
+The writers, :func:`set_regression_status` and :func:`set_regression_triage`, flush but never commit: the
+caller owns the transaction.
 
 A series is (benchmark name, ``params_key``, machine name). When a commit was measured more than once on
 a machine (re-runs, several environments), its result is the median over those runs (:func:`pool_runs`,
@@ -387,6 +387,34 @@ def launch_config(
     return out[cols]
 
 
+def recent_values(s: Session, machine: str, commit_ids: Sequence[int]) -> pd.DataFrame:
+    """Every series' result at ``commit_ids`` on ``machine`` (the newest few commits: the summary grid's
+    sparklines), runs pooled (:func:`pool_runs`): benchmark, params_key, commit_id, value (NaN unless ok).
+    Kernel-config records (:func:`is_provenance`) are left out. Unknown machine: :class:`NotFound`."""
+    cols = ["benchmark", "params_key", "commit_id", "value"]
+    mid = _machine_id(s, machine)
+    if not commit_ids:
+        return _empty(cols)
+    names = {i: n for i, n in s.execute(select(Benchmark.id, Benchmark.name)).all() if not is_provenance(n)}
+    runs = select(Run.id).where(Run.machine_id == mid, Run.commit_id.in_([int(c) for c in commit_ids]))
+    stmt = (select(Result.benchmark_id, Result.params_key, Run.commit_id, Run.id.label("run_id"), Result.status,
+                   Result.value)
+            .join(Run, Run.id == Result.run_id)
+            .where(Result.run_id.in_(runs), Result.benchmark_id.in_(list(names))))
+    # Through the session's connection, without the run's date: plain rows, no per-row ORM or date processing
+    # (more than half the time at 40 commits x 552 series); the pooled value, a median, needs no run order.
+    result = s.connection().execute(stmt)
+    keys, rows = list(result.keys()), result.all()
+    if not rows:
+        return _empty(cols)
+    frame = pd.DataFrame(dict(zip(keys, map(list, zip(*rows, strict=True)), strict=True)))
+    frame["benchmark"] = frame["benchmark_id"].map(names)
+    frame["value"] = pd.to_numeric(frame["value"], errors="coerce").astype(float)
+    frame = pool_runs(frame.assign(run_started_at=frame["run_id"]), ["benchmark", "params_key", "commit_id"])
+    frame["commit_id"] = frame["commit_id"].astype("int64")
+    return frame[cols].reset_index(drop=True)
+
+
 # -- provenance of points -----------------------------------------------------------------------------
 
 
@@ -527,11 +555,43 @@ def _check_status(status: str) -> None:
         raise ValueError(f"status must be one of {', '.join(REGRESSION_STATUSES)}, not {status!r}")
 
 
-def set_regression_status(s: Session, regression_id: int, status: str) -> None:
-    """Set a regression's status ('new', 'acknowledged', 'fixed', 'ignored'); flushes, does not commit."""
+def set_regression_status(s: Session, regression_id: int, status: str, *, by: str | None = None) -> None:
+    """Set a regression's status ('new', 'acknowledged', 'fixed', 'ignored'), and who set it (``by``: kept in
+    ``status_by``); flushes, does not commit."""
     _check_status(status)
     regression = s.get(Regression, regression_id)
     if regression is None:
         raise NotFound(f"no regression with id {regression_id}")
     regression.status = status
+    if by is not None:
+        regression.status_by = by[:255]
     s.flush()
+
+
+def set_regression_triage(s: Session, regression_id: int, *, assignee: str | None, issue_url: str | None) -> str:
+    """Assign a regression to a person and link the issue that tracks it (None or "" clears a field); flushes,
+    does not commit; returns the regression's status. ``issue_url`` must be an http(s) URL (ValueError
+    otherwise)."""
+    regression = s.get(Regression, regression_id)
+    if regression is None:
+        raise NotFound(f"no regression with id {regression_id}")
+    issue = (issue_url or "").strip()
+    if issue and not issue.startswith(("https://", "http://")):
+        raise ValueError(f"issue link must be an http(s) URL, not {issue!r}")
+    if len(issue) > 1024:
+        raise ValueError("issue link is longer than 1,024 characters")
+    regression.assignee = (assignee or "").strip()[:255] or None
+    regression.issue_url = issue or None
+    s.flush()
+    return regression.status
+
+
+def triage_fields(s: Session, regression_ids: Iterable[int]) -> pd.DataFrame:
+    """id, assignee, issue_url, status_by of the given regressions (migration 0008)."""
+    ids = sorted({int(i) for i in regression_ids})
+    cols = ["id", "assignee", "issue_url", "status_by"]
+    if not ids:
+        return _empty(cols)
+    stmt = select(Regression.id, Regression.assignee, Regression.issue_url, Regression.status_by)
+    frame = _frame(s, stmt.where(Regression.id.in_(ids)))
+    return frame[cols] if not frame.empty else _empty(cols)

@@ -100,7 +100,7 @@ def build_parser() -> argparse.ArgumentParser:
     import db.cli
     import regressions.cli
 
-    from . import demo, doctor, nightly, runner
+    from . import demo, doctor, nightly, publish, runner
 
     parser = argparse.ArgumentParser(
         prog="mlaperf",
@@ -115,6 +115,7 @@ def build_parser() -> argparse.ArgumentParser:
     db.cli.register(sub)
     regressions.cli.register(sub)
     dashboard.cli.register(sub)
+    publish.register(sub)
     demo.register(sub)
     nightly.register(sub)
     doctor.register(sub)

@@ -24,6 +24,7 @@ from regressions.store import (
     detect_store,
     regressions_frame,
 )
+from regressions.text_table import FORMATS, compare_text
 
 STATUSES = REGRESSION_STATUSES
 # A `detect --json` record is a row of regressions_frame less these columns, with these renamed.
@@ -124,6 +125,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--alpha", type=float, default=DEFAULT_ALPHA, help=f"significance level (default {DEFAULT_ALPHA})"
     )
     c.add_argument("--repo", metavar="PATH", default=".", help="git repository for refs (default: .)")
+    c.add_argument(
+        "--format",
+        choices=FORMATS,
+        default=None,
+        help="text: an aligned table, worst rows first (the default in a terminal); markdown: the PR comment "
+        "(the default otherwise); json: every row (same as --json)",
+    )
     c.add_argument(
         "--markdown-out", metavar="FILE", type=Path, help="also write the PR comment here (capped, as printed)"
     )
@@ -293,6 +301,8 @@ def compare_command(args: argparse.Namespace) -> int:
         settings = _settings(args)
         if not 0 < args.alpha < 1:
             raise UsageError(f"--alpha: must be in (0, 1); got {args.alpha}")
+        if args.json and args.format not in (None, "json"):
+            raise UsageError(f"--json and --format {args.format} ask for two formats; give one")
         for flag in ("markdown_out", "full_markdown_out", "json_out"):
             _check_writable(getattr(args, flag), "--" + flag.replace("_", "-"))
         engine = make_engine(args.db, readonly=True)
@@ -340,7 +350,12 @@ def compare_command(args: argparse.Namespace) -> int:
             args.json_out.write_text(js + "\n", encoding="utf-8")
     except OSError as exc:
         return _fail(f"cannot write the report: {exc}")
-    print(js if args.json else md, end="\n" if args.json else "")
+    shown = args.format or ("json" if args.json else "text" if sys.stdout.isatty() else "markdown")
+    if shown == "text":
+        print(compare_text(comparisons, **{k: report[k] for k in ("base", "head", "machines", "threshold_note")}),
+              end="")
+    else:
+        print(js if shown == "json" else md, end="\n" if shown == "json" else "")
     return exit_status(comparisons)
 
 

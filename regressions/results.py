@@ -59,6 +59,8 @@ def resolve_commit(session: Session, ref: str, what: str, repo: str | Path | Non
         if commit is not None:
             return commit
         raise UsageError(f"{what}: {ref!r} is commit {sha}, which has no results in the store")
+    if hexlike and len(ref) < 4:
+        raise UsageError(f"{what}: {ref!r} is too short: give at least 4 characters of a commit sha (or a git ref)")
     raise UsageError(f"{what}: {ref!r} matches no commit in the store (give a full sha or a unique prefix)")
 
 

@@ -150,6 +150,10 @@ def _toggle(page: Any, label: str) -> None:
     page.locator('[data-testid="stCheckbox"]').filter(has_text=label).first.click()
 
 
+def _fill(page: Any, label: str, text: str) -> None:
+    page.get_by_label(label).fill(text)
+
+
 def _nothing(page: Any, shas: list[str]) -> None:
     return None
 
@@ -159,6 +163,9 @@ Action = Callable[[Any, list[str]], None]
 PAGES: dict[str, tuple[str, str, Action, Action]] = {
     "overview": ("", "machine -> the small machine", lambda p, s: _open_select(p, "Machine", SMALL_MACHINE),
                  lambda p, s: _enter(p)),
+    "summary": ("summary", "search 'time_decode mma 64'",
+                lambda p, s: _fill(p, "Search benchmarks and parameters", "time_decode mma 64"),
+                lambda p, s: _enter(p)),
     "throughput": ("throughput", "top-k 512 -> 2048", _nothing, lambda p, s: _radio(p, "topk", "2048")),
     "history": ("history", "benchmark -> track_tokens_per_s",
                 lambda p, s: _open_select(p, "Benchmark", "SparseDecodeMetrics.track_tokens_per_s"),

@@ -9,15 +9,17 @@ import streamlit as st
 from dashboard import charts, data, fmt, frames, widgets
 
 STATUS_TITLES = {
-    "regressed": "Regressed", "improved": "Improved", "failed": "Failed", "new": "New", "removed": "Removed",
-    "not_run": "Not run", "unchanged": "Unchanged",
+    "regressed": "Regressed", "improved": "Improved", "failed": "Failed", "new": "Not measured at base",
+    "removed": "Not measured at head", "not_run": "Not run", "unchanged": "Unchanged",
 }
+# Listed only when asked: a suite not run at one side is no change of the code under test.
+HIDDEN_BY_DEFAULT = ("unchanged", "not_run", "new", "removed")
 STATUS_HELP = {
     "regressed": "Worse by more than the threshold, and significant",
     "improved": "Better by more than the threshold, and significant",
     "failed": "The case ran and failed on a side (asv null)",
-    "new": "Only at head: the base's run has no such case",
-    "removed": "Only at base",
+    "new": "Only at head: the base's run has no such case (its suite, or this case, was not run there)",
+    "removed": "Only at base: the head's run has no such case (its suite, or this case, was not run there)",
     "not_run": "Not selected on a side (asv NaN), or the machine has no run at that commit",
     "unchanged": "Within the threshold, or not significant",
 }
@@ -48,8 +50,8 @@ with c3:
                                   help="Empty: the configured thresholds (per benchmark pattern, default 5%), "
                                   "like `mlaperf compare` without --threshold")
 if base == head:
-    st.info("Pick two different commits.")
-    st.stop()
+    st.caption("Base and head are the same commit: every series measured there is unchanged, as `mlaperf compare` "
+               "says for the same pair.")
 
 cmp = data.compare(ctx.url, ctx.machine, base, head, None if override is None else override / 100.0)
 if cmp.empty:
@@ -63,7 +65,7 @@ counts = cmp["status"].value_counts()
 # Every status with its count, each a pill that shows or hides its rows in the table below (counts of zero
 # included: the line is the whole summary). Unchanged and not run are hidden by default, also when nothing else
 # is there (most nights): the table then stays empty until a pill asks for them.
-default_show = [s for s in STATUS_TITLES if counts.get(s, 0) and s not in ("unchanged", "not_run")]
+default_show = [s for s in STATUS_TITLES if counts.get(s, 0) and s not in HIDDEN_BY_DEFAULT]
 show = widgets.url_pills(
     "Series by status (click to show or hide them in the table)", list(STATUS_TITLES), key="cmp_show",
     default=default_show, format_func=lambda s: f"{STATUS_TITLES[s]} {int(counts.get(s, 0)):,}",
@@ -94,6 +96,9 @@ view = view.assign(_o=view["status"].map(order), _w=-view["slowdown"].fillna(0))
 table = pd.DataFrame({
     "status": view["status"].map(lambda s: STATUS_TITLES[s].lower()),
     "series": frames.series_label(view["benchmark"], view["label"]),
+    # The link next to the name: at 1,280 px the last columns scroll out of view.
+    "history": [widgets.history_link(ctx.machine, b, k) for b, k in zip(view["benchmark"], view["params_key"],
+                                                                        strict=True)],
     "before": [fmt.fmt_value(v, u, missing=side) for v, u, side in
                zip(view["base"], view["unit"], view["base_status"].map(lambda s: s.replace("_", " ")), strict=True)],
     "after": [fmt.fmt_value(v, u, missing=side) for v, u, side in
@@ -103,8 +108,6 @@ table = pd.DataFrame({
     "p": view["p_value"].map(fmt.fmt_p),
     "method": view["method"],
     "threshold": view["threshold"].map(lambda t: f"{t:.0%}"),
-    "history": [widgets.history_link(ctx.machine, b, k) for b, k in zip(view["benchmark"], view["params_key"],
-                                                                        strict=True)],
 })
 if table["threshold"].nunique() == 1:  # one threshold for every row: said once below
     threshold_note = f" Threshold {table['threshold'].iloc[0]} for every series shown."
@@ -113,9 +116,13 @@ else:
     threshold_note = ""
 st.dataframe(table, hide_index=True, width="stretch", column_config={
     "status": st.column_config.TextColumn(width=85),
-    "series": st.column_config.TextColumn(width="large"),
-    "ratio": st.column_config.TextColumn(width=60),
-    "p": st.column_config.TextColumn(width=55),
-    "history": st.column_config.LinkColumn("history", display_text="plot", width=55),
+    "series": st.column_config.TextColumn(width=330),
+    "before": st.column_config.TextColumn(width=80),
+    "after": st.column_config.TextColumn(width=80),
+    "ratio": st.column_config.TextColumn(width=55),
+    "change": st.column_config.TextColumn(width=95),
+    "p": st.column_config.TextColumn(width=50),
+    "method": st.column_config.TextColumn(width=150),
+    "history": st.column_config.LinkColumn("history", display_text="plot", width=50),
 })
 st.caption("change: direction-aware (worse means slower, or lower throughput)." + threshold_note)

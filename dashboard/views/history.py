@@ -83,12 +83,30 @@ wanted = sorted(wanted, key=lambda k: [frames.rank(parsed[k].get(n)) for n in va
 # The view's switches as pills, like the parameters above (a toggle is one more kind of element to load).
 switches = {"hist_logy": ("Logarithmic value axis", len(wanted) > 1 and "concurrency" in varying)}
 if len(commits) > WINDOW:
-    switches["hist_all"] = (f"Whole history ({len(commits):,} commits)", False)
+    switches["hist_all"] = (f"Whole history ({fmt.plural(len(commits), 'commit')})", False)
 view = widgets.url_switches(
     "View", switches, key="hist_view",
     help=f"Whole history: every commit of the machine; off, the newest {WINDOW} commits (and back to the oldest open "
     "flagged regression of these series), quicker to draw." if "hist_all" in switches else None)
 log_y, whole = view["hist_logy"], view.get("hist_all", True)
+# Closed by default (a closed expander builds nothing: two more pickers cost the page's first render); a link that
+# names a marked commit or another machine opens it.
+more = widgets.url_expander("Mark a commit, overlay another machine", key="hist_more",
+                            default=bool(st.query_params.get("hist_at") or st.query_params.get("hist_vs")))
+marked, vs = None, None
+if more.open:
+    with more:
+        m1, m2 = st.columns(2)
+        with m1:
+            marked = widgets.commit_select("Mark a commit", commits, key="hist_at", allow_none=True,
+                                           help="Draws a dashed line at this commit (the repository's git tags are "
+                                           "marked in any case).")
+        with m2:
+            others = [m for m in data.machines(ctx.url)["name"] if m != ctx.machine]
+            vs = widgets.url_selectbox("Overlay another machine", [None, *others], key="hist_vs",
+                                       format_func=lambda m: "(none)" if m is None else m,
+                                       help="The same series measured on another machine, at the commits both "
+                                       "measured.")
 
 flag = mine[mine["params_key"].isin(wanted)] if not mine.empty else mine
 if not flag.empty:  # in the legend's order (numeric), not the listing's
@@ -148,7 +166,21 @@ fallback = f"{machine_versions} (the machine's, as of its newest run: this run d
     if machine_versions else "not recorded"
 versions = {run: fmt.versions(i) or fallback for run, i in run_info.items()}  # once per run, not per point
 points["versions"] = points["run_id"].map(lambda r: versions.get(int(r), fallback)).where(drawn, "")
+if vs:
+    # The other machine's same series, at the commits this machine measured too (the x axis is this machine's).
+    theirs = data.history(ctx.url, vs, bench, tuple(wanted))
+    theirs = theirs.assign(pos=theirs["sha"].map(pos_of_sha)).dropna(subset=["pos"])
+    theirs = theirs[theirs["pos"] >= start]
+    if theirs.empty:
+        st.caption(f"`{vs}` measured none of these series at the commits drawn.")
+    else:
+        points = pd.concat([points, theirs.assign(
+            series=theirs["params_key"].map(label_of) + f" · {vs}", pos=theirs["pos"].astype(int),
+            subject=theirs["commit_id"].map(subjects), date=theirs["commit_id"].map(dates),
+            run_date=pd.to_datetime(theirs["run_date"]).dt.strftime("%Y-%m-%d %H:%M"),
+            config="", versions=f"machine {vs}")[points.columns]], ignore_index=True)
 order = {label_of[k]: i for i, k in enumerate(wanted)}
+order.update({f"{label_of[k]} · {vs}": len(wanted) + i for i, k in enumerate(wanted)} if vs else {})
 points = points.sort_values(["series", "pos"], key=lambda s: s.map(order) if s.name == "series" else s)
 
 settings = data.settings()
@@ -171,11 +203,16 @@ if not flag.empty:
 
 fixed_params = frames.params_label(wanted[0], [n for n in pnames if n not in varying], only=True)
 title = f"{bench} · {ctx.machine}" + (f" · {fixed_params}" if len(varying) < len(pnames) else "")
+# Event markers: the repository's tags at commits of this machine, and the commit marked above.
+events = [(int(pos_of_sha[sha]), ", ".join(names)) for sha, names in data.tags().items() if sha in pos_of_sha]
+if marked:
+    events.append((int(pos_of_sha[marked]), fmt.commit_label(marked, None)))
 spec = charts.history_spec(points, title=title, unit=unit, commits=commits, threshold=threshold, flagged=flagged,
-                           log_y=log_y, start=start)
+                           log_y=log_y, start=start, events=events)
 st.vega_lite_chart(spec, width="stretch", key="hist_chart")
 better = "lower" if direction == "up_is_worse" else "higher"
-shown = f"The newest {len(commits) - start:,} of {len(commits):,} commits" if start else f"{len(commits):,} commits"
+shown = f"The newest {len(commits) - start:,} of {fmt.plural(len(commits), 'commit')}" if start \
+    else fmt.plural(len(commits), "commit")
 st.caption(
     f"{shown} measured on `{ctx.machine}`, in history order"
     + (" (switch on Whole history to draw every commit)" if start else "") + f". {better.capitalize()} is better; "
@@ -210,7 +247,8 @@ if flag is not None and not flag.empty:
     }), links={"compare": "parent..commit"}))
 
 drawn_commits = commits.iloc[start:]
-values_box = widgets.url_expander(f"Values per commit ({len(drawn_commits):,} commits drawn)", key="hist_values")
+values_box = widgets.url_expander(f"Values per commit ({fmt.plural(len(drawn_commits), 'commit')} drawn)",
+                                  key="hist_values")
 if values_box.open:
     wide = points.pivot_table(index="pos", columns="series", values="value", aggfunc="first")
     status = points.pivot_table(index="pos", columns="series", values="status", aggfunc="first")

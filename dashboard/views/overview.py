@@ -33,18 +33,23 @@ else:
     table = triage.group_table(shown)
     table.insert(2, "commits", [fmt.commit_range(p, s) for p, s in zip(shown["parent_sha"], shown["sha"],
                                                                        strict=True)])
-    table.insert(3, "culprit", shown["message"].map(lambda m: fmt.subject(m, 60)))
+    # The whole commit message: the grid shows its first line and all of it on hover.
+    table.insert(3, "culprit", shown["message"].map(lambda m: "" if fmt.is_missing(m) else str(m).strip()))
     table["triage"] = [widgets.page_link("regressions", machine=ctx.machine, reg_group=g) for g in shown["group"]]
     st.dataframe(table, hide_index=True, width="stretch", column_config={
         "group": st.column_config.TextColumn(width=50),
         "series": st.column_config.NumberColumn(width=50),
         "worst": st.column_config.TextColumn(width=60),
         "culprit": st.column_config.TextColumn(width="large"),
-        "triage": st.column_config.LinkColumn("triage", display_text="open", width=55),
+        "triage": st.column_config.LinkColumn("triage", display_text="view group", width=80),
     })
     st.caption("worst: the largest slowdown in the group, the detector's level after / level before the step "
                "(direction-aware, > 1 is worse). Closed groups (ignored, transient, retired) are on the "
                "Regressions page.")
+
+st.subheader("Largest latest changes")
+widgets.summary_grid(ctx, key="ov_q", limit=10, by_change=True, window=20)  # a short window: a quicker page
+st.page_link("views/summary.py", label="Every benchmark →")
 
 present = suites.present_suites(series["benchmark"].unique() if not series.empty else [])
 if not present:
@@ -61,7 +66,7 @@ with left:
     table = pd.DataFrame({
         "commit": latest["sha"].map(fmt.short_sha),
         "date": pd.to_datetime(latest["date"]).dt.strftime("%Y-%m-%d %H:%M"),
-        "subject": latest["message"].map(lambda m: fmt.subject(m, 80)),
+        "message": latest["message"].map(lambda m: "" if fmt.is_missing(m) else str(m).strip()),
     })
     config: dict[str, object] = {}
     if ctx.repo_url:

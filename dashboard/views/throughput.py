@@ -31,7 +31,17 @@ if not present:
     widgets.sweep_section(results, key="tp_sweep", title_suffix=f" @ {fmt.short_sha(sha)}")
     st.stop()
 
-baseline = data.results_at_commit(ctx.url, base_sha, ctx.machine) if base_sha else None
+others = [m for m in data.machines(ctx.url)["name"] if m != ctx.machine]
+overlay = widgets.url_selectbox("Overlay another machine (dashed)", [None, *others], key="tp_vs",
+                                format_func=lambda m: "(none)" if m is None else m,
+                                help="The other machine's curves at the same commit where it measured it, else at "
+                                "its newest commit; it takes the dashed baseline's place.") if others else None
+baseline, base_label = (data.results_at_commit(ctx.url, base_sha, ctx.machine), fmt.short_sha(base_sha)) \
+    if base_sha else (None, "")
+if overlay:
+    theirs = data.commits(ctx.url, overlay)
+    at = sha if sha in set(theirs["sha"]) else str(theirs["sha"].iloc[-1])
+    baseline, base_label = data.results_at_commit(ctx.url, at, overlay), f"{overlay} @ {fmt.short_sha(at)}"
 c1, c2 = st.columns([3, 1])
 by_key = {s.key: s for s in present}
 with c1:
@@ -58,7 +68,7 @@ if baseline is not None:
 title = f"{suite.title} · {ctx.machine}" + (f" · {suite.filter_param}={pick}" if pick is not None else "")
 spec = charts.throughput_spec(
     cur_f, title=title, line_label=suite.line_param, commit_label=fmt.short_sha(sha),
-    baseline=base_f, baseline_label=fmt.short_sha(base_sha) if base_sha else "", log_y=log_y,
+    baseline=base_f, baseline_label=base_label, log_y=log_y,
 )
 st.vega_lite_chart(spec, width="stretch", key=f"tp_{suite.key}_chart")
 sources = sorted(set(cur_f["source"]))
@@ -72,19 +82,18 @@ if not speedups.empty:
     shown = speedups.drop(columns="filter").rename(columns={"line": suite.line_param})
     for c in shown.columns:
         if c.startswith("c="):
-            shown[c] = shown[c].map(fmt.fmt_ratio)
+            shown[c] = shown[c].map(fmt.fmt_speedup)
     st.dataframe(shown, hide_index=True)
 if base_f is not None:
     ratios = suites.baseline_ratios(cur_f, base_f)
     if ratios.empty:
         st.caption("The baseline commit has no results for this suite at these settings.")
     else:
-        st.markdown(f"Speed-up of `{fmt.short_sha(sha)}` over baseline `{fmt.short_sha(base_sha)}` "
-                    "(only concurrencies both measured)")
+        st.markdown(f"Speed-up of `{fmt.short_sha(sha)}` over `{base_label}` (only concurrencies both measured)")
         st.dataframe(pd.DataFrame({
             suite.line_param: ratios["line"],
             "concurrency": ratios["concurrency"].astype(int),
             "tokens/s": ratios["tokens_per_s"].map(lambda v: fmt.fmt_value(v, "tokens/s")),
             "baseline tokens/s": ratios["baseline"].map(lambda v: fmt.fmt_value(v, "tokens/s")),
-            "speed-up": ratios["speedup"].map(fmt.fmt_ratio),
+            "speed-up": ratios["speedup"].map(fmt.fmt_speedup),
         }), hide_index=True)

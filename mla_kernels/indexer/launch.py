@@ -19,10 +19,9 @@ from .checks import _check_args, _Dims
 from .kernels import _bf16_scores_kernel, _fp32_maxctx_scores_kernel, _radix_select_kernel
 from .layout import HEAD_DIM
 from .reference import _topk_slots, indexer_logits_reference
+from .split import SplitPlan, split_select
 from .split import launches as split_launches
-from .split import SplitPlan
 from .split import plan as split_plan
-from .split import split_select
 from .split_kernels import _chunk_topk_kernel, _merge_topk_kernel
 from .token_scores import _bf16_scores_kernel_t
 

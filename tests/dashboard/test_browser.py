@@ -10,6 +10,7 @@ artifacts/screenshots/ (uploaded by CI).
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -27,7 +28,8 @@ MARKS = f"{CHART} svg.marks g.role-mark > path"  # drawn marks (lines, points, b
 # url path -> (charts expected on the seeded store's default machine, whether a table is drawn (Compare's
 # default pair changed nothing: its table waits for a status to be picked), query parameters the page publishes)
 PAGES = {
-    "": (0, True, {"machine"}),
+    "": (0, True, {"machine", "ov_q"}),
+    "summary": (0, True, {"sum_q"}),
     "throughput": (1, True, {"tp_commit", "tp_base", "tp_suite", "tp_decode_filter"}),
     "history": (1, True, {"hist_bench", "hp_impl", "hp_concurrency", "hp_topk"}),
     "regressions": (0, True, {"reg_show", "reg_group"}),
@@ -137,3 +139,35 @@ def test_every_page_in_chromium(served: str, seeded: Seeded) -> None:
         finally:
             browser.close()
     assert {f.stem for f in SHOTS.glob("*.png")} >= {"overview", *[p for p in PAGES if p]}
+
+
+AXIS_LABELS = f"{CHART} svg g.role-axis-label text"
+
+
+def test_axis_labels_and_no_request_off_the_server(served: str) -> None:
+    """Value axes label in plain numbers (no ``2e+2``, no ``0M``), linear and log; nothing is fetched from
+    another host (fonts, icons): the dashboard works offline."""
+    from playwright.sync_api import sync_playwright
+
+    from dashboard.served import CHROMIUM_ARGS, Watcher
+
+    elsewhere: list[str] = []
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True)
+        page = browser.new_page(viewport={"width": 1280, "height": 1000})
+        page.on("request", lambda r: elsewhere.append(r.url) if not r.url.startswith((served, "data:", "blob:"))
+                else None)
+        watch = Watcher(page)
+        try:
+            for path in ("history?hist_bench=bench_step.DecodeStep.time_step&hist_logy=0",
+                         "history?hist_bench=bench_decode.SparseDecode.time_decode&hist_logy=1",
+                         "throughput?tp_logy=0", "throughput?tp_logy=1", "efficiency"):
+                _load(page, watch, f"{served}/{path}")
+                page.wait_for_selector(AXIS_LABELS, state="attached", timeout=30_000)
+                labels = [t for t in page.locator(AXIS_LABELS).all_text_contents() if t]
+                assert labels, path
+                assert not [t for t in labels if re.fullmatch(r"[+−-]?[\d.,]+e[+-]?\d+", t)], (path, labels)
+                assert not [t for t in labels if re.fullmatch(r"[+−-]?0(\.0+)?[kMGTm]", t)], (path, labels)
+        finally:
+            browser.close()
+    assert not elsewhere, elsewhere

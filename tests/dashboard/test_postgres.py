@@ -26,3 +26,25 @@ def test_pages_on_postgres(monkeypatch: pytest.MonkeyPatch, pg_seeded: Seeded) -
     # every MLA series, one status; kernel-config records are provenance, not compared
     series = asv_synth.count_series([b for b in asv_synth.mla_benchmarks() if not is_provenance(b.name)])
     assert sum(status_counts(compare).values()) == series
+
+
+def test_summary_triage_and_publish_on_postgres(monkeypatch: pytest.MonkeyPatch, pg_seeded: Seeded,
+                                                tmp_path) -> None:  # noqa: ANN001
+    import subprocess
+    import sys
+
+    from conftest import ROOT
+
+    at = goto(app(monkeypatch, pg_seeded.url, query={"sum_q": "time_decode mma"}), "summary")
+    grid = at.dataframe[0].value
+    assert len(grid) > 0 and grid["series"].str.contains("impl=mma").all()
+    at = goto(app(monkeypatch, pg_seeded.url, writable=True), "regressions")
+    at.text_input(key="reg_assign_to").input("ana").run()
+    at.button(key="reg_save_triage").click().run()
+    assert not at.exception
+    assert set(table(goto(app(monkeypatch, pg_seeded.url, query={"reg_assignee": "ana"}), "regressions"),
+                     "before → after")["assignee"]) == {"ana"}
+    done = subprocess.run([sys.executable, "-m", "mlaperf.cli", "publish", "--db", pg_seeded.url, "--out",
+                           str(tmp_path / "site")], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "site" / "index.html").exists()

@@ -1,0 +1,128 @@
+"""`mlaperf publish` at scale: time to write the static site of a big store, its size, and its pages' first
+render in headless Chromium from file://.
+
+Seeds the store of ``dashboard_perf`` (COMMITS commits x 552 series of the sparse-MLA suites, real asv files,
+ingested and detected, plus a small second machine) unless --no-seed, runs ``mlaperf publish`` on it as a user
+would (a child process), then opens the overview, a history page, the throughput page and the alert groups
+from disk, each in a new tab, timing navigation to the page's content drawn.
+
+Targets (issue 28): publish <= 60 s and the site <= 50 MB at 1,000 commits x 500 series; every page's first
+render <= 1.5 s. Nothing here is a test; it reports.
+
+    python -m benchmarks.scripts.publish_perf                                 # 1,000 commits, temporary store
+    python -m benchmarks.scripts.publish_perf --db sqlite:////tmp/big.sqlite --no-seed
+
+Exit status: 0 every figure within target, 1 some figure over target, 2 bad usage, 3 a page failed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from benchmarks.scripts.dashboard_perf import CHROMIUM, MACHINE, ROOT, seed
+
+PUBLISH_TARGET_S = 60.0
+SIZE_TARGET_MB = 50.0
+FIRST_TARGET_S = 1.5
+# page -> (location hash after the machine's folder, selector drawn when the page is ready)
+PAGES = {
+    "overview": ("", "#grid tbody tr svg.spark"),
+    "history": ("/history/0", "svg.chart .lines path"),
+    "throughput": ("/throughput", "svg.chart .lines path"),
+    "alerts": ("/alerts?show=open,suspect,fixed,closed", "main h1"),
+}
+
+
+def publish(url: str, out: Path) -> float:
+    t0 = time.perf_counter()
+    done = subprocess.run([sys.executable, "-m", "mlaperf.cli", "publish", "--db", url, "--out", str(out)],
+                          cwd=ROOT, capture_output=True, text=True, check=False)
+    seconds = time.perf_counter() - t0
+    if done.returncode != 0:
+        raise RuntimeError(f"mlaperf publish exited {done.returncode}: {done.stderr.strip()[-2000:]}")
+    print("  " + done.stdout.strip(), flush=True)
+    return seconds
+
+
+def render_times(out: Path, repeats: int, chromium: str) -> dict[str, list[float]]:
+    from playwright.sync_api import sync_playwright
+
+    from dashboard.served import CHROMIUM_ARGS
+
+    index = out.resolve().as_uri() + "/index.html"
+    times: dict[str, list[float]] = {p: [] for p in PAGES}
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS, headless=True)
+        try:
+            probe = browser.new_page()
+            probe.goto(index)
+            probe.wait_for_selector("#machine option", state="attached")
+            folder = probe.locator("#machine option", has_text=MACHINE).get_attribute("value")
+            probe.close()
+            for _ in range(repeats):
+                for name, (suffix, ready) in PAGES.items():
+                    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+                    t0 = time.perf_counter()
+                    page.goto(f"{index}#/{folder}{suffix}")
+                    page.wait_for_selector(ready, state="attached", timeout=30_000)
+                    times[name].append(time.perf_counter() - t0)
+                    page.close()
+        finally:
+            browser.close()
+    return times
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--commits", type=int, default=1000, help="commits to seed (default 1000)")
+    parser.add_argument("--db", default=None, help="store URL; seeded unless --no-seed (default: a temporary file)")
+    parser.add_argument("--no-seed", action="store_true", help="use the store at --db as it is")
+    parser.add_argument("--repeats", type=int, default=3, help="first renders per page (default 3)")
+    parser.add_argument("--keep", action="store_true", help="keep the temporary folder (store and site)")
+    parser.add_argument("--chromium", default=CHROMIUM, help=f"Chromium binary (default {CHROMIUM})")
+    args = parser.parse_args(argv)
+    if args.no_seed and not args.db:
+        parser.error("--no-seed needs --db")
+    if args.commits < 20 or args.repeats < 1:
+        parser.error("--commits must be at least 20 and --repeats at least 1")
+    if not Path(args.chromium).exists():
+        parser.error(f"--chromium: {args.chromium} does not exist")
+    work = Path(tempfile.mkdtemp(prefix="publish_perf."))
+    url = args.db or f"sqlite:///{work / 'store.sqlite'}"
+    try:
+        if not args.no_seed:
+            seed(url, work, args.commits)
+        out = work / "site"
+        seconds = publish(url, out)
+        size = sum(p.stat().st_size for p in out.rglob("*") if p.is_file()) / 1e6
+        files = sum(1 for p in out.rglob("*") if p.is_file())
+        print(f"publish: {seconds:.1f} s (target {PUBLISH_TARGET_S:.0f} s), site {size:.1f} MB in {files:,} files "
+              f"(target {SIZE_TARGET_MB:.0f} MB)", flush=True)
+        try:
+            times = render_times(out, args.repeats, args.chromium)
+        except Exception as exc:  # noqa: BLE001 - a page that did not draw is reported, not a traceback
+            print(f"a page failed: {exc}", file=sys.stderr)
+            return 3
+        ok = seconds <= PUBLISH_TARGET_S and size <= SIZE_TARGET_MB
+        for name, values in times.items():
+            median = statistics.median(values)
+            ok &= median <= FIRST_TARGET_S
+            print(f"  {name:<11} first render median {median:.2f} s (max {max(values):.2f} s, target "
+                  f"{FIRST_TARGET_S} s)")
+        return 0 if ok else 1
+    finally:
+        if args.keep:
+            print(f"kept {work}")
+        else:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

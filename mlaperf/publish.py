@@ -1,0 +1,187 @@
+"""`mlaperf publish --out DIR`: the store as a static site that needs no server and no network.
+
+Open ``DIR/index.html`` from disk (``file://``), serve the folder from any web server, or push it to GitHub
+Pages. The pages (``mlaperf/publish_site/``: one HTML file, its script and its style sheet, copied as they
+are) read their data from JavaScript files under ``DIR/data/`` that add themselves to ``window.MLAPERF``:
+a browser loads a ``<script>`` from ``file://`` where it refuses ``fetch``. One file per machine (commits,
+series with sparklines, regressions, alert groups, throughput) and one per series (its whole history),
+loaded when a page needs it. Nothing is fetched from another host: no CDN, no web font.
+
+An existing DIR is replaced only when it holds a site this command wrote (its ``.mlaperf-site`` marker);
+the new site is written beside it and swapped in, so a failed publish leaves the old one whole.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy.orm import Session
+
+from . import __version__
+
+SITE = Path(__file__).with_name("publish_site")
+MARKER = ".mlaperf-site"
+ASSETS = ("index.html", "app.js", "style.css")
+
+
+class PublishError(ValueError):
+    """Bad --out or --repo-url; the message names the argument."""
+
+
+@dataclass(frozen=True)
+class Published:
+    out: Path
+    machines: int
+    series: int
+    files: int
+    bytes: int
+    seconds: float
+
+    def line(self) -> str:
+        return (f"mlaperf publish: {self.out}/index.html: {self.machines} machine(s), {self.series:,} series, "
+                f"{self.files:,} files, {self.bytes / 1e6:.1f} MB in {self.seconds:.1f} s "
+                "(open it from disk, or serve the folder; no network needed)")
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "publish",
+        help="write the store as a static site (no server, no network): overview, history, throughput, alerts",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--out", metavar="DIR", type=Path, default=Path("site"),
+                        help="folder to write (default: ./site); replaced only if it holds an mlaperf site")
+    parser.add_argument("--db", metavar="URL", default=None,
+                        help="store URL (default: env MLAPERF_DB, else sqlite:///.mlaperf/mlaperf.sqlite)")
+    parser.add_argument("--machine", metavar="M", action="append", default=None,
+                        help="publish only this machine (repeatable; default: every machine)")
+    parser.add_argument("--repo-url", metavar="URL", default=None,
+                        help="repository web URL for commit links (default: env MLAPERF_REPO_URL, else the git "
+                        "remote 'origin' of the current directory, as https)")
+    parser.add_argument("--config", metavar="FILE", default=None,
+                        help="thresholds and directions (default: ./mlaperf.toml or ./pyproject.toml)")
+    parser.set_defaults(func=handle)
+
+
+def _check_out(out: Path) -> None:
+    if out.exists() and not out.is_dir():
+        raise PublishError(f"--out: {out} is a file, not a folder")
+    if out.is_dir() and any(out.iterdir()) and not (out / MARKER).exists():
+        raise PublishError(f"--out: {out} is not empty and holds no mlaperf site ({MARKER}); choose an empty or "
+                           "new folder, nothing there is overwritten")
+    parent = out.resolve().parent
+    if not parent.is_dir():
+        raise PublishError(f"--out: no such folder: {parent}")
+
+
+def _script(key: str, payload: Any) -> str:
+    """A data file: ``MLAPERF.put("key", {...})`` (the page defines ``MLAPERF.put``). ``</`` is escaped so no
+    text (a commit message) can end a script element."""
+    text = json.dumps(payload, separators=(",", ":"), allow_nan=False).replace("</", "<\\/")
+    return f"MLAPERF.put({json.dumps(key)},{text});\n"
+
+
+def _write(path: Path, text: str) -> int:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    data = text.encode("utf-8")
+    path.write_bytes(data)
+    return len(data)
+
+
+def build(session: Session, out: Path, *, machines: list[str] | None = None, repo_url: str = "",
+          settings: Any = None) -> tuple[int, int, int, int]:
+    """Write the site into the empty folder ``out``; returns (machines, series, files, bytes)."""
+    from db import queries
+    from regressions.config import Settings
+
+    from .publish_model import machine_site
+
+    settings = settings or Settings()
+    known = list(queries.machines(session)["name"])
+    wanted = machines or known
+    unknown = [m for m in wanted if m not in known]
+    if unknown:
+        raise PublishError(f"--machine: no machine named {unknown[0]!r} (known: {', '.join(known) or 'none'})")
+    files = nbytes = n_series = 0
+    listed = []
+    for i, name in enumerate(wanted):
+        site = machine_site(session, name, settings)
+        folder = f"m{i}"
+        nbytes += _write(out / "data" / folder / "index.js", _script(f"{folder}/index", site.index))
+        files += 1
+        for sid, history in site.histories.items():
+            nbytes += _write(out / "data" / folder / f"s{sid}.js", _script(f"{folder}/s{sid}", history))
+            files += 1
+        n_series += len(site.index["series"])
+        commits = site.index["commits"]
+        listed.append({"name": name, "folder": folder, "gpu": site.index["info"]["gpu"],
+                       "commits": len(commits["sha"]), "series": len(site.index["series"]),
+                       "last_date": commits["date"][-1] if commits["date"] else "",
+                       "open_groups": sum(g["category"] in ("open", "suspect") for g in site.index["groups"])})
+    # The machine just measured (newest run) first: the overview opens on it.
+    listed.sort(key=lambda m: m["last_date"], reverse=True)
+    meta = {"machines": listed, "repo_url": repo_url, "version": __version__,
+            "generated": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
+    nbytes += _write(out / "data" / "site.js", _script("site", meta))
+    for asset in ASSETS:
+        nbytes += _write(out / asset, (SITE / asset).read_text(encoding="utf-8"))
+    (out / MARKER).write_text(f"mlaperf {__version__}\n", encoding="utf-8")
+    (out / ".nojekyll").write_text("", encoding="utf-8")  # GitHub Pages: serve data/ as is
+    return len(listed), n_series, files + len(ASSETS) + 1, nbytes
+
+
+def publish(url: str, out: Path, *, machines: list[str] | None = None, repo_url: str = "",
+            settings: Any = None) -> Published:
+    """Build the site beside ``out`` and swap it in (the old site, if any, stays until the new one is whole)."""
+    from db.engine import check_schema, make_engine
+
+    t0 = time.perf_counter()
+    _check_out(out)
+    engine = make_engine(url, readonly=True)
+    check_schema(engine)
+    out = out.resolve()
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    try:
+        with Session(engine) as s:
+            n_machines, n_series, files, nbytes = build(s, tmp, machines=machines, repo_url=repo_url,
+                                                        settings=settings)
+        old = None
+        if out.exists():
+            old = out.with_name(f".{out.name}.old-{time.time_ns()}")
+            out.rename(old)
+        tmp.rename(out)
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
+    finally:
+        engine.dispose()
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+    return Published(out, n_machines, n_series, files, nbytes, time.perf_counter() - t0)
+
+
+def handle(args: argparse.Namespace) -> int:
+    from dashboard.gitremote import default_repo_url
+    from db.engine import default_url
+    from regressions.config import ConfigError, load_settings
+
+    url = args.db or default_url()
+    try:
+        settings = load_settings(args.config)
+        repo = (args.repo_url if args.repo_url is not None else default_repo_url(Path.cwd())).rstrip("/")
+        if repo and not repo.startswith(("https://", "http://")):
+            raise PublishError(f"--repo-url: {repo!r} is not an http(s) URL")
+        done = publish(url, args.out, machines=args.machine, repo_url=repo, settings=settings)
+    except (PublishError, ConfigError, ValueError) as exc:
+        print(f"mlaperf publish: error: {exc}", file=sys.stderr)
+        return 2
+    print(done.line())
+    return 0

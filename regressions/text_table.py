@@ -1,0 +1,94 @@
+"""`mlaperf compare --format text`: the comparison as an aligned plain-text table for a terminal (the default
+there), worst rows first (the PR report's order), with the counts line on top. Unchanged and not-run series
+are counted, not listed (``--format markdown`` or ``json`` lists every row). No Markdown escapes, no HTML.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Sequence
+
+from db.queries import param_value
+from regressions.compare import FAILED, IMPROVED, NEW, NOT_RUN, REGRESSED, REMOVED, UNCHANGED, Comparison
+from regressions.units import fmt_change, fmt_p, fmt_ratio, fmt_value
+
+FORMATS = ("text", "markdown", "json")
+# Statuses in the order rows are listed, with the word the counts line uses (plural where it counts).
+_COUNTED = ((REGRESSED, "regression", "regressions"), (FAILED, "failed", "failed"),
+            (IMPROVED, "improvement", "improvements"), (NEW, "not measured at base", "not measured at base"),
+            (REMOVED, "not measured at head", "not measured at head"), (UNCHANGED, "unchanged", "unchanged"),
+            (NOT_RUN, "not run", "not run"))
+_LISTED = (FAILED, REGRESSED, IMPROVED, NEW, REMOVED)
+_STATUS_WORD = {REGRESSED: "REGRESSED", FAILED: "FAILED", IMPROVED: "improved", NEW: "no base", REMOVED: "no head"}
+
+
+def counts_line(comparisons: Sequence[Comparison]) -> str:
+    """``1 regression, 0 failed, 3 improvements, 236 unchanged`` (regressions, failed, improvements and
+    unchanged always; the other statuses when present)."""
+    counts = {s: 0 for s, _, _ in _COUNTED}
+    for c in comparisons:
+        counts[c.status] = counts.get(c.status, 0) + 1
+    return ", ".join(f"{counts[s]} {one if counts[s] == 1 else many}" for s, one, many in _COUNTED
+                     if counts[s] or s in (REGRESSED, FAILED, IMPROVED, UNCHANGED))
+
+
+def _ordered(comparisons: Sequence[Comparison]) -> list[Comparison]:
+    """Failed (on head first), regressions by slowdown, improvements by speed-up, then new and removed."""
+    rank = {s: i for i, s in enumerate(_LISTED)}
+    rows = [c for c in comparisons if c.status in rank]
+
+    def key(c: Comparison) -> tuple[int, float]:
+        if c.status == FAILED:
+            return rank[c.status], 0.0 if c.head_status == "failed" else 1.0
+        if c.status == REGRESSED:
+            return rank[c.status], -(c.slowdown or 0.0)
+        if c.status == IMPROVED:
+            return rank[c.status], c.slowdown or 0.0
+        return rank[c.status], 0.0
+
+    return sorted(rows, key=key)
+
+
+def series_name(c: Comparison) -> str:
+    """``SparseDecode.time_decode [impl=mma, concurrency=64]``."""
+    short = ".".join(c.benchmark.split(".")[-2:])
+    params = ", ".join(f"{k}={param_value(v) if isinstance(v, str) else v}" for k, v in c.params.items())
+    return f"{short} [{params}]" if params else short
+
+
+def _cut(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: max(1, width - 1)] + "…"
+
+
+def compare_text(comparisons: Sequence[Comparison], *, base: str, head: str, machines: Sequence[str],
+                 threshold_note: str, width: int | None = None) -> str:
+    """The report as text: a title line, the counts line, then one aligned row per listed series."""
+    width = width or shutil.get_terminal_size((120, 24)).columns
+    many = len(set(machines)) > 1
+    lines = [f"mlaperf compare: head {head[:12]} against base {base[:12]} on {', '.join(machines) or 'no machine'} "
+             f"({threshold_note}; ratio = head / base)", counts_line(comparisons)]
+    rows = _ordered(comparisons)
+    unlisted = len(comparisons) - len(rows)
+    header = ["status", *(["machine"] if many else []), "series", "base", "head", "ratio", "change", "p"]
+    table = [[_STATUS_WORD[c.status], *([c.machine] if many else []), series_name(c),
+              fmt_value(c.base, c.unit, missing="-"), fmt_value(c.head, c.unit, missing="-"),
+              fmt_ratio(c.ratio) if c.ratio is not None else "", fmt_change(c.slowdown) if c.slowdown else "",
+              fmt_p(c.p_value) if c.p_value is not None else ""] for c in rows]
+    if table:
+        widths = [max(len(r[i]) for r in [header, *table]) for i in range(len(header))]
+        name = header.index("series")
+        # The series column gives way when the terminal is narrow (the numbers stay whole).
+        rest = sum(w for i, w in enumerate(widths) if i != name) + 2 * (len(widths) - 1)
+        widths[name] = max(24, min(widths[name], width - rest))
+        right = {header.index(h) for h in ("base", "head", "ratio", "change", "p")}
+
+        def line(cells: list[str]) -> str:
+            out = [(_cut(v, widths[i]).rjust(widths[i]) if i in right else _cut(v, widths[i]).ljust(widths[i]))
+                   for i, v in enumerate(cells)]
+            return "  ".join(out).rstrip()
+
+        lines += ["", line(header), *(line(r) for r in table)]
+    if unlisted:
+        lines += ["", f"{unlisted:,} unchanged or not-run series not listed (--format markdown or json lists "
+                  "every series)."]
+    return "\n".join(lines) + "\n"

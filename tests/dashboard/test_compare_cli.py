@@ -1,0 +1,76 @@
+"""`mlaperf compare` output formats on the seeded store: an aligned text table in a terminal (a real
+pseudo-terminal), the PR markdown in a pipe, JSON on request; the same statuses as the dashboard's Compare."""
+
+from __future__ import annotations
+
+import json
+import os
+import pty
+import re
+import subprocess
+import sys
+
+import pytest
+from conftest import MLA_MACHINE, ROOT, SLOW_FROM, Seeded
+
+
+def _compare(seeded: Seeded, *argv: str, tty: bool = False) -> tuple[int, str, str]:
+    cmd = [sys.executable, "-m", "mlaperf.cli", "compare", *argv, "--db", seeded.url, "--machine", MLA_MACHINE]
+    env = {**os.environ, "COLUMNS": "160"}
+    if not tty:
+        done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=120, env=env)
+        return done.returncode, done.stdout, done.stderr
+    leader, follower = pty.openpty()
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=follower, stderr=subprocess.PIPE, env=env)
+    os.close(follower)
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(leader, 65536)
+        except OSError:  # EIO: the child closed the terminal
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    rc = proc.wait(timeout=120)
+    os.close(leader)
+    assert proc.stderr is not None
+    return rc, b"".join(chunks).decode().replace("\r\n", "\n"), proc.stderr.read().decode()
+
+
+@pytest.fixture(scope="module")
+def step(seeded: Seeded) -> tuple[str, str]:
+    return seeded.shas[SLOW_FROM - 1][:12], seeded.shas[SLOW_FROM][:12]
+
+
+def test_text_table_in_a_terminal(seeded: Seeded, step: tuple[str, str]) -> None:
+    rc, out, err = _compare(seeded, *step, tty=True)
+    assert rc == 1, err  # a regression
+    lines = out.splitlines()
+    assert lines[0].startswith(f"mlaperf compare: head {step[1]}")
+    assert re.match(r"^\d+ regressions?, 0 failed, \d+ improvements?, \d+ unchanged", lines[1]), lines[1]
+    assert "<details>" not in out and "\\(" not in out and "|" not in out  # no markdown
+    header = next(i for i, line in enumerate(lines) if line.startswith("status"))
+    rows = [line for line in lines[header + 1:] if line.strip() and not line.endswith("every series).")]
+    assert rows and all(r.startswith("REGRESSED") for r in rows[:3])
+    # Worst first: the "change" column falls from row to row among the regressions.
+    changes = [float(m.group(1)) for r in rows if (m := re.search(r"\+([\d.]+)% worse", r))]
+    assert changes == sorted(changes, reverse=True) and len(changes) >= 2
+    # Aligned: the ratio column ends at the same place on every row.
+    ends = {r.index("x ") + 1 for r in rows if re.search(r"\d\.\d\dx ", r)}
+    assert len(ends) == 1, rows[:5]
+    assert "unchanged or not-run series not listed" in out
+
+
+def test_pipe_gets_markdown_and_formats_on_request(seeded: Seeded, step: tuple[str, str]) -> None:
+    rc, out, _ = _compare(seeded, *step)
+    assert rc == 1 and out.startswith("<!-- mlaperf") or "## mlaperf benchmark report" in out
+    rc, text, _ = _compare(seeded, *step, "--format", "text")
+    assert rc == 1 and text.startswith("mlaperf compare:")
+    rc, js, _ = _compare(seeded, *step, "--format", "json")
+    rows = json.loads(js)
+    assert rc == 1 and any(r["status"] == "regressed" for r in rows)
+    n_reg = sum(r["status"] == "regressed" for r in rows)
+    assert f"{n_reg} regression" in text.splitlines()[1]
+    rc, _, err = _compare(seeded, *step, "--json", "--format", "text")
+    assert rc == 2 and "--format" in err

@@ -1,0 +1,204 @@
+"""`mlaperf publish`: the seeded store as a static site, checked as files and in headless Chromium from file://
+with every request that is not a file of the site refused (no server, no network)."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import MLA_MACHINE, ROOT, SLOW_FROM, Seeded
+
+from dashboard.gitremote import https_url
+from dashboard.summary import latest_change
+
+CHROMIUM = Path("/usr/bin/chromium")
+REPO = "https://github.com/example/mlaperf"
+
+
+def _publish(*argv: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "MLAPERF_REPO_URL": ""}
+    return subprocess.run([sys.executable, "-m", "mlaperf.cli", "publish", *argv], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=300)
+
+
+@pytest.fixture(scope="module")
+def site(seeded: Seeded, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("site") / "site"
+    done = _publish("--db", seeded.url, "--out", str(out), "--repo-url", REPO)
+    assert done.returncode == 0, done.stderr
+    assert "index.html" in done.stdout and "series" in done.stdout
+    return out
+
+
+def test_site_files_need_no_network(site: Path) -> None:
+    assert {"index.html", "app.js", "style.css", ".mlaperf-site", ".nojekyll"} <= {p.name for p in site.iterdir()}
+    text = "\n".join(p.read_text(encoding="utf-8") for p in (site / "index.html", site / "app.js", site / "style.css"))
+    # Nothing loaded from another host: no absolute URL in a src/href/@import/url() (the SVG namespace is a name).
+    assert not re.search(r"""(src|href)\s*=\s*["']https?:|@import|url\(\s*["']?https?:""", text), "remote asset"
+    assert "fetch(" not in text and "XMLHttpRequest" not in text
+    data = (site / "data" / "site.js").read_text(encoding="utf-8")
+    assert data.startswith('MLAPERF.put("site",') and REPO in data
+    total = sum(p.stat().st_size for p in site.rglob("*") if p.is_file())
+    assert total < 50e6
+
+
+def test_out_that_is_not_a_site_is_refused(seeded: Seeded, tmp_path: Path) -> None:
+    busy = tmp_path / "busy"
+    busy.mkdir()
+    (busy / "keep.txt").write_text("mine")
+    done = _publish("--db", seeded.url, "--out", str(busy))
+    assert done.returncode == 2 and "--out" in done.stderr and "not empty" in done.stderr
+    assert (busy / "keep.txt").read_text() == "mine"  # nothing lost
+    a_file = tmp_path / "file"
+    a_file.write_text("x")
+    done = _publish("--db", seeded.url, "--out", str(a_file))
+    assert done.returncode == 2 and "is a file" in done.stderr
+
+
+def test_republish_replaces_the_old_site(seeded: Seeded, tmp_path: Path) -> None:
+    out = tmp_path / "site"
+    assert _publish("--db", seeded.url, "--out", str(out), "--machine", MLA_MACHINE).returncode == 0
+    stale = out / "data" / "m9" / "index.js"
+    stale.parent.mkdir(parents=True)
+    stale.write_text("old")
+    done = _publish("--db", seeded.url, "--out", str(out), "--machine", MLA_MACHINE)
+    assert done.returncode == 0, done.stderr
+    assert not stale.exists() and (out / "index.html").exists()
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no temporary folder left
+
+
+def test_bad_arguments_exit_2(seeded: Seeded, tmp_path: Path) -> None:
+    done = _publish("--db", seeded.url, "--out", str(tmp_path / "s"), "--machine", "nope")
+    assert done.returncode == 2 and "--machine" in done.stderr and "nope" in done.stderr
+    done = _publish("--db", seeded.url, "--out", str(tmp_path / "s"), "--repo-url", "javascript:alert(1)")
+    assert done.returncode == 2 and "--repo-url" in done.stderr
+    done = _publish("--db", f"sqlite:///{tmp_path / 'none.sqlite'}", "--out", str(tmp_path / "s"))
+    assert done.returncode == 2 and "none.sqlite" in done.stderr
+    assert not (tmp_path / "s").exists()
+
+
+def test_help() -> None:
+    done = subprocess.run([sys.executable, "-m", "mlaperf.cli", "publish", "--help"], cwd=ROOT, capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 0 and "--out" in done.stdout and "file://" in done.stdout
+
+
+@pytest.mark.parametrize(("remote", "url"), [
+    ("git@github.com:org/repo.git", "https://github.com/org/repo"),
+    ("ssh://git@gitlab.example.com:2222/grp/sub/repo.git", "https://gitlab.example.com/grp/sub/repo"),
+    ("https://user@github.com/org/repo.git\n", "https://github.com/org/repo"),
+    ("/srv/git/repo.git", ""),
+    ("file:///srv/git/repo", ""),
+])
+def test_https_url_of_remote(remote: str, url: str) -> None:
+    assert https_url(remote) == url
+
+
+def test_latest_change_is_direction_aware() -> None:
+    assert latest_change([1.0, 1.0, 1.0, 2.0], "up_is_worse") == pytest.approx(2.0)
+    assert latest_change([1.0, 1.0, 1.0, 2.0], "down_is_worse") == pytest.approx(0.5)
+    assert latest_change([None, 3.0], "up_is_worse") is None
+
+
+# -- in the browser, from file:// --------------------------------------------------------------------------
+TICK = re.compile(r"^(0|−?-?[\d,]+(\.\d+)?( ?(ns|µs|ms|s|k|M|G))?)$")
+
+
+@pytest.fixture(scope="module")
+def browser_page(site: Path) -> Iterator[tuple[Any, list[str]]]:
+    if not CHROMIUM.exists():
+        if os.environ.get("MLAPERF_REQUIRE_BROWSER") == "1":
+            raise RuntimeError(f"MLAPERF_REQUIRE_BROWSER=1 but {CHROMIUM} is missing")
+        pytest.skip(f"{CHROMIUM} missing")
+    from playwright.sync_api import sync_playwright
+
+    from dashboard.served import CHROMIUM_ARGS
+
+    refused: list[str] = []
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True)
+        page = browser.new_page(viewport={"width": 1280, "height": 900})
+        errors: list[str] = []
+        page.on("pageerror", lambda e: errors.append(str(e)))
+
+        def guard(route: Any) -> None:
+            if route.request.url.startswith(site.as_uri()):
+                route.continue_()
+            else:
+                refused.append(route.request.url)
+                route.abort()
+
+        page.route("**/*", guard)
+        try:
+            yield page, refused
+        finally:
+            browser.close()
+        assert not errors, errors
+
+
+def _ticks(page: Any) -> list[str]:
+    return page.locator("svg.chart .axis.y .tick text").all_text_contents()
+
+
+@pytest.mark.browser
+def test_site_in_chromium_from_file(site: Path, seeded: Seeded, browser_page: tuple[Any, list[str]]) -> None:
+    page, refused = browser_page
+    index = site.as_uri() + "/index.html"
+    page.goto(index)
+    page.wait_for_selector("#grid tbody tr")
+    assert page.locator("#machine option").count() >= 1
+    rows = page.locator("#grid tbody tr").count()
+    assert rows > 10 and page.locator("#grid svg.spark polyline").count() > 0
+    page.fill("input.search", "time_decode mma 64")  # search: every word, in any order
+    shown = page.locator("#grid tbody tr")
+    assert 0 < shown.count() < rows
+    assert all("time_decode" in t and "mma" in t for t in shown.locator("td:first-child").all_inner_texts())
+    assert "q=time_decode" in page.url  # the search is part of the link
+
+    # History of a flagged series: its line, the regression triangle, the fix star, commit links.
+    page.locator("#grid tbody tr td:first-child a").first.click()
+    page.wait_for_selector("svg.chart .lines path")
+    assert "/history/" in page.url
+    folder = page.locator("#machine option", has_text=MLA_MACHINE).get_attribute("value")
+    page.goto(f"{index}#/{folder}")
+    page.wait_for_selector("text=No open or suspect alert group")  # the seeded step was fixed
+    page.get_by_role("link", name="Fixed and closed ones").click()
+    page.wait_for_selector(".group table a")
+    assert page.locator(".group").count() == 1 and "fixed" in page.inner_text(".group h3")
+    page.locator(".group table a").first.click()
+    page.wait_for_selector("svg.chart .marker-reg")
+    assert page.locator("svg.chart .marker-fix").count() >= 1
+    assert page.locator(f'a[href^="{REPO}/commit/"]').count() >= 2
+    ticks = _ticks(page)
+    assert ticks and all(TICK.match(t) for t in ticks), ticks
+    assert re.search(r"\d+ commits measured", page.inner_text("main"))
+    # A chosen commit is marked; a mistyped one says so, naming it.
+    hist = page.url.split("?")[0]
+    page.goto(f"{hist}?at={seeded.shas[SLOW_FROM][:8]}")
+    page.wait_for_selector("svg.chart line.event", state="attached")
+    page.goto(f"{hist}?at=zzzz9")
+    page.wait_for_selector("p.error")
+    assert "zzzz9" in page.inner_text("p.error")
+
+    # Throughput: one line per implementation, a linear axis from 0 without "0M" or "2e+2".
+    page.goto(f"{index}#/{folder}/throughput")
+    page.wait_for_selector("svg.chart .lines path")
+    assert page.locator("svg.chart .lines > path").count() >= 2
+    ticks = _ticks(page)
+    assert ticks[0] == "0" and all(TICK.match(t) for t in ticks), ticks
+    assert page.locator("text=Speed-up over").count() == 1
+    assert not refused, refused
+
+
+def test_empty_store_publishes_a_site_that_says_so(empty_store: str, tmp_path: Path) -> None:
+    done = _publish("--db", empty_store, "--out", str(tmp_path / "site"))
+    assert done.returncode == 0, done.stderr
+    assert "0 machine(s)" in done.stdout
+    data = (tmp_path / "site" / "data" / "site.js").read_text(encoding="utf-8")
+    assert '"machines":[]' in data

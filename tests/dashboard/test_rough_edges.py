@@ -1,0 +1,99 @@
+"""The rough edges of issue 28, each with the test that would have caught it: a mistyped or too-short commit in
+a Compare link, base == head, the largest-changes chart without its one regression, missing database
+drivers and unsupported databases, speed-up formatting, "1 commits"."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pandas as pd
+import pytest
+from conftest import MLA_MACHINE, ROOT, SLOW_FROM, Seeded
+from test_pages import app, goto, texts
+
+from dashboard import charts, fmt, widgets
+
+
+def _mlaperf(*argv: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "mlaperf.cli", *argv], cwd=ROOT, capture_output=True, text=True,
+                          timeout=120)
+
+
+def test_mistyped_commit_in_a_compare_link_is_an_error_naming_it(monkeypatch: pytest.MonkeyPatch,
+                                                                  seeded: Seeded) -> None:
+    at = goto(app(monkeypatch, seeded.url, query={"cmp_base": "deadbeef00", "cmp_head": seeded.shas[-1][:12]}),
+              "compare")
+    errors = [e.value for e in at.error]
+    assert errors and "deadbeef00" in errors[0] and "cmp_base" in errors[0]
+    assert not at.get("vega_lite_chart") and not at.dataframe  # no other pair shown instead
+    at = goto(app(monkeypatch, seeded.url, query={"cmp_head": "e7"}), "compare")
+    assert "too short" in at.error[0].value
+
+
+def test_commit_problem_says_short_ambiguous_or_unknown() -> None:
+    shas = ["abcd1234" + "0" * 32, "abcd9999" + "0" * 32]
+    assert "too short" in widgets.commit_problem("abc", shas)
+    ambiguous = widgets.commit_problem("abcd", shas)
+    assert "ambiguous" in ambiguous and "abcd12340000" in ambiguous
+    assert "no commit" in widgets.commit_problem("ffff", shas)
+
+
+def test_base_equal_head_is_the_same_answer_in_cli_and_page(monkeypatch: pytest.MonkeyPatch, seeded: Seeded) -> None:
+    sha = seeded.shas[SLOW_FROM][:12]
+    done = _mlaperf("compare", sha, sha, "--db", seeded.url, "--machine", MLA_MACHINE, "--format", "json")
+    assert done.returncode == 0, done.stderr
+    cli = pd.Series([r["status"] for r in json.loads(done.stdout)]).value_counts().to_dict()
+    at = goto(app(monkeypatch, seeded.url, query={"cmp_base": sha, "cmp_head": sha}), "compare")
+    assert "same commit" in texts(at)
+    labels = {o.content for o in at.get("button_group")[0].proto.options}  # "Unchanged 184", "Regressed 0" ...
+    unchanged = cli.get("unchanged", 0)
+    assert unchanged > 0 and set(cli) <= {"unchanged", "not_run"}
+    assert f"Unchanged {unchanged:,}" in labels and "Regressed 0" in labels
+
+
+def test_largest_changes_chart_keeps_the_one_regression() -> None:
+    rows = [{"status": "improved", "benchmark": f"m.C.track_gbps_{i}", "label": "n=1", "slowdown": 0.3,
+             "base": 1.0, "head": 3.0, "unit": "GB/s", "ratio": 3.0, "p_value": 1e-4} for i in range(30)]
+    rows += [{"status": "unchanged", "benchmark": f"m.C.track_roofline_{i}", "label": "n=1", "slowdown": 1.9,
+              "base": 1.0, "head": 0.5, "unit": "fraction", "ratio": 0.5, "p_value": 0.2} for i in range(30)]
+    rows.append({"status": "regressed", "benchmark": "m.C.time_decode", "label": "n=1", "slowdown": 1.08,
+                 "base": 1e-5, "head": 1.08e-5, "unit": "seconds", "ratio": 1.08, "p_value": 1e-4})
+    spec = charts.compare_spec(pd.DataFrame(rows), title="t")
+    bars = spec["data"]["values"]
+    assert "regressed" in set(bars["status"]) and len(bars) == 15
+    assert bars["status"].iloc[0] == "regressed"
+
+
+def test_missing_driver_and_unsupported_database_exit_2(seeded: Seeded) -> None:
+    for url, needle in (("postgresql+pg8000://u@localhost/x", "'pg8000' is not installed"),
+                        ("mysql+pymysql://u@localhost/x", "SQLite or PostgreSQL")):
+        for argv in (("compare", "aaaa", "bbbb"), ("detect", "--list"), ("publish", "--out", "/tmp/never-made")):
+            done = _mlaperf(*argv, "--db", url)
+            assert done.returncode == 2, (argv, done.stderr)
+            assert needle in done.stderr and "internal error" not in done.stderr, (argv, done.stderr)
+
+
+def test_short_commit_prefix_in_the_cli_says_so(seeded: Seeded) -> None:
+    done = _mlaperf("compare", "abc", seeded.shas[-1][:12], "--db", seeded.url)
+    assert done.returncode == 2 and "too short" in done.stderr and "'abc'" in done.stderr
+
+
+def test_speedups_and_counts_read_alike() -> None:
+    assert [fmt.fmt_speedup(v) for v in (35.0, 8.234, 1.0, 123.4, 0.5)] == ["35.0x", "8.23x", "1.00x", "123x",
+                                                                            "0.500x"]
+    assert fmt.fmt_speedup(None) == "-"
+    assert (fmt.plural(1, "commit"), fmt.plural(1000, "commit")) == ("1 commit", "1,000 commits")
+
+
+def test_history_reads_in_dark_mode_and_keeps_its_legend(monkeypatch: pytest.MonkeyPatch, seeded: Seeded) -> None:
+    at = goto(app(monkeypatch, seeded.url, query={"hist_bench": "bench_decode.SparseDecode.time_decode"}), "history")
+    text = at.get("vega_lite_chart")[0].proto.spec
+    spec = json.loads(text)
+    assert '"black"' not in text and "#000000" not in text.upper()  # invisible on a dark background
+    assert spec["config"]["legend"]["unselectedOpacity"] == 1  # series not shaded stay fully drawn
+    at = goto(app(monkeypatch, seeded.url, query={"cmp_base": seeded.shas[SLOW_FROM - 1][:12],
+                                                  "cmp_head": seeded.shas[SLOW_FROM][:12]}), "compare")
+    text = at.get("vega_lite_chart")[0].proto.spec
+    assert '"black"' not in text and "#000000" not in text.upper()

@@ -1,0 +1,112 @@
+"""The summary grid (issue 28 item 2): every series with its newest value, sparkline, latest change and last
+flag, searchable by words kept in the URL, on its own page and (largest changes first) on the Overview."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+from conftest import N_COMMITS, Seeded
+from test_pages import app, goto
+
+from dashboard import summary
+
+
+def test_grid_rules() -> None:
+    series = pd.DataFrame({"benchmark": ["m.C.time_a", "m.C.track_rate"], "params_key": ['{"n": "1"}'] * 2,
+                           "unit": ["seconds", "tokens/s"]})
+    values = pd.DataFrame({"benchmark": ["m.C.time_a"] * 3 + ["m.C.track_rate"] * 3,
+                           "params_key": ['{"n": "1"}'] * 6, "commit_id": [1, 2, 3] * 2,
+                           "value": [1.0, 1.0, 2.0, 10.0, 10.0, 5.0]})
+    regs = pd.DataFrame({"benchmark": ["m.C.time_a"], "params_key": ['{"n": "1"}'], "status": ["new"],
+                         "ratio": [2.0], "sha": ["a" * 40]})
+    grid = summary.grid(series, values, [1, 2, 3], regs,
+                        lambda b, u: "up_is_worse" if "time" in b else "down_is_worse")
+    assert list(grid["latest"]) == [2.0, 5.0]
+    assert grid["change"].tolist() == pytest.approx([2.0, 2.0])  # both twice as bad, whatever the direction
+    assert grid["flag"].iloc[0] == "new 2.00x at aaaaaaaa" and grid["flag"].iloc[1] == ""
+    assert summary.names(grid).iloc[0] == "C.time_a [n=1]"
+    assert list(summary.search(grid, "RATE n=1")["benchmark"]) == ["m.C.track_rate"]
+    assert summary.search(grid, "time rate").empty  # every word must match
+    assert summary.latest_change([None, 3.0], "up_is_worse") is None
+
+
+def test_page_searches_through_the_url(monkeypatch: pytest.MonkeyPatch, seeded: Seeded) -> None:
+    at = goto(app(monkeypatch, seeded.url, query={"sum_q": "time_decode mma 64"}), "summary")
+    df = at.dataframe[0].value
+    assert len(df) > 0 and df["series"].str.contains("time_decode").all()
+    assert df["series"].str.contains("impl=mma").all() and df["series"].str.contains("64").all()
+    assert df["newest values"].map(len).min() == N_COMMITS  # a value per commit
+    # Measured values only: the grid's line chart shows a list with a gap as text.
+    assert df["newest values"].map(lambda s: all(isinstance(v, float) and v == v for v in s)).all()
+    assert df["last flagged"].str.startswith("fixed").all()
+    at.text_input(key="sum_q").input("").run()
+    assert len(at.dataframe[0].value) > len(df)
+
+
+def test_overview_lists_the_largest_latest_changes(monkeypatch: pytest.MonkeyPatch, seeded: Seeded) -> None:
+    at = app(monkeypatch, seeded.url)
+    grid = next(d.value for d in at.dataframe if "latest change" in d.value.columns)
+    assert 0 < len(grid) <= 10
+    pct = grid["latest change"].str.extract(r"([\d.]+)%")[0].astype(float)
+    assert pct.is_monotonic_decreasing
+
+
+def test_git_tags_by_commit(tmp_path) -> None:  # noqa: ANN001
+    import subprocess
+
+    from dashboard.gitremote import tags
+
+    def git(*argv: str) -> str:
+        return subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@example.com", *argv], cwd=tmp_path,
+                              check=True, capture_output=True, text=True).stdout.strip()
+
+    git("init", "-q")
+    git("commit", "-q", "--allow-empty", "-m", "one")
+    first = git("rev-parse", "HEAD")
+    git("tag", "v0.1")
+    git("commit", "-q", "--allow-empty", "-m", "two")
+    git("tag", "-a", "v0.2", "-m", "release")
+    assert tags(tmp_path) == {first: ["v0.1"], git("rev-parse", "HEAD"): ["v0.2"]}
+    assert tags(tmp_path / "nowhere") == {}
+
+
+def test_history_marks_a_chosen_commit(monkeypatch: pytest.MonkeyPatch, seeded: Seeded) -> None:
+    import json
+
+    sha = seeded.shas[4]
+    at = goto(app(monkeypatch, seeded.url, query={"hist_at": sha[:10]}), "history")
+    spec = json.loads(at.get("vega_lite_chart")[0].proto.spec)
+    events = [layer for layer in spec["layer"] if layer.get("mark", {}).get("strokeDash") == [6, 3]]
+    assert len(events) == 1
+    assert events and events[0]["data"]["values"] == [{"pos": 4, "label": sha[:8]}]
+    at = goto(app(monkeypatch, seeded.url, query={"hist_at": "0badc0de"}), "history")
+    assert "0badc0de" in at.error[0].value
+
+
+def test_another_machine_overlaid_on_history_and_throughput(monkeypatch: pytest.MonkeyPatch, writable_copy: Seeded,
+                                                            tmp_path) -> None:  # noqa: ANN001
+    import json
+
+    import asv_synth
+
+    from db.engine import make_engine
+    from db.ingest import ingest_paths
+
+    other = "rtx-pro-6000"
+    benches = asv_synth.mla_benchmarks(concurrency=(1, 64), topk=(512,), context=(4096,))
+    asv_synth.write_results(tmp_path / "results", other, benches, writable_copy.shas[-4:],
+                            gpu={**asv_synth.GPU_PARAMS, "gpu_name": "NVIDIA RTX PRO 6000", "gpu_cc": "12.0"})
+    engine = make_engine(writable_copy.url)
+    assert ingest_paths(engine, [tmp_path / "results"], progress=False).ok
+    engine.dispose()
+
+    at = goto(app(monkeypatch, writable_copy.url, query={
+        "hist_bench": "bench_decode.SparseDecode.time_decode", "hp_impl": "mma", "hp_concurrency": "64",
+        "hp_topk": "512", "hist_vs": other}), "history")
+    spec = json.loads(at.get("vega_lite_chart")[0].proto.spec)
+    names = set(spec["layer"][2]["encoding"]["color"]["scale"]["domain"])
+    assert any(n.endswith(f"· {other}") for n in names) and len(names) == 2, names
+
+    at = goto(app(monkeypatch, writable_copy.url, query={"tp_vs": other}), "throughput")
+    spec = json.loads(at.get("vega_lite_chart")[0].proto.spec)
+    assert f"{other} @ {writable_copy.shas[-1][:8]}" in json.dumps(spec)
