@@ -78,21 +78,24 @@ def test_oracle_rejects_what_it_cannot_read() -> None:
 
 # --- a mutated kernel and reference together --------------------------------------------------------------
 
-RELU = {  # kernel source line -> the same line without the ReLU
-    "s = tl.maximum(s * scale[None, :], 0.0)": "s = s * scale[None, :]",
-    "acc += wh * tl.maximum(s, 0.0)": "acc += wh * s",
+RELU = {  # kernel module -> {source line -> the same line without the ReLU}
+    "kernels": {
+        "s = tl.maximum(s * scale[None, :], 0.0)": "s = s * scale[None, :]",
+        "acc += wh * tl.maximum(s, 0.0)": "acc += wh * s",
+    },
+    "token_scores": {"s = tl.maximum(s * scale[:, None], 0.0)": "s = s * scale[:, None]"},
 }
 
 
-def _kernels_without_relu(tmp_path: Path) -> Any:
-    """``mla_kernels/indexer/kernels.py`` with the ReLU removed from both scores kernels, as a module."""
-    source = (ROOT / "mla_kernels" / "indexer" / "kernels.py").read_text()
-    for line, mutated in RELU.items():
+def _kernels_without_relu(tmp_path: Path, name: str) -> Any:
+    """``mla_kernels/indexer/<name>.py`` with the ReLU removed from its scores kernels, as a module."""
+    source = (ROOT / "mla_kernels" / "indexer" / f"{name}.py").read_text()
+    for line, mutated in RELU[name].items():
         assert line in source, f"the kernel no longer has {line!r}: update RELU"
         source = source.replace(line, mutated)
-    path = tmp_path / "indexer_kernels_no_relu.py"
+    path = tmp_path / f"indexer_{name}_no_relu.py"
     path.write_text(source)
-    spec = importlib.util.spec_from_file_location("indexer_kernels_no_relu", path)
+    spec = importlib.util.spec_from_file_location(f"indexer_{name}_no_relu", path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -115,9 +118,11 @@ def no_relu(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Callable[[], Non
     """Drop the ReLU from the indexer kernels and the package's reference, consistently."""
     from mla_kernels.indexer import launch
 
-    mutated = _kernels_without_relu(tmp_path)
+    mutated = _kernels_without_relu(tmp_path, "kernels")
+    token_major = _kernels_without_relu(tmp_path, "token_scores")
     monkeypatch.setattr(launch, "_bf16_scores_kernel", mutated._bf16_scores_kernel)
     monkeypatch.setattr(launch, "_fp32_maxctx_scores_kernel", mutated._fp32_maxctx_scores_kernel)
+    monkeypatch.setattr(launch, "SCORES_KERNEL", token_major._bf16_scores_kernel_t)
     monkeypatch.setattr(mk, "indexer_logits_reference", _reference_without_relu)
 
     def consistent() -> None:
