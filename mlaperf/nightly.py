@@ -55,6 +55,8 @@ def load_records(path: Path | None) -> list[dict[str, Any]]:
         data = json.loads(path.read_text() or "[]")
     except (OSError, json.JSONDecodeError) as exc:
         raise PlanError(f"--regressions {path}: not the JSON of `mlaperf detect --json` ({exc})") from None
+    if isinstance(data, dict):  # the versioned document (docs/detection.md); a bare list is the older shape
+        data = data.get("regressions")
     if not isinstance(data, list) or not all(isinstance(r, dict) for r in data):
         raise PlanError(f"--regressions {path}: expected a JSON list of regression records")
     for r in data:

@@ -243,7 +243,7 @@ def detect_table(records: Sequence[dict[str, Any]]) -> str:
     """Plain-text table of regressions for a terminal."""
     if not records:
         return "no regressions"
-    head = ["status", "commit", "machine", "benchmark", "params", "before", "after", "ratio"]
+    head = ["status", "commit", "machine", "benchmark", "params", "before", "after", "ratio", "p"]
     rows = [
         [
             r["status"] + ("*" if r.get("new") else ""),
@@ -254,9 +254,14 @@ def detect_table(records: Sequence[dict[str, Any]]) -> str:
             fmt_value(r["before"], r.get("unit")),
             fmt_value(r["after"], r.get("unit")),
             fmt_ratio(r["ratio"]),
+            fmt_p(r.get("p_value")),
         ]
         for r in records
     ]
+    if any(r.get("closed_at") or r.get("fixed_at") for r in records):  # closed ones listed: where and why
+        head += ["closed at", "reason"]
+        for row, r in zip(rows, records, strict=True):
+            row += [(r.get("closed_at") or r.get("fixed_at") or "-")[:10], r.get("close_reason") or "-"]
     widths = [max(len(str(x)) for x in col) for col in zip(head, *rows, strict=False)]
     out = ["  ".join(h.ljust(w) for h, w in zip(head, widths, strict=False))]
     out += ["  ".join(str(x).ljust(w) for x, w in zip(row, widths, strict=False)) for row in rows]

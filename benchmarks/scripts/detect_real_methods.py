@@ -89,7 +89,7 @@ class MlaperfStore:
         seconds = time.perf_counter() - start
         if rc not in (0, 1):
             raise RuntimeError(f"mlaperf {' '.join(argv)} exited {rc}: {err.getvalue().strip()[-2000:]}")
-        records = json.loads(out.getvalue() or "[]")
+        records = json.loads(out.getvalue() or "{}").get("regressions", [])
         flags = [
             Flag(
                 machine=r["machine"],

@@ -40,13 +40,27 @@ def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
     return rc, out.out, out.err
 
 
+def regs(out: str) -> list[dict]:
+    """The regression records of a `detect --json` document."""
+    doc = json.loads(out)
+    assert doc["version"] == 2 and set(doc) == {"version", "summary", "groups", "regressions"}
+    return doc["regressions"]
+
+
 def test_detect_json_contract(
     store_url: str, history: SyntheticHistory, capsys: pytest.CaptureFixture[str]
 ) -> None:
     rc, out, _ = run(capsys, "detect", "--db", store_url, "--json")
     assert rc == 0
-    data = json.loads(out)
+    data = regs(out)
     assert len(data) == 30  # the 30 time_ series; throughput going up is no regression
+    doc = json.loads(out)
+    assert doc["summary"]["flagged"] == 30 and doc["summary"]["flagged_by_status"] == {"new": 30}
+    assert doc["summary"]["confirmed"] == 0 and doc["summary"]["mode"] == "full"
+    (group,) = doc["groups"]
+    assert group["range"] == {"parent": history.shas[19], "commit": history.shas[20]}
+    assert group["status"] == "new" and group["kind"] == "machine-wide" and group["size"] == 30
+    assert sorted(group["members"]) == sorted(r["id"] for r in data) and group["open"] == 30
     for r in data:
         assert {"benchmark", "params", "machine", "commit", "before", "after", "ratio"} <= r.keys()
         assert r["commit"] == history.shas[20] and len(r["commit"]) == 40
@@ -56,7 +70,8 @@ def test_detect_json_contract(
             1.2, rel=0.02
         )
         assert r["new"] is True and r["status"] == "new" and r["event"] == "flagged"
-        assert r["parent"] == history.shas[19] and r["fixed_at"] is None
+        assert r["parent"] == history.shas[19] and r["fixed_at"] is None and r["closed_at"] is None
+        assert r["close_reason"] is None and r["group_commit"] == history.shas[20]
         assert r["labels"] == [] and r["returns_to_earlier_level"] is False
         # One alert group: one machine, one commit, 30 of its 36 series (machine-wide).
         assert isinstance(r["group"], int) and r["group"] == data[0]["group"]
@@ -64,11 +79,11 @@ def test_detect_json_contract(
     assert len({r["id"] for r in data}) == 30
     # Second run: same regressions, none new; --fail-on-new only fails when something is new.
     rc, out, _ = run(capsys, "detect", "--db", store_url, "--json", "--fail-on-new")
-    assert rc == 0 and len(json.loads(out)) == 30
-    assert not any(r["new"] or r["event"] for r in json.loads(out))
+    assert rc == 0 and len(regs(out)) == 30
+    assert not any(r["new"] or r["event"] for r in regs(out))
     # --list: the same records from a read-only engine (PostgreSQL: a read-only transaction), nothing examined.
     rc, listed, _ = run(capsys, "detect", "--db", store_url, "--json", "--list")
-    assert rc == 0 and json.loads(listed) == json.loads(out)
+    assert rc == 0 and regs(listed) == regs(out) and json.loads(listed)["summary"] is None
     for flag in ("--full", "--fail-on-new"):
         rc, _, err = run(capsys, "detect", "--db", store_url, "--list", flag)
         assert rc == 2 and f"--list re-examines nothing; {flag} has no meaning with it" in err
@@ -83,7 +98,7 @@ def test_detect_suspects_do_not_fail_until_confirmed(
     eng = make_engine(store_url)
     ingest(eng, [p for p in (tmp_path / "results" / h.machine).glob("*.json") if h.shas[21][:8] not in p.name])
     rc, out, _ = run(capsys, "detect", "--db", store_url, "--json", "--fail-on-new")
-    data = json.loads(out)
+    data = regs(out)
     assert rc == 0 and len(data) == 12 and {r["status"] for r in data} == {"suspect"}
     rc, out, _ = run(capsys, "detect", "--db", store_url, "--status", "new")
     assert rc == 0 and "no regressions" in out
@@ -93,7 +108,7 @@ def test_detect_suspects_do_not_fail_until_confirmed(
     assert rc == 1 and "12 confirmed" in out
     assert f"group {1}: {h.machine} at {h.shas[19][:10]}..{h.shas[20][:10]}, 12 series, new, machine-wide" in out
     rc, out, _ = run(capsys, "detect", "--db", store_url, "--json", "--status", "new")
-    assert {r["event"] for r in json.loads(out)} == {None} and len(json.loads(out)) == 12
+    assert {r["event"] for r in regs(out)} == {None} and len(regs(out)) == 12
 
 
 def test_detect_table_and_fail_on_new(
@@ -101,7 +116,8 @@ def test_detect_table_and_fail_on_new(
 ) -> None:
     rc, out, _ = run(capsys, "detect", "--db", store_url, "--fail-on-new")
     assert rc == 1
-    assert "30 new regression(s)" in out and history.shas[20][:10] in out and "1.2" in out
+    assert "30 flagged (30 new) in 1 new group(s), 0 confirmed" in out and history.shas[20][:10] in out
+    assert "1.2" in out
     rc, out, _ = run(capsys, "detect", "--db", store_url, "--status", "fixed")
     assert rc == 0 and "no regressions" in out
 
@@ -110,7 +126,7 @@ def test_detect_threshold_flag(
     store_url: str, history: SyntheticHistory, capsys: pytest.CaptureFixture[str]
 ) -> None:
     rc, out, _ = run(capsys, "detect", "--db", store_url, "--json", "--threshold", "25%")
-    assert rc == 0 and json.loads(out) == []
+    assert rc == 0 and regs(out) == [] and json.loads(out)["groups"] == []
     with pytest.raises(SystemExit) as exc:
         main(["detect", "--db", store_url, "--threshold", "lots"])
     assert exc.value.code == 2
@@ -208,13 +224,13 @@ def test_real_asv_output_openblas(tmp_path: Path, ingest: Ingest, capsys: pytest
     ingest(make_engine(url), [FIXTURE])
     rc, out, _ = run(capsys, "detect", "--db", url, "--json")
     assert rc == 0
-    data = json.loads(out)
+    data = regs(out)
     machines = {"gha-aws-graviton", "gha-aws-skylake", "gha-ubuntu-noble"}
     for r in data:
         assert r["machine"] in machines and len(r["commit"]) == 40 and r["ratio"] > 1.05
         assert r["benchmark"].split(".")[-1].startswith("time_")
     rc, out, _ = run(capsys, "detect", "--db", url, "--json")
-    assert not any(r["new"] for r in json.loads(out))
+    assert not any(r["new"] for r in regs(out))
     runs = [json.loads(p.read_text()) for p in (FIXTURE / "gha-aws-skylake").glob("*.json")]
     runs = sorted((r for r in runs if "commit_hash" in r), key=lambda r: r["date"])
     first, last = runs[-10]["commit_hash"], runs[-1]["commit_hash"]  # same suite at both

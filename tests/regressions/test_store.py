@@ -329,8 +329,10 @@ def test_tied_dates_detected_in_git_order(engine: Engine, tmp_path: Path) -> Non
     newest_first = files_of(h, range(18, -1, -1))
     summary = ingest_paths(engine, newest_first, progress=False, repo=tmp_path / "repo")
     assert summary.ok and summary.described == 19
-    new, fixed, examined, incremental = detect(engine, lookback=5)
-    assert not incremental and examined == SERIES and len(new) == SERIES and len(fixed) == SERIES
+    r = run(engine, lookback=5)
+    # Flagged already fixed: counted once, as flagged (with their status), not again as fixed by this run.
+    assert not r.incremental and r.series_examined == SERIES and len(r.new) == SERIES and r.fixed == []
+    assert r.flagged_status == {"fixed": SERIES} and r.events() == dict.fromkeys(r.new, "flagged")
     regs = stored(engine)
     assert {sha_of(engine, r.commit_id) for r in regs} == {shas[12]}
     assert {sha_of(engine, r.fixed_commit_id) for r in regs} == {shas[16]}
