@@ -3,17 +3,19 @@
 ``detect_store`` runs named steps, each a function of its own, tested alone (tests/regressions/
 test_pipeline.py):
 
-1. :func:`scope`: which series to examine (``Meta['regressions.watermark']``: the highest ``Result.id``
-   examined and the settings used; a later run re-examines only series with newer results, over their
-   last ``lookback`` commits; other settings or rules examine everything again);
-2. :func:`load_units`: their runs, pooled per commit, one unit per segment (asv version) of a series;
-3. :func:`find_steps`: change points of every unit (:mod:`regressions.detect`); a new version whose first
-   runs sit at the old version's level is measured against that level;
+1. ``segments.scope``: which series to examine (``Meta['regressions.watermark']``: the highest
+   ``Result.id`` examined and the settings used; a later run re-examines only series with newer results,
+   over their last ``lookback`` commits; other settings or rules examine everything again);
+2. ``segments.load_units``: their runs, pooled per commit, one unit per segment (asv version);
+3. ``segments.find_steps``: change points of every unit (:mod:`regressions.detect`); a new version whose
+   first run sits at the old version's level is measured against that level;
 4. :func:`judge_unit`: stored alerts matched to the steps, and every alert's verdict from its segment's
    runs (:mod:`regressions.policy`, the one place of the status rules), ended segments retired;
-5. :func:`write_verdicts`: new alerts created, statuses and numbers written;
-6. :func:`assign_groups` and :func:`judge_groups`: alert groups, and members decided together;
-7. :func:`retire_gone`: open alerts of benchmarks that no longer run.
+5. :func:`create_alerts`: rows for new steps, numbers of the steps seen again brought up to date;
+6. ``groups.assign_groups`` / ``groups.count_groups``: alert groups and whether they are machine-wide;
+7. ``groups.judge_groups``: members of a group decided together;
+8. :func:`apply`: the final statuses written (a person's status kept), events counted;
+9. :func:`retire_gone`: open alerts of benchmarks that no longer run.
 
 The algorithms never see the database; this module is the only place that reads and writes it for them
 (result values read and pooled through regressions.results). Sessions are the caller's.
@@ -21,36 +23,48 @@ The algorithms never see the database; this module is the only place that reads 
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import time
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from sqlalchemy import func, select, tuple_
+from sqlalchemy import select, tuple_
 from sqlalchemy.orm import Session
 
-from db.models import AlertGroup, Benchmark, Commit, Machine, Meta, Regression, Result, Run, commit_order, utcnow
+from db.models import Machine, Meta, Regression, Result, Run, utcnow
 from regressions import policy
 from regressions.config import Settings
-from regressions.detect import DEFAULT_PARAMS, DetectorParams, SeriesDetection, Step, detect_many
-from regressions.direction import direction_for, is_provenance
+from regressions.detect import DEFAULT_PARAMS, DetectorParams, Step
+from regressions.groups import assign_groups, count_groups, judge_groups
 from regressions.listing import alert_columns, regressions_frame
 from regressions.policy import OPEN_STATUSES, RETIRED, TRANSIENT, Verdict
-from regressions.results import Key, UsageError, commit_positions, load_values, per_commit
+from regressions.results import Key, commit_positions
+from regressions.segments import (
+    WATERMARK_KEY,
+    Benchmarks,
+    Found,
+    Unit,
+    find_steps,
+    load_benchmarks,
+    load_units,
+    newest_commits,
+    provenance_ids,
+    scope,
+    settings_fingerprint,
+)
 
-__all__ = ["OPEN_STATUSES", "DetectSummary", "alert_columns", "detect_store", "regressions_frame"]
+__all__ = [
+    "OPEN_STATUSES",
+    "WATERMARK_KEY",
+    "DetectSummary",
+    "alert_columns",
+    "detect_store",
+    "regressions_frame",
+]
 
-WATERMARK_KEY = "regressions.watermark"
 DEFAULT_LOOKBACK = 100
-# Bumped when detection's rules change, so the next run re-examines every series (and groups old flags).
-_RULES_VERSION = 3
-Benchmarks = dict[int, tuple[str, str | None]]  # benchmark id -> (name, unit)
-# What a run did to an alert, by the status it moved to (flagged: created by this run).
-_EVENT_OF = {policy.NEW: "confirmed", TRANSIENT: "transient", policy.FIXED: "fixed", RETIRED: "retired"}
 
 
 @dataclass
@@ -94,201 +108,6 @@ class DetectSummary:
             "new_groups": len(self.groups),
             "seconds": round(self.seconds, 3),
         }
-
-
-# --- 1. scope -----------------------------------------------------------------------------------------
-
-
-@dataclass
-class Scope:
-    """What one detection examines: machines (None: all), series (None: all of them), per-machine
-    windows of commit ids (None: whole history), whether it is incremental, and the watermark to write."""
-
-    machine_ids: list[int] | None
-    series: set[Key] | None
-    windows: dict[int, list[int] | None] | None
-    incremental: bool
-    state: dict[str, Any]
-
-
-def _settings_fingerprint(settings: Settings, params: DetectorParams, lookback: int) -> str:
-    blob = json.dumps(
-        [settings.default_threshold, settings.thresholds, settings.directions, repr(params), lookback, _RULES_VERSION],
-        sort_keys=True,
-    )
-    return hashlib.sha256(blob.encode()).hexdigest()[:16]
-
-
-def scope(session: Session, fingerprint: str, *, machine: str | None, full: bool, lookback: int) -> Scope:
-    """Step 1: full (every series, whole history) or incremental (series with results newer than the
-    watermark, over their machine's ``lookback`` newest commits)."""
-    machine_ids: list[int] | None = None
-    if machine is not None:
-        mid = session.execute(select(Machine.id).where(Machine.name == machine)).scalar_one_or_none()
-        if mid is None:
-            raise UsageError(f"--machine: no machine named {machine!r} in the store")
-        machine_ids = [mid]
-    meta = session.get(Meta, WATERMARK_KEY)
-    state: dict[str, Any] = dict(meta.value) if meta is not None and isinstance(meta.value, dict) else {}
-    max_id = session.execute(select(func.max(Result.id))).scalar_one() or 0
-    new_state = {"result_id": int(max_id), "fingerprint": fingerprint}
-    if full or machine is not None or state.get("fingerprint") != fingerprint or "result_id" not in state:
-        return Scope(machine_ids, None, None, False, new_state)
-    rows = session.execute(
-        select(Result.benchmark_id, Result.params_key, Run.machine_id)
-        .join(Run, Result.run_id == Run.id)
-        .where(Result.id > int(state["result_id"]))
-        .distinct()
-    ).all()
-    series = {(int(b), str(p), int(m)) for b, p, m in rows}
-    machine_ids = sorted({m for _, _, m in series})
-    return Scope(machine_ids, series, _lookback_windows(session, machine_ids, lookback), True, new_state)
-
-
-def _newest_commits(session: Session, machine_id: int, limit: int) -> list[int]:
-    """Ids of the machine's ``limit`` newest commits (those it has runs at), newest first (``commit_order``)."""
-    ids = session.execute(
-        select(Commit.id)
-        .where(Commit.id.in_(select(Run.commit_id).where(Run.machine_id == machine_id)))
-        .order_by(*commit_order(descending=True))
-        .limit(limit)
-    ).scalars()
-    return [int(i) for i in ids]
-
-
-def _lookback_windows(session: Session, machine_ids: Iterable[int], lookback: int) -> dict[int, list[int] | None]:
-    """Per machine, the ids of its ``lookback`` newest commits in history order (None: it has no more).
-    By rank, not by date: commits sharing a date can neither push the window past ``lookback`` nor fall
-    out of it by chance."""
-    out: dict[int, list[int] | None] = {}
-    for mid in machine_ids:
-        ids = _newest_commits(session, mid, lookback + 1)
-        out[mid] = ids[:lookback] if len(ids) > lookback else None
-    return out
-
-
-# --- 2. load --------------------------------------------------------------------------------------------
-
-
-@dataclass
-class Unit:
-    """One segment (asv version) of one series: its commits (positions in history, oldest first), the
-    median of each commit's runs, every run's value per position, and how it is judged. ``ended_at``: the
-    position of the next version's first run (None: the segment is the series' newest)."""
-
-    key: Key
-    positions: np.ndarray
-    values: np.ndarray
-    runs: dict[int, list[float]]
-    threshold: float
-    direction: str
-    ended_at: int | None = None
-    previous: Unit | None = None  # the segment before it, when loaded
-
-
-def _benchmarks(session: Session) -> Benchmarks:
-    rows = session.execute(select(Benchmark.id, Benchmark.name, Benchmark.unit))
-    return {int(bid): (name, unit) for bid, name, unit in rows}
-
-
-def _provenance_ids(bench: Benchmarks) -> list[int]:
-    """Benchmarks that record kernel configs (``is_provenance``): not performance, never examined or counted."""
-    return [bid for bid, (name, _unit) in bench.items() if is_provenance(name)]
-
-
-def load_units(session: Session, sc: Scope, pos: dict[int, int], bench: Benchmarks, settings: Settings) -> list[Unit]:
-    """Step 2: the units of the series in scope, in (series, segment) order."""
-    if sc.series is not None and not sc.series:
-        return []
-    runs = load_values(session, machine_ids=sc.machine_ids, series=sc.series, windows=sc.windows)
-    runs = runs[~runs["benchmark_id"].isin(_provenance_ids(bench))]
-    runs = runs.assign(pos=runs["commit_id"].map(pos))
-    if sc.windows is not None:
-        inside = {(m, c) for m, ids in sc.windows.items() if ids is not None for c in ids}
-        whole = {m for m, ids in sc.windows.items() if ids is None}
-        keep = [m in whole or (m, c) in inside for m, c in zip(runs["machine_id"], runs["commit_id"], strict=True)]
-        runs = runs[np.asarray(keep, dtype=bool)]
-    if runs.empty:
-        return []
-    df = per_commit(runs)
-    keys = ["benchmark_id", "params_key", "machine_id"]
-    by_run = {k: g for k, g in runs.groupby(keys, sort=False)}
-    units: list[Unit] = []
-    for (bid, pkey, mid, _seg), g in df.groupby([*keys, "segment"], sort=True):
-        key = (int(bid), str(pkey), int(mid))
-        name, unit = bench.get(key[0], (str(bid), None))
-        positions = g["pos"].to_numpy()
-        mine = by_run[key]
-        mine = mine[(mine["pos"] >= positions[0]) & (mine["pos"] <= positions[-1])]
-        per_pos: dict[int, list[float]] = {}
-        for p, v in zip(mine["pos"].to_numpy(), mine["value"].to_numpy(), strict=True):
-            per_pos.setdefault(int(p), []).append(float(v))
-        u = Unit(key, positions, g["value"].to_numpy(dtype=float), per_pos, settings.threshold_for(name),
-                 direction_for(name, unit, settings))  # fmt: skip
-        if units and units[-1].key == key:
-            units[-1].ended_at = int(positions[0])
-            u.previous = units[-1]
-        units.append(u)
-    return units
-
-
-# --- 3. find --------------------------------------------------------------------------------------------
-
-
-@dataclass
-class Found:
-    """A unit's detection: steps with indices into the unit (a joined previous level shifted away)."""
-
-    steps: list[Step]
-    levels: list[tuple[int, int, float]]  # (first, last index, level) within the unit
-    parent_positions: list[int | None]  # per step: position of the last commit at the old level
-
-
-def _joinable(u: Unit, prev: SeriesDetection, params: DetectorParams) -> bool:
-    """A new version whose first run sits at the old version's last level (within half the threshold and
-    three noise sigmas) continues that level: the old level may serve as its level before."""
-    if u.previous is None or not prev.levels or u.values.size == 0:
-        return False
-    last = prev.levels[-1][2]
-    tolerance = max(0.5 * math.log1p(u.threshold), 3.0 * (prev.noise if math.isfinite(prev.noise) else 0.0))
-    return abs(math.log(u.values[0]) - math.log(last)) <= tolerance
-
-
-def find_steps(units: list[Unit], params: DetectorParams = DEFAULT_PARAMS) -> list[Found]:
-    """Step 3: change points of every unit. A unit whose first run sits at the previous version's last
-    level is detected again with that level's runs (up to ``level_window``) before it: a step at its
-    second run is then found; a change point at the version boundary itself is never a regression."""
-    first = detect_many([u.values for u in units], [u.threshold for u in units], [u.direction for u in units], params)
-    index = {id(u): i for i, u in enumerate(units)}
-    joined: dict[int, int] = {}  # unit index -> runs of the previous level put before it
-    series: list[np.ndarray] = []
-    for i, u in enumerate(units):
-        prev = units[index[id(u.previous)]] if u.previous is not None else None
-        if prev is not None and _joinable(u, first[index[id(prev)]], params):
-            a, _b, _level = first[index[id(prev)]].levels[-1]
-            tail = prev.values[max(a, prev.values.size - params.level_window) :]
-            joined[i] = tail.size
-            series.append(np.concatenate([tail, u.values]))
-    again = iter(
-        detect_many(series, [units[i].threshold for i in joined], [units[i].direction for i in joined], params)
-    )
-    out = []
-    for i, u in enumerate(units):
-        k = joined.get(i, 0)
-        result = next(again) if i in joined else first[i]
-        prefix_pos = units[index[id(u.previous)]].positions[-k:] if k else np.empty(0, dtype=np.int64)
-        all_pos = np.concatenate([prefix_pos, u.positions])
-        steps = [
-            Step(**{**s.__dict__, "index": s.index - k, "parent_index": None})
-            for s in result.steps
-            if s.index > k  # at the boundary (k) or inside the old version: not this segment's step
-        ]
-        parents = [
-            int(all_pos[s.parent_index]) if s.parent_index is not None else None for s in result.steps if s.index > k
-        ]
-        levels = [(max(a - k, 0), b - k, lv) for a, b, lv in result.levels if b >= k]
-        out.append(Found(steps, levels, parents))
-    return out
 
 
 # --- 4. judge -------------------------------------------------------------------------------------------
@@ -438,105 +257,6 @@ def apply(judged: list[Judged], verdicts: list[Verdict], commit_at: np.ndarray, 
             getattr(summary, event).append(reg.id)
 
 
-# --- 6. groups ------------------------------------------------------------------------------------------
-
-
-def assign_groups(session: Session, regs: list[Regression], pos: dict[int, int], summary: DetectSummary) -> set[int]:
-    """Step 6: put each regression into the group of its machine whose commit range its own range
-    ``(parent, commit]`` overlaps most (``policy.best_group``; the group's range narrows to the overlap),
-    else into a new group. Returns the ids of the groups that changed."""
-    touched: set[int] = set()
-
-    def span(parent_id: int | None, commit_id: int) -> tuple[int, int]:
-        c = pos[commit_id]
-        return (pos[parent_id] if parent_id is not None and parent_id in pos else c - 1), c
-
-    for mid in sorted({r.machine_id for r in regs}):
-        mine = sorted((r for r in regs if r.machine_id == mid), key=lambda r: (pos[r.commit_id], r.id))
-        lowest = min(span(r.parent_commit_id, r.commit_id)[0] for r in mine)
-        groups = [
-            g
-            for g in session.execute(select(AlertGroup).where(AlertGroup.machine_id == mid)).scalars()
-            if pos.get(g.commit_id, -1) > lowest
-        ]
-        for reg in mine:
-            lo, hi = span(reg.parent_commit_id, reg.commit_id)
-            i = policy.best_group((lo, hi), [span(g.parent_commit_id, g.commit_id) for g in groups])
-            if i is None:
-                best = AlertGroup(machine_id=mid, commit_id=reg.commit_id, parent_commit_id=reg.parent_commit_id,
-                                  machine_wide=False, series=0, created_at=utcnow())  # fmt: skip
-                session.add(best)
-                session.flush()
-                groups.append(best)
-                summary.groups.append(best.id)
-            else:
-                best = groups[i]
-                glo, ghi = span(best.parent_commit_id, best.commit_id)
-                if hi < ghi:
-                    best.commit_id = reg.commit_id
-                if lo > glo:
-                    best.parent_commit_id = reg.parent_commit_id
-            reg.group_id = best.id
-            touched.add(best.id)
-    session.flush()
-    return touched
-
-
-def count_groups(session: Session, group_ids: set[int], provenance: list[int]) -> None:
-    """Recount each group's series base (series measured on its machine at its commit) and decide whether
-    it is machine-wide (``policy.is_machine_wide``)."""
-    if not group_ids:
-        return
-    groups = list(session.execute(select(AlertGroup).where(AlertGroup.id.in_(group_ids))).scalars())
-    members = dict(
-        session.execute(
-            select(Regression.group_id, func.count(Regression.id))
-            .where(Regression.group_id.in_(group_ids))
-            .group_by(Regression.group_id)
-        ).all()
-    )
-    measured_series = (
-        select(Run.machine_id, Run.commit_id, Result.benchmark_id, Result.params_key)
-        .join(Run, Result.run_id == Run.id)
-        .where(
-            tuple_(Run.machine_id, Run.commit_id).in_(sorted({(g.machine_id, g.commit_id) for g in groups})),
-            Result.value.is_not(None),
-            Result.benchmark_id.not_in(provenance),
-        )
-        .distinct()
-        .subquery()
-    )
-    counts = {
-        (int(m), int(c)): int(k)
-        for m, c, k in session.execute(
-            select(measured_series.c.machine_id, measured_series.c.commit_id, func.count()).group_by(
-                measured_series.c.machine_id, measured_series.c.commit_id
-            )
-        )
-    }
-    for g in groups:
-        g.series = counts.get((g.machine_id, g.commit_id), 0)
-        g.machine_wide = policy.is_machine_wide(int(members.get(g.id, 0)), g.series)
-
-
-def judge_groups(session: Session, judged: list[Judged]) -> list[Verdict]:
-    """Step 7: the verdicts of members of one group decided together (``policy.group_verdicts``, with the
-    stored statuses of the members not examined now)."""
-    out = [j.verdict for j in judged]
-    by_group: dict[int, list[int]] = {}
-    for i, j in enumerate(judged):
-        if j.reg is not None and j.reg.group_id is not None:
-            by_group.setdefault(j.reg.group_id, []).append(i)
-    for gid, idx in by_group.items():
-        group = session.get(AlertGroup, gid)
-        here = {id(judged[i].reg) for i in idx}
-        peers = [r.status for r in (group.regressions if group is not None else []) if id(r) not in here]
-        decided = policy.group_verdicts([out[i] for i in idx], peers, bool(group is not None and group.machine_wide))
-        for i, v in zip(idx, decided, strict=True):
-            out[i] = v
-    return out
-
-
 # --- 9. benchmarks gone ---------------------------------------------------------------------------------
 
 
@@ -546,7 +266,7 @@ def _gone(session: Session, machine_ids: list[int], bench: Benchmarks) -> dict[i
     ``asv run --bench``, a missing parameter combination a grid subset: neither counts)."""
     out: dict[int, tuple[int, set[int]]] = {}
     for mid in machine_ids:
-        newest = next(iter(_newest_commits(session, mid, 1)), None)
+        newest = next(iter(newest_commits(session, mid, 1)), None)
         if newest is None:
             continue
         present = set(
@@ -602,12 +322,12 @@ def detect_store(
     start = time.perf_counter()
     settings = settings or Settings()
     summary = DetectSummary()
-    sc = scope(session, _settings_fingerprint(settings, params, lookback), machine=machine, full=full,
+    sc = scope(session, settings_fingerprint(settings, params, lookback), machine=machine, full=full,
                lookback=lookback)  # fmt: skip
     summary.incremental = sc.incremental
     pos = commit_positions(session)
     commit_at = np.array(list(pos), dtype=np.int64)  # the dict is in history order: commit id at each position
-    bench = _benchmarks(session)
+    bench = load_benchmarks(session)
     units = load_units(session, sc, pos, bench, settings)
     if progress:
         print(f"detect: examining {len(units)} series segments", flush=True)
@@ -628,8 +348,9 @@ def detect_store(
             j.verdict = policy.retire(j.verdict, policy.BENCHMARK_GONE, pos.get(newest or -1))
     create_alerts(session, judged, commit_at, summary)
     ungrouped = [j.reg for j in judged if j.reg is not None and j.reg.group_id is None]
-    count_groups(session, assign_groups(session, ungrouped, pos, summary), _provenance_ids(bench))
-    apply(judged, judge_groups(session, judged), commit_at, summary)
+    touched, summary.groups = assign_groups(session, ungrouped, pos)
+    count_groups(session, touched, provenance_ids(bench))
+    apply(judged, judge_groups(session, [(j.reg, j.verdict) for j in judged if j.reg is not None]), commit_at, summary)
     retire_gone(session, gone, judged, summary)
     session.flush()
     summary.alerting = [

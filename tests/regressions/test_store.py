@@ -21,11 +21,11 @@ from db.models import AlertGroup, Commit, Meta, Regression, Run
 from db.synthetic import SyntheticHistory, write_git_history, write_synthetic_results
 from regressions.config import Settings
 from regressions.results import history_noise
+from regressions.segments import _lookback_windows
 from regressions.store import (
     OPEN_STATUSES,
     WATERMARK_KEY,
     DetectSummary,
-    _lookback_windows,
     detect_store,
     regressions_frame,
 )
@@ -312,7 +312,7 @@ def test_machine_filter_and_unknown_machine(engine: Engine, tmp_path: Path, inge
     ingest(engine, [tmp_path / "results"])
     new, _, _, _ = detect(engine, machine="gpu-a")
     assert len(new) == SERIES
-    from regressions.store import UsageError
+    from regressions.results import UsageError
 
     with pytest.raises(UsageError, match="--machine.*'nope'"):
         detect(engine, machine="nope")
