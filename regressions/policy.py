@@ -40,12 +40,13 @@ FIXABLE_STATUSES = (NEW, ACKNOWLEDGED)
 PERSON_STATUSES = (ACKNOWLEDGED, IGNORED)
 
 # Why detection closed an alert (``regression.close_reason``).
-REFUTED = "refuted"  # transient: runs of the new level came back (or the detector no longer sees it)
+REFUTED = "refuted"  # transient: runs of the new level came back
+NOT_SEEN = "not_seen"  # transient: the detector no longer sees the step, with the runs since
 MACHINE_EVENT = "machine_event"  # transient: most of its machine-wide group was refuted
 RETURNED = "returned"  # fixed: the level came back within the threshold
 SEGMENT_ENDED = "segment_ended"  # retired: the benchmark's asv version changed after it
 BENCHMARK_GONE = "benchmark_gone"  # retired: the benchmark no longer runs on its machine
-CLOSE_REASONS = (REFUTED, MACHINE_EVENT, RETURNED, SEGMENT_ENDED, BENCHMARK_GONE)
+CLOSE_REASONS = (REFUTED, NOT_SEEN, MACHINE_EVENT, RETURNED, SEGMENT_ENDED, BENCHMARK_GONE)
 
 # Commits in a row whose level is back within half the threshold that make a confirmed alert fixed
 # (at the first of them), besides a later level the detector sees back within the threshold.
@@ -102,7 +103,9 @@ def judge(
     still sees is reopened by MACHINE_WIDE_CONFIRM confirming runs, more than refute). Once ``new``, the
     alert is ``fixed`` at the first of RETURN_RUNS commits in a row whose median is back within half the
     threshold, or at ``level_back_at`` (where the detector sees a later level back within the threshold),
-    whichever comes first. Not decided, not seen any more and measured twice: ``transient``.
+    whichever comes first. Not seen any more (the detector, with the runs since, finds no step there) and
+    measured twice: a suspect is ``transient`` (refuted), a confirmed one too (``not_seen``): the history as
+    it stands holds no such step, which is what ``--full`` says of it.
     """
     delta = math.log1p(threshold)
     confirm = refute = total = back = 0
@@ -129,8 +132,8 @@ def judge(
             status, closed_at, reason = NEW, None, None
     if level_back_at is not None and status in (NEW, FIXED) and (closed_at is None or level_back_at < closed_at):
         status, closed_at, reason = FIXED, level_back_at, RETURNED
-    if status == SUSPECT and not still_seen and total >= 2:
-        status, closed_at, reason = TRANSIENT, runs[-1][0], REFUTED
+    if status in (SUSPECT, NEW) and not still_seen and total >= 2:
+        status, closed_at, reason = TRANSIENT, runs[-1][0], REFUTED if status == SUSPECT else NOT_SEEN
     return Verdict(status, closed_at, reason, confirm, total)
 
 

@@ -19,12 +19,14 @@ from typing import Any
 from regressions.compare import (
     FAILED,
     IMPROVED,
+    MISSING,
     NEW,
     NOT_RUN,
     REGRESSED,
     REMOVED,
     SIDE_ABSENT,
     SIDE_FAILED,
+    SIDE_MISSING,
     SIDE_NOT_RUN,
     SIDE_OK,
     UNCHANGED,
@@ -86,7 +88,7 @@ def _p(c: Comparison) -> str:
     return fmt_p(c.p_value)
 
 
-_SIDE_CELL = {SIDE_FAILED: "**failed**", SIDE_NOT_RUN: "not run", SIDE_ABSENT: "absent"}
+_SIDE_CELL = {SIDE_FAILED: "**failed**", SIDE_NOT_RUN: "not run", SIDE_ABSENT: "absent", SIDE_MISSING: "**missing**"}
 
 
 def _side_cell(value: float | None, side: str, unit: str | None) -> str:
@@ -111,6 +113,7 @@ def _row(c: Comparison) -> str:
 _SECTIONS = [
     (FAILED, "Failed (no result where the benchmark ran)", False),
     (REGRESSED, "Regressions", False),
+    (MISSING, "Missing at head (measured at base; declare a removal with an asv version bump or `removed`)", False),
     (IMPROVED, "Improvements", False),
     (NEW, "New: only on head (new in the suite, or not selected on base)", True),
     (REMOVED, "Removed: only on base (gone from the suite, or not selected on head)", True),
@@ -120,6 +123,7 @@ _SECTIONS = [
 _SUMMARY = {
     FAILED: "failed",
     REGRESSED: "regression{s}",
+    MISSING: "missing",
     IMPROVED: "improvement{s}",
     UNCHANGED: "unchanged",
     NEW: "new (only on head)",
@@ -191,7 +195,7 @@ def compare_markdown(
     counts = {s: 0 for s, _, _ in _SECTIONS}
     for c in ordered:
         counts[c.status] += 1
-    bad = counts[REGRESSED] + counts[FAILED]
+    bad = counts[REGRESSED] + counts[FAILED] + counts[MISSING]
     icon = ":x:" if bad else ":white_check_mark:"
     parts = [f"**{counts[REGRESSED]} regression{'s' * (counts[REGRESSED] != 1)}**"]
     if counts[FAILED]:
@@ -203,6 +207,8 @@ def compare_markdown(
         }
         split = ", ".join(f"{n} {side}" for side, n in where.items() if n)
         parts.append(f"**{counts[FAILED]} failed** ({split})")
+    if counts[MISSING]:
+        parts.append(f"**{counts[MISSING]} missing**")
     for status in (IMPROVED, UNCHANGED, NEW, REMOVED, NOT_RUN):
         if counts[status] or status in (IMPROVED, UNCHANGED):
             parts.append(f"{counts[status]} " + _SUMMARY[status].format(s="s" * (counts[status] != 1)))

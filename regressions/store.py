@@ -123,6 +123,7 @@ class Judged:
     step: Step | None
     parent_pos: int | None
     verdict: Verdict
+    move: bool = False  # an open alert whose step the detector now places at another commit
     old_status: str | None = field(init=False)
 
     def __post_init__(self) -> None:
@@ -166,7 +167,10 @@ def judge_unit(u: Unit, found: Found, stored: list[Regression], pos: dict[int, i
     seen = {id(r) for r in matched.values()}
     out: list[Judged] = []
     todo = [(i, s, matched.get(i), p) for i, (s, p) in enumerate(zip(steps, parents, strict=True))]
-    todo += [(at, None, r, None) for at, r in mine if id(r) not in seen]
+    # An alert the detector does not see is judged only where it could have: with two runs before it.
+    todo += [(at, None, r, None) for at, r in mine if id(r) not in seen and at >= 2]
+    i_of = {id(r): at for at, r in mine}
+    taken = {int(u.positions[at]) for at, _r in mine}
     for i, step, reg, parent in todo:
         at = step.index if step is not None else i
         before = step.before if step is not None else reg.before  # type: ignore[union-attr]
@@ -185,7 +189,9 @@ def judge_unit(u: Unit, found: Found, stored: list[Regression], pos: dict[int, i
             verdict = policy.retire(verdict, policy.SEGMENT_ENDED, u.ended_at)
         if reg is None and verdict.status == TRANSIENT:
             continue  # refuted before it was ever listed: nothing to flag
-        out.append(Judged(u, reg, step, parent, verdict))
+        moves = reg is not None and step is not None and reg.status in OPEN_STATUSES and step.index != i_of[id(reg)]
+        # An open alert follows its step as more runs place it (onto a commit no other alert of the series holds).
+        out.append(Judged(u, reg, step, parent, verdict, moves and int(u.positions[at]) not in taken))
     return out
 
 
@@ -211,6 +217,9 @@ def create_alerts(session: Session, judged: list[Judged], commit_at: np.ndarray,
         if reg is not None:
             if step is not None and reg.status != policy.IGNORED and _numbers(reg, step):
                 summary.updated.append(reg.id)
+            if j.move and step is not None:
+                reg.commit_id = int(commit_at[int(u.positions[step.index])])
+                reg.parent_commit_id = None if j.parent_pos is None else int(commit_at[j.parent_pos])
             continue
         assert step is not None
         p = int(u.positions[step.index])

@@ -67,6 +67,10 @@ def test_not_seen_any_more_and_measured_twice_is_transient() -> None:
     assert policy.judge(1.0, runs_of([1.2, 1.04]), threshold=0.05).status == "suspect"
     v = policy.judge(1.0, runs_of([1.2, 1.04]), threshold=0.05, still_seen=False)
     assert (v.status, v.reason, v.closed_at) == ("transient", "refuted", 1)
+    # Confirmed once, but the history as it stands holds no step there: closed, as --full has no alert.
+    v = policy.judge(1.0, runs_of([1.2, 1.2, 1.04]), threshold=0.05, still_seen=False)
+    assert (v.status, v.reason) == ("transient", "not_seen")
+    assert policy.judge(1.0, runs_of([1.2, 1.2, 1.0, 1.0, 1.0]), threshold=0.05, still_seen=False).status == "fixed"
 
 
 def test_a_transient_one_still_seen_reopens_on_three_confirming_runs() -> None:

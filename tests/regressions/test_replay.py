@@ -1,0 +1,131 @@
+"""One verdict, whatever the mode (issue 27.2): ingesting a history night by night, with the incremental
+`detect` after each night, ends in the statuses `detect --full` gives the whole history at once, on the
+vendored OpenBLAS history and on generated ones (steps, excursions that return, one-run events, version
+changes).
+
+Alerts are compared per series and commit. An alert only the nightly raised (a spike it saw as the newest
+run) must be closed, as it is to `--full`, which never flags it; apart from those the two stores hold the
+same alerts with the same statuses.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy.engine import Engine
+from sqlalchemy.orm import Session
+
+from db.engine import make_engine, upgrade
+from db.synthetic import write_synthetic_results
+from regressions.policy import OPEN_STATUSES
+from regressions.store import detect_store, regressions_frame
+
+Ingest = Callable[[Engine, list[Path]], None]
+ROOT = Path(__file__).resolve().parents[2]
+OPENBLAS = ROOT / "tests" / "fixtures" / "asv-openblas" / "results"
+Alerts = dict[tuple[str, str, str, str], str]  # (machine, benchmark, params_key, commit) -> status
+
+
+def alerts(engine: Engine) -> Alerts:
+    with Session(engine) as s:
+        frame = regressions_frame(s)
+    return {
+        (m, b, k, c): st
+        for m, b, k, c, st in zip(
+            frame["machine"], frame["benchmark"], frame["params_key"], frame["sha"], frame["status"], strict=True
+        )
+    }
+
+
+def nights(results: Path) -> list[list[Path]]:
+    """The results files of an asv results directory grouped by commit, in commit-date order."""
+    by_commit: dict[str, tuple[float, list[Path]]] = {}
+    for f in results.glob("*/*.json"):
+        if f.name == "machine.json":
+            continue
+        data = json.loads(f.read_text())
+        date, files = by_commit.setdefault(data["commit_hash"], (float(data["date"]), []))
+        files.append(f)
+    return [files for _date, files in sorted(by_commit.values(), key=lambda df: df[0])]
+
+
+def store(tmp_path: Path, name: str) -> Engine:
+    url = f"sqlite:///{tmp_path / name}"
+    upgrade(url)
+    return make_engine(url)
+
+
+def detect(engine: Engine, **kw: Any) -> None:
+    with Session(engine) as s, s.begin():
+        detect_store(s, **kw)
+
+
+def replay(tmp_path: Path, results: Path, ingest: Ingest, *, start: int) -> tuple[Alerts, Alerts]:
+    """(full, nightly): `--full` over the whole history, and the first ``start`` commits at once then one
+    commit a night with an incremental detect after each."""
+    staged = tmp_path / "staged"
+    keep = ("machine.json", "benchmarks.json")
+    shutil.copytree(results, staged, ignore=lambda _d, names: [n for n in names if n.endswith(".json") - (n in keep)])
+    full, nightly = store(tmp_path, "full.sqlite"), store(tmp_path, "nightly.sqlite")
+    ingest(full, [results])
+    detect(full, full=True)
+    groups = nights(results)
+    batches = [[f for g in groups[:start] for f in g], *groups[start:]]
+    for files in batches:
+        copies = [shutil.copy(f, staged / f.parent.name / f.name) for f in files]
+        ingest(nightly, [Path(c) for c in copies])
+        detect(nightly)
+    out = alerts(full), alerts(nightly)
+    full.dispose()
+    nightly.dispose()
+    return out
+
+
+def disagreements(full: Alerts, nightly: Alerts) -> list[str]:
+    out = []
+    for key in sorted(set(full) | set(nightly)):
+        a, b = full.get(key), nightly.get(key)
+        if a == b or (a is None and b not in OPEN_STATUSES):
+            continue
+        out.append(f"{key}: --full {a}, nightly {b}")
+    return out
+
+
+def test_synthetic_histories_replay_to_the_full_verdicts(tmp_path: Path, ingest: Ingest) -> None:
+    """Steps, an excursion that returns, a one-run event, a step at the newest commits, and a benchmark
+    version change followed by a step at the new version's second run."""
+    results = tmp_path / "results"
+    h = write_synthetic_results(
+        results, commits=48, series=12, seed=3,
+        steps={12: 1.25, 20: 1.3, 22: 1 / 1.3, 30: 1.4, 31: 1 / 1.4, 40: 1.15, 46: 1.2},
+    )  # fmt: skip
+    for f in (results / h.machine).glob("*.json"):
+        if f.name == "machine.json":
+            continue
+        data = json.loads(f.read_text())
+        if h.shas.index(data["commit_hash"]) >= 39:  # version change at 39, step at its second run (40)
+            version = data["result_columns"].index("version")
+            for row in data["results"].values():
+                row[version] = "e" * 64
+            f.write_text(json.dumps(data))
+    full, nightly = replay(tmp_path, results, ingest, start=8)
+    assert full and not disagreements(full, nightly)
+    commits = {k[3] for k, st in full.items()}
+    assert h.shas[40] in commits  # the step at the new version's second run is found
+    assert not any(st in OPEN_STATUSES for k, st in full.items() if k[3] in (h.shas[12], h.shas[20]))
+
+
+@pytest.mark.slow
+def test_openblas_replays_to_the_full_verdicts(tmp_path: Path, ingest: Ingest) -> None:
+    """The vendored third-party history, one machine, night by night from its 20th commit."""
+    results = tmp_path / "ob"
+    shutil.copytree(OPENBLAS, results, ignore=shutil.ignore_patterns("gha-aws-graviton", "gha-ubuntu-noble"))
+    full, nightly = replay(tmp_path, results, ingest, start=20)
+    assert len(full) > 20
+    bad = disagreements(full, nightly)
+    assert not bad, "\n".join(bad[:20])
