@@ -65,12 +65,15 @@ def detect(engine: Engine, **kw: Any) -> None:
         detect_store(s, **kw)
 
 
+def _results_files(_folder: str, names: list[str]) -> list[str]:
+    return [n for n in names if n.endswith(".json") and n not in ("machine.json", "benchmarks.json")]
+
+
 def replay(tmp_path: Path, results: Path, ingest: Ingest, *, start: int) -> tuple[Alerts, Alerts]:
     """(full, nightly): `--full` over the whole history, and the first ``start`` commits at once then one
     commit a night with an incremental detect after each."""
     staged = tmp_path / "staged"
-    keep = ("machine.json", "benchmarks.json")
-    shutil.copytree(results, staged, ignore=lambda _d, names: [n for n in names if n.endswith(".json") - (n in keep)])
+    shutil.copytree(results, staged, ignore=_results_files)
     full, nightly = store(tmp_path, "full.sqlite"), store(tmp_path, "nightly.sqlite")
     ingest(full, [results])
     detect(full, full=True)
