@@ -1,7 +1,6 @@
 """Alert groups in the store: step 6 of the pipeline in :mod:`regressions.store`. Regressions of one
 machine whose culprit ranges overlap share a group (``policy.best_group``), counted against the series
-measured at the group's commit (``policy.is_machine_wide``), and their verdicts are decided together
-(``policy.group_verdicts``). Sessions are the caller's.
+measured at the group's commit (``policy.is_machine_wide``). Sessions are the caller's.
 """
 
 from __future__ import annotations
@@ -11,7 +10,6 @@ from sqlalchemy.orm import Session
 
 from db.models import AlertGroup, Regression, Result, Run, utcnow
 from regressions import policy
-from regressions.policy import Verdict
 
 
 def assign_groups(session: Session, regs: list[Regression], pos: dict[int, int]) -> tuple[set[int], list[int]]:
@@ -91,21 +89,3 @@ def count_groups(session: Session, group_ids: set[int], provenance: list[int]) -
     for g in groups:
         g.series = counts.get((g.machine_id, g.commit_id), 0)
         g.machine_wide = policy.is_machine_wide(int(members.get(g.id, 0)), g.series)
-
-
-def judge_groups(session: Session, judged: list[tuple[Regression, Verdict]]) -> list[Verdict]:
-    """Step 7: the verdicts of members of one group decided together (``policy.group_verdicts``, with the
-    stored statuses of the members not examined now)."""
-    out = [v for _reg, v in judged]
-    by_group: dict[int, list[int]] = {}
-    for i, (reg, _v) in enumerate(judged):
-        if reg.group_id is not None:
-            by_group.setdefault(reg.group_id, []).append(i)
-    for gid, idx in by_group.items():
-        group = session.get(AlertGroup, gid)
-        here = {id(judged[i][0]) for i in idx}
-        peers = [r.status for r in (group.regressions if group is not None else []) if id(r) not in here]
-        decided = policy.group_verdicts([out[i] for i in idx], peers, bool(group is not None and group.machine_wide))
-        for i, v in zip(idx, decided, strict=True):
-            out[i] = v
-    return out

@@ -15,9 +15,10 @@ them.
 from __future__ import annotations
 
 import math
-from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+
+import numpy as np
 
 from regressions.detect import SeriesDetection
 from regressions.direction import UP_IS_WORSE
@@ -42,11 +43,11 @@ PERSON_STATUSES = (ACKNOWLEDGED, IGNORED)
 # Why detection closed an alert (``regression.close_reason``).
 REFUTED = "refuted"  # transient: runs of the new level came back
 NOT_SEEN = "not_seen"  # transient: the detector no longer sees the step, with the runs since
-MACHINE_EVENT = "machine_event"  # transient: most of its machine-wide group was refuted
+ONE_RUN_EVENT = "one_run_event"  # transient: most series of its machine or benchmark moved for that one run
 RETURNED = "returned"  # fixed: the level came back within the threshold
 SEGMENT_ENDED = "segment_ended"  # retired: the benchmark's asv version changed after it
 BENCHMARK_GONE = "benchmark_gone"  # retired: the benchmark no longer runs on its machine
-CLOSE_REASONS = (REFUTED, NOT_SEEN, MACHINE_EVENT, RETURNED, SEGMENT_ENDED, BENCHMARK_GONE)
+CLOSE_REASONS = (REFUTED, NOT_SEEN, ONE_RUN_EVENT, RETURNED, SEGMENT_ENDED, BENCHMARK_GONE)
 
 # Commits in a row whose level is back within half the threshold that make a confirmed alert fixed
 # (at the first of them), besides a later level the detector sees back within the threshold.
@@ -57,8 +58,8 @@ SAME_STEP_RUNS = 3
 # commit, and at least MACHINE_WIDE_MIN of them (two series moving together say little).
 MACHINE_WIDE_SHARE = 0.5
 MACHINE_WIDE_MIN = 3
-# Runs at the new level, each worse by the threshold, that confirm a member of a refuted machine-wide
-# group on its own (or reopen a transient alert the detector still sees).
+# Runs at the new level, each worse by the threshold, that confirm an alert at a one-run machine event on
+# its own (or reopen a transient alert the detector still sees).
 MACHINE_WIDE_CONFIRM = 3
 # A group is an event across benchmarks when it holds at least this many series of at least this many
 # benchmarks (and is not machine-wide): one cause, shown as one group.
@@ -184,28 +185,41 @@ def retire(verdict: Verdict, reason: str, at: int | None) -> Verdict:
     return Verdict(RETIRED, at, reason, verdict.confirming, verdict.runs)
 
 
-def group_verdicts(own: Sequence[Verdict], peers: Iterable[str], machine_wide: bool) -> list[Verdict]:
-    """Verdicts of a group's members decided together. ``own``: the verdicts of the members examined now;
-    ``peers``: statuses of the others.
+def one_run_events(
+    values: np.ndarray, *, threshold: float, direction: str = UP_IS_WORSE, before: int = 5
+) -> tuple[np.ndarray, np.ndarray]:
+    """Of one series' per-commit values (a segment, commit order): which commits can show a one-run
+    event (they have a commit after them), and which did: worse than the median of up to ``before``
+    commits before by more than the threshold, and the next commit back within half of it."""
+    z = np.log(np.asarray(values, dtype=float))
+    n = z.size
+    decidable = np.zeros(n, dtype=bool)
+    decidable[1:-1] = True
+    if n < 3:
+        return decidable, np.zeros(n, dtype=bool)
+    windows = np.lib.stride_tricks.sliding_window_view(np.r_[np.full(before, np.nan), z], before)[:n]
+    ref = np.full(n, np.nan)
+    ref[1:] = np.nanmedian(windows[1:], axis=1)  # median of up to ``before`` commits before each
+    sign = 1.0 if direction == UP_IS_WORSE else -1.0
+    delta = math.log1p(threshold)
+    hit = np.zeros(n, dtype=bool)
+    hit[1:-1] = (sign * (z[1:-1] - ref[1:-1]) > delta) & (sign * (z[2:] - ref[1:-1]) < 0.5 * delta)
+    return decidable, hit
 
-    - When most of a machine-wide group is refuted, a member confirmed by fewer than MACHINE_WIDE_CONFIRM
-      runs is transient too (the machine moved, noisy series with it).
-    - An undecided member measured twice or more follows the decided members (when they agree by
-      majority).
-    """
-    votes = Counter(v.status for v in own if v.status in (NEW, FIXED, TRANSIENT))
-    for status in peers:
-        votes[TRANSIENT if status == TRANSIENT else NEW] += status in (TRANSIENT, *FIXABLE_STATUSES, FIXED)
-    confirmed = votes[NEW] + votes[FIXED]
-    majority = TRANSIENT if votes[TRANSIENT] > confirmed else NEW if confirmed > votes[TRANSIENT] else None
-    out = []
-    for v in own:
-        if machine_wide and majority == TRANSIENT and v.status == NEW and v.confirming < MACHINE_WIDE_CONFIRM:
-            v = Verdict(TRANSIENT, v.closed_at, MACHINE_EVENT, v.confirming, v.runs)
-        elif v.status == SUSPECT and v.runs >= 2 and majority is not None:
-            v = Verdict(majority, None, MACHINE_EVENT if majority == TRANSIENT else None, v.confirming, v.runs)
-        out.append(v)
-    return out
+
+def is_one_run_event(decidable: int, hit: int) -> bool:
+    """A commit where most series of a machine, or of one benchmark on a machine (more than
+    MACHINE_WIDE_SHARE of those measured there and at the next commit, and at least MACHINE_WIDE_MIN), got
+    worse for that one run: the machine, or what the benchmark shares (a data file, a library), moved."""
+    return hit >= MACHINE_WIDE_MIN and hit > MACHINE_WIDE_SHARE * max(decidable, 1)
+
+
+def after_one_run_event(verdict: Verdict, next_pos: int | None) -> Verdict:
+    """An alert at a one-run event of its machine or benchmark (``is_one_run_event``) confirmed by fewer
+    than MACHINE_WIDE_CONFIRM runs is transient: the event is judged as one, noisy series with it."""
+    if verdict.status in (SUSPECT, NEW) and verdict.confirming < MACHINE_WIDE_CONFIRM:
+        return Verdict(TRANSIENT, next_pos, ONE_RUN_EVENT, verdict.confirming, verdict.runs)
+    return verdict
 
 
 def is_machine_wide(members: int, measured: int) -> bool:

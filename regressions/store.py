@@ -9,13 +9,13 @@ test_pipeline.py):
 2. ``segments.load_units``: their runs, pooled per commit, one unit per segment (asv version);
 3. ``segments.find_steps``: change points of every unit (:mod:`regressions.detect`); a new version whose
    first run sits at the old version's level is measured against that level;
-4. :func:`judge_unit`: stored alerts matched to the steps, and every alert's verdict from its segment's
-   runs (:mod:`regressions.policy`, the one place of the status rules), ended segments retired;
+4. :func:`one_run_events` and :func:`judge_unit`: one-run events from the data, stored alerts
+   matched to the steps, and every alert's verdict from its segment's runs (:mod:`regressions.policy`,
+   the one place of the status rules), ended segments retired;
 5. :func:`create_alerts`: rows for new steps, numbers of the steps seen again brought up to date;
 6. ``groups.assign_groups`` / ``groups.count_groups``: alert groups and whether they are machine-wide;
-7. ``groups.judge_groups``: members of a group decided together;
-8. :func:`apply`: the final statuses written (a person's status kept), events counted;
-9. :func:`retire_gone`: open alerts of benchmarks that no longer run.
+7. :func:`apply`: the final statuses written (a person's status kept), events counted;
+8. :func:`retire_gone`: open alerts of benchmarks that no longer run.
 
 The algorithms never see the database; this module is the only place that reads and writes it for them
 (result values read and pooled through regressions.results). Sessions are the caller's.
@@ -37,7 +37,7 @@ from db.models import Machine, Meta, Regression, Result, Run, utcnow
 from regressions import policy
 from regressions.config import Settings
 from regressions.detect import DEFAULT_PARAMS, DetectorParams, Step
-from regressions.groups import assign_groups, count_groups, judge_groups
+from regressions.groups import assign_groups, count_groups
 from regressions.listing import alert_columns, regressions_frame
 from regressions.policy import OPEN_STATUSES, RETIRED, TRANSIENT, Verdict
 from regressions.results import Key, commit_positions
@@ -149,11 +149,32 @@ def _match(step_runs: list[int], stored: list[tuple[int, Regression]]) -> dict[i
     return out
 
 
+def one_run_events(units: list[Unit]) -> dict[int, set[tuple[int, int]]]:
+    """Step 4a: per machine, one-run events (``policy.is_one_run_event``) as (benchmark id, position), the
+    benchmark id -1 where most series of the machine moved; from every loaded unit's per-commit values
+    (each commit decided once the next one is measured)."""
+    counts: dict[tuple[int, int, int], list[int]] = {}
+    for u in units:
+        decidable, hit = policy.one_run_events(u.values, threshold=u.threshold, direction=u.direction)
+        for p, h in zip(u.positions[decidable], hit[decidable], strict=True):
+            for bid in (-1, u.key[0]):
+                c = counts.setdefault((u.key[2], bid, int(p)), [0, 0])
+                c[0] += 1
+                c[1] += int(h)
+    out: dict[int, set[tuple[int, int]]] = {}
+    for (mid, bid, p), (d, h) in counts.items():
+        if policy.is_one_run_event(d, h):
+            out.setdefault(mid, set()).add((bid, p))
+    return out
+
+
 def _position(u: Unit, index: int | None) -> int | None:
     return None if index is None else int(u.positions[index])
 
 
-def judge_unit(u: Unit, found: Found, stored: list[Regression], pos: dict[int, int]) -> list[Judged]:
+def judge_unit(
+    u: Unit, found: Found, stored: list[Regression], pos: dict[int, int], events: set[tuple[int, int]] | None = None
+) -> list[Judged]:
     """Step 4: the unit's steps matched to its stored alerts, and each alert's verdict from the unit's runs
     from its commit on (``policy.judge``); an ended segment retires what is still open."""
     mine = [
@@ -185,6 +206,8 @@ def judge_unit(u: Unit, found: Found, stored: list[Regression], pos: dict[int, i
                 u, policy.level_back(found.levels, at, before, threshold=u.threshold, direction=u.direction)
             ),
         )
+        if events and not events.isdisjoint({(-1, int(u.positions[at])), (u.key[0], int(u.positions[at]))}):
+            verdict = policy.after_one_run_event(verdict, _position(u, at + 1 if at + 1 < u.positions.size else None))
         if u.ended_at is not None:
             verdict = policy.retire(verdict, policy.SEGMENT_ENDED, u.ended_at)
         if reg is None and verdict.status == TRANSIENT:
@@ -245,11 +268,11 @@ def _event(old: str, new: str) -> str | None:
     return {TRANSIENT: "transient", policy.FIXED: "fixed", RETIRED: "retired"}.get(new)
 
 
-def apply(judged: list[Judged], verdicts: list[Verdict], commit_at: np.ndarray, summary: DetectSummary) -> None:
+def apply(judged: list[Judged], commit_at: np.ndarray, summary: DetectSummary) -> None:
     """Step 8: write each final verdict (status, close reason and commit, fixed-at), a person's status kept
     (``policy.after_person``), and count what changed."""
-    for j, verdict in zip(judged, verdicts, strict=True):
-        reg = j.reg
+    for j in judged:
+        reg, verdict = j.reg, j.verdict
         assert reg is not None
         old = j.old_status
         v = verdict if old is None else policy.after_person(old, verdict)
@@ -345,9 +368,10 @@ def detect_store(
     if units:
         for reg in _stored(session, {u.key for u in units}):
             stored.setdefault((reg.benchmark_id, reg.params_key, reg.machine_id), []).append(reg)
+    events = one_run_events(units)
     judged = [
         j for u, found in zip(units, find_steps(units, params), strict=True)
-        for j in judge_unit(u, found, stored.get(u.key, []), pos)
+        for j in judge_unit(u, found, stored.get(u.key, []), pos, events.get(u.key[2]))
     ]  # fmt: skip
     considered = sc.machine_ids if sc.machine_ids is not None else list(session.execute(select(Machine.id)).scalars())
     gone = _gone(session, [int(m) for m in considered], bench)
@@ -359,7 +383,7 @@ def detect_store(
     ungrouped = [j.reg for j in judged if j.reg is not None and j.reg.group_id is None]
     touched, summary.groups = assign_groups(session, ungrouped, pos)
     count_groups(session, touched, provenance_ids(bench))
-    apply(judged, judge_groups(session, [(j.reg, j.verdict) for j in judged if j.reg is not None]), commit_at, summary)
+    apply(judged, commit_at, summary)
     retire_gone(session, gone, judged, summary)
     session.flush()
     summary.alerting = [

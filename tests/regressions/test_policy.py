@@ -3,6 +3,7 @@ statuses, group verdicts and group kinds; no detector, no store."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from regressions import policy
@@ -99,19 +100,22 @@ def test_retire_and_person_statuses() -> None:
     assert policy.after_person("suspect", fixed) == fixed
 
 
-def test_group_verdicts() -> None:
-    noisy = policy.Verdict("new", confirming=2, runs=3)
-    sure = policy.Verdict("new", confirming=3, runs=3)
-    refuted = policy.Verdict("transient", 1, "refuted", 1, 2)
-    undecided = policy.Verdict("suspect", confirming=1, runs=2)
-    # Machine-wide and mostly refuted: a member confirmed by fewer than MACHINE_WIDE_CONFIRM runs follows.
-    out = policy.group_verdicts([noisy, sure, refuted], ["transient", "transient"], machine_wide=True)
-    assert [v.status for v in out] == ["transient", "new", "transient"]
-    assert out[0].reason == "machine_event"
-    # Not machine-wide: each keeps its own; an undecided one measured twice follows the majority.
-    out = policy.group_verdicts([noisy, undecided], ["transient", "transient"], machine_wide=False)
-    assert [v.status for v in out] == ["new", "transient"]
-    assert [v.status for v in policy.group_verdicts([undecided], ["new"], machine_wide=False)] == ["new"]
+def test_one_run_machine_events_from_the_data() -> None:
+    values = np.array([1.0, 1.01, 0.99, 1.0, 1.3, 1.0, 1.01, 1.2, 1.21, 1.2])
+    decidable, hit = policy.one_run_events(values, threshold=0.05)
+    assert decidable.tolist() == [False] + [True] * 8 + [False]  # the newest waits for the next commit
+    assert np.flatnonzero(hit).tolist() == [4]  # a lasting step (7) is no one-run event
+    _, hit = policy.one_run_events(1 / values, threshold=0.05, direction=DOWN_IS_WORSE)
+    assert np.flatnonzero(hit).tolist() == [4]
+    assert policy.is_one_run_event(10, 6) and not policy.is_one_run_event(10, 5) and not policy.is_one_run_event(4, 2)
+
+
+def test_an_alert_at_a_machine_event_needs_three_runs_on_its_own() -> None:
+    two = policy.Verdict("new", confirming=2, runs=2)
+    assert policy.after_one_run_event(two, 31) == policy.Verdict("transient", 31, "one_run_event", 2, 2)
+    three = policy.Verdict("new", confirming=3, runs=3)
+    assert policy.after_one_run_event(three, 31) == three
+    assert policy.after_one_run_event(policy.Verdict("fixed", 30, "returned"), 31).status == "fixed"
 
 
 def test_group_kind_and_ranges() -> None:

@@ -129,6 +129,6 @@ def test_openblas_replays_to_the_full_verdicts(tmp_path: Path, ingest: Ingest) -
     results = tmp_path / "ob"
     shutil.copytree(OPENBLAS, results, ignore=shutil.ignore_patterns("gha-aws-graviton", "gha-ubuntu-noble"))
     full, nightly = replay(tmp_path, results, ingest, start=20)
-    assert len(full) > 20
+    assert len(full) >= 5 and len(nightly) > len(full)  # the nightly also saw spikes as newest runs
     bad = disagreements(full, nightly)
     assert not bad, "\n".join(bad[:20])
