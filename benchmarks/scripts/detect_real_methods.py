@@ -40,6 +40,8 @@ class Flag:
     status: str | None = None
     group: Any = None
     machine_wide: bool | None = None
+    parent: str | None = None  # mlaperf: the last commit at the old level (the culprit range starts after it)
+    group_kind: str | None = None  # mlaperf: machine-wide, event or series
 
     @property
     def key(self) -> SeriesKey:
@@ -99,6 +101,8 @@ class MlaperfStore:
                 status=r["status"],
                 group=r["group"],
                 machine_wide=r["machine_wide"],
+                parent=r.get("parent"),
+                group_kind=r.get("group_kind"),
             )
             for r in records
         ]
