@@ -427,3 +427,26 @@ def test_migration_keeps_old_regressions(tmp_path: Path, ingest: Ingest) -> None
     assert run(engine).new == [] and len(groups(engine)) == 1  # rules changed: a full pass groups them
     assert {x.group_id for x in stored(engine)} == {groups(engine)[0].id}
     engine.dispose()
+
+
+def test_an_event_across_benchmarks_is_one_group(engine: Engine, tmp_path: Path, ingest: Ingest) -> None:
+    """Issue 27.5: 60 series of two benchmarks 20% slower at one commit (of 150 measured: not machine-wide)
+    are one alert group of kind 'event', whose header range is the group's own."""
+    h = write_synthetic_results(tmp_path / "results", commits=30, series=150, seed=6)
+    hit = {"bench_synth.Synth000.time_case", "bench_synth.Synth002.time_case"}
+
+    def slower(bench: str, cols: dict[str, Any]) -> None:
+        if bench in hit:
+            cols["result"] = [None if v is None else v * 1.2 for v in cols["result"]]
+            cols["samples"] = None
+
+    for f in files_of(h, range(20, 30)):
+        edit_results(f, slower)
+    ingest(engine, [h.root])
+    r = run(engine, full=True)
+    assert len(r.new) == 60 and len(r.groups) == 1
+    with Session(engine) as s:
+        frame = regressions_frame(s)
+    assert set(frame["group_kind"]) == {"event"} and not frame["machine_wide"].any()
+    assert set(frame["group_commit"]) == {h.shas[20]} and set(frame["group_parent"]) == {h.shas[19]}
+    assert set(frame["group_size"]) == {60}
