@@ -558,6 +558,26 @@ def _event_row(events: list[EventResult], method: str, what: str) -> str:
     return f"{sum(e.after_flags == 0 for e in events)}/{len(events)} events no flag; {open_after} flags"
 
 
+def _confirmed_cell(t: StepTally, method: str) -> str:
+    if method == "mlaperf":
+        return f"{_pct(t.confirmed, t.confirmed_of)} new ({_status_text(t.confirmed_statuses)})"
+    return f"{_pct(t.confirmed, t.confirmed_of)} still flagged"
+
+
+def _event_and_case_rows(reports: dict[str, MethodReport], cases: CaseTally) -> list[tuple[str, list[str]]]:
+    """The table rows of the machine-wide events and of issue 27's cases."""
+    out = [
+        (name, [_event_row(_events(reports[m], where), m, what) for m in METHODS])
+        for name, where, what in (
+            ("machine-wide event inside: open alerts", "inside", "open"),
+            ("machine-wide event inside: groups", "inside", "groups"),
+            ("machine-wide event at the newest commit", "newest", "newest"),
+            ("  after one more clean run", "newest", "after"),
+        )
+    ]
+    return out + case_rows(cases, METHODS)
+
+
 def render(summary: dict[str, Any], reports: dict[str, MethodReport], opts: Options, cases: CaseTally) -> str:
     lines = [
         f"Detection on real noise: {summary['datasets_text']}; seed {opts.seed}, {opts.rounds} round(s), "
@@ -611,14 +631,7 @@ def render(summary: dict[str, Any], reports: dict[str, MethodReport], opts: Opti
         f"alert groups (steps at {step_commits} machine x commit)",
         (str(reports[m].steps.groups) for m in METHODS),
     )
-    conf = []
-    for m in METHODS:
-        t = reports[m].steps
-        if m == "mlaperf":
-            conf.append(f"{_pct(t.confirmed, t.confirmed_of)} new ({_status_text(t.confirmed_statuses)})")
-        else:
-            conf.append(f"{_pct(t.confirmed, t.confirmed_of)} still flagged")
-    row("newest-commit steps >= 7% after one more run", conf)
+    row("newest-commit steps >= 7% after one more run", (_confirmed_cell(reports[m].steps, m) for m in METHODS))
     row(
         "open flags on the unmodified histories (on flat series)",
         (
@@ -627,14 +640,7 @@ def render(summary: dict[str, Any], reports: dict[str, MethodReport], opts: Opti
             for m in METHODS
         ),
     )
-    for name, where, what in (
-        ("machine-wide event inside: open alerts", "inside", "open"),
-        ("machine-wide event inside: groups", "inside", "groups"),
-        ("machine-wide event at the newest commit", "newest", "newest"),
-        ("  after one more clean run", "newest", "after"),
-    ):
-        row(name, (_event_row(_events(reports[m], where), m, what) for m in METHODS))
-    for name, cells in case_rows(cases, METHODS):
+    for name, cells in _event_and_case_rows(reports, cases):
         row(name, cells)
     row(
         "detection time per history",
@@ -644,15 +650,14 @@ def render(summary: dict[str, Any], reports: dict[str, MethodReport], opts: Opti
             for m in METHODS
         ),
     )
-    lines.append("")
-    lines.extend(NOTES)
-    lines.append("")
-    lines.append(f"Goals (mlaperf at {summary['revision']}):")
-    for g in summary["goals"]:
-        lines.append(f"  {'PASS' if g['pass'] else 'FAIL'}  {g['goal']}: {g['value']}")
-    asv_goals = summary["asv_goals"]
-    lines.append("Same goals, asv.step_detect: " + ", ".join("PASS" if g["pass"] else "FAIL" for g in asv_goals))
-    return "\n".join(lines)
+    return "\n".join([*lines, "", *NOTES, "", *_goal_lines(summary)])
+
+
+def _goal_lines(summary: dict[str, Any]) -> list[str]:
+    lines = [f"Goals (mlaperf at {summary['revision']}):"]
+    lines += [f"  {'PASS' if g['pass'] else 'FAIL'}  {g['goal']}: {g['value']}" for g in summary["goals"]]
+    asv = ", ".join("PASS" if g["pass"] else "FAIL" for g in summary["asv_goals"])
+    return [*lines, f"Same goals, asv.step_detect: {asv}"]
 
 
 def to_json(
