@@ -11,6 +11,7 @@ same alerts with the same statuses.
 from __future__ import annotations
 
 import json
+import random
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -99,7 +100,20 @@ def disagreements(full: Alerts, nightly: Alerts) -> list[str]:
     return out
 
 
-def test_synthetic_histories_replay_to_the_full_verdicts(tmp_path: Path, ingest: Ingest) -> None:
+def bump_versions(results: Path, shas: list[str], machine: str, first: int) -> None:
+    """Every benchmark gets a new asv version from commit ``first`` on."""
+    for f in (results / machine).glob("*.json"):
+        if f.name == "machine.json":
+            continue
+        data = json.loads(f.read_text())
+        if shas.index(data["commit_hash"]) >= first:
+            version = data["result_columns"].index("version")
+            for row in data["results"].values():
+                row[version] = "e" * 64
+            f.write_text(json.dumps(data))
+
+
+def test_synthetic_history_replays_to_the_full_verdicts(tmp_path: Path, ingest: Ingest) -> None:
     """Steps, an excursion that returns, a one-run event, a step at the newest commits, and a benchmark
     version change followed by a step at the new version's second run."""
     results = tmp_path / "results"
@@ -107,20 +121,35 @@ def test_synthetic_histories_replay_to_the_full_verdicts(tmp_path: Path, ingest:
         results, commits=48, series=12, seed=3,
         steps={12: 1.25, 20: 1.3, 22: 1 / 1.3, 30: 1.4, 31: 1 / 1.4, 40: 1.15, 46: 1.2},
     )  # fmt: skip
-    for f in (results / h.machine).glob("*.json"):
-        if f.name == "machine.json":
-            continue
-        data = json.loads(f.read_text())
-        if h.shas.index(data["commit_hash"]) >= 39:  # version change at 39, step at its second run (40)
-            version = data["result_columns"].index("version")
-            for row in data["results"].values():
-                row[version] = "e" * 64
-            f.write_text(json.dumps(data))
+    bump_versions(results, h.shas, h.machine, 39)  # version change at 39, step at its second run (40)
     full, nightly = replay(tmp_path, results, ingest, start=8)
     assert full and not disagreements(full, nightly)
-    commits = {k[3] for k, st in full.items()}
-    assert h.shas[40] in commits  # the step at the new version's second run is found
-    assert not any(st in OPEN_STATUSES for k, st in full.items() if k[3] in (h.shas[12], h.shas[20]))
+    at = {h.shas.index(k[3]): st for k, st in full.items()}
+    assert at == {12: "retired", 20: "fixed", 40: "new", 46: "new"}  # 30: a spike, never flagged by --full
+    assert {h.shas.index(k[3]): st for k, st in nightly.items()}[30] == "transient"
+
+
+@pytest.mark.parametrize("seed", [11, 12, 13, 14])
+def test_generated_histories_replay_to_the_full_verdicts(tmp_path: Path, ingest: Ingest, seed: int) -> None:
+    """The property on random histories: steps and reverts of random sizes at random commits (one-run
+    spikes, two-run excursions, lasting steps), maybe a version change."""
+    rng = random.Random(seed)
+    n = 40
+    steps: dict[int, float] = {}
+    for c in sorted(rng.sample(range(6, n), 5)):
+        factor = (1 + rng.uniform(0.06, 0.4)) ** rng.choice([1, -1])  # slower or faster
+        steps[c] = steps.get(c, 1.0) * factor
+        if rng.random() < 0.5 and c + 1 < n:  # undone one or two commits later
+            back = c + rng.choice([1, 2])
+            if back < n:
+                steps[back] = steps.get(back, 1.0) / factor
+    results = tmp_path / "results"
+    h = write_synthetic_results(results, commits=n, series=6, seed=seed, steps=steps)
+    if rng.random() < 0.5:
+        bump_versions(results, h.shas, h.machine, rng.randrange(15, n - 5))
+    full, nightly = replay(tmp_path, results, ingest, start=6)
+    bad = disagreements(full, nightly)
+    assert full and not bad, f"steps {steps}:\n" + "\n".join(bad[:10])
 
 
 @pytest.mark.slow
