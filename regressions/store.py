@@ -236,7 +236,8 @@ def create_alerts(session: Session, judged: list[Judged], commit_at: np.ndarray,
     for j in judged:
         reg, step, u = j.reg, j.step, j.unit
         if reg is not None:
-            if step is not None and reg.status != policy.IGNORED and _numbers(reg, step):
+            moved = step is not None and reg.status != policy.IGNORED and _numbers(reg, step)
+            if moved and reg.status in OPEN_STATUSES:
                 summary.updated.append(reg.id)
             if j.move and step is not None:
                 reg.commit_id = int(commit_at[int(u.positions[step.index])])
@@ -267,7 +268,7 @@ def _event(old: str, new: str) -> str | None:
 
 
 def apply(judged: list[Judged], commit_at: np.ndarray, summary: DetectSummary) -> None:
-    """Step 8: write each final verdict (status, close reason and commit, fixed-at), a person's status kept
+    """Step 7: write each final verdict (status, close reason and commit, fixed-at), a person's status kept
     (``policy.after_person``), and count what changed."""
     for j in judged:
         reg, verdict = j.reg, j.verdict
@@ -287,7 +288,7 @@ def apply(judged: list[Judged], commit_at: np.ndarray, summary: DetectSummary) -
             getattr(summary, event).append(reg.id)
 
 
-# --- 9. benchmarks gone ---------------------------------------------------------------------------------
+# --- 8. benchmarks gone ---------------------------------------------------------------------------------
 
 
 def _gone(session: Session, machine_ids: list[int], bench: Benchmarks) -> dict[int, tuple[int, set[int]]]:
@@ -316,7 +317,7 @@ def _gone(session: Session, machine_ids: list[int], bench: Benchmarks) -> dict[i
 def retire_gone(
     session: Session, gone: dict[int, tuple[int, set[int]]], judged: list[Judged], summary: DetectSummary
 ) -> None:
-    """Step 9: open alerts not judged this run whose benchmark no longer runs on their machine retire."""
+    """Step 8: open alerts not judged this run whose benchmark no longer runs on their machine retire."""
     here = {id(j.reg) for j in judged}
     for mid, (newest, benchmarks) in gone.items():
         if not benchmarks:
