@@ -43,7 +43,7 @@ PERSON_STATUSES = (ACKNOWLEDGED, IGNORED)
 # Why detection closed an alert (``regression.close_reason``).
 REFUTED = "refuted"  # transient: runs of the new level came back
 NOT_SEEN = "not_seen"  # transient: the detector no longer sees the step, with the runs since
-ONE_RUN_EVENT = "one_run_event"  # transient: most series of its machine moved for that one run
+ONE_RUN_EVENT = "one_run_event"  # transient: most series of its machine (or benchmark) moved for that one run
 RETURNED = "returned"  # fixed: the level came back within the threshold
 SEGMENT_ENDED = "segment_ended"  # retired: the benchmark's asv version changed after it
 BENCHMARK_GONE = "benchmark_gone"  # retired: the benchmark no longer runs on its machine
@@ -208,15 +208,19 @@ def one_run_events(
 
 
 def is_one_run_event(decidable: int, hit: int) -> bool:
-    """A commit where most series of a machine (more than MACHINE_WIDE_SHARE of those measured there and at
-    the next commit, and at least MACHINE_WIDE_MIN) got worse for that one run: the machine moved."""
+    """A commit where most of a set of series (a machine's, or one benchmark's on a machine: more than
+    MACHINE_WIDE_SHARE of those measured there and at the next commit, and at least MACHINE_WIDE_MIN) got
+    worse for that one run: the machine, or what the benchmark's cases share, moved."""
     return hit >= MACHINE_WIDE_MIN and hit > MACHINE_WIDE_SHARE * max(decidable, 1)
 
 
-def after_one_run_event(verdict: Verdict, next_pos: int | None) -> Verdict:
-    """An alert at a one-run event of its machine (``is_one_run_event``) confirmed by fewer than
-    MACHINE_WIDE_CONFIRM runs is transient: the machine moved, noisy series with it."""
-    if verdict.status in (SUSPECT, NEW) and verdict.confirming < MACHINE_WIDE_CONFIRM:
+def after_one_run_event(verdict: Verdict, next_pos: int | None, *, machine_wide: bool) -> Verdict:
+    """An alert at a one-run event (``is_one_run_event``): of its machine, one confirmed by fewer than
+    MACHINE_WIDE_CONFIRM runs is transient (the machine moved, noisy series with it); of its benchmark
+    only, one still undecided after two runs is (a real step there is confirmed by its own runs)."""
+    weak = verdict.status in (SUSPECT, NEW) and verdict.confirming < MACHINE_WIDE_CONFIRM
+    undecided = verdict.status == SUSPECT and verdict.runs >= 2
+    if weak if machine_wide else undecided:
         return Verdict(TRANSIENT, next_pos, ONE_RUN_EVENT, verdict.confirming, verdict.runs)
     return verdict
 

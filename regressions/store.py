@@ -149,20 +149,22 @@ def _match(step_runs: list[int], stored: list[tuple[int, Regression]]) -> dict[i
     return out
 
 
-def one_run_events(units: list[Unit]) -> dict[int, set[int]]:
-    """Step 4a: per machine, the positions of one-run machine events (``policy.is_one_run_event``), from
-    every loaded unit's per-commit values (each commit decided once the next one is measured)."""
-    counts: dict[tuple[int, int], list[int]] = {}
+def one_run_events(units: list[Unit]) -> dict[int, set[tuple[int, int]]]:
+    """Step 4a: per machine, one-run events (``policy.is_one_run_event``) as (benchmark id, position), -1
+    for an event of the whole machine; from every loaded unit's per-commit values (each commit decided once
+    the next one is measured)."""
+    counts: dict[tuple[int, int, int], list[int]] = {}
     for u in units:
         decidable, hit = policy.one_run_events(u.values, threshold=u.threshold, direction=u.direction)
         for p, h in zip(u.positions[decidable], hit[decidable], strict=True):
-            c = counts.setdefault((u.key[2], int(p)), [0, 0])
-            c[0] += 1
-            c[1] += int(h)
-    out: dict[int, set[int]] = {}
-    for (mid, p), (d, h) in counts.items():
+            for bid in (-1, u.key[0]):
+                c = counts.setdefault((u.key[2], bid, int(p)), [0, 0])
+                c[0] += 1
+                c[1] += int(h)
+    out: dict[int, set[tuple[int, int]]] = {}
+    for (mid, bid, p), (d, h) in counts.items():
         if policy.is_one_run_event(d, h):
-            out.setdefault(mid, set()).add(p)
+            out.setdefault(mid, set()).add((bid, p))
     return out
 
 
@@ -171,7 +173,7 @@ def _position(u: Unit, index: int | None) -> int | None:
 
 
 def judge_unit(
-    u: Unit, found: Found, stored: list[Regression], pos: dict[int, int], events: set[int] | None = None
+    u: Unit, found: Found, stored: list[Regression], pos: dict[int, int], events: set[tuple[int, int]] | None = None
 ) -> list[Judged]:
     """Step 4: the unit's steps matched to its stored alerts, and each alert's verdict from the unit's runs
     from its commit on (``policy.judge``); an ended segment retires what is still open."""
@@ -204,8 +206,10 @@ def judge_unit(
                 u, policy.level_back(found.levels, at, before, threshold=u.threshold, direction=u.direction)
             ),
         )
-        if events and int(u.positions[at]) in events:
-            verdict = policy.after_one_run_event(verdict, _position(u, at + 1 if at + 1 < u.positions.size else None))
+        here = int(u.positions[at])
+        if events and ((-1, here) in events or (u.key[0], here) in events):
+            nxt = _position(u, at + 1 if at + 1 < u.positions.size else None)
+            verdict = policy.after_one_run_event(verdict, nxt, machine_wide=(-1, here) in events)
         if u.ended_at is not None:
             verdict = policy.retire(verdict, policy.SEGMENT_ENDED, u.ended_at)
         if reg is None and verdict.status == TRANSIENT:

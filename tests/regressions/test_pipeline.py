@@ -57,15 +57,21 @@ def test_find_steps_never_flags_the_version_boundary() -> None:
     assert not [s for s in find_steps([old, new])[1].steps if s.regression]
 
 
-def test_one_run_events_per_machine() -> None:
+def test_one_run_events_per_machine_and_benchmark() -> None:
+    """Machine 1: four of six series (one benchmark each) spike at 7, an event of the machine. Machine 2: the
+    three series of benchmark 9 spike at 5, less than half of the machine's ten: an event of benchmark 9."""
     units = []
     for b in range(6):
         values = noisy(12)
         if b < 4:
-            values[7] *= 1.3  # four of six series of machine 1, one run
+            values[7] *= 1.3
         units.append(unit(values, key=(b, "{}", 1)))
-    events = one_run_events(units)
-    assert events == {1: {7}}
+    for k in range(10):
+        values = noisy(12)
+        if k < 3:
+            values[5] *= 1.3
+        units.append(unit(values, key=(9 if k < 3 else 20 + k, f'{{"k": {k}}}', 2)))
+    assert one_run_events(units) == {1: {(-1, 7)}, 2: {(9, 5)}}
 
 
 def test_judge_unit_flags_retires_and_closes() -> None:

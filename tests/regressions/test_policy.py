@@ -112,10 +112,17 @@ def test_one_run_machine_events_from_the_data() -> None:
 
 def test_an_alert_at_a_machine_event_needs_three_runs_on_its_own() -> None:
     two = policy.Verdict("new", confirming=2, runs=2)
-    assert policy.after_one_run_event(two, 31) == policy.Verdict("transient", 31, "one_run_event", 2, 2)
+    wide = {"machine_wide": True}
+    assert policy.after_one_run_event(two, 31, **wide) == policy.Verdict("transient", 31, "one_run_event", 2, 2)
     three = policy.Verdict("new", confirming=3, runs=3)
-    assert policy.after_one_run_event(three, 31) == three
-    assert policy.after_one_run_event(policy.Verdict("fixed", 30, "returned"), 31).status == "fixed"
+    assert policy.after_one_run_event(three, 31, **wide) == three
+    assert policy.after_one_run_event(policy.Verdict("fixed", 30, "returned"), 31, **wide).status == "fixed"
+    # An event of the benchmark only: a confirmed alert keeps its verdict; one still undecided follows.
+    assert policy.after_one_run_event(two, 31, machine_wide=False) == two
+    undecided = policy.Verdict("suspect", confirming=1, runs=2)
+    assert policy.after_one_run_event(undecided, 31, machine_wide=False).status == "transient"
+    once = policy.Verdict("suspect", confirming=1, runs=1)
+    assert policy.after_one_run_event(once, None, machine_wide=False) == once
 
 
 def test_group_kind_and_ranges() -> None:
