@@ -197,9 +197,11 @@ def one_run_events(
     decidable[1:-1] = True
     if n < 3:
         return decidable, np.zeros(n, dtype=bool)
-    windows = np.lib.stride_tricks.sliding_window_view(np.r_[np.full(before, np.nan), z], before)[:n]
-    ref = np.full(n, np.nan)
-    ref[1:] = np.nanmedian(windows[1:], axis=1)  # median of up to ``before`` commits before each
+    ref = np.full(n, np.nan)  # median of up to ``before`` commits before each
+    for i in range(1, min(before, n)):
+        ref[i] = float(np.median(z[:i]))
+    if n > before:
+        ref[before:] = np.median(np.lib.stride_tricks.sliding_window_view(z[:-1], before), axis=1)
     sign = 1.0 if direction == UP_IS_WORSE else -1.0
     delta = math.log1p(threshold)
     hit = np.zeros(n, dtype=bool)

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import pandas as pd
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
@@ -147,24 +148,45 @@ def load_units(session: Session, sc: Scope, pos: dict[int, int], bench: Benchmar
         return []
     df = per_commit(runs)
     keys = ["benchmark_id", "params_key", "machine_id"]
-    by_run = {k: g for k, g in runs.groupby(keys, sort=False)}
+    run_slices, run_pos, run_val = _runs_by_series(runs, keys)
+    unit_id = df.groupby([*keys, "segment"], sort=False).ngroup().to_numpy()  # rows of a unit are contiguous
+    starts = np.flatnonzero(np.r_[True, unit_id[1:] != unit_id[:-1]])
+    bids, pkeys, mids = (df[k].to_numpy() for k in keys)
+    all_pos, all_val = df["pos"].to_numpy(), df["value"].to_numpy(dtype=float)
     units: list[Unit] = []
-    for (bid, pkey, mid, _seg), g in df.groupby([*keys, "segment"], sort=True):
-        key = (int(bid), str(pkey), int(mid))
-        name, unit = bench.get(key[0], (str(bid), None))
-        positions = g["pos"].to_numpy()
-        mine = by_run[key]
-        mine = mine[(mine["pos"] >= positions[0]) & (mine["pos"] <= positions[-1])]
+    for a, b in zip(starts, [*starts[1:], len(df)], strict=True):
+        key = (int(bids[a]), str(pkeys[a]), int(mids[a]))
+        name, unit = bench.get(key[0], (str(key[0]), None))
+        positions = all_pos[a:b]
+        lo, hi = run_slices[key]
+        first, last = lo + np.searchsorted(run_pos[lo:hi], [positions[0], positions[-1] + 1])
         per_pos: dict[int, list[float]] = {}
-        for p, v in zip(mine["pos"].to_numpy(), mine["value"].to_numpy(), strict=True):
-            per_pos.setdefault(int(p), []).append(float(v))
-        u = Unit(key, positions, g["value"].to_numpy(dtype=float), per_pos, settings.threshold_for(name),
+        for p, v in zip(run_pos[first:last].tolist(), run_val[first:last].tolist(), strict=True):
+            per_pos.setdefault(p, []).append(v)
+        u = Unit(key, positions, all_val[a:b], per_pos, settings.threshold_for(name),
                  direction_for(name, unit, settings))  # fmt: skip
         if units and units[-1].key == key:
             units[-1].ended_at = int(positions[0])
             u.previous = units[-1]
         units.append(u)
     return units
+
+
+def _runs_by_series(
+    runs: pd.DataFrame, keys: list[str]
+) -> tuple[dict[tuple[int, str, int], tuple[int, int]], np.ndarray, np.ndarray]:
+    """Every run's position and value, sorted by series then position, and each series' slice of them."""
+    series_id = runs.groupby(keys, sort=False).ngroup().to_numpy()
+    pos = runs["pos"].to_numpy(dtype=np.int64)
+    order = np.lexsort((pos, series_id))
+    sid, pos, val = series_id[order], pos[order], runs["value"].to_numpy(dtype=float)[order]
+    starts = np.flatnonzero(np.r_[True, sid[1:] != sid[:-1]])
+    bids, pkeys, mids = (runs[k].to_numpy()[order] for k in keys)
+    slices = {
+        (int(bids[a]), str(pkeys[a]), int(mids[a])): (int(a), int(b))
+        for a, b in zip(starts, [*starts[1:], len(sid)], strict=True)
+    }
+    return slices, pos, val
 
 
 # --- 3. find --------------------------------------------------------------------------------------------
