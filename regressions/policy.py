@@ -189,19 +189,18 @@ def one_run_events(
     values: np.ndarray, *, threshold: float, direction: str = UP_IS_WORSE, before: int = 5
 ) -> tuple[np.ndarray, np.ndarray]:
     """Of one series' per-commit values (a segment, commit order): which commits can show a one-run
-    event (they have a commit after them), and which did: worse than the median of up to ``before``
-    commits before by more than the threshold, and the next commit back within half of it."""
+    event (they have a commit after them), and which did: worse than the median of the ``before`` commits
+    before (the segment's first standing in for those before it) by more than the threshold, and the next
+    commit back within half of it."""
     z = np.log(np.asarray(values, dtype=float))
     n = z.size
     decidable = np.zeros(n, dtype=bool)
     decidable[1:-1] = True
     if n < 3:
         return decidable, np.zeros(n, dtype=bool)
-    ref = np.full(n, np.nan)  # median of up to ``before`` commits before each
-    for i in range(1, min(before, n)):
-        ref[i] = float(np.median(z[:i]))
-    if n > before:
-        ref[before:] = np.median(np.lib.stride_tricks.sliding_window_view(z[:-1], before), axis=1)
+    # Median of the ``before`` commits before each, the first commit standing in for those before it.
+    padded = np.r_[np.full(before - 1, z[0]), z[:-1]]
+    ref = np.r_[np.nan, np.median(np.lib.stride_tricks.sliding_window_view(padded, before), axis=1)]
     sign = 1.0 if direction == UP_IS_WORSE else -1.0
     delta = math.log1p(threshold)
     hit = np.zeros(n, dtype=bool)
