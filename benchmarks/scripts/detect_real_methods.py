@@ -91,7 +91,8 @@ class MlaperfStore:
         seconds = time.perf_counter() - start
         if rc not in (0, 1):
             raise RuntimeError(f"mlaperf {' '.join(argv)} exited {rc}: {err.getvalue().strip()[-2000:]}")
-        records = json.loads(out.getvalue() or "{}").get("regressions", [])
+        doc = json.loads(out.getvalue() or "{}")
+        records = doc.get("regressions", []) if isinstance(doc, dict) else doc  # a list before version 2
         flags = [
             Flag(
                 machine=r["machine"],
