@@ -61,12 +61,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "benchmark on its own) over commits, store the regressions beyond the threshold at the commit "
         "where they begin, grouped per machine and commit range, and list the open ones. A step seen only "
         "in the newest run is 'suspect' until a later run or a re-run of its commit confirms it ('new') or "
-        "refutes it ('transient'); one that came back is 'fixed'; open ones of benchmarks that no longer "
-        "run are 'retired'. Re-running never flags a step twice; only series with results newer than the "
-        "last run are re-examined, unless --full. Exit status: 0 (also when only suspects are open), 1 with "
-        "--fail-on-new when this run flagged or confirmed a regression, 2 bad usage or input, 3 internal "
-        "error. --list only lists what is stored (read-only: works on a store this process may not write). "
-        "Rules: docs/detection.md.",
+        "refutes it ('transient'); one whose level came back for 3 commits is 'fixed'; open ones of an asv "
+        "version that ended or of benchmarks that no longer run are 'retired'; each closed one keeps why "
+        "(close_reason) and where (closed_at). Night by night ends in the statuses of --full. Re-running never "
+        "flags a step twice; only series with results newer than the last run are re-examined, unless --full. "
+        "--json prints a versioned document (version, summary, groups, regressions). Exit status: 0 (also "
+        "when only suspects are open), 1 with --fail-on-new when this run flagged or confirmed a regression, "
+        "2 bad usage or input, 3 internal error. --list only lists what is stored (read-only: works on a "
+        "store this process may not write). Rules: docs/detection.md.",
     )
     _add_common(d)
     d.add_argument("--machine", metavar="M", help="only this machine's series")
@@ -100,13 +102,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
     c = subparsers.add_parser(
         "compare",
-        help="compare two commits (pull request head against base); exit 1 on regression or failure",
+        help="compare two commits (pull request head against base); exit 1 on regression, failure or missing case",
         description="Compare every series of BASE and HEAD on each machine that ran both. A regression is a "
         "slowdown beyond the threshold that is also significant (Mann-Whitney U on the samples, and the "
         "run-to-run noise of the series' history). Each series is improved, regressed, unchanged, failed "
-        "(no result where it ran), new (only on HEAD), removed (only on BASE) or not run. Prints the "
+        "(no result where it ran), missing (measured on BASE, absent or skipped on HEAD while its asv module "
+        "ran, the removal not declared by a new asv version or [tool.mlaperf] removed), new (only on HEAD), "
+        "removed (only on BASE, declared) or not run. Prints the "
         f"markdown of the PR comment (escaped, under {MAX_BODY_CHARS:,} characters: the least severe rows "
-        "are left out first), or JSON with --json. Exit status: 0 no regression, 1 a regression or a "
+        "are left out first), or JSON with --json. Exit status: 0 no regression, 1 a regression, a missing or a "
         "failed benchmark, 2 bad usage or input (e.g. an unknown commit), 3 internal error.",
     )
     c.add_argument("base", metavar="BASE", help="base commit: full sha, unique prefix, or git ref")
