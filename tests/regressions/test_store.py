@@ -452,3 +452,19 @@ def test_an_event_across_benchmarks_is_one_group(engine: Engine, tmp_path: Path,
     assert set(frame["group_kind"]) == {"event"} and not frame["machine_wide"].any()
     assert set(frame["group_commit"]) == {h.shas[20]} and set(frame["group_parent"]) == {h.shas[19]}
     assert set(frame["group_size"]) == {60}
+
+
+def test_numbers_follow_the_level_as_it_settles(engine: Engine, tmp_path: Path, ingest: Ingest) -> None:
+    """Issue 27.4: a step seen first as 4.95x (one run) that settles at 1.11x: once confirmed, before/after/
+    ratio/p are the settled level's, not the first night's."""
+    h = write_synthetic_results(tmp_path / "results", commits=36, series=SERIES, steps={30: 4.95, 31: 1.11 / 4.95})
+    ingest(engine, files_of(h, range(31)))
+    run(engine)
+    assert all(x.ratio == pytest.approx(4.95, rel=0.02) for x in stored(engine))
+    assert statuses(engine) == {"suspect": SERIES}
+    ingest(engine, files_of(h, range(31, 36)))
+    r = run(engine)
+    regs = stored(engine)
+    assert statuses(engine) == {"new": SERIES} and sorted(r.updated) == sorted(x.id for x in regs)
+    assert all(x.ratio == pytest.approx(1.11, rel=0.02) and x.after / x.before == pytest.approx(x.ratio) for x in regs)
+    assert {sha_of(engine, x.commit_id) for x in regs} == {h.shas[30]}
