@@ -109,17 +109,26 @@ def _lookback_windows(session: Session, machine_ids: Iterable[int], lookback: in
 @dataclass
 class Unit:
     """One segment (asv version) of one series: its commits (positions in history, oldest first), the
-    median of each commit's runs, every run's value per position, and how it is judged. ``ended_at``: the
-    position of the next version's first run (None: the segment is the series' newest)."""
+    median of each commit's runs, every run (position and value, in position order), and how it is judged.
+    ``ended_at``: the position of the next version's first run (None: the segment is the series' newest)."""
 
     key: Key
     positions: np.ndarray
     values: np.ndarray
-    runs: dict[int, list[float]]
+    run_pos: np.ndarray
+    run_val: np.ndarray
     threshold: float
     direction: str
     ended_at: int | None = None
     previous: Unit | None = None  # the segment before it, when loaded
+
+    def runs_from(self, index: int) -> list[tuple[int, list[float]]]:
+        """(position, values of its runs) of every commit from ``positions[index]`` on, in order."""
+        first = int(np.searchsorted(self.run_pos, self.positions[index]))
+        per_pos: dict[int, list[float]] = {int(p): [] for p in self.positions[index:]}
+        for p, v in zip(self.run_pos[first:].tolist(), self.run_val[first:].tolist(), strict=True):
+            per_pos[p].append(v)
+        return list(per_pos.items())
 
 
 def load_benchmarks(session: Session) -> Benchmarks:
@@ -160,11 +169,8 @@ def load_units(session: Session, sc: Scope, pos: dict[int, int], bench: Benchmar
         positions = all_pos[a:b]
         lo, hi = run_slices[key]
         first, last = lo + np.searchsorted(run_pos[lo:hi], [positions[0], positions[-1] + 1])
-        per_pos: dict[int, list[float]] = {}
-        for p, v in zip(run_pos[first:last].tolist(), run_val[first:last].tolist(), strict=True):
-            per_pos.setdefault(p, []).append(v)
-        u = Unit(key, positions, all_val[a:b], per_pos, settings.threshold_for(name),
-                 direction_for(name, unit, settings))  # fmt: skip
+        u = Unit(key, positions, all_val[a:b], run_pos[first:last], run_val[first:last],
+                 settings.threshold_for(name), direction_for(name, unit, settings))  # fmt: skip
         if units and units[-1].key == key:
             units[-1].ended_at = int(positions[0])
             u.previous = units[-1]

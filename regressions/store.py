@@ -195,7 +195,7 @@ def judge_unit(
     for i, step, reg, parent in todo:
         at = step.index if step is not None else i
         before = step.before if step is not None else reg.before  # type: ignore[union-attr]
-        runs = [(int(p), u.runs.get(int(p), [])) for p in u.positions[at:]]
+        runs = u.runs_from(at)
         verdict = policy.judge(
             before,
             runs,

@@ -30,8 +30,8 @@ RNG = np.random.default_rng(5)
 
 def unit(values: list[float], *, start: int = 0, key: tuple[int, str, int] = (1, "{}", 1), **kw: Any) -> Unit:
     positions = np.arange(start, start + len(values))
-    runs = {int(p): [float(v)] for p, v in zip(positions, values, strict=True)}
-    return Unit(key, positions, np.asarray(values, dtype=float), runs, 0.05, "up_is_worse", **kw)
+    v = np.asarray(values, dtype=float)
+    return Unit(key, positions, v, positions, v, 0.05, "up_is_worse", **kw)
 
 
 def noisy(n: int, level: float = 1e-4) -> list[float]:
