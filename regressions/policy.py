@@ -109,18 +109,20 @@ def judge(
     it stands holds no such step, which is what ``--full`` says of it.
     """
     delta = math.log1p(threshold)
+    half = 0.5 * delta
+    sign, base = (1.0 if direction == UP_IS_WORSE else -1.0), math.log(before)
     confirm = refute = total = back = 0
     status, closed_at, reason = SUSPECT, None, None
     back_from: int | None = None
     for pos, values in runs:
-        worse = [_worse(v, before, direction) for v in values if v > 0 and math.isfinite(v)]
+        worse = sorted(sign * (math.log(v) - base) for v in values if v > 0 and math.isfinite(v))
         if not worse:
             continue
         total += len(worse)
         confirm += sum(w > delta for w in worse)
-        refute += sum(w < 0.5 * delta for w in worse)
+        refute += sum(w < half for w in worse)
         if status == NEW:
-            back = back + 1 if sorted(worse)[len(worse) // 2] < 0.5 * delta else 0
+            back = back + 1 if worse[len(worse) // 2] < half else 0
             back_from = pos if back == 1 else back_from
             if back >= RETURN_RUNS:
                 status, closed_at, reason = FIXED, back_from, RETURNED

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import pandas as pd
 from sqlalchemy import select, tuple_
 from sqlalchemy.orm import Session
 
@@ -153,18 +154,21 @@ def one_run_events(units: list[Unit]) -> dict[int, set[tuple[int, int]]]:
     """Step 4a: per machine, one-run events (``policy.is_one_run_event``) as (benchmark id, position), -1
     for an event of the whole machine; from every loaded unit's per-commit values (each commit decided once
     the next one is measured)."""
-    counts: dict[tuple[int, int, int], list[int]] = {}
+    parts = []
     for u in units:
         decidable, hit = policy.one_run_events(u.values, threshold=u.threshold, direction=u.direction)
-        for p, h in zip(u.positions[decidable], hit[decidable], strict=True):
-            for bid in (-1, u.key[0]):
-                c = counts.setdefault((u.key[2], bid, int(p)), [0, 0])
-                c[0] += 1
-                c[1] += int(h)
+        n = int(decidable.sum())
+        parts.append((np.full(n, u.key[2]), np.full(n, u.key[0]), u.positions[decidable], hit[decidable]))
+    if not parts:
+        return {}
+    mid, bid, pos, hit = (np.concatenate(column) for column in zip(*parts, strict=True))
+    frame = pd.DataFrame({"mid": mid, "bid": bid, "pos": pos, "hit": hit.astype(np.int64)})
     out: dict[int, set[tuple[int, int]]] = {}
-    for (mid, bid, p), (d, h) in counts.items():
-        if policy.is_one_run_event(d, h):
-            out.setdefault(mid, set()).add((bid, p))
+    for scope_bid, keys in ((True, ["mid", "pos"]), (False, ["mid", "bid", "pos"])):
+        counts = frame.groupby(keys, sort=False)["hit"].agg(["size", "sum"]).reset_index()
+        for row in counts[counts["sum"] > 0].itertuples(index=False):
+            if policy.is_one_run_event(int(row.size), int(row.sum)):
+                out.setdefault(int(row.mid), set()).add((-1 if scope_bid else int(row.bid), int(row.pos)))
     return out
 
 
