@@ -305,11 +305,15 @@ class Regression(Base):
     assignee: Mapped[str | None] = mapped_column(String(255))
     issue_url: Mapped[str | None] = mapped_column(String(1024))
     status_by: Mapped[str | None] = mapped_column(String(255))
+    # Why detection closed it (regressions.policy.CLOSE_REASONS; NULL while open) and at which commit.
+    close_reason: Mapped[str | None] = mapped_column(String(32))
+    closed_commit_id: Mapped[int | None] = mapped_column(ForeignKey("commit.id", ondelete="SET NULL"))
 
     benchmark: Mapped[Benchmark] = relationship()
     machine: Mapped[Machine] = relationship()
     commit: Mapped[Commit] = relationship(foreign_keys=[commit_id])
     fixed_commit: Mapped[Commit | None] = relationship(foreign_keys=[fixed_commit_id])
+    closed_commit: Mapped[Commit | None] = relationship(foreign_keys=[closed_commit_id])
     parent_commit: Mapped[Commit | None] = relationship(foreign_keys=[parent_commit_id])
     group: Mapped[AlertGroup | None] = relationship(back_populates="regressions")
 

@@ -55,6 +55,8 @@ def load_records(path: Path | None) -> list[dict[str, Any]]:
         data = json.loads(path.read_text() or "[]")
     except (OSError, json.JSONDecodeError) as exc:
         raise PlanError(f"--regressions {path}: not the JSON of `mlaperf detect --json` ({exc})") from None
+    if isinstance(data, dict):  # the versioned document (docs/detection.md); a bare list is the older shape
+        data = data.get("regressions")
     if not isinstance(data, list) or not all(isinstance(r, dict) for r in data):
         raise PlanError(f"--regressions {path}: expected a JSON list of regression records")
     for r in data:
@@ -236,10 +238,11 @@ def group_marker(group: Any) -> str:
 def issue_for_group(group: Any, rows: list[Mapping[str, Any]], links: Mapping[str, str]) -> tuple[str, str]:
     """(title, body) of a group's issue; every value from data goes through the PR report's escaping."""
     from regressions.report import MAX_BODY_CHARS, fmt_params, md_code, md_text
-    from regressions.units import fmt_ratio
+    from regressions.units import fmt_p, fmt_ratio
 
     first = rows[0]
-    sha = str(first["commit"])
+    sha = str(first.get("group_commit") or first["commit"])  # the group's range, not one member's
+    parent = first.get("group_parent") or first.get("parent")
     worst = max(float(r.get("ratio") or 0) for r in rows)
     machine = str(first["machine"])
     title = f"Performance regression on {machine} at {sha[:10]}: {len(rows)} series (worst {fmt_ratio(worst)})"
@@ -250,7 +253,7 @@ def issue_for_group(group: Any, rows: list[Mapping[str, Any]], links: Mapping[st
         group_marker(group),
         f"mlaperf's nightly found a confirmed regression (alert group {md_text(group)}) on machine "
         f"{md_code(machine, table=False)} at commit {commit}"
-        + (f", after `{str(first['parent'])[:10]}`." if first.get("parent") else "."),
+        + (f", after `{str(parent)[:10]}`." if parent else "."),
     ]
     if links.get("dashboard_url"):
         lines.append(f"Dashboard: {links['dashboard_url']}")
@@ -258,8 +261,11 @@ def issue_for_group(group: Any, rows: list[Mapping[str, Any]], links: Mapping[st
         lines.append(f"Nightly run: {links['run_url']}")
     lines += [
         "",
-        "| status | benchmark | params | before | after | ratio |",
-        "| --- | --- | --- | ---: | ---: | ---: |",
+        "Numbers as detection sees them tonight (medians of up to 30 runs each side of the step), updated "
+        "every night while the level settles.",
+        "",
+        "| status | benchmark | params | before | after | ratio | p |",
+        "| --- | --- | --- | ---: | ---: | ---: | ---: |",
     ]
     for r in sorted(rows, key=lambda r: -float(r.get("ratio") or 0)):
         params = r.get("params") or {}
@@ -267,7 +273,7 @@ def issue_for_group(group: Any, rows: list[Mapping[str, Any]], links: Mapping[st
         lines.append(
             f"| {md_text(r['status'])} | {md_code(r.get('benchmark', ''))} | {md_code(shown or '-')} | "
             f"{_fmt(r.get('before'), r.get('unit'))} | {_fmt(r.get('after'), r.get('unit'))} | "
-            f"{fmt_ratio(r.get('ratio'))} |"
+            f"{fmt_ratio(r.get('ratio'))} | {fmt_p(r.get('p_value'))} |"
         )
     lines += ["", "Acknowledge or ignore series in the dashboard (`mlaperf dashboard --writable`); this issue "
               "closes by itself when no series of the group is open any more."]  # fmt: skip

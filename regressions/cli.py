@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -15,21 +15,14 @@ from sqlalchemy.orm import Session
 from db.models import REGRESSION_STATUSES
 from regressions.compare import DEFAULT_ALPHA, compare_commits, exit_status
 from regressions.config import ConfigError, Settings, load_settings
+from regressions.listing import detect_document, records, regressions_frame
+from regressions.policy import OPEN_STATUSES
 from regressions.report import MAX_BODY_CHARS, compare_json, compare_markdown, detect_table
 from regressions.results import UsageError, machines_with, resolve_commit
-from regressions.store import (
-    DEFAULT_LOOKBACK,
-    OPEN_STATUSES,
-    DetectSummary,
-    detect_store,
-    regressions_frame,
-)
+from regressions.store import DEFAULT_LOOKBACK, DetectSummary, detect_store
 from regressions.text_table import FORMATS, compare_text
 
 STATUSES = REGRESSION_STATUSES
-# A `detect --json` record is a row of regressions_frame less these columns, with these renamed.
-_NOT_LISTED = ["params_key", "message"]
-_LISTED_AS = {"sha": "commit", "fixed_sha": "fixed_at"}
 
 
 def _threshold(text: str) -> float:
@@ -69,12 +62,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "benchmark on its own) over commits, store the regressions beyond the threshold at the commit "
         "where they begin, grouped per machine and commit range, and list the open ones. A step seen only "
         "in the newest run is 'suspect' until a later run or a re-run of its commit confirms it ('new') or "
-        "refutes it ('transient'); one that came back is 'fixed'; open ones of benchmarks that no longer "
-        "run are 'retired'. Re-running never flags a step twice; only series with results newer than the "
-        "last run are re-examined, unless --full. Exit status: 0 (also when only suspects are open), 1 with "
-        "--fail-on-new when this run flagged or confirmed a regression, 2 bad usage or input, 3 internal "
-        "error. --list only lists what is stored (read-only: works on a store this process may not write). "
-        "Rules: docs/detection.md.",
+        "refutes it ('transient'); one whose level came back for 3 commits is 'fixed'; open ones of an asv "
+        "version that ended or of benchmarks that no longer run are 'retired'; each closed one keeps why "
+        "(close_reason) and where (closed_at). Night by night ends in the statuses of --full. Re-running never "
+        "flags a step twice; only series with results newer than the last run are re-examined, unless --full. "
+        "--json prints a versioned document (version, summary, groups, regressions). Exit status: 0 (also "
+        "when only suspects are open), 1 with --fail-on-new when this run flagged or confirmed a regression, "
+        "2 bad usage or input, 3 internal error. --list only lists what is stored (read-only: works on a "
+        "store this process may not write). Rules: docs/detection.md.",
     )
     _add_common(d)
     d.add_argument("--machine", metavar="M", help="only this machine's series")
@@ -108,22 +103,22 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
     c = subparsers.add_parser(
         "compare",
-        help="compare two commits (pull request head against base); exit 1 on regression or failure",
+        help="compare two commits (pull request head against base); exit 1 on regression, failure or missing case",
         description="Compare every series of BASE and HEAD on each machine that ran both. A regression is a "
         "slowdown beyond the threshold that is also significant (Mann-Whitney U on the samples, and the "
         "run-to-run noise of the series' history). Each series is improved, regressed, unchanged, failed "
-        "(no result where it ran), new (only on HEAD), removed (only on BASE) or not run. Prints the "
+        "(no result where it ran), missing (measured on BASE, absent or skipped on HEAD while its asv module "
+        "ran, the removal not declared by a new asv version or [tool.mlaperf] removed), new (only on HEAD), "
+        "removed (only on BASE, declared) or not run. Prints the "
         f"markdown of the PR comment (escaped, under {MAX_BODY_CHARS:,} characters: the least severe rows "
-        "are left out first), or JSON with --json. Exit status: 0 no regression, 1 a regression or a "
+        "are left out first), or JSON with --json. Exit status: 0 no regression, 1 a regression, a missing or a "
         "failed benchmark, 2 bad usage or input (e.g. an unknown commit), 3 internal error.",
     )
     c.add_argument("base", metavar="BASE", help="base commit: full sha, unique prefix, or git ref")
     c.add_argument("head", metavar="HEAD", help="head commit: full sha, unique prefix, or git ref")
     _add_common(c)
     c.add_argument("--machine", metavar="M", help="machine (default: every machine with results at both)")
-    c.add_argument(
-        "--alpha", type=float, default=DEFAULT_ALPHA, help=f"significance level (default {DEFAULT_ALPHA})"
-    )
+    c.add_argument("--alpha", type=float, default=DEFAULT_ALPHA, help=f"significance level (default {DEFAULT_ALPHA})")
     c.add_argument("--repo", metavar="PATH", default=".", help="git repository for refs (default: .)")
     c.add_argument(
         "--format",
@@ -154,12 +149,16 @@ def _settings(args: argparse.Namespace) -> Settings:
     return load_settings(args.config).with_threshold(args.threshold)
 
 
-def _clean(v: Any) -> Any:
-    if isinstance(v, float) and not math.isfinite(v):
-        return None
-    if hasattr(v, "isoformat"):
-        return v.isoformat()
-    return v
+def _write(text: str) -> None:
+    """Print to stdout; a reader that went away (``mlaperf detect | head``) ends the output quietly: the
+    rest goes to /dev/null, so neither this write nor the interpreter's last flush raises."""
+    try:
+        sys.stdout.write(text + "\n")
+        sys.stdout.flush()
+    except BrokenPipeError:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
 
 
 def detect_command(args: argparse.Namespace) -> int:
@@ -188,12 +187,11 @@ def detect_command(args: argparse.Namespace) -> int:
                 progress=not args.json and sys.stderr.isatty(),
             )
         with Session(engine) as session:
-            frame = _listed(session, args)
+            _print_listing(session, args, _detect_summary_line(summary), summary.events(), summary.to_json())
     except UsageError as exc:
         return _fail(str(exc))
     except SQLAlchemyError as exc:
         return _store_fail(exc, args.db)
-    _print_listing(args, frame, _detect_summary_line(summary), summary.events())
     return 1 if args.fail_on_new and summary.alerting else 0
 
 
@@ -209,33 +207,25 @@ def _list_command(args: argparse.Namespace) -> int:
         engine = make_engine(args.db, readonly=True)
         check_schema(engine)
         with Session(engine) as session:
-            frame = _listed(session, args)
+            _print_listing(session, args, "detect --list: the stored regressions; nothing re-examined", {}, None)
     except SQLAlchemyError as exc:
         return _store_fail(exc, args.db)
     except (UsageError, ValueError, RuntimeError) as exc:
         return _fail(str(exc))
-    _print_listing(args, frame, "detect --list: the stored regressions; nothing re-examined", {})
     return 0
 
 
-def _listed(session: Session, args: argparse.Namespace) -> Any:
+def _print_listing(
+    session: Session, args: argparse.Namespace, headline: str, events: dict[int, str], summary: dict[str, Any] | None
+) -> None:
+    """The listed regressions: the versioned JSON document (``listing.detect_document``) or the grouped
+    table."""
     statuses = STATUSES if args.all else tuple(args.status or OPEN_STATUSES)
-    return regressions_frame(session, statuses=statuses, machine=args.machine)
-
-
-def _print_listing(args: argparse.Namespace, frame: Any, headline: str, events: dict[int, str]) -> None:
-    records = []
-    for row in frame.drop(columns=_NOT_LISTED).rename(columns=_LISTED_AS).to_dict("records"):
-        rec = {k: _clean(v) for k, v in row.items()}
-        event = events.get(row["id"])
-        rec["new"] = event == "flagged"  # flagged by this run (DetectSummary.events() puts it first)
-        rec["event"] = event
-        records.append(rec)
+    frame = regressions_frame(session, statuses=statuses, machine=args.machine)
     if args.json:
-        print(json.dumps(records, indent=2, allow_nan=False))
+        _write(json.dumps(detect_document(session, frame, events, summary), indent=2, allow_nan=False))
     else:
-        print(headline)
-        print(_grouped_table(records))
+        _write(headline + "\n" + _grouped_table(records(frame, events)))
 
 
 def _store_fail(exc: Exception, url: str | None) -> int:
@@ -259,38 +249,63 @@ def _store_fail(exc: Exception, url: str | None) -> int:
 
 
 def _detect_summary_line(summary: DetectSummary) -> str:
+    """One line of what this run did; each regression is counted once, under what happened to it (a step
+    flagged already confirmed or fixed is 'flagged', with its status in brackets)."""
     mode = "incremental" if summary.incremental else "full"
+    flagged = ", ".join(f"{n} {s}" for s, n in sorted(summary.flagged_status.items()))
     counts = [
-        f"{len(summary.new)} new regression(s) in {len(summary.groups)} new group(s)",
+        f"{len(summary.new)} flagged"
+        + (f" ({flagged})" if flagged else "")
+        + f" in {len(summary.groups)} new group(s)",
         f"{len(summary.confirmed)} confirmed",
         f"{len(summary.transient)} transient",
-        f"{len(summary.fixed)} marked fixed",
+        f"{len(summary.fixed)} fixed",
         f"{len(summary.retired)} retired",
     ]
+    if summary.reopened:
+        counts.append(f"{len(summary.reopened)} reopened")
+    if summary.updated:
+        counts.append(f"{len(summary.updated)} with numbers updated")
     return f"detect ({mode}): {summary.series_examined} series examined in {summary.seconds:.2f} s, " + ", ".join(
         counts
     )
 
 
-def _grouped_table(records: list[dict[str, Any]]) -> str:
-    """The regressions table, one block per alert group (machine, commit range, size, status)."""
-    if not records:
-        return detect_table(records)
+_KIND_TEXT = {"machine-wide": ", machine-wide", "event": ", event across benchmarks", "series": "", None: ""}
+
+
+def _grouped_table(rows: list[dict[str, Any]]) -> str:
+    """The regressions table, one block per alert group: its machine, its own commit range (where the
+    culprit of every member lies), the members listed here (fixed and other closed ones said apart, and
+    members not listed), its status and kind."""
+    if not rows:
+        return detect_table(rows)
     blocks: dict[Any, list[dict[str, Any]]] = {}
-    for r in records:
+    for r in rows:
         blocks.setdefault(r.get("group"), []).append(r)
     out = []
-    for gid, rows in blocks.items():
-        first = rows[0]
-        where = f"{first['parent'][:10]}..{first['commit'][:10]}" if first.get("parent") else first["commit"][:10]
-        wide = ", machine-wide" if first.get("machine_wide") else ""
-        size = first.get("group_size") or len(rows)
-        title = "no group" if gid is None else f"group {gid}"
-        out.append(
-            f"\n{title}: {first['machine']} at {where}, {size} series, {first.get('group_status') or first['status']}"
-            f"{wide}"
+    for gid, members in blocks.items():
+        first = members[0]
+        head, parent = first.get("group_commit") or first["commit"], first.get("group_parent")
+        if gid is None:
+            head, parent = first["commit"], first.get("parent")
+        where = f"{parent[:10]}..{head[:10]}" if parent else head[:10]
+        closed = {}
+        for r in members:
+            if r["status"] not in OPEN_STATUSES:
+                closed[r["status"]] = closed.get(r["status"], 0) + 1
+        size = f"{len(members)} series" + (
+            " (" + ", ".join(f"{n} {s}" for s, n in sorted(closed.items())) + ")" if closed else ""
         )
-        out.append(detect_table(rows))
+        hidden = int(first.get("group_size") or 0) - len(members) if gid is not None else 0
+        if hidden > 0:
+            size += f", {hidden} more not listed"
+        title = "no group" if gid is None else f"group {gid}"
+        status = first.get("group_status") or first["status"]
+        out.append(
+            f"\n{title}: {first['machine']} at {where}, {size}, {status}{_KIND_TEXT.get(first.get('group_kind'), '')}"
+        )
+        out.append(detect_table(members))
     return "\n".join(out).lstrip("\n")
 
 
@@ -324,9 +339,7 @@ def compare_command(args: argparse.Namespace) -> int:
             else:
                 machines = both
                 if not machines:
-                    raise UsageError(
-                        f"no machine has results at both BASE {base.sha[:12]} and HEAD {head.sha[:12]}"
-                    )
+                    raise UsageError(f"no machine has results at both BASE {base.sha[:12]} and HEAD {head.sha[:12]}")
             comparisons = compare_commits(session, base, head, machines=machines, settings=settings, alpha=args.alpha)
             messages = {"base_message": base.message, "head_message": head.message}
     except UsageError as exc:
@@ -352,10 +365,10 @@ def compare_command(args: argparse.Namespace) -> int:
         return _fail(f"cannot write the report: {exc}")
     shown = args.format or ("json" if args.json else "text" if sys.stdout.isatty() else "markdown")
     if shown == "text":
-        print(compare_text(comparisons, **{k: report[k] for k in ("base", "head", "machines", "threshold_note")}),
-              end="")
+        _write(compare_text(comparisons, **{k: report[k] for k in ("base", "head", "machines", "threshold_note")})
+               .rstrip("\n"))  # fmt: skip
     else:
-        print(js if shown == "json" else md, end="\n" if shown == "json" else "")
+        _write(js if shown == "json" else md.rstrip("\n"))
     return exit_status(comparisons)
 
 

@@ -35,7 +35,7 @@ from db.models import Commit
 from db.provenance import is_provenance
 from regressions.config import Settings
 from regressions.direction import direction_for, slowdown
-from regressions.results import history_noise, machines_with, results_at
+from regressions.results import benchmark_versions, history_noise, machines_with, results_at
 
 DEFAULT_ALPHA = 0.01
 DEFAULT_Z = 3.0
@@ -48,23 +48,29 @@ UNCHANGED = "unchanged"
 FAILED = "failed"  # no value on one or both sides where the series ran (asv null)
 NOT_RUN = "not_run"  # not selected on a side (asv NaN), or the machine has no run at that commit
 NEW = "new"  # only at head: the base's run on that machine has no such series
-REMOVED = "removed"  # only at base
-STATUSES = (IMPROVED, REGRESSED, UNCHANGED, FAILED, NOT_RUN, NEW, REMOVED)
+REMOVED = "removed"  # only at base, and the pull request declares the removal (see MISSING)
+# Measured at base, absent or skipped at head where the suite ran (other benchmarks of its asv module did),
+# and the removal not declared (a new asv version of the benchmark at head, or the configuration's
+# removed-benchmarks list): a pull request cannot hide a case by dropping it or making it skip.
+MISSING = "missing"
+STATUSES = (IMPROVED, REGRESSED, UNCHANGED, FAILED, MISSING, NOT_RUN, NEW, REMOVED)
 # Statuses that fail a pull request's check (`mlaperf compare` exits 1).
-FAILING = (REGRESSED, FAILED)
+FAILING = (REGRESSED, FAILED, MISSING)
 
 # What one side (base or head) has for a series.
 SIDE_OK = "ok"
 SIDE_FAILED = "failed"
 SIDE_NOT_RUN = "not_run"
 SIDE_ABSENT = "absent"
+SIDE_MISSING = "missing"  # head only: absent or skipped where the suite ran, removal not declared
 _SIDE_OF_STORE_STATUS = {"ok": SIDE_OK, "failed": SIDE_FAILED, "skipped": SIDE_NOT_RUN}
 
 
 @dataclass
 class SeriesPair:
     """What the comparison of one series needs. ``base_status``/``head_status`` say what a side has
-    (``ok`` | ``failed`` | ``not_run`` | ``absent``); None: ``ok`` for a finite value, else ``failed``."""
+    (``ok`` | ``failed`` | ``not_run`` | ``absent``, and at head ``missing``); None: ``ok`` for a finite
+    value, else ``failed``."""
 
     benchmark: str
     params: dict[str, Any]
@@ -166,10 +172,10 @@ def _finite(value: float | None) -> bool:
 
 
 def _side(value: float | None, declared: str | None) -> str:
-    if declared in (SIDE_NOT_RUN, SIDE_ABSENT, SIDE_FAILED):
+    if declared in (SIDE_NOT_RUN, SIDE_ABSENT, SIDE_FAILED, SIDE_MISSING):
         return declared
     if declared not in (None, SIDE_OK):
-        raise ValueError(f"side status must be one of ok, failed, not_run, absent; got {declared!r}")
+        raise ValueError(f"side status must be one of ok, failed, not_run, absent, missing; got {declared!r}")
     return SIDE_OK if _finite(value) else SIDE_FAILED
 
 
@@ -177,6 +183,8 @@ def _status_without_values(base_side: str, head_side: str) -> str | None:
     """The status of a series that cannot be compared, or None when both sides have a value."""
     if SIDE_FAILED in (base_side, head_side):
         return FAILED
+    if head_side == SIDE_MISSING:
+        return MISSING if base_side == SIDE_OK else NOT_RUN
     if base_side == SIDE_ABSENT:
         return NEW if head_side == SIDE_OK else NOT_RUN
     if head_side == SIDE_ABSENT:
@@ -319,6 +327,7 @@ def compare_commits(
         )
         absent_base = SIDE_ABSENT if machine in measured_base else SIDE_NOT_RUN
         absent_head = SIDE_ABSENT if machine in measured_head else SIDE_NOT_RUN
+        versions = (benchmark_versions(session, base.id, machine), benchmark_versions(session, head.id, machine))
         for row in merged.to_dict("records"):
             name = str(row["benchmark"])
             side = "_h" if isinstance(row["status_h"], str) else "_b"  # the newer description when both
@@ -342,8 +351,26 @@ def compare_commits(
                 base_status=_SIDE_OF_STORE_STATUS.get(row["status_b"], absent_base),
                 head_status=_SIDE_OF_STORE_STATUS.get(row["status_h"], absent_head),
             )
+            if _undeclared_removal(pair, versions, settings):
+                pair.head_status = SIDE_MISSING
             pairs.append(pair)
     return compare_many(pairs, alpha=alpha)
+
+
+def _undeclared_removal(
+    pair: SeriesPair, versions: tuple[dict[str, set[str | None]], dict[str, set[str | None]]], settings: Settings
+) -> bool:
+    """Measured at base, absent or skipped at head while other benchmarks of its asv module (file) ran
+    there, and the removal not declared: no new asv version of the benchmark at head, not in the
+    configuration's ``removed`` list. A module missing altogether is a partial run (``asv run --bench``)."""
+    if pair.base_status != SIDE_OK or pair.head_status not in (SIDE_ABSENT, SIDE_NOT_RUN):
+        return False
+    at_base, at_head = versions
+    module = pair.benchmark.split(".", 1)[0]
+    if not any(name.split(".", 1)[0] == module for name in at_head):
+        return False
+    bumped = pair.benchmark in at_head and not (at_head[pair.benchmark] & at_base.get(pair.benchmark, set()))
+    return not bumped and not settings.is_removed(pair.benchmark, pair.params)
 
 
 def _text(value: Any) -> str | None:

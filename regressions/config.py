@@ -11,7 +11,12 @@ Example (``pyproject.toml``; in ``mlaperf.toml`` drop the ``tool.mlaperf.`` pref
     [tool.mlaperf.directions]
     "bench_step.*.track_occupancy" = "down_is_worse"
 
-The most specific matching pattern (the longest one) wins.
+    [tool.mlaperf]
+    removed = ["bench_decode.*.time_decode(impl=simt*"]   # cases a pull request removes on purpose
+
+The most specific matching pattern (the longest one) wins. A ``removed`` pattern matches a benchmark name
+or ``name(params)`` with the params as ``k=v, k=v`` in alphabetical order of their names, values as asv
+writes them (``bench_decode.Decode.time_decode(concurrency=64, impl='simt')``).
 """
 
 from __future__ import annotations
@@ -38,6 +43,7 @@ class Settings:
     thresholds: dict[str, float] = field(default_factory=dict)
     directions: dict[str, str] = field(default_factory=dict)
     source: str | None = None
+    removed: tuple[str, ...] = ()  # fnmatch patterns of cases removed on purpose (`mlaperf compare`)
 
     def threshold_for(self, benchmark: str) -> float:
         pattern = _best_match(benchmark, self.thresholds)
@@ -47,12 +53,17 @@ class Settings:
         pattern = _best_match(benchmark, self.directions)
         return self.directions[pattern] if pattern is not None else None
 
+    def is_removed(self, benchmark: str, params: dict[str, Any]) -> bool:
+        """Whether the configuration declares this case (or its whole benchmark) removed."""
+        case = f"{benchmark}({', '.join(f'{k}={params[k]}' for k in sorted(params))})"
+        return any(fnmatch.fnmatchcase(benchmark, p) or fnmatch.fnmatchcase(case, p) for p in self.removed)
+
     def with_threshold(self, threshold: float | None) -> Settings:
         """A command-line ``--threshold`` applies to every series: it replaces the default and patterns."""
         if threshold is None:
             return self
         check_threshold(threshold, "--threshold")
-        return Settings(threshold, {}, dict(self.directions), self.source)
+        return Settings(threshold, {}, dict(self.directions), self.source, self.removed)
 
 
 def _best_match(name: str, table: dict[str, Any]) -> str | None:
@@ -87,7 +98,10 @@ def parse_settings(table: dict[str, Any], source: str) -> Settings:
         if value not in DIRECTIONS:
             raise ConfigError(f"{source}: directions.{key!r} must be one of {DIRECTIONS}; got {value!r}")
         directions[key] = value
-    return Settings(default, thresholds, directions, source)
+    removed = table.get("removed", [])
+    if not isinstance(removed, list) or not all(isinstance(p, str) for p in removed):
+        raise ConfigError(f"{source}: removed must be a list of benchmark name patterns")
+    return Settings(default, thresholds, directions, source, tuple(removed))
 
 
 def load_settings(path: str | Path | None = None, *, search_dir: str | Path = ".") -> Settings:

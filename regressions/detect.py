@@ -19,11 +19,11 @@ The method, in log space (relative changes are additive there):
 6. A step is a regression when the direction-adjusted shift exceeds the threshold and is significant
    (z >= ``z_flag``); a short interior level must also be internally consistent (two unrelated
    outliers next to each other are not a level). A later level back within the threshold of the level
-   before marks it fixed; a new level within the threshold of an earlier one is labelled
-   ``returns_to_earlier_level``. A regression whose level is only the newest runs is ``confirmed`` once
-   two of them show it on their own (:func:`verdict`); until then the store lists it as suspect.
+   before may fix it; a new level within the threshold of an earlier one is labelled
+   ``returns_to_earlier_level``.
 
-docs/detection.md has the rules as users see them.
+What a step means for an alert (suspect, confirmed, transient, fixed, retired) is decided by
+:mod:`regressions.policy`, not here. docs/detection.md has the rules as users see them.
 """
 
 from __future__ import annotations
@@ -37,6 +37,7 @@ import pandas as pd
 from numpy.lib.stride_tricks import sliding_window_view
 
 from regressions.direction import UP_IS_WORSE
+from regressions.units import P_FLOOR
 
 _Q75_ABS_DIFF = 1.6268  # upper quartile of |a - b| for a, b ~ N(0, 1): sigma = q75 / this
 
@@ -59,8 +60,6 @@ class DetectorParams:
 
 DEFAULT_PARAMS = DetectorParams()
 
-# Verdicts on a step whose new level is only the newest run(s) (alert states of the same names).
-SUSPECT, CONFIRMED, TRANSIENT = "suspect", "new", "transient"
 # Label of a regression whose new level is (within the threshold) a level the series held before the
 # previous one: typically the end of a short-lived improvement.
 RETURNS_TO_EARLIER_LEVEL = "returns_to_earlier_level"
@@ -78,9 +77,7 @@ class Step:
     z: float
     p_value: float
     regression: bool
-    fixed_index: int | None = None
     parent_index: int | None = None  # last run of the level before (input index): the culprit range starts after it
-    confirmed: bool = True  # False: the new level is only the newest run(s), not yet seen twice (``verdict``)
     labels: tuple[str, ...] = ()  # e.g. RETURNS_TO_EARLIER_LEVEL
 
 
@@ -370,48 +367,13 @@ def _consistent_level(seg: np.ndarray, lo: float, hi: float, sigma: float, delta
     return float(dev.max()) <= max(2.0 * sigma, 0.25 * abs(d))
 
 
-def _verdict(worse: np.ndarray, delta: float) -> tuple[str, int]:
-    """Each run of a new level votes: worse than the level before by the threshold (confirms), or back
-    within half the threshold (refutes); runs in between abstain. Two confirming runs and more of them
-    than refuting ones confirm; a refuting run with as many as confirm refutes; else undecided.
-    Returns the verdict and the number of confirming runs."""
-    confirm = int(np.sum(worse > delta))
-    refute = int(np.sum(worse < 0.5 * delta))
-    if confirm >= 2 and confirm > refute:
-        return CONFIRMED, confirm
-    if refute >= 1 and refute >= confirm:
-        return TRANSIENT, confirm
-    return SUSPECT, confirm
-
-
-def verdict(
-    before: float, measurements: Sequence[float | None], *, threshold: float = 0.05, direction: str = UP_IS_WORSE
-) -> str:
-    """Confirmation of a step from ``before`` seen only in the newest runs: ``"new"`` (confirmed),
-    ``"transient"`` (refuted) or ``"suspect"`` (undecided), from every measurement of the new level in
-    order (the run that showed the step, re-runs of its commit, runs of later commits; failed runs
-    skipped)."""
-    return verdict_counts(before, measurements, threshold=threshold, direction=direction)[0]
-
-
-def verdict_counts(
-    before: float, measurements: Sequence[float | None], *, threshold: float = 0.05, direction: str = UP_IS_WORSE
-) -> tuple[str, int]:
-    """:func:`verdict` and the number of runs that voted to confirm it (worse than ``before`` by more
-    than the threshold)."""
-    _, z = _to_log(list(measurements))
-    sign = 1.0 if direction == UP_IS_WORSE else -1.0
-    return _verdict(sign * (z - math.log(before)), math.log1p(threshold))
-
-
-def _last_at_old_level(
-    z: np.ndarray, start: int, c: int, lo: float, hi: float, sigma: float, delta: float, most: int = 2
-) -> int:
+def _last_at_old_level(z: np.ndarray, start: int, c: int, lo: float, sigma: float, delta: float, most: int = 2) -> int:
     """Index of the last run before ``c`` that sits at the old level: up to ``most`` runs just before the
-    step that already moved its way, beyond noise and half the threshold (a one-run first stage of two
-    close steps, or the culprit measured noisily), widen the commit range the culprit lies in."""
+    step that are off the old level, beyond noise and half the threshold, either way (a one-run first
+    stage of two close steps, the culprit measured noisily, a lone outlier before a gap of failed runs),
+    widen the commit range the culprit lies in rather than end it: an outlier is not a level."""
     j = c - 1
-    while j > start and c - j <= most and np.sign(hi - lo) * (z[j] - lo) >= max(0.5 * delta, 3.0 * sigma):
+    while j > start and c - j <= most and abs(z[j] - lo) >= max(0.5 * delta, 3.0 * sigma):
         j -= 1
     return j
 
@@ -455,19 +417,9 @@ def _finish(
         seg_end = bounds[k + 2]
         if regression and seg_end < n and seg_end - c <= params.short_level:
             regression = _consistent_level(z[c:seg_end], lo, hi, sigma, delta)
-        fixed = None
-        confirmed = True
         labels: tuple[str, ...] = ()
-        if regression:
-            for a, b in zip(bounds[k + 2 :], bounds[k + 3 :], strict=False):
-                level = _med(z[a : min(b, a + params.level_window)])
-                if sign * (level - lo) < delta:
-                    fixed = int(idx[a])
-                    break
-            if seg_end == n:  # the new level is the newest runs: seen twice on its own, or suspect
-                confirmed = _verdict(sign * (z[c:] - lo), delta)[0] == CONFIRMED
-            if any(abs(hi - m) < delta for m in medians[:k]):
-                labels = (RETURNS_TO_EARLIER_LEVEL,)
+        if regression and any(abs(hi - m) < delta for m in medians[:k]):
+            labels = (RETURNS_TO_EARLIER_LEVEL,)
         steps.append(
             Step(
                 index=int(idx[c]),
@@ -476,11 +428,9 @@ def _finish(
                 ratio=float(np.exp(hi - lo)),
                 slowdown=float(np.exp(worse)),
                 z=float(zs),
-                p_value=float(math.erfc(zs / math.sqrt(2))),
+                p_value=max(float(math.erfc(zs / math.sqrt(2))), P_FLOOR),
                 regression=bool(regression),
-                fixed_index=fixed,
-                parent_index=int(idx[_last_at_old_level(z, bounds[k], c, lo, hi, sigma, delta)]),
-                confirmed=confirmed,
+                parent_index=int(idx[_last_at_old_level(z, bounds[k], c, lo, sigma, delta)]),
                 labels=labels,
             )
         )

@@ -19,12 +19,14 @@ from typing import Any
 from regressions.compare import (
     FAILED,
     IMPROVED,
+    MISSING,
     NEW,
     NOT_RUN,
     REGRESSED,
     REMOVED,
     SIDE_ABSENT,
     SIDE_FAILED,
+    SIDE_MISSING,
     SIDE_NOT_RUN,
     SIDE_OK,
     UNCHANGED,
@@ -87,7 +89,7 @@ def _p(c: Comparison) -> str:
     return fmt_p(c.p_value)
 
 
-_SIDE_CELL = {SIDE_FAILED: "**failed**", SIDE_NOT_RUN: "not run", SIDE_ABSENT: "absent"}
+_SIDE_CELL = {SIDE_FAILED: "**failed**", SIDE_NOT_RUN: "not run", SIDE_ABSENT: "absent", SIDE_MISSING: "**missing**"}
 
 
 def _side_cell(value: float | None, side: str, unit: str | None) -> str:
@@ -112,6 +114,7 @@ def _row(c: Comparison) -> str:
 _SECTIONS = [
     (FAILED, "Failed (no result where the benchmark ran)", False),
     (REGRESSED, "Regressions", False),
+    (MISSING, "Missing at head (measured at base; declare a removal with an asv version bump or `removed`)", False),
     (IMPROVED, "Improvements", False),
     (NEW, "New: only on head (new in the suite, or not selected on base)", True),
     (REMOVED, "Removed: only on base (gone from the suite, or not selected on head)", True),
@@ -121,6 +124,7 @@ _SECTIONS = [
 _SUMMARY = {
     FAILED: "failed",
     REGRESSED: "regression{s}",
+    MISSING: "missing",
     IMPROVED: "improvement{s}",
     UNCHANGED: "unchanged",
     NEW: "new (only on head)",
@@ -192,7 +196,7 @@ def compare_markdown(
     counts = {s: 0 for s, _, _ in _SECTIONS}
     for c in ordered:
         counts[c.status] += 1
-    bad = counts[REGRESSED] + counts[FAILED]
+    bad = counts[REGRESSED] + counts[FAILED] + counts[MISSING]
     icon = ":x:" if bad else ":white_check_mark:"
     parts = [f"**{counts[REGRESSED]} regression{'s' * (counts[REGRESSED] != 1)}**"]
     if counts[FAILED]:
@@ -204,6 +208,8 @@ def compare_markdown(
         }
         split = ", ".join(f"{n} {side}" for side, n in where.items() if n)
         parts.append(f"**{counts[FAILED]} failed** ({split})")
+    if counts[MISSING]:
+        parts.append(f"**{counts[MISSING]} missing**")
     for status in (IMPROVED, UNCHANGED, NEW, REMOVED, NOT_RUN):
         if counts[status] or status in (IMPROVED, UNCHANGED):
             parts.append(f"{counts[status]} " + _SUMMARY[status].format(s="s" * (counts[status] != 1)))
@@ -244,7 +250,7 @@ def detect_table(records: Sequence[dict[str, Any]]) -> str:
     """Plain-text table of regressions for a terminal."""
     if not records:
         return "no regressions"
-    head = ["status", "commit", "machine", "benchmark", "params", "before", "after", "ratio"]
+    head = ["status", "commit", "machine", "benchmark", "params", "before", "after", "ratio", "p"]
     rows = [
         [
             r["status"] + ("*" if r.get("new") else ""),
@@ -255,9 +261,14 @@ def detect_table(records: Sequence[dict[str, Any]]) -> str:
             fmt_value(r["before"], r.get("unit")),
             fmt_value(r["after"], r.get("unit")),
             fmt_ratio(r["ratio"]),
+            fmt_p(r.get("p_value")),
         ]
         for r in records
     ]
+    if any(r.get("closed_at") or r.get("fixed_at") for r in records):  # closed ones listed: where and why
+        head += ["closed at", "reason"]
+        for row, r in zip(rows, records, strict=True):
+            row += [(r.get("closed_at") or r.get("fixed_at") or "-")[:10], r.get("close_reason") or "-"]
     widths = [max(len(str(x)) for x in col) for col in zip(head, *rows, strict=False)]
     out = ["  ".join(h.ljust(w) for h, w in zip(head, widths, strict=False))]
     out += ["  ".join(str(x).ljust(w) for x, w in zip(row, widths, strict=False)) for row in rows]

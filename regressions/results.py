@@ -94,6 +94,22 @@ def machines_with(session: Session, commit_ids: list[int]) -> list[str]:
     return sorted(names or [])
 
 
+def benchmark_versions(session: Session, commit_id: int, machine: str) -> dict[str, set[str | None]]:
+    """{benchmark name: the asv versions of its results} at a commit on a machine (any status)."""
+    rows = session.execute(
+        select(Benchmark.name, Result.benchmark_version)
+        .join(Result, Result.benchmark_id == Benchmark.id)
+        .join(Run, Run.id == Result.run_id)
+        .join(Machine, Machine.id == Run.machine_id)
+        .where(Run.commit_id == commit_id, Machine.name == machine)
+        .distinct()
+    ).all()
+    out: dict[str, set[str | None]] = {}
+    for name, version in rows:
+        out.setdefault(str(name), set()).add(version)
+    return out
+
+
 def results_at(session: Session, commit_id: int, machine: str) -> pd.DataFrame:
     """A commit's result per series on a machine: one row per (benchmark, params_key), sorted by both.
 

@@ -1,6 +1,7 @@
 """Numbers in the units people read, for every report the tracker writes (the PR report, the CLI
 tables, the dashboard): times in ns/us/ms/s, rates with thousands separators, fractions as percent,
-p-values like ``3e-11``, ratios like ``1.52x``, and a word ("failed") where a value is missing.
+p-values like ``3e-11`` (``< 1e-12`` below the floor), ratios like ``1.52x``, counts without asv's
+placeholder unit, and a word ("failed") where a value is missing.
 
 Times use ``us`` (not ``µs``). Pure functions: standard library only.
 """
@@ -12,6 +13,11 @@ from collections.abc import Iterable
 from typing import Any
 
 TIME_UNITS = ("seconds", "s", "", None)
+# asv's unit of a track_ benchmark that declares none: a count, shown without a unit.
+NO_UNIT = ("unit",)
+# Smallest p-value worth stating: below it the noise model (normal, independent runs) says nothing more,
+# and a step's p is shown as "< 1e-12" (the detector stores it floored here too).
+P_FLOOR = 1e-12
 # (multiplier from seconds, label), smallest first.
 _TIME_SCALES = ((1e9, "ns"), (1e6, "us"), (1e3, "ms"), (1.0, "s"))
 
@@ -70,16 +76,17 @@ def fmt_value(value: float | None, unit: str | None, missing: str = "failed") ->
     if unit == "fraction":
         return f"{sig(v * 100.0)}%"
     text = f"{v:,.0f}" if abs(v) >= 1000 else sig(v)
-    return f"{text} {unit}"
+    return text if unit in NO_UNIT else f"{text} {unit}"
 
 
 def fmt_p(p: float | None) -> str:
-    """p-values as a person writes them: ``3e-11``, ``0.0004``, ``0.03``, ``0.5``; ``-`` when untested."""
+    """p-values as a person writes them: ``3e-11``, ``0.0004``, ``0.03``, ``0.5``; ``< 1e-12`` at or
+    below :data:`P_FLOOR`; ``-`` when untested."""
     if is_missing(p):
         return "-"
     p = float(p)  # type: ignore[arg-type]
-    if p == 0:
-        return "0"
+    if p <= P_FLOOR:
+        return f"< {P_FLOOR:.0e}"
     if p < 1e-3:
         return f"{p:.0e}".replace("e-0", "e-")
     return f"{p:.1g}" if p < 0.1 else f"{p:.2g}"

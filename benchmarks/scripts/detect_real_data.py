@@ -251,7 +251,9 @@ def _scaled(raw: dict[str, Any], changes: Mapping[tuple[str, int], float]) -> di
             for (b, j), f in changes.items():
                 if b != bench or j >= len(col) or col[j] is None:
                     continue
-                if name == "samples":
+                if math.isnan(f):  # a failed run: asv writes null
+                    col[j] = None
+                elif name == "samples":
                     col[j] = [x * f if isinstance(x, int | float) else x for x in col[j]]
                 elif isinstance(col[j], int | float) and math.isfinite(col[j]):
                     col[j] = col[j] * f
@@ -259,16 +261,43 @@ def _scaled(raw: dict[str, Any], changes: Mapping[tuple[str, int], float]) -> di
     return out
 
 
-def write_history(history: History, dest: Path, factors: Factors, upto: Mapping[str, int] | None = None) -> Path:
+# Version bumps: machine -> (first run position of the new version, benchmarks whose version changes there).
+Bumps = Mapping[str, tuple[int, frozenset[str]]]
+BUMPED_VERSION = "b" * 64  # the new asv version of a bumped benchmark (benchmarks.json lists it)
+
+
+def _bumped(raw: dict[str, Any], benchmarks: frozenset[str]) -> dict[str, Any]:
+    out = dict(raw)
+    out["results"] = dict(raw["results"])
+    at = raw["result_columns"].index("version")
+    for bench in benchmarks & set(raw["results"]):
+        row = list(raw["results"][bench])
+        row[at] = BUMPED_VERSION
+        out["results"][bench] = row
+    return out
+
+
+def write_history(
+    history: History, dest: Path, factors: Factors, upto: Mapping[str, int] | None = None, bumps: Bumps | None = None
+) -> Path:
     """Write the history as an asv results directory under ``dest`` and return it. Runs at positions
     ``>= upto[machine]`` are left out; a run with ``factors`` gets its measurements (value, 99% interval,
-    quartiles, samples) multiplied; every other file is copied byte for byte. Existing files are kept, so
-    a later call with a larger ``upto`` adds only the newer runs (as a nightly would)."""
+    quartiles, samples) multiplied (a NaN factor: the run failed, null); ``bumps`` give benchmarks a new asv
+    version from a position on (benchmarks.json lists it); every other file is copied byte for byte.
+    Existing files are kept, so a later call with a larger ``upto`` adds only the newer runs (as a nightly
+    would)."""
     from db.asvformat import BENCHMARKS_JSON, MACHINE_JSON
 
     results = dest / "results"
     results.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(history.root / BENCHMARKS_JSON, results / BENCHMARKS_JSON)
+    bumped = frozenset().union(*(b for _p, b in (bumps or {}).values()))
+    if bumped:
+        listing = json.loads((history.root / BENCHMARKS_JSON).read_text())
+        for name in bumped:
+            listing[name] = {**listing[name], "version": BUMPED_VERSION}
+        (results / BENCHMARKS_JSON).write_text(json.dumps(listing), encoding="utf-8")
+    else:
+        shutil.copyfile(history.root / BENCHMARKS_JSON, results / BENCHMARKS_JSON)
     for machine, runs in history.runs.items():
         last = len(runs) if upto is None else upto.get(machine, len(runs))
         for pos, run in enumerate(runs[:last]):
@@ -282,10 +311,14 @@ def write_history(history: History, dest: Path, factors: Factors, upto: Mapping[
             if target.exists():
                 continue
             changes = factors.get(machine, {}).get(pos)
+            bump_at, bump = (bumps or {}).get(machine, (len(runs), frozenset()))
+            raw = _bumped(run.raw, bump) if pos >= bump_at and bump else run.raw
             if changes:
-                target.write_text(json.dumps(_scaled(run.raw, changes)), encoding="utf-8")
-            else:
+                raw = _scaled(raw, changes)
+            if raw is run.raw:
                 shutil.copyfile(run.path, target)
+            else:
+                target.write_text(json.dumps(raw), encoding="utf-8")
     return results
 
 
@@ -305,7 +338,7 @@ def write_errors(original: History, written: History, factors: Factors) -> list[
         for pos in np.flatnonzero(o.indices[:n] >= 0):
             f = factors.get(key[0], {}).get(int(pos), {}).get((key[1], int(o.indices[pos])))
             if f is not None:
-                expected[pos] *= f
+                expected[pos] = math.nan if math.isnan(f) else expected[pos] * f
         bad = ~np.isclose(w.values, expected, rtol=1e-12, atol=0.0, equal_nan=True)
         if bad.any():
             pos = int(np.flatnonzero(bad)[0])

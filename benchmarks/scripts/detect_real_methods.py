@@ -40,6 +40,8 @@ class Flag:
     status: str | None = None
     group: Any = None
     machine_wide: bool | None = None
+    parent: str | None = None  # mlaperf: the last commit at the old level (the culprit range starts after it)
+    group_kind: str | None = None  # mlaperf: machine-wide, event or series
 
     @property
     def key(self) -> SeriesKey:
@@ -89,7 +91,8 @@ class MlaperfStore:
         seconds = time.perf_counter() - start
         if rc not in (0, 1):
             raise RuntimeError(f"mlaperf {' '.join(argv)} exited {rc}: {err.getvalue().strip()[-2000:]}")
-        records = json.loads(out.getvalue() or "[]")
+        doc = json.loads(out.getvalue() or "{}")
+        records = doc.get("regressions", []) if isinstance(doc, dict) else doc  # a list before version 2
         flags = [
             Flag(
                 machine=r["machine"],
@@ -99,6 +102,8 @@ class MlaperfStore:
                 status=r["status"],
                 group=r["group"],
                 machine_wide=r["machine_wide"],
+                parent=r.get("parent"),
+                group_kind=r.get("group_kind"),
             )
             for r in records
         ]

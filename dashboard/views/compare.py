@@ -9,7 +9,8 @@ import streamlit as st
 from dashboard import charts, data, fmt, frames, widgets
 
 STATUS_TITLES = {
-    "regressed": "Regressed", "improved": "Improved", "failed": "Failed", "new": "Not measured at base",
+    "regressed": "Regressed", "missing": "Missing at head", "improved": "Improved", "failed": "Failed",
+    "new": "Not measured at base",
     "removed": "Not measured at head", "not_run": "Not run", "unchanged": "Unchanged",
 }
 # Listed only when asked: a suite not run at one side is no change of the code under test.
@@ -17,6 +18,8 @@ HIDDEN_BY_DEFAULT = ("unchanged", "not_run", "new", "removed")
 STATUS_HELP = {
     "regressed": "Worse by more than the threshold, and significant",
     "improved": "Better by more than the threshold, and significant",
+    "missing": "Measured at base, gone or skipped at head while its suite ran, and the pull request declares no "
+    "removal (an asv version bump or a [tool.mlaperf] removed pattern): fails the check",
     "failed": "The case ran and failed on a side (asv null)",
     "new": "Only at head: the base's run has no such case (its suite, or this case, was not run there)",
     "removed": "Only at base: the head's run has no such case (its suite, or this case, was not run there)",

@@ -27,7 +27,8 @@ def test_values_in_their_units() -> None:
     assert fmt.fmt_value(65e-6, "seconds") == "65.0 us"
 
 
-@pytest.mark.parametrize(("p", "text"), [(3e-11, "3e-11"), (2.24e-167, "2e-167"), (4e-4, "4e-4"),
+@pytest.mark.parametrize(("p", "text"), [(3e-11, "3e-11"), (2.24e-167, "< 1e-12"), (1e-12, "< 1e-12"),
+                                         (0.0, "< 1e-12"), (4e-4, "4e-4"),
                                          (0.0123, "0.01"), (0.5, "0.5"), (None, "-")])
 def test_p_values(p: float | None, text: str) -> None:
     assert fmt.fmt_p(p) == text

@@ -157,7 +157,7 @@ def test_detect_lists_a_store_it_may_not_write(folder: Path, tmp_path: Path) -> 
     assert "`mlaperf detect --list` lists the stored regressions without writing" in line
     listed = run_unprivileged(["-m", "mlaperf.cli", "detect", "--list", "--all", "--json", "--db", url])
     assert listed.returncode == 0, listed.stderr
-    records = json.loads(listed.stdout)
+    records = json.loads(listed.stdout)["regressions"]
     assert [(r["id"], r["status"], r["commit"]) for r in records] == list(
         zip(stored["id"], stored["status"], stored["sha"], strict=True)
     )

@@ -60,7 +60,7 @@ def test_issue_lifecycle(tmp_path: Path, fake_github: FakeGitHub) -> None:
     assert "https://perf.example/dash" in body and f"https://github.example/acme/kernels/commit/{SHA}" in body
     assert "40.0 us" in body and "60.0 us" in body and "80.0 us" in body  # before/after in units people read
     row = next(line for line in body.splitlines() if "Evil" in line)
-    assert row.count(" | ") == 5, "a | in data must not split the row"
+    assert row.count(" | ") == 6, "a | in data must not split the row"  # 7 columns: status .. ratio, p
     assert "@core-team" not in body and "](https://evil" not in body
     assert "`bench_x.Evil.time_x\\|@\u200bcore-team <img src=x>" in row, "data shown as code, not HTML"
     assert body.count("<!-- mlaperf-alert-group") == 1, "data cannot forge the marker"
@@ -72,6 +72,12 @@ def test_issue_lifecycle(tmp_path: Path, fake_github: FakeGitHub) -> None:
     rc, plan = alert(tmp_path, fake_github, records)
     assert rc == 0 and [(a["action"], a["number"]) for a in plan] == [("update", 1)]
     assert "| acknowledged |" in fake_github.state()["issues"]["1"]["body"]
+    # The level settles: detection recomputed the numbers; the issue shows tonight's, not the first night's.
+    records[1].update(after=4.0e-5 * 1.6, ratio=1.6, p_value=1e-30)
+    rc, plan = alert(tmp_path, fake_github, records)
+    assert rc == 0 and [(a["action"], a["number"]) for a in plan] == [("update", 1)]
+    issue = fake_github.state()["issues"]["1"]
+    assert "| 1.60x | < 1e-12 |" in issue["body"] and "2.00x" not in issue["body"] and "(worst 1.60x)" in issue["title"]
 
     # Fixed: closed with a comment that says why; a later night has nothing open to touch.
     for r in records:

@@ -61,7 +61,7 @@ class Service:
             engine.dispose()
 
     def regressions(self) -> list[dict[str, object]]:
-        return json.loads((self.scratch.path / "artifacts" / "nightly" / "regressions.json").read_text())
+        return json.loads((self.scratch.path / "artifacts" / "nightly" / "regressions.json").read_text())["regressions"]
 
 
 @pytest.mark.slow

@@ -357,10 +357,10 @@ def test_compare_commits_statuses(statuses_store: tuple[str, SyntheticHistory]) 
     assert {k: len(v) for k, v in by.items()} == {
         "regressed": 27,  # time_ series of Synth000, 30% slower, minus the three edited ones
         "failed": 2,
-        "not_run": 1,
+        "missing": 7,  # Synth002 gone and one case skipped (NaN) at head, while bench_synth ran: undeclared
         "new": 30,  # Synth001 only at head
-        "removed": 6,  # Synth002 only at base
     }
+    assert {(c.base_status, c.head_status) for c in by["missing"]} == {("ok", "missing")}
     assert {(c.base_status, c.head_status) for c in by["failed"]} == {("ok", "failed"), ("failed", "ok")}
     assert all(c.base is None and c.head is not None and c.unit == "tokens/s" for c in by["new"])
     assert all(c.regression and c.ratio == pytest.approx(1.3, rel=0.05) for c in by["regressed"])
@@ -384,10 +384,10 @@ def test_compare_page_function_equals_mlaperf_compare(
         lib = compare_commits(s, base, head)
     assert rc == exit_status(lib) == 1
     assert cli == json.loads(compare_json(lib)) and len(cli) == 66
-    assert {r["status"] for r in cli} == {"regressed", "failed", "not_run", "new", "removed"}
+    assert {r["status"] for r in cli} == {"regressed", "failed", "missing", "new"}
     md = full.read_text()
-    assert "**27 regressions**, **2 failed** (1 on head only, 1 on base only)" in md
-    assert "30 new (only on head), 6 removed (only on base), 1 not run" in md and "### Failed" in md
+    assert "**27 regressions**, **2 failed** (1 on head only, 1 on base only), **7 missing**" in md
+    assert "30 new (only on head)" in md and "### Failed" in md and "### Missing at head" in md
 
 
 def test_reruns_pool_by_median_everywhere(tmp_path: Path, ingest: Ingest) -> None:
@@ -456,3 +456,51 @@ def test_git_ref_needs_a_repository(tmp_path: Path, ingest: Ingest) -> None:
     subprocess.run(["git", "init", "-q", str(repo)], check=True)
     with Session(make_engine(url, readonly=True)) as s, pytest.raises(UsageError, match="^BASE: 'main~1' matches"):
         resolve_commit(s, "main~1", "BASE", repo=repo)
+
+
+def test_a_removal_declared_by_version_bump_or_config_is_not_missing(
+    statuses_store: tuple[str, SyntheticHistory], tmp_path: Path
+) -> None:
+    """Item 9: the check passes when the pull request declares the removal: the configuration's
+    ``removed`` list (a benchmark, or one case as ``name(params)``), or a new asv version at head."""
+    from regressions.config import parse_settings
+
+    url, h = statuses_store
+    settings = parse_settings(
+        {"removed": ["bench_synth.Synth002.*", "bench_synth.Synth000.time_case(concurrency=1, impl='simt', topk=512)"]},
+        "t",
+    )
+    with Session(make_engine(url, readonly=True)) as s:
+        base, head = (s.execute(select(Commit).where(Commit.sha == h.shas[i])).scalar_one() for i in (2, 3))
+        rows = compare_commits(s, base, head, settings=settings)
+    assert not [c for c in rows if c.status == "missing"] and exit_status(rows) == 1  # still the regressions
+    removed = [c for c in rows if c.status == "removed"]
+    assert len(removed) == 6 and all(c.benchmark == TIME2 for c in removed)
+    (skipped,) = [c for c in rows if c.status == "not_run"]
+    assert skipped.benchmark == TIME0 and skipped.params == {"impl": "'simt'", "concurrency": "1", "topk": "512"}
+    with pytest.raises(Exception, match="removed must be a list"):
+        parse_settings({"removed": "bench_synth.*"}, "t")
+
+
+@pytest.mark.parametrize("bump", [False, True])
+def test_a_case_that_now_skips_is_missing_unless_the_version_changed(
+    store_url: str, tmp_path: Path, ingest: Ingest, bump: bool
+) -> None:
+    h = write_synthetic_results(tmp_path / "r", commits=3, series=6, machine="m", seed=7)
+    (head,) = _files(h, 2)
+
+    def at_head(doc: dict[str, Any]) -> None:
+        _set(doc, TIME0, 4, math.nan)  # asv NaN: setup raised NotImplementedError, or not selected
+        if bump:
+            version = doc["result_columns"].index("version")
+            doc["results"][TIME0][version] = "f" * 64
+
+    _edit(head, at_head)
+    eng = make_engine(store_url)
+    ingest(eng, [h.root])
+    with Session(eng) as s:
+        base, head_commit = (s.execute(select(Commit).where(Commit.sha == h.shas[i])).scalar_one() for i in (1, 2))
+        rows = compare_commits(s, base, head_commit)
+    eng.dispose()
+    (case,) = [c for c in rows if c.status not in ("unchanged", "improved", "regressed")]
+    assert (case.status, exit_status(rows)) == (("not_run", 0) if bump else ("missing", 1))

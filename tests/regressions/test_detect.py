@@ -13,10 +13,9 @@ from regressions.detect import (
     detect_steps,
     noise_scale,
     noise_scales,
-    verdict,
-    verdict_counts,
 )
 from regressions.direction import DOWN_IS_WORSE, UP_IS_WORSE
+from regressions.policy import series_verdicts
 from regressions.synthetic import make_history, make_series
 
 
@@ -58,7 +57,7 @@ def test_step_found_at_its_commit(size: float) -> None:
     assert step.index == 33
     assert step.ratio == pytest.approx(1 + size, rel=0.03)
     assert step.before == pytest.approx(1e-4, rel=0.03)
-    assert step.fixed_index is None
+    assert [(x.status, x.closed_at) for x in series_verdicts(v, detect_steps(v), threshold=0.05)] == [("new", None)]
 
 
 def test_failed_runs_are_skipped_and_the_step_lands_on_the_first_measured_commit() -> None:
@@ -87,7 +86,8 @@ def test_reverted_step_is_flagged_once_and_marked_fixed() -> None:
     v[30:33] *= 1.25
     (step,) = detect_steps(v).regressions
     assert step.index == 30
-    assert step.fixed_index == 33
+    (verdict,) = series_verdicts(v, detect_steps(v), threshold=0.05)
+    assert (verdict.status, verdict.closed_at, verdict.reason) == ("fixed", 33, "returned")
 
 
 def test_speedup_is_not_a_regression_but_its_undo_is() -> None:
@@ -199,7 +199,7 @@ def test_short_history_step_and_revert_is_flagged_at_its_commit() -> None:
     det = detect_steps(values)
     regs = det.regressions
     assert [s.index for s in regs] == [3]
-    assert regs[0].fixed_index == 5
+    assert [(x.status, x.closed_at) for x in series_verdicts(values, det, threshold=0.05)] == [("fixed", 5)]
 
 
 def test_short_noisy_history_raises_nothing() -> None:
@@ -214,36 +214,11 @@ def test_step_on_the_newest_run_is_unconfirmed_until_seen_twice() -> None:
     v = gpu_noise(rng, 40)
     v[-1] *= 1.2
     (step,) = detect_steps(v).regressions
-    assert step.index == 39 and step.parent_index == 38 and not step.confirmed
+    assert step.index == 39 and step.parent_index == 38
+    assert [x.status for x in series_verdicts(v, detect_steps(v), threshold=0.05)] == ["suspect"]
     w = np.append(v, gpu_noise(rng, 1) * 1.2)
     (step,) = detect_steps(w).regressions
-    assert step.index == 39 and step.confirmed
-
-
-@pytest.mark.parametrize(
-    ("runs", "expected"),
-    [
-        ([1.2], "suspect"),  # seen once
-        ([1.2, 1.21], "new"),  # seen twice
-        ([1.2, 1.0], "transient"),  # the next run is back
-        ([1.16, 1.03], "suspect"),  # a slightly high run neither confirms nor refutes
-        ([1.16, 1.03, 1.0], "transient"),
-        ([1.16, 1.03, 1.12], "new"),
-        ([1.2, None, 1.19], "new"),  # failed runs do not vote
-    ],
-)
-def test_verdict_of_the_newest_runs(runs: list[float | None], expected: str) -> None:
-    assert verdict(1.0, runs, threshold=0.05) == expected
-    # Throughput: down is worse.
-    flipped = [None if x is None else 1.0 / x for x in runs]
-    assert verdict(1.0, flipped, threshold=0.05, direction=DOWN_IS_WORSE) == expected
-
-
-def test_verdict_counts_the_confirming_runs() -> None:
-    """The store's machine-wide rules read the confirming runs the verdict counted (failed runs, 0 and
-    abstaining runs are not among them)."""
-    assert verdict_counts(1.0, [1.2, None, 1.03, 1.19, 0.0], threshold=0.05) == ("new", 2)
-    assert verdict_counts(1.0, [1 / 1.2, 1.0, 1.0], threshold=0.05, direction=DOWN_IS_WORSE) == ("transient", 1)
+    assert step.index == 39 and [x.status for x in series_verdicts(w, detect_steps(w), threshold=0.05)] == ["new"]
 
 
 def test_one_high_then_slightly_high_tail_is_not_a_confirmed_level() -> None:
@@ -251,7 +226,7 @@ def test_one_high_then_slightly_high_tail_is_not_a_confirmed_level() -> None:
     rng = np.random.default_rng(32)
     v = gpu_noise(rng, 60, between=0.005)
     v[-2:] *= [1.164, 1.029]
-    assert not any(s.confirmed for s in detect_steps(v).regressions)
+    assert "new" not in {x.status for x in series_verdicts(v, detect_steps(v), threshold=0.05)}
 
 
 @pytest.mark.parametrize("tail", [1, 3, 30])

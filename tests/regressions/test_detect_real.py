@@ -132,12 +132,14 @@ def test_machine_wide_event_moves_most_series_of_one_run(history: History) -> No
 
 def test_one_round_renders_table_and_json(small: Path, capsys: pytest.CaptureFixture[str]) -> None:
     args = detect_real.build_parser().parse_args(["--data", str(small), "--rounds", "1", "--flat-min-runs", "12"])
-    summary, reports, opts = detect_real.run(args)
-    table = detect_real.render(summary, reports, opts)
+    summary, reports, opts, cases = detect_real.run(args)
+    table = detect_real.render(summary, reports, opts, cases)
     for line in ("| recall, steps 7-10% |", "| false alarms per 90 series x 76 commits |", "Goals (mlaperf"):
         assert line in table
     assert "| mlaperf | asv.step_detect |" in table
-    data = json.loads(json.dumps(detect_real.to_json(summary, reports, opts), default=str))
+    assert "| version change, step at its 2nd run: recall (exact) |" in table  # no cases on 22 runs: n/a
+    data = json.loads(json.dumps(detect_real.to_json(summary, reports, opts, cases), default=str))
+    assert data["cases"]["total"] == {}
     mine = data["methods"]["mlaperf"]
     totals = [b["total"] for b in mine["recall_by_bucket"].values()]
     assert sum(totals) > 0 and max(totals) - min(totals) <= 1  # sizes balanced over the buckets
@@ -154,6 +156,34 @@ def test_one_round_renders_table_and_json(small: Path, capsys: pytest.CaptureFix
         assert sum(d["baseline_flags_by_state"].values()) >= d["baseline_open_flags"] >= d["baseline_open_flat_flags"]
     asv_states = set(data["methods"]["asv.step_detect"]["false_alarms_raised_after_one_more_run"])
     assert asv_states <= {"listed", "not listed"}
+
+
+def test_cases_land_where_planned(history: History, tmp_path: Path) -> None:
+    """Issue 27's cases: a new asv version (listed in benchmarks.json) with a step at its second run and one
+    before it, a lasting event over three benchmarks, a two-run excursion, and a lone outlier, four failed
+    runs and a step; written exactly as planned."""
+    from benchmarks.scripts.detect_real_cases import plan_cases
+    from benchmarks.scripts.detect_real_data import BUMPED_VERSION
+
+    flat, _ = flat_series(history, FlatRule())
+    plan = plan_cases(history, flat, np.random.default_rng(0))
+    kinds = {c.kind for c in plan.cases}
+    assert kinds == {"version", "old_version", "event", "excursion", "gap"}
+    n = len(history.runs[MACHINE])
+    v, bumped = plan.bumps[MACHINE]
+    assert v == n - 24 and len(bumped) == 2
+    assert {c.pos for c in plan.cases if c.kind == "version"} == {v + 1}
+    assert len({c.key[1] for c in plan.cases if c.kind == "event"}) >= 2
+    results = write_history(history, tmp_path, plan.factors, bumps=plan.bumps)
+    written = load_history(results)
+    assert write_errors(history, written, plan.factors) == []
+    assert all(written.benchmarks[b]["version"] == BUMPED_VERSION for b in bumped)
+    gap = next(c for c in plan.cases if c.kind == "gap")
+    s = written.series[gap.key]
+    assert np.isnan(s.values[gap.pos - 4 : gap.pos]).all() and s.ran[gap.pos - 4 : gap.pos].all()
+    version = next(c for c in plan.cases if c.kind == "version")
+    w = written.series[version.key]
+    assert not w.current[v - 1] and w.current[v]  # the new version is benchmarks.json's
 
 
 def test_false_alarm_scoring_counts_what_is_still_open() -> None:

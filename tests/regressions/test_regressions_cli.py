@@ -40,23 +40,34 @@ def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
     return rc, out.out, out.err
 
 
-def test_detect_json_contract(
-    store_url: str, history: SyntheticHistory, capsys: pytest.CaptureFixture[str]
-) -> None:
+def regs(out: str) -> list[dict]:
+    """The regression records of a `detect --json` document."""
+    doc = json.loads(out)
+    assert doc["version"] == 2 and set(doc) == {"version", "summary", "groups", "regressions"}
+    return doc["regressions"]
+
+
+def test_detect_json_contract(store_url: str, history: SyntheticHistory, capsys: pytest.CaptureFixture[str]) -> None:
     rc, out, _ = run(capsys, "detect", "--db", store_url, "--json")
     assert rc == 0
-    data = json.loads(out)
+    data = regs(out)
     assert len(data) == 30  # the 30 time_ series; throughput going up is no regression
+    doc = json.loads(out)
+    assert doc["summary"]["flagged"] == 30 and doc["summary"]["flagged_by_status"] == {"new": 30}
+    assert doc["summary"]["confirmed"] == 0 and doc["summary"]["mode"] == "full"
+    (group,) = doc["groups"]
+    assert group["range"] == {"parent": history.shas[19], "commit": history.shas[20]}
+    assert group["status"] == "new" and group["kind"] == "machine-wide" and group["size"] == 30
+    assert sorted(group["members"]) == sorted(r["id"] for r in data) and group["open"] == 30
     for r in data:
         assert {"benchmark", "params", "machine", "commit", "before", "after", "ratio"} <= r.keys()
         assert r["commit"] == history.shas[20] and len(r["commit"]) == 40
         assert r["machine"] == history.machine and r["benchmark"].endswith(".time_case")
         assert set(r["params"]) == {"impl", "concurrency", "topk"}
-        assert r["after"] / r["before"] == pytest.approx(r["ratio"]) and r["ratio"] == pytest.approx(
-            1.2, rel=0.02
-        )
+        assert r["after"] / r["before"] == pytest.approx(r["ratio"]) and r["ratio"] == pytest.approx(1.2, rel=0.02)
         assert r["new"] is True and r["status"] == "new" and r["event"] == "flagged"
-        assert r["parent"] == history.shas[19] and r["fixed_at"] is None
+        assert r["parent"] == history.shas[19] and r["fixed_at"] is None and r["closed_at"] is None
+        assert r["close_reason"] is None and r["group_commit"] == history.shas[20]
         assert r["labels"] == [] and r["returns_to_earlier_level"] is False
         # One alert group: one machine, one commit, 30 of its 36 series (machine-wide).
         assert isinstance(r["group"], int) and r["group"] == data[0]["group"]
@@ -64,11 +75,11 @@ def test_detect_json_contract(
     assert len({r["id"] for r in data}) == 30
     # Second run: same regressions, none new; --fail-on-new only fails when something is new.
     rc, out, _ = run(capsys, "detect", "--db", store_url, "--json", "--fail-on-new")
-    assert rc == 0 and len(json.loads(out)) == 30
-    assert not any(r["new"] or r["event"] for r in json.loads(out))
+    assert rc == 0 and len(regs(out)) == 30
+    assert not any(r["new"] or r["event"] for r in regs(out))
     # --list: the same records from a read-only engine (PostgreSQL: a read-only transaction), nothing examined.
     rc, listed, _ = run(capsys, "detect", "--db", store_url, "--json", "--list")
-    assert rc == 0 and json.loads(listed) == json.loads(out)
+    assert rc == 0 and regs(listed) == regs(out) and json.loads(listed)["summary"] is None
     for flag in ("--full", "--fail-on-new"):
         rc, _, err = run(capsys, "detect", "--db", store_url, "--list", flag)
         assert rc == 2 and f"--list re-examines nothing; {flag} has no meaning with it" in err
@@ -83,7 +94,7 @@ def test_detect_suspects_do_not_fail_until_confirmed(
     eng = make_engine(store_url)
     ingest(eng, [p for p in (tmp_path / "results" / h.machine).glob("*.json") if h.shas[21][:8] not in p.name])
     rc, out, _ = run(capsys, "detect", "--db", store_url, "--json", "--fail-on-new")
-    data = json.loads(out)
+    data = regs(out)
     assert rc == 0 and len(data) == 12 and {r["status"] for r in data} == {"suspect"}
     rc, out, _ = run(capsys, "detect", "--db", store_url, "--status", "new")
     assert rc == 0 and "no regressions" in out
@@ -93,7 +104,7 @@ def test_detect_suspects_do_not_fail_until_confirmed(
     assert rc == 1 and "12 confirmed" in out
     assert f"group {1}: {h.machine} at {h.shas[19][:10]}..{h.shas[20][:10]}, 12 series, new, machine-wide" in out
     rc, out, _ = run(capsys, "detect", "--db", store_url, "--json", "--status", "new")
-    assert {r["event"] for r in json.loads(out)} == {None} and len(json.loads(out)) == 12
+    assert {r["event"] for r in regs(out)} == {None} and len(regs(out)) == 12
 
 
 def test_detect_table_and_fail_on_new(
@@ -101,16 +112,15 @@ def test_detect_table_and_fail_on_new(
 ) -> None:
     rc, out, _ = run(capsys, "detect", "--db", store_url, "--fail-on-new")
     assert rc == 1
-    assert "30 new regression(s)" in out and history.shas[20][:10] in out and "1.2" in out
+    assert "30 flagged (30 new) in 1 new group(s), 0 confirmed" in out and history.shas[20][:10] in out
+    assert "1.2" in out
     rc, out, _ = run(capsys, "detect", "--db", store_url, "--status", "fixed")
     assert rc == 0 and "no regressions" in out
 
 
-def test_detect_threshold_flag(
-    store_url: str, history: SyntheticHistory, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_detect_threshold_flag(store_url: str, history: SyntheticHistory, capsys: pytest.CaptureFixture[str]) -> None:
     rc, out, _ = run(capsys, "detect", "--db", store_url, "--json", "--threshold", "25%")
-    assert rc == 0 and json.loads(out) == []
+    assert rc == 0 and regs(out) == [] and json.loads(out)["groups"] == []
     with pytest.raises(SystemExit) as exc:
         main(["detect", "--db", store_url, "--threshold", "lots"])
     assert exc.value.code == 2
@@ -154,9 +164,7 @@ def test_compare_no_regression_exit_0_markdown(
 ) -> None:
     rc, out, _ = run(capsys, "compare", history.shas[3], history.shas[12], "--db", store_url)
     assert rc == 0
-    assert (
-        out.startswith(MARKER) and "**0 regressions**" in out and "<summary>Unchanged (36)</summary>" in out
-    )
+    assert out.startswith(MARKER) and "**0 regressions**" in out and "<summary>Unchanged (36)</summary>" in out
 
 
 def test_compare_bad_usage_exit_2(
@@ -166,9 +174,7 @@ def test_compare_bad_usage_exit_2(
     assert rc == 2 and "HEAD" in err and "0123abcd" in err
     rc, _, err = run(capsys, "compare", "nonsense-ref", history.shas[3], "--db", store_url)
     assert rc == 2 and "BASE" in err and "nonsense-ref" in err
-    rc, _, err = run(
-        capsys, "compare", history.shas[3], history.shas[4], "--db", store_url, "--machine", "nope"
-    )
+    rc, _, err = run(capsys, "compare", history.shas[3], history.shas[4], "--db", store_url, "--machine", "nope")
     assert rc == 2 and "--machine" in err and "nope" in err
     with Session(make_engine(store_url)) as s, s.begin():
         s.add(Commit(sha=history.shas[3][:8] + "f" * 32))
@@ -190,9 +196,7 @@ def test_compare_git_refs(
     for i in range(2):
         subprocess.run([*git, "commit", "-q", "--allow-empty", "-m", f"c{i}"], check=True)
         real.append(
-            subprocess.run(
-                [*git, "rev-parse", "HEAD"], check=True, capture_output=True, text=True
-            ).stdout.strip()
+            subprocess.run([*git, "rev-parse", "HEAD"], check=True, capture_output=True, text=True).stdout.strip()
         )
     # The store's commits 15 and 25 become this repository's two commits.
     with Session(make_engine(store_url)) as s, s.begin():
@@ -208,13 +212,13 @@ def test_real_asv_output_openblas(tmp_path: Path, ingest: Ingest, capsys: pytest
     ingest(make_engine(url), [FIXTURE])
     rc, out, _ = run(capsys, "detect", "--db", url, "--json")
     assert rc == 0
-    data = json.loads(out)
+    data = regs(out)
     machines = {"gha-aws-graviton", "gha-aws-skylake", "gha-ubuntu-noble"}
     for r in data:
         assert r["machine"] in machines and len(r["commit"]) == 40 and r["ratio"] > 1.05
         assert r["benchmark"].split(".")[-1].startswith("time_")
     rc, out, _ = run(capsys, "detect", "--db", url, "--json")
-    assert not any(r["new"] for r in json.loads(out))
+    assert not any(r["new"] for r in regs(out))
     runs = [json.loads(p.read_text()) for p in (FIXTURE / "gha-aws-skylake").glob("*.json")]
     runs = sorted((r for r in runs if "commit_hash" in r), key=lambda r: r["date"])
     first, last = runs[-10]["commit_hash"], runs[-1]["commit_hash"]  # same suite at both
@@ -223,9 +227,7 @@ def test_real_asv_output_openblas(tmp_path: Path, ingest: Ingest, capsys: pytest
     rows = json.loads(out)
     assert rows and all(c["machine"] == "gha-aws-skylake" for c in rows)
     # No samples in these files: significance comes from the series' history on that machine.
-    assert {c["method"] for c in rows} <= {"history", "ci99", "none"} and "history" in {
-        c["method"] for c in rows
-    }
+    assert {c["method"] for c in rows} <= {"history", "ci99", "none"} and "history" in {c["method"] for c in rows}
 
 
 @pytest.mark.parametrize("command", ["detect", "compare"])
@@ -233,9 +235,45 @@ def test_help(command: str) -> None:
     out = subprocess.run(
         [sys.executable, "-m", "mlaperf.cli", command, "--help"], cwd=ROOT, capture_output=True, text=True
     )
-    assert (
-        out.returncode == 0
-        and "--db" in out.stdout
-        and "--threshold" in out.stdout
-        and "--json" in out.stdout
-    )
+    assert out.returncode == 0 and "--db" in out.stdout and "--threshold" in out.stdout and "--json" in out.stdout
+
+
+@pytest.mark.parametrize("extra", [[], ["--json"], ["--list", "--all"]])
+def test_detect_output_to_a_closed_pipe_ends_quietly(
+    store_url: str, history: SyntheticHistory, extra: list[str]
+) -> None:
+    """`mlaperf detect ... | head`: the reader is gone before the listing is written; no traceback, no
+    'internal error', the usual exit status."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "mlaperf.cli", "detect", "--db", store_url, *extra],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert proc.stdout is not None
+    proc.stdout.close()  # like `head` after its lines: every write of the child now fails with EPIPE
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err
+    assert "Traceback" not in err and "internal error" not in err and "BrokenPipe" not in err
+
+
+def test_list_all_shows_where_and_why_alerts_closed(
+    store_url: str, tmp_path: Path, ingest: Ingest, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A step reverted three commits later: `--list --all` shows it fixed, the commit where it returned and
+    the reason; the JSON carries fixed_at, closed_at and close_reason; p-values have a floor."""
+    h = write_synthetic_results(tmp_path / "r", commits=30, series=6, steps={20: 1.3, 23: 1 / 1.3}, seed=8)
+    eng = make_engine(store_url)
+    ingest(eng, [tmp_path / "r"])
+    eng.dispose()
+    rc, out, _ = run(capsys, "detect", "--db", store_url)
+    assert rc == 0 and "6 flagged (6 fixed)" in out and "0 fixed," in out  # counted once, as flagged
+    rc, out, _ = run(capsys, "detect", "--db", store_url, "--list", "--all")
+    assert rc == 0 and "closed at" in out and "reason" in out and h.shas[23][:10] in out and "returned" in out
+    assert "< 1e-12" in out or "e-" in out
+    rc, out, _ = run(capsys, "detect", "--db", store_url, "--list", "--all", "--json")
+    recs = regs(out)
+    assert {(r["status"], r["fixed_at"], r["closed_at"], r["close_reason"]) for r in recs} == {
+        ("fixed", h.shas[23], h.shas[23], "returned")
+    }
+    assert all(r["p_value"] >= 1e-12 for r in recs)
+    (group,) = json.loads(out)["groups"]
+    assert group["fixed"] == 6 and group["open"] == 0 and group["status"] == "fixed"

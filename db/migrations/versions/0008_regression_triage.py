@@ -3,7 +3,7 @@
 the local user where the dashboard has no sign-in). All nullable: rows stored before keep NULL.
 
 Revision ID: 0008
-Revises: 0006 (the coordinator relinks the chain when 0007 lands beside it)
+Revises: 0007
 Create Date: 2026-12-01
 """
 
@@ -13,7 +13,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision: str = "0008"
-down_revision: str | None = "0006"
+down_revision: str | None = "0007"
 branch_labels: str | None = None
 depends_on: str | None = None
 

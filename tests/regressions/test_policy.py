@@ -1,0 +1,136 @@
+"""The detection policy alone (regressions.policy): verdicts from runs, fixing by return, retiring, person
+statuses, group verdicts and group kinds; no detector, no store."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from regressions import policy
+from regressions.direction import DOWN_IS_WORSE
+
+
+def runs_of(values: list[float | None], start: int = 0) -> list[tuple[int, list[float]]]:
+    return [(start + i, [] if v is None else [v]) for i, v in enumerate(values)]
+
+
+@pytest.mark.parametrize(
+    ("runs", "expected"),
+    [
+        ([1.2], "suspect"),  # seen once
+        ([1.2, 1.21], "new"),  # seen twice
+        ([1.2, 1.0], "transient"),  # the next run is back
+        ([1.16, 1.03], "suspect"),  # a slightly high run neither confirms nor refutes
+        ([1.16, 1.03, 1.0], "transient"),
+        ([1.16, 1.03, 1.12], "new"),
+        ([1.2, None, 1.19], "new"),  # failed runs do not vote
+    ],
+)
+def test_verdict_of_the_newest_runs(runs: list[float | None], expected: str) -> None:
+    assert policy.judge(1.0, runs_of(runs), threshold=0.05).status == expected
+    flipped = [None if x is None else 1.0 / x for x in runs]  # throughput: down is worse
+    assert policy.judge(1.0, runs_of(flipped), threshold=0.05, direction=DOWN_IS_WORSE).status == expected
+
+
+def test_confirming_runs_are_counted() -> None:
+    v = policy.judge(1.0, [(0, [1.2]), (1, []), (2, [1.03]), (3, [1.19])], threshold=0.05)
+    assert (v.status, v.confirming, v.runs) == ("new", 2, 3)
+    v = policy.judge(1.0, runs_of([1 / 1.2, 1.0, 1.0]), threshold=0.05, direction=DOWN_IS_WORSE)
+    assert (v.status, v.confirming, v.closed_at, v.reason) == ("transient", 1, 1, "refuted")
+
+
+def test_reruns_of_one_commit_vote_together() -> None:
+    assert policy.judge(1.0, [(7, [1.2, 1.21])], threshold=0.05).status == "new"
+    v = policy.judge(1.0, [(7, [1.2, 1.0])], threshold=0.05)
+    assert (v.status, v.closed_at) == ("transient", 7)
+
+
+def test_a_confirmed_excursion_that_returns_is_fixed_after_return_runs() -> None:
+    """Two runs at +20% (confirmed), then back within 1%: fixed at the first run back once RETURN_RUNS
+    commits in a row are back; not before."""
+    back = [1.01, 0.99, 1.0, 1.0]
+    for n in range(policy.RETURN_RUNS):
+        assert policy.judge(1.0, runs_of([1.2, 1.2, *back[:n]], 10), threshold=0.05).status == "new"
+    v = policy.judge(1.0, runs_of([1.2, 1.2, *back], 10), threshold=0.05)
+    assert (v.status, v.closed_at, v.reason) == ("fixed", 12, "returned")
+    # One run back among runs at the new level does not fix it.
+    assert policy.judge(1.0, runs_of([1.2, 1.2, 1.0, 1.2, 1.0, 1.0]), threshold=0.05).status == "new"
+
+
+def test_the_detectors_level_back_fixes_at_its_first_run() -> None:
+    v = policy.judge(1.0, runs_of([1.2, 1.2, 1.03]), threshold=0.05, level_back_at=2)
+    assert (v.status, v.closed_at) == ("fixed", 2)
+    # A suspect is not fixed: it was never confirmed.
+    assert policy.judge(1.0, runs_of([1.2]), threshold=0.05, level_back_at=1).status == "suspect"
+
+
+def test_not_seen_any_more_and_measured_twice_is_transient() -> None:
+    assert policy.judge(1.0, runs_of([1.2, 1.04]), threshold=0.05).status == "suspect"
+    v = policy.judge(1.0, runs_of([1.2, 1.04]), threshold=0.05, still_seen=False)
+    assert (v.status, v.reason, v.closed_at) == ("transient", "refuted", 1)
+    # Confirmed once, but the history as it stands holds no step there: closed, as --full has no alert.
+    v = policy.judge(1.0, runs_of([1.2, 1.2, 1.04]), threshold=0.05, still_seen=False)
+    assert (v.status, v.reason) == ("transient", "not_seen")
+    assert policy.judge(1.0, runs_of([1.2, 1.2, 1.0, 1.0, 1.0]), threshold=0.05, still_seen=False).status == "fixed"
+
+
+def test_a_transient_one_still_seen_reopens_on_three_confirming_runs() -> None:
+    values = [1.2, 1.0, 1.2, 1.2]
+    assert policy.judge(1.0, runs_of(values[:3]), threshold=0.05).status == "transient"
+    assert policy.judge(1.0, runs_of(values), threshold=0.05).status == "new"
+    assert policy.judge(1.0, runs_of(values), threshold=0.05, still_seen=False).status == "transient"
+
+
+def test_verdicts_are_time_consistent() -> None:
+    """A verdict stated at a commit never depends on later runs: the prefix up to that commit gives it."""
+    values = [1.2, 1.17, 1.22, 1.0, 1.01, 0.99, 1.2, 1.0]
+    full = policy.judge(1.0, runs_of(values), threshold=0.05)
+    assert full.closed_at is not None
+    assert policy.judge(1.0, runs_of(values[: full.closed_at + policy.RETURN_RUNS]), threshold=0.05) == full
+
+
+def test_retire_and_person_statuses() -> None:
+    open_ = policy.Verdict("new", confirming=2, runs=2)
+    assert policy.retire(open_, policy.SEGMENT_ENDED, 40) == policy.Verdict("retired", 40, "segment_ended", 2, 2)
+    fixed = policy.Verdict("fixed", 30, "returned")
+    assert policy.retire(fixed, policy.SEGMENT_ENDED, 40) == fixed  # closed ones keep their reason
+    assert policy.after_person("ignored", open_).status == "ignored"
+    assert policy.after_person("acknowledged", policy.Verdict("transient", 3, "refuted")).status == "acknowledged"
+    assert policy.after_person("acknowledged", fixed) == fixed
+    assert policy.after_person("suspect", fixed) == fixed
+
+
+def test_one_run_machine_events_from_the_data() -> None:
+    values = np.array([1.0, 1.01, 0.99, 1.0, 1.3, 1.0, 1.01, 1.2, 1.21, 1.2])
+    decidable, hit = policy.one_run_events(values, threshold=0.05)
+    assert decidable.tolist() == [False] + [True] * 8 + [False]  # the newest waits for the next commit
+    assert np.flatnonzero(hit).tolist() == [4]  # a lasting step (7) is no one-run event
+    _, hit = policy.one_run_events(1 / values, threshold=0.05, direction=DOWN_IS_WORSE)
+    assert np.flatnonzero(hit).tolist() == [4]
+    assert policy.is_one_run_event(10, 6) and not policy.is_one_run_event(10, 5) and not policy.is_one_run_event(4, 2)
+
+
+def test_an_alert_at_a_machine_event_needs_three_runs_on_its_own() -> None:
+    two = policy.Verdict("new", confirming=2, runs=2)
+    wide = {"machine_wide": True}
+    assert policy.after_one_run_event(two, 31, **wide) == policy.Verdict("transient", 31, "one_run_event", 2, 2)
+    three = policy.Verdict("new", confirming=3, runs=3)
+    assert policy.after_one_run_event(three, 31, **wide) == three
+    assert policy.after_one_run_event(policy.Verdict("fixed", 30, "returned"), 31, **wide).status == "fixed"
+    # An event of the benchmark only: a confirmed alert keeps its verdict; one still undecided follows.
+    assert policy.after_one_run_event(two, 31, machine_wide=False) == two
+    undecided = policy.Verdict("suspect", confirming=1, runs=2)
+    assert policy.after_one_run_event(undecided, 31, machine_wide=False).status == "transient"
+    once = policy.Verdict("suspect", confirming=1, runs=1)
+    assert policy.after_one_run_event(once, None, machine_wide=False) == once
+
+
+def test_group_kind_and_ranges() -> None:
+    assert policy.group_kind(True, ["a.x"] * 2) == "machine-wide"
+    assert policy.group_kind(False, ["a.x"] * 20) == "series"  # one benchmark's parameters
+    many = ["a.x"] * 5 + ["b.y"] * 5
+    assert policy.group_kind(False, many) == "event"
+    assert policy.group_kind(False, many[: policy.EVENT_MIN_SERIES - 1]) == "series"
+    assert policy.best_group((4, 6), [(0, 3), (5, 9), (3, 6)]) == 2  # overlaps (4, 6] most
+    assert policy.best_group((10, 11), [(0, 3), (5, 9)]) is None
+    assert policy.is_machine_wide(3, 4) and not policy.is_machine_wide(2, 2) and not policy.is_machine_wide(5, 12)
