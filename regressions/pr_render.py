@@ -22,7 +22,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from mlaperf.pr_contract import CONTEXT, FORK_CONTEXT
-from regressions.compare import FAILED, FAILING, REGRESSED, Comparison
+from regressions.compare import FAILED, FAILING, MISSING, REGRESSED, Comparison
 from regressions.pr_schema import ReportError, check_sha, read_report
 from regressions.report import MARKER, MAX_BODY_CHARS, compare_markdown, md_code, md_text
 
@@ -91,8 +91,10 @@ def render(
                             threshold_note=threshold_note(comparisons), max_chars=MAX_BODY_CHARS - 1_000)  # fmt: skip
     regressed = sum(c.status == REGRESSED for c in comparisons)
     failed = sum(c.status == FAILED for c in comparisons)
+    missing = sum(c.status == MISSING for c in comparisons)
     if any(c.status in FAILING for c in comparisons):
-        status = Status("failure", f"{prefix}{regressed} regression(s), {failed} failed", context)
+        gone = f", {missing} missing" if missing else ""
+        status = Status("failure", f"{prefix}{regressed} regression(s), {failed} failed{gone}", context)
     else:
         status = Status("success", f"{prefix}no regression ({len(comparisons)} series)", context)
     return _with_fork_note(body, fork), status
