@@ -1,7 +1,7 @@
 """Who changes a regression's status or triage fields in a ``--writable`` dashboard.
 
 With an ``[auth]`` section in ``.streamlit/secrets.toml`` (Streamlit's own OIDC login: ``redirect_uri``,
-``cookie_secret``, ``client_id``, ``client_secret``, ``server_metadata_url``; README, Dashboard), writing needs
+``cookie_secret``, ``client_id``, ``client_secret``, ``server_metadata_url``; docs/dashboard.md), writing needs
 a signed-in user (``st.login``), who is recorded on every status change and note. Configured but unusable
 (Authlib missing): writing stays off, and the page says why. Without the section the dashboard says it is
 unauthenticated and records the local user (``user@host``), which anyone who reaches the page can act as.
