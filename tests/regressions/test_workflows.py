@@ -137,7 +137,7 @@ def test_pr_is_gated_outside_the_pull_request() -> None:
     gate, bench, post = (wf["jobs"][k] for k in ("gate", "benchmark", "post"))
     assert gate["runs-on"] == "ubuntu-latest" and gate["permissions"] == {
         "actions": "read", "contents": "read", "pull-requests": "write", "statuses": "write"}  # fmt: skip
-    assert gate["steps"][-1]["run"] == "python3 -S -m mlaperf.pr_gate"  # tests/ops/test_gate.py tests it
+    assert gate["steps"][-1]["run"] == "python3 -S -m mlaperf.pr_gate"  # tests/ops/test_pr_gate.py tests it
     assert bench["needs"] == "gate" and bench["if"].startswith("needs.gate.outputs.run == 'true'")
     assert bench["environment"] == "${{ needs.gate.outputs.environment }}"
     assert bench["runs-on"] == ["self-hosted", "linux", "gpu", "pr"]
