@@ -50,7 +50,10 @@ def _impl_list(text: str) -> list[str]:
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog="python -m benchmarks.scripts.indexer_perf", description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument(
         "--batches", type=_int_list, default=None, help="concurrent requests, each measured (default 1,64; smoke 1,2)"
     )

@@ -30,7 +30,7 @@ def test_help_before_any_install(tmp_path: Path) -> None:
 
 
 def test_asv_output_condensed_to_one_line_per_benchmark() -> None:
-    log = (ROOT / "docs" / "measurements" / "asv_run_b07c34e.log").read_text(encoding="utf-8")  # a real asv run
+    log = (Path(__file__).parent / "data" / "asv_run_b07c34e.log").read_text(encoding="utf-8")  # a real asv run
     progress = BenchProgress()
     shown = [line for text in log.splitlines(keepends=True) if (line := progress.line(text))]
     counted = [s for s in shown if s.startswith("  [")]

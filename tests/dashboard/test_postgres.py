@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asv_synth
 import pytest
-from conftest import MLA_MACHINE, SLOW_FROM, Seeded
+from conftest import MLA_MACHINE, ROOT, SLOW_FROM, Seeded
 from test_pages import app, goto, status_counts, table, vega
 
 from db.provenance import is_provenance
@@ -32,8 +32,6 @@ def test_summary_triage_and_publish_on_postgres(monkeypatch: pytest.MonkeyPatch,
                                                 tmp_path) -> None:  # noqa: ANN001
     import subprocess
     import sys
-
-    from conftest import ROOT
 
     at = goto(app(monkeypatch, pg_seeded.url, query={"sum_q": "time_decode mma"}), "summary")
     grid = at.dataframe[0].value

@@ -51,7 +51,8 @@ def test_page_lists_closed_steps_filtered_by_the_url(monkeypatch: pytest.MonkeyP
         mid = s.scalars(select(Machine.id).where(Machine.name == MLA_MACHINE)).one()
         first = s.scalars(select(Regression.id).where(Regression.machine_id == mid).order_by(Regression.id)).first()
         s.execute(update(Regression).where(Regression.id == first)
-                  .values(status="transient", labels=["returns_to_earlier_level"], fixed_commit_id=None))
+                  .values(status="transient", labels=["returns_to_earlier_level"], fixed_commit_id=None,
+                          close_reason=None))  # a row from before close reasons were recorded
     engine.dispose()
 
     at = goto(app(monkeypatch, writable_copy.url), "regressions")

@@ -6,7 +6,7 @@ with sign-in configured but unusable, nothing can be changed; an assignee and an
 from __future__ import annotations
 
 import pytest
-from conftest import Seeded
+from conftest import APP, Seeded
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 from test_pages import app, goto, table, texts
@@ -72,7 +72,6 @@ def test_configured_sign_in_without_authlib_changes_nothing(monkeypatch: pytest.
         pytest.skip("Authlib is installed: sign-in would be offered instead")
     monkeypatch.setenv("MLAPERF_DB", writable_copy.url)
     monkeypatch.setenv("MLAPERF_DASHBOARD_WRITABLE", "1")
-    from conftest import APP
     from streamlit.testing.v1 import AppTest
 
     at = AppTest.from_file(str(APP), default_timeout=90)
