@@ -88,3 +88,19 @@ def test_kernels_are_recognised() -> None:
     assert {f.name for f in ast.walk(ast.parse(src)) if isinstance(f, ast.FunctionDef) and _is_kernel(f)} \
         == {"kern", "kern2"}
     assert set(over_limits(src + "\n" * MAX_MODULE, "probe.py")) == {"probe.py", "probe.py::plain"}
+
+
+def test_views_are_thin() -> None:
+    """A dashboard page is a ``main()`` over a pure model: at module level only its docstring, imports,
+    definitions and the ``if __name__ == "__main__": main()`` that Streamlit's router runs."""
+    views = sorted((ROOT / "dashboard" / "views").glob("*.py"))
+    assert views
+    for path in views:
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        names = {n.name for n in tree.body if isinstance(n, ast.FunctionDef)}
+        assert "main" in names, f"{path.name}: no main()"
+        loose = [n.lineno for n in tree.body[1:] if not isinstance(
+            n, ast.Import | ast.ImportFrom | ast.FunctionDef | ast.ClassDef | ast.If | ast.Assign | ast.AnnAssign)]
+        guards = [n for n in tree.body if isinstance(n, ast.If)]
+        assert not loose, f"{path.name}: statements at module level, lines {loose}"
+        assert [ast.unparse(g.test) for g in guards] == ["__name__ == '__main__'"], path.name
