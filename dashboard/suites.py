@@ -64,6 +64,12 @@ def present_suites(benchmark_names: list[str] | pd.Series) -> list[Suite]:
     return found
 
 
+def default_filter(suite: Suite, values: list[object]) -> object:
+    """The filter value a page opens on: top-k 512 (the decode's production setting) where offered, else the
+    largest value."""
+    return 512 if 512 in values and suite.filter_param == "topk" else values[-1]
+
+
 def _suite_rows(results: pd.DataFrame, suite: Suite, leaf: str) -> pd.DataFrame:
     target = suite.time_bench if leaf == "time" else f"{suite.metrics_class}.{leaf}"
     mask = results["benchmark"].map(lambda n: matches(str(n), target))

@@ -6,6 +6,8 @@ a one-line reason. Columns are read by name through the file's ``result_columns`
 parameter combinations are expanded in ``itertools.product`` order (as asv itself does), a ``null``
 value is a failed benchmark and ``NaN`` a skipped one. Every value is checked against the store's
 limits (``db.limits``, docs/ingest.md) here, so SQLite and PostgreSQL accept exactly the same files.
+Finding and reading the files on disk is ``db.asvfiles``; the value checks are ``db.asvcheck`` (their public
+names are importable from here too).
 """
 
 from __future__ import annotations
@@ -14,19 +16,33 @@ import datetime as dt
 import itertools
 import json
 import math
-import os
 import re
-import stat
-import sys
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from db import limits
+from db.asvcheck import (
+    AsvFormatError,
+    ValueRange,
+    bounds,
+    check_stored,
+    check_text,
+    counts,
+    js_timestamp,
+    load_json_object,
+    show,
+    show_path,
+)
+from db.asvfiles import BENCHMARKS_JSON, MACHINE_JSON, ResultFile, find_result_files, read_input, scan_inputs
+
+__all__ = [
+    "BENCHMARKS_JSON", "MACHINE_JSON", "RESULTS_API_VERSION", "RESULT_FIELDS", "AsvFormatError", "ParsedRun",
+    "ResultFile", "ResultGroup", "benchmark_meta", "benchmark_type", "default_unit", "find_result_files",
+    "js_timestamp", "load_json_object", "machine_columns", "parse_benchmarks_json", "parse_machine_json",
+    "parse_results", "prepare_benchmarks", "read_input", "scan_inputs", "show", "show_path",
+]
 
 RESULTS_API_VERSION = 2
-MACHINE_JSON = "machine.json"
-BENCHMARKS_JSON = "benchmarks.json"
 # Keys of a result file's top-level params that describe the environment, not the machine.
 _ENV_PARAM_KEYS = {"python", "requirements", "env_vars"}
 # Field order of the rows in ResultGroup.rows (the Result columns besides run_id and benchmark_id).
@@ -50,31 +66,7 @@ _TYPE_BY_PREFIX = {"time": "time", "track": "track", "mem": "memory", "peakmem":
 # Machine columns holding numbers (the rest are text); values that do not fit stay only in `info`.
 _INT_MACHINE_COLUMNS = {"gpu_sm_count"}
 _FLOAT_MACHINE_COLUMNS = {"gpu_memory_gb"}
-# Only files holding one of these can contain a NUL or a lone surrogate (JSON escapes or raw UTF-8).
-_SUSPECT_TEXT = re.compile(rb"\\u(?:0000|[dD][89a-fA-F])|\xed[\xa0-\xbf]")
-_EPOCH_MS_MAX = (limits.MAX_DATE - dt.datetime(1970, 1, 1)).total_seconds() * 1000.0
-_EPOCH_MS_MIN = (limits.MIN_DATE - dt.datetime(1970, 1, 1)).total_seconds() * 1000.0
-
-
 _COMMIT_HASH = re.compile(r"[0-9a-f]{7,64}")
-
-
-class AsvFormatError(ValueError):
-    """A file is not valid asv output or is outside the store's limits; the message says why."""
-
-
-def show(value: Any, limit: int = 60) -> str:
-    """A value as one short printable line for messages (long names cut, control characters escaped)."""
-    text = value if isinstance(value, str) and value.isprintable() else repr(value)
-    if len(text) > limit:
-        size = f"{len(value):,} characters" if isinstance(value, str) else "cut"
-        text = f"{text[: limit - 3]}... ({size})"
-    return text
-
-
-def show_path(path: str | Path) -> str:
-    """A file path as printable text (names that are not UTF-8 get backslash escapes)."""
-    return os.fsencode(path).decode("utf-8", "backslashreplace")
 
 
 @dataclass
@@ -111,244 +103,6 @@ class ParsedRun:
         return sum(len(g.rows) for g in self.groups)
 
 
-@dataclass(frozen=True)
-class ResultFile:
-    """A results file found on disk, with the asv results directory it belongs to (if recognisable)."""
-
-    path: Path
-    results_dir: Path | None
-
-    @property
-    def machine_json(self) -> Path:
-        return self.path.parent / MACHINE_JSON
-
-    @property
-    def benchmarks_json(self) -> Path | None:
-        return None if self.results_dir is None else self.results_dir / BENCHMARKS_JSON
-
-    @property
-    def source_path(self) -> str:
-        """``machine/file.json``, the path asv itself uses for a results file."""
-        return show_path(f"{self.path.parent.name}/{self.path.name}")
-
-
-# -- files on disk -------------------------------------------------------------------------------------
-
-
-def _os_reason(exc: OSError) -> str:
-    reason = exc.strerror or str(exc)
-    if exc.errno == 40:  # ELOOP
-        reason += " (a symlink loop)"
-    return reason
-
-
-def read_input(path: Path) -> bytes:
-    """A file's bytes; raises :class:`AsvFormatError` for what cannot be a results file.
-
-    Opened non-blocking (a FIFO named ``*.json`` must not hang the ingest), only regular files, at most
-    ``limits.MAX_FILE_BYTES``.
-    """
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
-    except OSError as exc:
-        raise AsvFormatError(f"cannot read: {_os_reason(exc)}") from None
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            kind = "a directory" if stat.S_ISDIR(info.st_mode) else "a FIFO" if stat.S_ISFIFO(info.st_mode) else None
-            raise AsvFormatError(f"not a regular file ({kind or 'a device or socket'})")
-        if info.st_size > limits.MAX_FILE_BYTES:
-            raise AsvFormatError(
-                f"file is {limits.describe_bytes(info.st_size)}, over the limit of "
-                f"{limits.describe_bytes(limits.MAX_FILE_BYTES)}"
-            )
-        with os.fdopen(os.dup(fd), "rb") as handle:
-            data = handle.read(limits.MAX_FILE_BYTES + 1)
-    except OSError as exc:
-        raise AsvFormatError(f"cannot read: {_os_reason(exc)}") from None
-    finally:
-        os.close(fd)
-    if len(data) > limits.MAX_FILE_BYTES:  # grew while being read
-        raise AsvFormatError(f"file is over the limit of {limits.describe_bytes(limits.MAX_FILE_BYTES)}")
-    return data
-
-
-def _is_file(path: Path) -> bool:
-    try:
-        return path.is_file()
-    except OSError:
-        return False
-
-
-def _listdir(path: Path) -> list[str]:
-    with os.scandir(path) as entries:
-        return sorted(e.name for e in entries)
-
-
-def scan_inputs(paths: list[str | Path]) -> tuple[list[ResultFile], list[tuple[str, str]]]:
-    """Results files under each path, and the paths that could not be used with their reason.
-
-    A path is an asv results directory, one machine's directory, or a results file. ``machine.json``
-    and ``benchmarks.json`` are metadata, never results. Nothing here raises for a bad path: a missing
-    path, a symlink loop, an unreadable directory or a directory without asv results is reported.
-    Dotfiles (editors' and partial copies) are ignored.
-    """
-    found: dict[str, ResultFile] = {}
-    problems: list[tuple[str, str]] = []
-
-    def add(file: Path, results_dir: Path | None) -> None:
-        # One entry per real file (overlapping arguments, links to one file); a broken link is its own.
-        key = os.path.realpath(file) if os.path.exists(file) else os.path.abspath(file)
-        found.setdefault(key, ResultFile(file, results_dir))
-
-    for raw in paths:
-        path = Path(raw)
-        try:
-            mode = os.stat(path).st_mode
-        except OSError as exc:
-            reason = _os_reason(exc)
-            if exc.errno == 2:
-                reason = "dangling symlink" if os.path.lexists(path) else "no such file or directory"
-            problems.append((str(raw), reason))
-            continue
-        if not stat.S_ISDIR(mode):
-            if path.name not in (MACHINE_JSON, BENCHMARKS_JSON):
-                root = path.parent.parent
-                add(path, root if _is_file(root / BENCHMARKS_JSON) else None)
-            continue
-        try:
-            if _is_file(path / MACHINE_JSON):
-                machine_dirs, root = [path], path.parent
-            else:
-                machine_dirs = [path / n for n in _listdir(path) if _is_file(path / n / MACHINE_JSON)]
-                root = path
-            if not machine_dirs:
-                problems.append(
-                    (str(raw), "not an asv results directory: no machine.json in it or in its subdirectories")
-                )
-                continue
-            results_dir = root if _is_file(root / BENCHMARKS_JSON) else None
-            for machine_dir in machine_dirs:
-                try:
-                    names = _listdir(machine_dir)
-                except OSError as exc:
-                    problems.append((str(machine_dir), f"cannot list directory: {_os_reason(exc)}"))
-                    continue
-                for name in names:
-                    if name.endswith(".json") and name != MACHINE_JSON and not name.startswith("."):
-                        add(machine_dir / name, results_dir)
-        except OSError as exc:
-            problems.append((str(raw), f"cannot list directory: {_os_reason(exc)}"))
-    return list(found.values()), problems
-
-
-def find_result_files(paths: list[str | Path]) -> list[ResultFile]:
-    """Results files under each path (see :func:`scan_inputs`); raises for the first unusable path.
-
-    ``FileNotFoundError`` names a path that does not exist, ``ValueError`` any other unusable path.
-    """
-    files, problems = scan_inputs(paths)
-    if problems:
-        path, reason = problems[0]
-        if reason == "no such file or directory":
-            raise FileNotFoundError(f"no such file or directory: {path}")
-        raise ValueError(f"{path} is {reason}" if reason.startswith("not an asv") else f"{path}: {reason}")
-    return files
-
-
-# -- JSON documents ------------------------------------------------------------------------------------
-
-
-def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    obj = dict(pairs)
-    if len(obj) != len(pairs):
-        seen: set[str] = set()
-        for key, _ in pairs:
-            if key in seen:
-                raise AsvFormatError(f"duplicate key {show(key)!r} in one JSON object")
-            seen.add(key)
-    return obj
-
-
-def _int64(text: str) -> int:
-    if len(text) < 19:  # the common case: fits whatever its sign
-        return int(text)
-    digits = len(text.lstrip("-"))
-    # Checked before int(): Python refuses to convert more than 4,300 digits at all.
-    if digits > 40:
-        raise AsvFormatError(f"an integer of {digits:,} digits is outside the 64-bit range")
-    value = int(text)
-    if not limits.INT64_MIN <= value <= limits.INT64_MAX:
-        raise AsvFormatError(f"integer {text} is outside the 64-bit range")
-    return value
-
-
-def _bad_text(obj: Any) -> str | None:
-    """Where ``obj`` holds text no store can take (a NUL character, a lone surrogate), else None."""
-    stack: list[tuple[Any, str]] = [(obj, "")]
-    while stack:
-        item, where = stack.pop()
-        if isinstance(item, dict):
-            for key, value in item.items():
-                stack.append((key, f"{where} key"))
-                stack.append((value, f"{where}[{show(key, 30)}]"))
-        elif isinstance(item, list):
-            stack.extend((value, f"{where}[{i}]") for i, value in enumerate(item))
-        elif isinstance(item, str):
-            if "\x00" in item:
-                return f"text with a NUL character (\\u0000) at {where.strip() or 'top level'}"
-            try:
-                item.encode("utf-8")
-            except UnicodeEncodeError:
-                return f"text with a lone surrogate (not valid Unicode) at {where.strip() or 'top level'}"
-    return None
-
-
-def load_json_object(data: bytes, what: str) -> dict[str, Any]:
-    """A JSON object from ``data``; raises :class:`AsvFormatError` for anything else.
-
-    Refused besides invalid JSON: duplicate keys in one object, integers outside 64 bits, nesting deeper
-    than Python can parse, text with NUL characters or lone surrogates.
-    """
-    try:
-        obj = json.loads(data, object_pairs_hook=_unique_keys, parse_int=_int64)
-    except UnicodeDecodeError as exc:
-        raise AsvFormatError(f"{what} is not UTF-8 text: {exc}") from None
-    except RecursionError:
-        # No depth limit of ours here: stored objects are held to MAX_NESTING later (_check_stored).
-        raise AsvFormatError(f"{what} is nested too deeply to read (deeper than Python's JSON parser goes)") from None
-    except json.JSONDecodeError as exc:
-        # Errors at the very end (or a string never closed) mean the file was cut short.
-        truncated = exc.pos >= len(data.rstrip()) or exc.msg.startswith("Unterminated string")
-        hint = " (truncated?)" if truncated else ""
-        raise AsvFormatError(f"invalid JSON{hint}: {exc}") from None
-    if not isinstance(obj, dict):
-        raise AsvFormatError(f"{what} must hold a JSON object, not {type(obj).__name__}")
-    suspect = (b"\\u" in data or b"\xed" in data) and _SUSPECT_TEXT.search(data)  # substring checks are fast
-    if suspect and (where := _bad_text(obj)) is not None:
-        raise AsvFormatError(where)
-    return obj
-
-
-def _check_stored(value: Any, what: str) -> None:
-    """A value stored as JSON: at most ``MAX_NESTING`` levels deep, only finite numbers."""
-    stack: list[tuple[Any, int]] = [(value, 1)]
-    while stack:
-        item, depth = stack.pop()
-        if isinstance(item, dict | list):
-            if depth > limits.MAX_NESTING:
-                raise AsvFormatError(f"{what} is nested deeper than {limits.MAX_NESTING} levels")
-            stack.extend((v, depth + 1) for v in (item.values() if isinstance(item, dict) else item))
-        elif isinstance(item, float) and not math.isfinite(item):
-            raise AsvFormatError(f"{what} holds {item!r}, not a finite number")
-
-
-def _check_text(value: str, what: str, limit: int) -> str:
-    if len(value) > limit:
-        raise AsvFormatError(f"{what} {show(value)} is over the limit of {limit} characters")
-    return value
-
-
 # -- metadata files ------------------------------------------------------------------------------------
 
 
@@ -368,7 +122,7 @@ def parse_benchmarks_json(data: bytes) -> dict[str, dict[str, Any]]:
 def parse_machine_json(data: bytes) -> dict[str, Any]:
     info = load_json_object(data, MACHINE_JSON)
     info.pop("version", None)
-    _check_stored(info, MACHINE_JSON)
+    check_stored(info, MACHINE_JSON)
     return info
 
 
@@ -389,7 +143,7 @@ def _optional_text(entry: dict[str, Any], key: str, what: str, limit: int) -> st
         return None
     if isinstance(value, bool) or not isinstance(value, str | int | float):
         raise AsvFormatError(f"{what} {key!r} is {type(value).__name__}, not text")
-    return _check_text(str(value), f"{what} {key!r}", limit)
+    return check_text(str(value), f"{what} {key!r}", limit)
 
 
 def benchmark_meta(name: str, entry: dict[str, Any]) -> dict[str, Any]:
@@ -399,8 +153,8 @@ def benchmark_meta(name: str, entry: dict[str, Any]) -> dict[str, Any]:
     params = entry.get("params") or []
     if not isinstance(param_names, list) or not isinstance(params, list):
         raise AsvFormatError(f"{what} 'param_names' and 'params' must be lists")
-    _check_stored(param_names, f"{what} 'param_names'")
-    _check_stored(params, f"{what} 'params'")
+    check_stored(param_names, f"{what} 'param_names'")
+    check_stored(params, f"{what} 'params'")
     code = entry.get("code")
     return {
         "type": _optional_text(entry, "type", what, limits.BENCHMARK_TYPE) or benchmark_type(name),
@@ -432,7 +186,7 @@ def machine_columns(info: dict[str, Any]) -> dict[str, Any]:
     cols: dict[str, Any] = {}
     for key, limit in limits.MACHINE_TEXT.items():
         value = info.get(key)
-        cols[key] = None if value is None or value == "" else _check_text(str(value), f"machine {key!r}", limit)
+        cols[key] = None if value is None or value == "" else check_text(str(value), f"machine {key!r}", limit)
     for key in (*_INT_MACHINE_COLUMNS, *_FLOAT_MACHINE_COLUMNS):
         value = info.get(key)
         integer = key in _INT_MACHINE_COLUMNS
@@ -453,88 +207,6 @@ def _machine_number(value: Any, *, integer: bool) -> float | int | None:
 
 
 # -- results files -------------------------------------------------------------------------------------
-
-
-def js_timestamp(value: Any, what: str) -> dt.datetime | None:
-    """asv's JavaScript timestamp (milliseconds since the epoch) as naive UTC, within the date limits."""
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        raise AsvFormatError(f"{what} is not a timestamp in milliseconds: {show(value)}")
-    if not _EPOCH_MS_MIN <= value < _EPOCH_MS_MAX:
-        raise AsvFormatError(
-            f"{what} {value:.6g} ms is outside the dates the store takes "
-            f"({limits.MIN_DATE:%Y-%m-%d} to {limits.MAX_DATE:%Y-%m-%d})"
-        )
-    return dt.datetime.fromtimestamp(value / 1000.0, dt.UTC).replace(tzinfo=None)
-
-
-class _Range:
-    """The values a benchmark type may record: time in seconds, memory in bytes, tracks any finite."""
-
-    def __init__(self, kind: str | None) -> None:
-        if kind == "time":
-            self.lo, self.hi, self.unit = 0.0, limits.MAX_SECONDS, " s"
-            self.limit = f"0 .. {limits.MAX_SECONDS:,.0f} s"
-        elif kind in ("memory", "peakmemory"):
-            self.lo, self.hi, self.unit = 0.0, limits.MAX_BYTES_VALUE, " bytes"
-            self.limit = "0 .. 2**63 bytes"
-        else:
-            self.lo, self.hi, self.unit = -sys.float_info.max, sys.float_info.max, ""
-            self.limit = "finite"
-        self.kind = kind or "track"
-
-    def check(self, value: Any, what: str) -> float:
-        """A recorded number as float; raises for non-numbers, infinities and values out of range."""
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            raise AsvFormatError(f"{what} is not a number: {show(value)}")
-        number = float(value)
-        if not math.isfinite(number):
-            raise AsvFormatError(f"{what} is {show(value)}, not a finite number")
-        if not self.lo <= number <= self.hi:
-            raise AsvFormatError(
-                f"{what} = {number:.4g}{self.unit} is outside the range of a {self.kind} benchmark ({self.limit})"
-            )
-        return number
-
-    def column(self, column: list[Any], what: str) -> list[Any]:
-        """A column of recorded numbers: None kept, NaN read as None (not measured), the rest checked."""
-        lo, hi = self.lo, self.hi
-        if all(type(x) is float and lo <= x <= hi for x in column):  # the common case, checked fast
-            return column
-        return [None if x is None or (type(x) is float and math.isnan(x)) else self.check(x, what) for x in column]
-
-
-def _bounds(column: list[Any], what: str) -> list[float | None]:
-    """Confidence bounds: any finite number; asv writes +-Infinity when it has no estimate (stored NULL)."""
-    if all(type(x) is float and x - x == 0.0 for x in column):  # all finite floats (inf - inf is NaN)
-        return column
-    out: list[float | None] = []
-    for x in column:
-        if x is None or (type(x) is float and not math.isfinite(x)):
-            out.append(None)
-        elif isinstance(x, bool) or not isinstance(x, int | float):
-            raise AsvFormatError(f"{what} is not a number: {show(x)}")
-        else:
-            out.append(float(x))
-    return out
-
-
-def _counts(column: list[Any], what: str) -> list[int | None]:
-    """stats_number / stats_repeat: whole numbers 0 .. 2**31-1 (NaN read as None)."""
-    if all(type(x) is int and 0 <= x <= limits.COUNT_MAX for x in column):
-        return column
-    out: list[int | None] = []
-    for x in column:
-        if x is None or (type(x) is float and math.isnan(x)):
-            out.append(None)
-        elif isinstance(x, bool) or not isinstance(x, int | float) or not float(x).is_integer():
-            raise AsvFormatError(f"{what} is not a whole number: {show(x)}")
-        elif not 0 <= x <= limits.COUNT_MAX:
-            raise AsvFormatError(f"{what} = {x:.4g} is outside 0 .. {limits.COUNT_MAX:,}")
-        else:
-            out.append(int(x))
-    return out
 
 
 def _column(cols: dict[str, Any], key: str, n: int, name: str) -> list[Any]:
@@ -587,7 +259,7 @@ def _parse_benchmark(
     name: str, row: Any, columns: list[str], meta: dict[str, Any] | None
 ) -> tuple[ResultGroup, float | None, float | None]:
     where = f"benchmark {show(name)}"
-    _check_text(name, "benchmark name", limits.BENCHMARK_NAME)
+    check_text(name, "benchmark name", limits.BENCHMARK_NAME)
     if not isinstance(row, list):
         raise AsvFormatError(f"{where}: result row is {type(row).__name__}, not a list")
     if len(row) > len(columns):
@@ -597,20 +269,20 @@ def _parse_benchmark(
     params = _parse_params(cols.get("params") or [], where)
     names = _param_names(meta["param_names"] if meta else None, len(params))
     n = math.prod(len(p) for p in params)
-    kind = _Range(meta["type"] if meta else benchmark_type(name))
+    kind = ValueRange(meta["type"] if meta else benchmark_type(name))
 
     values = _column(cols, "result", n, name)
-    ci_a = _bounds(_column(cols, "stats_ci_99_a", n, name), f"{where}: stats_ci_99_a")
-    ci_b = _bounds(_column(cols, "stats_ci_99_b", n, name), f"{where}: stats_ci_99_b")
+    ci_a = bounds(_column(cols, "stats_ci_99_a", n, name), f"{where}: stats_ci_99_a")
+    ci_b = bounds(_column(cols, "stats_ci_99_b", n, name), f"{where}: stats_ci_99_b")
     q_25 = kind.column(_column(cols, "stats_q_25", n, name), f"{where}: stats_q_25")
     q_75 = kind.column(_column(cols, "stats_q_75", n, name), f"{where}: stats_q_75")
-    number = _counts(_column(cols, "stats_number", n, name), f"{where}: stats_number")
-    repeat = _counts(_column(cols, "stats_repeat", n, name), f"{where}: stats_repeat")
+    number = counts(_column(cols, "stats_number", n, name), f"{where}: stats_number")
+    repeat = counts(_column(cols, "stats_repeat", n, name), f"{where}: stats_repeat")
     samples = _column(cols, "samples", n, name)
     version = cols.get("version")
     if version is not None and (isinstance(version, bool) or not isinstance(version, str | int | float)):
         raise AsvFormatError(f"{where}: version is {type(version).__name__}, not text")
-    version_str = None if version is None else _check_text(str(version), f"{where}: version", limits.BENCHMARK_VERSION)
+    version_str = None if version is None else check_text(str(version), f"{where}: version", limits.BENCHMARK_VERSION)
 
     # params_key pieces, JSON-encoded once per value: the key equals json.dumps(params, sort_keys=True).
     order = sorted(range(len(names)), key=names.__getitem__)
@@ -661,25 +333,11 @@ def _text_field(obj: dict[str, Any], key: str, limit: int) -> str:
     value = obj[key]
     if not isinstance(value, str) or not value:
         raise AsvFormatError(f"{key!r} must be a non-empty string, got {show(value)}")
-    return _check_text(value, repr(key), limit)
+    return check_text(value, repr(key), limit)
 
 
-def parse_results(
-    data: bytes,
-    *,
-    machine_info: dict[str, Any] | None = None,
-    machine_dir_name: str | None = None,
-    benchmarks: dict[str, dict[str, Any]] | None = None,
-    prepared: dict[str, dict[str, Any] | AsvFormatError] | None = None,
-) -> ParsedRun:
-    """Parse one asv results file (format version 2) into a :class:`ParsedRun`.
-
-    ``machine_info`` is the machine.json beside the file, ``benchmarks`` the results directory's
-    benchmarks.json (parameter names, types, units); both optional. ``prepared``: the
-    :func:`prepare_benchmarks` of that benchmarks.json, computed once for many files. Raises
-    :class:`AsvFormatError` with the reason, for malformed files and values outside the store's limits.
-    """
-    obj = load_json_object(data, "results file")
+def _check_document(obj: dict[str, Any]) -> tuple[list[str], dict[str, Any], dict[str, Any]]:
+    """A results file's format version and required keys; its result_columns, results and params."""
     version = obj.get("version")
     if version is None:
         raise AsvFormatError("not an asv results file: no 'version' key")
@@ -702,21 +360,28 @@ def parse_results(
     params = obj["params"]
     if not isinstance(params, dict):
         raise AsvFormatError(f"'params' must be an object, got {type(params).__name__}")
-    commit_hash = _text_field(obj, "commit_hash", limits.COMMIT_SHA)
-    if not _COMMIT_HASH.fullmatch(commit_hash):  # it reaches links and markdown (the nightly's issues)
-        raise AsvFormatError(f"'commit_hash' must be a hexadecimal git commit hash, got {show(commit_hash)}")
-    env_name = _text_field(obj, "env_name", limits.ENV_NAME)
+    return columns, results, params
 
+
+def _machine(params: dict[str, Any], machine_info: dict[str, Any] | None,
+             machine_dir_name: str | None) -> tuple[str, dict[str, Any], dict[str, Any]]:
+    """The machine's name, its description (machine.json overlaid with the file's params) and the file's
+    params alone (with the name)."""
     own = {k: v for k, v in params.items() if k not in _ENV_PARAM_KEYS}
     machine = own.get("machine") or (machine_info or {}).get("machine") or machine_dir_name
     if not isinstance(machine, str) or not machine:
         raise AsvFormatError("no machine name: 'params' has no 'machine' and there is no machine.json")
-    own["machine"] = _check_text(machine, "machine name", limits.MACHINE_NAME)
+    own["machine"] = check_text(machine, "machine name", limits.MACHINE_NAME)
     info = {**(machine_info or {}), **own}
-    _check_stored(info, "machine description ('params' and machine.json)")
+    check_stored(info, "machine description ('params' and machine.json)")
     machine_columns(info)  # validates the text columns' lengths
+    return machine, info, own
 
-    benchmarks = benchmarks or {}
+
+def _groups(results: dict[str, Any], columns: list[str], benchmarks: dict[str, dict[str, Any]],
+            prepared: dict[str, dict[str, Any] | AsvFormatError] | None
+            ) -> tuple[list[ResultGroup], list[float], list[float]]:
+    """Every benchmark's rows, and the start and end times (seconds) the benchmarks recorded."""
     groups = []
     starts: list[float] = []
     ends: list[float] = []
@@ -734,16 +399,48 @@ def parse_results(
             starts.append(start)
         if end is not None:
             ends.append(end)
+    return groups, starts, ends
 
+
+def _environment(obj: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any], str | None]:
+    """The file's requirements, env_vars and Python version."""
     requirements = {} if obj.get("requirements") is None else obj["requirements"]
     env_vars = {} if obj.get("env_vars") is None else obj["env_vars"]
     for key, value in (("requirements", requirements), ("env_vars", env_vars)):
         if not isinstance(value, dict):
             raise AsvFormatError(f"{key!r} must be an object, got {type(value).__name__}")
-        _check_stored(value, repr(key))
+        check_stored(value, repr(key))
     python = obj.get("python")
     if python is not None and (isinstance(python, bool) or not isinstance(python, str | int | float)):
         raise AsvFormatError(f"'python' must be a version string, got {show(python)}")
+    return requirements, env_vars, None if python is None else check_text(str(python), "'python'",
+                                                                          limits.PYTHON_VERSION)
+
+
+def parse_results(
+    data: bytes,
+    *,
+    machine_info: dict[str, Any] | None = None,
+    machine_dir_name: str | None = None,
+    benchmarks: dict[str, dict[str, Any]] | None = None,
+    prepared: dict[str, dict[str, Any] | AsvFormatError] | None = None,
+) -> ParsedRun:
+    """Parse one asv results file (format version 2) into a :class:`ParsedRun`.
+
+    ``machine_info`` is the machine.json beside the file, ``benchmarks`` the results directory's
+    benchmarks.json (parameter names, types, units); both optional. ``prepared``: the
+    :func:`prepare_benchmarks` of that benchmarks.json, computed once for many files. Raises
+    :class:`AsvFormatError` with the reason, for malformed files and values outside the store's limits.
+    """
+    obj = load_json_object(data, "results file")
+    columns, results, params = _check_document(obj)
+    commit_hash = _text_field(obj, "commit_hash", limits.COMMIT_SHA)
+    if not _COMMIT_HASH.fullmatch(commit_hash):  # it reaches links and markdown (the nightly's issues)
+        raise AsvFormatError(f"'commit_hash' must be a hexadecimal git commit hash, got {show(commit_hash)}")
+    env_name = _text_field(obj, "env_name", limits.ENV_NAME)
+    machine, info, own = _machine(params, machine_info, machine_dir_name)
+    groups, starts, ends = _groups(results, columns, benchmarks or {}, prepared)
+    requirements, env_vars, python = _environment(obj)
     return ParsedRun(
         machine=machine,
         machine_info=info,
@@ -751,7 +448,7 @@ def parse_results(
         commit_hash=commit_hash,
         commit_date=js_timestamp(obj.get("date"), "'date'"),
         env_name=env_name,
-        python=None if python is None else _check_text(str(python), "'python'", limits.PYTHON_VERSION),
+        python=python,
         requirements=requirements,
         env_vars=env_vars,
         started_at=js_timestamp(min(starts) * 1000, "started_at") if starts else None,

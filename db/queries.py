@@ -3,8 +3,8 @@ comparisons (``regressions.results``), the tests and the benchmark scripts all r
 
 Every function takes a caller-owned :class:`~sqlalchemy.orm.Session`, builds its SQL with ``select()``
 (parameters bound, never formatted into SQL) and returns a pandas DataFrame unless said otherwise.
-The writers, :func:`set_regression_status` and :func:`set_regression_triage`, flush but never commit: the
-caller owns the transaction.
+The regressions and their triage writers live in ``db.regression_queries`` (re-exported here); the
+shared errors, lookups and :func:`pool_runs` in ``db.query_base``.
 
 A series is (benchmark name, ``params_key``, machine name). When a commit was measured more than once on
 a machine (re-runs, several environments), its result is the median over those runs (:func:`pool_runs`,
@@ -17,133 +17,37 @@ benchmark at once, :func:`series` is one DISTINCT without per-series counts. Ker
 
 from __future__ import annotations
 
-import ast
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 import pandas as pd
-from sqlalchemy import Select, func, select
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from db.models import (
-    MACHINE_INFO_COLUMNS,
-    REGRESSION_STATUSES,
-    Benchmark,
-    Commit,
-    Environment,
-    Machine,
-    Regression,
-    Result,
-    Run,
-    commit_order,
-)
-from db.models import (
-    params_key as canonical_params_key,
-)
+from db.models import Benchmark, Commit, Environment, Machine, Result, Run, commit_order
 from db.provenance import config_key, is_provenance
+from db.query_base import (
+    _MACHINE_COLUMNS,
+    CommitNotFound,
+    NotFound,
+    _benchmark_id,
+    _datetimes,
+    _empty,
+    _frame,
+    _key,
+    _machine_id,
+    param_value,
+    pool_runs,
+)
+from db.regression_queries import regressions, set_regression_status, set_regression_triage, triage_fields
 
-
-class CommitNotFound(LookupError):
-    """No commit, or more than one, matches a sha or sha prefix; the message says which."""
-
-
-class NotFound(LookupError):
-    """A named machine, benchmark or regression does not exist; the message names it."""
-
-
-_MACHINE_COLUMNS = ["id", "name", *MACHINE_INFO_COLUMNS]
-
-
-def _frame(s: Session, stmt: Select[Any]) -> pd.DataFrame:
-    result = s.execute(stmt)
-    keys = list(result.keys())
-    rows = result.all()
-    if not rows:
-        return pd.DataFrame({k: pd.Series(dtype=object) for k in keys})
-    # Column-wise construction: pandas is many times slower when handed a list of Row objects. Text
-    # columns stay object dtype: converting 10^5..10^6 values to Arrow strings costs more than the query.
-    columns = {}
-    for key, values in zip(keys, zip(*rows, strict=True), strict=True):
-        first = next((v for v in values if v is not None), None)
-        columns[key] = pd.Series(values, dtype=object if isinstance(first, str | dict | list) else None)
-    return pd.DataFrame(columns)
-
-
-def _empty(columns: list[str]) -> pd.DataFrame:
-    return pd.DataFrame({c: pd.Series(dtype=object) for c in columns})
-
-
-def _datetimes(frame: pd.DataFrame, *columns: str) -> pd.DataFrame:
-    for column in columns:
-        frame[column] = pd.to_datetime(frame[column])
-    return frame
-
-
-def param_value(text: str) -> Any:
-    """A parameter value from asv's repr string: ``"'mma'"`` -> ``'mma'``, ``"64"`` -> ``64``."""
-    try:
-        return ast.literal_eval(text)
-    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
-        return text
-
-
-def _key(params_key: str | Mapping[str, Any]) -> str:
-    return params_key if isinstance(params_key, str) else canonical_params_key(dict(params_key))
-
-
-def _machine_id(s: Session, machine: str) -> int:
-    found = s.execute(select(Machine.id).where(Machine.name == machine)).scalar_one_or_none()
-    if found is None:
-        known = ", ".join(s.execute(select(Machine.name).order_by(Machine.name)).scalars()) or "none"
-        raise NotFound(f"no machine named {machine!r} (known machines: {known})")
-    return int(found)
-
-
-def _benchmark_id(s: Session, benchmark: str) -> int:
-    found = s.execute(select(Benchmark.id).where(Benchmark.name == benchmark)).scalar_one_or_none()
-    if found is None:
-        raise NotFound(f"no benchmark named {benchmark!r}")
-    return int(found)
-
-
-def pool_runs(frame: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
-    """One row per ``keys`` (a series at a commit) from one row per run: a commit's result.
-
-    ``value`` is the median over the runs that have one (failed and skipped runs do not count), so a
-    re-run pools with the first run instead of replacing it; ``samples`` are the runs' samples together,
-    ``ci_99_a``/``ci_99_b`` the widest interval; ``status`` is 'ok' when any run has a value, else
-    'failed' when any failed, else 'skipped'; ``runs`` counts the runs. Other columns come from the
-    latest run with a value (else the latest run). ``frame`` needs ``keys``, ``value``, ``status``,
-    ``run_id`` and ``run_started_at``; ``samples`` and the interval columns are optional. Row order is
-    not kept.
-    """
-    if frame.empty:
-        return frame.assign(runs=pd.Series(dtype="int64"))
-    ok = frame["value"].notna()
-    # Latest run with a value last in each group: it gives the columns that are not pooled.
-    order = frame.assign(_ok=ok).sort_values(["_ok", "run_started_at", "run_id"], na_position="first", kind="stable")
-    dup = order.duplicated(keys, keep=False)
-    if not dup.any():  # the common case: one run per commit
-        return order.drop(columns="_ok").assign(runs=1)
-    multi = order[dup]
-    grouped = multi.groupby(keys, sort=False, dropna=False)
-    pooled = multi.drop_duplicates(keys, keep="last").set_index(keys)
-    pooled["value"] = grouped["value"].median()
-    pooled["status"] = grouped["status"].agg(
-        lambda st: "ok" if (st == "ok").any() else "failed" if (st == "failed").any() else "skipped"
-    )
-    pooled["runs"] = grouped.size()
-    if "samples" in multi:
-        pooled["samples"] = grouped["samples"].agg(
-            lambda col: [x for s in col if isinstance(s, list) for x in s] or None
-        )
-    if "ci_99_a" in multi:
-        pooled["ci_99_a"] = grouped["ci_99_a"].min()
-    if "ci_99_b" in multi:
-        pooled["ci_99_b"] = grouped["ci_99_b"].max()
-    single = order[~dup].drop(columns="_ok").assign(runs=1)
-    return pd.concat([single, pooled.reset_index()[single.columns]], ignore_index=True)
+__all__ = [
+    "CommitNotFound", "NotFound", "benchmarks", "commit_candidates", "commit_messages", "commit_results", "commits",
+    "history", "launch_config", "machine_info", "machines", "param_value", "pool_runs", "recent_values",
+    "regressions", "results_at_commit", "run_infos", "series", "set_regression_status", "set_regression_triage",
+    "triage_fields",
+]
 
 
 # -- lookups ------------------------------------------------------------------------------------------
@@ -505,93 +409,3 @@ def results_at_commit(s: Session, sha: str, machine: str, benchmark_prefix: str 
         column = f"param_{name}" if name in fixed else name
         frame[column] = [param_value(p[name]) if name in p else None for p in frame["params"]]
     return frame
-
-
-# -- regressions --------------------------------------------------------------------------------------
-
-
-def regressions(s: Session, status: str | Iterable[str] | None = None, machine: str | None = None) -> pd.DataFrame:
-    """Flagged regressions, newest commit first (history order): id, benchmark, unit, params_key, params, machine, sha,
-    date, message, before, after, ratio, direction, status, p_value, detected_at, fixed_sha."""
-    fixed = Commit.__table__.alias("fixed_commit")
-    stmt = (
-        select(
-            Regression.id,
-            Benchmark.name.label("benchmark"),
-            Benchmark.unit,
-            Regression.params_key,
-            Regression.params,
-            Machine.name.label("machine"),
-            Commit.sha,
-            Commit.date,
-            Commit.message,
-            Regression.before,
-            Regression.after,
-            Regression.ratio,
-            Regression.direction,
-            Regression.status,
-            Regression.p_value,
-            Regression.detected_at,
-            fixed.c.sha.label("fixed_sha"),
-        )
-        .join(Benchmark, Benchmark.id == Regression.benchmark_id)
-        .join(Machine, Machine.id == Regression.machine_id)
-        .join(Commit, Commit.id == Regression.commit_id)
-        .outerjoin(fixed, fixed.c.id == Regression.fixed_commit_id)
-        .order_by(*commit_order(descending=True), Regression.id.desc())
-    )
-    if status is not None:
-        wanted = [status] if isinstance(status, str) else list(status)
-        for value in wanted:
-            _check_status(value)
-        stmt = stmt.where(Regression.status.in_(wanted))
-    if machine is not None:
-        stmt = stmt.where(Regression.machine_id == _machine_id(s, machine))
-    return _datetimes(_frame(s, stmt), "date", "detected_at")
-
-
-def _check_status(status: str) -> None:
-    if status not in REGRESSION_STATUSES:
-        raise ValueError(f"status must be one of {', '.join(REGRESSION_STATUSES)}, not {status!r}")
-
-
-def set_regression_status(s: Session, regression_id: int, status: str, *, by: str | None = None) -> None:
-    """Set a regression's status ('new', 'acknowledged', 'fixed', 'ignored'), and who set it (``by``: kept in
-    ``status_by``); flushes, does not commit."""
-    _check_status(status)
-    regression = s.get(Regression, regression_id)
-    if regression is None:
-        raise NotFound(f"no regression with id {regression_id}")
-    regression.status = status
-    if by is not None:
-        regression.status_by = by[:255]
-    s.flush()
-
-
-def set_regression_triage(s: Session, regression_id: int, *, assignee: str | None, issue_url: str | None) -> str:
-    """Assign a regression to a person and link the issue that tracks it (None or "" clears a field); flushes,
-    does not commit; returns the regression's status. ``issue_url`` must be an http(s) URL (ValueError
-    otherwise)."""
-    regression = s.get(Regression, regression_id)
-    if regression is None:
-        raise NotFound(f"no regression with id {regression_id}")
-    issue = (issue_url or "").strip()
-    if issue and not issue.startswith(("https://", "http://")):
-        raise ValueError(f"issue link must be an http(s) URL, not {issue!r}")
-    if len(issue) > 1024:
-        raise ValueError("issue link is longer than 1,024 characters")
-    regression.assignee = (assignee or "").strip()[:255] or None
-    regression.issue_url = issue or None
-    s.flush()
-    return regression.status
-
-
-def triage_fields(s: Session, regression_ids: Iterable[int]) -> pd.DataFrame:
-    """id, assignee, issue_url, status_by of the given regressions (migration 0008)."""
-    ids = sorted({int(i) for i in regression_ids})
-    cols = ["id", "assignee", "issue_url", "status_by"]
-    if not ids:
-        return _empty(cols)
-    stmt = select(Regression.id, Regression.assignee, Regression.issue_url, Regression.status_by)
-    frame = _frame(s, stmt.where(Regression.id.in_(ids)))
-    return frame[cols] if not frame.empty else _empty(cols)

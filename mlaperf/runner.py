@@ -18,7 +18,8 @@ afterwards, also on errors and Ctrl-C.
 "Already measured" comes from the store too (``--db``; commit x machine x benchmark version, see
 ``mlaperf.measured``), because a CI checkout deletes the ignored ``.asv/results``. asv runs in its own
 process group: on Ctrl-C or SIGTERM the whole group (asv, its forkserver and benchmark processes) is
-stopped, then the worktree and the temporary directory are removed.
+stopped (``mlaperf.procgroup``), then the worktree and the temporary directory are removed. RANGE is
+resolved in ``mlaperf.run_commits``.
 
 Exit status (the rule of every mlaperf command): 0 every commit measured (or skipped), 1 some benchmark
 failed at a commit (for example the correctness gate) or a commit produced no result, 2 bad usage (bad
@@ -38,11 +39,12 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from mlaperf import gpuinfo
+from mlaperf.procgroup import UNIX_SOCKET_PATH_MAX, run_group
+from mlaperf.run_commits import Commit, RunError, repo_root, resolve_specs, run_git
 
 CPU_SUFFIX = "-cpu"
 DESCRIPTION = (
@@ -54,16 +56,6 @@ DESCRIPTION = (
     "machine name <name>-cpu. Exit status: 0 ok, 1 some benchmark failed or a commit produced no result, "
     "2 bad usage, 3 internal error, 130/143 interrupted (SIGINT/SIGTERM: asv stopped, worktree removed)."
 )
-
-
-class RunError(Exception):
-    """A user-facing error: bad argument, missing file, git or asv failure."""
-
-
-@dataclass
-class Commit:
-    sha: str
-    subject: str
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -141,68 +133,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--dry-run", action="store_true", help="print the commits and asv commands; run nothing"
     )
-
-
-def _git(root: Path, *args: str) -> str:
-    proc = subprocess.run(["git", *args], cwd=root, capture_output=True, text=True)
-    if proc.returncode != 0:
-        raise RunError(f"git {' '.join(args)} failed: {proc.stderr.strip() or proc.stdout.strip()}")
-    return proc.stdout
-
-
-def repo_root(start: Path | None = None) -> Path:
-    try:
-        out = _git(start or Path.cwd(), "rev-parse", "--show-toplevel")
-    except (RunError, FileNotFoundError) as exc:
-        raise RunError(f"not inside a git repository ({exc})") from None
-    return Path(out.strip())
-
-
-NEW_WINDOW = 50  # how far back RANGE=NEW looks for commits without results
-
-
-def resolve_specs(root: Path, specs: list[str]) -> list[Commit]:
-    """The commits of several RANGE arguments, in order, each commit once."""
-    seen: dict[str, Commit] = {}
-    for spec in specs or ["HEAD"]:
-        for c in resolve_commits(root, spec):
-            seen.setdefault(c.sha, c)
-    return list(seen.values())
-
-
-def resolve_commits(root: Path, spec: str) -> list[Commit]:
-    """The commits of RANGE, oldest first: one commit, or ``git rev-list --first-parent A..B``."""
-    if not spec or spec.startswith("-"):
-        raise RunError(f"RANGE {spec!r} is not a commit or a range")
-    if spec == "NEW":  # the nightly's range: recent first-parent history; measured commits are skipped later
-        proc = subprocess.run(
-            ["git", "rev-list", "--reverse", "--first-parent", f"--max-count={NEW_WINDOW}", "HEAD", "--"],
-            cwd=root, capture_output=True, text=True,
-        )  # fmt: skip
-        if proc.returncode != 0:
-            raise RunError(f"cannot list recent commits: {proc.stderr.strip()}")
-        shas = proc.stdout.split()
-    elif ".." in spec:
-        proc = subprocess.run(
-            ["git", "rev-list", "--reverse", "--first-parent", spec, "--"],
-            cwd=root, capture_output=True, text=True,
-        )  # fmt: skip
-        if proc.returncode != 0:
-            raise RunError(f"RANGE {spec!r} is not a valid git range: {proc.stderr.strip()}")
-        shas = proc.stdout.split()
-    else:
-        proc = subprocess.run(
-            ["git", "rev-parse", "--verify", "--quiet", f"{spec}^{{commit}}"],
-            cwd=root, capture_output=True, text=True,
-        )  # fmt: skip
-        if proc.returncode != 0:
-            raise RunError(f"RANGE {spec!r} is not a commit of the repository at {root}")
-        shas = [proc.stdout.strip()]
-    commits = []
-    for sha in shas:
-        subject = _git(root, "show", "-s", "--format=%s", sha).strip()
-        commits.append(Commit(sha, subject))
-    return commits
 
 
 def load_config(path: Path) -> dict[str, object]:
@@ -380,24 +310,10 @@ def measured_in_store(
             engine.dispose()
 
 
-def run(args: argparse.Namespace) -> int:
-    t0 = time.perf_counter()
-    root = repo_root()
-    config_path = (args.config or root / "asv.conf.json").resolve()
-    conf = load_config(config_path)
-    commits = resolve_specs(root, list(args.range))
-    concurrency = _check_concurrency(args.concurrency)
-    if args.max_commits is not None and args.max_commits < 0:
-        raise RunError(f"--max-commits {args.max_commits}: expected 0 or more")
-    tier = resolve_tier(args.tier)
-    machine = machine_name(args.machine, tier)
-    try:
-        gpuinfo.arch_profile()  # a profile the kernels would reject is bad input, found before anything runs
-    except ValueError as exc:
-        raise RunError(str(exc)) from None
-
-    results_dir = resolve_paths(conf, root, args.results_dir)
-
+def _to_measure(args: argparse.Namespace, commits: list[Commit], conf: dict[str, object], root: Path,
+                results_dir: Path, machine: str, tier: str, concurrency: str | None) -> list[Commit]:
+    """The commits of RANGE to measure: not already measured (a result file, or a run in the store covering
+    the current benchmark versions), at most the newest ``--max-commits``; says why each other is left."""
     local = {c.sha: existing_results(results_dir, machine, c.sha) for c in commits} if args.skip_existing else {}
     ask = [c for c in commits if not local.get(c.sha)]  # a result file answers; the store (asv discovery) need not
     in_store: dict[str, int] = {}
@@ -419,6 +335,69 @@ def run(args: argparse.Namespace) -> int:
             if c.sha not in kept:
                 print(f"later {c.sha[:8]} {c.subject!r}: over --max-commits {args.max_commits}", flush=True)
         todo = [c for c in todo if c.sha in kept]
+    return todo
+
+
+def _measure(todo: list[Commit], *, conf: dict[str, object], root: Path, results_dir: Path, machine: str, tier: str,
+             concurrency: str | None, bench: list[str] | None, t0: float) -> int:
+    """asv at each commit of ``todo`` in a throwaway worktree (removed also on errors and Ctrl-C); 1 when a
+    commit produced no result or some benchmark failed, else 0."""
+    status = 0
+    tmp = Path(tempfile.mkdtemp(prefix="mlrun-"))
+    try:
+        config = tmp / "asv.conf.json"
+        config.write_text(json.dumps(conf, indent=2))
+        asv_tmp: Path | None = tmp / "t"
+        asv_tmp.mkdir()
+        if len(str(asv_tmp)) + len("/asv-forkserver-xxxxxxxx/socket") >= UNIX_SOCKET_PATH_MAX:
+            asv_tmp = None  # asv's forkserver socket would not fit; asv keeps the default TMPDIR
+        for i, c in enumerate(todo, 1):
+            elapsed = _fmt_elapsed(time.perf_counter() - t0)
+            print(f"\n[{i}/{len(todo)}] {c.sha[:8]} {c.subject} (elapsed {elapsed})", flush=True)
+            worktree = tmp / f"src-{c.sha[:12]}"
+            run_git(root, "worktree", "add", "--detach", "--quiet", str(worktree), c.sha)
+            try:
+                t_commit = time.perf_counter()
+                env = _run_env(worktree, tier, concurrency)
+                if asv_tmp is not None:
+                    env["TMPDIR"] = str(asv_tmp)  # asv's own temp files die with ours, even when asv is killed
+                returncode = run_group(asv_command(config, c.sha, machine, bench), cwd=root, env=env)
+            finally:
+                _remove_worktree(root, worktree)
+            produced = existing_results(results_dir, machine, c.sha)
+            took = _fmt_elapsed(time.perf_counter() - t_commit)
+            if not produced:
+                print(f"[{i}/{len(todo)}] {c.sha[:8]}: no result, asv exit {returncode}", flush=True)
+                status = 1
+            elif returncode != 0:
+                print(f"[{i}/{len(todo)}] {c.sha[:8]}: done in {took}, some benchmarks failed", flush=True)
+                status = 1
+            else:
+                print(f"[{i}/{len(todo)}] {c.sha[:8]}: done in {took}", flush=True)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+        subprocess.run(["git", "worktree", "prune"], cwd=root, capture_output=True)
+    return status
+
+
+def run(args: argparse.Namespace) -> int:
+    t0 = time.perf_counter()
+    root = repo_root()
+    config_path = (args.config or root / "asv.conf.json").resolve()
+    conf = load_config(config_path)
+    commits = resolve_specs(root, list(args.range))
+    concurrency = _check_concurrency(args.concurrency)
+    if args.max_commits is not None and args.max_commits < 0:
+        raise RunError(f"--max-commits {args.max_commits}: expected 0 or more")
+    tier = resolve_tier(args.tier)
+    machine = machine_name(args.machine, tier)
+    try:
+        gpuinfo.arch_profile()  # a profile the kernels would reject is bad input, found before anything runs
+    except ValueError as exc:
+        raise RunError(str(exc)) from None
+
+    results_dir = resolve_paths(conf, root, args.results_dir)
+    todo = _to_measure(args, commits, conf, root, results_dir, machine, tier, concurrency)
     print(
         f"mlaperf run: {len(todo)} of {len(commits)} commit(s) to measure on machine {machine!r} "
         f"(tier {tier}), results in {results_dir}",
@@ -435,98 +414,10 @@ def run(args: argparse.Namespace) -> int:
     identity = gpuinfo.identity(tier)
     register_machine(machine, identity)
     print("machine " + machine + ": " + ", ".join(f"{k}={v}" for k, v in identity.items()), flush=True)
-
-    status = 0
-    tmp = Path(tempfile.mkdtemp(prefix="mlrun-"))
-    try:
-        config = tmp / "asv.conf.json"
-        config.write_text(json.dumps(conf, indent=2))
-        asv_tmp: Path | None = tmp / "t"
-        asv_tmp.mkdir()
-        if len(str(asv_tmp)) + len("/asv-forkserver-xxxxxxxx/socket") >= UNIX_SOCKET_PATH_MAX:
-            asv_tmp = None  # asv's forkserver socket would not fit; asv keeps the default TMPDIR
-        for i, c in enumerate(todo, 1):
-            elapsed = _fmt_elapsed(time.perf_counter() - t0)
-            print(f"\n[{i}/{len(todo)}] {c.sha[:8]} {c.subject} (elapsed {elapsed})", flush=True)
-            worktree = tmp / f"src-{c.sha[:12]}"
-            _git(root, "worktree", "add", "--detach", "--quiet", str(worktree), c.sha)
-            try:
-                t_commit = time.perf_counter()
-                env = _run_env(worktree, tier, concurrency)
-                if asv_tmp is not None:
-                    env["TMPDIR"] = str(asv_tmp)  # asv's own temp files die with ours, even when asv is killed
-                returncode = run_group(asv_command(config, c.sha, machine, args.bench), cwd=root, env=env)
-            finally:
-                _remove_worktree(root, worktree)
-            produced = existing_results(results_dir, machine, c.sha)
-            took = _fmt_elapsed(time.perf_counter() - t_commit)
-            if not produced:
-                print(f"[{i}/{len(todo)}] {c.sha[:8]}: no result, asv exit {returncode}", flush=True)
-                status = 1
-            elif returncode != 0:
-                print(f"[{i}/{len(todo)}] {c.sha[:8]}: done in {took}, some benchmarks failed", flush=True)
-                status = 1
-            else:
-                print(f"[{i}/{len(todo)}] {c.sha[:8]}: done in {took}", flush=True)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-        subprocess.run(["git", "worktree", "prune"], cwd=root, capture_output=True)
+    status = _measure(todo, conf=conf, root=root, results_dir=results_dir, machine=machine, tier=tier,
+                      concurrency=concurrency, bench=args.bench, t0=t0)
     print(f"\nmlaperf run: finished in {_fmt_elapsed(time.perf_counter() - t0)}", flush=True)
     return status
-
-
-UNIX_SOCKET_PATH_MAX = 108  # sun_path on Linux, terminating NUL included
-STOP_GRACE_S = 10.0  # how long asv's processes get to exit after SIGTERM before SIGKILL
-
-
-def run_group(cmd: list[str], *, cwd: Path, env: dict[str, str]) -> int:
-    """Run ``cmd`` as the leader of a new session; on any interruption stop the whole session, then re-raise.
-
-    asv starts a forkserver in a process group of its own, whose children run the benchmarks; killing asv
-    alone, or only its group, would orphan them. They all stay in asv's session.
-    """
-    proc = subprocess.Popen(cmd, cwd=cwd, env=env, start_new_session=True)
-    try:
-        return proc.wait()
-    except BaseException:
-        stop_session(proc)
-        raise
-
-
-def _session_members(sid: int) -> list[int]:
-    """Processes of session ``sid`` (Linux /proc; elsewhere only the leader's process group is known)."""
-    proc_dir = Path("/proc")
-    if not proc_dir.is_dir():
-        return [sid]
-    members = []
-    for entry in proc_dir.iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        fields = stat[stat.rindex(")") + 2 :].split()  # after "pid (comm) ": state ppid pgrp session ...
-        if int(fields[3]) == sid and fields[0] != "Z":
-            members.append(int(entry.name))
-    return members
-
-
-def stop_session(proc: subprocess.Popen[bytes]) -> None:
-    """SIGTERM to every process of ``proc``'s session, SIGKILL to what is left after STOP_GRACE_S."""
-    import signal
-
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        for pid in _session_members(proc.pid):
-            try:
-                os.kill(pid, sig)
-            except (ProcessLookupError, PermissionError):
-                pass
-        deadline = time.monotonic() + STOP_GRACE_S
-        while time.monotonic() < deadline:
-            if proc.poll() is not None and not _session_members(proc.pid):
-                return
-            time.sleep(0.1)
 
 
 def _remove_worktree(root: Path, worktree: Path) -> None:

@@ -17,6 +17,7 @@ import sys
 import time
 from collections import defaultdict
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -98,11 +99,8 @@ def score(labels: list[int], flags: list[int], tol: int = 1) -> tuple[int, int, 
     return found, exact, len(unmatched), missed
 
 
-def main(argv: list[str] | None = None) -> int:
-    import numpy as np
-
-    from regressions.synthetic import make_history
-
+def _parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, list[str]]:
+    """The arguments and the methods asked for (an unknown one exits 2 naming it)."""
     ap = argparse.ArgumentParser(
         prog="python -m benchmarks.scripts.detect_quality",
         description=__doc__,
@@ -122,34 +120,56 @@ def main(argv: list[str] | None = None) -> int:
     for m in names:
         if m not in METHODS:
             ap.error(f"--methods: unknown method {m!r}; choose from {', '.join(METHODS)}")
+    return args, names
 
-    totals: dict[str, dict[str, float]] = {m: defaultdict(float) for m in names}
-    fa_per_history: dict[str, list[int]] = {m: [] for m in names}
-    by_case: dict[str, dict[str, list[int]]] = {m: defaultdict(lambda: [0, 0]) for m in names}
-    n_labels = 0
+
+@dataclass
+class _Tally:
+    """Per method: found/exact counts and seconds, false alarms per history, (found, labels) per case."""
+
+    totals: dict[str, dict[str, float]]
+    fa_per_history: dict[str, list[int]]
+    by_case: dict[str, dict[str, list[int]]]
+    n_labels: int = 0
+
+
+def _score_histories(args: argparse.Namespace, names: list[str]) -> _Tally:
+    """Every method over ``args.seeds`` synthetic histories, scored against their labels."""
+    from regressions.synthetic import make_history
+
+    tally = _Tally({m: defaultdict(float) for m in names}, {m: [] for m in names},
+                   {m: defaultdict(lambda: [0, 0]) for m in names})
     for h in range(args.seeds):
         seed = args.first_seed + h
         history = make_history(seed, args.commits, args.series)
-        n_labels += sum(len(s.regressions) for s in history)
+        tally.n_labels += sum(len(s.regressions) for s in history)
         for m in names:
             fa_h = 0
             t0 = time.perf_counter()
             for s in history:
                 flags = METHODS[m](s)
                 found, exact, fa, missed = score(s.regressions, flags)
-                totals[m]["found"] += found
-                totals[m]["exact"] += exact
+                tally.totals[m]["found"] += found
+                tally.totals[m]["exact"] += exact
                 fa_h += fa
                 event = next((k for k in s.cases if k in ("step", "newest", "reverted")), None)
                 if event is not None:
-                    by_case[m][event][0] += found
-                    by_case[m][event][1] += len(s.regressions)
+                    tally.by_case[m][event][0] += found
+                    tally.by_case[m][event][1] += len(s.regressions)
                 if args.verbose and m == "mlaperf" and (missed or fa):
                     print(f"  seed {seed} {s.name}: cases={s.cases} labels={s.regressions} flags={flags}")
-            totals[m]["seconds"] += time.perf_counter() - t0
-            fa_per_history[m].append(fa_h)
+            tally.totals[m]["seconds"] += time.perf_counter() - t0
+            tally.fa_per_history[m].append(fa_h)
         print(f"history {h + 1}/{args.seeds} (seed {seed}) done", file=sys.stderr, flush=True)
+    return tally
 
+
+def main(argv: list[str] | None = None) -> int:
+    import numpy as np
+
+    args, names = _parse_args(argv)
+    tally = _score_histories(args, names)
+    n_labels = tally.n_labels
     report = {
         "histories": args.seeds,
         "commits": args.commits,
@@ -167,9 +187,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for m in names:
-        t = totals[m]
-        fa = fa_per_history[m]
-        case = {k: (v[0] / v[1] if v[1] else float("nan")) for k, v in by_case[m].items()}
+        t = tally.totals[m]
+        fa = tally.fa_per_history[m]
+        case = {k: (v[0] / v[1] if v[1] else float("nan")) for k, v in tally.by_case[m].items()}
         row = {
             "recall": t["found"] / n_labels if n_labels else float("nan"),
             "exact_commit": t["exact"] / n_labels if n_labels else float("nan"),

@@ -99,7 +99,8 @@ def _gather_column(row: dict[str, object], batch: int, args: argparse.Namespace)
     return f"  gather {g['best_us']:6.2f} us"
 
 
-def main(argv: list[str] | None = None) -> int:
+def _parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, list[str], list[int]]:
+    """The arguments, the impl columns and the batches (bad ones exit 2 naming the option)."""
     ap = argparse.ArgumentParser(
         prog="python -m benchmarks.scripts.kernel_decode_perf",
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -120,15 +121,67 @@ def main(argv: list[str] | None = None) -> int:
         batches = [int(b) for b in args.batches.split(",")]
     except ValueError:
         ap.error(f"--batches must be comma-separated integers, got {args.batches!r}")
+    return args, impls, batches
+
+
+def _measure_batch(batch: int, args: argparse.Namespace, impls: list[str], l2: int
+                   ) -> tuple[dict[str, object], dict[str, LaunchRecord]]:
+    """One batch's row (each impl's time and config, checked against the reference first) and records."""
+    from mla_kernels import make_decode_inputs, sparse_mla_decode, sparse_mla_decode_with_record
+    from mla_kernels.testing import check_decode
+
+    sets = index_sets_for_cold_l2(batch, args.topk, l2)
+    inp = make_decode_inputs(batch, args.heads, args.topk, num_tokens=batch * args.context, device="cuda",
+                             seed=batch, num_index_sets=sets)
+    ref = sparse_mla_decode(inp.q, inp.kv_cache, inp.indices, impl="reference")
+    row: dict[str, object] = {"batch": batch, "index_sets": sets}
+    records: dict[str, LaunchRecord] = {}
+    for col in impls:
+        impl, profile = COLUMNS[col]
+        out, lse, record = sparse_mla_decode_with_record(inp.q, inp.kv_cache, inp.indices, impl=impl,
+                                                         arch_profile=profile)  # fmt: skip
+        if impl != "torch":  # warm-up / autotune, and a fast wrong kernel is a failure
+            check_decode(out, lse, *ref)
+        records[col] = record
+        row[f"{col}_config"] = record.as_dict()
+        state = {"i": 0}
+
+        def call(impl: str = impl, profile: str | None = profile, inp: object = inp, state: dict = state,
+                 sets: int = sets) -> None:
+            sparse_mla_decode(inp.q, inp.kv_cache, inp.index_sets[state["i"] % sets], impl=impl,
+                              arch_profile=profile)
+            state["i"] += 1
+
+        row[f"{col}_us"] = 1e3 * graph_ms(call, reps=15, inner=sets)
+    return row, records
+
+
+def _print_row(row: dict[str, object], records: dict[str, LaunchRecord], impls: list[str], roof: float,
+               gather: str) -> None:
+    """One batch's line (times, roofline, gather ceiling, ratios) and its impls' configs."""
+    cells = "  ".join(f"{col} {row[f'{col}_us']:8.1f}" for col in impls)
+    ratios = ""
+    if "mma" in impls and "mma_sm120" in impls:
+        ratios += f"  sm120/mma {row['mma_sm120_us'] / row['mma_us']:4.2f}x"
+    if "simt" in impls and "mma_sm120" in impls:
+        ratios += f"  simt/sm120 {row['simt_us'] / row['mma_sm120_us']:5.1f}x"
+    if "simt" in impls and "mma" in impls:
+        ratios += f"  simt/mma {row['simt_us'] / row['mma_us']:5.1f}x"
+    print(f"B={row['batch']:4d}  {cells}  roof {roof:6.2f} us{gather}{ratios}", flush=True)
+    for col in impls:
+        label = _config_label(records[col])
+        if label:
+            print(f"        {col}: {label}", flush=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args, impls, batches = _parse_args(argv)
     import torch
 
     if not torch.cuda.is_available():
         print("needs a CUDA GPU", file=sys.stderr)
         return 2
     import triton
-
-    from mla_kernels import make_decode_inputs, sparse_mla_decode, sparse_mla_decode_with_record
-    from mla_kernels.testing import check_decode
 
     props = torch.cuda.get_device_properties(0)
     ceil = measure_ceilings()
@@ -139,46 +192,12 @@ def main(argv: list[str] | None = None) -> int:
           flush=True)
     rows = []
     for batch in batches:
-        sets = index_sets_for_cold_l2(batch, args.topk, l2)
-        inp = make_decode_inputs(batch, args.heads, args.topk, num_tokens=batch * args.context, device="cuda",
-                                 seed=batch, num_index_sets=sets)
-        ref = sparse_mla_decode(inp.q, inp.kv_cache, inp.indices, impl="reference")
-        row: dict[str, object] = {"batch": batch, "index_sets": sets}
-        records: dict[str, LaunchRecord] = {}
-        for col in impls:
-            impl, profile = COLUMNS[col]
-            out, lse, record = sparse_mla_decode_with_record(inp.q, inp.kv_cache, inp.indices, impl=impl,
-                                                             arch_profile=profile)  # fmt: skip
-            if impl != "torch":  # warm-up / autotune, and a fast wrong kernel is a failure
-                check_decode(out, lse, *ref)
-            records[col] = record
-            row[f"{col}_config"] = record.as_dict()
-            state = {"i": 0}
-
-            def call(impl: str = impl, profile: str | None = profile, inp: object = inp, state: dict = state,
-                     sets: int = sets) -> None:
-                sparse_mla_decode(inp.q, inp.kv_cache, inp.index_sets[state["i"] % sets], impl=impl,
-                                  arch_profile=profile)
-                state["i"] += 1
-
-            row[f"{col}_us"] = 1e3 * graph_ms(call, reps=15, inner=sets)
+        row, records = _measure_batch(batch, args, impls, l2)
         roof = roofline_us(batch, args.heads, args.topk, ceil["copy_gbps"], ceil["bf16_tflops"])
         row["roofline_us"] = roof
         gather = "" if args.no_gather else _gather_column(row, batch, args)
         rows.append(row)
-        cells = "  ".join(f"{col} {row[f'{col}_us']:8.1f}" for col in impls)
-        ratios = ""
-        if "mma" in impls and "mma_sm120" in impls:
-            ratios += f"  sm120/mma {row['mma_sm120_us'] / row['mma_us']:4.2f}x"
-        if "simt" in impls and "mma_sm120" in impls:
-            ratios += f"  simt/sm120 {row['simt_us'] / row['mma_sm120_us']:5.1f}x"
-        if "simt" in impls and "mma" in impls:
-            ratios += f"  simt/mma {row['simt_us'] / row['mma_us']:5.1f}x"
-        print(f"B={batch:4d}  {cells}  roof {roof:6.2f} us{gather}{ratios}", flush=True)
-        for col in impls:
-            label = _config_label(records[col])
-            if label:
-                print(f"        {col}: {label}", flush=True)
+        _print_row(row, records, impls, roof, gather)
         torch.cuda.empty_cache()
     result = {"device": props.name, "capability": f"{props.major}.{props.minor}", "torch": torch.__version__,
               "triton": triton.__version__, "heads": args.heads, "topk": args.topk, "context": args.context,

@@ -1,5 +1,6 @@
 """Throughput vs concurrency: one line per implementation at a commit, an optional dashed baseline commit
-(drawn only at the concurrencies it measured), and the speed-ups."""
+(drawn only at the concurrencies it measured), and the speed-ups. The page's widgets over
+``dashboard.suites`` and ``dashboard.throughput_model``."""
 
 from __future__ import annotations
 
@@ -7,93 +8,95 @@ import pandas as pd
 import streamlit as st
 
 from dashboard import charts, data, fmt, frames, suites, widgets
+from dashboard import throughput_model as model
 
-ctx = widgets.context()
-st.title("Throughput vs concurrency")
 
-commits = data.commits(ctx.url, ctx.machine)
-if commits.empty:
-    st.info(f"No commits with results on machine `{ctx.machine}`.")
-    st.stop()
+def _baseline(ctx: widgets.Context, sha: str, base_sha: str | None) -> tuple[pd.DataFrame | None, str]:
+    """The dashed curves' results and label: another machine's (at this commit, else its newest) when one is
+    picked, else the baseline commit's, else none."""
+    others = [m for m in data.machines(ctx.url)["name"] if m != ctx.machine]
+    overlay = widgets.url_selectbox("Overlay another machine (dashed)", [None, *others], key="tp_vs",
+                                    format_func=lambda m: "(none)" if m is None else m,
+                                    help="The other machine's curves at the same commit where it measured it, "
+                                    "else at its newest commit; it takes the dashed baseline's place.") \
+        if others else None
+    if overlay:
+        at = model.overlay_commit(sha, list(data.commits(ctx.url, overlay)["sha"]))
+        return data.results_at_commit(ctx.url, at, overlay), f"{overlay} @ {fmt.short_sha(at)}"
+    if base_sha:
+        return data.results_at_commit(ctx.url, base_sha, ctx.machine), fmt.short_sha(base_sha)
+    return None, ""
 
-c1, c2 = st.columns(2)
-with c1:
-    sha = widgets.commit_select("Commit", commits, key="tp_commit")
-with c2:
-    base_sha = widgets.commit_select(
-        "Baseline commit (dashed, optional)", commits, key="tp_base", allow_none=True,
-        help="Overlay another commit's curves and show the speed-up of the chosen commit over it.",
+
+def _speedups(cur_f: pd.DataFrame, base_f: pd.DataFrame | None, suite: suites.Suite, sha: str,
+              base_label: str) -> None:
+    speedups = suites.speedup_table(cur_f, suite.reference_line)
+    if not speedups.empty:
+        st.markdown(f"Speed-up over **{suite.reference_line}** at this commit")
+        st.dataframe(model.speedup_rows(speedups, suite.line_param), hide_index=True)
+    if base_f is not None:
+        ratios = suites.baseline_ratios(cur_f, base_f)
+        if ratios.empty:
+            st.caption("The baseline commit has no results for this suite at these settings.")
+        else:
+            st.markdown(f"Speed-up of `{fmt.short_sha(sha)}` over `{base_label}` (only concurrencies both measured)")
+            st.dataframe(model.baseline_rows(ratios, suite.line_param), hide_index=True)
+
+
+def main() -> None:
+    ctx = widgets.context()
+    st.title("Throughput vs concurrency")
+    commits = data.commits(ctx.url, ctx.machine)
+    if commits.empty:
+        st.info(f"No commits with results on machine `{ctx.machine}`.")
+        st.stop()
+    c1, c2 = st.columns(2)
+    with c1:
+        sha = widgets.commit_select("Commit", commits, key="tp_commit")
+    with c2:
+        base_sha = widgets.commit_select(
+            "Baseline commit (dashed, optional)", commits, key="tp_base", allow_none=True,
+            help="Overlay another commit's curves and show the speed-up of the chosen commit over it.",
+        )
+    results = data.results_at_commit(ctx.url, sha, ctx.machine)
+    present = suites.present_suites(results["benchmark"].unique() if not results.empty else [])
+    if not present:
+        widgets.no_suites_note("throughput curve")
+        widgets.sweep_section(results, key="tp_sweep", title_suffix=f" @ {fmt.short_sha(sha)}")
+        st.stop()
+    baseline, base_label = _baseline(ctx, sha, base_sha)
+    c1, c2 = st.columns([3, 1])
+    by_key = {s.key: s for s in present}
+    with c1:
+        # One suite at a time: each chart costs the browser a draw.
+        chosen = widgets.url_selectbox("Suite", list(by_key), key="tp_suite", format_func=lambda k: by_key[k].title)
+    with c2:
+        log_y = widgets.url_toggle("Logarithmic throughput axis", key="tp_logy", default=True)
+    suite = by_key[chosen]
+    cur = suites.throughput_frame(results, suite)
+    if cur.empty:
+        st.caption(f"No `{suite.time_bench}` or tokens/s results at this commit.")
+        st.stop()
+    values = frames.value_order(cur["filter"].dropna())
+    cur_f, base_f, pick = cur, None, None
+    if values:
+        pick = widgets.url_radio(suite.filter_param, values, key=f"tp_{suite.key}_filter",
+                                 default=suites.default_filter(suite, values), horizontal=True)
+        cur_f = cur[cur["filter"] == pick]
+    if baseline is not None:
+        base_all = suites.throughput_frame(baseline, suite)
+        base_f = base_all[base_all["filter"] == pick] if pick is not None else base_all
+    title = f"{suite.title} · {ctx.machine}" + (f" · {suite.filter_param}={pick}" if pick is not None else "")
+    spec = charts.throughput_spec(
+        cur_f, title=title, line_label=suite.line_param, commit_label=fmt.short_sha(sha),
+        baseline=base_f, baseline_label=base_label, log_y=log_y,
     )
-results = data.results_at_commit(ctx.url, sha, ctx.machine)
-present = suites.present_suites(results["benchmark"].unique() if not results.empty else [])
-if not present:
-    widgets.no_suites_note("throughput curve")
-    widgets.sweep_section(results, key="tp_sweep", title_suffix=f" @ {fmt.short_sha(sha)}")
-    st.stop()
+    st.vega_lite_chart(spec, width="stretch", key=f"tp_{suite.key}_chart")
+    note = " The baseline is drawn only at the concurrencies it measured." if base_f is not None else ""
+    st.caption("tokens/s from " + " and ".join(f"`{s}`" for s in sorted(set(cur_f["source"])))
+               + " (one token per request per step)." + note)
+    _speedups(cur_f, base_f, suite, sha, base_label)
 
-others = [m for m in data.machines(ctx.url)["name"] if m != ctx.machine]
-overlay = widgets.url_selectbox("Overlay another machine (dashed)", [None, *others], key="tp_vs",
-                                format_func=lambda m: "(none)" if m is None else m,
-                                help="The other machine's curves at the same commit where it measured it, else at "
-                                "its newest commit; it takes the dashed baseline's place.") if others else None
-baseline, base_label = (data.results_at_commit(ctx.url, base_sha, ctx.machine), fmt.short_sha(base_sha)) \
-    if base_sha else (None, "")
-if overlay:
-    theirs = data.commits(ctx.url, overlay)
-    at = sha if sha in set(theirs["sha"]) else str(theirs["sha"].iloc[-1])
-    baseline, base_label = data.results_at_commit(ctx.url, at, overlay), f"{overlay} @ {fmt.short_sha(at)}"
-c1, c2 = st.columns([3, 1])
-by_key = {s.key: s for s in present}
-with c1:
-    # One suite at a time: each chart costs the browser a draw.
-    chosen = widgets.url_selectbox("Suite", list(by_key), key="tp_suite", format_func=lambda k: by_key[k].title)
-with c2:
-    log_y = widgets.url_toggle("Logarithmic throughput axis", key="tp_logy", default=True)
 
-suite = by_key[chosen]
-cur = suites.throughput_frame(results, suite)
-if cur.empty:
-    st.caption(f"No `{suite.time_bench}` or tokens/s results at this commit.")
-    st.stop()
-values = frames.value_order(cur["filter"].dropna())
-cur_f, base_f, pick = cur, None, None
-if values:
-    default = 512 if 512 in values and suite.filter_param == "topk" else values[-1]
-    pick = widgets.url_radio(suite.filter_param, values, key=f"tp_{suite.key}_filter", default=default,
-                             horizontal=True)
-    cur_f = cur[cur["filter"] == pick]
-if baseline is not None:
-    base_all = suites.throughput_frame(baseline, suite)
-    base_f = base_all[base_all["filter"] == pick] if pick is not None else base_all
-title = f"{suite.title} · {ctx.machine}" + (f" · {suite.filter_param}={pick}" if pick is not None else "")
-spec = charts.throughput_spec(
-    cur_f, title=title, line_label=suite.line_param, commit_label=fmt.short_sha(sha),
-    baseline=base_f, baseline_label=base_label, log_y=log_y,
-)
-st.vega_lite_chart(spec, width="stretch", key=f"tp_{suite.key}_chart")
-sources = sorted(set(cur_f["source"]))
-note = " The baseline is drawn only at the concurrencies it measured." if base_f is not None else ""
-st.caption("tokens/s from " + " and ".join(f"`{s}`" for s in sources)
-           + " (one token per request per step)." + note)
-
-speedups = suites.speedup_table(cur_f, suite.reference_line)
-if not speedups.empty:
-    st.markdown(f"Speed-up over **{suite.reference_line}** at this commit")
-    shown = speedups.drop(columns="filter").rename(columns={"line": suite.line_param})
-    for c in shown.columns:
-        if c.startswith("c="):
-            shown[c] = shown[c].map(fmt.fmt_speedup)
-    st.dataframe(shown, hide_index=True)
-if base_f is not None:
-    ratios = suites.baseline_ratios(cur_f, base_f)
-    if ratios.empty:
-        st.caption("The baseline commit has no results for this suite at these settings.")
-    else:
-        st.markdown(f"Speed-up of `{fmt.short_sha(sha)}` over `{base_label}` (only concurrencies both measured)")
-        st.dataframe(pd.DataFrame({
-            suite.line_param: ratios["line"],
-            "concurrency": ratios["concurrency"].astype(int),
-            "tokens/s": ratios["tokens_per_s"].map(lambda v: fmt.fmt_value(v, "tokens/s")),
-            "baseline tokens/s": ratios["baseline"].map(lambda v: fmt.fmt_value(v, "tokens/s")),
-            "speed-up": ratios["speedup"].map(fmt.fmt_speedup),
-        }), hide_index=True)
+if __name__ == "__main__":
+    main()

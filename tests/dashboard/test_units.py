@@ -168,15 +168,15 @@ def _history_points(n: int) -> pd.DataFrame:
 def test_history_from_a_start_commit() -> None:
     """Drawn from position 10 on: the x domain, points, markers and version lines start there, and the first
     band looks back at the five commits before it (the same band as the whole history draws)."""
-    from dashboard import charts
+    from dashboard import history_chart
 
     points = _history_points(30)
     commits = pd.DataFrame({"sha": points["sha"], "pos": points["pos"]})
     flagged = pd.DataFrame({"series": ["s", "s"], "pos": [5, 15], "fixed_pos": [8, math.nan],
                             "text": ["old", "new"], "change": ["", ""], "fixed_text": ["fixed", ""]})
     kw = {"title": "t", "unit": "seconds", "commits": commits, "threshold": 0.05, "flagged": flagged}
-    whole = charts.history_spec(points, **kw)
-    part = charts.history_spec(points, start=10, **kw)
+    whole = history_chart.history_spec(points, **kw)
+    part = history_chart.history_spec(points, start=10, **kw)
     drawn = part["data"]["values"]
     assert list(drawn["pos"]) == list(range(10, 30))
     assert part["layer"][0]["encoding"]["x"]["scale"]["domain"] == [9.5, 29.5]

@@ -1,0 +1,92 @@
+"""The Compare page's model: the statuses a comparison sorts series into, the default base, which statuses
+are listed by default, and the table's rows. Pure pandas over ``data.compare``'s frame (the same
+``regressions.compare.compare_commits`` `mlaperf compare` prints); ``dashboard/views/compare.py`` is the
+page."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+
+import pandas as pd
+
+from dashboard import fmt, frames
+
+STATUS_TITLES = {
+    "regressed": "Regressed", "missing": "Missing at head", "improved": "Improved", "failed": "Failed",
+    "new": "Not measured at base",
+    "removed": "Not measured at head", "not_run": "Not run", "unchanged": "Unchanged",
+}
+# Listed only when asked: a suite not run at one side is no change of the code under test.
+HIDDEN_BY_DEFAULT = ("unchanged", "not_run", "new", "removed")
+STATUS_HELP = {
+    "regressed": "Worse by more than the threshold, and significant",
+    "improved": "Better by more than the threshold, and significant",
+    "missing": "Measured at base, gone or skipped at head while its suite ran, and the pull request declares no "
+    "removal (an asv version bump or a [tool.mlaperf] removed pattern): fails the check",
+    "failed": "The case ran and failed on a side (asv null)",
+    "new": "Only at head: the base's run has no such case (its suite, or this case, was not run there)",
+    "removed": "Only at base: the head's run has no such case (its suite, or this case, was not run there)",
+    "not_run": "Not selected on a side (asv NaN), or the machine has no run at that commit",
+    "unchanged": "Within the threshold, or not significant",
+}
+
+
+def flagged_shas(regs: pd.DataFrame) -> list[str]:
+    """Flagged commits and their parents: they stay pickable however old they are."""
+    return [*regs["sha"], *regs["parent_sha"].dropna()] if not regs.empty else []
+
+
+def default_base(commits: pd.DataFrame, head: str) -> str:
+    """The commit measured just before ``head`` on this machine (the first one for the first)."""
+    pos = dict(zip(commits["sha"], commits["pos"], strict=True))
+    return str(commits["sha"].iloc[max(0, pos[head] - 1)] if pos[head] > 0 else commits["sha"].iloc[0])
+
+
+def default_statuses(counts: Mapping[str, int]) -> list[str]:
+    """The statuses listed by default: those with series, but not the ones ``HIDDEN_BY_DEFAULT``."""
+    return [s for s in STATUS_TITLES if counts.get(s, 0) and s not in HIDDEN_BY_DEFAULT]
+
+
+def status_help() -> str:
+    return "  \n".join(f"**{STATUS_TITLES[s]}**: {STATUS_HELP[s]}" for s in STATUS_TITLES)
+
+
+def changed(cmp: pd.DataFrame) -> pd.DataFrame:
+    """The series the "largest changes" chart can draw: a change measured on both sides."""
+    return cmp[cmp["slowdown"].notna() & (cmp["status"] != "not_run")]
+
+
+def with_labels(cmp: pd.DataFrame, names: Mapping[str, Sequence[str]]) -> pd.DataFrame:
+    """``cmp`` with each series' parameters as ``label`` (in asv's order of ``names``)."""
+    return cmp.assign(label=[frames.params_label(k, names.get(b))
+                             for b, k in zip(cmp["benchmark"], cmp["params_key"], strict=True)])
+
+
+def table_rows(cmp: pd.DataFrame, shown: Sequence[str], history_link: Callable[[str, str], str]
+               ) -> tuple[pd.DataFrame, str]:
+    """The rows (of :func:`with_labels`' frame) of the statuses ``shown``, by status then worst change first,
+    and a note naming the threshold when every row has the same (its column then left out).
+    ``history_link``: benchmark, params_key -> URL."""
+    view = cmp[cmp["status"].isin(shown)]
+    order = {s: i for i, s in enumerate(STATUS_TITLES)}
+    view = view.assign(_o=view["status"].map(order), _w=-view["slowdown"].fillna(0)).sort_values(["_o", "_w"])
+    table = pd.DataFrame({
+        "status": view["status"].map(lambda s: STATUS_TITLES[s].lower()),
+        "series": frames.series_label(view["benchmark"], view["label"]),
+        # The link next to the name: at 1,280 px the last columns scroll out of view.
+        "history": [history_link(b, k) for b, k in zip(view["benchmark"], view["params_key"], strict=True)],
+        "before": [fmt.fmt_value(v, u, missing=side) for v, u, side in
+                   zip(view["base"], view["unit"], view["base_status"].map(lambda s: s.replace("_", " ")),
+                       strict=True)],
+        "after": [fmt.fmt_value(v, u, missing=side) for v, u, side in
+                  zip(view["head"], view["unit"], view["head_status"].map(lambda s: s.replace("_", " ")),
+                      strict=True)],
+        "ratio": view["ratio"].map(fmt.fmt_ratio),
+        "change": view["slowdown"].map(fmt.fmt_change),
+        "p": view["p_value"].map(fmt.fmt_p),
+        "method": view["method"],
+        "threshold": view["threshold"].map(lambda t: f"{t:.0%}"),
+    })
+    if table["threshold"].nunique() == 1:  # one threshold for every row: said once below
+        return table.drop(columns="threshold"), f" Threshold {table['threshold'].iloc[0]} for every series shown."
+    return table, ""

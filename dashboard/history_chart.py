@@ -1,0 +1,278 @@
+"""The History page's Vega-Lite spec (``history_spec``): series over a machine's commits with IQR bars, one
+threshold band at a time, flagged regressions and their fixes, failed runs, benchmark-version changes and
+event markers. Pure functions of data frames, in the conventions of ``dashboard.charts`` (its palette, legends
+and the main frame as the top-level "data")."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from dashboard import fmt
+from dashboard.charts import (
+    BETTER,
+    FAILED_COLOR,
+    NUMBER_LABELS,
+    OKABE_ITO,
+    OUTLINE,
+    RULE,
+    STAR,
+    WORSE,
+    X_MARK,
+    _inline,
+    _legend,
+    _scale,
+    _title,
+    log_ticks,
+)
+
+# Above this many points a history series is drawn with small points and no IQR bars: each is an SVG element,
+# and tens of thousands of them take the browser long to lay out (the IQR stays in the hover).
+DENSE = 150
+# A history chart with more points than this is drawn on a canvas without per-mark ARIA descriptions: what
+# Streamlit itself does only from 2,000 points (canvas) and 5,000 marks (ARIA off), where a few hundred
+# already cost the browser a large part of the page's first render.
+CANVAS = 600
+SHA_PARAM = "commit_sha"  # the chart's parameter: the short SHAs of its drawn commits, for axis labels
+BAND_PARAM = "band_of"  # the chart's legend selection: the series whose threshold band is drawn
+
+
+@dataclass(frozen=True)
+class _Drawn:
+    """The points drawn (one row per ok point from ``start``, with band, IQR and hover columns), the positions
+    where the benchmark's asv version changed, and the ok points' values (unscaled) from ``start``."""
+
+    pts: pd.DataFrame
+    boundaries: set[float]
+    ok: pd.DataFrame
+
+
+def _hover_columns(d: pd.DataFrame, unit: str | None) -> dict[str, object]:
+    """The hover text of the points ``d``: value with its IQR, commit, dates, runs, version, config."""
+    return {
+        "value": [fmt.fmt_value(v, unit)
+                  + (f" (IQR {fmt.fmt_value(a, unit)}..{fmt.fmt_value(b, unit)})" if a == a and b == b else "")
+                  for v, a, b in zip(d["value"].to_numpy(float), d["q_25"].to_numpy(float),
+                                     d["q_75"].to_numpy(float), strict=True)],
+        "commit": [f"{fmt.short_sha(h)} {t}" for h, t in zip(d["sha"].to_numpy(object),
+                                                              d["subject"].to_numpy(object), strict=True)],
+        "committed": d["date"].to_numpy(object),
+        "run": [f"{r} ({n} run(s))" if isinstance(r, str) else np.nan
+                for r, n in zip(d["run_date"].to_numpy(object), d["runs"].to_numpy(), strict=True)],
+        "benchmark version": [fmt.short_sha(v, 10) if isinstance(v, str) else "?"
+                              for v in d["benchmark_version"].to_numpy(object)],
+        "kernel config": d["config"].to_numpy(object), "versions": d["versions"].to_numpy(object),
+    }
+
+
+def _drawn_points(points: pd.DataFrame, labels: list[object], *, unit: str | None, mult: float,
+                  threshold: float | None, start: int) -> _Drawn:
+    """Per series: its ok rows from ``start``, the threshold band around the median of its previous five
+    values (looking back before ``start``), and IQR bars while the series has at most ``DENSE`` points."""
+    # Sorted once, then each series' rows by position (numpy arrays: a boolean selection of the frame per
+    # series copies every column, and iterating pandas' Arrow strings costs more than the formatting).
+    every_ok = points[points["status"] == "ok"].sort_values("pos")
+    ok = every_ok.loc[every_ok["pos"] >= start, ["series", "pos", "value"]]
+    groups = every_ok.groupby("series", sort=False).indices
+    pos_all = every_ok["pos"].to_numpy()
+    values_all = every_ok["value"].to_numpy(float)
+    versions_all = every_ok["benchmark_version"].astype(str).to_numpy()
+    boundaries: set[float] = set()
+    drawn, lo, hi, q25, q75 = [], [], [], [], []
+    for label in labels:
+        rows = groups.get(label)
+        if rows is None:
+            continue
+        ref = pd.Series(values_all[rows]).rolling(5, min_periods=1).median().shift(1).to_numpy() * mult
+        versions = versions_all[rows]
+        pos = pos_all[rows].astype(float)
+        boundaries |= {(pos[j] + pos[j + 1]) / 2.0 for j in np.nonzero(versions[1:] != versions[:-1])[0]}
+        band = bool(threshold) and len(rows) > 1
+        shown = pos >= start
+        n_shown = int(shown.sum())
+        if not n_shown:
+            continue
+        iqr = n_shown <= DENSE
+        none = np.full(n_shown, np.nan)
+        drawn.append(rows[shown])
+        lo.append(ref[shown] / (1.0 + threshold) if band else none)
+        hi.append(ref[shown] * (1.0 + threshold) if band else none)
+        q25.append(every_ok["q_25"].to_numpy(float)[rows[shown]] * mult if iqr else none)
+        q75.append(every_ok["q_75"].to_numpy(float)[rows[shown]] * mult if iqr else none)
+    if drawn:
+        d = every_ok.iloc[np.concatenate(drawn)]
+        pts = pd.DataFrame({
+            "series": d["series"].to_numpy(object), "pos": d["pos"].to_numpy(), "y": d["value"].to_numpy(float) * mult,
+            "lo": np.concatenate(lo), "hi": np.concatenate(hi), "q25": np.concatenate(q25), "q75": np.concatenate(q75),
+            **_hover_columns(d, unit),
+        })
+    else:
+        pts = pd.DataFrame(columns=["series", "pos", "y"])
+    boundaries = {b for b in boundaries if b >= start - 0.5}  # a rule outside the x domain is drawn anyway
+    return _Drawn(pts, boundaries, ok)
+
+
+def _markers(points: pd.DataFrame, ok: pd.DataFrame, flagged: pd.DataFrame | None, *, mult: float, y_min: float,
+             start: int) -> pd.DataFrame:
+    """One row per marker from ``start``: failed runs (on the x axis), flagged regressions and their fixes (on
+    their series' points)."""
+    failed = points[(points["status"] == "failed") & (points["pos"] >= start)]
+    marks = [pd.DataFrame({"kind": "failed run", "pos": failed["pos"], "y": y_min, "series": failed["series"],
+                           "text": "failed at " + failed["sha"].map(fmt.short_sha) + " " + failed["subject"],
+                           "change": ""})]
+    if flagged is not None and not flagged.empty:
+        at = ok.set_index(["series", "pos"])["value"] * mult
+        fixed = flagged[flagged["fixed_pos"] >= start]
+        flagged = flagged[flagged["pos"] >= start]
+        marks += [
+            pd.DataFrame({"kind": "flagged regression", "pos": flagged["pos"], "series": flagged["series"],
+                          "y": [at.get((r.series, r.pos), np.nan) for r in flagged.itertuples()],
+                          "text": flagged["text"], "change": flagged["change"]}),
+            pd.DataFrame({"kind": "fixed here", "pos": fixed["fixed_pos"].astype(int), "series": fixed["series"],
+                          "y": [at.get((r.series, int(r.fixed_pos)), np.nan) for r in fixed.itertuples()],
+                          "text": fixed["fixed_text"], "change": ""}),
+        ]
+    return pd.concat(marks, ignore_index=True)
+
+
+def _axes(ok: pd.DataFrame, *, unit: str | None, axis_unit: str, mult: float, n: int, start: int,
+          log_y: bool) -> tuple[dict, dict]:
+    """The x (commit positions from ``start``, labelled by short SHA) and y (value in ``axis_unit``) encodings."""
+    # Tick labels: the commit at each integer position (zoomed in, the axis picks its own ticks), looked up in a
+    # parameter holding the drawn commits' short SHAs: an array literal in the label expression is rebuilt by
+    # Vega's expression interpreter for every label, each time the axis is laid out.
+    x = {"field": "pos", "type": "quantitative", "scale": {"domain": [start - 0.5, max(n - 0.5, start + 0.5)],
+                                                          "nice": False},
+         "axis": {"title": "commit (history order)", "labelExpr": f"{SHA_PARAM}[datum.value - {int(start)}] || ''",
+                  "labelAngle": -30, "tickMinStep": 1, "tickCount": 12}}
+    quantity = "time" if fmt.is_time(unit) else "value"
+    y: dict = {"field": "y", "type": "quantitative", "title": f"{quantity} ({axis_unit})",
+               "scale": {"zero": False}, "axis": {"labelExpr": NUMBER_LABELS}}
+    if log_y and not ok.empty:
+        y.update(scale={"type": "log"},
+                 axis={"values": log_ticks(float(ok["value"].min()) * mult, float(ok["value"].max()) * mult),
+                       "labelExpr": NUMBER_LABELS})
+    return x, y
+
+
+def _series_layers(x: dict, y: dict, color: dict, *, band_of: object, dense: bool) -> list[dict]:
+    """The band (of the series picked in the legend), IQR bars, lines and points of every series."""
+    hover = [{"field": "series"}, {"field": "value"}, {"field": "commit"}, {"field": "committed"},
+             {"field": "run"}, {"field": "benchmark version"}, {"field": "kernel config"}, {"field": "versions"}]
+    return [
+        {"transform": [{"filter": {"param": BAND_PARAM, "empty": False}}, {"filter": "isValid(datum.lo)"}],
+         "mark": {"type": "area", "opacity": 0.22},
+         "encoding": {"x": x, "y": {**y, "field": "lo"}, "y2": {"field": "hi"}, "color": color}},
+        {"transform": [{"filter": "isValid(datum.q25) && isValid(datum.q75)"}],
+         "mark": {"type": "rule", "opacity": 0.5, "strokeWidth": 1.2},
+         "encoding": {"x": x, "y": {**y, "field": "q25"}, "y2": {"field": "q75"}, "color": color}},
+        {"mark": {"type": "line", "strokeWidth": 1.8},
+         "params": [{"name": "zoom", "select": {"type": "interval", "encodings": ["x"]}, "bind": "scales"},
+                    {"name": BAND_PARAM, "select": {"type": "point", "fields": ["series"]}, "bind": "legend",
+                     "value": [{"series": band_of}]}],
+         "encoding": {"x": x, "y": y, "color": color}},
+        {"mark": {"type": "point", "filled": True, "opacity": 1},
+         "encoding": {"x": x, "y": y, "color": color, "tooltip": hover, "size": {"value": 12 if dense else 40}}},
+    ]
+
+
+def _marker_layers(x: dict, y: dict, markers: pd.DataFrame, kinds: list[str]) -> list[dict]:
+    """Flagged regressions, fixes and failed runs as one layer of symbols with their own legend."""
+    if not kinds:
+        return []
+    look = {"flagged regression": (WORSE, "triangle-up"), "fixed here": (BETTER, STAR),
+            "failed run": (FAILED_COLOR, X_MARK)}
+    legend = _legend(kinds, title=None)
+    return [
+        {"data": _inline("markers", markers),
+         "mark": {"type": "point", "filled": True, "stroke": OUTLINE, "strokeWidth": 1, "opacity": 1},
+         "encoding": {"x": x, "y": y,
+                      "fill": {"field": "kind", "type": "nominal", "legend": legend,
+                               "scale": _scale(kinds, [look[k][0] for k in kinds])},
+                      "shape": {"field": "kind", "type": "nominal", "legend": legend,
+                                "scale": _scale(kinds, [look[k][1] for k in kinds])},
+                      "size": {"condition": {"test": "datum.kind == 'failed run'", "value": 90}, "value": 240},
+                      "tooltip": [{"field": "series"}, {"field": "text", "title": "what"}, {"field": "change"}]}}]
+
+
+def _rule_layers(x: dict, boundaries: set[float], events: Sequence[tuple[int, str]], start: int) -> list[dict]:
+    """Dotted lines where the benchmark's version changed; a dashed, labelled line per event."""
+    layers: list[dict] = []
+    if boundaries:
+        layers += [
+            {"data": {"values": [{"pos": b} for b in sorted(boundaries)]},
+             "mark": {"type": "rule", "color": RULE, "strokeDash": [2, 3], "strokeWidth": 1.2},
+             "encoding": {"x": x}},
+            {"data": {"values": [{"pos": b} for b in sorted(boundaries)]},
+             "mark": {"type": "text", "text": "benchmark version changed", "fontSize": 10, "baseline": "bottom",
+                      "dy": -2},
+             "encoding": {"x": x, "y": {"value": 0}}},
+        ]
+    marked = {"values": [{"pos": int(p), "label": label} for p, label in events if p >= start]}
+    layers += [{"data": marked, "mark": {"type": "rule", "color": OKABE_ITO[0], "strokeDash": [6, 3]},
+                "encoding": {"x": x, "tooltip": [{"field": "label", "title": "event"}]}},
+               {"data": marked, "mark": {"type": "text", "align": "left", "dx": 3, "color": OKABE_ITO[0]},
+                "encoding": {"x": x, "y": {"value": 8}, "text": {"field": "label"}}}] if marked["values"] else []
+    return layers
+
+
+def history_spec(
+    points: pd.DataFrame,
+    *,
+    title: str,
+    unit: str | None,
+    commits: pd.DataFrame,
+    threshold: float | None = None,
+    flagged: pd.DataFrame | None = None,
+    log_y: bool = False,
+    start: int = 0,
+    events: Sequence[tuple[int, str]] = (),
+) -> dict:
+    """Series over the machine's commits (x = position in history, zoom and pan with the mouse), one line
+    per ``series`` label, from the commit at position ``start`` on (the bands' medians still look back
+    before it).
+
+    ``points``: rows with series, pos, value, q_25, q_75, status, benchmark_version and hover columns (sha,
+    subject, date, run_date, runs, config: the kernel configuration, versions: the run's GPU and versions).
+    Draws IQR bars (series of up to ``DENSE`` points), the threshold band of one series at a time (the
+    ``threshold`` either side of the median of its previous five values; a point past the band on the worse
+    side moved more than the threshold): the first flagged series drawn, else the first series, and the one
+    clicked in the legend (every series' band is in the data; drawing them all costs the browser a shaded
+    area per point of every series, and overlaid they hide each other), markers for flagged regressions and
+    the commits that fixed them (``flagged``: series, pos, fixed_pos, text, change, fixed_text), failed runs on
+    the x-axis, a dotted line where the benchmark's asv version changed, and a dashed, labelled line per
+    ``events`` (position, label: a git tag, a commit picked on the page)."""
+    ok_values = points.loc[(points["status"] == "ok") & (points["pos"] >= start), "value"]
+    mult, axis_unit = fmt.time_unit(ok_values) if fmt.is_time(unit) else (1.0, str(unit or ""))
+    labels = list(pd.unique(points["series"]))
+    drawn = _drawn_points(points, labels, unit=unit, mult=mult, threshold=threshold, start=start)
+    pts, ok = drawn.pts, drawn.ok
+    y_min = float(ok["value"].min()) * mult if not ok.empty else 0.0
+    markers = _markers(points, ok, flagged, mult=mult, y_min=y_min, start=start)
+    x, y = _axes(ok, unit=unit, axis_unit=axis_unit, mult=mult, n=len(commits), start=start, log_y=log_y)
+    present = set(pts["series"].to_numpy(object))
+    series = [v for v in labels if v in present]
+    # One legend for the lines, bands and IQR bars of a series: opaque symbols (not the band's tint).
+    color = {"field": "series", "type": "nominal", "scale": _scale(series, OKABE_ITO),
+             "legend": {**_legend(series), "symbolType": "circle", "symbolOpacity": 1}}
+    kinds = [k for k in ("flagged regression", "fixed here", "failed run") if k in set(markers["kind"])]
+    flagged_drawn = [v for v in markers.loc[markers["kind"] == "flagged regression", "series"] if v in present]
+    band_of = flagged_drawn[0] if flagged_drawn else (series[0] if series else "")
+    layers = [*_series_layers(x, y, color, band_of=band_of, dense=len(pts) > DENSE * max(1, len(series))),
+              *_marker_layers(x, y, markers, kinds), *_rule_layers(x, drawn.boundaries, events, start)]
+    spec = {
+        "title": _title(title),
+        "height": 520,
+        "params": [{"name": SHA_PARAM, "value": [fmt.short_sha(v) for v in commits["sha"].to_numpy(object)[start:]]}],
+        "data": {"values": pts},
+        "layer": layers,
+        # The legend picks the shaded series; the others stay fully drawn (faded entries looked hidden).
+        "config": {"legend": {"unselectedOpacity": 1}},
+    }
+    if len(pts) > CANVAS:
+        spec.update(usermeta={"embedOptions": {"renderer": "canvas"}})
+        spec["config"]["mark"] = {"aria": False}
+    return spec

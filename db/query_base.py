@@ -1,0 +1,119 @@
+"""What the store's queries share (``db.queries``, ``db.regression_queries``): their errors, the frame built
+from a ``select()``, the machine and benchmark lookups, and :func:`pool_runs`, the one rule for a commit
+measured more than once (the median over its runs: detection, `mlaperf compare` and the dashboard all see
+the same value)."""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Mapping
+from typing import Any
+
+import pandas as pd
+from sqlalchemy import Select, select
+from sqlalchemy.orm import Session
+
+from db.models import MACHINE_INFO_COLUMNS, Benchmark, Machine
+from db.models import params_key as canonical_params_key
+
+
+class CommitNotFound(LookupError):
+    """No commit, or more than one, matches a sha or sha prefix; the message says which."""
+
+
+class NotFound(LookupError):
+    """A named machine, benchmark or regression does not exist; the message names it."""
+
+
+_MACHINE_COLUMNS = ["id", "name", *MACHINE_INFO_COLUMNS]
+
+
+def _frame(s: Session, stmt: Select[Any]) -> pd.DataFrame:
+    result = s.execute(stmt)
+    keys = list(result.keys())
+    rows = result.all()
+    if not rows:
+        return pd.DataFrame({k: pd.Series(dtype=object) for k in keys})
+    # Column-wise construction: pandas is many times slower when handed a list of Row objects. Text
+    # columns stay object dtype: converting 10^5..10^6 values to Arrow strings costs more than the query.
+    columns = {}
+    for key, values in zip(keys, zip(*rows, strict=True), strict=True):
+        first = next((v for v in values if v is not None), None)
+        columns[key] = pd.Series(values, dtype=object if isinstance(first, str | dict | list) else None)
+    return pd.DataFrame(columns)
+
+
+def _empty(columns: list[str]) -> pd.DataFrame:
+    return pd.DataFrame({c: pd.Series(dtype=object) for c in columns})
+
+
+def _datetimes(frame: pd.DataFrame, *columns: str) -> pd.DataFrame:
+    for column in columns:
+        frame[column] = pd.to_datetime(frame[column])
+    return frame
+
+
+def param_value(text: str) -> Any:
+    """A parameter value from asv's repr string: ``"'mma'"`` -> ``'mma'``, ``"64"`` -> ``64``."""
+    try:
+        return ast.literal_eval(text)
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        return text
+
+
+def _key(params_key: str | Mapping[str, Any]) -> str:
+    return params_key if isinstance(params_key, str) else canonical_params_key(dict(params_key))
+
+
+def _machine_id(s: Session, machine: str) -> int:
+    found = s.execute(select(Machine.id).where(Machine.name == machine)).scalar_one_or_none()
+    if found is None:
+        known = ", ".join(s.execute(select(Machine.name).order_by(Machine.name)).scalars()) or "none"
+        raise NotFound(f"no machine named {machine!r} (known machines: {known})")
+    return int(found)
+
+
+def _benchmark_id(s: Session, benchmark: str) -> int:
+    found = s.execute(select(Benchmark.id).where(Benchmark.name == benchmark)).scalar_one_or_none()
+    if found is None:
+        raise NotFound(f"no benchmark named {benchmark!r}")
+    return int(found)
+
+
+def pool_runs(frame: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
+    """One row per ``keys`` (a series at a commit) from one row per run: a commit's result.
+
+    ``value`` is the median over the runs that have one (failed and skipped runs do not count), so a
+    re-run pools with the first run instead of replacing it; ``samples`` are the runs' samples together,
+    ``ci_99_a``/``ci_99_b`` the widest interval; ``status`` is 'ok' when any run has a value, else
+    'failed' when any failed, else 'skipped'; ``runs`` counts the runs. Other columns come from the
+    latest run with a value (else the latest run). ``frame`` needs ``keys``, ``value``, ``status``,
+    ``run_id`` and ``run_started_at``; ``samples`` and the interval columns are optional. Row order is
+    not kept.
+    """
+    if frame.empty:
+        return frame.assign(runs=pd.Series(dtype="int64"))
+    ok = frame["value"].notna()
+    # Latest run with a value last in each group: it gives the columns that are not pooled.
+    order = frame.assign(_ok=ok).sort_values(["_ok", "run_started_at", "run_id"], na_position="first", kind="stable")
+    dup = order.duplicated(keys, keep=False)
+    if not dup.any():  # the common case: one run per commit
+        return order.drop(columns="_ok").assign(runs=1)
+    multi = order[dup]
+    grouped = multi.groupby(keys, sort=False, dropna=False)
+    pooled = multi.drop_duplicates(keys, keep="last").set_index(keys)
+    pooled["value"] = grouped["value"].median()
+    pooled["status"] = grouped["status"].agg(
+        lambda st: "ok" if (st == "ok").any() else "failed" if (st == "failed").any() else "skipped"
+    )
+    pooled["runs"] = grouped.size()
+    if "samples" in multi:
+        pooled["samples"] = grouped["samples"].agg(
+            lambda col: [x for s in col if isinstance(s, list) for x in s] or None
+        )
+    if "ci_99_a" in multi:
+        pooled["ci_99_a"] = grouped["ci_99_a"].min()
+    if "ci_99_b" in multi:
+        pooled["ci_99_b"] = grouped["ci_99_b"].max()
+    single = order[~dup].drop(columns="_ok").assign(runs=1)
+    return pd.concat([single, pooled.reset_index()[single.columns]], ignore_index=True)

@@ -1,0 +1,52 @@
+"""The Compare page's model without a browser (``dashboard.compare_model``)."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pandas as pd
+
+from dashboard import compare_model as model
+
+
+def _cmp(thresholds: list[float]) -> pd.DataFrame:
+    keys = [json.dumps({"impl": repr(i)}) for i in ("a", "b", "c", "d")]
+    return pd.DataFrame({
+        "benchmark": "bench_decode.SparseDecode.time_decode", "params_key": keys, "unit": "seconds",
+        "status": ["unchanged", "regressed", "regressed", "not_run"], "base": [1e-6, 1e-6, 1e-6, math.nan],
+        "head": [1e-6, 1.5e-6, 3e-6, math.nan], "base_status": ["ok", "ok", "ok", "not_run"],
+        "head_status": ["ok", "ok", "ok", "not_run"], "ratio": [1.0, 1.5, 3.0, math.nan],
+        "slowdown": [1.0, 1.5, 3.0, math.nan], "p_value": 0.01, "method": "mann-whitney",
+        "threshold": thresholds,
+    })
+
+
+def test_defaults() -> None:
+    commits = pd.DataFrame({"sha": ["s0", "s1", "s2"], "pos": [0, 1, 2]})
+    assert model.default_base(commits, "s2") == "s1" and model.default_base(commits, "s0") == "s0"
+    assert model.default_statuses({"unchanged": 200, "regressed": 1, "improved": 0, "new": 3}) == ["regressed"]
+    assert model.flagged_shas(pd.DataFrame()) == []
+    regs = pd.DataFrame({"sha": ["x", "y"], "parent_sha": ["p", None]})
+    assert model.flagged_shas(regs) == ["x", "y", "p"]
+    assert "**Regressed**" in model.status_help()
+
+
+def test_rows_worst_first_and_one_threshold_said_once() -> None:
+    cmp = model.with_labels(_cmp([0.05] * 4), {"bench_decode.SparseDecode.time_decode": ["impl"]})
+    assert list(model.changed(cmp)["label"]) == ["impl=a", "impl=b", "impl=c"]
+    table, note = model.table_rows(cmp, ["regressed", "unchanged"], lambda b, k: f"h/{json.loads(k)['impl']}")
+    assert list(table["history"]) == ["h/'c'", "h/'b'", "h/'a'"]  # regressed worst first, then unchanged
+    assert list(table["status"]) == ["regressed", "regressed", "unchanged"]
+    assert "threshold" not in table and note == " Threshold 5% for every series shown."
+    mixed, note = model.table_rows(model.with_labels(_cmp([0.05, 0.05, 0.1, 0.05]), {}), ["regressed"],
+                                   lambda b, k: "")
+    assert list(mixed["threshold"]) == ["10%", "5%"] and note == ""
+    assert list(mixed["after"]) == ["3.00 us", "1.50 us"]
+
+
+def test_every_compare_status_has_a_title_and_help() -> None:
+    # A status compare adds (e.g. 'missing') must reach the page, not vanish from its pills and table.
+    from regressions.compare import STATUSES
+
+    assert set(model.STATUS_TITLES) == set(model.STATUS_HELP) == set(STATUSES)
