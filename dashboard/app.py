@@ -6,11 +6,10 @@ The store URL comes from env ``MLAPERF_DB`` (``--db``), write access from ``MLAP
 
 from __future__ import annotations
 
-import os
-
 import streamlit as st
 
 from dashboard import auth, data, store, widgets
+from settings import env
 
 # Pages live in views/, not pages/: a pages/ folder beside the entry script switches Streamlit to its
 # legacy multipage mode on a session's first run, which would run a page without this router.
@@ -29,7 +28,7 @@ PAGES = [
 ]
 
 page = st.navigation(PAGES)
-url = store.store_url()
+url = env.store_url()
 st.session_state["_url"] = url
 st.session_state["_writable"] = store.writable()
 
@@ -54,7 +53,7 @@ gpu_of = dict(zip(machines["name"], machines["gpu_name"] if gpu is not None else
 
 with st.sidebar:
     widgets.url_selectbox(
-        "Machine", ordered, key="machine", default=os.environ.get(store.MACHINE_ENV),
+        "Machine", ordered, key="machine", default=env.dashboard_machine(),
         format_func=lambda m: f"{m} ({gpu_of[m]})" if gpu_of.get(m) and str(gpu_of[m]) != "none" else m,
     )
     st.text_input(

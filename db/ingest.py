@@ -58,6 +58,7 @@ from db.asvformat import (
 )
 from db.engine import StoreError, ensure_schema, first_line, raise_store_error, store_error
 from db.models import Benchmark, Commit, Environment, Machine, Result, Run, utcnow
+from settings import exits
 
 _RESULT_COLUMNS = ("run_id", "benchmark_id", *RESULT_FIELDS)
 _SQLITE_RESULT_INSERT = (
@@ -68,7 +69,6 @@ _SQLITE_RESULT_INSERT = (
 # concurrent ingests never hold locks across files (no deadlocks between their batches).
 _WRITE_BATCH_FILES = 32
 _BENCHMARK_META = ("type", "unit", "param_names", "params", "version", "code")
-EXIT_OK, EXIT_REFUSED, EXIT_INTERNAL = 0, 2, 3
 
 
 @dataclass
@@ -101,7 +101,7 @@ class IngestSummary:
     @property
     def exit_status(self) -> int:
         """0 every file stored or already stored, 2 some input refused, 3 an internal or database error."""
-        return EXIT_INTERNAL if self.errors else EXIT_REFUSED if self.refused else EXIT_OK
+        return exits.INTERNAL if self.errors else exits.USAGE if self.refused else exits.OK
 
     def line(self) -> str:
         rate = self.results / self.seconds if self.seconds > 0 else 0.0

@@ -25,6 +25,9 @@ from regressions.store import (
     regressions_frame,
 )
 from regressions.text_table import FORMATS, compare_text
+from settings import exits
+from settings.args import add_db, add_thresholds_config
+from settings.env import store_url
 
 STATUSES = REGRESSION_STATUSES
 # A `detect --json` record is a row of regressions_frame less these columns, with these renamed.
@@ -43,21 +46,14 @@ def _threshold(text: str) -> float:
 
 
 def _add_common(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--db", metavar="URL", help="database URL (default: $MLAPERF_DB or sqlite:///.mlaperf/mlaperf.sqlite)"
-    )
+    add_db(p)
     p.add_argument(
         "--threshold",
         type=_threshold,
         metavar="T",
         help="slowdown that counts, for every series (0.05 or 5%%); default: the configuration's, 5%%",
     )
-    p.add_argument(
-        "--config",
-        metavar="PATH",
-        help="mlaperf.toml or pyproject.toml with [tool.mlaperf.thresholds]/[directions] "
-        "(default: ./mlaperf.toml, else ./pyproject.toml)",
-    )
+    add_thresholds_config(p)
     p.add_argument("--json", action="store_true", help="print JSON instead of the human-readable report")
 
 
@@ -147,7 +143,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def _fail(msg: str) -> int:
     print(f"mlaperf: error: {msg}", file=sys.stderr)
-    return 2
+    return exits.USAGE
 
 
 def _settings(args: argparse.Namespace) -> Settings:
@@ -194,7 +190,7 @@ def detect_command(args: argparse.Namespace) -> int:
     except SQLAlchemyError as exc:
         return _store_fail(exc, args.db)
     _print_listing(args, frame, _detect_summary_line(summary), summary.events())
-    return 1 if args.fail_on_new and summary.alerting else 0
+    return exits.FOUND if args.fail_on_new and summary.alerting else exits.OK
 
 
 def _list_command(args: argparse.Namespace) -> int:
@@ -215,7 +211,7 @@ def _list_command(args: argparse.Namespace) -> int:
     except (UsageError, ValueError, RuntimeError) as exc:
         return _fail(str(exc))
     _print_listing(args, frame, "detect --list: the stored regressions; nothing re-examined", {})
-    return 0
+    return exits.OK
 
 
 def _listed(session: Session, args: argparse.Namespace) -> Any:
@@ -241,9 +237,9 @@ def _print_listing(args: argparse.Namespace, frame: Any, headline: str, events: 
 def _store_fail(exc: Exception, url: str | None) -> int:
     """A store `detect` cannot use, in one line (never SQL text); when the store can still be read, say
     that `detect --list` lists it."""
-    from db.engine import StoreError, check_schema, default_url, display_url, first_line, make_engine, store_error
+    from db.engine import StoreError, check_schema, display_url, first_line, make_engine, store_error
 
-    url = url or default_url()
+    url = store_url(url)
     err = exc if isinstance(exc, StoreError) else store_error(exc, url)
     if err is None:
         return _fail(f"database {display_url(url)}: {first_line(exc)}")  # the driver's line, never SQL text

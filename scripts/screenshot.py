@@ -67,11 +67,11 @@ def main(argv: list[str] | None = None) -> int:
     from playwright.sync_api import sync_playwright
 
     from dashboard.served import CHROMIUM_ARGS, Served, Watcher
-    from db.engine import default_url
+    from settings.env import store_url
 
     args.out.mkdir(parents=True, exist_ok=True)
     try:
-        server = Served(args.db or default_url())
+        server = Served(store_url(args.db))
     except RuntimeError as exc:
         print(f"screenshot: {exc}", file=sys.stderr)
         return 3

@@ -6,7 +6,7 @@ from __future__ import annotations
 import streamlit as st
 
 from dashboard import charts, data, fmt, frames, suites, widgets
-from mlaperf import gpuinfo
+from settings import gpu as gpuinfo
 
 METRICS = tuple((leaf, title, suites.METRICS[leaf]) for leaf, title in suites.EFFICIENCY.items())  # panels
 

@@ -1,4 +1,4 @@
-"""GPU identity (mlaperf.gpuinfo): the keys asv copies into machine.json and every result's params."""
+"""GPU identity (settings.gpu): the keys asv copies into machine.json and every result's params."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ import pytest
 import torch
 import triton
 
-from mlaperf import gpuinfo
+from settings import env
+from settings import gpu as gpuinfo
 
 GPU_KEYS = {"gpu_name", "gpu_cc", "gpu_sm_count", "gpu_memory_gb", "gpu_driver", "cuda", "torch", "triton"}
 CONTRACT_KEYS = GPU_KEYS | {"arch_profile"}
@@ -19,25 +20,25 @@ CONTRACT_KEYS = GPU_KEYS | {"arch_profile"}
 def test_keys_are_the_stores_gpu_columns() -> None:
     from db.models import GPU_COLUMNS
 
-    assert gpuinfo.gpu_keys() == tuple(GPU_COLUMNS)
+    assert gpuinfo.GPU_KEYS == GPU_COLUMNS
     assert set(GPU_COLUMNS) == GPU_KEYS
 
 
 def test_environment_names_are_defined_once_and_read_by_the_suites() -> None:
-    assert (gpuinfo.TIER_ENV, gpuinfo.CONCURRENCY_ENV, gpuinfo.ARCH_PROFILE_ENV) == (
+    assert (env.TIER.name, env.CONCURRENCY.name, env.ARCH_PROFILE.name) == (
         "MLAPERF_TIER", "MLAPERF_CONCURRENCY", "MLAPERF_ARCH_PROFILE",
     )  # fmt: skip
     from benchmarks import _tier
 
     assert (_tier.TIER_ENV, _tier.CONCURRENCY_ENV, _tier.ARCH_PROFILE_ENV) == (
-        gpuinfo.TIER_ENV, gpuinfo.CONCURRENCY_ENV, gpuinfo.ARCH_PROFILE_ENV,
+        env.TIER.name, env.CONCURRENCY.name, env.ARCH_PROFILE.name,
     )  # fmt: skip
 
 
 def test_arch_profile_is_recorded(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv(gpuinfo.ARCH_PROFILE_ENV, raising=False)
+    monkeypatch.delenv(env.ARCH_PROFILE.name, raising=False)
     assert gpuinfo.cpu_identity()["arch_profile"] == "native"
-    monkeypatch.setenv(gpuinfo.ARCH_PROFILE_ENV, "sm_120")
+    monkeypatch.setenv(env.ARCH_PROFILE.name, "sm_120")
     assert gpuinfo.identity("cpu")["arch_profile"] == "sm_120"
 
 
@@ -46,8 +47,8 @@ def test_arch_profile_the_kernels_would_reject_is_refused(
 ) -> None:
     import mla_kernels
 
-    assert gpuinfo.ARCH_PROFILES == mla_kernels.ARCH_PROFILES  # the copy (no torch import here) stays equal
-    monkeypatch.setenv(gpuinfo.ARCH_PROFILE_ENV, "blackwell")
+    assert env.ARCH_PROFILES == mla_kernels.ARCH_PROFILES  # the copy (no torch import here) stays equal
+    monkeypatch.setenv(env.ARCH_PROFILE.name, "blackwell")
     with pytest.raises(ValueError, match="MLAPERF_ARCH_PROFILE='blackwell' is not one of native, sm_90, sm_120"):
         gpuinfo.cpu_identity()
     assert gpuinfo.main(["--tier", "cpu"]) == 2
@@ -76,7 +77,7 @@ def test_identity_tiers() -> None:
 
 def test_cli_prints_json() -> None:
     proc = subprocess.run(
-        [sys.executable, "-m", "mlaperf.gpuinfo"], capture_output=True, text=True, timeout=120, check=True
+        [sys.executable, "-m", "settings.gpu"], capture_output=True, text=True, timeout=120, check=True
     )
     info = json.loads(proc.stdout)
     assert set(info) == CONTRACT_KEYS
@@ -85,7 +86,7 @@ def test_cli_prints_json() -> None:
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the error path without a GPU")
 def test_cli_gpu_tier_without_gpu_fails_clearly() -> None:
     proc = subprocess.run(
-        [sys.executable, "-m", "mlaperf.gpuinfo", "--tier", "gpu"],
+        [sys.executable, "-m", "settings.gpu", "--tier", "gpu"],
         capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert proc.returncode == 2
