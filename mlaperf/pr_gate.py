@@ -27,8 +27,8 @@ from pathlib import Path
 from typing import Any
 
 from mlaperf.github import GitHub, GitHubError
-from mlaperf.pr_contract import CONTEXT, FORK_CONTEXT, FORK_ENVIRONMENT, LABEL, SAME_ENVIRONMENT, SHA
 from settings import env, exits
+from settings.pr_contract import CONTEXT, FORK_CONTEXT, FORK_ENVIRONMENT, LABEL, SAME_ENVIRONMENT, SHA
 
 
 class GateError(Exception):

@@ -20,8 +20,8 @@ import sys
 from pathlib import Path
 
 from mlaperf.github import GitHub, GitHubError
-from mlaperf.pr_contract import BOT_LOGIN, CONTEXT, FORK_CONTEXT, SHA, STATES
 from settings import env, exits
+from settings.pr_contract import BOT_LOGIN, CONTEXT, FORK_CONTEXT, SHA, STATES
 
 MAX_BODY = 65_536  # GitHub's limit for a comment
 NO_RENDER = "no rendered report: see the run"

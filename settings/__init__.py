@@ -7,7 +7,8 @@ project, so ``db``, ``regressions``, ``dashboard``, ``mlaperf`` and asv's ``benc
 - ``settings.exits``: the exit status of every command and the one function that maps a command's end to it;
 - ``settings.args``: the command-line arguments several commands share, each defined once (asv's
   ``common_args``);
-- ``settings.gpu``: the GPU identity recorded with every run, datasheet peaks and measured ceilings.
+- ``settings.gpu``: the GPU identity recorded with every run, datasheet peaks and measured ceilings;
+- ``settings.pr_contract``: the names the pull-request workflow's jobs share (status contexts, label).
 
 Module top levels import the standard library only (torch is imported inside the functions that need it):
 asv imports ``benchmarks/`` at discovery, which must stay light.
