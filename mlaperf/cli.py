@@ -16,8 +16,8 @@ from . import __version__
 
 
 def build_parser() -> argparse.ArgumentParser:
-    import dashboard.cli
-    import db.cli
+    import dashboard.serve
+    import db.commands
     import regressions.cli
 
     from . import demo, doctor, nightly, publish, runner
@@ -30,9 +30,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"mlaperf {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     runner.register(sub)
-    db.cli.register(sub)
+    db.commands.register(sub)
     regressions.cli.register(sub)
-    dashboard.cli.register(sub)
+    dashboard.serve.register(sub)
     publish.register(sub)
     demo.register(sub)
     nightly.register(sub)

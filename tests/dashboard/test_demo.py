@@ -59,10 +59,10 @@ def test_newest_machine_is_the_one_just_measured(tmp_path: Path) -> None:
 def test_dashboard_opens_on_the_named_machine(monkeypatch: pytest.MonkeyPatch, seeded: Seeded) -> None:
     from test_pages import app
 
-    from dashboard import cli
+    from dashboard import serve
 
     args = argparse.ArgumentParser()
-    cli.add_arguments(args)
+    serve.add_arguments(args)
     assert args.parse_args(["--machine", "x"]).machine == "x"
     if not OPENBLAS.exists():
         return

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from sqlalchemy.engine import make_url
 
-from dashboard import store
+from dashboard import store_check
 from settings import env, exits
 from settings.args import add_db, add_repo_url
 
@@ -46,7 +46,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def absolute_url(url: str) -> str:
     """Make a relative SQLite path absolute, so the server's working directory does not matter."""
-    path = store.sqlite_path(url)
+    path = store_check.sqlite_path(url)
     u = make_url(url)
     if path is None or path.is_absolute() or str(u.database).startswith("file:"):
         return url
@@ -84,21 +84,21 @@ def streamlit_command(host: str, port: int) -> list[str]:
 def handle(args: argparse.Namespace) -> int:
     url = env.store_url(args.db)
     try:
-        store.validate_url(url)
-    except store.BadStoreURL as exc:
+        store_check.validate_url(url)
+    except store_check.BadStoreURL as exc:
         print(f"mlaperf dashboard: error: {exc}", file=sys.stderr)
         return exits.USAGE
     url = absolute_url(url)
     if not 0 <= args.port <= 65535:
         print(f"mlaperf dashboard: error: --port {args.port} is not a port (0..65535)", file=sys.stderr)
         return exits.USAGE
-    status = store.check(url)
+    status = store_check.check(url)
     if status.state in ("error", "outdated"):
         print(f"mlaperf dashboard: error: {status.message}", file=sys.stderr)
         return exits.USAGE
     if status.state in ("missing", "empty"):
         print(f"mlaperf dashboard: note: {status.message} The dashboard explains how to ingest "
-              f"(`mlaperf ingest .asv/results --db {store.redact(url)}`).", file=sys.stderr)
+              f"(`mlaperf ingest .asv/results --db {store_check.redact(url)}`).", file=sys.stderr)
     port = args.port or free_port(args.host)
     if port_in_use(args.host, port):
         print(f"mlaperf dashboard: error: {args.host}:{port} is already in use (choose another --port)",
@@ -114,7 +114,7 @@ def handle(args: argparse.Namespace) -> int:
         child[env.DASHBOARD_MACHINE.name] = args.machine
     shown_host = "127.0.0.1" if args.host in ("0.0.0.0", "") else args.host
     mode = "writable" if args.writable else "read-only"
-    print(f"mlaperf dashboard: http://{shown_host}:{port}  (store {store.redact(url)}, {mode}; Ctrl-C stops)",
+    print(f"mlaperf dashboard: http://{shown_host}:{port}  (store {store_check.redact(url)}, {mode}; Ctrl-C stops)",
           flush=True)
     proc = subprocess.Popen(streamlit_command(args.host, port), env=child)
     try:
@@ -129,7 +129,7 @@ def handle(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Stand-alone entry (``python -m dashboard.cli``), same options as ``mlaperf dashboard``."""
+    """Stand-alone entry (``python -m dashboard.serve``), same options as ``mlaperf dashboard``."""
     parser = argparse.ArgumentParser(prog="mlaperf dashboard", description="Serve the mlaperf dashboard.")
     add_arguments(parser)
     return exits.dispatch(handle, parser.parse_args(argv), prog="mlaperf dashboard")
