@@ -35,8 +35,8 @@ def decode_model(batch: int, heads: int, topk: int) -> tuple[int, int]:
     """(bytes, flops) of one sparse decode call.
 
     bytes = KV B*topk*584 + q B*H*512*2 + out B*H*512*2 + lse B*H*4 (the int32 indices, under 1%,
-    are left out, as in the design's reference roofline: H 64, top-k 512, 4.27 TB/s gives 0.10 us
-    at B 1 and 6.45 us at B 64).
+    are left out, as the design's reference roofline leaves them out, so both give the same times;
+    tests/bench/test_suites.py checks that).
     flops = B*H*topk*2048: QK^T 512 MACs and PV 512 MACs per (head, slot), 2 flops per MAC.
     """
     kv = batch * topk * TOKEN_BYTES

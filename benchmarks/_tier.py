@@ -100,7 +100,7 @@ else:
 
 # asv timing attributes per tier. GPU: one process per case (rounds=1, the CUDA init dominates), the
 # samples are means of `number` cold replays (setup picks `number` per case); setup already warmed
-# up, so no asv warm-up. CPU: the interpreter takes ~0.1-2 s per call, so two or three single calls.
+# up, so no asv warm-up. CPU: the interpreter is slow enough that two or three single calls are all a case can afford.
 if TIER == "gpu":
     TIMING: dict[str, object] = {
         "rounds": 1,

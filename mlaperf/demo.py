@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from settings import exits
-from settings.args import add_db
+from settings.args import DefaultsFormatter, add_db
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 HISTORY = REPO_ROOT / "history" / "results"
@@ -28,7 +28,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "demo",
         help="ingest the bundled GPU history, benchmark this commit, detect regressions, serve the dashboard",
         description=__doc__,
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        formatter_class=DefaultsFormatter,
     )
     add_arguments(parser)
     parser.set_defaults(func=handle)
@@ -167,7 +167,7 @@ def main(argv: list[str] | None = None) -> int:
     """``python -m mlaperf.demo``: the same options (scripts/demo.sh answers --help with this, before any
     install: this module needs only the standard library)."""
     parser = argparse.ArgumentParser(prog="scripts/demo.sh", description=__doc__,
-                                     formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+                                     formatter_class=DefaultsFormatter)
     add_arguments(parser)
     return exits.dispatch(handle, parser.parse_args(argv))
 

@@ -35,7 +35,7 @@ from typing import Any
 
 from regressions.store import OPEN_STATUSES  # the detector's rule: listed by default, keep an issue open
 from settings import env, exits
-from settings.args import add_asv_machine, add_bench, add_db, add_tier
+from settings.args import DefaultsFormatter, add_asv_machine, add_bench, add_db, add_tier
 
 ISSUE_LABEL = "mlaperf-regression"
 DEFAULT_BUDGET = 20  # ~11 min a commit on the GPU grid: 20 commits + setup fit the job's 360 minutes
@@ -380,7 +380,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     sub = parser.add_subparsers(dest="nightly_command", metavar="STEP", required=True)
     p = sub.add_parser("plan", help="pick tonight's commits (confirmations, gaps, newest first) within the budget",
-                       formatter_class=argparse.ArgumentDefaultsHelpFormatter)  # fmt: skip
+                       formatter_class=DefaultsFormatter)  # fmt: skip
     p.add_argument("--regressions", type=Path, default=None, metavar="FILE",
                    help="JSON of `mlaperf detect --json --all` (missing file: no regressions)")  # fmt: skip
     p.add_argument("--state", type=Path, default=Path("artifacts/nightly/state.json"), metavar="FILE",
@@ -400,7 +400,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(func=handle, step=cmd_plan)
 
     a = sub.add_parser("alert", help="open, update and close one GitHub issue per confirmed alert group",
-                       formatter_class=argparse.ArgumentDefaultsHelpFormatter)  # fmt: skip
+                       formatter_class=DefaultsFormatter)  # fmt: skip
     a.add_argument("--regressions", type=Path, required=True, metavar="FILE",
                    help="JSON of `mlaperf detect --json --all`")  # fmt: skip
     a.add_argument("--plan-out", type=Path, default=Path("artifacts/nightly/issues-plan.json"), metavar="FILE",

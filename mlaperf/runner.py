@@ -42,8 +42,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from settings import env, exits, gpu
-from settings.args import add_asv_machine, add_bench, add_db, add_tier
+from settings import exits, gpu
+from settings.args import DefaultsFormatter, add_asv_machine, add_bench, add_db, add_tier
+from settings.env import CONCURRENCY, DEFAULT_STORE_URL, TIER, arch_profile, store_url
 
 CPU_SUFFIX = "-cpu"
 DESCRIPTION = (
@@ -72,7 +73,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "run",
         help="benchmark each commit of a git range with asv (throwaway worktrees)",
         description=DESCRIPTION,
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        formatter_class=DefaultsFormatter,
     )
     add_arguments(parser)
     parser.set_defaults(func=handle)
@@ -257,11 +258,11 @@ def benchmark_env(worktree: Path, tier: str, concurrency: str | None) -> dict[st
     path = os.pathsep.join(p for p in (str(worktree), child.get("PYTHONPATH", "")) if p)
     child["PYTHONPATH"] = path
     child["ASV_PYTHONPATH"] = path  # asv-managed environments drop PYTHONPATH, keep this one
-    child[env.TIER.name] = tier
+    child[TIER.name] = tier
     if tier == "cpu":
         child["TRITON_INTERPRET"] = "1"
     if concurrency:
-        child[env.CONCURRENCY.name] = concurrency
+        child[CONCURRENCY.name] = concurrency
     return child
 
 
@@ -305,9 +306,9 @@ def store_to_ask(requested: str | None) -> str | None:
     SQLite store not created yet (a first run needs no store)."""
     if requested is not None and requested.lower() == "none":
         return None
-    url = env.store_url(requested)
-    default_file = Path(env.DEFAULT_STORE_URL.removeprefix("sqlite:///"))
-    return None if url == env.DEFAULT_STORE_URL and not default_file.is_file() else url
+    url = store_url(requested)
+    default_file = Path(DEFAULT_STORE_URL.removeprefix("sqlite:///"))
+    return None if url == DEFAULT_STORE_URL and not default_file.is_file() else url
 
 
 def measured_in_store(
@@ -370,7 +371,7 @@ def run(args: argparse.Namespace) -> int:
     tier = resolve_tier(args.tier)
     machine = machine_name(args.machine, tier)
     try:
-        env.arch_profile()  # a profile the kernels would reject is bad input, found before anything runs
+        arch_profile()  # a profile the kernels would reject is bad input, found before anything runs
     except ValueError as exc:
         raise RunError(str(exc)) from None
 
@@ -523,7 +524,7 @@ def handle(args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     """``python -m mlaperf.runner [RANGE] ...``: the same as ``mlaperf run``."""
     parser = argparse.ArgumentParser(
-        prog="mlaperf run", formatter_class=argparse.ArgumentDefaultsHelpFormatter, description=DESCRIPTION
+        prog="mlaperf run", formatter_class=DefaultsFormatter, description=DESCRIPTION
     )
     add_arguments(parser)
     return exits.dispatch(handle, parser.parse_args(argv), prog="mlaperf run")

@@ -11,6 +11,13 @@ from settings import env
 TIER_CHOICES = ("auto", *env.TIERS)
 
 
+class DefaultsFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Shows each argument's default, except ``None``: those help texts say what not giving it means."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        return action.help if action.default is None else super()._get_help_string(action)
+
+
 def add_db(parser: argparse.ArgumentParser) -> None:
     """``--db URL``: the store; the command resolves it with :func:`settings.env.store_url`."""
     parser.add_argument(

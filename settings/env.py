@@ -30,7 +30,7 @@ class Var:
 
 
 DEFAULT_STORE_URL = "sqlite:///.mlaperf/mlaperf.sqlite"
-# mla_kernels.ARCH_PROFILES, copied: this module imports no torch (tests/bench/test_gpuinfo.py keeps them equal).
+# mla_kernels.ARCH_PROFILES, copied: this module imports no torch (tests/bench/test_gpu_identity.py keeps them equal).
 ARCH_PROFILES = ("native", "sm_90", "sm_120")
 TIERS = ("gpu", "cpu")
 
@@ -119,8 +119,10 @@ def ceilings_file() -> Path:
 
 
 def night_budget(default: int) -> str:
-    """The nightly's commit budget as text: argparse converts it, so a bad value is that command's usage error."""
-    return NIGHT_BUDGET.get() or str(default)
+    """The nightly's commit budget as text: argparse converts it, so a bad value (an empty one too) is that
+    command's usage error."""
+    value = NIGHT_BUDGET.get()
+    return str(default) if value is None else value
 
 
 def repo_url() -> str | None:

@@ -295,7 +295,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return exits.USAGE
     print(json.dumps(info, indent=2, sort_keys=True))
-    return 0
+    return exits.OK
 
 
 if __name__ == "__main__":

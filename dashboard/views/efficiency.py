@@ -6,7 +6,7 @@ from __future__ import annotations
 import streamlit as st
 
 from dashboard import charts, data, fmt, frames, suites, widgets
-from settings import gpu as gpuinfo
+from settings.gpu import gpu_spec
 
 METRICS = tuple((leaf, title, suites.METRICS[leaf]) for leaf, title in suites.EFFICIENCY.items())  # panels
 
@@ -37,7 +37,7 @@ if not present:
 info = data.machine_info(ctx.url, ctx.machine)
 gpu = info.get("gpu_name")
 ceil = suites.measured_ceilings(results)
-sheet = gpuinfo.gpu_spec(str(gpu)) if gpu else None
+sheet = gpu_spec(str(gpu)) if gpu else None
 peaks: dict[str, list[tuple[str, float]]] = {"track_roofline_fraction": [("roofline", 1.0)],
                                               "track_gbps": [], "track_tflops": []}
 if "copy_gbps" in ceil:

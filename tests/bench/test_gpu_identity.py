@@ -10,8 +10,7 @@ import pytest
 import torch
 import triton
 
-from settings import env
-from settings import gpu as gpuinfo
+from settings import env, gpu
 
 GPU_KEYS = {"gpu_name", "gpu_cc", "gpu_sm_count", "gpu_memory_gb", "gpu_driver", "cuda", "torch", "triton"}
 CONTRACT_KEYS = GPU_KEYS | {"arch_profile"}
@@ -20,7 +19,7 @@ CONTRACT_KEYS = GPU_KEYS | {"arch_profile"}
 def test_keys_are_the_stores_gpu_columns() -> None:
     from db.models import GPU_COLUMNS
 
-    assert gpuinfo.GPU_KEYS == GPU_COLUMNS
+    assert gpu.GPU_KEYS == GPU_COLUMNS
     assert set(GPU_COLUMNS) == GPU_KEYS
 
 
@@ -37,9 +36,9 @@ def test_environment_names_are_defined_once_and_read_by_the_suites() -> None:
 
 def test_arch_profile_is_recorded(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(env.ARCH_PROFILE.name, raising=False)
-    assert gpuinfo.cpu_identity()["arch_profile"] == "native"
+    assert gpu.cpu_identity()["arch_profile"] == "native"
     monkeypatch.setenv(env.ARCH_PROFILE.name, "sm_120")
-    assert gpuinfo.identity("cpu")["arch_profile"] == "sm_120"
+    assert gpu.identity("cpu")["arch_profile"] == "sm_120"
 
 
 def test_arch_profile_the_kernels_would_reject_is_refused(
@@ -50,13 +49,13 @@ def test_arch_profile_the_kernels_would_reject_is_refused(
     assert env.ARCH_PROFILES == mla_kernels.ARCH_PROFILES  # the copy (no torch import here) stays equal
     monkeypatch.setenv(env.ARCH_PROFILE.name, "blackwell")
     with pytest.raises(ValueError, match="MLAPERF_ARCH_PROFILE='blackwell' is not one of native, sm_90, sm_120"):
-        gpuinfo.cpu_identity()
-    assert gpuinfo.main(["--tier", "cpu"]) == 2
+        gpu.cpu_identity()
+    assert gpu.main(["--tier", "cpu"]) == 2
     assert "MLAPERF_ARCH_PROFILE='blackwell'" in capsys.readouterr().err
 
 
 def test_cpu_identity() -> None:
-    info = gpuinfo.cpu_identity()
+    info = gpu.cpu_identity()
     assert set(info) == CONTRACT_KEYS
     assert info["gpu_name"] == "none"
     assert info["gpu_sm_count"] == "0"
@@ -66,13 +65,13 @@ def test_cpu_identity() -> None:
 
 
 def test_identity_tiers() -> None:
-    assert gpuinfo.identity("cpu") == gpuinfo.cpu_identity()
+    assert gpu.identity("cpu") == gpu.cpu_identity()
     with pytest.raises(ValueError, match="tier"):
-        gpuinfo.identity("tpu")
+        gpu.identity("tpu")
     if not torch.cuda.is_available():
-        assert gpuinfo.identity("auto")["gpu_name"] == "none"
+        assert gpu.identity("auto")["gpu_name"] == "none"
         with pytest.raises(RuntimeError, match="no CUDA device"):
-            gpuinfo.identity("gpu")
+            gpu.identity("gpu")
 
 
 def test_cli_prints_json() -> None:
@@ -95,7 +94,7 @@ def test_cli_gpu_tier_without_gpu_fails_clearly() -> None:
 
 @pytest.mark.gpu
 def test_gpu_identity() -> None:
-    info = gpuinfo.gpu_identity()
+    info = gpu.gpu_identity()
     props = torch.cuda.get_device_properties(0)
     assert info["gpu_name"] == props.name
     assert info["gpu_cc"] == f"{props.major}.{props.minor}"
@@ -106,7 +105,7 @@ def test_gpu_identity() -> None:
 
 
 def test_gpu_spec_finds_datasheets_by_cuda_device_name() -> None:
-    gpu_spec = gpuinfo.gpu_spec
+    gpu_spec = gpu.gpu_spec
     assert gpu_spec("NVIDIA H200").bf16_tflops == 989.4  # type: ignore[union-attr]
     assert gpu_spec("NVIDIA RTX PRO 6000 Blackwell Server Edition").capability == 120  # type: ignore[union-attr]
     assert gpu_spec("NVIDIA GeForce RTX 5090").sms == 170  # type: ignore[union-attr]
