@@ -38,7 +38,7 @@ from settings import env, exits
 from settings.args import DefaultsFormatter, add_asv_machine, add_bench, add_db, add_tier
 
 ISSUE_LABEL = "mlaperf-regression"
-DEFAULT_BUDGET = 20  # ~11 min a commit on the GPU grid: 20 commits + setup fit the job's 360 minutes
+DEFAULT_BUDGET = 20  # commits that fit the nightly job's time limit on the full GPU grid (README, "How a team uses it")
 DEFAULT_WINDOW = 50
 
 

@@ -50,8 +50,10 @@ def shoot(page: Any, watch: Any, url: str, out: Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from settings.args import add_db
+
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--db", default=None, help="store URL (default: env MLAPERF_DB, else the default store)")
+    add_db(ap)
     ap.add_argument("--out", type=Path, default=Path("docs/img"), help="folder for the PNGs (default docs/img)")
     ap.add_argument("--page", action="append", default=None, metavar="NAME=PATH",
                     help="file name and URL path with query, e.g. 'history=history?hp_concurrency=1,64' "
