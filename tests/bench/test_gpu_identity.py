@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -110,3 +112,24 @@ def test_gpu_spec_finds_datasheets_by_cuda_device_name() -> None:
     assert gpu_spec("NVIDIA RTX PRO 6000 Blackwell Server Edition").capability == 120  # type: ignore[union-attr]
     assert gpu_spec("NVIDIA GeForce RTX 5090").sms == 170  # type: ignore[union-attr]
     assert gpu_spec("NVIDIA A100-SXM4-80GB") is None
+
+
+def test_suites_read_the_benchmarking_checkouts_settings(tmp_path: Path) -> None:
+    """`mlaperf run` puts the commit under test first on PYTHONPATH; its `settings` (older, or another
+    contract) must not reach the suites: benchmarks/__init__.py pins this checkout's, imported first or not."""
+    from benchtools import ROOT
+
+    stale = tmp_path / "commit" / "settings"
+    stale.mkdir(parents=True)
+    (stale / "__init__.py").write_text("")
+    (stale / "env.py").write_text("raise ImportError('the commit under test settings was imported')\n")
+    for first in (False, True):
+        code = ("import settings\n" if first else "") + (
+            "from benchmarks import _tier\nimport settings.env\nprint(settings.env.__file__, _tier.TIER_ENV)"
+        )
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(stale.parent), str(ROOT)]), MLAPERF_TIER="cpu")
+        proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True,
+                              timeout=120)  # fmt: skip
+        assert proc.returncode == 0, proc.stderr
+        where, name = proc.stdout.split()
+        assert Path(where) == ROOT / "settings" / "env.py" and name == "MLAPERF_TIER"
