@@ -149,9 +149,8 @@ class _AlreadyStored(Exception):
     """Another ingest stored this file first: roll back, count it as unchanged."""
 
 
-class _IngestWriter:
-    """Writes one ingest's rows over one engine, caching the ids of machines, environments, commits and
-    benchmarks (entries made inside a transaction count only once it commits)."""
+class _Store:
+    """Id caches over one engine; entries made inside a transaction count only once it commits."""
 
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
@@ -501,9 +500,9 @@ def ingest_paths(
     ensure_schema(engine)
     summary = IngestSummary(files=len(files) + len(problems))  # an unusable path counts: N of M adds up
     summary.refused.extend((show_path(p), reason) for p, reason in problems)
-    writer = _IngestWriter(engine)
+    store = _Store(engine)
     try:
-        writer.preload()
+        store.preload()
     except DBAPIError as exc:
         raise_store_error(exc, engine.url)
     inputs = _Inputs()
@@ -514,7 +513,7 @@ def ingest_paths(
     def flush() -> None:
         items = [(parsed, file.source_path, digest) for file, parsed, digest in pending]
         fatal: StoreError | None = None
-        for (file, _, _), outcome in zip(pending, writer.write_batch(items), strict=True):
+        for (file, _, _), outcome in zip(pending, store.write_batch(items), strict=True):
             if isinstance(outcome, Exception):
                 fatal = fatal or store_error(outcome, engine.url)
                 summary.errors.append((show_path(file.path), f"database error: {first_line(outcome)}"))
@@ -541,7 +540,7 @@ def ingest_paths(
                 bar.update()
                 continue
             digest = hashlib.sha256(data).hexdigest()
-            if digest in writer.hashes:
+            if digest in store.hashes:
                 summary.unchanged += 1
                 bar.update()
                 continue
@@ -567,7 +566,7 @@ def ingest_paths(
         bar.close()
     if git_repo is not None:
         try:
-            summary.described = writer.describe_commits(git_repo)
+            summary.described = store.describe_commits(git_repo)
         except DBAPIError as exc:
             raise_store_error(exc, engine.url, "write commit metadata to")
     summary.seconds = time.perf_counter() - start

@@ -25,7 +25,6 @@ from regressions.store import (
     regressions_frame,
 )
 from regressions.text_table import FORMATS, compare_text
-from settings import exits
 from settings.args import add_db, add_thresholds_config
 from settings.env import store_url
 
@@ -143,7 +142,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def _fail(msg: str) -> int:
     print(f"mlaperf: error: {msg}", file=sys.stderr)
-    return exits.USAGE
+    return 2
 
 
 def _settings(args: argparse.Namespace) -> Settings:
@@ -190,7 +189,7 @@ def detect_command(args: argparse.Namespace) -> int:
     except SQLAlchemyError as exc:
         return _store_fail(exc, args.db)
     _print_listing(args, frame, _detect_summary_line(summary), summary.events())
-    return exits.FOUND if args.fail_on_new and summary.alerting else exits.OK
+    return 1 if args.fail_on_new and summary.alerting else 0
 
 
 def _list_command(args: argparse.Namespace) -> int:
@@ -211,7 +210,7 @@ def _list_command(args: argparse.Namespace) -> int:
     except (UsageError, ValueError, RuntimeError) as exc:
         return _fail(str(exc))
     _print_listing(args, frame, "detect --list: the stored regressions; nothing re-examined", {})
-    return exits.OK
+    return 0
 
 
 def _listed(session: Session, args: argparse.Namespace) -> Any:

@@ -17,7 +17,7 @@ from sqlalchemy.orm import Session
 
 from db import queries
 from db.engine import make_engine
-from db.ingest import _IngestWriter, ingest_paths
+from db.ingest import _Store, ingest_paths
 from db.models import Benchmark, Commit, Machine, Result, Run
 from tests.db.conftest import bench_row, results_doc, write_results
 
@@ -113,7 +113,7 @@ def test_bad_files_are_reported_and_change_nothing(tmp_path: Path, sqlite_url: s
 def test_database_error_rolls_back_only_that_file(tmp_path: Path, db_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
     root = tmp_path / "results"
     paths = [_good(root, i, machine="m-fail" if i == 2 else "m") for i in range(5)]
-    real = _IngestWriter.insert_results
+    real = _Store.insert_results
 
     def flaky(self, conn, run_id, parsed, bench_ids):  # noqa: ANN001, ANN202
         count = real(self, conn, run_id, parsed, bench_ids)
@@ -121,7 +121,7 @@ def test_database_error_rolls_back_only_that_file(tmp_path: Path, db_url: str, m
             raise OperationalError("INSERT", {}, Exception("disk I/O error (injected)"))
         return count
 
-    monkeypatch.setattr(_IngestWriter, "insert_results", flaky)
+    monkeypatch.setattr(_Store, "insert_results", flaky)
     engine = make_engine(db_url)
     summary = ingest_paths(engine, [root], progress=False)
     assert summary.ingested == 4 and [p for p, _ in summary.failed] == [str(paths[2])]
@@ -133,7 +133,7 @@ def test_database_error_rolls_back_only_that_file(tmp_path: Path, db_url: str, m
         assert s.scalar(sa.select(Machine.id).where(Machine.name == "m-fail")) is None
         assert s.scalar(sa.select(Commit.id).where(Commit.sha == sha(2))) is None
 
-    monkeypatch.setattr(_IngestWriter, "insert_results", real)
+    monkeypatch.setattr(_Store, "insert_results", real)
     summary = ingest_paths(engine, [root], progress=False)
     assert (summary.ingested, summary.unchanged, summary.failed) == (1, 4, [])
     with Session(engine) as s:
