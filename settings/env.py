@@ -30,7 +30,8 @@ class Var:
 
 
 DEFAULT_STORE_URL = "sqlite:///.mlaperf/mlaperf.sqlite"
-# mla_kernels.ARCH_PROFILES, copied: this module imports no torch (tests/bench/test_gpu_identity.py keeps them equal).
+# The kernels' architecture profiles (mla_kernels.arch.ARCH_PROFILES is this tuple): defined here, where the
+# variable naming one is read without importing torch.
 ARCH_PROFILES = ("native", "sm_90", "sm_120")
 TIERS = ("gpu", "cpu")
 
