@@ -50,11 +50,10 @@ def _remote_url(cwd: str) -> str:  # one git call per process, not per rerun
 
 
 def redact(url: str) -> str:
-    """URL safe to print or show: the password is masked."""
-    try:
-        return make_url(url).render_as_string(hide_password=True)
-    except ArgumentError:
-        return url
+    """URL safe to print or show: the password is masked (``db.engine.display_url``, the store's one rule)."""
+    from db.engine import display_url
+
+    return display_url(url)
 
 
 def sqlite_path(url: str) -> Path | None:
