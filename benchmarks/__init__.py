@@ -2,32 +2,38 @@
 
 The suites import ``settings`` (the environment names, GPU identity and ceilings shared with the runner)
 from this checkout, the one asv loads the suites from: ``mlaperf run`` puts the commit under test first on
-PYTHONPATH, whose ``settings`` may be older or missing. So the package is pinned here, before any suite
-imports it. Standard library only, as everything asv imports at discovery.
+PYTHONPATH, whose ``settings`` may be older or missing. So ``settings`` is pinned here to this checkout's
+copy, the way asv pins ``benchmarks`` itself: a finder ahead of the others, which loads nothing until a
+suite imports the package (importing a script stays standard library only).
 """
 
 from __future__ import annotations
 
-import importlib.util
+import importlib.abc
+import importlib.machinery
 import sys
 from pathlib import Path
+from types import ModuleType
+
+_ROOT = str(Path(__file__).resolve().parents[1])
+
+
+class _CheckoutSettings(importlib.abc.MetaPathFinder):
+    """Finds the top-level package ``settings`` in this checkout only (its modules follow its path)."""
+
+    def find_spec(self, name: str, path: object = None, target: ModuleType | None = None) -> object:
+        if name != "settings":
+            return None
+        return importlib.machinery.PathFinder.find_spec(name, [_ROOT])
 
 
 def _pin_settings() -> None:
-    folder = Path(__file__).resolve().parents[1] / "settings"
     loaded = sys.modules.get("settings")
-    if loaded is not None:
-        if Path(str(loaded.__file__)).resolve().parent == folder:
-            return  # already this checkout's (a test process, or asv's forkserver after discovery)
+    if loaded is not None and Path(str(loaded.__file__)).resolve().parent != Path(_ROOT) / "settings":
         for name in [n for n in sys.modules if n == "settings" or n.startswith("settings.")]:
-            del sys.modules[name]
-    spec = importlib.util.spec_from_file_location("settings", folder / "__init__.py",
-                                                  submodule_search_locations=[str(folder)])  # fmt: skip
-    if spec is None or spec.loader is None or not folder.is_dir():
-        raise ImportError(f"{folder} is missing: the benchmark suites read the environment contract from it")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["settings"] = module
-    spec.loader.exec_module(module)
+            del sys.modules[name]  # another checkout's copy, imported before the suites: use this one
+    if not any(isinstance(f, _CheckoutSettings) for f in sys.meta_path):
+        sys.meta_path.insert(0, _CheckoutSettings())
 
 
 _pin_settings()
