@@ -9,9 +9,8 @@ A GPU-tier case that finds no usable CUDA device in setup is skipped, never time
 
 The CPU tier sets ``TRITON_INTERPRET=1`` here, before anything imports triton.
 
-The environment names are defined once, in ``mlaperf/gpuinfo.py`` (the runner sets them). That file is
-loaded here by path from this checkout: ``import mlaperf`` would find the commit under test's copy,
-which ``mlaperf run`` puts first on PYTHONPATH and which may predate the names.
+The environment names and their readers are defined once, in ``settings.env`` (the runner sets them;
+``benchmarks/__init__.py`` pins this checkout's copy of the package).
 """
 
 from __future__ import annotations
@@ -20,32 +19,15 @@ import glob
 import importlib.util
 import os
 import re
-import sys
 from collections.abc import Callable
-from pathlib import Path
-from types import ModuleType
 
+from settings import env
 
-def _checkout_gpuinfo() -> ModuleType:
-    name = "_mlaperf_checkout_gpuinfo"
-    if name in sys.modules:
-        return sys.modules[name]
-    path = Path(__file__).resolve().parents[1] / "mlaperf" / "gpuinfo.py"
-    spec = importlib.util.spec_from_file_location(name, path)
-    if spec is None or spec.loader is None or not path.is_file():
-        raise ImportError(f"{path} is missing: the benchmark suites read the environment names from it")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-_names = _checkout_gpuinfo()
-TIER_ENV: str = _names.TIER_ENV
-CONCURRENCY_ENV: str = _names.CONCURRENCY_ENV
-ARCH_PROFILE_ENV: str = _names.ARCH_PROFILE_ENV
-arch_profile: Callable[[], str] = _names.arch_profile  # the profile a launch that names none runs
-TIERS = ("gpu", "cpu")
+TIER_ENV = env.TIER.name
+CONCURRENCY_ENV = env.CONCURRENCY.name
+ARCH_PROFILE_ENV = env.ARCH_PROFILE.name
+arch_profile: Callable[[], str] = env.arch_profile  # the profile a launch that names none runs
+TIERS = env.TIERS
 
 
 def _torch_has_cuda() -> bool:
@@ -71,11 +53,9 @@ def _device_visible() -> bool:
 
 def detect_tier() -> str:
     """``MLAPERF_TIER`` when set (must be gpu or cpu), else gpu when a CUDA torch and a GPU are present."""
-    value = os.environ.get(TIER_ENV, "").strip().lower()
-    if value:
-        if value not in TIERS:
-            raise ValueError(f"{TIER_ENV} must be 'gpu' or 'cpu', got {os.environ[TIER_ENV]!r}")
-        return value
+    chosen = env.tier()
+    if chosen is not None:
+        return chosen
     return "gpu" if _torch_has_cuda() and _device_visible() else "cpu"
 
 
@@ -93,18 +73,7 @@ else:
         pass  # the case's setup reports the missing package as a skip
 
 
-def concurrency_values(default: list[int]) -> list[int]:
-    """The concurrency grid; ``MLAPERF_CONCURRENCY=1,16,64`` picks a subset (same series, fewer points)."""
-    raw = os.environ.get(CONCURRENCY_ENV, "").strip()
-    if not raw:
-        return list(default)
-    try:
-        values = [int(v) for v in raw.split(",") if v.strip()]
-    except ValueError:
-        raise ValueError(f"{CONCURRENCY_ENV} must be comma-separated integers, got {raw!r}") from None
-    if not values or any(v < 1 for v in values):
-        raise ValueError(f"{CONCURRENCY_ENV} must list positive integers, got {raw!r}")
-    return values
+concurrency_values = env.concurrency  # the grid, or the subset MLAPERF_CONCURRENCY names
 
 
 # Parameter grids (docs/CONTRACTS.md). The CPU smoke tier keeps the names with tiny values.
@@ -131,7 +100,7 @@ else:
 
 # asv timing attributes per tier. GPU: one process per case (rounds=1, the CUDA init dominates), the
 # samples are means of `number` cold replays (setup picks `number` per case); setup already warmed
-# up, so no asv warm-up. CPU: the interpreter takes ~0.1-2 s per call, so two or three single calls.
+# up, so no asv warm-up. CPU: the interpreter is slow enough that two or three single calls are all a case can afford.
 if TIER == "gpu":
     TIMING: dict[str, object] = {
         "rounds": 1,

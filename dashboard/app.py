@@ -6,11 +6,10 @@ The store URL comes from env ``MLAPERF_DB`` (``--db``), write access from ``MLAP
 
 from __future__ import annotations
 
-import os
-
 import streamlit as st
 
-from dashboard import auth, data, store, widgets
+from dashboard import auth, data, store_check, widgets
+from settings import env
 
 # Pages live in views/, not pages/: a pages/ folder beside the entry script switches Streamlit to its
 # legacy multipage mode on a session's first run, which would run a page without this router.
@@ -29,15 +28,15 @@ PAGES = [
 ]
 
 page = st.navigation(PAGES)
-url = store.store_url()
+url = env.store_url()
 st.session_state["_url"] = url
-st.session_state["_writable"] = store.writable()
+st.session_state["_writable"] = store_check.writable()
 
 with st.sidebar:
-    st.caption(f"Store: `{store.redact(url)}` ({'writable' if store.writable() else 'read-only'})")
+    st.caption(f"Store: `{store_check.redact(url)}` ({'writable' if store_check.writable() else 'read-only'})")
     if st.button("Reload data", help="Drop cached queries (they refresh every few minutes anyway)"):
         data.clear_all()
-    if store.writable():
+    if store_check.writable():
         auth.sidebar(auth.writer())
 
 if not widgets.store_gate(url):
@@ -54,11 +53,11 @@ gpu_of = dict(zip(machines["name"], machines["gpu_name"] if gpu is not None else
 
 with st.sidebar:
     widgets.url_selectbox(
-        "Machine", ordered, key="machine", default=os.environ.get(store.MACHINE_ENV),
+        "Machine", ordered, key="machine", default=env.dashboard_machine(),
         format_func=lambda m: f"{m} ({gpu_of[m]})" if gpu_of.get(m) and str(gpu_of[m]) != "none" else m,
     )
     st.text_input(
-        "Repository URL", value=store.repo_url(), key="repo_url",
+        "Repository URL", value=store_check.repo_url(), key="repo_url",
         help="Commits link to <URL>/commit/<sha> (GitHub/GitLab style); default from env MLAPERF_REPO_URL.",
     )
 

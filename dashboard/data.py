@@ -20,7 +20,7 @@ import streamlit as st
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session
 
-from dashboard import notes, store, triage
+from dashboard import notes, store_check, triage
 from db import queries
 
 TTL = 300
@@ -28,7 +28,7 @@ TTL = 300
 
 @st.cache_resource(show_spinner=False)
 def engine(url: str, writable: bool = False) -> Engine:
-    return store.open_engine(url, writable=writable)
+    return store_check.open_engine(url, writable=writable)
 
 
 def _session(url: str, writable: bool = False) -> Session:
@@ -36,9 +36,9 @@ def _session(url: str, writable: bool = False) -> Session:
 
 
 @st.cache_data(ttl=10, show_spinner=False)
-def status(url: str) -> store.StoreStatus:
+def status(url: str) -> store_check.StoreStatus:
     """Short-lived, so a store that was just created or filled shows up on the next page load."""
-    return store.check(url)
+    return store_check.check(url)
 
 
 @st.cache_resource(ttl=TTL, show_spinner=False)

@@ -10,7 +10,7 @@ from typing import Any
 import pandas as pd
 
 from dashboard import fmt, suites
-from mlaperf.gpuinfo import GpuSpec
+from settings.gpu import GpuSpec
 
 METRICS = tuple((leaf, title, suites.METRICS[leaf]) for leaf, title in suites.EFFICIENCY.items())  # panels
 

@@ -4,12 +4,12 @@ static site's default (``MLAPERF_REPO_URL`` wins over it)."""
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 from pathlib import Path
 
-REPO_URL_ENV = "MLAPERF_REPO_URL"
+from settings import env
+
 _SCP = re.compile(r"^(?:[\w.-]+@)?(?P<host>[\w.-]+):(?P<path>(?!/).+)$")  # git@github.com:org/repo.git
 
 
@@ -29,8 +29,9 @@ def https_url(remote: str) -> str:
 def default_repo_url(cwd: Path | None = None) -> str:
     """``MLAPERF_REPO_URL`` (set and empty: no links), else the web URL of the git remote ``origin`` of ``cwd``,
     else ""."""
-    if REPO_URL_ENV in os.environ:
-        return os.environ[REPO_URL_ENV].strip().rstrip("/")
+    chosen = env.repo_url()
+    if chosen is not None:
+        return chosen
     try:
         out = subprocess.run(["git", "remote", "get-url", "origin"], cwd=cwd or Path.cwd(), capture_output=True,
                              text=True, timeout=10, check=False)

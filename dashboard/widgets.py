@@ -13,7 +13,7 @@ from urllib.parse import urlencode
 import pandas as pd
 import streamlit as st
 
-from dashboard import charts, data, fmt, frames, store
+from dashboard import charts, data, fmt, frames, store_check
 
 
 @dataclass(frozen=True)
@@ -336,8 +336,8 @@ def store_gate(url: str) -> bool:
         return True
     if st_.state in ("missing", "empty"):
         st.title("mlaperf dashboard")
-        st.info(f"{st_.message} Store: `{store.redact(url)}`")
-        st.markdown(store.ingest_help(url))
+        st.info(f"{st_.message} Store: `{store_check.redact(url)}`")
+        st.markdown(store_check.ingest_help(url))
     else:
         st.error(st_.message)
     return False

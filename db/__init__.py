@@ -1,7 +1,7 @@
 """mlaperf's store: SQLAlchemy models, engines (SQLite default, PostgreSQL by URL), Alembic migrations,
 asv results ingestion and the queries the dashboard and the regression detector use.
 
-Public surface: ``db.models``, ``db.engine`` (default_url, make_engine, upgrade, check_schema,
+Public surface: ``db.models``, ``db.engine`` (make_engine, upgrade, check_schema,
 StoreError, store_error), ``db.ingest.ingest_paths``, ``db.limits`` (what ingest accepts; docs/ingest.md),
-``db.queries``, ``db.cli.register``.
+``db.queries``, ``db.commands.register``.
 """

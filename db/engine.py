@@ -29,8 +29,9 @@ from sqlalchemy import Engine, create_engine, event, inspect, text
 from sqlalchemy.engine import URL, Connection, make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError
 
-DEFAULT_URL = "sqlite:///.mlaperf/mlaperf.sqlite"
-ENV_VAR = "MLAPERF_DB"
+from settings.env import store_url
+from settings.exits import BadInput
+
 BUSY_TIMEOUT_S = 60.0
 MIGRATIONS_DIR = Path(__file__).with_name("migrations")
 # Any constant: serializes concurrent `upgrade` calls on one PostgreSQL database.
@@ -42,18 +43,13 @@ _CORE_TABLES = frozenset({"machine", "commit", "benchmark", "run", "result"})
 _SQLITE_MAGIC = b"SQLite format 3\x00"
 
 
-class StoreError(RuntimeError):
+class StoreError(RuntimeError, BadInput):
     """The store cannot be used: corrupted, not an mlaperf store, unreadable, unwritable, unreachable, or
-    at another schema revision. ``str()`` is one line naming the database and what to do."""
+    at another schema revision. ``str()`` is one line naming the database and what to do (exit status 2)."""
 
 
 class SchemaError(StoreError):
     """The database's schema revision is not the one this mlaperf needs (``mlaperf db upgrade``)."""
-
-
-def default_url() -> str:
-    """The store's URL: env ``MLAPERF_DB`` if set, else a SQLite file under ``.mlaperf/`` in the cwd."""
-    return os.environ.get(ENV_VAR) or DEFAULT_URL
 
 
 def display_url(url: str | URL) -> str:
@@ -269,7 +265,7 @@ def raise_store_error(exc: DBAPIError, url: str | URL, doing: str = "read") -> N
 
 
 def make_engine(url: str | URL | None = None, *, readonly: bool = False, **kwargs: Any) -> Engine:
-    """Create an engine for ``url`` (default: :func:`default_url`).
+    """Create an engine for ``url`` (default: ``settings.env.store_url()``).
 
     ``readonly=True`` gives an engine that cannot write and needs no write permission: SQLite opens the
     file with ``mode=ro`` (it must exist), or ``immutable=1`` where the folder is not writable and no
@@ -279,7 +275,7 @@ def make_engine(url: str | URL | None = None, *, readonly: bool = False, **kwarg
     a permission missing) raises :class:`StoreError`. Problems only a connection shows surface in
     :func:`check_schema` / :func:`ensure_schema` / :func:`current_revision`, as :class:`StoreError` too.
     """
-    parsed = _parse_url(default_url() if url is None else url)
+    parsed = _parse_url(store_url() if url is None else url)
     backend = parsed.get_backend_name()
     if backend not in ("sqlite", "postgresql"):
         raise StoreError(f"database {display_url(parsed)}: mlaperf stores results in SQLite or PostgreSQL, not "
@@ -385,7 +381,7 @@ def current_revision(engine: Engine) -> str | None:
 
 
 def _run_alembic(url: str | URL | None, action: str, revision: str) -> None:
-    parsed = _parse_url(default_url() if url is None else url)
+    parsed = _parse_url(store_url() if url is None else url)
     engine = make_engine(parsed)
     try:
         current_revision(engine)  # refuses a database that is not an mlaperf store, and unusable ones
@@ -404,7 +400,7 @@ def _run_alembic(url: str | URL | None, action: str, revision: str) -> None:
 
 
 def upgrade(url: str | URL | None = None, revision: str = "head") -> None:
-    """Migrate the database at ``url`` (default: :func:`default_url`) up to ``revision``."""
+    """Migrate the database at ``url`` (default: ``settings.env.store_url()``) up to ``revision``."""
     _run_alembic(url, "upgrade", revision)
 
 

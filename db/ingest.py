@@ -51,12 +51,12 @@ from db.asvformat import (
 )
 from db.engine import StoreError, ensure_schema, first_line, raise_store_error, store_error
 from db.run_writer import ParsedFile, RunWriter
+from settings import exits
 
 # SQLite: files per transaction (each in its own savepoint). Commits dominate a per-file transaction's
 # cost there, and SQLite writers are serialized anyway. Other databases commit each file on its own, so
 # concurrent ingests never hold locks across files (no deadlocks between their batches).
 _WRITE_BATCH_FILES = 32
-EXIT_OK, EXIT_REFUSED, EXIT_INTERNAL = 0, 2, 3
 
 
 @dataclass
@@ -89,7 +89,7 @@ class IngestSummary:
     @property
     def exit_status(self) -> int:
         """0 every file stored or already stored, 2 some input refused, 3 an internal or database error."""
-        return EXIT_INTERNAL if self.errors else EXIT_REFUSED if self.refused else EXIT_OK
+        return exits.INTERNAL if self.errors else exits.USAGE if self.refused else exits.OK
 
     def line(self) -> str:
         rate = self.results / self.seconds if self.seconds > 0 else 0.0

@@ -33,6 +33,8 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
+from settings.gpu import GPU_KEYS
+
 # Stable constraint names, so migrations can refer to them on every backend.
 NAMING_CONVENTION = {
     "ix": "ix_%(column_0_label)s",
@@ -69,17 +71,8 @@ class Base(DeclarativeBase):
 
 
 # The GPU identity keys the runner adds to asv's machine entry (docs/CONTRACTS.md), one column each;
-# mlaperf/gpuinfo.py imports this instead of repeating the names.
-GPU_COLUMNS: tuple[str, ...] = (
-    "gpu_name",
-    "gpu_cc",
-    "gpu_sm_count",
-    "gpu_memory_gb",
-    "gpu_driver",
-    "cuda",
-    "torch",
-    "triton",
-)
+# defined once in settings.gpu, which records them.
+GPU_COLUMNS: tuple[str, ...] = GPU_KEYS
 # Machine description columns filled from asv's machine.json / result params (GPU identity included).
 MACHINE_INFO_COLUMNS: tuple[str, ...] = ("os", "arch", "cpu", "num_cpu", "ram", *GPU_COLUMNS)
 

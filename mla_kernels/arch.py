@@ -8,18 +8,19 @@ path of the users' sm_120 runner.
 
 from __future__ import annotations
 
-import os
 import warnings
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import torch
 
+from settings import env as _env
+
 if TYPE_CHECKING:
     from ._common import KernelLaunch
 
-ARCH_PROFILES = ("native", "sm_90", "sm_120")
-ENV_PROFILE = "MLAPERF_ARCH_PROFILE"
+ARCH_PROFILES = _env.ARCH_PROFILES  # defined with the variable that names one (settings.env), torch-free
+ENV_PROFILE = _env.ARCH_PROFILE.name
 
 
 @dataclass(frozen=True)
@@ -106,14 +107,9 @@ def parse_arch(text: str) -> int:
 
 
 def resolve_profile(arch_profile: str | None) -> str:
-    """The profile to use: the argument, else env ``MLAPERF_ARCH_PROFILE``, else ``native``."""
+    """The profile to use: the argument, else env ``MLAPERF_ARCH_PROFILE`` (``settings.env``), else ``native``."""
     if arch_profile is None:
-        env = os.environ.get(ENV_PROFILE, "").strip()
-        if not env:
-            return "native"
-        if env not in ARCH_PROFILES:
-            raise ValueError(f"{ENV_PROFILE}={env!r} is not one of {', '.join(ARCH_PROFILES)}")
-        return env
+        return _env.arch_profile()
     if arch_profile not in ARCH_PROFILES:
         raise ValueError(f"arch_profile must be one of {', '.join(ARCH_PROFILES)}; got {arch_profile!r}")
     return arch_profile

@@ -16,7 +16,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import Terminated
+from settings import exits
+from settings.args import DefaultsFormatter, add_db
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 HISTORY = REPO_ROOT / "history" / "results"
@@ -27,14 +28,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "demo",
         help="ingest the bundled GPU history, benchmark this commit, detect regressions, serve the dashboard",
         description=__doc__,
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        formatter_class=DefaultsFormatter,
     )
     add_arguments(parser)
     parser.set_defaults(func=handle)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--db", metavar="URL", default=None, help="store URL (default: MLAPERF_DB or SQLite)")
+    add_db(parser)
     parser.add_argument("--history", type=Path, default=HISTORY, help="bundled asv results to ingest")
     parser.add_argument("--no-bench", action="store_true", help="skip benchmarking the current commit")
     parser.add_argument("--no-serve", action="store_true", help="stop after detection (no dashboard)")
@@ -80,7 +81,7 @@ def _mlaperf(*argv: str, condense: Path | None = None) -> int:
 
     A child keeps the demo a script of the real commands: nothing here re-implements or re-parses them,
     and each step ends with its own exit status and cleanup. A stop signal for the demo (Ctrl-C, or the
-    SIGTERM of a CI cancel, both raised as KeyboardInterrupt by ``mlaperf.cli``) is passed to the child,
+    SIGTERM of a CI cancel, both raised as KeyboardInterrupt by ``settings.exits``) is passed to the child,
     which cleans up before the demo returns.
     """
     print("$ mlaperf " + " ".join(shlex.quote(a) for a in argv), flush=True)
@@ -101,7 +102,7 @@ def _mlaperf(*argv: str, condense: Path | None = None) -> int:
                         print(shown, flush=True)
         return child.wait()
     except KeyboardInterrupt as stop:
-        child.send_signal(signal.SIGTERM if isinstance(stop, Terminated) else signal.SIGINT)
+        child.send_signal(signal.SIGTERM if isinstance(stop, exits.Terminated) else signal.SIGINT)
         try:
             child.wait(timeout=60)
         except subprocess.TimeoutExpired:
@@ -121,7 +122,7 @@ def handle(args: argparse.Namespace) -> int:
     _step(2, total, f"ingest the bundled GPU history ({args.history})")
     if not args.history.is_dir():
         print(f"mlaperf demo: error: --history: no such folder: {args.history}", file=sys.stderr)
-        return 2
+        return exits.USAGE
     rc = _mlaperf("ingest", str(args.history), *db, "--repo", str(REPO_ROOT))
     if rc:
         return rc
@@ -148,7 +149,7 @@ def handle(args: argparse.Namespace) -> int:
 
     if args.no_serve:
         _step(5, total, "dashboard: skipped (--no-serve)")
-        return 0
+        return exits.OK
     _step(5, total, "serve the dashboard (Ctrl-C stops it)")
     opens_on = ["--machine", measured] if measured else []  # the machine just measured, not the bundled one
     return _mlaperf("dashboard", *db, "--port", str(args.port), "--host", args.host, *opens_on)
@@ -166,12 +167,9 @@ def main(argv: list[str] | None = None) -> int:
     """``python -m mlaperf.demo``: the same options (scripts/demo.sh answers --help with this, before any
     install: this module needs only the standard library)."""
     parser = argparse.ArgumentParser(prog="scripts/demo.sh", description=__doc__,
-                                     formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+                                     formatter_class=DefaultsFormatter)
     add_arguments(parser)
-    args = parser.parse_args(argv)
-    from .cli import dispatch
-
-    return dispatch(handle, args)
+    return exits.dispatch(handle, parser.parse_args(argv))
 
 
 if __name__ == "__main__":

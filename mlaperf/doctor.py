@@ -19,6 +19,8 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
+from settings import env, exits
+
 OK, FAIL, WARN, SKIP = "ok", "FAIL", "warn", "skip"
 MIN_TRITON = (3, 6)
 MIN_DRIVER_SM120 = 570  # the first driver branch with Blackwell (sm_120) support
@@ -72,7 +74,7 @@ def _gpu_checks() -> tuple[list[Check], object | None]:
 
 
 def _driver_check(capability: int) -> Check:
-    from mlaperf.gpuinfo import driver_version
+    from settings.gpu import driver_version
 
     version = driver_version(0)
     major = _version_tuple(version)[:1]
@@ -95,13 +97,13 @@ def _triton_check() -> Check:
 
 
 def _profile_check() -> Check:
-    from mla_kernels.arch import ENV_PROFILE, resolve_profile
+    from mla_kernels.arch import resolve_profile
 
     try:
         profile = resolve_profile(None)
     except ValueError as exc:
         return Check("arch profile", FAIL, str(exc))
-    return Check("arch profile", OK, f"{ENV_PROFILE}={os.environ.get(ENV_PROFILE, '') or '(unset)'} -> {profile}")
+    return Check("arch profile", OK, f"{env.ARCH_PROFILE.name}={env.ARCH_PROFILE.get() or '(unset)'} -> {profile}")
 
 
 def _timed(name: str, fn: Callable[[], str]) -> Check:
@@ -171,12 +173,8 @@ def _kernel_checks(device: object) -> list[Check]:
 def _ceiling_check(device: object) -> Check:
     import torch
 
-    from mlaperf.gpuinfo import gpu_spec
+    from settings.gpu import ceilings, gpu_spec
 
-    try:
-        from benchmarks._roofline import ceilings
-    except ImportError:
-        return Check("ceilings", FAIL, "benchmarks/ not importable: run mlaperf doctor from the repository root")
     name = torch.cuda.get_device_name(device)
     measured = ceilings(device)
     text = f"copy {measured['copy_gbps']:,.0f} GB/s, bf16 matmul {measured['matmul_tflops']:,.0f} TFLOP/s"
@@ -219,7 +217,7 @@ def handler(args: argparse.Namespace) -> int:
             print(f"[{c.status:>4}] {c.name:26s} {c.detail}", flush=True)
         names = ", ".join(c.name for c in failed)
         print(f"mlaperf doctor: {'ready' if not failed else f'NOT ready: {len(failed)} check(s) failed ({names})'}")
-    return 1 if failed else 0
+    return exits.FOUND if failed else exits.OK
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

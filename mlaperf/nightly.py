@@ -34,13 +34,15 @@ from pathlib import Path
 from typing import Any
 
 from regressions.store import OPEN_STATUSES  # the detector's rule: listed by default, keep an issue open
+from settings import env, exits
+from settings.args import DefaultsFormatter, add_asv_machine, add_bench, add_db, add_tier
 
 ISSUE_LABEL = "mlaperf-regression"
-DEFAULT_BUDGET = 20  # ~11 min a commit on the GPU grid: 20 commits + setup fit the job's 360 minutes
+DEFAULT_BUDGET = 20  # commits that fit the nightly job's time limit on the full GPU grid (README, "How a team uses it")
 DEFAULT_WINDOW = 50
 
 
-class PlanError(Exception):
+class PlanError(exits.BadInput):
     """Bad input of a nightly step (file, argument); exit status 2."""
 
 
@@ -189,14 +191,14 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
     candidates = list(dict.fromkeys([*window, *(r["commit"] for r in records), *(s for g in gaps.values() for s in g)]))
     runs: dict[str, int] = {}
-    url = runner.store_url(args.db)
+    url = runner.store_to_ask(args.db)
     if url:
         conf = runner.load_config((root / "asv.conf.json").resolve())
         runner.resolve_paths(conf, root)
         commits = [runner.Commit(sha, "") for sha in reversed(candidates)]
-        env = runner._run_env(root, tier, None)
-        env.pop("MLAPERF_DB", None)  # listing the suite imports benchmark code: it never sees the store's URL
-        runs = runner.measured_in_store(url, conf, commits, machine, env, args.bench, cache=state.cache)
+        child = runner.benchmark_env(root, tier, None)
+        child.pop(env.DB.name, None)  # listing the suite imports benchmark code: it never sees the store's URL
+        runs = runner.measured_in_store(url, conf, commits, machine, child, args.bench, cache=state.cache)
 
     reserve = min(args.reserve, max(state.budget - 1, 0)) if args.round == 1 else 0
     left = max(state.left - reserve, 0)
@@ -216,7 +218,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
         from regressions.report import detect_table
 
         print(f"open regressions on {machine}:\n{detect_table(open_records)}")
-    return 0
+    return exits.OK
 
 
 # --- alerts ---------------------------------------------------------------------------------------
@@ -325,11 +327,11 @@ def plan_issues(
 def _links(args: argparse.Namespace) -> dict[str, str]:
     server = os.environ.get("GITHUB_SERVER_URL", "https://github.com")
     repository = os.environ.get("GITHUB_REPOSITORY", "")
-    repo_url = args.repo_url or os.environ.get("MLAPERF_REPO_URL") or (f"{server}/{repository}" if repository else "")
+    repo_url = args.repo_url or env.repo_url() or (f"{server}/{repository}" if repository else "")
     run_id = os.environ.get("GITHUB_RUN_ID")
     return {
         "repo_url": repo_url,
-        "dashboard_url": args.dashboard_url or os.environ.get("MLAPERF_DASHBOARD_URL", ""),
+        "dashboard_url": args.dashboard_url or env.dashboard_url(),
         "run_url": f"{server}/{repository}/actions/runs/{run_id}" if run_id and repository else "",
     }
 
@@ -355,7 +357,7 @@ def cmd_alert(args: argparse.Namespace) -> int:
                 summary.write(f"### {line}\n\n" + "".join(f"- {a.action} issue #{a.number or 'new'}: {a.title}\n"
                                                          for a in actions if a.action != "unchanged"))  # fmt: skip
         if args.dry_run:
-            return 0
+            return exits.OK
         for a in actions:
             if a.action == "open":
                 a.number = client.create_issue(a.title, a.body, [ISSUE_LABEL])
@@ -368,8 +370,8 @@ def cmd_alert(args: argparse.Namespace) -> int:
                 print(f"  {a.action} issue #{a.number} (alert group {a.group})")
     except GitHubError as exc:
         print(f"mlaperf nightly alert: GitHub API: {exc}", file=sys.stderr)
-        return 3
-    return 1 if counts["open"] else 0  # 1: a regression was confirmed tonight
+        return exits.INTERNAL
+    return exits.FOUND if counts["open"] else exits.OK  # a regression was confirmed tonight
 
 
 # --- command line ---------------------------------------------------------------------------------
@@ -384,7 +386,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     sub = parser.add_subparsers(dest="nightly_command", metavar="STEP", required=True)
     p = sub.add_parser("plan", help="pick tonight's commits (confirmations, gaps, newest first) within the budget",
-                       formatter_class=argparse.ArgumentDefaultsHelpFormatter)  # fmt: skip
+                       formatter_class=DefaultsFormatter)  # fmt: skip
     p.add_argument("--regressions", type=Path, default=None, metavar="FILE",
                    help="JSON of `mlaperf detect --json --all` (missing file: no regressions)")  # fmt: skip
     p.add_argument("--state", type=Path, default=Path("artifacts/nightly/state.json"), metavar="FILE",
@@ -392,25 +394,24 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--out", type=Path, default=Path("artifacts/nightly/plan.txt"), metavar="FILE",
                    help="where the round's commits go, one sha a line, in run order")  # fmt: skip
     # A string default: argparse converts it only when `nightly plan` runs, so a bad env value is its usage error.
-    p.add_argument("--budget", type=int, default=os.environ.get("MLAPERF_NIGHT_BUDGET", str(DEFAULT_BUDGET)),
-                   help="commits measured per night, all rounds together (env MLAPERF_NIGHT_BUDGET)")  # fmt: skip
+    p.add_argument("--budget", type=int, default=env.night_budget(DEFAULT_BUDGET),
+                   help=f"commits measured per night, all rounds together (env {env.NIGHT_BUDGET.name})")  # fmt: skip
     p.add_argument("--reserve", type=int, default=2, help="commits round 1 leaves for round 2's confirmations")
     p.add_argument("--round", type=int, default=1, help="1: before any run tonight; 2: after ingest + detect")
     p.add_argument("--window", type=int, default=DEFAULT_WINDOW, help="recent first-parent commits considered")
-    p.add_argument("--machine", default=None, help="asv machine name (as `mlaperf run --machine`)")
-    p.add_argument("--tier", choices=("auto", "gpu", "cpu"), default="auto", help="as `mlaperf run --tier`")
-    p.add_argument("--bench", action="append", default=None, metavar="REGEX", help="as `mlaperf run --bench`")
-    p.add_argument("--db", metavar="URL", default=None,
-                   help="the store (default: $MLAPERF_DB, else the default SQLite file if it exists)")  # fmt: skip
+    add_asv_machine(p)
+    add_tier(p)
+    add_bench(p)
+    add_db(p)
     p.set_defaults(func=handle, step=cmd_plan)
 
     a = sub.add_parser("alert", help="open, update and close one GitHub issue per confirmed alert group",
-                       formatter_class=argparse.ArgumentDefaultsHelpFormatter)  # fmt: skip
+                       formatter_class=DefaultsFormatter)  # fmt: skip
     a.add_argument("--regressions", type=Path, required=True, metavar="FILE",
                    help="JSON of `mlaperf detect --json --all`")  # fmt: skip
     a.add_argument("--plan-out", type=Path, default=Path("artifacts/nightly/issues-plan.json"), metavar="FILE",
                    help="the open/update/close plan, written before it is applied")  # fmt: skip
-    a.add_argument("--dashboard-url", default=None, help="dashboard link in issues (env MLAPERF_DASHBOARD_URL)")
+    a.add_argument("--dashboard-url", default=None, help=f"dashboard link in issues (env {env.DASHBOARD_URL.name})")
     a.add_argument("--repo-url", default=None, help="commit links (default: the GitHub repository)")
     a.add_argument("--dry-run", action="store_true", help="write the plan, change no issue")
     a.set_defaults(func=handle, step=cmd_alert)
@@ -423,4 +424,4 @@ def handle(args: argparse.Namespace) -> int:
         return int(args.step(args))
     except (PlanError, RunError) as exc:
         print(f"mlaperf nightly {args.nightly_command}: error: {exc}", file=sys.stderr)
-        return 2
+        return exits.USAGE

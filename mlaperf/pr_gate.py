@@ -27,7 +27,8 @@ from pathlib import Path
 from typing import Any
 
 from mlaperf.github import GitHub, GitHubError
-from mlaperf.pr_contract import CONTEXT, FORK_CONTEXT, FORK_ENVIRONMENT, LABEL, SAME_ENVIRONMENT, SHA
+from settings import env, exits
+from settings.pr_contract import CONTEXT, FORK_CONTEXT, FORK_ENVIRONMENT, LABEL, SAME_ENVIRONMENT, SHA
 
 
 class GateError(Exception):
@@ -140,24 +141,24 @@ def _append(var: str, text: str) -> None:
 def main() -> int:
     if len(sys.argv) > 1:
         print(__doc__)
-        return 0 if sys.argv[1] in ("-h", "--help") else 2
+        return exits.OK if sys.argv[1] in ("-h", "--help") else exits.USAGE
     try:
         client = GitHub.from_env()
         payload = json.loads(Path(os.environ["GITHUB_EVENT_PATH"]).read_text())
         decision = decide(client, payload, os.environ.get("LABEL") or LABEL)
     except (ValueError, KeyError, OSError) as exc:
         print(f"::error::pr_gate: bad input: {exc}")
-        return 2
+        return exits.USAGE
     except GateError as exc:
         print(f"::error::pr_gate: {exc}")
-        return 1
+        return exits.FOUND
     except GitHubError as exc:
         print(f"::error::pr_gate: GitHub API: {exc}")
-        return 3
+        return exits.INTERNAL
     _append("GITHUB_STEP_SUMMARY", summary(decision, client.repository))
     outputs = {"run": str(decision.run).lower(), "number": str(decision.number), "base_sha": decision.base_sha,
                "head_sha": decision.head_sha, "fork": str(decision.fork).lower(), "environment": decision.environment,
-               "container": "true" if os.environ.get("MLAPERF_PR_CONTAINER") == "true" else "false"}
+               "container": "true" if env.pr_container() else "false"}
     _append("GITHUB_OUTPUT", "".join(f"{k}={v}\n" for k, v in outputs.items()))
     print(("::notice::" if not decision.run else "") + decision.reason)
     if decision.run:
@@ -169,8 +170,8 @@ def main() -> int:
                                  FORK_CONTEXT if decision.fork else CONTEXT, url)  # fmt: skip
         except GitHubError as exc:
             print(f"::error::pr_gate: GitHub API: {exc}")
-            return 3
-    return 0
+            return exits.INTERNAL
+    return exits.OK
 
 
 if __name__ == "__main__":

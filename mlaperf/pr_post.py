@@ -20,7 +20,8 @@ import sys
 from pathlib import Path
 
 from mlaperf.github import GitHub, GitHubError
-from mlaperf.pr_contract import BOT_LOGIN, CONTEXT, FORK_CONTEXT, SHA, STATES
+from settings import env, exits
+from settings.pr_contract import BOT_LOGIN, CONTEXT, FORK_CONTEXT, SHA, STATES
 
 MAX_BODY = 65_536  # GitHub's limit for a comment
 NO_RENDER = "no rendered report: see the run"
@@ -76,19 +77,19 @@ def renderer_failed(client: GitHub, head_sha: str, fork: bool) -> int:
         client.create_status(head_sha, "error", NO_RENDER, FORK_CONTEXT if fork else CONTEXT, run_url(client))
     except GitHubError as exc:
         print(f"pr_post: GitHub API: {exc}", file=sys.stderr)
-        return 3
+        return exits.INTERNAL
     print(f"pr_post: no rendered comment; status error ({NO_RENDER})", file=sys.stderr)
-    return 1
+    return exits.FOUND
 
 
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if args[:1] in (["-h"], ["--help"]):
         print(__doc__)
-        return 0
+        return exits.OK
     if len(args) != 2:
         print("usage: python -m mlaperf.pr_post COMMENT.md STATUS.json (try --help)", file=sys.stderr)
-        return 2
+        return exits.USAGE
     try:
         number, head_sha = int(os.environ.get("PR_NUMBER", "")), os.environ.get("HEAD_SHA", "")
         if number < 1 or not SHA.fullmatch(head_sha):
@@ -99,14 +100,14 @@ def main(argv: list[str] | None = None) -> int:
         body, status = read_inputs(Path(args[0]), Path(args[1]))
     except (PostError, ValueError, OSError) as exc:
         print(f"pr_post: error: {exc}", file=sys.stderr)
-        return 2
+        return exits.USAGE
     try:
         print("pr_post: " + post(client, number, head_sha, body, status, run_url(client),
-                                 os.environ.get("MLAPERF_BOT_LOGIN") or BOT_LOGIN))  # fmt: skip
+                                 env.bot_login(BOT_LOGIN)))  # fmt: skip
     except GitHubError as exc:
         print(f"pr_post: GitHub API: {exc}", file=sys.stderr)
-        return 3
-    return 0
+        return exits.INTERNAL
+    return exits.OK
 
 
 if __name__ == "__main__":

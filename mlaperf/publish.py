@@ -25,6 +25,10 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
+from settings import exits
+from settings.args import add_db, add_repo_url, add_thresholds_config
+from settings.env import store_url
+
 from . import __version__
 
 SITE = Path(__file__).with_name("publish_site")
@@ -60,15 +64,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("--out", metavar="DIR", type=Path, default=Path("site"),
                         help="folder to write (default: ./site); replaced only if it holds an mlaperf site")
-    parser.add_argument("--db", metavar="URL", default=None,
-                        help="store URL (default: env MLAPERF_DB, else sqlite:///.mlaperf/mlaperf.sqlite)")
+    add_db(parser)
     parser.add_argument("--machine", metavar="M", action="append", default=None,
                         help="publish only this machine (repeatable; default: every machine)")
-    parser.add_argument("--repo-url", metavar="URL", default=None,
-                        help="repository web URL for commit links (default: env MLAPERF_REPO_URL, else the git "
-                        "remote 'origin' of the current directory, as https)")
-    parser.add_argument("--config", metavar="FILE", default=None,
-                        help="thresholds and directions (default: ./mlaperf.toml or ./pyproject.toml)")
+    add_repo_url(parser)
+    add_thresholds_config(parser)
     parser.set_defaults(func=handle)
 
 
@@ -170,10 +170,9 @@ def publish(url: str, out: Path, *, machines: list[str] | None = None, repo_url:
 
 def handle(args: argparse.Namespace) -> int:
     from dashboard.gitremote import default_repo_url
-    from db.engine import default_url
     from regressions.config import ConfigError, load_settings
 
-    url = args.db or default_url()
+    url = store_url(args.db)
     try:
         settings = load_settings(args.config)
         repo = (args.repo_url if args.repo_url is not None else default_repo_url(Path.cwd())).rstrip("/")
@@ -182,6 +181,6 @@ def handle(args: argparse.Namespace) -> int:
         done = publish(url, args.out, machines=args.machine, repo_url=repo, settings=settings)
     except (PublishError, ConfigError, ValueError) as exc:
         print(f"mlaperf publish: error: {exc}", file=sys.stderr)
-        return 2
+        return exits.USAGE
     print(done.line())
-    return 0
+    return exits.OK

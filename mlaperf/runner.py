@@ -10,7 +10,7 @@ Python environment::
 with the benchmark suites of the *current* checkout (asv always benchmarks old commits with the
 current suites; suites skip what an old commit does not have). Commits that already have a result
 file for the machine are skipped. The machine is registered in ``~/.asv-machine.json`` with asv's
-own fields plus the GPU identity (``mlaperf.gpuinfo``), which asv copies into ``machine.json`` and
+own fields plus the GPU identity (``settings.gpu``), which asv copies into ``machine.json`` and
 into every result file's ``params``. Without CUDA the CPU smoke tier runs (Triton interpreter) under
 the machine name ``<name>-cpu``, so its series never mix with GPU series. Worktrees are removed
 afterwards, also on errors and Ctrl-C.
@@ -42,9 +42,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from mlaperf import gpuinfo
 from mlaperf.procgroup import UNIX_SOCKET_PATH_MAX, run_group
 from mlaperf.run_commits import Commit, RunError, repo_root, resolve_specs, run_git
+from settings import exits, gpu
+from settings.args import DefaultsFormatter, add_asv_machine, add_bench, add_db, add_tier
+from settings.env import CONCURRENCY, DEFAULT_STORE_URL, TIER, arch_profile, store_url
 
 CPU_SUFFIX = "-cpu"
 DESCRIPTION = (
@@ -63,7 +65,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "run",
         help="benchmark each commit of a git range with asv (throwaway worktrees)",
         description=DESCRIPTION,
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        formatter_class=DefaultsFormatter,
     )
     add_arguments(parser)
     parser.set_defaults(func=handle)
@@ -82,38 +84,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--results-dir", type=Path, default=None, help="asv results directory (default: asv.conf.json's)"
     )
-    parser.add_argument(
-        "--machine",
-        default=None,
-        help="asv machine name (default: this host's name; '-cpu' is appended on the CPU tier)",
-    )
-    parser.add_argument(
-        "--bench",
-        action="append",
-        default=None,
-        metavar="REGEX",
-        help="only benchmarks matching REGEX (asv -b; may be repeated; matches 'name(params)' too)",
-    )
-    parser.add_argument(
-        "--tier",
-        choices=("auto", "gpu", "cpu"),
-        default="auto",
-        help="gpu grid, CPU smoke tier (Triton interpreter), or auto: gpu when CUDA is available",
-    )
+    add_asv_machine(parser)
+    add_bench(parser)
+    add_tier(parser)
     parser.add_argument(
         "--skip-existing",
         action=argparse.BooleanOptionalAction,
         default=True,
-        help="skip commits already measured on this machine: a result file, or a run in the store (--db) "
-        "that covers the current benchmark versions",
+        help="skip commits already measured on this machine: a result file, or a run in the store (--db; "
+        "'none' asks no store, nor does a default SQLite store not created yet) that covers the current "
+        "benchmark versions",
     )
-    parser.add_argument(
-        "--db",
-        metavar="URL",
-        default=None,
-        help="store asked what is already measured (default: $MLAPERF_DB, else the default SQLite store "
-        "when its file exists; 'none' asks no store)",
-    )
+    add_db(parser)
     parser.add_argument(
         "--max-commits",
         type=int,
@@ -159,8 +141,8 @@ def machine_name(requested: str | None, tier: str) -> str:
 
 def resolve_tier(tier: str) -> str:
     if tier == "auto":
-        return "gpu" if gpuinfo.cuda_available() else "cpu"
-    if tier == "gpu" and not gpuinfo.cuda_available():
+        return "gpu" if gpu.cuda_available() else "cpu"
+    if tier == "gpu" and not gpu.cuda_available():
         raise RunError("--tier gpu, but torch sees no CUDA device")
     return tier
 
@@ -200,17 +182,18 @@ def asv_command(config: Path, sha: str, machine: str, bench: list[str] | None) -
     return cmd
 
 
-def _run_env(worktree: Path, tier: str, concurrency: str | None) -> dict[str, str]:
-    env = dict(os.environ)
-    path = os.pathsep.join(p for p in (str(worktree), env.get("PYTHONPATH", "")) if p)
-    env["PYTHONPATH"] = path
-    env["ASV_PYTHONPATH"] = path  # asv-managed environments drop PYTHONPATH, keep this one
-    env[gpuinfo.TIER_ENV] = tier
+def benchmark_env(worktree: Path, tier: str, concurrency: str | None) -> dict[str, str]:
+    """The environment of asv and its benchmark processes: ``worktree``'s code first, the tier and grid."""
+    child = dict(os.environ)
+    path = os.pathsep.join(p for p in (str(worktree), child.get("PYTHONPATH", "")) if p)
+    child["PYTHONPATH"] = path
+    child["ASV_PYTHONPATH"] = path  # asv-managed environments drop PYTHONPATH, keep this one
+    child[TIER.name] = tier
     if tier == "cpu":
-        env["TRITON_INTERPRET"] = "1"
+        child["TRITON_INTERPRET"] = "1"
     if concurrency:
-        env[gpuinfo.CONCURRENCY_ENV] = concurrency
-    return env
+        child[CONCURRENCY.name] = concurrency
+    return child
 
 
 def _check_concurrency(value: str | None) -> str | None:
@@ -248,18 +231,14 @@ def resolve_paths(conf: dict[str, object], root: Path, results_dir: Path | None 
     return results
 
 
-def store_url(requested: str | None) -> str | None:
-    """The store to ask what is measured: --db, else $MLAPERF_DB, else the default SQLite file if it exists."""
-    if requested is not None:
-        return None if requested.lower() == "none" else requested
-    if os.environ.get("MLAPERF_DB"):
-        return os.environ["MLAPERF_DB"]
-    from sqlalchemy.engine import make_url
-
-    from db.engine import DEFAULT_URL
-
-    database = make_url(DEFAULT_URL).database
-    return DEFAULT_URL if database and Path(database).is_file() else None
+def store_to_ask(requested: str | None) -> str | None:
+    """The store asked what is measured (``settings.env.store_url``), or None: ``--db none``, or the default
+    SQLite store not created yet (a first run needs no store)."""
+    if requested is not None and requested.lower() == "none":
+        return None
+    url = store_url(requested)
+    default_file = Path(DEFAULT_STORE_URL.removeprefix("sqlite:///"))
+    return None if url == DEFAULT_STORE_URL and not default_file.is_file() else url
 
 
 def measured_in_store(
@@ -317,9 +296,9 @@ def _to_measure(args: argparse.Namespace, commits: list[Commit], conf: dict[str,
     local = {c.sha: existing_results(results_dir, machine, c.sha) for c in commits} if args.skip_existing else {}
     ask = [c for c in commits if not local.get(c.sha)]  # a result file answers; the store (asv discovery) need not
     in_store: dict[str, int] = {}
-    url = store_url(args.db) if args.skip_existing else None
+    url = store_to_ask(args.db) if args.skip_existing else None
     if url and ask:
-        in_store = measured_in_store(url, conf, ask, machine, _run_env(root, tier, concurrency), args.bench)
+        in_store = measured_in_store(url, conf, ask, machine, benchmark_env(root, tier, concurrency), args.bench)
     todo = []
     for c in commits:
         have = local.get(c.sha)
@@ -342,7 +321,7 @@ def _measure(todo: list[Commit], *, conf: dict[str, object], root: Path, results
              concurrency: str | None, bench: list[str] | None, t0: float) -> int:
     """asv at each commit of ``todo`` in a throwaway worktree (removed also on errors and Ctrl-C); 1 when a
     commit produced no result or some benchmark failed, else 0."""
-    status = 0
+    status = exits.OK
     tmp = Path(tempfile.mkdtemp(prefix="mlrun-"))
     try:
         config = tmp / "asv.conf.json"
@@ -358,20 +337,20 @@ def _measure(todo: list[Commit], *, conf: dict[str, object], root: Path, results
             run_git(root, "worktree", "add", "--detach", "--quiet", str(worktree), c.sha)
             try:
                 t_commit = time.perf_counter()
-                env = _run_env(worktree, tier, concurrency)
+                child = benchmark_env(worktree, tier, concurrency)
                 if asv_tmp is not None:
-                    env["TMPDIR"] = str(asv_tmp)  # asv's own temp files die with ours, even when asv is killed
-                returncode = run_group(asv_command(config, c.sha, machine, bench), cwd=root, env=env)
+                    child["TMPDIR"] = str(asv_tmp)  # asv's own temp files die with ours, even when asv is killed
+                returncode = run_group(asv_command(config, c.sha, machine, bench), cwd=root, env=child)
             finally:
                 _remove_worktree(root, worktree)
             produced = existing_results(results_dir, machine, c.sha)
             took = _fmt_elapsed(time.perf_counter() - t_commit)
             if not produced:
                 print(f"[{i}/{len(todo)}] {c.sha[:8]}: no result, asv exit {returncode}", flush=True)
-                status = 1
+                status = exits.FOUND
             elif returncode != 0:
                 print(f"[{i}/{len(todo)}] {c.sha[:8]}: done in {took}, some benchmarks failed", flush=True)
-                status = 1
+                status = exits.FOUND
             else:
                 print(f"[{i}/{len(todo)}] {c.sha[:8]}: done in {took}", flush=True)
     finally:
@@ -392,7 +371,7 @@ def run(args: argparse.Namespace) -> int:
     tier = resolve_tier(args.tier)
     machine = machine_name(args.machine, tier)
     try:
-        gpuinfo.arch_profile()  # a profile the kernels would reject is bad input, found before anything runs
+        arch_profile()  # a profile the kernels would reject is bad input, found before anything runs
     except ValueError as exc:
         raise RunError(str(exc)) from None
 
@@ -407,11 +386,11 @@ def run(args: argparse.Namespace) -> int:
         for i, c in enumerate(todo, 1):
             cmd = asv_command(config_path, c.sha, machine, args.bench)
             print(f"[{i}/{len(todo)}] {c.sha[:8]} {c.subject}\n    would run: {' '.join(cmd)}")
-        return 0
+        return exits.OK
     if not todo:
-        return 0
+        return exits.OK
 
-    identity = gpuinfo.identity(tier)
+    identity = gpu.identity(tier)
     register_machine(machine, identity)
     print("machine " + machine + ": " + ", ".join(f"{k}={v}" for k, v in identity.items()), flush=True)
     status = _measure(todo, conf=conf, root=root, results_dir=results_dir, machine=machine, tier=tier,
@@ -430,18 +409,16 @@ def handle(args: argparse.Namespace) -> int:
         return run(args)
     except RunError as exc:
         print(f"mlaperf run: error: {exc}", file=sys.stderr)
-        return 2
+        return exits.USAGE
 
 
 def main(argv: list[str] | None = None) -> int:
     """``python -m mlaperf.runner [RANGE] ...``: the same as ``mlaperf run``."""
-    from mlaperf.cli import dispatch
-
     parser = argparse.ArgumentParser(
-        prog="mlaperf run", formatter_class=argparse.ArgumentDefaultsHelpFormatter, description=DESCRIPTION
+        prog="mlaperf run", formatter_class=DefaultsFormatter, description=DESCRIPTION
     )
     add_arguments(parser)
-    return dispatch(handle, parser.parse_args(argv), prog="mlaperf run")
+    return exits.dispatch(handle, parser.parse_args(argv), prog="mlaperf run")
 
 
 if __name__ == "__main__":

@@ -21,6 +21,8 @@ from regressions.report import MAX_BODY_CHARS, compare_json, compare_markdown, d
 from regressions.results import UsageError, machines_with, resolve_commit
 from regressions.store import DEFAULT_LOOKBACK, DetectSummary, detect_store
 from regressions.text_table import FORMATS, compare_text
+from settings.args import add_db, add_thresholds_config
+from settings.env import store_url
 
 STATUSES = REGRESSION_STATUSES
 
@@ -36,21 +38,14 @@ def _threshold(text: str) -> float:
 
 
 def _add_common(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--db", metavar="URL", help="database URL (default: $MLAPERF_DB or sqlite:///.mlaperf/mlaperf.sqlite)"
-    )
+    add_db(p)
     p.add_argument(
         "--threshold",
         type=_threshold,
         metavar="T",
         help="slowdown that counts, for every series (0.05 or 5%%); default: the configuration's, 5%%",
     )
-    p.add_argument(
-        "--config",
-        metavar="PATH",
-        help="mlaperf.toml or pyproject.toml with [tool.mlaperf.thresholds]/[directions] "
-        "(default: ./mlaperf.toml, else ./pyproject.toml)",
-    )
+    add_thresholds_config(p)
     p.add_argument("--json", action="store_true", help="print JSON instead of the human-readable report")
 
 
@@ -231,9 +226,9 @@ def _print_listing(
 def _store_fail(exc: Exception, url: str | None) -> int:
     """A store `detect` cannot use, in one line (never SQL text); when the store can still be read, say
     that `detect --list` lists it."""
-    from db.engine import StoreError, check_schema, default_url, display_url, first_line, make_engine, store_error
+    from db.engine import StoreError, check_schema, display_url, first_line, make_engine, store_error
 
-    url = url or default_url()
+    url = store_url(url)
     err = exc if isinstance(exc, StoreError) else store_error(exc, url)
     if err is None:
         return _fail(f"database {display_url(url)}: {first_line(exc)}")  # the driver's line, never SQL text

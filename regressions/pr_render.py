@@ -21,10 +21,10 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from mlaperf.pr_contract import CONTEXT, FORK_CONTEXT
 from regressions.compare import FAILED, FAILING, MISSING, REGRESSED, Comparison
 from regressions.pr_schema import ReportError, check_sha, read_report
 from regressions.report import MARKER, MAX_BODY_CHARS, compare_markdown, md_code, md_text
+from settings.pr_contract import CONTEXT, FORK_CONTEXT
 
 FORK_NOTE = (
     "> **Figures from fork code, unverified.** This pull request comes from a fork: its own code ran the "

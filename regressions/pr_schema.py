@@ -16,9 +16,9 @@ import re
 from pathlib import Path
 from typing import Any
 
-from mlaperf.pr_contract import SHA
 from regressions.compare import SIDE_ABSENT, SIDE_FAILED, SIDE_NOT_RUN, SIDE_OK, STATUSES, Comparison
 from regressions.direction import DOWN_IS_WORSE, UP_IS_WORSE
+from settings.pr_contract import SHA
 
 MAX_FILE_BYTES = 32 * 1024 * 1024
 MAX_ROWS = 20_000

@@ -50,8 +50,10 @@ def shoot(page: Any, watch: Any, url: str, out: Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from settings.args import add_db
+
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--db", default=None, help="store URL (default: env MLAPERF_DB, else the default store)")
+    add_db(ap)
     ap.add_argument("--out", type=Path, default=Path("docs/img"), help="folder for the PNGs (default docs/img)")
     ap.add_argument("--page", action="append", default=None, metavar="NAME=PATH",
                     help="file name and URL path with query, e.g. 'history=history?hp_concurrency=1,64' "
@@ -67,11 +69,11 @@ def main(argv: list[str] | None = None) -> int:
     from playwright.sync_api import sync_playwright
 
     from dashboard.served import CHROMIUM_ARGS, Served, Watcher
-    from db.engine import default_url
+    from settings.env import store_url
 
     args.out.mkdir(parents=True, exist_ok=True)
     try:
-        server = Served(args.db or default_url())
+        server = Served(store_url(args.db))
     except RuntimeError as exc:
         print(f"screenshot: {exc}", file=sys.stderr)
         return 3

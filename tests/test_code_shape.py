@@ -8,7 +8,7 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("mla_kernels", "db", "regressions", "dashboard", "mlaperf", "benchmarks")
+PACKAGES = ("settings", "mla_kernels", "db", "regressions", "dashboard", "mlaperf", "benchmarks")
 SKIPPED_DIRS = {"tests", "experiments", "__pycache__", ".venv"}
 MAX_FUNCTION = 80
 MAX_MODULE = 500

@@ -186,7 +186,7 @@ def floor(workdir: Path, chromium: str, repeats: int) -> list[tuple[float, float
     """First render of a trivial Streamlit page in a new tab: (seconds, CPU seconds) per repeat."""
     from playwright.sync_api import sync_playwright
 
-    from dashboard.cli import free_port
+    from dashboard.serve import free_port
     from dashboard.served import CHROMIUM_ARGS, Watcher, wait_serving
 
     app = workdir / "trivial_app.py"

@@ -8,7 +8,7 @@ import streamlit as st
 
 from dashboard import charts, data, fmt, frames, suites, widgets
 from dashboard import efficiency_model as model
-from mlaperf import gpuinfo
+from settings.gpu import gpu_spec
 
 
 def main() -> None:
@@ -35,7 +35,7 @@ def main() -> None:
     info = data.machine_info(ctx.url, ctx.machine)
     gpu = info.get("gpu_name")
     ceil = suites.measured_ceilings(results)
-    sheet = gpuinfo.gpu_spec(str(gpu)) if gpu else None
+    sheet = gpu_spec(str(gpu)) if gpu else None
     st.caption(model.device_caption(info, ceil, sheet))
 
     by_key = {s.key: s for s in present}

@@ -2,15 +2,16 @@
 
 mlaperf runs migrations programmatically (``db.engine.upgrade``), handing over an open connection in
 ``config.attributes["connection"]``; no alembic.ini is needed. Running the ``alembic`` tool directly
-also works: it uses ``sqlalchemy.url`` from its config if set, else ``db.engine.default_url()``.
+also works: it uses ``sqlalchemy.url`` from its config if set, else ``settings.env.store_url()``.
 """
 
 from __future__ import annotations
 
 from alembic import context
 
-from db.engine import default_url, make_engine
+from db.engine import make_engine
 from db.models import Base
+from settings.env import store_url
 
 config = context.config
 target_metadata = Base.metadata
@@ -18,7 +19,7 @@ target_metadata = Base.metadata
 
 def run_offline() -> None:
     context.configure(
-        url=config.get_main_option("sqlalchemy.url") or default_url(),
+        url=config.get_main_option("sqlalchemy.url") or store_url(),
         target_metadata=target_metadata,
         literal_binds=True,
         render_as_batch=True,
@@ -35,7 +36,7 @@ def run_online() -> None:
         with context.begin_transaction():
             context.run_migrations()
         return
-    engine = make_engine(config.get_main_option("sqlalchemy.url") or default_url())
+    engine = make_engine(config.get_main_option("sqlalchemy.url") or store_url())
     try:
         with engine.begin() as conn:
             context.configure(connection=conn, target_metadata=target_metadata, render_as_batch=True)

@@ -63,7 +63,7 @@ def smoke_repo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SmokeRepo]:
     home = repo.parent / "home"
     home.mkdir()
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc", "scripts")
-    for name in ("mla_kernels", "benchmarks", "mlaperf"):  # the suites read mlaperf/gpuinfo.py
+    for name in ("mla_kernels", "benchmarks", "mlaperf", "settings"):  # the suites pin this checkout's settings
         shutil.copytree(ROOT / name, repo / name, ignore=ignore)
     shutil.copy(ROOT / "asv.conf.json", repo / "asv.conf.json")
     (repo / ".gitignore").write_text(".asv/\n__pycache__/\n")

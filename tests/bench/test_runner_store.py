@@ -11,7 +11,8 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from mlaperf import gpuinfo, runner
+from mlaperf import runner
+from settings import env as names
 
 if TYPE_CHECKING:  # annotations only (see test_runner.py)
     from conftest import SmokeRepo
@@ -61,14 +62,14 @@ def test_empty_store_holds_nothing_yet(smoke_repo: SmokeRepo, tmp_path: Path) ->
 
 
 def test_benchmark_environment_uses_the_shared_names(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv(gpuinfo.CONCURRENCY_ENV, raising=False)
-    env = runner._run_env(tmp_path, "cpu", "1,16")
-    assert env[gpuinfo.TIER_ENV] == "cpu" and env[gpuinfo.CONCURRENCY_ENV] == "1,16"
-    assert gpuinfo.CONCURRENCY_ENV not in runner._run_env(tmp_path, "gpu", None)
+    monkeypatch.delenv(names.CONCURRENCY.name, raising=False)
+    env = runner.benchmark_env(tmp_path, "cpu", "1,16")
+    assert env[names.TIER.name] == "cpu" and env[names.CONCURRENCY.name] == "1,16"
+    assert names.CONCURRENCY.name not in runner.benchmark_env(tmp_path, "gpu", None)
 
 
 def test_unknown_arch_profile_is_bad_input(smoke_repo: SmokeRepo, tmp_path: Path) -> None:
-    env = {**smoke_repo.env(), gpuinfo.ARCH_PROFILE_ENV: "blackwell"}
+    env = {**smoke_repo.env(), names.ARCH_PROFILE.name: "blackwell"}
     proc = subprocess.run(
         [sys.executable, "-m", "mlaperf.runner", "HEAD", "--tier", "cpu", "--dry-run", "--db", "none"],
         cwd=smoke_repo.path, env=env, capture_output=True, text=True, timeout=300,

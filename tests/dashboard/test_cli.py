@@ -12,23 +12,23 @@ from pathlib import Path
 import pytest
 from conftest import ROOT, Seeded
 
-from dashboard import cli, store
+from dashboard import serve, store_check
 
 
 def parse(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="mlaperf")
-    cli.register(parser.add_subparsers(dest="command"))
+    serve.register(parser.add_subparsers(dest="command"))
     return parser.parse_args(argv)
 
 
 def test_register_defaults() -> None:
     args = parse(["dashboard"])
-    assert args.func is cli.handle
+    assert args.func is serve.handle
     assert (args.db, args.port, args.host, args.writable) == (None, 8501, "127.0.0.1", False)
 
 
 def test_help_runs() -> None:
-    out = subprocess.run([sys.executable, "-m", "dashboard.cli", "--help"], cwd=ROOT, capture_output=True,
+    out = subprocess.run([sys.executable, "-m", "dashboard.serve", "--help"], cwd=ROOT, capture_output=True,
                          text=True, timeout=60)
     assert out.returncode == 0
     for flag in ("--db", "--port", "--host", "--writable", "--repo-url"):
@@ -40,7 +40,7 @@ def test_help_runs() -> None:
     [("not a url", "is not a database URL"), ("nosuchdb://x/y", "unknown database driver")],
 )
 def test_bad_url_fails_before_starting(url: str, message: str, capsys: pytest.CaptureFixture[str]) -> None:
-    assert cli.handle(parse(["dashboard", "--db", url])) == 2
+    assert serve.handle(parse(["dashboard", "--db", url])) == 2
     err = capsys.readouterr().err
     assert message in err and "error" in err
 
@@ -50,7 +50,7 @@ def test_unreachable_postgres_fails_before_starting(capsys: pytest.CaptureFixtur
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     url = f"postgresql+psycopg://nobody:secret@127.0.0.1:{port}/none?connect_timeout=2"
-    assert cli.handle(parse(["dashboard", "--db", url])) == 2
+    assert serve.handle(parse(["dashboard", "--db", url])) == 2
     err = capsys.readouterr().err
     assert "cannot read the store" in err and "secret" not in err  # password masked
 
@@ -60,7 +60,7 @@ def test_newer_schema_is_reported(tmp_path: Path, seeded: Seeded, capsys: pytest
     db.write_bytes(seeded.path.read_bytes())
     with sqlite3.connect(db) as con:
         con.execute("UPDATE alembic_version SET version_num = 'ffffffffffff'")
-    assert cli.handle(parse(["dashboard", "--db", f"sqlite:///{db}"])) == 2
+    assert serve.handle(parse(["dashboard", "--db", f"sqlite:///{db}"])) == 2
     assert "schema revision ffffffffffff" in capsys.readouterr().err
 
 
@@ -69,34 +69,34 @@ def test_port_in_use(seeded: Seeded, capsys: pytest.CaptureFixture[str]) -> None
         s.bind(("127.0.0.1", 0))
         s.listen()
         port = s.getsockname()[1]
-        assert cli.handle(parse(["dashboard", "--db", seeded.url, "--port", str(port)])) == 2
+        assert serve.handle(parse(["dashboard", "--db", seeded.url, "--port", str(port)])) == 2
     assert "already in use" in capsys.readouterr().err
 
 
 def test_bad_port(seeded: Seeded, capsys: pytest.CaptureFixture[str]) -> None:
-    assert cli.handle(parse(["dashboard", "--db", seeded.url, "--port", "70000"])) == 2
+    assert serve.handle(parse(["dashboard", "--db", seeded.url, "--port", "70000"])) == 2
     assert "--port 70000" in capsys.readouterr().err
 
 
 def test_store_states(tmp_path: Path, seeded: Seeded, empty_store: str) -> None:
-    assert store.check(seeded.url).state == "ok"
-    assert store.check(empty_store).state == "empty"
-    assert store.check(f"sqlite:///{tmp_path / 'missing.sqlite'}").state == "missing"
+    assert store_check.check(seeded.url).state == "ok"
+    assert store_check.check(empty_store).state == "empty"
+    assert store_check.check(f"sqlite:///{tmp_path / 'missing.sqlite'}").state == "missing"
     blank = tmp_path / "blank.sqlite"
     sqlite3.connect(blank).close()  # a file with no mlaperf tables is an empty store, not an error
-    assert store.check(f"sqlite:///{blank}").state == "empty"
+    assert store_check.check(f"sqlite:///{blank}").state == "empty"
 
 
 def test_relative_sqlite_url_made_absolute(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
-    assert cli.absolute_url("sqlite:///.mlaperf/mlaperf.sqlite") == \
+    assert serve.absolute_url("sqlite:///.mlaperf/mlaperf.sqlite") == \
         f"sqlite:///{tmp_path.resolve()}/.mlaperf/mlaperf.sqlite"
-    assert cli.absolute_url("sqlite:////abs/x.sqlite") == "sqlite:////abs/x.sqlite"
-    assert cli.absolute_url("postgresql+psycopg://u:p@h/db") == "postgresql+psycopg://u:p@h/db"
+    assert serve.absolute_url("sqlite:////abs/x.sqlite") == "sqlite:////abs/x.sqlite"
+    assert serve.absolute_url("postgresql+psycopg://u:p@h/db") == "postgresql+psycopg://u:p@h/db"
 
 
 def test_streamlit_command_is_headless_on_host() -> None:
-    cmd = cli.streamlit_command("127.0.0.1", 9999)
+    cmd = serve.streamlit_command("127.0.0.1", 9999)
     assert cmd[1:4] == ["-m", "streamlit", "run"] and cmd[4].endswith("app.py")
     opts = dict(zip(cmd[5::2], cmd[6::2], strict=True))
     assert opts["--server.headless"] == "true"
@@ -110,6 +110,6 @@ def test_wait_serving_gives_up_when_the_server_exits() -> None:
 
     proc = subprocess.Popen([sys.executable, "-c", "pass"])
     proc.wait(timeout=30)
-    base = f"http://127.0.0.1:{cli.free_port('127.0.0.1')}"
+    base = f"http://127.0.0.1:{serve.free_port('127.0.0.1')}"
     with pytest.raises(RuntimeError, match=r"trivial app at http://127\.0\.0\.1:\d+ not serving \(exit 0\)"):
         wait_serving(base, proc, "trivial app", timeout=60)

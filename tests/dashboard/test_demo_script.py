@@ -14,13 +14,15 @@ import pytest
 from conftest import OPENBLAS, ROOT, Seeded
 
 from mlaperf.demo import BenchProgress, newest_machine
+from settings import env
 
 
 def test_help_before_any_install(tmp_path: Path) -> None:
     # A copy without scripts/setup.sh: any install attempt would fail, so --help must not reach it.
     (tmp_path / "scripts").mkdir()
     shutil.copy(ROOT / "scripts" / "demo.sh", tmp_path / "scripts" / "demo.sh")
-    shutil.copytree(ROOT / "mlaperf", tmp_path / "mlaperf", ignore=shutil.ignore_patterns("__pycache__"))
+    for package in ("mlaperf", "settings"):  # demo.py's imports: the standard library and settings/
+        shutil.copytree(ROOT / package, tmp_path / package, ignore=shutil.ignore_patterns("__pycache__"))
     env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}  # the system python3, nothing installed for it
     done = subprocess.run(["bash", "scripts/demo.sh", "--no-bench", "--help"], cwd=tmp_path, env=env,
                           capture_output=True, text=True, timeout=60)
@@ -57,15 +59,15 @@ def test_newest_machine_is_the_one_just_measured(tmp_path: Path) -> None:
 def test_dashboard_opens_on_the_named_machine(monkeypatch: pytest.MonkeyPatch, seeded: Seeded) -> None:
     from test_pages import app
 
-    from dashboard import cli, store
+    from dashboard import serve
 
     args = argparse.ArgumentParser()
-    cli.add_arguments(args)
+    serve.add_arguments(args)
     assert args.parse_args(["--machine", "x"]).machine == "x"
     if not OPENBLAS.exists():
         return
-    monkeypatch.setenv(store.MACHINE_ENV, "gha-aws-graviton")
+    monkeypatch.setenv(env.DASHBOARD_MACHINE.name, "gha-aws-graviton")
     at = app(monkeypatch, seeded.url)
     assert at.sidebar.selectbox(key="machine").value == "gha-aws-graviton"  # not the first GPU machine
-    monkeypatch.setenv(store.MACHINE_ENV, "no-such-machine")
+    monkeypatch.setenv(env.DASHBOARD_MACHINE.name, "no-such-machine")
     assert app(monkeypatch, seeded.url).sidebar.selectbox(key="machine").value == "h200-sxm"  # the default

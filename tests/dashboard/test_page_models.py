@@ -6,7 +6,7 @@ from __future__ import annotations
 import pandas as pd
 
 from dashboard import efficiency_model, overview_model, suites, throughput_model
-from mlaperf.gpuinfo import gpu_spec
+from settings.gpu import gpu_spec
 
 
 def test_default_filter_and_overlay_commit() -> None:

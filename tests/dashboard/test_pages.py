@@ -381,7 +381,7 @@ def test_efficiency_peaks_and_log_axes(monkeypatch: pytest.MonkeyPatch, seeded: 
     assert "roofline: 100%" in labels
     copy = next(t for t in labels if t.startswith("measured copy: "))
     assert float(copy.split(": ")[1].split()[0].replace(",", "")) == pytest.approx(4270, rel=0.05)  # synthetic
-    # Datasheet peaks from mlaperf.gpuinfo's table (the seeded machine is an NVIDIA H200)
+    # Datasheet peaks from settings.gpu's table (the seeded machine is an NVIDIA H200)
     assert "datasheet: 4,800 GB/s" in labels and "datasheet bf16 dense: 989 TFLOP/s" in labels
     curves = spec["spec"]["layer"][0]["encoding"]
     assert curves["color"]["scale"]["domain"] == ["mma", "simt"]  # one legend for the three panels

@@ -1,4 +1,4 @@
-"""`mlaperf ingest` and `mlaperf db ...` (db.cli, run through mlaperf.cli): help, defaults, exit codes, messages."""
+"""`mlaperf ingest` and `mlaperf db ...` (db.commands, run through mlaperf.cli): help, defaults, exit codes."""
 
 from __future__ import annotations
 
@@ -8,14 +8,14 @@ from pathlib import Path
 import pytest
 
 import mlaperf.cli
-from db import cli
+from db import commands
 from db.engine import head_revision
 from tests.db.conftest import bench_row, results_doc, run_cli, write_results
 
 
 def test_register_adds_commands_with_help(capsys: pytest.CaptureFixture) -> None:
     parser = argparse.ArgumentParser(prog="mlaperf")
-    cli.register(parser.add_subparsers(dest="command"))
+    commands.register(parser.add_subparsers(dest="command"))
     for argv in (
         ["ingest", "--help"],
         ["db", "--help"],
@@ -69,13 +69,13 @@ def test_exit_codes_and_messages(tmp_path: Path, capsys: pytest.CaptureFixture, 
 def test_a_crash_is_one_line_and_exit_3(
     tmp_path: Path, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch, sqlite_url: str
 ) -> None:
-    """The store's commands get mlaperf's one exit-status rule (mlaperf.cli.dispatch), not one of their own."""
+    """The store's commands get mlaperf's one exit-status rule (settings.exits.dispatch), not one of their own."""
 
     def crash(*_args: object, **_kwargs: object) -> None:
         raise KeyError("a bug")
 
     monkeypatch.delenv("MLAPERF_DEBUG", raising=False)
-    monkeypatch.setattr(cli, "ingest_paths", crash)
+    monkeypatch.setattr(commands, "ingest_paths", crash)
     code, _, err = run_cli(capsys, "ingest", "--db", sqlite_url, str(tmp_path))
     assert code == 3 and err == "mlaperf: internal error: KeyError: 'a bug'\n"
 

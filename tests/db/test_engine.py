@@ -8,14 +8,16 @@ import pytest
 import sqlalchemy as sa
 from sqlalchemy.exc import DBAPIError
 
-from db.engine import StoreError, default_url, make_engine, missing_sqlite_file, upgrade
+from db.engine import StoreError, make_engine, missing_sqlite_file, upgrade
+from settings.env import store_url
 
 
-def test_default_url_uses_env_then_local_sqlite(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_store_url_is_db_then_env_then_local_sqlite(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("MLAPERF_DB", raising=False)
-    assert default_url() == "sqlite:///.mlaperf/mlaperf.sqlite"
+    assert store_url() == store_url(None) == "sqlite:///.mlaperf/mlaperf.sqlite"
     monkeypatch.setenv("MLAPERF_DB", "postgresql+psycopg://u@h/db")
-    assert default_url() == "postgresql+psycopg://u@h/db"
+    assert store_url() == "postgresql+psycopg://u@h/db"
+    assert store_url("sqlite:///given.sqlite") == "sqlite:///given.sqlite"  # --db wins
 
 
 def test_default_engine_creates_folder_in_cwd(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

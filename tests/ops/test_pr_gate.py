@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 from scratch import ROOT, FakeGitHub
 
-from mlaperf.pr_contract import BOT_LOGIN, CONTEXT, FORK_CONTEXT
 from regressions.report import MARKER
+from settings.pr_contract import BOT_LOGIN, CONTEXT, FORK_CONTEXT
 
 HEAD, BASE = "c" * 40, "d" * 40
 Server = Callable[[dict[str, Any]], FakeGitHub]

@@ -17,10 +17,10 @@ import pytest
 from cmarkgfm.cmark import Options
 from scratch import ROOT
 
-from mlaperf.pr_contract import CONTEXT, FORK_CONTEXT
 from regressions.pr_render import INVALID
 from regressions.pr_schema import MAX_FILE_BYTES, MAX_ROWS
 from regressions.report import MARKER
+from settings.pr_contract import CONTEXT, FORK_CONTEXT
 
 BASE, HEAD = "a" * 40, "b" * 40
 RUN_URL = "https://github.example/acme/kernels/actions/runs/42"

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from scratch import MLAPERF, alive, children, git, make_scratch, serving, wait_for
 
-from mlaperf import cli
+from settings import exits
 
 SLOW_BENCH = """
 import os
@@ -100,11 +100,11 @@ def test_exit_status_rule(capsys: pytest.CaptureFixture[str], monkeypatch: pytes
     def crash(_: argparse.Namespace) -> int:
         raise KeyError("boom\nsecond line")
 
-    assert cli.dispatch(crash, args) == 3
+    assert exits.dispatch(crash, args) == 3
     err = capsys.readouterr().err
     assert err == "mlaperf: internal error: KeyError: 'boom\\nsecond line'\n", "one line, no traceback"
     monkeypatch.setenv("MLAPERF_DEBUG", "1")
-    assert cli.dispatch(crash, args) == 3
+    assert exits.dispatch(crash, args) == 3
     assert "Traceback" in capsys.readouterr().err
     monkeypatch.delenv("MLAPERF_DEBUG")
 
@@ -113,11 +113,11 @@ def test_exit_status_rule(capsys: pytest.CaptureFixture[str], monkeypatch: pytes
     def corrupted(_: argparse.Namespace) -> int:
         raise StoreError("store /x/s.sqlite: file is not a database")
 
-    assert cli.dispatch(corrupted, args) == 2
+    assert exits.dispatch(corrupted, args) == 2
     assert capsys.readouterr().err == "mlaperf: error: store /x/s.sqlite: file is not a database\n"
-    assert cli.dispatch(lambda _: 1, args) == 1 and cli.dispatch(lambda _: None, args) == 0
-    assert cli.dispatch(lambda _: 7, args) == 3, "statuses outside the rule are internal errors"
-    assert cli.dispatch(lambda _: sys.exit(2), args) == 2
+    assert exits.dispatch(lambda _: 1, args) == 1 and exits.dispatch(lambda _: None, args) == 0
+    assert exits.dispatch(lambda _: 7, args) == 3, "statuses outside the rule are internal errors"
+    assert exits.dispatch(lambda _: sys.exit(2), args) == 2
 
 
 def test_bad_usage_is_2_for_every_command() -> None:

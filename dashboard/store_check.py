@@ -6,7 +6,6 @@ No Streamlit here: the CLI checks the URL with these functions before it starts 
 from __future__ import annotations
 
 import functools
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -16,10 +15,8 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, NoSuchModuleError
 from sqlalchemy.orm import Session
 
-from dashboard.gitremote import REPO_URL_ENV, default_repo_url
-
-WRITABLE_ENV = "MLAPERF_DASHBOARD_WRITABLE"
-MACHINE_ENV = "MLAPERF_DASHBOARD_MACHINE"  # the machine the pages open on (`mlaperf dashboard --machine`)
+from dashboard.gitremote import default_repo_url
+from settings import env
 
 State = Literal["ok", "empty", "missing", "outdated", "error"]
 
@@ -35,24 +32,16 @@ class StoreStatus:
     message: str = ""
 
 
-def store_url() -> str:
-    """The store the dashboard reads: env MLAPERF_DB (set by ``mlaperf dashboard --db``) or the default."""
-    from db.engine import default_url
-
-    return default_url()
-
-
 def writable() -> bool:
     """Acknowledge/ignore buttons appear only when the dashboard was started with ``--writable``."""
-    return os.environ.get(WRITABLE_ENV, "") in ("1", "true", "yes")
+    return env.dashboard_writable()
 
 
 def repo_url() -> str:
     """Commit links' base: env ``MLAPERF_REPO_URL`` (``--repo-url``), else the web URL of the git remote
     ``origin`` of the directory the dashboard runs in (``dashboard.gitremote``), else none."""
-    if REPO_URL_ENV in os.environ:
-        return os.environ[REPO_URL_ENV].strip().rstrip("/")
-    return _remote_url(str(Path.cwd()))
+    chosen = env.repo_url()
+    return chosen if chosen is not None else _remote_url(str(Path.cwd()))
 
 
 @functools.lru_cache(maxsize=8)
@@ -61,11 +50,10 @@ def _remote_url(cwd: str) -> str:  # one git call per process, not per rerun
 
 
 def redact(url: str) -> str:
-    """URL safe to print or show: the password is masked."""
-    try:
-        return make_url(url).render_as_string(hide_password=True)
-    except ArgumentError:
-        return url
+    """URL safe to print or show: the password is masked (``db.engine.display_url``, the store's one rule)."""
+    from db.engine import display_url
+
+    return display_url(url)
 
 
 def sqlite_path(url: str) -> Path | None:

@@ -1,16 +1,18 @@
-"""GPU identity (mlaperf.gpuinfo): the keys asv copies into machine.json and every result's params."""
+"""GPU identity (settings.gpu): the keys asv copies into machine.json and every result's params."""
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import torch
 import triton
 
-from mlaperf import gpuinfo
+from settings import env, gpu
 
 GPU_KEYS = {"gpu_name", "gpu_cc", "gpu_sm_count", "gpu_memory_gb", "gpu_driver", "cuda", "torch", "triton"}
 CONTRACT_KEYS = GPU_KEYS | {"arch_profile"}
@@ -19,26 +21,26 @@ CONTRACT_KEYS = GPU_KEYS | {"arch_profile"}
 def test_keys_are_the_stores_gpu_columns() -> None:
     from db.models import GPU_COLUMNS
 
-    assert gpuinfo.gpu_keys() == tuple(GPU_COLUMNS)
+    assert gpu.GPU_KEYS == GPU_COLUMNS
     assert set(GPU_COLUMNS) == GPU_KEYS
 
 
 def test_environment_names_are_defined_once_and_read_by_the_suites() -> None:
-    assert (gpuinfo.TIER_ENV, gpuinfo.CONCURRENCY_ENV, gpuinfo.ARCH_PROFILE_ENV) == (
+    assert (env.TIER.name, env.CONCURRENCY.name, env.ARCH_PROFILE.name) == (
         "MLAPERF_TIER", "MLAPERF_CONCURRENCY", "MLAPERF_ARCH_PROFILE",
     )  # fmt: skip
     from benchmarks import _tier
 
     assert (_tier.TIER_ENV, _tier.CONCURRENCY_ENV, _tier.ARCH_PROFILE_ENV) == (
-        gpuinfo.TIER_ENV, gpuinfo.CONCURRENCY_ENV, gpuinfo.ARCH_PROFILE_ENV,
+        env.TIER.name, env.CONCURRENCY.name, env.ARCH_PROFILE.name,
     )  # fmt: skip
 
 
 def test_arch_profile_is_recorded(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv(gpuinfo.ARCH_PROFILE_ENV, raising=False)
-    assert gpuinfo.cpu_identity()["arch_profile"] == "native"
-    monkeypatch.setenv(gpuinfo.ARCH_PROFILE_ENV, "sm_120")
-    assert gpuinfo.identity("cpu")["arch_profile"] == "sm_120"
+    monkeypatch.delenv(env.ARCH_PROFILE.name, raising=False)
+    assert gpu.cpu_identity()["arch_profile"] == "native"
+    monkeypatch.setenv(env.ARCH_PROFILE.name, "sm_120")
+    assert gpu.identity("cpu")["arch_profile"] == "sm_120"
 
 
 def test_arch_profile_the_kernels_would_reject_is_refused(
@@ -46,16 +48,16 @@ def test_arch_profile_the_kernels_would_reject_is_refused(
 ) -> None:
     import mla_kernels
 
-    assert gpuinfo.ARCH_PROFILES == mla_kernels.ARCH_PROFILES  # the copy (no torch import here) stays equal
-    monkeypatch.setenv(gpuinfo.ARCH_PROFILE_ENV, "blackwell")
+    assert env.ARCH_PROFILES is mla_kernels.ARCH_PROFILES  # one definition, read without torch
+    monkeypatch.setenv(env.ARCH_PROFILE.name, "blackwell")
     with pytest.raises(ValueError, match="MLAPERF_ARCH_PROFILE='blackwell' is not one of native, sm_90, sm_120"):
-        gpuinfo.cpu_identity()
-    assert gpuinfo.main(["--tier", "cpu"]) == 2
+        gpu.cpu_identity()
+    assert gpu.main(["--tier", "cpu"]) == 2
     assert "MLAPERF_ARCH_PROFILE='blackwell'" in capsys.readouterr().err
 
 
 def test_cpu_identity() -> None:
-    info = gpuinfo.cpu_identity()
+    info = gpu.cpu_identity()
     assert set(info) == CONTRACT_KEYS
     assert info["gpu_name"] == "none"
     assert info["gpu_sm_count"] == "0"
@@ -65,18 +67,18 @@ def test_cpu_identity() -> None:
 
 
 def test_identity_tiers() -> None:
-    assert gpuinfo.identity("cpu") == gpuinfo.cpu_identity()
+    assert gpu.identity("cpu") == gpu.cpu_identity()
     with pytest.raises(ValueError, match="tier"):
-        gpuinfo.identity("tpu")
+        gpu.identity("tpu")
     if not torch.cuda.is_available():
-        assert gpuinfo.identity("auto")["gpu_name"] == "none"
+        assert gpu.identity("auto")["gpu_name"] == "none"
         with pytest.raises(RuntimeError, match="no CUDA device"):
-            gpuinfo.identity("gpu")
+            gpu.identity("gpu")
 
 
 def test_cli_prints_json() -> None:
     proc = subprocess.run(
-        [sys.executable, "-m", "mlaperf.gpuinfo"], capture_output=True, text=True, timeout=120, check=True
+        [sys.executable, "-m", "settings.gpu"], capture_output=True, text=True, timeout=120, check=True
     )
     info = json.loads(proc.stdout)
     assert set(info) == CONTRACT_KEYS
@@ -85,7 +87,7 @@ def test_cli_prints_json() -> None:
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the error path without a GPU")
 def test_cli_gpu_tier_without_gpu_fails_clearly() -> None:
     proc = subprocess.run(
-        [sys.executable, "-m", "mlaperf.gpuinfo", "--tier", "gpu"],
+        [sys.executable, "-m", "settings.gpu", "--tier", "gpu"],
         capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert proc.returncode == 2
@@ -94,7 +96,7 @@ def test_cli_gpu_tier_without_gpu_fails_clearly() -> None:
 
 @pytest.mark.gpu
 def test_gpu_identity() -> None:
-    info = gpuinfo.gpu_identity()
+    info = gpu.gpu_identity()
     props = torch.cuda.get_device_properties(0)
     assert info["gpu_name"] == props.name
     assert info["gpu_cc"] == f"{props.major}.{props.minor}"
@@ -105,8 +107,29 @@ def test_gpu_identity() -> None:
 
 
 def test_gpu_spec_finds_datasheets_by_cuda_device_name() -> None:
-    gpu_spec = gpuinfo.gpu_spec
+    gpu_spec = gpu.gpu_spec
     assert gpu_spec("NVIDIA H200").bf16_tflops == 989.4  # type: ignore[union-attr]
     assert gpu_spec("NVIDIA RTX PRO 6000 Blackwell Server Edition").capability == 120  # type: ignore[union-attr]
     assert gpu_spec("NVIDIA GeForce RTX 5090").sms == 170  # type: ignore[union-attr]
     assert gpu_spec("NVIDIA A100-SXM4-80GB") is None
+
+
+def test_suites_read_the_benchmarking_checkouts_settings(tmp_path: Path) -> None:
+    """`mlaperf run` puts the commit under test first on PYTHONPATH; its `settings` (older, or another
+    contract) must not reach the suites: benchmarks/__init__.py pins this checkout's, imported first or not."""
+    from benchtools import ROOT
+
+    stale = tmp_path / "commit" / "settings"
+    stale.mkdir(parents=True)
+    (stale / "__init__.py").write_text("")
+    (stale / "env.py").write_text("raise ImportError('the commit under test settings was imported')\n")
+    for first in (False, True):
+        code = ("import settings\n" if first else "") + (
+            "from benchmarks import _tier\nimport settings.env\nprint(settings.env.__file__, _tier.TIER_ENV)"
+        )
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(stale.parent), str(ROOT)]), MLAPERF_TIER="cpu")
+        proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True,
+                              timeout=120)  # fmt: skip
+        assert proc.returncode == 0, proc.stderr
+        where, name = proc.stdout.split()
+        assert Path(where) == ROOT / "settings" / "env.py" and name == "MLAPERF_TIER"

@@ -11,7 +11,9 @@ from pathlib import Path
 
 from sqlalchemy.engine import make_url
 
-from dashboard import store
+from dashboard import store_check
+from settings import env, exits
+from settings.args import add_db, add_repo_url
 
 APP = Path(__file__).with_name("app.py")
 DEFAULT_PORT = 8501
@@ -30,8 +32,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--db", metavar="URL", default=None,
-                        help="store URL (default: env MLAPERF_DB, else sqlite:///.mlaperf/mlaperf.sqlite)")
+    add_db(parser)
     parser.add_argument("--port", type=int, default=DEFAULT_PORT,
                         help=f"port to listen on (default {DEFAULT_PORT}; 0 picks a free one)")
     parser.add_argument("--host", default="127.0.0.1",
@@ -40,15 +41,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="allow acknowledging/ignoring regressions from the dashboard")
     parser.add_argument("--machine", default=None, metavar="NAME",
                         help="machine the pages open on (default: the first GPU machine; a link's ?machine= wins)")
-    parser.add_argument("--repo-url", default=None, metavar="URL",
-                        help="repository web URL for commit links, e.g. https://github.com/org/repo "
-                        "(default: env MLAPERF_REPO_URL, else the git remote origin of the current directory, "
-                        "as https)")
+    add_repo_url(parser)
 
 
 def absolute_url(url: str) -> str:
     """Make a relative SQLite path absolute, so the server's working directory does not matter."""
-    path = store.sqlite_path(url)
+    path = store_check.sqlite_path(url)
     u = make_url(url)
     if path is None or path.is_absolute() or str(u.database).startswith("file:"):
         return url
@@ -84,43 +82,41 @@ def streamlit_command(host: str, port: int) -> list[str]:
 
 
 def handle(args: argparse.Namespace) -> int:
-    from db.engine import default_url
-
-    url = args.db or default_url()
+    url = env.store_url(args.db)
     try:
-        store.validate_url(url)
-    except store.BadStoreURL as exc:
+        store_check.validate_url(url)
+    except store_check.BadStoreURL as exc:
         print(f"mlaperf dashboard: error: {exc}", file=sys.stderr)
-        return 2
+        return exits.USAGE
     url = absolute_url(url)
     if not 0 <= args.port <= 65535:
         print(f"mlaperf dashboard: error: --port {args.port} is not a port (0..65535)", file=sys.stderr)
-        return 2
-    status = store.check(url)
+        return exits.USAGE
+    status = store_check.check(url)
     if status.state in ("error", "outdated"):
         print(f"mlaperf dashboard: error: {status.message}", file=sys.stderr)
-        return 2
+        return exits.USAGE
     if status.state in ("missing", "empty"):
         print(f"mlaperf dashboard: note: {status.message} The dashboard explains how to ingest "
-              f"(`mlaperf ingest .asv/results --db {store.redact(url)}`).", file=sys.stderr)
+              f"(`mlaperf ingest .asv/results --db {store_check.redact(url)}`).", file=sys.stderr)
     port = args.port or free_port(args.host)
     if port_in_use(args.host, port):
         print(f"mlaperf dashboard: error: {args.host}:{port} is already in use (choose another --port)",
               file=sys.stderr)
-        return 2
+        return exits.USAGE
 
-    env = dict(os.environ)
-    env["MLAPERF_DB"] = url
-    env[store.WRITABLE_ENV] = "1" if args.writable else "0"
+    child = dict(os.environ)  # the app reads these through settings.env
+    child[env.DB.name] = url
+    child[env.DASHBOARD_WRITABLE.name] = "1" if args.writable else "0"
     if args.repo_url is not None:
-        env[store.REPO_URL_ENV] = args.repo_url
+        child[env.REPO_URL.name] = args.repo_url
     if args.machine:
-        env[store.MACHINE_ENV] = args.machine
+        child[env.DASHBOARD_MACHINE.name] = args.machine
     shown_host = "127.0.0.1" if args.host in ("0.0.0.0", "") else args.host
     mode = "writable" if args.writable else "read-only"
-    print(f"mlaperf dashboard: http://{shown_host}:{port}  (store {store.redact(url)}, {mode}; Ctrl-C stops)",
+    print(f"mlaperf dashboard: http://{shown_host}:{port}  (store {store_check.redact(url)}, {mode}; Ctrl-C stops)",
           flush=True)
-    proc = subprocess.Popen(streamlit_command(args.host, port), env=env)
+    proc = subprocess.Popen(streamlit_command(args.host, port), env=child)
     try:
         return proc.wait()
     except KeyboardInterrupt:
@@ -129,14 +125,14 @@ def handle(args: argparse.Namespace) -> int:
             proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
             proc.kill()
-        return 0
+        return exits.OK
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Stand-alone entry (``python -m dashboard.cli``), same options as ``mlaperf dashboard``."""
+    """Stand-alone entry (``python -m dashboard.serve``), same options as ``mlaperf dashboard``."""
     parser = argparse.ArgumentParser(prog="mlaperf dashboard", description="Serve the mlaperf dashboard.")
     add_arguments(parser)
-    return handle(parser.parse_args(argv))
+    return exits.dispatch(handle, parser.parse_args(argv), prog="mlaperf dashboard")
 
 
 if __name__ == "__main__":

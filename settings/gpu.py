@@ -1,20 +1,16 @@
-"""GPU identity recorded with every benchmark run, and the environment names the runner passes to asv.
+"""GPU identity recorded with every benchmark run, GPUs' datasheet peaks, and the device's measured ceilings.
 
 asv's machine.json has no GPU field, so the runner adds these keys to the asv machine entry
 (``~/.asv-machine.json``); asv copies them into ``machine.json`` and into every result file's
 ``params``, where ingestion reads them. All values are strings, as asv's own machine fields are.
 
-Keys (docs/CONTRACTS.md): the store's GPU columns (``db.models.GPU_COLUMNS``: ``gpu_name``, ``gpu_cc``
-("9.0"), ``gpu_sm_count``, ``gpu_memory_gb`` (GiB, one decimal), ``gpu_driver``, ``cuda`` (the CUDA
-version torch was built with), ``torch``, ``triton``) and ``arch_profile``: the MMA configs the kernels
-choose from when a benchmark names none (``MLAPERF_ARCH_PROFILE``, default ``native``). A machine
+Keys (docs/CONTRACTS.md): the store's GPU columns (``GPU_KEYS``, which ``db.models.GPU_COLUMNS`` is:
+``gpu_name``, ``gpu_cc`` ("9.0"), ``gpu_sm_count``, ``gpu_memory_gb`` (GiB, one decimal), ``gpu_driver``,
+``cuda`` (the CUDA version torch was built with), ``torch``, ``triton``) and ``arch_profile``: the MMA
+configs the kernels choose from when a benchmark names none (``MLAPERF_ARCH_PROFILE``, default ``native``). A machine
 without a usable CUDA device reports ``gpu_name: "none"`` and "none"/"0" for the other GPU fields.
 
-The environment names are defined here once; the runner sets them and ``benchmarks/_tier.py`` reads
-them (it loads this file from the benchmarking checkout by path, so this module's top level imports
-the standard library only).
-
-Run ``python -m mlaperf.gpuinfo`` to print the identity of this machine as JSON.
+Run ``python -m settings.gpu`` to print the identity of this machine as JSON.
 """
 
 from __future__ import annotations
@@ -25,19 +21,20 @@ import json
 import os
 import re
 import shutil
+import statistics
 import subprocess
 import sys
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-# Environment of a benchmark process (set by ``mlaperf run``, read by the suites).
-TIER_ENV = "MLAPERF_TIER"  # gpu | cpu
-CONCURRENCY_ENV = "MLAPERF_CONCURRENCY"  # comma-separated subset of the concurrency grid
-ARCH_PROFILE_ENV = "MLAPERF_ARCH_PROFILE"  # one of ARCH_PROFILES
-# mla_kernels.ARCH_PROFILES, copied: this module imports no torch (tests/bench/test_gpuinfo.py keeps them equal).
-ARCH_PROFILES = ("native", "sm_90", "sm_120")
+from settings import env
 
 NONE = "none"
+# The GPU identity keys, one column each in the store (db.models.GPU_COLUMNS is this tuple).
+GPU_KEYS: tuple[str, ...] = ("gpu_name", "gpu_cc", "gpu_sm_count", "gpu_memory_gb", "gpu_driver", "cuda", "torch",
+                             "triton")  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -124,27 +121,11 @@ def cuda_available() -> bool:
     return bool(torch.cuda.is_available())
 
 
-def gpu_keys() -> tuple[str, ...]:
-    """The GPU identity keys: the store's GPU columns, one definition (``db.models.GPU_COLUMNS``)."""
-    from db.models import GPU_COLUMNS
-
-    return tuple(GPU_COLUMNS)
-
-
-def arch_profile() -> str:
-    """The architecture profile kernels use when a caller names none (``MLAPERF_ARCH_PROFILE``, default
-    ``native``); ValueError for a value the kernels would reject, so no run records it."""
-    value = os.environ.get(ARCH_PROFILE_ENV, "").strip() or "native"
-    if value not in ARCH_PROFILES:
-        raise ValueError(f"{ARCH_PROFILE_ENV}={value!r} is not one of {', '.join(ARCH_PROFILES)}")
-    return value
-
-
 def _checked(info: dict[str, str]) -> dict[str, str]:
-    missing = set(gpu_keys()) - set(info)
-    if missing:  # the store added a GPU column this module does not fill yet
-        raise RuntimeError(f"GPU identity lacks {sorted(missing)} (db.models.GPU_COLUMNS)")
-    return {**info, "arch_profile": arch_profile()}
+    missing = set(GPU_KEYS) - set(info)
+    if missing:  # a key added to GPU_KEYS that this module does not fill yet
+        raise RuntimeError(f"GPU identity lacks {sorted(missing)} (GPU_KEYS)")
+    return {**info, "arch_profile": env.arch_profile()}
 
 
 def cpu_identity() -> dict[str, str]:
@@ -196,34 +177,125 @@ def gpu_identity(device_index: int = 0) -> dict[str, str]:
 
 def identity(tier: str = "auto", device_index: int = 0) -> dict[str, str]:
     """GPU identity for ``tier`` "gpu", "cpu" or "auto" (gpu when CUDA is available)."""
-    if tier not in ("auto", "gpu", "cpu"):
+    if tier not in ("auto", *env.TIERS):
         raise ValueError(f"tier must be 'auto', 'gpu' or 'cpu', got {tier!r}")
     if tier == "cpu" or (tier == "auto" and not cuda_available()):
         return cpu_identity()
     return gpu_identity(device_index)
 
 
+# --- measured ceilings ------------------------------------------------------------------------------
+# The suites' roofline fraction and `mlaperf doctor` divide by these: the device's copy bandwidth and
+# bf16 matmul rate, measured once per device and cached (settings.env.ceilings_file()).
+
+
+def _measure_gpu(device: Any) -> dict[str, float]:
+    import torch
+
+    def best(fn: Any, reps: int) -> float:
+        fn()
+        torch.cuda.synchronize(device)
+        times = []
+        for _ in range(reps):
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            fn()
+            end.record()
+            end.synchronize()
+            times.append(start.elapsed_time(end) * 1e-3)
+        return min(times)
+
+    def copy_seconds(n: int) -> float:
+        src = torch.ones(n, dtype=torch.uint8, device=device)
+        dst = torch.empty_like(src)
+        return best(lambda: dst.copy_(src), 10)
+
+    def matmul_seconds(m: int) -> float:
+        a = torch.randn(m, m, dtype=torch.bfloat16, device=device)
+        b = torch.randn(m, m, dtype=torch.bfloat16, device=device)
+        return best(lambda: a @ b, 10)
+
+    n, m = 1 << 30, 8192  # 1 GiB copies: far larger than any L2
+    copy_gbps = 2 * n / copy_seconds(n) / 1e9
+    torch.cuda.empty_cache()
+    return {"copy_gbps": copy_gbps, "matmul_tflops": 2 * m**3 / matmul_seconds(m) / 1e12}
+
+
+def _measure_cpu() -> dict[str, float]:
+    import time
+
+    import torch
+
+    def best(fn: Any, reps: int) -> float:
+        fn()
+        times = []
+        for _ in range(reps):
+            t0 = time.perf_counter()
+            fn()
+            times.append(time.perf_counter() - t0)
+        return min(times)
+
+    n = 128 << 20
+    src = torch.ones(n, dtype=torch.uint8)
+    dst = torch.empty_like(src)
+    t_copy = best(lambda: dst.copy_(src), 5)
+    m = 512  # the interpreter computes in fp32, so the CPU ceiling is an fp32 matmul
+    a, b = torch.randn(m, m), torch.randn(m, m)
+    t_mm = statistics.median([best(lambda: a @ b, 5) for _ in range(3)])
+    return {"copy_gbps": 2 * n / t_copy / 1e9, "matmul_tflops": 2 * m**3 / t_mm / 1e12}
+
+
+def ceilings(device: Any) -> dict[str, float]:
+    """Copy bandwidth (GB/s, read + write) and matmul rate (TFLOP/s) of ``device``, cached on disk."""
+    import torch
+
+    device = torch.device(device)
+    if device.type == "cuda":
+        key = f"gpu:{torch.cuda.get_device_name(device)}"
+    else:
+        import platform
+
+        key = f"cpu:{platform.processor() or platform.machine()}:{os.cpu_count()}"
+    path = env.ceilings_file()
+    try:
+        table = json.loads(path.read_text())
+    except (OSError, ValueError):
+        table = {}
+    entry = table.get(key)
+    if isinstance(entry, dict) and entry.get("copy_gbps", 0) > 0 and entry.get("matmul_tflops", 0) > 0:
+        return {"copy_gbps": float(entry["copy_gbps"]), "matmul_tflops": float(entry["matmul_tflops"])}
+    measured = _measure_gpu(device) if device.type == "cuda" else _measure_cpu()
+    table[key] = measured
+    try:  # atomic replace: several benchmark processes may race to write it
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".ceilings-")
+        with os.fdopen(fd, "w") as fh:
+            json.dump(table, fh, indent=2, sort_keys=True)
+        os.replace(tmp, path)
+    except OSError:
+        pass  # read-only home: measured again next time, results are still right
+    return measured
+
+
 def main(argv: list[str] | None = None) -> int:
+    from settings import exits
+    from settings.args import add_tier
+
     parser = argparse.ArgumentParser(
-        prog="python -m mlaperf.gpuinfo",
+        prog="python -m settings.gpu",
         description="Print this machine's GPU identity (the keys mlaperf run adds to asv's machine entry) as "
         "JSON. Exit status: 0 ok, 2 no usable CUDA device for --tier gpu / --device.",
     )
-    parser.add_argument(
-        "--tier",
-        choices=("auto", "gpu", "cpu"),
-        default="auto",
-        help="gpu: CUDA device required; cpu: the smoke tier's identity; auto: gpu when present",
-    )
+    add_tier(parser)
     parser.add_argument("--device", type=int, default=0, help="CUDA device index (default 0)")
     args = parser.parse_args(argv)
     try:
         info = identity(args.tier, args.device)
     except (RuntimeError, ValueError) as exc:  # no usable device for --tier/--device: bad usage
         print(f"error: {exc}", file=sys.stderr)
-        return 2
+        return exits.USAGE
     print(json.dumps(info, indent=2, sort_keys=True))
-    return 0
+    return exits.OK
 
 
 if __name__ == "__main__":

@@ -1,5 +1,6 @@
-"""Names the pull-request workflow's jobs share (standard library only: the GitHub-hosted jobs that hold a
-write token import this without installing anything).
+"""Names the pull-request workflow's jobs share: the render (``regressions.pr_render``) and the gate and
+poster (``mlaperf.pr_gate``, ``mlaperf.pr_post``). Standard library only: the GitHub-hosted jobs that hold a
+write token check out ``mlaperf/`` and ``settings/`` and import this without installing anything.
 
 The status contexts: a same-repository pull request reports under ``CONTEXT``; a fork's figures come from
 the fork's own code, so they report under ``FORK_CONTEXT`` and can never satisfy a check required on

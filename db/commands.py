@@ -1,9 +1,9 @@
 """Command line of the store: ``mlaperf ingest`` and ``mlaperf db upgrade|current|downgrade``.
 
-``register(subparsers)`` adds the commands to mlaperf's parser (``mlaperf.cli``, the one entry point,
-which also maps a crash to exit status 3). Exit status (docs/ingest.md): 0 success, 2 bad usage or input
-(a refused file, a store that cannot be used: corrupted, not an mlaperf store, missing permission, older
-schema), 3 internal error.
+``register(subparsers)`` adds the commands to mlaperf's parser (``mlaperf.cli``, the one entry point;
+``settings.exits.dispatch`` maps a crash to exit status 3). Exit status (docs/ingest.md): 0 success, 2 bad
+usage or input (a refused file, a store that cannot be used: corrupted, not an mlaperf store, missing
+permission, older schema), 3 internal error.
 """
 
 from __future__ import annotations
@@ -15,7 +15,6 @@ from db.asvformat import show_path
 from db.engine import (
     StoreError,
     current_revision,
-    default_url,
     display_url,
     downgrade,
     first_line,
@@ -25,21 +24,13 @@ from db.engine import (
     upgrade,
 )
 from db.ingest import ingest_paths
-
-EXIT_OK, EXIT_USAGE = 0, 2
-
-
-def _add_db_option(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--db",
-        metavar="URL",
-        default=None,
-        help="SQLAlchemy database URL (default: $MLAPERF_DB, else sqlite:///.mlaperf/mlaperf.sqlite)",
-    )
+from settings import exits
+from settings.args import add_db
+from settings.env import store_url
 
 
 def cmd_ingest(args: argparse.Namespace) -> int:
-    url = args.db or default_url()
+    url = store_url(args.db)
     progress: bool | str = False if args.quiet else ("always" if args.progress else True)
     try:
         engine = make_engine(url)
@@ -59,7 +50,7 @@ def cmd_ingest(args: argparse.Namespace) -> int:
 
 
 def cmd_db(args: argparse.Namespace) -> int:
-    url = args.db or default_url()
+    url = store_url(args.db)
     try:
         if args.db_command in ("upgrade", "downgrade"):
             migrate = upgrade if args.db_command == "upgrade" else downgrade
@@ -74,7 +65,7 @@ def cmd_db(args: argparse.Namespace) -> int:
                 print(
                     f"none (no database at {display_url(url)} yet: `mlaperf ingest` or `mlaperf db upgrade` creates it)"
                 )
-                return EXIT_OK
+                return exits.OK
             engine = make_engine(url, readonly=True)
             try:
                 current = current_revision(engine)
@@ -85,13 +76,13 @@ def cmd_db(args: argparse.Namespace) -> int:
             print(f"{current or 'none (empty database)'} ({state})")
     except (ValueError, StoreError) as exc:
         return _report(exc)
-    return EXIT_OK
+    return exits.OK
 
 
 def _report(exc: Exception) -> int:
     """Print a store command's error (bad usage, or a store that cannot be used) as one line; exit 2."""
     print(f"mlaperf: error: {show_path(first_line(exc))}", file=sys.stderr)
-    return EXIT_USAGE
+    return exits.USAGE
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -108,7 +99,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         ),
     )
     ingest.add_argument("paths", nargs="*", default=[".asv/results"], metavar="PATH", help="default: .asv/results")
-    _add_db_option(ingest)
+    add_db(ingest)
     ingest.add_argument(
         "--repo",
         metavar="DIR",
@@ -124,12 +115,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     db_sub = db.add_subparsers(dest="db_command", metavar="{upgrade,current,downgrade}")
     up = db_sub.add_parser("upgrade", help="migrate the database schema to this mlaperf's revision")
     up.add_argument("revision", nargs="?", default="head", help="target revision (default: head)")
-    _add_db_option(up)
+    add_db(up)
     current = db_sub.add_parser("current", help="show the database's schema revision")
-    _add_db_option(current)
+    add_db(current)
     down = db_sub.add_parser("downgrade", help="migrate the database schema down (drops newer tables' data)")
     down.add_argument("revision", help="target revision, e.g. -1, 0001 or base")
-    _add_db_option(down)
+    add_db(down)
     for parser in (up, current, down):
         parser.set_defaults(func=cmd_db)
-    db.set_defaults(func=lambda args: (db.print_help(), EXIT_USAGE)[1])
+    db.set_defaults(func=lambda args: (db.print_help(), exits.USAGE)[1])

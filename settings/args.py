@@ -1,0 +1,77 @@
+"""Command-line arguments several commands share, each defined once with one help text (as asv's
+``commands/common_args.py``): every parser that takes ``--db`` (run, nightly plan, ingest, db, detect,
+compare, dashboard, publish, demo) adds it here, so the flag means and says the same everywhere."""
+
+from __future__ import annotations
+
+import argparse
+
+from settings import env
+
+TIER_CHOICES = ("auto", *env.TIERS)
+
+
+class DefaultsFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Shows each argument's default, except ``None``: those help texts say what not giving it means."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        return action.help if action.default is None else super()._get_help_string(action)
+
+
+def add_db(parser: argparse.ArgumentParser) -> None:
+    """``--db URL``: the store; the command resolves it with :func:`settings.env.store_url`."""
+    parser.add_argument(
+        "--db",
+        metavar="URL",
+        default=None,
+        help=f"the store, a SQLAlchemy URL such as sqlite:///path.sqlite or postgresql+psycopg://user@host/db "
+        f"(default: ${env.DB.name}, else {env.DEFAULT_STORE_URL})",
+    )
+
+
+def add_tier(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--tier",
+        choices=TIER_CHOICES,
+        default="auto",
+        help="gpu: the grid on a CUDA device; cpu: the smoke tier (Triton interpreter); auto: gpu when CUDA is "
+        "available",
+    )
+
+
+def add_asv_machine(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--machine",
+        default=None,
+        help="asv machine name (default: this host's name; '-cpu' is appended on the CPU tier)",
+    )
+
+
+def add_bench(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--bench",
+        action="append",
+        default=None,
+        metavar="REGEX",
+        help="only benchmarks matching REGEX (asv -b; may be repeated; matches 'name(params)' too)",
+    )
+
+
+def add_thresholds_config(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--config",
+        metavar="PATH",
+        default=None,
+        help="mlaperf.toml or pyproject.toml with [tool.mlaperf.thresholds]/[directions] "
+        "(default: ./mlaperf.toml, else ./pyproject.toml)",
+    )
+
+
+def add_repo_url(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--repo-url",
+        metavar="URL",
+        default=None,
+        help=f"repository web URL for commit links, e.g. https://github.com/org/repo (default: "
+        f"${env.REPO_URL.name}, else the git remote origin of the current directory, as https)",
+    )
