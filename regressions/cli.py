@@ -50,6 +50,11 @@ def _add_common(p: argparse.ArgumentParser) -> None:
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
+    _register_detect(subparsers)
+    _register_compare(subparsers)
+
+
+def _register_detect(subparsers: argparse._SubParsersAction) -> None:
     d = subparsers.add_parser(
         "detect",
         help="flag regressions over the history of every series (incremental, idempotent)",
@@ -96,6 +101,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     d.set_defaults(func=detect_command)
 
+
+def _register_compare(subparsers: argparse._SubParsersAction) -> None:
     c = subparsers.add_parser(
         "compare",
         help="compare two commits (pull request head against base); exit 1 on regression, failure or missing case",

@@ -48,33 +48,21 @@ def _event_kinds(rng: np.random.Generator) -> list[str]:
     return kinds
 
 
-def make_series(
-    rng: np.random.Generator,
-    n_commits: int = 60,
-    *,
-    name: str = "bench.Suite.time_case",
-    kinds: list[str] | None = None,
-    throughput: bool | None = None,
-    n_samples: int = 10,
-) -> SyntheticSeries:
-    """One labelled series; ``kinds`` forces events (``step``, ``newest``, ``reverted``, ``speedup``,
-    ``subthreshold``), otherwise they are drawn at random."""
-    n = n_commits
-    kinds = _event_kinds(rng) if kinds is None else list(kinds)
-    throughput = bool(rng.random() < 1 / 3) if throughput is None else throughput
-    base = float(10 ** rng.uniform(-5, -2))  # 10 us .. 10 ms
+def _free_pos(rng: np.random.Generator, used: set[int], lo: int, hi: int) -> int:
+    """A commit index in [lo, hi) more than 6 commits from every event already placed (recorded in ``used``)."""
+    for _ in range(100):
+        c = int(rng.integers(lo, hi))
+        if all(abs(c - u) > 6 for u in used):
+            used.add(c)
+            return c
+    raise RuntimeError("no room for another event")
+
+
+def _place_events(rng: np.random.Generator, n: int, kinds: list[str]) -> tuple[np.ndarray, list[int]]:
+    """The level multiplier per commit for the events ``kinds``, and the labelled regression commits."""
     level = np.ones(n)
     labels: list[int] = []
     used: set[int] = set()
-
-    def free_pos(lo: int, hi: int) -> int:
-        for _ in range(100):
-            c = int(rng.integers(lo, hi))
-            if all(abs(c - u) > 6 for u in used):
-                used.add(c)
-                return c
-        raise RuntimeError("no room for another event")
-
     for kind in kinds:
         if kind == "newest":
             c = n - 1
@@ -82,25 +70,29 @@ def make_series(
             level[c:] *= 1 + rng.uniform(0.07, 1.0)
             labels.append(c)
         elif kind == "step":
-            c = free_pos(6, n - 1)
+            c = _free_pos(rng, used, 6, n - 1)
             level[c:] *= 1 + rng.uniform(0.07, 1.0)
             labels.append(c)
         elif kind == "reverted":
-            c = free_pos(6, n - 7)
+            c = _free_pos(rng, used, 6, n - 7)
             length = int(rng.integers(2, 6))
             level[c : c + length] *= 1 + rng.uniform(0.07, 1.0)
             used.update(range(c, c + length + 1))
             labels.append(c)
         elif kind == "speedup":
-            c = free_pos(6, n - 1)
+            c = _free_pos(rng, used, 6, n - 1)
             level[c:] /= 1 + rng.uniform(0.07, 1.0)
         elif kind == "subthreshold":
-            c = free_pos(6, n - 1)
+            c = _free_pos(rng, used, 6, n - 1)
             level[c:] *= 1 + rng.choice([-1, 1]) * rng.uniform(0.01, 0.03)
         else:
             raise ValueError(f"kinds: unknown event kind {kind!r}")
+    return level, labels
 
-    cases = list(kinds)
+
+def _run_noise(rng: np.random.Generator, n: int, cases: list[str]) -> tuple[np.ndarray, np.ndarray, float]:
+    """Per-run log offsets (between-run noise, bimodal clocks, outliers), the failed runs, and the
+    within-run sigma; appends the noise kinds drawn to ``cases``."""
     between = rng.uniform(0.004, 0.018)
     within = rng.uniform(0.001, 0.005)
     offsets = rng.normal(0.0, between, n)
@@ -118,10 +110,24 @@ def make_series(
     offsets += np.where(outlier, rng.uniform(0.1, 0.6, n), 0.0)
     if failed.any():
         cases.append("failed")
+    return offsets, failed, within
 
+
+def _draw_samples(
+    rng: np.random.Generator,
+    base: float,
+    level: np.ndarray,
+    offsets: np.ndarray,
+    failed: np.ndarray,
+    within: float,
+    n_samples: int,
+    throughput: bool,
+) -> tuple[list[float | None], list[list[float] | None]]:
+    """The median and the samples of every run (None for a failed one): ``base`` times the run's level and
+    offset, with the within-run noise."""
     values: list[float | None] = []
     samples: list[list[float] | None] = []
-    for i in range(n):
+    for i in range(len(level)):
         if failed[i]:
             values.append(None)
             samples.append(None)
@@ -130,7 +136,28 @@ def make_series(
         s = 1.0 / t if throughput else t
         samples.append([float(x) for x in s])
         values.append(float(np.median(s)))
+    return values, samples
 
+
+def make_series(
+    rng: np.random.Generator,
+    n_commits: int = 60,
+    *,
+    name: str = "bench.Suite.time_case",
+    kinds: list[str] | None = None,
+    throughput: bool | None = None,
+    n_samples: int = 10,
+) -> SyntheticSeries:
+    """One labelled series; ``kinds`` forces events (``step``, ``newest``, ``reverted``, ``speedup``,
+    ``subthreshold``), otherwise they are drawn at random."""
+    n = n_commits
+    kinds = _event_kinds(rng) if kinds is None else list(kinds)
+    throughput = bool(rng.random() < 1 / 3) if throughput is None else throughput
+    base = float(10 ** rng.uniform(-5, -2))  # 10 us .. 10 ms
+    level, labels = _place_events(rng, n, kinds)
+    cases = list(kinds)
+    offsets, failed, within = _run_noise(rng, n, cases)
+    values, samples = _draw_samples(rng, base, level, offsets, failed, within, n_samples, throughput)
     # A failed run at a step moves the first measurable bad commit to the next valid run.
     first_valid = [next((j for j in range(c, n) if not failed[j]), None) for c in labels]
     return SyntheticSeries(

@@ -17,8 +17,6 @@ MAX_MODULE = 500
 ALLOWED: dict[str, str] = {
     "db/migrations/versions/0001_initial.py::upgrade": "a migration is frozen history: the initial schema, "
     "one create_table per table, never edited",
-    "regressions/cli.py::register": "regressions/: being reworked (issue 27)",
-    "regressions/synthetic.py::make_series": "regressions/: being reworked (issue 27)",
     "benchmarks/scripts/detect_real.py": "detection study script: being reworked with issue 27",
     "benchmarks/scripts/detect_real_data.py::load_history": "detection study script: being reworked with issue 27",
 }
