@@ -18,7 +18,6 @@ ALLOWED: dict[str, str] = {
     "db/migrations/versions/0001_initial.py::upgrade": "a migration is frozen history: the initial schema, "
     "one create_table per table, never edited",
     "benchmarks/scripts/detect_real.py": "detection study script: being reworked with issue 27",
-    "benchmarks/scripts/detect_real_data.py::load_history": "detection study script: being reworked with issue 27",
 }
 
 

@@ -98,24 +98,29 @@ def _weight(a: Any, b: Any) -> float:
 
 def load_history(root: str | Path, *, machines: Iterable[str] | None = None, name: str | None = None) -> History:
     """Read an asv results directory. ``machines`` keeps only those machines (by asv machine name)."""
-    import numpy as np
-
-    from db.asvformat import (
-        BENCHMARKS_JSON,
-        default_unit,
-        find_result_files,
-        parse_benchmarks_json,
-        parse_machine_json,
-        parse_results,
-    )
-    from regressions.direction import direction_for
+    from db.asvformat import BENCHMARKS_JSON, parse_benchmarks_json
 
     root = Path(root)
     bench_path = root / BENCHMARKS_JSON
     if not bench_path.is_file():
         raise FileNotFoundError(f"{root}: no {BENCHMARKS_JSON} (not an asv results directory)")
     benchmarks = parse_benchmarks_json(bench_path.read_bytes())
-    wanted = None if machines is None else set(machines)
+    runs, parsed = _read_runs(root, benchmarks, None if machines is None else set(machines))
+    series: dict[SeriesKey, Series] = {}
+    for machine, machine_runs in runs.items():
+        order = sorted(range(len(machine_runs)), key=lambda i: (machine_runs[i].date, machine_runs[i].commit))
+        machine_runs[:] = [machine_runs[i] for i in order]
+        _add_machine_series(series, machine, machine_runs, [parsed[machine][i] for i in order], benchmarks)
+    return History(name or root.parent.name, root, benchmarks, runs, series)
+
+
+def _read_runs(
+    root: Path, benchmarks: dict[str, Any], wanted: set[str] | None
+) -> tuple[dict[str, list[Run]], dict[str, list[Any]]]:
+    """Every results file under ``root`` of the ``wanted`` machines (all when None), per machine: the raw
+    run and its parsed form, in file order."""
+    from db.asvformat import find_result_files, parse_machine_json, parse_results
+
     runs: dict[str, list[Run]] = {}
     parsed: dict[str, list[Any]] = {}
     for file in find_result_files([root]):
@@ -133,50 +138,63 @@ def load_history(root: str | Path, *, machines: Iterable[str] | None = None, nam
         raise ValueError(f"--machines: no results for {', '.join(sorted(wanted - set(runs)))} under {root}")
     if not runs:
         raise ValueError(f"{root}: no asv results files")
+    return runs, parsed
 
-    series: dict[SeriesKey, Series] = {}
-    for machine, machine_runs in runs.items():
-        order = sorted(range(len(machine_runs)), key=lambda i: (machine_runs[i].date, machine_runs[i].commit))
-        machine_runs[:] = [machine_runs[i] for i in order]
-        machine_parsed = [parsed[machine][i] for i in order]
-        n = len(machine_runs)
-        for pos, (run, pr) in enumerate(zip(machine_runs, machine_parsed, strict=True)):
-            columns = run.raw["result_columns"]
-            for group in pr.groups:
-                entry = benchmarks.get(group.benchmark)
-                row = run.raw["results"][group.benchmark]
-                cols = dict(zip(columns, row, strict=False))
-                ci_a = cols.get("stats_ci_99_a") or []
-                ci_b = cols.get("stats_ci_99_b") or []
-                for j, r in enumerate(group.rows):
-                    version, _params, pkey, status, value = r[:5]
-                    key = (machine, group.benchmark, pkey)
-                    s = series.get(key)
-                    if s is None:
-                        unit = (entry or {}).get("unit") or default_unit(group.benchmark)
-                        s = series[key] = Series(
-                            machine=machine,
-                            benchmark=group.benchmark,
-                            params_key=pkey,
-                            indices=np.full(n, -1, dtype=np.int64),
-                            unit=unit,
-                            direction=direction_for(group.benchmark, unit),
-                            values=np.full(n, np.nan),
-                            ran=np.zeros(n, dtype=bool),
-                            current=np.zeros(n, dtype=bool),
-                            weights=np.full(n, np.nan),
-                        )
-                    s.versions.add(version)
-                    s.indices[pos] = j  # params can change between runs of one version: index per run
-                    s.current[pos] = entry is not None and version == entry.get("version")
-                    if status == "skipped":
-                        continue
-                    s.ran[pos] = True
-                    if status == "ok":
-                        s.values[pos] = value
-                        if j < len(ci_a) and j < len(ci_b):
-                            s.weights[pos] = _weight(ci_a[j], ci_b[j])
-    return History(name or root.parent.name, root, benchmarks, runs, series)
+
+def _new_series(machine: str, benchmark: str, pkey: str, n: int, entry: dict[str, Any] | None) -> Series:
+    """An empty series of ``n`` runs: nothing ran, no value, no weight."""
+    import numpy as np
+
+    from db.asvformat import default_unit
+    from regressions.direction import direction_for
+
+    unit = (entry or {}).get("unit") or default_unit(benchmark)
+    return Series(
+        machine=machine,
+        benchmark=benchmark,
+        params_key=pkey,
+        indices=np.full(n, -1, dtype=np.int64),
+        unit=unit,
+        direction=direction_for(benchmark, unit),
+        values=np.full(n, np.nan),
+        ran=np.zeros(n, dtype=bool),
+        current=np.zeros(n, dtype=bool),
+        weights=np.full(n, np.nan),
+    )
+
+
+def _add_machine_series(
+    series: dict[SeriesKey, Series],
+    machine: str,
+    machine_runs: list[Run],
+    machine_parsed: list[Any],
+    benchmarks: dict[str, Any],
+) -> None:
+    """Fill ``series`` with one machine's runs (sorted oldest first), one position per run."""
+    n = len(machine_runs)
+    for pos, (run, pr) in enumerate(zip(machine_runs, machine_parsed, strict=True)):
+        columns = run.raw["result_columns"]
+        for group in pr.groups:
+            entry = benchmarks.get(group.benchmark)
+            cols = dict(zip(columns, run.raw["results"][group.benchmark], strict=False))
+            ci_a = cols.get("stats_ci_99_a") or []
+            ci_b = cols.get("stats_ci_99_b") or []
+            for j, r in enumerate(group.rows):
+                version, _params, pkey, status, value = r[:5]
+                key = (machine, group.benchmark, pkey)
+                s = series.get(key)
+                if s is None:
+                    s = series[key] = _new_series(machine, group.benchmark, pkey, n, entry)
+                s.versions.add(version)
+                s.indices[pos] = j  # params can change between runs of one version: index per run
+                s.current[pos] = entry is not None and version == entry.get("version")
+                if status == "skipped":
+                    continue
+                s.ran[pos] = True
+                if status == "ok":
+                    s.values[pos] = value
+                    if j < len(ci_a) and j < len(ci_b):
+                        s.weights[pos] = _weight(ci_a[j], ci_b[j])
 
 
 @dataclass(frozen=True)
