@@ -17,7 +17,6 @@ MAX_MODULE = 500
 ALLOWED: dict[str, str] = {
     "db/migrations/versions/0001_initial.py::upgrade": "a migration is frozen history: the initial schema, "
     "one create_table per table, never edited",
-    "benchmarks/scripts/detect_real.py": "detection study script: being reworked with issue 27",
 }
 
 

@@ -1,7 +1,7 @@
-"""The machinery of the real-noise detection benchmark (benchmarks/scripts/detect_real.py) on a slice of the
-vendored OpenBLAS history: the flat-series rule, injections landing where planned (and nothing else
-changing), and one small end-to-end round whose table and JSON render. The benchmark's goals are targets
-for the detector, not assertions here."""
+"""The machinery of the real-noise detection benchmark (benchmarks/scripts/detect_real.py and its
+detect_real_* modules) on a slice of the vendored OpenBLAS history: the flat-series rule, injections landing
+where planned (and nothing else changing), and one small end-to-end round whose table and JSON render. The
+benchmark's goals are targets for the detector, not assertions here."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from benchmarks.scripts import detect_real, detect_real_methods
+from benchmarks.scripts import detect_real, detect_real_bench, detect_real_methods, detect_real_model
 from benchmarks.scripts.detect_real_data import (
     FlatRule,
     History,
@@ -85,18 +85,18 @@ def test_flat_rule_keeps_noise_and_drops_levels(history: History) -> None:
 def test_injections_land_where_planned(history: History, tmp_path: Path) -> None:
     flat, _ = flat_series(history, FlatRule())
     opts = detect_real.Options(inside_fraction=0.3, newest_per_machine=3)
-    injections = detect_real.plan_steps(history, flat, np.random.default_rng(7), opts)
+    injections = detect_real_bench.plan_steps(history, flat, np.random.default_rng(7), opts)
     n = len(history.runs[MACHINE])
     assert sum(i.where == "newest" for i in injections) == 3
     assert sum(i.where == "inside" for i in injections) > 0.25 * len(flat)
-    factors = detect_real.step_factors(history, injections)
+    factors = detect_real_bench.step_factors(history, injections)
     results = write_history(history, tmp_path, factors, {MACHINE: n - 1})
     written = load_history(results)
     assert len(written.runs[MACHINE]) == n - 1  # the newest run is held back
     assert write_errors(history, written, factors) == []
     for inj in injections:
         s, w = history.series[inj.key], written.series[inj.key]
-        lo, hi = detect_real.BUCKETS[inj.bucket]
+        lo, hi = detect_real_model.BUCKETS[inj.bucket]
         assert lo <= inj.slowdown <= hi
         valid = s.valid[s.valid < n - 1]
         assert inj.label == valid[np.searchsorted(valid, inj.pos)]  # first value at the new level
@@ -119,14 +119,14 @@ def test_injections_land_where_planned(history: History, tmp_path: Path) -> None
 
 def test_machine_wide_event_moves_most_series_of_one_run(history: History) -> None:
     opts = detect_real.Options()
-    pos, factor, changes = detect_real.plan_event(history, MACHINE, "inside", np.random.default_rng(3), opts)
+    pos, factor, changes = detect_real_bench.plan_event(history, MACHINE, "inside", np.random.default_rng(3), opts)
     n = len(history.runs[MACHINE])
     assert max(8, n // 4) <= pos <= n - 6
-    assert detect_real.MW_RANGE[0] <= factor <= detect_real.MW_RANGE[1]
+    assert detect_real_model.MW_RANGE[0] <= factor <= detect_real_model.MW_RANGE[1]
     at_pos = [s for s in history.series.values() if np.isfinite(s.values[pos])]
     assert 0.8 * len(at_pos) <= len(changes) <= len(at_pos)
     assert all(f > 1.0 for f in changes.values())  # time_ benchmarks: worse is slower
-    pos, _, _ = detect_real.plan_event(history, MACHINE, "newest", np.random.default_rng(3), opts)
+    pos, _, _ = detect_real_bench.plan_event(history, MACHINE, "newest", np.random.default_rng(3), opts)
     assert pos == n - 2
 
 
@@ -189,13 +189,13 @@ def test_cases_land_where_planned(history: History, tmp_path: Path) -> None:
 def test_false_alarm_scoring_counts_what_is_still_open() -> None:
     """A false flag counts when it is still open after one more run: closed as transient, fixed or retired
     (mlaperf) or no longer listed (asv) is raised but not a false alarm; asv's listing is open by nature."""
-    flag = lambda status: detect_real.Flag("m", "b", "{}", "c", status=status)  # noqa: E731
-    assert detect_real._state([]) == "not listed"
-    assert detect_real._state([flag(None)]) == "listed" and flag(None).open
+    flag = lambda status: detect_real_methods.Flag("m", "b", "{}", "c", status=status)  # noqa: E731
+    assert detect_real_bench._state([]) == "not listed"
+    assert detect_real_bench._state([flag(None)]) == "listed" and flag(None).open
     for status in ("suspect", "new", "acknowledged"):
         assert flag(status).open
     for status in ("transient", "fixed", "retired", "ignored"):
-        assert not flag(status).open and detect_real._state([flag(status)]) == status
+        assert not flag(status).open and detect_real_bench._state([flag(status)]) == status
     assert detect_real_methods.OPEN_STATUSES == frozenset(OPEN_STATUSES)  # the detector's own rule
 
 
