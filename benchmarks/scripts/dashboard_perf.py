@@ -293,17 +293,18 @@ def measure(url: str, shas: list[str], repeats: int, chromium: str,
     return out
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def add_store_options(parser: argparse.ArgumentParser, *, repeats_help: str, keep_help: str) -> None:
+    """The options of a script that times pages over a seeded store (this one and publish_perf)."""
     parser.add_argument("--commits", type=int, default=1000, help="commits to seed (default 1000)")
     parser.add_argument("--db", default=None, help="store URL; seeded unless --no-seed (default: a temporary file)")
     parser.add_argument("--no-seed", action="store_true", help="use the store at --db as it is")
-    parser.add_argument("--repeats", type=int, default=3, help="measurements per page (default 3)")
-    parser.add_argument("--keep", action="store_true", help="keep the temporary folder with the seeded store")
+    parser.add_argument("--repeats", type=int, default=3, help=repeats_help)
+    parser.add_argument("--keep", action="store_true", help=keep_help)
     parser.add_argument("--chromium", default=CHROMIUM, help=f"Chromium binary (default {CHROMIUM})")
-    parser.add_argument("--page", action="append", choices=list(PAGES), default=None,
-                        help="measure only this page (repeatable; default: every page)")
-    args = parser.parse_args(argv)
+
+
+def check_store_options(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """Bad values of ``add_store_options``' options end the script with exit 2, naming the option."""
     if args.no_seed and not args.db:
         parser.error("--no-seed needs --db")
     if args.commits < 20:
@@ -311,7 +312,17 @@ def main(argv: list[str] | None = None) -> int:
     if args.repeats < 1:
         parser.error("--repeats must be at least 1")
     if not Path(args.chromium).exists():
-        parser.error(f"--chromium {args.chromium}: not found")
+        parser.error(f"--chromium: {args.chromium} does not exist")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_store_options(parser, repeats_help="measurements per page (default 3)",
+                      keep_help="keep the temporary folder with the seeded store")  # fmt: skip
+    parser.add_argument("--page", action="append", choices=list(PAGES), default=None,
+                        help="measure only this page (repeatable; default: every page)")
+    args = parser.parse_args(argv)
+    check_store_options(parser, args)
 
     workdir = Path(tempfile.mkdtemp(prefix="mlaperf-dashperf-"))
     url = args.db or f"sqlite:///{workdir / 'store.sqlite'}"

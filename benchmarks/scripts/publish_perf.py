@@ -26,7 +26,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchmarks.scripts.dashboard_perf import CHROMIUM, MACHINE, ROOT, seed
+from benchmarks.scripts.dashboard_perf import MACHINE, ROOT, add_store_options, check_store_options, seed
 
 PUBLISH_TARGET_S = 60.0
 SIZE_TARGET_MB = 50.0
@@ -81,19 +81,10 @@ def render_times(out: Path, repeats: int, chromium: str) -> dict[str, list[float
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--commits", type=int, default=1000, help="commits to seed (default 1000)")
-    parser.add_argument("--db", default=None, help="store URL; seeded unless --no-seed (default: a temporary file)")
-    parser.add_argument("--no-seed", action="store_true", help="use the store at --db as it is")
-    parser.add_argument("--repeats", type=int, default=3, help="first renders per page (default 3)")
-    parser.add_argument("--keep", action="store_true", help="keep the temporary folder (store and site)")
-    parser.add_argument("--chromium", default=CHROMIUM, help=f"Chromium binary (default {CHROMIUM})")
+    add_store_options(parser, repeats_help="first renders per page (default 3)",
+                      keep_help="keep the temporary folder (store and site)")  # fmt: skip
     args = parser.parse_args(argv)
-    if args.no_seed and not args.db:
-        parser.error("--no-seed needs --db")
-    if args.commits < 20 or args.repeats < 1:
-        parser.error("--commits must be at least 20 and --repeats at least 1")
-    if not Path(args.chromium).exists():
-        parser.error(f"--chromium: {args.chromium} does not exist")
+    check_store_options(parser, args)
     work = Path(tempfile.mkdtemp(prefix="publish_perf."))
     url = args.db or f"sqlite:///{work / 'store.sqlite'}"
     try:
