@@ -17,8 +17,8 @@ from . import __version__
 
 def build_parser() -> argparse.ArgumentParser:
     import dashboard.serve
-    import db.commands
-    import regressions.cli
+    import db.store_commands
+    import regressions.commands
 
     from . import demo, doctor, nightly, publish, runner
 
@@ -30,8 +30,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"mlaperf {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     runner.register(sub)
-    db.commands.register(sub)
-    regressions.cli.register(sub)
+    db.store_commands.register(sub)
+    regressions.commands.register(sub)
     dashboard.serve.register(sub)
     publish.register(sub)
     demo.register(sub)

@@ -2,7 +2,7 @@
 
 Public surface: :func:`detect_steps` (one series, pure), :func:`compare_pair` (head vs base, pure),
 :func:`detect_store` (the store's series -> stored regressions), and the `mlaperf detect` /
-`mlaperf compare` commands (:mod:`regressions.cli`).
+`mlaperf compare` commands (:mod:`regressions.commands`).
 """
 
 from regressions.compare import Comparison, SeriesPair, compare_pair

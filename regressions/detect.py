@@ -225,22 +225,22 @@ def _segment(z: np.ndarray, sigma: float, cands: list[int], penalty: float) -> l
             total = best[i] + cost(bounds[i], bounds[j]) + penalty
             if total < best[j]:
                 best[j], prev[j] = total, i
-    cps: list[int] = []
+    change_points: list[int] = []
     j = prev[m - 1]
     while j > 0:
-        cps.append(bounds[j])
+        change_points.append(bounds[j])
         j = prev[j]
-    return sorted(cps)
+    return sorted(change_points)
 
 
-def _refine(z: np.ndarray, cps: list[int], radius: int = 8) -> list[int]:
+def _refine(z: np.ndarray, change_points: list[int], radius: int = 8) -> list[int]:
     """Move each change point to the best split between its neighbours: wide windows locate a step
     only to within a few runs."""
-    cps = list(cps)
+    change_points = list(change_points)
     n = z.size
-    for k, c in enumerate(cps):
-        a = cps[k - 1] if k > 0 else 0
-        b = cps[k + 1] if k + 1 < len(cps) else n
+    for k, c in enumerate(change_points):
+        a = change_points[k - 1] if k > 0 else 0
+        b = change_points[k + 1] if k + 1 < len(change_points) else n
         lo, hi = max(a + 2, c - radius), min(b - (1 if b == n else 2), c + radius)
         best_c, best_cost = c, math.inf
         for c2 in range(lo, hi + 1):
@@ -248,47 +248,48 @@ def _refine(z: np.ndarray, cps: list[int], radius: int = 8) -> list[int]:
             total = float(np.abs(left - _med(left)).sum() + np.abs(right - _med(right)).sum())
             if total < best_cost - 1e-12:
                 best_c, best_cost = c2, total
-        cps[k] = best_c
-    return cps
+        change_points[k] = best_c
+    return change_points
 
 
-def _shift(z: np.ndarray, cps: list[int], k: int, window: int) -> tuple[float, float, int, int]:
-    """Levels just left and right of change point ``cps[k]`` (within the neighbouring segments)."""
-    start = cps[k - 1] if k > 0 else 0
-    end = cps[k + 1] if k + 1 < len(cps) else z.size
-    c = cps[k]
+def _shift(z: np.ndarray, change_points: list[int], k: int, window: int) -> tuple[float, float, int, int]:
+    """Levels just left and right of change point ``change_points[k]`` (within the neighbouring segments)."""
+    start = change_points[k - 1] if k > 0 else 0
+    end = change_points[k + 1] if k + 1 < len(change_points) else z.size
+    c = change_points[k]
     left = z[max(start, c - window) : c]
     right = z[c : min(end, c + window)]
     return float(_med(left)), float(_med(right)), left.size, right.size
 
 
-def _prune(z: np.ndarray, sigma: float, cps: list[int], delta: float, p: DetectorParams) -> list[int]:
-    cps = list(cps)
-    while cps:
+def _prune(z: np.ndarray, sigma: float, change_points: list[int], delta: float, p: DetectorParams) -> list[int]:
+    change_points = list(change_points)
+    while change_points:
         weakest, weakest_z = -1, math.inf
-        for k in range(len(cps)):
-            lo, hi, nl, nr = _shift(z, cps, k, p.level_window)
+        for k in range(len(change_points)):
+            lo, hi, nl, nr = _shift(z, change_points, k, p.level_window)
             zs = abs(hi - lo) / _se(sigma, nl, nr)
             if (abs(hi - lo) < 0.5 * delta or zs < p.z_keep) and zs < weakest_z:
                 weakest, weakest_z = k, zs
         if weakest < 0:
             break
-        del cps[weakest]
-    return cps
+        del change_points[weakest]
+    return change_points
 
 
-def _l1(seg: np.ndarray) -> float:
+def _abs_deviation(seg: np.ndarray) -> float:
+    """The L1 cost of a segment: its absolute deviation from its median."""
     return float(np.abs(seg - _med(seg)).sum())
 
 
-def _tail(z: np.ndarray, sigma: float, cps: list[int], delta: float, p: DetectorParams) -> list[int]:
+def _newest_level(z: np.ndarray, sigma: float, change_points: list[int], delta: float, p: DetectorParams) -> list[int]:
     """Test the newest 1-3 runs as a new level when segmentation has not split them off.
 
     The split must also pay for itself (L1 cost, noise units): a one-run spike followed by the new
     level (say before and after a gap of failed runs) is an outlier of that level, not a level of its
     own that the newest runs step away from."""
     n = z.size
-    start = cps[-1] if cps else 0
+    start = change_points[-1] if change_points else 0
     best_k, best_z = 0, 0.0
     for k in (1, 2, 3):
         first = max(start, n - k - p.level_window)
@@ -300,10 +301,10 @@ def _tail(z: np.ndarray, sigma: float, cps: list[int], delta: float, p: Detector
         zs = abs(d) / _se(sigma, ref.size, k)
         # Every run of the tail must sit at the new level, or it is an outlier plus noise.
         consistent = _consistent_level(tail, float(_med(ref)), float(_med(ref)) + d, sigma, delta)
-        gain = (_l1(z[first:]) - _l1(ref) - _l1(tail)) / sigma
+        gain = (_abs_deviation(z[first:]) - _abs_deviation(ref) - _abs_deviation(tail)) / sigma
         if abs(d) >= delta and zs >= p.z_flag and consistent and gain >= p.penalty and zs > best_z:
             best_k, best_z = k, zs
-    return sorted({*cps, n - best_k}) if best_k else cps
+    return sorted({*change_points, n - best_k}) if best_k else change_points
 
 
 def _short_level_holds(z: np.ndarray, bounds: list[int], k: int, p: DetectorParams, sigma: float, delta: float) -> bool:
@@ -319,38 +320,40 @@ def _short_level_holds(z: np.ndarray, bounds: list[int], k: int, p: DetectorPara
     return _consistent_level(seg, before, level, sigma, delta) and _consistent_level(seg, after, level, sigma, delta)
 
 
-def _merge_inconsistent(z: np.ndarray, sigma: float, cps: list[int], delta: float, p: DetectorParams) -> list[int]:
+def _merge_inconsistent(
+    z: np.ndarray, sigma: float, change_points: list[int], delta: float, p: DetectorParams
+) -> list[int]:
     """Drop short interior levels that are no level (``_short_level_holds``): the boundary whose removal
     costs less goes and the others are placed again, so what remains is measured against the level
     before."""
-    for _ in range(len(cps)):
-        bounds = [0, *cps, z.size]
+    for _ in range(len(change_points)):
+        bounds = [0, *change_points, z.size]
         # Interior levels only: the first has no level before it, the newest none after it.
         bad = next(
             (k for k in range(1, len(bounds) - 2) if not _short_level_holds(z, bounds, k, p, sigma, delta)), None
         )
         if bad is None:
-            return cps
-        options = [[c for c in cps if c != drop] for drop in (bounds[bad], bounds[bad + 1])]
-        cost = [sum(_l1(z[a:b]) for a, b in zip([0, *o], [*o, z.size], strict=True)) for o in options]
-        cps = _refine(z, options[int(np.argmin(cost))])
-    return cps
+            return change_points
+        options = [[c for c in change_points if c != drop] for drop in (bounds[bad], bounds[bad + 1])]
+        cost = [sum(_abs_deviation(z[a:b]) for a, b in zip([0, *o], [*o, z.size], strict=True)) for o in options]
+        change_points = _refine(z, options[int(np.argmin(cost))])
+    return change_points
 
 
-def _settle_tail(z: np.ndarray, sigma: float, cps: list[int], delta: float, p: DetectorParams) -> list[int]:
+def _settle_tail(z: np.ndarray, sigma: float, change_points: list[int], delta: float, p: DetectorParams) -> list[int]:
     """A short newest level whose runs do not all sit at it (a one-run spike, then runs back at or near
     the old level) is no level: its boundary goes and the newest runs are tested again against the
     level before, spike included as an outlier of it (so a later real step is not hidden by the spike)."""
     for _ in range(3):
-        if not cps or z.size - cps[-1] > p.short_level:
-            return cps
-        start = cps[-2] if len(cps) > 1 else 0
-        c = cps[-1]
+        if not change_points or z.size - change_points[-1] > p.short_level:
+            return change_points
+        start = change_points[-2] if len(change_points) > 1 else 0
+        c = change_points[-1]
         before = _med(z[max(start, c - p.level_window) : c])
         if _consistent_level(z[c:], before, _med(z[c:]), sigma, delta):
-            return cps
-        cps = _tail(z, sigma, cps[:-1], delta, p)
-    return cps
+            return change_points
+        change_points = _newest_level(z, sigma, change_points[:-1], delta, p)
+    return change_points
 
 
 def _consistent_level(seg: np.ndarray, lo: float, hi: float, sigma: float, delta: float) -> bool:
@@ -396,21 +399,21 @@ def _finish(
 ) -> SeriesDetection:
     n = z.size
     delta = math.log1p(threshold)
-    cps = _segment(z, sigma, cands, params.penalty + math.log(n)) if cands else []
-    cps = _refine(z, cps)
-    cps = _tail(z, sigma, cps, delta, params)
-    cps = _prune(z, sigma, cps, delta, params)
-    cps = _merge_inconsistent(z, sigma, cps, delta, params)
-    cps = _settle_tail(z, sigma, cps, delta, params)
-    bounds = [0, *cps, n]
+    change_points = _segment(z, sigma, cands, params.penalty + math.log(n)) if cands else []
+    change_points = _refine(z, change_points)
+    change_points = _newest_level(z, sigma, change_points, delta, params)
+    change_points = _prune(z, sigma, change_points, delta, params)
+    change_points = _merge_inconsistent(z, sigma, change_points, delta, params)
+    change_points = _settle_tail(z, sigma, change_points, delta, params)
+    bounds = [0, *change_points, n]
     medians = [_med(z[a:b]) for a, b in zip(bounds, bounds[1:], strict=False)]
     levels = [
         (int(idx[a]), int(idx[b - 1]), float(np.exp(m))) for a, b, m in zip(bounds, bounds[1:], medians, strict=False)
     ]
     sign = 1.0 if direction == UP_IS_WORSE else -1.0
     steps: list[Step] = []
-    for k, c in enumerate(cps):
-        lo, hi, nl, nr = _shift(z, cps, k, params.level_window)
+    for k, c in enumerate(change_points):
+        lo, hi, nl, nr = _shift(z, change_points, k, params.level_window)
         zs = abs(hi - lo) / _se(sigma, nl, nr)
         worse = sign * (hi - lo)
         regression = worse > delta and zs >= params.z_flag

@@ -2,7 +2,7 @@
 resolution, the machines two commits share, and a series' run-to-run noise on a machine; and the
 reading and per-commit pooling of result values that noise and the detector (regressions.store) share.
 
-`mlaperf compare` (regressions.cli), the library's :func:`regressions.compare.compare_commits` and the
+`mlaperf compare` (regressions.commands), the library's :func:`regressions.compare.compare_commits` and the
 dashboard read the store through these functions and nothing else, so they cannot disagree. Sessions
 are the caller's.
 """

@@ -1,4 +1,4 @@
-"""`mlaperf ingest` and `mlaperf db ...` (db.commands, run through mlaperf.cli): help, defaults, exit codes."""
+"""`mlaperf ingest` and `mlaperf db ...` (db.store_commands, run through mlaperf.cli): help, defaults, exit codes."""
 
 from __future__ import annotations
 
@@ -8,14 +8,14 @@ from pathlib import Path
 import pytest
 
 import mlaperf.cli
-from db import commands
+from db import store_commands
 from db.engine import head_revision
 from tests.db.conftest import bench_row, results_doc, run_cli, write_results
 
 
 def test_register_adds_commands_with_help(capsys: pytest.CaptureFixture) -> None:
     parser = argparse.ArgumentParser(prog="mlaperf")
-    commands.register(parser.add_subparsers(dest="command"))
+    store_commands.register(parser.add_subparsers(dest="command"))
     for argv in (
         ["ingest", "--help"],
         ["db", "--help"],
@@ -75,7 +75,7 @@ def test_a_crash_is_one_line_and_exit_3(
         raise KeyError("a bug")
 
     monkeypatch.delenv("MLAPERF_DEBUG", raising=False)
-    monkeypatch.setattr(commands, "ingest_paths", crash)
+    monkeypatch.setattr(store_commands, "ingest_paths", crash)
     code, _, err = run_cli(capsys, "ingest", "--db", sqlite_url, str(tmp_path))
     assert code == 3 and err == "mlaperf: internal error: KeyError: 'a bug'\n"
 
