@@ -42,11 +42,9 @@ KERNELS = {
     "scores": _scores_pass_kernel,
     "output": _output_pass_kernel,
 }
-# SIMT tile (BLOCK_N, warps) by architecture. 16 x 4 compiles spill-free on sm_90 and sm_120; 32 x 4
-# spills 256-288 B/thread on both but runs 1.6-1.7x faster than every spill-free tile on an H200
-# (82 / 490 / 1,961 us against 117-134 / 828 / 3,305 us at B=1/16/64,
-# docs/measurements/simt_tiles_ab_1ecadfb.log), so sm_90 keeps it (SPILL_ALLOWED) and every other GPU gets
-# the spill-free tile.
+# SIMT tile (BLOCK_N, warps) by architecture. 16 x 4 compiles spill-free on sm_90 and sm_120; 32 x 4 spills on
+# both but measured faster than every spill-free tile on an H200 (docs/measurements/simt_tiles_ab_1ecadfb.log),
+# so sm_90 keeps it (SPILL_ALLOWED) and every other GPU gets the spill-free tile.
 SIMT_TILES = {90: (32, 4)}
 SIMT_SPILL_FREE_TILE = (16, 4)
 
