@@ -126,6 +126,8 @@ class Unit:
     def runs_from(self, index: int) -> list[tuple[int, list[float]]]:
         """(position, values of its runs) of every commit from ``positions[index]`` on, in order."""
         first = int(np.searchsorted(self.run_pos, self.positions[index]))
+        if self.run_pos.size - first == self.positions.size - index:  # one run per commit: no pooling
+            return [(p, [v]) for p, v in zip(self.run_pos[first:].tolist(), self.run_val[first:].tolist(), strict=True)]
         per_pos: dict[int, list[float]] = {int(p): [] for p in self.positions[index:]}
         for p, v in zip(self.run_pos[first:].tolist(), self.run_val[first:].tolist(), strict=True):
             per_pos[p].append(v)
