@@ -9,9 +9,11 @@ are the caller's.
 
 from __future__ import annotations
 
+import gc
 import math
 import subprocess
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -234,7 +236,8 @@ def load_values(
     # columns) half of reading Compare's noise window (64,800 values at 1,000 commits x 552 series), and
     # transposing the rows with zip() a tuple iterator per row (garbage-collector passes that take longer
     # the larger the process).
-    cols = np.array(_driver_rows(session, stmt), dtype=_ROW)
+    with _collector_paused():
+        cols = np.array(_driver_rows(session, stmt), dtype=_ROW)
     df = pd.DataFrame(
         {
             "benchmark_id": cols["benchmark_id"],
@@ -249,6 +252,19 @@ def load_values(
         keys = pd.MultiIndex.from_frame(df[["benchmark_id", "params_key", "machine_id"]])
         df = df[keys.isin(list(series))]
     return df
+
+
+@contextmanager
+def _collector_paused() -> Iterator[None]:
+    """The cyclic garbage collector off while a read builds a row tuple per result: the tuples hold no
+    cycles, and the full collections their number triggers walk every object of the process."""
+    was_on = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_on:
+            gc.enable()
 
 
 def _driver_rows(session: Session, stmt: Any) -> list[Any]:
