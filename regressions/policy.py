@@ -115,14 +115,24 @@ def judge(
     status, closed_at, reason = SUSPECT, None, None
     back_from: int | None = None
     for pos, values in runs:
-        worse = sorted(sign * (math.log(v) - base) for v in values if v > 0 and math.isfinite(v))
-        if not worse:
-            continue
-        total += len(worse)
-        confirm += sum(w > delta for w in worse)
-        refute += sum(w < half for w in worse)
+        if len(values) == 1:  # one run at the commit (the usual case): no sorting, it is its own median
+            v = values[0]
+            if not (v > 0 and math.isfinite(v)):
+                continue
+            middle = sign * (math.log(v) - base)
+            total += 1
+            confirm += middle > delta
+            refute += middle < half
+        else:
+            worse = sorted(sign * (math.log(v) - base) for v in values if v > 0 and math.isfinite(v))
+            if not worse:
+                continue
+            total += len(worse)
+            confirm += sum(w > delta for w in worse)
+            refute += sum(w < half for w in worse)
+            middle = worse[len(worse) // 2]
         if status == NEW:
-            back = back + 1 if worse[len(worse) // 2] < half else 0
+            back = back + 1 if middle < half else 0
             back_from = pos if back == 1 else back_from
             if back >= RETURN_RUNS:
                 status, closed_at, reason = FIXED, back_from, RETURNED

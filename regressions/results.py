@@ -9,9 +9,11 @@ are the caller's.
 
 from __future__ import annotations
 
+import gc
 import math
 import subprocess
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -193,6 +195,13 @@ def _in_window(stmt: Any, windows: dict[int, list[int] | None] | None) -> Any:
     return stmt
 
 
+# The columns :func:`load_values` reads, typed as the frame holds them.
+_ROW = np.dtype(
+    [("benchmark_id", np.int64), ("params_key", object), ("machine_id", np.int64), ("commit_id", np.int64),
+     ("value", np.float64), ("version", object)]
+)  # fmt: skip
+
+
 def load_values(
     session: Session,
     *,
@@ -221,27 +230,41 @@ def load_values(
         # Only the benchmarks asked for are read (the exact series are kept below).
         stmt = stmt.where(Result.benchmark_id.in_(sorted({b for b, _, _ in series})))
     stmt = _in_window(stmt, windows)
-    # Column-wise arrays from the driver's own rows, through one 2-D object array: the ORM and pandas'
-    # row-by-row construction each cost seconds on a store of 500,000 results, SQLAlchemy's per-row result
-    # processing (nothing to convert for these plain columns) half of reading Compare's noise window
-    # (64,800 values at 1,000 commits x 552 series), and transposing the rows with zip() a tuple iterator
-    # per row (garbage-collector passes that take longer the larger the process).
-    rows = _driver_rows(session, stmt)
-    cols = np.array(rows, dtype=object) if rows else np.empty((0, 6), dtype=object)
+    # Column-wise arrays from the driver's own rows, through one structured array (typed in one pass, no
+    # per-column conversion of objects): the ORM and pandas' row-by-row construction each cost seconds on a
+    # store of 500,000 results, SQLAlchemy's per-row result processing (nothing to convert for these plain
+    # columns) half of reading Compare's noise window (64,800 values at 1,000 commits x 552 series), and
+    # transposing the rows with zip() a tuple iterator per row (garbage-collector passes that take longer
+    # the larger the process).
+    with _collector_paused():
+        cols = np.array(_driver_rows(session, stmt), dtype=_ROW)
     df = pd.DataFrame(
         {
-            "benchmark_id": cols[:, 0].astype(np.int64),
-            "params_key": cols[:, 1],
-            "machine_id": cols[:, 2].astype(np.int64),
-            "commit_id": cols[:, 3].astype(np.int64),
-            "value": cols[:, 4].astype(float),
-            "version": pd.factorize(cols[:, 5], use_na_sentinel=True)[0],
+            "benchmark_id": cols["benchmark_id"],
+            "params_key": cols["params_key"],
+            "machine_id": cols["machine_id"],
+            "commit_id": cols["commit_id"],
+            "value": cols["value"],
+            "version": pd.factorize(cols["version"], use_na_sentinel=True)[0],
         }
     )
     if series is not None and not df.empty:
         keys = pd.MultiIndex.from_frame(df[["benchmark_id", "params_key", "machine_id"]])
         df = df[keys.isin(list(series))]
     return df
+
+
+@contextmanager
+def _collector_paused() -> Iterator[None]:
+    """The cyclic garbage collector off while a read builds a row tuple per result: the tuples hold no
+    cycles, and the full collections their number triggers walk every object of the process."""
+    was_on = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_on:
+            gc.enable()
 
 
 def _driver_rows(session: Session, stmt: Any) -> list[Any]:

@@ -126,6 +126,8 @@ class Unit:
     def runs_from(self, index: int) -> list[tuple[int, list[float]]]:
         """(position, values of its runs) of every commit from ``positions[index]`` on, in order."""
         first = int(np.searchsorted(self.run_pos, self.positions[index]))
+        if self.run_pos.size - first == self.positions.size - index:  # one run per commit: no pooling
+            return [(p, [v]) for p, v in zip(self.run_pos[first:].tolist(), self.run_val[first:].tolist(), strict=True)]
         per_pos: dict[int, list[float]] = {int(p): [] for p in self.positions[index:]}
         for p, v in zip(self.run_pos[first:].tolist(), self.run_val[first:].tolist(), strict=True):
             per_pos[p].append(v)
@@ -161,11 +163,9 @@ def load_units(session: Session, sc: Scope, pos: dict[int, int], bench: Benchmar
     run_slices, run_pos, run_val = _runs_by_series(runs, keys)
     unit_id = df.groupby([*keys, "segment"], sort=False).ngroup().to_numpy()  # rows of a unit are contiguous
     starts = np.flatnonzero(np.r_[True, unit_id[1:] != unit_id[:-1]])
-    bids, pkeys, mids = (df[k].to_numpy() for k in keys)
     all_pos, all_val = df["pos"].to_numpy(), df["value"].to_numpy(dtype=float)
     units: list[Unit] = []
-    for a, b in zip(starts, [*starts[1:], len(df)], strict=True):
-        key = (int(bids[a]), str(pkeys[a]), int(mids[a]))
+    for key, a, b in zip(_keys_at(df, keys, starts), starts, [*starts[1:], len(df)], strict=True):
         name, unit = bench.get(key[0], (str(key[0]), None))
         positions = all_pos[a:b]
         lo, hi = run_slices[key]
@@ -188,12 +188,18 @@ def _runs_by_series(
     order = np.lexsort((pos, series_id))
     sid, pos, val = series_id[order], pos[order], runs["value"].to_numpy(dtype=float)[order]
     starts = np.flatnonzero(np.r_[True, sid[1:] != sid[:-1]])
-    bids, pkeys, mids = (runs[k].to_numpy()[order] for k in keys)
     slices = {
-        (int(bids[a]), str(pkeys[a]), int(mids[a])): (int(a), int(b))
-        for a, b in zip(starts, [*starts[1:], len(sid)], strict=True)
+        key: (int(a), int(b))
+        for key, a, b in zip(_keys_at(runs, keys, order[starts]), starts, [*starts[1:], len(sid)], strict=True)
     }
     return slices, pos, val
+
+
+def _keys_at(frame: pd.DataFrame, keys: list[str], rows: np.ndarray) -> list[tuple[int, str, int]]:
+    """The series key of each of ``rows`` (positions in ``frame``): only those rows are converted, not the
+    whole string column."""
+    bids, pkeys, mids = (frame[k].take(rows).tolist() for k in keys)
+    return [(int(b), str(p), int(m)) for b, p, m in zip(bids, pkeys, mids, strict=True)]
 
 
 # --- 3. find --------------------------------------------------------------------------------------------
