@@ -63,6 +63,8 @@ SIDE_FAILED = "failed"
 SIDE_NOT_RUN = "not_run"
 SIDE_ABSENT = "absent"
 SIDE_MISSING = "missing"  # head only: absent or skipped where the suite ran, removal not declared
+# Every side a comparison can state (what report.json may carry).
+SIDES = (SIDE_OK, SIDE_FAILED, SIDE_NOT_RUN, SIDE_ABSENT, SIDE_MISSING)
 _SIDE_OF_STORE_STATUS = {"ok": SIDE_OK, "failed": SIDE_FAILED, "skipped": SIDE_NOT_RUN}
 
 
@@ -172,10 +174,10 @@ def _finite(value: float | None) -> bool:
 
 
 def _side(value: float | None, declared: str | None) -> str:
-    if declared in (SIDE_NOT_RUN, SIDE_ABSENT, SIDE_FAILED, SIDE_MISSING):
-        return declared
+    if declared not in (None, *SIDES):
+        raise ValueError(f"side status must be one of {', '.join(SIDES)}; got {declared!r}")
     if declared not in (None, SIDE_OK):
-        raise ValueError(f"side status must be one of ok, failed, not_run, absent, missing; got {declared!r}")
+        return declared
     return SIDE_OK if _finite(value) else SIDE_FAILED
 
 

@@ -16,7 +16,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from regressions.compare import SIDE_ABSENT, SIDE_FAILED, SIDE_NOT_RUN, SIDE_OK, STATUSES, Comparison
+from regressions.compare import SIDES, STATUSES, Comparison
 from regressions.direction import DOWN_IS_WORSE, UP_IS_WORSE
 from settings.pr_contract import SHA
 
@@ -28,7 +28,6 @@ MAX_UNIT_CHARS = 32
 MAX_PARAMS = 32
 MAX_PARAM_KEY_CHARS = 64
 MAX_PARAM_VALUE_CHARS = 1024
-SIDES = (SIDE_OK, SIDE_FAILED, SIDE_NOT_RUN, SIDE_ABSENT)
 DIRECTIONS = (UP_IS_WORSE, DOWN_IS_WORSE)
 # A significance method is printed as is in the table: only inert characters.
 METHOD = re.compile(r"[a-z0-9][a-z0-9+.-]{0,39}")

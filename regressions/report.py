@@ -133,7 +133,7 @@ _SUMMARY = {
 }
 
 
-def _ordered(comparisons: Sequence[Comparison]) -> list[Comparison]:
+def ordered(comparisons: Sequence[Comparison]) -> list[Comparison]:
     """Worst first: failures (on head before on base), regressions by slowdown, improvements by
     speed-up, then the rest in their given order."""
     by_status: dict[str, list[Comparison]] = {s: [] for s, _, _ in _SECTIONS}
@@ -191,16 +191,16 @@ def compare_markdown(
     """PR comment: summary line, then failures, regressions, improvements (worst first), new, removed,
     not run and unchanged (collapsed). With ``max_chars`` the body stays shorter than that: the least
     severe rows are left out and a last line says how many; None renders every row (the full report)."""
-    ordered = _ordered(comparisons)
-    rows = [(c.status, _row(c)) for c in ordered]
+    ordered_rows = ordered(comparisons)
+    rows = [(c.status, _row(c)) for c in ordered_rows]
     counts = {s: 0 for s, _, _ in _SECTIONS}
-    for c in ordered:
+    for c in ordered_rows:
         counts[c.status] += 1
     bad = counts[REGRESSED] + counts[FAILED] + counts[MISSING]
     icon = ":x:" if bad else ":white_check_mark:"
     parts = [f"**{counts[REGRESSED]} regression{'s' * (counts[REGRESSED] != 1)}**"]
     if counts[FAILED]:
-        failed = [c for c in ordered if c.status == FAILED]
+        failed = [c for c in ordered_rows if c.status == FAILED]
         where = {
             "on head only": sum(c.head_status == SIDE_FAILED and c.base_status != SIDE_FAILED for c in failed),
             "on base only": sum(c.base_status == SIDE_FAILED and c.head_status != SIDE_FAILED for c in failed),

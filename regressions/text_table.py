@@ -9,17 +9,19 @@ import shutil
 from collections.abc import Sequence
 
 from db.queries import param_value
-from regressions.compare import FAILED, IMPROVED, NEW, NOT_RUN, REGRESSED, REMOVED, UNCHANGED, Comparison
+from regressions.compare import FAILED, IMPROVED, MISSING, NEW, NOT_RUN, REGRESSED, REMOVED, UNCHANGED, Comparison
+from regressions.report import ordered
 from regressions.units import fmt_change, fmt_p, fmt_ratio, fmt_value
 
 FORMATS = ("text", "markdown", "json")
 # Statuses in the order rows are listed, with the word the counts line uses (plural where it counts).
-_COUNTED = ((REGRESSED, "regression", "regressions"), (FAILED, "failed", "failed"),
+_COUNTED = ((REGRESSED, "regression", "regressions"), (FAILED, "failed", "failed"), (MISSING, "missing", "missing"),
             (IMPROVED, "improvement", "improvements"), (NEW, "not measured at base", "not measured at base"),
             (REMOVED, "not measured at head", "not measured at head"), (UNCHANGED, "unchanged", "unchanged"),
             (NOT_RUN, "not run", "not run"))
-_LISTED = (FAILED, REGRESSED, IMPROVED, NEW, REMOVED)
-_STATUS_WORD = {REGRESSED: "REGRESSED", FAILED: "FAILED", IMPROVED: "improved", NEW: "no base", REMOVED: "no head"}
+# Listed, in the PR report's order (regressions.report.ordered); the others are only counted.
+_STATUS_WORD = {REGRESSED: "REGRESSED", FAILED: "FAILED", MISSING: "MISSING", IMPROVED: "improved", NEW: "no base",
+                REMOVED: "no head"}
 
 
 def counts_line(comparisons: Sequence[Comparison]) -> str:
@@ -30,23 +32,6 @@ def counts_line(comparisons: Sequence[Comparison]) -> str:
         counts[c.status] = counts.get(c.status, 0) + 1
     return ", ".join(f"{counts[s]} {one if counts[s] == 1 else many}" for s, one, many in _COUNTED
                      if counts[s] or s in (REGRESSED, FAILED, IMPROVED, UNCHANGED))
-
-
-def _ordered(comparisons: Sequence[Comparison]) -> list[Comparison]:
-    """Failed (on head first), regressions by slowdown, improvements by speed-up, then new and removed."""
-    rank = {s: i for i, s in enumerate(_LISTED)}
-    rows = [c for c in comparisons if c.status in rank]
-
-    def key(c: Comparison) -> tuple[int, float]:
-        if c.status == FAILED:
-            return rank[c.status], 0.0 if c.head_status == "failed" else 1.0
-        if c.status == REGRESSED:
-            return rank[c.status], -(c.slowdown or 0.0)
-        if c.status == IMPROVED:
-            return rank[c.status], c.slowdown or 0.0
-        return rank[c.status], 0.0
-
-    return sorted(rows, key=key)
 
 
 def series_name(c: Comparison) -> str:
@@ -67,7 +52,7 @@ def compare_text(comparisons: Sequence[Comparison], *, base: str, head: str, mac
     many = len(set(machines)) > 1
     lines = [f"mlaperf compare: head {head[:12]} against base {base[:12]} on {', '.join(machines) or 'no machine'} "
              f"({threshold_note}; ratio = head / base)", counts_line(comparisons)]
-    rows = _ordered(comparisons)
+    rows = [c for c in ordered(comparisons) if c.status in _STATUS_WORD]
     unlisted = len(comparisons) - len(rows)
     header = ["status", *(["machine"] if many else []), "series", "base", "head", "ratio", "change", "p"]
     table = [[_STATUS_WORD[c.status], *([c.machine] if many else []), series_name(c),

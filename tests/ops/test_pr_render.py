@@ -96,6 +96,16 @@ def test_a_valid_report_renders_and_sets_the_status(tmp_path: Path) -> None:
     assert status["state"] == "success" and status["description"] == "no regression (1 series)"
 
 
+def test_a_case_missing_at_head_is_listed_and_fails(tmp_path: Path) -> None:
+    # What compare writes for a case dropped at head (head side 'missing') must pass the schema, not be refused.
+    gone = row(benchmark="bench_decode.SparseDecode.time_gone", status="missing", head_status="missing", head=None,
+               ratio=None, slowdown=None, p_value=None, method="none")  # fmt: skip
+    rc, md, status = render(tmp_path, json.dumps([row(), gone]).encode())
+    assert rc == 0 and status == {"state": "failure", "description": "0 regression(s), 0 failed, 1 missing",
+                                  "context": CONTEXT}  # fmt: skip
+    assert "Missing at head" in md and "time_gone" in md
+
+
 def test_hostile_values_are_inert(tmp_path: Path) -> None:
     rows = []
     for text in HOSTILE:
