@@ -196,8 +196,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
         conf = runner.load_config((root / "asv.conf.json").resolve())
         runner.resolve_paths(conf, root)
         commits = [runner.Commit(sha, "") for sha in reversed(candidates)]
-        child = runner.benchmark_env(root, tier, None)
-        child.pop(env.DB.name, None)  # listing the suite imports benchmark code: it never sees the store's URL
+        child = runner.benchmark_env(root, tier, None)  # listing the suite: benchmark code, no store URL
         runs = runner.measured_in_store(url, conf, commits, machine, child, args.bench, cache=state.cache)
 
     reserve = min(args.reserve, max(state.budget - 1, 0)) if args.round == 1 else 0

@@ -46,7 +46,7 @@ from mlaperf.procgroup import UNIX_SOCKET_PATH_MAX, run_group
 from mlaperf.run_commits import Commit, RunError, repo_root, resolve_specs, run_git
 from settings import exits, gpu
 from settings.args import DefaultsFormatter, add_asv_machine, add_bench, add_db, add_tier
-from settings.env import CONCURRENCY, DEFAULT_STORE_URL, TIER, arch_profile, store_url
+from settings.env import CONCURRENCY, DB, DEFAULT_STORE_URL, TIER, arch_profile, store_url
 
 CPU_SUFFIX = "-cpu"
 DESCRIPTION = (
@@ -183,8 +183,10 @@ def asv_command(config: Path, sha: str, machine: str, bench: list[str] | None) -
 
 
 def benchmark_env(worktree: Path, tier: str, concurrency: str | None) -> dict[str, str]:
-    """The environment of asv and its benchmark processes: ``worktree``'s code first, the tier and grid."""
+    """The environment of asv and its benchmark processes: ``worktree``'s code first, the tier and grid.
+    Benchmark code (a commit under test, or a suite being listed) never sees the store's URL."""
     child = dict(os.environ)
+    child.pop(DB.name, None)
     path = os.pathsep.join(p for p in (str(worktree), child.get("PYTHONPATH", "")) if p)
     child["PYTHONPATH"] = path
     child["ASV_PYTHONPATH"] = path  # asv-managed environments drop PYTHONPATH, keep this one

@@ -66,6 +66,8 @@ def test_benchmark_environment_uses_the_shared_names(tmp_path: Path, monkeypatch
     env = runner.benchmark_env(tmp_path, "cpu", "1,16")
     assert env[names.TIER.name] == "cpu" and env[names.CONCURRENCY.name] == "1,16"
     assert names.CONCURRENCY.name not in runner.benchmark_env(tmp_path, "gpu", None)
+    monkeypatch.setenv(names.DB.name, "postgresql+psycopg://user:secret@store/db")
+    assert names.DB.name not in runner.benchmark_env(tmp_path, "gpu", None)  # benchmark code never sees it
 
 
 def test_unknown_arch_profile_is_bad_input(smoke_repo: SmokeRepo, tmp_path: Path) -> None:
