@@ -14,12 +14,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-
-@triton.jit
-def _order_key(x):
-    # fp32 -> uint32 whose unsigned order is the float order (negatives flipped, positives get the top bit).
-    bits = x.to(tl.uint32, bitcast=True)
-    return tl.where((bits >> 31) != 0, ~bits, bits | 0x80000000)
+from .kernels import _order_key
 
 
 @triton.jit
