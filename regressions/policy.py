@@ -223,8 +223,9 @@ def one_run_events(
 def is_one_run_event(decidable: int, hit: int) -> bool:
     """A commit where most of a set of series (a machine's, or one benchmark's on a machine: more than
     MACHINE_WIDE_SHARE of those measured there and at the next commit, and at least MACHINE_WIDE_MIN) got
-    worse for that one run: the machine, or what the benchmark's cases share, moved."""
-    return hit >= MACHINE_WIDE_MIN and hit > MACHINE_WIDE_SHARE * max(decidable, 1)
+    worse for that one run: the machine, or what the benchmark's cases share, moved. The same share as a
+    machine-wide group (``is_machine_wide``)."""
+    return is_machine_wide(hit, decidable)
 
 
 def after_one_run_event(verdict: Verdict, next_pos: int | None, *, machine_wide: bool) -> Verdict:

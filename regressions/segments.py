@@ -214,7 +214,7 @@ class Found:
     parent_positions: list[int | None]  # per step: position of the last commit at the old level
 
 
-def _joinable(u: Unit, prev: SeriesDetection, params: DetectorParams) -> bool:
+def _joinable(u: Unit, prev: SeriesDetection) -> bool:
     """A new version whose first run sits at the old version's last level (within half the threshold and
     three noise sigmas) continues that level: the old level may serve as its level before."""
     if u.previous is None or not prev.levels or u.values.size == 0:
@@ -233,8 +233,8 @@ def find_steps(units: list[Unit], params: DetectorParams = DEFAULT_PARAMS) -> li
     joined: dict[int, int] = {}  # unit index -> runs of the previous level put before it
     series: list[np.ndarray] = []
     for i, u in enumerate(units):
-        prev = units[index[id(u.previous)]] if u.previous is not None else None
-        if prev is not None and _joinable(u, first[index[id(prev)]], params):
+        prev = u.previous
+        if prev is not None and _joinable(u, first[index[id(prev)]]):
             a, _b, _level = first[index[id(prev)]].levels[-1]
             tail = prev.values[max(a, prev.values.size - params.level_window) :]
             joined[i] = tail.size
@@ -246,7 +246,7 @@ def find_steps(units: list[Unit], params: DetectorParams = DEFAULT_PARAMS) -> li
     for i, u in enumerate(units):
         k = joined.get(i, 0)
         result = next(again) if i in joined else first[i]
-        prefix_pos = units[index[id(u.previous)]].positions[-k:] if k else np.empty(0, dtype=np.int64)
+        prefix_pos = u.previous.positions[-k:] if k and u.previous is not None else np.empty(0, dtype=np.int64)
         all_pos = np.concatenate([prefix_pos, u.positions])
         steps = [
             Step(**{**s.__dict__, "index": s.index - k, "parent_index": None})

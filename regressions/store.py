@@ -393,12 +393,9 @@ def detect_store(
     apply(judged, commit_at, summary)
     retire_gone(session, gone, judged, summary)
     session.flush()
-    summary.alerting = [
-        j.reg.id
-        for j in judged
-        if j.reg is not None and j.reg.status == policy.NEW and j.reg.id in (*summary.new, *summary.confirmed,
-                                                                              *summary.reopened)
-    ]  # fmt: skip
+    changed = {*summary.new, *summary.confirmed, *summary.reopened}
+    summary.alerting = [j.reg.id for j in judged
+                        if j.reg is not None and j.reg.status == policy.NEW and j.reg.id in changed]  # fmt: skip
     if machine is None:
         meta = session.get(Meta, WATERMARK_KEY)
         state = {**sc.state, "updated": utcnow().isoformat()}
