@@ -127,22 +127,9 @@ def results_at_commit(url: str, sha: str, machine: str) -> pd.DataFrame:
 
 @st.cache_data(ttl=TTL, show_spinner=False)
 def regressions(url: str, machine: str | None = None) -> pd.DataFrame:
-    """The regression listing of `mlaperf detect --json` (``regressions.store.regressions_frame``: alert group,
-    machine-wide flag, parent commit, labels where the detector records them) with what triage needs:
-    params_key, commit messages, triage notes, the group's category (see ``dashboard.triage``)."""
-    from regressions.store import regressions_frame
-
+    """The regression listing with what triage needs (``dashboard.triage.regression_listing``)."""
     with _session(url) as s:
-        regs = regressions_frame(s, machine=machine).rename(columns={"parent": "parent_sha"})
-        messages = queries.commit_messages(s, [*regs["parent_sha"].dropna(), *regs["fixed_sha"].dropna()])
-        triage_log = notes.triage_notes(s)
-        fields = queries.triage_fields(s, regs["id"]) if not regs.empty else None
-    if fields is not None:
-        regs = regs.merge(fields, on="id", how="left")
-    else:
-        regs = regs.assign(assignee=pd.Series(dtype=object), issue_url=pd.Series(dtype=object),
-                           status_by=pd.Series(dtype=object))
-    return triage.enrich(regs, messages, triage_log)
+        return triage.regression_listing(s, machine)
 
 
 def set_status(url: str, regression_ids: list[int], new_status: str, note: str, by: str) -> None:

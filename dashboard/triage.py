@@ -17,8 +17,10 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+from sqlalchemy.orm import Session
 
-from dashboard import fmt
+from dashboard import fmt, notes
+from db import queries
 
 CATEGORIES = ("open", "suspect", "fixed", "closed")
 # Statuses a person may set from the dashboard (with a note); the others belong to the detector.
@@ -135,3 +137,21 @@ def counts(group_frame: pd.DataFrame) -> dict[str, int]:
             out[str(c)] = int(n)
     out["machine_wide"] = int(group_frame["machine_wide"].sum()) if not group_frame.empty else 0
     return out
+
+
+def regression_listing(s: Session, machine: str | None = None) -> pd.DataFrame:
+    """The regression listing of `mlaperf detect --json` (``regressions.store.regressions_frame``: alert group,
+    machine-wide flag, parent commit, labels where the detector records them) with what triage needs:
+    params_key, commit messages, triage notes and fields, the group's category (:func:`enrich`). The
+    dashboard's cached loader and the static site both read it."""
+    from regressions.store import regressions_frame
+
+    regs = regressions_frame(s, machine=machine).rename(columns={"parent": "parent_sha"})
+    messages = queries.commit_messages(s, [*regs["parent_sha"].dropna(), *regs["fixed_sha"].dropna()])
+    fields = queries.triage_fields(s, regs["id"]) if not regs.empty else None
+    if fields is not None:
+        regs = regs.merge(fields, on="id", how="left")
+    else:
+        regs = regs.assign(assignee=pd.Series(dtype=object), issue_url=pd.Series(dtype=object),
+                           status_by=pd.Series(dtype=object))
+    return enrich(regs, messages, notes.triage_notes(s))

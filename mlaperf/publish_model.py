@@ -58,15 +58,6 @@ def _commits(s: Session, machine: str) -> tuple[pd.DataFrame, dict[str, Any]]:
     return commits, out
 
 
-def _regressions(s: Session, machine: str) -> pd.DataFrame:
-    from dashboard.notes import triage_notes
-    from regressions.store import regressions_frame
-
-    regs = regressions_frame(s, machine=machine).rename(columns={"parent": "parent_sha"})
-    messages = queries.commit_messages(s, [*regs["parent_sha"].dropna(), *regs["fixed_sha"].dropna()])
-    return triage.enrich(regs, messages, triage_notes(s))
-
-
 def _histories(s: Session, machine: str, series: pd.DataFrame, pos_of: dict[int, int]) -> dict[int, dict[str, Any]]:
     """Series id -> {pos, value (None: no value), failed (positions), version_changes (positions)}: one entry
     per commit the series has a result at (positions in the machine's commits)."""
@@ -149,7 +140,7 @@ def machine_site(s: Session, machine: str, settings: Settings) -> MachineSite:
     pos_of = dict(zip(commits["commit_id"].astype(int), commits["pos"].astype(int), strict=True))
     pos_of_sha = dict(zip(commits["sha"].astype(str), commits["pos"].astype(int), strict=True))
     histories = _histories(s, machine, series, pos_of)
-    regs = _regressions(s, machine)
+    regs = triage.regression_listing(s, machine)
     sid_of = {(b, k): i for i, (b, k) in enumerate(zip(series["benchmark"], series["params_key"], strict=True))}
     flags = _flags(regs, sid_of)
     reg_json = [_regression_json(r, pos_of_sha) for r in flags.itertuples()]
