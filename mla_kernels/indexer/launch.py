@@ -156,7 +156,9 @@ def _bf16_topk(
         source = "fixed"
     else:
         score_grid = lambda meta: (min(per_req, triton.cdiv(d.max_context, meta["BLOCK_T"])), d.batch)
-        scores = _tuned_run(_tuned_scores(_batch_bucket(d.batch)), "indexer.scores", score_grid, score_args,
+        # The kernel is part of the tuner's cache key: a replaced SCORES_KERNEL gets its own tuner.
+        tuner = _tuned_scores(_batch_bucket(d.batch), SCORES_KERNEL)
+        scores = _tuned_run(tuner, "indexer.scores", score_grid, score_args,
                             {"BLOCK_H": block_h, "FP32_MATH": False})  # fmt: skip
         source = "autotuner"
     select_runs = _select(logits, bt, sl, out, topk, d, split, select_args)
