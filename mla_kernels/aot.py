@@ -196,6 +196,8 @@ def compile_uncached(launch: KernelLaunch, capability: int) -> CompileStats:
     from triton.compiler import ASTSource
 
     sig, constexprs, attrs = signature(launch)
+    if getattr(launch.kernel, "is_gluon", lambda: False)():
+        from triton.experimental.gluon._runtime import GluonASTSource as ASTSource  # noqa: N814
     src = ASTSource(launch.kernel, sig, constexprs, attrs)
     options = {"num_warps": launch.num_warps, "num_stages": launch.num_stages, "enable_fp_fusion": True}
     start = time.perf_counter()

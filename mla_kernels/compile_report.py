@@ -31,7 +31,7 @@ GROUPS = ("decode", "indexer")
 
 @dataclass
 class Entry:
-    kernel: str  # decode.mma | decode.simt | decode.combine | indexer.scores | indexer.select | indexer.fp32_maxctx
+    kernel: str  # decode.mma | decode.gluon | decode.simt | decode.combine | indexer.* (the indexer's rows)
     config: str
     launch: object  # KernelLaunch
     kept: bool | None  # None: decided by the compiled metadata (the MMA tuner's rule)
@@ -51,7 +51,9 @@ def matrix(capability: int, groups: tuple[str, ...] = GROUPS) -> list[Entry]:
         q = torch.empty(64, 64, 512, dtype=torch.bfloat16, device=meta)
         cache = torch.empty(4096, 149504, dtype=torch.uint8, device=meta)
         idx = torch.empty(64, 512, dtype=torch.int32, device=meta)
-        for candidate in decode.arch_candidates(capability):
+        # The Gluon kernel where this Triton has it (``decode.gluon_kernels.AVAILABLE``).
+        gluon = decode.arch_candidates(capability, "gluon") if decode.gluon_kernels.AVAILABLE else ()
+        for candidate in (*decode.arch_candidates(capability), *gluon):
             # A fused split kernel compiles once without and once with split-K; a two-pass config has a
             # row per kernel (both must be kept).
             for splits in (1,) if candidate.block_d else (1, 2):
@@ -60,7 +62,8 @@ def matrix(capability: int, groups: tuple[str, ...] = GROUPS) -> list[Entry]:
                 for launch in launches:
                     label = cfg.label + (" split-K" if splits > 1 else "")
                     label += f" {launch.name}" if len(launches) > 1 else ""
-                    entries.append(Entry("decode.mma", label, launch, None, cfg.tile))
+                    kind = "decode.gluon" if cfg.gluon else "decode.mma"
+                    entries.append(Entry(kind, label, launch, None, cfg.tile))
         out = torch.empty(64, 64, 512, dtype=torch.bfloat16, device=meta)
         lse = torch.empty(64, 64, dtype=torch.float32, device=meta)
         used = decode.simt_tile(capability)

@@ -29,6 +29,8 @@ COLUMNS = {
     "simt": ("simt", None),
     "mma": ("mma", "native"),
     "mma_sm120": ("mma", "sm_120"),
+    "gluon": ("gluon", "native"),
+    "gluon_sm120": ("gluon", "sm_120"),
 }
 
 
@@ -84,7 +86,7 @@ def roofline_us(batch: int, heads: int, topk: int, copy_gbps: float, bf16_tflops
 
 
 def _config_label(record: LaunchRecord) -> str:
-    if record.impl != "mma":
+    if record.impl not in ("mma", "gluon"):
         return ""
     from mla_kernels.decode import launch_label
 
@@ -163,6 +165,10 @@ def _print_row(row: dict[str, object], records: dict[str, LaunchRecord], impls: 
     ratios = ""
     if "mma" in impls and "mma_sm120" in impls:
         ratios += f"  sm120/mma {row['mma_sm120_us'] / row['mma_us']:4.2f}x"
+    if "mma" in impls and "gluon" in impls:
+        ratios += f"  mma/gluon {row['mma_us'] / row['gluon_us']:4.2f}x"
+    if "gluon" in impls and "gluon_sm120" in impls:
+        ratios += f"  sm120/gluon {row['gluon_sm120_us'] / row['gluon_us']:4.2f}x"
     if "simt" in impls and "mma_sm120" in impls:
         ratios += f"  simt/sm120 {row['simt_us'] / row['mma_sm120_us']:5.1f}x"
     if "simt" in impls and "mma" in impls:

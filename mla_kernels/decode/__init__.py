@@ -1,15 +1,18 @@
-"""Sparse MLA decode: kernels (``kernels``), launchers (``launch``), MMA autotuner (``tuning``).
+"""Sparse MLA decode: kernels (``kernels``; the Gluon one in ``gluon_kernels``), launchers (``launch``),
+MMA and Gluon autotuner (``tuning``).
 
 The cache layout it reads is ``mla_kernels.cache``; its torch reference is ``mla_kernels.reference``.
 """
 
 from ..arch import SPILL_ALLOWED, verdict
+from . import gluon_kernels
 from .launch import (
     IMPLS,
     KERNELS,
     MAX_SPLITS,
     combine_launch,
     decode_with_config,
+    gluon_unavailable,
     mma_launches,
     simt_launch,
     simt_tile,
@@ -19,6 +22,7 @@ from .launch import (
 )
 from .tuning import (
     CANDIDATES,
+    GLUON_CANDIDATES,
     MmaConfig,
     arch_candidates,
     config_split_counts,
@@ -29,6 +33,7 @@ from .tuning import (
 
 __all__ = [
     "CANDIDATES",
+    "GLUON_CANDIDATES",
     "IMPLS",
     "KERNELS",
     "MAX_SPLITS",
@@ -37,6 +42,8 @@ __all__ = [
     "MmaConfig",
     "combine_launch",
     "decode_with_config",
+    "gluon_kernels",
+    "gluon_unavailable",
     "judged_launches",
     "config_split_counts",
     "launch_label",

@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import torch
@@ -22,6 +23,7 @@ from ..cache import (
 )
 from ..record import KernelRun, LaunchRecord
 from ..reference import sparse_mla_decode_reference, sparse_mla_decode_torch
+from . import gluon_kernels
 from .kernels import (
     _combine_kernel,
     _mma_decode_kernel,
@@ -31,7 +33,7 @@ from .kernels import (
 )
 from .tuning import MmaConfig, choose_mma_config
 
-IMPLS = ("reference", "torch", "simt", "mma")
+IMPLS = ("reference", "torch", "simt", "mma", "gluon")
 LOG2E = 1.4426950408889634
 MAX_SPLITS = 16
 # The kernels by name: what the compile report compiles and profiling scripts build variants of.
@@ -41,6 +43,7 @@ KERNELS = {
     "combine": _combine_kernel,
     "scores": _scores_pass_kernel,
     "output": _output_pass_kernel,
+    **({"gluon": gluon_kernels._gluon_decode_kernel} if gluon_kernels.AVAILABLE else {}),
 }
 # SIMT tile (BLOCK_N, warps) by architecture. 16 x 4 compiles spill-free on sm_90 and sm_120; 32 x 4 spills on
 # both but measured faster than every spill-free tile on an H200 (docs/measurements/simt_tiles_ab_1ecadfb.log),
@@ -134,10 +137,32 @@ def sparse_mla_decode_with_record(
         return *_outputs(q), LaunchRecord("decode", impl, (), arch_profile=profile)
     if impl == "simt":
         return _simt_decode(q, kv_cache, indices, scale, profile)
+    fallback = impl == "gluon" and gluon_unavailable(q.shape[1])
+    if fallback:  # today's MMA kernel runs, and its record says so
+        out, lse, record = _tuned_decode(q, kv_cache, indices, scale, profile, "mma")
+        return out, lse, dataclasses.replace(record, source="fallback")
+    return _tuned_decode(q, kv_cache, indices, scale, profile, impl)
+
+
+def gluon_unavailable(heads: int) -> str:
+    """Why the Gluon decode cannot run here ('' when it can): a Triton without the Gluon pieces it
+    uses, the interpreter (which does not run Gluon), or a head count that is not a multiple of 64."""
+    if not gluon_kernels.AVAILABLE:
+        return "this Triton has no Gluon mma_v2"
+    if _common.interpreting():
+        return "the Triton interpreter does not run Gluon kernels"
+    if heads % gluon_kernels.HEADS:
+        return f"H={heads} is not a multiple of {gluon_kernels.HEADS}"
+    return ""
+
+
+def _tuned_decode(
+    q: torch.Tensor, kv_cache: torch.Tensor, indices: torch.Tensor, scale: float, profile: str, impl: str
+) -> tuple[torch.Tensor, torch.Tensor, LaunchRecord]:
     config = choose_mma_config(
         lambda cfg: _mma_decode(q, kv_cache, indices, scale, cfg, profile),
         lambda cfg: mma_launches(*_meta_like(q, kv_cache, indices), scale, cfg)[0],
-        q.shape[0], q.shape[1], indices.shape[1], q.device, profile,
+        q.shape[0], q.shape[1], indices.shape[1], q.device, profile, impl,
     )  # fmt: skip
     return _mma_decode(q, kv_cache, indices, scale, config, profile)
 
@@ -232,15 +257,12 @@ def mma_launches(
     topk = indices.shape[1]
     if heads % cfg.block_h:
         raise ValueError(f"BLOCK_H={cfg.block_h} does not divide H={heads}")
+    if cfg.gluon:
+        return _gluon_launches(q, kv_cache, indices, scale, cfg)
     if cfg.block_d:
         return _two_pass_launches(q, kv_cache, indices, scale, cfg)
-    out, lse = _outputs(q)
     splits, split_len = split_plan(topk, cfg.block_n, cfg.num_splits)
-    if splits > 1:
-        opart = torch.empty(batch, splits, heads, HEAD_DIM, dtype=torch.float32, device=q.device)
-        lpart = torch.empty(batch, splits, heads, dtype=torch.float32, device=q.device)
-    else:
-        opart, lpart = out, lse  # unused by the kernel when SPLIT is False
+    out, lse, opart, lpart = _split_outputs(q, splits)
     launches = [
         _common.KernelLaunch(
             "mma", kernel or _mma_decode_kernel, (batch, heads // cfg.block_h, splits),
@@ -251,6 +273,44 @@ def mma_launches(
             {"BLOCK_H": cfg.block_h, "BLOCK_N": cfg.block_n, "SPLIT": splits > 1,
              "DOT_F32": _common.interpreting(), "PREFETCH": cfg.prefetch},
             num_warps=cfg.num_warps, num_stages=cfg.num_stages,
+        )
+    ]  # fmt: skip
+    if splits > 1:
+        launches.append(combine_launch(opart, lpart, out, lse, splits))
+    return launches, out, lse
+
+
+def _split_outputs(q: torch.Tensor, splits: int) -> tuple[torch.Tensor, ...]:
+    """out, lse and, with more than one split, the fp32 partials [B, S, H, 512] and their log2-LSEs."""
+    out, lse = _outputs(q)
+    if splits == 1:
+        return out, lse, out, lse  # the partials are unused when SPLIT is False
+    batch, heads, _ = q.shape
+    opart = torch.empty(batch, splits, heads, HEAD_DIM, dtype=torch.float32, device=q.device)
+    lpart = torch.empty(batch, splits, heads, dtype=torch.float32, device=q.device)
+    return out, lse, opart, lpart
+
+
+def _gluon_launches(
+    q: torch.Tensor, kv_cache: torch.Tensor, indices: torch.Tensor, scale: float, cfg: MmaConfig
+) -> tuple[list[_common.KernelLaunch], torch.Tensor, torch.Tensor]:
+    """The Gluon kernel (one CTA per request, 64 heads and split) then, when split, the LSE combine."""
+    if not gluon_kernels.AVAILABLE:
+        raise ValueError("the Gluon decode needs a Triton with Gluon's mma_v2 (3.6 or later)")
+    batch, heads, _ = q.shape
+    topk = indices.shape[1]
+    splits, split_len = split_plan(topk, cfg.block_n, cfg.num_splits)
+    out, lse, opart, lpart = _split_outputs(q, splits)
+    launches = [
+        _common.KernelLaunch(
+            "gluon", gluon_kernels._gluon_decode_kernel, (batch, heads // gluon_kernels.HEADS, splits),
+            (q, kv_cache, kv_cache.view(torch.bfloat16), indices, out, lse, opart, lpart,
+             q.stride(0), q.stride(1), kv_cache.stride(0), indices.stride(0),
+             out.stride(0), out.stride(1), lse.stride(0),
+             kv_cache.shape[0] * TOKENS_PER_PAGE, topk, scale * LOG2E, heads, splits, split_len),
+            {"BLOCK_H": gluon_kernels.HEADS, "BLOCK_N": cfg.block_n, "SPLIT": splits > 1,
+             "NUM_WARPS": cfg.num_warps},
+            num_warps=cfg.num_warps, num_stages=1,
         )
     ]  # fmt: skip
     if splits > 1:
@@ -318,7 +378,8 @@ def _mma_decode(
 ) -> tuple[torch.Tensor, torch.Tensor, LaunchRecord]:
     launches, out, lse = mma_launches(q, kv_cache, indices, scale, cfg, kernel)
     runs = tuple(KernelRun.of(launch, launch.run()) for launch in launches)  # run in order
-    record = LaunchRecord("decode", "mma", runs, _mma_config(runs), profile, cfg.source, _common.interpreting())
+    impl = "gluon" if cfg.gluon else "mma"
+    record = LaunchRecord("decode", impl, runs, _mma_config(runs), profile, cfg.source, _common.interpreting())
     return out, lse, record
 
 

@@ -36,37 +36,46 @@ class MmaConfig:
     num_splits: int = 1
     prefetch: int = 0  # next tile's: 0 nothing, 1 indices, 2 indices and bytes, 3 indices and scale bytes
     block_d: int = 0  # 0: one fused pass; else two passes, BLOCK_D output columns per program of the second
-    source: str = "default"  # default | cache | tuned | fixed
+    gluon: bool = False  # the Gluon kernel (``gluon_kernels``): 64 heads a CTA, keys dequantized once
+    source: str = "default"  # default | cache | tuned | fixed | fallback
 
     @property
-    def tile(self) -> tuple[int, int, int, int, int, int]:
-        """(BLOCK_H, BLOCK_N, warps, stages, PREFETCH, BLOCK_D): what compiles differently, the keep rule's
-        key (``mla_kernels.arch.SPILL_ALLOWED``); the split count and the source do not change the kernel."""
-        return (self.block_h, self.block_n, self.num_warps, self.num_stages, self.prefetch, self.block_d)
+    def tile(self) -> tuple[int, ...]:
+        """(BLOCK_H, BLOCK_N, warps, stages, PREFETCH, BLOCK_D[, 1 for Gluon]): what compiles differently,
+        the keep rule's key (``mla_kernels.arch.SPILL_ALLOWED``); the split count and the source do not
+        change the kernel."""
+        tile = (self.block_h, self.block_n, self.num_warps, self.num_stages, self.prefetch, self.block_d)
+        return (*tile, 1) if self.gluon else tile
 
     @property
     def label(self) -> str:
         """``64x64x8x2 pf3``: BLOCK_H x BLOCK_N x warps x stages, then the prefetch level; two-pass configs
         ``64x64x8x1 2-pass d128`` (output columns per program of the second pass)."""
         tile = f"{self.block_h}x{self.block_n}x{self.num_warps}x{self.num_stages}"
+        if self.gluon:
+            return f"{tile} gluon"
         return f"{tile} " + (f"2-pass d{self.block_d}" if self.block_d else f"pf{self.prefetch}")
 
     @classmethod
     def parse(cls, text: str, num_splits: int = 1, source: str = "fixed") -> MmaConfig:
-        """``64x64x8x2x3`` (fused: BLOCK_H x BLOCK_N x warps x stages x PREFETCH) or ``64x64x8x1x0x128``
-        (... x PREFETCH x BLOCK_D); ValueError naming the text otherwise."""
-        parts = text.strip().split("x")
+        """``64x64x8x2x3`` (fused: BLOCK_H x BLOCK_N x warps x stages x PREFETCH), ``64x64x8x1x0x128``
+        (... x PREFETCH x BLOCK_D) or ``64x32x8x1x0g`` (the Gluon kernel); ValueError naming the text
+        otherwise."""
+        body = text.strip()
+        gluon = body.endswith("g")
+        parts = body.removesuffix("g").split("x")
         if len(parts) not in (5, 6) or not all(p.isdigit() for p in parts):
             raise ValueError(f"config {text!r} is not BLOCK_HxBLOCK_NxWARPSxSTAGESxPREFETCH[xBLOCK_D]")
         bh, bn, warps, stages, prefetch, block_d = (int(p) for p in [*parts, "0"][:6])
-        return cls(bh, bn, warps, stages, num_splits, prefetch, block_d, source)
+        return cls(bh, bn, warps, stages, num_splits, prefetch, block_d, gluon, source)
 
     @classmethod
     def of_record(cls, record: LaunchRecord) -> MmaConfig:
         """The config an MMA decode's launch record states it ran with."""
         c = record.config
         return cls(int(c["BLOCK_H"]), int(c["BLOCK_N"]), int(c["num_warps"]), int(c["num_stages"]),
-                   int(c["NUM_SPLITS"]), int(c["PREFETCH"]), int(c["BLOCK_D"]), record.source)  # fmt: skip
+                   int(c["NUM_SPLITS"]), int(c["PREFETCH"]), int(c["BLOCK_D"]), record.impl == "gluon",
+                   record.source)  # fmt: skip
 
 
 def launch_label(record: LaunchRecord) -> str:
@@ -113,10 +122,17 @@ CANDIDATES: tuple[MmaConfig, ...] = tuple(
 # docs/compile-matrix.md), so they are not candidates there and are not compiled for them. Two-pass
 # configs (BLOCK_D > 0) hold at most [64, BLOCK_D] and are candidates everywhere.
 WARPGROUP_BLOCK_H = 64
+# The Gluon kernel (impl ``gluon``): 64 heads a CTA, mma_v2 on every architecture; tokens per tile x warps.
+# The keep rule decides per architecture (sm_120's 99 KB of shared memory holds q and a 16-token tile).
+GLUON_CANDIDATES: tuple[MmaConfig, ...] = tuple(
+    MmaConfig(64, bn, warps, 1, 1, gluon=True) for bn, warps in ((16, 8), (32, 8), (32, 16), (64, 16))
+)
 
 
-def arch_candidates(capability: int) -> tuple[MmaConfig, ...]:
-    """The candidates worth compiling for an architecture."""
+def arch_candidates(capability: int, impl: str = "mma") -> tuple[MmaConfig, ...]:
+    """The candidates of an impl (``mma`` or ``gluon``) worth compiling for an architecture."""
+    if impl == "gluon":
+        return GLUON_CANDIDATES
     if has_warpgroup_mma(capability):
         return CANDIDATES
     return tuple(c for c in CANDIDATES if c.block_h < WARPGROUP_BLOCK_H or c.block_d)
@@ -148,10 +164,11 @@ Builder = Callable[[MmaConfig], Sequence[_common.KernelLaunch]]
 
 
 def candidates(
-    batch: int, heads: int, topk: int, device: torch.device, profile: str = "native", build: Builder | None = None
+    batch: int, heads: int, topk: int, device: torch.device, profile: str = "native", build: Builder | None = None,
+    impl: str = "mma",
 ) -> list[MmaConfig]:
-    """Every candidate x split count that the profile's architecture keeps (compiled when ``build``,
-    which turns a config into its launches on meta tensors, is given)."""
+    """Every candidate of ``impl`` x split count that the profile's architecture keeps (compiled when
+    ``build``, which turns a config into its launches on meta tensors, is given)."""
     if _common.interpreting():
         # One small config: the interpreter is slow and has no shared-memory limit to respect.
         block_h = 16
@@ -159,7 +176,7 @@ def candidates(
     capability, limit = profile_target(profile, device)
     sms = _common.num_sms(device)
     out: list[MmaConfig] = []
-    for candidate in arch_candidates(capability):
+    for candidate in arch_candidates(capability, impl):
         if heads % candidate.block_h:
             continue
         for s in config_split_counts(candidate, batch, heads, topk, sms):
@@ -169,7 +186,7 @@ def candidates(
             ):
                 out.append(cfg)
     if not out:
-        raise RuntimeError(f"no MMA decode config is kept for profile {profile!r} (sm_{capability}, H={heads})")
+        raise RuntimeError(f"no {impl} decode config is kept for profile {profile!r} (sm_{capability}, H={heads})")
     return out
 
 
@@ -178,7 +195,7 @@ def _source_hash() -> str:
     if _SOURCE_HASH is None:
         here = Path(__file__).parent
         h = hashlib.sha256()
-        for name in ("kernels.py", "launch.py", "tuning.py"):
+        for name in ("kernels.py", "gluon_kernels.py", "launch.py", "tuning.py"):
             h.update((here / name).read_bytes())
         _SOURCE_HASH = h.hexdigest()[:16]
     return _SOURCE_HASH
@@ -187,11 +204,12 @@ def _source_hash() -> str:
 _DISK = _common.DiskCache("MLAPERF_AUTOTUNE_CACHE", "autotune.json")
 
 
-def _disk_key(batch: int, heads: int, topk: int, device: torch.device, profile: str) -> str:
+def _disk_key(batch: int, heads: int, topk: int, device: torch.device, profile: str, impl: str) -> str:
     import triton
 
     name = torch.cuda.get_device_name(device).replace(" ", "_")
-    return f"{name}|triton-{triton.__version__}|{_source_hash()}|{profile}|B{batch}|H{heads}|K{topk}"
+    kind = "" if impl == "mma" else f"{impl}|"  # mma keys as before: existing caches stay valid
+    return f"{kind}{name}|triton-{triton.__version__}|{_source_hash()}|{profile}|B{batch}|H{heads}|K{topk}"
 
 
 _MEMO: dict[tuple[object, ...], MmaConfig] = {}
@@ -205,15 +223,16 @@ def choose_mma_config(
     topk: int,
     device: torch.device,
     profile: str = "native",
+    impl: str = "mma",
 ) -> MmaConfig:
-    """Best config for this shape and profile: memo, then disk cache, then a timed search over the
-    kept candidates. ``launch(cfg)`` runs a config; ``build(cfg)`` gives its launches on meta tensors."""
+    """Best ``impl`` config for this shape and profile: memo, then disk cache, then a timed search over
+    the kept candidates. ``launch(cfg)`` runs a config; ``build(cfg)`` gives its launches on meta tensors."""
     if _common.interpreting() or device.type != "cuda":
-        return candidates(batch, heads, topk, device, profile)[0]
-    key = (device.index, batch, heads, topk, profile)
+        return candidates(batch, heads, topk, device, profile, impl=impl)[0]
+    key = (device.index, batch, heads, topk, profile, impl)
     if key in _MEMO:
         return _MEMO[key]
-    disk_key = _disk_key(batch, heads, topk, device, profile)
+    disk_key = _disk_key(batch, heads, topk, device, profile, impl)
     stored = _DISK.read().get(disk_key)
     if stored is not None:
         cfg = MmaConfig(**stored, source="cache")
@@ -221,10 +240,10 @@ def choose_mma_config(
         return cfg
     if torch.cuda.is_current_stream_capturing():
         raise RuntimeError(
-            f"sparse_mla_decode(impl='mma') for B={batch}, H={heads}, topk={topk}, arch profile {profile} "
+            f"sparse_mla_decode(impl={impl!r}) for B={batch}, H={heads}, topk={topk}, arch profile {profile} "
             "is not tuned yet: call it once with these shapes before capturing a CUDA graph"
         )
-    cands = candidates(batch, heads, topk, device, profile, build)
+    cands = candidates(batch, heads, topk, device, profile, build, impl)
     cfg = replace(cands[0], source="tuned") if len(cands) == 1 else _search(launch, cands, device)
     _MEMO[key] = cfg
     _DISK.put(disk_key, {k: v for k, v in asdict(cfg).items() if k != "source"})

@@ -42,8 +42,9 @@ def sm120(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[dict], float, 
 def test_every_kernel_is_compiled_for_sm120(sm120):
     rows, _, _ = sm120
     kernels = {r["kernel"] for r in rows}
-    assert kernels == {"decode.mma", "decode.simt", "decode.combine", "indexer.scores", "indexer.scores_t",
-                       "indexer.select", "indexer.chunk_topk", "indexer.merge_topk", "indexer.fp32_maxctx"}  # fmt: skip
+    assert kernels == {"decode.mma", "decode.gluon", "decode.simt", "decode.combine", "indexer.scores",
+                       "indexer.scores_t", "indexer.select", "indexer.chunk_topk", "indexer.merge_topk",
+                       "indexer.fp32_maxctx"}  # fmt: skip
     assert all(r["arch"] == "sm_120" and r["registers"] for r in rows)
     assert all(set(r) >= {"kernel", "arch", "config", "kept", "registers", "spill_bytes", "shared"} for r in rows)
 
@@ -60,6 +61,9 @@ def test_what_sm120_keeps_compiles_spill_free_within_its_shared_memory(sm120):
     }
     for r in mma:  # tensor cores of this architecture, not a fallback
         assert r["mma"] and all(m.startswith("mma.sync") for m in r["mma"])
+    gluon = [r for r in kept if r["kernel"] == "decode.gluon"]
+    assert gluon, "an sm_120 must keep at least one Gluon decode config"
+    assert all(r["mma"] and all(m.startswith("mma.sync") for m in r["mma"]) for r in gluon)
     simt = next(r for r in rows if r["kernel"] == "decode.simt")
     assert simt["kept"] and simt["spill_bytes"] == 0 and not simt["mma"]  # SIMT stays on CUDA cores
     assert next(r for r in rows if r["kernel"] == "indexer.fp32_maxctx")["mma"] == []

@@ -1,0 +1,192 @@
+"""The sparse-MLA decode in Triton's Gluon dialect: each FP8 value dequantized once for all 64 heads.
+
+Triton's ``tl.dot`` on mma.sync needs the KV tile in a dot-operand layout whose threads each hold a
+slice replicated per 16-head block, so the MMA kernel (``kernels.py``) converts every FP8 byte once
+per 16 heads. Here the layouts are explicit: one CTA per (request, 64-head block, split of top-k)
+gathers a tile of ``BLOCK_N`` tokens in a blocked layout (every byte loaded and converted by one
+thread), writes it once to shared memory as bf16 ``[8 chunks x N, 64]`` (7 nope groups, then the
+rope), and both products read it from there on tensor cores (``mma_v2``: sm_80+, so the same kernel
+runs on sm_90 and sm_120). The next tile's bytes are loaded into registers before this tile's
+MMAs, so the gather is in flight while the tensor cores work. The softmax runs online in base 2;
+with more than one split the partials go through ``_combine_kernel`` like the MMA kernel's.
+
+Gluon's API moves between Triton releases: ``AVAILABLE`` says whether this Triton has what the kernel
+uses (checked on 3.6 and 3.9); the launcher falls back to the MMA kernel elsewhere.
+"""
+
+from __future__ import annotations
+
+from mla_kernels import cache
+
+try:
+    from triton.experimental import gluon
+    from triton.experimental.gluon import language as gl
+    from triton.experimental.gluon.language.nvidia.ampere import mma_v2
+
+    # 3.6 names the CTA barrier thread_barrier, later releases barrier.
+    _cta_barrier = gl.barrier if hasattr(gl, "barrier") else gl.thread_barrier
+    AVAILABLE = True
+except (ImportError, AttributeError):  # a Triton without Gluon: the launcher never picks this kernel
+    AVAILABLE = False
+
+HEADS = 64  # heads per CTA: every KV value is dequantized once for all of them
+CHUNKS = 8  # 64-column chunks of a key: 7 FP8 nope groups (one UE8M0 scale each), then the bf16 rope
+
+
+if AVAILABLE:
+    _PAGE_TOKENS = gl.constexpr(cache.TOKENS_PER_PAGE)
+    _NOPE = gl.constexpr(cache.NOPE_DIM)
+    _DATA_BYTES = gl.constexpr(cache.DATA_BYTES)
+    _SCALE_BYTES = gl.constexpr(cache.SCALE_BYTES)
+    _SCALE_AREA = gl.constexpr(cache.SCALE_OFFSET)
+
+    @gluon.jit
+    def _gather_tile(cache_ptr, cache16_ptr, idx_row, start, end_n, total_tokens, stride_page,
+                     BLOCK_N: gl.constexpr, L3: gl.constexpr):  # fmt: skip
+        """One tile's keys as bf16 [N, 8, 64] in layout L3: chunk g < 7 is FP8 group g x 2**(e_g - 127),
+        chunk 7 the rope; 0 for an invalid slot (its score is masked anyway)."""
+        l2: gl.constexpr = gl.SliceLayout(2, L3)
+        ln: gl.constexpr = gl.SliceLayout(1, l2)
+        offs_n = start + gl.arange(0, BLOCK_N, layout=ln)
+        idx = gl.load(idx_row + offs_n, mask=offs_n < end_n, other=-1)
+        valid = (idx >= 0) & (idx < total_tokens)
+        slot = gl.where(valid, idx, 0)
+        page_base = (slot // _PAGE_TOKENS).to(gl.int64) * stride_page
+        off = (slot % _PAGE_TOKENS).to(gl.int64)
+        row = page_base + off * _DATA_BYTES  # [N] byte offset of each token's data row
+        srow = page_base + _SCALE_AREA + off * _SCALE_BYTES  # [N] its scale row
+        g2 = gl.arange(0, 8, layout=gl.SliceLayout(0, l2))  # [8]
+        c3 = gl.arange(0, 64, layout=gl.SliceLayout(0, gl.SliceLayout(1, L3)))  # [64]
+        g3 = gl.expand_dims(gl.expand_dims(g2, 0), 2)  # [1, 8, 1]
+        c3 = gl.expand_dims(gl.expand_dims(c3, 0), 1)  # [1, 1, 64]
+        row3 = gl.expand_dims(gl.expand_dims(row, 1), 2)  # [N, 1, 1]
+        v3 = gl.expand_dims(gl.expand_dims(valid, 1), 2)
+        is_nope = g3 < 7
+        raw = gl.load(cache_ptr + row3 + g3 * 64 + c3, mask=v3 & is_nope, other=0)  # [N, 8, 64] u8
+        rope = gl.load(cache16_ptr + (row3 + _NOPE) // 2 + c3 + g3 * 0, mask=v3 & (g3 == 7), other=0.0)  # bf16
+        exps = gl.load(cache_ptr + gl.expand_dims(srow, 1) + gl.expand_dims(g2, 0),
+                       mask=gl.expand_dims(valid, 1) & gl.expand_dims(g2 < 7, 0), other=0)  # [N, 8]
+        scale = (exps.to(gl.int32) << 23).to(gl.float32, bitcast=True)  # 2**(e - 127), exact
+        nope = raw.to(gl.float8e4nv, bitcast=True).to(gl.float32) * gl.expand_dims(scale, 2)
+        return gl.where(is_nope, nope, rope.to(gl.float32)).to(gl.bfloat16)
+
+    @gluon.jit
+    def _chunk_rows(x, ROWS: gl.constexpr):
+        # [ROWS, 8, 64] -> [8 * ROWS, 64]: chunk g is rows g * ROWS ...; shared buffers are 2-D so that
+        # a chunk is a row slice of them.
+        return gl.reshape(gl.permute(x, [1, 0, 2]), [8 * ROWS, 64])
+
+    @gluon.jit
+    def _pv(p, k_smem, o, i: gl.constexpr, BLOCK_N: gl.constexpr, B_OP: gl.constexpr):
+        return mma_v2(p, k_smem.slice(i * BLOCK_N, BLOCK_N).load(B_OP), o)
+
+    @gluon.jit
+    def _store_chunk(rows, o, inv, i: gl.constexpr, cols):
+        gl.store(rows + i * 64 + cols, (o * inv).to(rows.dtype.element_ty))
+
+    @gluon.jit(do_not_specialize=["num_splits"])
+    def _gluon_decode_kernel(
+        q_ptr, cache_ptr, cache16_ptr, idx_ptr, out_ptr, lse_ptr, opart_ptr, lpart_ptr,
+        stride_qb, stride_qh, stride_page, stride_ib, stride_ob, stride_oh, stride_lb,
+        total_tokens, topk, qk_scale, num_heads, num_splits, split_len,
+        BLOCK_H: gl.constexpr, BLOCK_N: gl.constexpr, SPLIT: gl.constexpr, NUM_WARPS: gl.constexpr,
+    ):  # fmt: skip
+        gl.static_assert(BLOCK_H == 64, "gluon decode: one CTA holds all 64 heads of a block")
+        gl.static_assert(_NOPE == 7 * 64 and _DATA_BYTES == _NOPE + 128 and _SCALE_BYTES == 8,
+                         "gluon decode: 7 FP8 groups of 64, a 64-value bf16 rope, 8 scale bytes per token")
+        H: gl.constexpr = 64
+        WN: gl.constexpr = NUM_WARPS // 4
+        # Layouts: the gather's (a warp reads one token's 512 key bytes, 16 a thread), the MMAs'
+        # (4 warps down the heads, the rest across tokens / output columns), shared memory in 128-byte
+        # swizzled rows (conflict-free ldmatrix).
+        L3: gl.constexpr = gl.BlockedLayout([1, 1, 16], [1, 8, 4], [NUM_WARPS, 1, 1], [2, 1, 0])
+        MMA: gl.constexpr = gl.NVMMADistributedLayout(version=[2, 0], warps_per_cta=[4, WN], instr_shape=[16, 8])
+        A_OP: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=MMA, k_width=2)
+        B_OP: gl.constexpr = gl.DotOperandLayout(operand_index=1, parent=MMA, k_width=2)
+        SMEM: gl.constexpr = gl.SwizzledSharedLayout(8, 1, 8, [1, 0])
+        ROW: gl.constexpr = gl.SliceLayout(1, MMA)
+        COL: gl.constexpr = gl.SliceLayout(0, MMA)
+
+        pid_b = gl.program_id(0).to(gl.int64)
+        pid_h = gl.program_id(1)
+        pid_s = gl.program_id(2)
+        idx_row = idx_ptr + pid_b * stride_ib
+        start_n = pid_s * split_len
+        end_n = gl.minimum(start_n + split_len, topk)
+
+        # q [64 heads, 512] -> shared [8, 64 heads, 64]: chunk g holds columns 64 g .. 64 g + 63.
+        QL: gl.constexpr = gl.BlockedLayout([1, 1, 8], [1, 4, 8], [NUM_WARPS, 1, 1], [2, 1, 0])
+        qh = gl.arange(0, H, layout=gl.SliceLayout(1, gl.SliceLayout(2, QL)))
+        qg = gl.arange(0, 8, layout=gl.SliceLayout(0, gl.SliceLayout(2, QL)))
+        qc = gl.arange(0, 64, layout=gl.SliceLayout(0, gl.SliceLayout(1, QL)))
+        q_off = (gl.expand_dims(gl.expand_dims((pid_h * H + qh) * stride_qh, 1), 2)
+                 + gl.expand_dims(gl.expand_dims(qg * 64, 0), 2) + gl.expand_dims(gl.expand_dims(qc, 0), 1))
+        q = gl.load(q_ptr + pid_b * stride_qb + q_off)  # [64, 8, 64]
+        q_smem = gl.allocate_shared_memory(gl.bfloat16, [8 * H, 64], SMEM, _chunk_rows(q, H))
+        k_smem = gl.allocate_shared_memory(gl.bfloat16, [8 * BLOCK_N, 64], SMEM)
+
+        k = _gather_tile(cache_ptr, cache16_ptr, idx_row, start_n, end_n, total_tokens, stride_page, BLOCK_N, L3)
+        k_smem.store(_chunk_rows(k, BLOCK_N))
+        m_i = gl.full([H], float("-inf"), gl.float32, ROW)
+        l_i = gl.zeros([H], gl.float32, ROW)
+        o0 = gl.zeros([H, 64], gl.float32, MMA)
+        o1 = gl.zeros([H, 64], gl.float32, MMA)
+        o2 = gl.zeros([H, 64], gl.float32, MMA)
+        o3 = gl.zeros([H, 64], gl.float32, MMA)
+        o4 = gl.zeros([H, 64], gl.float32, MMA)
+        o5 = gl.zeros([H, 64], gl.float32, MMA)
+        o6 = gl.zeros([H, 64], gl.float32, MMA)
+        o7 = gl.zeros([H, 64], gl.float32, MMA)
+        _cta_barrier()
+        for start in range(start_n, end_n, BLOCK_N):
+            # The next tile's bytes: in flight during this tile's MMAs (masked off past the split).
+            k_next = _gather_tile(cache_ptr, cache16_ptr, idx_row, start + BLOCK_N, end_n, total_tokens,
+                                  stride_page, BLOCK_N, L3)  # fmt: skip
+            s = gl.zeros([H, BLOCK_N], gl.float32, MMA)
+            for i in gl.static_range(8):
+                q_i = q_smem.slice(i * H, H).load(A_OP)  # [64 heads, 64]
+                s = mma_v2(q_i, k_smem.slice(i * BLOCK_N, BLOCK_N).permute([1, 0]).load(B_OP), s)
+            offs_n = start + gl.arange(0, BLOCK_N, layout=COL)
+            idx = gl.load(idx_row + offs_n, mask=offs_n < end_n, other=-1)
+            valid = (idx >= 0) & (idx < total_tokens)
+            s = gl.where(gl.expand_dims(valid, 0), s * qk_scale, float("-inf"))
+            m_new = gl.maximum(m_i, gl.max(s, axis=1))
+            m_safe = gl.where(m_new == float("-inf"), 0.0, m_new)  # all-invalid so far: avoid inf - inf
+            alpha = gl.exp2(m_i - m_safe)
+            p = gl.exp2(s - gl.expand_dims(m_safe, 1))
+            l_i = l_i * alpha + gl.sum(p, axis=1)
+            m_i = m_new
+            a2 = gl.expand_dims(alpha, 1)
+            p = gl.convert_layout(p.to(gl.bfloat16), A_OP)
+            o0 = _pv(p, k_smem, o0 * a2, 0, BLOCK_N, B_OP)
+            o1 = _pv(p, k_smem, o1 * a2, 1, BLOCK_N, B_OP)
+            o2 = _pv(p, k_smem, o2 * a2, 2, BLOCK_N, B_OP)
+            o3 = _pv(p, k_smem, o3 * a2, 3, BLOCK_N, B_OP)
+            o4 = _pv(p, k_smem, o4 * a2, 4, BLOCK_N, B_OP)
+            o5 = _pv(p, k_smem, o5 * a2, 5, BLOCK_N, B_OP)
+            o6 = _pv(p, k_smem, o6 * a2, 6, BLOCK_N, B_OP)
+            o7 = _pv(p, k_smem, o7 * a2, 7, BLOCK_N, B_OP)
+            _cta_barrier()  # every warp is done with this tile's keys
+            k_smem.store(_chunk_rows(k_next, BLOCK_N))
+            _cta_barrier()
+
+        has = l_i > 0.0
+        inv = gl.expand_dims(gl.where(has, 1.0 / gl.where(has, l_i, 1.0), 0.0), 1)
+        lse2 = gl.where(has, m_i + gl.log2(gl.where(has, l_i, 1.0)), float("-inf"))  # log2 domain
+        offs_h = pid_h * H + gl.arange(0, H, layout=ROW)
+        cols = gl.expand_dims(gl.arange(0, 64, layout=COL), 0)
+        if SPLIT:
+            prow = (pid_b * num_splits + pid_s) * num_heads + offs_h  # rows of [B, S, H, 512]
+            rows = gl.expand_dims(opart_ptr + prow * 512, 1)
+            gl.store(lpart_ptr + prow, lse2)
+        else:
+            rows = gl.expand_dims(out_ptr + pid_b * stride_ob + offs_h * stride_oh, 1)
+            gl.store(lse_ptr + pid_b * stride_lb + offs_h, gl.where(has, lse2 * 0.6931471805599453, float("inf")))
+        _store_chunk(rows, o0, inv, 0, cols)
+        _store_chunk(rows, o1, inv, 1, cols)
+        _store_chunk(rows, o2, inv, 2, cols)
+        _store_chunk(rows, o3, inv, 3, cols)
+        _store_chunk(rows, o4, inv, 4, cols)
+        _store_chunk(rows, o5, inv, 5, cols)
+        _store_chunk(rows, o6, inv, 6, cols)
+        _store_chunk(rows, o7, inv, 7, cols)

@@ -1,0 +1,115 @@
+"""The Gluon decode (impl ``gluon``): against the fp32 reference on the GPU for every candidate and
+split, the fallback where it cannot run (recorded as such), and its compiles for sm_90 and sm_120."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from dataclasses import replace
+
+import pytest
+import torch
+
+from mla_kernels import make_decode_inputs, sparse_mla_decode, sparse_mla_decode_with_record
+from mla_kernels.decode import GLUON_CANDIDATES, decode_with_config, gluon_kernels, gluon_unavailable
+from mla_kernels.testing import check_decode
+
+needs_gluon = pytest.mark.skipif(not gluon_kernels.AVAILABLE, reason="this Triton has no Gluon mma_v2")
+
+
+def test_fallback_is_recorded_as_the_mma_kernel(device):
+    # H=48 never runs the Gluon kernel (64 heads a CTA): today's MMA kernel runs, and says so.
+    inp = make_decode_inputs(2, 48, 40, num_tokens=600, device=device, seed=3, invalid_frac=0.1)
+    out, lse, record = sparse_mla_decode_with_record(inp.q, inp.kv_cache, inp.indices, impl="gluon")
+    assert (record.impl, record.source) == ("mma", "fallback")
+    assert record.kernel.startswith(("_mma_decode_kernel", "_scores_pass_kernel"))
+    check_decode(out, lse, *sparse_mla_decode(inp.q, inp.kv_cache, inp.indices, impl="reference"))
+
+
+def test_unavailable_says_why(monkeypatch):
+    assert "multiple of 64" in gluon_unavailable(96) or "interpreter" in gluon_unavailable(96) or (
+        "Triton" in gluon_unavailable(96)
+    )
+    monkeypatch.setattr(gluon_kernels, "AVAILABLE", False)
+    assert gluon_unavailable(64) == "this Triton has no Gluon mma_v2"
+
+
+_COMPILE = """
+import json, torch
+import json
+import os
+import subprocess
+import sys
+from dataclasses import replace
+from mla_kernels import aot
+from mla_kernels.decode import GLUON_CANDIDATES, mma_launches
+meta = [torch.empty(8, 64, 512, dtype=torch.bfloat16, device="meta"),
+        torch.empty(64, 149_504, dtype=torch.uint8, device="meta"),
+        torch.empty(8, 512, dtype=torch.int32, device="meta")]
+rows = []
+for cap in (90, 120):
+    for cfg in GLUON_CANDIDATES:
+        launch = mma_launches(*meta, 512**-0.5, replace(cfg, num_splits=4))[0][0]
+        st = aot.compile_uncached(launch, cap)
+        rows.append({"cap": cap, "label": cfg.label, "mma": list(st.mma), "shared": st.shared, "regs": st.registers})
+print(json.dumps(rows))
+"""
+
+
+@needs_gluon
+def test_compiles_for_both_architectures():
+    # Every candidate compiles with this Triton for sm_90 and sm_120 on mma.sync (no wgmma: the same
+    # kernel on both); which ones an architecture keeps is the compile report's and the tuner's rule.
+    # A subprocess without TRITON_INTERPRET: the interpreter compiles nothing.
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    proc = subprocess.run([sys.executable, "-c", _COMPILE], capture_output=True, text=True, env=env, check=False,
+                          timeout=600)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rows = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert len(rows) == 2 * len(GLUON_CANDIDATES)
+    for r in rows:
+        assert r["mma"] and all(m.startswith("mma.sync") for m in r["mma"]), r
+        assert 0 < r["shared"] <= 228 * 1024 and 0 < r["regs"] <= 255, r
+
+
+@pytest.mark.gpu
+@needs_gluon
+@pytest.mark.parametrize("cfg", GLUON_CANDIDATES, ids=lambda c: c.label)
+@pytest.mark.parametrize("splits", [1, 3])
+@pytest.mark.parametrize(("batch", "heads", "topk"), [(3, 64, 200), (2, 128, 77), (1, 64, 2048)])
+def test_gpu_every_candidate_and_split(cfg, splits, batch, heads, topk):
+    inp = make_decode_inputs(batch, heads, topk, num_tokens=65536, device="cuda", seed=topk + splits,
+                             invalid_frac=0.1)  # fmt: skip
+    idx = inp.indices.clone()
+    idx[0, : min(40, topk)] = -1  # whole leading tiles invalid
+    idx[-1, :] = -1 if batch > 1 else idx[-1, :]  # a row with no valid slot: out 0, lse +inf
+    idx[0, -1] = 65536 * 4  # beyond the cache: invalid
+    ref_out, ref_lse = sparse_mla_decode(inp.q, inp.kv_cache, idx, impl="reference")
+    out, lse, record = decode_with_config(inp.q, inp.kv_cache, idx, replace(cfg, num_splits=splits))
+    assert record.impl == "gluon" and record.kernel.startswith("_gluon_decode_kernel")
+    check_decode(out, lse, ref_out, ref_lse)
+    if batch > 1:
+        assert torch.isinf(lse[-1]).all() and (lse[-1] > 0).all() and (out[-1] == 0).all()
+    assert not torch.isnan(out).any()
+
+
+@pytest.mark.gpu
+@needs_gluon
+@pytest.mark.parametrize("profile", ["native", "sm_120"])
+def test_gpu_tuned_and_graph_replay(profile):
+    inp = make_decode_inputs(16, 64, 512, num_tokens=16 * 8192, device="cuda", seed=1, num_index_sets=2)
+    idx = inp.indices.clone()
+    out, lse, record = sparse_mla_decode_with_record(inp.q, inp.kv_cache, idx, impl="gluon", arch_profile=profile)
+    assert (record.impl, record.arch_profile) == ("gluon", profile)
+    check_decode(out, lse, *sparse_mla_decode(inp.q, inp.kv_cache, idx, impl="reference"))
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        captured = sparse_mla_decode(inp.q, inp.kv_cache, idx, impl="gluon", arch_profile=profile)
+    idx.copy_(inp.index_sets[1])
+    graph.replay()
+    fresh = sparse_mla_decode(inp.q, inp.kv_cache, idx, impl="gluon", arch_profile=profile)
+    torch.cuda.synchronize()
+    assert torch.equal(captured[0], fresh[0]) and torch.equal(captured[1], fresh[1])
