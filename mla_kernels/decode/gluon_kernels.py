@@ -6,9 +6,10 @@ per 16 heads. Here the layouts are explicit: one CTA per (request, 64-head block
 gathers a tile of ``BLOCK_N`` tokens in a blocked layout (every byte loaded and converted by one
 thread), writes it once to shared memory as bf16 ``[8 chunks x N, 64]`` (7 nope groups, then the
 rope), and both products read it from there on tensor cores (``mma_v2``: sm_80+, so the same kernel
-runs on sm_90 and sm_120). The next tile's bytes are loaded into registers before this tile's
-MMAs, so the gather is in flight while the tensor cores work. The softmax runs online in base 2;
-with more than one split the partials go through ``_combine_kernel`` like the MMA kernel's.
+runs on sm_90 and sm_120). With ``PREFETCH`` the next tile's raw bytes are loaded into registers
+before this tile's MMAs and dequantized after them, so the gather is in flight while the tensor cores
+work; without it the next tile is loaded after the MMAs (fewer registers, no overlap). The softmax runs
+online in base 2; with more than one split the partials go through ``_combine_kernel`` like the MMA kernel's.
 
 Gluon's API moves between Triton releases: ``AVAILABLE`` says whether this Triton has what the kernel
 uses (checked on 3.6 and 3.9); the launcher falls back to the MMA kernel elsewhere.
@@ -41,34 +42,55 @@ if AVAILABLE:
     _SCALE_AREA = gl.constexpr(cache.SCALE_OFFSET)
 
     @gluon.jit
-    def _gather_tile(cache_ptr, cache16_ptr, idx_row, start, end_n, total_tokens, stride_page,
-                     BLOCK_N: gl.constexpr, L3: gl.constexpr):  # fmt: skip
-        """One tile's keys as bf16 [N, 8, 64] in layout L3: chunk g < 7 is FP8 group g x 2**(e_g - 127),
-        chunk 7 the rope; 0 for an invalid slot (its score is masked anyway)."""
+    def _load_tile(cache_ptr, cache16_ptr, idx_row, start, end_n, total_tokens, stride_page,
+                   BLOCK_N: gl.constexpr, L3: gl.constexpr, LR: gl.constexpr):  # fmt: skip
+        """Issue one tile's loads: FP8 bytes [N, 8, 64] (chunk 7 empty) and UE8M0 bytes [N, 8] in layout
+        L3, the bf16 rope [N, 64] in LR (every element held once); zeros for an invalid slot (its score
+        is masked anyway). Nothing here waits for the loads: ``_dequant`` uses them."""
         l2: gl.constexpr = gl.SliceLayout(2, L3)
-        ln: gl.constexpr = gl.SliceLayout(1, l2)
-        offs_n = start + gl.arange(0, BLOCK_N, layout=ln)
+        raw_row, srow, valid = _slot_rows(idx_row, start, end_n, total_tokens, stride_page, BLOCK_N,
+                                          gl.SliceLayout(1, l2))  # fmt: skip
+        g2 = gl.arange(0, 8, layout=gl.SliceLayout(0, l2))  # [8]
+        c3 = gl.arange(0, 64, layout=gl.SliceLayout(0, gl.SliceLayout(1, L3)))  # [64]
+        g3 = gl.expand_dims(gl.expand_dims(g2, 0), 2)  # [1, 8, 1]
+        c3 = gl.expand_dims(gl.expand_dims(c3, 0), 1)  # [1, 1, 64]
+        row3 = gl.expand_dims(gl.expand_dims(raw_row, 1), 2)  # [N, 1, 1]
+        v3 = gl.expand_dims(gl.expand_dims(valid, 1), 2)
+        raw = gl.load(cache_ptr + row3 + g3 * 64 + c3, mask=v3 & (g3 < 7), other=0)  # [N, 8, 64] u8
+        exps = gl.load(cache_ptr + gl.expand_dims(srow, 1) + gl.expand_dims(g2, 0),
+                       mask=gl.expand_dims(valid, 1) & gl.expand_dims(g2 < 7, 0), other=0)  # [N, 8]
+        rope_row, _, rvalid = _slot_rows(idx_row, start, end_n, total_tokens, stride_page, BLOCK_N,
+                                         gl.SliceLayout(1, LR))  # fmt: skip
+        cr = gl.arange(0, 64, layout=gl.SliceLayout(0, LR))
+        rope = gl.load(cache16_ptr + gl.expand_dims((rope_row + _NOPE) // 2, 1) + gl.expand_dims(cr, 0),
+                       mask=gl.expand_dims(rvalid, 1), other=0.0)  # [N, 64] bf16
+        return raw, exps, rope
+
+    @gluon.jit
+    def _slot_rows(idx_row, start, end_n, total_tokens, stride_page, BLOCK_N: gl.constexpr, LN: gl.constexpr):
+        # Byte offsets of a tile's data rows and scale rows, and which slots are valid, in layout LN.
+        offs_n = start + gl.arange(0, BLOCK_N, layout=LN)
         idx = gl.load(idx_row + offs_n, mask=offs_n < end_n, other=-1)
         valid = (idx >= 0) & (idx < total_tokens)
         slot = gl.where(valid, idx, 0)
         page_base = (slot // _PAGE_TOKENS).to(gl.int64) * stride_page
         off = (slot % _PAGE_TOKENS).to(gl.int64)
-        row = page_base + off * _DATA_BYTES  # [N] byte offset of each token's data row
-        srow = page_base + _SCALE_AREA + off * _SCALE_BYTES  # [N] its scale row
-        g2 = gl.arange(0, 8, layout=gl.SliceLayout(0, l2))  # [8]
-        c3 = gl.arange(0, 64, layout=gl.SliceLayout(0, gl.SliceLayout(1, L3)))  # [64]
-        g3 = gl.expand_dims(gl.expand_dims(g2, 0), 2)  # [1, 8, 1]
-        c3 = gl.expand_dims(gl.expand_dims(c3, 0), 1)  # [1, 1, 64]
-        row3 = gl.expand_dims(gl.expand_dims(row, 1), 2)  # [N, 1, 1]
-        v3 = gl.expand_dims(gl.expand_dims(valid, 1), 2)
-        is_nope = g3 < 7
-        raw = gl.load(cache_ptr + row3 + g3 * 64 + c3, mask=v3 & is_nope, other=0)  # [N, 8, 64] u8
-        rope = gl.load(cache16_ptr + (row3 + _NOPE) // 2 + c3 + g3 * 0, mask=v3 & (g3 == 7), other=0.0)  # bf16
-        exps = gl.load(cache_ptr + gl.expand_dims(srow, 1) + gl.expand_dims(g2, 0),
-                       mask=gl.expand_dims(valid, 1) & gl.expand_dims(g2 < 7, 0), other=0)  # [N, 8]
-        scale = (exps.to(gl.int32) << 23).to(gl.float32, bitcast=True)  # 2**(e - 127), exact
-        nope = raw.to(gl.float8e4nv, bitcast=True).to(gl.float32) * gl.expand_dims(scale, 2)
-        return gl.where(is_nope, nope, rope.to(gl.float32)).to(gl.bfloat16)
+        return page_base + off * _DATA_BYTES, page_base + _SCALE_AREA + off * _SCALE_BYTES, valid
+
+    @gluon.jit
+    def _dequant(raw, exps):
+        # FP8 group g x 2**(e_g - 127), exact in bf16; chunk 7 (no bytes, scale 0) comes out 0.
+        scale = (exps.to(gl.int32) << 23).to(gl.float32, bitcast=True)
+        return (raw.to(gl.float8e4nv, bitcast=True).to(gl.float32) * gl.expand_dims(scale, 2)).to(gl.bfloat16)
+
+    @gluon.jit
+    def _store_keys(k_smem, raw, exps, rope, BLOCK_N: gl.constexpr):
+        # The nope chunks (chunk 7 written as zeros), then the rope over chunk 7: a barrier between the two
+        # writers of chunk 7, and after them before any warp reads the tile.
+        k_smem.store(_chunk_rows(_dequant(raw, exps), BLOCK_N))
+        _cta_barrier()
+        k_smem.slice(7 * BLOCK_N, BLOCK_N).store(rope)
+        _cta_barrier()
 
     @gluon.jit
     def _chunk_rows(x, ROWS: gl.constexpr):
@@ -90,6 +112,7 @@ if AVAILABLE:
         stride_qb, stride_qh, stride_page, stride_ib, stride_ob, stride_oh, stride_lb,
         total_tokens, topk, qk_scale, num_heads, num_splits, split_len,
         BLOCK_H: gl.constexpr, BLOCK_N: gl.constexpr, SPLIT: gl.constexpr, NUM_WARPS: gl.constexpr,
+        PREFETCH: gl.constexpr,
     ):  # fmt: skip
         gl.static_assert(BLOCK_H == 64, "gluon decode: one CTA holds all 64 heads of a block")
         gl.static_assert(_NOPE == 7 * 64 and _DATA_BYTES == _NOPE + 128 and _SCALE_BYTES == 8,
@@ -100,6 +123,8 @@ if AVAILABLE:
         # (4 warps down the heads, the rest across tokens / output columns), shared memory in 128-byte
         # swizzled rows (conflict-free ldmatrix).
         L3: gl.constexpr = gl.BlockedLayout([1, 1, 16], [1, 8, 4], [NUM_WARPS, 1, 1], [2, 1, 0])
+        RSPT: gl.constexpr = 2 * BLOCK_N // NUM_WARPS  # rope values a thread holds: each held once
+        LR: gl.constexpr = gl.BlockedLayout([1, RSPT], [32 * RSPT // 64, 64 // RSPT], [NUM_WARPS, 1], [1, 0])
         MMA: gl.constexpr = gl.NVMMADistributedLayout(version=[2, 0], warps_per_cta=[4, WN], instr_shape=[16, 8])
         A_OP: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=MMA, k_width=2)
         B_OP: gl.constexpr = gl.DotOperandLayout(operand_index=1, parent=MMA, k_width=2)
@@ -125,8 +150,9 @@ if AVAILABLE:
         q_smem = gl.allocate_shared_memory(gl.bfloat16, [8 * H, 64], SMEM, _chunk_rows(q, H))
         k_smem = gl.allocate_shared_memory(gl.bfloat16, [8 * BLOCK_N, 64], SMEM)
 
-        k = _gather_tile(cache_ptr, cache16_ptr, idx_row, start_n, end_n, total_tokens, stride_page, BLOCK_N, L3)
-        k_smem.store(_chunk_rows(k, BLOCK_N))
+        raw, exps, rope = _load_tile(cache_ptr, cache16_ptr, idx_row, start_n, end_n, total_tokens, stride_page,
+                                     BLOCK_N, L3, LR)  # fmt: skip
+        _store_keys(k_smem, raw, exps, rope, BLOCK_N)
         m_i = gl.full([H], float("-inf"), gl.float32, ROW)
         l_i = gl.zeros([H], gl.float32, ROW)
         o0 = gl.zeros([H, 64], gl.float32, MMA)
@@ -137,11 +163,10 @@ if AVAILABLE:
         o5 = gl.zeros([H, 64], gl.float32, MMA)
         o6 = gl.zeros([H, 64], gl.float32, MMA)
         o7 = gl.zeros([H, 64], gl.float32, MMA)
-        _cta_barrier()
         for start in range(start_n, end_n, BLOCK_N):
-            # The next tile's bytes: in flight during this tile's MMAs (masked off past the split).
-            k_next = _gather_tile(cache_ptr, cache16_ptr, idx_row, start + BLOCK_N, end_n, total_tokens,
-                                  stride_page, BLOCK_N, L3)  # fmt: skip
+            if PREFETCH:  # the next tile's bytes in flight during this tile's MMAs (masked off past the split)
+                raw, exps, rope = _load_tile(cache_ptr, cache16_ptr, idx_row, start + BLOCK_N, end_n, total_tokens,
+                                             stride_page, BLOCK_N, L3, LR)  # fmt: skip
             s = gl.zeros([H, BLOCK_N], gl.float32, MMA)
             for i in gl.static_range(8):
                 q_i = q_smem.slice(i * H, H).load(A_OP)  # [64 heads, 64]
@@ -166,9 +191,11 @@ if AVAILABLE:
             o5 = _pv(p, k_smem, o5 * a2, 5, BLOCK_N, B_OP)
             o6 = _pv(p, k_smem, o6 * a2, 6, BLOCK_N, B_OP)
             o7 = _pv(p, k_smem, o7 * a2, 7, BLOCK_N, B_OP)
+            if not PREFETCH:  # fewest registers: the next tile is loaded after the MMAs
+                raw, exps, rope = _load_tile(cache_ptr, cache16_ptr, idx_row, start + BLOCK_N, end_n, total_tokens,
+                                             stride_page, BLOCK_N, L3, LR)  # fmt: skip
             _cta_barrier()  # every warp is done with this tile's keys
-            k_smem.store(_chunk_rows(k_next, BLOCK_N))
-            _cta_barrier()
+            _store_keys(k_smem, raw, exps, rope, BLOCK_N)
 
         has = l_i > 0.0
         inv = gl.expand_dims(gl.where(has, 1.0 / gl.where(has, l_i, 1.0), 0.0), 1)

@@ -309,7 +309,7 @@ def _gluon_launches(
              out.stride(0), out.stride(1), lse.stride(0),
              kv_cache.shape[0] * TOKENS_PER_PAGE, topk, scale * LOG2E, heads, splits, split_len),
             {"BLOCK_H": gluon_kernels.HEADS, "BLOCK_N": cfg.block_n, "SPLIT": splits > 1,
-             "NUM_WARPS": cfg.num_warps},
+             "NUM_WARPS": cfg.num_warps, "PREFETCH": cfg.prefetch},
             num_warps=cfg.num_warps, num_stages=1,
         )
     ]  # fmt: skip

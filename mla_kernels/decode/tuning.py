@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import torch
@@ -36,8 +36,10 @@ class MmaConfig:
     num_splits: int = 1
     prefetch: int = 0  # next tile's: 0 nothing, 1 indices, 2 indices and bytes, 3 indices and scale bytes
     block_d: int = 0  # 0: one fused pass; else two passes, BLOCK_D output columns per program of the second
-    gluon: bool = False  # the Gluon kernel (``gluon_kernels``): 64 heads a CTA, keys dequantized once
     source: str = "default"  # default | cache | tuned | fixed | fallback
+    # The Gluon kernel (``gluon_kernels``): 64 heads a CTA, keys dequantized once. Keyword-only, so the
+    # positional form above is unchanged.
+    gluon: bool = field(default=False, kw_only=True)
 
     @property
     def tile(self) -> tuple[int, ...]:
@@ -53,7 +55,7 @@ class MmaConfig:
         ``64x64x8x1 2-pass d128`` (output columns per program of the second pass)."""
         tile = f"{self.block_h}x{self.block_n}x{self.num_warps}x{self.num_stages}"
         if self.gluon:
-            return f"{tile} gluon"
+            return f"{tile} pf{self.prefetch} gluon"
         return f"{tile} " + (f"2-pass d{self.block_d}" if self.block_d else f"pf{self.prefetch}")
 
     @classmethod
@@ -67,15 +69,15 @@ class MmaConfig:
         if len(parts) not in (5, 6) or not all(p.isdigit() for p in parts):
             raise ValueError(f"config {text!r} is not BLOCK_HxBLOCK_NxWARPSxSTAGESxPREFETCH[xBLOCK_D]")
         bh, bn, warps, stages, prefetch, block_d = (int(p) for p in [*parts, "0"][:6])
-        return cls(bh, bn, warps, stages, num_splits, prefetch, block_d, gluon, source)
+        return cls(bh, bn, warps, stages, num_splits, prefetch, block_d, source, gluon=gluon)
 
     @classmethod
     def of_record(cls, record: LaunchRecord) -> MmaConfig:
         """The config an MMA decode's launch record states it ran with."""
         c = record.config
         return cls(int(c["BLOCK_H"]), int(c["BLOCK_N"]), int(c["num_warps"]), int(c["num_stages"]),
-                   int(c["NUM_SPLITS"]), int(c["PREFETCH"]), int(c["BLOCK_D"]), record.impl == "gluon",
-                   record.source)  # fmt: skip
+                   int(c["NUM_SPLITS"]), int(c["PREFETCH"]), int(c["BLOCK_D"]), record.source,
+                   gluon=record.impl == "gluon")  # fmt: skip
 
 
 def launch_label(record: LaunchRecord) -> str:
@@ -122,10 +124,12 @@ CANDIDATES: tuple[MmaConfig, ...] = tuple(
 # docs/compile-matrix.md), so they are not candidates there and are not compiled for them. Two-pass
 # configs (BLOCK_D > 0) hold at most [64, BLOCK_D] and are candidates everywhere.
 WARPGROUP_BLOCK_H = 64
-# The Gluon kernel (impl ``gluon``): 64 heads a CTA, mma_v2 on every architecture; tokens per tile x warps.
+# The Gluon kernel (impl ``gluon``): 64 heads a CTA, mma_v2 on every architecture; tokens per tile x warps x
+# PREFETCH (2: the next tile's bytes in flight during the MMAs; 0: loaded after them, fewer registers).
 # The keep rule decides per architecture (sm_120's 99 KB of shared memory holds q and a 16-token tile).
 GLUON_CANDIDATES: tuple[MmaConfig, ...] = tuple(
-    MmaConfig(64, bn, warps, 1, 1, gluon=True) for bn, warps in ((16, 8), (32, 8), (32, 16), (64, 16))
+    MmaConfig(64, bn, warps, 1, 1, prefetch, gluon=True)
+    for bn, warps, prefetch in ((16, 8, 2), (32, 8, 2), (32, 16, 2), (64, 16, 2), (16, 8, 0))
 )
 
 
@@ -186,7 +190,8 @@ def candidates(
             ):
                 out.append(cfg)
     if not out:
-        raise RuntimeError(f"no {impl} decode config is kept for profile {profile!r} (sm_{capability}, H={heads})")
+        kind = "Gluon" if impl == "gluon" else "MMA"
+        raise RuntimeError(f"no {kind} decode config is kept for profile {profile!r} (sm_{capability}, H={heads})")
     return out
 
 
