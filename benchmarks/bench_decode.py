@@ -4,9 +4,11 @@ GPU tier: H 64, each request owns 64K tokens of context (the design's reference 
 slots per request; ``time_decode`` is the GPU time of one CUDA-graph replay with a cold L2 (see
 ``_timing``). CPU tier: H 16, 1K tokens per request, top-k 32/64, under the Triton interpreter.
 
-``impl`` values: ``simt``, ``mma`` (the MMA kernel with the configs of the GPU it runs on) and
+``impl`` values: ``simt``, ``mma`` (the MMA kernel with the configs of the GPU it runs on),
 ``mma_sm120`` (the MMA kernel restricted to the configs an sm_120 GPU keeps: the users' runner's
-code path, measured on whatever GPU runs the suite; skipped at commits without arch profiles).
+code path, measured on whatever GPU runs the suite; skipped at commits without arch profiles), and
+``gluon`` / ``gluon_sm120`` (the Gluon kernel, likewise; skipped where it cannot run: commits without
+it, a Triton without Gluon, the interpreter).
 """
 
 from __future__ import annotations
@@ -20,6 +22,8 @@ IMPLS: dict[str, tuple[str, str | None]] = {
     "simt": ("simt", None),
     "mma": ("mma", "native"),
     "mma_sm120": ("mma", "sm_120"),
+    "gluon": ("gluon", "native"),
+    "gluon_sm120": ("gluon", "sm_120"),
 }
 PARAMS = [list(IMPLS), _tier.CONCURRENCY, _tier.DECODE_TOPK]
 PARAM_NAMES = ["impl", "concurrency", "topk"]
@@ -62,6 +66,10 @@ def build_case(impl: str, concurrency: int, topk: int) -> _timing.Replayer:
     decode = _harness.require("sparse_mla_decode")
     recorded = _harness.recorded("sparse_mla_decode")
     _harness.require_impl("decode", kernel_impl, getattr(mk, "DECODE_IMPLS", None))
+    if kernel_impl == "gluon":  # its fallback runs the MMA kernel, which is that impl's series, not this one's
+        why = mk.decode.gluon_unavailable(_tier.NUM_HEADS)
+        if why:
+            raise NotImplementedError(f"impl {impl!r}: {why}")
     extra, profile = _profile_kwargs(impl)
     inputs = make_inputs(
         concurrency,

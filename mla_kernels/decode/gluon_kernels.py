@@ -11,13 +11,30 @@ before this tile's MMAs and dequantized after them, so the gather is in flight w
 work; without it the next tile is loaded after the MMAs (fewer registers, no overlap). The softmax runs
 online in base 2; with more than one split the partials go through ``_combine_kernel`` like the MMA kernel's.
 
-Gluon's API moves between Triton releases: ``AVAILABLE`` says whether this Triton has what the kernel
-uses (checked on 3.6 and 3.9); the launcher falls back to the MMA kernel elsewhere.
+Gluon's API moves between Triton releases: ``AVAILABLE`` says whether this Triton is one the kernel is
+built for (``SUPPORTED_TRITON``) and has what it uses; the launcher falls back to the MMA kernel elsewhere.
 """
 
 from __future__ import annotations
 
+import triton
+
 from mla_kernels import cache
+
+# Gluon's API moves between releases: the kernel is built for these Triton minor versions (3.6: the GPU
+# image's, run there; 3.9: CI's, compiled for sm_90 and sm_120 in the tests). Elsewhere the launcher
+# falls back to the MMA kernel and records it.
+SUPPORTED_TRITON = ((3, 6), (3, 9))
+
+
+def supported(version: str) -> bool:
+    """Whether a Triton version string (``3.6.0``, ``3.9.0+git...``) is within ``SUPPORTED_TRITON``."""
+    try:
+        major, minor = (int(part) for part in version.split(".")[:2])
+    except ValueError:
+        return False
+    return SUPPORTED_TRITON[0] <= (major, minor) <= SUPPORTED_TRITON[1]
+
 
 try:
     from triton.experimental import gluon
@@ -26,7 +43,7 @@ try:
 
     # 3.6 names the CTA barrier thread_barrier, later releases barrier.
     _cta_barrier = gl.barrier if hasattr(gl, "barrier") else gl.thread_barrier
-    AVAILABLE = True
+    AVAILABLE = supported(triton.__version__)
 except (ImportError, AttributeError):  # a Triton without Gluon: the launcher never picks this kernel
     AVAILABLE = False
 

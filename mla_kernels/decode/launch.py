@@ -148,7 +148,8 @@ def gluon_unavailable(heads: int) -> str:
     """Why the Gluon decode cannot run here ('' when it can): a Triton without the Gluon pieces it
     uses, the interpreter (which does not run Gluon), or a head count that is not a multiple of 64."""
     if not gluon_kernels.AVAILABLE:
-        return "this Triton has no Gluon mma_v2"
+        low, high = (".".join(map(str, v)) for v in gluon_kernels.SUPPORTED_TRITON)
+        return f"the Gluon kernel is built for Triton {low} to {high} (this is {triton.__version__})"
     if _common.interpreting():
         return "the Triton interpreter does not run Gluon kernels"
     if heads % gluon_kernels.HEADS:
@@ -296,7 +297,7 @@ def _gluon_launches(
 ) -> tuple[list[_common.KernelLaunch], torch.Tensor, torch.Tensor]:
     """The Gluon kernel (one CTA per request, 64 heads and split) then, when split, the LSE combine."""
     if not gluon_kernels.AVAILABLE:
-        raise ValueError("the Gluon decode needs a Triton with Gluon's mma_v2 (3.6 or later)")
+        raise ValueError(f"impl 'gluon': {gluon_unavailable(q.shape[1])}")
     batch, heads, _ = q.shape
     topk = indices.shape[1]
     splits, split_len = split_plan(topk, cfg.block_n, cfg.num_splits)

@@ -39,7 +39,8 @@ def expected(tier: str) -> dict[str, tuple[list[str], list[list[object]]]]:
         conc, topk, ctx = [1, 2], [32, 64], [256, 512]
     suites = {
         "bench_decode.SparseDecode": (
-            "time_decode", ["impl", "concurrency", "topk"], [["simt", "mma", "mma_sm120"], conc, topk]
+            "time_decode", ["impl", "concurrency", "topk"],
+            [["simt", "mma", "mma_sm120", "gluon", "gluon_sm120"], conc, topk],
         ),
         "bench_indexer.Indexer": (
             "time_indexer", ["impl", "concurrency", "context"], [["fp32_maxctx", "bf16"], conc, ctx]

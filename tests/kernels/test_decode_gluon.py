@@ -29,11 +29,20 @@ def test_fallback_is_recorded_as_the_mma_kernel(device):
 
 
 def test_unavailable_says_why(monkeypatch):
-    assert "multiple of 64" in gluon_unavailable(96) or "interpreter" in gluon_unavailable(96) or (
-        "Triton" in gluon_unavailable(96)
-    )
+    monkeypatch.setattr(gluon_kernels, "AVAILABLE", True)
+    monkeypatch.setattr("mla_kernels.decode.launch._common.interpreting", lambda: False)
+    assert gluon_unavailable(64) == "" and gluon_unavailable(128) == ""
+    assert gluon_unavailable(96) == "H=96 is not a multiple of 64"
+    monkeypatch.setattr("mla_kernels.decode.launch._common.interpreting", lambda: True)
+    assert "interpreter" in gluon_unavailable(64)
     monkeypatch.setattr(gluon_kernels, "AVAILABLE", False)
-    assert gluon_unavailable(64) == "this Triton has no Gluon mma_v2"
+    assert gluon_unavailable(64).startswith("the Gluon kernel is built for Triton 3.6 to 3.9")
+
+
+def test_supported_triton_versions_are_pinned():
+    assert gluon_kernels.supported("3.6.0") and gluon_kernels.supported("3.9.0+git1234")
+    assert not gluon_kernels.supported("3.5.1") and not gluon_kernels.supported("3.10.0")
+    assert not gluon_kernels.supported("4.0.0") and not gluon_kernels.supported("nightly")
 
 
 _COMPILE = """
@@ -113,3 +122,21 @@ def test_gpu_tuned_and_graph_replay(profile):
     fresh = sparse_mla_decode(inp.q, inp.kv_cache, idx, impl="gluon", arch_profile=profile)
     torch.cuda.synchronize()
     assert torch.equal(captured[0], fresh[0]) and torch.equal(captured[1], fresh[1])
+
+
+@pytest.mark.gpu
+@needs_gluon
+@pytest.mark.parametrize("profile", ["native", "sm_120"])
+@pytest.mark.parametrize(("batch", "heads", "topk"), [(1, 64, 2048), (7, 128, 512), (32, 64, 128), (128, 64, 512)])
+def test_gpu_production_shapes_against_reference_and_oracle(profile, batch, heads, topk):
+    # The asv gates, as the suite applies them: the record names the Gluon kernel and the profile, and
+    # the output matches the fp32 reference and the independent float64 oracle.
+    from benchmarks import _gate, _oracle
+
+    inp = make_decode_inputs(batch, heads, topk, num_tokens=max(batch * 4096, 65536), device="cuda",
+                             seed=batch + topk, invalid_frac=0.05)  # fmt: skip
+    out, lse, record = sparse_mla_decode_with_record(inp.q, inp.kv_cache, inp.indices, impl="gluon",
+                                                     arch_profile=profile)  # fmt: skip
+    _gate.check_launch(record.as_dict(), "decode", "gluon", arch_profile=profile)
+    reference = sparse_mla_decode(inp.q, inp.kv_cache, inp.indices, impl="reference")
+    _gate.check_decode(out, lse, reference, _oracle.decode(inp.q, inp.kv_cache, inp.indices), interpreter=False)
