@@ -18,7 +18,6 @@ import json
 import sys
 from pathlib import Path
 
-ROW_BYTES = 584  # the 576-byte data row (448 FP8 + 64 bf16 rope values) and 8 bytes of scales
 # (rows per program, warps, row groups per program, stages)
 VARIANTS = tuple(
     (rows, warps, groups, stages)
@@ -28,23 +27,23 @@ VARIANTS = tuple(
 )
 
 
-def measure(batch: int, topk: int, context: int) -> dict[str, object]:
-    """Median us of every variant at one concurrency, and the best one."""
-    import math
-
+def measure(batch: int, topk: int, context: int, heads: int = 64) -> dict[str, object]:
+    """Median us of every variant at one concurrency, and the best one: the cache and index sets are
+    ``kernel_decode_perf``'s for the same arguments (same seed, same slots, same cold-L2 rotation)."""
     import torch
     import triton
 
-    from benchmarks.scripts.kernel_decode_perf import graph_ms
+    from benchmarks.scripts.kernel_decode_perf import graph_ms, index_sets_for_cold_l2
+    from mla_kernels import make_decode_inputs
+    from mla_kernels.cache import TOKEN_BYTES
     from mla_kernels.gather_probe import _gather_kernel
-    from mla_kernels.testing import make_kv_cache
 
-    cache = make_kv_cache(batch * context, device="cuda", seed=batch)
     l2 = getattr(torch.cuda.get_device_properties(0), "L2_cache_size", 50 << 20)
-    sets = max(2, min(64, math.ceil(3 * l2 / (batch * topk * ROW_BYTES))))
-    g = torch.Generator(device="cuda").manual_seed(batch)
-    idx = [torch.randint(0, batch * context, (batch * topk,), generator=g, device="cuda", dtype=torch.int32)
-           for _ in range(sets)]  # fmt: skip
+    sets = index_sets_for_cold_l2(batch, topk, l2)
+    inp = make_decode_inputs(batch, heads, topk, num_tokens=batch * context, device="cuda", seed=batch,
+                             num_index_sets=sets)  # fmt: skip
+    cache = inp.kv_cache
+    idx = [s.reshape(-1).contiguous() for s in inp.index_sets]
     n = batch * topk
     times: dict[str, float] = {}
     for rows, warps, groups, stages in VARIANTS:
@@ -60,7 +59,7 @@ def measure(batch: int, topk: int, context: int) -> dict[str, object]:
 
         times[f"r{rows} w{warps} g{groups} s{stages}"] = 1e3 * graph_ms(call, reps=15, inner=sets)
     best = min(times, key=times.__getitem__)
-    return {"batch": batch, "best": best, "best_us": times[best], "gbps": n * ROW_BYTES / times[best] / 1e3,
+    return {"batch": batch, "best": best, "best_us": times[best], "gbps": n * TOKEN_BYTES / times[best] / 1e3,
             "variants_us": times}  # fmt: skip
 
 
