@@ -123,102 +123,80 @@ if AVAILABLE:
     def _store_chunk(rows, o, inv, i: gl.constexpr, cols):
         gl.store(rows + i * 64 + cols, (o * inv).to(rows.dtype.element_ty))
 
-    @gluon.jit(do_not_specialize=["num_splits"])
-    def _gluon_decode_kernel(
-        q_ptr, cache_ptr, cache16_ptr, idx_ptr, out_ptr, lse_ptr, opart_ptr, lpart_ptr,
-        stride_qb, stride_qh, stride_page, stride_ib, stride_ob, stride_oh, stride_lb,
-        total_tokens, topk, qk_scale, num_heads, num_splits, split_len,
-        BLOCK_H: gl.constexpr, BLOCK_N: gl.constexpr, SPLIT: gl.constexpr, NUM_WARPS: gl.constexpr,
-        PREFETCH: gl.constexpr,
-    ):  # fmt: skip
-        gl.static_assert(BLOCK_H == 64, "gluon decode: one CTA holds all 64 heads of a block")
-        gl.static_assert(_NOPE == 7 * 64 and _DATA_BYTES == _NOPE + 128 and _SCALE_BYTES == 8,
-                         "gluon decode: 7 FP8 groups of 64, a 64-value bf16 rope, 8 scale bytes per token")
-        H: gl.constexpr = 64
-        WN: gl.constexpr = NUM_WARPS // 4
-        # Layouts: the gather's (a warp reads one token's 512 key bytes, 16 a thread), the MMAs'
-        # (4 warps down the heads, the rest across tokens / output columns), shared memory in 128-byte
-        # swizzled rows (conflict-free ldmatrix).
-        L3: gl.constexpr = gl.BlockedLayout([1, 1, 16], [1, 8, 4], [NUM_WARPS, 1, 1], [2, 1, 0])
-        RSPT: gl.constexpr = 2 * BLOCK_N // NUM_WARPS  # rope values a thread holds: each held once
-        LR: gl.constexpr = gl.BlockedLayout([1, RSPT], [32 * RSPT // 64, 64 // RSPT], [NUM_WARPS, 1], [1, 0])
-        MMA: gl.constexpr = gl.NVMMADistributedLayout(version=[2, 0], warps_per_cta=[4, WN], instr_shape=[16, 8])
-        A_OP: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=MMA, k_width=2)
-        B_OP: gl.constexpr = gl.DotOperandLayout(operand_index=1, parent=MMA, k_width=2)
-        SMEM: gl.constexpr = gl.SwizzledSharedLayout(8, 1, 8, [1, 0])
-        ROW: gl.constexpr = gl.SliceLayout(1, MMA)
-        COL: gl.constexpr = gl.SliceLayout(0, MMA)
+    @gluon.constexpr_function
+    def _mma_layout(num_warps):
+        # 4 warps down the 64 heads (m16 tiles), the rest across tokens / output columns.
+        return gl.NVMMADistributedLayout(version=[2, 0], warps_per_cta=[4, num_warps // 4], instr_shape=[16, 8])
 
-        pid_b = gl.program_id(0).to(gl.int64)
-        pid_h = gl.program_id(1)
-        pid_s = gl.program_id(2)
-        idx_row = idx_ptr + pid_b * stride_ib
-        start_n = pid_s * split_len
-        end_n = gl.minimum(start_n + split_len, topk)
+    @gluon.constexpr_function
+    def _gather_layouts(block_n, num_warps):
+        # The gather's: a warp reads one token's 512 key bytes, 16 a thread ([N, 8, 64]); the rope [N, 64]
+        # spread so that every value is held by one thread.
+        per_thread = 2 * block_n // num_warps
+        return (gl.BlockedLayout([1, 1, 16], [1, 8, 4], [num_warps, 1, 1], [2, 1, 0]),
+                gl.BlockedLayout([1, per_thread], [32 * per_thread // 64, 64 // per_thread], [num_warps, 1], [1, 0]))
 
-        # q [64 heads, 512] -> shared [8, 64 heads, 64]: chunk g holds columns 64 g .. 64 g + 63.
+    # Shared memory in 128-byte swizzled rows (conflict-free ldmatrix).
+    _SMEM = gl.constexpr(gl.SwizzledSharedLayout(8, 1, 8, [1, 0]))
+
+    @gluon.jit
+    def _stage_q(q_ptr, pid_b, pid_h, stride_qb, stride_qh, NUM_WARPS: gl.constexpr):
+        """q [64 heads, 512] of one block -> shared [8 x 64 heads, 64]: chunk g holds columns 64 g ..."""
         QL: gl.constexpr = gl.BlockedLayout([1, 1, 8], [1, 4, 8], [NUM_WARPS, 1, 1], [2, 1, 0])
-        qh = gl.arange(0, H, layout=gl.SliceLayout(1, gl.SliceLayout(2, QL)))
+        qh = gl.arange(0, 64, layout=gl.SliceLayout(1, gl.SliceLayout(2, QL)))
         qg = gl.arange(0, 8, layout=gl.SliceLayout(0, gl.SliceLayout(2, QL)))
         qc = gl.arange(0, 64, layout=gl.SliceLayout(0, gl.SliceLayout(1, QL)))
-        q_off = (gl.expand_dims(gl.expand_dims((pid_h * H + qh) * stride_qh, 1), 2)
+        q_off = (gl.expand_dims(gl.expand_dims((pid_h * 64 + qh) * stride_qh, 1), 2)
                  + gl.expand_dims(gl.expand_dims(qg * 64, 0), 2) + gl.expand_dims(gl.expand_dims(qc, 0), 1))
         q = gl.load(q_ptr + pid_b * stride_qb + q_off)  # [64, 8, 64]
-        q_smem = gl.allocate_shared_memory(gl.bfloat16, [8 * H, 64], SMEM, _chunk_rows(q, H))
-        k_smem = gl.allocate_shared_memory(gl.bfloat16, [8 * BLOCK_N, 64], SMEM)
+        return gl.allocate_shared_memory(gl.bfloat16, [8 * 64, 64], _SMEM, _chunk_rows(q, 64))
 
-        raw, exps, rope = _load_tile(cache_ptr, cache16_ptr, idx_row, start_n, end_n, total_tokens, stride_page,
-                                     BLOCK_N, L3, LR)  # fmt: skip
-        _store_keys(k_smem, raw, exps, rope, BLOCK_N)
-        m_i = gl.full([H], float("-inf"), gl.float32, ROW)
-        l_i = gl.zeros([H], gl.float32, ROW)
-        o0 = gl.zeros([H, 64], gl.float32, MMA)
-        o1 = gl.zeros([H, 64], gl.float32, MMA)
-        o2 = gl.zeros([H, 64], gl.float32, MMA)
-        o3 = gl.zeros([H, 64], gl.float32, MMA)
-        o4 = gl.zeros([H, 64], gl.float32, MMA)
-        o5 = gl.zeros([H, 64], gl.float32, MMA)
-        o6 = gl.zeros([H, 64], gl.float32, MMA)
-        o7 = gl.zeros([H, 64], gl.float32, MMA)
-        for start in range(start_n, end_n, BLOCK_N):
-            if PREFETCH:  # the next tile's bytes in flight during this tile's MMAs (masked off past the split)
-                raw, exps, rope = _load_tile(cache_ptr, cache16_ptr, idx_row, start + BLOCK_N, end_n, total_tokens,
-                                             stride_page, BLOCK_N, L3, LR)  # fmt: skip
-            s = gl.zeros([H, BLOCK_N], gl.float32, MMA)
-            for i in gl.static_range(8):
-                q_i = q_smem.slice(i * H, H).load(A_OP)  # [64 heads, 64]
-                s = mma_v2(q_i, k_smem.slice(i * BLOCK_N, BLOCK_N).permute([1, 0]).load(B_OP), s)
-            offs_n = start + gl.arange(0, BLOCK_N, layout=COL)
-            idx = gl.load(idx_row + offs_n, mask=offs_n < end_n, other=-1)
-            valid = (idx >= 0) & (idx < total_tokens)
-            s = gl.where(gl.expand_dims(valid, 0), s * qk_scale, float("-inf"))
-            m_new = gl.maximum(m_i, gl.max(s, axis=1))
-            m_safe = gl.where(m_new == float("-inf"), 0.0, m_new)  # all-invalid so far: avoid inf - inf
-            alpha = gl.exp2(m_i - m_safe)
-            p = gl.exp2(s - gl.expand_dims(m_safe, 1))
-            l_i = l_i * alpha + gl.sum(p, axis=1)
-            m_i = m_new
-            a2 = gl.expand_dims(alpha, 1)
-            p = gl.convert_layout(p.to(gl.bfloat16), A_OP)
-            o0 = _pv(p, k_smem, o0 * a2, 0, BLOCK_N, B_OP)
-            o1 = _pv(p, k_smem, o1 * a2, 1, BLOCK_N, B_OP)
-            o2 = _pv(p, k_smem, o2 * a2, 2, BLOCK_N, B_OP)
-            o3 = _pv(p, k_smem, o3 * a2, 3, BLOCK_N, B_OP)
-            o4 = _pv(p, k_smem, o4 * a2, 4, BLOCK_N, B_OP)
-            o5 = _pv(p, k_smem, o5 * a2, 5, BLOCK_N, B_OP)
-            o6 = _pv(p, k_smem, o6 * a2, 6, BLOCK_N, B_OP)
-            o7 = _pv(p, k_smem, o7 * a2, 7, BLOCK_N, B_OP)
-            if not PREFETCH:  # fewest registers: the next tile is loaded after the MMAs
-                raw, exps, rope = _load_tile(cache_ptr, cache16_ptr, idx_row, start + BLOCK_N, end_n, total_tokens,
-                                             stride_page, BLOCK_N, L3, LR)  # fmt: skip
-            _cta_barrier()  # every warp is done with this tile's keys
-            _store_keys(k_smem, raw, exps, rope, BLOCK_N)
+    @gluon.jit
+    def _attend(q_smem, kn, kr, idx_row, start, end_n, total_tokens, qk_scale, m_i, l_i,
+                o0, o1, o2, o3, o4, o5, o6, o7, BLOCK_N: gl.constexpr, NUM_WARPS: gl.constexpr):  # fmt: skip
+        """One tile of the online softmax for 64 heads, keys in shared memory: nope chunks 0-6 of ``kn``
+        [8 x N, 64], the rope in ``kr`` [N, 64]. Returns the updated state."""
+        MMA: gl.constexpr = _mma_layout(NUM_WARPS)
+        A_OP: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=MMA, k_width=2)
+        B_OP: gl.constexpr = gl.DotOperandLayout(operand_index=1, parent=MMA, k_width=2)
+        s = mma_v2(q_smem.slice(7 * 64, 64).load(A_OP), kr.permute([1, 0]).load(B_OP),
+                   gl.zeros([64, BLOCK_N], gl.float32, MMA))  # fmt: skip
+        for i in gl.static_range(7):
+            k_t = kn.slice(i * BLOCK_N, BLOCK_N).permute([1, 0]).load(B_OP)  # [64, N]
+            s = mma_v2(q_smem.slice(i * 64, 64).load(A_OP), k_t, s)
+        offs_n = start + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, MMA))
+        idx = gl.load(idx_row + offs_n, mask=offs_n < end_n, other=-1)
+        valid = (idx >= 0) & (idx < total_tokens)
+        s = gl.where(gl.expand_dims(valid, 0), s * qk_scale, float("-inf"))
+        m_new = gl.maximum(m_i, gl.max(s, axis=1))
+        m_safe = gl.where(m_new == float("-inf"), 0.0, m_new)  # all-invalid so far: avoid inf - inf
+        alpha = gl.exp2(m_i - m_safe)
+        p = gl.exp2(s - gl.expand_dims(m_safe, 1))
+        l_i = l_i * alpha + gl.sum(p, axis=1)
+        a2 = gl.expand_dims(alpha, 1)
+        p = gl.convert_layout(p.to(gl.bfloat16), A_OP)
+        o0 = _pv(p, kn, o0 * a2, 0, BLOCK_N, B_OP)
+        o1 = _pv(p, kn, o1 * a2, 1, BLOCK_N, B_OP)
+        o2 = _pv(p, kn, o2 * a2, 2, BLOCK_N, B_OP)
+        o3 = _pv(p, kn, o3 * a2, 3, BLOCK_N, B_OP)
+        o4 = _pv(p, kn, o4 * a2, 4, BLOCK_N, B_OP)
+        o5 = _pv(p, kn, o5 * a2, 5, BLOCK_N, B_OP)
+        o6 = _pv(p, kn, o6 * a2, 6, BLOCK_N, B_OP)
+        o7 = mma_v2(p, kr.load(B_OP), o7 * a2)
+        return m_new, l_i, o0, o1, o2, o3, o4, o5, o6, o7
 
+    @gluon.jit
+    def _write_out(out_ptr, lse_ptr, opart_ptr, lpart_ptr, pid_b, pid_h, pid_s, stride_ob, stride_oh, stride_lb,
+                   num_heads, num_splits, m_i, l_i, o0, o1, o2, o3, o4, o5, o6, o7,
+                   SPLIT: gl.constexpr, NUM_WARPS: gl.constexpr):  # fmt: skip
+        # out = acc / l and the natural-log LSE (+inf for a row with no valid slot, whose output is 0), or
+        # with split-K the fp32 partials and their log2-domain LSEs for ``_combine_kernel``.
+        MMA: gl.constexpr = _mma_layout(NUM_WARPS)
         has = l_i > 0.0
         inv = gl.expand_dims(gl.where(has, 1.0 / gl.where(has, l_i, 1.0), 0.0), 1)
-        lse2 = gl.where(has, m_i + gl.log2(gl.where(has, l_i, 1.0)), float("-inf"))  # log2 domain
-        offs_h = pid_h * H + gl.arange(0, H, layout=ROW)
-        cols = gl.expand_dims(gl.arange(0, 64, layout=COL), 0)
+        lse2 = gl.where(has, m_i + gl.log2(gl.where(has, l_i, 1.0)), float("-inf"))
+        offs_h = pid_h * 64 + gl.arange(0, 64, layout=gl.SliceLayout(1, MMA))
+        cols = gl.expand_dims(gl.arange(0, 64, layout=gl.SliceLayout(0, MMA)), 0)
         if SPLIT:
             prow = (pid_b * num_splits + pid_s) * num_heads + offs_h  # rows of [B, S, H, 512]
             rows = gl.expand_dims(opart_ptr + prow * 512, 1)
@@ -234,3 +212,60 @@ if AVAILABLE:
         _store_chunk(rows, o5, inv, 5, cols)
         _store_chunk(rows, o6, inv, 6, cols)
         _store_chunk(rows, o7, inv, 7, cols)
+
+    @gluon.jit
+    def _assert_shapes(BLOCK_H: gl.constexpr):
+        gl.static_assert(BLOCK_H == 64, "gluon decode: one CTA holds all 64 heads of a block")
+        gl.static_assert(_NOPE == 7 * 64 and _DATA_BYTES == _NOPE + 128 and _SCALE_BYTES == 8,
+                         "gluon decode: 7 FP8 groups of 64, a 64-value bf16 rope, 8 scale bytes per token")
+
+    @gluon.jit(do_not_specialize=["num_splits"])
+    def _gluon_decode_kernel(
+        q_ptr, cache_ptr, cache16_ptr, idx_ptr, out_ptr, lse_ptr, opart_ptr, lpart_ptr,
+        stride_qb, stride_qh, stride_page, stride_ib, stride_ob, stride_oh, stride_lb,
+        total_tokens, topk, qk_scale, num_heads, num_splits, split_len,
+        BLOCK_H: gl.constexpr, BLOCK_N: gl.constexpr, SPLIT: gl.constexpr, NUM_WARPS: gl.constexpr,
+        PREFETCH: gl.constexpr,
+    ):  # fmt: skip
+        # One partition: the same warps gather, dequantize and multiply; a tile in shared memory at a time.
+        _assert_shapes(BLOCK_H)
+        L3: gl.constexpr = _gather_layouts(BLOCK_N, NUM_WARPS)[0]
+        LR: gl.constexpr = _gather_layouts(BLOCK_N, NUM_WARPS)[1]
+        MMA: gl.constexpr = _mma_layout(NUM_WARPS)
+        pid_b = gl.program_id(0).to(gl.int64)
+        pid_h = gl.program_id(1)
+        pid_s = gl.program_id(2)
+        idx_row = idx_ptr + pid_b * stride_ib
+        start_n = pid_s * split_len
+        end_n = gl.minimum(start_n + split_len, topk)
+        q_smem = _stage_q(q_ptr, pid_b, pid_h, stride_qb, stride_qh, NUM_WARPS)
+        k_smem = gl.allocate_shared_memory(gl.bfloat16, [8 * BLOCK_N, 64], _SMEM)
+        kr = k_smem.slice(7 * BLOCK_N, BLOCK_N)
+
+        raw, exps, rope = _load_tile(cache_ptr, cache16_ptr, idx_row, start_n, end_n, total_tokens, stride_page,
+                                     BLOCK_N, L3, LR)  # fmt: skip
+        _store_keys(k_smem, raw, exps, rope, BLOCK_N)
+        m_i = gl.full([64], float("-inf"), gl.float32, gl.SliceLayout(1, MMA))
+        l_i = gl.zeros([64], gl.float32, gl.SliceLayout(1, MMA))
+        o0 = gl.zeros([64, 64], gl.float32, MMA)
+        o1 = gl.zeros([64, 64], gl.float32, MMA)
+        o2 = gl.zeros([64, 64], gl.float32, MMA)
+        o3 = gl.zeros([64, 64], gl.float32, MMA)
+        o4 = gl.zeros([64, 64], gl.float32, MMA)
+        o5 = gl.zeros([64, 64], gl.float32, MMA)
+        o6 = gl.zeros([64, 64], gl.float32, MMA)
+        o7 = gl.zeros([64, 64], gl.float32, MMA)
+        for start in range(start_n, end_n, BLOCK_N):
+            if PREFETCH:  # the next tile's bytes in flight during this tile's MMAs (masked off past the split)
+                raw, exps, rope = _load_tile(cache_ptr, cache16_ptr, idx_row, start + BLOCK_N, end_n, total_tokens,
+                                             stride_page, BLOCK_N, L3, LR)  # fmt: skip
+            m_i, l_i, o0, o1, o2, o3, o4, o5, o6, o7 = _attend(
+                q_smem, k_smem, kr, idx_row, start, end_n, total_tokens, qk_scale, m_i, l_i,
+                o0, o1, o2, o3, o4, o5, o6, o7, BLOCK_N, NUM_WARPS)  # fmt: skip
+            if not PREFETCH:  # fewest registers: the next tile is loaded after the MMAs
+                raw, exps, rope = _load_tile(cache_ptr, cache16_ptr, idx_row, start + BLOCK_N, end_n, total_tokens,
+                                             stride_page, BLOCK_N, L3, LR)  # fmt: skip
+            _cta_barrier()  # every warp is done with this tile's keys
+            _store_keys(k_smem, raw, exps, rope, BLOCK_N)
+        _write_out(out_ptr, lse_ptr, opart_ptr, lpart_ptr, pid_b, pid_h, pid_s, stride_ob, stride_oh, stride_lb,
+                   num_heads, num_splits, m_i, l_i, o0, o1, o2, o3, o4, o5, o6, o7, SPLIT, NUM_WARPS)  # fmt: skip
