@@ -31,25 +31,38 @@ def _drawn(value: float) -> float | None:
     return float(f"{value:.{DRAWN_DIGITS}g}") if math.isfinite(value) else None
 
 
-def _flagged(flag: pd.DataFrame, commits: pd.DataFrame, label: str, unit: str | None,
-             commit_link: CommitLink) -> dict[str, Any]:
-    """The series' regressions: chart markers (first bad commit at the level after, the fix at the level
-    before) with their hover text, and the table under the chart."""
-    label_of = {k: label for k in flag["params_key"]}
-    marks = history_model.flagged_markers(flag, commits, label_of, unit)
-    markers = []
-    if marks is not None:
-        for m, after, before in zip(marks.itertuples(), flag.loc[marks.index, "after"],
-                                    flag.loc[marks.index, "before"], strict=True):
-            fixed = m.fixed_pos if isinstance(m.fixed_pos, (int, float)) and math.isfinite(m.fixed_pos) else None
-            markers.append({"pos": int(m.pos), "y": _drawn(float(after)), "text": f"{m.text}\n{m.change}",
-                            "fixed_pos": None if fixed is None else int(fixed), "fixed_y": _drawn(float(before)),
-                            "fixed_text": m.fixed_text})
-    rows = history_model.flagged_table(flag, label_of, unit, lambda p, s: "").drop(columns=["series", "compare"])
-    rows["commits"] = [commit_link(s, text) for s, text in zip(flag["sha"], rows["commits"], strict=True)]
-    rows["fixed at"] = [commit_link(s, text) if isinstance(s, str) else text
-                        for s, text in zip(flag["fixed_sha"], rows["fixed at"], strict=True)]
-    return {"markers": markers, "table": table(rows)}
+def _markers(marks: pd.DataFrame, flag: pd.DataFrame) -> list[dict[str, Any]]:
+    out = []
+    for m, after, before in zip(marks.itertuples(), flag.loc[marks.index, "after"], flag.loc[marks.index, "before"],
+                                strict=True):
+        fixed = m.fixed_pos if isinstance(m.fixed_pos, (int, float)) and math.isfinite(m.fixed_pos) else None
+        out.append({"pos": int(m.pos), "y": _drawn(float(after)), "text": f"{m.text}\n{m.change}",
+                    "fixed_pos": None if fixed is None else int(fixed), "fixed_y": _drawn(float(before)),
+                    "fixed_text": m.fixed_text})
+    return out
+
+
+def flagged(regs: pd.DataFrame, commits: pd.DataFrame, commit_link: CommitLink) -> dict[tuple[str, str], Any]:
+    """(benchmark, params_key) -> its regressions: chart markers (first bad commit at the level after, the fix
+    at the level before) with their hover text, and the table under the chart (``history_model``'s, for every
+    flagged series of a unit at once)."""
+    out: dict[tuple[str, str], Any] = {}
+    if regs.empty:
+        return out
+    units = regs["unit"].where(regs["unit"].notna(), "")
+    for unit, flag in regs.groupby(units, sort=False):
+        u = str(unit) or None
+        marks = history_model.flagged_markers(flag, commits, {}, u)
+        rows = history_model.flagged_table(flag, {}, u, lambda p, s: "").drop(columns=["series", "compare"])
+        rows["commits"] = [commit_link(s, text) for s, text in zip(flag["sha"], rows["commits"], strict=True)]
+        rows["fixed at"] = [commit_link(s, text) if isinstance(s, str) else text
+                            for s, text in zip(flag["fixed_sha"], rows["fixed at"], strict=True)]
+        for key, one in flag.groupby(["benchmark", "params_key"], sort=False):
+            mine = marks[marks.index.isin(one.index)] if marks is not None else None
+            out[(str(key[0]), str(key[1]))] = {
+                "markers": _markers(mine, one) if mine is not None else [],
+                "table": table(rows.loc[one.index].reset_index(drop=True))}
+    return out
 
 
 def series_history(hist: pd.DataFrame, pos_of: dict[int, int], *, label: str, subtitle: str, unit: str | None,
@@ -81,7 +94,7 @@ def histories(s: Session, machine: str, series: pd.DataFrame, commits: pd.DataFr
               ) -> dict[int, dict[str, Any]]:
     """Series id (its row in ``series``) -> its History page, for every series with a result."""
     pos_of = dict(zip(commits["commit_id"].astype(int), commits["pos"].astype(int), strict=True))
-    flags = {key: f for key, f in regs.groupby(["benchmark", "params_key"], sort=False)} if not regs.empty else {}
+    flags = flagged(regs, commits, commit_link)
     out: dict[int, dict[str, Any]] = {}
     indexed = series.assign(_sid=range(len(series)))
     for bench, rows in indexed.groupby("benchmark", sort=False):
@@ -93,8 +106,6 @@ def histories(s: Session, machine: str, series: pd.DataFrame, commits: pd.DataFr
             unit = unit_of[key] if isinstance(unit_of[key], str) else None
             page = series_history(h, pos_of, label=labels[sid], subtitle=f"{bench} · {machine}", unit=unit,
                                   direction=direction_for(str(bench), unit, settings), short=short)
-            flag = flags.get((bench, key))
-            if flag is not None:
-                page.update(_flagged(flag, commits, labels[sid], unit, commit_link))
+            page.update(flags.get((str(bench), str(key)), {}))
             out[sid] = page
     return out

@@ -11,6 +11,7 @@ histories ``mlaperf.publish_history``'s, the tables ``mlaperf.publish_tables``'.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -29,6 +30,7 @@ from .publish_history import histories
 from .publish_tables import table
 
 TP_UNIT = "tokens/s"
+EMAIL = re.compile(r"\s*<[^<>]*>\s*$")
 # Sparkline values are drawn, not read: four significant digits are plenty and keep the files small.
 SPARK_DIGITS = 4
 
@@ -63,9 +65,11 @@ class Links:
 def _commits(commits: pd.DataFrame) -> dict[str, list[str]]:
     """Per commit: its SHA (links, ``?at=``), short SHA (axis labels) and hover text (the whole message)."""
     dates = pd.to_datetime(commits["date"]).dt.strftime("%Y-%m-%d %H:%M").fillna("")
-    tips = [f"commit {fmt.short_sha(sha, 12)} · {d}" + (f" · {a}" if isinstance(a, str) and a else "")
+    # Authors by name: a published site (GitHub Pages) shows no e-mail address.
+    authors = [EMAIL.sub("", a) if isinstance(a, str) else "" for a in commits["author"]]
+    tips = [f"commit {fmt.short_sha(sha, 12)} · {d}" + (f" · {a}" if a else "")
             + (f"\n{m.strip()}" if isinstance(m, str) else "")
-            for sha, d, a, m in zip(commits["sha"], dates, commits["author"], commits["message"], strict=True)]
+            for sha, d, a, m in zip(commits["sha"], dates, authors, commits["message"], strict=True)]
     return {"sha": [str(s) for s in commits["sha"]], "short": [fmt.short_sha(s) for s in commits["sha"]],
             "tip": tips}
 
