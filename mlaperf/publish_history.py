@@ -1,0 +1,111 @@
+"""The static site's History pages: one series over the machine's commits, each point's value as the dashboard
+writes it (``regressions.units`` through ``dashboard.fmt``), its axes (``mlaperf.publish_axes``), the markers
+and table of its flagged regressions (``dashboard.history_model``'s) and the line under the chart."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import pandas as pd
+from sqlalchemy.orm import Session
+
+from dashboard import fmt, history_model
+from db import queries
+from regressions.config import Settings
+from regressions.direction import direction_for
+
+from .publish_axes import position_axis, value_axis
+from .publish_tables import table
+
+CommitLink = Callable[[object, str], "str | dict[str, str]"]
+
+# Drawn values, not read ones (the hover text has the value as formatted): five significant digits.
+DRAWN_DIGITS = 5
+LEGEND = ("Triangles: flagged regressions (the first bad commit); stars: the commit that fixed them; dotted "
+          "lines: the benchmark's asv version changed; ✕: failed runs. Hover a point for its commit.")
+
+
+def _drawn(value: float) -> float | None:
+    return float(f"{value:.{DRAWN_DIGITS}g}") if math.isfinite(value) else None
+
+
+def _markers(marks: pd.DataFrame, flag: pd.DataFrame) -> list[dict[str, Any]]:
+    out = []
+    for m, after, before in zip(marks.itertuples(), flag.loc[marks.index, "after"], flag.loc[marks.index, "before"],
+                                strict=True):
+        fixed = m.fixed_pos if isinstance(m.fixed_pos, (int, float)) and math.isfinite(m.fixed_pos) else None
+        out.append({"pos": int(m.pos), "y": _drawn(float(after)), "text": f"{m.text}\n{m.change}",
+                    "fixed_pos": None if fixed is None else int(fixed), "fixed_y": _drawn(float(before)),
+                    "fixed_text": m.fixed_text})
+    return out
+
+
+def flagged(regs: pd.DataFrame, commits: pd.DataFrame, commit_link: CommitLink) -> dict[tuple[str, str], Any]:
+    """(benchmark, params_key) -> its regressions: chart markers (first bad commit at the level after, the fix
+    at the level before) with their hover text, and the table under the chart (``history_model``'s, for every
+    flagged series of a unit at once)."""
+    out: dict[tuple[str, str], Any] = {}
+    if regs.empty:
+        return out
+    units = regs["unit"].where(regs["unit"].notna(), "")
+    for unit, flag in regs.groupby(units, sort=False):
+        u = str(unit) or None
+        marks = history_model.flagged_markers(flag, commits, {}, u)
+        rows = history_model.flagged_table(flag, {}, u, lambda p, s: "").drop(columns=["series", "compare"])
+        rows["commits"] = [commit_link(s, text) for s, text in zip(flag["sha"], rows["commits"], strict=True)]
+        rows["fixed at"] = [commit_link(s, text) if isinstance(s, str) else text
+                            for s, text in zip(flag["fixed_sha"], rows["fixed at"], strict=True)]
+        for key, one in flag.groupby(["benchmark", "params_key"], sort=False):
+            mine = marks[marks.index.isin(one.index)] if marks is not None else None
+            out[(str(key[0]), str(key[1]))] = {
+                "markers": _markers(mine, one) if mine is not None else [],
+                "table": table(rows.loc[one.index].reset_index(drop=True))}
+    return out
+
+
+def series_history(hist: pd.DataFrame, pos_of: dict[int, int], *, label: str, subtitle: str, unit: str | None,
+                   direction: str, short: Sequence[str]) -> dict[str, Any]:
+    """One series' page (without its regressions): points, hover values, failed runs, version changes, axes
+    and the caption."""
+    values = hist["value"].to_numpy(dtype=float)
+    ok = (hist["status"] == "ok").to_numpy()
+    pos = [pos_of[int(c)] for c in hist["commit_id"]]
+    versions = list(hist["benchmark_version"])
+    drawn = [_drawn(v) if good else None for v, good in zip(values, ok, strict=True)]
+    n = int(ok.sum())
+    better = "Lower" if direction == "up_is_worse" else "Higher"
+    return {
+        "title": label, "subtitle": subtitle, "pos": pos, "value": drawn,
+        "text": [fmt.fmt_value(v, unit) if good else "failed" for v, good in zip(values, ok, strict=True)],
+        "failed": [p for p, st in zip(pos, hist["status"], strict=True) if st == "failed"],
+        # Where the benchmark's asv version changed (a new segment), not the version of every point.
+        "versions": [p for i, p in enumerate(pos) if i and versions[i] != versions[i - 1]],
+        "y": value_axis([v for v, good in zip(values, ok, strict=True) if good], unit),
+        "x": {**position_axis(pos, short), "title": "commit (history order)"},
+        "caption": f"{fmt.plural(n, 'commit')} measured; {better.lower()} is better. {LEGEND}",
+        "markers": [], "table": None,
+    }
+
+
+def histories(s: Session, machine: str, series: pd.DataFrame, commits: pd.DataFrame, regs: pd.DataFrame,
+              settings: Settings, labels: Sequence[str], short: Sequence[str], commit_link: CommitLink
+              ) -> dict[int, dict[str, Any]]:
+    """Series id (its row in ``series``) -> its History page, for every series with a result."""
+    pos_of = dict(zip(commits["commit_id"].astype(int), commits["pos"].astype(int), strict=True))
+    flags = flagged(regs, commits, commit_link)
+    out: dict[int, dict[str, Any]] = {}
+    indexed = series.assign(_sid=range(len(series)))
+    for bench, rows in indexed.groupby("benchmark", sort=False):
+        hist = queries.history(s, str(bench), list(rows["params_key"]), machine)
+        sid_of = dict(zip(rows["params_key"], rows["_sid"], strict=True))
+        unit_of = dict(zip(rows["params_key"], rows["unit"], strict=True))
+        for key, h in hist.groupby("params_key", sort=False):
+            sid = int(sid_of[key])
+            unit = unit_of[key] if isinstance(unit_of[key], str) else None
+            page = series_history(h, pos_of, label=labels[sid], subtitle=f"{bench} · {machine}", unit=unit,
+                                  direction=direction_for(str(bench), unit, settings), short=short)
+            page.update(flags.get((str(bench), str(key)), {}))
+            out[sid] = page
+    return out

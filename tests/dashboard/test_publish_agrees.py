@@ -1,0 +1,258 @@
+"""One rule, one place: the static site shows what the dashboard and the CLI show for the same rows. The real
+store of the README (the bundled H200 history ingested and detected with the CLI), published; the strings the
+site's data hold and the strings Chromium draws from file:// are compared with the dashboard's pages (AppTest)
+and `mlaperf detect --list`; every field the site's data hold is read by its script; axis labels stay human."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pytest
+from conftest import APP, ROOT
+from streamlit.testing.v1 import AppTest
+
+from mlaperf.publish_axes import linear_ticks, value_axis
+
+CHROMIUM = Path("/usr/bin/chromium")
+MACHINE = "h200"
+HUMAN_TICK = re.compile(r"^(0|-?[\d,]+(\.\d+)?[kMG]?)$")
+
+
+def _cli(*argv: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "MLAPERF_REPO_URL": ""}
+    done = subprocess.run([sys.executable, "-m", "mlaperf.cli", *argv], cwd=ROOT, env=env, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    return done
+
+
+@pytest.fixture(scope="module")
+def bundled(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, Path]:
+    """The README's store: history/results ingested and detected, and its site."""
+    tmp = tmp_path_factory.mktemp("bundled")
+    url = f"sqlite:///{tmp / 'store.sqlite'}"
+    _cli("ingest", str(ROOT / "history" / "results"), "--db", url)
+    _cli("detect", "--db", url, "--full")
+    _cli("publish", "--db", url, "--out", str(tmp / "site"), "--repo-url", "https://github.com/example/mlaperf")
+    return url, tmp / "site"
+
+
+def _data(site: Path, key: str) -> Any:
+    text = (site / "data" / f"{key}.js").read_text(encoding="utf-8")
+    prefix = f'MLAPERF.put("{key}",'
+    assert text.startswith(prefix) and text.endswith(");\n")
+    return json.loads(text[len(prefix):-3])
+
+
+def _index(site: Path) -> dict[str, Any]:
+    return _data(site, "m0/index")
+
+
+def _page(monkeypatch: pytest.MonkeyPatch, url: str, page: str, query: dict[str, str]) -> AppTest:
+    monkeypatch.setenv("MLAPERF_DB", url)
+    monkeypatch.setenv("MLAPERF_DASHBOARD_WRITABLE", "0")
+    monkeypatch.setenv("MLAPERF_REPO_URL", "")
+    at = AppTest.from_file(str(APP), default_timeout=120)
+    at.query_params.update({"machine": MACHINE, **query})
+    at.run()
+    at.switch_page(f"views/{page}.py").run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def _frame(at: AppTest, column: str) -> pd.DataFrame:
+    return next(df.value for df in at.dataframe if column in df.value.columns)
+
+
+def _dashboard_grid(monkeypatch: pytest.MonkeyPatch, url: str, query: str = "") -> pd.DataFrame:
+    return _frame(_page(monkeypatch, url, "summary", {"sum_q": query} if query else {}), "latest change")
+
+
+def test_grid_strings_are_the_dashboards(monkeypatch: pytest.MonkeyPatch, bundled: tuple[str, Path]) -> None:
+    url, site = bundled
+    grid = _index(site)["grid"]
+    dash = _dashboard_grid(monkeypatch, url)
+    assert len(grid) == len(dash) == 840
+    mine = [(r["name"], r["latest"], r["change"], r["flag"]) for r in grid]
+    theirs = list(zip(dash["series"], dash["latest"], dash["latest change"], dash["last flagged"], strict=True))
+    assert mine == theirs
+    flagged = [r["flag"] for r in grid if r["flag"]]
+    assert flagged and all(re.fullmatch(r"fixed \d+\.\d\dx at [0-9a-f]{8}", f) for f in flagged), flagged
+
+
+def test_throughput_and_speedups_are_the_dashboards(monkeypatch: pytest.MonkeyPatch,
+                                                    bundled: tuple[str, Path]) -> None:
+    url, site = bundled
+    decode = next(t for t in _index(site)["throughput"] if t["key"] == "decode")
+    pick = next(f for f in decode["filters"] if f["value"] == decode["default"])
+    assert decode["default"] == "512"  # the dashboard's default_filter: top-k 512 where offered
+    dash = _frame(_page(monkeypatch, url, "throughput", {}), "c=1")
+    assert pick["speedup"]["table"] == {"columns": list(dash.columns),
+                                        "rows": [[str(v) for v in row] for row in dash.itertuples(index=False)]}
+    assert "35.0x" in pick["speedup"]["table"]["rows"][0] and "8.23x" in pick["speedup"]["table"]["rows"][0]
+
+
+def _cli_listing(url: str) -> list[tuple[str, str, str, str]]:
+    """(before, after, ratio, p) of each row `mlaperf detect --list --all` prints."""
+    lines = _cli("detect", "--list", "--all", "--db", url).stdout.splitlines()
+    head = next(i for i, line in enumerate(lines) if line.startswith("status "))
+    cols = {name: lines[head].index(name) for name in ("before", "after", "ratio", "p ", "closed at")}
+    cut = sorted(cols.values())
+
+    def field(line: str, name: str) -> str:
+        start = cols[name]
+        end = next((c for c in cut if c > start), len(line))
+        return line[start:end].strip()
+
+    rows = [line for line in lines[head + 1:] if line.strip() and not line.startswith("group ")]
+    return [(field(r, "before"), field(r, "after"), field(r, "ratio"), field(r, "p ")) for r in rows]
+
+
+def test_regression_rows_are_the_clis(bundled: tuple[str, Path]) -> None:
+    url, site = bundled
+    cli = _cli_listing(url)
+    assert len(cli) == 4 and ("19.5 us", "90.1 us", "4.63x", "< 1e-12") in cli
+    mine = []
+    for group in _index(site)["groups"]:
+        t = group["table"]
+        idx = {c: t["columns"].index(c) for c in ("before → after", "ratio", "p")}
+        for row in t["rows"]:
+            before, after = row[idx["before → after"]].split(" → ")
+            mine.append((before, after, row[idx["ratio"]], row[idx["p"]]))
+    assert sorted(mine) == sorted(cli)
+
+
+def test_every_field_written_is_read(bundled: tuple[str, Path]) -> None:
+    """No field the site's script never reads: each key of every data file is named in app.js."""
+    _, site = bundled
+    script = (ROOT / "mlaperf" / "publish_site" / "app.js").read_text(encoding="utf-8")
+    keys: set[str] = set()
+
+    def walk(value: Any) -> None:
+        if isinstance(value, dict):
+            keys.update(value)
+            for v in value.values():
+                walk(v)
+        elif isinstance(value, list):
+            for v in value[:50]:
+                walk(v)
+
+    walk(_data(site, "site"))
+    walk(_index(site))
+    flagged = next(r["id"] for r in _index(site)["grid"] if r["flag"])
+    walk(_data(site, f"m0/s{flagged}"))
+    unread = sorted(k for k in keys if not re.search(rf"[.\[\"']{re.escape(k)}\b", script))
+    assert not unread, f"written but never read by app.js: {unread}"
+
+
+@pytest.mark.parametrize(("values", "unit", "kw"), [
+    ([180.0, 231.0], "GB/s", {}),
+    ([1.95e-5, 9.01e-5], "seconds", {}),
+    ([1.2e-5, 9.4e-3], "seconds", {}),
+    ([0.0, 2.46e6], "tokens/s", {"zero": True, "si": True}),
+    ([0.0, 860.0], "tokens/s", {"zero": True, "si": True}),
+    ([0.5011, 0.5012], "fraction", {}),
+    ([5.0, 5.0], "unit", {}),
+])
+def test_axis_labels_are_human(values: list[float], unit: str, kw: dict[str, Any]) -> None:
+    axis = value_axis(values, unit, **kw)
+    labels = axis["labels"]
+    assert labels and len(set(labels)) == len(labels), labels
+    assert all(HUMAN_TICK.match(t) for t in labels), labels  # no 2e+2, no 0M, no unit glued on
+    assert axis["domain"][0] <= min(values) and axis["domain"][1] >= max(values)
+    if kw.get("zero"):
+        assert labels[0] == "0"
+
+
+def test_linear_ticks_take_1_2_5_steps() -> None:
+    ticks, step = linear_ticks(180.0, 231.0)
+    assert step == 10 and ticks[0] == 180 and ticks[-1] == 240
+
+
+# -- in Chromium, from file:// -----------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def page(bundled: tuple[str, Path]) -> Iterator[Any]:
+    if not CHROMIUM.exists():
+        if os.environ.get("MLAPERF_REQUIRE_BROWSER") == "1":
+            raise RuntimeError(f"MLAPERF_REQUIRE_BROWSER=1 but {CHROMIUM} is missing")
+        pytest.skip(f"{CHROMIUM} missing")
+    from playwright.sync_api import sync_playwright
+
+    from dashboard.served import CHROMIUM_ARGS
+
+    _, site = bundled
+    errors: list[str] = []
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True)
+        tab = browser.new_page(viewport={"width": 1400, "height": 1000})
+        tab.on("pageerror", lambda e: errors.append(str(e)))
+        tab.route("**/*", lambda r: r.continue_() if r.request.url.startswith(site.as_uri()) else r.abort())
+        try:
+            yield tab
+        finally:
+            browser.close()
+    assert not errors, errors
+
+
+def _rows(tab: Any, selector: str) -> list[list[str]]:
+    return tab.eval_on_selector_all(f"{selector} tbody tr", "rows => rows.map(r => [...r.cells].map(c => c.innerText))")
+
+
+@pytest.mark.browser
+def test_page_shows_the_dashboards_strings(monkeypatch: pytest.MonkeyPatch, bundled: tuple[str, Path],
+                                           page: Any) -> None:
+    url, site = bundled
+    index = f"{site.as_uri()}/index.html#/m0"
+    page.goto(index)
+    page.wait_for_selector("#grid tbody tr svg.spark")
+    dash = _dashboard_grid(monkeypatch, url)
+    drawn = _rows(page, "#grid")
+    shown = [r for r in drawn if len(r) == 5]
+    assert len(shown) == 600 and "240 more" in drawn[-1][0]
+    expected = list(zip(dash["series"], dash["latest"], dash["latest change"], dash["last flagged"], strict=True))
+    assert [(r[0], r[1], r[3], r[4]) for r in shown] == expected[:600]
+
+    # The search: the dashboard's rows for the same words, in the same order.
+    page.fill("input.search", "mma 64 512")
+    page.wait_for_function("document.querySelectorAll('#grid tbody tr').length < 100")
+    dash = _dashboard_grid(monkeypatch, url, "mma 64 512")
+    assert [r[0] for r in _rows(page, "#grid")] == list(dash["series"]) and len(dash) > 1
+
+    # Throughput: the speed-up table as the dashboard's, the axis labels as publish wrote them.
+    page.goto(f"{index}/throughput")
+    page.wait_for_selector("svg.chart .lines path")
+    speed = _frame(_page(monkeypatch, url, "throughput", {}), "c=1")
+    assert _rows(page, "main table") == [[str(v) for v in r] for r in speed.itertuples(index=False)]
+    decode = next(t for t in _index(site)["throughput"] if t["key"] == "decode")
+    pick = next(f for f in decode["filters"] if f["value"] == decode["default"])
+    ticks = page.locator("svg.chart .axis.y .tick text").all_text_contents()
+    assert ticks == pick["y"]["labels"] and ticks[0] == "0" and all(HUMAN_TICK.match(t) for t in ticks), ticks
+
+    # A flagged series' history: the CLI's numbers in its table, human ticks, the regression and its fix.
+    sid = next(r["id"] for r in _index(site)["grid"] if r["flag"].startswith("fixed 4.63x"))
+    page.goto(f"{index}/history/{sid}")
+    page.wait_for_selector("svg.chart .marker-reg")
+    assert page.locator("svg.chart .marker-fix").count() == 1
+    table = _rows(page, "main table")
+    assert len(table) == 1 and "19.5 us → 90.1 us" in table[0] and "4.63x" in table[0] and "< 1e-12" in table[0]
+    hist = _data(site, f"m0/s{sid}")
+    ticks = page.locator("svg.chart .axis.y .tick text").all_text_contents()
+    assert ticks == hist["y"]["labels"] and all(HUMAN_TICK.match(t) for t in ticks), ticks
+    assert hist["y"]["title"] == "time (us)" and "11 commits measured" in page.inner_text("main")
+
+    # The alert group: the CLI's rows.
+    page.goto(f"{index}/alerts?group=1")
+    page.wait_for_selector(".group table")
+    cli = _cli_listing(url)
+    rows = _rows(page, ".group table")
+    assert len(rows) == len(cli)
+    for before, after, ratio, p in cli:
+        assert any(f"{before} → {after}" in r and ratio in r and p in r for r in rows), (before, after, rows)
