@@ -296,8 +296,9 @@ def _gluon_launches(
     q: torch.Tensor, kv_cache: torch.Tensor, indices: torch.Tensor, scale: float, cfg: MmaConfig
 ) -> tuple[list[_common.KernelLaunch], torch.Tensor, torch.Tensor]:
     """The Gluon kernel (one CTA per request, 64 heads and split) then, when split, the LSE combine."""
-    if not gluon_kernels.AVAILABLE:
-        raise ValueError(f"impl 'gluon': {gluon_unavailable(q.shape[1])}")
+    why = gluon_unavailable(q.shape[1])
+    if why:  # a fixed Gluon config (decode_with_config) where it cannot run: say why, run nothing
+        raise ValueError(f"the Gluon decode cannot run here: {why}")
     batch, heads, _ = q.shape
     topk = indices.shape[1]
     splits, split_len = split_plan(topk, cfg.block_n, cfg.num_splits)

@@ -39,6 +39,13 @@ def test_unavailable_says_why(monkeypatch):
     assert gluon_unavailable(64).startswith("the Gluon kernel is built for Triton 3.6 to 3.9")
 
 
+@pytest.mark.skipif(torch.cuda.is_available(), reason="CPU-only check")
+def test_a_fixed_gluon_config_where_it_cannot_run_says_why(device):
+    inp = make_decode_inputs(1, 64, 16, num_tokens=300, device=device, seed=1)
+    with pytest.raises(ValueError, match="the Gluon decode cannot run here: the Triton interpreter"):
+        decode_with_config(inp.q, inp.kv_cache, inp.indices, GLUON_CANDIDATES[0])
+
+
 def test_supported_triton_versions_are_pinned():
     assert gluon_kernels.supported("3.6.0") and gluon_kernels.supported("3.9.0+git1234")
     assert not gluon_kernels.supported("3.5.1") and not gluon_kernels.supported("3.10.0")
