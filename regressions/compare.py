@@ -35,6 +35,7 @@ from db.models import Commit
 from db.provenance import is_provenance
 from regressions.config import Settings
 from regressions.direction import direction_for, slowdown
+from regressions.policy import module_ran
 from regressions.results import benchmark_versions, history_noise, machines_with, results_at
 
 DEFAULT_ALPHA = 0.01
@@ -362,14 +363,13 @@ def compare_commits(
 def _undeclared_removal(
     pair: SeriesPair, versions: tuple[dict[str, set[str | None]], dict[str, set[str | None]]], settings: Settings
 ) -> bool:
-    """Measured at base, absent or skipped at head while other benchmarks of its asv module (file) ran
-    there, and the removal not declared: no new asv version of the benchmark at head, not in the
-    configuration's ``removed`` list. A module missing altogether is a partial run (``asv run --bench``)."""
+    """Measured at base, absent or skipped at head while its asv module ran there (``policy.module_ran``),
+    and the removal not declared: no new asv version of the benchmark at head, not in the configuration's
+    ``removed`` list."""
     if pair.base_status != SIDE_OK or pair.head_status not in (SIDE_ABSENT, SIDE_NOT_RUN):
         return False
     at_base, at_head = versions
-    module = pair.benchmark.split(".", 1)[0]
-    if not any(name.split(".", 1)[0] == module for name in at_head):
+    if not module_ran([pair.benchmark], at_head):
         return False
     bumped = pair.benchmark in at_head and not (at_head[pair.benchmark] & at_base.get(pair.benchmark, set()))
     return not bumped and not settings.is_removed(pair.benchmark, pair.params)
