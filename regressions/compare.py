@@ -25,7 +25,7 @@ Two ratios exist in mlaperf and they are different quantities:
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -70,10 +70,10 @@ _SIDE_OF_STORE_STATUS = {"ok": SIDE_OK, "failed": SIDE_FAILED, "skipped": SIDE_N
 
 
 @dataclass
-class SeriesPair:
-    """What the comparison of one series needs. ``base_status``/``head_status`` say what a side has
-    (``ok`` | ``failed`` | ``not_run`` | ``absent``, and at head ``missing``); None: ``ok`` for a finite
-    value, else ``failed``."""
+class Series:
+    """One series as a comparison judges it: which one (benchmark x params x machine), its unit, which way
+    is worse and its threshold. What goes in (:class:`SeriesPair`) and what comes out (:class:`Comparison`)
+    both start with it."""
 
     benchmark: str
     params: dict[str, Any]
@@ -81,6 +81,18 @@ class SeriesPair:
     unit: str | None
     direction: str
     threshold: float
+
+    def series(self) -> dict[str, Any]:
+        """These fields alone, to build the other kind of record of the same series."""
+        return {f.name: getattr(self, f.name) for f in fields(Series)}
+
+
+@dataclass
+class SeriesPair(Series):
+    """What the comparison of one series needs. ``base_status``/``head_status`` say what a side has
+    (``ok`` | ``failed`` | ``not_run`` | ``absent``, and at head ``missing``); None: ``ok`` for a finite
+    value, else ``failed``."""
+
     base: float | None
     head: float | None
     base_samples: list[float] = field(default_factory=list)
@@ -94,16 +106,10 @@ class SeriesPair:
 
 
 @dataclass
-class Comparison:
+class Comparison(Series):
     """One series, head against base. ``status`` is one of :data:`STATUSES`; ``ratio`` is
     :func:`change_ratio` (head / base, not the detector's step ratio); ``slowdown`` > 1 is worse."""
 
-    benchmark: str
-    params: dict[str, Any]
-    machine: str
-    unit: str | None
-    direction: str
-    threshold: float
     status: str
     base_status: str
     head_status: str
@@ -235,12 +241,7 @@ def _compare(pair: SeriesPair, prep: _Prepared, alpha: float, z_crit: float, p: 
     samples)."""
     base_side, head_side, status, ratio = prep
     common = dict(
-        benchmark=pair.benchmark,
-        params=pair.params,
-        machine=pair.machine,
-        unit=pair.unit,
-        direction=pair.direction,
-        threshold=pair.threshold,
+        pair.series(),
         base_status=base_side,
         head_status=head_side,
         base=pair.base if base_side == SIDE_OK else None,
