@@ -34,6 +34,14 @@ class Issue:
     body: str
 
 
+@dataclass(frozen=True)
+class Reviewers:
+    """The required-reviewer protection of a deployment environment."""
+
+    count: int  # required reviewers over all its rules; 0: a run of the environment starts unapproved
+    self_review_prevented: bool  # every rule has 'Prevent self-review' on
+
+
 class GitHub:
     def __init__(self, repository: str, token: str, api_url: str = DEFAULT_API, timeout: float = 30.0) -> None:
         if repository.count("/") != 1:
@@ -128,8 +136,23 @@ class GitHub:
         self._call("PATCH", f"/issues/comments/{comment_id}", {"body": body})
 
     def create_status(self, sha: str, state: str, description: str, context: str, target_url: str) -> None:
-        self._call("POST", f"/statuses/{sha}", {"state": state, "description": description, "context": context,
-                                                 "target_url": target_url})  # fmt: skip
+        """Set a commit status; an empty ``target_url`` (outside a workflow run) sets none."""
+        body = {"state": state, "description": description, "context": context}
+        self._call("POST", f"/statuses/{sha}", {**body, "target_url": target_url} if target_url else body)
+
+    def environment_reviewers(self, name: str) -> Reviewers | None:
+        """The required reviewers of environment ``name``, None when it does not exist (GitHub would create it
+        without protection the first time a job names it): the gate and ``scripts/check-repo-settings`` both
+        judge a fork's environment by this."""
+        try:
+            environment = self._call("GET", f"/environments/{name}")
+        except GitHubError as exc:
+            if exc.status == 404:
+                return None
+            raise
+        rules = [r for r in environment.get("protection_rules") or [] if r.get("type") == "required_reviewers"]
+        return Reviewers(sum(len(r.get("reviewers") or []) for r in rules),
+                         bool(rules) and all(r.get("prevent_self_review") for r in rules))  # fmt: skip
 
     def remove_label(self, number: int, label: str) -> None:
         self._call("DELETE", f"/issues/{number}/labels/{urllib.parse.quote(label, safe='')}")

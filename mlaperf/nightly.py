@@ -36,6 +36,7 @@ from typing import Any
 from regressions.store import OPEN_STATUSES  # the detector's rule: listed by default, keep an issue open
 from settings import env, exits
 from settings.args import DefaultsFormatter, add_asv_machine, add_bench, add_db, add_tier
+from settings.pr_contract import repository_url, run_url
 
 ISSUE_LABEL = "mlaperf-regression"
 DEFAULT_BUDGET = 20  # commits that fit the nightly job's time limit on the full GPU grid (README, "How a team uses it")
@@ -324,14 +325,13 @@ def plan_issues(
 
 
 def _links(args: argparse.Namespace) -> dict[str, str]:
-    server = os.environ.get("GITHUB_SERVER_URL", "https://github.com")
-    repository = os.environ.get("GITHUB_REPOSITORY", "")
-    repo_url = args.repo_url or env.repo_url() or (f"{server}/{repository}" if repository else "")
-    run_id = os.environ.get("GITHUB_RUN_ID")
+    """The issues' links. Commit links: ``--repo-url``, else ``MLAPERF_REPO_URL``, else this GitHub repository;
+    an empty one, given or set, means no commit links (as everywhere ``MLAPERF_REPO_URL`` is read)."""
+    chosen = args.repo_url.strip().rstrip("/") if args.repo_url is not None else env.repo_url()
     return {
-        "repo_url": repo_url,
+        "repo_url": repository_url() if chosen is None else chosen,
         "dashboard_url": args.dashboard_url or env.dashboard_url(),
-        "run_url": f"{server}/{repository}/actions/runs/{run_id}" if run_id and repository else "",
+        "run_url": run_url(),
     }
 
 
@@ -402,7 +402,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_tier(p)
     add_bench(p)
     add_db(p)
-    p.set_defaults(func=handle, step=cmd_plan)
+    p.set_defaults(func=cmd_plan)
 
     a = sub.add_parser("alert", help="open, update and close one GitHub issue per confirmed alert group",
                        formatter_class=DefaultsFormatter)  # fmt: skip
@@ -411,16 +411,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     a.add_argument("--plan-out", type=Path, default=Path("artifacts/nightly/issues-plan.json"), metavar="FILE",
                    help="the open/update/close plan, written before it is applied")  # fmt: skip
     a.add_argument("--dashboard-url", default=None, help=f"dashboard link in issues (env {env.DASHBOARD_URL.name})")
-    a.add_argument("--repo-url", default=None, help="commit links (default: the GitHub repository)")
+    a.add_argument("--repo-url", default=None, metavar="URL",
+                   help=f"repository web URL of commit links, '' for none (default: ${env.REPO_URL.name}, else the "
+                   "GitHub repository of the workflow run)")  # fmt: skip
     a.add_argument("--dry-run", action="store_true", help="write the plan, change no issue")
-    a.set_defaults(func=handle, step=cmd_alert)
+    a.set_defaults(func=cmd_alert)
 
-
-def handle(args: argparse.Namespace) -> int:
-    from mlaperf.runner import RunError
-
-    try:
-        return int(args.step(args))
-    except (PlanError, RunError) as exc:
-        print(f"mlaperf nightly {args.nightly_command}: error: {exc}", file=sys.stderr)
-        return exits.USAGE

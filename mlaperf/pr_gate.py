@@ -11,9 +11,13 @@ GitHub-hosted runner, before any pull-request code runs anywhere. It fails close
   creates a missing environment without protection, so the gate stops with an error naming the setting;
 - the job summary shows the pull request, head SHA, base SHA and fork: what the reviewer approves.
 
-Writes ``run``, ``number``, ``base_sha``, ``head_sha``, ``fork``, ``environment`` and ``container`` (the
-step's ``MLAPERF_PR_CONTAINER``) to ``$GITHUB_OUTPUT`` and sets the pending status. Exit status: 0 decided
-(run or not), 1 a setting is unsafe (error printed), 2 bad input (the event payload), 3 a GitHub API error.
+``--container``: the benchmark job runs in a fresh container of the image ``runner-image.yml`` built from
+this default-branch commit (``settings.pr_contract.runner_image``); without it, on the runner itself.
+
+Writes ``run``, ``number``, ``base_sha``, ``head_sha``, ``fork``, ``environment`` and ``image`` (the
+container's image, "" on the runner) to ``$GITHUB_OUTPUT`` and sets the pending status. Exit status: 0
+decided (run or not), 1 a setting is unsafe (error printed), 2 bad input (the event payload), 3 a GitHub API
+error.
 """
 
 from __future__ import annotations
@@ -27,8 +31,17 @@ from pathlib import Path
 from typing import Any
 
 from mlaperf.github import GitHub, GitHubError
-from settings import env, exits
-from settings.pr_contract import CONTEXT, FORK_CONTEXT, FORK_ENVIRONMENT, LABEL, SAME_ENVIRONMENT, SHA
+from settings import exits
+from settings.pr_contract import (
+    CONTEXT,
+    FORK_CONTEXT,
+    FORK_ENVIRONMENT,
+    LABEL,
+    SAME_ENVIRONMENT,
+    SHA,
+    run_url,
+    runner_image,
+)
 
 
 class GateError(Exception):
@@ -53,19 +66,14 @@ class Decision:
 def required_reviewers(client: GitHub, name: str) -> int:
     """How many required reviewers environment ``name`` has; GateError when it is missing or has none."""
     setting = f"Settings > Environments > {name} > Required reviewers"
-    try:
-        env = client._call("GET", f"/environments/{name}")
-    except GitHubError as exc:
-        if exc.status == 404:
-            raise GateError(f"environment {name} does not exist; GitHub would create it without protection. "
-                            f"Create it with at least one reviewer ({setting})") from None  # fmt: skip
-        raise
-    rules = [r for r in env.get("protection_rules") or [] if r.get("type") == "required_reviewers"]
-    count = sum(len(r.get("reviewers") or []) for r in rules)
-    if not count:
+    reviewers = client.environment_reviewers(name)
+    if reviewers is None:
+        raise GateError(f"environment {name} does not exist; GitHub would create it without protection. "
+                        f"Create it with at least one reviewer ({setting})")  # fmt: skip
+    if not reviewers.count:
         raise GateError(f"environment {name} has no required reviewer, so a fork's run would start unapproved: "
                         f"add maintainers in {setting}")  # fmt: skip
-    return count
+    return reviewers.count
 
 
 def label_added_at(client: GitHub, number: int, label: str) -> str | None:
@@ -138,13 +146,23 @@ def _append(var: str, text: str) -> None:
             out.write(text)
 
 
+def _default_branch_sha() -> str:
+    """The commit this workflow file came from (``GITHUB_SHA`` of a ``workflow_run``): the image's tag."""
+    sha = os.environ.get("GITHUB_SHA", "")
+    if not SHA.fullmatch(sha):
+        raise ValueError("GITHUB_SHA is not a commit hash (the container's image is tagged with it)")
+    return sha
+
+
 def main() -> int:
-    if len(sys.argv) > 1:
+    args = sys.argv[1:]
+    if args not in ([], ["--container"]):
         print(__doc__)
-        return exits.OK if sys.argv[1] in ("-h", "--help") else exits.USAGE
+        return exits.OK if args[0] in ("-h", "--help") else exits.USAGE
     try:
         client = GitHub.from_env()
         payload = json.loads(Path(os.environ["GITHUB_EVENT_PATH"]).read_text())
+        image = runner_image(client.repository, _default_branch_sha()) if args else ""
         decision = decide(client, payload, os.environ.get("LABEL") or LABEL)
     except (ValueError, KeyError, OSError) as exc:
         print(f"::error::pr_gate: bad input: {exc}")
@@ -158,16 +176,14 @@ def main() -> int:
     _append("GITHUB_STEP_SUMMARY", summary(decision, client.repository))
     outputs = {"run": str(decision.run).lower(), "number": str(decision.number), "base_sha": decision.base_sha,
                "head_sha": decision.head_sha, "fork": str(decision.fork).lower(), "environment": decision.environment,
-               "container": "true" if env.pr_container() else "false"}
+               "image": image}
     _append("GITHUB_OUTPUT", "".join(f"{k}={v}\n" for k, v in outputs.items()))
     print(("::notice::" if not decision.run else "") + decision.reason)
     if decision.run:
-        server = os.environ.get("GITHUB_SERVER_URL", "https://github.com")
-        url = f"{server}/{client.repository}/actions/runs/{os.environ.get('GITHUB_RUN_ID', '')}"
         try:
             client.create_status(decision.head_sha, "pending",
                                  "fork code, unverified: waiting for approval" if decision.fork else "benchmarking",
-                                 FORK_CONTEXT if decision.fork else CONTEXT, url)  # fmt: skip
+                                 FORK_CONTEXT if decision.fork else CONTEXT, run_url())  # fmt: skip
         except GitHubError as exc:
             print(f"::error::pr_gate: GitHub API: {exc}")
             return exits.INTERNAL

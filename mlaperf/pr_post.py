@@ -21,7 +21,7 @@ from pathlib import Path
 
 from mlaperf.github import GitHub, GitHubError
 from settings import env, exits
-from settings.pr_contract import BOT_LOGIN, CONTEXT, FORK_CONTEXT, SHA, STATES
+from settings.pr_contract import BOT_LOGIN, CONTEXT, FORK_CONTEXT, SHA, STATES, run_url
 
 MAX_BODY = 65_536  # GitHub's limit for a comment
 NO_RENDER = "no rendered report: see the run"
@@ -66,15 +66,10 @@ def post(client: GitHub, number: int, head_sha: str, body: str, status: dict[str
     return f"{done}; status {status['state']} ({status['context']}: {status['description']})"
 
 
-def run_url(client: GitHub) -> str:
-    server = os.environ.get("GITHUB_SERVER_URL", "https://github.com")
-    return f"{server}/{client.repository}/actions/runs/{os.environ.get('GITHUB_RUN_ID', '')}"
-
-
 def renderer_failed(client: GitHub, head_sha: str, fork: bool) -> int:
     """No rendered comment (the render job failed): a fixed error status, no comment; exit 1."""
     try:
-        client.create_status(head_sha, "error", NO_RENDER, FORK_CONTEXT if fork else CONTEXT, run_url(client))
+        client.create_status(head_sha, "error", NO_RENDER, FORK_CONTEXT if fork else CONTEXT, run_url())
     except GitHubError as exc:
         print(f"pr_post: GitHub API: {exc}", file=sys.stderr)
         return exits.INTERNAL
@@ -102,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"pr_post: error: {exc}", file=sys.stderr)
         return exits.USAGE
     try:
-        print("pr_post: " + post(client, number, head_sha, body, status, run_url(client),
+        print("pr_post: " + post(client, number, head_sha, body, status, run_url(),
                                  env.bot_login(BOT_LOGIN)))  # fmt: skip
     except GitHubError as exc:
         print(f"pr_post: GitHub API: {exc}", file=sys.stderr)

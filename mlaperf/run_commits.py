@@ -7,9 +7,12 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from settings.exits import BadInput
 
-class RunError(Exception):
-    """A user-facing error: bad argument, missing file, git or asv failure."""
+
+class RunError(BadInput):
+    """A user-facing error (bad argument, missing file, git or asv failure): bad input, exit status 2 through
+    ``settings.exits.dispatch`` like every command's."""
 
 
 @dataclass

@@ -46,7 +46,7 @@ from mlaperf.procgroup import UNIX_SOCKET_PATH_MAX, run_group
 from mlaperf.run_commits import Commit, RunError, repo_root, resolve_specs, run_git
 from settings import exits, gpu
 from settings.args import DefaultsFormatter, add_asv_machine, add_bench, add_db, add_tier
-from settings.env import CONCURRENCY, DB, DEFAULT_STORE_URL, TIER, arch_profile, store_url
+from settings.env import CONCURRENCY, DB, DEFAULT_STORE_URL, TIER, arch_profile, parse_concurrency, store_url
 
 CPU_SUFFIX = "-cpu"
 DESCRIPTION = (
@@ -68,7 +68,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         formatter_class=DefaultsFormatter,
     )
     add_arguments(parser)
-    parser.set_defaults(func=handle)
+    parser.set_defaults(func=run)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -199,15 +199,13 @@ def benchmark_env(worktree: Path, tier: str, concurrency: str | None) -> dict[st
 
 
 def _check_concurrency(value: str | None) -> str | None:
+    """``--concurrency`` as benchmark processes read it (``MLAPERF_CONCURRENCY``), None when not given."""
     if value is None:
         return None
     try:
-        values = [int(v) for v in value.split(",") if v.strip()]
-    except ValueError:
-        values = []
-    if not values or any(v < 1 for v in values):
-        raise RunError(f"--concurrency {value!r}: expected comma-separated positive integers, e.g. 1,16,64")
-    return ",".join(str(v) for v in values)
+        return ",".join(str(v) for v in parse_concurrency(value, "--concurrency"))
+    except ValueError as exc:
+        raise RunError(str(exc)) from None
 
 
 def _fmt_elapsed(seconds: float) -> str:
@@ -406,21 +404,13 @@ def _remove_worktree(root: Path, worktree: Path) -> None:
     shutil.rmtree(worktree, ignore_errors=True)
 
 
-def handle(args: argparse.Namespace) -> int:
-    try:
-        return run(args)
-    except RunError as exc:
-        print(f"mlaperf run: error: {exc}", file=sys.stderr)
-        return exits.USAGE
-
-
 def main(argv: list[str] | None = None) -> int:
     """``python -m mlaperf.runner [RANGE] ...``: the same as ``mlaperf run``."""
     parser = argparse.ArgumentParser(
         prog="mlaperf run", formatter_class=DefaultsFormatter, description=DESCRIPTION
     )
     add_arguments(parser)
-    return exits.dispatch(handle, parser.parse_args(argv), prog="mlaperf run")
+    return exits.dispatch(run, parser.parse_args(argv), prog="mlaperf run")
 
 
 if __name__ == "__main__":

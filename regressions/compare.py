@@ -25,7 +25,7 @@ Two ratios exist in mlaperf and they are different quantities:
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -35,6 +35,7 @@ from db.models import Commit
 from db.provenance import is_provenance
 from regressions.config import Settings
 from regressions.direction import direction_for, slowdown
+from regressions.policy import module_ran
 from regressions.results import benchmark_versions, history_noise, machines_with, results_at
 
 DEFAULT_ALPHA = 0.01
@@ -69,10 +70,10 @@ _SIDE_OF_STORE_STATUS = {"ok": SIDE_OK, "failed": SIDE_FAILED, "skipped": SIDE_N
 
 
 @dataclass
-class SeriesPair:
-    """What the comparison of one series needs. ``base_status``/``head_status`` say what a side has
-    (``ok`` | ``failed`` | ``not_run`` | ``absent``, and at head ``missing``); None: ``ok`` for a finite
-    value, else ``failed``."""
+class Series:
+    """One series as a comparison judges it: which one (benchmark x params x machine), its unit, which way
+    is worse and its threshold. What goes in (:class:`SeriesPair`) and what comes out (:class:`Comparison`)
+    both start with it."""
 
     benchmark: str
     params: dict[str, Any]
@@ -80,6 +81,18 @@ class SeriesPair:
     unit: str | None
     direction: str
     threshold: float
+
+    def series(self) -> dict[str, Any]:
+        """These fields alone, to build the other kind of record of the same series."""
+        return {f.name: getattr(self, f.name) for f in fields(Series)}
+
+
+@dataclass
+class SeriesPair(Series):
+    """What the comparison of one series needs. ``base_status``/``head_status`` say what a side has
+    (``ok`` | ``failed`` | ``not_run`` | ``absent``, and at head ``missing``); None: ``ok`` for a finite
+    value, else ``failed``."""
+
     base: float | None
     head: float | None
     base_samples: list[float] = field(default_factory=list)
@@ -93,16 +106,10 @@ class SeriesPair:
 
 
 @dataclass
-class Comparison:
+class Comparison(Series):
     """One series, head against base. ``status`` is one of :data:`STATUSES`; ``ratio`` is
     :func:`change_ratio` (head / base, not the detector's step ratio); ``slowdown`` > 1 is worse."""
 
-    benchmark: str
-    params: dict[str, Any]
-    machine: str
-    unit: str | None
-    direction: str
-    threshold: float
     status: str
     base_status: str
     head_status: str
@@ -234,12 +241,7 @@ def _compare(pair: SeriesPair, prep: _Prepared, alpha: float, z_crit: float, p: 
     samples)."""
     base_side, head_side, status, ratio = prep
     common = dict(
-        benchmark=pair.benchmark,
-        params=pair.params,
-        machine=pair.machine,
-        unit=pair.unit,
-        direction=pair.direction,
-        threshold=pair.threshold,
+        pair.series(),
         base_status=base_side,
         head_status=head_side,
         base=pair.base if base_side == SIDE_OK else None,
@@ -362,14 +364,13 @@ def compare_commits(
 def _undeclared_removal(
     pair: SeriesPair, versions: tuple[dict[str, set[str | None]], dict[str, set[str | None]]], settings: Settings
 ) -> bool:
-    """Measured at base, absent or skipped at head while other benchmarks of its asv module (file) ran
-    there, and the removal not declared: no new asv version of the benchmark at head, not in the
-    configuration's ``removed`` list. A module missing altogether is a partial run (``asv run --bench``)."""
+    """Measured at base, absent or skipped at head while its asv module ran there (``policy.module_ran``),
+    and the removal not declared: no new asv version of the benchmark at head, not in the configuration's
+    ``removed`` list."""
     if pair.base_status != SIDE_OK or pair.head_status not in (SIDE_ABSENT, SIDE_NOT_RUN):
         return False
     at_base, at_head = versions
-    module = pair.benchmark.split(".", 1)[0]
-    if not any(name.split(".", 1)[0] == module for name in at_head):
+    if not module_ran([pair.benchmark], at_head):
         return False
     bumped = pair.benchmark in at_head and not (at_head[pair.benchmark] & at_base.get(pair.benchmark, set()))
     return not bumped and not settings.is_removed(pair.benchmark, pair.params)

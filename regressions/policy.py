@@ -239,6 +239,14 @@ def after_one_run_event(verdict: Verdict, next_pos: int | None, *, machine_wide:
     return verdict
 
 
+def module_ran(benchmarks: Iterable[str], ran: Iterable[str]) -> set[str]:
+    """Those of ``benchmarks`` whose asv module (the file: ``bench_decode`` of ``bench_decode.Class.time_x``)
+    has a benchmark in ``ran``, the names a run measured. One that did not run there while its module did no
+    longer runs; a module missing altogether is a partial run (``asv run --bench``), which says nothing."""
+    modules = {name.split(".", 1)[0] for name in ran}
+    return {b for b in benchmarks if b.split(".", 1)[0] in modules}
+
+
 def is_machine_wide(members: int, measured: int) -> bool:
     """A group of ``members`` series, ``measured`` series on its machine at its commit."""
     return members >= MACHINE_WIDE_MIN and members > MACHINE_WIDE_SHARE * max(measured, 1)

@@ -24,7 +24,7 @@ from pathlib import Path
 from regressions.compare import FAILED, FAILING, MISSING, REGRESSED, Comparison
 from regressions.pr_schema import ReportError, check_sha, read_report
 from regressions.report import MARKER, MAX_BODY_CHARS, compare_markdown, md_code, md_text
-from settings.pr_contract import CONTEXT, FORK_CONTEXT
+from settings.pr_contract import CONTEXT, FORK_CONTEXT, run_url
 
 FORK_NOTE = (
     "> **Figures from fork code, unverified.** This pull request comes from a fork: its own code ran the "
@@ -109,7 +109,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--head", required=True, help="head commit, full SHA (from the gate)")
     parser.add_argument("--fork", choices=("true", "false"), required=True, help="the head is in a fork")
     parser.add_argument("--job-result", default="unknown", help="needs.benchmark.result")
-    parser.add_argument("--run-url", default="", help="link to the workflow run")
+    parser.add_argument("--run-url", default=run_url(), help="link to the workflow run (default: this GitHub Actions "
+                        "run's page, from GITHUB_SERVER_URL, GITHUB_REPOSITORY and GITHUB_RUN_ID)")  # fmt: skip
     parser.add_argument("--comment-out", type=Path, required=True, metavar="FILE", help="where the comment goes")
     parser.add_argument("--status-out", type=Path, required=True, metavar="FILE", help="where the status goes")
     args = parser.parse_args(argv)

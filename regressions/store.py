@@ -300,9 +300,9 @@ def apply(judged: list[Judged], commit_at: np.ndarray, summary: DetectSummary) -
 
 
 def _gone(session: Session, machine_ids: list[int], bench: Benchmarks) -> dict[int, tuple[int, set[int]]]:
-    """Per machine: its newest commit and the benchmarks that no longer run there (missing from that
-    commit while other benchmarks of their asv module ran there; a module missing altogether is a partial
-    ``asv run --bench``, a missing parameter combination a grid subset: neither counts)."""
+    """Per machine: its newest commit and the benchmarks that no longer run there: missing from that commit
+    while their asv module ran there (``policy.module_ran``); a missing parameter combination is a grid subset
+    and does not count."""
     out: dict[int, tuple[int, set[int]]] = {}
     for mid in machine_ids:
         newest = next(iter(newest_commits(session, mid, 1)), None)
@@ -316,9 +316,9 @@ def _gone(session: Session, machine_ids: list[int], bench: Benchmarks) -> dict[i
                 .distinct()
             ).scalars()
         )
-        modules = {bench[b][0].split(".", 1)[0] for b in present if b in bench}
-        gone = {b for b, (name, _u) in bench.items() if b not in present and name.split(".", 1)[0] in modules}
-        out[mid] = newest, gone
+        absent = {b: name for b, (name, _u) in bench.items() if b not in present}
+        gone = policy.module_ran(absent.values(), (bench[b][0] for b in present if b in bench))
+        out[mid] = newest, {b for b, name in absent.items() if name in gone}
     return out
 
 

@@ -57,11 +57,10 @@ DASHBOARD_WRITABLE = Var("MLAPERF_DASHBOARD_WRITABLE", "1: the dashboard shows a
 DASHBOARD_MACHINE = Var("MLAPERF_DASHBOARD_MACHINE", "machine the dashboard's pages open on "
                         "(`mlaperf dashboard --machine`)", "the first GPU machine")  # fmt: skip
 BOT_LOGIN = Var("MLAPERF_BOT_LOGIN", "GitHub login whose PR comment the report updates", "github-actions[bot]")
-PR_CONTAINER = Var("MLAPERF_PR_CONTAINER", "true: the PR benchmarks run in the container (the gate says so)", "false")
 
 VARIABLES: tuple[Var, ...] = (
     DB, DEBUG, TIER, CONCURRENCY, ARCH_PROFILE, CEILINGS_FILE, AUTOTUNE_CACHE, COMPILE_CACHE, NIGHT_BUDGET,
-    REPO_URL, DASHBOARD_URL, DASHBOARD_WRITABLE, DASHBOARD_MACHINE, BOT_LOGIN, PR_CONTAINER,
+    REPO_URL, DASHBOARD_URL, DASHBOARD_WRITABLE, DASHBOARD_MACHINE, BOT_LOGIN,
 )  # fmt: skip
 
 _TRUE = ("1", "true", "yes")
@@ -88,18 +87,22 @@ def tier() -> str | None:
     return value
 
 
-def concurrency(default: list[int]) -> list[int]:
-    """The concurrency grid: ``default``, or the subset ``MLAPERF_CONCURRENCY=1,16,64`` names."""
-    raw = (CONCURRENCY.get() or "").strip()
-    if not raw:
-        return list(default)
+def parse_concurrency(raw: str, source: str = CONCURRENCY.name) -> list[int]:
+    """The positive integers of a comma-separated list such as ``1,16,64``: the one reading of ``--concurrency``
+    (``mlaperf run``) and of ``MLAPERF_CONCURRENCY``; ValueError naming ``source`` otherwise."""
     try:
         values = [int(v) for v in raw.split(",") if v.strip()]
     except ValueError:
-        raise ValueError(f"{CONCURRENCY.name} must be comma-separated integers, got {raw!r}") from None
+        values = []
     if not values or any(v < 1 for v in values):
-        raise ValueError(f"{CONCURRENCY.name} must list positive integers, got {raw!r}")
+        raise ValueError(f"{source} {raw!r}: expected comma-separated positive integers, e.g. 1,16,64")
     return values
+
+
+def concurrency(default: list[int]) -> list[int]:
+    """The concurrency grid: ``default``, or the subset ``MLAPERF_CONCURRENCY=1,16,64`` names."""
+    raw = (CONCURRENCY.get() or "").strip()
+    return parse_concurrency(raw) if raw else list(default)
 
 
 def arch_profile() -> str:
@@ -146,10 +149,6 @@ def dashboard_machine() -> str | None:
 
 def bot_login(default: str) -> str:
     return BOT_LOGIN.get() or default
-
-
-def pr_container() -> bool:
-    return PR_CONTAINER.get() == "true"
 
 
 def main() -> int:

@@ -16,6 +16,7 @@ import pytest
 import torch
 
 from mlaperf import runner
+from settings import env, exits
 
 if TYPE_CHECKING:  # annotations only: `from conftest import` at run time picks whichever conftest came last
     from conftest import SmokeRepo
@@ -71,7 +72,7 @@ def test_help_and_register() -> None:
     parser = argparse.ArgumentParser(prog="mlaperf")
     runner.register(parser.add_subparsers(dest="command"))
     args = parser.parse_args(["run"])
-    assert args.func is runner.handle
+    assert args.func is runner.run  # settings.exits.dispatch maps its errors, as every command's
     assert (args.range, args.tier, args.skip_existing, args.dry_run) == (["HEAD"], "auto", True, False)
     args = parser.parse_args(["run", "A..B", "C", "--no-skip-existing", "--bench", "x", "--bench", "y"])
     assert (args.range, args.skip_existing, args.bench) == (["A..B", "C"], False, ["x", "y"])
@@ -94,6 +95,32 @@ def test_bad_arguments_fail_clearly(smoke_repo: SmokeRepo, args: list[str], mess
     assert proc.returncode == 2, proc.stderr
     assert message in proc.stderr
     assert not (smoke_repo.path / ".asv").exists() or not any((smoke_repo.path / ".asv").iterdir())
+
+
+def test_run_errors_are_bad_input_wherever_they_end(capsys: pytest.CaptureFixture[str]) -> None:
+    """A RunError is the user's input (exit 2, one line) through the one dispatch, also when it leaves a command
+    other than `mlaperf run` (the nightly's plan calls the runner's helpers)."""
+
+    def step(_args: argparse.Namespace) -> int:
+        runner.machine_name("a/b", "cpu")
+        return exits.OK
+
+    assert exits.dispatch(step, argparse.Namespace()) == exits.USAGE
+    assert capsys.readouterr().err == "mlaperf: error: --machine 'a/b': use letters, digits and . _ + - only " \
+        "(it becomes a folder name)\n"
+
+
+@pytest.mark.parametrize("raw", ["1,x", "0", ",", "-4,16", "1.5"])
+def test_concurrency_has_one_reading(raw: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """--concurrency and MLAPERF_CONCURRENCY (what the benchmark processes read) accept and refuse the same."""
+    with pytest.raises(runner.RunError) as flag:
+        runner._check_concurrency(raw)
+    monkeypatch.setenv(env.CONCURRENCY.name, raw)
+    with pytest.raises(ValueError) as variable:
+        env.concurrency([1, 16])
+    assert str(flag.value) == str(variable.value).replace(env.CONCURRENCY.name, "--concurrency", 1)
+    monkeypatch.setenv(env.CONCURRENCY.name, " 1, 16 ,64")
+    assert runner._check_concurrency(" 1, 16 ,64") == "1,16,64" and env.concurrency([1]) == [1, 16, 64]
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the error path without a GPU")

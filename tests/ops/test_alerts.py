@@ -154,3 +154,31 @@ def test_bad_budget_env_is_a_usage_error_of_nightly_plan_only(monkeypatch: pytes
         with pytest.raises(SystemExit) as exc:
             parser.parse_args(["nightly", "plan"])
         assert exc.value.code == 2 and "--budget" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("flag", "variable", "expected"),
+    [
+        (None, None, "https://github.example/acme/kernels"),  # the workflow run's repository
+        (None, "", ""),  # set and empty: no commit links, as the dashboard and the site read it
+        (None, " https://git.example/acme/k/ ", "https://git.example/acme/k"),
+        ("", "https://git.example/acme/k", ""),  # --repo-url '' wins over the variable
+        ("https://other.example/x/", "", "https://other.example/x"),
+    ],
+)
+def test_repo_url_empty_means_no_commit_links(tmp_path: Path, fake_github: FakeGitHub, flag: str | None,
+                                              variable: str | None, expected: str) -> None:  # fmt: skip
+    regressions = tmp_path / "regressions.json"
+    regressions.write_text(json.dumps([record(1, 7, "new")]))
+    plan = tmp_path / "issues-plan.json"
+    env = {k: v for k, v in os.environ.items() if k != "MLAPERF_REPO_URL"} | fake_github.env()
+    if variable is not None:
+        env["MLAPERF_REPO_URL"] = variable
+    proc = subprocess.run([str(MLAPERF), "nightly", "alert", "--regressions", str(regressions), "--plan-out", str(plan),
+                           "--dry-run", *(["--repo-url", flag] if flag is not None else [])],
+                          env=env, capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr  # --dry-run: the plan only
+    [action] = json.loads(plan.read_text())
+    commit = f"[`{SHA[:10]}`]({expected}/commit/{SHA})" if expected else f"commit `{SHA[:10]}`"
+    assert commit in action["body"] and ("/commit/" in action["body"]) == bool(expected), action["body"]
+    assert "Nightly run: https://github.example/acme/kernels/actions/runs/42" in action["body"]

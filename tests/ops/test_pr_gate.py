@@ -17,7 +17,7 @@ import pytest
 from scratch import ROOT, FakeGitHub
 
 from regressions.report import MARKER
-from settings.pr_contract import BOT_LOGIN, CONTEXT, FORK_CONTEXT
+from settings.pr_contract import BOT_LOGIN, CONTEXT, FORK_CONTEXT, repository_url, run_url, runner_image
 
 HEAD, BASE = "c" * 40, "d" * 40
 Server = Callable[[dict[str, Any]], FakeGitHub]
@@ -46,8 +46,8 @@ def seed(pulls: list[dict[str, Any]], *, labelled: str = "2026-12-01T10:05:00Z",
     return {"pulls": pulls, "get": get}
 
 
-def gate(tmp_path: Path, github: FakeGitHub, owner: str = "mallory",
-         branch: str = "topic") -> tuple[int, str, dict[str, str], str]:  # fmt: skip
+def gate(tmp_path: Path, github: FakeGitHub, owner: str = "mallory", branch: str = "topic", args: tuple[str, ...] = (),
+         extra: dict[str, str] | None = None) -> tuple[int, str, dict[str, str], str]:  # fmt: skip
     event = tmp_path / "event.json"
     event.write_text(json.dumps({"workflow_run": {"head_sha": HEAD, "head_branch": branch,
                                                   "head_repository": {"owner": {"login": owner}}}}))  # fmt: skip
@@ -55,9 +55,9 @@ def gate(tmp_path: Path, github: FakeGitHub, owner: str = "mallory",
     out.write_text("")
     summary.write_text("")
     env = {**os.environ, **github.env(), "GITHUB_EVENT_PATH": str(event), "GITHUB_OUTPUT": str(out),
-           "GITHUB_STEP_SUMMARY": str(summary)}  # fmt: skip
-    proc = subprocess.run([sys.executable, "-S", "-m", "mlaperf.pr_gate"], cwd=ROOT, env=env, capture_output=True,
-                          text=True, timeout=60)  # fmt: skip
+           "GITHUB_STEP_SUMMARY": str(summary), **(extra or {})}  # fmt: skip
+    proc = subprocess.run([sys.executable, "-S", "-m", "mlaperf.pr_gate", *args], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=60)  # fmt: skip
     outputs = dict(line.split("=", 1) for line in out.read_text().splitlines())
     return proc.returncode, proc.stdout + proc.stderr, outputs, summary.read_text()
 
@@ -67,7 +67,7 @@ def test_fork_with_a_fresh_label_runs_and_shows_what_is_approved(tmp_path: Path,
     rc, log, out, summary = gate(tmp_path, github)
     assert rc == 0, log
     assert out == {"run": "true", "number": "7", "base_sha": BASE, "head_sha": HEAD, "fork": "true",
-                   "environment": "gpu-benchmarks-fork", "container": "false"}  # fmt: skip
+                   "environment": "gpu-benchmarks-fork", "image": ""}  # fmt: skip
     assert "| pull request | #7 |" in summary and f"`{HEAD}`" in summary and "| fork | yes" in summary
     [status] = github.state()["statuses"]
     assert (status["sha"], status["state"], status["context"]) == (HEAD, "pending", FORK_CONTEXT)
@@ -110,6 +110,31 @@ def test_same_repository_and_unlabelled_and_gone(tmp_path: Path, github_server: 
     github = github_server(seed([pull(head={"sha": "f" * 40, "ref": "topic", "owner": "mallory", "repo": None})]))
     rc, log, out, _ = gate(tmp_path, github)
     assert rc == 0 and out["run"] == "false" and "no open pull request" in log
+
+
+def test_container_switch_names_the_image_of_the_default_branch_commit(tmp_path: Path, github_server: Server) -> None:
+    """--container: the benchmark job's image, tagged with this workflow's commit and in lower case (GHCR)."""
+    github = github_server(seed([pull()]))
+    rc, log, out, _ = gate(tmp_path, github, args=("--container",), extra={"GITHUB_SHA": BASE})
+    assert rc == 0 and out["image"] == f"ghcr.io/acme/kernels/mlaperf-runner:{BASE}", log
+    assert runner_image("Acme/Kernels", BASE) == f"ghcr.io/acme/kernels/mlaperf-runner:{BASE}"
+    rc, log, out, _ = gate(tmp_path, github, args=("--container",), extra={"GITHUB_SHA": "main"})
+    assert rc == 2 and "GITHUB_SHA is not a commit hash" in log and out == {}
+    rc, log, out, _ = gate(tmp_path, github, args=("--containers",))
+    assert rc == 2 and out == {}
+
+
+def test_links_name_the_run_or_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    """One rule for the run's link (gate, poster, renderer, nightly issues): none outside a workflow run."""
+    monkeypatch.setenv("GITHUB_SERVER_URL", "https://github.example/")
+    monkeypatch.setenv("GITHUB_REPOSITORY", "acme/kernels")
+    monkeypatch.setenv("GITHUB_RUN_ID", "42")
+    assert (repository_url(), run_url()) == ("https://github.example/acme/kernels",
+                                             "https://github.example/acme/kernels/actions/runs/42")  # fmt: skip
+    monkeypatch.delenv("GITHUB_RUN_ID")
+    assert (repository_url(), run_url()) == ("https://github.example/acme/kernels", "")
+    monkeypatch.delenv("GITHUB_REPOSITORY")
+    assert (repository_url(), run_url()) == ("", "")
 
 
 # --- the poster --------------------------------------------------------------------------------------
@@ -207,6 +232,9 @@ def test_check_repo_settings_passes_a_safe_repository(github_server: Server) -> 
         (lambda g: g.pop(f"{API}/environments/gpu-benchmarks-fork"), "create gpu-benchmarks-fork with required"),
         (lambda g: g.__setitem__(f"{API}/environments/gpu-benchmarks-fork", {"protection_rules": []}),
          "gpu-benchmarks-fork: no required reviewer"),
+        (lambda g: g.__setitem__(f"{API}/environments/gpu-benchmarks-fork", {"protection_rules": [
+            {"type": "required_reviewers", "prevent_self_review": False, "reviewers": [{"type": "User"}]}]}),
+         "gpu-benchmarks-fork: turn on 'Prevent self-review'"),
         (lambda g: g.__setitem__(f"{API}/actions/secrets/MLAPERF_DB", {"name": "MLAPERF_DB"}),
          "MLAPERF_DB is a repository secret"),
         (lambda g: g.__setitem__(f"{API}/environments/mlaperf-store", {"deployment_branch_policy": None}),
@@ -246,6 +274,18 @@ def test_poster_without_a_rendered_comment_sets_the_fixed_error(tmp_path: Path, 
     [status] = github.state()["statuses"]
     assert (status["state"], status["context"], status["description"]) == (
         "error", FORK_CONTEXT, "no rendered report: see the run")
+
+
+def test_poster_outside_a_workflow_run_links_no_run(tmp_path: Path, github_server: Server) -> None:
+    github = github_server({})
+    env = {**os.environ, **github.env(), "PR_NUMBER": "7", "HEAD_SHA": HEAD, "FORK": "false"}
+    del env["GITHUB_RUN_ID"]
+    proc = subprocess.run([sys.executable, "-S", "-m", "mlaperf.pr_post", str(tmp_path / "none.md"),
+                           str(tmp_path / "none.json")], cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=60)  # fmt: skip
+    assert proc.returncode == 1, proc.stderr
+    [status] = github.state()["statuses"]
+    assert status["context"] == CONTEXT and "target_url" not in status, status
 
 
 def test_a_hostile_branch_name_stays_one_query_value(tmp_path: Path, github_server: Server) -> None:

@@ -6,6 +6,7 @@ and GitHub's own renderer (cmark-gfm) reads the comment."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -24,6 +25,9 @@ from settings.pr_contract import CONTEXT, FORK_CONTEXT
 
 BASE, HEAD = "a" * 40, "b" * 40
 RUN_URL = "https://github.example/acme/kernels/actions/runs/42"
+# What the render job's environment holds: the link to the run is built from it (settings.pr_contract.run_url).
+RUN_ENV = {**os.environ, "GITHUB_SERVER_URL": "https://github.example", "GITHUB_REPOSITORY": "acme/kernels",
+           "GITHUB_RUN_ID": "42"}  # fmt: skip
 BIDI = "\u202e\u2066\u2067\u2068\u2069\u202a\u202b\u202c\u202d"
 HOSTILE = [
     "@maintainers please merge",
@@ -56,9 +60,9 @@ def render(tmp_path: Path, data: bytes | None, *, fork: bool = False, result: st
     comment, status = tmp_path / "comment.md", tmp_path / "status.json"
     proc = subprocess.run(
         [sys.executable, "-m", "regressions.pr_render", "--report", str(report), "--base", base, "--head", head,
-         "--fork", "true" if fork else "false", "--job-result", result, "--run-url", RUN_URL,
+         "--fork", "true" if fork else "false", "--job-result", result,
          "--comment-out", str(comment), "--status-out", str(status)],
-        cwd=ROOT, capture_output=True, text=True, timeout=120,
+        cwd=ROOT, capture_output=True, text=True, timeout=120, env=RUN_ENV,
     )  # fmt: skip
     if proc.returncode != 0:
         return proc.returncode, proc.stderr, {}

@@ -34,10 +34,9 @@ def writes(job: dict[str, Any]) -> set[str]:
 
 def test_jobs_that_comment_run_only_default_branch_code() -> None:
     wf = load("pr-benchmarks.yml")
-    pr_jobs = {"benchmark", "benchmark-container"}
     for name, job in wf["jobs"].items():
         text = json.dumps(job)
-        if name in pr_jobs:
+        if name == "benchmark":
             assert job["permissions"] == {"contents": "read"} and "secrets." not in text and not writes(job)
             continue
         assert job["runs-on"] == "ubuntu-latest", name
@@ -58,21 +57,29 @@ def test_jobs_that_comment_run_only_default_branch_code() -> None:
     assert "github-script" not in (WORKFLOWS / "pr-benchmarks.yml").read_text(), "no inline JS decides the status"
 
 
-def test_pr_jobs_upload_data_only() -> None:
-    wf = load("pr-benchmarks.yml")
-    for name in ("benchmark", "benchmark-container"):
-        steps = wf["jobs"][name]["steps"]
-        uploads = [i for i, s in enumerate(steps) if s.get("uses", "").startswith("actions/upload-artifact@")]
-        assert len(uploads) == 1
-        upload = steps[uploads[0]]
-        assert upload["with"]["path"] == "${{ runner.temp }}/pr-data"
-        stage = steps[uploads[0] - 1]
-        assert stage["run"] == 'bash scripts/pr-stage.sh "$MLAPERF_PR_DIR" "$RUNNER_TEMP/pr-data"'
-        assert "$GITHUB_STEP_SUMMARY" not in json.dumps(steps), "the PR job writes nothing the run page renders"
-    bench, container = (wf["jobs"][k]["steps"] for k in ("benchmark", "benchmark-container"))
-    same = [i for i, s in enumerate(bench) if "Install" not in s["name"]]
-    assert [bench[i] == container[i] for i in same if "Check the checkout" not in bench[i]["name"]] == [True] * (
-        len(same) - 1)  # the same steps but the install (the image holds the dependencies)
+def test_pr_job_uploads_data_only() -> None:
+    steps = load("pr-benchmarks.yml")["jobs"]["benchmark"]["steps"]
+    uploads = [i for i, s in enumerate(steps) if s.get("uses", "").startswith("actions/upload-artifact@")]
+    assert len(uploads) == 1
+    upload = steps[uploads[0]]
+    assert upload["with"]["path"] == "${{ runner.temp }}/pr-data"
+    stage = steps[uploads[0] - 1]
+    assert stage["run"] == 'bash scripts/pr-stage.sh "$MLAPERF_PR_DIR" "$RUNNER_TEMP/pr-data"'
+    assert "$GITHUB_STEP_SUMMARY" not in json.dumps(steps), "the PR job writes nothing the run page renders"
+
+
+def test_one_pr_job_runs_on_the_runner_or_in_the_container() -> None:
+    """One benchmark job for both places: the gate's image picks the container ('' : the runner itself); only the
+    install differs, by two steps whose conditions exclude each other."""
+    jobs = load("pr-benchmarks.yml")["jobs"]
+    assert [n for n, j in jobs.items() if "self-hosted" in j["runs-on"]] == ["benchmark"]
+    bench = jobs["benchmark"]
+    assert bench["container"].startswith("${{ needs.gate.outputs.image && fromJSON(")
+    assert "--gpus all" in bench["container"] and bench["container"].endswith("|| '' }}")
+    assert jobs["gate"]["outputs"]["image"] == "${{ steps.gate.outputs.image }}"
+    conditional = {s["name"]: s["if"] for s in bench["steps"] if "if" in s and "always()" not in s["if"]}
+    assert sorted(conditional.values()) == ["needs.gate.outputs.image != ''", "needs.gate.outputs.image == ''"]
+    assert jobs["render"]["needs"] == ["gate", "benchmark"]
 
 
 def test_every_self_hosted_job_forgets_first() -> None:
@@ -83,7 +90,7 @@ def test_every_self_hosted_job_forgets_first() -> None:
                 first = job["steps"][0]
                 assert first["name"] == "Forget earlier jobs (before any checkout)", (name, job_name)
                 firsts.append(first["run"])
-    assert len(firsts) == 3 and len(set(firsts)) == 1, "one text in every self-hosted job"
+    assert len(firsts) == 2 and len(set(firsts)) == 1, "one text in every self-hosted job"
     text = firsts[0]
     needed = ["PYTHONNOUSERSITE=1", "TRITON_CACHE_DIR=", "PIP_CACHE_DIR=", "TORCH_HOME=", "XDG_CACHE_HOME=",
               "HOME=$job/home", "core.hooksPath", "core.fsmonitor", "-mindepth 1 -maxdepth 1 -exec rm -rf"]
@@ -234,10 +241,13 @@ def test_container_path_runs_the_image_built_from_the_default_branch() -> None:
     build = image["jobs"]["build"]
     assert writes(build) == {"packages"} and "pull_request" not in json.dumps(image[True])
     script = build["steps"][-1]["run"]
-    assert 'docker build --pull -f docker/Dockerfile -t "$image:$GITHUB_SHA" .' in script
-    container = load("pr-benchmarks.yml")["jobs"]["benchmark-container"]["container"]
-    assert container["image"] == "ghcr.io/${{ github.repository }}/mlaperf-runner:${{ github.sha }}"
-    assert "--gpus all" in container["options"]
+    assert 'docker build --pull -f docker/Dockerfile -t "$image" .' in script
+    # The image is named by the one rule the gate also uses (lower case for GHCR); run it as the job does.
+    line = next(x for x in script.splitlines() if x.startswith("image="))
+    env = {**os.environ, "GITHUB_REPOSITORY": "Acme/Kernels", "GITHUB_SHA": "a" * 40}
+    proc = subprocess.run(["bash", "-c", f'{line}\nprintf %s "$image"'], cwd=ROOT, env=env, capture_output=True,
+                          text=True, timeout=60)  # fmt: skip
+    assert proc.returncode == 0 and proc.stdout == f"ghcr.io/acme/kernels/mlaperf-runner:{'a' * 40}", proc.stderr
     dockerfile = (ROOT / "docker" / "Dockerfile").read_text()
     assert "--require-hashes" in dockerfile and "constraints/py311-cpu.hashes.txt" in dockerfile
     assert "PYTHONNOUSERSITE=1" in dockerfile

@@ -7,6 +7,7 @@ import json
 import math
 import subprocess
 from collections.abc import Callable, Iterator
+from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,8 @@ from mlaperf.cli import main
 from regressions.compare import (
     MIN_HISTORY_RUNS,
     STATUSES,
+    Comparison,
+    Series,
     SeriesPair,
     change_ratio,
     compare_commits,
@@ -57,6 +60,15 @@ def pair(
     )
     args.update(kw)
     return SeriesPair(**args)  # type: ignore[arg-type]
+
+
+def test_a_comparison_describes_its_series_as_the_pair_did() -> None:
+    """What identifies and judges a series is one definition, shared by what goes in and what comes out."""
+    names = [f.name for f in fields(Series)]
+    assert names == ["benchmark", "params", "machine", "unit", "direction", "threshold"]
+    assert [f.name for f in fields(SeriesPair)][:6] == names == [f.name for f in fields(Comparison)][:6]
+    p = pair(100e-6, 110e-6, unit="tokens/s", threshold=0.2)
+    assert compare_pair(p).series() == p.series() == {n: getattr(p, n) for n in names}
 
 
 def test_clear_slowdown_with_samples_is_a_significant_regression() -> None:

@@ -134,3 +134,12 @@ def test_group_kind_and_ranges() -> None:
     assert policy.best_group((4, 6), [(0, 3), (5, 9), (3, 6)]) == 2  # overlaps (4, 6] most
     assert policy.best_group((10, 11), [(0, 3), (5, 9)]) is None
     assert policy.is_machine_wide(3, 4) and not policy.is_machine_wide(2, 2) and not policy.is_machine_wide(5, 12)
+
+
+def test_a_benchmark_no_longer_runs_only_where_its_module_ran() -> None:
+    """The one rule of `mlaperf compare` (undeclared removals) and detection (retiring gone benchmarks)."""
+    ran = ["bench_decode.SparseDecode.time_decode", "bench_step.Step.time_step"]
+    names = ["bench_decode.SparseDecode.time_old", "bench_indexer.Indexer.time_indexer", "bench_step.Step.time_step"]
+    assert policy.module_ran(names, ran) == {"bench_decode.SparseDecode.time_old", "bench_step.Step.time_step"}
+    assert policy.module_ran(names, []) == set(), "a module missing altogether is a partial run"
+    assert policy.module_ran(["bench_decodex.A.time_a"], ran) == set(), "modules are whole names, not prefixes"
