@@ -1,0 +1,258 @@
+#!/usr/bin/env python
+"""Which top-k select should the bf16 indexer run? Every select path side by side, in one run.
+
+For each (batch, context), on one set of inputs: every path of ``mla_kernels.indexer.launch.SELECTS``
+(today's "split", "split_radix", the global "radix" and "radix_fused"), plus global radix selects with
+other slice sizes / warp counts (``--radix-slices``, ``--radix-warps``), each timed
+
+- end to end (scores + select, ``indexer_topk`` with ``launch.SELECT`` set to the path): what
+  ``benchmarks.scripts.indexer_perf --impls bf16`` would report with that path, printed as its table too;
+- the select alone, on the logits of one scores run (a radix path's workspace zeroing included;
+  "radix_fused": its pass 0 ran in the scores kernel, so the workspace is restored from that run);
+- the scores kernel alone, without and with the fused pass 0 ("scores", "scores+hist").
+
+Every output is checked before it is timed: ``check_indexer_output`` against the float64 reference
+logits (valid, distinct slots of the request; any choice only among near-ties), and the recall of the
+reference's top-k set is printed. GPU: CUDA-graph replay, L2 flushed before each replay
+(``indexer_perf``'s timer). ``--smoke``: tiny shapes on the CPU under the Triton interpreter
+(wall-clock, eager). Exit status 1 when a variant disagrees with the reference, 2 on bad arguments.
+
+    python -m experiments.indexer_select_ab                # H200: B 1 and 64 at 4K / 16K / 64K, top-k 512
+    python -m experiments.indexer_select_ab --smoke        # CPU, interpreter, tiny shapes
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    from benchmarks.scripts.indexer_perf import _int_list
+
+    p = argparse.ArgumentParser(prog="python -m experiments.indexer_select_ab", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+    p.add_argument("--batches", type=_int_list, default=None, help="concurrencies (default 1,64; smoke 1,3)")
+    p.add_argument("--contexts", type=_int_list, default=None,
+                   help="real context per request (default 4096,16384,65536; smoke 300,700)")  # fmt: skip
+    p.add_argument("--max-context", type=int, default=None, help="block-table capacity (default 131072)")
+    p.add_argument("--topk", type=int, default=None, help="default 512; smoke 32")
+    p.add_argument("--heads", type=int, default=None, help="default 64; smoke 16")
+    p.add_argument("--iters", type=int, default=None, help="timed replays per case (default 30; smoke 1)")
+    p.add_argument("--radix-slices", type=_int_list, default=None,
+                   help="extra global radix slice sizes, select alone (default 512,2048; smoke 128)")  # fmt: skip
+    p.add_argument("--radix-warps", type=_int_list, default=[8], help="extra global radix warp counts (default 8)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--json-out", type=Path, default=None, help="also write the JSON record here")
+    p.add_argument("--smoke", action="store_true", help="tiny shapes on the CPU under the Triton interpreter")
+    args = p.parse_args(argv)
+    defaults = {
+        "batches": [1, 3] if args.smoke else [1, 64],
+        "contexts": [300, 700] if args.smoke else [4096, 16384, 65536],
+        "max_context": 1024 if args.smoke else 131072,
+        "topk": 32 if args.smoke else 512,
+        "heads": 16 if args.smoke else 64,
+        "iters": 1 if args.smoke else 30,
+        "radix_slices": [128] if args.smoke else [512, 2048],
+    }
+    for key, value in defaults.items():
+        if getattr(args, key) is None:
+            setattr(args, key, value)
+    for key in ("topk", "heads", "iters", "max_context"):
+        if getattr(args, key) <= 0:
+            p.error(f"--{key.replace('_', '-')} must be positive")
+    if min(args.batches) <= 0 or min(args.radix_warps) <= 0 or min(args.radix_slices) < 64:
+        p.error("--batches and --radix-warps must be positive, --radix-slices at least 64")
+    if any(s & (s - 1) for s in args.radix_slices):
+        p.error("--radix-slices must be powers of two")
+    if args.max_context % 256 or args.heads % 16 or max(args.contexts) > args.max_context:
+        p.error("--max-context must be a multiple of 256 holding every context, --heads a multiple of 16")
+    return args
+
+
+def _timer(args: argparse.Namespace, device: Any) -> Any:
+    import torch
+
+    from benchmarks.scripts.indexer_perf import _time_cpu, _time_gpu
+
+    if device.type == "cuda":
+        return lambda fn: _time_gpu(torch, fn, args.iters, capture=True)
+    return lambda fn: _time_cpu(fn, args.iters)
+
+
+def _select_alone(case: dict[str, Any], path: str, plan: Any = None) -> Any:
+    """The select of ``path`` alone on the case's logits (a closure); ``plan``: a radix plan override."""
+
+    from mla_kernels.indexer import launch as L
+    from mla_kernels.indexer import radix
+
+    q, w, cache, bt, sl, topk = case["inp"].args()
+    d, logits, out = case["d"], case["logits"], case["out"]
+    if path == "radix_fused":  # pass 0 ran in the scores kernel: start from that workspace every time
+        ws, cand = radix.workspace(d, logits.device)
+        L._run_scores(q, w, cache, bt, sl, logits, d, topk, ws)
+        snapshot = ws.clone()
+
+        def fused() -> None:
+            ws.copy_(snapshot)
+            L._select(logits, bt, sl, out, topk, d, path, (ws, cand))
+
+        return fused
+    if plan is not None:
+        return lambda: radix.radix_select(logits, bt, sl, out, topk, d, plan)
+    L._run_scores(q, w, cache, bt, sl, logits, d, topk)
+    return lambda: L._select(logits, bt, sl, out, topk, d, path, radix.workspace(d, logits.device)
+                             if path == "radix" else None)  # fmt: skip
+
+
+def _checked(case: dict[str, Any], out: Any) -> float:
+    """Recall of the reference's top-k set; raises AssertionError on a wrong selection."""
+    from mla_kernels.indexer import check_indexer_output
+
+    inp = case["inp"]
+    return check_indexer_output(out, case["ref"], inp.block_table, inp.seq_lens, inp.topk)["recall_min"]
+
+
+def _variants(args: argparse.Namespace, d: Any, device: Any) -> dict[str, Any]:
+    """Extra global radix plans (select alone): name -> plan."""
+    from mla_kernels.indexer import radix
+
+    base = radix.plan(d, args.topk, device)
+    out = {}
+    for s in args.radix_slices:
+        for w in sorted({radix.WARPS, *args.radix_warps}):
+            p = replace(radix.plan(d, args.topk, device, slice_=s), warps=w)
+            if p != base:
+                out[f"radix s{s} w{w}"] = p
+    for w in args.radix_warps:
+        if w != base.warps:
+            out[f"radix s{base.slice} w{w}"] = replace(base, warps=w)
+    return out
+
+
+def measure(args: argparse.Namespace, batch: int, ctx: int, device: Any, timer: Any) -> dict[str, Any]:
+    """One (batch, context): every path end to end and alone, the extra radix plans alone, the scores."""
+    import torch
+
+    from mla_kernels.indexer import indexer_logits_reference, indexer_topk, make_indexer_inputs, radix
+    from mla_kernels.indexer import launch as L
+    from mla_kernels.indexer.checks import _check_args
+
+    inp = make_indexer_inputs(batch, ctx, max_context=args.max_context, num_heads=args.heads, topk=args.topk,
+                              device=device, seed=args.seed)  # fmt: skip
+    d = _check_args(*inp.args(), "bf16")
+    case = {"inp": inp, "d": d, "ref": indexer_logits_reference(*inp.args()[:5]),
+            "logits": torch.empty((batch, d.max_context), dtype=torch.float32, device=device),
+            "out": torch.empty((batch, args.topk), dtype=torch.int32, device=device)}  # fmt: skip
+    row: dict[str, Any] = {"batch": batch, "context": ctx, "e2e": {}, "alone": {}, "recall": {}}
+    saved = L.SELECT
+    try:
+        for path in L.SELECTS:
+            L.SELECT = path
+            out = indexer_topk(*inp.args(), impl="bf16")  # warm-up: compiles, resolves the tuner
+            if device.type == "cuda":
+                torch.cuda.synchronize()
+            row["recall"][path] = _checked(case, out)
+            row["e2e"][path] = statistics.median(timer(lambda: indexer_topk(*inp.args(), impl="bf16")))
+    finally:
+        L.SELECT = saved
+    alone = {path: _select_alone(case, path) for path in L.SELECTS}
+    alone.update({name: _select_alone(case, "radix", p) for name, p in _variants(args, d, device).items()})
+    for name, fn in alone.items():
+        case["out"].fill_(-7)
+        fn()
+        recall = _checked(case, case["out"])  # a path's select alone is checked as well as its end to end
+        row["recall"].setdefault(name, recall)
+        row["alone"][name] = statistics.median(timer(fn))
+    q, w, cache, bt, sl, topk = inp.args()
+    ws, _ = radix.workspace(d, device)
+    row["alone"]["scores"] = statistics.median(
+        timer(lambda: L._run_scores(q, w, cache, bt, sl, case["logits"], d, topk)))
+    row["alone"]["scores+hist"] = statistics.median(
+        timer(lambda: (ws.zero_(), L._run_scores(q, w, cache, bt, sl, case["logits"], d, topk, ws))))
+    return row
+
+
+def _print_table(rows: list[dict[str, Any]], paths: tuple[str, ...]) -> None:
+    extra = [k for k in rows[0]["alone"] if k not in paths and not k.startswith("scores")]
+    print("\nmedian us (e2e: scores + select through indexer_topk; alone: the select on fixed logits); recall vs ref")
+    head = f"{'B':>3} {'ctx':>6} {'scores':>7} {'+hist':>7} | " + " | ".join(f"{p:>26}" for p in paths)
+    print(head + " | " + " | ".join(f"{e:>14}" for e in extra))
+    print(f"{'':>3} {'':>6} {'':>7} {'':>7} | " + " | ".join(f"{'e2e':>8} {'alone':>8} {'recall':>8}" for _ in paths)
+          + " | " + " | ".join(f"{'alone':>6} {'recall':>7}" for _ in extra))  # fmt: skip
+    for r in rows:
+        a = r["alone"]
+        cells = [f"{r['e2e'][p]:>8.1f} {a[p]:>8.1f} {r['recall'][p]:>8.4f}" for p in paths]
+        more = [f"{a[e]:>6.1f} {r['recall'][e]:>7.4f}" for e in extra]
+        print(f"{r['batch']:>3} {r['context']:>6} {a['scores']:>7.1f} {a['scores+hist']:>7.1f} | "
+              + " | ".join(cells) + " | " + " | ".join(more))  # fmt: skip
+
+
+def _as_indexer_perf(args: argparse.Namespace, rows: list[dict[str, Any]], paths: tuple[str, ...],
+                     copy_bps: float | None) -> None:  # fmt: skip
+    """Each path's end-to-end figures as ``indexer_perf --impls bf16`` prints them (targets included)."""
+    from benchmarks.scripts.indexer_perf import BYTES_PER_TOKEN, _report
+
+    for path in paths:
+        print(f"\nindexer_perf --impls bf16 with launch.SELECT = {path!r}:")
+        results = []
+        for r in rows:
+            total = r["context"] * r["batch"] * BYTES_PER_TOKEN
+            med = r["e2e"][path]
+            results.append({
+                "batch": r["batch"], "context": r["context"], "impl": "bf16", "median_us": med, "min_us": med,
+                "gbps_real_length": total / (med * 1e-6) / 1e9, "recall_min": r["recall"][path],
+                "roofline_us": None if copy_bps is None else total / copy_bps * 1e6,
+                "timing": "cuda-graph replay" if copy_bps is not None else "eager",
+            })  # fmt: skip
+        _report(args, results)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    if args.smoke:
+        os.environ["TRITON_INTERPRET"] = "1"  # before the first triton import
+    import torch
+
+    from benchmarks.scripts.indexer_perf import _copy_bandwidth
+    from mla_kernels.indexer import launch as L
+
+    if args.smoke:
+        device = torch.device("cpu")
+    elif torch.cuda.is_available():
+        device = torch.device("cuda")
+    else:
+        print("error: no CUDA device; use --smoke for the CPU interpreter run", file=sys.stderr)
+        return 2
+    copy_bps = _copy_bandwidth(torch) if device.type == "cuda" else None
+    timer = _timer(args, device)
+    rows = []
+    for batch in args.batches:
+        for ctx in args.contexts:
+            print(f"  batch {batch}, context {ctx} ...", file=sys.stderr, flush=True)
+            try:
+                rows.append(measure(args, batch, ctx, device, timer))
+            except AssertionError as exc:
+                print(f"error: batch {batch}, context {ctx}: a select disagrees with the reference: {exc}",
+                      file=sys.stderr)  # fmt: skip
+                return 1
+    _print_table(rows, L.SELECTS)
+    _as_indexer_perf(args, rows, L.SELECTS, copy_bps)
+    record = {"bench": "indexer_select_ab", "smoke": bool(args.smoke), "select_default": L.SELECT,
+              "copy_gbps": None if copy_bps is None else copy_bps / 1e9, "rows": rows}  # fmt: skip
+    line = json.dumps(record)
+    if args.json_out is not None:
+        args.json_out.parent.mkdir(parents=True, exist_ok=True)
+        args.json_out.write_text(line + "\n")
+    print(line)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
