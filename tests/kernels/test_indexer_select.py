@@ -242,3 +242,20 @@ def test_select_ab_experiment_smoke(tmp_path: Path) -> None:
     bad = subprocess.run([sys.executable, "-m", "experiments.indexer_select_ab", "--radix-slices", "100"],
                          capture_output=True, text=True, cwd=REPO, timeout=120)  # fmt: skip
     assert bad.returncode == 2 and "--radix-slices" in bad.stderr
+
+
+def test_indexer_perf_runs_the_chosen_select() -> None:
+    env = {**os.environ, "TRITON_INTERPRET": "1", "CUDA_VISIBLE_DEVICES": ""}
+    cmd = [sys.executable, "-m", "benchmarks.scripts.indexer_perf", "--smoke", "--impls", "bf16", "--batches", "2",
+           "--contexts", "300"]  # fmt: skip
+    proc = subprocess.run([*cmd, "--select", "radix_fused"], capture_output=True, text=True, env=env, cwd=REPO,
+                          timeout=300)  # fmt: skip
+    if proc.returncode != 0 and "interpreter cannot run kernels with loops" in proc.stderr:
+        pytest.skip(proc.stderr.strip().splitlines()[-1])
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    record = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert record["select"] == "radix_fused"
+    (row,) = record["results"]
+    assert row["launch"]["select"] == "radix_fused" and row["recall_min"] == 1.0
+    bad = subprocess.run([*cmd, "--select", "nope"], capture_output=True, text=True, env=env, cwd=REPO, timeout=300)
+    assert bad.returncode == 2 and "--select must be one of split, split_radix, radix, radix_fused" in bad.stderr
