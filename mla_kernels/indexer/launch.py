@@ -39,8 +39,19 @@ KERNELS = {"scores_t": _bf16_scores_kernel_t, "select": _radix_select_kernel, "f
 # radix select: every pass over all slices of a request, see ``radix``) or "radix_fused" (its pass 0
 # run by the scores kernel on the logits it holds: one launch fewer). Where the split does not apply
 # (``split.plan`` is None), the split paths fall back to the single-program radix select.
+# SELECT may also be a tuple of (max batch, path) pairs, ascending, the last one's bound covering every
+# batch: a batch runs the first path whose bound holds (the batch is a shape: no host sync).
 SELECTS = ("split", "split_radix", "radix", "radix_fused")
-SELECT = "split"
+SELECT: str | tuple[tuple[int, str], ...] = "split"
+
+
+def select_path(batch: int, select: str | tuple[tuple[int, str], ...] | None = None) -> str:
+    """The select path a batch of ``batch`` requests runs under ``select`` (default ``SELECT``)."""
+    rule = SELECT if select is None else select
+    path = rule if isinstance(rule, str) else next((p for bound, p in rule if batch <= bound), None)
+    if path not in SELECTS:
+        raise ValueError(f"select path must be one of {SELECTS}, got {path!r} (SELECT = {rule!r})")
+    return path
 
 
 # Fixed configs for the interpreter (big tiles: fewer Python-level programs) and the SIMT baseline.
@@ -193,7 +204,7 @@ def _bf16_topk(
     dev = q.device
     logits = torch.empty((d.batch, d.max_context), dtype=torch.float32, device=dev)
     out = torch.empty((d.batch, topk), dtype=torch.int32, device=dev)
-    path = SELECT
+    path = select_path(d.batch)
     ws_cand = radix_workspace(d, dev) if path in ("radix", "radix_fused") else None
     fused_ws = ws_cand[0] if ws_cand is not None and path == "radix_fused" else None  # scores run pass 0
     scores, source = _run_scores(q, w, cache, bt, sl, logits, d, topk, fused_ws)

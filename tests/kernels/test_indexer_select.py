@@ -213,6 +213,22 @@ def test_select_path_is_checked() -> None:
         ix_launch._select(logits, inp.block_table, inp.seq_lens, torch.empty((1, 4), dtype=torch.int32), 4, d, "x")
 
 
+def test_select_by_batch(monkeypatch: pytest.MonkeyPatch) -> None:
+    rule = ((1, "radix_fused"), (16, "split_radix"), (1 << 30, "split"))
+    assert [ix_launch.select_path(b, rule) for b in (1, 2, 16, 64)] == ["radix_fused", "split_radix", "split_radix",
+                                                                         "split"]  # fmt: skip
+    assert ix_launch.select_path(7, "radix") == "radix"
+    for bad in ("nope", ((4, "radix"),)):  # an unknown path; a rule not covering the batch
+        with pytest.raises(ValueError, match="select path must be one of"):
+            ix_launch.select_path(8, bad)
+    monkeypatch.setattr(ix_launch, "SELECT", ((1, "radix_fused"), (1 << 30, "split_radix")))
+    for batch, path in ((1, "radix_fused"), (2, "split_radix")):
+        inp = make_indexer_inputs(batch, 300, max_context=512, num_heads=16, topk=16, device=DEV, seed=batch)
+        out, record = indexer_topk_with_record(*inp.args())
+        assert record.config["select"] == path
+        check_indexer_output(out, indexer_logits_reference(*inp.args()[:5]), inp.block_table, inp.seq_lens, 16)
+
+
 def test_radix_plan_spreads_one_request() -> None:
     # On a 132-SM GPU: a lone request's 64K tokens over 256 programs, a full batch over ~4 programs an SM.
     one = ix_radix.plan(_Dims(1, 64, 512, 512), 512, torch.device("meta"), slice_=None)
