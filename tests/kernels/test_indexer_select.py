@@ -275,3 +275,39 @@ def test_indexer_perf_runs_the_chosen_select() -> None:
     assert row["launch"]["select"] == "radix_fused" and row["recall_min"] == 1.0
     bad = subprocess.run([*cmd, "--select", "nope"], capture_output=True, text=True, env=env, cwd=REPO, timeout=300)
     assert bad.returncode == 2 and "--select must be one of split, split_radix, radix, radix_fused" in bad.stderr
+
+
+needs_cuda = pytest.mark.skipif(not GPU, reason="needs a CUDA device (and no forced interpreter)")
+
+
+@needs_cuda
+@pytest.mark.gpu
+@pytest.mark.parametrize(("batch", "context"), [(1, 65536), (1, 4096), (64, 16384), (128, 4096)])
+def test_gpu_paths_at_production_shapes(select_path: str, batch: int, context: int) -> None:
+    g = torch.Generator().manual_seed(batch + context)
+    lens = torch.randint(context // 2, context + 1, (batch,), generator=g).tolist()
+    if batch > 2:
+        lens[0], lens[1], lens[2] = 0, 100, context
+    inp = make_indexer_inputs(batch, lens, max_context=131072, num_heads=64, topk=512, device="cuda", seed=batch)
+    stats = check_indexer_output(indexer_topk(*inp.args()), indexer_logits_reference(*inp.args()[:5]),
+                                 inp.block_table, inp.seq_lens, 512)  # fmt: skip
+    assert stats["recall_min"] >= 0.998 and stats["recall_mean"] >= 0.9995
+
+
+@needs_cuda
+@pytest.mark.gpu
+def test_gpu_paths_replay_in_a_graph(select_path: str) -> None:
+    inp = make_indexer_inputs(8, [4096, 1000, 0, 300, 70000, 512, 20, 131072], device="cuda", seed=12)
+    eager = indexer_topk(*inp.args())  # warm-up: compiles and resolves autotuning
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        captured = indexer_topk(*inp.args())
+    for _ in range(3):  # the workspace is zeroed inside the graph: every replay starts clean
+        captured.fill_(-9)
+        graph.replay()
+        torch.cuda.synchronize()
+        assert torch.equal(torch.sort(captured, 1).values, torch.sort(eager, 1).values)
+    inp.seq_lens.copy_(torch.tensor([10, 4096, 600, 0, 5000, 512, 20, 2000], dtype=torch.int32))
+    graph.replay()
+    want = indexer_topk(*inp.args())
+    assert torch.equal(torch.sort(captured, 1).values, torch.sort(want, 1).values)
