@@ -9,7 +9,8 @@ other slice sizes / warp counts (``--radix-slices``, ``--radix-warps``), each ti
   ``benchmarks.scripts.indexer_perf --impls bf16`` would report with that path, printed as its table too;
 - the select alone, on the logits of one scores run (a radix path's workspace zeroing included;
   "radix_fused": its pass 0 ran in the scores kernel, so the workspace is restored from that run);
-- the scores kernel alone, without and with the fused pass 0 ("scores", "scores+hist").
+- the scores kernel alone, without and with the fused pass 0 ("scores", "scores+hist"), and on smaller
+  grids (``--scores-per-sm``: "scores/N", N programs per SM over the batch instead of the launcher's).
 
 Every output is checked before it is timed: ``check_indexer_output`` against the float64 reference
 logits (valid, distinct slots of the request; any choice only among near-ties), and the recall of the
@@ -48,6 +49,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--radix-slices", type=_int_list, default=None,
                    help="extra global radix slice sizes, select alone (default 512,2048; smoke 128)")  # fmt: skip
     p.add_argument("--radix-warps", type=_int_list, default=[8], help="extra global radix warp counts (default 8)")
+    p.add_argument("--scores-per-sm", type=_int_list, default=[2, 4],
+                   help="also time the scores kernel alone at these programs per SM (default 2,4; launcher: 8)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json-out", type=Path, default=None, help="also write the JSON record here")
     p.add_argument("--smoke", action="store_true", help="tiny shapes on the CPU under the Triton interpreter")
@@ -67,8 +70,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     for key in ("topk", "heads", "iters", "max_context"):
         if getattr(args, key) <= 0:
             p.error(f"--{key.replace('_', '-')} must be positive")
-    if min(args.batches) <= 0 or min(args.radix_warps) <= 0 or min(args.radix_slices) < 64:
-        p.error("--batches and --radix-warps must be positive, --radix-slices at least 64")
+    if min(args.batches) <= 0 or min(args.radix_warps) <= 0 or min(args.scores_per_sm, default=1) <= 0:
+        p.error("--batches, --radix-warps and --scores-per-sm must be positive")
+    if min(args.radix_slices) < 64:
+        p.error("--radix-slices must be at least 64")
     if any(s & (s - 1) for s in args.radix_slices):
         p.error("--radix-slices must be powers of two")
     if args.max_context % 256 or args.heads % 16 or max(args.contexts) > args.max_context:
@@ -187,23 +192,28 @@ def measure(args: argparse.Namespace, batch: int, ctx: int, device: Any, timer: 
         timer(lambda: L._run_scores(q, w, cache, bt, sl, case["logits"], d, topk)))
     row["alone"]["scores+hist"] = statistics.median(
         timer(lambda: (ws.zero_(), L._run_scores(q, w, cache, bt, sl, case["logits"], d, topk, ws))))
+    for per_sm in args.scores_per_sm:  # the same tuned config on a smaller grid (fewer waves, more tiles each)
+        row["alone"][f"scores/{per_sm}"] = statistics.median(
+            timer(lambda per_sm=per_sm: L._run_scores(q, w, cache, bt, sl, case["logits"], d, topk, per_sm=per_sm)))
     print(f"  B={batch} ctx {ctx}: e2e " + ", ".join(f"{k} {v:.1f}" for k, v in row["e2e"].items())
           + "; alone " + ", ".join(f"{k} {v:.1f}" for k, v in row["alone"].items()), file=sys.stderr, flush=True)
     return row
 
 
 def _print_table(rows: list[dict[str, Any]], paths: tuple[str, ...]) -> None:
-    extra = [k for k in rows[0]["alone"] if k not in paths and not k.startswith("scores")]
-    print("\nmedian us (e2e: scores + select through indexer_topk; alone: the select on fixed logits); recall vs ref")
-    head = f"{'B':>3} {'ctx':>6} {'scores':>7} {'+hist':>7} | " + " | ".join(f"{p:>26}" for p in paths)
-    print(head + " | " + " | ".join(f"{e:>14}" for e in extra))
-    print(f"{'':>3} {'':>6} {'':>7} {'':>7} | " + " | ".join(f"{'e2e':>8} {'alone':>8} {'recall':>8}" for _ in paths)
+    scores = [k for k in rows[0]["alone"] if k.startswith("scores")]
+    extra = [k for k in rows[0]["alone"] if k not in paths and k not in scores]
+    print("\nmedian us (e2e: scores + select through indexer_topk; alone: the select on fixed logits, or the scores "
+          "kernel: +hist with the fused pass 0, /N on N programs per SM); recall vs the reference")  # fmt: skip
+    head = f"{'B':>3} {'ctx':>6} " + " ".join(f"{k:>11}" for k in scores) + " | "
+    print(head + " | ".join(f"{p:>26}" for p in paths) + " | " + " | ".join(f"{e:>14}" for e in extra))
+    print(" " * len(head) + " | ".join(f"{'e2e':>8} {'alone':>8} {'recall':>8}" for _ in paths)
           + " | " + " | ".join(f"{'alone':>6} {'recall':>7}" for _ in extra))  # fmt: skip
     for r in rows:
         a = r["alone"]
         cells = [f"{r['e2e'][p]:>8.1f} {a[p]:>8.1f} {r['recall'][p]:>8.4f}" for p in paths]
         more = [f"{a[e]:>6.1f} {r['recall'][e]:>7.4f}" for e in extra]
-        print(f"{r['batch']:>3} {r['context']:>6} {a['scores']:>7.1f} {a['scores+hist']:>7.1f} | "
+        print(f"{r['batch']:>3} {r['context']:>6} " + " ".join(f"{a[k]:>11.1f}" for k in scores) + " | "
               + " | ".join(cells) + " | " + " | ".join(more))  # fmt: skip
 
 

@@ -123,9 +123,13 @@ def _tuned_select() -> triton.runtime.Autotuner:
     return triton.autotune(configs=list(SELECT_CONFIGS), key=["topk"], prune_configs_by=prune)(_radix_select_kernel)
 
 
-def _programs_per_request(device: torch.device, batch: int) -> int:
-    # Enough programs to fill the machine a few times over; each strides over its request's tokens.
-    return max(1, triton.cdiv(num_sms(device) * 8, batch))
+# Scores programs per SM over the whole batch (each strides over its request's tokens): enough to fill the
+# machine a few times over.
+SCORES_PROGRAMS_PER_SM = 8
+
+
+def _programs_per_request(device: torch.device, batch: int, per_sm: int | None = None) -> int:
+    return max(1, triton.cdiv(num_sms(device) * (per_sm or SCORES_PROGRAMS_PER_SM), batch))
 
 
 def _score_args(q, w, cache, bt, sl, logits, d: _Dims, ws=None, topk: int = 0) -> tuple[object, ...]:  # noqa: ANN001
@@ -173,12 +177,13 @@ def _run_scores(
     d: _Dims,
     topk: int,
     ws: torch.Tensor | None = None,
+    per_sm: int | None = None,
 ) -> tuple[KernelRun, str]:
     """Launch the scores kernel into ``logits`` (with the radix select's pass 0 into ``ws`` when given):
-    a fixed config under the interpreter, the batch bucket's autotuner on the GPU. Returns the run and
-    where its config came from."""
+    a fixed config under the interpreter, the batch bucket's autotuner on the GPU. ``per_sm`` overrides
+    ``SCORES_PROGRAMS_PER_SM``. Returns the run and where its config came from."""
     block_h = max(16, next_pow2(d.heads))
-    per_req = _programs_per_request(q.device, d.batch)
+    per_req = _programs_per_request(q.device, d.batch, per_sm)
     args = _score_args(q, w, cache, bt, sl, logits, d, ws, topk)
     if interpreting():
         grid = (min(per_req, triton.cdiv(d.max_context, _INTERP_BLOCK_T)), d.batch)
