@@ -44,17 +44,22 @@ def _byte_hist(key, match, SHIFT: tl.constexpr):
 
 
 @triton.jit
+def _bucket(hist, k_rem):
+    # The bin of a byte histogram holding its k_rem-th largest key: (bin, keys in higher bins, keys in it);
+    # bin -1 when the histogram holds fewer than k_rem keys.
+    bins = tl.arange(0, 256)
+    count_gt = tl.sum(hist, axis=0) - tl.cumsum(hist, 0)  # keys with a larger byte
+    d = tl.sum((count_gt + hist >= k_rem).to(tl.int32), axis=0) - 1
+    return d, tl.sum(tl.where(bins == d, count_gt, 0), axis=0), tl.sum(tl.where(bins == d, hist, 0), axis=0)
+
+
+@triton.jit
 def _find_bucket(ws_row, hist, topk, SHIFT: tl.constexpr):
     # The request's full histogram of this byte: extend the prefix by the k-th largest key's byte.
-    bins = tl.arange(0, 256)
     prefix = tl.load(ws_row + ST_PREFIX).to(tl.uint32, bitcast=True)
     n_gt = tl.load(ws_row + ST_NGT)
     k_rem = topk - n_gt
-    total = tl.sum(hist, axis=0)
-    count_gt = total - tl.cumsum(hist, 0)  # keys of this prefix with a larger byte
-    d = tl.sum((count_gt + hist >= k_rem).to(tl.int32), axis=0) - 1
-    above = tl.sum(tl.where(bins == d, count_gt, 0), axis=0)
-    in_bucket = tl.sum(tl.where(bins == d, hist, 0), axis=0)
+    d, above, in_bucket = _bucket(hist, k_rem)
     tl.store(ws_row + ST_PREFIX, (prefix | (d.to(tl.uint32) << SHIFT)).to(tl.int32, bitcast=True))
     tl.store(ws_row + ST_NGT, n_gt + above)
     tl.store(ws_row + ST_DONE, (in_bucket == k_rem - above).to(tl.int32))  # the bucket is taken whole
@@ -107,7 +112,6 @@ def _radix_pass_kernel(
 @triton.jit
 def _list_byte_pass(cand_row, row, m, prefix, n_gt, topk, SHIFT: tl.constexpr, FBLOCK: tl.constexpr):
     # One byte round of the final select over the candidate list: returns (prefix, n_gt, done).
-    bins = tl.arange(0, 256)
     h = tl.zeros([256], dtype=tl.int32)
     for j0 in range(0, m, FBLOCK):
         j = j0 + tl.arange(0, FBLOCK)
@@ -117,11 +121,7 @@ def _list_byte_pass(cand_row, row, m, prefix, n_gt, topk, SHIFT: tl.constexpr, F
         match = ok & ((key >> (SHIFT + 8)) == (prefix >> (SHIFT + 8)))
         h += _byte_hist(key, match, SHIFT)
     k_rem = topk - n_gt
-    total = tl.sum(h, axis=0)
-    count_gt = total - tl.cumsum(h, 0)
-    d = tl.sum((count_gt + h >= k_rem).to(tl.int32), axis=0) - 1
-    above = tl.sum(tl.where(bins == d, count_gt, 0), axis=0)
-    in_bucket = tl.sum(tl.where(bins == d, h, 0), axis=0)
+    d, above, in_bucket = _bucket(h, k_rem)
     return prefix | (d.to(tl.uint32) << SHIFT), n_gt + above, in_bucket == k_rem - above
 
 
@@ -209,7 +209,6 @@ def _radix_compact_kernel(
 def _kth_largest_radix(key, k):
     # In registers: the k-th largest key (key 0 marks an empty lane) in four byte rounds, or 0 when fewer
     # than k lanes are full. Same contract as ``split_kernels._kth_largest`` (16 two-bit rounds).
-    bins = tl.arange(0, 256)
     full = key != 0
     prefix = tl.zeros([], dtype=tl.uint32)
     k_rem = k + tl.zeros([], dtype=tl.int32)
@@ -219,10 +218,7 @@ def _kth_largest_radix(key, k):
             match = full
         else:
             match = full & ((key >> (shift + 8)) == (prefix >> (shift + 8)))
-        h = _byte_hist(key, match, shift)
-        total = tl.sum(h, axis=0)
-        count_gt = total - tl.cumsum(h, 0)
-        d = tl.maximum(tl.sum((count_gt + h >= k_rem).to(tl.int32), axis=0) - 1, 0)
-        k_rem -= tl.sum(tl.where(bins == d, count_gt, 0), axis=0)
-        prefix = prefix | (d.to(tl.uint32) << shift)
+        d, above, _ = _bucket(_byte_hist(key, match, shift), k_rem)
+        k_rem -= above  # bin -1 (fewer than k full lanes): the result is 0 whatever the prefix
+        prefix = prefix | (tl.maximum(d, 0).to(tl.uint32) << shift)
     return tl.where(tl.sum(full.to(tl.int32), axis=0) >= k, prefix, 0)
