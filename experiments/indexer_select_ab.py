@@ -3,7 +3,8 @@
 
 For each (batch, context), on one set of inputs: every path of ``mla_kernels.indexer.launch.SELECTS``
 (today's "split", "split_radix", the global "radix" and "radix_fused"), plus global radix selects with
-other slice sizes / warp counts (``--radix-slices``, ``--radix-warps``), each timed
+other grids / warp counts (``--radix-per-sm``: ``radix.PROGRAMS_PER_SM``, smoke: slice sizes;
+``--radix-warps``), each timed
 
 - end to end (scores + select, ``indexer_topk`` with ``launch.SELECT`` set to the path): what
   ``benchmarks.scripts.indexer_perf --impls bf16`` would report with that path, printed as its table too;
@@ -29,7 +30,6 @@ import json
 import os
 import statistics
 import sys
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -46,8 +46,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--topk", type=int, default=None, help="default 512; smoke 32")
     p.add_argument("--heads", type=int, default=None, help="default 64; smoke 16")
     p.add_argument("--iters", type=int, default=None, help="timed replays per case (default 30; smoke 1)")
-    p.add_argument("--radix-slices", type=_int_list, default=None,
-                   help="extra global radix slice sizes, select alone (default 512,2048; smoke 128)")  # fmt: skip
+    p.add_argument("--radix-per-sm", type=_int_list, default=[1, 2, 8],
+                   help="global radix selects alone at these programs per SM (default 1,2,8; launcher: 4)")  # fmt: skip
     p.add_argument("--radix-warps", type=_int_list, default=[8], help="extra global radix warp counts (default 8)")
     p.add_argument("--scores-per-sm", type=_int_list, default=[2, 4],
                    help="also time the scores kernel alone at these programs per SM (default 2,4; launcher: 8)")
@@ -62,7 +62,6 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "topk": 32 if args.smoke else 512,
         "heads": 16 if args.smoke else 64,
         "iters": 1 if args.smoke else 30,
-        "radix_slices": [128] if args.smoke else [512, 2048],
     }
     for key, value in defaults.items():
         if getattr(args, key) is None:
@@ -70,12 +69,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     for key in ("topk", "heads", "iters", "max_context"):
         if getattr(args, key) <= 0:
             p.error(f"--{key.replace('_', '-')} must be positive")
-    if min(args.batches) <= 0 or min(args.radix_warps) <= 0 or min(args.scores_per_sm, default=1) <= 0:
-        p.error("--batches, --radix-warps and --scores-per-sm must be positive")
-    if min(args.radix_slices) < 64:
-        p.error("--radix-slices must be at least 64")
-    if any(s & (s - 1) for s in args.radix_slices):
-        p.error("--radix-slices must be powers of two")
+    if min(args.batches + args.radix_warps + args.scores_per_sm + args.radix_per_sm) <= 0:
+        p.error("--batches, --radix-warps, --radix-per-sm and --scores-per-sm must be positive")
     if args.max_context % 256 or args.heads % 16 or max(args.contexts) > args.max_context:
         p.error("--max-context must be a multiple of 256 holding every context, --heads a multiple of 16")
     return args
@@ -138,19 +133,18 @@ def _end_to_end(case: dict[str, Any], timer: Any) -> tuple[float, float]:
 
 
 def _variants(args: argparse.Namespace, d: Any, device: Any) -> dict[str, Any]:
-    """Extra global radix plans (select alone): name -> plan."""
+    """Extra global radix plans (select alone): name -> plan. Under the interpreter (one notional grid) the
+    programs per SM stand for slices of 32 x that many tokens."""
+    from mla_kernels._common import interpreting
     from mla_kernels.indexer import radix
 
     base = radix.plan(d, args.topk, device)
     out = {}
-    for s in args.radix_slices:
+    for n in [radix.PROGRAMS_PER_SM, *args.radix_per_sm]:
         for w in sorted({radix.WARPS, *args.radix_warps}):
-            p = replace(radix.plan(d, args.topk, device, slice_=s), warps=w)
+            p = radix.plan(d, args.topk, device, slice_=32 * n if interpreting() else None, warps=w, per_sm=n)
             if p != base:
-                out[f"radix s{s} w{w}"] = p
-    for w in args.radix_warps:
-        if w != base.warps:
-            out[f"radix s{base.slice} w{w}"] = replace(base, warps=w)
+                out.setdefault(f"radix {n}/SM w{w}", p)
     return out
 
 

@@ -37,14 +37,22 @@ class RadixPlan:
     warps: int = WARPS
 
 
-def plan(d: _Dims, topk: int, device: torch.device, slice_: int | None = None, warps: int = WARPS) -> RadixPlan:
+def plan(
+    d: _Dims,
+    topk: int,
+    device: torch.device,
+    slice_: int | None = None,
+    warps: int = WARPS,
+    per_sm: int | None = None,
+) -> RadixPlan:
     """Slices of the block table's capacity: enough programs over the whole batch to give every SM
-    ``PROGRAMS_PER_SM`` (at full capacity), at least ``MIN_SLICE`` tokens each; ``slice_`` overrides."""
+    ``per_sm`` (default ``PROGRAMS_PER_SM``; at full capacity), at least ``MIN_SLICE`` tokens each;
+    ``slice_`` overrides."""
     if slice_ is None:
         if interpreting():
             slice_ = INTERP_SLICE
         else:
-            per_req = max(1, triton.cdiv(num_sms(device) * PROGRAMS_PER_SM, d.batch))
+            per_req = max(1, triton.cdiv(num_sms(device) * (per_sm or PROGRAMS_PER_SM), d.batch))
             slice_ = max(MIN_SLICE, next_pow2(triton.cdiv(d.max_context, per_req)))
     block = min(slice_, 64 if interpreting() else MAX_BLOCK)
     return RadixPlan(slice_, triton.cdiv(d.max_context, slice_), block, 64 if interpreting() else FINAL_BLOCK,

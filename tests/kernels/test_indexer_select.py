@@ -254,10 +254,11 @@ def test_select_ab_experiment_smoke(tmp_path: Path) -> None:
     assert set(row["e2e"]) == set(ix_launch.SELECTS) and all(v > 0 for v in row["e2e"].values())
     assert {"scores", "scores+hist", *ix_launch.SELECTS} <= set(row["alone"])
     assert all(r == 1.0 for r in row["recall"].values())
+    assert {"radix 1/SM w4", "radix 8/SM w8"} <= set(row["alone"])  # the extra grids and warp counts
     assert proc.stdout.count("indexer_perf --impls bf16 with launch.SELECT") == len(ix_launch.SELECTS)
-    bad = subprocess.run([sys.executable, "-m", "experiments.indexer_select_ab", "--radix-slices", "100"],
+    bad = subprocess.run([sys.executable, "-m", "experiments.indexer_select_ab", "--radix-per-sm", "0"],
                          capture_output=True, text=True, cwd=REPO, timeout=120)  # fmt: skip
-    assert bad.returncode == 2 and "--radix-slices" in bad.stderr
+    assert bad.returncode == 2 and "--radix-per-sm" in bad.stderr
 
 
 def test_indexer_perf_runs_the_chosen_select() -> None:
