@@ -42,12 +42,12 @@ def plan(
     topk: int,
     device: torch.device,
     slice_: int | None = None,
-    warps: int = WARPS,
+    warps: int | None = None,
     per_sm: int | None = None,
 ) -> RadixPlan:
     """Slices of the block table's capacity: enough programs over the whole batch to give every SM
     ``per_sm`` (default ``PROGRAMS_PER_SM``; at full capacity), at least ``MIN_SLICE`` tokens each;
-    ``slice_`` overrides."""
+    ``slice_`` overrides. ``warps`` defaults to ``WARPS``."""
     if slice_ is None:
         if interpreting():
             slice_ = INTERP_SLICE
@@ -56,7 +56,7 @@ def plan(
             slice_ = max(MIN_SLICE, next_pow2(triton.cdiv(d.max_context, per_req)))
     block = min(slice_, 64 if interpreting() else MAX_BLOCK)
     return RadixPlan(slice_, triton.cdiv(d.max_context, slice_), block, 64 if interpreting() else FINAL_BLOCK,
-                     min(1024, next_pow2(topk)), warps)  # fmt: skip
+                     min(1024, next_pow2(topk)), warps or WARPS)  # fmt: skip
 
 
 def workspace(d: _Dims, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
