@@ -312,3 +312,9 @@ def test_gpu_paths_replay_in_a_graph(select_path: str) -> None:
     graph.replay()
     want = indexer_topk(*inp.args())
     assert torch.equal(torch.sort(captured, 1).values, torch.sort(want, 1).values)
+
+
+def test_step_perf_refuses_an_unknown_select() -> None:
+    proc = subprocess.run([sys.executable, "-m", "benchmarks.scripts.kernel_step_perf", "--select", "nope"],
+                          capture_output=True, text=True, cwd=REPO, timeout=120)  # fmt: skip
+    assert proc.returncode == 2 and "--select must be one of split, split_radix, radix, radix_fused" in proc.stderr
