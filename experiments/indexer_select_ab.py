@@ -132,6 +132,33 @@ def _end_to_end(case: dict[str, Any], timer: Any) -> tuple[float, float]:
     return recall, median
 
 
+def _attempt(row: dict[str, Any], key: str, fn: Any) -> Any:
+    """``fn()``, or None with the error kept in ``row["errors"]``: one variant's failure (a wrong selection,
+    a compile error) must not cost the others' figures in a single GPU call."""
+    try:
+        return fn()
+    except Exception as exc:  # noqa: BLE001 - recorded and reported, the exit status says so
+        row["errors"][key] = f"{type(exc).__name__}: {str(exc)[:300]}"
+        print(f"  FAILED {key} at B={row['batch']} ctx {row['context']}: {row['errors'][key]}", file=sys.stderr,
+              flush=True)  # fmt: skip
+        return None
+
+
+def _alone(case: dict[str, Any], fn: Any, timer: Any) -> tuple[float, float]:
+    """(recall, median us) of a select alone: checked once, then again after its timed replays."""
+    case["out"].fill_(-7)
+    fn()
+    recall = _checked(case, case["out"])
+    case["out"].fill_(-7)
+    median = statistics.median(timer(fn))
+    _checked(case, case["out"])  # replayed as often as timed: still right
+    return recall, median
+
+
+def _fmt(v: float | None, width: int = 0, prec: int = 1) -> str:
+    return f"{'FAIL':>{width}}" if v is None else f"{v:>{width}.{prec}f}"
+
+
 def _variants(args: argparse.Namespace, d: Any, device: Any) -> dict[str, Any]:
     """Extra global radix plans (select alone): name -> plan. Under the interpreter (one notional grid) the
     programs per SM stand for slices of 32 x that many tokens."""
@@ -162,35 +189,35 @@ def measure(args: argparse.Namespace, batch: int, ctx: int, device: Any, timer: 
     case = {"inp": inp, "d": d, "ref": indexer_logits_reference(*inp.args()[:5]),
             "logits": torch.empty((batch, d.max_context), dtype=torch.float32, device=device),
             "out": torch.empty((batch, args.topk), dtype=torch.int32, device=device)}  # fmt: skip
-    row: dict[str, Any] = {"batch": batch, "context": ctx, "e2e": {}, "alone": {}, "recall": {}}
+    row: dict[str, Any] = {"batch": batch, "context": ctx, "e2e": {}, "alone": {}, "recall": {}, "errors": {}}
     saved = L.SELECT
     try:
         for path in L.SELECTS:
             L.SELECT = path
-            row["recall"][path], row["e2e"][path] = _end_to_end(case, timer)
+            got = _attempt(row, f"{path} e2e", lambda: _end_to_end(case, timer))
+            row["recall"][path], row["e2e"][path] = got if got is not None else (None, None)
     finally:
         L.SELECT = saved
-    alone = {path: _select_alone(case, path) for path in L.SELECTS}
-    alone.update({name: _select_alone(case, "radix", p) for name, p in _variants(args, d, device).items()})
-    for name, fn in alone.items():
-        case["out"].fill_(-7)
-        fn()
-        recall = _checked(case, case["out"])  # a path's select alone is checked as well as its end to end
-        row["recall"].setdefault(name, recall)
-        case["out"].fill_(-7)
-        row["alone"][name] = statistics.median(timer(fn))
-        _checked(case, case["out"])  # replayed as often as timed: still right
+    builders = {path: (lambda path=path: _select_alone(case, path)) for path in L.SELECTS}
+    for name, p in _variants(args, d, device).items():
+        builders[name] = lambda p=p: _select_alone(case, "radix", p)
+    for name, build in builders.items():
+        got = _attempt(row, f"{name} alone", lambda build=build: _alone(case, build(), timer))
+        recall, row["alone"][name] = got if got is not None else (None, None)
+        if row["recall"].get(name) is None:
+            row["recall"][name] = recall
     q, w, cache, bt, sl, topk = inp.args()
     ws, _ = radix.workspace(d, device)
-    row["alone"]["scores"] = statistics.median(
-        timer(lambda: L._run_scores(q, w, cache, bt, sl, case["logits"], d, topk)))
-    row["alone"]["scores+hist"] = statistics.median(
-        timer(lambda: (ws.zero_(), L._run_scores(q, w, cache, bt, sl, case["logits"], d, topk, ws))))
-    for per_sm in args.scores_per_sm:  # the same tuned config on a smaller grid (fewer waves, more tiles each)
-        row["alone"][f"scores/{per_sm}"] = statistics.median(
-            timer(lambda per_sm=per_sm: L._run_scores(q, w, cache, bt, sl, case["logits"], d, topk, per_sm=per_sm)))
-    print(f"  B={batch} ctx {ctx}: e2e " + ", ".join(f"{k} {v:.1f}" for k, v in row["e2e"].items())
-          + "; alone " + ", ".join(f"{k} {v:.1f}" for k, v in row["alone"].items()), file=sys.stderr, flush=True)
+    grids: dict[str, Any] = {
+        "scores": lambda: L._run_scores(q, w, cache, bt, sl, case["logits"], d, topk),
+        "scores+hist": lambda: (ws.zero_(), L._run_scores(q, w, cache, bt, sl, case["logits"], d, topk, ws)),
+    }
+    for n in args.scores_per_sm:  # the same tuned config on a smaller grid (fewer waves, more tiles each)
+        grids[f"scores/{n}"] = lambda n=n: L._run_scores(q, w, cache, bt, sl, case["logits"], d, topk, per_sm=n)
+    for name, fn in grids.items():
+        row["alone"][name] = _attempt(row, name, lambda fn=fn: statistics.median(timer(fn)))
+    print(f"  B={batch} ctx {ctx}: e2e " + ", ".join(f"{k} {_fmt(v)}" for k, v in row["e2e"].items())
+          + "; alone " + ", ".join(f"{k} {_fmt(v)}" for k, v in row["alone"].items()), file=sys.stderr, flush=True)
     return row
 
 
@@ -205,9 +232,9 @@ def _print_table(rows: list[dict[str, Any]], paths: tuple[str, ...]) -> None:
           + " | " + " | ".join(f"{'alone':>6} {'recall':>7}" for _ in extra))  # fmt: skip
     for r in rows:
         a = r["alone"]
-        cells = [f"{r['e2e'][p]:>8.1f} {a[p]:>8.1f} {r['recall'][p]:>8.4f}" for p in paths]
-        more = [f"{a[e]:>6.1f} {r['recall'][e]:>7.4f}" for e in extra]
-        print(f"{r['batch']:>3} {r['context']:>6} " + " ".join(f"{a[k]:>11.1f}" for k in scores) + " | "
+        cells = [f"{_fmt(r['e2e'][p], 8)} {_fmt(a[p], 8)} {_fmt(r['recall'][p], 8, 4)}" for p in paths]
+        more = [f"{_fmt(a[e], 6)} {_fmt(r['recall'][e], 7, 4)}" for e in extra]
+        print(f"{r['batch']:>3} {r['context']:>6} " + " ".join(_fmt(a[k], 11) for k in scores) + " | "
               + " | ".join(cells) + " | " + " | ".join(more))  # fmt: skip
 
 
@@ -222,6 +249,8 @@ def _as_indexer_perf(args: argparse.Namespace, rows: list[dict[str, Any]], paths
         for r in rows:
             total = r["context"] * r["batch"] * BYTES_PER_TOKEN
             med = r["e2e"][path]
+            if med is None:
+                continue
             results.append({
                 "batch": r["batch"], "context": r["context"], "impl": "bf16", "median_us": med, "min_us": med,
                 "gbps_real_length": total / (med * 1e-6) / 1e9, "recall_min": r["recall"][path],
@@ -253,12 +282,7 @@ def main(argv: list[str] | None = None) -> int:
     for batch in args.batches:
         for ctx in args.contexts:
             print(f"  batch {batch}, context {ctx} ...", file=sys.stderr, flush=True)
-            try:
-                rows.append(measure(args, batch, ctx, device, timer))
-            except AssertionError as exc:
-                print(f"error: batch {batch}, context {ctx}: a select disagrees with the reference: {exc}",
-                      file=sys.stderr)  # fmt: skip
-                return 1
+            rows.append(measure(args, batch, ctx, device, timer))
     _print_table(rows, L.SELECTS)
     _as_indexer_perf(args, rows, L.SELECTS, copy_bps)
     record = {"bench": "indexer_select_ab", "smoke": bool(args.smoke), "select_default": L.SELECT,
@@ -268,7 +292,10 @@ def main(argv: list[str] | None = None) -> int:
         args.json_out.parent.mkdir(parents=True, exist_ok=True)
         args.json_out.write_text(line + "\n")
     print(line)
-    return 0
+    failed = [f"B={r['batch']} ctx {r['context']} {k}: {e}" for r in rows for k, e in r["errors"].items()]
+    for f in failed:
+        print(f"error: {f}", file=sys.stderr)
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

@@ -318,3 +318,29 @@ def test_step_perf_refuses_an_unknown_select() -> None:
     proc = subprocess.run([sys.executable, "-m", "benchmarks.scripts.kernel_step_perf", "--select", "nope"],
                           capture_output=True, text=True, cwd=REPO, timeout=120)  # fmt: skip
     assert proc.returncode == 2 and "--select must be one of split, split_radix, radix, radix_fused" in proc.stderr
+
+
+@pytest.mark.skipif(GPU, reason="an in-process smoke run: the kernels must have been decorated for the interpreter")
+def test_select_ab_keeps_going_past_a_wrong_variant(monkeypatch: pytest.MonkeyPatch, capsys) -> None:  # noqa: ANN001
+    # One GPU call: a wrong (or failing) variant is reported, the others are still measured, exit status 1.
+    from experiments import indexer_select_ab as ab
+
+    real = ix_launch._select
+
+    def corrupt_split_radix(logits, bt, sl, out, topk, d, path, ws_cand=None):  # noqa: ANN001, ANN202
+        runs = real(logits, bt, sl, out, topk, d, path, ws_cand)
+        if path == "split_radix":
+            out.fill_(0)  # duplicates: not a selection
+        return runs
+
+    monkeypatch.setattr(ix_launch, "_select", corrupt_split_radix)
+    monkeypatch.setenv("TRITON_INTERPRET", "1")  # what main sets for --smoke, put back afterwards
+    assert ab.main(["--smoke", "--batches", "1", "--contexts", "300", "--radix-per-sm", "1", "--scores-per-sm",
+                    "2"]) == 1  # fmt: skip
+    out, err = capsys.readouterr()
+    record = json.loads(out.strip().splitlines()[-1])
+    (row,) = record["rows"]
+    assert set(row["errors"]) == {"split_radix e2e", "split_radix alone"}
+    assert "duplicate" in row["errors"]["split_radix e2e"] and row["e2e"]["split_radix"] is None
+    assert all(row["e2e"][p] > 0 and row["recall"][p] == 1.0 for p in ix_launch.SELECTS if p != "split_radix")
+    assert "FAIL" in out and "error: B=1 ctx 300 split_radix e2e" in err
