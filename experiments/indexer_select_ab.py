@@ -17,7 +17,8 @@ Every output is checked before it is timed: ``check_indexer_output`` against the
 logits (valid, distinct slots of the request; any choice only among near-ties), and the recall of the
 reference's top-k set is printed. GPU: CUDA-graph replay, L2 flushed before each replay
 (``indexer_perf``'s timer). ``--smoke``: tiny shapes on the CPU under the Triton interpreter
-(wall-clock, eager). Exit status 1 when a variant disagrees with the reference, 2 on bad arguments.
+(wall-clock, eager). Exit status 1 when a variant disagrees with the reference or fails (it shows FAIL,
+the others are still measured), 2 on bad arguments.
 
     python -m experiments.indexer_select_ab                # H200: B 1 and 64 at 4K / 16K / 64K, top-k 512
     python -m experiments.indexer_select_ab --smoke        # CPU, interpreter, tiny shapes
