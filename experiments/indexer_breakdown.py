@@ -1,8 +1,7 @@
 #!/usr/bin/env python
 """Where the bf16 indexer's time goes: its scores kernel, and each top-k select, timed alone.
 
-For each (batch, context): the scores kernel (the launcher's tuned config; also the head-major kernel,
-``kernels._bf16_scores_kernel``, tuned alike), the single-program radix
+For each (batch, context): the scores kernel (the launcher's tuned config), the single-program radix
 select, and the split select (chunk + merge) at several chunk sizes and warp counts, each captured in
 its own CUDA graph over the same logits and replayed with a cold L2 (``indexer_perf``'s timer). Every
 select's output is checked against the reference before it is timed. Needs a CUDA GPU.
@@ -62,14 +61,9 @@ def measure(batch: int, ctx: int, args: argparse.Namespace) -> dict[str, float]:
     block_h = max(16, L.next_pow2(d.heads))
 
     def run_scores() -> None:
-        scores[grid](*L._score_args(q, w, cache, bt, sl, logits, d), BLOCK_H=block_h, FP32_MATH=False)
+        scores[grid](*L._score_args(q, w, cache, bt, sl, logits, d), BLOCK_H=block_h, FP32_MATH=False, HIST=False)
 
-    head_major = L._tuned_scores(L._batch_bucket(batch), kernel=L._bf16_scores_kernel)
-
-    def run_head_major() -> None:
-        head_major[grid](*L._score_args(q, w, cache, bt, sl, logits, d), BLOCK_H=block_h, FP32_MATH=False)
-
-    parts: dict[str, Any] = {"scores": run_scores, "scores head-major": run_head_major}
+    parts: dict[str, Any] = {"scores": run_scores}
     radix = L._tuned_select()
     parts["radix select"] = lambda: radix[(batch,)](*L._select_args(logits, bt, sl, out, topk, d))
     for name, p in _variants(d, topk, args.chunks, args.warps).items():

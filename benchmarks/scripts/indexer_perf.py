@@ -69,6 +69,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     p.add_argument("--heads", type=int, default=None, help="indexer heads (default 64; smoke 16)")
     p.add_argument("--impls", type=_impl_list, default=list(IMPLS), help="comma-separated implementations")
+    p.add_argument(
+        "--select", default=None,
+        help="the bf16 path's top-k select (mla_kernels.indexer.launch.SELECTS; default: launch.SELECT)",
+    )  # fmt: skip
     p.add_argument("--iters", type=int, default=None, help="timed replays per case (default 30; smoke 1)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json-out", type=Path, default=None, help="also write the JSON record to this file")
@@ -251,6 +255,15 @@ def main(argv: list[str] | None = None) -> int:
     import torch
     import triton
 
+    from mla_kernels.indexer import launch as indexer_launch  # after TRITON_INTERPRET: kernels decorate on import
+
+    if args.select is None:
+        args.select = indexer_launch.SELECT
+    elif args.select not in indexer_launch.SELECTS:
+        print(f"error: --select must be one of {', '.join(indexer_launch.SELECTS)}, got {args.select!r}",
+              file=sys.stderr)  # fmt: skip
+        return 2
+    indexer_launch.SELECT = args.select  # the one switch the launcher reads
     if args.smoke:
         device = torch.device("cpu")
     elif torch.cuda.is_available():
@@ -264,6 +277,7 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"indexer_perf on {info['name']} (torch {info['torch']}, triton {info['triton']}): "
         f"batches {args.batches}, max_context {args.max_context}, topk {args.topk}, heads {args.heads}, "
+        f"select {args.select}, "
         f"{args.iters} timed calls each",
         file=sys.stderr,
     )
@@ -285,6 +299,7 @@ def main(argv: list[str] | None = None) -> int:
         "contexts": args.contexts,
         "topk": args.topk,
         "heads": args.heads,
+        "select": args.select,
         "iters": args.iters,
         "command": " ".join([Path(sys.argv[0]).name, *(sys.argv[1:] if argv is None else argv)]),
         "speedup_fp32_maxctx_over_bf16": speedups,

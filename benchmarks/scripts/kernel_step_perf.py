@@ -57,9 +57,21 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--max-context", type=int, default=131072)
     ap.add_argument("--topk", type=int, default=512)
     ap.add_argument("--layers", type=int, default=4, help="layers per graph (distinct caches: cold L2)")
+    ap.add_argument("--select", default=None,
+                    help="the bf16 indexer's top-k select (mla_kernels.indexer.launch.SELECTS; default: launch.SELECT)")
     ap.add_argument("--json", type=Path)
     args = ap.parse_args(argv)
     import torch
+
+    from mla_kernels.indexer import launch as indexer_launch
+
+    if args.select is None:
+        args.select = indexer_launch.SELECT
+    elif args.select not in indexer_launch.SELECTS:
+        print(f"error: --select must be one of {', '.join(indexer_launch.SELECTS)}, got {args.select!r}",
+              file=sys.stderr)  # fmt: skip
+        return 2
+    indexer_launch.SELECT = args.select  # the one switch the indexer's launcher reads
 
     if not torch.cuda.is_available():
         print("needs a CUDA GPU", file=sys.stderr)
@@ -69,13 +81,14 @@ def main(argv: list[str] | None = None) -> int:
     name = torch.cuda.get_device_name(0)
     contexts = [int(c) for c in args.contexts.split(",")]
     print(f"# {name}, torch {torch.__version__}, triton {triton.__version__}; contexts {contexts}, "
-          f"max_context {args.max_context}, top-k {args.topk}, {args.layers} layers per graph")
+          f"max_context {args.max_context}, top-k {args.topk}, {args.layers} layers per graph, "
+          f"indexer select {args.select}")
     rows = []
     for context in contexts:
         for batch in (int(b) for b in args.batches.split(",")):
             rows.append(_measure(batch, context, args))
     result = {"device": name, "torch": torch.__version__, "triton": triton.__version__, "contexts": contexts,
-              "max_context": args.max_context, "topk": args.topk, "rows": rows}
+              "max_context": args.max_context, "topk": args.topk, "select": args.select, "rows": rows}
     if args.json:
         args.json.write_text(json.dumps(result, indent=1))
     print(json.dumps(result))

@@ -21,8 +21,12 @@ Implementations:
   a round), and a request longer than one chunk is finished by a merge over its chunks' candidates, so
   one long request spreads over many SMs. Where a full-capacity request's candidates would not fit one
   merge program, the single-program radix select (8-bit histograms over order-preserving uint32 keys)
-  runs instead, recorded as such. No host sync, no data-dependent shapes: CUDA-graph capturable once
-  autotuning has been resolved by a warm-up call. ``indexer_topk_with_record`` also returns the
+  runs instead, recorded as such. ``launch.SELECT`` (one line) picks the select among ``launch.SELECTS``:
+  that split ("split"), the split with byte-histogram rounds ("split_radix"), or the global radix select
+  (``radix``: every pass spread over slices of every request, per-request histograms merged by atomics,
+  the last program of a request resolving its bucket; "radix_fused" runs its first pass inside the scores
+  kernel). The record's ``select`` names it. No host sync, no data-dependent shapes: CUDA-graph
+  capturable once autotuning has been resolved by a warm-up call. ``indexer_topk_with_record`` also returns the
   ``LaunchRecord`` of the kernels and their resolved configs.
 
 Both Triton paths compute in fp32 under the Triton interpreter (``FP32_MATH``), which mishandles bf16.

@@ -1,5 +1,6 @@
-"""Triton kernels of the indexer: the fp32 SIMT baseline over max_context, the bf16 tensor-core scores
-over each request's real length, and the per-request radix select (see ``mla_kernels.indexer``)."""
+"""Triton kernels of the indexer: the fp32 SIMT baseline over max_context, the order key every select
+shares, and the single-program radix select (see ``mla_kernels.indexer``; the bf16 scores kernel is in
+``token_scores``, the split and global selects in ``split_kernels`` and ``radix_kernels``)."""
 
 from __future__ import annotations
 
@@ -37,47 +38,6 @@ def _fp32_maxctx_scores_kernel(
     # Tokens past seq_lens, or on an unmapped page (seq_lens beyond the request's pages), rank last.
     acc = tl.where(t < tl.where((raw_page >= 0) & (raw_page < num_pages), n, 0), acc, float("-inf"))
     tl.store(logits_ptr + b * stride_lb + t, acc)
-
-
-@triton.jit
-def _bf16_scores_kernel(
-    q_ptr, w_ptr, cache_ptr, bt_ptr, seq_ptr, logits_ptr,
-    stride_qb, stride_qh, stride_wb, stride_page, stride_btb, stride_lb,
-    H, num_pages, max_ctx,
-    BLOCK_H: tl.constexpr, BLOCK_T: tl.constexpr, FP32_MATH: tl.constexpr,
-):  # fmt: skip
-    # Programs stride over the request's real length; a program past it does no iteration at all.
-    pid = tl.program_id(0)
-    b = tl.program_id(1)
-    step = tl.num_programs(0) * BLOCK_T
-    n = tl.minimum(tl.load(seq_ptr + b), max_ctx)
-    if pid * BLOCK_T < n:  # idle programs skip even the q load
-        hh = tl.arange(0, BLOCK_H)
-        d = tl.arange(0, 128)
-        tt = tl.arange(0, BLOCK_T)
-        q = tl.load(
-            q_ptr + b * stride_qb + hh[:, None] * stride_qh + d[None, :], mask=hh[:, None] < H, other=0.0
-        )
-        w = tl.load(w_ptr + b * stride_wb + hh, mask=hh < H, other=0.0)
-        if FP32_MATH:  # the interpreter gets bf16 products wrong; fp32 there is exact
-            q = q.to(tl.float32)
-        for t0 in range(pid * BLOCK_T, n, step):
-            t = t0 + tt
-            page = tl.load(bt_ptr + b * stride_btb + t0 // 256)  # BLOCK_T divides 256: a block is in one page
-            # Out-of-range pages are never read; a scalar test (interpreter mistypes bool scalar & tensor).
-            ok = t < tl.where((page >= 0) & (page < num_pages), n, 0)
-            base = cache_ptr + page.to(tl.int64) * stride_page
-            off = t % 256
-            kb = tl.load(base + off[:, None] * 128 + d[None, :], mask=ok[:, None], other=0)
-            scale = tl.load((base + 256 * 128).to(tl.pointer_type(tl.float32)) + off, mask=ok, other=0.0)
-            k = kb.to(tl.float8e4nv, bitcast=True)
-            if FP32_MATH:
-                s = tl.dot(q, tl.trans(k.to(tl.float32)))
-            else:
-                s = tl.dot(q, tl.trans(k.to(tl.bfloat16)))  # e4m3 -> bf16 is exact; fp32 accumulate
-            s = tl.maximum(s * scale[None, :], 0.0)
-            logit = tl.where(ok, tl.sum(s * w[:, None], axis=0), float("-inf"))  # unmapped page: ranks last
-            tl.store(logits_ptr + b * stride_lb + t, logit, mask=t < n)
 
 
 @triton.jit

@@ -16,17 +16,42 @@ from .._common import KernelLaunch, interpreting, next_pow2, num_sms
 from ..arch import kept_by_compile, profile_target
 from ..record import KernelRun, LaunchRecord
 from .checks import _check_args, _Dims
-from .kernels import _bf16_scores_kernel, _fp32_maxctx_scores_kernel, _radix_select_kernel
+from .kernels import _fp32_maxctx_scores_kernel, _radix_select_kernel
 from .layout import HEAD_DIM
+from .radix import launches as radix_launches
+from .radix import plan as radix_plan
+from .radix import radix_select
+from .radix import workspace as radix_workspace
+from .radix_kernels import _radix_compact_kernel, _radix_pass_kernel
 from .reference import _topk_slots, indexer_logits_reference
-from .split import SplitPlan, split_select
 from .split import launches as split_launches
 from .split import plan as split_plan
+from .split import split_select
 from .split_kernels import _chunk_topk_kernel, _merge_topk_kernel
 from .token_scores import _bf16_scores_kernel_t
 
-KERNELS = {"scores": _bf16_scores_kernel, "select": _radix_select_kernel, "fp32_maxctx": _fp32_maxctx_scores_kernel,
-           "scores_t": _bf16_scores_kernel_t, "chunk_topk": _chunk_topk_kernel, "merge_topk": _merge_topk_kernel}
+KERNELS = {"scores_t": _bf16_scores_kernel_t, "select": _radix_select_kernel, "fp32_maxctx": _fp32_maxctx_scores_kernel,
+           "chunk_topk": _chunk_topk_kernel, "merge_topk": _merge_topk_kernel, "radix_pass": _radix_pass_kernel,
+           "radix_compact": _radix_compact_kernel}
+
+# Which top-k select the bf16 path runs (the one place to flip it): "split" (chunk programs, two-bit
+# rounds, then a merge), "split_radix" (the same split, byte-histogram rounds) or "radix" (the global
+# radix select: every pass over all slices of a request, see ``radix``) or "radix_fused" (its pass 0
+# run by the scores kernel on the logits it holds: one launch fewer). Where the split does not apply
+# (``split.plan`` is None), the split paths fall back to the single-program radix select.
+# SELECT may also be a tuple of (max batch, path) pairs, ascending, the last one's bound covering every
+# batch: a batch runs the first path whose bound holds (the batch is a shape: no host sync).
+SELECTS = ("split", "split_radix", "radix", "radix_fused")
+SELECT: str | tuple[tuple[int, str], ...] = "split"
+
+
+def select_path(batch: int, select: str | tuple[tuple[int, str], ...] | None = None) -> str:
+    """The select path a batch of ``batch`` requests runs under ``select`` (default ``SELECT``)."""
+    rule = SELECT if select is None else select
+    path = rule if isinstance(rule, str) else next((p for bound, p in rule if batch <= bound), None)
+    if path not in SELECTS:
+        raise ValueError(f"select path must be one of {SELECTS}, got {path!r} (SELECT = {rule!r})")
+    return path
 
 
 # Fixed configs for the interpreter (big tiles: fewer Python-level programs) and the SIMT baseline.
@@ -86,9 +111,10 @@ SCORES_KERNEL = _bf16_scores_kernel_t
 @functools.cache
 def _tuned_scores(bucket: int = 64, kernel: object = None) -> triton.runtime.Autotuner:  # noqa: ARG001 - cache key
     fn = SCORES_KERNEL if kernel is None else kernel
-    name = "indexer.scores_t" if fn is _bf16_scores_kernel_t else "indexer.scores"
-    prune = {"early_config_prune": _kept_by_compile(name, fn)}
-    return triton.autotune(configs=list(SCORE_CONFIGS), key=["H", "BLOCK_H"], prune_configs_by=prune)(fn)
+    prune = {"early_config_prune": _kept_by_compile("indexer.scores_t", fn)}
+    # ws_ptr: with HIST the timed runs add to the radix workspace; it is put back before the real launch.
+    return triton.autotune(configs=list(SCORE_CONFIGS), key=["H", "BLOCK_H"], prune_configs_by=prune,
+                           restore_value=["ws_ptr"])(fn)  # fmt: skip
 
 
 @functools.cache
@@ -97,16 +123,22 @@ def _tuned_select() -> triton.runtime.Autotuner:
     return triton.autotune(configs=list(SELECT_CONFIGS), key=["topk"], prune_configs_by=prune)(_radix_select_kernel)
 
 
-def _programs_per_request(device: torch.device, batch: int) -> int:
-    # Enough programs to fill the machine a few times over; each strides over its request's tokens.
-    return max(1, triton.cdiv(num_sms(device) * 8, batch))
+# Scores programs per SM over the whole batch (each strides over its request's tokens): enough to fill the
+# machine a few times over.
+SCORES_PROGRAMS_PER_SM = 8
 
 
-def _score_args(q, w, cache, bt, sl, logits, d: _Dims) -> tuple[object, ...]:  # noqa: ANN001
+def _programs_per_request(device: torch.device, batch: int, per_sm: int | None = None) -> int:
+    return max(1, triton.cdiv(num_sms(device) * (per_sm or SCORES_PROGRAMS_PER_SM), batch))
+
+
+def _score_args(q, w, cache, bt, sl, logits, d: _Dims, ws=None, topk: int = 0) -> tuple[object, ...]:  # noqa: ANN001
+    """The scores kernel's runtime arguments; ``ws`` (a radix workspace) only where it runs pass 0
+    (``HIST``): otherwise the logits stand in for the unused pointer."""
     return (
-        q, w, cache, bt, sl, logits,
+        q, w, cache, bt, sl, logits, logits if ws is None else ws,
         q.stride(0), q.stride(1), w.stride(0), cache.stride(0), bt.stride(0), logits.stride(0),
-        d.heads, d.num_pages, d.max_context,
+        0 if ws is None else ws.stride(0), d.heads, d.num_pages, d.max_context, topk,
     )  # fmt: skip
 
 
@@ -115,7 +147,11 @@ def _select_args(logits, bt, sl, out, topk: int, d: _Dims) -> tuple[object, ...]
 
 
 def _fp32_args(q, w, cache, bt, sl, logits, d: _Dims) -> tuple[object, ...]:  # noqa: ANN001
-    return _score_args(q, w, cache, bt, sl, logits, d)[:-1]  # the baseline scores the whole capacity: no max_ctx
+    # The baseline scores the whole capacity: no max_ctx.
+    return (
+        q, w, cache, bt, sl, logits,
+        q.stride(0), q.stride(1), w.stride(0), cache.stride(0), bt.stride(0), logits.stride(0), d.heads, d.num_pages,
+    )  # fmt: skip
 
 
 def _tuned_run(
@@ -131,6 +167,36 @@ def _tuned_run(
     return KernelRun.of(launch, compiled)
 
 
+def _run_scores(
+    q: torch.Tensor,
+    w: torch.Tensor,
+    cache: torch.Tensor,
+    bt: torch.Tensor,
+    sl: torch.Tensor,
+    logits: torch.Tensor,
+    d: _Dims,
+    topk: int,
+    ws: torch.Tensor | None = None,
+    per_sm: int | None = None,
+) -> tuple[KernelRun, str]:
+    """Launch the scores kernel into ``logits`` (with the radix select's pass 0 into ``ws`` when given):
+    a fixed config under the interpreter, the batch bucket's autotuner on the GPU. ``per_sm`` overrides
+    ``SCORES_PROGRAMS_PER_SM``. Returns the run and where its config came from."""
+    block_h = max(16, next_pow2(d.heads))
+    per_req = _programs_per_request(q.device, d.batch, per_sm)
+    args = _score_args(q, w, cache, bt, sl, logits, d, ws, topk)
+    if interpreting():
+        grid = (min(per_req, triton.cdiv(d.max_context, _INTERP_BLOCK_T)), d.batch)
+        constexprs = {"BLOCK_H": block_h, "BLOCK_T": _INTERP_BLOCK_T, "FP32_MATH": True, "HIST": ws is not None}
+        launch = KernelLaunch("indexer.scores", SCORES_KERNEL, grid, args, constexprs)
+        return KernelRun.of(launch, launch.run()), "fixed"
+    grid = lambda meta: (min(per_req, triton.cdiv(d.max_context, meta["BLOCK_T"])), d.batch)
+    # The kernel is part of the tuner's cache key: a replaced SCORES_KERNEL gets its own tuner.
+    tuner = _tuned_scores(_batch_bucket(d.batch), SCORES_KERNEL)
+    constexprs = {"BLOCK_H": block_h, "FP32_MATH": False, "HIST": ws is not None}
+    return _tuned_run(tuner, "indexer.scores", grid, args, constexprs), "autotuner"
+
+
 def _bf16_topk(
     q: torch.Tensor,
     w: torch.Tensor,
@@ -143,34 +209,16 @@ def _bf16_topk(
     dev = q.device
     logits = torch.empty((d.batch, d.max_context), dtype=torch.float32, device=dev)
     out = torch.empty((d.batch, topk), dtype=torch.int32, device=dev)
-    block_h = max(16, next_pow2(d.heads))
-    per_req = _programs_per_request(dev, d.batch)
-    score_args = _score_args(q, w, cache, bt, sl, logits, d)
-    select_args = _select_args(logits, bt, sl, out, topk, d)
-    split = split_plan(d, topk)  # None: the single-program radix select
-    if interpreting():
-        grid = (min(per_req, triton.cdiv(d.max_context, _INTERP_BLOCK_T)), d.batch)
-        constexprs = {"BLOCK_H": block_h, "BLOCK_T": _INTERP_BLOCK_T, "FP32_MATH": True}
-        scores_launch = KernelLaunch("indexer.scores", SCORES_KERNEL, grid, score_args, constexprs)
-        scores = KernelRun.of(scores_launch, scores_launch.run())
-        source = "fixed"
-    else:
-        score_grid = lambda meta: (min(per_req, triton.cdiv(d.max_context, meta["BLOCK_T"])), d.batch)
-        # The kernel is part of the tuner's cache key: a replaced SCORES_KERNEL gets its own tuner.
-        tuner = _tuned_scores(_batch_bucket(d.batch), SCORES_KERNEL)
-        scores = _tuned_run(tuner, "indexer.scores", score_grid, score_args,
-                            {"BLOCK_H": block_h, "FP32_MATH": False})  # fmt: skip
-        source = "autotuner"
-    select_runs = _select(logits, bt, sl, out, topk, d, split, select_args)
-    select = select_runs[0]
+    path = select_path(d.batch)
+    ws_cand = radix_workspace(d, dev) if path in ("radix", "radix_fused") else None
+    fused_ws = ws_cand[0] if ws_cand is not None and path == "radix_fused" else None  # scores run pass 0
+    scores, source = _run_scores(q, w, cache, bt, sl, logits, d, topk, fused_ws)
+    select_runs, select_config = _select(logits, bt, sl, out, topk, d, path, ws_cand)
+    sc = scores.config
     config: dict[str, int | bool | str] = {
-        "BLOCK_H": block_h, "BLOCK_T": scores.config["BLOCK_T"], "num_warps": scores.config["num_warps"],
-        "num_stages": scores.config["num_stages"], "programs_per_request": scores.grid[0],
-        "SELECT_BLOCK": select.config["CHUNK" if split is not None else "BLOCK"],
-        "select_num_warps": select.config["num_warps"],
+        "BLOCK_H": sc["BLOCK_H"], "BLOCK_T": sc["BLOCK_T"], "num_warps": sc["num_warps"],
+        "num_stages": sc["num_stages"], "programs_per_request": scores.grid[0], **select_config,
     }  # fmt: skip
-    if split is not None:
-        config.update(chunks=split.chunks, MERGE_BLOCK=split.merge_block, merge_num_warps=split.merge_warps)
     return out, LaunchRecord("indexer", "bf16", (scores, *select_runs), config, "native", source, interpreting())
 
 
@@ -181,18 +229,33 @@ def _select(
     out: torch.Tensor,
     topk: int,
     d: _Dims,
-    split: SplitPlan | None,
-    select_args: tuple[object, ...],
-) -> tuple[KernelRun, ...]:
-    """The top-k select's runs: the split select where its plan applies, else the single-program radix
-    select (fixed under the interpreter, autotuned on the GPU)."""
+    path: str,
+    ws_cand: tuple[torch.Tensor, torch.Tensor] | None = None,
+) -> tuple[tuple[KernelRun, ...], dict[str, int | bool | str]]:
+    """The top-k select's runs on ``path`` (one of ``SELECTS``) and its config for the record. The
+    radix paths use ``ws_cand`` (``radix.workspace``; "radix_fused": pass 0 already ran in the scores
+    kernel). The split paths fall back to the single-program radix select (fixed under the interpreter,
+    autotuned on the GPU) where the split does not apply."""
+    if path not in SELECTS:
+        raise ValueError(f"select path must be one of {SELECTS}, got {path!r}")
+    if path in ("radix", "radix_fused"):
+        rp = radix_plan(d, topk, logits.device)
+        runs = radix_select(logits, bt, sl, out, topk, d, rp, ws_cand, first_pass=int(path == "radix_fused"))
+        return runs, {"select": path, "SELECT_BLOCK": rp.slice, "select_num_warps": rp.warps, "slices": rp.slices}
+    split = split_plan(d, topk, radix=path == "split_radix")  # None: the single-program radix select
     if split is not None:
-        return split_select(logits, bt, sl, out, topk, d, split)
+        runs = split_select(logits, bt, sl, out, topk, d, split)
+        return runs, {"select": path, "SELECT_BLOCK": split.chunk, "select_num_warps": split.chunk_warps,
+                      "chunks": split.chunks, "MERGE_BLOCK": split.merge_block, "merge_num_warps": split.merge_warps}
+    select_args = _select_args(logits, bt, sl, out, topk, d)
     if interpreting():
         launch = KernelLaunch("indexer.select", _radix_select_kernel, (d.batch,), select_args,
                               {"BLOCK": _INTERP_SELECT_BLOCK})  # fmt: skip
-        return (KernelRun.of(launch, launch.run()),)
-    return (_tuned_run(_tuned_select(), "indexer.select", (d.batch,), select_args, {}),)
+        run = KernelRun.of(launch, launch.run())
+    else:
+        run = _tuned_run(_tuned_select(), "indexer.select", (d.batch,), select_args, {})
+    single = {"select": "single", "SELECT_BLOCK": run.config["BLOCK"], "select_num_warps": run.config["num_warps"]}
+    return (run,), single
 
 
 def _fp32_maxctx_topk(
@@ -279,28 +342,38 @@ def compile_matrix(
     block_h = max(16, next_pow2(heads))
     rows: list[tuple[str, KernelLaunch, tuple[object, ...] | None]] = []
     for c in SCORE_CONFIGS:
-        launch = KernelLaunch(
-            "indexer.scores", _bf16_scores_kernel, (1, batch), _score_args(q, w, cache, bt, sl, logits, d),
-            {"BLOCK_H": block_h, "FP32_MATH": False, **c.kwargs}, num_warps=c.num_warps, num_stages=c.num_stages,
-        )  # fmt: skip
-        rows.append((f"BLOCK_T {c.kwargs['BLOCK_T']} w{c.num_warps} st{c.num_stages}", launch,
-                     config_spec("indexer.scores", c)))  # fmt: skip
         launch_t = KernelLaunch(
             "indexer.scores_t", _bf16_scores_kernel_t, (1, batch), _score_args(q, w, cache, bt, sl, logits, d),
-            {"BLOCK_H": block_h, "FP32_MATH": False, **c.kwargs}, num_warps=c.num_warps, num_stages=c.num_stages,
+            {"BLOCK_H": block_h, "FP32_MATH": False, "HIST": False, **c.kwargs}, num_warps=c.num_warps,
+            num_stages=c.num_stages,
         )  # fmt: skip
         rows.append((f"BLOCK_T {c.kwargs['BLOCK_T']} w{c.num_warps} st{c.num_stages}", launch_t,
                      config_spec("indexer.scores_t", c)))  # fmt: skip
+        ws, _ = radix_workspace(d, meta)
+        launch_h = KernelLaunch(
+            "indexer.scores_hist", _bf16_scores_kernel_t, (1, batch),
+            _score_args(q, w, cache, bt, sl, logits, d, ws, topk),
+            {"BLOCK_H": block_h, "FP32_MATH": False, "HIST": True, **c.kwargs}, num_warps=c.num_warps,
+            num_stages=c.num_stages,
+        )  # fmt: skip
+        rows.append((f"BLOCK_T {c.kwargs['BLOCK_T']} w{c.num_warps} st{c.num_stages}", launch_h,
+                     config_spec("indexer.scores_hist", c)))  # fmt: skip
     for c in SELECT_CONFIGS:
         launch = KernelLaunch(
             "indexer.select", _radix_select_kernel, (batch,), _select_args(logits, bt, sl, out, topk, d),
             dict(c.kwargs), num_warps=c.num_warps, num_stages=c.num_stages,
         )  # fmt: skip
         rows.append((f"BLOCK {c.kwargs['BLOCK']} w{c.num_warps}", launch, config_spec("indexer.select", c)))
-    split = split_plan(d, topk)
-    if split is not None:  # fixed configs: always run where the plan applies
-        for launch in split_launches(logits, bt, sl, out, topk, d, split):
-            rows.append((f"CHUNK {split.chunk} w{launch.num_warps}", launch, None))
+    for radix in (False, True):  # fixed configs: always run where the plan applies (SELECT picks one)
+        split = split_plan(d, topk, radix=radix)
+        if split is not None:
+            for launch in split_launches(logits, bt, sl, out, topk, d, split):
+                rows.append((f"CHUNK {split.chunk} w{launch.num_warps}{' radix' if radix else ''}", launch, None))
+    ws, cand = radix_workspace(d, meta)
+    for slice_ in (256, 16384):  # on 132 SMs: a lone request's slices (one block each), a full batch's (a loop)
+        rp = radix_plan(d, topk, meta, slice_=slice_)
+        for launch in radix_launches(logits, bt, sl, out, topk, d, rp, ws, cand):
+            rows.append((f"SLICE {rp.slice} BLOCK {rp.block} w{rp.warps}", launch, None))
     launch = KernelLaunch(
         "indexer.fp32_maxctx", _fp32_maxctx_scores_kernel, (1, batch), _fp32_args(q, w, cache, bt, sl, logits, d),
         {"BLOCK_T": _FP32_BLOCK_T}, num_warps=_FP32_WARPS,

@@ -38,26 +38,30 @@ class SplitPlan:
     out_block: int
     chunk_warps: int = CHUNK_WARPS
     merge_warps: int = MERGE_WARPS
+    radix: bool = False  # thresholds by byte histograms (4 rounds) instead of two-bit counts (16)
 
 
-def plan(d: _Dims, topk: int, chunk: int | None = None, merge_cap: int = MAX_MERGE_BLOCK) -> SplitPlan | None:
+def plan(
+    d: _Dims, topk: int, chunk: int | None = None, merge_cap: int = MAX_MERGE_BLOCK, radix: bool = False
+) -> SplitPlan | None:
     """The split for these shapes, or None where it does not apply (top-k above a chunk, or more than
     twice ``merge_cap`` candidates for a full-capacity request). ``chunk`` overrides the default (a
     power of two): 4096 tokens on the GPU, grown until a full-capacity request's candidates fit one merge
-    block where they can (past it, up to twice, the merge reduces four pieces of candidates first)."""
+    block where they can (past it, up to twice, the merge reduces four pieces of candidates first).
+    ``radix``: the programs find thresholds by byte histograms (``SplitPlan.radix``)."""
     out_block = min(1024, next_pow2(topk))
     if chunk is None:
         chunk = INTERP_CHUNK if interpreting() else GPU_CHUNK
         while triton.cdiv(d.max_context, chunk) * topk > merge_cap and chunk < merge_cap:
             chunk *= 2
     if d.max_context <= chunk:  # every request is one chunk: no merge, any top-k
-        return SplitPlan(max(16, next_pow2(d.max_context)), 1, 0, out_block)
+        return SplitPlan(max(16, next_pow2(d.max_context)), 1, 0, out_block, radix=radix)
     chunks = triton.cdiv(d.max_context, chunk)
     lanes = chunks * topk
     merge_block = max(64, min(next_pow2(lanes), merge_cap))
     if topk > chunk or lanes > 2 * merge_block or (lanes > merge_block and 16 * topk > merge_block):
         return None
-    return SplitPlan(chunk, chunks, merge_block, out_block)
+    return SplitPlan(chunk, chunks, merge_block, out_block, radix=radix)
 
 
 def launches(
@@ -71,14 +75,15 @@ def launches(
     stage1 = KernelLaunch(
         "indexer.chunk_topk", _chunk_topk_kernel, (p.chunks, d.batch),
         (logits, bt, sl, ckey, cpos, out, logits.stride(0), bt.stride(0), ckey.stride(0), out.stride(0), *common),
-        {"CHUNK": p.chunk, "OUT_BLOCK": p.out_block}, num_warps=p.chunk_warps,
+        {"CHUNK": p.chunk, "OUT_BLOCK": p.out_block, "RADIX": p.radix}, num_warps=p.chunk_warps,
     )  # fmt: skip
     if not p.merge_block:
         return [stage1]
     merge = KernelLaunch(
         "indexer.merge_topk", _merge_topk_kernel, (d.batch,),
         (ckey, cpos, bt, sl, out, ckey.stride(0), bt.stride(0), out.stride(0), *common),
-        {"CHUNK": p.chunk, "MERGE_BLOCK": p.merge_block, "OUT_BLOCK": p.out_block}, num_warps=p.merge_warps,
+        {"CHUNK": p.chunk, "MERGE_BLOCK": p.merge_block, "OUT_BLOCK": p.out_block, "RADIX": p.radix},
+        num_warps=p.merge_warps,
     )  # fmt: skip
     return [stage1, merge]
 

@@ -15,6 +15,7 @@ import triton
 import triton.language as tl
 
 from .kernels import _order_key
+from .radix_kernels import _kth_largest_radix
 
 
 @triton.jit
@@ -43,10 +44,14 @@ def _kth_largest(key, k):
 
 
 @triton.jit
-def _select_positions(key, k):
+def _select_positions(key, k, RADIX: tl.constexpr):
     # Which lanes hold the top k full lanes, and each one's place in [0, min(k, full lanes)): every key
-    # above the threshold, then the first ties at it (any choice among equal keys is right).
-    thr = _kth_largest(key, k)
+    # above the threshold, then the first ties at it (any choice among equal keys is right). RADIX: the
+    # threshold in four byte rounds (histograms) instead of sixteen two-bit rounds.
+    if RADIX:
+        thr = _kth_largest_radix(key, k)
+    else:
+        thr = _kth_largest(key, k)
     gt = key > thr  # thr 0 (fewer than k full lanes): every full lane
     eq = (key == thr) & (thr > 0)
     n_gt = tl.sum(gt.to(tl.int32), axis=0)
@@ -70,12 +75,13 @@ def _store_slots(out_row, bt_row, t, take, pos, n_sel, topk, num_pages, OUT_BLOC
 
 
 @triton.jit
-def _short_request(row, out_row, bt_row, n, topk, num_pages, BLOCK: tl.constexpr, OUT_BLOCK: tl.constexpr):
+def _short_request(row, out_row, bt_row, n, topk, num_pages, BLOCK: tl.constexpr, OUT_BLOCK: tl.constexpr,
+                   RADIX: tl.constexpr):  # fmt: skip
     # A request of at most BLOCK tokens, whole in one program: its final row of slots.
     t = tl.arange(0, BLOCK)
     valid = t < n
     key = tl.where(valid, _order_key(tl.load(row + t, mask=valid, other=0.0)), 0)
-    take, pos = _select_positions(key, topk)
+    take, pos = _select_positions(key, topk, RADIX)
     _store_slots(out_row, bt_row, t, take, pos, tl.minimum(n, topk), topk, num_pages, OUT_BLOCK)
 
 
@@ -84,7 +90,7 @@ def _chunk_topk_kernel(
     logits_ptr, bt_ptr, seq_ptr, ckey_ptr, cpos_ptr, out_ptr,
     stride_lb, stride_btb, stride_cb, stride_ob,
     topk, max_ctx, num_pages,
-    CHUNK: tl.constexpr, OUT_BLOCK: tl.constexpr,
+    CHUNK: tl.constexpr, OUT_BLOCK: tl.constexpr, RADIX: tl.constexpr,
 ):  # fmt: skip
     c = tl.program_id(0)
     b = tl.program_id(1)
@@ -96,14 +102,14 @@ def _chunk_topk_kernel(
     if n <= CHUNK:  # the whole request in chunk 0 (which also writes the all -1 row of an empty one)
         if c == 0:
             if n <= CHUNK // 2:  # half the lanes: half the work per count
-                _short_request(row, out_row, bt_row, n, topk, num_pages, CHUNK // 2, OUT_BLOCK)
+                _short_request(row, out_row, bt_row, n, topk, num_pages, CHUNK // 2, OUT_BLOCK, RADIX)
             else:
-                _short_request(row, out_row, bt_row, n, topk, num_pages, CHUNK, OUT_BLOCK)
+                _short_request(row, out_row, bt_row, n, topk, num_pages, CHUNK, OUT_BLOCK, RADIX)
     elif start < n:  # candidates of this chunk; a longer request has topk of them in every full chunk
         t = start + tl.arange(0, CHUNK)
         valid = t < n
         key = tl.where(valid, _order_key(tl.load(row + t, mask=valid, other=0.0)), 0)
-        take, pos = _select_positions(key, topk)
+        take, pos = _select_positions(key, topk, RADIX)
         seg = b * stride_cb + c * topk + pos
         tl.store(ckey_ptr + seg, key.to(tl.int32, bitcast=True), mask=take)
         tl.store(cpos_ptr + seg, t, mask=take)
@@ -111,21 +117,21 @@ def _chunk_topk_kernel(
 
 @triton.jit
 def _merge_row(ckey_row, cpos_row, out_row, bt_row, n, topk, num_pages,
-               CHUNK: tl.constexpr, BLOCK: tl.constexpr, OUT_BLOCK: tl.constexpr):  # fmt: skip
+               CHUNK: tl.constexpr, BLOCK: tl.constexpr, OUT_BLOCK: tl.constexpr, RADIX: tl.constexpr):  # fmt: skip
     # Candidate j belongs to chunk j // topk; a chunk holds min(topk, its tokens) of them.
     j = tl.arange(0, BLOCK)
     c = j // topk
     valid = (j % topk) < tl.minimum(topk, n - c * CHUNK)
     key = tl.load(ckey_row + j, mask=valid, other=0).to(tl.uint32, bitcast=True)
     key = tl.where(valid, key, 0)
-    take, pos = _select_positions(key, topk)
+    take, pos = _select_positions(key, topk, RADIX)
     t = tl.load(cpos_row + j, mask=take, other=0)
     _store_slots(out_row, bt_row, t, take, pos, tl.minimum(n, topk), topk, num_pages, OUT_BLOCK)
 
 
 @triton.jit
 def _merge_piece(ckey_row, cpos_row, lane0, dst, n, topk, CHUNK: tl.constexpr, BLOCK: tl.constexpr,
-                OUT_BLOCK: tl.constexpr):  # fmt: skip
+                OUT_BLOCK: tl.constexpr, RADIX: tl.constexpr):  # fmt: skip
     # The top-k of candidate lanes [lane0, lane0 + BLOCK) written to lanes [dst, dst + topk) of the same
     # row, lanes already read (dst + topk <= BLOCK for the first piece, below lane0 for the others); key 0
     # marks the unused tail. Barriers on both sides keep the pieces apart.
@@ -134,7 +140,7 @@ def _merge_piece(ckey_row, cpos_row, lane0, dst, n, topk, CHUNK: tl.constexpr, B
     valid = (j % topk) < tl.minimum(topk, n - c * CHUNK)
     key = tl.where(valid, tl.load(ckey_row + j, mask=valid, other=0).to(tl.uint32, bitcast=True), 0)
     n_take = tl.minimum(tl.sum(valid.to(tl.int32), axis=0), topk)
-    take, pos = _select_positions(key, topk)
+    take, pos = _select_positions(key, topk, RADIX)
     t = tl.load(cpos_row + j, mask=take, other=0)  # after the select: not live through it
     tl.debug_barrier()  # every lane of this half is in registers before any is overwritten
     tl.store(ckey_row + dst + pos, key.to(tl.int32, bitcast=True), mask=take)
@@ -150,7 +156,7 @@ def _merge_topk_kernel(
     ckey_ptr, cpos_ptr, bt_ptr, seq_ptr, out_ptr,
     stride_cb, stride_btb, stride_ob,
     topk, max_ctx, num_pages,
-    CHUNK: tl.constexpr, MERGE_BLOCK: tl.constexpr, OUT_BLOCK: tl.constexpr,
+    CHUNK: tl.constexpr, MERGE_BLOCK: tl.constexpr, OUT_BLOCK: tl.constexpr, RADIX: tl.constexpr,
 ):  # fmt: skip
     # Requests of one chunk were finished by stage 1. A request's candidates take a quarter-, half- or
     # full-size block (less work per count for a shorter one); past MERGE_BLOCK (up to twice that, the plan
@@ -164,17 +170,19 @@ def _merge_topk_kernel(
         out_row = out_ptr + b * stride_ob
         bt_row = bt_ptr + b * stride_btb
         if cand <= MERGE_BLOCK // 4:
-            _merge_row(ckey_row, cpos_row, out_row, bt_row, n, topk, num_pages, CHUNK, MERGE_BLOCK // 4, OUT_BLOCK)
+            _merge_row(ckey_row, cpos_row, out_row, bt_row, n, topk, num_pages, CHUNK, MERGE_BLOCK // 4, OUT_BLOCK,
+                       RADIX)  # fmt: skip
         elif cand <= MERGE_BLOCK // 2:
-            _merge_row(ckey_row, cpos_row, out_row, bt_row, n, topk, num_pages, CHUNK, MERGE_BLOCK // 2, OUT_BLOCK)
+            _merge_row(ckey_row, cpos_row, out_row, bt_row, n, topk, num_pages, CHUNK, MERGE_BLOCK // 2, OUT_BLOCK,
+                       RADIX)  # fmt: skip
         elif cand <= MERGE_BLOCK:
-            _merge_row(ckey_row, cpos_row, out_row, bt_row, n, topk, num_pages, CHUNK, MERGE_BLOCK, OUT_BLOCK)
+            _merge_row(ckey_row, cpos_row, out_row, bt_row, n, topk, num_pages, CHUNK, MERGE_BLOCK, OUT_BLOCK, RADIX)
         else:
             for piece in tl.static_range(4):  # half-block pieces: a full block would spill here
                 _merge_piece(ckey_row, cpos_row, piece * (MERGE_BLOCK // 2), piece * topk, n, topk, CHUNK,
-                            MERGE_BLOCK // 2, OUT_BLOCK)  # fmt: skip
+                            MERGE_BLOCK // 2, OUT_BLOCK, RADIX)  # fmt: skip
             j = tl.arange(0, MERGE_BLOCK // 4)  # the plan keeps 4 * topk within a quarter block
             key = tl.load(ckey_row + j, mask=j < 4 * topk, other=0).to(tl.uint32, bitcast=True)
-            take, pos = _select_positions(key, topk)  # key 0 (an unused lane) is never taken
+            take, pos = _select_positions(key, topk, RADIX)  # key 0 (an unused lane) is never taken
             t = tl.load(cpos_row + j, mask=take, other=0)
             _store_slots(out_row, bt_row, t, take, pos, topk, topk, num_pages, OUT_BLOCK)

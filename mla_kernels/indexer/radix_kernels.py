@@ -1,0 +1,224 @@
+"""Triton kernels of the global radix select: one request's top-k found by every program of its context.
+
+Order keys (``kernels._order_key``) are resolved a byte at a time, most significant first, by a grid of
+(slice, request) programs. A pass (``_radix_pass_kernel``; pass 0 can also run inside the scores kernel,
+``radix_hist``) has every program histogram one byte of its slice's keys in registers (256 bins, keys
+whose higher bytes match the prefix so far) and add the non-zero bins to the request's histogram in
+global memory; the last program of the request to finish (an atomic ticket) finds the bucket of the
+k-th largest key and extends the request's prefix. Two passes fix 16 bits. ``_radix_compact_kernel``
+then writes the sure winners (keys above the bucket) straight to the output through an atomic counter
+and the bucket's tokens to a candidate list; its last program selects the rest among those candidates
+(the low 16 bits, two more byte rounds, ties first come first).
+
+Per request, a zeroed int32 workspace row: ``[256 hist pass 0][256 hist pass 1][STATE]`` (``WS_WIDTH``).
+No host sync; shapes only: CUDA-graph capturable. Which tokens tie at the k-th key are taken depends on
+the atomics' order (the contract: any choice among equal keys).
+"""
+
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+
+from .kernels import _order_key
+
+# Workspace row: two 256-bin histograms, then the state words.
+WS_WIDTH = 520
+HIST_BINS = tl.constexpr(256)
+ST_TICKET = tl.constexpr(512)  # + pass (0, 1); + 2: the compaction's
+ST_PREFIX = tl.constexpr(515)  # the resolved high bytes of the k-th largest key (uint32 bits)
+ST_NGT = tl.constexpr(516)  # keys known to rank above the bucket so far
+ST_DONE = tl.constexpr(517)  # 1: the selection is exactly {key >= prefix}
+ST_WIN = tl.constexpr(518)  # winners written (atomic counter)
+ST_CAND = tl.constexpr(519)  # candidates written (atomic counter)
+
+
+@triton.jit
+def _byte_hist(key, match, SHIFT: tl.constexpr):
+    # 256-bin histogram of the byte at SHIFT over matching lanes. Non-matching lanes land in bin 0 and are
+    # taken out again (no reliance on histogram masks, which the interpreter and GPU treat alike then).
+    digit = tl.where(match, (key >> SHIFT) & 0xFF, 0).to(tl.int32)
+    misses = key.shape[0] - tl.sum(match.to(tl.int32), axis=0)
+    bins = tl.arange(0, 256)
+    return tl.histogram(digit, 256) - tl.where(bins == 0, misses, 0)
+
+
+@triton.jit
+def _bucket(hist, k_rem):
+    # The bin of a byte histogram holding its k_rem-th largest key: (bin, keys in higher bins, keys in it);
+    # bin -1 when the histogram holds fewer than k_rem keys.
+    bins = tl.arange(0, 256)
+    count_gt = tl.sum(hist, axis=0) - tl.cumsum(hist, 0)  # keys with a larger byte
+    d = tl.sum((count_gt + hist >= k_rem).to(tl.int32), axis=0) - 1
+    return d, tl.sum(tl.where(bins == d, count_gt, 0), axis=0), tl.sum(tl.where(bins == d, hist, 0), axis=0)
+
+
+@triton.jit
+def _find_bucket(ws_row, hist, topk, SHIFT: tl.constexpr):
+    # The request's full histogram of this byte: extend the prefix by the k-th largest key's byte.
+    prefix = tl.load(ws_row + ST_PREFIX).to(tl.uint32, bitcast=True)
+    n_gt = tl.load(ws_row + ST_NGT)
+    k_rem = topk - n_gt
+    d, above, in_bucket = _bucket(hist, k_rem)
+    tl.store(ws_row + ST_PREFIX, (prefix | (d.to(tl.uint32) << SHIFT)).to(tl.int32, bitcast=True))
+    tl.store(ws_row + ST_NGT, n_gt + above)
+    tl.store(ws_row + ST_DONE, (in_bucket == k_rem - above).to(tl.int32))  # the bucket is taken whole
+
+
+@triton.jit
+def _flush_hist(ws_row, h, active, topk, PASS: tl.constexpr):
+    # Add this program's histogram to the request's; the last of the request's ``active`` programs finds
+    # the bucket. Atomic reads of the sums: they live in L2, where the other programs' atomics landed.
+    bins = tl.arange(0, 256)
+    hist_row = ws_row + PASS * HIST_BINS
+    tl.atomic_add(hist_row + bins, h, mask=h > 0)
+    tl.debug_barrier()  # every lane's add is issued before the ticket (acq_rel) is taken
+    ticket = tl.atomic_add(ws_row + ST_TICKET + PASS, 1)
+    if ticket == active - 1:
+        hist = tl.atomic_add(hist_row + bins, tl.zeros([256], tl.int32))
+        _find_bucket(ws_row, hist, topk, 24 - 8 * PASS)
+
+
+@triton.jit
+def _radix_pass_kernel(
+    logits_ptr, seq_ptr, ws_ptr,
+    stride_lb, stride_wb,
+    topk, max_ctx,
+    PASS: tl.constexpr, SLICE: tl.constexpr, BLOCK: tl.constexpr,
+):  # fmt: skip
+    c = tl.program_id(0)
+    b = tl.program_id(1)
+    n = tl.minimum(tl.maximum(tl.load(seq_ptr + b), 0), max_ctx)
+    ws_row = ws_ptr + b * stride_wb
+    start = c * SLICE
+    if start < n:
+        if n > topk:  # else every token is selected: nothing to resolve
+            if tl.load(ws_row + ST_DONE) == 0:
+                prefix = tl.load(ws_row + ST_PREFIX).to(tl.uint32, bitcast=True)
+                row = logits_ptr + b * stride_lb
+                h = tl.zeros([256], dtype=tl.int32)
+                for t0 in range(start, tl.minimum(start + SLICE, n), BLOCK):
+                    t = t0 + tl.arange(0, BLOCK)
+                    valid = t < n
+                    key = _order_key(tl.load(row + t, mask=valid, other=0.0))
+                    if PASS == 0:
+                        match = valid
+                    else:
+                        match = valid & ((key >> 24) == (prefix >> 24))
+                    h += _byte_hist(key, match, 24 - 8 * PASS)
+                _flush_hist(ws_row, h, tl.cdiv(n, SLICE), topk, PASS)
+
+
+@triton.jit
+def _list_byte_pass(cand_row, row, m, prefix, n_gt, topk, SHIFT: tl.constexpr, FBLOCK: tl.constexpr):
+    # One byte round of the final select over the candidate list: returns (prefix, n_gt, done).
+    h = tl.zeros([256], dtype=tl.int32)
+    for j0 in range(0, m, FBLOCK):
+        j = j0 + tl.arange(0, FBLOCK)
+        ok = j < m
+        t = tl.load(cand_row + j, mask=ok, other=0, cache_modifier=".cg")
+        key = _order_key(tl.load(row + t, mask=ok, other=0.0))
+        match = ok & ((key >> (SHIFT + 8)) == (prefix >> (SHIFT + 8)))
+        h += _byte_hist(key, match, SHIFT)
+    k_rem = topk - n_gt
+    d, above, in_bucket = _bucket(h, k_rem)
+    return prefix | (d.to(tl.uint32) << SHIFT), n_gt + above, in_bucket == k_rem - above
+
+
+@triton.jit
+def _final_select(ws_row, cand_row, row, out_row, bt_row, topk, num_pages, FBLOCK: tl.constexpr):
+    # The bucket's candidates (their high 16 bits equal the prefix's): the low two bytes, then the writes
+    # at [n_gt, topk) of the row; keys equal to the k-th largest are taken first come first.
+    m = tl.atomic_add(ws_row + ST_CAND, 0)
+    prefix = tl.load(ws_row + ST_PREFIX).to(tl.uint32, bitcast=True)
+    n_gt0 = tl.load(ws_row + ST_NGT)
+    prefix1, n_gt1, done1 = _list_byte_pass(cand_row, row, m, prefix, n_gt0, topk, 8, FBLOCK)
+    prefix2, n_gt2, done2 = _list_byte_pass(cand_row, row, m, prefix1, n_gt1, topk, 0, FBLOCK)
+    # done1: {key >= prefix1} exactly; else prefix2 is the k-th largest key, n_gt2 keys rank above it.
+    thr = tl.where(done1, prefix1, prefix2)
+    k_eq = tl.where(done1 | done2, 0, topk - n_gt2)
+    base_gt = n_gt0
+    base_eq = tl.zeros([], dtype=tl.int32)
+    n_above = tl.where(done1 | done2, topk, n_gt2)  # where the ties start
+    for j0 in range(0, m, FBLOCK):
+        j = j0 + tl.arange(0, FBLOCK)
+        ok = j < m
+        t = tl.load(cand_row + j, mask=ok, other=0, cache_modifier=".cg")
+        key = _order_key(tl.load(row + t, mask=ok, other=0.0))
+        gt = ok & tl.where(done1 | done2, key >= thr, key > thr)
+        eq = ok & (key == thr) & (j * 0 + k_eq > 0)  # scalar as tensor: interpreter
+        gt_i = gt.to(tl.int32)
+        eq_i = eq.to(tl.int32)
+        eq_rank = base_eq + tl.cumsum(eq_i, 0) - 1
+        take = (gt_i + (eq & (eq_rank < k_eq)).to(tl.int32)) > 0
+        pos = tl.where(gt, base_gt + tl.cumsum(gt_i, 0) - 1, n_above + eq_rank)
+        page = tl.load(bt_row + t // 256, mask=take, other=0)
+        slot = tl.where((page >= 0) & (page < num_pages), page * 256 + t % 256, -1)
+        tl.store(out_row + pos, slot, mask=take & (pos < topk))
+        base_gt += tl.sum(gt_i, axis=0)
+        base_eq += tl.sum(eq_i, axis=0)
+
+
+@triton.jit
+def _radix_compact_kernel(
+    logits_ptr, bt_ptr, seq_ptr, ws_ptr, cand_ptr, out_ptr,
+    stride_lb, stride_btb, stride_wb, stride_cb, stride_ob,
+    topk, max_ctx, num_pages,
+    SLICE: tl.constexpr, BLOCK: tl.constexpr, FBLOCK: tl.constexpr, OUT_BLOCK: tl.constexpr,
+):  # fmt: skip
+    c = tl.program_id(0)
+    b = tl.program_id(1)
+    n = tl.minimum(tl.maximum(tl.load(seq_ptr + b), 0), max_ctx)
+    ws_row = ws_ptr + b * stride_wb
+    out_row = out_ptr + b * stride_ob
+    bt_row = bt_ptr + b * stride_btb
+    n_sel = tl.minimum(n, topk)
+    if c == 0:  # the padding of every row, an empty request's too (it has no other program)
+        o = tl.arange(0, OUT_BLOCK)
+        for s0 in range(0, topk, OUT_BLOCK):
+            tl.store(out_row + s0 + o, tl.full([OUT_BLOCK], -1, tl.int32), mask=(s0 + o >= n_sel) & (s0 + o < topk))
+    start = c * SLICE
+    if start < n:
+        done = tl.where(n <= topk, 1, tl.load(ws_row + ST_DONE))  # n <= topk: prefix 0 keeps every token
+        prefix = tl.load(ws_row + ST_PREFIX).to(tl.uint32, bitcast=True)
+        row = logits_ptr + b * stride_lb
+        cand_row = cand_ptr + b * stride_cb
+        for t0 in range(start, tl.minimum(start + SLICE, n), BLOCK):
+            t = t0 + tl.arange(0, BLOCK)
+            valid = t < n
+            key = _order_key(tl.load(row + t, mask=valid, other=0.0))
+            win = valid & tl.where(done > 0, key >= prefix, (key >> 16) > (prefix >> 16))
+            cand = valid & ((key >> 16) == (prefix >> 16)) & (t * 0 + done == 0)  # scalar as tensor: interpreter
+            win_i = win.to(tl.int32)
+            cand_i = cand.to(tl.int32)
+            w0 = tl.atomic_add(ws_row + ST_WIN, tl.sum(win_i, axis=0))
+            pos = w0 + tl.cumsum(win_i, 0) - 1
+            page = tl.load(bt_row + t // 256, mask=win, other=0)
+            slot = tl.where((page >= 0) & (page < num_pages), page * 256 + t % 256, -1)
+            tl.store(out_row + pos, slot, mask=win & (pos < topk))
+            c0 = tl.atomic_add(ws_row + ST_CAND, tl.sum(cand_i, axis=0))
+            tl.store(cand_row + c0 + tl.cumsum(cand_i, 0) - 1, t, mask=cand)
+        tl.debug_barrier()  # every lane's candidate is stored before the ticket (acq_rel) is taken
+        ticket = tl.atomic_add(ws_row + ST_TICKET + 2, 1)
+        if ticket == tl.cdiv(n, SLICE) - 1:
+            if done == 0:
+                _final_select(ws_row, cand_row, row, out_row, bt_row, topk, num_pages, FBLOCK)
+
+
+@triton.jit
+def _kth_largest_radix(key, k):
+    # In registers: the k-th largest key (key 0 marks an empty lane) in four byte rounds, or 0 when fewer
+    # than k lanes are full. Same contract as ``split_kernels._kth_largest`` (16 two-bit rounds).
+    full = key != 0
+    prefix = tl.zeros([], dtype=tl.uint32)
+    k_rem = k + tl.zeros([], dtype=tl.int32)
+    for p in tl.static_range(4):
+        shift = 24 - 8 * p
+        if p == 0:
+            match = full
+        else:
+            match = full & ((key >> (shift + 8)) == (prefix >> (shift + 8)))
+        d, above, _ = _bucket(_byte_hist(key, match, shift), k_rem)
+        k_rem -= above  # bin -1 (fewer than k full lanes): the result is 0 whatever the prefix
+        prefix = prefix | (tl.maximum(d, 0).to(tl.uint32) << shift)
+    return tl.where(tl.sum(full.to(tl.int32), axis=0) >= k, prefix, 0)

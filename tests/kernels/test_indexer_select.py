@@ -1,0 +1,346 @@
+"""The bf16 indexer's top-k select paths (``launch.SELECTS``): the global radix select and the split select
+with byte-histogram rounds, alone on awkward logits and end to end through ``indexer_topk``, plus the A/B
+experiment that times them (``experiments.indexer_select_ab``).
+
+Small shapes run on the CPU under the Triton interpreter (slices of 64 tokens, so requests cross slice
+edges), on the GPU where there is one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+import torch
+
+if not torch.cuda.is_available():  # must precede the first triton import
+    os.environ.setdefault("TRITON_INTERPRET", "1")
+
+from mla_kernels._common import interpreting  # noqa: E402
+from mla_kernels.indexer import (  # noqa: E402
+    check_indexer_output,
+    dequantize_index_cache,
+    indexer_logits_reference,
+    indexer_topk,
+    indexer_topk_with_record,
+    make_indexer_inputs,
+    quantize_index_cache,
+)
+from mla_kernels.indexer import launch as ix_launch  # noqa: E402
+from mla_kernels.indexer import radix as ix_radix  # noqa: E402
+from mla_kernels.indexer import split as ix_split  # noqa: E402
+from mla_kernels.indexer.checks import _Dims  # noqa: E402
+from mla_kernels.indexer.radix_kernels import ST_DONE, ST_PREFIX  # noqa: E402
+
+GPU = torch.cuda.is_available() and not interpreting()
+DEV = torch.device("cuda" if GPU else "cpu")
+REPO = Path(__file__).resolve().parents[2]
+NEW_PATHS = [p for p in ix_launch.SELECTS if p != "split"]  # "split" is covered by test_indexer.py
+
+
+def _awkward_logits(lens: list[int], ctx: int) -> torch.Tensor:
+    # Negatives, +-0, huge values, heavy duplicates (ties across slices), tiny values, -inf rows and NaN.
+    g = torch.Generator().manual_seed(13)
+    logits = torch.randn((len(lens), ctx), generator=g) * 10
+    logits[1] = -0.0
+    logits[5, ::3] = 0.0
+    logits[5, 1::7] = -1e30
+    logits[6] = torch.randint(-4, 4, (ctx,), generator=g).float()
+    logits[7, : ctx // 2] = torch.linspace(-1e-30, 1e-30, ctx // 2)
+    logits[8, : 3 * ctx // 4] = 1.0  # one key for most of the row: the final select is all ties
+    logits[9, torch.randperm(lens[9], generator=g)[:100]] = float("-inf")
+    logits[10] = float("-inf")  # every token on an unmapped page
+    logits[11, 3:: 97] = float("nan")  # NaN ranks above every number in the order key
+    return logits.to(DEV)
+
+
+LENS = [0, 5, 16, 17, 64, 65, 300, 1024, 700, 1000, 999, 1023]
+
+
+def _check_against_topk(logits: torch.Tensor, out: torch.Tensor, lens: list[int], topk: int, ctx: int) -> None:
+    for b, n in enumerate(lens):
+        row = out[b].cpu()
+        k = min(n, topk)
+        assert bool((row[k:] == -1).all()) and bool((row[:k] >= 0).all()), (b, row)
+        t = row[:k].long() - b * ctx
+        assert len(set(t.tolist())) == k and bool(((t >= 0) & (t < n)).all()), b
+        got = logits[b].cpu()[t]
+        want = torch.topk(logits[b, :n].cpu(), k).values
+        if bool(torch.isnan(logits[b, :n]).any()):  # the NaNs first, then the top of the rest
+            nans = int(torch.isnan(logits[b, :n]).sum())
+            assert int(torch.isnan(got).sum()) == min(nans, k), b
+            got = got[~torch.isnan(got)]
+            want = torch.topk(torch.nan_to_num(logits[b, :n].cpu(), nan=float("-inf")), k - min(nans, k)).values
+        assert torch.equal(torch.sort(got).values, torch.sort(want).values), b
+
+
+def _identity_pages(batch: int, ctx: int) -> tuple[torch.Tensor, _Dims]:
+    bt = torch.arange(batch * ctx // 256, dtype=torch.int32, device=DEV).reshape(batch, -1)  # slot = b * ctx + t
+    return bt, _Dims(batch, 16, ctx // 256, bt.numel())
+
+
+@pytest.mark.parametrize(("slice_", "warps"), [(None, 4), (128, 8), (1024, 4)])
+@pytest.mark.parametrize("topk", [16, 64])
+def test_radix_select_against_torch_topk(slice_: int | None, warps: int, topk: int) -> None:
+    ctx = 1024
+    logits = _awkward_logits(LENS, ctx)
+    bt, d = _identity_pages(len(LENS), ctx)
+    p = replace(ix_radix.plan(d, topk, DEV, slice_=slice_), warps=warps)
+    assert p.slices * p.slice >= ctx and (slice_ is not None or p.slices > 1)
+    out = torch.full((len(LENS), topk), -7, dtype=torch.int32, device=DEV)
+    runs = ix_radix.radix_select(logits, bt, torch.tensor(LENS, dtype=torch.int32, device=DEV), out, topk, d, p)
+    assert [r.name for r in runs] == ["_radix_pass_kernel", "_radix_pass_kernel", "_radix_compact_kernel"]
+    assert all(r.grid == (p.slices, len(LENS)) for r in runs)
+    _check_against_topk(logits, out, LENS, topk, ctx)
+
+
+@pytest.mark.parametrize("two_level", [False, True])
+def test_split_radix_select_against_torch_topk(two_level: bool) -> None:
+    # The split select with byte-histogram thresholds, in chunks of 256 and a merge (in pieces: two_level).
+    topk, chunk = 16, 256
+    ctx = 24 * chunk
+    lens = [0, 5, 16, 17, chunk, chunk + 1, 3 * chunk + 17, ctx, 9 * chunk + 5, 7 * chunk, 17 * chunk + 5, 2 * chunk]
+    logits = _awkward_logits(lens, ctx)
+    bt, d = _identity_pages(len(lens), ctx)
+    plan = ix_split.plan(d, topk, chunk=chunk, merge_cap=16 * topk if two_level else ix_split.MAX_MERGE_BLOCK,
+                         radix=True)  # fmt: skip
+    assert plan is not None and plan.radix and (plan.chunks * topk > plan.merge_block) == two_level
+    out = torch.full((len(lens), topk), -7, dtype=torch.int32, device=DEV)
+    ix_split.split_select(logits, bt, torch.tensor(lens, dtype=torch.int32, device=DEV), out, topk, d, plan)
+    _check_against_topk(logits, out, lens, topk, ctx)
+
+
+def test_fused_pass0_equals_the_pass_kernel() -> None:
+    # The scores kernel's pass 0 leaves the very workspace the pass-0 kernel would (histogram and state).
+    inp = make_indexer_inputs(3, [700, 40, 1000], max_context=1024, num_heads=16, topk=64, device=DEV, seed=3)
+    d = ix_launch._check_args(*inp.args(), "bf16")
+    q, w, cache, bt, sl, topk = inp.args()
+    logits = torch.empty((3, d.max_context), dtype=torch.float32, device=DEV)
+    fused, _ = ix_radix.workspace(d, DEV)
+    ix_launch._run_scores(q, w, cache, bt, sl, logits, d, topk, fused)
+    plain, cand = ix_radix.workspace(d, DEV)
+    p = ix_radix.plan(d, topk, DEV)
+    out = torch.empty((3, topk), dtype=torch.int32, device=DEV)
+    ix_radix.launches(logits, bt, sl, out, topk, d, p, plain, cand)[0].run()
+    hist = slice(0, 256)
+    assert torch.equal(fused[:, hist], plain[:, hist]) and int(fused[0, hist].sum()) == 700
+    assert int(fused[1].abs().sum()) == 0  # 40 tokens <= topk: nothing to resolve, nothing written
+    state = slice(ST_PREFIX.value, ST_DONE.value + 1)  # prefix, keys above the bucket, done (not the tickets)
+    assert torch.equal(fused[:, state], plain[:, state])
+
+
+@pytest.fixture(params=NEW_PATHS)
+def select_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    monkeypatch.setattr(ix_launch, "SELECT", request.param)
+    return request.param
+
+
+@pytest.mark.parametrize(
+    ("heads", "lens", "topk", "max_context"),
+    [
+        (64, [1000, 37, 0], 64, 2048),  # shorter than topk, empty, not a multiple of 256
+        (16, [2000, 512, 256], 16, 2048),  # exact page multiples
+        (48, [700, 1, 300], 64, 1024),  # H a multiple of 16 but not a power of two
+    ],
+)
+def test_paths_match_reference(select_path: str, heads: int, lens: list[int], topk: int, max_context: int) -> None:
+    inp = make_indexer_inputs(len(lens), lens, max_context=max_context, num_heads=heads, topk=topk, device=DEV,
+                              seed=heads)  # fmt: skip
+    ref = indexer_logits_reference(*inp.args()[:5])
+    out, record = indexer_topk_with_record(*inp.args(), impl="bf16")
+    assert check_indexer_output(out, ref, inp.block_table, inp.seq_lens, topk)["recall_min"] == 1.0
+    assert record.config["select"] == select_path
+    names = [r.name for r in record.kernels]
+    if select_path.startswith("radix"):
+        passes = 1 if select_path == "radix_fused" else 2
+        assert names == ["_bf16_scores_kernel_t", *["_radix_pass_kernel"] * passes, "_radix_compact_kernel"]
+        assert record.kernels[0].config["HIST"] == (select_path == "radix_fused")
+        assert record.config["SELECT_BLOCK"] * record.config["slices"] >= max_context
+    else:
+        assert names[1] == "_chunk_topk_kernel" and all(r.config["RADIX"] for r in record.kernels[1:])
+
+
+def test_paths_exact_ties(select_path: str) -> None:
+    # Request 0: one key for all tokens; request 1: three keys: any choice among equal keys, the right count.
+    inp = make_indexer_inputs(2, [700, 600], max_context=768, num_heads=16, topk=64, device=DEV, seed=2)
+    keys = dequantize_index_cache(inp.index_cache)
+    base = torch.randn((3, 128), generator=torch.Generator().manual_seed(9)).to(DEV)
+    for p in inp.block_table[0, :3].long().tolist():
+        keys[p * 256 : (p + 1) * 256] = base[0]
+    for p in inp.block_table[1, :3].long().tolist():
+        keys[p * 256 : (p + 1) * 256] = base[torch.arange(256, device=DEV) % 3]
+    inp.index_cache = quantize_index_cache(keys)
+    ref = indexer_logits_reference(*inp.args()[:5])
+    out = indexer_topk(*inp.args(), impl="bf16")
+    check_indexer_output(out, ref, inp.block_table, inp.seq_lens, 64)
+    for b in range(2):
+        slot_to_logit = {int(inp.block_table[b, t // 256]) * 256 + t % 256: float(ref[b, t])
+                         for t in range(int(inp.seq_lens[b]))}  # fmt: skip
+        got = sorted(slot_to_logit[s] for s in out[b].tolist())
+        assert got == sorted(torch.topk(ref[b], 64).values.tolist())
+
+
+def test_paths_unmapped_pages_garbage_table_and_short_rows(select_path: str) -> None:
+    # seq_lens past the mapped pages: those tokens rank last, come back -1, never a bogus slot.
+    inp = make_indexer_inputs(2, [200, 300], max_context=1024, num_heads=16, topk=64, device=DEV, seed=7)
+    inp.seq_lens[0] = 700
+    out = indexer_topk(*inp.args(), impl="bf16")
+    page = int(inp.block_table[0, 0])
+    assert all(s == -1 or page * 256 <= s < page * 256 + 256 for s in out[0].tolist())
+    assert sum(s >= 0 for s in out[0].tolist()) == 64 and all(s >= 0 for s in out[1].tolist())
+    # Entries past a request's pages may be anything; top-k beyond the capacity pads with -1.
+    inp = make_indexer_inputs(2, [300, 40], max_context=1024, num_heads=16, topk=32, device=DEV, seed=4)
+    inp.block_table[0, 2:] = torch.tensor([10**6, -5], dtype=torch.int32)
+    inp.block_table[1, 1:] = torch.tensor([-(10**6), 10**7, 2**31 - 1], dtype=torch.int32)
+    clean = torch.full_like(inp.block_table, -1)
+    clean[0, :2], clean[1, :1] = inp.block_table[0, :2], inp.block_table[1, :1]
+    ref = indexer_logits_reference(inp.q_idx, inp.weights, inp.index_cache, clean, inp.seq_lens)
+    assert check_indexer_output(indexer_topk(*inp.args()), ref, inp.block_table, inp.seq_lens, 32)["recall_min"] == 1
+    wide = make_indexer_inputs(3, [200, 256, 0], max_context=256, num_heads=16, topk=300, device=DEV)
+    assert [int((r >= 0).sum()) for r in indexer_topk(*wide.args())] == [200, 256, 0]
+
+
+def test_select_path_is_checked() -> None:
+    inp = make_indexer_inputs(1, [10], max_context=256, num_heads=16, topk=4, device=DEV)
+    d = ix_launch._check_args(*inp.args(), "bf16")
+    logits = torch.zeros((1, 256), device=DEV)
+    with pytest.raises(ValueError, match="select path must be one of"):
+        ix_launch._select(logits, inp.block_table, inp.seq_lens, torch.empty((1, 4), dtype=torch.int32), 4, d, "x")
+
+
+def test_select_by_batch(monkeypatch: pytest.MonkeyPatch) -> None:
+    rule = ((1, "radix_fused"), (16, "split_radix"), (1 << 30, "split"))
+    assert [ix_launch.select_path(b, rule) for b in (1, 2, 16, 64)] == ["radix_fused", "split_radix", "split_radix",
+                                                                         "split"]  # fmt: skip
+    assert ix_launch.select_path(7, "radix") == "radix"
+    for bad in ("nope", ((4, "radix"),)):  # an unknown path; a rule not covering the batch
+        with pytest.raises(ValueError, match="select path must be one of"):
+            ix_launch.select_path(8, bad)
+    monkeypatch.setattr(ix_launch, "SELECT", ((1, "radix_fused"), (1 << 30, "split_radix")))
+    for batch, path in ((1, "radix_fused"), (2, "split_radix")):
+        inp = make_indexer_inputs(batch, 300, max_context=512, num_heads=16, topk=16, device=DEV, seed=batch)
+        out, record = indexer_topk_with_record(*inp.args())
+        assert record.config["select"] == path
+        check_indexer_output(out, indexer_logits_reference(*inp.args()[:5]), inp.block_table, inp.seq_lens, 16)
+
+
+def test_radix_plan_spreads_one_request() -> None:
+    # On a 132-SM GPU: a lone request's 64K tokens over 256 programs, a full batch over ~4 programs an SM.
+    one = ix_radix.plan(_Dims(1, 64, 512, 512), 512, torch.device("meta"), slice_=None)
+    assert one.slices * one.slice == 131072 and (interpreting() or one.slice >= ix_radix.MIN_SLICE)
+    d64 = _Dims(64, 64, 512, 64 * 512)
+    for p in (ix_radix.plan(d64, 512, torch.device("meta"), slice_=s) for s in (256, 16384)):
+        assert p.block <= ix_radix.MAX_BLOCK and p.slice % p.block == 0 and p.out_block == 512
+
+
+def test_select_ab_experiment_smoke(tmp_path: Path) -> None:
+    env = {**os.environ, "TRITON_INTERPRET": "1", "CUDA_VISIBLE_DEVICES": ""}
+    out = tmp_path / "ab.json"
+    proc = subprocess.run(
+        [sys.executable, "-m", "experiments.indexer_select_ab", "--smoke", "--batches", "2", "--contexts", "300",
+         "--json-out", str(out)],
+        capture_output=True, text=True, env=env, cwd=REPO, timeout=600,
+    )  # fmt: skip
+    if proc.returncode != 0 and "interpreter cannot run kernels with loops" in proc.stderr:
+        pytest.skip(proc.stderr.strip().splitlines()[-1])
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    record = json.loads(out.read_text())
+    (row,) = record["rows"]
+    assert set(row["e2e"]) == set(ix_launch.SELECTS) and all(v > 0 for v in row["e2e"].values())
+    assert {"scores", "scores+hist", *ix_launch.SELECTS} <= set(row["alone"])
+    assert all(r == 1.0 for r in row["recall"].values())
+    assert {"radix 1/SM w4", "radix 8/SM w8"} <= set(row["alone"])  # the extra grids and warp counts
+    assert proc.stdout.count("indexer_perf --impls bf16 with launch.SELECT") == len(ix_launch.SELECTS)
+    bad = subprocess.run([sys.executable, "-m", "experiments.indexer_select_ab", "--radix-per-sm", "0"],
+                         capture_output=True, text=True, cwd=REPO, timeout=120)  # fmt: skip
+    assert bad.returncode == 2 and "--radix-per-sm" in bad.stderr
+
+
+def test_indexer_perf_runs_the_chosen_select() -> None:
+    env = {**os.environ, "TRITON_INTERPRET": "1", "CUDA_VISIBLE_DEVICES": ""}
+    cmd = [sys.executable, "-m", "benchmarks.scripts.indexer_perf", "--smoke", "--impls", "bf16", "--batches", "2",
+           "--contexts", "300"]  # fmt: skip
+    proc = subprocess.run([*cmd, "--select", "radix_fused"], capture_output=True, text=True, env=env, cwd=REPO,
+                          timeout=300)  # fmt: skip
+    if proc.returncode != 0 and "interpreter cannot run kernels with loops" in proc.stderr:
+        pytest.skip(proc.stderr.strip().splitlines()[-1])
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    record = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert record["select"] == "radix_fused"
+    (row,) = record["results"]
+    assert row["launch"]["select"] == "radix_fused" and row["recall_min"] == 1.0
+    bad = subprocess.run([*cmd, "--select", "nope"], capture_output=True, text=True, env=env, cwd=REPO, timeout=300)
+    assert bad.returncode == 2 and "--select must be one of split, split_radix, radix, radix_fused" in bad.stderr
+
+
+needs_cuda = pytest.mark.skipif(not GPU, reason="needs a CUDA device (and no forced interpreter)")
+
+
+@needs_cuda
+@pytest.mark.gpu
+@pytest.mark.parametrize(("batch", "context"), [(1, 65536), (1, 4096), (64, 16384), (128, 4096)])
+def test_gpu_paths_at_production_shapes(select_path: str, batch: int, context: int) -> None:
+    g = torch.Generator().manual_seed(batch + context)
+    lens = torch.randint(context // 2, context + 1, (batch,), generator=g).tolist()
+    if batch > 2:
+        lens[0], lens[1], lens[2] = 0, 100, context
+    inp = make_indexer_inputs(batch, lens, max_context=131072, num_heads=64, topk=512, device="cuda", seed=batch)
+    stats = check_indexer_output(indexer_topk(*inp.args()), indexer_logits_reference(*inp.args()[:5]),
+                                 inp.block_table, inp.seq_lens, 512)  # fmt: skip
+    assert stats["recall_min"] >= 0.998 and stats["recall_mean"] >= 0.9995
+
+
+@needs_cuda
+@pytest.mark.gpu
+def test_gpu_paths_replay_in_a_graph(select_path: str) -> None:
+    inp = make_indexer_inputs(8, [4096, 1000, 0, 300, 70000, 512, 20, 131072], device="cuda", seed=12)
+    eager = indexer_topk(*inp.args())  # warm-up: compiles and resolves autotuning
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        captured = indexer_topk(*inp.args())
+    for _ in range(3):  # the workspace is zeroed inside the graph: every replay starts clean
+        captured.fill_(-9)
+        graph.replay()
+        torch.cuda.synchronize()
+        assert torch.equal(torch.sort(captured, 1).values, torch.sort(eager, 1).values)
+    inp.seq_lens.copy_(torch.tensor([10, 4096, 600, 0, 5000, 512, 20, 2000], dtype=torch.int32))
+    graph.replay()
+    want = indexer_topk(*inp.args())
+    assert torch.equal(torch.sort(captured, 1).values, torch.sort(want, 1).values)
+
+
+def test_step_perf_refuses_an_unknown_select() -> None:
+    proc = subprocess.run([sys.executable, "-m", "benchmarks.scripts.kernel_step_perf", "--select", "nope"],
+                          capture_output=True, text=True, cwd=REPO, timeout=120)  # fmt: skip
+    assert proc.returncode == 2 and "--select must be one of split, split_radix, radix, radix_fused" in proc.stderr
+
+
+@pytest.mark.skipif(GPU, reason="an in-process smoke run: the kernels must have been decorated for the interpreter")
+def test_select_ab_keeps_going_past_a_wrong_variant(monkeypatch: pytest.MonkeyPatch, capsys) -> None:  # noqa: ANN001
+    # One GPU call: a wrong (or failing) variant is reported, the others are still measured, exit status 1.
+    from experiments import indexer_select_ab as ab
+
+    real = ix_launch._select
+
+    def corrupt_split_radix(logits, bt, sl, out, topk, d, path, ws_cand=None):  # noqa: ANN001, ANN202
+        runs = real(logits, bt, sl, out, topk, d, path, ws_cand)
+        if path == "split_radix":
+            out.fill_(0)  # duplicates: not a selection
+        return runs
+
+    monkeypatch.setattr(ix_launch, "_select", corrupt_split_radix)
+    monkeypatch.setenv("TRITON_INTERPRET", "1")  # what main sets for --smoke, put back afterwards
+    assert ab.main(["--smoke", "--batches", "1", "--contexts", "300", "--radix-per-sm", "1", "--scores-per-sm",
+                    "2"]) == 1  # fmt: skip
+    out, err = capsys.readouterr()
+    record = json.loads(out.strip().splitlines()[-1])
+    (row,) = record["rows"]
+    assert set(row["errors"]) == {"split_radix e2e", "split_radix alone"}
+    assert "duplicate" in row["errors"]["split_radix e2e"] and row["e2e"]["split_radix"] is None
+    assert all(row["e2e"][p] > 0 and row["recall"][p] == 1.0 for p in ix_launch.SELECTS if p != "split_radix")
+    assert "FAIL" in out and "error: B=1 ctx 300 split_radix e2e" in err
