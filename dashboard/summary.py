@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from dashboard import frames
+from dashboard import fmt, frames
 
 SPARK = 40  # newest commits drawn in a sparkline
 CHANGE_WINDOW = 5
@@ -67,7 +67,9 @@ def grid(series: pd.DataFrame, values: pd.DataFrame, commit_ids: Sequence[int], 
                      zip(sparks, out["benchmark"], out["unit"], strict=True)]
     flags = [newest.get((b, k)) for b, k in zip(out["benchmark"], out["params_key"], strict=True)]
     out["flag_status"] = [f.status if f is not None else "" for f in flags]
-    out["flag"] = [f"{f.status} {f.ratio:.2f}x at {str(f.sha)[:8]}" if f is not None else "" for f in flags]
+    # Numbers through the one formatter (regressions.units, as the Regressions page and the reports).
+    out["flag"] = [f"{f.status} {fmt.fmt_ratio(f.ratio)} at {fmt.short_sha(f.sha)}" if f is not None else ""
+                   for f in flags]
     return out[cols].reset_index(drop=True)
 
 

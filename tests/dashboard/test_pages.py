@@ -214,7 +214,12 @@ def test_history_defaults_to_the_flagged_series(monkeypatch: pytest.MonkeyPatch,
     assert one.loc[TORCH_FROM - 1, "versions"] == \
         "GPU NVIDIA H200 (sm 9.0) · driver 570.86.15 · CUDA 12.8 · torch 2.10.0 · triton 3.6.0"
     flagged = md_table(at, "fixed at")
-    assert flagged["compare"].str.match(r"^\[parent\.\.commit\]\(compare\?machine=").all()
+    # The step's compare link is a page link (same tab, same session), not a Markdown link (a new tab).
+    compare_links = [e.proto for e in at.get("page_link") if e.proto.label.startswith("Compare ")]
+    assert len(compare_links) == 1 and not compare_links[0].external
+    assert f"cmp_base={seeded.shas[SLOW_FROM - 1][:12]}" in compare_links[0].query_string
+    assert f"cmp_head={seeded.shas[SLOW_FROM][:12]}" in compare_links[0].query_string
+    assert "](" not in str(md_table(at, "fixed at").to_numpy().tolist())
     assert set(flagged["commits"]) == {f"{seeded.shas[SLOW_FROM - 1][:8]}..{seeded.shas[SLOW_FROM][:8]}"}
     assert not flagged["p"].str.contains(r"0\.000").any()
 
@@ -265,9 +270,7 @@ def test_regressions_groups_and_rows(monkeypatch: pytest.MonkeyPatch, seeded: Se
     assert row["ratio"].startswith("1.3") and row["ratio"].endswith("x")
     assert row["before → after"].count("us") == 2
     assert groups["fixed at"].iloc[0] == seeded.shas[FIX_FROM][:8]
-    assert "hist_bench=bench_decode.SparseDecode.time_decode" in row["history"]
-    assert "hp_concurrency=64" in row["history"]
-    assert f"cmp_base={seeded.shas[SLOW_FROM - 1][:12]}" in row["compare"]
+    assert row["history"] == "plot →" and row["compare"] == "parent..commit →"
     assert "--writable" in texts(at) and "Compare's ratio" in texts(at)
     assert len(at.button) == 1  # only the sidebar's reload button: read-only
     # Closed groups are hidden by default; the other machine's acknowledged one shows with all machines.
@@ -555,3 +558,38 @@ def test_history_draws_a_window_unless_whole_history(monkeypatch: pytest.MonkeyP
     shared = goto(app(monkeypatch, long_history, query={**query, "hist_all": "1", "hist_logy": "1"}), "history")
     assert sorted(shared.pills(key="hist_view").value) == ["Logarithmic value axis", "Whole history (262 commits)"]
     assert len(set(vega(shared)[0][1]["data"]["pos"])) == 262
+
+
+def test_in_app_links_switch_page_in_the_session(monkeypatch: pytest.MonkeyPatch, seeded: Seeded) -> None:
+    """A grid's link cell opens its page in this session (not a new tab): selecting the History cell of a
+    regression's row lands on History with that series picked, the Compare cell on Compare with its pair."""
+    at = goto(app(monkeypatch, seeded.url), "regressions")
+    rows = table(at, "before → after")
+    row = int(np.flatnonzero(rows["series"] == "SparseDecode.time_decode [impl=mma, concurrency=64, topk=512]")[0])
+    at.session_state["reg_table"] = {"selection": {"cells": [[row, "history"]]}}
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert at.title[0].value == "History"
+    assert at.selectbox(key="hist_bench").value == "bench_decode.SparseDecode.time_decode"
+    assert at.pills(key="hp_concurrency").value == [64] and at.pills(key="hp_impl").value == ["mma"]
+
+    at = goto(at, "regressions")
+    at.session_state["reg_table"] = {"selection": {"cells": [[row, "compare"]]}}
+    at.run()
+    assert at.title[0].value == "Compare commits"
+    assert at.selectbox(key="cmp_base").value == seeded.shas[SLOW_FROM - 1]
+    assert at.selectbox(key="cmp_head").value == seeded.shas[SLOW_FROM]
+    # A plain cell goes nowhere.
+    at = goto(at, "regressions")
+    at.session_state["reg_table"] = {"selection": {"cells": [[row, "series"]]}}
+    at.run()
+    assert at.title[0].value == "Regressions"
+    # Across machines: the link's machine replaces the sidebar's (the previous page's choice is dropped).
+    if OPENBLAS.exists():
+        at.toggle(key="reg_all").set_value(True).run()
+        rows = table(at, "before → after")
+        other = int(np.flatnonzero(rows["machine"] != MLA_MACHINE)[0])
+        at.session_state["reg_table"] = {"selection": {"cells": [[other, "history"]]}}
+        at.run()
+        assert at.title[0].value == "History"
+        assert at.sidebar.selectbox(key="machine").value == rows["machine"].iloc[other] != MLA_MACHINE

@@ -8,7 +8,8 @@ import pytest
 from conftest import N_COMMITS, Seeded
 from test_pages import app, goto
 
-from dashboard import summary
+from dashboard import fmt, summary
+from regressions import units
 
 
 def test_grid_rules() -> None:
@@ -23,7 +24,10 @@ def test_grid_rules() -> None:
                         lambda b, u: "up_is_worse" if "time" in b else "down_is_worse")
     assert list(grid["latest"]) == [2.0, 5.0]
     assert grid["change"].tolist() == pytest.approx([2.0, 2.0])  # both twice as bad, whatever the direction
-    assert grid["flag"].iloc[0] == "new 2.00x at aaaaaaaa" and grid["flag"].iloc[1] == ""
+    assert grid["flag"].iloc[0] == f"new {units.fmt_ratio(2.0)} at {fmt.short_sha('a' * 40)}"
+    assert grid["flag"].iloc[1] == ""
+    big = summary.grid(series, values, [1, 2, 3], regs.assign(ratio=[123.4]), lambda b, u: "up_is_worse")
+    assert big["flag"].iloc[0] == f"new {units.fmt_ratio(123.4)} at aaaaaaaa" != "new 123.40x at aaaaaaaa"
     assert summary.names(grid).iloc[0] == "C.time_a [n=1]"
     assert list(summary.search(grid, "RATE n=1")["benchmark"]) == ["m.C.track_rate"]
     assert summary.search(grid, "time rate").empty  # every word must match
