@@ -345,8 +345,8 @@ def summary_grid(ctx: Context, *, key: str, limit: int | None = None, by_change:
         "series": summary.names(listed, data.param_names(ctx.url)),
         "latest": [fmt.fmt_value(v, u) for v, u in zip(listed["latest"], listed["unit"], strict=True)],
         # Measured values only: the grid's line chart refuses a list with gaps (it shows the list as text).
-        "newest values": [[v for v in s if v is not None] for s in listed["spark"]],
-        "latest change": listed["change"].map(lambda c: fmt.fmt_change(c) if c is not None else ""),
+        "newest values": [[v for v in s.tolist() if v == v] for s in listed["spark"]],
+        "latest change": listed["change"].map(lambda c: fmt.fmt_change(c) if c == c else ""),
         "last flagged": listed["flag"],
         "history": [links.history(ctx.machine, b, k) for b, k in zip(listed["benchmark"], listed["params_key"],
                                                                      strict=True)],

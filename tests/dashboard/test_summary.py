@@ -114,3 +114,29 @@ def test_another_machine_overlaid_on_history_and_throughput(monkeypatch: pytest.
     at = goto(app(monkeypatch, writable_copy.url, query={"tp_vs": other}), "throughput")
     spec = json.loads(at.get("vega_lite_chart")[0].proto.spec)
     assert f"{other} @ {writable_copy.shas[-1][:8]}" in json.dumps(spec)
+
+
+def test_latest_changes_of_every_row_at_once_follow_the_rule() -> None:
+    """The grid's whole-table computation against the rule written out for one row: the newest positive value
+    over the median of up to five positive values before it, > 1 worse; None with fewer than two."""
+    import random
+
+    import numpy as np
+
+    def by_hand(values: list[float | None], up_is_worse: bool) -> float | None:
+        known = [v for v in values if v is not None and np.isfinite(v) and v > 0]
+        if len(known) < 2:
+            return None
+        ratio = known[-1] / float(np.median(known[-6:-1]))
+        return ratio if up_is_worse else 1.0 / ratio
+
+    rng = random.Random(7)
+    rows = [[rng.choice([None, float("nan"), 0.0, -1.0, rng.uniform(0.1, 5.0)]) for _ in range(9)]
+            for _ in range(400)]
+    up = np.array([rng.random() < 0.5 for _ in rows])
+    table = np.array([[np.nan if v is None else v for v in r] for r in rows])
+    got = summary.latest_changes(table, up)
+    for row, u, g in zip(rows, up, got, strict=True):
+        want = by_hand(row, bool(u))
+        assert (want is None and np.isnan(g)) or g == pytest.approx(want), (row, u, g, want)
+    assert summary.latest_change([1.0, None, 2.0], "down_is_worse") == pytest.approx(0.5)
