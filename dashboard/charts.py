@@ -19,7 +19,8 @@ import pandas as pd
 
 from dashboard import fmt, frames
 
-# Okabe & Ito (2008), ordered so the first colours contrast best on white; yellow last.
+# Okabe & Ito (2008), ordered so the first colours contrast best on white, yellow last; their black is a
+# purple here: black lines vanish on Streamlit's dark background.
 OKABE_ITO: tuple[str, ...] = (
     "#0072B2",  # blue
     "#E69F00",  # orange
@@ -27,7 +28,7 @@ OKABE_ITO: tuple[str, ...] = (
     "#D55E00",  # vermillion
     "#56B4E9",  # sky blue
     "#CC79A7",  # reddish purple
-    "#000000",  # black
+    "#9467BD",  # purple (in black's place)
     "#F0E442",  # yellow
 )
 WORSE = "#D55E00"
@@ -140,7 +141,7 @@ def throughput_spec(
             {"mark": {"type": "line", "invalid": GAPS},
              "encoding": {"strokeDash": {"field": "commit", "type": "nominal", "scale": _scale(sides, ([1, 0], [6, 4])),
                                          "legend": {**_legend(sides, title="commit"), "symbolType": "stroke",
-                                                    "symbolStrokeColor": "#444444", "symbolStrokeWidth": 2,
+                                                    "symbolStrokeColor": RULE, "symbolStrokeWidth": 2,
                                                     "symbolSize": 600}},
                           "strokeWidth": {"condition": {"test": "datum.baseline", "value": 1.6}, "value": 2.5},
                           "detail": {"field": "commit"}}},
@@ -289,7 +290,7 @@ def efficiency_spec(
                                     "legend": _legend(lines, title=line_label)},
                           "tooltip": [{"field": "line", "title": line_label}, {"field": "concurrency"},
                                       {"field": "text", "title": "value"}]}},
-            {"transform": [peak], "mark": {"type": "rule", "color": "#444444", "strokeWidth": 1.2},
+            {"transform": [peak], "mark": {"type": "rule", "color": RULE, "strokeWidth": 1.2},
              "encoding": {"y": y, "strokeDash": {"field": "dash", "type": "ordinal", "legend": None,
                                                  "scale": _scale([0, 1, 2], ([2, 2], [6, 4], [6, 3, 2, 3]))},
                           "tooltip": {"field": "label"}}},
