@@ -78,16 +78,18 @@ def main() -> None:
         st.info("No series with the statuses picked above; click a status to list its series.")
         st.stop()
     table, threshold_note = model.table_rows(cmp, show, lambda b, k: links.history(ctx.machine, b, k))
+    # Widths that fit the content column of a 1,280 px window with the sidebar open (about 820 px): the
+    # series name and the method are cut there, whole on hover.
     links.grid(table, key="cmp_table", links={"history": "plot"}, column_config={
-        "status": st.column_config.TextColumn(width=85),
-        "series": st.column_config.TextColumn(width=330),
-        "before": st.column_config.TextColumn(width=80),
-        "after": st.column_config.TextColumn(width=80),
-        "ratio": st.column_config.TextColumn(width=55),
-        "change": st.column_config.TextColumn(width=95),
-        "p": st.column_config.TextColumn(width=50),
-        "method": st.column_config.TextColumn(width=150),
-        "history": st.column_config.TextColumn(width=60),
+        "status": st.column_config.TextColumn(width=75),
+        "series": st.column_config.TextColumn(width=255),
+        "history": st.column_config.TextColumn(width=50),
+        "before": st.column_config.TextColumn(width=75),
+        "after": st.column_config.TextColumn(width=75),
+        "ratio": st.column_config.TextColumn(width=50),
+        "change": st.column_config.TextColumn(width=90),
+        "p": st.column_config.TextColumn(width=45),
+        "method": st.column_config.TextColumn(width=100),
     })
     st.caption("change: direction-aware (worse means slower, or lower throughput)." + threshold_note)
 

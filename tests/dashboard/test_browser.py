@@ -34,7 +34,7 @@ PAGES = {
     "history": (1, True, {"hist_bench", "hp_impl", "hp_concurrency", "hp_topk"}),
     "regressions": (0, True, {"reg_show", "reg_group"}),
     "compare": (1, False, {"cmp_base", "cmp_head", "cmp_show"}),
-    "efficiency": (1, False, {"eff_commit", "eff_suite", "eff_decode_filter"}),
+    "efficiency": (3, False, {"eff_commit", "eff_suite", "eff_decode_filter"}),
 }
 
 pytestmark = pytest.mark.browser
@@ -246,5 +246,38 @@ def test_in_app_links_stay_in_the_tab(served: str, seeded: Seeded) -> None:
                 if len(context.pages) > 1:
                     break
             assert len(context.pages) == 2
+        finally:
+            browser.close()
+
+
+def test_wide_pages_fit_a_1280_px_window(served: str, seeded: Seeded) -> None:
+    """At 1280 px: Efficiency's three panels share the content column's width (none cut off, none leaving most
+    of it empty), and every column of Compare's table is in view without scrolling sideways."""
+    from playwright.sync_api import sync_playwright
+
+    from dashboard.served import CHROMIUM_ARGS, Watcher
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True)
+        page = browser.new_page(viewport={"width": 1280, "height": 1000})
+        watch = Watcher(page)
+        try:
+            _load(page, watch, f"{served}/efficiency")
+            column = page.locator('[data-testid="stMainBlockContainer"]').bounding_box()
+            assert column is not None
+            inner = column["width"] - 2 * 48  # less the container's padding
+            boxes = [page.locator(CHART).nth(i).locator("canvas, svg").first.bounding_box() for i in range(3)]
+            assert all(b is not None for b in boxes)
+            assert max(b["x"] + b["width"] for b in boxes) <= column["x"] + column["width"], (boxes, column)
+            assert sum(b["width"] for b in boxes) >= 0.8 * inner, (boxes, column)
+            page.screenshot(path=str(SHOTS / "efficiency_1280.png"))
+
+            base, head = seeded.shas[SLOW_FROM - 1][:12], seeded.shas[SLOW_FROM][:12]
+            _load(page, watch, f"{served}/compare?cmp_base={base}&cmp_head={head}")
+            page.wait_for_selector(GRID, timeout=30_000)
+            widths = page.evaluate("""() => { const s = document.querySelector(
+                '[data-testid="stDataFrame"] .dvn-scroller'); return [s.scrollWidth, s.clientWidth]; }""")
+            page.screenshot(path=str(SHOTS / "compare_1280.png"))
+            assert widths[0] <= widths[1] + 2, widths  # no column out of view
         finally:
             browser.close()
