@@ -218,6 +218,12 @@ def test_in_app_links_stay_in_the_tab(served: str, seeded: Seeded) -> None:
             page.wait_for_selector(CHART, timeout=30_000)
             assert _query(page)["cmp_base"] == [base] and _query(page)["cmp_head"] == [head], page.url
             assert len(context.pages) == 1
+            # Back on the grid's page through the sidebar: the followed cell does not send it off again.
+            page.get_by_role("link", name="All benchmarks").click()
+            page.wait_for_function("() => location.pathname.endsWith('/summary')", timeout=30_000)
+            page.wait_for_selector(GRID, timeout=30_000)
+            page.wait_for_timeout(2_000)
+            assert urlparse(page.url).path.endswith("/summary"), page.url
 
             # Overview: an alert group's "view group" opens Regressions on that group (a new tab of its own: the
             # one before may still be drawing).
