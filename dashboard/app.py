@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from dashboard import auth, data, store_check, widgets
+from dashboard import auth, data, links, store_check, widgets
 from settings import env
 
 # Pages live in views/, not pages/: a pages/ folder beside the entry script switches Streamlit to its
@@ -28,6 +28,7 @@ PAGES = [
 ]
 
 page = st.navigation(PAGES)
+links.arrive()  # before any widget: a followed in-app link's selections win over the previous page's
 url = env.store_url()
 st.session_state["_url"] = url
 st.session_state["_writable"] = store_check.writable()

@@ -19,7 +19,8 @@ import pandas as pd
 
 from dashboard import fmt, frames
 
-# Okabe & Ito (2008), ordered so the first colours contrast best on white; yellow last.
+# Okabe & Ito (2008), ordered so the first colours contrast best on white, yellow last; their black is a
+# purple here: black lines vanish on Streamlit's dark background.
 OKABE_ITO: tuple[str, ...] = (
     "#0072B2",  # blue
     "#E69F00",  # orange
@@ -27,7 +28,7 @@ OKABE_ITO: tuple[str, ...] = (
     "#D55E00",  # vermillion
     "#56B4E9",  # sky blue
     "#CC79A7",  # reddish purple
-    "#000000",  # black
+    "#9467BD",  # purple (in black's place)
     "#F0E442",  # yellow
 )
 WORSE = "#D55E00"
@@ -140,7 +141,7 @@ def throughput_spec(
             {"mark": {"type": "line", "invalid": GAPS},
              "encoding": {"strokeDash": {"field": "commit", "type": "nominal", "scale": _scale(sides, ([1, 0], [6, 4])),
                                          "legend": {**_legend(sides, title="commit"), "symbolType": "stroke",
-                                                    "symbolStrokeColor": "#444444", "symbolStrokeWidth": 2,
+                                                    "symbolStrokeColor": RULE, "symbolStrokeWidth": 2,
                                                     "symbolSize": 600}},
                           "strokeWidth": {"condition": {"test": "datum.baseline", "value": 1.6}, "value": 2.5},
                           "detail": {"field": "commit"}}},
@@ -229,77 +230,74 @@ def sweep_spec(
     }
 
 
-def efficiency_spec(
+def efficiency_specs(
     eff: pd.DataFrame,
     *,
-    title: str,
     panels: Sequence[tuple[str, str, str]],
     line_label: str,
     peaks: dict[str, Sequence[tuple[str, float]]],
     log_y: bool = False,
-) -> dict:
-    """The derived metrics (roofline fraction, GB/s, TFLOP/s) against concurrency side by side, each panel
-    with its own value axis, one legend for all, one line per kernel, the device's peaks as dashed lines.
+) -> list[dict]:
+    """The derived metrics (roofline fraction, GB/s, TFLOP/s) against concurrency, one chart per panel (the
+    page sets them side by side, each as wide as its column: a facet keeps a fixed width), one line per
+    kernel, the device's peaks as dashed lines.
 
     ``eff``: ``suites.efficiency_frame`` rows (metric, line, concurrency, value); ``panels``: (metric, title,
     unit); ``peaks``: metric -> [(label, value in the metric's unit)]."""
     lines = [str(v) for v in frames.value_order(eff["line"])]
     grid = list(eff["concurrency"])
-    heads = {m: f"{t} ({'% of roofline' if u == 'fraction' else u})" for m, t, u in panels}
-    curves, refs = [], []
-    for metric, _, unit in panels:
-        scale = 100.0 if unit == "fraction" else 1.0
-        suffix = "%" if unit == "fraction" else f" {unit}"
-        rows = eff[eff["metric"] == metric]
-        for line in lines:
-            pts = _on_grid(rows[rows["line"] == line], grid, "concurrency", "value")
-            curves.append(pts.assign(panel=heads[metric], line=line, value=pts["value"] * scale,
-                                     text=[fmt.fmt_value(v, unit) for v in pts["value"]]))
-        top = max((v for _, v in peaks.get(metric, ())), default=None)
-        for j, (label, value) in enumerate(peaks.get(metric, ())):
-            # The highest peak's label above its line, the others below theirs: two close peaks stay readable.
-            refs.append({"panel": heads[metric], "value": value * scale, "dash": j % 3, "above": value == top,
-                         "label": f"{label}: {fmt.sig(value * scale)}{suffix}"})
-    # Curves and peak lines in one frame: the layers of a facet share its data.
-    data = pd.concat([*curves, pd.DataFrame(refs, columns=["panel", "value", "dash", "above", "label"])],
-                     ignore_index=True)
-    data["kind"] = np.where(data["label"].isna(), "curve", "peak")
-    y: dict = {"field": "value", "type": "quantitative", "title": None, "axis": {"labelExpr": NUMBER_LABELS}}
-    if log_y:
-        # One tick list for every panel: each axis draws only the ticks inside its own domain.
-        ticks = {t for _, v in data.groupby("panel")["value"] for t in log_ticks(v[v > 0].min(), v.max())}
-        y.update(scale={"type": "log"}, axis={"values": sorted(ticks), "labelExpr": NUMBER_LABELS})
     x = {"field": "concurrency", "type": "quantitative", "scale": {"type": "log", "base": 2},
          "axis": {"values": sorted({float(v) for v in grid if v > 0}), "format": "~g",
                   "title": "concurrency (requests, log2)"}}
-    peak = {"filter": "datum.kind == 'peak'"}
-    label = {"y": y, "x": {"value": 4}, "text": {"field": "label"}}
-    return {
-        "title": _title(title),
-        "data": {"values": data},
-        "facet": {"column": {"field": "panel", "type": "nominal", "sort": list(heads.values()),
-                             "header": {"title": None, "labelFontSize": 13, "labelAnchor": "start"}}},
-        # A facet keeps its own width (Streamlit does not stretch it): the panels fill the wide layout's content
-        # column of a 1,400 px window (at 900 px they used 60% of it).
-        "spec": {"width": 1150 // max(1, len(panels)) - 75, "height": 320, "layer": [
-            {"transform": [{"filter": "datum.kind == 'curve'"}],
-             "mark": {"type": "line", "invalid": GAPS, "point": {"filled": True, "size": 50}},
-             "encoding": {"x": x, "y": y,
-                          "color": {"field": "line", "type": "nominal", "scale": _scale(lines, OKABE_ITO),
-                                    "legend": _legend(lines, title=line_label)},
-                          "tooltip": [{"field": "line", "title": line_label}, {"field": "concurrency"},
-                                      {"field": "text", "title": "value"}]}},
-            {"transform": [peak], "mark": {"type": "rule", "color": "#444444", "strokeWidth": 1.2},
-             "encoding": {"y": y, "strokeDash": {"field": "dash", "type": "ordinal", "legend": None,
-                                                 "scale": _scale([0, 1, 2], ([2, 2], [6, 4], [6, 3, 2, 3]))},
-                          "tooltip": {"field": "label"}}},
-            {"transform": [peak, {"filter": "datum.above"}],
-             "mark": {"type": "text", "align": "left", "baseline": "bottom", "dy": -3, "fontSize": 10},
-             "encoding": label},
-            {"transform": [peak, {"filter": "!datum.above"}],
-             "mark": {"type": "text", "align": "left", "baseline": "top", "dy": 3, "fontSize": 10},
-             "encoding": label},
-        ]},
-        "resolve": {"scale": {"y": "independent"}},
-    }
+    out = []
+    for metric, title, unit in panels:
+        scale = 100.0 if unit == "fraction" else 1.0
+        suffix = "%" if unit == "fraction" else f" {unit}"
+        rows = eff[eff["metric"] == metric]
+        curves = [_on_grid(rows[rows["line"] == line], grid, "concurrency", "value").assign(line=line)
+                  for line in lines]
+        curve = pd.concat(curves, ignore_index=True)
+        curve["text"] = [fmt.fmt_value(v, unit) for v in curve["value"]]
+        curve["value"] = curve["value"] * scale
+        top = max((v for _, v in peaks.get(metric, ())), default=None)
+        # The highest peak's label above its line, the others below theirs: two close peaks stay readable.
+        refs = pd.DataFrame([{"value": value * scale, "dash": j % 3, "above": value == top,
+                              "label": f"{label}: {fmt.sig(value * scale)}{suffix}"}
+                             for j, (label, value) in enumerate(peaks.get(metric, ()))],
+                            columns=["value", "dash", "above", "label"])
+        data = pd.concat([curve, refs], ignore_index=True)
+        data["kind"] = np.where(data["label"].isna(), "curve", "peak")
+        y: dict = {"field": "value", "type": "quantitative", "title": None, "axis": {"labelExpr": NUMBER_LABELS}}
+        if log_y:
+            v = data["value"]
+            y.update(scale={"type": "log"}, axis={"values": log_ticks(v[v > 0].min(), v.max()),
+                                                  "labelExpr": NUMBER_LABELS})
+        peak = {"filter": "datum.kind == 'peak'"}
+        label = {"y": y, "x": {"value": 4}, "text": {"field": "label"}}
+        # A legend under each: one under the first only would shrink that plot (a chart fits its height).
+        legend = _legend(lines, title=line_label, width=300)
+        out.append({
+            "title": {**_title(f"{title} ({'% of roofline' if unit == 'fraction' else unit})"), "fontSize": 13},
+            "data": {"values": data}, "height": 430,  # the whole chart: plot, axis titles and legend
+            "layer": [
+                {"transform": [{"filter": "datum.kind == 'curve'"}],
+                 "mark": {"type": "line", "invalid": GAPS, "point": {"filled": True, "size": 50}},
+                 "encoding": {"x": x, "y": y,
+                              "color": {"field": "line", "type": "nominal", "scale": _scale(lines, OKABE_ITO),
+                                        "legend": legend},
+                              "tooltip": [{"field": "line", "title": line_label}, {"field": "concurrency"},
+                                          {"field": "text", "title": "value"}]}},
+                {"transform": [peak], "mark": {"type": "rule", "color": RULE, "strokeWidth": 1.2},
+                 "encoding": {"y": y, "strokeDash": {"field": "dash", "type": "ordinal", "legend": None,
+                                                     "scale": _scale([0, 1, 2], ([2, 2], [6, 4], [6, 3, 2, 3]))},
+                              "tooltip": {"field": "label"}}},
+                {"transform": [peak, {"filter": "datum.above"}],
+                 "mark": {"type": "text", "align": "left", "baseline": "bottom", "dy": -3, "fontSize": 10},
+                 "encoding": label},
+                {"transform": [peak, {"filter": "!datum.above"}],
+                 "mark": {"type": "text", "align": "left", "baseline": "top", "dy": 3, "fontSize": 10},
+                 "encoding": label},
+            ],
+        })
+    return out
 

@@ -168,17 +168,16 @@ def md_text(value: Any) -> str:
     return "" if is_missing(value) else report.md_text(value)
 
 
-def md_table(rows: pd.DataFrame, links: dict[str, str] | None = None) -> str:
-    """A few rows as a Markdown table, every cell literal text; ``links``: {column: link text} for columns that
-    hold URLs (an empty one leaves the cell blank). For short tables: Markdown is drawn by an element every page
-    already has, where a data grid costs the browser its own code and canvas on the page's first render."""
-    links = links or {}
+def md_table(rows: pd.DataFrame) -> str:
+    """A few rows as a Markdown table, every cell literal text (no links: Streamlit opens a Markdown link in a
+    new tab, a new session; ``dashboard.links`` has the in-app ones). For short tables: Markdown is drawn by an
+    element every page already has, where a data grid costs the browser its own code and canvas on the page's
+    first render."""
     head = "| " + " | ".join(md_text(c) for c in rows.columns) + " |"
     rule = "|" + "---|" * len(rows.columns)
     body = [
         "| " + " | ".join(
-            (f"[{md_text(links[c])}]({v})" if isinstance(v, str) and v else "") if c in links else md_text(v)
-            for c, v in zip(rows.columns, row, strict=True)) + " |"
+            md_text(v) for v in row) + " |"
         for row in rows.itertuples(index=False)
     ]
     return "\n".join([head, rule, *body])

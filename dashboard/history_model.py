@@ -4,7 +4,7 @@ their hover text, the flagged regressions' markers and the tables. Pure pandas o
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 import pandas as pd
@@ -269,9 +269,8 @@ def legend_help(threshold: float) -> str:
             "marked so).")
 
 
-def flagged_table(flag: pd.DataFrame, label_of: Mapping[str, str], unit: str | None,
-                  compare_link: Callable[[str | None, str], str]) -> pd.DataFrame:
-    """The flagged regressions of the series drawn, one row each, with a link to compare parent and commit."""
+def flagged_table(flag: pd.DataFrame, label_of: Mapping[str, str], unit: str | None) -> pd.DataFrame:
+    """The flagged regressions of the series drawn, one row each."""
     return pd.DataFrame({
         "series": flag["params_key"].map(label_of),
         "status": flag["status"],
@@ -282,8 +281,12 @@ def flagged_table(flag: pd.DataFrame, label_of: Mapping[str, str], unit: str | N
         "p": flag["p_value"].map(fmt.fmt_p),
         "fixed at": [fmt.commit_label(s, m, 30) if isinstance(s, str) else ""
                      for s, m in zip(flag["fixed_sha"], flag["fixed_message"], strict=True)],
-        "compare": [compare_link(p, s) for p, s in zip(flag["parent_sha"], flag["sha"], strict=True)],
     })
+
+
+def compare_pairs(flag: pd.DataFrame) -> list[tuple[str | None, str]]:
+    """(parent, commit) of each flagged step, once each (series flagged together share their step)."""
+    return list(dict.fromkeys(zip(flag["parent_sha"], flag["sha"], strict=True)))
 
 
 def values_table(points: pd.DataFrame, drawn_commits: pd.DataFrame, labels: Sequence[str],

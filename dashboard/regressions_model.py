@@ -1,7 +1,7 @@
 """The Regressions page's model: the listing filtered by text and assignee, the alert-group table, the
 regression rows, the closed steps' rows and what the triage controls act on. Pure pandas over the frames of
 ``dashboard.data`` (``dashboard/views/regressions.py`` is the page); links come in as functions (the pages'
-``widgets.history_link`` and ``widgets.compare_link``)."""
+``links.history`` and ``links.compare``)."""
 
 from __future__ import annotations
 

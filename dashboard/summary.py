@@ -20,14 +20,35 @@ SPARK = 40  # newest commits drawn in a sparkline
 CHANGE_WINDOW = 5
 
 
+def latest_changes(values: np.ndarray, up_is_worse: np.ndarray) -> np.ndarray:
+    """:func:`latest_change` of every row of ``values`` (series x commits, oldest first, NaN where not
+    measured) at once; ``up_is_worse``: per row. NaN where a row has fewer than two positive values."""
+    a = np.asarray(values, dtype=float).reshape(len(up_is_worse), -1)
+    known = np.isfinite(a) & (a > 0)
+    # Each row's known values moved to its end in their order (a stable sort on the mask): the newest is
+    # then the last column and the ones before it the columns just left of it.
+    packed = np.take_along_axis(a, np.argsort(known, axis=1, kind="stable"), axis=1)
+    count = known.sum(axis=1)
+    n = a.shape[1]
+    out = np.full(len(a), np.nan)
+    ok = count >= 2
+    if n < 2 or not ok.any():
+        return out
+    before = packed[:, max(0, n - 1 - CHANGE_WINDOW):n - 1].copy()
+    cols = np.arange(max(0, n - 1 - CHANGE_WINDOW), n - 1)
+    before[cols[None, :] < (n - count)[:, None]] = np.nan  # columns left of the row's known values
+    with np.errstate(all="ignore"):
+        ratio = packed[ok, -1] / np.nanmedian(before[ok], axis=1)
+    out[ok] = np.where(np.asarray(up_is_worse, dtype=bool)[ok], ratio, 1.0 / ratio)
+    return out
+
+
 def latest_change(values: Sequence[float | None], direction: str) -> float | None:
     """The newest value over the median of up to ``CHANGE_WINDOW`` values before it, > 1 worse
     (``direction``: ``up_is_worse`` or ``down_is_worse``); None with fewer than two positive values."""
-    known = [float(v) for v in values if v is not None and np.isfinite(v) and v > 0]
-    if len(known) < 2:
-        return None
-    ratio = known[-1] / float(np.median(known[-1 - CHANGE_WINDOW:-1]))
-    return ratio if direction == "up_is_worse" else 1.0 / ratio
+    row = np.array([[np.nan if v is None else float(v) for v in values]], dtype=float)
+    change = latest_changes(row, np.array([direction == "up_is_worse"]))[0]
+    return None if np.isnan(change) else float(change)
 
 
 def matches(text: str, query: str) -> bool:
@@ -40,36 +61,47 @@ def matches(text: str, query: str) -> bool:
 def grid(series: pd.DataFrame, values: pd.DataFrame, commit_ids: Sequence[int], regs: pd.DataFrame,
          direction: Callable[[str, Any], str]) -> pd.DataFrame:
     """One row per series of ``series`` (``db.queries.series``): benchmark, params_key, unit, latest (newest
-    value), spark (values at ``commit_ids``, oldest first, None where not
-    measured), change (:func:`latest_change`), flag (status and ratio of its newest flagged regression) and
-    flag_status. ``values``: ``db.queries.recent_values`` at ``commit_ids``; ``regs``: the regression listing
-    (newest first)."""
+    value), spark (values at ``commit_ids``, oldest first, NaN where not measured), change
+    (:func:`latest_change`, NaN where there is none), flag (status and ratio of its newest flagged
+    regression) and flag_status. ``values``: ``db.queries.recent_values`` at ``commit_ids``; ``regs``: the
+    regression listing (newest first). Whole-frame operations: no loop over the series' values."""
     cols = ["benchmark", "params_key", "unit", "latest", "spark", "change", "flag", "flag_status"]
     if series.empty:
         return pd.DataFrame({c: pd.Series(dtype=object) for c in cols})
-    wide: dict[tuple[str, str], list[float | None]] = {}
-    if not values.empty:
+    out = series[["benchmark", "params_key", "unit"]].reset_index(drop=True)
+    keys = pd.MultiIndex.from_frame(out[["benchmark", "params_key"]])
+    ids = [int(c) for c in commit_ids]
+    if values.empty or not ids:
+        table = np.full((len(out), len(ids)), np.nan)
+    else:
         # One row per (series, commit) already (runs pooled): unstack, no aggregation.
         table = values.set_index(["benchmark", "params_key", "commit_id"])["value"].unstack("commit_id") \
-            .reindex(columns=[int(c) for c in commit_ids])
-        for key, row in zip(table.index, table.to_numpy(dtype=float), strict=True):
-            wide[key] = [None if np.isnan(v) else float(v) for v in row]
-    newest: dict[tuple[str, str], Any] = {}
-    if not regs.empty:
-        for r in regs.itertuples():
-            newest.setdefault((r.benchmark, r.params_key), r)
-    out = series[["benchmark", "params_key", "unit"]].copy()
-    none = [None] * len(commit_ids)
-    sparks = [wide.get((b, k), none) for b, k in zip(out["benchmark"], out["params_key"], strict=True)]
-    out["spark"] = sparks
-    out["latest"] = [next((v for v in reversed(s) if v is not None), None) for s in sparks]
-    out["change"] = [latest_change(s, direction(b, u)) for s, b, u in
-                     zip(sparks, out["benchmark"], out["unit"], strict=True)]
-    flags = [newest.get((b, k)) for b, k in zip(out["benchmark"], out["params_key"], strict=True)]
-    out["flag_status"] = [f.status if f is not None else "" for f in flags]
-    out["flag"] = [f"{f.status} {fmt.fmt_ratio(f.ratio)} at {fmt.short_sha(f.sha)}" if f is not None else ""
-                   for f in flags]
-    return out[cols].reset_index(drop=True)
+            .reindex(index=keys, columns=ids).to_numpy(dtype=float)
+    out["spark"] = list(table)
+    measured = ~np.isnan(table)
+    last = table.shape[1] - 1 - np.argmax(measured[:, ::-1], axis=1) if table.shape[1] else np.zeros(len(out), int)
+    out["latest"] = np.where(measured.any(axis=1), table[np.arange(len(out)), last] if table.shape[1] else np.nan,
+                             np.nan)
+    # The direction is the benchmark's (name and unit), asked once per benchmark, not per series.
+    pairs = out[["benchmark", "unit"]].drop_duplicates()
+    worse_up = {(b, u): direction(b, u) == "up_is_worse" for b, u in zip(pairs["benchmark"], pairs["unit"],
+                                                                          strict=True)}
+    up = np.array([worse_up[(b, u)] for b, u in zip(out["benchmark"], out["unit"], strict=True)], dtype=bool)
+    out["change"] = latest_changes(table, up)
+    newest = regs.drop_duplicates(["benchmark", "params_key"]) if not regs.empty else \
+        pd.DataFrame(columns=["benchmark", "params_key", "status", "ratio", "sha"])
+    flags = out[["benchmark", "params_key"]].merge(newest[["benchmark", "params_key", "status", "ratio", "sha"]],
+                                                   on=["benchmark", "params_key"], how="left")
+    flagged = flags["status"].notna().to_numpy()
+    out["flag_status"] = flags["status"].where(flagged, "").astype(str).to_numpy()
+    # Numbers through the one formatter (regressions.units, as the Regressions page and the reports).
+    text = pd.Series("", index=out.index, dtype=object)
+    if flagged.any():
+        f = flags[flagged]
+        text[flagged] = [f"{st} {fmt.fmt_ratio(r)} at {fmt.short_sha(sh)}"
+                         for st, r, sh in zip(f["status"], f["ratio"], f["sha"], strict=True)]
+    out["flag"] = text
+    return out[cols]
 
 
 def names(table: pd.DataFrame, param_names: dict[str, list[str]] | None = None) -> pd.Series:

@@ -8,12 +8,11 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlencode
 
 import pandas as pd
 import streamlit as st
 
-from dashboard import charts, data, fmt, frames, store_check
+from dashboard import charts, data, fmt, frames, links, store_check
 
 
 @dataclass(frozen=True)
@@ -264,26 +263,6 @@ def commit_problem(text: str, shas: Sequence[str]) -> str:
     return f"no commit of this machine starts with {text!r}"
 
 
-def page_link(page: str, **params: Any) -> str:
-    """Relative URL of another page with its selections (opens in a new tab from a table's link column)."""
-    return f"{page}?{urlencode({k: _encode(v) for k, v in params.items() if v is not None})}"
-
-
-def history_link(machine: str, benchmark: str, params_key: str) -> str:
-    """History of one series: ``hist_bench`` and one ``hp_<name>`` per parameter, as the History page reads."""
-    p = {f"hp_{k}": v for k, v in frames.params_dict(params_key).items()}
-    return page_link("history", machine=machine, hist_bench=benchmark, **p)
-
-
-def compare_link(machine: str, base: str | None, head: str) -> str:
-    return page_link("compare", machine=machine, cmp_base=str(base)[:12] if base else None,
-                     cmp_head=str(head)[:12])
-
-
-def commit_url(repo_url: str, sha: str) -> str | None:
-    return f"{repo_url}/commit/{sha}" if repo_url else None
-
-
 # -- common page parts --------------------------------------------------------------------------------
 
 
@@ -362,19 +341,19 @@ def summary_grid(ctx: Context, *, key: str, limit: int | None = None, by_change:
         shown = shown.assign(_w=(shown["change"].astype(float) - 1.0).abs()).sort_values(
             "_w", ascending=False, na_position="last")
     listed = shown.head(limit) if limit else shown
-    st.dataframe(pd.DataFrame({
+    links.grid(pd.DataFrame({
         "series": summary.names(listed, data.param_names(ctx.url)),
         "latest": [fmt.fmt_value(v, u) for v, u in zip(listed["latest"], listed["unit"], strict=True)],
         # Measured values only: the grid's line chart refuses a list with gaps (it shows the list as text).
-        "newest values": [[v for v in s if v is not None] for s in listed["spark"]],
-        "latest change": listed["change"].map(lambda c: fmt.fmt_change(c) if c is not None else ""),
+        "newest values": [[v for v in s.tolist() if v == v] for s in listed["spark"]],
+        "latest change": listed["change"].map(lambda c: fmt.fmt_change(c) if c == c else ""),
         "last flagged": listed["flag"],
-        "history": [history_link(ctx.machine, b, k) for b, k in zip(listed["benchmark"], listed["params_key"],
-                                                                   strict=True)],
-    }), hide_index=True, width="stretch", column_config={
+        "history": [links.history(ctx.machine, b, k) for b, k in zip(listed["benchmark"], listed["params_key"],
+                                                                     strict=True)],
+    }), key=f"{key}_grid", links={"history": "plot"}, column_config={
         "series": st.column_config.TextColumn(width="large"),
         "newest values": st.column_config.LineChartColumn(f"newest {len(ids)} commits", width="small"),
-        "history": st.column_config.LinkColumn("history", display_text="plot", width=55),
+        "history": st.column_config.TextColumn(width=60),
     })
     st.caption(f"{len(listed):,} of {fmt.plural(len(table), 'series', 'series')}"
                + (f" matching {query!r}" if query.strip() else "")

@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 from sqlalchemy import func, select
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, aliased
 
 from db.models import Benchmark, Commit, Environment, Machine, Result, Run, commit_order
 from db.provenance import config_key, is_provenance
@@ -151,12 +151,7 @@ def series(s: Session, machine: str | None = None) -> pd.DataFrame:
     """
     if machine is not None:
         mid = _machine_id(s, machine)
-        keys = _frame(
-            s,
-            select(Result.benchmark_id, Result.params_key)
-            .where(Result.run_id.in_(select(Run.id).where(Run.machine_id == mid)))
-            .distinct(),
-        )
+        keys = _frame(s, _machine_series(s, mid))
         keys["machine_id"] = mid
     else:
         keys = _frame(
@@ -183,6 +178,22 @@ def series(s: Session, machine: str | None = None) -> pd.DataFrame:
         }
     )
     return out.sort_values(["machine", "benchmark", "params_key"], ignore_index=True)
+
+
+def _machine_series(s: Session, mid: int) -> Any:
+    """The SELECT of (benchmark_id, params_key) measured on machine ``mid``. For a machine with most of the
+    store's runs, one walk of the series index keeping the series it ran (a DISTINCT over its results sorts
+    every one of them: 0.17 -> 0.04 s at 10^6 results); for a smaller one, a DISTINCT over its own results."""
+    mine = s.scalar(select(func.count()).select_from(Run).where(Run.machine_id == mid)) or 0
+    total = s.scalar(select(func.count()).select_from(Run)) or 0
+    if 2 * mine < total:
+        return select(Result.benchmark_id, Result.params_key).where(
+            Result.run_id.in_(select(Run.id).where(Run.machine_id == mid))).distinct()
+    every = select(Result.benchmark_id, Result.params_key).distinct().subquery()
+    other = aliased(Result)
+    ran = select(other.id).join(Run, Run.id == other.run_id).where(
+        other.benchmark_id == every.c.benchmark_id, other.params_key == every.c.params_key, Run.machine_id == mid)
+    return select(every.c.benchmark_id, every.c.params_key).where(ran.exists())
 
 
 _HISTORY_COLUMNS = ["params_key", "commit_id", "sha", "value", "q_25", "q_75", "status", "runs", "run_date",

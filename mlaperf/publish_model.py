@@ -12,7 +12,7 @@ histories ``mlaperf.publish_history``'s, the tables ``mlaperf.publish_tables``'.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -74,9 +74,9 @@ def _commits(commits: pd.DataFrame) -> dict[str, list[str]]:
             "tip": tips}
 
 
-def _spark(values: list[float | None]) -> list[float]:
-    # Measured values only, as the dashboard's grid draws them.
-    return [float(f"{v:.{SPARK_DIGITS}g}") for v in values if v is not None]
+def _spark(values: Iterable[float | None]) -> list[float]:
+    # Measured values only (None or NaN where a commit was not measured), as the dashboard's grid draws them.
+    return [float(f"{v:.{SPARK_DIGITS}g}") for v in values if v is not None and v == v]
 
 
 def grid_rows(grid: pd.DataFrame, names: pd.Series, threshold: Callable[[str], float]) -> list[dict[str, Any]]:
@@ -85,7 +85,7 @@ def grid_rows(grid: pd.DataFrame, names: pd.Series, threshold: Callable[[str], f
     search = summary.search_text(grid).str.lower()
     rows = []
     for i, r in enumerate(grid.itertuples()):
-        change = r.change
+        change = None if r.change is None or r.change != r.change else float(r.change)  # NaN: no change yet
         limit = 1.0 + threshold(str(r.benchmark))
         tone = "" if change is None else "worse" if change > limit else "better" if change < 1 / limit else ""
         rows.append({"id": i, "name": names.iloc[i], "latest": fmt.fmt_value(r.latest, r.unit),

@@ -12,9 +12,12 @@ every page once (the server has imported its modules, as one that has been used)
 3. changes one widget (one that loads new data where the page has one) and times it the same way, from
    the moment the new value is committed (a selectbox is opened and typed into first, untimed).
 
+Pages: Overview (with its summary grid), All benchmarks, Throughput, History, History and Throughput with
+the small machine overlaid (``history_vs``, ``throughput_vs``), Regressions, Compare, Efficiency.
+
 The same is timed for a trivial Streamlit page (a title and a 3-row table): the floor of any page here.
 
-Targets (issue 17): first render <= 1.5 s, widget change <= 1 s. Nothing here is a test; it reports.
+Targets (issues 17 and 28): first render <= 1.5 s, widget change <= 1 s. Nothing here is a test; it reports.
 
     python -m benchmarks.scripts.dashboard_perf                      # 1,000 commits, temporary store
     python -m benchmarks.scripts.dashboard_perf --db sqlite:////tmp/big.sqlite --keep
@@ -170,6 +173,11 @@ PAGES: dict[str, tuple[str, str, Action, Action]] = {
     "history": ("history", "benchmark -> track_tokens_per_s",
                 lambda p, s: _open_select(p, "Benchmark", "SparseDecodeMetrics.track_tokens_per_s"),
                 lambda p, s: _enter(p)),
+    "history_vs": (f"history?hist_vs={SMALL_MACHINE}", "benchmark -> track_tokens_per_s (machine overlaid)",
+                   lambda p, s: _open_select(p, "Benchmark", "SparseDecodeMetrics.track_tokens_per_s"),
+                   lambda p, s: _enter(p)),
+    "throughput_vs": (f"throughput?tp_vs={SMALL_MACHINE}", "top-k 512 -> 2048 (machine overlaid)", _nothing,
+                      lambda p, s: _radio(p, "topk", "2048")),
     "regressions": ("regressions", "all machines on", _nothing, lambda p, s: _toggle(p, "All machines")),
     "compare": ("compare", "base -> 10 commits earlier", lambda p, s: _open_select(p, "Base (before)", s[-11][:8]),
                 lambda p, s: _enter(p)),

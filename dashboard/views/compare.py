@@ -7,7 +7,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from dashboard import charts, data, fmt, widgets
+from dashboard import charts, data, fmt, links, widgets
 from dashboard import compare_model as model
 
 
@@ -77,17 +77,19 @@ def main() -> None:
     if not cmp["status"].isin(show).any():
         st.info("No series with the statuses picked above; click a status to list its series.")
         st.stop()
-    table, threshold_note = model.table_rows(cmp, show, lambda b, k: widgets.history_link(ctx.machine, b, k))
-    st.dataframe(table, hide_index=True, width="stretch", column_config={
-        "status": st.column_config.TextColumn(width=85),
-        "series": st.column_config.TextColumn(width=330),
-        "before": st.column_config.TextColumn(width=80),
-        "after": st.column_config.TextColumn(width=80),
-        "ratio": st.column_config.TextColumn(width=55),
-        "change": st.column_config.TextColumn(width=95),
-        "p": st.column_config.TextColumn(width=50),
-        "method": st.column_config.TextColumn(width=150),
-        "history": st.column_config.LinkColumn("history", display_text="plot", width=50),
+    table, threshold_note = model.table_rows(cmp, show, lambda b, k: links.history(ctx.machine, b, k))
+    # Widths that fit the content column of a 1,280 px window with the sidebar open (about 820 px): the
+    # series name and the method are cut there, whole on hover.
+    links.grid(table, key="cmp_table", links={"history": "plot"}, column_config={
+        "status": st.column_config.TextColumn(width=75),
+        "series": st.column_config.TextColumn(width=255),
+        "history": st.column_config.TextColumn(width=50),
+        "before": st.column_config.TextColumn(width=75),
+        "after": st.column_config.TextColumn(width=75),
+        "ratio": st.column_config.TextColumn(width=50),
+        "change": st.column_config.TextColumn(width=90),
+        "p": st.column_config.TextColumn(width=45),
+        "method": st.column_config.TextColumn(width=100),
     })
     st.caption("change: direction-aware (worse means slower, or lower throughput)." + threshold_note)
 

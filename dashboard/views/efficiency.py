@@ -48,11 +48,15 @@ def main() -> None:
                                  default=suites.default_filter(suite, values), horizontal=True)
         eff = eff[eff["filter"] == pick]
     shown = [m for m in model.METRICS if m[0] in set(eff["metric"])]
-    spec = charts.efficiency_spec(
-        eff, title=f"{suite.title} · {ctx.machine} · {fmt.short_sha(sha)}", panels=shown,
-        line_label=suite.line_param, peaks=model.peaks(ceil, sheet), log_y=log_y,
-    )
-    st.vega_lite_chart(spec, key=f"eff_{suite.key}_chart")
+    st.markdown(f"**{suite.title} · {ctx.machine} · {fmt.short_sha(sha)}**")
+    specs = charts.efficiency_specs(eff, panels=shown, line_label=suite.line_param, peaks=model.peaks(ceil, sheet),
+                                    log_y=log_y)
+    if not specs:
+        st.caption("No efficiency metric of this suite at this setting.")
+        st.stop()
+    # One chart per column, each as wide as it: the panels fill the page at any window width.
+    for i, (col, spec) in enumerate(zip(st.columns(len(specs)), specs, strict=True)):
+        col.vega_lite_chart(spec, width="stretch", key=f"eff_{suite.key}_chart_{i}")
     best = model.best_caption(eff, suite.line_param)
     if best:
         st.caption(best)

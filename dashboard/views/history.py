@@ -7,7 +7,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from dashboard import data, fmt, history_chart, widgets
+from dashboard import data, fmt, history_chart, links, widgets
 from dashboard import history_model as model
 from regressions.direction import direction_for
 
@@ -96,9 +96,9 @@ def _tables(ctx: widgets.Context, flag: pd.DataFrame, points: pd.DataFrame, comm
     """The flagged regressions of the series drawn, and the values per commit (in a closed expander)."""
     if not flag.empty:
         st.subheader("Flagged regressions of these series")
-        st.markdown(fmt.md_table(model.flagged_table(flag, sel.label_of, unit,
-                                                     lambda p, s: widgets.compare_link(ctx.machine, p, s)),
-                                 links={"compare": "parent..commit"}))
+        st.markdown(fmt.md_table(model.flagged_table(flag, sel.label_of, unit)))
+        links.page_links((f"Compare {fmt.commit_range(p, s)}", links.compare(ctx.machine, p, s))
+                         for p, s in model.compare_pairs(flag))
     drawn_commits = commits.iloc[start:]
     values_box = widgets.url_expander(f"Values per commit ({fmt.plural(len(drawn_commits), 'commit')} drawn)",
                                       key="hist_values")
@@ -107,7 +107,7 @@ def _tables(ctx: widgets.Context, flag: pd.DataFrame, points: pd.DataFrame, comm
     table = model.values_table(points, drawn_commits, [sel.label_of[k] for k in sel.wanted], unit)
     config: dict[str, object] = {}
     if ctx.repo_url:
-        table.insert(1, "link", [widgets.commit_url(ctx.repo_url, s) for s in drawn_commits["sha"]])
+        table.insert(1, "link", [links.commit_url(ctx.repo_url, s) for s in drawn_commits["sha"]])
         config["link"] = st.column_config.LinkColumn("link", display_text="open")
     with values_box:
         st.dataframe(table.iloc[::-1], hide_index=True, width="stretch", column_config=config, height=320)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from dashboard import data, suites, triage, widgets
+from dashboard import data, links, suites, triage, widgets
 from dashboard import overview_model as model
 
 
@@ -27,13 +27,13 @@ def _alert_groups(ctx: widgets.Context, groups: pd.DataFrame) -> None:
         st.success(f"No regression has been flagged on `{ctx.machine}`. `mlaperf detect` flags them after each "
                    "ingest.")
         return
-    table = model.alert_rows(groups, lambda g: widgets.page_link("regressions", machine=ctx.machine, reg_group=g))
-    st.dataframe(table, hide_index=True, width="stretch", column_config={
+    table = model.alert_rows(groups, lambda g: links.to("regressions", machine=ctx.machine, reg_group=g))
+    links.grid(table, key="ov_groups", links={"triage": "view group"}, column_config={
         "group": st.column_config.TextColumn(width=50),
         "series": st.column_config.NumberColumn(width=50),
         "worst": st.column_config.TextColumn(width=60),
         "culprit": st.column_config.TextColumn(width="large"),
-        "triage": st.column_config.LinkColumn("triage", display_text="view group", width=80),
+        "triage": st.column_config.TextColumn(width=100),
     })
     st.caption("worst: the largest slowdown in the group, the detector's level after / level before the step "
                "(direction-aware, > 1 is worse). Closed groups (ignored, transient, retired) are on the "
@@ -44,7 +44,7 @@ def _commits_and_machine(ctx: widgets.Context, commits: pd.DataFrame) -> None:
     left, right = st.columns([3, 2])
     with left:
         st.subheader("Latest commits")
-        table = model.latest_commits(commits, (lambda s: widgets.commit_url(ctx.repo_url, s)) if ctx.repo_url
+        table = model.latest_commits(commits, (lambda s: links.commit_url(ctx.repo_url, s)) if ctx.repo_url
                                      else None)
         config: dict[str, object] = {}
         if ctx.repo_url:

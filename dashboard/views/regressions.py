@@ -7,7 +7,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from dashboard import auth, closed, data, triage, widgets
+from dashboard import auth, closed, data, links, triage, widgets
 from dashboard import regressions_model as model
 
 
@@ -28,13 +28,13 @@ def _closed_section(ctx: widgets.Context, regs: pd.DataFrame, all_machines: bool
     with f2:
         kinds = widgets.url_pills("Reason", sorted(rows["reason_kind"].astype(str).unique()), key="reg_reason")
     out = model.closed_rows(closed.filter_closed(rows, statuses, kinds), data.param_names(ctx.url),
-                            all_machines=all_machines, history_link=widgets.history_link)
-    st.dataframe(out, hide_index=True, width="stretch", column_config={
+                            all_machines=all_machines, history_link=links.history)
+    links.grid(out, key="reg_closed_table", links={"history": "plot"}, column_config={
         "status": st.column_config.TextColumn(width=80),
         "series": st.column_config.TextColumn(width="large"),
         "ratio": st.column_config.TextColumn(width=55),
         "reason": st.column_config.TextColumn(width="large"),
-        "history": st.column_config.LinkColumn("history", display_text="plot", width=55),
+        "history": st.column_config.TextColumn(width=60),
     })
 
 
@@ -45,31 +45,31 @@ def _groups_table(group_frame: pd.DataFrame, all_machines: bool) -> None:
     if group_frame.empty:
         st.info("No group matches the filters.")
         return
-    st.dataframe(model.group_rows(group_frame, all_machines=all_machines, compare_link=widgets.compare_link),
-                 hide_index=True, width="stretch", column_config={
+    links.grid(model.group_rows(group_frame, all_machines=all_machines, compare_link=links.compare),
+               key="reg_groups_table", links={"compare": "parent..commit"}, column_config={
         "group": st.column_config.TextColumn(width=50),
         "parent (good)": st.column_config.TextColumn(width=230),
         "commit (first bad)": st.column_config.TextColumn(width=230),
         "series": st.column_config.NumberColumn(width=50),
         "worst": st.column_config.TextColumn(width=60),
         "fixed at": st.column_config.TextColumn(width=80),
-        "compare": st.column_config.LinkColumn("compare", display_text="parent..commit", width=110),
+        "compare": st.column_config.TextColumn(width=120),
     })
 
 
 def _regressions_table(view: pd.DataFrame, all_machines: bool) -> None:
     st.subheader(f"Regressions ({len(view)})")
-    rows = model.regression_rows(view, all_machines=all_machines, history_link=widgets.history_link,
-                                 compare_link=widgets.compare_link)
-    st.dataframe(rows, hide_index=True, width="stretch", column_config={
+    rows = model.regression_rows(view, all_machines=all_machines, history_link=links.history,
+                                 compare_link=links.compare)
+    links.grid(rows, key="reg_table", links={"history": "plot", "compare": "parent..commit"}, column_config={
         "group": st.column_config.TextColumn(width=50),
         "status": st.column_config.TextColumn(width=80),
         "series": st.column_config.TextColumn(width="large"),
         "ratio": st.column_config.TextColumn(width=55),
         "p": st.column_config.TextColumn(width=55),
         "fixed at": st.column_config.TextColumn(width=75),
-        "history": st.column_config.LinkColumn("history", display_text="plot", width=55),
-        "compare": st.column_config.LinkColumn("compare", display_text="parent..commit", width=110),
+        "history": st.column_config.TextColumn(width=60),
+        "compare": st.column_config.TextColumn(width=120),
         "note": st.column_config.TextColumn("triage note", width="medium"),
         "assignee": st.column_config.TextColumn(width=90),
         "issue": st.column_config.LinkColumn("issue", display_text="issue", width=55),

@@ -34,7 +34,7 @@ PAGES = {
     "history": (1, True, {"hist_bench", "hp_impl", "hp_concurrency", "hp_topk"}),
     "regressions": (0, True, {"reg_show", "reg_group"}),
     "compare": (1, False, {"cmp_base", "cmp_head", "cmp_show"}),
-    "efficiency": (1, False, {"eff_commit", "eff_suite", "eff_decode_filter"}),
+    "efficiency": (3, False, {"eff_commit", "eff_suite", "eff_decode_filter"}),
 }
 
 pytestmark = pytest.mark.browser
@@ -171,3 +171,119 @@ def test_axis_labels_and_no_request_off_the_server(served: str) -> None:
         finally:
             browser.close()
     assert not elsewhere, elsewhere
+
+
+GRID = '[data-testid="stDataFrame"]'
+
+
+def _click_last_column(page: Any, grid: Any, row: int, from_right: int = 25) -> None:
+    """Click the grid's last column at ``row`` (0 = first data row; rows and header are 35 px), ``from_right``
+    pixels left of the grid's right edge."""
+    grid.scroll_into_view_if_needed()
+    box = grid.locator("canvas").first.bounding_box()
+    assert box is not None
+    page.mouse.click(box["x"] + box["width"] - from_right, box["y"] + 35 * (row + 1) + 17)
+
+
+def test_in_app_links_stay_in_the_tab(served: str, seeded: Seeded) -> None:
+    """A link to another page of the app (a grid's "plot" or "view group" cell, History's compare link) opens
+    it in the same tab and session with the link's selections; a commit link (another site) opens a new tab."""
+    from playwright.sync_api import sync_playwright
+
+    from dashboard.served import CHROMIUM_ARGS, Watcher
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True)
+        context = browser.new_context(viewport={"width": 1400, "height": 1000})
+        page = context.new_page()
+        watch = Watcher(page)
+        try:
+            # All benchmarks: the first row's "plot" opens its History.
+            _load(page, watch, f"{served}/summary?sum_q=decode%20mma%2064%20512")
+            page.wait_for_selector(GRID, timeout=30_000)
+            _click_last_column(page, page.locator(GRID).first, 0)
+            page.wait_for_function("() => location.pathname.endsWith('/history')", timeout=30_000)
+            page.wait_for_selector(CHART, timeout=30_000)
+            query = _query(page)
+            assert query["hist_bench"] == ["bench_decode.SparseDecode.time_decode"], page.url
+            assert query["hp_concurrency"] == ["64"] and query["hp_topk"] == ["512"], page.url
+            picked = page.locator(PILLS).filter(has_text="concurrency").locator('button[aria-pressed="true"]')
+            assert picked.all_inner_texts() == ["64"]
+            assert len(context.pages) == 1
+
+            # History's flagged step: its compare link opens Compare on parent..commit in this tab.
+            base, head = seeded.shas[SLOW_FROM - 1][:12], seeded.shas[SLOW_FROM][:12]
+            page.locator('[data-testid="stPageLink"] a').filter(has_text="Compare").first.click()
+            page.wait_for_function("() => location.pathname.endsWith('/compare')", timeout=30_000)
+            page.wait_for_selector(CHART, timeout=30_000)
+            assert _query(page)["cmp_base"] == [base] and _query(page)["cmp_head"] == [head], page.url
+            assert len(context.pages) == 1
+            # Back on the grid's page through the sidebar: the followed cell does not send it off again.
+            page.get_by_role("link", name="All benchmarks").click()
+            page.wait_for_function("() => location.pathname.endsWith('/summary')", timeout=30_000)
+            page.wait_for_selector(GRID, timeout=30_000)
+            page.wait_for_timeout(2_000)
+            assert urlparse(page.url).path.endswith("/summary"), page.url
+
+            # Overview: an alert group's "view group" opens Regressions on that group (a new tab of its own: the
+            # one before may still be drawing).
+            page.close()
+            page = context.new_page()
+            watch = Watcher(page)
+            _load(page, watch, f"{served}/")
+            page.wait_for_selector(GRID, timeout=30_000)
+            _click_last_column(page, page.locator(GRID).first, 0)
+            page.wait_for_function("() => location.pathname.endsWith('/regressions')", timeout=30_000)
+            page.wait_for_selector(GRID, timeout=30_000)
+            assert _query(page)["reg_group"] == ["1"], page.url
+            assert len(context.pages) == 1
+            assert page.locator('[data-testid="stException"]').count() == 0
+
+            # Another site (the commit on the repository) still opens in a new tab.
+            page.close()
+            page = context.new_page()
+            watch = Watcher(page)
+            _load(page, watch, f"{served}/")
+            commits = page.locator(GRID).last
+            page.wait_for_selector(GRID, timeout=30_000)
+            for _ in range(4):  # the grid opens a link cell's URL on a click once the cell is selected
+                _click_last_column(page, commits, 0, from_right=30)
+                page.wait_for_timeout(700)
+                if len(context.pages) > 1:
+                    break
+            assert len(context.pages) == 2
+        finally:
+            browser.close()
+
+
+def test_wide_pages_fit_a_1280_px_window(served: str, seeded: Seeded) -> None:
+    """At 1280 px: Efficiency's three panels share the content column's width (none cut off, none leaving most
+    of it empty), and every column of Compare's table is in view without scrolling sideways."""
+    from playwright.sync_api import sync_playwright
+
+    from dashboard.served import CHROMIUM_ARGS, Watcher
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True)
+        page = browser.new_page(viewport={"width": 1280, "height": 1000})
+        watch = Watcher(page)
+        try:
+            _load(page, watch, f"{served}/efficiency")
+            column = page.locator('[data-testid="stMainBlockContainer"]').bounding_box()
+            assert column is not None
+            inner = column["width"] - 2 * 48  # less the container's padding
+            boxes = [page.locator(CHART).nth(i).locator("canvas, svg").first.bounding_box() for i in range(3)]
+            assert all(b is not None for b in boxes)
+            assert max(b["x"] + b["width"] for b in boxes) <= column["x"] + column["width"], (boxes, column)
+            assert sum(b["width"] for b in boxes) >= 0.8 * inner, (boxes, column)
+            page.screenshot(path=str(SHOTS / "efficiency_1280.png"))
+
+            base, head = seeded.shas[SLOW_FROM - 1][:12], seeded.shas[SLOW_FROM][:12]
+            _load(page, watch, f"{served}/compare?cmp_base={base}&cmp_head={head}")
+            page.wait_for_selector(GRID, timeout=30_000)
+            widths = page.evaluate("""() => { const s = document.querySelector(
+                '[data-testid="stDataFrame"] .dvn-scroller'); return [s.scrollWidth, s.clientWidth]; }""")
+            page.screenshot(path=str(SHOTS / "compare_1280.png"))
+            assert widths[0] <= widths[1] + 2, widths  # no column out of view
+        finally:
+            browser.close()

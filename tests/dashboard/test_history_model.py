@@ -125,8 +125,9 @@ def test_markers_events_and_tables() -> None:
     assert marks is not None and list(marks[["pos", "fixed_pos"]].iloc[0]) == [2, 4]
     assert marks["text"].iloc[0].startswith("regression #3 (fixed) at ")
     assert model.flagged_markers(flag.iloc[:0], commits, {"k": "s"}, "seconds") is None
-    table = model.flagged_table(flag, {"k": "s"}, "seconds", lambda p, s: f"{p[:4]}..{s[:4]}")
-    assert table["compare"].iloc[0] == f"{commits['sha'][1][:4]}..{commits['sha'][2][:4]}"
+    table = model.flagged_table(flag, {"k": "s"}, "seconds")
+    assert table["fixed at"].iloc[0].startswith(commits["sha"][4][:8]) and "compare" not in table
+    assert model.compare_pairs(pd.concat([flag, flag])) == [(commits["sha"][1], commits["sha"][2])]
     tag_at, marked = commits["sha"][3], commits["sha"][5]
     assert model.events({tag_at: ["v1", "v1.1"], "f" * 40: ["elsewhere"]}, commits, marked) \
         == [(3, "v1, v1.1"), (5, marked[:8])]

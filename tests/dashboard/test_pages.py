@@ -214,7 +214,12 @@ def test_history_defaults_to_the_flagged_series(monkeypatch: pytest.MonkeyPatch,
     assert one.loc[TORCH_FROM - 1, "versions"] == \
         "GPU NVIDIA H200 (sm 9.0) · driver 570.86.15 · CUDA 12.8 · torch 2.10.0 · triton 3.6.0"
     flagged = md_table(at, "fixed at")
-    assert flagged["compare"].str.match(r"^\[parent\.\.commit\]\(compare\?machine=").all()
+    # The step's compare link is a page link (same tab, same session), not a Markdown link (a new tab).
+    compare_links = [e.proto for e in at.get("page_link") if e.proto.label.startswith("Compare ")]
+    assert len(compare_links) == 1 and not compare_links[0].external
+    assert f"cmp_base={seeded.shas[SLOW_FROM - 1][:12]}" in compare_links[0].query_string
+    assert f"cmp_head={seeded.shas[SLOW_FROM][:12]}" in compare_links[0].query_string
+    assert "](" not in str(md_table(at, "fixed at").to_numpy().tolist())
     assert set(flagged["commits"]) == {f"{seeded.shas[SLOW_FROM - 1][:8]}..{seeded.shas[SLOW_FROM][:8]}"}
     assert not flagged["p"].str.contains(r"0\.000").any()
 
@@ -265,9 +270,7 @@ def test_regressions_groups_and_rows(monkeypatch: pytest.MonkeyPatch, seeded: Se
     assert row["ratio"].startswith("1.3") and row["ratio"].endswith("x")
     assert row["before → after"].count("us") == 2
     assert groups["fixed at"].iloc[0] == seeded.shas[FIX_FROM][:8]
-    assert "hist_bench=bench_decode.SparseDecode.time_decode" in row["history"]
-    assert "hp_concurrency=64" in row["history"]
-    assert f"cmp_base={seeded.shas[SLOW_FROM - 1][:12]}" in row["compare"]
+    assert row["history"] == "plot →" and row["compare"] == "parent..commit →"
     assert "--writable" in texts(at) and "Compare's ratio" in texts(at)
     assert len(at.button) == 1  # only the sidebar's reload button: read-only
     # Closed groups are hidden by default; the other machine's acknowledged one shows with all machines.
@@ -374,24 +377,25 @@ def asv_cases(name: str) -> list[dict]:
 
 def test_efficiency_peaks_and_log_axes(monkeypatch: pytest.MonkeyPatch, seeded: Seeded) -> None:
     at = goto(app(monkeypatch, seeded.url), "efficiency")
-    ((spec, data),) = vega(at)  # roofline, GB/s and TFLOP/s of the chosen suite side by side, one legend
-    assert spec["facet"]["column"]["sort"] == ["roofline (% of roofline)", "achieved bandwidth (GB/s)",
-                                               "achieved compute (TFLOP/s)"]
-    labels = list(data["data"]["label"].dropna())
+    shown = vega(at)  # roofline, GB/s and TFLOP/s of the chosen suite side by side, one chart each
+    assert [spec["title"]["text"] for spec, _ in shown] == ["roofline (% of roofline)", "achieved bandwidth (GB/s)",
+                                                            "achieved compute (TFLOP/s)"]
+    labels = [t for _, data in shown for t in data["data"]["label"].dropna()]
     assert "roofline: 100%" in labels
     copy = next(t for t in labels if t.startswith("measured copy: "))
     assert float(copy.split(": ")[1].split()[0].replace(",", "")) == pytest.approx(4270, rel=0.05)  # synthetic
     # Datasheet peaks from settings.gpu's table (the seeded machine is an NVIDIA H200)
     assert "datasheet: 4,800 GB/s" in labels and "datasheet bf16 dense: 989 TFLOP/s" in labels
-    curves = spec["spec"]["layer"][0]["encoding"]
-    assert curves["color"]["scale"]["domain"] == ["mma", "simt"]  # one legend for the three panels
-    assert curves["color"]["legend"]["orient"] == "bottom"  # under the plots, not over the title
-    assert curves["y"]["scale"]["type"] == "log" and spec["resolve"]["scale"]["y"] == "independent"
+    curves = [spec["layer"][0]["encoding"] for spec, _ in shown]
+    assert all(c["color"]["scale"]["domain"] == ["mma", "simt"] for c in curves)  # one colour per kernel
+    assert all(c["color"]["legend"]["orient"] == "bottom" for c in curves)  # under the plots, not over the title
+    assert all(c["y"]["scale"]["type"] == "log" for c in curves)
+    assert all(spec.get("width") in (None, "container") for spec, _ in shown)  # as wide as its column
     assert "reaches" in texts(at)
     at.toggle(key="eff_logy").set_value(False).run()
-    assert "scale" not in vega(at)[0][0]["spec"]["layer"][0]["encoding"]["y"]  # linear
+    assert "scale" not in vega(at)[0][0]["layer"][0]["encoding"]["y"]  # linear
     at.selectbox(key="eff_suite").set_value("indexer").run()
-    assert "Indexer" in vega(at)[0][0]["title"]["text"]
+    assert "Indexer" in texts(at)
 
 
 PAGES = ["overview", "throughput", "history", "regressions", "compare", "efficiency"]
@@ -555,3 +559,38 @@ def test_history_draws_a_window_unless_whole_history(monkeypatch: pytest.MonkeyP
     shared = goto(app(monkeypatch, long_history, query={**query, "hist_all": "1", "hist_logy": "1"}), "history")
     assert sorted(shared.pills(key="hist_view").value) == ["Logarithmic value axis", "Whole history (262 commits)"]
     assert len(set(vega(shared)[0][1]["data"]["pos"])) == 262
+
+
+def test_in_app_links_switch_page_in_the_session(monkeypatch: pytest.MonkeyPatch, seeded: Seeded) -> None:
+    """A grid's link cell opens its page in this session (not a new tab): selecting the History cell of a
+    regression's row lands on History with that series picked, the Compare cell on Compare with its pair."""
+    at = goto(app(monkeypatch, seeded.url), "regressions")
+    rows = table(at, "before → after")
+    row = int(np.flatnonzero(rows["series"] == "SparseDecode.time_decode [impl=mma, concurrency=64, topk=512]")[0])
+    at.session_state["reg_table"] = {"selection": {"cells": [[row, "history"]]}}
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert at.title[0].value == "History"
+    assert at.selectbox(key="hist_bench").value == "bench_decode.SparseDecode.time_decode"
+    assert at.pills(key="hp_concurrency").value == [64] and at.pills(key="hp_impl").value == ["mma"]
+
+    at = goto(at, "regressions")
+    at.session_state["reg_table"] = {"selection": {"cells": [[row, "compare"]]}}
+    at.run()
+    assert at.title[0].value == "Compare commits"
+    assert at.selectbox(key="cmp_base").value == seeded.shas[SLOW_FROM - 1]
+    assert at.selectbox(key="cmp_head").value == seeded.shas[SLOW_FROM]
+    # A plain cell goes nowhere.
+    at = goto(at, "regressions")
+    at.session_state["reg_table"] = {"selection": {"cells": [[row, "series"]]}}
+    at.run()
+    assert at.title[0].value == "Regressions"
+    # Across machines: the link's machine replaces the sidebar's (the previous page's choice is dropped).
+    if OPENBLAS.exists():
+        at.toggle(key="reg_all").set_value(True).run()
+        rows = table(at, "before → after")
+        other = int(np.flatnonzero(rows["machine"] != MLA_MACHINE)[0])
+        at.session_state["reg_table"] = {"selection": {"cells": [[other, "history"]]}}
+        at.run()
+        assert at.title[0].value == "History"
+        assert at.sidebar.selectbox(key="machine").value == rows["machine"].iloc[other] != MLA_MACHINE

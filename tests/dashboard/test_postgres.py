@@ -21,7 +21,7 @@ def test_pages_on_postgres(monkeypatch: pytest.MonkeyPatch, pg_seeded: Seeded) -
     assert len(vega(goto(at, "history"))) == 1
     rows = table(goto(at, "regressions"), "before → after")
     assert set(rows["commits"]) == {f"{pg_seeded.shas[SLOW_FROM - 1][:8]}..{pg_seeded.shas[SLOW_FROM][:8]}"}
-    assert len(vega(goto(at, "efficiency"))) == 1
+    assert len(vega(goto(at, "efficiency"))) == 3  # one chart per panel
     compare = goto(at, "compare")
     # every MLA series, one status; kernel-config records are provenance, not compared
     series = asv_synth.count_series([b for b in asv_synth.mla_benchmarks() if not is_provenance(b.name)])

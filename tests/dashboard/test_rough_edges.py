@@ -97,3 +97,40 @@ def test_history_reads_in_dark_mode_and_keeps_its_legend(monkeypatch: pytest.Mon
                                                   "cmp_head": seeded.shas[SLOW_FROM][:12]}), "compare")
     text = at.get("vega_lite_chart")[0].proto.spec
     assert '"black"' not in text and "#000000" not in text.upper()
+
+
+DARK_BACKGROUND = "#0e1117"  # Streamlit's dark theme
+
+
+def _luminance(hex_color: str) -> float:
+    channels = [int(hex_color[i:i + 2], 16) / 255.0 for i in (1, 3, 5)]
+    r, g, b = [c / 12.92 if c <= 0.03928 else ((c + 0.055) / 1.055) ** 2.4 for c in channels]
+    return 0.2126 * r + 0.7152 * g + 0.0722 * b
+
+
+def _contrast(a: str, b: str) -> float:
+    hi, lo = sorted((_luminance(a), _luminance(b)), reverse=True)
+    return (hi + 0.05) / (lo + 0.05)
+
+
+def test_every_chart_colour_reads_on_the_dark_theme(monkeypatch: pytest.MonkeyPatch, seeded: Seeded) -> None:
+    """Lines, markers, bands, peaks and legend symbols of every chart stand out on the dark background
+    (contrast >= 3:1, the WCAG figure for graphics): eight series on History use the whole palette."""
+    import re
+
+    views = [("history", {"hist_bench": "bench_decode.SparseDecode.time_decode", "hp_impl": "mma,simt",
+                          "hp_concurrency": "1,16,64,128", "hp_topk": "512"}),
+             ("throughput", {"tp_base": seeded.shas[0][:12]}), ("efficiency", {}),
+             ("compare", {"cmp_base": seeded.shas[SLOW_FROM - 1][:12], "cmp_head": seeded.shas[SLOW_FROM][:12]})]
+    seen: set[str] = set()
+    for page, query in views:
+        at = goto(app(monkeypatch, seeded.url, query=query), page)
+        specs = [c.proto.spec for c in at.get("vega_lite_chart")]
+        assert specs, page
+        colours = {c.lower() for spec in specs for c in re.findall(r'"(#[0-9a-fA-F]{6})"', spec)}
+        colours -= {charts.OUTLINE}  # the white outline around markers, drawn on top of a line
+        weak = {c: round(_contrast(c, DARK_BACKGROUND), 2) for c in colours if _contrast(c, DARK_BACKGROUND) < 3}
+        assert not weak, (page, weak)
+        assert '"black"' not in "".join(specs), page
+        seen |= colours
+    assert {c.lower() for c in charts.OKABE_ITO[:7]} <= seen  # the palette's first seven were checked

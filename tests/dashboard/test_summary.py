@@ -8,7 +8,8 @@ import pytest
 from conftest import N_COMMITS, Seeded
 from test_pages import app, goto
 
-from dashboard import summary
+from dashboard import fmt, summary
+from regressions import units
 
 
 def test_grid_rules() -> None:
@@ -23,7 +24,10 @@ def test_grid_rules() -> None:
                         lambda b, u: "up_is_worse" if "time" in b else "down_is_worse")
     assert list(grid["latest"]) == [2.0, 5.0]
     assert grid["change"].tolist() == pytest.approx([2.0, 2.0])  # both twice as bad, whatever the direction
-    assert grid["flag"].iloc[0] == "new 2.00x at aaaaaaaa" and grid["flag"].iloc[1] == ""
+    assert grid["flag"].iloc[0] == f"new {units.fmt_ratio(2.0)} at {fmt.short_sha('a' * 40)}"
+    assert grid["flag"].iloc[1] == ""
+    big = summary.grid(series, values, [1, 2, 3], regs.assign(ratio=[123.4]), lambda b, u: "up_is_worse")
+    assert big["flag"].iloc[0] == f"new {units.fmt_ratio(123.4)} at aaaaaaaa" != "new 123.40x at aaaaaaaa"
     assert summary.names(grid).iloc[0] == "C.time_a [n=1]"
     assert list(summary.search(grid, "RATE n=1")["benchmark"]) == ["m.C.track_rate"]
     assert summary.search(grid, "time rate").empty  # every word must match
@@ -110,3 +114,61 @@ def test_another_machine_overlaid_on_history_and_throughput(monkeypatch: pytest.
     at = goto(app(monkeypatch, writable_copy.url, query={"tp_vs": other}), "throughput")
     spec = json.loads(at.get("vega_lite_chart")[0].proto.spec)
     assert f"{other} @ {writable_copy.shas[-1][:8]}" in json.dumps(spec)
+
+
+def test_latest_changes_of_every_row_at_once_follow_the_rule() -> None:
+    """The grid's whole-table computation against the rule written out for one row: the newest positive value
+    over the median of up to five positive values before it, > 1 worse; None with fewer than two."""
+    import random
+
+    import numpy as np
+
+    def by_hand(values: list[float | None], up_is_worse: bool) -> float | None:
+        known = [v for v in values if v is not None and np.isfinite(v) and v > 0]
+        if len(known) < 2:
+            return None
+        ratio = known[-1] / float(np.median(known[-6:-1]))
+        return ratio if up_is_worse else 1.0 / ratio
+
+    rng = random.Random(7)
+    rows = [[rng.choice([None, float("nan"), 0.0, -1.0, rng.uniform(0.1, 5.0)]) for _ in range(9)]
+            for _ in range(400)]
+    up = np.array([rng.random() < 0.5 for _ in rows])
+    table = np.array([[np.nan if v is None else v for v in r] for r in rows])
+    got = summary.latest_changes(table, up)
+    for row, u, g in zip(rows, up, got, strict=True):
+        want = by_hand(row, bool(u))
+        assert (want is None and np.isnan(g)) or g == pytest.approx(want), (row, u, g, want)
+    assert summary.latest_change([1.0, None, 2.0], "down_is_worse") == pytest.approx(0.5)
+
+
+def test_series_of_each_machine_whichever_way_they_are_read(writable_copy: Seeded) -> None:
+    """``db.queries.series`` reads a machine with most of the runs by walking the series index and a smaller
+    one by its own results: both give what a plain DISTINCT over the machine's results gives."""
+    from sqlalchemy import delete, select
+    from sqlalchemy.orm import Session
+
+    from db import queries
+    from db.engine import make_engine
+    from db.models import Benchmark, Machine, Result, Run
+    from db.provenance import is_provenance
+
+    engine = make_engine(writable_copy.url)
+    with Session(engine) as s, s.begin():
+        machines = list(s.scalars(select(Machine.name).order_by(Machine.name)))
+        if len(machines) > 2:  # keep two machines, one of them with most of the runs
+            gone = select(Run.id).join(Machine).where(Machine.name.in_(machines[1:-1]))
+            s.execute(delete(Result).where(Result.run_id.in_(gone)))
+            s.execute(delete(Run).where(Run.id.in_(gone.scalar_subquery())))
+    with Session(engine) as s:
+        runs = {m: len(s.scalars(select(Run.id).join(Machine).where(Machine.name == m)).all()) for m in machines}
+        runs = {m: n for m, n in runs.items() if n}
+        for m in runs:
+            got = queries.series(s, m)
+            plain = {(b, k) for b, k in s.execute(
+                select(Benchmark.name, Result.params_key).join(Result.benchmark).join(Run, Run.id == Result.run_id)
+                .join(Machine).where(Machine.name == m).distinct()).all() if not is_provenance(b)}
+            assert set(zip(got["benchmark"], got["params_key"], strict=True)) == plain, m
+    engine.dispose()
+    if len(runs) == 2:  # both ways taken
+        assert max(runs.values()) * 2 >= sum(runs.values()) > min(runs.values()) * 2, runs

@@ -192,15 +192,15 @@ def test_history_from_a_start_commit() -> None:
 
 
 def test_md_table_keeps_cells_literal() -> None:
-    """Commit subjects and labels are text, not Markdown: pipes, emphasis, code, tags and newlines escaped;
-    link columns become links (an empty cell stays blank)."""
+    """Commit subjects and labels are text, not Markdown: pipes, emphasis, code, tags, brackets and newlines
+    escaped (a URL stays text: a Markdown link would open a new tab)."""
     from dashboard import fmt
 
-    rows = pd.DataFrame({"subject": ["fix | *hot* path_a `x` <b>\nmore", None], "go": ["compare?a=1", ""]})
-    assert fmt.md_table(rows, links={"go": "parent..commit"}).splitlines() == [
+    rows = pd.DataFrame({"subject": ["fix | *hot* path_a `x` <b>\nmore", None], "go": ["[x](compare?a=1)", ""]})
+    assert fmt.md_table(rows).splitlines() == [
         "| subject | go |",
         "|---|---|",
-        "| fix \\| \\*hot\\* path\\_a \\`x\\` \\<b\\> more | [parent..commit](compare?a=1) |",
+        "| fix \\| \\*hot\\* path\\_a \\`x\\` \\<b\\> more | \\[x\\]\\(compare?a=1\\) |",
         "|  |  |",
     ]
 
