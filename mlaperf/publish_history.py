@@ -53,7 +53,7 @@ def flagged(regs: pd.DataFrame, commits: pd.DataFrame, commit_link: CommitLink) 
     for unit, flag in regs.groupby(units, sort=False):
         u = str(unit) or None
         marks = history_model.flagged_markers(flag, commits, {}, u)
-        rows = history_model.flagged_table(flag, {}, u, lambda p, s: "").drop(columns=["series", "compare"])
+        rows = history_model.flagged_table(flag, {}, u).drop(columns=["series"])
         rows["commits"] = [commit_link(s, text) for s, text in zip(flag["sha"], rows["commits"], strict=True)]
         rows["fixed at"] = [commit_link(s, text) if isinstance(s, str) else text
                             for s, text in zip(flag["fixed_sha"], rows["fixed at"], strict=True)]
