@@ -257,13 +257,11 @@ def main(argv: list[str] | None = None) -> int:
 
     from mla_kernels.indexer import launch as indexer_launch  # after TRITON_INTERPRET: kernels decorate on import
 
-    if args.select is None:
-        args.select = indexer_launch.SELECT
-    elif args.select not in indexer_launch.SELECTS:
-        print(f"error: --select must be one of {', '.join(indexer_launch.SELECTS)}, got {args.select!r}",
-              file=sys.stderr)  # fmt: skip
+    try:
+        args.select = indexer_launch.use_select(args.select)
+    except ValueError as exc:
+        print(f"error: --select {exc}", file=sys.stderr)
         return 2
-    indexer_launch.SELECT = args.select  # the one switch the launcher reads
     if args.smoke:
         device = torch.device("cpu")
     elif torch.cuda.is_available():

@@ -65,13 +65,11 @@ def main(argv: list[str] | None = None) -> int:
 
     from mla_kernels.indexer import launch as indexer_launch
 
-    if args.select is None:
-        args.select = indexer_launch.SELECT
-    elif args.select not in indexer_launch.SELECTS:
-        print(f"error: --select must be one of {', '.join(indexer_launch.SELECTS)}, got {args.select!r}",
-              file=sys.stderr)  # fmt: skip
+    try:
+        args.select = indexer_launch.use_select(args.select)
+    except ValueError as exc:
+        print(f"error: --select {exc}", file=sys.stderr)
         return 2
-    indexer_launch.SELECT = args.select  # the one switch the indexer's launcher reads
 
     if not torch.cuda.is_available():
         print("needs a CUDA GPU", file=sys.stderr)

@@ -45,6 +45,17 @@ SELECTS = ("split", "split_radix", "radix", "radix_fused")
 SELECT: str | tuple[tuple[int, str], ...] = "split"
 
 
+def use_select(path: str | None) -> str | tuple[tuple[int, str], ...]:
+    """Make ``path`` (one of ``SELECTS``) the select every later launch runs, as a measurement script's
+    ``--select`` does; None keeps ``SELECT``. Returns the rule in force; ValueError naming the choices."""
+    global SELECT
+    if path is not None:
+        if path not in SELECTS:
+            raise ValueError(f"must be one of {', '.join(SELECTS)}, got {path!r}")
+        SELECT = path
+    return SELECT
+
+
 def select_path(batch: int, select: str | tuple[tuple[int, str], ...] | None = None) -> str:
     """The select path a batch of ``batch`` requests runs under ``select`` (default ``SELECT``)."""
     rule = SELECT if select is None else select
