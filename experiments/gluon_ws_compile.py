@@ -53,17 +53,7 @@ def _kernel():  # noqa: ANN202 - a Gluon kernel object, built only where Gluon e
     @gluon.jit
     def _consumer(q_smem, nope_ring, rope_ring, full, empty, idx_row, start_n, end_n, total_tokens, qk_scale,
                   BLOCK_N: gl.constexpr, STAGES: gl.constexpr, NUM_WARPS: gl.constexpr):  # fmt: skip
-        MMA: gl.constexpr = gk._mma_layout(NUM_WARPS)
-        m_i = gl.full([64], float("-inf"), gl.float32, gl.SliceLayout(1, MMA))
-        l_i = gl.zeros([64], gl.float32, gl.SliceLayout(1, MMA))
-        o0 = gl.zeros([64, 64], gl.float32, MMA)
-        o1 = gl.zeros([64, 64], gl.float32, MMA)
-        o2 = gl.zeros([64, 64], gl.float32, MMA)
-        o3 = gl.zeros([64, 64], gl.float32, MMA)
-        o4 = gl.zeros([64, 64], gl.float32, MMA)
-        o5 = gl.zeros([64, 64], gl.float32, MMA)
-        o6 = gl.zeros([64, 64], gl.float32, MMA)
-        o7 = gl.zeros([64, 64], gl.float32, MMA)
+        m_i, l_i, o0, o1, o2, o3, o4, o5, o6, o7 = gk._fresh_state(NUM_WARPS)
         for t in range(gl.cdiv(end_n - start_n, BLOCK_N)):
             slot = t % STAGES
             mbarrier.wait(full.index(slot), (t // STAGES) & 1)

@@ -152,6 +152,14 @@ if AVAILABLE:
         return gl.allocate_shared_memory(gl.bfloat16, [8 * 64, 64], _SMEM, _chunk_rows(q, 64))
 
     @gluon.jit
+    def _fresh_state(NUM_WARPS: gl.constexpr):
+        """The online softmax's start for 64 heads: row max -inf, row sum 0, eight [64, 64] accumulators 0."""
+        MMA: gl.constexpr = _mma_layout(NUM_WARPS)
+        zero = gl.zeros([64, 64], gl.float32, MMA)
+        return (gl.full([64], float("-inf"), gl.float32, gl.SliceLayout(1, MMA)),
+                gl.zeros([64], gl.float32, gl.SliceLayout(1, MMA)), zero, zero, zero, zero, zero, zero, zero, zero)
+
+    @gluon.jit
     def _attend(q_smem, kn, kr, idx_row, start, end_n, total_tokens, qk_scale, m_i, l_i,
                 o0, o1, o2, o3, o4, o5, o6, o7, BLOCK_N: gl.constexpr, NUM_WARPS: gl.constexpr):  # fmt: skip
         """One tile of the online softmax for 64 heads, keys in shared memory: nope chunks 0-6 of ``kn``
@@ -231,7 +239,6 @@ if AVAILABLE:
         _assert_shapes(BLOCK_H)
         L3: gl.constexpr = _gather_layouts(BLOCK_N, NUM_WARPS)[0]
         LR: gl.constexpr = _gather_layouts(BLOCK_N, NUM_WARPS)[1]
-        MMA: gl.constexpr = _mma_layout(NUM_WARPS)
         pid_b = gl.program_id(0).to(gl.int64)
         pid_h = gl.program_id(1)
         pid_s = gl.program_id(2)
@@ -245,16 +252,7 @@ if AVAILABLE:
         raw, exps, rope = _load_tile(cache_ptr, cache16_ptr, idx_row, start_n, end_n, total_tokens, stride_page,
                                      BLOCK_N, L3, LR)  # fmt: skip
         _store_keys(k_smem, raw, exps, rope, BLOCK_N)
-        m_i = gl.full([64], float("-inf"), gl.float32, gl.SliceLayout(1, MMA))
-        l_i = gl.zeros([64], gl.float32, gl.SliceLayout(1, MMA))
-        o0 = gl.zeros([64, 64], gl.float32, MMA)
-        o1 = gl.zeros([64, 64], gl.float32, MMA)
-        o2 = gl.zeros([64, 64], gl.float32, MMA)
-        o3 = gl.zeros([64, 64], gl.float32, MMA)
-        o4 = gl.zeros([64, 64], gl.float32, MMA)
-        o5 = gl.zeros([64, 64], gl.float32, MMA)
-        o6 = gl.zeros([64, 64], gl.float32, MMA)
-        o7 = gl.zeros([64, 64], gl.float32, MMA)
+        m_i, l_i, o0, o1, o2, o3, o4, o5, o6, o7 = _fresh_state(NUM_WARPS)
         for start in range(start_n, end_n, BLOCK_N):
             if PREFETCH:  # the next tile's bytes in flight during this tile's MMAs (masked off past the split)
                 raw, exps, rope = _load_tile(cache_ptr, cache16_ptr, idx_row, start + BLOCK_N, end_n, total_tokens,
