@@ -267,15 +267,11 @@ def main(argv: list[str] | None = None) -> int:
         os.environ["TRITON_INTERPRET"] = "1"  # before the first triton import
     import torch
 
-    from benchmarks.scripts.indexer_perf import _copy_bandwidth
+    from benchmarks.scripts.indexer_perf import _copy_bandwidth, _device
     from mla_kernels.indexer import launch as L
 
-    if args.smoke:
-        device = torch.device("cpu")
-    elif torch.cuda.is_available():
-        device = torch.device("cuda")
-    else:
-        print("error: no CUDA device; use --smoke for the CPU interpreter run", file=sys.stderr)
+    device = _device(torch, args.smoke)
+    if device is None:
         return 2
     copy_bps = _copy_bandwidth(torch) if device.type == "cuda" else None
     timer = _timer(args, device)

@@ -149,6 +149,17 @@ def _time_gpu(torch: Any, fn: Any, iters: int, capture: bool) -> list[float]:
     return times
 
 
+def _device(torch: Any, smoke: bool) -> Any:
+    """The device a run measures on: the CPU interpreter with ``--smoke``, else the GPU; None (after
+    saying so on stderr) when there is no GPU."""
+    if smoke:
+        return torch.device("cpu")
+    if torch.cuda.is_available():
+        return torch.device("cuda")
+    print("error: no CUDA device; use --smoke for the CPU interpreter run", file=sys.stderr)
+    return None
+
+
 def _copy_bandwidth(torch: Any) -> float:
     """Device-to-device copy bandwidth in bytes/s (read + write), the roofline's yardstick: the asv
     suites' measured ceiling (``benchmarks/_roofline.py``), so the two report one figure."""
@@ -262,12 +273,8 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as exc:
         print(f"error: --select {exc}", file=sys.stderr)
         return 2
-    if args.smoke:
-        device = torch.device("cpu")
-    elif torch.cuda.is_available():
-        device = torch.device("cuda")
-    else:
-        print("error: no CUDA device; use --smoke for the CPU interpreter run", file=sys.stderr)
+    device = _device(torch, args.smoke)
+    if device is None:
         return 2
     info = _device_info(torch, triton, device)
     copy_bps = _copy_bandwidth(torch) if device.type == "cuda" else None
