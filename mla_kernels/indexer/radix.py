@@ -18,12 +18,14 @@ from ..record import KernelRun
 from .checks import _Dims
 from .radix_kernels import WS_WIDTH, _radix_compact_kernel, _radix_pass_kernel
 
-# Programs per SM the slices aim at (a full-capacity batch); a slice is at least one block.
-PROGRAMS_PER_SM = 4
+# Programs per SM the slices aim at (a full-capacity batch); a slice is at least one block. 8 programs of
+# 8 warps beat 4 of 4 at every case of the select A/B (H200: 24-27 against 28-29 us at one request, 129
+# against 153 us at 64 x 64K; docs/measurements/indexer_select_ab_617c728.log).
+PROGRAMS_PER_SM = 8
 MIN_SLICE = 256
 MAX_BLOCK = 2048  # tokens a program holds in registers per step
 FINAL_BLOCK = 1024  # candidates the last program takes per step
-WARPS = 4
+WARPS = 8
 INTERP_SLICE = 64  # small under the interpreter, so tests cross slice edges
 
 

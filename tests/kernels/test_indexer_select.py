@@ -254,7 +254,7 @@ def test_select_ab_experiment_smoke(tmp_path: Path) -> None:
     assert set(row["e2e"]) == set(ix_launch.SELECTS) and all(v > 0 for v in row["e2e"].values())
     assert {"scores", "scores+hist", *ix_launch.SELECTS} <= set(row["alone"])
     assert all(r == 1.0 for r in row["recall"].values())
-    assert {"radix 1/SM w4", "radix 8/SM w8"} <= set(row["alone"])  # the extra grids and warp counts
+    assert {"radix 1/SM w4", "radix 4/SM w8"} <= set(row["alone"])  # the extra grids and warp counts
     assert proc.stdout.count("indexer_perf --impls bf16 with launch.SELECT") == len(ix_launch.SELECTS)
     bad = subprocess.run([sys.executable, "-m", "experiments.indexer_select_ab", "--radix-per-sm", "0"],
                          capture_output=True, text=True, cwd=REPO, timeout=120)  # fmt: skip
