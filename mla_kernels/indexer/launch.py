@@ -42,7 +42,10 @@ KERNELS = {"scores_t": _bf16_scores_kernel_t, "select": _radix_select_kernel, "f
 # SELECT may also be a tuple of (max batch, path) pairs, ascending, the last one's bound covering every
 # batch: a batch runs the first path whose bound holds (the batch is a shape: no host sync).
 SELECTS = ("split", "split_radix", "radix", "radix_fused")
-SELECT: str | tuple[tuple[int, str], ...] = "split"
+# Measured on the H200 (docs/measurements/indexer_cross_04d766d.log): up to 16 requests the global radix
+# select is 1.4-1.9x faster at 16K-64K tokens of context (one request at 64K: 40 against 75 us) and 6-10 us
+# slower at 4K; from 32 requests on, the split path is as fast or faster (64 x 16K: 150 against 247 us).
+SELECT: str | tuple[tuple[int, str], ...] = ((16, "radix"), (1 << 31, "split"))
 
 
 def use_select(path: str | None) -> str | tuple[tuple[int, str], ...]:
@@ -384,7 +387,7 @@ def compile_matrix(
     for slice_ in (256, 16384):  # on 132 SMs: a lone request's slices (one block each), a full batch's (a loop)
         rp = radix_plan(d, topk, meta, slice_=slice_)
         for launch in radix_launches(logits, bt, sl, out, topk, d, rp, ws, cand):
-            rows.append((f"SLICE {rp.slice} BLOCK {rp.block} w{rp.warps}", launch, None))
+            rows.append((f"SLICE {rp.slice} BLOCK {rp.block} w{launch.num_warps}", launch, None))
     launch = KernelLaunch(
         "indexer.fp32_maxctx", _fp32_maxctx_scores_kernel, (1, batch), _fp32_args(q, w, cache, bt, sl, logits, d),
         {"BLOCK_T": _FP32_BLOCK_T}, num_warps=_FP32_WARPS,
