@@ -109,7 +109,9 @@ def _se(sigma: float, n_left: int, n_right: int) -> float:
 
 
 _MED_ABS_DIFF = 0.6744897501960817 * math.sqrt(2.0)  # median |x_i+1 - x_i| of unit-sigma normal runs
-_SHORT_SERIES = 12  # below this many runs, one step and its revert are already 2 of the differences
+# Below this many runs the median of the differences: a regression, its revert and a later rework or gain
+# are already a third of the differences of 12 runs, and would set their upper quartile.
+_SHORT_SERIES = 24
 
 
 def noise_scale(z: np.ndarray, floor: float = DEFAULT_PARAMS.noise_floor) -> float:
