@@ -48,8 +48,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--heads", type=int, default=None, help="default 64; smoke 16")
     p.add_argument("--iters", type=int, default=None, help="timed replays per case (default 30; smoke 1)")
     p.add_argument("--radix-per-sm", type=_int_list, default=[1, 2, 4],
-                   help="global radix selects alone at these programs per SM (default 1,2,4; launcher: 8)")  # fmt: skip
-    p.add_argument("--radix-warps", type=_int_list, default=[4], help="extra global radix warp counts (default 4; launcher: 8)")
+                   help="radix selects alone at these programs per SM (default 1,2,4; launcher: 8)")  # fmt: skip
+    p.add_argument("--radix-warps", type=_int_list, default=[4],
+                   help="extra global radix warp counts (default 4; launcher: 8)")  # fmt: skip
     p.add_argument("--scores-per-sm", type=_int_list, default=[2, 4],
                    help="also time the scores kernel alone at these programs per SM (default 2,4; launcher: 8)")
     p.add_argument("--seed", type=int, default=0)

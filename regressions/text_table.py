@@ -6,6 +6,7 @@ are counted, not listed (``--format markdown`` or ``json`` lists every row). No 
 from __future__ import annotations
 
 import shutil
+import sys
 from collections.abc import Sequence
 
 from db.queries import param_value
@@ -34,11 +35,17 @@ def counts_line(comparisons: Sequence[Comparison]) -> str:
                      if counts[s] or s in (REGRESSED, FAILED, IMPROVED, UNCHANGED))
 
 
-def series_name(c: Comparison) -> str:
-    """``SparseDecode.time_decode [impl=mma, concurrency=64]``."""
-    short = ".".join(c.benchmark.split(".")[-2:])
+def series_name(c: Comparison, parts: int = 2) -> str:
+    """``SparseDecode.time_decode [impl=mma, concurrency=64]``; ``parts=1``: ``time_decode [...]``."""
+    short = ".".join(c.benchmark.split(".")[-parts:])
     params = ", ".join(f"{k}={param_value(v) if isinstance(v, str) else v}" for k, v in c.params.items())
     return f"{short} [{params}]" if params else short
+
+
+def _names(rows: Sequence[Comparison], room: int) -> list[str]:
+    # The class goes before anything is cut: the parameters tell series of one benchmark apart.
+    full = [series_name(c) for c in rows]
+    return full if max(map(len, full), default=0) <= room else [series_name(c, parts=1) for c in rows]
 
 
 def _cut(text: str, width: int) -> str:
@@ -47,24 +54,27 @@ def _cut(text: str, width: int) -> str:
 
 def compare_text(comparisons: Sequence[Comparison], *, base: str, head: str, machines: Sequence[str],
                  threshold_note: str, width: int | None = None) -> str:
-    """The report as text: a title line, the counts line, then one aligned row per listed series."""
-    width = width or shutil.get_terminal_size((120, 24)).columns
+    """The report as text: a title line, the counts line, then one aligned row per listed series. ``width``
+    (default: the terminal's, no limit when stdout is not one) narrows only the series column."""
+    width = width or (shutil.get_terminal_size((120, 24)).columns if sys.stdout.isatty() else 10**6)
     many = len(set(machines)) > 1
     lines = [f"mlaperf compare: head {head[:12]} against base {base[:12]} on {', '.join(machines) or 'no machine'} "
              f"({threshold_note}; ratio = head / base)", counts_line(comparisons)]
     rows = [c for c in ordered(comparisons) if c.status in _STATUS_WORD]
     unlisted = len(comparisons) - len(rows)
     header = ["status", *(["machine"] if many else []), "series", "base", "head", "ratio", "change", "p"]
-    table = [[_STATUS_WORD[c.status], *([c.machine] if many else []), series_name(c),
+    table = [[_STATUS_WORD[c.status], *([c.machine] if many else []), "",
               fmt_value(c.base, c.unit, missing="-"), fmt_value(c.head, c.unit, missing="-"),
               fmt_ratio(c.ratio) if c.ratio is not None else "", fmt_change(c.slowdown) if c.slowdown else "",
               fmt_p(c.p_value) if c.p_value is not None else ""] for c in rows]
     if table:
-        widths = [max(len(r[i]) for r in [header, *table]) for i in range(len(header))]
         name = header.index("series")
+        widths = [max(len(r[i]) for r in [header, *table]) for i in range(len(header))]
         # The series column gives way when the terminal is narrow (the numbers stay whole).
         rest = sum(w for i, w in enumerate(widths) if i != name) + 2 * (len(widths) - 1)
-        widths[name] = max(24, min(widths[name], width - rest))
+        for r, label in zip(table, _names(rows, width - rest), strict=True):
+            r[name] = label
+        widths[name] = max(24, min(max(len(r[name]) for r in [header, *table]), width - rest))
         right = {header.index(h) for h in ("base", "head", "ratio", "change", "p")}
 
         def line(cells: list[str]) -> str:

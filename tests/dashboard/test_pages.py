@@ -475,7 +475,8 @@ CPU_SMOKE = ROOT / "tests" / "dashboard" / "data" / "cpu-smoke"  # a real run of
 
 def test_history_hover_of_real_runs(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:  # noqa: ANN001
     """The bundled H200 history and a real CPU smoke-tier run ingested together: each point's hover has its
-    run's torch version and, where the suite recorded it, the kernel config (the H200 runs predate it)."""
+    run's torch version and, where the suite recorded it, the kernel config (all H200 runs but the newest
+    predate it)."""
     from db.engine import make_engine, upgrade
     from db.ingest import ingest_paths
 
@@ -484,7 +485,7 @@ def test_history_hover_of_real_runs(monkeypatch: pytest.MonkeyPatch, tmp_path) -
     engine = make_engine(url)
     summary = ingest_paths(engine, [ROOT / "history" / "results", CPU_SMOKE], progress=False)
     engine.dispose()
-    assert summary.ok and summary.ingested == 12, summary.line()
+    assert summary.ok and summary.ingested == 13, summary.line()
     query = {"hist_bench": "bench_decode.SparseDecode.time_decode", "hp_concurrency": "1"}
     at = goto(app(monkeypatch, url, query={**query, "machine": "smoke-cpu", "hp_impl": "simt,mma",
                                             "hp_topk": "64"}), "history")  # fmt: skip
@@ -500,11 +501,15 @@ def test_history_hover_of_real_runs(monkeypatch: pytest.MonkeyPatch, tmp_path) -
 
     at = goto(app(monkeypatch, url, query={**query, "machine": "h200", "hp_impl": "mma", "hp_topk": "512"}),
               "history")  # fmt: skip
-    points = vega(at)[0][1]["data"]
+    points = vega(at)[0][1]["data"].sort_values("pos")
     assert points["series"].nunique() == 1
-    assert set(points["kernel config"]) == {"not recorded by the suite"}
-    assert set(points["versions"]) == {
-        "GPU NVIDIA H200 (sm 9.0) · driver 580.159.04 · CUDA 13.0 · torch 2.11.0+cu130 · triton 3.6.0"}
+    gpu = "GPU NVIDIA H200 (sm 9.0) · driver 580.159.04 · CUDA 13.0 · torch 2.11.0+cu130 · triton 3.6.0"
+    # The suite records configs now; the runs before it did not. The newest run (a566702) has its config.
+    assert set(points["kernel config"].iloc[:-1]) == {"not recorded"} and set(points["versions"].iloc[:-1]) == {gpu}
+    newest = points.iloc[-1]
+    assert newest["kernel config"].startswith("block_h=16 · block_n=32 · block_d=0 · num_splits=16")
+    assert newest["kernel config"].endswith("spill_bytes=0")
+    assert newest["versions"] == f"{gpu} · runner arch profile native"
 
 
 @pytest.fixture(scope="module")

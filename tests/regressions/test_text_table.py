@@ -24,3 +24,13 @@ def test_a_missing_case_is_listed_and_counted() -> None:
     listed = [line for line in text.splitlines() if "SparseDecode." in line]
     assert [line.split()[0] for line in listed] == ["REGRESSED", "MISSING"]  # worst first, as the PR report
     assert "time_same" not in text
+
+
+def test_a_narrow_terminal_drops_the_class_before_cutting_the_parameters() -> None:
+    rows = [_case("time_slow", REGRESSED, 2e-5), _case("time_gone", MISSING, None, head_status="missing")]
+    wide = compare_text(rows, base="a" * 40, head="b" * 40, machines=["h200"], threshold_note="5%", width=200)
+    assert "SparseDecode.time_slow [impl=mma]" in wide
+    narrow = compare_text(rows, base="a" * 40, head="b" * 40, machines=["h200"], threshold_note="5%", width=80)
+    listed = [line for line in narrow.splitlines() if line.startswith(("REGRESSED", "MISSING"))]
+    assert ["time_slow [impl=mma]" in listed[0], "time_gone [impl=mma]" in listed[1]] == [True, True]
+    assert "SparseDecode." not in narrow and "…" not in narrow and max(map(len, listed)) <= 80
