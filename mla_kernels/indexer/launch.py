@@ -43,8 +43,8 @@ KERNELS = {"scores_t": _bf16_scores_kernel_t, "select": _radix_select_kernel, "f
 # batch: a batch runs the first path whose bound holds (the batch is a shape: no host sync).
 SELECTS = ("split", "split_radix", "radix", "radix_fused")
 # Measured on the H200 (docs/measurements/indexer_cross_04d766d.log): up to 16 requests the global radix
-# select is 1.4-1.9x faster at 16K-64K tokens of context (one request at 64K: 40 against 75 us) and 6-10 us
-# slower at 4K; from 32 requests on, the split path is as fast or faster (64 x 16K: 150 against 247 us).
+# select is 1.05-1.9x faster at 16K-64K tokens of context (one request at 64K: 40 against 75 us) and 6-11 us
+# slower at 4K; at 32 requests the split path is faster at 4K-16K and 3% slower at 64K, at 64 faster.
 SELECT: str | tuple[tuple[int, str], ...] = ((16, "radix"), (1 << 31, "split"))
 
 
