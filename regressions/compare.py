@@ -3,7 +3,8 @@ commits (:func:`compare_commits`, what `mlaperf compare` and the dashboard's Com
 
 A change is significant when the samples say so (two-sided Mann-Whitney U, ``p < alpha``) and, where
 the series has a history on that machine (at least ``MIN_HISTORY_RUNS`` commits up to the base), when it
-also stands out of the run-to-run noise seen there (``|log ratio| >= z_crit * sigma * sqrt(2)``): on GPUs
+also stands out of the run-to-run noise seen there around the series' own levels (``|log ratio| >=
+z_crit * sigma * sqrt(2)``; its past steps are changes, not noise: ``detect.step_free``): on GPUs
 the offset between two runs is often larger than the spread inside one, so samples alone call every
 offset significant. A shorter history is not trusted for noise: a young project's commits are mostly
 real changes, which would pass for noise and hide the change under test. Without samples the history

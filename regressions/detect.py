@@ -138,6 +138,21 @@ def noise_scales(z: np.ndarray, starts: np.ndarray, floor: float = DEFAULT_PARAM
     return out
 
 
+def step_free(z: np.ndarray, starts: np.ndarray, threshold: float = 0.05) -> np.ndarray:
+    """Each series of ``z`` (log values, laid out as for :func:`noise_scales`) less the median of the level
+    the detector puts each run in: what is left is run-to-run noise, without the series' own steps (a
+    history of real changes would otherwise pass for noise and hide a change as large as them)."""
+    starts = np.asarray(starts, dtype=np.int64)
+    ends = np.r_[starts[1:], z.size]
+    found = detect_many([np.exp(z[a:b]) for a, b in zip(starts, ends, strict=True)], [threshold] * starts.size,
+                        [UP_IS_WORSE] * starts.size)  # fmt: skip
+    out = z.copy()
+    for a, series in zip(starts, found, strict=True):
+        for first, last, level in series.levels:
+            out[a + first : a + last + 1] -= math.log(level)
+    return out
+
+
 def _to_log(values: Sequence[float | None] | np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Valid input indices and their log values (failed runs and non-positive values dropped)."""
     if isinstance(values, np.ndarray) and values.dtype.kind == "f":

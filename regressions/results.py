@@ -139,11 +139,11 @@ def history_noise(
     upto: Iterable[int] | None = None,
     window: int = 100,
 ) -> dict[tuple[str, str], tuple[float, int]]:
-    """Per (benchmark, params_key): run-to-run noise sigma (log units) over the machine's last ``window``
-    commits in history order (``db.models.commit_order``) up to and including the newest of the commit
-    ids ``upto`` (None: all), and the number of commits it rests on (a commit's runs pooled by median).
-    Empty for an unknown machine."""
-    from regressions.detect import noise_scales
+    """Per (benchmark, params_key): run-to-run noise sigma (log units) around the series' own levels
+    (``detect.step_free``) over the machine's last ``window`` commits in history order
+    (``db.models.commit_order``) up to and including the newest of the commit ids ``upto`` (None: all), and
+    the number of commits it rests on (a commit's runs pooled by median). Empty for an unknown machine."""
+    from regressions.detect import noise_scales, step_free
 
     wanted = set(series)
     if not wanted:
@@ -181,7 +181,8 @@ def history_noise(
     pkeys = med["params_key"].to_numpy(dtype=object)
     logs = np.log(med["value"].to_numpy(dtype=float))
     starts = np.flatnonzero(np.r_[True, (bids[1:] != bids[:-1]) | (pkeys[1:] != pkeys[:-1])])
-    sigmas = noise_scales(logs, starts, floor=0.0)
+    # Noise around the series' own levels: its past steps are changes, not noise.
+    sigmas = noise_scales(step_free(logs, starts), starts, floor=0.0)
     sizes = np.diff(np.r_[starts, len(bids)])
     return {(name_of[int(bids[i])], str(pkeys[i])): (float(sigma), int(n))
             for i, sigma, n in zip(starts, sigmas, sizes, strict=True)}

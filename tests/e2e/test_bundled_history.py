@@ -95,6 +95,18 @@ def test_pr_report_catches_it_and_the_revert_passes(store: str) -> None:
     assert ok.returncode == 0, ok.stdout + ok.stderr
 
 
+def test_a_change_as_large_as_past_steps_is_not_noise(store: str) -> None:
+    """9e1f9ca -> a566702: the MMA decode at concurrency 64, top-k 512 went 41.4 -> 37.0 us. The series'
+    history holds a regression, its revert and a rework; taken as noise, they hid this change."""
+    require_history()
+    proc = mlaperf("compare", "9e1f9ca", "a566702", "--machine", "h200", "--json", db=store, check=False)
+    rows = json.loads(proc.stdout)
+    row = next(r for r in rows if r["benchmark"].endswith("time_decode")
+               and r["params"] == {"concurrency": "64", "impl": "'mma'", "topk": "512"})  # fmt: skip
+    assert row["method"] == "mann-whitney+history" and row["status"] == "improved", row
+    assert 0.88 < row["ratio"] < 0.91
+
+
 def test_demo_without_benchmark_or_server(tmp_path: Path) -> None:
     db = f"sqlite:///{tmp_path / 'demo.sqlite'}"
     proc = mlaperf("demo", "--no-bench", "--no-serve", "--db", db, db=db)

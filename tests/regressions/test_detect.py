@@ -13,6 +13,7 @@ from regressions.detect import (
     detect_steps,
     noise_scale,
     noise_scales,
+    step_free,
 )
 from regressions.direction import DOWN_IS_WORSE, UP_IS_WORSE
 from regressions.policy import series_verdicts
@@ -150,6 +151,18 @@ def test_a_step_every_few_runs_is_not_noise() -> None:
         found = detect_steps(values[:n])
         assert [s.index for s in found.regressions] == [3], n
         assert found.noise < 0.05  # the upper quartile of its differences would say 0.20
+
+
+def test_step_free_leaves_the_noise_around_each_level() -> None:
+    """The bundled H200 MMA decode at concurrency 64 (five steps in eleven differences: even their median
+    is a step's), then a series without steps."""
+    rng = np.random.default_rng(7)
+    h200 = np.log([84.3, 65.0, 63.8, 99.1, 99.0, 64.0, 42.9, 43.0, 41.6, 41.4, 41.4, 37.0])
+    z = np.concatenate([h200, rng.normal(0.0, 0.01, 30)])
+    starts = np.array([0, h200.size])
+    raw, flat = noise_scales(z, starts), noise_scales(step_free(z, starts), starts)
+    assert raw[0] > 0.03 and flat[0] < 0.6 * raw[0]  # the steps no longer pass for noise
+    assert flat[1] == pytest.approx(raw[1], rel=0.3)  # a series without steps keeps its noise
 
 
 def test_noise_scales_equal_the_rule_per_series() -> None:
