@@ -112,6 +112,7 @@ _MED_ABS_DIFF = 0.6744897501960817 * math.sqrt(2.0)  # median |x_i+1 - x_i| of u
 # Below this many runs the median of the differences: a regression, its revert and a later rework or gain
 # are already a third of the differences of 12 runs, and would set their upper quartile.
 _SHORT_SERIES = 24
+_STEP_SIGMAS = 4.0  # a run-to-run difference this many noise sigmas off is a step, not noise
 
 
 def noise_scale(z: np.ndarray, floor: float = DEFAULT_PARAMS.noise_floor) -> float:
@@ -144,12 +145,18 @@ def step_free(z: np.ndarray, starts: np.ndarray, threshold: float = 0.05) -> np.
     history of real changes would otherwise pass for noise and hide a change as large as them)."""
     starts = np.asarray(starts, dtype=np.int64)
     ends = np.r_[starts[1:], z.size]
-    found = detect_many([np.exp(z[a:b]) for a, b in zip(starts, ends, strict=True)], [threshold] * starts.size,
-                        [UP_IS_WORSE] * starts.size)  # fmt: skip
+    # Only series with a difference far beyond their noise can hold a step that inflates it: the others
+    # (most of a store) skip the detector, which is what a compare of hundreds of series pays for.
+    sigma = noise_scales(z, starts, floor=0.0)
+    jump = np.abs(np.diff(z, prepend=z[:1])) > _STEP_SIGMAS * np.repeat(sigma, ends - starts)
+    jump[starts] = False
+    stepped = np.flatnonzero(np.add.reduceat(jump, starts) > 0) if z.size else np.zeros(0, dtype=np.int64)
+    found = detect_many([np.exp(z[starts[i] : ends[i]]) for i in stepped], [threshold] * stepped.size,
+                        [UP_IS_WORSE] * stepped.size)  # fmt: skip
     out = z.copy()
-    for a, series in zip(starts, found, strict=True):
+    for i, series in zip(stepped, found, strict=True):
         for first, last, level in series.levels:
-            out[a + first : a + last + 1] -= math.log(level)
+            out[starts[i] + first : starts[i] + last + 1] -= math.log(level)
     return out
 
 
