@@ -145,8 +145,7 @@ def step_free(z: np.ndarray, starts: np.ndarray, threshold: float = 0.05) -> np.
     history of real changes would otherwise pass for noise and hide a change as large as them)."""
     starts = np.asarray(starts, dtype=np.int64)
     ends = np.r_[starts[1:], z.size]
-    # Only series with a difference far beyond their noise can hold a step that inflates it: the others
-    # (most of a store) skip the detector, which is what a compare of hundreds of series pays for.
+    # Only a series with a difference far beyond its noise can hold a step that inflates it: the rest skip.
     sigma = noise_scales(z, starts, floor=0.0)
     jump = np.abs(np.diff(z, prepend=z[:1])) > _STEP_SIGMAS * np.repeat(sigma, ends - starts)
     jump[starts] = False

@@ -132,3 +132,11 @@ def test_sm120_probe_variants_parse_and_name_bad_ones():
         parse_variants("group8:16x32")
     with pytest.raises(ValueError, match="production takes no options"):
         parse_variants("production:16x32x4x1x2:QSPLIT=4")
+
+
+def test_radix_stages_smoke_composes_the_select() -> None:
+    # Each stage from its saved workspace state, and the chain checked against the reference (interpreter).
+    proc = subprocess.run([sys.executable, "-m", "experiments.radix_stages", "--smoke", "--batches", "1",
+                           "--contexts", "300"], cwd=REPO, capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "B=1 ctx 300: zero" in proc.stdout and "own (less restore): pass0" in proc.stdout
