@@ -104,6 +104,7 @@ def build(session: Session, out: Path, *, machines: list[str] | None = None, rep
     from db import queries
     from regressions.config import Settings
 
+    from .publish_ids import machine_folder
     from .publish_model import Links, machine_site
 
     settings = settings or Settings()
@@ -114,8 +115,8 @@ def build(session: Session, out: Path, *, machines: list[str] | None = None, rep
         raise PublishError(f"--machine: no machine named {unknown[0]!r} (known: {', '.join(known) or 'none'})")
     files = nbytes = n_series = 0
     listed = []
-    for i, name in enumerate(wanted):
-        folder = f"m{i}"
+    for name in wanted:
+        folder = machine_folder(name)
         site = machine_site(session, name, settings, Links(folder, repo_url))
         nbytes += _write(out / "data" / folder / "index.js", _script(f"{folder}/index", site.index))
         files += 1

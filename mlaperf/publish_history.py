@@ -17,6 +17,7 @@ from regressions.config import Settings
 from regressions.direction import direction_for
 
 from .publish_axes import position_axis, value_axis
+from .publish_ids import series_id
 from .publish_tables import table
 
 CommitLink = Callable[[object, str], "str | dict[str, str]"]
@@ -91,21 +92,21 @@ def series_history(hist: pd.DataFrame, pos_of: dict[int, int], *, label: str, su
 
 def histories(s: Session, machine: str, series: pd.DataFrame, commits: pd.DataFrame, regs: pd.DataFrame,
               settings: Settings, labels: Sequence[str], short: Sequence[str], commit_link: CommitLink
-              ) -> dict[int, dict[str, Any]]:
-    """Series id (its row in ``series``) -> its History page, for every series with a result."""
+              ) -> dict[str, dict[str, Any]]:
+    """``series_id`` -> its History page, for every series with a result (``labels``: one per row of
+    ``series``)."""
     pos_of = dict(zip(commits["commit_id"].astype(int), commits["pos"].astype(int), strict=True))
     flags = flagged(regs, commits, commit_link)
-    out: dict[int, dict[str, Any]] = {}
-    indexed = series.assign(_sid=range(len(series)))
+    out: dict[str, dict[str, Any]] = {}
+    indexed = series.assign(_row=range(len(series)))
     for bench, rows in indexed.groupby("benchmark", sort=False):
         hist = queries.history(s, str(bench), list(rows["params_key"]), machine)
-        sid_of = dict(zip(rows["params_key"], rows["_sid"], strict=True))
+        row_of = dict(zip(rows["params_key"], rows["_row"], strict=True))
         unit_of = dict(zip(rows["params_key"], rows["unit"], strict=True))
         for key, h in hist.groupby("params_key", sort=False):
-            sid = int(sid_of[key])
             unit = unit_of[key] if isinstance(unit_of[key], str) else None
-            page = series_history(h, pos_of, label=labels[sid], subtitle=f"{bench} · {machine}", unit=unit,
-                                  direction=direction_for(str(bench), unit, settings), short=short)
+            page = series_history(h, pos_of, label=labels[int(row_of[key])], subtitle=f"{bench} · {machine}",
+                                  unit=unit, direction=direction_for(str(bench), unit, settings), short=short)
             page.update(flags.get((str(bench), str(key)), {}))
-            out[sid] = page
+            out[series_id(str(bench), str(key))] = page
     return out

@@ -27,6 +27,7 @@ from regressions.direction import direction_for
 
 from .publish_axes import value_axis
 from .publish_history import histories
+from .publish_ids import series_id
 from .publish_tables import table
 
 TP_UNIT = "tokens/s"
@@ -41,7 +42,7 @@ class MachineSite:
 
     name: str
     index: dict[str, Any]
-    histories: dict[int, dict[str, Any]] = field(default_factory=dict)
+    histories: dict[str, dict[str, Any]] = field(default_factory=dict)  # by series_id
     last_date: str = ""  # its newest commit's date (ISO): the machine measured last is listed first
 
 
@@ -52,7 +53,7 @@ class Links:
     folder: str
     repo_url: str
 
-    def history(self, sid: int) -> str:
+    def history(self, sid: str) -> str:
         return f"#/{self.folder}/history/{sid}"
 
     def group(self, group: object) -> str:
@@ -81,14 +82,15 @@ def _spark(values: Iterable[float | None]) -> list[float]:
 
 def grid_rows(grid: pd.DataFrame, names: pd.Series, threshold: Callable[[str], float]) -> list[dict[str, Any]]:
     """The summary grid (``summary.grid``) as the dashboard's All benchmarks page shows it, one dict per
-    series (``id``: its row, the series id), with the text the search matches (``summary.search_text``)."""
+    series (``id``: its ``series_id``), with the text the search matches (``summary.search_text``)."""
     search = summary.search_text(grid).str.lower()
     rows = []
     for i, r in enumerate(grid.itertuples()):
         change = None if r.change is None or r.change != r.change else float(r.change)  # NaN: no change yet
         limit = 1.0 + threshold(str(r.benchmark))
         tone = "" if change is None else "worse" if change > limit else "better" if change < 1 / limit else ""
-        rows.append({"id": i, "name": names.iloc[i], "latest": fmt.fmt_value(r.latest, r.unit),
+        rows.append({"id": series_id(str(r.benchmark), str(r.params_key)), "name": names.iloc[i],
+                     "latest": fmt.fmt_value(r.latest, r.unit),
                      "spark": _spark(r.spark), "change": fmt.fmt_change(change) if change is not None else "",
                      "tone": tone, "flag": r.flag, "search": search.iloc[i]})
     return rows
@@ -103,7 +105,7 @@ def _metrics(groups: pd.DataFrame, n_commits: int, n_series: int) -> list[list[s
 
 
 def group_pages(regs: pd.DataFrame, groups: pd.DataFrame, param_names: Mapping[str, list[str]],
-                sid_of: Mapping[tuple[str, str], int], link: Links) -> list[dict[str, Any]]:
+                sid_of: Mapping[tuple[str, str], str], link: Links) -> list[dict[str, Any]]:
     """Every alert group (newest first) with its heading, commit range, culprit message and members' table
     (``regressions_model.group_rows`` and ``regression_rows``, their Compare links left out: no server)."""
     if groups.empty:
@@ -182,8 +184,8 @@ def machine_site(s: Session, machine: str, settings: Settings, link: Links) -> M
     ids = tuple(int(c) for c in commits["commit_id"].iloc[-summary.SPARK:])
     grid = summary.grid(series, queries.recent_values(s, machine, ids), ids, regs,
                         lambda b, u: direction_for(b, u, settings))
-    sid_of = {(str(b), str(k)): i for i, (b, k) in enumerate(zip(series["benchmark"], series["params_key"],
-                                                                  strict=True))}
+    sid_of = {(str(b), str(k)): series_id(str(b), str(k))
+              for b, k in zip(series["benchmark"], series["params_key"], strict=True)}
     labels = summary.names(grid, names)
     newest = str(commits["sha"].iloc[-1]) if not commits.empty else ""
     commit_json = _commits(commits)

@@ -232,8 +232,8 @@ function gridRow(machine, row) {
 
 // -- history of one series: values over commits, flagged steps and their fixes ------------------------
 async function historyPage(data, machine, r) {
-  const sid = Number(r.arg);
-  const hist = Number.isInteger(sid) ? await load(`${machine.folder}/s${sid}`).catch(() => null) : null;
+  const sid = r.arg || "";
+  const hist = /^[0-9a-f]{12}$/.test(sid) ? await load(`${machine.folder}/s${sid}`).catch(() => null) : null;
   if (!hist) return [h("p", { class: "error" }, `No series ${r.arg} on this machine.`)];
   const c = data.commits;
   const points = hist.pos.map((p, i) => [p, hist.value[i], `${hist.text[i]}\n${c.tip[p]}`]);

@@ -53,7 +53,7 @@ def _data(site: Path, key: str) -> Any:
 
 
 def _index(site: Path) -> dict[str, Any]:
-    return _data(site, "m0/index")
+    return _data(site, "h200/index")
 
 
 def _page(monkeypatch: pytest.MonkeyPatch, url: str, page: str, query: dict[str, str]) -> AppTest:
@@ -149,7 +149,7 @@ def test_every_field_written_is_read(bundled: tuple[str, Path]) -> None:
     walk(_data(site, "site"))
     walk(_index(site))
     flagged = next(r["id"] for r in _index(site)["grid"] if r["flag"])
-    walk(_data(site, f"m0/s{flagged}"))
+    walk(_data(site, f"h200/s{flagged}"))
     unread = sorted(k for k in keys if not re.search(rf"[.\[\"']{re.escape(k)}\b", script))
     assert not unread, f"written but never read by app.js: {unread}"
 
@@ -211,7 +211,7 @@ def _rows(tab: Any, selector: str) -> list[list[str]]:
 def test_page_shows_the_dashboards_strings(monkeypatch: pytest.MonkeyPatch, bundled: tuple[str, Path],
                                            page: Any) -> None:
     url, site = bundled
-    index = f"{site.as_uri()}/index.html#/m0"
+    index = f"{site.as_uri()}/index.html#/h200"
     page.goto(index)
     page.wait_for_selector("#grid tbody tr svg.spark")
     dash = _dashboard_grid(monkeypatch, url)
@@ -244,7 +244,7 @@ def test_page_shows_the_dashboards_strings(monkeypatch: pytest.MonkeyPatch, bund
     assert page.locator("svg.chart .marker-fix").count() == 1
     table = _rows(page, "main table")
     assert len(table) == 1 and "19.5 us → 90.1 us" in table[0] and "4.63x" in table[0] and "< 1e-12" in table[0]
-    hist = _data(site, f"m0/s{sid}")
+    hist = _data(site, f"h200/s{sid}")
     ticks = page.locator("svg.chart .axis.y .tick text").all_text_contents()
     assert ticks == hist["y"]["labels"] and all(HUMAN_TICK.match(t) for t in ticks), ticks
     assert hist["y"]["title"] == "time (us)" and "12 commits measured" in page.inner_text("main")

@@ -1,0 +1,47 @@
+"""A link to the static site keeps its page: republished after one more night of results, every series'
+address still opens that series, and a machine's folder is its name, not its place in a list."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from conftest import ROOT
+
+HISTORY = ROOT / "history" / "results"
+
+
+def _cli(*argv: str) -> None:
+    env = {**os.environ, "MLAPERF_REPO_URL": ""}
+    done = subprocess.run([sys.executable, "-m", "mlaperf.cli", *argv], cwd=ROOT, env=env, capture_output=True,
+                          text=True, timeout=300)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+
+
+def _data(site: Path, key: str) -> dict:
+    text = (site / "data" / f"{key}.js").read_text(encoding="utf-8")
+    return json.loads(text[text.index(",") + 1 : -3])
+
+
+def test_links_survive_a_republish_with_more_results(tmp_path: Path) -> None:
+    runs = sorted((json.loads(p.read_text())["date"], p) for p in (HISTORY / "h200").glob("*-existing-*.json"))
+    older = tmp_path / "older"
+    shutil.copytree(HISTORY, older, ignore=shutil.ignore_patterns(runs[-1][1].name))  # one night fewer
+    db = f"sqlite:///{tmp_path / 'store.sqlite'}"
+    _cli("ingest", str(older), "--db", db)
+    _cli("publish", "--db", db, "--out", str(tmp_path / "before"))
+    _cli("ingest", str(HISTORY), "--db", db)  # the newest run: new series, new benchmarks
+    _cli("publish", "--db", db, "--out", str(tmp_path / "after"))
+
+    before, after = _data(tmp_path / "before", "h200/index"), _data(tmp_path / "after", "h200/index")
+    assert [m["folder"] for m in _data(tmp_path / "after", "site")["machines"]] == ["h200"]
+    titles = {r["id"]: r["name"] for r in after["grid"]}
+    assert len(titles) == len(after["grid"]) > len(before["grid"])  # ids unique; the newest run added series
+    for row in before["grid"]:
+        assert titles[row["id"]] == row["name"]  # the same address, the same series
+        assert _data(tmp_path / "after", f"h200/s{row['id']}")["title"] == \
+            _data(tmp_path / "before", f"h200/s{row['id']}")["title"]
