@@ -35,17 +35,11 @@ def counts_line(comparisons: Sequence[Comparison]) -> str:
                      if counts[s] or s in (REGRESSED, FAILED, IMPROVED, UNCHANGED))
 
 
-def series_name(c: Comparison, parts: int = 2) -> str:
-    """``SparseDecode.time_decode [impl=mma, concurrency=64]``; ``parts=1``: ``time_decode [...]``."""
-    short = ".".join(c.benchmark.split(".")[-parts:])
+def series_name(c: Comparison) -> str:
+    """``SparseDecode.time_decode [impl=mma, concurrency=64]``."""
+    short = ".".join(c.benchmark.split(".")[-2:])
     params = ", ".join(f"{k}={param_value(v) if isinstance(v, str) else v}" for k, v in c.params.items())
     return f"{short} [{params}]" if params else short
-
-
-def _names(rows: Sequence[Comparison], room: int) -> list[str]:
-    # The class goes before anything is cut: the parameters tell series of one benchmark apart.
-    full = [series_name(c) for c in rows]
-    return full if max(map(len, full), default=0) <= room else [series_name(c, parts=1) for c in rows]
 
 
 def _cut(text: str, width: int) -> str:
@@ -55,7 +49,8 @@ def _cut(text: str, width: int) -> str:
 def compare_text(comparisons: Sequence[Comparison], *, base: str, head: str, machines: Sequence[str],
                  threshold_note: str, width: int | None = None) -> str:
     """The report as text: a title line, the counts line, then one aligned row per listed series. ``width``
-    (default: the terminal's, no limit when stdout is not one) narrows only the series column."""
+    (default: the terminal's, no limit when stdout is not one): where the series' names do not fit beside
+    the numbers, each name goes on its own line under them."""
     width = width or (shutil.get_terminal_size((120, 24)).columns if sys.stdout.isatty() else 10**6)
     many = len(set(machines)) > 1
     lines = [f"mlaperf compare: head {head[:12]} against base {base[:12]} on {', '.join(machines) or 'no machine'} "
@@ -70,19 +65,24 @@ def compare_text(comparisons: Sequence[Comparison], *, base: str, head: str, mac
     if table:
         name = header.index("series")
         widths = [max(len(r[i]) for r in [header, *table]) for i in range(len(header))]
-        # The series column gives way when the terminal is narrow (the numbers stay whole).
         rest = sum(w for i, w in enumerate(widths) if i != name) + 2 * (len(widths) - 1)
-        for r, label in zip(table, _names(rows, width - rest), strict=True):
+        full = [series_name(c) for c in rows]
+        wrapped = max(map(len, full)) > width - rest
+        # A narrow terminal: each series' name on a line of its own under its numbers, whole (cut, the
+        # parameters that tell the rows apart would go first).
+        cols = [i for i in range(len(header)) if not (wrapped and i == name)]
+        for r, label in zip(table, full, strict=True):
             r[name] = label
-        widths[name] = max(24, min(max(len(r[name]) for r in [header, *table]), width - rest))
+        widths[name] = max(len(r[name]) for r in [header, *table])
         right = {header.index(h) for h in ("base", "head", "ratio", "change", "p")}
 
         def line(cells: list[str]) -> str:
-            out = [(_cut(v, widths[i]).rjust(widths[i]) if i in right else _cut(v, widths[i]).ljust(widths[i]))
-                   for i, v in enumerate(cells)]
-            return "  ".join(out).rstrip()
+            return "  ".join(cells[i].rjust(widths[i]) if i in right else cells[i].ljust(widths[i])
+                             for i in cols).rstrip()
 
-        lines += ["", line(header), *(line(r) for r in table)]
+        lines += ["", line(header)]
+        for r in table:
+            lines += [line(r), f"    {_cut(r[name], width - 4)}"] if wrapped else [line(r)]
     if unlisted:
         lines += ["", f"{unlisted:,} unchanged or not-run series not listed (--format markdown or json lists "
                   "every series)."]

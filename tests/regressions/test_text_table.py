@@ -26,11 +26,18 @@ def test_a_missing_case_is_listed_and_counted() -> None:
     assert "time_same" not in text
 
 
-def test_a_narrow_terminal_drops_the_class_before_cutting_the_parameters() -> None:
-    rows = [_case("time_slow", REGRESSED, 2e-5), _case("time_gone", MISSING, None, head_status="missing")]
+def test_a_narrow_terminal_puts_each_name_under_its_numbers() -> None:
+    """At 80 columns the rows of one benchmark must still differ where their parameters do."""
+    def case(conc: str, status: str, head: float | None) -> Comparison:
+        c = _case("time_decode", status, head, head_status="ok" if head else "missing")
+        return Comparison(**{**c.__dict__, "params": {"concurrency": conc, "impl": "'mma'", "topk": "512"}})
+
+    rows = [case("1", REGRESSED, 9e-5), case("128", REGRESSED, 2e-4), case("64", MISSING, None)]
     wide = compare_text(rows, base="a" * 40, head="b" * 40, machines=["h200"], threshold_note="5%", width=200)
-    assert "SparseDecode.time_slow [impl=mma]" in wide
+    assert "REGRESSED  SparseDecode.time_decode [concurrency=1, impl=mma, topk=512]" in wide
     narrow = compare_text(rows, base="a" * 40, head="b" * 40, machines=["h200"], threshold_note="5%", width=80)
-    listed = [line for line in narrow.splitlines() if line.startswith(("REGRESSED", "MISSING"))]
-    assert ["time_slow [impl=mma]" in listed[0], "time_gone [impl=mma]" in listed[1]] == [True, True]
-    assert "SparseDecode." not in narrow and "…" not in narrow and max(map(len, listed)) <= 80
+    lines = narrow.splitlines()
+    names = [lines[i + 1].strip() for i, line in enumerate(lines) if line.startswith(("REGRESSED", "MISSING"))]
+    worst_first = ("128", "1", "64")
+    assert names == [f"SparseDecode.time_decode [concurrency={c}, impl=mma, topk=512]" for c in worst_first]
+    assert max(map(len, lines[2:])) <= 80 and "…" not in narrow
