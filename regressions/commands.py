@@ -111,9 +111,10 @@ def _register_compare(subparsers: argparse._SubParsersAction) -> None:
         "run-to-run noise of the series' history). Each series is improved, regressed, unchanged, failed "
         "(no result where it ran), missing (measured on BASE, absent or skipped on HEAD while its asv module "
         "ran, the removal not declared by a new asv version or [tool.mlaperf] removed), new (only on HEAD), "
-        "removed (only on BASE, declared) or not run. Prints the "
-        f"markdown of the PR comment (escaped, under {MAX_BODY_CHARS:,} characters: the least severe rows "
-        "are left out first), or JSON with --json. Exit status: 0 no regression, 1 a regression, a missing or a "
+        "removed (only on BASE, declared) or not run. Prints an aligned text table in a terminal (worst rows "
+        "first), else the markdown of the PR comment (escaped, under "
+        f"{MAX_BODY_CHARS:,} characters: the least severe rows are left out first); --format picks one, "
+        "--json is --format json. Exit status: 0 no regression, 1 a regression, a missing or a "
         "failed benchmark, 2 bad usage or input (e.g. an unknown commit), 3 internal error.",
     )
     c.add_argument("base", metavar="BASE", help="base commit: full sha, unique prefix, or git ref")

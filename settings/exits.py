@@ -25,8 +25,9 @@ OK, FOUND, USAGE, INTERNAL = 0, 1, 2, 3
 SIGNALS = {signal.SIGINT: "SIGINT", signal.SIGTERM: "SIGTERM"}
 INTERRUPTED = {name: 128 + int(sig) for sig, name in SIGNALS.items()}  # {"SIGINT": 130, "SIGTERM": 143}
 STATUSES = (OK, FOUND, USAGE, INTERNAL)
-SUMMARY = ("Exit status: 0 nothing found, 1 regression, 2 bad usage or input, 3 internal error, 130/143 stopped "
-           "by SIGINT/SIGTERM.")  # fmt: skip
+SUMMARY = ("Exit status: 0 done, 1 a check failed (compare: a regression, failed or missing benchmark; detect "
+           "--fail-on-new: a new alert; a run's failed benchmark), 2 bad usage or input, 3 internal error, "
+           "130/143 stopped by SIGINT/SIGTERM; each command's --help gives its own.")  # fmt: skip
 
 
 class BadInput(Exception):
