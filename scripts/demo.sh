@@ -12,9 +12,15 @@ for arg in "$@"; do
 done
 # The install prints a line every 10 seconds while pip works quietly (pip's own output is hundreds of lines).
 start=$SECONDS
+# Its own process group (job control on for this one start): an interrupt stops pip as well, not only the
+# setup shell (a background job of a script ignores SIGINT, so pip would go on installing alone).
+set -m
 bash scripts/setup.sh &
 setup=$!
-trap 'kill "$setup" 2>/dev/null || true' INT TERM
+set +m
+stop() { kill -TERM -- -"$setup" 2>/dev/null || true; wait "$setup" 2>/dev/null || true; exit "$1"; }
+trap 'stop 130' INT
+trap 'stop 143' TERM
 ticks=0
 while kill -0 "$setup" 2>/dev/null; do
   sleep 1
