@@ -116,8 +116,8 @@ _SECTIONS = [
     (REGRESSED, "Regressions", False),
     (MISSING, "Missing at head (measured at base; declare a removal with an asv version bump or `removed`)", False),
     (IMPROVED, "Improvements", False),
-    (NEW, "New: only on head (new in the suite, or not selected on base)", True),
-    (REMOVED, "Removed: only on base (gone from the suite, or not selected on head)", True),
+    (NEW, "Not measured at base (new in the suite, or not selected on base)", True),
+    (REMOVED, "Not measured at head (gone from the suite, or not selected on head)", True),
     (NOT_RUN, "Not run (not selected, or the machine did not run that commit)", True),
     (UNCHANGED, "Unchanged", True),
 ]
@@ -127,10 +127,15 @@ _SUMMARY = {
     MISSING: "missing",
     IMPROVED: "improvement{s}",
     UNCHANGED: "unchanged",
-    NEW: "new (only on head)",
-    REMOVED: "removed (only on base)",
+    NEW: "not measured at base",  # the words of the text table and the dashboard's Compare page
+    REMOVED: "not measured at head",
     NOT_RUN: "not run",
 }
+
+
+def status_count(status: str, n: int) -> str:
+    """``3 improvements``, ``1 regression``, ``240 not measured at base``: a count in the report's words."""
+    return f"{n} " + _SUMMARY[status].format(s="s" * (n != 1))
 
 
 def ordered(comparisons: Sequence[Comparison]) -> list[Comparison]:
@@ -212,7 +217,7 @@ def compare_markdown(
         parts.append(f"**{counts[MISSING]} missing**")
     for status in (IMPROVED, UNCHANGED, NEW, REMOVED, NOT_RUN):
         if counts[status] or status in (IMPROVED, UNCHANGED):
-            parts.append(f"{counts[status]} " + _SUMMARY[status].format(s="s" * (counts[status] != 1)))
+            parts.append(status_count(status, counts[status]))
     shown_machines = ", ".join(md_code(m, table=False) for m in list(machines)[:MAX_MACHINES_SHOWN])
     if len(machines) > MAX_MACHINES_SHOWN:
         shown_machines += f" and {len(machines) - MAX_MACHINES_SHOWN} more"

@@ -11,15 +11,12 @@ from collections.abc import Sequence
 
 from db.queries import param_value
 from regressions.compare import FAILED, IMPROVED, MISSING, NEW, NOT_RUN, REGRESSED, REMOVED, UNCHANGED, Comparison
-from regressions.report import ordered
+from regressions.report import ordered, status_count
 from regressions.units import fmt_change, fmt_p, fmt_ratio, fmt_value
 
 FORMATS = ("text", "markdown", "json")
-# Statuses in the order rows are listed, with the word the counts line uses (plural where it counts).
-_COUNTED = ((REGRESSED, "regression", "regressions"), (FAILED, "failed", "failed"), (MISSING, "missing", "missing"),
-            (IMPROVED, "improvement", "improvements"), (NEW, "not measured at base", "not measured at base"),
-            (REMOVED, "not measured at head", "not measured at head"), (UNCHANGED, "unchanged", "unchanged"),
-            (NOT_RUN, "not run", "not run"))
+# Statuses in the order the counts line gives them (in the PR report's words: ``report.status_count``).
+_COUNTED = (REGRESSED, FAILED, MISSING, IMPROVED, NEW, REMOVED, UNCHANGED, NOT_RUN)
 # Listed, in the PR report's order (regressions.report.ordered); the others are only counted.
 _STATUS_WORD = {REGRESSED: "REGRESSED", FAILED: "FAILED", MISSING: "MISSING", IMPROVED: "improved", NEW: "no base",
                 REMOVED: "no head"}
@@ -28,10 +25,10 @@ _STATUS_WORD = {REGRESSED: "REGRESSED", FAILED: "FAILED", MISSING: "MISSING", IM
 def counts_line(comparisons: Sequence[Comparison]) -> str:
     """``1 regression, 0 failed, 3 improvements, 236 unchanged`` (regressions, failed, improvements and
     unchanged always; the other statuses when present)."""
-    counts = {s: 0 for s, _, _ in _COUNTED}
+    counts = dict.fromkeys(_COUNTED, 0)
     for c in comparisons:
         counts[c.status] = counts.get(c.status, 0) + 1
-    return ", ".join(f"{counts[s]} {one if counts[s] == 1 else many}" for s, one, many in _COUNTED
+    return ", ".join(status_count(s, counts[s]) for s in _COUNTED
                      if counts[s] or s in (REGRESSED, FAILED, IMPROVED, UNCHANGED))
 
 
