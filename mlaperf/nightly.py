@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from regressions.store import OPEN_STATUSES  # the detector's rule: listed by default, keep an issue open
+from regressions.units import plural
 from settings import env, exits
 from settings.args import DefaultsFormatter, add_asv_machine, add_bench, add_db, add_tier
 from settings.pr_contract import repository_url, run_url
@@ -208,7 +209,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text("".join(f"{p.sha}\n" for p in picks))
     unmeasured = sum(1 for s in window if not runs.get(s))
-    print(f"nightly plan, round {args.round}: {len(picks)} commit(s) on machine {machine!r} "
+    print(f"nightly plan, round {args.round}: {plural(len(picks), 'commit')} on machine {machine!r} "
           f"(budget {state.budget}, {state.left} left after this round; {unmeasured} of the last "
           f"{len(window)} commits not measured before tonight)")  # fmt: skip
     for p in picks:

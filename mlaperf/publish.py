@@ -26,6 +26,7 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
+from regressions.units import plural
 from settings import exits
 from settings.args import add_db, add_repo_url, add_thresholds_config
 from settings.env import store_url
@@ -51,7 +52,7 @@ class Published:
     seconds: float
 
     def line(self) -> str:
-        return (f"mlaperf publish: {self.out}/index.html: {self.machines} machine(s), {self.series:,} series, "
+        return (f"mlaperf publish: {self.out}/index.html: {plural(self.machines, 'machine')}, {self.series:,} series, "
                 f"{self.files:,} files, {self.bytes / 1e6:.1f} MB in {self.seconds:.1f} s "
                 "(open it from disk, or serve the folder; no network needed)")
 

@@ -378,7 +378,7 @@ def run(args: argparse.Namespace) -> int:
     results_dir = resolve_paths(conf, root, args.results_dir)
     todo = _to_measure(args, commits, conf, root, results_dir, machine, tier, concurrency)
     print(
-        f"mlaperf run: {len(todo)} of {len(commits)} commit(s) to measure on machine {machine!r} "
+        f"mlaperf run: commits to measure on machine {machine!r}: {len(todo)} of {len(commits)} "
         f"(tier {tier}), results in {results_dir}",
         flush=True,
     )

@@ -21,6 +21,7 @@ from regressions.report import MAX_BODY_CHARS, compare_json, compare_markdown, d
 from regressions.results import UsageError, machines_with, resolve_commit
 from regressions.store import DEFAULT_LOOKBACK, DetectSummary, detect_store
 from regressions.text_table import FORMATS, compare_text
+from regressions.units import plural
 from settings.args import add_db, add_thresholds_config
 from settings.env import store_url
 
@@ -259,7 +260,7 @@ def _detect_summary_line(summary: DetectSummary) -> str:
     counts = [
         f"{len(summary.new)} flagged"
         + (f" ({flagged})" if flagged else "")
-        + f" in {len(summary.groups)} new group(s)",
+        + f" in {plural(len(summary.groups), 'new group')}",
         f"{len(summary.confirmed)} confirmed",
         f"{len(summary.transient)} transient",
         f"{len(summary.fixed)} fixed",

@@ -24,6 +24,7 @@ from pathlib import Path
 from regressions.compare import FAILED, FAILING, MISSING, REGRESSED, Comparison
 from regressions.pr_schema import ReportError, check_sha, read_report
 from regressions.report import MARKER, MAX_BODY_CHARS, compare_markdown, md_code, md_text
+from regressions.units import plural
 from settings.pr_contract import CONTEXT, FORK_CONTEXT, run_url
 
 FORK_NOTE = (
@@ -94,7 +95,7 @@ def render(
     missing = sum(c.status == MISSING for c in comparisons)
     if any(c.status in FAILING for c in comparisons):
         gone = f", {missing} missing" if missing else ""
-        status = Status("failure", f"{prefix}{regressed} regression(s), {failed} failed{gone}", context)
+        status = Status("failure", f"{prefix}{plural(regressed, 'regression')}, {failed} failed{gone}", context)
     else:
         status = Status("success", f"{prefix}no regression ({len(comparisons)} series)", context)
     return _with_fork_note(body, fork), status

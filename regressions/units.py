@@ -22,6 +22,11 @@ P_FLOOR = 1e-12
 _TIME_SCALES = ((1e9, "ns"), (1e6, "us"), (1e3, "ms"), (1.0, "s"))
 
 
+def plural(n: int, word: str, many: str | None = None) -> str:
+    """``1 commit``, ``1,000 commits`` (``many``: an irregular plural)."""
+    return f"{n:,} {word if n == 1 else (many or word + 's')}"
+
+
 def is_missing(value: Any) -> bool:
     return value is None or (isinstance(value, float) and math.isnan(value))
 

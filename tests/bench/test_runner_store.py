@@ -58,7 +58,7 @@ def test_empty_store_holds_nothing_yet(smoke_repo: SmokeRepo, tmp_path: Path) ->
     sqlite3.connect(store).close()  # a database file without any table
     proc = _dry_run(smoke_repo, store)
     assert proc.returncode == 0, proc.stderr
-    assert "1 of 1 commit(s) to measure" in proc.stdout
+    assert "commits to measure on machine 'vm-cpu': 1 of 1" in proc.stdout
 
 
 def test_benchmark_environment_uses_the_shared_names(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -93,7 +93,7 @@ def test_a_valid_report_renders_and_sets_the_status(tmp_path: Path) -> None:
     rows = [row(), row(benchmark="bench_decode.SparseDecode.time_slow", status="regressed", head=6e-5, ratio=1.5,
                        slowdown=1.5, significant=True, regression=True, p_value=1e-4)]  # fmt: skip
     rc, md, status = render(tmp_path, json.dumps(rows).encode())
-    assert rc == 0 and status == {"state": "failure", "description": "1 regression(s), 0 failed", "context": CONTEXT}
+    assert rc == 0 and status == {"state": "failure", "description": "1 regression, 0 failed", "context": CONTEXT}
     assert "### Regressions (1)" in md and "time_slow" in md and "1.50x" in md
     assert "Figures from fork code" not in md
     rc, md, status = render(tmp_path, json.dumps([row()]).encode())
@@ -105,7 +105,7 @@ def test_a_case_missing_at_head_is_listed_and_fails(tmp_path: Path) -> None:
     gone = row(benchmark="bench_decode.SparseDecode.time_gone", status="missing", head_status="missing", head=None,
                ratio=None, slowdown=None, p_value=None, method="none")  # fmt: skip
     rc, md, status = render(tmp_path, json.dumps([row(), gone]).encode())
-    assert rc == 0 and status == {"state": "failure", "description": "0 regression(s), 0 failed, 1 missing",
+    assert rc == 0 and status == {"state": "failure", "description": "0 regressions, 0 failed, 1 missing",
                                   "context": CONTEXT}  # fmt: skip
     assert "Missing at head" in md and "time_gone" in md
 

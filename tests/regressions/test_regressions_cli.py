@@ -112,7 +112,7 @@ def test_detect_table_and_fail_on_new(
 ) -> None:
     rc, out, _ = run(capsys, "detect", "--db", store_url, "--fail-on-new")
     assert rc == 1
-    assert "30 flagged (30 new) in 1 new group(s), 0 confirmed" in out and history.shas[20][:10] in out
+    assert "30 flagged (30 new) in 1 new group, 0 confirmed" in out and history.shas[20][:10] in out
     assert "1.2" in out
     rc, out, _ = run(capsys, "detect", "--db", store_url, "--status", "fixed")
     assert rc == 0 and "no regressions" in out
