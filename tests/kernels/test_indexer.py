@@ -296,10 +296,15 @@ def test_empty_batch_and_topk_beyond_capacity() -> None:
     assert tuple(indexer_topk(*empty.args()).shape) == (0, 4)
 
 
-def test_launch_record_of_bf16_kernels() -> None:
+def test_launch_record_of_bf16_kernels(monkeypatch: pytest.MonkeyPatch) -> None:
     inp = make_indexer_inputs(1, [100], max_context=256, num_heads=16, topk=8, device=DEV)
     out, record = indexer_topk_with_record(*inp.args(), impl="bf16")
     assert torch.equal(out, indexer_topk(*inp.args(), impl="bf16"))  # the public entry returns the slots alone
+    # One request: the default rule runs the global radix select (launch.SELECT), and the record says so.
+    assert record.kernel == "_bf16_scores_kernel_t+_radix_pass_kernel+_radix_pass_kernel+_radix_compact_kernel"
+    assert record.config["select"] == "radix"
+    monkeypatch.setattr(ix_launch, "SELECT", "split")
+    out, record = indexer_topk_with_record(*inp.args(), impl="bf16")
     assert record.kernel == "_bf16_scores_kernel_t+_chunk_topk_kernel"  # one chunk: no merge
     scores, select = record.kernels
     assert record.config["BLOCK_T"] == scores.config["BLOCK_T"] in (32, 64, 128)
