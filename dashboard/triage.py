@@ -148,10 +148,10 @@ def regression_listing(s: Session, machine: str | None = None) -> pd.DataFrame:
 
     regs = regressions_frame(s, machine=machine).rename(columns={"parent": "parent_sha"})
     messages = queries.commit_messages(s, [*regs["parent_sha"].dropna(), *regs["fixed_sha"].dropna()])
-    fields = queries.triage_fields(s, regs["id"]) if not regs.empty else None
+    # Assignee and issue link come with the listing (the CLI's too); who last changed the status from here.
+    fields = queries.triage_fields(s, regs["id"])[["id", "status_by"]] if not regs.empty else None
     if fields is not None:
         regs = regs.merge(fields, on="id", how="left")
     else:
-        regs = regs.assign(assignee=pd.Series(dtype=object), issue_url=pd.Series(dtype=object),
-                           status_by=pd.Series(dtype=object))
+        regs = regs.assign(status_by=pd.Series(dtype=object))
     return enrich(regs, messages, notes.triage_notes(s))

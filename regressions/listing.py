@@ -59,13 +59,16 @@ _ALERT_COLUMNS = [
     "labels",
     "close_reason",
     "closed_sha",
+    "assignee",
+    "issue_url",
 ]
 
 
 def alert_columns(session: Session, ids: list[int]) -> pd.DataFrame:
     """Per regression id: group, machine_wide, group_kind (policy.group_kind), group_size (its members),
     group_status, group_commit/group_parent (the group's range, shas), parent (sha), labels, close_reason,
-    closed_sha, returns_to_earlier_level."""
+    closed_sha, assignee and issue_url (its triage: who has it, the issue that tracks it),
+    returns_to_earlier_level."""
     if not ids:
         return pd.DataFrame(columns=[*_ALERT_COLUMNS, "returns_to_earlier_level"])
     parent = Commit.__table__.alias("parent_commit")
@@ -78,6 +81,8 @@ def alert_columns(session: Session, ids: list[int]) -> pd.DataFrame:
             Regression.labels,
             Regression.close_reason,
             closed.c.sha,
+            Regression.assignee,
+            Regression.issue_url,
         )
         .outerjoin(parent, parent.c.id == Regression.parent_commit_id)
         .outerjoin(closed, closed.c.id == Regression.closed_commit_id)
@@ -99,8 +104,10 @@ def alert_columns(session: Session, ids: list[int]) -> pd.DataFrame:
                 "labels": list(labels or []),
                 "close_reason": reason,
                 "closed_sha": csha,
+                "assignee": assignee,
+                "issue_url": issue,
             }
-            for rid, gid, psha, labels, reason, csha in rows
+            for rid, gid, psha, labels, reason, csha, assignee, issue in rows
         ],
         columns=_ALERT_COLUMNS,
     )

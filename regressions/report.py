@@ -274,6 +274,10 @@ def detect_table(records: Sequence[dict[str, Any]]) -> str:
         head += ["closed at", "reason"]
         for row, r in zip(rows, records, strict=True):
             row += [(r.get("closed_at") or r.get("fixed_at") or "-")[:10], r.get("close_reason") or "-"]
+    if any(r.get("assignee") or r.get("issue_url") for r in records):  # triaged: who has it, where it is tracked
+        head += ["assignee", "issue"]
+        for row, r in zip(rows, records, strict=True):
+            row += [r.get("assignee") or "-", r.get("issue_url") or "-"]
     widths = [max(len(str(x)) for x in col) for col in zip(head, *rows, strict=False)]
     out = ["  ".join(h.ljust(w) for h, w in zip(head, widths, strict=False))]
     out += ["  ".join(str(x).ljust(w) for x, w in zip(row, widths, strict=False)) for row in rows]

@@ -277,3 +277,31 @@ def test_list_all_shows_where_and_why_alerts_closed(
     assert all(r["p_value"] >= 1e-12 for r in recs)
     (group,) = json.loads(out)["groups"]
     assert group["fixed"] == 6 and group["open"] == 0 and group["status"] == "fixed"
+
+
+def test_triage_shows_in_the_listing(store_url: str, history: SyntheticHistory,
+                                     capsys: pytest.CaptureFixture[str]) -> None:
+    """Assigned on the dashboard, seen in the CLI: `detect --json` and `--list` carry assignee and issue."""
+    from sqlalchemy.orm import Session
+
+    from db.regression_queries import set_regression_triage
+
+    run(capsys, "detect", "--db", store_url, "--json")
+    rc, out, _ = run(capsys, "detect", "--db", store_url, "--json")
+    first, *rest = regs(out)
+    assert first["assignee"] is None and first["issue_url"] is None
+    eng = make_engine(store_url)
+    with Session(eng) as s:
+        set_regression_triage(s, first["id"], assignee="ana", issue_url="https://github.com/acme/kernels/issues/7")
+        s.commit()
+    eng.dispose()
+    rc, out, _ = run(capsys, "detect", "--db", store_url, "--json")
+    got = {r["id"]: r for r in regs(out)}
+    assert (got[first["id"]]["assignee"], got[first["id"]]["issue_url"]) == (
+        "ana", "https://github.com/acme/kernels/issues/7")
+    assert all(got[r["id"]]["assignee"] is None for r in rest)
+    rc, out, _ = run(capsys, "detect", "--db", store_url, "--list")
+    header = next(line for line in out.splitlines() if line.startswith("status "))
+    lines = out.splitlines()
+    assert header.split()[-2:] == ["assignee", "issue"]
+    assert sum("https://github.com/acme/kernels/issues/7" in line and " ana " in line for line in lines) == 1
