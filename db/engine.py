@@ -302,8 +302,10 @@ def make_engine(url: str | URL | None = None, *, readonly: bool = False, **kwarg
             options = parsed.query.get("options", "")
             if isinstance(options, tuple):
                 options = " ".join(options)
+            # A connect argument, not a URL query: the URL is what error messages show the user.
             options = f"{options} -c default_transaction_read_only=on".strip()
-            parsed = parsed.update_query_dict({"options": options})
+            parsed = parsed.difference_update_query(["options"])
+            connect_args = {**connect_args, "options": options}
         kwargs.setdefault("pool_pre_ping", True)
         return create_engine(parsed, connect_args=connect_args, **kwargs)
     if readonly:
