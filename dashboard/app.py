@@ -41,7 +41,7 @@ with st.sidebar:
         auth.sidebar(auth.writer())
 
 if not widgets.store_gate(url):
-    st.stop()
+    widgets.stop()
 
 machines = data.machines(url)
 # GPU machines first: CPU smoke-tier machines (gpu_name "none") are rarely what one wants to see.
@@ -52,14 +52,14 @@ ordered = list(machines[has_gpu]["name"]) + list(machines[~has_gpu]["name"]) if 
 gpu_of = dict(zip(machines["name"], machines["gpu_name"] if gpu is not None else [None] * len(machines),
                   strict=True))
 
-with st.sidebar:
-    widgets.url_selectbox(
-        "Machine", ordered, key="machine", default=env.dashboard_machine(),
-        format_func=lambda m: f"{m} ({gpu_of[m]})" if gpu_of.get(m) and str(gpu_of[m]) != "none" else m,
-    )
-    st.text_input(
-        "Repository URL", value=store_check.repo_url(), key="repo_url",
-        help="Commits link to <URL>/commit/<sha> (GitHub/GitLab style); default from env MLAPERF_REPO_URL.",
-    )
-
-page.run()
+with widgets.url_writes():  # the selections reach the URL once, when the page is done
+    with st.sidebar:
+        widgets.url_selectbox(
+            "Machine", ordered, key="machine", default=env.dashboard_machine(),
+            format_func=lambda m: f"{m} ({gpu_of[m]})" if gpu_of.get(m) and str(gpu_of[m]) != "none" else m,
+        )
+        st.text_input(
+            "Repository URL", value=store_check.repo_url(), key="repo_url",
+            help="Commits link to <URL>/commit/<sha> (GitHub/GitLab style); default from env MLAPERF_REPO_URL.",
+        )
+    page.run()

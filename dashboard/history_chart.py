@@ -36,6 +36,12 @@ DENSE = 150
 # Streamlit itself does only from 2,000 points (canvas) and 5,000 marks (ARIA off), where a few hundred
 # already cost the browser a large part of the page's first render.
 CANVAS = 600
+# A series with more drawn points than this (the whole history of a machine with many commits) is thinned to
+# about this many: a chart about 1,200 px wide shows no more, and each point is data the browser ingests and
+# lays out in every layer (``thin``).
+MAX_POINTS = 500
+THINNED = (f"Thinned to about {MAX_POINTS} points per series: each run of commits' lowest and highest value, "
+           "every flagged regression and fix; the values per commit below list every commit.")
 SHA_PARAM = "commit_sha"  # the chart's parameter: the short SHAs of its drawn commits, for axis labels
 BAND_PARAM = "band_of"  # the chart's legend selection: the series whose threshold band is drawn
 
@@ -48,6 +54,23 @@ class _Drawn:
     pts: pd.DataFrame
     boundaries: set[float]
     ok: pd.DataFrame
+    thinned: bool = False
+
+
+def thin(pos: np.ndarray, values: np.ndarray, keep: set[float], limit: int = MAX_POINTS) -> np.ndarray:
+    """Indices of one series' points (``pos`` ascending) to draw: every one when there are at most ``limit``;
+    else, in each of ``limit // 2`` runs of consecutive points, the lowest and the highest (a spike or a dip
+    stays visible), the first and the last point, and every point at a position in ``keep`` (flagged
+    regressions, fixes, marked commits) with the point before it, so that a step is drawn where it happened."""
+    n = len(pos)
+    if n <= limit:
+        return np.arange(n)
+    runs = np.arange(n) * max(1, limit // 2) // n
+    order = np.lexsort((values, runs))  # by run, then by value: each run's lowest first, highest last
+    edge = runs[order][1:] != runs[order][:-1]
+    lowest, highest = order[np.r_[True, edge]], order[np.r_[edge, True]]
+    at = np.nonzero(np.isin(pos, list(keep)))[0] if keep else np.array([], dtype=int)
+    return np.unique(np.concatenate([[0, n - 1], lowest, highest, at, np.maximum(at - 1, 0)]).astype(int))
 
 
 def _hover_columns(d: pd.DataFrame, unit: str | None) -> dict[str, object]:
@@ -69,9 +92,10 @@ def _hover_columns(d: pd.DataFrame, unit: str | None) -> dict[str, object]:
 
 
 def _drawn_points(points: pd.DataFrame, labels: list[object], *, unit: str | None, mult: float,
-                  threshold: float | None, start: int) -> _Drawn:
-    """Per series: its ok rows from ``start``, the threshold band around the median of its previous five
-    values (looking back before ``start``), and IQR bars while the series has at most ``DENSE`` points."""
+                  threshold: float | None, start: int, keep: dict[object, set[float]]) -> _Drawn:
+    """Per series: its ok rows from ``start`` (``thin``ned, keeping the positions ``keep`` names), the threshold
+    band around the median of its previous five values (looking back before ``start``, over every value), and
+    IQR bars while the series has at most ``DENSE`` points."""
     # Sorted once, then each series' rows by position (numpy arrays: a boolean selection of the frame per
     # series copies every column, and iterating pandas' Arrow strings costs more than the formatting).
     every_ok = points[points["status"] == "ok"].sort_values("pos")
@@ -82,6 +106,7 @@ def _drawn_points(points: pd.DataFrame, labels: list[object], *, unit: str | Non
     versions_all = every_ok["benchmark_version"].astype(str).to_numpy()
     boundaries: set[float] = set()
     drawn, lo, hi, q25, q75 = [], [], [], [], []
+    thinned = False
     for label in labels:
         rows = groups.get(label)
         if rows is None:
@@ -91,10 +116,12 @@ def _drawn_points(points: pd.DataFrame, labels: list[object], *, unit: str | Non
         pos = pos_all[rows].astype(float)
         boundaries |= {(pos[j] + pos[j + 1]) / 2.0 for j in np.nonzero(versions[1:] != versions[:-1])[0]}
         band = bool(threshold) and len(rows) > 1
-        shown = pos >= start
-        n_shown = int(shown.sum())
-        if not n_shown:
+        from_start = np.nonzero(pos >= start)[0]
+        if not len(from_start):
             continue
+        shown = from_start[thin(pos[from_start], values_all[rows][from_start], keep.get(label, set()))]
+        thinned |= len(shown) < len(from_start)
+        n_shown = len(shown)
         iqr = n_shown <= DENSE
         none = np.full(n_shown, np.nan)
         drawn.append(rows[shown])
@@ -112,7 +139,16 @@ def _drawn_points(points: pd.DataFrame, labels: list[object], *, unit: str | Non
     else:
         pts = pd.DataFrame(columns=["series", "pos", "y"])
     boundaries = {b for b in boundaries if b >= start - 0.5}  # a rule outside the x domain is drawn anyway
-    return _Drawn(pts, boundaries, ok)
+    return _Drawn(pts, boundaries, ok, thinned)
+
+
+def _kept_positions(labels: list[object], flagged: pd.DataFrame | None,
+                    events: Sequence[tuple[int, str]]) -> dict[object, set[float]]:
+    """Per series, the positions ``thin`` keeps: its flagged regressions and their fixes, and every event."""
+    keep = {label: {float(p) for p, _ in events} for label in labels}
+    for r in flagged.itertuples() if flagged is not None else ():
+        keep.setdefault(r.series, set()).update(float(p) for p in (r.pos, r.fixed_pos) if pd.notna(p))
+    return keep
 
 
 def _markers(points: pd.DataFrame, ok: pd.DataFrame, flagged: pd.DataFrame | None, *, mult: float, y_min: float,
@@ -248,7 +284,8 @@ def history_spec(
     ok_values = points.loc[(points["status"] == "ok") & (points["pos"] >= start), "value"]
     mult, axis_unit = fmt.time_unit(ok_values) if fmt.is_time(unit) else (1.0, str(unit or ""))
     labels = list(pd.unique(points["series"]))
-    drawn = _drawn_points(points, labels, unit=unit, mult=mult, threshold=threshold, start=start)
+    drawn = _drawn_points(points, labels, unit=unit, mult=mult, threshold=threshold, start=start,
+                          keep=_kept_positions(labels, flagged, events))
     pts, ok = drawn.pts, drawn.ok
     y_min = float(ok["value"].min()) * mult if not ok.empty else 0.0
     markers = _markers(points, ok, flagged, mult=mult, y_min=y_min, start=start)
@@ -264,7 +301,7 @@ def history_spec(
     layers = [*_series_layers(x, y, color, band_of=band_of, dense=len(pts) > DENSE * max(1, len(series))),
               *_marker_layers(x, y, markers, kinds), *_rule_layers(x, drawn.boundaries, events, start)]
     spec = {
-        "title": _title(title),
+        "title": {**_title(title), **({"subtitle": THINNED} if drawn.thinned else {})},
         "height": 520,
         "params": [{"name": SHA_PARAM, "value": [fmt.short_sha(v) for v in commits["sha"].to_numpy(object)[start:]]}],
         "data": {"values": pts},

@@ -5,9 +5,10 @@ and the generic parameter sweep for asv projects without the sparse-MLA suites.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NoReturn
 
 import pandas as pd
 import streamlit as st
@@ -99,11 +100,48 @@ def seed(key: str, default: Any, options: Sequence[Any] | None = None, kind: str
     st.session_state[key] = _url_or_default(key, default, options, kind)
 
 
+_PENDING = "_url_pending"  # session key: the URL writes of the run in progress (``url_writes``)
+
+
+@contextmanager
+def url_writes() -> Iterator[None]:
+    """Around a run (``app.py``): the widgets' URL writes go to the browser as one change when the run ends or
+    stops (``stop``), not one per widget: each change is a message the browser handles (its URL, its host
+    frame) while the page is first drawn. A run cut short for another (``st.rerun``, a followed link, which
+    sets the URL itself) drops them: the next run writes its own."""
+    st.session_state[_PENDING] = {}
+    try:
+        yield
+        _send_url_writes()
+    finally:
+        st.session_state.pop(_PENDING, None)
+
+
+def _send_url_writes() -> None:
+    changed = {k: v for k, v in st.session_state.get(_PENDING, {}).items() if st.query_params.get(k) != v}
+    st.session_state[_PENDING] = {}
+    if changed:
+        st.query_params.update(changed)
+
+
+def stop() -> NoReturn:
+    """``st.stop`` for the pages: sends the run's URL writes first (once a run is stopping, Streamlit sends
+    nothing more of it)."""
+    _send_url_writes()
+    st.stop()
+    raise AssertionError("st.stop returned")  # it raises; for the type checker
+
+
 def publish(key: str, value: Any, short: Callable[[Any], str] | None = None) -> None:
-    """Write a widget's value to the URL (``short`` shortens it, e.g. a sha to 12 characters)."""
+    """Write a widget's value to the URL (``short`` shortens it, e.g. a sha to 12 characters); inside
+    ``url_writes``, when the run ends."""
     text = short(value) if short is not None and value is not None else _encode(value)
-    if st.query_params.get(key) != text:
-        st.query_params[key] = text
+    pending = st.session_state.get(_PENDING)
+    if pending is None:
+        if st.query_params.get(key) != text:
+            st.query_params[key] = text
+    else:
+        pending[key] = text
 
 
 def url_selectbox(label: str, options: Sequence[Any], *, key: str, default: Any = None,
@@ -221,7 +259,7 @@ def commit_select(label: str, commits: pd.DataFrame, *, key: str, default: str |
         st.error(f"{label}: {commit_problem(linked, shas)} (from the link's `{key}={linked}`). Pick a commit "
                  "above or fix the link.")
         st.query_params.pop(key, None)
-        st.stop()
+        stop()
     wanted = {resolve(st.session_state.get(key)), resolve(linked), resolve(default)}
     keep = set(shas[-COMMIT_CHOICES:]) | {s for s in extra if s in known} | {s for s in wanted if s}
     shown = commits[commits["sha"].astype(str).isin(keep)]

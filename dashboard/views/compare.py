@@ -63,7 +63,7 @@ def main() -> None:
     commits = data.commits(ctx.url, ctx.machine)
     if len(commits) < 2:
         st.info(f"Machine `{ctx.machine}` needs results for at least two commits to compare.")
-        st.stop()
+        widgets.stop()
     base, head, override = _pick_pair(ctx, commits)
     if base == head:
         st.caption("Base and head are the same commit: every series measured there is unchanged, as "
@@ -71,12 +71,12 @@ def main() -> None:
     cmp = data.compare(ctx.url, ctx.machine, base, head, None if override is None else override / 100.0)
     if cmp.empty:
         st.info("Neither commit has results on this machine.")
-        st.stop()
+        widgets.stop()
     cmp = model.with_labels(cmp, data.param_names(ctx.url))
     show = _summary(ctx, cmp, base, head, override)
     if not cmp["status"].isin(show).any():
         st.info("No series with the statuses picked above; click a status to list its series.")
-        st.stop()
+        widgets.stop()
     table, threshold_note = model.table_rows(cmp, show, lambda b, k: links.history(ctx.machine, b, k))
     # Widths that fit the content column of a 1,280 px window with the sidebar open (about 820 px): the
     # series name and the method are cut there, whole on hover.

@@ -17,7 +17,7 @@ def main() -> None:
     commits = data.commits(ctx.url, ctx.machine)
     if commits.empty:
         st.info(f"No commits with results on machine `{ctx.machine}`.")
-        st.stop()
+        widgets.stop()
     c1, c2 = st.columns([3, 1])
     with c1:
         sha = widgets.commit_select("Commit", commits, key="eff_commit")
@@ -31,7 +31,7 @@ def main() -> None:
             "and `track_tflops` benchmarks of the sparse-MLA suites (`bench_decode.SparseDecodeMetrics`, "
             "`bench_indexer.IndexerMetrics`, `bench_step.DecodeStepMetrics`); other asv projects have none."
         )
-        st.stop()
+        widgets.stop()
     info = data.machine_info(ctx.url, ctx.machine)
     gpu = info.get("gpu_name")
     ceil = suites.measured_ceilings(results)
@@ -53,7 +53,7 @@ def main() -> None:
                                     log_y=log_y)
     if not specs:
         st.caption("No efficiency metric of this suite at this setting.")
-        st.stop()
+        widgets.stop()
     # One chart per column, each as wide as it: the panels fill the page at any window width.
     for i, (col, spec) in enumerate(zip(st.columns(len(specs)), specs, strict=True)):
         col.vega_lite_chart(spec, width="stretch", key=f"eff_{suite.key}_chart_{i}")

@@ -26,7 +26,7 @@ def _pick_series(params: model.Params, mine: pd.DataFrame) -> model.Selection:
     sel = model.select_series(params, picked)
     if not sel.wanted:
         st.info("Pick at least one value of every parameter.")
-        st.stop()
+        widgets.stop()
     if sel.picked > model.MAX_SERIES:
         st.warning(f"{sel.picked} series selected; showing the first {model.MAX_SERIES}. Narrow a parameter to see "
                    "others.")
@@ -76,7 +76,7 @@ def _points(ctx: widgets.Context, bench: str, commits: pd.DataFrame, sel: model.
         hist = data.history(ctx.url, ctx.machine, bench, wanted)
     if hist.empty:
         st.info("No results for these series on this machine.")
-        st.stop()
+        widgets.stop()
     points = model.points_of(hist, commits, sel.label_of)
     launch = data.launch_config(ctx.url, ctx.machine, bench, wanted, model.commit_ids_from(commits, start))
     points = model.with_configs(points, launch, start)
@@ -121,7 +121,7 @@ def main() -> None:
     series = data.series(ctx.url, ctx.machine)
     if series.empty:
         st.info(f"No series on machine `{ctx.machine}`.")
-        st.stop()
+        widgets.stop()
     commits = data.commits(ctx.url, ctx.machine)
     regs = data.regressions(ctx.url, ctx.machine)
     names = sorted(series["benchmark"].unique())

@@ -89,7 +89,7 @@ def _triage(ctx: widgets.Context, view: pd.DataFrame, group_frame: pd.DataFrame)
     who = auth.writer()
     if not who.can_write:
         st.info(who.problem)
-        st.stop()
+        widgets.stop()
     options, labels = model.triage_choices(view, group_frame)
     pick = st.selectbox("Regressions to triage", options, format_func=lambda k: labels[k], key="reg_pick")
     note = st.text_input("Note (required: why)", key="reg_note",
@@ -138,7 +138,7 @@ def main() -> None:
     if regs.empty:
         st.info("No regressions flagged" + ("" if all_machines else f" on `{ctx.machine}`")
                 + ". The detector (`mlaperf detect`) writes them after each ingest.")
-        st.stop()
+        widgets.stop()
     regs = model.filtered(model.with_names(regs, data.param_names(ctx.url)), text, assignee)
     view = regs[regs["category"].isin(shown)] if shown else regs
     group_frame = triage.groups(view)
@@ -149,12 +149,12 @@ def main() -> None:
     _groups_table(group_frame, all_machines)
     if group_frame.empty:
         _closed_section(ctx, regs, all_machines)
-        st.stop()
+        widgets.stop()
     _regressions_table(view, all_machines)
     _closed_section(ctx, regs, all_machines)
     if not ctx.writable:
         st.caption("Read-only: start with `mlaperf dashboard --writable` to acknowledge or ignore regressions.")
-        st.stop()
+        widgets.stop()
     _triage(ctx, view, group_frame)
 
 

@@ -30,17 +30,19 @@ def _baseline(ctx: widgets.Context, sha: str, base_sha: str | None) -> tuple[pd.
 
 def _speedups(cur_f: pd.DataFrame, base_f: pd.DataFrame | None, suite: suites.Suite, sha: str,
               base_label: str) -> None:
+    """The speed-up tables as Markdown: a few rows, where a data grid would cost the browser its own code and
+    canvas on the page's first render (``fmt.md_table``)."""
     speedups = suites.speedup_table(cur_f, suite.reference_line)
     if not speedups.empty:
         st.markdown(f"Speed-up over **{suite.reference_line}** at this commit")
-        st.dataframe(model.speedup_rows(speedups, suite.line_param), hide_index=True)
+        st.markdown(fmt.md_table(model.speedup_rows(speedups, suite.line_param)))
     if base_f is not None:
         ratios = suites.baseline_ratios(cur_f, base_f)
         if ratios.empty:
             st.caption("The baseline commit has no results for this suite at these settings.")
         else:
             st.markdown(f"Speed-up of `{fmt.short_sha(sha)}` over `{base_label}` (only concurrencies both measured)")
-            st.dataframe(model.baseline_rows(ratios, suite.line_param), hide_index=True)
+            st.markdown(fmt.md_table(model.baseline_rows(ratios, suite.line_param)))
 
 
 def main() -> None:
@@ -49,7 +51,7 @@ def main() -> None:
     commits = data.commits(ctx.url, ctx.machine)
     if commits.empty:
         st.info(f"No commits with results on machine `{ctx.machine}`.")
-        st.stop()
+        widgets.stop()
     c1, c2 = st.columns(2)
     with c1:
         sha = widgets.commit_select("Commit", commits, key="tp_commit")
@@ -63,7 +65,7 @@ def main() -> None:
     if not present:
         widgets.no_suites_note("throughput curve")
         widgets.sweep_section(results, key="tp_sweep", title_suffix=f" @ {fmt.short_sha(sha)}")
-        st.stop()
+        widgets.stop()
     baseline, base_label = _baseline(ctx, sha, base_sha)
     c1, c2 = st.columns([3, 1])
     by_key = {s.key: s for s in present}
@@ -76,7 +78,7 @@ def main() -> None:
     cur = suites.throughput_frame(results, suite)
     if cur.empty:
         st.caption(f"No `{suite.time_bench}` or tokens/s results at this commit.")
-        st.stop()
+        widgets.stop()
     values = frames.value_order(cur["filter"].dropna())
     cur_f, base_f, pick = cur, None, None
     if values:

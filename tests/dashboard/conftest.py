@@ -11,15 +11,18 @@ shows (per-run versions, ``Run.info``).
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import pandas as pd
 import pytest
 from sqlalchemy import select
 from sqlalchemy.orm import Session
+from streamlit.testing.v1 import AppTest
 
 sys.path.insert(0, str(Path(__file__).parent))
 import asv_synth  # noqa: E402
@@ -114,3 +117,16 @@ def empty_store(tmp_path: Path) -> str:
     url = f"sqlite:///{tmp_path / 'empty.sqlite'}"
     upgrade(url)
     return url
+
+
+def md_table(at: AppTest, column: str) -> pd.DataFrame:
+    """The first Markdown table on the page with ``column`` (``fmt.md_table``), cells unescaped; a link cell
+    reads ``[text](url)``."""
+    for md in at.markdown:
+        lines = [ln for ln in str(md.value).splitlines() if ln.startswith("| ")]
+        if len(lines) < 1:
+            continue
+        rows = [[re.sub(r"\\(.)", r"\1", c.strip()) for c in re.split(r"(?<!\\)\|", ln)[1:-1]] for ln in lines]
+        if column in rows[0]:
+            return pd.DataFrame(rows[1:], columns=rows[0])
+    raise AssertionError(f"no Markdown table with column {column!r}")

@@ -16,7 +16,7 @@ from typing import Any
 
 import pandas as pd
 import pytest
-from conftest import APP, ROOT
+from conftest import APP, ROOT, md_table
 from streamlit.testing.v1 import AppTest
 
 from mlaperf.publish_axes import linear_ticks, value_axis
@@ -94,7 +94,7 @@ def test_throughput_and_speedups_are_the_dashboards(monkeypatch: pytest.MonkeyPa
     decode = next(t for t in _index(site)["throughput"] if t["key"] == "decode")
     pick = next(f for f in decode["filters"] if f["value"] == decode["default"])
     assert decode["default"] == "512"  # the dashboard's default_filter: top-k 512 where offered
-    dash = _frame(_page(monkeypatch, url, "throughput", {}), "c=1")
+    dash = md_table(_page(monkeypatch, url, "throughput", {}), "c=1")
     assert pick["speedup"]["table"] == {"columns": list(dash.columns),
                                         "rows": [[str(v) for v in row] for row in dash.itertuples(index=False)]}
     # At the newest commit (a566702: concurrency 1 and 64 measured), each kernel against SIMT.
@@ -230,7 +230,7 @@ def test_page_shows_the_dashboards_strings(monkeypatch: pytest.MonkeyPatch, bund
     # Throughput: the speed-up table as the dashboard's, the axis labels as publish wrote them.
     page.goto(f"{index}/throughput")
     page.wait_for_selector("svg.chart .lines path")
-    speed = _frame(_page(monkeypatch, url, "throughput", {}), "c=1")
+    speed = md_table(_page(monkeypatch, url, "throughput", {}), "c=1")
     assert _rows(page, "main table") == [[str(v) for v in r] for r in speed.itertuples(index=False)]
     decode = next(t for t in _index(site)["throughput"] if t["key"] == "decode")
     pick = next(f for f in decode["filters"] if f["value"] == decode["default"])

@@ -1,0 +1,101 @@
+"""History's chart thinned to what a chart can show (``history_chart.thin``): the whole history of a machine
+with many commits keeps every flagged regression, fix, marked commit, spike and dip; and the pages stop
+through ``widgets.stop`` so that a stopped run still writes its selections to the URL."""
+
+from __future__ import annotations
+
+import math
+import re
+
+import numpy as np
+import pandas as pd
+from conftest import ROOT
+
+from dashboard import history_chart
+
+N = 3000
+STEP_AT, FIX_AT, SPIKE_AT, DIP_AT, TAG_AT, FAILED_AT = 1237, 2411, 700, 1901, 2999 - 555, 1500
+
+
+def _points() -> pd.DataFrame:
+    """Two noisy series over ``N`` commits: "a" 10 us, 12 us from STEP_AT to FIX_AT, one 30 us spike and one
+    6 us dip; "b" flat; a failed run of "a" at FAILED_AT."""
+    rng = np.random.default_rng(7)
+    a = 10e-6 * (1 + 0.01 * rng.standard_normal(N))
+    a[STEP_AT:FIX_AT] *= 1.2
+    a[SPIKE_AT], a[DIP_AT] = 30e-6, 6e-6
+    b = 5e-6 * (1 + 0.01 * rng.standard_normal(N))
+    frame = pd.DataFrame({
+        "series": ["a"] * N + ["b"] * N, "pos": [*range(N), *range(N)], "value": [*a, *b],
+        "q_25": math.nan, "q_75": math.nan, "status": "ok", "benchmark_version": "v1",
+        "sha": [f"{i:040x}" for i in range(N)] * 2, "subject": "", "date": "2026-01-01 00:00",
+        "run_date": "2026-01-01 00:00", "runs": 1, "config": "", "versions": "",
+    })
+    frame.loc[FAILED_AT, ["status", "value"]] = ["failed", math.nan]
+    return frame
+
+
+def _spec(points: pd.DataFrame, flagged: pd.DataFrame | None, **kw: object) -> dict:
+    commits = pd.DataFrame({"sha": [f"{i:040x}" for i in range(N)], "pos": range(N)})
+    return history_chart.history_spec(points, title="t", unit="seconds", commits=commits, threshold=0.05,
+                                      flagged=flagged, **kw)  # type: ignore[arg-type]
+
+
+def _flagged() -> pd.DataFrame:
+    return pd.DataFrame({"series": ["a"], "pos": [STEP_AT], "fixed_pos": [FIX_AT], "text": ["regression #1"],
+                         "change": ["+20%"], "fixed_text": ["#1 fixed"]})
+
+
+def test_thinned_history_keeps_every_regression_fix_spike_and_event() -> None:
+    points = _points()
+    spec = _spec(points, _flagged(), events=[(TAG_AT, "v1.0")])
+    drawn = spec["data"]["values"]
+    per_series = drawn.groupby("series")["pos"].apply(set)
+    limit = history_chart.MAX_POINTS + 12  # the kept positions come on top of the runs' lowest and highest
+    assert all(len(p) <= limit for p in per_series), per_series.map(len)
+    a = per_series["a"]
+    # The step is drawn where it happened (the flagged commit and its parent), and so is the fix.
+    assert {STEP_AT - 1, STEP_AT, FIX_AT - 1, FIX_AT, TAG_AT} <= a, sorted(a & set(range(STEP_AT - 3, STEP_AT + 3)))
+    assert {SPIKE_AT, DIP_AT, 0, N - 1} <= a  # a single-commit spike and dip, the first and the newest commit
+    assert TAG_AT in per_series["b"]  # an event is kept on every series
+    y = drawn.set_index(["series", "pos"])["y"]
+    assert y[("a", SPIKE_AT)] == max(y["a"]) and y[("a", DIP_AT)] == min(y["a"])
+    # Every marker is drawn, on its point.
+    markers = next(pd.DataFrame(r["data"]["values"]) for r in spec["layer"]
+                   if r.get("data", {}).get("name") == "markers")
+    got = {(k, int(p)) for k, p in zip(markers["kind"], markers["pos"], strict=True)}
+    assert got == {("flagged regression", STEP_AT), ("fixed here", FIX_AT), ("failed run", FAILED_AT)}
+    on_points = markers[markers["kind"] != "failed run"]
+    for pos, marker_y in zip(on_points["pos"], on_points["y"], strict=True):
+        assert marker_y == y[("a", int(pos))]
+    assert spec["title"]["subtitle"] == history_chart.THINNED  # the chart says it is thinned
+
+
+def test_thinned_band_is_the_unthinned_band_at_the_points_kept() -> None:
+    """The threshold band of a kept point looks back at every value, not at the kept ones."""
+    points = _points()
+    thinned = _spec(points, _flagged())["data"]["values"].set_index(["series", "pos"])
+    small = points[points["pos"] >= N - 400]  # 400 commits: drawn whole
+    whole = _spec(small, None, start=N - 400)["data"]["values"].set_index(["series", "pos"])
+    assert len(whole) == 2 * 400 - (N - 400 <= FAILED_AT)  # not thinned
+    both = thinned.index.intersection(whole.index)
+    both = both[both.get_level_values("pos") >= N - 395]  # past the first five, whose bands look further back
+    assert len(both) > 50
+    assert np.allclose(thinned.loc[both, ["lo", "hi"]], whole.loc[both, ["lo", "hi"]])
+
+
+def test_a_window_of_commits_is_drawn_whole() -> None:
+    points = _points()
+    spec = _spec(points, _flagged(), start=N - 250)
+    drawn = spec["data"]["values"]
+    assert len(drawn) == 2 * 250 and "subtitle" not in spec["title"]
+    assert list(history_chart.thin(np.arange(10.0), np.zeros(10), set(), limit=10)) == list(range(10))
+
+
+def test_pages_stop_through_widgets_stop() -> None:
+    """``st.stop`` ends a run before its URL writes are sent (``widgets.url_writes``): a page that stopped
+    with it would drop its selections from the link."""
+    plain = [f"{p.relative_to(ROOT)}:{i}" for p in (ROOT / "dashboard").rglob("*.py")
+             for i, line in enumerate(p.read_text().splitlines(), 1)
+             if re.search(r"\bst\.stop\(\)", line) and p.name != "widgets.py"]
+    assert plain == []
