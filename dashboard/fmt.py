@@ -21,6 +21,7 @@ from regressions.units import (
     fmt_value,
     is_missing,
     is_time,
+    plural,
     sig,
     time_unit,
 )
@@ -64,11 +65,6 @@ def fmt_bytes(n: Any) -> str:
             return f"{sig(v)} {unit}" if unit != "B" else f"{v:,.0f} B"
         v /= 1024.0
     return f"{v:g}"
-
-
-def plural(n: int, word: str, many: str | None = None) -> str:
-    """``1 commit``, ``1,000 commits``."""
-    return f"{n:,} {word if n == 1 else (many or word + 's')}"
 
 
 def fmt_speedup(ratio: Any) -> str:
