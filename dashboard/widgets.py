@@ -14,6 +14,7 @@ import pandas as pd
 import streamlit as st
 
 from dashboard import charts, data, fmt, frames, links, store_check
+from regressions.results import prefix_problem
 
 
 @dataclass(frozen=True)
@@ -285,20 +286,10 @@ def commit_select(label: str, commits: pd.DataFrame, *, key: str, default: str |
     return value
 
 
-MIN_PREFIX = 4
-
-
 def commit_problem(text: str, shas: Sequence[str]) -> str:
-    """Why ``text`` names no single commit of ``shas``: too short, ambiguous (with the first matches) or
-    unknown; the one wording of every commit picker."""
+    """Why ``text`` names no single commit of ``shas`` (``regressions.results.prefix_problem``'s words)."""
     text = text.strip().lower()
-    if len(text) < MIN_PREFIX:
-        return f"{text!r} is too short: give at least {MIN_PREFIX} characters of a commit sha"
-    hits = [s for s in shas if s.startswith(text)]
-    if len(hits) > 1:
-        shown = ", ".join(s[:12] for s in hits[:5])
-        return f"{text!r} is ambiguous: {len(hits)} commits start with it ({shown}{', ...' if len(hits) > 5 else ''})"
-    return f"no commit of this machine starts with {text!r}"
+    return prefix_problem(text, [s for s in shas if s.startswith(text)], "of this machine")
 
 
 # -- common page parts --------------------------------------------------------------------------------

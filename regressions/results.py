@@ -12,7 +12,7 @@ from __future__ import annotations
 import gc
 import math
 import subprocess
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -38,6 +38,20 @@ def commit_positions(session: Session) -> dict[int, int]:
     return {int(cid): pos for pos, cid in enumerate(ids)}
 
 
+MIN_PREFIX = 4  # hex digits of a commit sha prefix, the CLI's and the dashboard's
+
+
+def prefix_problem(ref: str, matches: Sequence[str], where: str = "in the store") -> str:
+    """Why ``ref`` names no single commit, ``matches`` being the shas of ``where`` that start with it: too
+    short, ambiguous (with the first matches) or none; the one wording of the CLI and the commit pickers."""
+    if len(ref) < MIN_PREFIX:
+        return f"{ref!r} is too short: give at least {MIN_PREFIX} characters of a commit sha"
+    if len(matches) > 1:
+        shown = ", ".join(m[:12] for m in matches[:5]) + (", ..." if len(matches) > 5 else "")
+        return f"{ref!r} is ambiguous: {len(matches)} commits {where} start with it ({shown})"
+    return f"no commit {where} starts with {ref!r}"
+
+
 def resolve_commit(session: Session, ref: str, what: str, repo: str | Path | None = None) -> Commit:
     """The stored commit ``ref`` names: a full sha, a unique sha prefix (4 hex digits or more), or a git
     ref (``HEAD~1``, a branch, a tag) resolved in the git repository ``repo`` (default: the current
@@ -48,22 +62,20 @@ def resolve_commit(session: Session, ref: str, what: str, repo: str | Path | Non
     if not ref:
         raise UsageError(f"{what}: empty commit")
     hexlike = all(c in "0123456789abcdefABCDEF" for c in ref)
-    if hexlike and len(ref) >= 4:
-        found = commit_candidates(session, ref)
-        if len(found) == 1:
-            return found[0]
-        if len(found) > 1:
-            shown = ", ".join(c.sha[:12] for c in found[:5]) + (", ..." if len(found) > 5 else "")
-            raise UsageError(f"{what}: {ref!r} is ambiguous: stored commits {shown} start with it")
+    found = commit_candidates(session, ref) if hexlike and len(ref) >= MIN_PREFIX else []
+    if len(found) == 1:
+        return found[0]
+    if len(found) > 1:
+        raise UsageError(f"{what}: {prefix_problem(ref, [c.sha for c in found])}")
     sha = _git_rev_parse(ref, repo)
     if sha is not None:
         commit = session.execute(select(Commit).where(Commit.sha == sha)).scalar_one_or_none()
         if commit is not None:
             return commit
         raise UsageError(f"{what}: {ref!r} is commit {sha}, which has no results in the store")
-    if hexlike and len(ref) < 4:
-        raise UsageError(f"{what}: {ref!r} is too short: give at least 4 characters of a commit sha (or a git ref)")
-    raise UsageError(f"{what}: {ref!r} matches no commit in the store (give a full sha or a unique prefix)")
+    if hexlike:
+        raise UsageError(f"{what}: {prefix_problem(ref, [])}; give a unique sha prefix or a git ref")
+    raise UsageError(f"{what}: {ref!r} is no git ref here, and no commit in the store starts with it")
 
 
 def _git_rev_parse(ref: str, repo: str | Path | None) -> str | None:

@@ -438,10 +438,12 @@ def test_resolve_commit_one_contract(tmp_path: Path, ingest: Ingest) -> None:
         s.add(Commit(sha=h.shas[0][:6] + "0" * 34))
         s.add(Commit(sha=h.shas[0][:6] + "1" * 34))
         s.flush()
-        with pytest.raises(UsageError, match=rf"^BASE: '{h.shas[0][:6]}' is ambiguous: stored commits .*, .*"):
+        ambiguous = rf"^BASE: '{h.shas[0][:6]}' is ambiguous: 3 commits in the store start with it \(.*, .*\)"
+        with pytest.raises(UsageError, match=ambiguous):
             resolve_commit(s, h.shas[0][:6], "BASE")
         assert resolve_commit(s, h.shas[0], "BASE").sha == h.shas[0]  # a full sha is never ambiguous
-        for ref, why in (("", "empty commit"), ("zzzz", "matches no commit"), ("0123abcd", "matches no commit")):
+        for ref, why in (("", "empty commit"), ("zzzz", "no commit in the store starts"),
+                         ("0123abcd", "no commit in the store starts")):
             with pytest.raises(UsageError, match=f"^HEAD: .*{why}"):
                 resolve_commit(s, ref, "HEAD", repo=tmp_path)
         s.rollback()
@@ -466,7 +468,8 @@ def test_git_ref_needs_a_repository(tmp_path: Path, ingest: Ingest) -> None:
     ingest(make_engine(url), [h.root])
     repo = tmp_path / "repo"
     subprocess.run(["git", "init", "-q", str(repo)], check=True)
-    with Session(make_engine(url, readonly=True)) as s, pytest.raises(UsageError, match="^BASE: 'main~1' matches"):
+    no_ref = "^BASE: 'main~1' is no git ref here"
+    with Session(make_engine(url, readonly=True)) as s, pytest.raises(UsageError, match=no_ref):
         resolve_commit(s, "main~1", "BASE", repo=repo)
 
 
