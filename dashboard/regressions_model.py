@@ -10,10 +10,10 @@ from collections.abc import Callable, Mapping, Sequence
 import pandas as pd
 
 from dashboard import fmt, frames, triage
+from db.regression_queries import issue_link_problem
 
 HistoryLink = Callable[[str, str, str], str]  # machine, benchmark, params_key -> URL
 CompareLink = Callable[[str, str | None, str], str]  # machine, base sha, head sha -> URL
-ISSUE_SCHEMES = ("https://", "http://")
 
 
 def _labels(benchmarks: pd.Series, keys: pd.Series, names: Mapping[str, Sequence[str]]) -> list[str]:
@@ -145,7 +145,6 @@ def current_triage(view: pd.DataFrame, ids: Sequence[int]) -> tuple[str, str]:
 
 
 def issue_problem(issue: str) -> str | None:
-    """Why ``issue`` cannot be stored as a tracking-issue link, or None (empty clears it)."""
-    if issue.strip() and not issue.strip().startswith(ISSUE_SCHEMES):
-        return "The issue link must start with https:// (or http://)."
-    return None
+    """Why ``issue`` cannot be stored as a tracking-issue link, or None (empty clears it): the store's rule."""
+    problem = issue_link_problem(issue)
+    return None if problem is None else problem[0].upper() + problem[1:] + "."

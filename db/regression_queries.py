@@ -72,6 +72,21 @@ def set_regression_status(s: Session, regression_id: int, status: str, *, by: st
     s.flush()
 
 
+ISSUE_SCHEMES = ("https://", "http://")
+MAX_ISSUE_URL = 1024  # the column's length
+
+
+def issue_link_problem(issue: str | None) -> str | None:
+    """Why ``issue`` cannot be stored as a regression's tracking-issue link, or None ("" clears it): the one
+    rule of the dashboard's form and of :func:`set_regression_triage`."""
+    issue = (issue or "").strip()
+    if issue and not issue.startswith(ISSUE_SCHEMES):
+        return f"the issue link must start with https:// (or http://), not {issue[:80]!r}"
+    if len(issue) > MAX_ISSUE_URL:
+        return f"the issue link is longer than {MAX_ISSUE_URL:,} characters"
+    return None
+
+
 def set_regression_triage(s: Session, regression_id: int, *, assignee: str | None, issue_url: str | None) -> str:
     """Assign a regression to a person and link the issue that tracks it (None or "" clears a field); flushes,
     does not commit; returns the regression's status. ``issue_url`` must be an http(s) URL (ValueError
@@ -79,11 +94,9 @@ def set_regression_triage(s: Session, regression_id: int, *, assignee: str | Non
     regression = s.get(Regression, regression_id)
     if regression is None:
         raise NotFound(f"no regression with id {regression_id}")
+    if (problem := issue_link_problem(issue_url)) is not None:
+        raise ValueError(problem)
     issue = (issue_url or "").strip()
-    if issue and not issue.startswith(("https://", "http://")):
-        raise ValueError(f"issue link must be an http(s) URL, not {issue!r}")
-    if len(issue) > 1024:
-        raise ValueError("issue link is longer than 1,024 characters")
     regression.assignee = (assignee or "").strip()[:255] or None
     regression.issue_url = issue or None
     s.flush()
