@@ -52,8 +52,9 @@ def status_help() -> str:
 
 
 def changed(cmp: pd.DataFrame) -> pd.DataFrame:
-    """The series the "largest changes" chart can draw: a change measured on both sides."""
-    return cmp[cmp["slowdown"].notna() & (cmp["status"] != "not_run")]
+    """The series the "largest changes" chart can draw: a change measured on both sides (none where base and
+    head are one commit: a chart of zero-length bars says nothing)."""
+    return cmp[cmp["slowdown"].notna() & (cmp["slowdown"] != 1.0) & (cmp["status"] != "not_run")]
 
 
 def with_labels(cmp: pd.DataFrame, names: Mapping[str, Sequence[str]]) -> pd.DataFrame:

@@ -129,7 +129,8 @@ def commit_ids_from(commits: pd.DataFrame, start: int) -> tuple[int, ...] | None
 def _commit_text(commits: pd.DataFrame) -> tuple[pd.DataFrame, pd.Series, pd.Series]:
     """Commits by id, with their subjects and dates formatted once per commit."""
     by_commit = commits.set_index("commit_id")
-    return (by_commit, by_commit["message"].map(lambda m: fmt.subject(m, 48)),
+    # The whole subject line on hover (up to 160 characters); the page's table and the site give the message.
+    return (by_commit, by_commit["message"].map(lambda m: fmt.subject(m, 160)),
             by_commit["date"].dt.strftime("%Y-%m-%d %H:%M"))
 
 

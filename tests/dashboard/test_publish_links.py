@@ -45,3 +45,25 @@ def test_links_survive_a_republish_with_more_results(tmp_path: Path) -> None:
         assert titles[row["id"]] == row["name"]  # the same address, the same series
         assert _data(tmp_path / "after", f"h200/s{row['id']}")["title"] == \
             _data(tmp_path / "before", f"h200/s{row['id']}")["title"]
+
+
+def test_the_site_shows_who_has_an_alert_and_its_issue(tmp_path: Path) -> None:
+    from sqlalchemy import select
+    from sqlalchemy.orm import Session
+
+    from db.engine import make_engine
+    from db.models import Regression
+    from db.regression_queries import set_regression_triage
+
+    db = f"sqlite:///{tmp_path / 'store.sqlite'}"
+    _cli("ingest", str(HISTORY), "--db", db)
+    _cli("detect", "--full", "--db", db)
+    engine = make_engine(db)
+    with Session(engine) as s:
+        rid = s.execute(select(Regression.id).order_by(Regression.id).limit(1)).scalar_one()
+        set_regression_triage(s, rid, assignee="ana", issue_url="https://github.com/acme/kernels/issues/7")
+        s.commit()
+    engine.dispose()
+    _cli("publish", "--db", db, "--out", str(tmp_path / "site"))
+    text = json.dumps(_data(tmp_path / "site", "h200/index"))
+    assert '"assignee"' in text and '"ana"' in text and "https://github.com/acme/kernels/issues/7" in text

@@ -51,6 +51,7 @@ def test_base_equal_head_is_the_same_answer_in_cli_and_page(monkeypatch: pytest.
     unchanged = cli.get("unchanged", 0)
     assert unchanged > 0 and set(cli) <= {"unchanged", "not_run"}
     assert f"Unchanged {unchanged:,}" in labels and "Regressed 0" in labels
+    assert not at.get("vega_lite_chart")  # no "largest changes" chart of zero-length bars
 
 
 def test_largest_changes_chart_keeps_the_one_regression() -> None:
