@@ -83,9 +83,11 @@ def test_nights_and_a_pull_request(tmp_path: Path) -> None:
     suspect = any(r["commit"] == c5 and r["status"] == "suspect" for r in service.regressions())
 
     # Night 3, nothing new: a suspect step is re-measured first (a re-run ingests as a second run), then the gap.
-    planned = service.night(budget=3)
-    assert [p["sha"] for p in planned] == ([c5, c1] if suspect else [c1])
-    assert service.runs([c1, c5]) == {c1: 1, c5: 2 if suspect else 1}
+    planned = [p["sha"] for p in service.night(budget=3)]
+    # Not yet suspect (three differences of CPU timings on a shared machine may not show the step), it can be
+    # found once round 1 adds c1's run, and round 2 confirms it then.
+    assert planned == [c5, c1] if suspect else planned in ([c1], [c1, c5])
+    assert service.runs([c1, c5]) == {c1: 1, c5: 2 if c5 in planned else 1}
 
     # Night 4, nothing new and nothing suspect left to confirm: nothing is measured.
     assert service.night(budget=3, steps=["detect", "plan 1"]) == []
