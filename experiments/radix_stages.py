@@ -46,14 +46,9 @@ def _empty_kernel() -> Any:
     return _empty
 
 
-def _int_list(text: str) -> list[int]:
-    try:
-        return [int(v) for v in text.split(",") if v]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
-
-
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    from benchmarks.scripts.indexer_perf import _int_list
+
     p = argparse.ArgumentParser(prog="python -m experiments.radix_stages", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
     p.add_argument("--batches", type=_int_list, default=None, help="concurrencies (default 1,4,16; smoke 1,2)")
@@ -154,17 +149,13 @@ def main(argv: list[str] | None = None) -> int:
         os.environ["TRITON_INTERPRET"] = "1"
     import torch
 
-    from benchmarks.scripts.indexer_perf import _device, _time_cpu, _time_gpu
+    from benchmarks.scripts.indexer_perf import _device
+    from experiments.indexer_select_ab import _timer
 
     device = _device(torch, args.smoke)
     if device is None:
         return 2
-    if device.type == "cuda":
-        def timer(fn: Any) -> list[float]:
-            return _time_gpu(torch, fn, args.iters, capture=True)
-    else:
-        def timer(fn: Any) -> list[float]:
-            return _time_cpu(fn, args.iters)
+    timer = _timer(args, device)
     print(f"radix select stages on {torch.cuda.get_device_name() if device.type == 'cuda' else 'CPU (interpreter)'}:"
           f" batches {args.batches}, contexts {args.contexts}, max_context {args.max_context}, top-k {args.topk}"
           f"; median us of {args.iters} replays", flush=True)  # fmt: skip
