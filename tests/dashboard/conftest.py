@@ -10,13 +10,16 @@ shows (per-run versions, ``Run.info``).
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
+import subprocess
 import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 import pytest
@@ -130,3 +133,20 @@ def md_table(at: AppTest, column: str) -> pd.DataFrame:
         if column in rows[0]:
             return pd.DataFrame(rows[1:], columns=rows[0])
     raise AssertionError(f"no Markdown table with column {column!r}")
+
+
+def mlaperf_cli(*argv: str) -> subprocess.CompletedProcess[str]:
+    """`mlaperf ARGV` in a child process (no commit links: ``MLAPERF_REPO_URL`` empty); must exit 0."""
+    env = {**os.environ, "MLAPERF_REPO_URL": ""}
+    done = subprocess.run([sys.executable, "-m", "mlaperf.cli", *argv], cwd=ROOT, env=env, capture_output=True,
+                          text=True, timeout=300)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    return done
+
+
+def site_data(site: Path, key: str) -> Any:
+    """One data file of a published site (``data/<key>.js``: ``MLAPERF.put("<key>", <json>);``), parsed."""
+    text = (site / "data" / f"{key}.js").read_text(encoding="utf-8")
+    prefix = f'MLAPERF.put("{key}",'
+    assert text.startswith(prefix) and text.endswith(");\n")
+    return json.loads(text[len(prefix):-3])

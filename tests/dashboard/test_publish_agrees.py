@@ -5,18 +5,15 @@ and `mlaperf detect --list`; every field the site's data hold is read by its scr
 
 from __future__ import annotations
 
-import json
 import os
 import re
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 import pytest
-from conftest import APP, ROOT, md_table
+from conftest import APP, ROOT, md_table, mlaperf_cli, site_data
 from streamlit.testing.v1 import AppTest
 
 from mlaperf.publish_axes import linear_ticks, value_axis
@@ -26,34 +23,19 @@ MACHINE = "h200"
 HUMAN_TICK = re.compile(r"^(0|-?[\d,]+(\.\d+)?[kMG]?)$")
 
 
-def _cli(*argv: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "MLAPERF_REPO_URL": ""}
-    done = subprocess.run([sys.executable, "-m", "mlaperf.cli", *argv], cwd=ROOT, env=env, capture_output=True,
-                          text=True, timeout=300)
-    assert done.returncode == 0, done.stderr
-    return done
-
-
 @pytest.fixture(scope="module")
 def bundled(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, Path]:
     """The README's store: history/results ingested and detected, and its site."""
     tmp = tmp_path_factory.mktemp("bundled")
     url = f"sqlite:///{tmp / 'store.sqlite'}"
-    _cli("ingest", str(ROOT / "history" / "results"), "--db", url)
-    _cli("detect", "--db", url, "--full")
-    _cli("publish", "--db", url, "--out", str(tmp / "site"), "--repo-url", "https://github.com/example/mlaperf")
+    mlaperf_cli("ingest", str(ROOT / "history" / "results"), "--db", url)
+    mlaperf_cli("detect", "--db", url, "--full")
+    mlaperf_cli("publish", "--db", url, "--out", str(tmp / "site"), "--repo-url", "https://github.com/example/mlaperf")
     return url, tmp / "site"
 
 
-def _data(site: Path, key: str) -> Any:
-    text = (site / "data" / f"{key}.js").read_text(encoding="utf-8")
-    prefix = f'MLAPERF.put("{key}",'
-    assert text.startswith(prefix) and text.endswith(");\n")
-    return json.loads(text[len(prefix):-3])
-
-
 def _index(site: Path) -> dict[str, Any]:
-    return _data(site, "h200/index")
+    return site_data(site, "h200/index")
 
 
 def _page(monkeypatch: pytest.MonkeyPatch, url: str, page: str, query: dict[str, str]) -> AppTest:
@@ -103,7 +85,7 @@ def test_throughput_and_speedups_are_the_dashboards(monkeypatch: pytest.MonkeyPa
 
 def _cli_listing(url: str) -> list[tuple[str, str, str, str]]:
     """(before, after, ratio, p) of each row `mlaperf detect --list --all` prints."""
-    lines = _cli("detect", "--list", "--all", "--db", url).stdout.splitlines()
+    lines = mlaperf_cli("detect", "--list", "--all", "--db", url).stdout.splitlines()
     head = next(i for i, line in enumerate(lines) if line.startswith("status "))
     cols = {name: lines[head].index(name) for name in ("before", "after", "ratio", "p ", "closed at")}
     cut = sorted(cols.values())
@@ -146,10 +128,10 @@ def test_every_field_written_is_read(bundled: tuple[str, Path]) -> None:
             for v in value[:50]:
                 walk(v)
 
-    walk(_data(site, "site"))
+    walk(site_data(site, "site"))
     walk(_index(site))
     flagged = next(r["id"] for r in _index(site)["grid"] if r["flag"])
-    walk(_data(site, f"h200/s{flagged}"))
+    walk(site_data(site, f"h200/s{flagged}"))
     unread = sorted(k for k in keys if not re.search(rf"[.\[\"']{re.escape(k)}\b", script))
     assert not unread, f"written but never read by app.js: {unread}"
 
@@ -244,7 +226,7 @@ def test_page_shows_the_dashboards_strings(monkeypatch: pytest.MonkeyPatch, bund
     assert page.locator("svg.chart .marker-fix").count() == 1
     table = _rows(page, "main table")
     assert len(table) == 1 and "19.5 us → 90.1 us" in table[0] and "4.63x" in table[0] and "< 1e-12" in table[0]
-    hist = _data(site, f"h200/s{sid}")
+    hist = site_data(site, f"h200/s{sid}")
     ticks = page.locator("svg.chart .axis.y .tick text").all_text_contents()
     assert ticks == hist["y"]["labels"] and all(HUMAN_TICK.match(t) for t in ticks), ticks
     assert hist["y"]["title"] == "time (us)" and "12 commits measured" in page.inner_text("main")
