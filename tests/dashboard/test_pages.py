@@ -491,8 +491,13 @@ def test_history_hover_of_real_runs(monkeypatch: pytest.MonkeyPatch, tmp_path) -
     points = vega(at)[0][1]["data"].sort_values("pos")
     assert points["series"].nunique() == 1
     gpu = "GPU NVIDIA H200 (sm 9.0) · driver 580.159.04 · CUDA 13.0 · torch 2.11.0+cu130 · triton 3.6.0"
-    # The suite records configs now; the runs before it did not. The newest run (a566702) has its config.
-    assert set(points["kernel config"].iloc[:-1]) == {"not recorded"} and set(points["versions"].iloc[:-1]) == {gpu}
+    # Every bundled point has its config (the older runs' were recorded later, history/README.md): the
+    # deliberate regression (eee7909) ran without split-K at one request, its fix (b07c34e) split again.
+    assert "not recorded" not in set(points["kernel config"])
+    assert set(points["versions"]) == {f"{gpu} · runner arch profile native"}
+    splits = points.set_index("commit")["kernel config"].str.extract(r"num_splits=(\d+)")[0]
+    assert list(splits[splits.index.str.startswith("eee7909")]) == ["1"], splits
+    assert list(splits[splits.index.str.startswith("b07c34e")]) == ["16"], splits
     newest = points.iloc[-1]
     assert newest["kernel config"].startswith("block_h=16 · block_n=32 · block_d=0 · num_splits=16")
     assert newest["kernel config"].endswith("spill_bytes=0")
