@@ -61,7 +61,8 @@ def measure(batch: int, ctx: int, args: argparse.Namespace) -> dict[str, float]:
     block_h = max(16, L.next_pow2(d.heads))
 
     def run_scores() -> None:
-        scores[grid](*L._score_args(q, w, cache, bt, sl, logits, d), BLOCK_H=block_h, FP32_MATH=False, HIST=False)
+        flags = {"FP32_MATH": False, "HIST": False, "ZERO_WS": False}
+        scores[grid](*L._score_args(q, w, cache, bt, sl, logits, d), BLOCK_H=block_h, **flags)
 
     parts: dict[str, Any] = {"scores": run_scores}
     radix = L._tuned_select()

@@ -1,9 +1,10 @@
 #!/usr/bin/env python
 """Where the global radix select's time goes at few requests: each of its launches timed alone.
 
-The select (``mla_kernels.indexer.radix``) is a workspace zeroing and three dependent launches: byte pass 0,
-byte pass 1 and the compaction (whose last program finishes the k-th key's bucket). At one request it takes
-about 24-27 us whatever the context (``indexer_select_ab``), far more than its work. For each (batch,
+The select (``mla_kernels.indexer.radix``) is a zeroed workspace and three dependent launches: byte pass 0,
+byte pass 1 and the compaction (whose last program finishes the k-th key's bucket); the product zeroes the
+workspace inside the scores kernel (``ZERO_WS``), this experiment with a launch of its own. At one request
+it took about 24-27 us whatever the context (``indexer_select_ab``), far more than its work. For each (batch,
 context) this times, each in its own CUDA graph over the same logits with a cold L2 (``indexer_perf``'s
 timer):
 
@@ -12,7 +13,7 @@ timer):
 - ``pass0`` / ``pass1`` / ``compact``: the workspace restored to the state that launch starts from, then
   the launch (each figure less ``restore`` is the launch's own);
 - ``empty``: an empty kernel on the same grid and warps (launch and scheduling cost alone);
-- ``chain``: zeroing and the three launches, the select as the product runs it.
+- ``chain``: zeroing and the three launches (the product's select, plus the zeroing launch it no longer has).
 
 The chain's output is checked against the float64 reference before and after its timed replays.
 ``--smoke``: tiny shapes on the CPU under the Triton interpreter (wall clock, eager: a check that the

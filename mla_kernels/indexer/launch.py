@@ -147,8 +147,8 @@ def _programs_per_request(device: torch.device, batch: int, per_sm: int | None =
 
 
 def _score_args(q, w, cache, bt, sl, logits, d: _Dims, ws=None, topk: int = 0) -> tuple[object, ...]:  # noqa: ANN001
-    """The scores kernel's runtime arguments; ``ws`` (a radix workspace) only where it runs pass 0
-    (``HIST``): otherwise the logits stand in for the unused pointer."""
+    """The scores kernel's runtime arguments; ``ws`` (a radix workspace) only where it runs pass 0 into it
+    (``HIST``) or zeroes it (``ZERO_WS``): otherwise the logits stand in for the unused pointer."""
     return (
         q, w, cache, bt, sl, logits, logits if ws is None else ws,
         q.stride(0), q.stride(1), w.stride(0), cache.stride(0), bt.stride(0), logits.stride(0),
@@ -192,22 +192,27 @@ def _run_scores(
     topk: int,
     ws: torch.Tensor | None = None,
     per_sm: int | None = None,
+    zero_ws: torch.Tensor | None = None,
 ) -> tuple[KernelRun, str]:
-    """Launch the scores kernel into ``logits`` (with the radix select's pass 0 into ``ws`` when given):
-    a fixed config under the interpreter, the batch bucket's autotuner on the GPU. ``per_sm`` overrides
+    """Launch the scores kernel into ``logits``: with the radix select's pass 0 into ``ws`` (a zeroed
+    workspace, ``HIST``) or zeroing ``zero_ws`` for the select's passes (``ZERO_WS``) when given; a fixed
+    config under the interpreter, the batch bucket's autotuner on the GPU. ``per_sm`` overrides
     ``SCORES_PROGRAMS_PER_SM``. Returns the run and where its config came from."""
+    if ws is not None and zero_ws is not None:
+        raise ValueError("give ws (pass 0 in the scores kernel) or zero_ws (zero it there), not both")
     block_h = max(16, next_pow2(d.heads))
     per_req = _programs_per_request(q.device, d.batch, per_sm)
-    args = _score_args(q, w, cache, bt, sl, logits, d, ws, topk)
+    args = _score_args(q, w, cache, bt, sl, logits, d, zero_ws if ws is None else ws, topk)
+    flags = {"HIST": ws is not None, "ZERO_WS": zero_ws is not None}
     if interpreting():
         grid = (min(per_req, triton.cdiv(d.max_context, _INTERP_BLOCK_T)), d.batch)
-        constexprs = {"BLOCK_H": block_h, "BLOCK_T": _INTERP_BLOCK_T, "FP32_MATH": True, "HIST": ws is not None}
+        constexprs = {"BLOCK_H": block_h, "BLOCK_T": _INTERP_BLOCK_T, "FP32_MATH": True, **flags}
         launch = KernelLaunch("indexer.scores", SCORES_KERNEL, grid, args, constexprs)
         return KernelRun.of(launch, launch.run()), "fixed"
     grid = lambda meta: (min(per_req, triton.cdiv(d.max_context, meta["BLOCK_T"])), d.batch)
     # The kernel is part of the tuner's cache key: a replaced SCORES_KERNEL gets its own tuner.
     tuner = _tuned_scores(_batch_bucket(d.batch), SCORES_KERNEL)
-    constexprs = {"BLOCK_H": block_h, "FP32_MATH": False, "HIST": ws is not None}
+    constexprs = {"BLOCK_H": block_h, "FP32_MATH": False, **flags}
     return _tuned_run(tuner, "indexer.scores", grid, args, constexprs), "autotuner"
 
 
@@ -224,9 +229,13 @@ def _bf16_topk(
     logits = torch.empty((d.batch, d.max_context), dtype=torch.float32, device=dev)
     out = torch.empty((d.batch, topk), dtype=torch.int32, device=dev)
     path = select_path(d.batch)
-    ws_cand = radix_workspace(d, dev) if path in ("radix", "radix_fused") else None
-    fused_ws = ws_cand[0] if ws_cand is not None and path == "radix_fused" else None  # scores run pass 0
-    scores, source = _run_scores(q, w, cache, bt, sl, logits, d, topk, fused_ws)
+    # The radix paths' workspace: zeroed here when the scores kernel runs pass 0 into it, else by that
+    # kernel (one launch fewer).
+    ws_cand = radix_workspace(d, dev, zeroed=path == "radix_fused") if path in ("radix", "radix_fused") else None
+    ws = ws_cand[0] if ws_cand is not None else None
+    fused = path == "radix_fused"
+    scores, source = _run_scores(q, w, cache, bt, sl, logits, d, topk, ws if fused else None,
+                                 zero_ws=None if fused else ws)  # fmt: skip
     select_runs, select_config = _select(logits, bt, sl, out, topk, d, path, ws_cand)
     sc = scores.config
     config: dict[str, int | bool | str] = {
@@ -358,16 +367,23 @@ def compile_matrix(
     for c in SCORE_CONFIGS:
         launch_t = KernelLaunch(
             "indexer.scores_t", _bf16_scores_kernel_t, (1, batch), _score_args(q, w, cache, bt, sl, logits, d),
-            {"BLOCK_H": block_h, "FP32_MATH": False, "HIST": False, **c.kwargs}, num_warps=c.num_warps,
-            num_stages=c.num_stages,
+            {"BLOCK_H": block_h, "FP32_MATH": False, "HIST": False, "ZERO_WS": False, **c.kwargs},
+            num_warps=c.num_warps, num_stages=c.num_stages,
         )  # fmt: skip
         rows.append((f"BLOCK_T {c.kwargs['BLOCK_T']} w{c.num_warps} st{c.num_stages}", launch_t,
                      config_spec("indexer.scores_t", c)))  # fmt: skip
         ws, _ = radix_workspace(d, meta)
+        launch_z = KernelLaunch(
+            "indexer.scores_zero", _bf16_scores_kernel_t, (1, batch), _score_args(q, w, cache, bt, sl, logits, d, ws),
+            {"BLOCK_H": block_h, "FP32_MATH": False, "HIST": False, "ZERO_WS": True, **c.kwargs},
+            num_warps=c.num_warps, num_stages=c.num_stages,
+        )  # fmt: skip
+        rows.append((f"BLOCK_T {c.kwargs['BLOCK_T']} w{c.num_warps} st{c.num_stages}", launch_z,
+                     config_spec("indexer.scores_zero", c)))  # fmt: skip
         launch_h = KernelLaunch(
             "indexer.scores_hist", _bf16_scores_kernel_t, (1, batch),
             _score_args(q, w, cache, bt, sl, logits, d, ws, topk),
-            {"BLOCK_H": block_h, "FP32_MATH": False, "HIST": True, **c.kwargs}, num_warps=c.num_warps,
+            {"BLOCK_H": block_h, "FP32_MATH": False, "HIST": True, "ZERO_WS": False, **c.kwargs}, num_warps=c.num_warps,
             num_stages=c.num_stages,
         )  # fmt: skip
         rows.append((f"BLOCK_T {c.kwargs['BLOCK_T']} w{c.num_warps} st{c.num_stages}", launch_h,

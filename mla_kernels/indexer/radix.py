@@ -67,10 +67,11 @@ def plan(
                      min(1024, next_pow2(topk)), warps or WARPS)  # fmt: skip
 
 
-def workspace(d: _Dims, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
-    """The zeroed histogram/state rows and the candidate lists (token positions, up to the capacity)."""
-    ws = torch.zeros((d.batch, WS_WIDTH), dtype=torch.int32, device=device)
-    cand = torch.empty((d.batch, d.max_context), dtype=torch.int32, device=device)
+def workspace(d: _Dims, device: torch.device, zeroed: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
+    """The histogram/state rows (zeroed unless ``zeroed`` is False: the scores kernel then zeroes them,
+    ``ZERO_WS``) and the candidate lists (int64 ``[B, capacity]``: order key and token position)."""
+    ws = (torch.zeros if zeroed else torch.empty)((d.batch, WS_WIDTH), dtype=torch.int32, device=device)
+    cand = torch.empty((d.batch, d.max_context), dtype=torch.int64, device=device)
     return ws, cand
 
 

@@ -7,10 +7,13 @@ whose higher bytes match the prefix so far) and add the non-zero bins to the req
 global memory; the last program of the request to finish (an atomic ticket) finds the bucket of the
 k-th largest key and extends the request's prefix. Two passes fix 16 bits. ``_radix_compact_kernel``
 then writes the sure winners (keys above the bucket) straight to the output through an atomic counter
-and the bucket's tokens to a candidate list; its last program selects the rest among those candidates
-(the low 16 bits, two more byte rounds, ties first come first).
+and the bucket's tokens, with their keys, to a candidate list; its last program selects the rest among
+those candidates (the low 16 bits, two more byte rounds, ties first come first): in registers when they
+fit one block, which is the usual case, else block by block.
 
-Per request, a zeroed int32 workspace row: ``[256 hist pass 0][256 hist pass 1][STATE]`` (``WS_WIDTH``).
+Per request, a zeroed int32 workspace row: ``[256 hist pass 0][256 hist pass 1][STATE]`` (``WS_WIDTH``;
+the scores kernel can zero it, ``_zero_ws_row``), and an int64 candidate row: each its key (high word) and
+its position (low word), one store and one load.
 No host sync; shapes only: CUDA-graph capturable. Which tokens tie at the k-th key are taken depends on
 the atomics' order (the contract: any choice among equal keys).
 """
@@ -24,6 +27,7 @@ from .kernels import _order_key
 
 # Workspace row: two 256-bin histograms, then the state words.
 WS_WIDTH = 520
+WS_WORDS = tl.constexpr(WS_WIDTH)  # the same, where kernels read it
 HIST_BINS = tl.constexpr(256)
 ST_TICKET = tl.constexpr(512)  # + pass (0, 1); + 2: the compaction's
 ST_PREFIX = tl.constexpr(515)  # the resolved high bytes of the k-th largest key (uint32 bits)
@@ -31,6 +35,13 @@ ST_NGT = tl.constexpr(516)  # keys known to rank above the bucket so far
 ST_DONE = tl.constexpr(517)  # 1: the selection is exactly {key >= prefix}
 ST_WIN = tl.constexpr(518)  # winners written (atomic counter)
 ST_CAND = tl.constexpr(519)  # candidates written (atomic counter)
+
+
+@triton.jit
+def _zero_ws_row(ws_row):
+    # The workspace row back to zeros (one launch fewer than a memset before the select).
+    i = tl.arange(0, 1024)
+    tl.store(ws_row + i, tl.zeros([1024], dtype=tl.int32), mask=i < WS_WORDS)
 
 
 @triton.jit
@@ -110,53 +121,91 @@ def _radix_pass_kernel(
 
 
 @triton.jit
-def _list_byte_pass(cand_row, row, m, prefix, n_gt, topk, SHIFT: tl.constexpr, FBLOCK: tl.constexpr):
-    # One byte round of the final select over the candidate list: returns (prefix, n_gt, done).
-    h = tl.zeros([256], dtype=tl.int32)
-    for j0 in range(0, m, FBLOCK):
-        j = j0 + tl.arange(0, FBLOCK)
-        ok = j < m
-        t = tl.load(cand_row + j, mask=ok, other=0, cache_modifier=".cg")
-        key = _order_key(tl.load(row + t, mask=ok, other=0.0))
-        match = ok & ((key >> (SHIFT + 8)) == (prefix >> (SHIFT + 8)))
-        h += _byte_hist(key, match, SHIFT)
+def _cand(cand_row, j, ok):
+    # Candidates j as (position, key), packed by the compaction (in L2: read past L1).
+    v = tl.load(cand_row + j, mask=ok, other=0, cache_modifier=".cg").to(tl.uint64, bitcast=True)
+    return (v & 0xFFFFFFFF).to(tl.int32), (v >> 32).to(tl.uint32)
+
+
+@triton.jit
+def _round(h, prefix, n_gt, topk, SHIFT: tl.constexpr):
+    # A byte histogram of the bucket's keys -> (prefix, n_gt, done), as ``_find_bucket`` does it.
     k_rem = topk - n_gt
     d, above, in_bucket = _bucket(h, k_rem)
     return prefix | (d.to(tl.uint32) << SHIFT), n_gt + above, in_bucket == k_rem - above
 
 
 @triton.jit
-def _final_select(ws_row, cand_row, row, out_row, bt_row, topk, num_pages, FBLOCK: tl.constexpr):
+def _in_prefix(key, ok, prefix, SHIFT: tl.constexpr):
+    return ok & ((key >> (SHIFT + 8)) == (prefix >> (SHIFT + 8)))
+
+
+@triton.jit
+def _list_byte_pass(cand_row, m, prefix, n_gt, topk, SHIFT: tl.constexpr, FBLOCK: tl.constexpr):
+    # One byte round of the final select over the candidate list, block by block.
+    h = tl.zeros([256], dtype=tl.int32)
+    for j0 in range(0, m, FBLOCK):
+        j = j0 + tl.arange(0, FBLOCK)
+        ok = j < m
+        _, key = _cand(cand_row, j, ok)
+        h += _byte_hist(key, _in_prefix(key, ok, prefix, SHIFT), SHIFT)
+    return _round(h, prefix, n_gt, topk, SHIFT)
+
+
+@triton.jit
+def _write_block(t, key, ok, j, thr, k_eq, n_above, whole, out_row, bt_row, topk, num_pages, base_gt, base_eq):
+    # Write one block of candidates' slots at their ranks (``_selection``'s threshold, keys equal to it
+    # still to take, where the ties start, whether it is taken whole). Returns the new bases.
+    gt = ok & tl.where(whole, key >= thr, key > thr)
+    eq = ok & (key == thr) & (j * 0 + k_eq > 0)  # scalar as tensor: interpreter
+    gt_i = gt.to(tl.int32)
+    eq_i = eq.to(tl.int32)
+    eq_rank = base_eq + tl.cumsum(eq_i, 0) - 1
+    take = (gt_i + (eq & (eq_rank < k_eq)).to(tl.int32)) > 0
+    pos = tl.where(gt, base_gt + tl.cumsum(gt_i, 0) - 1, n_above + eq_rank)
+    page = tl.load(bt_row + t // 256, mask=take, other=0)
+    slot = tl.where((page >= 0) & (page < num_pages), page * 256 + t % 256, -1)
+    tl.store(out_row + pos, slot, mask=take & (pos < topk))
+    return base_gt + tl.sum(gt_i, axis=0), base_eq + tl.sum(eq_i, axis=0)
+
+
+@triton.jit
+def _selection(topk, p1, g1, done1, p2, g2, done2):
+    # After the two low byte rounds: done1 means {key >= p1} exactly; else p2 is the k-th largest key and
+    # g2 keys rank above it.
+    whole = done1 | done2
+    return tl.where(done1, p1, p2), tl.where(whole, 0, topk - g2), tl.where(whole, topk, g2), whole
+
+
+@triton.jit
+def _final_select(ws_row, cand_row, out_row, bt_row, topk, num_pages, FBLOCK: tl.constexpr):
     # The bucket's candidates (their high 16 bits equal the prefix's): the low two bytes, then the writes
     # at [n_gt, topk) of the row; keys equal to the k-th largest are taken first come first.
     m = tl.atomic_add(ws_row + ST_CAND, 0)
     prefix = tl.load(ws_row + ST_PREFIX).to(tl.uint32, bitcast=True)
     n_gt0 = tl.load(ws_row + ST_NGT)
-    prefix1, n_gt1, done1 = _list_byte_pass(cand_row, row, m, prefix, n_gt0, topk, 8, FBLOCK)
-    prefix2, n_gt2, done2 = _list_byte_pass(cand_row, row, m, prefix1, n_gt1, topk, 0, FBLOCK)
-    # done1: {key >= prefix1} exactly; else prefix2 is the k-th largest key, n_gt2 keys rank above it.
-    thr = tl.where(done1, prefix1, prefix2)
-    k_eq = tl.where(done1 | done2, 0, topk - n_gt2)
-    base_gt = n_gt0
-    base_eq = tl.zeros([], dtype=tl.int32)
-    n_above = tl.where(done1 | done2, topk, n_gt2)  # where the ties start
-    for j0 in range(0, m, FBLOCK):
-        j = j0 + tl.arange(0, FBLOCK)
+    zero = tl.zeros([], dtype=tl.int32)
+    if m <= FBLOCK:  # one block: every round on the keys in registers
+        j = tl.arange(0, FBLOCK)
         ok = j < m
-        t = tl.load(cand_row + j, mask=ok, other=0, cache_modifier=".cg")
-        key = _order_key(tl.load(row + t, mask=ok, other=0.0))
-        gt = ok & tl.where(done1 | done2, key >= thr, key > thr)
-        eq = ok & (key == thr) & (j * 0 + k_eq > 0)  # scalar as tensor: interpreter
-        gt_i = gt.to(tl.int32)
-        eq_i = eq.to(tl.int32)
-        eq_rank = base_eq + tl.cumsum(eq_i, 0) - 1
-        take = (gt_i + (eq & (eq_rank < k_eq)).to(tl.int32)) > 0
-        pos = tl.where(gt, base_gt + tl.cumsum(gt_i, 0) - 1, n_above + eq_rank)
-        page = tl.load(bt_row + t // 256, mask=take, other=0)
-        slot = tl.where((page >= 0) & (page < num_pages), page * 256 + t % 256, -1)
-        tl.store(out_row + pos, slot, mask=take & (pos < topk))
-        base_gt += tl.sum(gt_i, axis=0)
-        base_eq += tl.sum(eq_i, axis=0)
+        t, key = _cand(cand_row, j, ok)
+        p1, g1, done1 = _round(_byte_hist(key, _in_prefix(key, ok, prefix, 8), 8), prefix, n_gt0, topk, 8)
+        p2, g2, done2 = _round(_byte_hist(key, _in_prefix(key, ok, p1, 0), 0), p1, g1, topk, 0)
+        thr, k_eq, n_above, whole = _selection(topk, p1, g1, done1, p2, g2, done2)
+        _write_block(t, key, ok, j, thr, k_eq, n_above, whole, out_row, bt_row, topk, num_pages, n_gt0, zero)
+    else:
+        p1, g1, done1 = _list_byte_pass(cand_row, m, prefix, n_gt0, topk, 8, FBLOCK)
+        p2, g2, done2 = _list_byte_pass(cand_row, m, p1, g1, topk, 0, FBLOCK)
+        thr, k_eq, n_above, whole = _selection(topk, p1, g1, done1, p2, g2, done2)
+        base_gt = n_gt0
+        base_eq = zero
+        for j0 in range(0, m, FBLOCK):
+            j = j0 + tl.arange(0, FBLOCK)
+            ok = j < m
+            t, key = _cand(cand_row, j, ok)
+            base_gt, base_eq = _write_block(
+                t, key, ok, j, thr, k_eq, n_above, whole, out_row, bt_row, topk, num_pages, base_gt, base_eq
+            )
 
 
 @triton.jit
@@ -197,12 +246,13 @@ def _radix_compact_kernel(
             slot = tl.where((page >= 0) & (page < num_pages), page * 256 + t % 256, -1)
             tl.store(out_row + pos, slot, mask=win & (pos < topk))
             c0 = tl.atomic_add(ws_row + ST_CAND, tl.sum(cand_i, axis=0))
-            tl.store(cand_row + c0 + tl.cumsum(cand_i, 0) - 1, t, mask=cand)
+            packed = (key.to(tl.uint64) << 32) | t.to(tl.uint64)
+            tl.store(cand_row + c0 + tl.cumsum(cand_i, 0) - 1, packed.to(tl.int64, bitcast=True), mask=cand)
         tl.debug_barrier()  # every lane's candidate is stored before the ticket (acq_rel) is taken
         ticket = tl.atomic_add(ws_row + ST_TICKET + 2, 1)
         if ticket == tl.cdiv(n, SLICE) - 1:
             if done == 0:
-                _final_select(ws_row, cand_row, row, out_row, bt_row, topk, num_pages, FBLOCK)
+                _final_select(ws_row, cand_row, out_row, bt_row, topk, num_pages, FBLOCK)
 
 
 @triton.jit

@@ -6,6 +6,9 @@ accumulator's columns, which one warp holds (a few shuffles), instead of across 
 heads (shared memory and a barrier every tile, the head-major layout this kernel replaced); the FP8 keys
 are the left operand, converted to bf16 in registers.
 
+``ZERO_WS``: the first program of each request zeroes its radix workspace row (``ws_ptr``), which the
+select's passes then fill: no memset launch before them.
+
 ``HIST``: the kernel also runs pass 0 of the global radix select (``radix_kernels``) on the logits it
 holds: each program histograms the top byte of its tokens' order keys in registers and adds them to the
 request's workspace row (``ws_ptr``), the last one finds the bucket, so the select starts at pass 1.
@@ -18,7 +21,7 @@ import triton.language as tl
 
 # Absolute: the oracle test loads a mutated copy of this file as a module of its own.
 from mla_kernels.indexer.kernels import _order_key
-from mla_kernels.indexer.radix_kernels import _byte_hist, _flush_hist
+from mla_kernels.indexer.radix_kernels import _byte_hist, _flush_hist, _zero_ws_row
 
 
 @triton.jit
@@ -27,9 +30,13 @@ def _bf16_scores_kernel_t(
     stride_qb, stride_qh, stride_wb, stride_page, stride_btb, stride_lb, stride_ws,
     H, num_pages, max_ctx, topk,
     BLOCK_H: tl.constexpr, BLOCK_T: tl.constexpr, FP32_MATH: tl.constexpr, HIST: tl.constexpr,
+    ZERO_WS: tl.constexpr,
 ):  # fmt: skip
     pid = tl.program_id(0)
     b = tl.program_id(1)
+    if ZERO_WS:
+        if pid == 0:  # every request has a program 0, an empty one too
+            _zero_ws_row(ws_ptr + b * stride_ws)
     step = tl.num_programs(0) * BLOCK_T
     n = tl.minimum(tl.load(seq_ptr + b), max_ctx)
     if pid * BLOCK_T < n:  # idle programs skip even the q load

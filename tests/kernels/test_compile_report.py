@@ -39,11 +39,11 @@ def sm120(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[dict], float, 
     return json.loads(proc.stdout), elapsed, cache
 
 
-# The indexer's compile-matrix rows: the live scores kernel (also with the radix select's pass 0 fused), the
-# single-program, split and global radix selects, the SIMT baseline.
-INDEXER_KERNELS = ("indexer.scores_t", "indexer.scores_hist", "indexer.select", "indexer.chunk_topk",
-                   "indexer.merge_topk", "indexer.radix_pass0", "indexer.radix_pass1", "indexer.radix_compact",
-                   "indexer.fp32_maxctx")  # fmt: skip
+# The indexer's compile-matrix rows: the live scores kernel (also zeroing the radix select's workspace, and
+# with its pass 0 fused), the single-program, split and global radix selects, the SIMT baseline.
+INDEXER_KERNELS = ("indexer.scores_t", "indexer.scores_zero", "indexer.scores_hist", "indexer.select",
+                   "indexer.chunk_topk", "indexer.merge_topk", "indexer.radix_pass0", "indexer.radix_pass1",
+                   "indexer.radix_compact", "indexer.fp32_maxctx")  # fmt: skip
 
 
 def test_every_kernel_is_compiled_for_sm120(sm120):
@@ -95,7 +95,7 @@ def test_indexer_kernels_compile_for_sm90(tmp_path):
     fixed = [r for r in rows if r["kernel"] in ("indexer.chunk_topk", "indexer.merge_topk") or "radix_" in r["kernel"]]
     assert all(r["kept"] and r["spill_bytes"] == 0 for r in fixed)  # the split and radix selects run spill-free
     assert all(r["arch"] == "sm_90" and r["registers"] and not r["failure"] for r in rows)
-    scores = [r for r in rows if r["kernel"] in ("indexer.scores_t", "indexer.scores_hist")]
+    scores = [r for r in rows if r["kernel"].startswith("indexer.scores_")]
     assert all(r["mma"] for r in scores)  # tensor cores, not a fallback (wgmma from 64 tokens a tile)
     assert all(any(m.startswith("wgmma") for m in r["mma"]) for r in scores if "BLOCK_T 32 " not in r["config"])
     assert all(r["shared"] <= 101376 for r in scores)  # fits the smallest target (sm_120 class) too

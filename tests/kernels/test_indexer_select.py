@@ -134,6 +134,28 @@ def test_fused_pass0_equals_the_pass_kernel() -> None:
     assert torch.equal(fused[:, state], plain[:, state])
 
 
+def test_scores_kernel_zeroes_the_workspace_the_select_then_uses() -> None:
+    # The radix path leaves its workspace unzeroed for the scores kernel (ZERO_WS): stale counts from an
+    # earlier call (here: every word 7) must not reach the select, an empty request's row included.
+    inp = make_indexer_inputs(3, [700, 0, 1000], max_context=1024, num_heads=16, topk=64, device=DEV, seed=4)
+    d = ix_launch._check_args(*inp.args(), "bf16")
+    q, w, cache, bt, sl, topk = inp.args()
+    logits = torch.empty((3, d.max_context), dtype=torch.float32, device=DEV)
+    ws, cand = ix_radix.workspace(d, DEV, zeroed=False)
+    ws.fill_(7)
+    with pytest.raises(ValueError, match="not both"):
+        ix_launch._run_scores(q, w, cache, bt, sl, logits, d, topk, ws, zero_ws=ws)
+    run, _ = ix_launch._run_scores(q, w, cache, bt, sl, logits, d, topk, zero_ws=ws)
+    assert run.config["ZERO_WS"] and not run.config["HIST"]
+    assert int(ws.abs().sum()) == 0
+    out = torch.full((3, topk), -7, dtype=torch.int32, device=DEV)
+    ix_radix.radix_select(logits, bt, sl, out, topk, d, ix_radix.plan(d, topk, DEV), (ws, cand))
+    # The kernel's own logits (no rounding at the k-th), past each request's length unwritten.
+    past = torch.arange(d.max_context, device=DEV)[None, :] >= sl[:, None]
+    want = ix_launch._topk_slots(logits.masked_fill(past, float("-inf")), bt, topk)
+    assert torch.equal(torch.sort(out, 1).values, torch.sort(want, 1).values)
+
+
 @pytest.fixture(params=NEW_PATHS)
 def select_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
     monkeypatch.setattr(ix_launch, "SELECT", request.param)
