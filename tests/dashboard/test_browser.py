@@ -287,3 +287,55 @@ def test_wide_pages_fit_a_1280_px_window(served: str, seeded: Seeded) -> None:
             assert widths[0] <= widths[1] + 2, widths  # no column out of view
         finally:
             browser.close()
+
+
+# Every pill of History's parameter pickers, with whether it is the element on top at its own centre and
+# inside the content column (a pill run under the next picker or past the column's edge cannot be clicked).
+PILL_REACH = """() => {
+  const column = document.querySelector('[data-testid="stMainBlockContainer"]').getBoundingClientRect();
+  const out = [];
+  for (const group of document.querySelectorAll('[data-testid="stButtonGroup"]')) {
+    const label = group.closest('[data-testid="stElementContainer"]').innerText.split('\\n')[0];
+    for (const pill of group.querySelectorAll('button')) {
+      const r = pill.getBoundingClientRect();
+      const top = document.elementFromPoint(r.x + r.width / 2, r.y + r.height / 2);
+      out.push([label, pill.innerText, pill.contains(top) && r.right <= column.right + 0.5]);
+    }
+  }
+  return out;
+}"""
+
+
+def test_history_parameter_pills_fit_a_1280_px_window(tmp_path: Path) -> None:
+    """At 1280 px, with the sidebar open, a benchmark with eight values of one parameter and three of another
+    (the sweep of the speed benchmark's store): every value's pill is in view and is what a click there hits."""
+    import asv_synth
+    from playwright.sync_api import sync_playwright
+
+    from dashboard.served import CHROMIUM_ARGS, Served, Watcher
+    from db.engine import make_engine, upgrade
+    from db.ingest import ingest_paths
+
+    bench = "bench_decode.SparseDecode.time_decode"
+    benches = [b for b in asv_synth.mla_benchmarks(concurrency=(1, 2, 4, 8, 16, 32, 64, 128), topk=(128, 512, 2048),
+                                                   metrics=False) if b.name == bench]
+    asv_synth.write_results(tmp_path / "results", "wide", benches, asv_synth.commit_shas(3, seed="wide"))
+    url = f"sqlite:///{tmp_path / 'store.sqlite'}"
+    upgrade(url)
+    engine = make_engine(url)
+    assert ingest_paths(engine, [tmp_path / "results"], progress=False).ok
+    engine.dispose()
+
+    with Served(url) as server, sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True)
+        page = browser.new_page(viewport={"width": 1280, "height": 1000})
+        watch = Watcher(page)
+        try:
+            _load(page, watch, f"{server.base}/history?hist_bench={bench}")
+            page.screenshot(path=str(SHOTS / "history_pills_1280.png"))
+            pills = [(label, text, ok) for label, text, ok in page.evaluate(PILL_REACH) if label != "View"]
+            assert {label for label, _, _ in pills} == {"impl", "concurrency", "topk"}, pills
+            assert len(pills) == 2 + 8 + 3, pills
+            assert [(label, text) for label, text, ok in pills if not ok] == [], pills
+        finally:
+            browser.close()
