@@ -16,13 +16,14 @@ def _pick_series(params: model.Params, mine: pd.DataFrame) -> model.Selection:
     """One pill selector per parameter, defaulting to the flagged series; stops the page on an empty pick."""
     defaults = model.default_picks(mine, params.names)
     picked: dict[str, list[object]] = {}
-    # One row that wraps, each parameter as wide as its pills: equal columns cut off the pills of a parameter
-    # with many values (they ran under the next column's).
-    with st.container(horizontal=True, gap="large"):
-        for i, n in enumerate(params.names):
-            values = params.values(n)
-            default = model.pill_default(defaults, n, i, values, len(params.names))
-            picked[n] = widgets.url_pills(n, values, key=f"hp_{n}", default=default)
+    if params.names:
+        # One row that wraps, each parameter as wide as its pills: equal columns cut off the pills of a
+        # parameter with many values (they ran under the next column's).
+        with st.container(horizontal=True, gap="large"):
+            for i, n in enumerate(params.names):
+                values = params.values(n)
+                default = model.pill_default(defaults, n, i, values, len(params.names))
+                picked[n] = widgets.url_pills(n, values, key=f"hp_{n}", default=default)
     sel = model.select_series(params, picked)
     if not sel.wanted:
         st.info("Pick at least one value of every parameter.")
