@@ -199,6 +199,14 @@ def _click_last_column(page: Any, grid: Any, row: int, from_right: int = 25) -> 
     page.mouse.click(box["x"] + box["width"] - from_right, box["y"] + 35 * (row + 1) + 17)
 
 
+def _run_ended(page: Any, watch: Any, before: int, timeout: float = 60.0) -> None:
+    """Wait for the session's next run (after ``watch.begin()`` gave ``before``) to end, however slow."""
+    deadline = time.monotonic() + timeout
+    while watch.finished <= before:
+        assert time.monotonic() < deadline, f"no run ended in {timeout} s"
+        page.wait_for_timeout(50)
+
+
 def _follow_cell(page: Any, watch: Any, grid: Any, row: int, path: str, tries: int = 3) -> None:
     """Click a link cell of the grid (its last column) and wait until the tab is on ``path``. A click that
     started no run within 15 s came before the grid took input (a loaded machine) and is made again; one that
@@ -242,8 +250,10 @@ def test_in_app_links_stay_in_the_tab(served: str, seeded: Seeded) -> None:
 
             # History's flagged step: its compare link opens Compare on parent..commit in this tab.
             base, head = seeded.shas[SLOW_FROM - 1][:12], seeded.shas[SLOW_FROM][:12]
+            before = watch.begin()
             page.locator('[data-testid="stPageLink"] a').filter(has_text="Compare").first.click()
             page.wait_for_function("() => location.pathname.endsWith('/compare')", timeout=30_000)
+            _run_ended(page, watch, before)  # no run left going when the sidebar is clicked below
             page.wait_for_selector(CHART, timeout=30_000)
             assert _query(page)["cmp_base"] == [base] and _query(page)["cmp_head"] == [head], page.url
             assert len(context.pages) == 1
@@ -252,7 +262,7 @@ def test_in_app_links_stay_in_the_tab(served: str, seeded: Seeded) -> None:
             before = watch.begin()
             page.get_by_role("link", name="All benchmarks").click()
             page.wait_for_function("() => location.pathname.endsWith('/summary')", timeout=30_000)
-            watch.wait_run(page, before)
+            _run_ended(page, watch, before)
             page.wait_for_selector(GRID, timeout=30_000)
             page.wait_for_timeout(2_000)
             assert urlparse(page.url).path.endswith("/summary"), page.url
