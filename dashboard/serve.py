@@ -78,6 +78,10 @@ def streamlit_command(host: str, port: int) -> list[str]:
         "--browser.gatherUsageStats", "false",
         "--server.fileWatcherType", "none",
         "--client.toolbarMode", "viewer",
+        # Streamlit's default full collection after every run holds the GIL for a tenth of a second or more
+        # over this server's heap (pandas, SQLAlchemy, cached frames), delaying the run's end on every page
+        # load and widget change; Python's own generational collection still runs.
+        "--runner.postScriptGC", "false",
     ]
 
 

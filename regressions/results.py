@@ -74,7 +74,7 @@ def resolve_commit(session: Session, ref: str, what: str, repo: str | Path | Non
             return commit
         raise UsageError(f"{what}: {ref!r} is commit {sha}, which has no results in the store")
     if hexlike:
-        raise UsageError(f"{what}: {prefix_problem(ref, [])}; give a unique sha prefix or a git ref")
+        raise UsageError(f"{what}: {prefix_problem(ref, [])} (and it names no git ref here)")
     raise UsageError(f"{what}: {ref!r} is no git ref here, and no commit in the store starts with it")
 
 

@@ -17,11 +17,12 @@ def _pick_series(params: model.Params, mine: pd.DataFrame) -> model.Selection:
     defaults = model.default_picks(mine, params.names)
     picked: dict[str, list[object]] = {}
     if params.names:
-        cols = st.columns(min(len(params.names), 4))
-        for i, n in enumerate(params.names):
-            values = params.values(n)
-            default = model.pill_default(defaults, n, i, values, len(params.names))
-            with cols[i % len(cols)]:
+        # One row that wraps, each parameter as wide as its pills: equal columns cut off the pills of a
+        # parameter with many values (they ran under the next column's).
+        with st.container(horizontal=True, gap="large"):
+            for i, n in enumerate(params.names):
+                values = params.values(n)
+                default = model.pill_default(defaults, n, i, values, len(params.names))
                 picked[n] = widgets.url_pills(n, values, key=f"hp_{n}", default=default)
     sel = model.select_series(params, picked)
     if not sel.wanted:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import re
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -176,13 +177,50 @@ def test_axis_labels_and_no_request_off_the_server(served: str) -> None:
 GRID = '[data-testid="stDataFrame"]'
 
 
+def _settled_box(page: Any, grid: Any, timeout: float = 30.0) -> dict[str, float]:
+    """The grid canvas's box once it has stopped moving (the same over 300 ms): elements drawn above it
+    after the run (slow under load) push it down, and a click computed before would land elsewhere."""
+    grid.scroll_into_view_if_needed()
+    deadline = time.monotonic() + timeout
+    box = grid.locator("canvas").first.bounding_box()
+    while time.monotonic() < deadline:
+        page.wait_for_timeout(300)
+        again = grid.locator("canvas").first.bounding_box()
+        if box is not None and again == box:
+            return box
+        box = again
+    raise AssertionError(f"the grid kept moving for {timeout} s: {box}")
+
+
 def _click_last_column(page: Any, grid: Any, row: int, from_right: int = 25) -> None:
     """Click the grid's last column at ``row`` (0 = first data row; rows and header are 35 px), ``from_right``
     pixels left of the grid's right edge."""
-    grid.scroll_into_view_if_needed()
-    box = grid.locator("canvas").first.bounding_box()
-    assert box is not None
+    box = _settled_box(page, grid)
     page.mouse.click(box["x"] + box["width"] - from_right, box["y"] + 35 * (row + 1) + 17)
+
+
+def _run_ended(page: Any, watch: Any, before: int, timeout: float = 60.0) -> None:
+    """Wait for the session's next run (after ``watch.begin()`` gave ``before``) to end, however slow."""
+    deadline = time.monotonic() + timeout
+    while watch.finished <= before:
+        assert time.monotonic() < deadline, f"no run ended in {timeout} s"
+        page.wait_for_timeout(50)
+
+
+def _follow_cell(page: Any, watch: Any, grid: Any, row: int, path: str, tries: int = 3) -> None:
+    """Click a link cell of the grid (its last column) and wait until the tab is on ``path``. A click that
+    started no run within 15 s came before the grid took input (a loaded machine) and is made again; one that
+    started a run must lead to ``path``."""
+    for _ in range(tries):
+        before = watch.begin()
+        _click_last_column(page, grid, row)
+        deadline = time.monotonic() + 15
+        while watch.finished <= before and time.monotonic() < deadline:
+            page.wait_for_timeout(50)
+        if watch.finished > before:
+            page.wait_for_function("p => location.pathname.endsWith(p)", arg=path, timeout=30_000)
+            return
+    raise AssertionError(f"{tries} clicks on the grid started no run")
 
 
 def test_in_app_links_stay_in_the_tab(served: str, seeded: Seeded) -> None:
@@ -201,8 +239,7 @@ def test_in_app_links_stay_in_the_tab(served: str, seeded: Seeded) -> None:
             # All benchmarks: the first row's "plot" opens its History.
             _load(page, watch, f"{served}/summary?sum_q=decode%20mma%2064%20512")
             page.wait_for_selector(GRID, timeout=30_000)
-            _click_last_column(page, page.locator(GRID).first, 0)
-            page.wait_for_function("() => location.pathname.endsWith('/history')", timeout=30_000)
+            _follow_cell(page, watch, page.locator(GRID).first, 0, "/history")
             page.wait_for_selector(CHART, timeout=30_000)
             query = _query(page)
             assert query["hist_bench"] == ["bench_decode.SparseDecode.time_decode"], page.url
@@ -213,14 +250,19 @@ def test_in_app_links_stay_in_the_tab(served: str, seeded: Seeded) -> None:
 
             # History's flagged step: its compare link opens Compare on parent..commit in this tab.
             base, head = seeded.shas[SLOW_FROM - 1][:12], seeded.shas[SLOW_FROM][:12]
+            before = watch.begin()
             page.locator('[data-testid="stPageLink"] a').filter(has_text="Compare").first.click()
             page.wait_for_function("() => location.pathname.endsWith('/compare')", timeout=30_000)
+            _run_ended(page, watch, before)  # no run left going when the sidebar is clicked below
             page.wait_for_selector(CHART, timeout=30_000)
             assert _query(page)["cmp_base"] == [base] and _query(page)["cmp_head"] == [head], page.url
             assert len(context.pages) == 1
-            # Back on the grid's page through the sidebar: the followed cell does not send it off again.
+            # Back on the grid's page through the sidebar: the followed cell does not send it off again (checked
+            # once the page's run has ended, however long that takes, and a while after).
+            before = watch.begin()
             page.get_by_role("link", name="All benchmarks").click()
             page.wait_for_function("() => location.pathname.endsWith('/summary')", timeout=30_000)
+            _run_ended(page, watch, before)
             page.wait_for_selector(GRID, timeout=30_000)
             page.wait_for_timeout(2_000)
             assert urlparse(page.url).path.endswith("/summary"), page.url
@@ -232,8 +274,7 @@ def test_in_app_links_stay_in_the_tab(served: str, seeded: Seeded) -> None:
             watch = Watcher(page)
             _load(page, watch, f"{served}/")
             page.wait_for_selector(GRID, timeout=30_000)
-            _click_last_column(page, page.locator(GRID).first, 0)
-            page.wait_for_function("() => location.pathname.endsWith('/regressions')", timeout=30_000)
+            _follow_cell(page, watch, page.locator(GRID).first, 0, "/regressions")
             page.wait_for_selector(GRID, timeout=30_000)
             assert _query(page)["reg_group"] == ["1"], page.url
             assert len(context.pages) == 1
@@ -246,11 +287,16 @@ def test_in_app_links_stay_in_the_tab(served: str, seeded: Seeded) -> None:
             _load(page, watch, f"{served}/")
             commits = page.locator(GRID).last
             page.wait_for_selector(GRID, timeout=30_000)
-            for _ in range(4):  # the grid opens a link cell's URL on a click once the cell is selected
+            # The grid opens a link cell's URL on a click once the cell is selected: click until a tab opens
+            # (each click waits 3 s for it; a loaded machine may need more than the second click).
+            for _ in range(8):
                 _click_last_column(page, commits, 0, from_right=30)
-                page.wait_for_timeout(700)
-                if len(context.pages) > 1:
+                try:
+                    context.wait_for_event("page", timeout=3_000)
                     break
+                except Exception:  # noqa: BLE001 - playwright's TimeoutError: no tab yet, click again
+                    continue
+            page.wait_for_timeout(1_000)  # a second tab from an extra click would show by now
             assert len(context.pages) == 2
         finally:
             browser.close()
@@ -285,5 +331,57 @@ def test_wide_pages_fit_a_1280_px_window(served: str, seeded: Seeded) -> None:
                 '[data-testid="stDataFrame"] .dvn-scroller'); return [s.scrollWidth, s.clientWidth]; }""")
             page.screenshot(path=str(SHOTS / "compare_1280.png"))
             assert widths[0] <= widths[1] + 2, widths  # no column out of view
+        finally:
+            browser.close()
+
+
+# Every pill of History's parameter pickers, with whether it is the element on top at its own centre and
+# inside the content column (a pill run under the next picker or past the column's edge cannot be clicked).
+PILL_REACH = """() => {
+  const column = document.querySelector('[data-testid="stMainBlockContainer"]').getBoundingClientRect();
+  const out = [];
+  for (const group of document.querySelectorAll('[data-testid="stButtonGroup"]')) {
+    const label = group.closest('[data-testid="stElementContainer"]').innerText.split('\\n')[0];
+    for (const pill of group.querySelectorAll('button')) {
+      const r = pill.getBoundingClientRect();
+      const top = document.elementFromPoint(r.x + r.width / 2, r.y + r.height / 2);
+      out.push([label, pill.innerText, pill.contains(top) && r.right <= column.right + 0.5]);
+    }
+  }
+  return out;
+}"""
+
+
+def test_history_parameter_pills_fit_a_1280_px_window(tmp_path: Path) -> None:
+    """At 1280 px, with the sidebar open, a benchmark with eight values of one parameter and three of another
+    (the sweep of the speed benchmark's store): every value's pill is in view and is what a click there hits."""
+    import asv_synth
+    from playwright.sync_api import sync_playwright
+
+    from dashboard.served import CHROMIUM_ARGS, Served, Watcher
+    from db.engine import make_engine, upgrade
+    from db.ingest import ingest_paths
+
+    bench = "bench_decode.SparseDecode.time_decode"
+    benches = [b for b in asv_synth.mla_benchmarks(concurrency=(1, 2, 4, 8, 16, 32, 64, 128), topk=(128, 512, 2048),
+                                                   metrics=False) if b.name == bench]
+    asv_synth.write_results(tmp_path / "results", "wide", benches, asv_synth.commit_shas(3, seed="wide"))
+    url = f"sqlite:///{tmp_path / 'store.sqlite'}"
+    upgrade(url)
+    engine = make_engine(url)
+    assert ingest_paths(engine, [tmp_path / "results"], progress=False).ok
+    engine.dispose()
+
+    with Served(url) as server, sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True)
+        page = browser.new_page(viewport={"width": 1280, "height": 1000})
+        watch = Watcher(page)
+        try:
+            _load(page, watch, f"{server.base}/history?hist_bench={bench}")
+            page.screenshot(path=str(SHOTS / "history_pills_1280.png"))
+            pills = [(label, text, ok) for label, text, ok in page.evaluate(PILL_REACH) if label != "View"]
+            assert {label for label, _, _ in pills} == {"impl", "concurrency", "topk"}, pills
+            assert len(pills) == 2 + 8 + 3, pills
+            assert [(label, text) for label, text, ok in pills if not ok] == [], pills
         finally:
             browser.close()

@@ -102,6 +102,11 @@ def test_streamlit_command_is_headless_on_host() -> None:
     assert opts["--server.headless"] == "true"
     assert opts["--server.address"] == "127.0.0.1" and opts["--server.port"] == "9999"
     assert opts["--browser.gatherUsageStats"] == "false"
+    # No full garbage collection after every run (it held the GIL on every page load); an option this
+    # Streamlit knows, so a renamed one fails here rather than being ignored.
+    from streamlit import config
+
+    assert opts["--runner.postScriptGC"] == "false" and config.get_option("runner.postScriptGC") is not None
 
 
 def test_wait_serving_gives_up_when_the_server_exits() -> None:

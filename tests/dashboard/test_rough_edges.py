@@ -78,7 +78,11 @@ def test_missing_driver_and_unsupported_database_exit_2(seeded: Seeded) -> None:
 
 def test_short_commit_prefix_in_the_cli_says_so(seeded: Seeded) -> None:
     done = _mlaperf("compare", "abc", seeded.shas[-1][:12], "--db", seeded.url)
-    assert done.returncode == 2 and "too short" in done.stderr and "'abc'" in done.stderr
+    assert done.returncode == 2, done.stderr
+    line = done.stderr.strip().splitlines()[-1]
+    assert line.endswith("BASE: 'abc' is too short: give at least 4 characters of a commit sha "
+                         "(and it names no git ref here)"), line
+    assert line.count("give") == 1  # one instruction, not two
 
 
 def test_speedups_and_counts_read_alike() -> None:
