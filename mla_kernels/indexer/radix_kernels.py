@@ -170,7 +170,7 @@ def _write_block(t, key, ok, j, thr, k_eq, n_above, whole, out_row, bt_row, topk
 
 
 @triton.jit
-def _selection(topk, p1, g1, done1, p2, g2, done2):
+def _selection(topk, p1, done1, p2, g2, done2):
     # After the two low byte rounds: done1 means {key >= p1} exactly; else p2 is the k-th largest key and
     # g2 keys rank above it.
     whole = done1 | done2
@@ -191,12 +191,12 @@ def _final_select(ws_row, cand_row, out_row, bt_row, topk, num_pages, FBLOCK: tl
         t, key = _cand(cand_row, j, ok)
         p1, g1, done1 = _round(_byte_hist(key, _in_prefix(key, ok, prefix, 8), 8), prefix, n_gt0, topk, 8)
         p2, g2, done2 = _round(_byte_hist(key, _in_prefix(key, ok, p1, 0), 0), p1, g1, topk, 0)
-        thr, k_eq, n_above, whole = _selection(topk, p1, g1, done1, p2, g2, done2)
+        thr, k_eq, n_above, whole = _selection(topk, p1, done1, p2, g2, done2)
         _write_block(t, key, ok, j, thr, k_eq, n_above, whole, out_row, bt_row, topk, num_pages, n_gt0, zero)
     else:
         p1, g1, done1 = _list_byte_pass(cand_row, m, prefix, n_gt0, topk, 8, FBLOCK)
         p2, g2, done2 = _list_byte_pass(cand_row, m, p1, g1, topk, 0, FBLOCK)
-        thr, k_eq, n_above, whole = _selection(topk, p1, g1, done1, p2, g2, done2)
+        thr, k_eq, n_above, whole = _selection(topk, p1, done1, p2, g2, done2)
         base_gt = n_gt0
         base_eq = zero
         for j0 in range(0, m, FBLOCK):
