@@ -28,6 +28,7 @@ from .kernels import _order_key
 # Workspace row: two 256-bin histograms, then the state words.
 WS_WIDTH = 520
 WS_WORDS = tl.constexpr(WS_WIDTH)  # the same, where kernels read it
+WS_LANES = tl.constexpr(1 << (WS_WIDTH - 1).bit_length())  # a power of two covering the row
 HIST_BINS = tl.constexpr(256)
 ST_TICKET = tl.constexpr(512)  # + pass (0, 1); + 2: the compaction's
 ST_PREFIX = tl.constexpr(515)  # the resolved high bytes of the k-th largest key (uint32 bits)
@@ -40,8 +41,8 @@ ST_CAND = tl.constexpr(519)  # candidates written (atomic counter)
 @triton.jit
 def _zero_ws_row(ws_row):
     # The workspace row back to zeros (one launch fewer than a memset before the select).
-    i = tl.arange(0, 1024)
-    tl.store(ws_row + i, tl.zeros([1024], dtype=tl.int32), mask=i < WS_WORDS)
+    i = tl.arange(0, WS_LANES)
+    tl.store(ws_row + i, tl.zeros([WS_LANES], dtype=tl.int32), mask=i < WS_WORDS)
 
 
 @triton.jit

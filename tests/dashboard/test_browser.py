@@ -199,12 +199,17 @@ def _click_last_column(page: Any, grid: Any, row: int, from_right: int = 25) -> 
     page.mouse.click(box["x"] + box["width"] - from_right, box["y"] + 35 * (row + 1) + 17)
 
 
-def _run_ended(page: Any, watch: Any, before: int, timeout: float = 60.0) -> None:
-    """Wait for the session's next run (after ``watch.begin()`` gave ``before``) to end, however slow."""
+def _wait_run_end(page: Any, watch: Any, before: int, timeout: float) -> bool:
+    """Whether the session's next run (after ``watch.begin()`` gave ``before``) ended within ``timeout`` s."""
     deadline = time.monotonic() + timeout
-    while watch.finished <= before:
-        assert time.monotonic() < deadline, f"no run ended in {timeout} s"
+    while watch.finished <= before and time.monotonic() < deadline:
         page.wait_for_timeout(50)
+    return watch.finished > before
+
+
+def _run_ended(page: Any, watch: Any, before: int, timeout: float = 60.0) -> None:
+    """Wait for the session's next run to end, however slow."""
+    assert _wait_run_end(page, watch, before, timeout), f"no run ended in {timeout} s"
 
 
 def _follow_cell(page: Any, watch: Any, grid: Any, row: int, path: str, tries: int = 3) -> None:
@@ -214,10 +219,7 @@ def _follow_cell(page: Any, watch: Any, grid: Any, row: int, path: str, tries: i
     for _ in range(tries):
         before = watch.begin()
         _click_last_column(page, grid, row)
-        deadline = time.monotonic() + 15
-        while watch.finished <= before and time.monotonic() < deadline:
-            page.wait_for_timeout(50)
-        if watch.finished > before:
+        if _wait_run_end(page, watch, before, 15):
             page.wait_for_function("p => location.pathname.endsWith(p)", arg=path, timeout=30_000)
             return
     raise AssertionError(f"{tries} clicks on the grid started no run")
