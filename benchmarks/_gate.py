@@ -105,7 +105,7 @@ EXPECTED_LAUNCH: dict[tuple[str, str], tuple[str | tuple[str, ...], tuple[str, .
                         ("BLOCK_H", "BLOCK_N", "NUM_SPLITS", "num_warps")),
     ("decode", "gluon"): ("_gluon_decode_kernel", ("BLOCK_H", "BLOCK_N", "NUM_SPLITS", "num_warps")),
     ("indexer", "fp32_maxctx"): ("_fp32_maxctx_scores_kernel", ("BLOCK_T",)),
-    ("indexer", "bf16"): ("_bf16_scores_kernel", ("BLOCK_T", "SELECT_BLOCK")),
+    ("indexer", "bf16"): (("_bf16_scores_kernel", "_coop_topk_kernel"), ("BLOCK_T", "SELECT_BLOCK")),
 }
 
 

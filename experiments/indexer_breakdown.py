@@ -56,7 +56,7 @@ def measure(batch: int, ctx: int, args: argparse.Namespace) -> dict[str, float]:
     logits = torch.empty((batch, d.max_context), dtype=torch.float32, device="cuda")
     out = torch.empty((batch, topk), dtype=torch.int32, device="cuda")
     per_req = L._programs_per_request(q.device, batch)
-    scores = L._tuned_scores(L._batch_bucket(batch))
+    scores = L._tuned_tiles("indexer.scores_t", L.SCORES_KERNEL, L._batch_bucket(batch))
     grid = lambda meta: (min(per_req, -(-d.max_context // meta["BLOCK_T"])), batch)
     block_h = max(16, L.next_pow2(d.heads))
 

@@ -89,13 +89,17 @@ def _timer(args: argparse.Namespace, device: Any) -> Any:
 
 
 def _select_alone(case: dict[str, Any], path: str, plan: Any = None) -> Any:
-    """The select of ``path`` alone on the case's logits (a closure); ``plan``: a radix plan override."""
+    """The select of ``path`` alone on the case's logits (a closure); ``plan``: a radix plan override.
+    "coop" has no select alone (one launch with its scores): its figure is that launch."""
 
+    from mla_kernels.indexer import coop, radix
     from mla_kernels.indexer import launch as L
-    from mla_kernels.indexer import radix
 
     q, w, cache, bt, sl, topk = case["inp"].args()
     d, logits, out = case["d"], case["logits"], case["out"]
+    cp = coop.plan(d, topk, logits.device) if path == "coop" else None
+    if cp is not None:
+        return lambda: L._coop_topk(q, w, cache, bt, sl, logits, out, topk, d, cp)
     if path == "radix_fused":  # pass 0 ran in the scores kernel: start from that workspace every time
         ws, cand = radix.workspace(d, logits.device)
         L._run_scores(q, w, cache, bt, sl, logits, d, topk, ws)

@@ -28,6 +28,8 @@ class Arch:
     capability: int  # 90, 120
     shared_per_block: int  # bytes one block may opt in to
     tensor_cores: str  # what tl.dot lowers to there
+    shared_per_sm: int = 233472  # bytes of shared memory per SM
+    threads_per_sm: int = 2048
 
     @property
     def name(self) -> str:
@@ -35,11 +37,30 @@ class Arch:
 
 
 # Shared memory per block: the CUDA programming guide's "maximum amount of shared memory per thread
-# block" (compute capability 9.0: 227 KB = 232,448 B; 12.0: 99 KB = 101,376 B).
+# block" (compute capability 9.0: 227 KB = 232,448 B; 12.0: 99 KB = 101,376 B); per SM 228 KB and 100 KB,
+# resident threads per SM 2,048 and 1,536 (its compute-capability table).
 ARCHS: dict[int, Arch] = {
     90: Arch(90, 232448, "wgmma (64-row warpgroups) and mma.sync"),
-    120: Arch(120, 101376, "mma.sync (no wgmma); block-scaled FP8 MMA"),
+    120: Arch(120, 101376, "mma.sync (no wgmma); block-scaled FP8 MMA", 102400, 1536),
 }
+REGISTERS_PER_SM = 65536  # both architectures
+SHARED_RESERVED_PER_BLOCK = 1024  # the system's own shared memory per resident block (cc 8.0 on)
+
+# Kernels whose programs wait for one another (grid barriers), by spec name: the blocks per SM their grids
+# hold, so the number that must fit an SM at once. Where fewer fit, a barrier would never open: the keep
+# rule drops the config.
+RESIDENT_BLOCKS: dict[str, int] = {"indexer.coop": 2}
+
+
+def resident_blocks(capability: int, registers: int, num_warps: int, shared: int) -> int:
+    """Blocks of one kernel an SM holds at once: by registers (allocated per warp in units of 256), shared
+    memory and threads. An architecture not in ``ARCHS`` gets the smaller of each limit."""
+    arch = ARCHS.get(capability)
+    shared_per_sm = arch.shared_per_sm if arch else min(a.shared_per_sm for a in ARCHS.values())
+    threads = arch.threads_per_sm if arch else min(a.threads_per_sm for a in ARCHS.values())
+    per_warp = -(-max(registers, 1) * 32 // 256) * 256
+    by_registers = REGISTERS_PER_SM // (per_warp * num_warps)
+    return min(by_registers, shared_per_sm // (shared + SHARED_RESERVED_PER_BLOCK), threads // (32 * num_warps))
 
 
 # The keep rule of every tuned kernel (MMA decode, SIMT tile, indexer autotuners): a config is kept for an
@@ -59,14 +80,20 @@ SPILL_ALLOWED: dict[tuple[int, tuple[object, ...]], str] = {
 
 
 def verdict(
-    capability: int, shared_limit: int, spec: tuple[object, ...], shared: int, spill_bytes: int
+    capability: int, shared_limit: int, spec: tuple[object, ...], shared: int, spill_bytes: int, registers: int = 0
 ) -> str | None:
     """Why a compiled config is not kept for an architecture, or None when it is (the one rule the
-    tuners and the compile report share)."""
+    tuners and the compile report share). A ``RESIDENT_BLOCKS`` kernel's spec ends in (num_warps,
+    num_stages); its ``registers`` per thread then count."""
     if shared > shared_limit:
         return f"shared {shared:,} B > {shared_limit:,} B"
     if spill_bytes and (capability, spec) not in SPILL_ALLOWED:
         return f"spills {spill_bytes} B/thread"
+    need = RESIDENT_BLOCKS.get(str(spec[0])) if spec else None
+    if need:
+        fit = resident_blocks(capability, registers, int(spec[-2]), shared)  # type: ignore[call-overload]
+        if fit < need:
+            return f"{fit} blocks fit an SM ({registers} registers, {shared:,} B shared), its grid barrier needs {need}"
     return None
 
 
@@ -76,7 +103,7 @@ _WARNED: set[str] = set()
 def kept_by_compile(launch: KernelLaunch, spec: tuple[object, ...], capability: int, shared_limit: int) -> bool:
     """``verdict`` on ``launch`` compiled ahead of time for sm_<capability> (``mla_kernels.aot``, cached):
     the keep rule of every tuner. A launch that cannot be compiled here (no toolchain) is kept, with one
-    warning per cause, and launching decides."""
+    warning per cause, and launching decides; not a ``RESIDENT_BLOCKS`` kernel's, which is dropped."""
     from . import aot
 
     try:
@@ -85,8 +112,8 @@ def kept_by_compile(launch: KernelLaunch, spec: tuple[object, ...], capability: 
         if str(exc) not in _WARNED:
             _WARNED.add(str(exc))
             warnings.warn(f"{launch.name} configs not checked for sm_{capability}: {exc}", RuntimeWarning, stacklevel=2)
-        return True
-    return verdict(capability, shared_limit, spec, stats.shared, stats.spill_bytes) is None
+        return not (spec and str(spec[0]) in RESIDENT_BLOCKS)  # residency cannot be left to the launch
+    return verdict(capability, shared_limit, spec, stats.shared, stats.spill_bytes, stats.registers) is None
 
 
 def has_warpgroup_mma(capability: int) -> bool:

@@ -87,7 +87,8 @@ def judge(entry: Entry, capability: int, stats: CompileStats) -> tuple[bool, str
     from .arch import ARCHS, verdict
 
     spill = stats.spill_bytes
-    why = verdict(capability, ARCHS[capability].shared_per_block, entry.spec or (), stats.shared, spill)
+    why = verdict(capability, ARCHS[capability].shared_per_block, entry.spec or (), stats.shared, spill,
+                  stats.registers)  # fmt: skip
     if entry.kept is None:
         kept, reason = why is None, why
     else:

@@ -25,7 +25,9 @@ Implementations:
   that split ("split"), the split with byte-histogram rounds ("split_radix"), or the global radix select
   (``radix``: every pass spread over slices of every request, per-request histograms merged by atomics,
   the last program of a request resolving its bucket; "radix_fused" runs its first pass inside the scores
-  kernel). The record's ``select`` names it. No host sync, no data-dependent shapes: CUDA-graph
+  kernel), or the scores and that radix select in one launch ("coop", ``coop``: phases separated by grid
+  barriers, so only configs of which its programs per SM fit at once are kept). The record's ``select``
+  names it. No host sync, no data-dependent shapes: CUDA-graph
   capturable once autotuning has been resolved by a warm-up call. ``indexer_topk_with_record`` also returns the
   ``LaunchRecord`` of the kernels and their resolved configs.
 

@@ -13,8 +13,9 @@ import torch
 import triton
 
 from .._common import KernelLaunch, interpreting, next_pow2, num_sms
-from ..arch import kept_by_compile, profile_target
+from ..arch import RESIDENT_BLOCKS, kept_by_compile, profile_target
 from ..record import KernelRun, LaunchRecord
+from . import coop
 from .checks import _check_args, _Dims
 from .kernels import _fp32_maxctx_scores_kernel, _radix_select_kernel
 from .layout import HEAD_DIM
@@ -28,11 +29,11 @@ from .split import launches as split_launches
 from .split import plan as split_plan
 from .split import split_select
 from .split_kernels import _chunk_topk_kernel, _merge_topk_kernel
-from .token_scores import _bf16_scores_kernel_t
+from .token_scores import _bf16_scores_kernel_t, _coop_topk_kernel
 
 KERNELS = {"scores_t": _bf16_scores_kernel_t, "select": _radix_select_kernel, "fp32_maxctx": _fp32_maxctx_scores_kernel,
            "chunk_topk": _chunk_topk_kernel, "merge_topk": _merge_topk_kernel, "radix_pass": _radix_pass_kernel,
-           "radix_compact": _radix_compact_kernel}
+           "radix_compact": _radix_compact_kernel, "coop": _coop_topk_kernel}
 
 # Which top-k select the bf16 path runs (the one place to flip it): "split" (chunk programs, two-bit
 # rounds, then a merge), "split_radix" (the same split, byte-histogram rounds) or "radix" (the global
@@ -41,11 +42,15 @@ KERNELS = {"scores_t": _bf16_scores_kernel_t, "select": _radix_select_kernel, "f
 # (``split.plan`` is None), the split paths fall back to the single-program radix select.
 # SELECT may also be a tuple of (max batch, path) pairs, ascending, the last one's bound covering every
 # batch: a batch runs the first path whose bound holds (the batch is a shape: no host sync).
-SELECTS = ("split", "split_radix", "radix", "radix_fused")
+# "coop" runs the scores and the global radix select in one launch (``coop``), for batches of at most
+# ``coop.PER_SM`` requests per SM; above that it falls back to "radix".
+SELECTS = ("split", "split_radix", "radix", "radix_fused", "coop")
 # Measured on the H200 (docs/measurements/indexer_cross_04d766d.log): up to 16 requests the global radix
 # select is 1.05-1.9x faster at 16K-64K tokens of context (one request at 64K: 40 against 75 us) and 6-11 us
 # slower at 4K; at 32 requests the split path is faster at 4K-16K and 3% slower at 64K, at 64 faster.
-SELECT: str | tuple[tuple[int, str], ...] = ((16, "radix"), (1 << 31, "split"))
+# The one-launch "coop" against "radix" (indexer_coop_ab_session13.log): as fast or faster at one and two
+# requests at every context; at 4-16 requests faster at 4K-16K but slower at 64K, so "radix" keeps those.
+SELECT: str | tuple[tuple[int, str], ...] = ((2, "coop"), (16, "radix"), (1 << 31, "split"))
 
 
 def use_select(path: str | None) -> str | tuple[tuple[int, str], ...]:
@@ -107,6 +112,9 @@ def _kept_by_compile(name: str, kernel: object):  # noqa: ANN202 - Triton's earl
             )  # fmt: skip
             if kept_by_compile(launch, config_spec(name, cfg), capability, limit):
                 kept.append(cfg)
+        if not kept and name in RESIDENT_BLOCKS:  # a config that might not fit would hang, not run slowly
+            raise RuntimeError(f"no {name} config fits {RESIDENT_BLOCKS[name]} blocks per SM on sm_{capability}: "
+                               f"choose another select than {name!r} (launch.SELECT)")  # fmt: skip
         return kept or configs[:1]
 
     return prune
@@ -118,17 +126,21 @@ def _batch_bucket(batch: int) -> int:
     return min(next_pow2(batch), 64)
 
 
-# Which scores kernel the bf16 path runs: the token-major one (tokens as the MMA's rows).
+# Which scores kernel the bf16 path runs: the token-major one (tokens as the MMA's rows); and the
+# one-launch kernel of the "coop" select (the same tiles).
 SCORES_KERNEL = _bf16_scores_kernel_t
+COOP_KERNEL = _coop_topk_kernel
 
 
 @functools.cache
-def _tuned_scores(bucket: int = 64, kernel: object = None) -> triton.runtime.Autotuner:  # noqa: ARG001 - cache key
-    fn = SCORES_KERNEL if kernel is None else kernel
-    prune = {"early_config_prune": _kept_by_compile("indexer.scores_t", fn)}
-    # ws_ptr: with HIST the timed runs add to the radix workspace; it is put back before the real launch.
+def _tuned_tiles(name: str, kernel: object, bucket: int) -> triton.runtime.Autotuner:  # noqa: ARG001 - cache key
+    """The autotuner of a kernel of score tiles (``SCORE_CONFIGS``): the scores kernel ("indexer.scores_t")
+    or the one-launch "indexer.coop", one per batch bucket. The kernel is part of the cache key: a replaced
+    ``SCORES_KERNEL`` or ``COOP_KERNEL`` gets its own tuner."""
+    prune = {"early_config_prune": _kept_by_compile(name, kernel)}
+    # ws_ptr: the timed runs add to the radix workspace (HIST, coop) or zero it; it is put back after each.
     return triton.autotune(configs=list(SCORE_CONFIGS), key=["H", "BLOCK_H"], prune_configs_by=prune,
-                           restore_value=["ws_ptr"])(fn)  # fmt: skip
+                           restore_value=["ws_ptr"])(kernel)  # fmt: skip
 
 
 @functools.cache
@@ -210,8 +222,7 @@ def _run_scores(
         launch = KernelLaunch("indexer.scores", SCORES_KERNEL, grid, args, constexprs)
         return KernelRun.of(launch, launch.run()), "fixed"
     grid = lambda meta: (min(per_req, triton.cdiv(d.max_context, meta["BLOCK_T"])), d.batch)
-    # The kernel is part of the tuner's cache key: a replaced SCORES_KERNEL gets its own tuner.
-    tuner = _tuned_scores(_batch_bucket(d.batch), SCORES_KERNEL)
+    tuner = _tuned_tiles("indexer.scores_t", SCORES_KERNEL, _batch_bucket(d.batch))
     constexprs = {"BLOCK_H": block_h, "FP32_MATH": False, **flags}
     return _tuned_run(tuner, "indexer.scores", grid, args, constexprs), "autotuner"
 
@@ -229,6 +240,10 @@ def _bf16_topk(
     logits = torch.empty((d.batch, d.max_context), dtype=torch.float32, device=dev)
     out = torch.empty((d.batch, topk), dtype=torch.int32, device=dev)
     path = select_path(d.batch)
+    cp = coop.plan(d, topk, dev) if path == "coop" else None
+    if cp is not None:
+        return out, _coop_topk(q, w, cache, bt, sl, logits, out, topk, d, cp)
+    path = "radix" if path == "coop" else path
     # The radix paths' workspace: zeroed here when the scores kernel runs pass 0 into it, else by that
     # kernel (one launch fewer).
     ws_cand = radix_workspace(d, dev, zeroed=path == "radix_fused") if path in ("radix", "radix_fused") else None
@@ -245,6 +260,40 @@ def _bf16_topk(
     return out, LaunchRecord("indexer", "bf16", (scores, *select_runs), config, "native", source, interpreting())
 
 
+def _coop_topk(
+    q: torch.Tensor,
+    w: torch.Tensor,
+    cache: torch.Tensor,
+    bt: torch.Tensor,
+    sl: torch.Tensor,
+    logits: torch.Tensor,
+    out: torch.Tensor,
+    topk: int,
+    d: _Dims,
+    cp: coop.CoopPlan,
+) -> LaunchRecord:
+    """The "coop" path into ``out``: scores and select in one launch (one per phase under the
+    interpreter); returns its record."""
+    ws, cand = radix_workspace(d, q.device)  # zeroed: the kernel's histograms, barriers and counters
+    run_args = coop.args(q, w, cache, bt, sl, logits, ws, cand, out, d=d, topk=topk)
+    if interpreting():
+        launches = coop.phase_launches(COOP_KERNEL, run_args, d, cp)
+        runs = tuple(KernelRun.of(launch, launch.run()) for launch in launches)
+        source = "fixed"
+    else:
+        tuner = _tuned_tiles("indexer.coop", COOP_KERNEL, _batch_bucket(d.batch))
+        runs = (_tuned_run(tuner, "indexer.coop", (cp.programs, d.batch), run_args,
+                           {**coop.constexprs(d, cp), "PHASE": -1}),)  # fmt: skip
+        source = "autotuner"
+    c = runs[-1].config
+    config: dict[str, int | bool | str] = {
+        "BLOCK_H": c["BLOCK_H"], "BLOCK_T": c["BLOCK_T"], "num_warps": c["num_warps"], "num_stages": c["num_stages"],
+        "programs_per_request": cp.programs, "select": "coop", "SELECT_BLOCK": cp.sel_block,
+        "select_num_warps": c["num_warps"],
+    }  # fmt: skip
+    return LaunchRecord("indexer", "bf16", runs, config, "native", source, interpreting())
+
+
 def _select(
     logits: torch.Tensor,
     bt: torch.Tensor,
@@ -259,8 +308,8 @@ def _select(
     radix paths use ``ws_cand`` (``radix.workspace``; "radix_fused": pass 0 already ran in the scores
     kernel). The split paths fall back to the single-program radix select (fixed under the interpreter,
     autotuned on the GPU) where the split does not apply."""
-    if path not in SELECTS:
-        raise ValueError(f"select path must be one of {SELECTS}, got {path!r}")
+    if path not in SELECTS or path == "coop":
+        raise ValueError(f"select path must be one of {SELECTS} but 'coop' (one launch with the scores), got {path!r}")
     if path in ("radix", "radix_fused"):
         rp = radix_plan(d, topk, logits.device)
         runs = radix_select(logits, bt, sl, out, topk, d, rp, ws_cand, first_pass=int(path == "radix_fused"))
@@ -372,7 +421,7 @@ def compile_matrix(
         )  # fmt: skip
         rows.append((f"BLOCK_T {c.kwargs['BLOCK_T']} w{c.num_warps} st{c.num_stages}", launch_t,
                      config_spec("indexer.scores_t", c)))  # fmt: skip
-        ws, _ = radix_workspace(d, meta)
+        ws, cand = radix_workspace(d, meta)
         launch_z = KernelLaunch(
             "indexer.scores_zero", _bf16_scores_kernel_t, (1, batch), _score_args(q, w, cache, bt, sl, logits, d, ws),
             {"BLOCK_H": block_h, "FP32_MATH": False, "HIST": False, "ZERO_WS": True, **c.kwargs},
@@ -388,6 +437,14 @@ def compile_matrix(
         )  # fmt: skip
         rows.append((f"BLOCK_T {c.kwargs['BLOCK_T']} w{c.num_warps} st{c.num_stages}", launch_h,
                      config_spec("indexer.scores_hist", c)))  # fmt: skip
+        coop_args = coop.args(q, w, cache, bt, sl, logits, ws, cand, out, d=d, topk=topk)
+        launch_c = KernelLaunch(
+            "indexer.coop", _coop_topk_kernel, (1, batch), coop_args,
+            {**coop.constexprs(d, coop.gpu_plan(1, topk)), "FP32_MATH": False, "PHASE": -1, **c.kwargs},
+            num_warps=c.num_warps, num_stages=c.num_stages,
+        )  # fmt: skip
+        rows.append((f"BLOCK_T {c.kwargs['BLOCK_T']} w{c.num_warps} st{c.num_stages}", launch_c,
+                     config_spec("indexer.coop", c)))  # fmt: skip
     for c in SELECT_CONFIGS:
         launch = KernelLaunch(
             "indexer.select", _radix_select_kernel, (batch,), _select_args(logits, bt, sl, out, topk, d),

@@ -26,16 +26,17 @@ import triton.language as tl
 from .kernels import _order_key
 
 # Workspace row: two 256-bin histograms, then the state words.
-WS_WIDTH = 520
+WS_WIDTH = 521
 WS_WORDS = tl.constexpr(WS_WIDTH)  # the same, where kernels read it
 WS_LANES = tl.constexpr(1 << (WS_WIDTH - 1).bit_length())  # a power of two covering the row
 HIST_BINS = tl.constexpr(256)
-ST_TICKET = tl.constexpr(512)  # + pass (0, 1); + 2: the compaction's
+ST_TICKET = tl.constexpr(512)  # + pass (0, 1); + 2: the compaction's (the one-launch select's barriers too)
 ST_PREFIX = tl.constexpr(515)  # the resolved high bytes of the k-th largest key (uint32 bits)
 ST_NGT = tl.constexpr(516)  # keys known to rank above the bucket so far
 ST_DONE = tl.constexpr(517)  # 1: the selection is exactly {key >= prefix}
 ST_WIN = tl.constexpr(518)  # winners written (atomic counter)
 ST_CAND = tl.constexpr(519)  # candidates written (atomic counter)
+ST_SYNC = tl.constexpr(520)  # the one-launch select's third grid barrier (``token_scores._coop_topk_kernel``)
 
 
 @triton.jit
@@ -92,6 +93,18 @@ def _flush_hist(ws_row, h, active, topk, PASS: tl.constexpr):
 
 
 @triton.jit
+def _block_hist(row, t, n, prefix, PASS: tl.constexpr):
+    # Pass PASS's byte histogram of the logits at ``t`` (those below ``n``) whose higher bytes match ``prefix``.
+    valid = t < n
+    key = _order_key(tl.load(row + t, mask=valid, other=0.0, cache_modifier=".cg"))
+    if PASS == 0:
+        match = valid
+    else:
+        match = valid & ((key >> 24) == (prefix >> 24))
+    return _byte_hist(key, match, 24 - 8 * PASS)
+
+
+@triton.jit
 def _radix_pass_kernel(
     logits_ptr, seq_ptr, ws_ptr,
     stride_lb, stride_wb,
@@ -110,14 +123,7 @@ def _radix_pass_kernel(
                 row = logits_ptr + b * stride_lb
                 h = tl.zeros([256], dtype=tl.int32)
                 for t0 in range(start, tl.minimum(start + SLICE, n), BLOCK):
-                    t = t0 + tl.arange(0, BLOCK)
-                    valid = t < n
-                    key = _order_key(tl.load(row + t, mask=valid, other=0.0))
-                    if PASS == 0:
-                        match = valid
-                    else:
-                        match = valid & ((key >> 24) == (prefix >> 24))
-                    h += _byte_hist(key, match, 24 - 8 * PASS)
+                    h += _block_hist(row, t0 + tl.arange(0, BLOCK), n, prefix, PASS)
                 _flush_hist(ws_row, h, tl.cdiv(n, SLICE), topk, PASS)
 
 
@@ -179,12 +185,10 @@ def _selection(topk, p1, done1, p2, g2, done2):
 
 
 @triton.jit
-def _final_select(ws_row, cand_row, out_row, bt_row, topk, num_pages, FBLOCK: tl.constexpr):
-    # The bucket's candidates (their high 16 bits equal the prefix's): the low two bytes, then the writes
-    # at [n_gt, topk) of the row; keys equal to the k-th largest are taken first come first.
-    m = tl.atomic_add(ws_row + ST_CAND, 0)
-    prefix = tl.load(ws_row + ST_PREFIX).to(tl.uint32, bitcast=True)
-    n_gt0 = tl.load(ws_row + ST_NGT)
+def _final_select(m, prefix, n_gt0, cand_row, out_row, bt_row, topk, num_pages, FBLOCK: tl.constexpr):
+    # The bucket's ``m`` candidates (their high 16 bits equal the prefix's; ``n_gt0`` keys rank above them):
+    # the low two bytes, then the writes at [n_gt0, topk) of the row; keys equal to the k-th largest are
+    # taken first come first.
     zero = tl.zeros([], dtype=tl.int32)
     if m <= FBLOCK:  # one block: every round on the keys in registers
         j = tl.arange(0, FBLOCK)
@@ -210,6 +214,47 @@ def _final_select(ws_row, cand_row, out_row, bt_row, topk, num_pages, FBLOCK: tl
 
 
 @triton.jit
+def _compact_block(row, t, n, prefix, done, ws_row, out_row, bt_row, cand_row, topk, num_pages):
+    # The logits at ``t`` (those below ``n``): the sure winners' slots to the output, the bucket's keys (high
+    # 16 bits equal to the prefix's) with their positions to the candidate list, each through the
+    # request's atomic counter. ``done``: the selection is exactly {key >= prefix}.
+    valid = t < n
+    key = _order_key(tl.load(row + t, mask=valid, other=0.0, cache_modifier=".cg"))
+    win = valid & tl.where(done > 0, key >= prefix, (key >> 16) > (prefix >> 16))
+    cand = valid & ((key >> 16) == (prefix >> 16)) & (t * 0 + done == 0)  # scalar as tensor: interpreter
+    win_i = win.to(tl.int32)
+    cand_i = cand.to(tl.int32)
+    w0 = tl.atomic_add(ws_row + ST_WIN, tl.sum(win_i, axis=0))
+    pos = w0 + tl.cumsum(win_i, 0) - 1
+    page = tl.load(bt_row + t // 256, mask=win, other=0)
+    slot = tl.where((page >= 0) & (page < num_pages), page * 256 + t % 256, -1)
+    tl.store(out_row + pos, slot, mask=win & (pos < topk))
+    c0 = tl.atomic_add(ws_row + ST_CAND, tl.sum(cand_i, axis=0))
+    packed = (key.to(tl.uint64) << 32) | t.to(tl.uint64)
+    tl.store(cand_row + c0 + tl.cumsum(cand_i, 0) - 1, packed.to(tl.int64, bitcast=True), mask=cand)
+
+
+@triton.jit
+def _pad_row(out_row, n_sel, topk, OUT_BLOCK: tl.constexpr):
+    # -1 at [n_sel, topk) of an output row.
+    o = tl.arange(0, OUT_BLOCK)
+    for s0 in range(0, topk, OUT_BLOCK):
+        tl.store(out_row + s0 + o, tl.full([OUT_BLOCK], -1, tl.int32), mask=(s0 + o >= n_sel) & (s0 + o < topk))
+
+
+@triton.jit
+def _grid_sync(counter, expected):
+    # Every one of ``expected`` programs waits here until all have arrived (``counter`` starts at zero). Only
+    # for grids whose programs are all resident at once (never under the interpreter, which runs them in
+    # turn). The arrival (acq_rel) publishes this program's stores; it and the acquire reads see every other's.
+    tl.debug_barrier()  # every lane's stores are issued before the arrival
+    arrived = tl.atomic_add(counter, 1, sem="acq_rel") + 1
+    while arrived < expected:
+        arrived = tl.atomic_add(counter, 0, sem="acquire")
+    tl.debug_barrier()
+
+
+@triton.jit
 def _radix_compact_kernel(
     logits_ptr, bt_ptr, seq_ptr, ws_ptr, cand_ptr, out_ptr,
     stride_lb, stride_btb, stride_wb, stride_cb, stride_ob,
@@ -224,9 +269,7 @@ def _radix_compact_kernel(
     bt_row = bt_ptr + b * stride_btb
     n_sel = tl.minimum(n, topk)
     if c == 0:  # the padding of every row, an empty request's too (it has no other program)
-        o = tl.arange(0, OUT_BLOCK)
-        for s0 in range(0, topk, OUT_BLOCK):
-            tl.store(out_row + s0 + o, tl.full([OUT_BLOCK], -1, tl.int32), mask=(s0 + o >= n_sel) & (s0 + o < topk))
+        _pad_row(out_row, n_sel, topk, OUT_BLOCK)
     start = c * SLICE
     if start < n:
         done = tl.where(n <= topk, 1, tl.load(ws_row + ST_DONE))  # n <= topk: prefix 0 keeps every token
@@ -234,26 +277,15 @@ def _radix_compact_kernel(
         row = logits_ptr + b * stride_lb
         cand_row = cand_ptr + b * stride_cb
         for t0 in range(start, tl.minimum(start + SLICE, n), BLOCK):
-            t = t0 + tl.arange(0, BLOCK)
-            valid = t < n
-            key = _order_key(tl.load(row + t, mask=valid, other=0.0))
-            win = valid & tl.where(done > 0, key >= prefix, (key >> 16) > (prefix >> 16))
-            cand = valid & ((key >> 16) == (prefix >> 16)) & (t * 0 + done == 0)  # scalar as tensor: interpreter
-            win_i = win.to(tl.int32)
-            cand_i = cand.to(tl.int32)
-            w0 = tl.atomic_add(ws_row + ST_WIN, tl.sum(win_i, axis=0))
-            pos = w0 + tl.cumsum(win_i, 0) - 1
-            page = tl.load(bt_row + t // 256, mask=win, other=0)
-            slot = tl.where((page >= 0) & (page < num_pages), page * 256 + t % 256, -1)
-            tl.store(out_row + pos, slot, mask=win & (pos < topk))
-            c0 = tl.atomic_add(ws_row + ST_CAND, tl.sum(cand_i, axis=0))
-            packed = (key.to(tl.uint64) << 32) | t.to(tl.uint64)
-            tl.store(cand_row + c0 + tl.cumsum(cand_i, 0) - 1, packed.to(tl.int64, bitcast=True), mask=cand)
+            _compact_block(row, t0 + tl.arange(0, BLOCK), n, prefix, done, ws_row, out_row, bt_row, cand_row,
+                           topk, num_pages)  # fmt: skip
         tl.debug_barrier()  # every lane's candidate is stored before the ticket (acq_rel) is taken
         ticket = tl.atomic_add(ws_row + ST_TICKET + 2, 1)
         if ticket == tl.cdiv(n, SLICE) - 1:
             if done == 0:
-                _final_select(ws_row, cand_row, out_row, bt_row, topk, num_pages, FBLOCK)
+                m = tl.atomic_add(ws_row + ST_CAND, 0)
+                n_gt = tl.load(ws_row + ST_NGT)
+                _final_select(m, prefix, n_gt, cand_row, out_row, bt_row, topk, num_pages, FBLOCK)
 
 
 @triton.jit

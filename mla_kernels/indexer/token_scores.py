@@ -12,6 +12,13 @@ select's passes then fill: no memset launch before them.
 ``HIST``: the kernel also runs pass 0 of the global radix select (``radix_kernels``) on the logits it
 holds: each program histograms the top byte of its tokens' order keys in registers and adds them to the
 request's workspace row (``ws_ptr``), the last one finds the bucket, so the select starts at pass 1.
+
+``_coop_topk_kernel``: scores and the whole global radix select in one launch, for a few requests. Its
+grid is small enough for every program to be resident at once, so its phases (scores; pass 0; pass 1;
+compaction, whose last program finishes the select) are separated by grid barriers on the workspace row
+instead of kernel boundaries, and every program resolves each bucket itself from the merged histogram (no
+program finds it for the others). Under the interpreter, which runs programs one after another, each
+phase is a launch of its own (``PHASE``).
 """
 
 from __future__ import annotations
@@ -21,7 +28,54 @@ import triton.language as tl
 
 # Absolute: the oracle test loads a mutated copy of this file as a module of its own.
 from mla_kernels.indexer.kernels import _order_key
-from mla_kernels.indexer.radix_kernels import _byte_hist, _flush_hist, _zero_ws_row
+from mla_kernels.indexer.radix_kernels import (
+    HIST_BINS,
+    ST_CAND,
+    ST_SYNC,
+    ST_TICKET,
+    _block_hist,
+    _byte_hist,
+    _compact_block,
+    _final_select,
+    _flush_hist,
+    _grid_sync,
+    _pad_row,
+    _round,
+    _zero_ws_row,
+)
+
+
+@triton.jit
+def _load_q(q_ptr, w_ptr, b, stride_qb, stride_qh, stride_wb, H, BLOCK_H: tl.constexpr, FP32_MATH: tl.constexpr):
+    # A request's queries, transposed for the MMA ([128, BLOCK_H]), and its head weights ([BLOCK_H]).
+    hh = tl.arange(0, BLOCK_H)
+    d = tl.arange(0, 128)
+    q = tl.load(q_ptr + b * stride_qb + hh[:, None] * stride_qh + d[None, :], mask=hh[:, None] < H, other=0.0)
+    w = tl.load(w_ptr + b * stride_wb + hh, mask=hh < H, other=0.0)
+    if FP32_MATH:  # the interpreter gets bf16 products wrong; fp32 there is exact
+        q = q.to(tl.float32)
+    return tl.trans(q), w
+
+
+@triton.jit
+def _score_tile(qt, w, cache_ptr, bt_row, t0, n, num_pages, stride_page,
+                BLOCK_T: tl.constexpr, FP32_MATH: tl.constexpr):  # fmt: skip
+    # The logits of tokens [t0, t0 + BLOCK_T) ([BLOCK_T]; -inf on an unmapped page) and their positions.
+    t = t0 + tl.arange(0, BLOCK_T)
+    d = tl.arange(0, 128)
+    page = tl.load(bt_row + t0 // 256)  # BLOCK_T divides 256: a block is in one page
+    ok = t < tl.where((page >= 0) & (page < num_pages), n, 0)  # out-of-range pages are never read
+    base = cache_ptr + page.to(tl.int64) * stride_page
+    off = t % 256
+    kb = tl.load(base + off[:, None] * 128 + d[None, :], mask=ok[:, None], other=0)
+    scale = tl.load((base + 256 * 128).to(tl.pointer_type(tl.float32)) + off, mask=ok, other=0.0)
+    k = kb.to(tl.float8e4nv, bitcast=True)
+    if FP32_MATH:
+        s = tl.dot(k.to(tl.float32), qt)
+    else:
+        s = tl.dot(k.to(tl.bfloat16), qt)  # e4m3 -> bf16 is exact; fp32 accumulate
+    s = tl.maximum(s * scale[:, None], 0.0)  # [BLOCK_T, BLOCK_H]
+    return t, tl.where(ok, tl.sum(s * w[None, :], axis=1), float("-inf"))  # unmapped page: ranks last
 
 
 @triton.jit
@@ -40,35 +94,91 @@ def _bf16_scores_kernel_t(
     step = tl.num_programs(0) * BLOCK_T
     n = tl.minimum(tl.load(seq_ptr + b), max_ctx)
     if pid * BLOCK_T < n:  # idle programs skip even the q load
-        hh = tl.arange(0, BLOCK_H)
-        d = tl.arange(0, 128)
-        tt = tl.arange(0, BLOCK_T)
-        q = tl.load(
-            q_ptr + b * stride_qb + hh[:, None] * stride_qh + d[None, :], mask=hh[:, None] < H, other=0.0
-        )
-        w = tl.load(w_ptr + b * stride_wb + hh, mask=hh < H, other=0.0)
-        if FP32_MATH:  # the interpreter gets bf16 products wrong; fp32 there is exact
-            q = q.to(tl.float32)
-        qt = tl.trans(q)  # [128, BLOCK_H]
+        qt, w = _load_q(q_ptr, w_ptr, b, stride_qb, stride_qh, stride_wb, H, BLOCK_H, FP32_MATH)
         h = tl.zeros([256], dtype=tl.int32)
         for t0 in range(pid * BLOCK_T, n, step):
-            t = t0 + tt
-            page = tl.load(bt_ptr + b * stride_btb + t0 // 256)  # BLOCK_T divides 256: a block is in one page
-            ok = t < tl.where((page >= 0) & (page < num_pages), n, 0)  # out-of-range pages are never read
-            base = cache_ptr + page.to(tl.int64) * stride_page
-            off = t % 256
-            kb = tl.load(base + off[:, None] * 128 + d[None, :], mask=ok[:, None], other=0)
-            scale = tl.load((base + 256 * 128).to(tl.pointer_type(tl.float32)) + off, mask=ok, other=0.0)
-            k = kb.to(tl.float8e4nv, bitcast=True)
-            if FP32_MATH:
-                s = tl.dot(k.to(tl.float32), qt)
-            else:
-                s = tl.dot(k.to(tl.bfloat16), qt)  # e4m3 -> bf16 is exact; fp32 accumulate
-            s = tl.maximum(s * scale[:, None], 0.0)  # [BLOCK_T, BLOCK_H]
-            logit = tl.where(ok, tl.sum(s * w[None, :], axis=1), float("-inf"))  # unmapped page: ranks last
+            t, logit = _score_tile(qt, w, cache_ptr, bt_ptr + b * stride_btb, t0, n, num_pages, stride_page,
+                                   BLOCK_T, FP32_MATH)  # fmt: skip
             tl.store(logits_ptr + b * stride_lb + t, logit, mask=t < n)
             if HIST:
                 h += _byte_hist(_order_key(logit), t < n, 24)
         if HIST:
             if n > topk:  # else every token is selected: nothing to resolve
                 _flush_hist(ws_ptr + b * stride_ws, h, tl.minimum(tl.num_programs(0), tl.cdiv(n, BLOCK_T)), topk, 0)
+
+
+@triton.jit
+def _merged_bucket(ws_row, prefix, n_gt, topk, PASS: tl.constexpr):
+    # Pass PASS's merged histogram (complete: after a grid barrier) -> (prefix, n_gt, done).
+    hist = tl.load(ws_row + PASS * HIST_BINS + tl.arange(0, 256), cache_modifier=".cg")
+    return _round(hist, prefix, n_gt, topk, 24 - 8 * PASS)
+
+
+@triton.jit
+def _coop_topk_kernel(
+    q_ptr, w_ptr, cache_ptr, bt_ptr, seq_ptr, logits_ptr, ws_ptr, cand_ptr, out_ptr,
+    stride_qb, stride_qh, stride_wb, stride_page, stride_btb, stride_lb, stride_ws, stride_cb, stride_ob,
+    H, num_pages, max_ctx, topk,
+    BLOCK_H: tl.constexpr, BLOCK_T: tl.constexpr, FP32_MATH: tl.constexpr, PHASE: tl.constexpr,
+    SEL_BLOCK: tl.constexpr, FBLOCK: tl.constexpr, OUT_BLOCK: tl.constexpr,
+):  # fmt: skip
+    # PHASE -1: every phase, grid barriers between them (the GPU); 0-3: that phase alone (the interpreter).
+    pid = tl.program_id(0)
+    b = tl.program_id(1)
+    programs = tl.num_programs(0)
+    n = tl.minimum(tl.maximum(tl.load(seq_ptr + b), 0), max_ctx)
+    ws_row = ws_ptr + b * stride_ws
+    out_row = out_ptr + b * stride_ob
+    bt_row = bt_ptr + b * stride_btb
+    row = logits_ptr + b * stride_lb
+    active = tl.minimum(programs, tl.cdiv(n, BLOCK_T))  # programs with tokens: every barrier's count
+    resolve = n > topk  # else every token is selected
+    sel = tl.arange(0, SEL_BLOCK)
+    if PHASE <= 0:  # scores
+        if pid == 0:
+            _pad_row(out_row, tl.minimum(n, topk), topk, OUT_BLOCK)
+        if pid < active:
+            qt, w = _load_q(q_ptr, w_ptr, b, stride_qb, stride_qh, stride_wb, H, BLOCK_H, FP32_MATH)
+            for t0 in range(pid * BLOCK_T, n, programs * BLOCK_T):
+                t, logit = _score_tile(qt, w, cache_ptr, bt_row, t0, n, num_pages, stride_page, BLOCK_T, FP32_MATH)
+                tl.store(row + t, logit, mask=t < n)
+            if PHASE < 0:
+                _grid_sync(ws_row + ST_TICKET, active)
+    if PHASE < 0 or PHASE == 1:  # byte pass 0
+        if (pid < active) & resolve:
+            h = tl.zeros([256], dtype=tl.int32)
+            for t0 in range(pid * SEL_BLOCK, n, programs * SEL_BLOCK):
+                h += _block_hist(row, t0 + sel, n, 0, 0)
+            tl.atomic_add(ws_row + tl.arange(0, 256), h, mask=h > 0)
+            if PHASE < 0:
+                _grid_sync(ws_row + ST_TICKET + 1, active)
+    zero = tl.zeros([], dtype=tl.int32)
+    if PHASE < 0 or PHASE == 2:  # byte pass 1
+        if (pid < active) & resolve:
+            p0, g0, done0 = _merged_bucket(ws_row, zero.to(tl.uint32), zero, topk, 0)
+            if done0 == 0:
+                h = tl.zeros([256], dtype=tl.int32)
+                for t0 in range(pid * SEL_BLOCK, n, programs * SEL_BLOCK):
+                    h += _block_hist(row, t0 + sel, n, p0, 1)
+                tl.atomic_add(ws_row + HIST_BINS + tl.arange(0, 256), h, mask=h > 0)
+            if PHASE < 0:
+                _grid_sync(ws_row + ST_SYNC, active)
+    if PHASE < 0 or PHASE == 3:  # compaction; its last program selects among the candidates
+        if pid < active:
+            prefix = zero.to(tl.uint32)  # n <= topk: prefix 0, done, keeps every token
+            n_gt = zero
+            done = zero + 1
+            if resolve:
+                prefix, n_gt, done0 = _merged_bucket(ws_row, prefix, n_gt, topk, 0)
+                done = done0.to(tl.int32)
+                if done0 == 0:
+                    prefix, n_gt, done1 = _merged_bucket(ws_row, prefix, n_gt, topk, 1)
+                    done = done1.to(tl.int32)
+            cand_row = cand_ptr + b * stride_cb
+            for t0 in range(pid * SEL_BLOCK, n, programs * SEL_BLOCK):
+                _compact_block(row, t0 + sel, n, prefix, done, ws_row, out_row, bt_row, cand_row, topk, num_pages)
+            tl.debug_barrier()  # every lane's candidate is stored before the ticket (acq_rel) is taken
+            ticket = tl.atomic_add(ws_row + ST_TICKET + 2, 1)
+            if (ticket == active - 1) & (done == 0):
+                m = tl.atomic_add(ws_row + ST_CAND, 0)
+                _final_select(m, prefix, n_gt, cand_row, out_row, bt_row, topk, num_pages, FBLOCK)

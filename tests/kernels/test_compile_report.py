@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from mla_kernels.aot import CompileStats
+from mla_kernels.arch import resident_blocks
 from mla_kernels.compile_report import Entry, judge
 
 REPO = Path(__file__).resolve().parents[2]
@@ -40,10 +41,11 @@ def sm120(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[dict], float, 
 
 
 # The indexer's compile-matrix rows: the live scores kernel (also zeroing the radix select's workspace, and
-# with its pass 0 fused), the single-program, split and global radix selects, the SIMT baseline.
+# with its pass 0 fused), the single-program, split and global radix selects, the one-launch scores and
+# select, the SIMT baseline.
 INDEXER_KERNELS = ("indexer.scores_t", "indexer.scores_zero", "indexer.scores_hist", "indexer.select",
                    "indexer.chunk_topk", "indexer.merge_topk", "indexer.radix_pass0", "indexer.radix_pass1",
-                   "indexer.radix_compact", "indexer.fp32_maxctx")  # fmt: skip
+                   "indexer.radix_compact", "indexer.coop", "indexer.fp32_maxctx")  # fmt: skip
 
 
 def test_every_kernel_is_compiled_for_sm120(sm120):
@@ -72,6 +74,10 @@ def test_what_sm120_keeps_compiles_spill_free_within_its_shared_memory(sm120):
     simt = next(r for r in rows if r["kernel"] == "decode.simt")
     assert simt["kept"] and simt["spill_bytes"] == 0 and not simt["mma"]  # SIMT stays on CUDA cores
     assert next(r for r in rows if r["kernel"] == "indexer.fp32_maxctx")["mma"] == []
+    coop = [r for r in kept if r["kernel"] == "indexer.coop"]  # its grid barrier: two blocks per SM must fit
+    assert coop and all(
+        resident_blocks(120, r["registers"], int(r["config"].split(" w")[1].split()[0]), r["shared"]) >= 2 for r in coop
+    )
     dropped = [r for r in rows if r["kernel"] == "decode.mma" and not r["kept"]]
     assert all(r["reason"] for r in dropped)  # every config left out says why
 

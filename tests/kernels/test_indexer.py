@@ -300,7 +300,12 @@ def test_launch_record_of_bf16_kernels(monkeypatch: pytest.MonkeyPatch) -> None:
     inp = make_indexer_inputs(1, [100], max_context=256, num_heads=16, topk=8, device=DEV)
     out, record = indexer_topk_with_record(*inp.args(), impl="bf16")
     assert torch.equal(out, indexer_topk(*inp.args(), impl="bf16"))  # the public entry returns the slots alone
-    # One request: the default rule runs the global radix select (launch.SELECT), and the record says so.
+    # One request: the default rule runs scores and select in one launch (launch.SELECT; one launch per
+    # phase under the interpreter), and the record says so; three requests run the global radix select.
+    assert record.kernel == "+".join(["_coop_topk_kernel"] * (4 if interpreting() else 1))
+    assert record.config["select"] == "coop" and record.config["BLOCK_T"] == record.kernels[0].config["BLOCK_T"]
+    three = make_indexer_inputs(3, [100, 7, 0], max_context=256, num_heads=16, topk=8, device=DEV)
+    _, record = indexer_topk_with_record(*three.args(), impl="bf16")
     assert record.kernel == "_bf16_scores_kernel_t+_radix_pass_kernel+_radix_pass_kernel+_radix_compact_kernel"
     assert record.config["select"] == "radix"
     monkeypatch.setattr(ix_launch, "SELECT", "split")

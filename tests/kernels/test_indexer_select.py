@@ -24,6 +24,7 @@ if not torch.cuda.is_available():  # must precede the first triton import
 from mla_kernels._common import interpreting  # noqa: E402
 from mla_kernels.indexer import (  # noqa: E402
     check_indexer_output,
+    coop,  # noqa: E402
     dequantize_index_cache,
     indexer_logits_reference,
     indexer_topk,
@@ -178,7 +179,10 @@ def test_paths_match_reference(select_path: str, heads: int, lens: list[int], to
     assert check_indexer_output(out, ref, inp.block_table, inp.seq_lens, topk)["recall_min"] == 1.0
     assert record.config["select"] == select_path
     names = [r.name for r in record.kernels]
-    if select_path.startswith("radix"):
+    if select_path == "coop":  # one launch; one per phase under the interpreter
+        assert names == ["_coop_topk_kernel"] * (coop.PHASES if DEV.type == "cpu" else 1)
+        assert [r.config["PHASE"] for r in record.kernels] == (list(range(coop.PHASES)) if DEV.type == "cpu" else [-1])
+    elif select_path.startswith("radix"):
         passes = 1 if select_path == "radix_fused" else 2
         assert names == ["_bf16_scores_kernel_t", *["_radix_pass_kernel"] * passes, "_radix_compact_kernel"]
         assert record.kernels[0].config["HIST"] == (select_path == "radix_fused")

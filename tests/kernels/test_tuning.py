@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from mla_kernels._common import KernelLaunch
-from mla_kernels.arch import ARCHS, parse_arch, profile_target, resolve_profile
+from mla_kernels.arch import ARCHS, RESIDENT_BLOCKS, parse_arch, profile_target, resident_blocks, resolve_profile
 from mla_kernels.decode import (
     CANDIDATES,
     SPILL_ALLOWED,
@@ -47,6 +47,21 @@ def test_keep_rule_shared_memory_and_spills():
     assert verdict(120, 101376, spec, 50176, 40) == "spills 40 B/thread"
     allowed = next(iter(SPILL_ALLOWED))
     assert verdict(allowed[0], ARCHS[allowed[0]].shared_per_block, allowed[1], 1024, 400) is None
+
+
+def test_keep_rule_residency_of_grid_barrier_kernels():
+    # The one-launch indexer waits on its whole grid: a config is kept only where its blocks per SM fit.
+    assert RESIDENT_BLOCKS["indexer.coop"] == 2
+    spec = ("indexer.coop", 64, 8, 2)  # BLOCK_T, num_warps, num_stages
+    assert verdict(90, 232448, spec, 25600, 0, registers=128) is None  # 2 x 8 warps x 128 registers = 64K
+    assert verdict(90, 232448, spec, 25600, 0, registers=129) == (
+        "1 blocks fit an SM (129 registers, 25,600 B shared), its grid barrier needs 2"
+    )
+    assert verdict(120, 101376, spec, 50176, 0, registers=64) is None  # 2 x (49 + 1 reserved) KB <= 100 KB
+    assert "grid barrier" in verdict(120, 101376, spec, 50177, 0, registers=64)
+    assert verdict(90, 232448, (16, 32, 4, 1, 2, 0), 25600, 0, registers=255) is None  # no barrier: no rule
+    assert resident_blocks(120, 32, 16, 0) == 3  # 1,536 threads per SM on sm_120
+    assert resident_blocks(90, 32, 16, 0) == 4
 
 
 def test_spill_allowances_are_measured_and_never_for_sm120():

@@ -1,0 +1,73 @@
+"""The one-launch indexer for a few requests: plan and launch of ``token_scores._coop_topk_kernel``.
+
+Scores and the global radix select (``radix``) run in one kernel whose phases are separated by grid
+barriers, which needs every program resident at once: ``PER_SM`` programs per SM over the batch (the
+plan is None when a batch has more requests than that), and only configs of which that many fit an SM
+(``mla_kernels.arch.RESIDENT_BLOCKS``, the keep rule). The plan depends only on shapes and the device,
+never on ``seq_lens``: no host sync, CUDA-graph capturable.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from .._common import KernelLaunch, interpreting, next_pow2, num_sms
+from ..arch import RESIDENT_BLOCKS
+from .checks import _Dims
+from .radix import FINAL_BLOCK
+
+PER_SM = RESIDENT_BLOCKS["indexer.coop"]  # programs per SM: 2 beat 1 at 16K-64K tokens (more loads in flight)
+SEL_BLOCK = 512  # logits a program takes per step in the select's phases
+INTERP_PROGRAMS = 3  # per request under the interpreter: tests cross program edges
+INTERP_SEL_BLOCK = 64
+INTERP_BLOCK_T = 64
+PHASES = 4  # scores, byte pass 0, byte pass 1, compaction (one launch each under the interpreter)
+
+
+@dataclass(frozen=True)
+class CoopPlan:
+    programs: int  # per request
+    sel_block: int
+    final_block: int
+    out_block: int
+
+
+def plan(d: _Dims, topk: int, device: torch.device) -> CoopPlan | None:
+    """``PER_SM`` programs per SM over the batch; None where the batch has more requests than that."""
+    if interpreting():
+        return CoopPlan(INTERP_PROGRAMS, INTERP_SEL_BLOCK, 64, min(1024, next_pow2(topk)))
+    programs = PER_SM * num_sms(device) // d.batch
+    return gpu_plan(programs, topk) if programs >= 1 else None
+
+
+def gpu_plan(programs: int, topk: int) -> CoopPlan:
+    """The GPU's plan at ``programs`` per request."""
+    return CoopPlan(programs, SEL_BLOCK, FINAL_BLOCK, min(1024, next_pow2(topk)))
+
+
+def args(*tensors: torch.Tensor, d: _Dims, topk: int) -> tuple[object, ...]:
+    """The kernel's runtime arguments from its tensors (q, w, cache, bt, sl, logits, ws, cand, out)."""
+    q, w, cache, bt, sl, logits, ws, cand, out = tensors
+    return (
+        q, w, cache, bt, sl, logits, ws, cand, out,
+        q.stride(0), q.stride(1), w.stride(0), cache.stride(0), bt.stride(0), logits.stride(0), ws.stride(0),
+        cand.stride(0), out.stride(0), d.heads, d.num_pages, d.max_context, topk,
+    )  # fmt: skip
+
+
+def constexprs(d: _Dims, p: CoopPlan) -> dict[str, object]:
+    """The constexprs every launch shares (the tile config and ``PHASE`` come on top)."""
+    return {"BLOCK_H": max(16, next_pow2(d.heads)), "FP32_MATH": interpreting(), "SEL_BLOCK": p.sel_block,
+            "FBLOCK": p.final_block, "OUT_BLOCK": p.out_block}  # fmt: skip
+
+
+def phase_launches(kernel: object, run_args: tuple[object, ...], d: _Dims, p: CoopPlan) -> list[KernelLaunch]:
+    """The interpreter's launches of ``kernel`` (``token_scores._coop_topk_kernel``): each phase on its own
+    (its programs run one after another, so a grid barrier inside one launch would never open)."""
+    common = {**constexprs(d, p), "BLOCK_T": INTERP_BLOCK_T}
+    return [
+        KernelLaunch("indexer.coop", kernel, (p.programs, d.batch), run_args, {**common, "PHASE": k})
+        for k in range(PHASES)
+    ]
