@@ -52,6 +52,11 @@ SHARED_RESERVED_PER_BLOCK = 1024  # the system's own shared memory per resident 
 RESIDENT_BLOCKS: dict[str, int] = {"indexer.coop": 2}
 
 
+def blocks_needed(spec: tuple[object, ...]) -> int:
+    """Blocks per SM a spec's kernel needs resident at once (``RESIDENT_BLOCKS``); 0 without grid barriers."""
+    return RESIDENT_BLOCKS.get(str(spec[0]), 0) if spec else 0
+
+
 def resident_blocks(capability: int, registers: int, num_warps: int, shared: int) -> int:
     """Blocks of one kernel an SM holds at once: by registers (allocated per warp in units of 256), shared
     memory and threads. An architecture not in ``ARCHS`` gets the smaller of each limit."""
@@ -89,7 +94,7 @@ def verdict(
         return f"shared {shared:,} B > {shared_limit:,} B"
     if spill_bytes and (capability, spec) not in SPILL_ALLOWED:
         return f"spills {spill_bytes} B/thread"
-    need = RESIDENT_BLOCKS.get(str(spec[0])) if spec else None
+    need = blocks_needed(spec)
     if need:
         fit = resident_blocks(capability, registers, int(spec[-2]), shared)  # type: ignore[call-overload]
         if fit < need:
@@ -112,7 +117,7 @@ def kept_by_compile(launch: KernelLaunch, spec: tuple[object, ...], capability: 
         if str(exc) not in _WARNED:
             _WARNED.add(str(exc))
             warnings.warn(f"{launch.name} configs not checked for sm_{capability}: {exc}", RuntimeWarning, stacklevel=2)
-        return not (spec and str(spec[0]) in RESIDENT_BLOCKS)  # residency cannot be left to the launch
+        return not blocks_needed(spec)  # residency cannot be left to the launch
     return verdict(capability, shared_limit, spec, stats.shared, stats.spill_bytes, stats.registers) is None
 
 
