@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 import socket
 import subprocess
@@ -16,6 +17,7 @@ from settings import env, exits
 from settings.args import add_db, add_repo_url
 
 APP = Path(__file__).with_name("app.py")
+ASGI_APP = Path(__file__).with_name("asgi.py")  # APP in st.App, with the page HTML's backend hint
 DEFAULT_PORT = 8501
 
 
@@ -69,9 +71,20 @@ def port_in_use(host: str, port: int) -> bool:
     return False
 
 
+def app_script() -> Path:
+    """What ``streamlit run`` serves: ``asgi.py`` where the installed Streamlit has ``st.App``, else ``app.py``
+    itself (pages opened at their own address then connect a retry delay later). Read from Streamlit's files,
+    not imported: this process only starts the server."""
+    spec = importlib.util.find_spec("streamlit")
+    origin = Path(spec.origin) if spec is not None and spec.origin else None
+    module = origin.parent / "web" / "server" / "starlette" / "starlette_app.py" if origin else None
+    has_app = module is not None and module.is_file() and "\nclass App" in module.read_text(encoding="utf-8")
+    return ASGI_APP if has_app else APP
+
+
 def streamlit_command(host: str, port: int) -> list[str]:
     return [
-        sys.executable, "-m", "streamlit", "run", str(APP),
+        sys.executable, "-m", "streamlit", "run", str(app_script()),
         "--server.headless", "true",
         "--server.address", host,
         "--server.port", str(port),

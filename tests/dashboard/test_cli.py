@@ -97,7 +97,8 @@ def test_relative_sqlite_url_made_absolute(tmp_path: Path, monkeypatch: pytest.M
 
 def test_streamlit_command_is_headless_on_host() -> None:
     cmd = serve.streamlit_command("127.0.0.1", 9999)
-    assert cmd[1:4] == ["-m", "streamlit", "run"] and cmd[4].endswith("app.py")
+    # This Streamlit has st.App: the app runs in it, behind the page HTML's backend hint (dashboard.asgi).
+    assert cmd[1:4] == ["-m", "streamlit", "run"] and cmd[4] == str(serve.ASGI_APP)
     opts = dict(zip(cmd[5::2], cmd[6::2], strict=True))
     assert opts["--server.headless"] == "true"
     assert opts["--server.address"] == "127.0.0.1" and opts["--server.port"] == "9999"
