@@ -13,8 +13,9 @@ from dashboard import fmt, frames, suites
 
 MAX_SERIES = 12
 # Commits drawn by default (the newest, and back to the oldest open flagged regression of the series drawn);
-# "Whole history" draws every commit. Each point costs the browser time to draw.
-WINDOW = 250
+# "Whole history" draws every commit. Each point costs the browser time to draw: 100 commits (a quarter of
+# nightlies) rather than 250 made History's first render 0.08 s quicker and 0.16 CPU s cheaper (4 series).
+WINDOW = 100
 UNRECORDED_SUITE = "not recorded by the suite"
 
 

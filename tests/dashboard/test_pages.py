@@ -507,7 +507,7 @@ def test_history_hover_of_real_runs(monkeypatch: pytest.MonkeyPatch, tmp_path) -
 @pytest.fixture(scope="module")
 def long_history(tmp_path_factory: pytest.TempPathFactory) -> str:
     """262 commits of the decode suite alone, with an MMA slowdown at commit 20 that is never fixed (an open
-    regression near the start of the newest 250 commits)."""
+    regression older than the newest ``history_model.WINDOW`` commits)."""
     from db.engine import make_engine, upgrade
     from db.ingest import ingest_paths
     from regressions.config import parse_settings
@@ -531,7 +531,7 @@ def test_history_draws_a_window_unless_whole_history(monkeypatch: pytest.MonkeyP
     query = {"machine": "long", "hist_bench": "bench_decode.SparseDecode.time_decode", "hp_impl": "mma",
              "hp_concurrency": "64", "hp_topk": "512"}  # fmt: skip
     at = goto(app(monkeypatch, long_history, query=query), "history")
-    # The newest 250 commits (12..261), extended back to ten commits before the open regression at 20.
+    # The newest WINDOW commits, extended back to ten commits before the open regression at 20.
     assert "The newest 252 of 262 commits" in texts(at)
     spec, data = vega(at)[0]
     assert sorted(set(data["data"]["pos"])) == list(range(10, 262))
