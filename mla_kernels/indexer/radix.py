@@ -69,7 +69,8 @@ def plan(
 
 def workspace(d: _Dims, device: torch.device, zeroed: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
     """The histogram/state rows (zeroed unless ``zeroed`` is False: the scores kernel then zeroes them,
-    ``ZERO_WS``) and the candidate lists (int64 ``[B, capacity]``: order key and token position)."""
+    ``ZERO_WS``) and the candidate lists (int64 ``[B, capacity]``: order key and KV slot). Rows of exactly
+    ``WS_WIDTH`` words, an even number: the 64-bit counters in them stay 8-byte aligned."""
     ws = (torch.zeros if zeroed else torch.empty)((d.batch, WS_WIDTH), dtype=torch.int32, device=device)
     cand = torch.empty((d.batch, d.max_context), dtype=torch.int64, device=device)
     return ws, cand

@@ -13,7 +13,10 @@ fit one block, which is the usual case, else block by block.
 
 Per request, a zeroed int32 workspace row: ``[256 hist pass 0][256 hist pass 1][STATE]`` (``WS_WIDTH``;
 the scores kernel can zero it, ``_zero_ws_row``), and an int64 candidate row: each its key (high word) and
-its position (low word), one store and one load.
+its KV slot (low word, the page table already walked), one store and one load. Two pairs of state words
+are 64-bit counters, each taken by one atomic: the winners' and candidates' counts (one round trip for
+both bases), and the compaction's ticket with the candidates its programs wrote (the last program learns
+how many there are from its ticket).
 No host sync; shapes only: CUDA-graph capturable. Which tokens tie at the k-th key are taken depends on
 the atomics' order (the contract: any choice among equal keys).
 """
@@ -25,18 +28,19 @@ import triton.language as tl
 
 from .kernels import _order_key
 
-# Workspace row: two 256-bin histograms, then the state words.
-WS_WIDTH = 521
+# Workspace row: two 256-bin histograms, then the state words. Even: every row's 64-bit pairs stay 8-byte
+# aligned (``radix.workspace`` allocates rows of exactly this many words).
+WS_WIDTH = 522
 WS_WORDS = tl.constexpr(WS_WIDTH)  # the same, where kernels read it
 WS_LANES = tl.constexpr(1 << (WS_WIDTH - 1).bit_length())  # a power of two covering the row
 HIST_BINS = tl.constexpr(256)
-ST_TICKET = tl.constexpr(512)  # + pass (0, 1); + 2: the compaction's (the one-launch select's barriers too)
-ST_PREFIX = tl.constexpr(515)  # the resolved high bytes of the k-th largest key (uint32 bits)
-ST_NGT = tl.constexpr(516)  # keys known to rank above the bucket so far
-ST_DONE = tl.constexpr(517)  # 1: the selection is exactly {key >= prefix}
-ST_WIN = tl.constexpr(518)  # winners written (atomic counter)
-ST_CAND = tl.constexpr(519)  # candidates written (atomic counter)
-ST_SYNC = tl.constexpr(520)  # the one-launch select's third grid barrier (``token_scores._coop_topk_kernel``)
+ST_TICKET = tl.constexpr(512)  # + pass (0, 1): the passes' tickets (the one-launch select's first barriers)
+ST_FINAL = tl.constexpr(514)  # 64-bit: the compaction's ticket (low word), candidates its programs wrote (high)
+ST_PREFIX = tl.constexpr(516)  # the resolved high bytes of the k-th largest key (uint32 bits)
+ST_NGT = tl.constexpr(517)  # keys known to rank above the bucket so far
+ST_DONE = tl.constexpr(518)  # 1: the selection is exactly {key >= prefix}
+ST_SYNC = tl.constexpr(519)  # the one-launch select's third grid barrier (``token_scores._coop_topk_kernel``)
+ST_COUNTS = tl.constexpr(520)  # 64-bit counter: winners written (low word), candidates written (high word)
 
 
 @triton.jit
@@ -79,12 +83,28 @@ def _find_bucket(ws_row, hist, topk, SHIFT: tl.constexpr):
 
 
 @triton.jit
+def _add_hist(hist_row, h):
+    # Add a histogram's non-zero bins to the request's. Relaxed: the ticket or grid barrier taken after it
+    # (acq_rel, past a block barrier) is what publishes them; no fence per lane.
+    tl.atomic_add(hist_row + tl.arange(0, 256), h, mask=h > 0, sem="relaxed")
+
+
+@triton.jit
+def _add_pair(ws_row, WORD: tl.constexpr, low, high, SEM: tl.constexpr):
+    # One 64-bit atomic add of (low, high) to the int32 words WORD, WORD + 1 (8-byte aligned, both counts
+    # non-negative and below 2**31): their old values, one round trip for two counters.
+    pair = (ws_row + WORD).to(tl.pointer_type(tl.int64))
+    old = tl.atomic_add(pair, (high.to(tl.int64) << 32) + low.to(tl.int64), sem=SEM)
+    return (old & 0xFFFFFFFF).to(tl.int32), (old >> 32).to(tl.int32)
+
+
+@triton.jit
 def _flush_hist(ws_row, h, active, topk, PASS: tl.constexpr):
     # Add this program's histogram to the request's; the last of the request's ``active`` programs finds
     # the bucket. Atomic reads of the sums: they live in L2, where the other programs' atomics landed.
     bins = tl.arange(0, 256)
     hist_row = ws_row + PASS * HIST_BINS
-    tl.atomic_add(hist_row + bins, h, mask=h > 0)
+    _add_hist(hist_row, h)
     tl.debug_barrier()  # every lane's add is issued before the ticket (acq_rel) is taken
     ticket = tl.atomic_add(ws_row + ST_TICKET + PASS, 1)
     if ticket == active - 1:
@@ -93,15 +113,25 @@ def _flush_hist(ws_row, h, active, topk, PASS: tl.constexpr):
 
 
 @triton.jit
-def _block_hist(row, t, n, prefix, PASS: tl.constexpr):
-    # Pass PASS's byte histogram of the logits at ``t`` (those below ``n``) whose higher bytes match ``prefix``.
-    valid = t < n
-    key = _order_key(tl.load(row + t, mask=valid, other=0.0, cache_modifier=".cg"))
+def _block_keys(row, t, n):
+    # The order keys of the logits at ``t`` (those below ``n``; written by other programs: read past L1).
+    return _order_key(tl.load(row + t, mask=t < n, other=0.0, cache_modifier=".cg"))
+
+
+@triton.jit
+def _keys_hist(key, valid, prefix, PASS: tl.constexpr):
+    # Pass PASS's byte histogram of the ``valid`` keys whose higher bytes match ``prefix``.
     if PASS == 0:
         match = valid
     else:
         match = valid & ((key >> 24) == (prefix >> 24))
     return _byte_hist(key, match, 24 - 8 * PASS)
+
+
+@triton.jit
+def _block_hist(row, t, n, prefix, PASS: tl.constexpr):
+    # Pass PASS's byte histogram of the logits at ``t`` (those below ``n``) whose higher bytes match ``prefix``.
+    return _keys_hist(_block_keys(row, t, n), t < n, prefix, PASS)
 
 
 @triton.jit
@@ -129,7 +159,7 @@ def _radix_pass_kernel(
 
 @triton.jit
 def _cand(cand_row, j, ok):
-    # Candidates j as (position, key), packed by the compaction (in L2: read past L1).
+    # Candidates j as (KV slot, key), packed by the compaction (in L2: read past L1).
     v = tl.load(cand_row + j, mask=ok, other=0, cache_modifier=".cg").to(tl.uint64, bitcast=True)
     return (v & 0xFFFFFFFF).to(tl.int32), (v >> 32).to(tl.uint32)
 
@@ -160,7 +190,7 @@ def _list_byte_pass(cand_row, m, prefix, n_gt, topk, SHIFT: tl.constexpr, FBLOCK
 
 
 @triton.jit
-def _write_block(t, key, ok, j, thr, k_eq, n_above, whole, out_row, bt_row, topk, num_pages, base_gt, base_eq):
+def _write_block(slot, key, ok, j, thr, k_eq, n_above, whole, out_row, topk, base_gt, base_eq):
     # Write one block of candidates' slots at their ranks (``_selection``'s threshold, keys equal to it
     # still to take, where the ties start, whether it is taken whole). Returns the new bases.
     gt = ok & tl.where(whole, key >= thr, key > thr)
@@ -170,8 +200,6 @@ def _write_block(t, key, ok, j, thr, k_eq, n_above, whole, out_row, bt_row, topk
     eq_rank = base_eq + tl.cumsum(eq_i, 0) - 1
     take = (gt_i + (eq & (eq_rank < k_eq)).to(tl.int32)) > 0
     pos = tl.where(gt, base_gt + tl.cumsum(gt_i, 0) - 1, n_above + eq_rank)
-    page = tl.load(bt_row + t // 256, mask=take, other=0)
-    slot = tl.where((page >= 0) & (page < num_pages), page * 256 + t % 256, -1)
     tl.store(out_row + pos, slot, mask=take & (pos < topk))
     return base_gt + tl.sum(gt_i, axis=0), base_eq + tl.sum(eq_i, axis=0)
 
@@ -185,7 +213,7 @@ def _selection(topk, p1, done1, p2, g2, done2):
 
 
 @triton.jit
-def _final_select(m, prefix, n_gt0, cand_row, out_row, bt_row, topk, num_pages, FBLOCK: tl.constexpr):
+def _final_select(m, prefix, n_gt0, cand_row, out_row, topk, FBLOCK: tl.constexpr):
     # The bucket's ``m`` candidates (their high 16 bits equal the prefix's; ``n_gt0`` keys rank above them):
     # the low two bytes, then the writes at [n_gt0, topk) of the row; keys equal to the k-th largest are
     # taken first come first.
@@ -193,11 +221,11 @@ def _final_select(m, prefix, n_gt0, cand_row, out_row, bt_row, topk, num_pages, 
     if m <= FBLOCK:  # one block: every round on the keys in registers
         j = tl.arange(0, FBLOCK)
         ok = j < m
-        t, key = _cand(cand_row, j, ok)
+        slot, key = _cand(cand_row, j, ok)
         p1, g1, done1 = _round(_byte_hist(key, _in_prefix(key, ok, prefix, 8), 8), prefix, n_gt0, topk, 8)
         p2, g2, done2 = _round(_byte_hist(key, _in_prefix(key, ok, p1, 0), 0), p1, g1, topk, 0)
         thr, k_eq, n_above, whole = _selection(topk, p1, done1, p2, g2, done2)
-        _write_block(t, key, ok, j, thr, k_eq, n_above, whole, out_row, bt_row, topk, num_pages, n_gt0, zero)
+        _write_block(slot, key, ok, j, thr, k_eq, n_above, whole, out_row, topk, n_gt0, zero)
     else:
         p1, g1, done1 = _list_byte_pass(cand_row, m, prefix, n_gt0, topk, 8, FBLOCK)
         p2, g2, done2 = _list_byte_pass(cand_row, m, p1, g1, topk, 0, FBLOCK)
@@ -207,31 +235,56 @@ def _final_select(m, prefix, n_gt0, cand_row, out_row, bt_row, topk, num_pages, 
         for j0 in range(0, m, FBLOCK):
             j = j0 + tl.arange(0, FBLOCK)
             ok = j < m
-            t, key = _cand(cand_row, j, ok)
+            slot, key = _cand(cand_row, j, ok)
             base_gt, base_eq = _write_block(
-                t, key, ok, j, thr, k_eq, n_above, whole, out_row, bt_row, topk, num_pages, base_gt, base_eq
+                slot, key, ok, j, thr, k_eq, n_above, whole, out_row, topk, base_gt, base_eq
             )
 
 
 @triton.jit
-def _compact_block(row, t, n, prefix, done, ws_row, out_row, bt_row, cand_row, topk, num_pages):
-    # The logits at ``t`` (those below ``n``): the sure winners' slots to the output, the bucket's keys (high
-    # 16 bits equal to the prefix's) with their positions to the candidate list, each through the
-    # request's atomic counter. ``done``: the selection is exactly {key >= prefix}.
+def _slots(bt_row, t, mask, num_pages):
+    # The KV slots of token positions ``t`` (the page-table walk; -1 on an unmapped page).
+    page = tl.load(bt_row + t // 256, mask=mask, other=0)
+    return tl.where((page >= 0) & (page < num_pages), page * 256 + t % 256, -1)
+
+
+@triton.jit
+def _compact_keys(key, t, n, prefix, done, ws_row, out_row, bt_row, cand_row, topk, num_pages):
+    # The keys of tokens ``t`` (those below ``n``): the sure winners' slots to the output, the bucket's keys
+    # (high 16 bits equal to the prefix's) with their slots to the candidate list, at bases from one 64-bit
+    # atomic on both counters (relaxed: the ticket orders). ``done``: the selection is exactly {key >= prefix}.
+    # Returns the candidates written.
     valid = t < n
-    key = _order_key(tl.load(row + t, mask=valid, other=0.0, cache_modifier=".cg"))
     win = valid & tl.where(done > 0, key >= prefix, (key >> 16) > (prefix >> 16))
     cand = valid & ((key >> 16) == (prefix >> 16)) & (t * 0 + done == 0)  # scalar as tensor: interpreter
-    win_i = win.to(tl.int32)
-    cand_i = cand.to(tl.int32)
-    w0 = tl.atomic_add(ws_row + ST_WIN, tl.sum(win_i, axis=0))
-    pos = w0 + tl.cumsum(win_i, 0) - 1
-    page = tl.load(bt_row + t // 256, mask=win, other=0)
-    slot = tl.where((page >= 0) & (page < num_pages), page * 256 + t % 256, -1)
+    # The ranks' scans before the atomic: its result comes back through a block barrier, which holds back
+    # whatever follows it. (The page-table walk before it too made ptxas 13 spill on sm_120, Triton 3.9.)
+    win_rank = tl.cumsum(win.to(tl.int32), 0)
+    cand_rank = tl.cumsum(cand.to(tl.int32), 0)
+    n_cand = tl.max(cand_rank, axis=0)
+    w0, c0 = _add_pair(ws_row, ST_COUNTS, tl.max(win_rank, axis=0), n_cand, "relaxed")
+    pos = w0 + win_rank - 1
+    slot = _slots(bt_row, t, win | cand, num_pages)
     tl.store(out_row + pos, slot, mask=win & (pos < topk))
-    c0 = tl.atomic_add(ws_row + ST_CAND, tl.sum(cand_i, axis=0))
-    packed = (key.to(tl.uint64) << 32) | t.to(tl.uint64)
-    tl.store(cand_row + c0 + tl.cumsum(cand_i, 0) - 1, packed.to(tl.int64, bitcast=True), mask=cand)
+    packed = (key.to(tl.uint64) << 32) | slot.to(tl.uint32).to(tl.uint64)
+    tl.store(cand_row + c0 + cand_rank - 1, packed.to(tl.int64, bitcast=True), mask=cand)
+    return n_cand
+
+
+@triton.jit
+def _compact_block(row, t, n, prefix, done, ws_row, out_row, bt_row, cand_row, topk, num_pages):
+    # ``_compact_keys`` of the logits at ``t``.
+    return _compact_keys(_block_keys(row, t, n), t, n, prefix, done, ws_row, out_row, bt_row, cand_row, topk,
+                         num_pages)  # fmt: skip
+
+
+@triton.jit
+def _compaction_ticket(ws_row, cands):
+    # After a program's compaction: its ticket and its ``cands`` candidates in one 64-bit atomic (acq_rel:
+    # its stores published, every earlier program's seen). Returns (ticket, candidates written so far).
+    tl.debug_barrier()  # every lane's candidate is stored before the ticket is taken
+    ticket, before = _add_pair(ws_row, ST_FINAL, tl.full([], 1, tl.int32), cands, "acq_rel")
+    return ticket, before + cands
 
 
 @triton.jit
@@ -276,16 +329,15 @@ def _radix_compact_kernel(
         prefix = tl.load(ws_row + ST_PREFIX).to(tl.uint32, bitcast=True)
         row = logits_ptr + b * stride_lb
         cand_row = cand_ptr + b * stride_cb
+        cands = tl.zeros([], dtype=tl.int32)
         for t0 in range(start, tl.minimum(start + SLICE, n), BLOCK):
-            _compact_block(row, t0 + tl.arange(0, BLOCK), n, prefix, done, ws_row, out_row, bt_row, cand_row,
-                           topk, num_pages)  # fmt: skip
-        tl.debug_barrier()  # every lane's candidate is stored before the ticket (acq_rel) is taken
-        ticket = tl.atomic_add(ws_row + ST_TICKET + 2, 1)
+            cands += _compact_block(row, t0 + tl.arange(0, BLOCK), n, prefix, done, ws_row, out_row, bt_row,
+                                    cand_row, topk, num_pages)  # fmt: skip
+        ticket, m = _compaction_ticket(ws_row, cands)
         if ticket == tl.cdiv(n, SLICE) - 1:
             if done == 0:
-                m = tl.atomic_add(ws_row + ST_CAND, 0)
                 n_gt = tl.load(ws_row + ST_NGT)
-                _final_select(m, prefix, n_gt, cand_row, out_row, bt_row, topk, num_pages, FBLOCK)
+                _final_select(m, prefix, n_gt, cand_row, out_row, topk, FBLOCK)
 
 
 @triton.jit

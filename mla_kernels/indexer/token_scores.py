@@ -30,15 +30,19 @@ import triton.language as tl
 from mla_kernels.indexer.kernels import _order_key
 from mla_kernels.indexer.radix_kernels import (
     HIST_BINS,
-    ST_CAND,
     ST_SYNC,
     ST_TICKET,
+    _add_hist,
     _block_hist,
+    _block_keys,
     _byte_hist,
     _compact_block,
+    _compact_keys,
+    _compaction_ticket,
     _final_select,
     _flush_hist,
     _grid_sync,
+    _keys_hist,
     _pad_row,
     _round,
     _zero_ws_row,
@@ -108,10 +112,9 @@ def _bf16_scores_kernel_t(
 
 
 @triton.jit
-def _merged_bucket(ws_row, prefix, n_gt, topk, PASS: tl.constexpr):
-    # Pass PASS's merged histogram (complete: after a grid barrier) -> (prefix, n_gt, done).
-    hist = tl.load(ws_row + PASS * HIST_BINS + tl.arange(0, 256), cache_modifier=".cg")
-    return _round(hist, prefix, n_gt, topk, 24 - 8 * PASS)
+def _merged_hist(ws_row, PASS: tl.constexpr):
+    # Pass PASS's merged histogram (complete: after a grid barrier; in L2, where the atomics landed).
+    return tl.load(ws_row + PASS * HIST_BINS + tl.arange(0, 256), cache_modifier=".cg")
 
 
 @triton.jit
@@ -133,7 +136,12 @@ def _coop_topk_kernel(
     row = logits_ptr + b * stride_lb
     active = tl.minimum(programs, tl.cdiv(n, BLOCK_T))  # programs with tokens: every barrier's count
     resolve = n > topk  # else every token is selected
-    sel = tl.arange(0, SEL_BLOCK)
+    # The select's blocks: a program's first (``t1``) is loaded once after the scores and kept in registers
+    # through both passes and the compaction (one block a program up to programs x SEL_BLOCK tokens); any
+    # further ones from ``rest`` are loaded where used.
+    t1 = pid * SEL_BLOCK + tl.arange(0, SEL_BLOCK)
+    step = programs * SEL_BLOCK
+    rest = pid * SEL_BLOCK + step
     if PHASE <= 0:  # scores
         if pid == 0:
             _pad_row(out_row, tl.minimum(n, topk), topk, OUT_BLOCK)
@@ -144,41 +152,41 @@ def _coop_topk_kernel(
                 tl.store(row + t, logit, mask=t < n)
             if PHASE < 0:
                 _grid_sync(ws_row + ST_TICKET, active)
+    if PHASE != 0:
+        key1 = _block_keys(row, t1, n)  # all lanes masked off where the program has no block
     if PHASE < 0 or PHASE == 1:  # byte pass 0
         if (pid < active) & resolve:
-            h = tl.zeros([256], dtype=tl.int32)
-            for t0 in range(pid * SEL_BLOCK, n, programs * SEL_BLOCK):
-                h += _block_hist(row, t0 + sel, n, 0, 0)
-            tl.atomic_add(ws_row + tl.arange(0, 256), h, mask=h > 0)
+            h = _keys_hist(key1, t1 < n, 0, 0)
+            for t0 in range(rest, n, step):
+                h += _block_hist(row, t0 + tl.arange(0, SEL_BLOCK), n, 0, 0)
+            _add_hist(ws_row, h)
             if PHASE < 0:
                 _grid_sync(ws_row + ST_TICKET + 1, active)
     zero = tl.zeros([], dtype=tl.int32)
     if PHASE < 0 or PHASE == 2:  # byte pass 1
         if (pid < active) & resolve:
-            p0, g0, done0 = _merged_bucket(ws_row, zero.to(tl.uint32), zero, topk, 0)
+            p0, g0, done0 = _round(_merged_hist(ws_row, 0), zero.to(tl.uint32), zero, topk, 24)
             if done0 == 0:
-                h = tl.zeros([256], dtype=tl.int32)
-                for t0 in range(pid * SEL_BLOCK, n, programs * SEL_BLOCK):
-                    h += _block_hist(row, t0 + sel, n, p0, 1)
-                tl.atomic_add(ws_row + HIST_BINS + tl.arange(0, 256), h, mask=h > 0)
+                h = _keys_hist(key1, t1 < n, p0, 1)
+                for t0 in range(rest, n, step):
+                    h += _block_hist(row, t0 + tl.arange(0, SEL_BLOCK), n, p0, 1)
+                _add_hist(ws_row + HIST_BINS, h)
             if PHASE < 0:
                 _grid_sync(ws_row + ST_SYNC, active)
     if PHASE < 0 or PHASE == 3:  # compaction; its last program selects among the candidates
         if pid < active:
-            prefix = zero.to(tl.uint32)  # n <= topk: prefix 0, done, keeps every token
-            n_gt = zero
-            done = zero + 1
-            if resolve:
-                prefix, n_gt, done0 = _merged_bucket(ws_row, prefix, n_gt, topk, 0)
-                done = done0.to(tl.int32)
-                if done0 == 0:
-                    prefix, n_gt, done1 = _merged_bucket(ws_row, prefix, n_gt, topk, 1)
-                    done = done1.to(tl.int32)
+            # Both merged histograms in one round trip (pass 1's is all zeros where pass 0 settled it).
+            p0, g0, done0 = _round(_merged_hist(ws_row, 0), zero.to(tl.uint32), zero, topk, 24)
+            p1, g1, done1 = _round(_merged_hist(ws_row, 1), p0, g0, topk, 16)
+            # n <= topk: prefix 0, done, keeps every token
+            prefix = tl.where(resolve, tl.where(done0, p0, p1), zero.to(tl.uint32))
+            n_gt = tl.where(resolve, tl.where(done0, g0, g1), 0)
+            done = tl.where(resolve, (done0 | done1).to(tl.int32), 1)
             cand_row = cand_ptr + b * stride_cb
-            for t0 in range(pid * SEL_BLOCK, n, programs * SEL_BLOCK):
-                _compact_block(row, t0 + sel, n, prefix, done, ws_row, out_row, bt_row, cand_row, topk, num_pages)
-            tl.debug_barrier()  # every lane's candidate is stored before the ticket (acq_rel) is taken
-            ticket = tl.atomic_add(ws_row + ST_TICKET + 2, 1)
+            cands = _compact_keys(key1, t1, n, prefix, done, ws_row, out_row, bt_row, cand_row, topk, num_pages)
+            for t0 in range(rest, n, step):
+                cands += _compact_block(row, t0 + tl.arange(0, SEL_BLOCK), n, prefix, done, ws_row, out_row, bt_row,
+                                        cand_row, topk, num_pages)  # fmt: skip
+            ticket, m = _compaction_ticket(ws_row, cands)
             if (ticket == active - 1) & (done == 0):
-                m = tl.atomic_add(ws_row + ST_CAND, 0)
-                _final_select(m, prefix, n_gt, cand_row, out_row, bt_row, topk, num_pages, FBLOCK)
+                _final_select(m, prefix, n_gt, cand_row, out_row, topk, FBLOCK)

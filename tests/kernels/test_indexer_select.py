@@ -36,7 +36,7 @@ from mla_kernels.indexer import launch as ix_launch  # noqa: E402
 from mla_kernels.indexer import radix as ix_radix  # noqa: E402
 from mla_kernels.indexer import split as ix_split  # noqa: E402
 from mla_kernels.indexer.checks import _Dims  # noqa: E402
-from mla_kernels.indexer.radix_kernels import ST_DONE, ST_PREFIX  # noqa: E402
+from mla_kernels.indexer.radix_kernels import ST_COUNTS, ST_DONE, ST_FINAL, ST_NGT, ST_PREFIX, WS_WIDTH  # noqa: E402
 
 GPU = torch.cuda.is_available() and not interpreting()
 DEV = torch.device("cuda" if GPU else "cpu")
@@ -133,6 +133,29 @@ def test_fused_pass0_equals_the_pass_kernel() -> None:
     assert int(fused[1].abs().sum()) == 0  # 40 tokens <= topk: nothing to resolve, nothing written
     state = slice(ST_PREFIX.value, ST_DONE.value + 1)  # prefix, keys above the bucket, done (not the tickets)
     assert torch.equal(fused[:, state], plain[:, state])
+
+
+def test_compaction_counters_in_64_bit_words() -> None:
+    # The winners' and candidates' counters share one 64-bit word, the compaction's ticket and its candidate
+    # total another (8-byte aligned in every row): after a select they agree with each other and the state.
+    assert WS_WIDTH % 2 == 0 and ST_COUNTS.value % 2 == 0 and ST_FINAL.value % 2 == 0
+    inp = make_indexer_inputs(3, [700, 40, 1000], max_context=1024, num_heads=16, topk=64, device=DEV, seed=3)
+    d = ix_launch._check_args(*inp.args(), "bf16")
+    q, w, cache, bt, sl, topk = inp.args()
+    logits = torch.empty((3, d.max_context), dtype=torch.float32, device=DEV)
+    ix_launch._run_scores(q, w, cache, bt, sl, logits, d, topk)
+    ws, cand = ix_radix.workspace(d, DEV)
+    p = ix_radix.plan(d, topk, DEV)
+    out = torch.empty((3, topk), dtype=torch.int32, device=DEV)
+    ix_radix.radix_select(logits, bt, sl, out, topk, d, p, (ws, cand))
+    for b, n in enumerate([700, 40, 1000]):
+        wins, cands = int(ws[b, ST_COUNTS.value]), int(ws[b, ST_COUNTS.value + 1])
+        assert int(ws[b, ST_FINAL.value]) == -(-n // p.slice)  # one ticket per program with tokens
+        assert int(ws[b, ST_FINAL.value + 1]) == cands
+        if n <= topk or int(ws[b, ST_DONE.value]):  # every token, or exactly {key >= prefix}: no candidates
+            assert (wins, cands) == (min(n, topk), 0)
+        else:
+            assert wins == int(ws[b, ST_NGT.value]) and wins < topk <= wins + cands
 
 
 def test_scores_kernel_zeroes_the_workspace_the_select_then_uses() -> None:
