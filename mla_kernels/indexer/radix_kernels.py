@@ -249,11 +249,12 @@ def _slots(bt_row, t, mask, num_pages):
 
 
 @triton.jit
-def _compact_keys(key, t, n, prefix, done, ws_row, out_row, bt_row, cand_row, topk, num_pages):
+def _compact_keys(key, t, n, prefix, done, ws_row, out_row, bt_row, cand_row, topk, num_pages, slot=None):
     # The keys of tokens ``t`` (those below ``n``): the sure winners' slots to the output, the bucket's keys
     # (high 16 bits equal to the prefix's) with their slots to the candidate list, at bases from one 64-bit
     # atomic on both counters (relaxed: the ticket orders). ``done``: the selection is exactly {key >= prefix}.
-    # Returns the candidates written.
+    # ``slot``: the tokens' KV slots where the caller walked the page table ahead. Returns the candidates
+    # written.
     valid = t < n
     win = valid & tl.where(done > 0, key >= prefix, (key >> 16) > (prefix >> 16))
     cand = valid & ((key >> 16) == (prefix >> 16)) & (t * 0 + done == 0)  # scalar as tensor: interpreter
@@ -265,7 +266,8 @@ def _compact_keys(key, t, n, prefix, done, ws_row, out_row, bt_row, cand_row, to
     # one-launch kernel).
     w0, c0 = _add_pair(ws_row, ST_COUNTS, tl.sum(win_i, axis=0), n_cand, "relaxed")
     pos = w0 + tl.cumsum(win_i, 0) - 1
-    slot = _slots(bt_row, t, win | cand, num_pages)
+    if slot is None:
+        slot = _slots(bt_row, t, win | cand, num_pages)
     tl.store(out_row + pos, slot, mask=win & (pos < topk))
     packed = (key.to(tl.uint64) << 32) | slot.to(tl.uint32).to(tl.uint64)
     tl.store(cand_row + c0 + tl.cumsum(cand_i, 0) - 1, packed.to(tl.int64, bitcast=True), mask=cand)

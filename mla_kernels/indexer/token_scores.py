@@ -45,6 +45,7 @@ from mla_kernels.indexer.radix_kernels import (
     _keys_hist,
     _pad_row,
     _round,
+    _slots,
     _zero_ws_row,
 )
 
@@ -185,6 +186,8 @@ def _coop_topk_kernel(
                 _grid_sync(ws_row + ST_TICKET, active)
     if PHASE != 0:
         key1 = _block_keys(row, t1, n)  # all lanes masked off where the program has no block
+        if PHASE != 1 and PHASE != 2:  # its slots, walked here, off the compaction's chain of round trips
+            slot1 = _slots(bt_row, t1, t1 < n, num_pages)
     if PHASE < 0 or PHASE == 1:  # byte pass 0
         if (pid < active) & resolve:
             h = _keys_hist(key1, t1 < n, 0, 0)
@@ -214,7 +217,7 @@ def _coop_topk_kernel(
             n_gt = tl.where(resolve, tl.where(done0, g0, g1), 0)
             done = tl.where(resolve, (done0 | done1).to(tl.int32), 1)
             cand_row = cand_ptr + b * stride_cb
-            cands = _compact_keys(key1, t1, n, prefix, done, ws_row, out_row, bt_row, cand_row, topk, num_pages)
+            cands = _compact_keys(key1, t1, n, prefix, done, ws_row, out_row, bt_row, cand_row, topk, num_pages, slot1)
             for t0 in range(rest, n, step):
                 cands += _compact_block(row, t0 + tl.arange(0, SEL_BLOCK), n, prefix, done, ws_row, out_row, bt_row,
                                         cand_row, topk, num_pages)  # fmt: skip
