@@ -60,7 +60,8 @@ def args(*tensors: torch.Tensor, d: _Dims, topk: int) -> tuple[object, ...]:
 def constexprs(d: _Dims, p: CoopPlan) -> dict[str, object]:
     """The constexprs every launch shares (the tile config and ``PHASE`` come on top)."""
     return {"BLOCK_H": max(16, next_pow2(d.heads)), "FP32_MATH": interpreting(), "SEL_BLOCK": p.sel_block,
-            "FBLOCK": p.final_block, "OUT_BLOCK": p.out_block}  # fmt: skip
+            "FBLOCK": p.final_block, "OUT_BLOCK": p.out_block,
+            "L2_PREFETCH": not interpreting()}  # fmt: skip
 
 
 def phase_launches(kernel: object, run_args: tuple[object, ...], d: _Dims, p: CoopPlan) -> list[KernelLaunch]:

@@ -249,25 +249,28 @@ def _slots(bt_row, t, mask, num_pages):
 
 
 @triton.jit
-def _compact_keys(key, t, n, prefix, done, ws_row, out_row, bt_row, cand_row, topk, num_pages):
+def _compact_keys(key, t, n, prefix, done, ws_row, out_row, bt_row, cand_row, topk, num_pages, slot=None):
     # The keys of tokens ``t`` (those below ``n``): the sure winners' slots to the output, the bucket's keys
     # (high 16 bits equal to the prefix's) with their slots to the candidate list, at bases from one 64-bit
     # atomic on both counters (relaxed: the ticket orders). ``done``: the selection is exactly {key >= prefix}.
-    # Returns the candidates written.
+    # ``slot``: the tokens' KV slots where the caller walked the page table ahead. Returns the candidates
+    # written.
     valid = t < n
     win = valid & tl.where(done > 0, key >= prefix, (key >> 16) > (prefix >> 16))
     cand = valid & ((key >> 16) == (prefix >> 16)) & (t * 0 + done == 0)  # scalar as tensor: interpreter
-    # The ranks' scans before the atomic: its result comes back through a block barrier, which holds back
-    # whatever follows it. (The page-table walk before it too made ptxas 13 spill on sm_120, Triton 3.9.)
-    win_rank = tl.cumsum(win.to(tl.int32), 0)
-    cand_rank = tl.cumsum(cand.to(tl.int32), 0)
-    n_cand = tl.max(cand_rank, axis=0)
-    w0, c0 = _add_pair(ws_row, ST_COUNTS, tl.max(win_rank, axis=0), n_cand, "relaxed")
-    pos = w0 + win_rank - 1
-    slot = _slots(bt_row, t, win | cand, num_pages)
+    win_i = win.to(tl.int32)
+    cand_i = cand.to(tl.int32)
+    n_cand = tl.sum(cand_i, axis=0)
+    # The page-table walk and the ranks' scans wait for the atomic (its result comes back through a block
+    # barrier); placed before it, they made ptxas spill (sm_120: Triton 3.6 at BLOCK 2048, 3.9 in the
+    # one-launch kernel).
+    w0, c0 = _add_pair(ws_row, ST_COUNTS, tl.sum(win_i, axis=0), n_cand, "relaxed")
+    pos = w0 + tl.cumsum(win_i, 0) - 1
+    if slot is None:
+        slot = _slots(bt_row, t, win | cand, num_pages)
     tl.store(out_row + pos, slot, mask=win & (pos < topk))
     packed = (key.to(tl.uint64) << 32) | slot.to(tl.uint32).to(tl.uint64)
-    tl.store(cand_row + c0 + cand_rank - 1, packed.to(tl.int64, bitcast=True), mask=cand)
+    tl.store(cand_row + c0 + tl.cumsum(cand_i, 0) - 1, packed.to(tl.int64, bitcast=True), mask=cand)
     return n_cand
 
 

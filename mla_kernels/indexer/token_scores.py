@@ -45,6 +45,7 @@ from mla_kernels.indexer.radix_kernels import (
     _keys_hist,
     _pad_row,
     _round,
+    _slots,
     _zero_ws_row,
 )
 
@@ -80,6 +81,27 @@ def _score_tile(qt, w, cache_ptr, bt_row, t0, n, num_pages, stride_page,
         s = tl.dot(k.to(tl.bfloat16), qt)  # e4m3 -> bf16 is exact; fp32 accumulate
     s = tl.maximum(s * scale[:, None], 0.0)  # [BLOCK_T, BLOCK_H]
     return t, tl.where(ok, tl.sum(s * w[None, :], axis=1), float("-inf"))  # unmapped page: ranks last
+
+
+@triton.jit
+def _prefetch_l2(ptrs, mask):
+    # Ask L2 for the lines at ``ptrs`` where ``mask``: no registers for the data, nothing waits for it.
+    tl.inline_asm_elementwise(
+        "{ .reg .pred p; setp.ne.b32 p, $2, 0; @p prefetch.global.L2 [$1]; mov.u32 $0, 0; }",
+        "=r,l,r", [ptrs.to(tl.int64), mask.to(tl.int32)], dtype=tl.int32, is_pure=False, pack=1,
+    )  # fmt: skip
+
+
+@triton.jit
+def _prefetch_tile(cache_ptr, page, t0, n, num_pages, stride_page, BLOCK_T: tl.constexpr):
+    # Ask L2 for the keys (a 128-byte row a token) and scales (a line per 32 tokens) of the tile at ``t0``
+    # on ``page``: the next tile's DRAM latency then passes while this one's is computed.
+    mapped = (page >= 0) & (page < num_pages)
+    base = cache_ptr + page.to(tl.int64) * stride_page
+    tok = t0 + tl.arange(0, BLOCK_T)
+    _prefetch_l2(base + (tok % 256) * 128, (tok < n) & mapped)
+    line = t0 + tl.arange(0, BLOCK_T // 32) * 32  # BLOCK_T divides 256 and is a multiple of 32
+    _prefetch_l2(base + 256 * 128 + (line % 256) * 4, (line < n) & mapped)
 
 
 @triton.jit
@@ -123,9 +145,10 @@ def _coop_topk_kernel(
     stride_qb, stride_qh, stride_wb, stride_page, stride_btb, stride_lb, stride_ws, stride_cb, stride_ob,
     H, num_pages, max_ctx, topk,
     BLOCK_H: tl.constexpr, BLOCK_T: tl.constexpr, FP32_MATH: tl.constexpr, PHASE: tl.constexpr,
-    SEL_BLOCK: tl.constexpr, FBLOCK: tl.constexpr, OUT_BLOCK: tl.constexpr,
+    SEL_BLOCK: tl.constexpr, FBLOCK: tl.constexpr, OUT_BLOCK: tl.constexpr, L2_PREFETCH: tl.constexpr,
 ):  # fmt: skip
     # PHASE -1: every phase, grid barriers between them (the GPU); 0-3: that phase alone (the interpreter).
+    # L2_PREFETCH: each score tile asks L2 for the next one's keys (inline PTX: not under the interpreter).
     pid = tl.program_id(0)
     b = tl.program_id(1)
     programs = tl.num_programs(0)
@@ -147,13 +170,24 @@ def _coop_topk_kernel(
             _pad_row(out_row, tl.minimum(n, topk), topk, OUT_BLOCK)
         if pid < active:
             qt, w = _load_q(q_ptr, w_ptr, b, stride_qb, stride_qh, stride_wb, H, BLOCK_H, FP32_MATH)
-            for t0 in range(pid * BLOCK_T, n, programs * BLOCK_T):
+            step_t = programs * BLOCK_T
+            # Tiles of 128 tokens do without: at 8 warps and 3 stages their registers (Triton 3.6, sm_120)
+            # would leave one block an SM.
+            prefetch: tl.constexpr = L2_PREFETCH and BLOCK_T <= 64
+            if prefetch:
+                nxt = tl.load(bt_row + (pid * BLOCK_T + step_t) // 256, mask=pid * BLOCK_T + step_t < n, other=-1)
+            for t0 in range(pid * BLOCK_T, n, step_t):
+                if prefetch:  # the next tile's page is known (``nxt``); the one after is loaded for next time
+                    _prefetch_tile(cache_ptr, nxt, t0 + step_t, n, num_pages, stride_page, BLOCK_T)
+                    nxt = tl.load(bt_row + (t0 + 2 * step_t) // 256, mask=t0 + 2 * step_t < n, other=-1)
                 t, logit = _score_tile(qt, w, cache_ptr, bt_row, t0, n, num_pages, stride_page, BLOCK_T, FP32_MATH)
                 tl.store(row + t, logit, mask=t < n)
             if PHASE < 0:
                 _grid_sync(ws_row + ST_TICKET, active)
     if PHASE != 0:
         key1 = _block_keys(row, t1, n)  # all lanes masked off where the program has no block
+        if PHASE != 1 and PHASE != 2:  # its slots, walked here, off the compaction's chain of round trips
+            slot1 = _slots(bt_row, t1, t1 < n, num_pages)
     if PHASE < 0 or PHASE == 1:  # byte pass 0
         if (pid < active) & resolve:
             h = _keys_hist(key1, t1 < n, 0, 0)
@@ -183,7 +217,7 @@ def _coop_topk_kernel(
             n_gt = tl.where(resolve, tl.where(done0, g0, g1), 0)
             done = tl.where(resolve, (done0 | done1).to(tl.int32), 1)
             cand_row = cand_ptr + b * stride_cb
-            cands = _compact_keys(key1, t1, n, prefix, done, ws_row, out_row, bt_row, cand_row, topk, num_pages)
+            cands = _compact_keys(key1, t1, n, prefix, done, ws_row, out_row, bt_row, cand_row, topk, num_pages, slot1)
             for t0 in range(rest, n, step):
                 cands += _compact_block(row, t0 + tl.arange(0, SEL_BLOCK), n, prefix, done, ws_row, out_row, bt_row,
                                         cand_row, topk, num_pages)  # fmt: skip
