@@ -89,6 +89,12 @@ SCORE_CONFIGS = tuple(
     for nw in (4, 8)
     for ns in (2, 3)
 )
+# The one-launch "coop" kernel's candidates: those of its tiles fast at every context. Tuning runs on whatever
+# context comes first and its choice serves all; at 4K tokens the twelve tie within 1.5 us, while at 64K
+# 32-token tiles take 36-37 us (one request) and 52-55 us (two) against 28 / 35 us for these two
+# (``docs/measurements/coop_configs_session14.log``).
+COOP_TILES = {(64, 4, 2), (128, 8, 2)}  # (BLOCK_T, num_warps, num_stages)
+COOP_CONFIGS = tuple(c for c in SCORE_CONFIGS if (c.kwargs["BLOCK_T"], c.num_warps, c.num_stages) in COOP_TILES)
 SELECT_CONFIGS = tuple(triton.Config({"BLOCK": bk}, num_warps=nw) for bk in (1024, 2048, 4096) for nw in (4, 8, 16))
 
 
@@ -134,12 +140,13 @@ COOP_KERNEL = _coop_topk_kernel
 
 @functools.cache
 def _tuned_tiles(name: str, kernel: object, bucket: int) -> triton.runtime.Autotuner:  # noqa: ARG001 - cache key
-    """The autotuner of a kernel of score tiles (``SCORE_CONFIGS``): the scores kernel ("indexer.scores_t")
-    or the one-launch "indexer.coop", one per batch bucket. The kernel is part of the cache key: a replaced
-    ``SCORES_KERNEL`` or ``COOP_KERNEL`` gets its own tuner."""
+    """The autotuner of a kernel of score tiles: the scores kernel ("indexer.scores_t", ``SCORE_CONFIGS``)
+    or the one-launch "indexer.coop" (``COOP_CONFIGS``), one per batch bucket. The kernel is part of the
+    cache key: a replaced ``SCORES_KERNEL`` or ``COOP_KERNEL`` gets its own tuner."""
     prune = {"early_config_prune": _kept_by_compile(name, kernel)}
+    configs = COOP_CONFIGS if name == "indexer.coop" else SCORE_CONFIGS
     # ws_ptr: the timed runs add to the radix workspace (HIST, coop) or zero it; it is put back after each.
-    return triton.autotune(configs=list(SCORE_CONFIGS), key=["H", "BLOCK_H"], prune_configs_by=prune,
+    return triton.autotune(configs=list(configs), key=["H", "BLOCK_H"], prune_configs_by=prune,
                            restore_value=["ws_ptr"])(kernel)  # fmt: skip
 
 
