@@ -35,6 +35,7 @@ APP = ROOT / "dashboard" / "app.py"
 OPENBLAS = ROOT / "tests" / "fixtures" / "asv-openblas" / "results"  # vendored, see its README
 if not OPENBLAS.exists() and os.environ.get("MLAPERF_REQUIRE_FIXTURES") == "1":
     raise RuntimeError(f"MLAPERF_REQUIRE_FIXTURES=1 but {OPENBLAS} is missing")
+CHROMIUM = Path("/usr/bin/chromium")
 MLA_MACHINE = "h200-sxm"
 N_COMMITS = 12
 SLOW_FROM = 6
@@ -150,3 +151,12 @@ def site_data(site: Path, key: str) -> Any:
     prefix = f'MLAPERF.put("{key}",'
     assert text.startswith(prefix) and text.endswith(");\n")
     return json.loads(text[len(prefix):-3])
+
+
+def need_chromium() -> None:
+    """Skip the calling test or fixture when Chromium is missing; with MLAPERF_REQUIRE_BROWSER=1 (CI) that is
+    an error instead."""
+    if not CHROMIUM.exists():
+        if os.environ.get("MLAPERF_REQUIRE_BROWSER") == "1":
+            raise RuntimeError(f"MLAPERF_REQUIRE_BROWSER=1 but {CHROMIUM} is missing")
+        pytest.skip(f"{CHROMIUM} missing")

@@ -4,17 +4,15 @@ opened at its own address connects at once instead of probing ``<page>/_stcore/`
 from __future__ import annotations
 
 import gzip
-import os
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import Seeded
+import streamlit
+from conftest import CHROMIUM, Seeded, need_chromium
 
 from dashboard import asgi
-
-CHROMIUM = Path("/usr/bin/chromium")
 
 
 def test_hint_goes_right_after_head() -> None:
@@ -54,8 +52,7 @@ def test_served_pages_carry_the_hint_and_assets_do_not(served: str) -> None:
         assert int(headers["content-length"]) == len(body), path
         assert body.count(b"window.__streamlit=") == 1 and b'BACKEND_BASE_URL:location.origin+"/"' in body, path
     assert _get(f"{served}/_stcore/health", "*/*")[1] == b"ok"
-    script = next(p for p in (Path(__import__("streamlit").__file__).parent / "static" / "static" / "js").glob(
-        "index.*.js"))
+    script = next((Path(streamlit.__file__).parent / "static" / "static" / "js").glob("index.*.js"))
     headers, body = _get(f"{served}/static/js/{script.name}", "*/*")
     if headers.get("content-encoding") == "gzip":
         body = gzip.decompress(body)
@@ -65,10 +62,7 @@ def test_served_pages_carry_the_hint_and_assets_do_not(served: str) -> None:
 def test_a_deep_link_connects_without_probing_its_own_path(served: str) -> None:
     """Chromium opens /history and /efficiency at their own addresses: the frontend never asks
     ``<page>/_stcore/...`` (the probe the hint removes) and the page runs."""
-    if not CHROMIUM.exists():
-        if os.environ.get("MLAPERF_REQUIRE_BROWSER") == "1":
-            raise RuntimeError(f"MLAPERF_REQUIRE_BROWSER=1 but {CHROMIUM} is missing")
-        pytest.skip(f"{CHROMIUM} missing")
+    need_chromium()
     from playwright.sync_api import sync_playwright
 
     from dashboard.served import CHROMIUM_ARGS, Watcher

@@ -12,12 +12,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import MLA_MACHINE, ROOT, SLOW_FROM, Seeded
+from conftest import CHROMIUM, MLA_MACHINE, ROOT, SLOW_FROM, Seeded, need_chromium
 
 from dashboard.gitremote import https_url
 from dashboard.summary import latest_change
 
-CHROMIUM = Path("/usr/bin/chromium")
 REPO = "https://github.com/example/mlaperf"
 
 
@@ -113,10 +112,7 @@ TICK = re.compile(r"^(0|-?[\d,]+(\.\d+)?[kMG]?)$")
 
 @pytest.fixture(scope="module")
 def browser_page(site: Path) -> Iterator[tuple[Any, list[str]]]:
-    if not CHROMIUM.exists():
-        if os.environ.get("MLAPERF_REQUIRE_BROWSER") == "1":
-            raise RuntimeError(f"MLAPERF_REQUIRE_BROWSER=1 but {CHROMIUM} is missing")
-        pytest.skip(f"{CHROMIUM} missing")
+    need_chromium()
     from playwright.sync_api import sync_playwright
 
     from dashboard.served import CHROMIUM_ARGS

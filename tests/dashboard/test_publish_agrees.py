@@ -5,7 +5,6 @@ and `mlaperf detect --list`; every field the site's data hold is read by its scr
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,12 +12,11 @@ from typing import Any
 
 import pandas as pd
 import pytest
-from conftest import APP, ROOT, md_table, mlaperf_cli, site_data
+from conftest import APP, CHROMIUM, ROOT, md_table, mlaperf_cli, need_chromium, site_data
 from streamlit.testing.v1 import AppTest
 
 from mlaperf.publish_axes import linear_ticks, value_axis
 
-CHROMIUM = Path("/usr/bin/chromium")
 MACHINE = "h200"
 HUMAN_TICK = re.compile(r"^(0|-?[\d,]+(\.\d+)?[kMG]?)$")
 
@@ -163,10 +161,7 @@ def test_linear_ticks_take_1_2_5_steps() -> None:
 # -- in Chromium, from file:// -----------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def page(bundled: tuple[str, Path]) -> Iterator[Any]:
-    if not CHROMIUM.exists():
-        if os.environ.get("MLAPERF_REQUIRE_BROWSER") == "1":
-            raise RuntimeError(f"MLAPERF_REQUIRE_BROWSER=1 but {CHROMIUM} is missing")
-        pytest.skip(f"{CHROMIUM} missing")
+    need_chromium()
     from playwright.sync_api import sync_playwright
 
     from dashboard.served import CHROMIUM_ARGS
