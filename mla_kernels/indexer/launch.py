@@ -8,13 +8,14 @@ of what ran). ``compile_matrix`` lists every kernel x config launch on meta tens
 from __future__ import annotations
 
 import functools
+from collections.abc import Mapping
 
 import torch
 import triton
 
 from .._common import KernelLaunch, interpreting, next_pow2, num_sms
 from ..arch import RESIDENT_BLOCKS, kept_by_compile, profile_target
-from ..record import KernelRun, LaunchRecord
+from ..record import ConfigValue, KernelRun, LaunchRecord
 from . import coop
 from .checks import _check_args, _Dims
 from .kernels import _fp32_maxctx_scores_kernel, _radix_select_kernel
@@ -259,12 +260,16 @@ def _bf16_topk(
     scores, source = _run_scores(q, w, cache, bt, sl, logits, d, topk, ws if fused else None,
                                  zero_ws=None if fused else ws)  # fmt: skip
     select_runs, select_config = _select(logits, bt, sl, out, topk, d, path, ws_cand)
-    sc = scores.config
-    config: dict[str, int | bool | str] = {
-        "BLOCK_H": sc["BLOCK_H"], "BLOCK_T": sc["BLOCK_T"], "num_warps": sc["num_warps"],
-        "num_stages": sc["num_stages"], "programs_per_request": scores.grid[0], **select_config,
-    }  # fmt: skip
+    config = _record_config(scores.config, scores.grid[0], select_config)
     return out, LaunchRecord("indexer", "bf16", (scores, *select_runs), config, "native", source, interpreting())
+
+
+def _record_config(tiles: Mapping[str, ConfigValue], programs: int, select: Mapping[str, ConfigValue]
+                   ) -> dict[str, ConfigValue]:
+    """A bf16 launch record's config: the score tiles' (``tiles``, a run's config), the programs per request,
+    then the select's."""
+    return {"BLOCK_H": tiles["BLOCK_H"], "BLOCK_T": tiles["BLOCK_T"], "num_warps": tiles["num_warps"],
+            "num_stages": tiles["num_stages"], "programs_per_request": programs, **select}
 
 
 def _coop_topk(
@@ -293,11 +298,8 @@ def _coop_topk(
                            {**coop.constexprs(d, cp), "PHASE": -1}),)  # fmt: skip
         source = "autotuner"
     c = runs[-1].config
-    config: dict[str, int | bool | str] = {
-        "BLOCK_H": c["BLOCK_H"], "BLOCK_T": c["BLOCK_T"], "num_warps": c["num_warps"], "num_stages": c["num_stages"],
-        "programs_per_request": cp.programs, "select": "coop", "SELECT_BLOCK": cp.sel_block,
-        "select_num_warps": c["num_warps"],
-    }  # fmt: skip
+    config = _record_config(c, cp.programs, {"select": "coop", "SELECT_BLOCK": cp.sel_block,
+                                             "select_num_warps": c["num_warps"]})
     return LaunchRecord("indexer", "bf16", runs, config, "native", source, interpreting())
 
 
