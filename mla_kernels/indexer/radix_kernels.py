@@ -41,6 +41,7 @@ ST_NGT = tl.constexpr(517)  # keys known to rank above the bucket so far
 ST_DONE = tl.constexpr(518)  # 1: the selection is exactly {key >= prefix}
 ST_SYNC = tl.constexpr(519)  # the one-launch select's third grid barrier (``token_scores._coop_topk_kernel``)
 ST_COUNTS = tl.constexpr(520)  # 64-bit counter: winners written (low word), candidates written (high word)
+SMALL_FINAL = tl.constexpr(128)  # lanes of the final select when its candidates fit them (``_final_select``)
 
 
 @triton.jit
@@ -213,25 +214,34 @@ def _selection(topk, p1, done1, p2, g2, done2):
 
 
 @triton.jit
+def _select_block(cand_row, m, prefix, n_gt0, out_row, topk, BLOCK: tl.constexpr):
+    # ``_final_select`` for m <= BLOCK candidates: every round on their keys in registers.
+    j = tl.arange(0, BLOCK)
+    ok = j < m
+    slot, key = _cand(cand_row, j, ok)
+    p1, g1, done1 = _round(_byte_hist(key, _in_prefix(key, ok, prefix, 8), 8), prefix, n_gt0, topk, 8)
+    p2, g2, done2 = _round(_byte_hist(key, _in_prefix(key, ok, p1, 0), 0), p1, g1, topk, 0)
+    thr, k_eq, n_above, whole = _selection(topk, p1, done1, p2, g2, done2)
+    _write_block(slot, key, ok, j, thr, k_eq, n_above, whole, out_row, topk, n_gt0, tl.zeros([], dtype=tl.int32))
+
+
+@triton.jit
 def _final_select(m, prefix, n_gt0, cand_row, out_row, topk, FBLOCK: tl.constexpr):
     # The bucket's ``m`` candidates (their high 16 bits equal the prefix's; ``n_gt0`` keys rank above them):
     # the low two bytes, then the writes at [n_gt0, topk) of the row; keys equal to the k-th largest are
-    # taken first come first.
-    zero = tl.zeros([], dtype=tl.int32)
-    if m <= FBLOCK:  # one block: every round on the keys in registers
-        j = tl.arange(0, FBLOCK)
-        ok = j < m
-        slot, key = _cand(cand_row, j, ok)
-        p1, g1, done1 = _round(_byte_hist(key, _in_prefix(key, ok, prefix, 8), 8), prefix, n_gt0, topk, 8)
-        p2, g2, done2 = _round(_byte_hist(key, _in_prefix(key, ok, p1, 0), 0), p1, g1, topk, 0)
-        thr, k_eq, n_above, whole = _selection(topk, p1, done1, p2, g2, done2)
-        _write_block(slot, key, ok, j, thr, k_eq, n_above, whole, out_row, topk, n_gt0, zero)
+    # taken first come first. A few candidates, the usual case, take a block of ``SMALL_FINAL`` lanes: its
+    # histograms cost a fraction of a full block's.
+    SMALL: tl.constexpr = SMALL_FINAL if SMALL_FINAL < FBLOCK else FBLOCK
+    if m <= SMALL:
+        _select_block(cand_row, m, prefix, n_gt0, out_row, topk, SMALL)
+    elif m <= FBLOCK:
+        _select_block(cand_row, m, prefix, n_gt0, out_row, topk, FBLOCK)
     else:
         p1, g1, done1 = _list_byte_pass(cand_row, m, prefix, n_gt0, topk, 8, FBLOCK)
         p2, g2, done2 = _list_byte_pass(cand_row, m, p1, g1, topk, 0, FBLOCK)
         thr, k_eq, n_above, whole = _selection(topk, p1, done1, p2, g2, done2)
         base_gt = n_gt0
-        base_eq = zero
+        base_eq = tl.zeros([], dtype=tl.int32)
         for j0 in range(0, m, FBLOCK):
             j = j0 + tl.arange(0, FBLOCK)
             ok = j < m
@@ -299,15 +309,35 @@ def _pad_row(out_row, n_sel, topk, OUT_BLOCK: tl.constexpr):
 
 
 @triton.jit
-def _grid_sync(counter, expected):
-    # Every one of ``expected`` programs waits here until all have arrived (``counter`` starts at zero). Only
-    # for grids whose programs are all resident at once (never under the interpreter, which runs them in
-    # turn). The arrival (acq_rel) publishes this program's stores; it and the acquire reads see every other's.
+def _load_acquire(ptr):
+    # One int32 read with acquire order at GPU scope: a plain load, not a read-modify-write, so programs
+    # waiting on a counter do not queue in L2's atomic unit ahead of the arrivals they wait for.
+    return tl.inline_asm_elementwise("ld.acquire.gpu.global.b32 $0, [$1];", "=r,l", [ptr], dtype=tl.int32,
+                                     is_pure=False, pack=1)  # fmt: skip
+
+
+@triton.jit
+def _arrive(counter):
+    # Count this program in at a grid barrier (``counter`` starts at zero); the arrival (acq_rel, after a
+    # block barrier) publishes its stores. Returns the programs arrived so far, this one included.
     tl.debug_barrier()  # every lane's stores are issued before the arrival
-    arrived = tl.atomic_add(counter, 1, sem="acq_rel") + 1
+    return tl.atomic_add(counter, 1, sem="acq_rel") + 1
+
+
+@triton.jit
+def _wait_all(counter, arrived, expected):
+    # Wait until ``expected`` programs have arrived at ``counter``: every lane reads it with acquire order,
+    # so it sees all their stores. Only for grids whose programs are all resident at once (never under the
+    # interpreter, which runs them in turn).
     while arrived < expected:
-        arrived = tl.atomic_add(counter, 0, sem="acquire")
+        arrived = _load_acquire(counter)
     tl.debug_barrier()
+
+
+@triton.jit
+def _grid_sync(counter, expected):
+    # Every one of ``expected`` programs waits here until all have arrived.
+    _wait_all(counter, _arrive(counter), expected)
 
 
 @triton.jit

@@ -33,6 +33,7 @@ from mla_kernels.indexer.radix_kernels import (
     ST_SYNC,
     ST_TICKET,
     _add_hist,
+    _arrive,
     _block_hist,
     _block_keys,
     _byte_hist,
@@ -46,6 +47,7 @@ from mla_kernels.indexer.radix_kernels import (
     _pad_row,
     _round,
     _slots,
+    _wait_all,
     _zero_ws_row,
 )
 
@@ -157,7 +159,10 @@ def _coop_topk_kernel(
     out_row = out_ptr + b * stride_ob
     bt_row = bt_ptr + b * stride_btb
     row = logits_ptr + b * stride_lb
-    active = tl.minimum(programs, tl.cdiv(n, BLOCK_T))  # programs with tokens: every barrier's count
+    active = tl.minimum(programs, tl.cdiv(n, BLOCK_T))  # programs with tokens to score
+    # Programs with a select block: the others arrive at the scores' barrier and leave, so the select's
+    # barriers and ticket count only these.
+    selecting = tl.minimum(programs, tl.cdiv(n, SEL_BLOCK))
     resolve = n > topk  # else every token is selected
     # The select's blocks: a program's first (``t1``) is loaded once after the scores and kept in registers
     # through both passes and the compaction (one block a program up to programs x SEL_BLOCK tokens); any
@@ -183,22 +188,24 @@ def _coop_topk_kernel(
                 t, logit = _score_tile(qt, w, cache_ptr, bt_row, t0, n, num_pages, stride_page, BLOCK_T, FP32_MATH)
                 tl.store(row + t, logit, mask=t < n)
             if PHASE < 0:
-                _grid_sync(ws_row + ST_TICKET, active)
+                arrived = _arrive(ws_row + ST_TICKET)
+                if pid < selecting:
+                    _wait_all(ws_row + ST_TICKET, arrived, active)
     if PHASE != 0:
         key1 = _block_keys(row, t1, n)  # all lanes masked off where the program has no block
         if PHASE != 1 and PHASE != 2:  # its slots, walked here, off the compaction's chain of round trips
             slot1 = _slots(bt_row, t1, t1 < n, num_pages)
     if PHASE < 0 or PHASE == 1:  # byte pass 0
-        if (pid < active) & resolve:
+        if (pid < selecting) & resolve:
             h = _keys_hist(key1, t1 < n, 0, 0)
             for t0 in range(rest, n, step):
                 h += _block_hist(row, t0 + tl.arange(0, SEL_BLOCK), n, 0, 0)
             _add_hist(ws_row, h)
             if PHASE < 0:
-                _grid_sync(ws_row + ST_TICKET + 1, active)
+                _grid_sync(ws_row + ST_TICKET + 1, selecting)
     zero = tl.zeros([], dtype=tl.int32)
     if PHASE < 0 or PHASE == 2:  # byte pass 1
-        if (pid < active) & resolve:
+        if (pid < selecting) & resolve:
             p0, g0, done0 = _round(_merged_hist(ws_row, 0), zero.to(tl.uint32), zero, topk, 24)
             if done0 == 0:
                 h = _keys_hist(key1, t1 < n, p0, 1)
@@ -206,9 +213,9 @@ def _coop_topk_kernel(
                     h += _block_hist(row, t0 + tl.arange(0, SEL_BLOCK), n, p0, 1)
                 _add_hist(ws_row + HIST_BINS, h)
             if PHASE < 0:
-                _grid_sync(ws_row + ST_SYNC, active)
+                _grid_sync(ws_row + ST_SYNC, selecting)
     if PHASE < 0 or PHASE == 3:  # compaction; its last program selects among the candidates
-        if pid < active:
+        if pid < selecting:
             # Both merged histograms in one round trip (pass 1's is all zeros where pass 0 settled it).
             p0, g0, done0 = _round(_merged_hist(ws_row, 0), zero.to(tl.uint32), zero, topk, 24)
             p1, g1, done1 = _round(_merged_hist(ws_row, 1), p0, g0, topk, 16)
@@ -222,5 +229,5 @@ def _coop_topk_kernel(
                 cands += _compact_block(row, t0 + tl.arange(0, SEL_BLOCK), n, prefix, done, ws_row, out_row, bt_row,
                                         cand_row, topk, num_pages)  # fmt: skip
             ticket, m = _compaction_ticket(ws_row, cands)
-            if (ticket == active - 1) & (done == 0):
+            if (ticket == selecting - 1) & (done == 0):
                 _final_select(m, prefix, n_gt, cand_row, out_row, topk, FBLOCK)
