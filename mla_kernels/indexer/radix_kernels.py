@@ -64,11 +64,14 @@ def _byte_hist(key, match, SHIFT: tl.constexpr):
 @triton.jit
 def _bucket(hist, k_rem):
     # The bin of a byte histogram holding its k_rem-th largest key: (bin, keys in higher bins, keys in it);
-    # bin -1 when the histogram holds fewer than k_rem keys.
+    # bin -1 when the histogram holds fewer than k_rem keys. One scan and two block-wide sums: the bin's
+    # two counts come packed in one int64 (each below 2**31).
     bins = tl.arange(0, 256)
-    count_gt = tl.sum(hist, axis=0) - tl.cumsum(hist, 0)  # keys with a larger byte
-    d = tl.sum((count_gt + hist >= k_rem).to(tl.int32), axis=0) - 1
-    return d, tl.sum(tl.where(bins == d, count_gt, 0), axis=0), tl.sum(tl.where(bins == d, hist, 0), axis=0)
+    count_ge = tl.cumsum(hist, 0, reverse=True)  # keys in this bin or a higher one: non-increasing
+    d = tl.sum((count_ge >= k_rem).to(tl.int32), axis=0) - 1
+    packed = ((count_ge - hist).to(tl.int64) << 32) | hist.to(tl.int64)
+    pick = tl.sum(tl.where(bins == d, packed, 0), axis=0)
+    return d, (pick >> 32).to(tl.int32), (pick & 0xFFFFFFFF).to(tl.int32)
 
 
 @triton.jit

@@ -204,6 +204,11 @@ def _coop_topk_kernel(
             if PHASE < 0:
                 _grid_sync(ws_row + ST_TICKET + 1, selecting)
     zero = tl.zeros([], dtype=tl.int32)
+    # Pass 0's bucket, found by byte pass 1 and kept in registers for the compaction (which finds it again
+    # when it is a launch of its own).
+    p0 = zero.to(tl.uint32)
+    g0 = zero
+    done0 = zero != 0
     if PHASE < 0 or PHASE == 2:  # byte pass 1
         if (pid < selecting) & resolve:
             p0, g0, done0 = _round(_merged_hist(ws_row, 0), zero.to(tl.uint32), zero, topk, 24)
@@ -216,8 +221,9 @@ def _coop_topk_kernel(
                 _grid_sync(ws_row + ST_SYNC, selecting)
     if PHASE < 0 or PHASE == 3:  # compaction; its last program selects among the candidates
         if pid < selecting:
-            # Both merged histograms in one round trip (pass 1's is all zeros where pass 0 settled it).
-            p0, g0, done0 = _round(_merged_hist(ws_row, 0), zero.to(tl.uint32), zero, topk, 24)
+            if PHASE == 3:
+                p0, g0, done0 = _round(_merged_hist(ws_row, 0), zero.to(tl.uint32), zero, topk, 24)
+            # Pass 1's histogram is all zeros where pass 0 settled the bucket (done0).
             p1, g1, done1 = _round(_merged_hist(ws_row, 1), p0, g0, topk, 16)
             # n <= topk: prefix 0, done, keeps every token
             prefix = tl.where(resolve, tl.where(done0, p0, p1), zero.to(tl.uint32))
