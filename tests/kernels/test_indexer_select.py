@@ -21,6 +21,9 @@ import torch
 if not torch.cuda.is_available():  # must precede the first triton import
     os.environ.setdefault("TRITON_INTERPRET", "1")
 
+import triton  # noqa: E402
+import triton.language as tl  # noqa: E402
+
 from mla_kernels._common import interpreting  # noqa: E402
 from mla_kernels.indexer import (  # noqa: E402
     check_indexer_output,
@@ -36,7 +39,15 @@ from mla_kernels.indexer import launch as ix_launch  # noqa: E402
 from mla_kernels.indexer import radix as ix_radix  # noqa: E402
 from mla_kernels.indexer import split as ix_split  # noqa: E402
 from mla_kernels.indexer.checks import _Dims  # noqa: E402
-from mla_kernels.indexer.radix_kernels import ST_COUNTS, ST_DONE, ST_FINAL, ST_NGT, ST_PREFIX, WS_WIDTH  # noqa: E402
+from mla_kernels.indexer.radix_kernels import (  # noqa: E402
+    ST_COUNTS,
+    ST_DONE,
+    ST_FINAL,
+    ST_NGT,
+    ST_PREFIX,
+    WS_WIDTH,
+    _final_select,
+)
 
 GPU = torch.cuda.is_available() and not interpreting()
 DEV = torch.device("cuda" if GPU else "cpu")
@@ -156,6 +167,33 @@ def test_compaction_counters_in_64_bit_words() -> None:
             assert (wins, cands) == (min(n, topk), 0)
         else:
             assert wins == int(ws[b, ST_NGT.value]) and wins < topk <= wins + cands
+
+
+@triton.jit
+def _final_select_probe_kernel(cand_ptr, out_ptr, m, prefix, n_gt0, topk, FBLOCK: tl.constexpr):
+    _final_select(m, prefix.to(tl.uint32, bitcast=True), n_gt0, cand_ptr, out_ptr, topk, FBLOCK)
+
+
+@pytest.mark.parametrize("m", [5, 200, 600])  # the 128-lane block, the FBLOCK block, the list path
+def test_final_select_takes_the_largest_candidates(m: int) -> None:
+    # Candidates share the prefix's high 16 bits; their low bits repeat (ties at the k-th key). The slots
+    # written at [n_gt0, topk) carry exactly the k_rem largest keys, each candidate at most once.
+    g = torch.Generator().manual_seed(m)
+    prefix, n_gt0 = 0x3F800000, 7
+    topk = n_gt0 + max(1, (2 * m) // 3)
+    low = torch.randint(0, 60, (m,), generator=g, dtype=torch.int64)
+    keys = prefix + low
+    slots = 1000 + torch.randperm(m, generator=g).to(torch.int64)
+    cand = ((keys << 32) | slots).to(DEV)
+    out = torch.full((topk,), -7, dtype=torch.int32, device=DEV)
+    _final_select_probe_kernel[(1,)](cand, out, m, prefix, n_gt0, topk, FBLOCK=256)
+    got = out.cpu()
+    assert (got[:n_gt0] == -7).all()  # the sure winners' places are not touched
+    picked = got[n_gt0:].to(torch.int64)
+    assert len(set(picked.tolist())) == topk - n_gt0 and set(picked.tolist()) <= set(slots.tolist())
+    key_of = dict(zip(slots.tolist(), keys.tolist(), strict=True))
+    want = sorted(keys.tolist(), reverse=True)[: topk - n_gt0]
+    assert sorted((key_of[s] for s in picked.tolist()), reverse=True) == want
 
 
 def test_scores_kernel_zeroes_the_workspace_the_select_then_uses() -> None:
