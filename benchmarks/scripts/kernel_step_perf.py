@@ -1,7 +1,8 @@
 """Whole decode step (indexer -> top-k -> sparse decode) per layer, side by side, CUDA-graph replay.
 
 Variants: baseline (simt + fp32_maxctx), mma (mma + fp32_maxctx), mma+indexer (mma + bf16).
-Cold L2: each graph runs the step of several layers, each with its own caches.
+Cold L2: each graph runs the step of several layers, each with its own caches. Each variant's first layer is
+checked against the reference step (top-k and decode) before it is timed.
 
     python -m benchmarks.scripts.kernel_step_perf [--batches 1,64] [--contexts 4096,16384,65536]
 """
@@ -14,6 +15,21 @@ import sys
 from pathlib import Path
 
 VARIANTS = {"baseline": ("simt", "fp32_maxctx"), "mma": ("mma", "fp32_maxctx"), "mma+indexer": ("mma", "bf16")}
+
+
+def check_step(step: object) -> None:
+    """One eager run of ``step`` (a ``mla_kernels.DecodeStep``) checked before it is timed: its top-k against the
+    reference logits and its decode against the reference decode on that same selection. Raises
+    AssertionError: a fast wrong step is a failure, not a figure."""
+    from mla_kernels import sparse_mla_decode
+    from mla_kernels.indexer import check_indexer_output, indexer_logits_reference
+    from mla_kernels.testing import check_decode
+
+    inp = step.inputs  # type: ignore[attr-defined]
+    out, lse = step.run()  # type: ignore[attr-defined]
+    indices = step.indices  # type: ignore[attr-defined]
+    check_indexer_output(indices, indexer_logits_reference(*inp.args()[:5]), inp.block_table, inp.seq_lens, inp.topk)
+    check_decode(out, lse, *sparse_mla_decode(inp.q, inp.kv_cache, indices, impl="reference"))
 
 
 def step_us(steps: list, reps: int) -> float:
@@ -40,6 +56,7 @@ def _measure(batch: int, context: int, args: argparse.Namespace) -> dict[str, ob
     row: dict[str, object] = {"batch": batch, "context": context}
     for variant, (dec, idx) in VARIANTS.items():
         steps = [DecodeStep(inp, decode_impl=dec, indexer_impl=idx) for inp in layers]
+        check_step(steps[0])
         row[variant] = step_us(steps, reps=10 if variant == "baseline" else 30)
     print(f"B={batch:4d} context {context:6d}  baseline {row['baseline']:9.1f} us  mma {row['mma']:9.1f} us  "
           f"mma+indexer {row['mma+indexer']:8.1f} us  baseline/mma+indexer "

@@ -1,13 +1,18 @@
 """The kernel measurement scripts in ``benchmarks/scripts`` run as modules and answer --help (they need a GPU
-to measure anything)."""
+to measure anything); kernel_step_perf checks a step before it times it."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+import torch
+
+if not torch.cuda.is_available():  # must precede the first triton import
+    os.environ.setdefault("TRITON_INTERPRET", "1")
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -17,3 +22,30 @@ def test_scripts_run_as_modules_with_help(script: str) -> None:
     res = subprocess.run([sys.executable, "-m", f"benchmarks.scripts.{script}", "--help"], capture_output=True,
                          text=True, cwd=REPO)  # fmt: skip
     assert res.returncode == 0 and f"usage: python -m benchmarks.scripts.{script}" in res.stdout
+
+
+def test_step_perf_checks_the_step_before_timing_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    # kernel_step_perf times a variant only after its first layer's step passed the reference check: a
+    # correct step passes, a step whose decode or top-k is wrong raises.
+    from benchmarks.scripts.kernel_step_perf import check_step
+    from mla_kernels import DecodeStep, make_step_inputs
+
+    dev = "cuda" if torch.cuda.is_available() else "cpu"
+    inp = make_step_inputs(2, [300, 40], max_context=1024, num_heads=16, topk=32, device=dev, seed=5)
+    step = DecodeStep(inp, decode_impl="mma", indexer_impl="bf16")
+    check_step(step)
+    run = step.run
+    monkeypatch.setattr(step, "run", lambda: (run()[0] * 1.5, step.lse))
+    with pytest.raises(AssertionError, match="out"):
+        check_step(step)
+    monkeypatch.setattr(step, "run", run)
+    real_topk = DecodeStep.run_with_records
+
+    def wrong_topk(self: DecodeStep) -> tuple:
+        out, lse, records = real_topk(self)
+        self.indices = self.indices.flip(0)  # request 0's selection for request 1 and back
+        return out, lse, records
+
+    monkeypatch.setattr(DecodeStep, "run_with_records", wrong_topk)
+    with pytest.raises(AssertionError):
+        check_step(step)
