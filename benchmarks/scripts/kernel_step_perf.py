@@ -17,18 +17,19 @@ from pathlib import Path
 VARIANTS = {"baseline": ("simt", "fp32_maxctx"), "mma": ("mma", "fp32_maxctx"), "mma+indexer": ("mma", "bf16")}
 
 
-def check_step(step: object) -> None:
-    """One eager run of ``step`` (a ``mla_kernels.DecodeStep``) checked before it is timed: its top-k against the
-    reference logits and its decode against the reference decode on that same selection. Raises
-    AssertionError: a fast wrong step is a failure, not a figure."""
+def check_step(step: object, ref_logits: object) -> None:
+    """One eager run of ``step`` (a ``mla_kernels.DecodeStep``) checked before it is timed: its top-k against
+    ``ref_logits`` (``indexer_logits_reference`` of its inputs, computed once for every variant) and its decode
+    against the reference decode on that same selection. Raises AssertionError: a fast wrong step is a
+    failure, not a figure."""
     from mla_kernels import sparse_mla_decode
-    from mla_kernels.indexer import check_indexer_output, indexer_logits_reference
+    from mla_kernels.indexer import check_indexer_output
     from mla_kernels.testing import check_decode
 
     inp = step.inputs  # type: ignore[attr-defined]
     out, lse = step.run()  # type: ignore[attr-defined]
     indices = step.indices  # type: ignore[attr-defined]
-    check_indexer_output(indices, indexer_logits_reference(*inp.args()[:5]), inp.block_table, inp.seq_lens, inp.topk)
+    check_indexer_output(indices, ref_logits, inp.block_table, inp.seq_lens, inp.topk)  # type: ignore[arg-type]
     check_decode(out, lse, *sparse_mla_decode(inp.q, inp.kv_cache, indices, impl="reference"))
 
 
@@ -50,18 +51,20 @@ def _measure(batch: int, context: int, args: argparse.Namespace) -> dict[str, ob
     import torch
 
     from mla_kernels import DecodeStep, make_step_inputs
+    from mla_kernels.indexer import indexer_logits_reference
 
     layers = [make_step_inputs(batch, context, max_context=args.max_context, topk=args.topk,
                                device="cuda", seed=batch * 10 + i) for i in range(args.layers)]
     row: dict[str, object] = {"batch": batch, "context": context}
+    ref_logits = indexer_logits_reference(*layers[0].args()[:5])  # the first layer's, every variant checked on it
     for variant, (dec, idx) in VARIANTS.items():
         steps = [DecodeStep(inp, decode_impl=dec, indexer_impl=idx) for inp in layers]
-        check_step(steps[0])
+        check_step(steps[0], ref_logits)
         row[variant] = step_us(steps, reps=10 if variant == "baseline" else 30)
     print(f"B={batch:4d} context {context:6d}  baseline {row['baseline']:9.1f} us  mma {row['mma']:9.1f} us  "
           f"mma+indexer {row['mma+indexer']:8.1f} us  baseline/mma+indexer "
           f"{row['baseline'] / row['mma+indexer']:6.1f}x", flush=True)  # type: ignore[operator]
-    del layers
+    del layers, ref_logits
     torch.cuda.empty_cache()
     return row
 

@@ -29,15 +29,17 @@ def test_step_perf_checks_the_step_before_timing_it(monkeypatch: pytest.MonkeyPa
     # correct step passes, a step whose decode or top-k is wrong raises.
     from benchmarks.scripts.kernel_step_perf import check_step
     from mla_kernels import DecodeStep, make_step_inputs
+    from mla_kernels.indexer import indexer_logits_reference
 
     dev = "cuda" if torch.cuda.is_available() else "cpu"
     inp = make_step_inputs(2, [300, 40], max_context=1024, num_heads=16, topk=32, device=dev, seed=5)
     step = DecodeStep(inp, decode_impl="mma", indexer_impl="bf16")
-    check_step(step)
+    ref_logits = indexer_logits_reference(*inp.args()[:5])
+    check_step(step, ref_logits)
     run = step.run
     monkeypatch.setattr(step, "run", lambda: (run()[0] * 1.5, step.lse))
     with pytest.raises(AssertionError, match="out"):
-        check_step(step)
+        check_step(step, ref_logits)
     monkeypatch.setattr(step, "run", run)
     real_topk = DecodeStep.run_with_records
 
@@ -48,4 +50,4 @@ def test_step_perf_checks_the_step_before_timing_it(monkeypatch: pytest.MonkeyPa
 
     monkeypatch.setattr(DecodeStep, "run_with_records", wrong_topk)
     with pytest.raises(AssertionError):
-        check_step(step)
+        check_step(step, ref_logits)
