@@ -14,6 +14,7 @@ from .indexer import (
     indexer_reference,
     indexer_topk,
     indexer_topk_with_record,
+    indexer_workspace,
     make_indexer_inputs,
     quantize_index_cache,
 )
@@ -35,6 +36,7 @@ __all__ = [
     "indexer_reference",
     "indexer_topk",
     "indexer_topk_with_record",
+    "indexer_workspace",
     "make_indexer_inputs",
     "make_step_inputs",
     "quantize_index_cache",

@@ -139,10 +139,19 @@ class KernelLaunch:
     num_warps: int = 4
     num_stages: int = 1
 
+    def __post_init__(self) -> None:
+        # A kernel that takes PDL gets it decided here, once, where it was not given: the record, the
+        # ahead-of-time compile and the launch then all see the same value (``mla_kernels.pdl``).
+        from . import pdl
+
+        if pdl.takes_pdl(self.kernel) and "PDL" not in self.constexprs:
+            self.constexprs.update(pdl.constexprs(self.kernel, self.args))
+
     def run(self) -> object:
         """Launch it; returns Triton's compiled kernel (registers, spills, shared memory)."""
+        pdl = bool(self.constexprs.get("PDL", False))
         return self.kernel[self.grid](  # type: ignore[index]
-            *self.args, **self.constexprs, num_warps=self.num_warps, num_stages=self.num_stages
+            *self.args, **self.constexprs, num_warps=self.num_warps, num_stages=self.num_stages, launch_pdl=pdl
         )
 
 

@@ -72,16 +72,19 @@ def signature(launch: KernelLaunch) -> tuple[dict[str, str], dict[str, object], 
         raise CompileError(
             f"{launch.name}: not a compiled Triton kernel (under TRITON_INTERPRET=1 nothing is compiled)"
         )
-    runtime = [n for n in names if n not in launch.constexprs]
+    params = getattr(fn, "params", [])
+    # constexprs the launch leaves at their default (``PDL`` off where it was not decided)
+    defaults = {p.name: p.default for p in params if getattr(p, "is_constexpr", False) and p.has_default}
+    constexprs: dict[str, object] = {**defaults, **launch.constexprs}
+    runtime = [n for n in names if n not in constexprs]
     if len(runtime) != len(launch.args):
         raise CompileError(f"{launch.name}: {len(launch.args)} arguments for {len(runtime)} runtime parameters")
     values = dict(zip(runtime, launch.args, strict=True))
-    fixed = {p.name for p in getattr(fn, "params", []) if getattr(p, "do_not_specialize", False)}
+    fixed = {p.name for p in params if getattr(p, "do_not_specialize", False)}
     sig: dict[str, str] = {}
-    constexprs: dict[str, object] = dict(launch.constexprs)
     attrs: dict[tuple[int, ...], list] = {}
     for i, name in enumerate(names):
-        if name in launch.constexprs:
+        if name not in values:
             sig[name] = "constexpr"
             continue
         value = values[name]

@@ -8,7 +8,14 @@ import torch
 
 from .decode import IMPLS as DECODE_IMPLS
 from .decode import sparse_mla_decode, sparse_mla_decode_with_record
-from .indexer import INDEXER_IMPLS, IndexerInputs, indexer_topk, indexer_topk_with_record, make_indexer_inputs
+from .indexer import (
+    INDEXER_IMPLS,
+    IndexerInputs,
+    indexer_topk,
+    indexer_topk_with_record,
+    indexer_workspace,
+    make_indexer_inputs,
+)
 from .record import LaunchRecord
 from .testing import make_kv_cache
 
@@ -64,6 +71,9 @@ class DecodeStep:
         self.indices: torch.Tensor | None = None
         self.out: torch.Tensor | None = None
         self.lse: torch.Tensor | None = None
+        # The indexer's workspace, the step's own: reused by every run and the captured graph (the one-launch
+        # select leaves it zeroed), so no run zeroes a fresh one.
+        self.workspace = indexer_workspace(inputs.batch, inputs.q.device)
 
     def run(self) -> tuple[torch.Tensor, torch.Tensor]:
         out, lse, _ = self.run_with_records()
@@ -72,7 +82,7 @@ class DecodeStep:
     def run_with_records(self) -> tuple[torch.Tensor, torch.Tensor, dict[str, LaunchRecord]]:
         """``(out, lse, {"indexer": record, "decode": record})``: the step's outputs and what each op ran."""
         inp = self.inputs
-        self.indices, indexer = indexer_topk_with_record(*inp.args(), impl=self.indexer_impl)
+        self.indices, indexer = indexer_topk_with_record(*inp.args(), impl=self.indexer_impl, workspace=self.workspace)
         self.out, self.lse, decode = sparse_mla_decode_with_record(
             inp.q, inp.kv_cache, self.indices, impl=self.decode_impl
         )

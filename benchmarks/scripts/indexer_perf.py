@@ -186,6 +186,7 @@ def _measure_case(args: argparse.Namespace, batch: int, ctx: int, device: Any, c
         indexer_logits_reference,
         indexer_topk,
         indexer_topk_with_record,
+        indexer_workspace,
         make_indexer_inputs,
     )
 
@@ -196,8 +197,10 @@ def _measure_case(args: argparse.Namespace, batch: int, ctx: int, device: Any, c
     rows = []
     for impl in args.impls:
         print(f"  batch {batch}, context {ctx}: {impl} ...", file=sys.stderr, flush=True)
-        fn = lambda impl=impl: indexer_topk(*inp.args(), impl=impl)
-        out, record = indexer_topk_with_record(*inp.args(), impl=impl)  # warm-up: compile, autotune, then check
+        # One workspace for every call, as a decode step holds it (the one-launch select leaves it zeroed).
+        ws = indexer_workspace(batch, device)
+        fn = lambda impl=impl, ws=ws: indexer_topk(*inp.args(), impl=impl, workspace=ws)
+        out, record = indexer_topk_with_record(*inp.args(), impl=impl, workspace=ws)  # warm-up, then check
         try:
             stats = check_indexer_output(out, ref_logits, inp.block_table, inp.seq_lens, args.topk)
         except AssertionError as exc:
@@ -205,6 +208,10 @@ def _measure_case(args: argparse.Namespace, batch: int, ctx: int, device: Any, c
         launch = json.loads(json.dumps(record.as_dict(), default=str))
         graph = device.type == "cuda" and impl != "reference"
         times = _time_gpu(torch, fn, args.iters, capture=graph) if device.type == "cuda" else _time_cpu(fn, args.iters)
+        try:  # and once more after the timed calls: the reused workspace still gives the right answer
+            check_indexer_output(fn(), ref_logits, inp.block_table, inp.seq_lens, args.topk)
+        except AssertionError as exc:
+            return f"{impl} at batch {batch}, context {ctx} disagrees with the reference after reuse: {exc}"
         total_bytes = ctx * batch * BYTES_PER_TOKEN
         med = statistics.median(times)
         rows.append({

@@ -12,6 +12,7 @@ import triton
 import triton.language as tl
 
 from mla_kernels import cache  # absolute: profiling scripts compile copies of this module
+from mla_kernels.pdl import wait_prior_grid
 
 # The cache layout (``mla_kernels.cache``) as compile-time constants; each kernel asserts, at compile
 # time, the layout facts its column chunks rely on (``tl.static_assert``, which ``python -O`` keeps).
@@ -85,7 +86,9 @@ def _simt_decode_kernel(
     stride_qb, stride_qh, stride_page, stride_ib, stride_ob, stride_oh, stride_lb,
     total_tokens, topk, qk_scale,
     BLOCK_N: tl.constexpr,
+    PDL: tl.constexpr = False,
 ):
+    wait_prior_grid(PDL)  # first: the previous kernel's writes (mla_kernels.pdl)
     # One program per (request, head): scalar FMAs, the KV tile is re-read for every head.
     _assert_layout()
     pid_b = tl.program_id(0).to(tl.int64)
@@ -298,7 +301,9 @@ def _mma_decode_kernel(
     total_tokens, topk, qk_scale, num_heads, num_splits, split_len,
     BLOCK_H: tl.constexpr, BLOCK_N: tl.constexpr, SPLIT: tl.constexpr, DOT_F32: tl.constexpr,
     PREFETCH: tl.constexpr,
+    PDL: tl.constexpr = False,
 ):
+    wait_prior_grid(PDL)  # first: the previous kernel's writes (mla_kernels.pdl)
     # One program per (request, block of BLOCK_H heads, split of top-k): each KV tile is read once
     # for all its heads and both products run on tensor cores. The 512 key columns are handled as
     # chunks 256 + 128 + 64 (nope) + 64 (rope), so no multiply-accumulate is spent on padding.
@@ -367,7 +372,9 @@ def _combine_kernel(
     opart_ptr, lpart_ptr, out_ptr, lse_ptr,
     num_splits, num_heads, stride_ob, stride_oh, stride_lb,
     BLOCK_S: tl.constexpr,
+    PDL: tl.constexpr = False,
 ):
+    wait_prior_grid(PDL)  # first: the previous kernel's writes (mla_kernels.pdl)
     # Merge the splits of one (request, head): weights 2**(lse_s - max) over the split partials.
     pid_b = tl.program_id(0).to(tl.int64)
     pid_h = tl.program_id(1)
@@ -401,7 +408,9 @@ def _scores_pass_kernel(
     stride_qb, stride_qh, stride_page, stride_ib, stride_pb, stride_ph,
     total_tokens, topk, qk_scale, num_heads, num_tiles,
     BLOCK_H: tl.constexpr, BLOCK_N: tl.constexpr, DOT_F32: tl.constexpr,
+    PDL: tl.constexpr = False,
 ):
+    wait_prior_grid(PDL)  # first: the previous kernel's writes (mla_kernels.pdl)
     # One program per (request, head block, KV tile): p = 2**(s - m) with the tile's own row max m,
     # stored with m and the row sums l; pass 2 rescales the tiles to their common max. The 576 key
     # columns go 64 at a time (7 fp8 groups, then the rope), so only one chunk of q and k is live.
@@ -444,7 +453,9 @@ def _output_pass_kernel(
     stride_page, stride_ib, stride_pb, stride_ph, stride_ob, stride_oh, stride_lb,
     total_tokens, topk, num_heads, num_tiles,
     BLOCK_H: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr, DOT_F32: tl.constexpr,
+    PDL: tl.constexpr = False,
 ):
+    wait_prior_grid(PDL)  # first: the previous kernel's writes (mla_kernels.pdl)
     # One program per (request, head block, BLOCK_D output columns): out = sum_t 2**(m_t - M) p_t @ v_t / L.
     # Columns 0..447 are the fp8 nope groups (one UE8M0 scale per 64), 448..511 the bf16 rope.
     _assert_layout()

@@ -42,7 +42,7 @@ from __future__ import annotations
 
 from .checks import INDEXER_IMPLS
 from .inputs import IndexerInputs, check_indexer_output, make_indexer_inputs
-from .launch import KERNELS, compile_matrix, indexer_topk, indexer_topk_with_record
+from .launch import KERNELS, compile_matrix, indexer_topk, indexer_topk_with_record, indexer_workspace
 from .layout import INDEX_PAGE_BYTES, dequantize_index_cache, quantize_index_cache
 from .reference import indexer_logits_reference, indexer_reference
 
@@ -58,6 +58,7 @@ __all__ = [
     "indexer_reference",
     "indexer_topk",
     "indexer_topk_with_record",
+    "indexer_workspace",
     "make_indexer_inputs",
     "quantize_index_cache",
 ]

@@ -7,6 +7,8 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
+from mla_kernels.pdl import wait_prior_grid
+
 
 @triton.jit
 def _fp32_maxctx_scores_kernel(
@@ -14,7 +16,9 @@ def _fp32_maxctx_scores_kernel(
     stride_qb, stride_qh, stride_wb, stride_page, stride_btb, stride_lb,
     H, num_pages,
     BLOCK_T: tl.constexpr,
+    PDL: tl.constexpr = False,
 ):  # fmt: skip
+    wait_prior_grid(PDL)  # first: the previous kernel's writes (mla_kernels.pdl)
     # The baseline: every (request, block) of the block table's capacity does the full fp32 work.
     j = tl.program_id(0)
     b = tl.program_id(1)
@@ -53,7 +57,9 @@ def _radix_select_kernel(
     stride_lb, stride_btb, stride_ob,
     topk, max_ctx, num_pages,
     BLOCK: tl.constexpr,
+    PDL: tl.constexpr = False,
 ):  # fmt: skip
+    wait_prior_grid(PDL)  # first: the previous kernel's writes (mla_kernels.pdl)
     # One program per request: find the k-th largest key digit by digit (up to 4 x 8 bits), then compact.
     b = tl.program_id(0)
     n = tl.minimum(tl.maximum(tl.load(seq_ptr + b), 0), max_ctx)

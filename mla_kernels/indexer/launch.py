@@ -13,18 +13,19 @@ from collections.abc import Mapping
 import torch
 import triton
 
+from .. import pdl
 from .._common import KernelLaunch, interpreting, next_pow2, num_sms
 from ..arch import RESIDENT_BLOCKS, kept_by_compile, profile_target
 from ..record import ConfigValue, KernelRun, LaunchRecord
 from . import coop
-from .checks import _check_args, _Dims
+from .checks import _check_args, _Dims, check_workspace
 from .kernels import _fp32_maxctx_scores_kernel, _radix_select_kernel
 from .layout import HEAD_DIM
 from .radix import launches as radix_launches
 from .radix import plan as radix_plan
 from .radix import radix_select
 from .radix import workspace as radix_workspace
-from .radix_kernels import _radix_compact_kernel, _radix_pass_kernel
+from .radix_kernels import WS_WIDTH, _radix_compact_kernel, _radix_pass_kernel
 from .reference import _topk_slots, indexer_logits_reference
 from .split import launches as split_launches
 from .split import plan as split_plan
@@ -193,7 +194,8 @@ def _tuned_run(
 ) -> KernelRun:
     """Launch through Triton's autotuner; the run is built from the config it launched with (its
     ``best_config``, set just before the launch) and the kernel that launch compiled."""
-    compiled = tuner[grid](*args, **constexprs)
+    constexprs = {**pdl.constexprs(tuner.fn, args), **constexprs}
+    compiled = tuner[grid](*args, **constexprs, launch_pdl=bool(constexprs.get("PDL", False)))
     best = tuner.best_config
     given = {**constexprs, **best.kwargs}
     grid_of = grid(given) if callable(grid) else grid
@@ -243,6 +245,7 @@ def _bf16_topk(
     sl: torch.Tensor,
     topk: int,
     d: _Dims,
+    workspace: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, LaunchRecord]:
     dev = q.device
     logits = torch.empty((d.batch, d.max_context), dtype=torch.float32, device=dev)
@@ -250,7 +253,7 @@ def _bf16_topk(
     path = select_path(d.batch)
     cp = coop.plan(d, topk, dev) if path == "coop" else None
     if cp is not None:
-        return out, _coop_topk(q, w, cache, bt, sl, logits, out, topk, d, cp)
+        return out, _coop_topk(q, w, cache, bt, sl, logits, out, topk, d, cp, workspace)
     path = "radix" if path == "coop" else path
     # The radix paths' workspace: zeroed here when the scores kernel runs pass 0 into it, else by that
     # kernel (one launch fewer).
@@ -283,10 +286,14 @@ def _coop_topk(
     topk: int,
     d: _Dims,
     cp: coop.CoopPlan,
+    workspace: torch.Tensor | None = None,
 ) -> LaunchRecord:
     """The "coop" path into ``out``: scores and select in one launch (one per phase under the
-    interpreter); returns its record."""
-    ws, cand = radix_workspace(d, q.device)  # zeroed: the kernel's histograms, barriers and counters
+    interpreter); returns its record. ``workspace`` (``indexer_workspace``, which the kernel leaves
+    zeroed) saves the zeroing of a fresh one, a graph node of its own."""
+    # zeroed: the kernel's histograms, barriers and counters
+    ws, cand = radix_workspace(d, q.device, zeroed=workspace is None)
+    ws = ws if workspace is None else workspace
     run_args = coop.args(q, w, cache, bt, sl, logits, ws, cand, out, d=d, topk=topk)
     if interpreting():
         launches = coop.phase_launches(COOP_KERNEL, run_args, d, cp)
@@ -370,6 +377,7 @@ def indexer_topk(
     seq_lens: torch.Tensor,
     topk: int,
     impl: str = "bf16",
+    workspace: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """int32 ``[B, topk]`` physical slots of each request's ``topk`` highest indexer logits.
 
@@ -377,8 +385,20 @@ def indexer_topk(
     uint8 ``[num_pages, page_stride]``, ``block_table`` int32 ``[B, max_pages]``, ``seq_lens`` int32
     ``[B]``. Valid slots come first in each row; ``-1`` pads rows with fewer than ``topk`` tokens.
     What ran: :func:`indexer_topk_with_record`.
+
+    ``workspace``: a buffer from :func:`indexer_workspace` for the same batch size, owned by the caller
+    and given to every call (a decode step's layers, a captured graph): the one-launch select of a few
+    requests leaves it zeroed, so no call zeroes a fresh one first. Calls that may run at the same time
+    (other streams, graphs replayed concurrently) need one each.
     """
-    return indexer_topk_with_record(q_idx, weights, index_cache, block_table, seq_lens, topk, impl)[0]
+    return indexer_topk_with_record(q_idx, weights, index_cache, block_table, seq_lens, topk, impl, workspace)[0]
+
+
+def indexer_workspace(batch: int, device: torch.device | str) -> torch.Tensor:
+    """A zeroed workspace for :func:`indexer_topk` calls of ``batch`` requests (int32 ``[batch, WS_WIDTH]``)."""
+    if isinstance(batch, bool) or not isinstance(batch, int) or batch < 0:
+        raise ValueError(f"batch must be a non-negative int, got {batch!r}")
+    return torch.zeros((batch, WS_WIDTH), dtype=torch.int32, device=device)
 
 
 def indexer_topk_with_record(
@@ -389,10 +409,13 @@ def indexer_topk_with_record(
     seq_lens: torch.Tensor,
     topk: int,
     impl: str = "bf16",
+    workspace: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, LaunchRecord]:
     """:func:`indexer_topk`, returning ``(slots, record)``: the ``LaunchRecord`` of the kernels that ran
     and the configs they ran with (``mla_kernels.record``)."""
     d = _check_args(q_idx, weights, index_cache, block_table, seq_lens, topk, impl)
+    if workspace is not None:
+        workspace = check_workspace(workspace, d.batch, WS_WIDTH, q_idx.device)
     if impl == "reference":
         logits = indexer_logits_reference(q_idx, weights, index_cache, block_table, seq_lens)
         record = LaunchRecord("indexer", "reference", (KernelRun("torch"), KernelRun("torch.topk")))
@@ -402,7 +425,7 @@ def indexer_topk_with_record(
         return empty, LaunchRecord("indexer", impl, (), interpreted=interpreting())
     if impl == "fp32_maxctx":
         return _fp32_maxctx_topk(q_idx, weights, index_cache, block_table, seq_lens, topk, d)
-    return _bf16_topk(q_idx, weights, index_cache, block_table, seq_lens, topk, d)
+    return _bf16_topk(q_idx, weights, index_cache, block_table, seq_lens, topk, d, workspace)
 
 
 def compile_matrix(

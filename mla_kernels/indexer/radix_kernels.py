@@ -26,6 +26,8 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
+from mla_kernels.pdl import wait_prior_grid
+
 from .kernels import _order_key
 
 # Workspace row: two 256-bin histograms, then the state words. Even: every row's 64-bit pairs stay 8-byte
@@ -144,7 +146,9 @@ def _radix_pass_kernel(
     stride_lb, stride_wb,
     topk, max_ctx,
     PASS: tl.constexpr, SLICE: tl.constexpr, BLOCK: tl.constexpr,
+    PDL: tl.constexpr = False,
 ):  # fmt: skip
+    wait_prior_grid(PDL)  # first: the previous kernel's writes (mla_kernels.pdl)
     c = tl.program_id(0)
     b = tl.program_id(1)
     n = tl.minimum(tl.maximum(tl.load(seq_ptr + b), 0), max_ctx)
@@ -349,7 +353,9 @@ def _radix_compact_kernel(
     stride_lb, stride_btb, stride_wb, stride_cb, stride_ob,
     topk, max_ctx, num_pages,
     SLICE: tl.constexpr, BLOCK: tl.constexpr, FBLOCK: tl.constexpr, OUT_BLOCK: tl.constexpr,
+    PDL: tl.constexpr = False,
 ):  # fmt: skip
+    wait_prior_grid(PDL)  # first: the previous kernel's writes (mla_kernels.pdl)
     c = tl.program_id(0)
     b = tl.program_id(1)
     n = tl.minimum(tl.maximum(tl.load(seq_ptr + b), 0), max_ctx)

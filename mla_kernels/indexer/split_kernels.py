@@ -14,6 +14,8 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
+from mla_kernels.pdl import wait_prior_grid
+
 from .kernels import _order_key
 from .radix_kernels import _kth_largest_radix
 
@@ -91,7 +93,9 @@ def _chunk_topk_kernel(
     stride_lb, stride_btb, stride_cb, stride_ob,
     topk, max_ctx, num_pages,
     CHUNK: tl.constexpr, OUT_BLOCK: tl.constexpr, RADIX: tl.constexpr,
+    PDL: tl.constexpr = False,
 ):  # fmt: skip
+    wait_prior_grid(PDL)  # first: the previous kernel's writes (mla_kernels.pdl)
     c = tl.program_id(0)
     b = tl.program_id(1)
     n = tl.minimum(tl.maximum(tl.load(seq_ptr + b), 0), max_ctx)
@@ -157,7 +161,9 @@ def _merge_topk_kernel(
     stride_cb, stride_btb, stride_ob,
     topk, max_ctx, num_pages,
     CHUNK: tl.constexpr, MERGE_BLOCK: tl.constexpr, OUT_BLOCK: tl.constexpr, RADIX: tl.constexpr,
+    PDL: tl.constexpr = False,
 ):  # fmt: skip
+    wait_prior_grid(PDL)  # first: the previous kernel's writes (mla_kernels.pdl)
     # Requests of one chunk were finished by stage 1. A request's candidates take a quarter-, half- or
     # full-size block (less work per count for a shorter one); past MERGE_BLOCK (up to twice that, the plan
     # sees to it), each of four half-block pieces is reduced to its top-k first, then the 4 * topk winners.

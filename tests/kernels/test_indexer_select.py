@@ -32,6 +32,7 @@ from mla_kernels.indexer import (  # noqa: E402
     indexer_logits_reference,
     indexer_topk,
     indexer_topk_with_record,
+    indexer_workspace,
     make_indexer_inputs,
     quantize_index_cache,
 )
@@ -292,6 +293,33 @@ def test_paths_unmapped_pages_garbage_table_and_short_rows(select_path: str) -> 
     assert [int((r >= 0).sum()) for r in indexer_topk(*wide.args())] == [200, 256, 0]
 
 
+@pytest.mark.parametrize("select", ["coop", "radix"])
+def test_a_reused_workspace_gives_the_same_answers(select: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    # One caller-owned workspace over calls of different lengths (longer than top-k, shorter, empty): each
+    # answer is right, and the one-launch select leaves the workspace zeroed for the next call.
+    monkeypatch.setattr(ix_launch, "SELECT", select)
+    inp = make_indexer_inputs(3, [1024] * 3, max_context=1024, num_heads=16, topk=64, device=DEV, seed=3)
+    ws = indexer_workspace(3, DEV)
+    for lens in ([1000, 37, 0], [0, 1024, 300], [64, 65, 1000]):
+        inp.seq_lens.copy_(torch.tensor(lens, dtype=torch.int32))
+        ref = indexer_logits_reference(*inp.args()[:5])
+        out, record = indexer_topk_with_record(*inp.args(), impl="bf16", workspace=ws)
+        assert record.config["select"] == select
+        assert check_indexer_output(out, ref, inp.block_table, inp.seq_lens, 64)["recall_min"] == 1.0, lens
+        if select == "coop":
+            assert int(ws.abs().sum()) == 0, lens
+
+
+def test_workspace_is_checked() -> None:
+    inp = make_indexer_inputs(2, [100, 10], max_context=256, num_heads=16, topk=4, device=DEV)
+    with pytest.raises(ValueError, match=r"workspace must have shape \[B, 522\] = \[2, 522\]"):
+        indexer_topk(*inp.args(), workspace=indexer_workspace(3, DEV))
+    with pytest.raises(ValueError, match="workspace must have dtype torch.int32"):
+        indexer_topk(*inp.args(), workspace=indexer_workspace(2, DEV).float())
+    with pytest.raises(ValueError, match="batch must be a non-negative int"):
+        indexer_workspace(-1, DEV)
+
+
 def test_select_path_is_checked() -> None:
     inp = make_indexer_inputs(1, [10], max_context=256, num_heads=16, topk=4, device=DEV)
     d = ix_launch._check_args(*inp.args(), "bf16")
@@ -399,6 +427,28 @@ def test_gpu_paths_replay_in_a_graph(select_path: str) -> None:
     graph.replay()
     want = indexer_topk(*inp.args())
     assert torch.equal(torch.sort(captured, 1).values, torch.sort(want, 1).values)
+
+
+@needs_cuda
+@pytest.mark.gpu
+def test_gpu_coop_workspace_reused_by_a_graph(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The production shape of one and two requests: a graph captured over a caller's workspace replays
+    # right every time (the kernel leaves it zeroed), also after the lengths change.
+    monkeypatch.setattr(ix_launch, "SELECT", "coop")
+    inp = make_indexer_inputs(2, [131072, 70000], device="cuda", seed=21)
+    ws = indexer_workspace(2, "cuda")
+    indexer_topk(*inp.args(), workspace=ws)  # warm-up: compiles and resolves autotuning
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        captured = indexer_topk(*inp.args(), workspace=ws)
+    for lens in ([4096, 70000], [131072, 0], [100, 600], [65536, 16384], [65536, 16384]):
+        inp.seq_lens.copy_(torch.tensor(lens, dtype=torch.int32))
+        captured.fill_(-9)
+        graph.replay()
+        torch.cuda.synchronize()
+        ref = indexer_logits_reference(*inp.args()[:5])
+        assert check_indexer_output(captured, ref, inp.block_table, inp.seq_lens, 512)["recall_min"] >= 0.998, lens
+        assert int(ws.abs().sum()) == 0, lens
 
 
 def test_step_perf_refuses_an_unknown_select() -> None:

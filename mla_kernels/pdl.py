@@ -1,0 +1,58 @@
+"""Programmatic dependent launch (PDL, sm_90 and later): a kernel may start while the one before it on the
+stream is still finishing.
+
+A launch with PDL lets the GPU place the kernel's programs as soon as every program of the previous kernel
+has signalled (``gdc_launch_dependents``) or exited, instead of after that kernel has drained and the next
+launch has been processed: at one request, where each kernel of the decode step is a few microseconds,
+that gap is a large part of the step. Correctness rests on one rule: a kernel that takes the ``PDL``
+constexpr calls ``wait_prior_grid(PDL)`` before it touches memory, and ``griddepcontrol.wait`` returns
+only when the previous kernel has completed and its writes are visible. Right after it the kernel signals
+its own dependents, so the next kernel's programs are placed on free SMs while this one runs; they wait
+in their own ``wait_prior_grid``. A grid-barrier kernel (``indexer.coop``) stays safe: the next kernel
+can only start once every one of its programs has signalled, so all of them are resident by then.
+
+``MLAPERF_PDL=0`` turns it off (an A/B switch); the interpreter and GPUs before sm_90 never use it.
+"""
+
+from __future__ import annotations
+
+import os
+
+import torch
+import triton
+import triton.language as tl
+from triton.language.extra.cuda import gdc_launch_dependents, gdc_wait
+
+from ._common import capability, interpreting
+
+ENV = "MLAPERF_PDL"
+
+
+def enabled(device: torch.device) -> bool:
+    """Whether launches on ``device`` use PDL: a CUDA device of compute capability 9.0 or later, not the
+    interpreter, and ``MLAPERF_PDL`` not ``0``."""
+    if interpreting() or device.type != "cuda" or os.environ.get(ENV, "1") == "0":
+        return False
+    return capability(device)[0] >= 9
+
+
+def takes_pdl(kernel: object) -> bool:
+    """Whether a Triton kernel has the ``PDL`` constexpr (and so waits for the previous grid)."""
+    return "PDL" in getattr(kernel, "arg_names", ())
+
+
+def constexprs(kernel: object, args: tuple[object, ...]) -> dict[str, bool]:
+    """``{"PDL": True}`` for a kernel that takes it when its tensors' device uses PDL, else ``{}``."""
+    if not takes_pdl(kernel):
+        return {}
+    device = next((a.device for a in args if isinstance(a, torch.Tensor)), None)
+    return {"PDL": True} if device is not None and enabled(device) else {}
+
+
+@triton.jit
+def wait_prior_grid(PDL: tl.constexpr):
+    # First thing in a PDL kernel: wait for the previous kernel's writes, then let the next kernel's
+    # programs be placed (they wait in turn).
+    if PDL:
+        gdc_wait()
+        gdc_launch_dependents()
