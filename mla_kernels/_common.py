@@ -144,8 +144,8 @@ class KernelLaunch:
         # ahead-of-time compile and the launch then all see the same value (``mla_kernels.pdl``).
         from . import pdl
 
-        if pdl.takes_pdl(self.kernel) and "PDL" not in self.constexprs:
-            self.constexprs.update(pdl.constexprs(self.kernel, self.args))
+        if pdl.takes_pdl(self.kernel) and "PDL" not in self.constexprs:  # a copy: the caller's dict may be shared
+            object.__setattr__(self, "constexprs", {**self.constexprs, **pdl.constexprs(self.kernel, self.args)})
 
     def run(self) -> object:
         """Launch it; returns Triton's compiled kernel (registers, spills, shared memory)."""
