@@ -13,6 +13,8 @@ from typing import Any
 
 import torch
 
+from settings import env as _env
+
 
 def interpreting() -> bool:
     """True when Triton runs kernels on the CPU through its interpreter."""
@@ -122,6 +124,27 @@ def capability(device: torch.device) -> tuple[int, int]:
     return _cuda_props(device.index if device.index is not None else torch.cuda.current_device())[2]
 
 
+def pdl_enabled(device: torch.device) -> bool:
+    """Whether launches on ``device`` use programmatic dependent launch (``mla_kernels.pdl``): a CUDA device
+    of compute capability 9.0 or later, not the interpreter, and ``MLAPERF_PDL`` not ``0``."""
+    if interpreting() or device.type != "cuda" or not _env.pdl():
+        return False
+    return capability(device)[0] >= 9
+
+
+def takes_pdl(kernel: object) -> bool:
+    """Whether a Triton kernel has the ``PDL`` constexpr (and so waits for the previous grid)."""
+    return "PDL" in getattr(kernel, "arg_names", ())
+
+
+def pdl_constexprs(kernel: object, args: Sequence[object]) -> dict[str, bool]:
+    """``{"PDL": True}`` for a kernel that takes it when its tensors' device uses PDL, else ``{}``."""
+    if not takes_pdl(kernel):
+        return {}
+    device = next((a.device for a in args if isinstance(a, torch.Tensor)), None)
+    return {"PDL": True} if device is not None and pdl_enabled(device) else {}
+
+
 def next_pow2(n: int) -> int:
     return 1 if n <= 1 else 1 << (n - 1).bit_length()
 
@@ -142,10 +165,8 @@ class KernelLaunch:
     def __post_init__(self) -> None:
         # A kernel that takes PDL gets it decided here, once, where it was not given: the record, the
         # ahead-of-time compile and the launch then all see the same value (``mla_kernels.pdl``).
-        from . import pdl
-
-        if pdl.takes_pdl(self.kernel) and "PDL" not in self.constexprs:  # a copy: the caller's dict may be shared
-            object.__setattr__(self, "constexprs", {**self.constexprs, **pdl.constexprs(self.kernel, self.args)})
+        if takes_pdl(self.kernel) and "PDL" not in self.constexprs:  # a copy: the caller's dict may be shared
+            object.__setattr__(self, "constexprs", {**self.constexprs, **pdl_constexprs(self.kernel, self.args)})
 
     def run(self) -> object:
         """Launch it; returns Triton's compiled kernel (registers, spills, shared memory)."""

@@ -11,42 +11,17 @@ its own dependents, so the next kernel's programs are placed on free SMs while t
 in their own ``wait_prior_grid``. A grid-barrier kernel (``indexer.coop``) stays safe: the next kernel
 can only start once every one of its programs has signalled, so all of them are resident by then.
 
-``MLAPERF_PDL=0`` turns it off (an A/B switch); the interpreter and GPUs before sm_90 never use it.
+Which launches use it is decided in one place, ``mla_kernels._common`` (``pdl_constexprs``, which
+``KernelLaunch`` and the autotuned indexer launches call): a kernel that takes ``PDL``, on a CUDA device of
+compute capability 9.0 or later, not under the interpreter, unless ``MLAPERF_PDL=0`` (``settings.env``, an
+A/B switch).
 """
 
 from __future__ import annotations
 
-import os
-
-import torch
 import triton
 import triton.language as tl
 from triton.language.extra.cuda import gdc_launch_dependents, gdc_wait
-
-from ._common import capability, interpreting
-
-ENV = "MLAPERF_PDL"
-
-
-def enabled(device: torch.device) -> bool:
-    """Whether launches on ``device`` use PDL: a CUDA device of compute capability 9.0 or later, not the
-    interpreter, and ``MLAPERF_PDL`` not ``0``."""
-    if interpreting() or device.type != "cuda" or os.environ.get(ENV, "1") == "0":
-        return False
-    return capability(device)[0] >= 9
-
-
-def takes_pdl(kernel: object) -> bool:
-    """Whether a Triton kernel has the ``PDL`` constexpr (and so waits for the previous grid)."""
-    return "PDL" in getattr(kernel, "arg_names", ())
-
-
-def constexprs(kernel: object, args: tuple[object, ...]) -> dict[str, bool]:
-    """``{"PDL": True}`` for a kernel that takes it when its tensors' device uses PDL, else ``{}``."""
-    if not takes_pdl(kernel):
-        return {}
-    device = next((a.device for a in args if isinstance(a, torch.Tensor)), None)
-    return {"PDL": True} if device is not None and enabled(device) else {}
 
 
 @triton.jit

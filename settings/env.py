@@ -48,6 +48,8 @@ AUTOTUNE_CACHE = Var("MLAPERF_AUTOTUNE_CACHE", "JSON cache of tuned decode confi
                      "~/.cache/mlaperf/autotune.json")  # fmt: skip
 COMPILE_CACHE = Var("MLAPERF_COMPILE_CACHE", "JSON cache of compiled-kernel statistics (0: none); read by mla_kernels",
                     "~/.cache/mlaperf/compile.json")  # fmt: skip
+PDL = Var("MLAPERF_PDL", "0: the kernels launch without programmatic dependent launch (sm_90 and later); read by "
+          "mla_kernels", "1")  # fmt: skip
 NIGHT_BUDGET = Var("MLAPERF_NIGHT_BUDGET", "commits the nightly measures per night (`nightly plan --budget`)", "20")
 REPO_URL = Var("MLAPERF_REPO_URL", "repository web URL of commit links (set and empty: no links)",
                "the git remote origin, as https")  # fmt: skip
@@ -59,7 +61,7 @@ DASHBOARD_MACHINE = Var("MLAPERF_DASHBOARD_MACHINE", "machine the dashboard's pa
 BOT_LOGIN = Var("MLAPERF_BOT_LOGIN", "GitHub login whose PR comment the report updates", "github-actions[bot]")
 
 VARIABLES: tuple[Var, ...] = (
-    DB, DEBUG, TIER, CONCURRENCY, ARCH_PROFILE, CEILINGS_FILE, AUTOTUNE_CACHE, COMPILE_CACHE, NIGHT_BUDGET,
+    DB, DEBUG, TIER, CONCURRENCY, ARCH_PROFILE, CEILINGS_FILE, AUTOTUNE_CACHE, COMPILE_CACHE, PDL, NIGHT_BUDGET,
     REPO_URL, DASHBOARD_URL, DASHBOARD_WRITABLE, DASHBOARD_MACHINE, BOT_LOGIN,
 )  # fmt: skip
 
@@ -103,6 +105,11 @@ def concurrency(default: list[int]) -> list[int]:
     """The concurrency grid: ``default``, or the subset ``MLAPERF_CONCURRENCY=1,16,64`` names."""
     raw = (CONCURRENCY.get() or "").strip()
     return parse_concurrency(raw) if raw else list(default)
+
+
+def pdl() -> bool:
+    """Whether the kernels may launch with programmatic dependent launch (``MLAPERF_PDL``, default on)."""
+    return (PDL.get() or "").strip() != "0"
 
 
 def arch_profile() -> str:

@@ -1,9 +1,7 @@
-"""Triton kernels of the sparse-MLA decode: per-head SIMT, head-batched MMA, LSE combine.
+"""Triton kernels of the sparse-MLA decode: per-head SIMT, head-batched MMA (fused, or two passes), LSE combine.
 
-Math (fp32): s = (q . k) * sm_scale over valid slots, lse = ln(sum exp(s)), out = softmax(s) @ k[:, :512].
-Both decode kernels run the softmax online in base 2 (scores pre-multiplied by log2(e)). The byte
-layout they read is ``mla_kernels.cache``'s; the launchers in ``launch.py`` validate, allocate and
-build the grids.
+Math (fp32): s = (q . k) * sm_scale over valid slots, lse = ln(sum exp(s)), out = softmax(s) @ k[:, :512],
+softmax online in base 2 (scores pre-multiplied by log2(e)), over ``mla_kernels.cache``'s byte layout.
 """
 
 from __future__ import annotations
@@ -84,9 +82,7 @@ def _slot_address(idx, total_tokens, stride_page):
 def _simt_decode_kernel(
     q_ptr, cache_ptr, cache16_ptr, idx_ptr, out_ptr, lse_ptr,
     stride_qb, stride_qh, stride_page, stride_ib, stride_ob, stride_oh, stride_lb,
-    total_tokens, topk, qk_scale,
-    BLOCK_N: tl.constexpr,
-    PDL: tl.constexpr = False,
+    total_tokens, topk, qk_scale, BLOCK_N: tl.constexpr, PDL: tl.constexpr = False,
 ):
     wait_prior_grid(PDL)  # first: the previous kernel's writes (mla_kernels.pdl)
     # One program per (request, head): scalar FMAs, the KV tile is re-read for every head.
@@ -300,8 +296,7 @@ def _mma_decode_kernel(
     stride_qb, stride_qh, stride_page, stride_ib, stride_ob, stride_oh, stride_lb,
     total_tokens, topk, qk_scale, num_heads, num_splits, split_len,
     BLOCK_H: tl.constexpr, BLOCK_N: tl.constexpr, SPLIT: tl.constexpr, DOT_F32: tl.constexpr,
-    PREFETCH: tl.constexpr,
-    PDL: tl.constexpr = False,
+    PREFETCH: tl.constexpr, PDL: tl.constexpr = False,
 ):
     wait_prior_grid(PDL)  # first: the previous kernel's writes (mla_kernels.pdl)
     # One program per (request, block of BLOCK_H heads, split of top-k): each KV tile is read once
@@ -369,10 +364,8 @@ def _mma_decode_kernel(
 
 @triton.jit(do_not_specialize=["num_splits"])
 def _combine_kernel(
-    opart_ptr, lpart_ptr, out_ptr, lse_ptr,
-    num_splits, num_heads, stride_ob, stride_oh, stride_lb,
-    BLOCK_S: tl.constexpr,
-    PDL: tl.constexpr = False,
+    opart_ptr, lpart_ptr, out_ptr, lse_ptr, num_splits, num_heads, stride_ob, stride_oh, stride_lb,
+    BLOCK_S: tl.constexpr, PDL: tl.constexpr = False,
 ):
     wait_prior_grid(PDL)  # first: the previous kernel's writes (mla_kernels.pdl)
     # Merge the splits of one (request, head): weights 2**(lse_s - max) over the split partials.
@@ -395,8 +388,6 @@ def _combine_kernel(
     tl.store(lse_ptr + pid_b * stride_lb + pid_h, lse)
 
 
-
-
 # Two passes for GPUs whose tensor cores cannot hold a [64, 512] fp32 accumulator in registers
 # (mma.sync: sm_8x, sm_120). The fused kernel there must use 16- or 32-head blocks, and every block
 # dequantizes the same KV tile again (4x at H=64). Here each FP8 byte is dequantized once per pass
@@ -407,8 +398,7 @@ def _scores_pass_kernel(
     q_ptr, cache_ptr, cache16_ptr, idx_ptr, p_ptr, mpart_ptr, lpart_ptr,
     stride_qb, stride_qh, stride_page, stride_ib, stride_pb, stride_ph,
     total_tokens, topk, qk_scale, num_heads, num_tiles,
-    BLOCK_H: tl.constexpr, BLOCK_N: tl.constexpr, DOT_F32: tl.constexpr,
-    PDL: tl.constexpr = False,
+    BLOCK_H: tl.constexpr, BLOCK_N: tl.constexpr, DOT_F32: tl.constexpr, PDL: tl.constexpr = False,
 ):
     wait_prior_grid(PDL)  # first: the previous kernel's writes (mla_kernels.pdl)
     # One program per (request, head block, KV tile): p = 2**(s - m) with the tile's own row max m,

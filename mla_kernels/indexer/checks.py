@@ -61,7 +61,6 @@ def _check_args(
     return _Dims(batch=batch, heads=heads, max_pages=bt.shape[1], num_pages=cache.shape[0])
 
 
-
 def check_workspace(workspace: object, batch: int, width: int, device: torch.device) -> torch.Tensor:
     """``workspace``: int32 ``[B, width]``, contiguous, on the inputs' device (``indexer_workspace``)."""
     ws = check_tensor("workspace", workspace, dtype=torch.int32, ndim=2)

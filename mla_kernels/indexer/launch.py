@@ -13,8 +13,7 @@ from collections.abc import Mapping
 import torch
 import triton
 
-from .. import pdl
-from .._common import KernelLaunch, interpreting, next_pow2, num_sms
+from .._common import KernelLaunch, interpreting, next_pow2, num_sms, pdl_constexprs
 from ..arch import RESIDENT_BLOCKS, kept_by_compile, profile_target
 from ..record import ConfigValue, KernelRun, LaunchRecord
 from . import coop
@@ -194,7 +193,7 @@ def _tuned_run(
 ) -> KernelRun:
     """Launch through Triton's autotuner; the run is built from the config it launched with (its
     ``best_config``, set just before the launch) and the kernel that launch compiled."""
-    constexprs = {**pdl.constexprs(tuner.fn, args), **constexprs}
+    constexprs = {**pdl_constexprs(tuner.fn, args), **constexprs}
     compiled = tuner[grid](*args, **constexprs, launch_pdl=bool(constexprs.get("PDL", False)))
     best = tuner.best_config
     given = {**constexprs, **best.kwargs}

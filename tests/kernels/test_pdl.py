@@ -1,6 +1,6 @@
-"""Programmatic dependent launch (``mla_kernels.pdl``): every kernel of the step waits for the previous grid,
-the switch is off where it cannot apply, the wait compiles for sm_90 and sm_120, and on a GPU the answers
-are the same with it on and off."""
+"""Programmatic dependent launch (``mla_kernels.pdl``, decided in ``mla_kernels._common``): every kernel
+of the step but the coop indexer waits for the previous grid, the switch is off where it cannot apply, the
+wait compiles for sm_90 and sm_120, and on a GPU the answers are the same with it on and off."""
 
 from __future__ import annotations
 
@@ -15,11 +15,11 @@ import torch
 if not torch.cuda.is_available():  # must precede the first triton import
     os.environ.setdefault("TRITON_INTERPRET", "1")
 
-from mla_kernels import pdl  # noqa: E402
-from mla_kernels._common import KernelLaunch, interpreting  # noqa: E402
+from mla_kernels._common import KernelLaunch, interpreting, pdl_constexprs, pdl_enabled, takes_pdl  # noqa: E402
 from mla_kernels.decode import launch as decode_launch  # noqa: E402
 from mla_kernels.decode.kernels import _combine_kernel  # noqa: E402
 from mla_kernels.indexer import launch as indexer_launch  # noqa: E402
+from settings import env  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 GPU = torch.cuda.is_available() and not interpreting()
@@ -28,7 +28,7 @@ GPU = torch.cuda.is_available() and not interpreting()
 def test_every_step_kernel_waits_for_the_previous_grid() -> None:
     kernels = {**{f"decode.{k}": v for k, v in decode_launch.KERNELS.items() if k != "gluon"},
                **{f"indexer.{k}": v for k, v in indexer_launch.KERNELS.items()}}  # fmt: skip
-    missing = [name for name, kernel in kernels.items() if not pdl.takes_pdl(kernel)]
+    missing = [name for name, kernel in kernels.items() if not takes_pdl(kernel)]
     # The one-launch coop indexer launches in stream order: measured slower with PDL (its comment says).
     assert missing == ["indexer.coop"], f"kernels without the PDL constexpr (mla_kernels.pdl): {missing}"
 
@@ -43,13 +43,13 @@ def _combine_launch(device: torch.device, constexprs: dict[str, object] | None =
 
 
 def test_pdl_is_off_where_it_cannot_apply(monkeypatch: pytest.MonkeyPatch) -> None:
-    assert not pdl.enabled(torch.device("cpu"))
+    assert not pdl_enabled(torch.device("cpu"))
     assert "PDL" not in _combine_launch(torch.device("cpu")).constexprs
     assert _combine_launch(torch.device("cpu"), {"PDL": False}).constexprs["PDL"] is False  # a given value stays
-    monkeypatch.setenv(pdl.ENV, "0")
+    monkeypatch.setenv(env.PDL.name, "0")
     if torch.cuda.is_available():
-        assert not pdl.enabled(torch.device("cuda"))
-    assert pdl.constexprs(_combine_kernel, (torch.zeros(1),)) == {}
+        assert not pdl_enabled(torch.device("cuda"))
+    assert pdl_constexprs(_combine_kernel, (torch.zeros(1),)) == {}
 
 
 _COMPILE = """
@@ -92,7 +92,7 @@ def test_gpu_answers_are_the_same_with_pdl_on_and_off(monkeypatch: pytest.Monkey
     inp = make_step_inputs(2, [4096, 3000], max_context=8192, device="cuda", seed=5)
     results = {}
     for flag in ("1", "0"):
-        monkeypatch.setenv(pdl.ENV, flag)
+        monkeypatch.setenv(env.PDL.name, flag)
         step = DecodeStep(inp)
         step.capture()
         step.replay()
@@ -103,7 +103,7 @@ def test_gpu_answers_are_the_same_with_pdl_on_and_off(monkeypatch: pytest.Monkey
         # fixed order of them, which is deterministic.
         fixed = torch.sort(indices, 1).values
         results[flag] = (fixed, *sparse_mla_decode(inp.q, inp.kv_cache, fixed))
-        on = pdl.enabled(torch.device("cuda"))
+        on = pdl_enabled(torch.device("cuda"))
         used = {r.name: r.config.get("PDL", False) for rec in records.values() for r in rec.kernels}
         assert used == {name: on and name != "_coop_topk_kernel" for name in used}, used  # coop: stream order
     assert all(torch.equal(a, b) for a, b in zip(results["1"], results["0"], strict=True))
