@@ -8,8 +8,9 @@ that gap is a large part of the step. Correctness rests on one rule: a kernel th
 constexpr calls ``wait_prior_grid(PDL)`` before it touches memory, and ``griddepcontrol.wait`` returns
 only when the previous kernel has completed and its writes are visible. Right after it the kernel signals
 its own dependents, so the next kernel's programs are placed on free SMs while this one runs; they wait
-in their own ``wait_prior_grid``. A grid-barrier kernel (``indexer.coop``) stays safe: the next kernel
-can only start once every one of its programs has signalled, so all of them are resident by then.
+in their own ``wait_prior_grid``. The grid-barrier kernel (``indexer.coop``) does not take ``PDL`` and
+launches in stream order: placed early beside the previous kernel's programs it made the one-request step
+slower (its comment has the figures), and a kernel after it starts only as its programs exit.
 
 Which launches use it is decided in one place, ``mla_kernels._common`` (``pdl_constexprs``, which
 ``KernelLaunch`` and the autotuned indexer launches call): a kernel that takes ``PDL``, on a CUDA device of

@@ -4,7 +4,8 @@
 Each implementation is checked against the reference once per context (a fast wrong kernel is a
 failure, not a result), warmed up (compiles and resolves autotuning), captured in a CUDA graph
 (reference: run eagerly, it syncs with the host), then timed replay by replay with CUDA events,
-the L2 cache flushed before each replay (cold L2). Prints a table and, as its last line, one JSON
+the L2 cache flushed before each replay (cold L2). Every call of a case reuses one ``indexer_workspace``,
+as ``DecodeStep`` does (checked again after the timed calls). Prints a table and, as its last line, one JSON
 record. ``--smoke`` runs tiny shapes on the CPU under the Triton interpreter (wall-clock timing).
 
     python -m benchmarks.scripts.indexer_perf                 # H200 defaults: B 1 and 64, max_context 131072
