@@ -76,8 +76,8 @@ for cap in (90, 120):
 
 def test_the_wait_compiles_for_sm90_and_sm120() -> None:
     # A child process: kernels defined under TRITON_INTERPRET=1 do not compile.
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    proc = subprocess.run([sys.executable, "-c", _COMPILE], capture_output=True, text=True, env=env, cwd=REPO,
+    child_env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    proc = subprocess.run([sys.executable, "-c", _COMPILE], capture_output=True, text=True, env=child_env, cwd=REPO,
                           timeout=600)  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stdout.split("\n")[:4] == ["90 False False False", "90 True True True", "120 False False False",
