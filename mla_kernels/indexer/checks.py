@@ -61,14 +61,13 @@ def _check_args(
     return _Dims(batch=batch, heads=heads, max_pages=bt.shape[1], num_pages=cache.shape[0])
 
 
-def check_workspace(workspace: object, batch: int, width: int, device: torch.device) -> torch.Tensor:
-    """``workspace``: int32 ``[B, width]``, contiguous, on the inputs' device (``indexer_workspace``)."""
+def check_workspace(workspace: object, batch: int, width: int, q_idx: torch.Tensor) -> torch.Tensor:
+    """``workspace``: int32 ``[B, width]``, contiguous, on ``q_idx``'s device (``indexer_workspace``)."""
     ws = check_tensor("workspace", workspace, dtype=torch.int32, ndim=2)
     if tuple(ws.shape) != (batch, width):
         raise ValueError(f"workspace must have shape [B, {width}] = [{batch}, {width}] (indexer_workspace), "
                          f"got {tuple(ws.shape)}")  # fmt: skip
     if not ws.is_contiguous():
         raise ValueError("workspace must be contiguous (indexer_workspace)")
-    if ws.device != device:
-        raise ValueError(f"workspace is on {ws.device}, the inputs on {device}")
+    check_same_device(q_idx=q_idx, workspace=ws)
     return ws

@@ -414,7 +414,7 @@ def indexer_topk_with_record(
     and the configs they ran with (``mla_kernels.record``)."""
     d = _check_args(q_idx, weights, index_cache, block_table, seq_lens, topk, impl)
     if workspace is not None:
-        workspace = check_workspace(workspace, d.batch, WS_WIDTH, q_idx.device)
+        workspace = check_workspace(workspace, d.batch, WS_WIDTH, q_idx)
     if impl == "reference":
         logits = indexer_logits_reference(q_idx, weights, index_cache, block_table, seq_lens)
         record = LaunchRecord("indexer", "reference", (KernelRun("torch"), KernelRun("torch.topk")))
