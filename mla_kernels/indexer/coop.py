@@ -23,12 +23,6 @@ SEL_BLOCK = 512  # logits a program takes per step in the select's phases
 INTERP_PROGRAMS = 3  # per request under the interpreter: tests cross program edges
 INTERP_SEL_BLOCK = 64
 INTERP_BLOCK_T = 64
-# Tokens a request may have for the last program of its scores to select it alone, in registers (no grid
-# barrier, no byte pass; ``token_scores._short_select``); 0: never. Under the interpreter small, so tests
-# cover both ways.
-SHORT = 4096
-INTERP_SHORT = 256
-SHORT_RADIX = True  # the short select's threshold in four byte rounds, not sixteen two-bit rounds
 PHASES = 4  # scores, byte pass 0, byte pass 1, compaction (one launch each under the interpreter)
 
 
@@ -38,20 +32,19 @@ class CoopPlan:
     sel_block: int
     final_block: int
     out_block: int
-    short: int  # ``SHORT``
 
 
 def plan(d: _Dims, topk: int, device: torch.device) -> CoopPlan | None:
     """``PER_SM`` programs per SM over the batch; None where the batch has more requests than that."""
     if interpreting():
-        return CoopPlan(INTERP_PROGRAMS, INTERP_SEL_BLOCK, 64, min(1024, next_pow2(topk)), INTERP_SHORT)
+        return CoopPlan(INTERP_PROGRAMS, INTERP_SEL_BLOCK, 64, min(1024, next_pow2(topk)))
     programs = PER_SM * num_sms(device) // d.batch
     return gpu_plan(programs, topk) if programs >= 1 else None
 
 
 def gpu_plan(programs: int, topk: int) -> CoopPlan:
     """The GPU's plan at ``programs`` per request."""
-    return CoopPlan(programs, SEL_BLOCK, FINAL_BLOCK, min(1024, next_pow2(topk)), SHORT)
+    return CoopPlan(programs, SEL_BLOCK, FINAL_BLOCK, min(1024, next_pow2(topk)))
 
 
 def args(*tensors: torch.Tensor, d: _Dims, topk: int) -> tuple[object, ...]:
@@ -68,7 +61,7 @@ def constexprs(d: _Dims, p: CoopPlan) -> dict[str, object]:
     """The constexprs every launch shares (the tile config and ``PHASE`` come on top)."""
     return {"BLOCK_H": max(16, next_pow2(d.heads)), "FP32_MATH": interpreting(), "SEL_BLOCK": p.sel_block,
             "FBLOCK": p.final_block, "OUT_BLOCK": p.out_block,
-            "L2_PREFETCH": not interpreting(), "SHORT": p.short, "SHORT_RADIX": SHORT_RADIX}  # fmt: skip
+            "L2_PREFETCH": not interpreting()}  # fmt: skip
 
 
 def phase_launches(kernel: object, run_args: tuple[object, ...], d: _Dims, p: CoopPlan) -> list[KernelLaunch]:

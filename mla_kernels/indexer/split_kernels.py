@@ -17,7 +17,7 @@ import triton.language as tl
 from mla_kernels.pdl import wait_prior_grid
 
 from .kernels import _order_key
-from .radix_kernels import _block_keys, _kth_largest_radix
+from .radix_kernels import _kth_largest_radix
 
 
 @triton.jit
@@ -79,11 +79,10 @@ def _store_slots(out_row, bt_row, t, take, pos, n_sel, topk, num_pages, OUT_BLOC
 @triton.jit
 def _short_request(row, out_row, bt_row, n, topk, num_pages, BLOCK: tl.constexpr, OUT_BLOCK: tl.constexpr,
                    RADIX: tl.constexpr):  # fmt: skip
-    # A request of at most BLOCK tokens, whole in one program: its final row of slots. The logits are read
-    # past L1: in the one-launch indexer (``token_scores._coop_topk_kernel``) other programs just wrote them.
+    # A request of at most BLOCK tokens, whole in one program: its final row of slots.
     t = tl.arange(0, BLOCK)
     valid = t < n
-    key = tl.where(valid, _block_keys(row, t, n), 0)
+    key = tl.where(valid, _order_key(tl.load(row + t, mask=valid, other=0.0)), 0)
     take, pos = _select_positions(key, topk, RADIX)
     _store_slots(out_row, bt_row, t, take, pos, tl.minimum(n, topk), topk, num_pages, OUT_BLOCK)
 

@@ -50,7 +50,6 @@ from mla_kernels.indexer.radix_kernels import (
     _wait_all,
     _zero_ws_row,
 )
-from mla_kernels.indexer.split_kernels import _short_request
 from mla_kernels.pdl import wait_prior_grid
 
 
@@ -140,18 +139,6 @@ def _bf16_scores_kernel_t(
 
 
 @triton.jit
-def _short_select(row, out_row, bt_row, n, topk, num_pages, SHORT: tl.constexpr, OUT_BLOCK: tl.constexpr,
-                  RADIX: tl.constexpr):  # fmt: skip
-    # A request of at most SHORT tokens whole in one program (``split_kernels._short_request``): half the
-    # lanes when it fits them (half the work per count). SHORT 0: never (nothing to compile).
-    if SHORT > 0:
-        if n <= SHORT // 2:
-            _short_request(row, out_row, bt_row, n, topk, num_pages, SHORT // 2, OUT_BLOCK, RADIX)
-        else:
-            _short_request(row, out_row, bt_row, n, topk, num_pages, SHORT, OUT_BLOCK, RADIX)
-
-
-@triton.jit
 def _merged_hist(ws_row, PASS: tl.constexpr):
     # Pass PASS's merged histogram (complete: after a grid barrier; in L2, where the atomics landed).
     return tl.load(ws_row + PASS * HIST_BINS + tl.arange(0, 256), cache_modifier=".cg")
@@ -164,7 +151,6 @@ def _coop_topk_kernel(
     H, num_pages, max_ctx, topk,
     BLOCK_H: tl.constexpr, BLOCK_T: tl.constexpr, FP32_MATH: tl.constexpr, PHASE: tl.constexpr,
     SEL_BLOCK: tl.constexpr, FBLOCK: tl.constexpr, OUT_BLOCK: tl.constexpr, L2_PREFETCH: tl.constexpr,
-    SHORT: tl.constexpr = 0, SHORT_RADIX: tl.constexpr = True,
 ):  # fmt: skip
     # No PDL here (``mla_kernels.pdl``): launched early, beside the previous kernel's last programs, this
     # grid-barrier kernel made the one-request decode step slower at 64K tokens (30.5 against 28.5 us).
@@ -183,8 +169,6 @@ def _coop_topk_kernel(
     # barriers and ticket count only these.
     selecting = tl.minimum(programs, tl.cdiv(n, SEL_BLOCK))
     resolve = n > topk  # else every token is selected
-    # A request of at most SHORT tokens: no grid barrier, no byte pass; one program selects it in registers.
-    short = n <= SHORT
     # The select's blocks: a program's first (``t1``) is loaded once after the scores and kept in registers
     # through both passes and the compaction (one block a program up to programs x SEL_BLOCK tokens); any
     # further ones from ``rest`` are loaded where used.
@@ -208,16 +192,10 @@ def _coop_topk_kernel(
                     nxt = tl.load(bt_row + (t0 + 2 * step_t) // 256, mask=t0 + 2 * step_t < n, other=-1)
                 t, logit = _score_tile(qt, w, cache_ptr, bt_row, t0, n, num_pages, stride_page, BLOCK_T, FP32_MATH)
                 tl.store(row + t, logit, mask=t < n)
-            arrived = _arrive(ws_row + ST_TICKET)
-            if short:  # the last program to arrive has every logit: it selects alone, nobody waits
-                if arrived == active:
-                    _short_select(row, out_row, bt_row, n, topk, num_pages, SHORT, OUT_BLOCK, SHORT_RADIX)
-                    _zero_ws_row(ws_row)
-            elif PHASE < 0:
+            if PHASE < 0:
+                arrived = _arrive(ws_row + ST_TICKET)
                 if pid < selecting:
                     _wait_all(ws_row + ST_TICKET, arrived, active)
-    if short:
-        return
     if PHASE != 0:
         key1 = _block_keys(row, t1, n)  # all lanes masked off where the program has no block
         if PHASE != 1 and PHASE != 2:  # its slots, walked here, off the compaction's chain of round trips
