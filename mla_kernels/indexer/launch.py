@@ -90,11 +90,13 @@ SCORE_CONFIGS = tuple(
     for nw in (4, 8)
     for ns in (2, 3)
 )
-# The one-launch "coop" kernel's candidates: those of its tiles fast at every context. Tuning runs on whatever
-# context comes first and its choice serves all; at 4K tokens the twelve tie within 1.5 us, while at 64K
-# 32-token tiles take 36-37 us (one request) and 52-55 us (two) against 28 / 35 us for these two
-# (``docs/measurements/coop_configs_session14.log``).
-COOP_TILES = {(64, 4, 2), (128, 8, 2)}  # (BLOCK_T, num_warps, num_stages)
+# The one-launch "coop" kernel's candidate: its one tile fast at every context, so nothing is left to a tuning
+# run's noise (tuning runs on whatever context comes first and its choice serves all). At 64K tokens 32-token
+# tiles take 36-37 us (one request) and 52-55 us (two) against 28 / 35 us for 64 tokens at 4 warps and 128 at
+# 8 (``docs/measurements/coop_configs_session14.log``); of those two, 64 at 4 warps is as fast or faster in
+# every case measured side by side and the tuner picked the slower one at random
+# (``docs/measurements/coop_tiles_session17.log``).
+COOP_TILES = {(64, 4, 2)}  # (BLOCK_T, num_warps, num_stages)
 COOP_CONFIGS = tuple(c for c in SCORE_CONFIGS if (c.kwargs["BLOCK_T"], c.num_warps, c.num_stages) in COOP_TILES)
 SELECT_CONFIGS = tuple(triton.Config({"BLOCK": bk}, num_warps=nw) for bk in (1024, 2048, 4096) for nw in (4, 8, 16))
 
