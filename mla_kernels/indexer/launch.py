@@ -90,12 +90,9 @@ SCORE_CONFIGS = tuple(
     for nw in (4, 8)
     for ns in (2, 3)
 )
-# The one-launch "coop" kernel's candidate: its one tile fast at every context, so nothing is left to a tuning
-# run's noise (tuning runs on whatever context comes first and its choice serves all). At 64K tokens 32-token
-# tiles take 36-37 us (one request) and 52-55 us (two) against 28 / 35 us for 64 tokens at 4 warps and 128 at
-# 8 (``docs/measurements/coop_configs_session14.log``); of those two, 64 at 4 warps was faster in every case
-# measured side by side (by 0.7-1.2 us, one and two requests at 4K-64K), and the tuner had picked either
-# (``docs/measurements/coop_tiles_session17.log``).
+# The one-launch "coop" kernel's one tile: no tuning noise (the tuner timed on whatever context came first and
+# had picked either of 64 tokens at 4 warps and 128 at 8, the best two of twelve: coop_configs_session14.log);
+# this one was 0.7-1.2 us faster in every case side by side (docs/measurements/coop_tiles_session17.log).
 COOP_TILES = {(64, 4, 2)}  # (BLOCK_T, num_warps, num_stages)
 COOP_CONFIGS = tuple(c for c in SCORE_CONFIGS if (c.kwargs["BLOCK_T"], c.num_warps, c.num_stages) in COOP_TILES)
 SELECT_CONFIGS = tuple(triton.Config({"BLOCK": bk}, num_warps=nw) for bk in (1024, 2048, 4096) for nw in (4, 8, 16))
