@@ -20,9 +20,10 @@ from . import coop
 from .checks import _check_args, _Dims, check_workspace
 from .kernels import _fp32_maxctx_scores_kernel, _radix_select_kernel
 from .layout import HEAD_DIM
+from .radix import candidates as radix_candidates
 from .radix import launches as radix_launches
 from .radix import plan as radix_plan
-from .radix import radix_select
+from .radix import radix_select, state_rows
 from .radix import workspace as radix_workspace
 from .radix_kernels import WS_WIDTH, _radix_compact_kernel, _radix_pass_kernel
 from .reference import _topk_slots, indexer_logits_reference
@@ -290,8 +291,8 @@ def _coop_topk(
     interpreter); returns its record. ``workspace`` (``indexer_workspace``, which the kernel leaves
     zeroed) saves the zeroing of a fresh one, a graph node of its own."""
     # zeroed: the kernel's histograms, barriers and counters
-    ws, cand = radix_workspace(d, q.device, zeroed=workspace is None)
-    ws = ws if workspace is None else workspace
+    ws = state_rows(d.batch, q.device) if workspace is None else workspace
+    cand = radix_candidates(d, q.device)
     run_args = coop.args(q, w, cache, bt, sl, logits, ws, cand, out, d=d, topk=topk)
     if interpreting():
         launches = coop.phase_launches(COOP_KERNEL, run_args, d, cp)
@@ -396,7 +397,7 @@ def indexer_workspace(batch: int, device: torch.device | str) -> torch.Tensor:
     """A zeroed workspace for :func:`indexer_topk` calls of ``batch`` requests (int32 ``[batch, WS_WIDTH]``)."""
     if isinstance(batch, bool) or not isinstance(batch, int) or batch < 0:
         raise ValueError(f"batch must be a non-negative int, got {batch!r}")
-    return torch.zeros((batch, WS_WIDTH), dtype=torch.int32, device=device)
+    return state_rows(batch, device)
 
 
 def indexer_topk_with_record(

@@ -67,13 +67,21 @@ def plan(
                      min(1024, next_pow2(topk)), warps or WARPS)  # fmt: skip
 
 
+def state_rows(batch: int, device: torch.device | str, zeroed: bool = True) -> torch.Tensor:
+    """The histogram/state rows, int32 ``[batch, WS_WIDTH]`` (zeroed unless ``zeroed`` is False: the scores
+    kernel then zeroes them, ``ZERO_WS``). Rows of exactly ``WS_WIDTH`` words, an even number: the 64-bit
+    counters in them stay 8-byte aligned."""
+    return (torch.zeros if zeroed else torch.empty)((batch, WS_WIDTH), dtype=torch.int32, device=device)
+
+
+def candidates(d: _Dims, device: torch.device) -> torch.Tensor:
+    """The candidate lists, int64 ``[B, capacity]``: order key and KV slot."""
+    return torch.empty((d.batch, d.max_context), dtype=torch.int64, device=device)
+
+
 def workspace(d: _Dims, device: torch.device, zeroed: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
-    """The histogram/state rows (zeroed unless ``zeroed`` is False: the scores kernel then zeroes them,
-    ``ZERO_WS``) and the candidate lists (int64 ``[B, capacity]``: order key and KV slot). Rows of exactly
-    ``WS_WIDTH`` words, an even number: the 64-bit counters in them stay 8-byte aligned."""
-    ws = (torch.zeros if zeroed else torch.empty)((d.batch, WS_WIDTH), dtype=torch.int32, device=device)
-    cand = torch.empty((d.batch, d.max_context), dtype=torch.int64, device=device)
-    return ws, cand
+    """``state_rows`` and ``candidates``: what the select's kernels share."""
+    return state_rows(d.batch, device, zeroed), candidates(d, device)
 
 
 def launches(
