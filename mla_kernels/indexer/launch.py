@@ -31,6 +31,7 @@ from .split import launches as split_launches
 from .split import plan as split_plan
 from .split import split_select
 from .split_kernels import _chunk_topk_kernel, _merge_topk_kernel
+from .tiles import SCORE_CONFIGS, SELECT_CONFIGS, tuned_configs
 from .token_scores import _bf16_scores_kernel_t, _coop_topk_kernel
 
 KERNELS = {"scores_t": _bf16_scores_kernel_t, "select": _radix_select_kernel, "fp32_maxctx": _fp32_maxctx_scores_kernel,
@@ -82,21 +83,6 @@ _FP32_BLOCK_T = 64
 _FP32_WARPS = 4
 
 
-# The autotuners' candidates. Triton times them on the GPU; before that, each is compiled ahead of time
-# for the device's architecture and kept only when it fits its shared memory without spilling
-# (``mla_kernels.arch.verdict``, the MMA tuner's rule; cached), which the compile report shows per arch.
-SCORE_CONFIGS = tuple(
-    triton.Config({"BLOCK_T": bt}, num_warps=nw, num_stages=ns)
-    for bt in (32, 64, 128)
-    for nw in (4, 8)
-    for ns in (2, 3)
-)
-# The one-launch "coop" kernel's one tile: no tuning noise (the tuner timed on whatever context came first and
-# had picked either of 64 tokens at 4 warps and 128 at 8, the best two of twelve: coop_configs_session14.log);
-# this one was 0.7-1.2 us faster in every case side by side (docs/measurements/coop_tiles_session17.log).
-COOP_TILES = {(64, 4, 2)}  # (BLOCK_T, num_warps, num_stages)
-COOP_CONFIGS = tuple(c for c in SCORE_CONFIGS if (c.kwargs["BLOCK_T"], c.num_warps, c.num_stages) in COOP_TILES)
-SELECT_CONFIGS = tuple(triton.Config({"BLOCK": bk}, num_warps=nw) for bk in (1024, 2048, 4096) for nw in (4, 8, 16))
 
 
 def config_spec(name: str, cfg: triton.Config) -> tuple[object, ...]:
@@ -140,12 +126,12 @@ COOP_KERNEL = _coop_topk_kernel
 
 
 @functools.cache
-def _tuned_tiles(name: str, kernel: object, bucket: int) -> triton.runtime.Autotuner:  # noqa: ARG001 - cache key
-    """The autotuner of a kernel of score tiles: the scores kernel ("indexer.scores_t", ``SCORE_CONFIGS``)
-    or the one-launch "indexer.coop" (``COOP_CONFIGS``), one per batch bucket. The kernel is part of the
-    cache key: a replaced ``SCORES_KERNEL`` or ``COOP_KERNEL`` gets its own tuner."""
+def _tuned_tiles(name: str, kernel: object, bucket: int) -> triton.runtime.Autotuner:
+    """The autotuner of a kernel of score tiles: the scores kernel ("indexer.scores_t") or the one-launch
+    "indexer.coop", one per batch bucket, over ``tiles.tuned_configs``. The kernel is part of the cache key:
+    a replaced ``SCORES_KERNEL`` or ``COOP_KERNEL`` gets its own tuner."""
     prune = {"early_config_prune": _kept_by_compile(name, kernel)}
-    configs = COOP_CONFIGS if name == "indexer.coop" else SCORE_CONFIGS
+    configs = tuned_configs(name, bucket)
     # ws_ptr: the timed runs add to the radix workspace (HIST, coop) or zero it; it is put back after each.
     return triton.autotune(configs=list(configs), key=["H", "BLOCK_H"], prune_configs_by=prune,
                            restore_value=["ws_ptr"])(kernel)  # fmt: skip

@@ -17,16 +17,18 @@ import pytest
 from mla_kernels.aot import CompileStats
 from mla_kernels.arch import resident_blocks
 from mla_kernels.compile_report import Entry, judge
-from mla_kernels.indexer.launch import COOP_TILES
+from mla_kernels.indexer.tiles import COOP_TILES, FULL_BATCH_TILES
 
 REPO = Path(__file__).resolve().parents[2]
 
 
-def _assert_coop_tiles_kept(rows: list[dict]) -> None:
-    # The one-launch indexer tunes over COOP_TILES alone: one not kept there leaves it fewer (none: it raises).
-    kept = {r["config"] for r in rows if r["kernel"] == "indexer.coop" and r["kept"]}
-    missing = {f"BLOCK_T {bt} w{nw} st{ns}" for bt, nw, ns in COOP_TILES} - kept
-    assert not missing, f"coop tiles not kept: {sorted(missing)}"
+def _assert_fixed_tiles_kept(rows: list[dict]) -> None:
+    # The one-launch indexer tunes over COOP_TILES alone: one not kept there leaves it fewer (none: it raises);
+    # a full batch's scores kernel runs FULL_BATCH_TILES alone (one not kept would run as it compiled).
+    for kernel, tiles in (("indexer.coop", COOP_TILES), ("indexer.scores_t", FULL_BATCH_TILES)):
+        kept = {r["config"] for r in rows if r["kernel"] == kernel and r["kept"]}
+        missing = {f"BLOCK_T {bt} w{nw} st{ns}" for bt, nw, ns in tiles} - kept
+        assert not missing, f"{kernel} tiles not kept: {sorted(missing)}"
 
 
 def _report(cache: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -86,7 +88,7 @@ def test_what_sm120_keeps_compiles_spill_free_within_its_shared_memory(sm120):
     assert coop and all(
         resident_blocks(120, r["registers"], int(r["config"].split(" w")[1].split()[0]), r["shared"]) >= 2 for r in coop
     )
-    _assert_coop_tiles_kept(rows)
+    _assert_fixed_tiles_kept(rows)
     dropped = [r for r in rows if r["kernel"] == "decode.mma" and not r["kept"]]
     assert all(r["reason"] for r in dropped)  # every config left out says why
 
@@ -116,7 +118,7 @@ def test_indexer_kernels_compile_for_sm90(tmp_path):
     assert all(r["shared"] <= 101376 for r in scores)  # fits the smallest target (sm_120 class) too
     assert any(r["kept"] for r in scores) and any(r["kept"] for r in rows if r["kernel"] == "indexer.select")
     assert next(r for r in rows if r["kernel"] == "indexer.fp32_maxctx")["mma"] == []  # the baseline stays SIMT
-    _assert_coop_tiles_kept(rows)
+    _assert_fixed_tiles_kept(rows)
 
 
 def test_a_kept_config_that_spills_or_overflows_fails():

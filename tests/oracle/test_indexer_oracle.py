@@ -100,14 +100,17 @@ def _kernels_without_relu(tmp_path: Path, name: str) -> Any:
 
 
 def _reference_without_relu(q_idx: Any, weights: Any, index_cache: Any, block_table: Any, seq_lens: Any) -> Any:
-    """The package's reference with the same mutation: the weighted sum of the raw dot products."""
+    """The package's reference with the same mutation: the weighted sum of the raw dot products (on the
+    CPU; returned on the inputs' device, as the reference's are)."""
+    dev = q_idx.device
+    q_idx, weights, index_cache, block_table = (t.cpu() for t in (q_idx, weights, index_cache, block_table))
     keys = mk.dequantize_index_cache(index_cache).double()
     out = torch.full((q_idx.shape[0], block_table.shape[1] * 256), -math.inf)
     for b, n in enumerate(seq_lens.tolist()):
         pos = torch.arange(n)
         slots = block_table[b, pos // 256].long() * 256 + pos % 256
         out[b, :n] = (weights[b].double() @ (q_idx[b].double() @ keys[slots].T)).float()
-    return out
+    return out.to(dev)
 
 
 @pytest.fixture
@@ -125,7 +128,8 @@ def no_relu(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Callable[[], Non
     def consistent() -> None:
         """The mutation is consistent: the mutated kernel's selection passes against the mutated
         reference (what the gates compared before the oracle)."""
-        s = mk.make_indexer_inputs(1, [256], max_context=1024, num_heads=64, topk=32, seed=0)
+        dev = "cuda" if torch.cuda.is_available() else "cpu"  # CPU tensors need the interpreter
+        s = mk.make_indexer_inputs(1, [256], max_context=1024, num_heads=64, topk=32, seed=0, device=dev)
         got = mk.indexer_topk(*s.args(), impl="bf16")
         _gate.check_topk(got, _reference_without_relu(*s.args()[:5]), s.block_table, s.seq_lens, 32)
 
