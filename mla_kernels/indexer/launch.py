@@ -83,8 +83,6 @@ _FP32_BLOCK_T = 64
 _FP32_WARPS = 4
 
 
-
-
 def config_spec(name: str, cfg: triton.Config) -> tuple[object, ...]:
     """The key of an indexer config in the keep rule (``SPILL_ALLOWED``)."""
     return (name, *cfg.kwargs.values(), cfg.num_warps, cfg.num_stages)

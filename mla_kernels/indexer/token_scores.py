@@ -5,7 +5,7 @@ for a token on an unmapped page. With tokens as rows, the weighted sum over head
 accumulator's columns, which one warp holds (a few shuffles), instead of across the warps that hold the
 heads (shared memory and a barrier every tile, the head-major layout this kernel replaced); the FP8 keys
 are the left operand, converted to fp16 in registers, against queries scaled per head into fp16's range
-(``_load_q``): the products are the bf16 ones exactly, for less conversion work.
+(``_load_q``): the same exact products as bf16's, for less conversion work.
 
 ``ZERO_WS``: the first program of each request zeroes its radix workspace row (``ws_ptr``), which the
 select's passes then fill: no memset launch before them.
@@ -63,7 +63,8 @@ def _pow2(e):
 @triton.jit
 def _load_q(q_ptr, w_ptr, b, stride_qb, stride_qh, stride_wb, H, BLOCK_H: tl.constexpr, FP32_MATH: tl.constexpr):
     # A request's queries, transposed for the MMA ([128, BLOCK_H]) in fp16, so that the FP8 keys need one
-    # conversion instruction per two values (e4m3 -> bf16 takes several: 19-23% of the kernel at 64 requests).
+    # conversion instruction per two values (e4m3 -> bf16 takes several: 23-27% of the kernel's time at 64
+    # requests and 16K-64K tokens, docs/measurements/scores_fp16_session18.log).
     # Each head is first scaled by the power of two 2**-e that puts its largest |q| in [2**14, 2**15), where
     # fp16 holds every bf16 value exactly (down to 2**-28 of the largest: smaller ones round to fp16's
     # subnormals, an error under 2**-32 of the largest product). The head weights ([BLOCK_H]) come back
