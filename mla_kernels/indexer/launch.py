@@ -31,7 +31,7 @@ from .split import launches as split_launches
 from .split import plan as split_plan
 from .split import split_select
 from .split_kernels import _chunk_topk_kernel, _merge_topk_kernel
-from .tiles import SCORE_CONFIGS, SELECT_CONFIGS, tuned_configs
+from .tiles import FULL_BATCH_BUCKET, SCORE_CONFIGS, SELECT_CONFIGS, tile_label, tile_of, tuned_configs
 from .token_scores import _bf16_scores_kernel_t, _coop_topk_kernel
 
 KERNELS = {"scores_t": _bf16_scores_kernel_t, "select": _radix_select_kernel, "fp32_maxctx": _fp32_maxctx_scores_kernel,
@@ -114,7 +114,7 @@ def _kept_by_compile(name: str, kernel: object):  # noqa: ANN202 - Triton's earl
 def _batch_bucket(batch: int) -> int:
     # One tuned scores config per bucket: a lone request (many programs on one request's tokens) and a
     # full batch want different tiles, and Triton's tuning key cannot see the batch.
-    return min(next_pow2(batch), 64)
+    return min(next_pow2(batch), FULL_BATCH_BUCKET)
 
 
 # Which scores kernel the bf16 path runs: the token-major one (tokens as the MMA's rows); and the
@@ -429,37 +429,34 @@ def compile_matrix(
     block_h = max(16, next_pow2(heads))
     rows: list[tuple[str, KernelLaunch, tuple[object, ...] | None]] = []
     for c in SCORE_CONFIGS:
+        label = tile_label(tile_of(c))
         launch_t = KernelLaunch(
             "indexer.scores_t", _bf16_scores_kernel_t, (1, batch), _score_args(q, w, cache, bt, sl, logits, d),
             {"BLOCK_H": block_h, "FP32_MATH": False, "HIST": False, "ZERO_WS": False, **c.kwargs},
             num_warps=c.num_warps, num_stages=c.num_stages,
         )  # fmt: skip
-        rows.append((f"BLOCK_T {c.kwargs['BLOCK_T']} w{c.num_warps} st{c.num_stages}", launch_t,
-                     config_spec("indexer.scores_t", c)))  # fmt: skip
+        rows.append((label, launch_t, config_spec("indexer.scores_t", c)))
         ws, cand = radix_workspace(d, meta)
         launch_z = KernelLaunch(
             "indexer.scores_zero", _bf16_scores_kernel_t, (1, batch), _score_args(q, w, cache, bt, sl, logits, d, ws),
             {"BLOCK_H": block_h, "FP32_MATH": False, "HIST": False, "ZERO_WS": True, **c.kwargs},
             num_warps=c.num_warps, num_stages=c.num_stages,
         )  # fmt: skip
-        rows.append((f"BLOCK_T {c.kwargs['BLOCK_T']} w{c.num_warps} st{c.num_stages}", launch_z,
-                     config_spec("indexer.scores_zero", c)))  # fmt: skip
+        rows.append((label, launch_z, config_spec("indexer.scores_zero", c)))
         launch_h = KernelLaunch(
             "indexer.scores_hist", _bf16_scores_kernel_t, (1, batch),
             _score_args(q, w, cache, bt, sl, logits, d, ws, topk),
             {"BLOCK_H": block_h, "FP32_MATH": False, "HIST": True, "ZERO_WS": False, **c.kwargs}, num_warps=c.num_warps,
             num_stages=c.num_stages,
         )  # fmt: skip
-        rows.append((f"BLOCK_T {c.kwargs['BLOCK_T']} w{c.num_warps} st{c.num_stages}", launch_h,
-                     config_spec("indexer.scores_hist", c)))  # fmt: skip
+        rows.append((label, launch_h, config_spec("indexer.scores_hist", c)))
         coop_args = coop.args(q, w, cache, bt, sl, logits, ws, cand, out, d=d, topk=topk)
         launch_c = KernelLaunch(
             "indexer.coop", _coop_topk_kernel, (1, batch), coop_args,
             {**coop.constexprs(d, coop.gpu_plan(1, topk)), "FP32_MATH": False, "PHASE": -1, **c.kwargs},
             num_warps=c.num_warps, num_stages=c.num_stages,
         )  # fmt: skip
-        rows.append((f"BLOCK_T {c.kwargs['BLOCK_T']} w{c.num_warps} st{c.num_stages}", launch_c,
-                     config_spec("indexer.coop", c)))  # fmt: skip
+        rows.append((label, launch_c, config_spec("indexer.coop", c)))
     for c in SELECT_CONFIGS:
         launch = KernelLaunch(
             "indexer.select", _radix_select_kernel, (batch,), _select_args(logits, bt, sl, out, topk, d),

@@ -24,17 +24,28 @@ SCORE_CONFIGS = tuple(
 # had picked either of 64 tokens at 4 warps and 128 at 8, the best two of twelve: coop_configs_session14.log);
 # this one was 0.7-1.2 us faster in every case side by side (docs/measurements/coop_tiles_session17.log).
 COOP_TILES: set[Tile] = {(64, 4, 2)}
-# A full batch (33 requests or more: ``launch._batch_bucket`` 64) runs one scores tile: with the fp16 MMA
-# (``token_scores._load_q``) 128 tokens at 4 warps and 2 stages was the fastest of the twelve at 4K, 16K and
-# 64K tokens for 64 requests (28.9 / 74.0 / 247.0 us, the next 30.2 / 86.9 / 305.1 us;
+# A full batch (33 requests or more: ``FULL_BATCH_BUCKET``, the largest batch bucket) runs one scores tile:
+# with the fp16 MMA (``token_scores._load_q``) 128 tokens at 4 warps and 2 stages was the fastest of the twelve
+# at 4K, 16K and 64K tokens for 64 requests (28.9 / 74.0 / 247.0 us, the next 30.2 / 86.9 / 305.1 us;
 # docs/measurements/scores_fp16_session18.log).
 FULL_BATCH_TILES: set[Tile] = {(128, 4, 2)}
 FULL_BATCH_BUCKET = 64
 
 
+def tile_of(cfg: triton.Config) -> Tile:
+    """A scores config's tile."""
+    return cfg.kwargs["BLOCK_T"], cfg.num_warps, cfg.num_stages
+
+
+def tile_label(tile: Tile) -> str:
+    """``BLOCK_T 64 w4 st2``: a tile as the compile report names it."""
+    block_t, warps, stages = tile
+    return f"BLOCK_T {block_t} w{warps} st{stages}"
+
+
 def configs_of(tiles: set[Tile]) -> tuple[triton.Config, ...]:
     """The ``SCORE_CONFIGS`` of ``tiles``."""
-    return tuple(c for c in SCORE_CONFIGS if (c.kwargs["BLOCK_T"], c.num_warps, c.num_stages) in tiles)
+    return tuple(c for c in SCORE_CONFIGS if tile_of(c) in tiles)
 
 
 COOP_CONFIGS = configs_of(COOP_TILES)

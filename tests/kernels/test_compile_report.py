@@ -17,7 +17,7 @@ import pytest
 from mla_kernels.aot import CompileStats
 from mla_kernels.arch import resident_blocks
 from mla_kernels.compile_report import Entry, judge
-from mla_kernels.indexer.tiles import COOP_TILES, FULL_BATCH_TILES
+from mla_kernels.indexer.tiles import COOP_TILES, FULL_BATCH_TILES, tile_label
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -27,7 +27,7 @@ def _assert_fixed_tiles_kept(rows: list[dict]) -> None:
     # a full batch's scores kernel runs FULL_BATCH_TILES alone (one not kept would run as it compiled).
     for kernel, tiles in (("indexer.coop", COOP_TILES), ("indexer.scores_t", FULL_BATCH_TILES)):
         kept = {r["config"] for r in rows if r["kernel"] == kernel and r["kept"]}
-        missing = {f"BLOCK_T {bt} w{nw} st{ns}" for bt, nw, ns in tiles} - kept
+        missing = {tile_label(tile) for tile in tiles} - kept
         assert not missing, f"{kernel} tiles not kept: {sorted(missing)}"
 
 
