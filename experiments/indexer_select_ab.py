@@ -3,7 +3,7 @@
 
 For each (batch, context), on one set of inputs: every path of ``mla_kernels.indexer.launch.SELECTS``
 (today's "split", "split_radix", the global "radix" and "radix_fused"), plus global radix selects with
-other grids / warp counts (``--radix-per-sm``: ``radix.PROGRAMS_PER_SM``, smoke: slice sizes;
+other grids / warp counts (``--radix-per-sm``: ``radix.PROGRAMS_PER_SM``, smoke: programs per request;
 ``--radix-warps``), each timed
 
 - end to end (scores + select, ``indexer_topk`` with ``launch.SELECT`` set to the path): what
@@ -167,15 +167,14 @@ def _fmt(v: float | None, width: int = 0, prec: int = 1) -> str:
 
 def _variants(args: argparse.Namespace, d: Any, device: Any) -> dict[str, Any]:
     """Extra global radix plans (select alone): name -> plan. Under the interpreter (one notional grid) the
-    programs per SM stand for slices of 32 x that many tokens."""
-    from mla_kernels._common import interpreting
+    programs per SM stand for programs per request."""
     from mla_kernels.indexer import radix
 
     base = radix.plan(d, args.topk, device)
     out = {}
     for n in [radix.PROGRAMS_PER_SM, *args.radix_per_sm]:
         for w in sorted({radix.WARPS, *args.radix_warps}):
-            p = radix.plan(d, args.topk, device, slice_=32 * n if interpreting() else None, warps=w, per_sm=n)
+            p = radix.plan(d, args.topk, device, warps=w, per_sm=n)
             if p != base:
                 out.setdefault(f"radix {n}/SM w{w}", p)
     return out

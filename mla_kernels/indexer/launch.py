@@ -20,6 +20,8 @@ from . import coop
 from .checks import _check_args, _Dims, check_workspace
 from .kernels import _fp32_maxctx_scores_kernel, _radix_select_kernel
 from .layout import HEAD_DIM
+from .radix import BLOCK as RADIX_BLOCK
+from .radix import FEW_BLOCK as RADIX_FEW_BLOCK
 from .radix import candidates as radix_candidates
 from .radix import launches as radix_launches
 from .radix import plan as radix_plan
@@ -312,7 +314,8 @@ def _select(
     if path in ("radix", "radix_fused"):
         rp = radix_plan(d, topk, logits.device)
         runs = radix_select(logits, bt, sl, out, topk, d, rp, ws_cand, first_pass=int(path == "radix_fused"))
-        return runs, {"select": path, "SELECT_BLOCK": rp.slice, "select_num_warps": rp.warps, "slices": rp.slices}
+        return runs, {"select": path, "SELECT_BLOCK": rp.block, "select_num_warps": rp.warps,
+                      "select_programs": rp.programs}
     split = split_plan(d, topk, radix=path == "split_radix")  # None: the single-program radix select
     if split is not None:
         runs = split_select(logits, bt, sl, out, topk, d, split)
@@ -469,10 +472,10 @@ def compile_matrix(
             for launch in split_launches(logits, bt, sl, out, topk, d, split):
                 rows.append((f"CHUNK {split.chunk} w{launch.num_warps}{' radix' if radix else ''}", launch, None))
     ws, cand = radix_workspace(d, meta)
-    for slice_ in (256, 16384):  # on 132 SMs: a lone request's slices (one block each), a full batch's (a loop)
-        rp = radix_plan(d, topk, meta, slice_=slice_)
+    for block in (256, RADIX_FEW_BLOCK, RADIX_BLOCK):  # the smallest block the tests run, the GPU's two
+        rp = radix_plan(d, topk, meta, block=block)
         for launch in radix_launches(logits, bt, sl, out, topk, d, rp, ws, cand):
-            rows.append((f"SLICE {rp.slice} BLOCK {rp.block} w{launch.num_warps}", launch, None))
+            rows.append((f"BLOCK {rp.block} w{launch.num_warps}", launch, None))
     launch = KernelLaunch(
         "indexer.fp32_maxctx", _fp32_maxctx_scores_kernel, (1, batch), _fp32_args(q, w, cache, bt, sl, logits, d),
         {"BLOCK_T": _FP32_BLOCK_T}, num_warps=_FP32_WARPS,

@@ -1,9 +1,10 @@
 """The bf16 path's global radix select: plan and launch (kernels in ``radix_kernels``).
 
-Every request's context is cut into slices of ``SLICE`` tokens, one program each, for every pass: a
-long request spreads over the whole GPU, and no pass serializes on one program except the last small
-select over the k-th key's bucket. The plan depends only on shapes the host knows (batch, block-table
-capacity, the device's SM count), never on ``seq_lens``: no host sync, CUDA-graph capturable.
+Every request gets the same number of programs for every pass, which stride over its real length a
+block at a time: a long request spreads over the whole GPU, a short one in a long block table over as
+many programs as it has blocks, and no pass serializes on one program except the last small select over
+the k-th key's bucket. The plan depends only on shapes the host knows (batch, block-table capacity, the
+device's SM count), never on ``seq_lens``: no host sync, CUDA-graph capturable.
 """
 
 from __future__ import annotations
@@ -18,30 +19,35 @@ from ..record import KernelRun
 from .checks import _Dims
 from .radix_kernels import WS_WIDTH, _radix_compact_kernel, _radix_pass_kernel
 
-# Programs per SM the slices aim at (a full-capacity batch); a slice is at least one block. 8 programs of
-# 8 warps beat 4 of 4 at every case of the select A/B (H200: 24-27 against 28-29 us at one request, 129
-# against 153 us at 64 x 64K; docs/measurements/indexer_select_ab_617c728.log).
+# Programs per SM over a full batch. 8 programs of 8 warps beat 4 of 4 at every case of the select A/B (H200:
+# 24-27 against 28-29 us at one request, 129 against 153 us at 64 x 64K; indexer_select_ab_617c728.log).
 PROGRAMS_PER_SM = 8
-MIN_SLICE = 256
-MAX_BLOCK = 2048  # tokens a program holds in registers per step
+# Tokens a program holds in registers per step: 512 for up to ``FEW_REQUESTS`` requests (about one program an
+# SM per request: more programs on a short request), else 1024. Select alone, cold L2, H200, 4K / 16K / 64K
+# tokens (docs/measurements/radix_strided_session19.log): 8 requests 18.7 / 20.4 / 28.5 us with 512 against
+# 18.5 / 23.7 / 28.5 us with 1024; 16 requests 20.5 / 24.6 / 41.3 against 21.6 / 24.7 / 37.2 us; 64 requests
+# 24.5 / 43.5 / 123.4 against 25.4 / 38.2 / 101.7 us.
+BLOCK = 1024
+FEW_BLOCK = 512
+FEW_REQUESTS = 8
 FINAL_BLOCK = 1024  # candidates the last program takes per step
 WARPS = 8
-INTERP_SLICE = 64  # small under the interpreter, so tests cross slice edges
+INTERP_BLOCK = 64  # small under the interpreter, so tests cross block and program edges
+INTERP_PROGRAMS = 3
 
 
 @dataclass(frozen=True)
 class RadixPlan:
-    slice: int  # tokens per program (a power of two)
-    slices: int  # programs per request: the block table's capacity over ``slice``
-    block: int  # tokens per step within a slice
+    programs: int  # per request, striding over its real length
+    block: int  # tokens per step (a power of two)
     final_block: int
     out_block: int
     warps: int = WARPS
 
     @property
     def compact_warps(self) -> int:
-        # At 8 warps a one-step 256-token slice leaves the compaction one key a thread, and CI's Triton
-        # (3.9) then spills 8 B/thread on sm_90; 4 warps there, as before (Triton 3.6 spilled neither).
+        # At 8 warps a 256-token block leaves the compaction one key a thread, and CI's Triton (3.9) then
+        # spills 8 B/thread on sm_90; 4 warps there, as before (Triton 3.6 spilled neither).
         return min(self.warps, max(4, self.block // 64))
 
 
@@ -49,22 +55,24 @@ def plan(
     d: _Dims,
     topk: int,
     device: torch.device,
-    slice_: int | None = None,
+    block: int | None = None,
     warps: int | None = None,
     per_sm: int | None = None,
 ) -> RadixPlan:
-    """Slices of the block table's capacity: enough programs over the whole batch to give every SM
-    ``per_sm`` (default ``PROGRAMS_PER_SM``; at full capacity), at least ``MIN_SLICE`` tokens each;
-    ``slice_`` overrides. ``warps`` defaults to ``WARPS``."""
-    if slice_ is None:
-        if interpreting():
-            slice_ = INTERP_SLICE
-        else:
-            per_req = max(1, triton.cdiv(num_sms(device) * (per_sm or PROGRAMS_PER_SM), d.batch))
-            slice_ = max(MIN_SLICE, next_pow2(triton.cdiv(d.max_context, per_req)))
-    block = min(slice_, 64 if interpreting() else MAX_BLOCK)
-    return RadixPlan(slice_, triton.cdiv(d.max_context, slice_), block, 64 if interpreting() else FINAL_BLOCK,
-                     min(1024, next_pow2(topk)), warps or WARPS)  # fmt: skip
+    """``per_sm`` programs per SM over the batch (default ``PROGRAMS_PER_SM``; per request under the
+    interpreter, default ``INTERP_PROGRAMS``), at most one per block of the block table's capacity;
+    ``block`` (a power of two, default ``BLOCK``, ``FEW_BLOCK`` for a few requests) and ``warps`` (default
+    ``WARPS``) override."""
+    if block is None:
+        block = INTERP_BLOCK if interpreting() else FEW_BLOCK if d.batch <= FEW_REQUESTS else BLOCK
+    if block < 16 or block & (block - 1):
+        raise ValueError(f"block must be a power of two of at least 16, got {block}")
+    if interpreting():  # one notional SM: ``per_sm`` programs per request
+        wanted = per_sm or INTERP_PROGRAMS
+    else:
+        wanted = triton.cdiv(num_sms(device) * (per_sm or PROGRAMS_PER_SM), d.batch)
+    programs = max(1, min(wanted, triton.cdiv(d.max_context, block)))
+    return RadixPlan(programs, block, 64 if interpreting() else FINAL_BLOCK, min(1024, next_pow2(topk)), warps or WARPS)
 
 
 def state_rows(batch: int, device: torch.device | str, zeroed: bool = True) -> torch.Tensor:
@@ -97,12 +105,12 @@ def launches(
     first_pass: int = 0,
 ) -> list[KernelLaunch]:
     """The byte passes (from ``first_pass``: 1 when the scores kernel ran pass 0) and the compaction."""
-    grid = (p.slices, d.batch)
+    grid = (p.programs, d.batch)
     runs = [
         KernelLaunch(
             f"indexer.radix_pass{k}", _radix_pass_kernel, grid,
             (logits, sl, ws, logits.stride(0), ws.stride(0), topk, d.max_context),
-            {"PASS": k, "SLICE": p.slice, "BLOCK": p.block}, num_warps=p.warps,
+            {"PASS": k, "BLOCK": p.block}, num_warps=p.warps,
         )  # fmt: skip
         for k in range(first_pass, 2)
     ]
@@ -110,7 +118,7 @@ def launches(
         "indexer.radix_compact", _radix_compact_kernel, grid,
         (logits, bt, sl, ws, cand, out, logits.stride(0), bt.stride(0), ws.stride(0), cand.stride(0), out.stride(0),
          topk, d.max_context, d.num_pages),
-        {"SLICE": p.slice, "BLOCK": p.block, "FBLOCK": p.final_block, "OUT_BLOCK": p.out_block},
+        {"BLOCK": p.block, "FBLOCK": p.final_block, "OUT_BLOCK": p.out_block},
         num_warps=p.compact_warps,
     ))  # fmt: skip
     return runs

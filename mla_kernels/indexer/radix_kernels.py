@@ -1,8 +1,10 @@
 """Triton kernels of the global radix select: one request's top-k found by every program of its context.
 
 Order keys (``kernels._order_key``) are resolved a byte at a time, most significant first, by a grid of
-(slice, request) programs. A pass (``_radix_pass_kernel``; pass 0 can also run inside the scores kernel,
-``radix_hist``) has every program histogram one byte of its slice's keys in registers (256 bins, keys
+(program, request) programs; a request's programs stride over its real length a block at a time (block c,
+c + programs, ...), so a short request in a long block table still spreads over them. A pass
+(``_radix_pass_kernel``; pass 0 can also run inside the scores kernel, ``HIST``) has every program
+histogram one byte of its blocks' keys in registers (256 bins, keys
 whose higher bytes match the prefix so far) and add the non-zero bins to the request's histogram in
 global memory; the last program of the request to finish (an atomic ticket) finds the bucket of the
 k-th largest key and extends the request's prefix. Two passes fix 16 bits. ``_radix_compact_kernel``
@@ -141,28 +143,35 @@ def _block_hist(row, t, n, prefix, PASS: tl.constexpr):
 
 
 @triton.jit
+def _active(n, programs, BLOCK: tl.constexpr):
+    # A request's programs with a block of its ``n`` tokens (they stride over the real length by ``programs``
+    # blocks): the ones its tickets count.
+    return tl.minimum(programs, tl.cdiv(n, BLOCK))
+
+
+@triton.jit
 def _radix_pass_kernel(
     logits_ptr, seq_ptr, ws_ptr,
     stride_lb, stride_wb,
     topk, max_ctx,
-    PASS: tl.constexpr, SLICE: tl.constexpr, BLOCK: tl.constexpr,
+    PASS: tl.constexpr, BLOCK: tl.constexpr,
     PDL: tl.constexpr = False,
 ):  # fmt: skip
     wait_prior_grid(PDL)  # first: the previous kernel's writes (mla_kernels.pdl)
     c = tl.program_id(0)
     b = tl.program_id(1)
+    programs = tl.num_programs(0)
     n = tl.minimum(tl.maximum(tl.load(seq_ptr + b), 0), max_ctx)
     ws_row = ws_ptr + b * stride_wb
-    start = c * SLICE
-    if start < n:
+    if c * BLOCK < n:
         if n > topk:  # else every token is selected: nothing to resolve
             if tl.load(ws_row + ST_DONE) == 0:
                 prefix = tl.load(ws_row + ST_PREFIX).to(tl.uint32, bitcast=True)
                 row = logits_ptr + b * stride_lb
                 h = tl.zeros([256], dtype=tl.int32)
-                for t0 in range(start, tl.minimum(start + SLICE, n), BLOCK):
+                for t0 in range(c * BLOCK, n, programs * BLOCK):  # blocks c, c + programs, ... of the real length
                     h += _block_hist(row, t0 + tl.arange(0, BLOCK), n, prefix, PASS)
-                _flush_hist(ws_row, h, tl.cdiv(n, SLICE), topk, PASS)
+                _flush_hist(ws_row, h, _active(n, programs, BLOCK), topk, PASS)
 
 
 @triton.jit
@@ -352,12 +361,13 @@ def _radix_compact_kernel(
     logits_ptr, bt_ptr, seq_ptr, ws_ptr, cand_ptr, out_ptr,
     stride_lb, stride_btb, stride_wb, stride_cb, stride_ob,
     topk, max_ctx, num_pages,
-    SLICE: tl.constexpr, BLOCK: tl.constexpr, FBLOCK: tl.constexpr, OUT_BLOCK: tl.constexpr,
+    BLOCK: tl.constexpr, FBLOCK: tl.constexpr, OUT_BLOCK: tl.constexpr,
     PDL: tl.constexpr = False,
 ):  # fmt: skip
     wait_prior_grid(PDL)  # first: the previous kernel's writes (mla_kernels.pdl)
     c = tl.program_id(0)
     b = tl.program_id(1)
+    programs = tl.num_programs(0)
     n = tl.minimum(tl.maximum(tl.load(seq_ptr + b), 0), max_ctx)
     ws_row = ws_ptr + b * stride_wb
     out_row = out_ptr + b * stride_ob
@@ -365,18 +375,17 @@ def _radix_compact_kernel(
     n_sel = tl.minimum(n, topk)
     if c == 0:  # the padding of every row, an empty request's too (it has no other program)
         _pad_row(out_row, n_sel, topk, OUT_BLOCK)
-    start = c * SLICE
-    if start < n:
+    if c * BLOCK < n:
         done = tl.where(n <= topk, 1, tl.load(ws_row + ST_DONE))  # n <= topk: prefix 0 keeps every token
         prefix = tl.load(ws_row + ST_PREFIX).to(tl.uint32, bitcast=True)
         row = logits_ptr + b * stride_lb
         cand_row = cand_ptr + b * stride_cb
         cands = tl.zeros([], dtype=tl.int32)
-        for t0 in range(start, tl.minimum(start + SLICE, n), BLOCK):
+        for t0 in range(c * BLOCK, n, programs * BLOCK):
             cands += _compact_block(row, t0 + tl.arange(0, BLOCK), n, prefix, done, ws_row, out_row, bt_row,
                                     cand_row, topk, num_pages)  # fmt: skip
         ticket, m = _compaction_ticket(ws_row, cands)
-        if ticket == tl.cdiv(n, SLICE) - 1:
+        if ticket == _active(n, programs, BLOCK) - 1:
             if done == 0:
                 n_gt = tl.load(ws_row + ST_NGT)
                 _final_select(m, prefix, n_gt, cand_row, out_row, topk, FBLOCK)

@@ -1,4 +1,4 @@
-"""The bf16 indexer's tile configs: what its autotuners choose among, and the tiles fixed where Triton's
+"""The bf16 indexer's tile configs: what its autotuners choose among, narrowed to measured tiles where Triton's
 tuner misleads. Triton's autotuner times its candidates warm, on whatever call comes first; for the scores
 tiles that is often a short context whose keys sit in L2, where the tiles rank unlike at 16K-64K tokens
 read from DRAM.
@@ -30,6 +30,12 @@ COOP_TILES: set[Tile] = {(64, 4, 2)}
 # docs/measurements/scores_fp16_session18.log).
 FULL_BATCH_TILES: set[Tile] = {(128, 4, 2)}
 FULL_BATCH_BUCKET = 64
+# Smaller batches tune over the three tiles within 2 us of the best at 4, 16 and 32 requests and 4K-64K tokens,
+# each forced with cold L2: 4 requests 8.4-9.3 / 13.6-14.0 / 27.0-28.0 us at 4K / 16K / 64K, 32 requests
+# 18.2-20.0 / 44.4-45.3 / 134.7-137.6 us, where the slowest of all twelve took 26.2 / 75.8 / 257.6 us
+# (docs/measurements/radix_strided_session19.log). Among all twelve, a tuner timing warm on its first context
+# could pick a tile 1.5x slower at 64K.
+FEW_BATCH_TILES: set[Tile] = {(64, 4, 2), (64, 4, 3), (128, 4, 2)}
 
 
 def tile_of(cfg: triton.Config) -> Tile:
@@ -50,6 +56,7 @@ def configs_of(tiles: set[Tile]) -> tuple[triton.Config, ...]:
 
 COOP_CONFIGS = configs_of(COOP_TILES)
 FULL_BATCH_CONFIGS = configs_of(FULL_BATCH_TILES)
+FEW_BATCH_CONFIGS = configs_of(FEW_BATCH_TILES)
 SELECT_CONFIGS = tuple(triton.Config({"BLOCK": bk}, num_warps=nw) for bk in (1024, 2048, 4096) for nw in (4, 8, 16))
 
 
@@ -58,4 +65,4 @@ def tuned_configs(name: str, bucket: int) -> tuple[triton.Config, ...]:
     bucket."""
     if name == "indexer.coop":
         return COOP_CONFIGS
-    return FULL_BATCH_CONFIGS if bucket >= FULL_BATCH_BUCKET else SCORE_CONFIGS
+    return FULL_BATCH_CONFIGS if bucket >= FULL_BATCH_BUCKET else FEW_BATCH_CONFIGS

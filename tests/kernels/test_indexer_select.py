@@ -24,7 +24,7 @@ if not torch.cuda.is_available():  # must precede the first triton import
 import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
 
-from mla_kernels._common import interpreting  # noqa: E402
+from mla_kernels._common import interpreting, num_sms  # noqa: E402
 from mla_kernels.indexer import (  # noqa: E402
     check_indexer_output,
     coop,  # noqa: E402
@@ -97,18 +97,19 @@ def _identity_pages(batch: int, ctx: int) -> tuple[torch.Tensor, _Dims]:
     return bt, _Dims(batch, 16, ctx // 256, bt.numel())
 
 
-@pytest.mark.parametrize(("slice_", "warps"), [(None, 4), (128, 8), (1024, 4)])
+@pytest.mark.parametrize(("block", "programs", "warps"), [(None, None, 4), (128, 2, 8), (1024, 1, 4), (16, 5, 4)])
 @pytest.mark.parametrize("topk", [16, 64])
-def test_radix_select_against_torch_topk(slice_: int | None, warps: int, topk: int) -> None:
+def test_radix_select_against_torch_topk(block: int | None, programs: int | None, warps: int, topk: int) -> None:
+    # Programs stride over each request's real length: several blocks a program, one, or none at all.
     ctx = 1024
     logits = _awkward_logits(LENS, ctx)
     bt, d = _identity_pages(len(LENS), ctx)
-    p = replace(ix_radix.plan(d, topk, DEV, slice_=slice_), warps=warps)
-    assert p.slices * p.slice >= ctx and (slice_ is not None or p.slices > 1)
+    p = replace(ix_radix.plan(d, topk, DEV, block=block, per_sm=programs), warps=warps)
+    assert p.programs == (programs or ix_radix.INTERP_PROGRAMS) and p.block == (block or ix_radix.INTERP_BLOCK)
     out = torch.full((len(LENS), topk), -7, dtype=torch.int32, device=DEV)
     runs = ix_radix.radix_select(logits, bt, torch.tensor(LENS, dtype=torch.int32, device=DEV), out, topk, d, p)
     assert [r.name for r in runs] == ["_radix_pass_kernel", "_radix_pass_kernel", "_radix_compact_kernel"]
-    assert all(r.grid == (p.slices, len(LENS)) for r in runs)
+    assert all(r.grid == (p.programs, len(LENS)) for r in runs)
     _check_against_topk(logits, out, LENS, topk, ctx)
 
 
@@ -162,7 +163,7 @@ def test_compaction_counters_in_64_bit_words() -> None:
     ix_radix.radix_select(logits, bt, sl, out, topk, d, p, (ws, cand))
     for b, n in enumerate([700, 40, 1000]):
         wins, cands = int(ws[b, ST_COUNTS.value]), int(ws[b, ST_COUNTS.value + 1])
-        assert int(ws[b, ST_FINAL.value]) == -(-n // p.slice)  # one ticket per program with tokens
+        assert int(ws[b, ST_FINAL.value]) == min(p.programs, -(-n // p.block))  # a ticket per program with tokens
         assert int(ws[b, ST_FINAL.value + 1]) == cands
         if n <= topk or int(ws[b, ST_DONE.value]):  # every token, or exactly {key >= prefix}: no candidates
             assert (wins, cands) == (min(n, topk), 0)
@@ -248,7 +249,7 @@ def test_paths_match_reference(select_path: str, heads: int, lens: list[int], to
         passes = 1 if select_path == "radix_fused" else 2
         assert names == ["_bf16_scores_kernel_t", *["_radix_pass_kernel"] * passes, "_radix_compact_kernel"]
         assert record.kernels[0].config["HIST"] == (select_path == "radix_fused")
-        assert record.config["SELECT_BLOCK"] * record.config["slices"] >= max_context
+        assert record.config["select_programs"] == min(ix_radix.INTERP_PROGRAMS, -(-max_context // 64))
     else:
         assert names[1] == "_chunk_topk_kernel" and all(r.config["RADIX"] for r in record.kernels[1:])
 
@@ -345,12 +346,17 @@ def test_select_by_batch(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_radix_plan_spreads_one_request() -> None:
-    # On a 132-SM GPU: a lone request's 64K tokens over 256 programs, a full batch over ~4 programs an SM.
-    one = ix_radix.plan(_Dims(1, 64, 512, 512), 512, torch.device("meta"), slice_=None)
-    assert one.slices * one.slice == 131072 and (interpreting() or one.slice >= ix_radix.MIN_SLICE)
+    # On the GPU: a lone request over one program per block of its block table's capacity, a full batch over
+    # PROGRAMS_PER_SM programs an SM; never more programs than blocks; a block that is no power of two named.
+    with pytest.raises(ValueError, match="block must be a power of two"):
+        ix_radix.plan(_Dims(64, 64, 512, 64 * 512), 512, DEV, block=96)
+    if interpreting():
+        pytest.skip("the interpreter's plan has a fixed number of programs (tested above)")
+    one = ix_radix.plan(_Dims(1, 64, 512, 512), 512, DEV)
+    assert one.programs == min(131072 // one.block, num_sms(DEV) * ix_radix.PROGRAMS_PER_SM) and one.out_block == 512
     d64 = _Dims(64, 64, 512, 64 * 512)
-    for p in (ix_radix.plan(d64, 512, torch.device("meta"), slice_=s) for s in (256, 16384)):
-        assert p.block <= ix_radix.MAX_BLOCK and p.slice % p.block == 0 and p.out_block == 512
+    assert ix_radix.plan(d64, 512, DEV).programs == -(-num_sms(DEV) * ix_radix.PROGRAMS_PER_SM // 64)
+    assert ix_radix.plan(_Dims(64, 64, 1, 64), 512, DEV, block=64).programs == 4  # 256 tokens of capacity
 
 
 def test_select_ab_experiment_smoke(tmp_path: Path) -> None:
