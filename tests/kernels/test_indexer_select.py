@@ -105,7 +105,8 @@ def test_radix_select_against_torch_topk(block: int | None, programs: int | None
     logits = _awkward_logits(LENS, ctx)
     bt, d = _identity_pages(len(LENS), ctx)
     p = replace(ix_radix.plan(d, topk, DEV, block=block, per_sm=programs), warps=warps)
-    assert p.programs == (programs or ix_radix.INTERP_PROGRAMS) and p.block == (block or ix_radix.INTERP_BLOCK)
+    if interpreting():  # on a GPU the programs come from its SM count (test_radix_plan_spreads_one_request)
+        assert p.programs == (programs or ix_radix.INTERP_PROGRAMS) and p.block == (block or ix_radix.INTERP_BLOCK)
     out = torch.full((len(LENS), topk), -7, dtype=torch.int32, device=DEV)
     runs = ix_radix.radix_select(logits, bt, torch.tensor(LENS, dtype=torch.int32, device=DEV), out, topk, d, p)
     assert [r.name for r in runs] == ["_radix_pass_kernel", "_radix_pass_kernel", "_radix_compact_kernel"]
