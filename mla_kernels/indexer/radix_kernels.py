@@ -144,8 +144,8 @@ def _block_hist(row, t, n, prefix, PASS: tl.constexpr):
 
 @triton.jit
 def _active(n, programs, BLOCK: tl.constexpr):
-    # A request's programs with a block of its ``n`` tokens (they stride over the real length by ``programs``
-    # blocks): the ones its tickets count.
+    # A request's programs with a block of its ``n`` tokens, where ``programs`` stride over its real length a
+    # block at a time: the ones its tickets and barriers count.
     return tl.minimum(programs, tl.cdiv(n, BLOCK))
 
 

@@ -33,6 +33,7 @@ from mla_kernels.indexer.radix_kernels import (
     HIST_BINS,
     ST_SYNC,
     ST_TICKET,
+    _active,
     _add_hist,
     _arrive,
     _block_hist,
@@ -153,7 +154,7 @@ def _bf16_scores_kernel_t(
                 h += _byte_hist(_order_key(logit), t < n, 24)
         if HIST:
             if n > topk:  # else every token is selected: nothing to resolve
-                _flush_hist(ws_ptr + b * stride_ws, h, tl.minimum(tl.num_programs(0), tl.cdiv(n, BLOCK_T)), topk, 0)
+                _flush_hist(ws_ptr + b * stride_ws, h, _active(n, tl.num_programs(0), BLOCK_T), topk, 0)
 
 
 @triton.jit
@@ -182,10 +183,10 @@ def _coop_topk_kernel(
     out_row = out_ptr + b * stride_ob
     bt_row = bt_ptr + b * stride_btb
     row = logits_ptr + b * stride_lb
-    active = tl.minimum(programs, tl.cdiv(n, BLOCK_T))  # programs with tokens to score
+    active = _active(n, programs, BLOCK_T)  # programs with tokens to score
     # Programs with a select block: the others arrive at the scores' barrier and leave, so the select's
     # barriers and ticket count only these.
-    selecting = tl.minimum(programs, tl.cdiv(n, SEL_BLOCK))
+    selecting = _active(n, programs, SEL_BLOCK)
     resolve = n > topk  # else every token is selected
     # The select's blocks: a program's first (``t1``) is loaded once after the scores and kept in registers
     # through both passes and the compaction (one block a program up to programs x SEL_BLOCK tokens); any
