@@ -10,9 +10,7 @@ only when the previous kernel has completed and its writes are visible. Right af
 its own dependents, so the next kernel's programs are placed on free SMs while this one runs; they wait
 in their own ``wait_prior_grid``. The grid-barrier kernel (``indexer.coop``) does not take ``PDL`` and
 launches in stream order: placed early beside the previous kernel's programs it made the one-request step
-slower (its comment has the figures). It only signals its dependents (``signal_dependents``, its
-``DEPENDENTS`` constexpr, on where PDL is), first thing: the decode after it is then placed while its
-last program still runs the final select, and waits there for its writes.
+slower (its comment has the figures), and a kernel after it starts only as its programs exit.
 
 Which launches use it is decided in one place, ``mla_kernels._common`` (``pdl_constexprs``, which
 ``KernelLaunch`` and the autotuned indexer launches call): a kernel that takes ``PDL``, on a CUDA device of
@@ -33,12 +31,4 @@ def wait_prior_grid(PDL: tl.constexpr):
     # programs be placed (they wait in turn).
     if PDL:
         gdc_wait()
-        gdc_launch_dependents()
-
-
-@triton.jit
-def signal_dependents(DEPENDENTS: tl.constexpr):
-    # For a kernel that does not wait for its predecessor (no ``PDL``) but lets its successor be placed
-    # early: the successor's ``wait_prior_grid`` still waits for this whole grid and its writes.
-    if DEPENDENTS:
         gdc_launch_dependents()

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 import torch
 import triton
 
-from .._common import KernelLaunch, interpreting, next_pow2, num_sms, pdl_constexprs, pdl_enabled
+from .._common import KernelLaunch, interpreting, next_pow2, num_sms, pdl_constexprs
 from ..arch import RESIDENT_BLOCKS, kept_by_compile, profile_target
 from ..record import ConfigValue, KernelRun, LaunchRecord
 from . import coop
@@ -287,8 +287,7 @@ def _coop_topk(
     else:
         tuner = _tuned_tiles("indexer.coop", COOP_KERNEL, _batch_bucket(d.batch))
         runs = (_tuned_run(tuner, "indexer.coop", (cp.programs, d.batch), run_args,
-                           {**coop.constexprs(d, cp), "PHASE": -1,
-                            "DEPENDENTS": pdl_enabled(q.device)}),)  # fmt: skip
+                           {**coop.constexprs(d, cp), "PHASE": -1}),)  # fmt: skip
         source = "autotuner"
     c = runs[-1].config
     config = _record_config(c, cp.programs, {"select": "coop", "SELECT_BLOCK": cp.sel_block,
@@ -457,8 +456,7 @@ def compile_matrix(
         coop_args = coop.args(q, w, cache, bt, sl, logits, ws, cand, out, d=d, topk=topk)
         launch_c = KernelLaunch(
             "indexer.coop", _coop_topk_kernel, (1, batch), coop_args,
-            {**coop.constexprs(d, coop.gpu_plan(1, topk)), "FP32_MATH": False, "PHASE": -1, "DEPENDENTS": True,
-             **c.kwargs},
+            {**coop.constexprs(d, coop.gpu_plan(1, topk)), "FP32_MATH": False, "PHASE": -1, **c.kwargs},
             num_warps=c.num_warps, num_stages=c.num_stages,
         )  # fmt: skip
         rows.append((label, launch_c, config_spec("indexer.coop", c)))

@@ -52,7 +52,7 @@ from mla_kernels.indexer.radix_kernels import (
     _wait_all,
     _zero_ws_row,
 )
-from mla_kernels.pdl import signal_dependents, wait_prior_grid
+from mla_kernels.pdl import wait_prior_grid
 
 
 @triton.jit
@@ -170,12 +170,9 @@ def _coop_topk_kernel(
     H, num_pages, max_ctx, topk,
     BLOCK_H: tl.constexpr, BLOCK_T: tl.constexpr, FP32_MATH: tl.constexpr, PHASE: tl.constexpr,
     SEL_BLOCK: tl.constexpr, FBLOCK: tl.constexpr, OUT_BLOCK: tl.constexpr, L2_PREFETCH: tl.constexpr,
-    DEPENDENTS: tl.constexpr = False,
 ):  # fmt: skip
     # No PDL here (``mla_kernels.pdl``): launched early, beside the previous kernel's last programs, this
     # grid-barrier kernel made the one-request decode step slower at 64K tokens (30.5 against 28.5 us).
-    # DEPENDENTS: the next kernel (the decode, with PDL) is placed now and waits for this grid's end.
-    signal_dependents(DEPENDENTS)
     # PHASE -1: every phase, grid barriers between them (the GPU); 0-3: that phase alone (the interpreter).
     # L2_PREFETCH: each score tile asks L2 for the next one's keys (inline PTX: not under the interpreter).
     pid = tl.program_id(0)
