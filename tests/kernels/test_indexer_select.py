@@ -250,7 +250,12 @@ def test_paths_match_reference(select_path: str, heads: int, lens: list[int], to
         passes = 1 if select_path == "radix_fused" else 2
         assert names == ["_bf16_scores_kernel_t", *["_radix_pass_kernel"] * passes, "_radix_compact_kernel"]
         assert record.kernels[0].config["HIST"] == (select_path == "radix_fused")
-        assert record.config["select_programs"] == min(ix_radix.INTERP_PROGRAMS, -(-max_context // 64))
+        if interpreting():  # per request: INTERP_PROGRAMS, at most one per 64-token block
+            want = min(ix_radix.INTERP_PROGRAMS, -(-max_context // 64))
+        else:  # the GPU's SMs over the batch, at most one per FEW_BLOCK tokens of capacity (a few requests)
+            block = ix_radix.FEW_BLOCK if len(lens) <= ix_radix.FEW_REQUESTS else ix_radix.BLOCK
+            want = min(-(-num_sms(DEV) * ix_radix.PROGRAMS_PER_SM // len(lens)), -(-max_context // block))
+        assert record.config["select_programs"] == want
     else:
         assert names[1] == "_chunk_topk_kernel" and all(r.config["RADIX"] for r in record.kernels[1:])
 
