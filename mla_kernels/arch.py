@@ -79,6 +79,9 @@ SPILL_ALLOWED: dict[tuple[int, tuple[object, ...]], str] = {
     (90, (64, 64, 8, 2, 0, 0)): "H200: 19.0 / 42.8 / 63.5 us at B=16/64/128 against 20.7 / 51.8 / 82.7 us for the "
     "fastest spill-free fused config and 22.8 / 36.9 / 73.0 us for the fastest two-pass one (faster at 16 and 128; "
     "the tuner times both); spills 8-16 B/thread with triton 3.6",
+    (90, (64, 64, 8, 2, 0, 0, 2)): "H200, the Gluon wgmma decode's 64-token tile: 23.0 / 37.2 / 54.3 us at "
+    "B=32/64/128 against 24.0 / 38.4 / 57.0 us for its spill-free 32-token tile; spills 8 B/thread with triton 3.9, "
+    "40-48 B with 3.6",
     (90, ("simt", 32, 4)): "H200: SIMT 82 / 490 / 1,961 us at B=1/16/64 against 117 / 828 / 3,305 us for the "
     "fastest spill-free tile; spills 288 B/thread",
 }
@@ -124,6 +127,11 @@ def kept_by_compile(launch: KernelLaunch, spec: tuple[object, ...], capability: 
 def has_warpgroup_mma(capability: int) -> bool:
     """Tensor cores that take a 64-row operand per warpgroup (wgmma on sm_90, tcgen05 on sm_100)."""
     return capability // 10 in (9, 10)
+
+
+def has_wgmma(capability: int) -> bool:
+    """Hopper's ``wgmma`` instructions themselves (sm_90 only; sm_100 has tcgen05 instead)."""
+    return capability // 10 == 9
 
 
 def parse_arch(text: str) -> int:

@@ -1,11 +1,11 @@
-"""Sparse MLA decode: kernels (``kernels``; the Gluon one in ``gluon_kernels``), launchers (``launch``),
-MMA and Gluon autotuner (``tuning``).
+"""Sparse MLA decode: kernels (``kernels``; the Gluon ones in ``gluon_kernels`` and, for sm_90, ``wgmma_kernels``),
+launchers (``launch``), MMA and Gluon autotuner (``tuning``).
 
 The cache layout it reads is ``mla_kernels.cache``; its torch reference is ``mla_kernels.reference``.
 """
 
 from ..arch import SPILL_ALLOWED, verdict
-from . import gluon_kernels
+from . import gluon_kernels, wgmma_kernels
 from .launch import (
     IMPLS,
     KERNELS,
@@ -23,6 +23,7 @@ from .launch import (
 from .tuning import (
     CANDIDATES,
     GLUON_CANDIDATES,
+    WGMMA_CANDIDATES,
     MmaConfig,
     arch_candidates,
     config_split_counts,
@@ -35,6 +36,7 @@ __all__ = [
     "CANDIDATES",
     "GLUON_CANDIDATES",
     "IMPLS",
+    "WGMMA_CANDIDATES",
     "KERNELS",
     "MAX_SPLITS",
     "SPILL_ALLOWED",
@@ -43,6 +45,7 @@ __all__ = [
     "combine_launch",
     "decode_with_config",
     "gluon_kernels",
+    "wgmma_kernels",
     "gluon_unavailable",
     "judged_launches",
     "config_split_counts",

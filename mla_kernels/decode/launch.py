@@ -23,7 +23,7 @@ from ..cache import (
 )
 from ..record import KernelRun, LaunchRecord
 from ..reference import sparse_mla_decode_reference, sparse_mla_decode_torch
-from . import gluon_kernels
+from . import gluon_kernels, wgmma_kernels
 from .kernels import (
     _combine_kernel,
     _mma_decode_kernel,
@@ -44,6 +44,7 @@ KERNELS = {
     "scores": _scores_pass_kernel,
     "output": _output_pass_kernel,
     **({"gluon": gluon_kernels._gluon_decode_kernel} if gluon_kernels.AVAILABLE else {}),
+    **({"wgmma": wgmma_kernels._wgmma_decode_kernel} if wgmma_kernels.AVAILABLE else {}),
 }
 # SIMT tile (BLOCK_N, warps) by architecture. 16 x 4 compiles spill-free on sm_90 and sm_120; 32 x 4 spills on
 # both but measured faster than every spill-free tile on an H200 (docs/measurements/simt_tiles_ab_1ecadfb.log),
@@ -295,7 +296,8 @@ def _split_outputs(q: torch.Tensor, splits: int) -> tuple[torch.Tensor, ...]:
 def _gluon_launches(
     q: torch.Tensor, kv_cache: torch.Tensor, indices: torch.Tensor, scale: float, cfg: MmaConfig
 ) -> tuple[list[_common.KernelLaunch], torch.Tensor, torch.Tensor]:
-    """The Gluon kernel (one CTA per request, 64 heads and split) then, when split, the LSE combine."""
+    """A Gluon kernel (mma_v2, or wgmma on sm_90; one CTA per request, 64 heads and split) then, when split,
+    the LSE combine."""
     why = gluon_unavailable(q.shape[1])
     if why:  # a fixed Gluon config (decode_with_config) where it cannot run: say why, run nothing
         raise ValueError(f"the Gluon decode cannot run here: {why}")
@@ -303,18 +305,20 @@ def _gluon_launches(
     topk = indices.shape[1]
     splits, split_len = split_plan(topk, cfg.block_n, cfg.num_splits)
     out, lse, opart, lpart = _split_outputs(q, splits)
-    launches = [
-        _common.KernelLaunch(
-            "gluon", gluon_kernels._gluon_decode_kernel, (batch, heads // gluon_kernels.HEADS, splits),
-            (q, kv_cache, kv_cache.view(torch.bfloat16), indices, out, lse, opart, lpart,
-             q.stride(0), q.stride(1), kv_cache.stride(0), indices.stride(0),
-             out.stride(0), out.stride(1), lse.stride(0),
-             kv_cache.shape[0] * TOKENS_PER_PAGE, topk, scale * LOG2E, heads, splits, split_len),
-            {"BLOCK_H": gluon_kernels.HEADS, "BLOCK_N": cfg.block_n, "SPLIT": splits > 1,
-             "NUM_WARPS": cfg.num_warps, "PREFETCH": cfg.prefetch},
-            num_warps=cfg.num_warps, num_stages=1,
-        )
-    ]  # fmt: skip
+    args = (q, kv_cache, kv_cache.view(torch.bfloat16), indices, out, lse, opart, lpart,
+            q.stride(0), q.stride(1), kv_cache.stride(0), indices.stride(0), out.stride(0), out.stride(1),
+            lse.stride(0), kv_cache.shape[0] * TOKENS_PER_PAGE, topk, scale * LOG2E, heads, splits, split_len)
+    grid = (batch, heads // gluon_kernels.HEADS, splits)
+    shape = {"BLOCK_H": gluon_kernels.HEADS, "BLOCK_N": cfg.block_n, "SPLIT": splits > 1}
+    if cfg.wgmma:  # Triton's num_stages does nothing to a Gluon kernel: it records the ring's depth here
+        launch = _common.KernelLaunch("wgmma", wgmma_kernels._wgmma_decode_kernel, grid, args,
+                                      {**shape, "STAGES": cfg.num_stages, "KEY_BUFFERS": cfg.prefetch + 1},
+                                      num_warps=wgmma_kernels.NUM_WARPS, num_stages=cfg.num_stages)  # fmt: skip
+    else:
+        launch = _common.KernelLaunch("gluon", gluon_kernels._gluon_decode_kernel, grid, args,
+                                      {**shape, "NUM_WARPS": cfg.num_warps, "PREFETCH": cfg.prefetch},
+                                      num_warps=cfg.num_warps, num_stages=1)  # fmt: skip
+    launches = [launch]
     if splits > 1:
         launches.append(combine_launch(opart, lpart, out, lse, splits))
     return launches, out, lse
@@ -392,6 +396,7 @@ def _mma_config(runs: tuple[KernelRun, ...]) -> dict[str, int]:
     config = {key: int(first.config[key]) for key in ("BLOCK_H", "BLOCK_N", "num_warps", "num_stages")}
     config["BLOCK_D"] = int(runs[-1].config["BLOCK_D"]) if two_pass else 0
     config["NUM_SPLITS"] = 1 if two_pass else first.grid[2]
-    config["PREFETCH"] = int(first.config.get("PREFETCH", 0))
+    # The wgmma kernel's second key buffer is its prefetch level (``tuning.WGMMA_CANDIDATES``).
+    config["PREFETCH"] = int(first.config.get("PREFETCH", first.config.get("KEY_BUFFERS", 1) - 1))
     return config
 

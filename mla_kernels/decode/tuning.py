@@ -18,7 +18,7 @@ from pathlib import Path
 import torch
 
 from .. import _common
-from ..arch import has_warpgroup_mma, kept_by_compile, profile_target
+from ..arch import has_warpgroup_mma, has_wgmma, kept_by_compile, profile_target
 from ..record import LaunchRecord
 
 _SOURCE_HASH: str | None = None
@@ -37,9 +37,11 @@ class MmaConfig:
     prefetch: int = 0  # next tile's: 0 nothing, 1 indices, 2 indices and bytes, 3 indices and scale bytes
     block_d: int = 0  # 0: one fused pass; else two passes, BLOCK_D output columns per program of the second
     source: str = "default"  # default | cache | tuned | fixed | fallback
-    # The Gluon kernel (``gluon_kernels``): 64 heads a CTA, keys dequantized once. Keyword-only, so the
-    # positional form above is unchanged.
+    # The Gluon kernels: 64 heads a CTA, keys dequantized once; ``gluon_kernels`` (mma_v2), or with
+    # ``wgmma`` ``wgmma_kernels`` (sm_90; ``num_stages`` is then its cp.async ring's depth). Keyword-only,
+    # so the positional form above is unchanged.
     gluon: bool = field(default=False, kw_only=True)
+    wgmma: bool = field(default=False, kw_only=True)
 
     @property
     def tile(self) -> tuple[int, ...]:
@@ -47,13 +49,15 @@ class MmaConfig:
         the keep rule's key (``mla_kernels.arch.SPILL_ALLOWED``); the split count and the source do not
         change the kernel."""
         tile = (self.block_h, self.block_n, self.num_warps, self.num_stages, self.prefetch, self.block_d)
-        return (*tile, 1) if self.gluon else tile
+        return (*tile, 2 if self.wgmma else 1) if self.gluon else tile
 
     @property
     def label(self) -> str:
         """``64x64x8x2 pf3``: BLOCK_H x BLOCK_N x warps x stages, then the prefetch level; two-pass configs
         ``64x64x8x1 2-pass d128`` (output columns per program of the second pass)."""
         tile = f"{self.block_h}x{self.block_n}x{self.num_warps}x{self.num_stages}"
+        if self.wgmma:
+            return f"{tile} pf{self.prefetch} wgmma"
         if self.gluon:
             return f"{tile} pf{self.prefetch} gluon"
         return f"{tile} " + (f"2-pass d{self.block_d}" if self.block_d else f"pf{self.prefetch}")
@@ -61,15 +65,16 @@ class MmaConfig:
     @classmethod
     def parse(cls, text: str, num_splits: int = 1, source: str = "fixed") -> MmaConfig:
         """``64x64x8x2x3`` (fused: BLOCK_H x BLOCK_N x warps x stages x PREFETCH), ``64x64x8x1x0x128``
-        (... x PREFETCH x BLOCK_D) or ``64x32x8x1x0g`` (the Gluon kernel); ValueError naming the text
-        otherwise."""
+        (... x PREFETCH x BLOCK_D), ``64x32x8x1x0g`` (the Gluon kernel) or ``64x32x8x1x0w`` (the Gluon
+        wgmma kernel, stages its ring depth); ValueError naming the text otherwise."""
         body = text.strip()
-        gluon = body.endswith("g")
-        parts = body.removesuffix("g").split("x")
+        wgmma = body.endswith("w")
+        gluon = wgmma or body.endswith("g")
+        parts = body.removesuffix("g").removesuffix("w").split("x")
         if len(parts) not in (5, 6) or not all(p.isdigit() for p in parts):
             raise ValueError(f"config {text!r} is not BLOCK_HxBLOCK_NxWARPSxSTAGESxPREFETCH[xBLOCK_D]")
         bh, bn, warps, stages, prefetch, block_d = (int(p) for p in [*parts, "0"][:6])
-        return cls(bh, bn, warps, stages, num_splits, prefetch, block_d, source, gluon=gluon)
+        return cls(bh, bn, warps, stages, num_splits, prefetch, block_d, source, gluon=gluon, wgmma=wgmma)
 
     @classmethod
     def of_record(cls, record: LaunchRecord) -> MmaConfig:
@@ -77,7 +82,7 @@ class MmaConfig:
         c = record.config
         return cls(int(c["BLOCK_H"]), int(c["BLOCK_N"]), int(c["num_warps"]), int(c["num_stages"]),
                    int(c["NUM_SPLITS"]), int(c["PREFETCH"]), int(c["BLOCK_D"]), record.source,
-                   gluon=record.impl == "gluon")  # fmt: skip
+                   gluon=record.impl == "gluon", wgmma=record.kernel.startswith("_wgmma"))  # fmt: skip
 
 
 def launch_label(record: LaunchRecord) -> str:
@@ -133,10 +138,19 @@ GLUON_CANDIDATES: tuple[MmaConfig, ...] = tuple(
 )
 
 
+# The Gluon wgmma kernel (``wgmma_kernels``, sm_90 only): tokens per tile x ring stages x PREFETCH (1: two
+# key buffers, a tile's P V during the next one's dequant; 0: one), 8 warps (two warpgroups, each half of
+# the [64, 512] output). The fastest two of five measured on the H200, 64 tokens at 32+ requests, 32 below
+# (docs/measurements/wgmma_decode_session22.log); the 64-token tile spills 8-48 B (SPILL_ALLOWED on sm_90).
+WGMMA_CANDIDATES: tuple[MmaConfig, ...] = tuple(
+    MmaConfig(64, bn, 8, 2, 1, prefetch, gluon=True, wgmma=True) for bn, prefetch in ((64, 0), (32, 1))
+)
+
+
 def arch_candidates(capability: int, impl: str = "mma") -> tuple[MmaConfig, ...]:
     """The candidates of an impl (``mma`` or ``gluon``) worth compiling for an architecture."""
     if impl == "gluon":
-        return GLUON_CANDIDATES
+        return GLUON_CANDIDATES + (WGMMA_CANDIDATES if has_wgmma(capability) else ())
     if has_warpgroup_mma(capability):
         return CANDIDATES
     return tuple(c for c in CANDIDATES if c.block_h < WARPGROUP_BLOCK_H or c.block_d)
@@ -200,7 +214,7 @@ def _source_hash() -> str:
     if _SOURCE_HASH is None:
         here = Path(__file__).parent
         h = hashlib.sha256()
-        for name in ("kernels.py", "gluon_kernels.py", "launch.py", "tuning.py"):
+        for name in ("kernels.py", "gluon_kernels.py", "wgmma_kernels.py", "launch.py", "tuning.py"):
             h.update((here / name).read_bytes())
         _SOURCE_HASH = h.hexdigest()[:16]
     return _SOURCE_HASH

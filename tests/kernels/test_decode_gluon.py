@@ -12,8 +12,20 @@ from dataclasses import replace
 import pytest
 import torch
 
-from mla_kernels import make_decode_inputs, sparse_mla_decode, sparse_mla_decode_with_record
-from mla_kernels.decode import GLUON_CANDIDATES, decode_with_config, gluon_kernels, gluon_unavailable
+from mla_kernels import _common, make_decode_inputs, sparse_mla_decode, sparse_mla_decode_with_record
+from mla_kernels.arch import has_wgmma
+from mla_kernels.decode import (
+    GLUON_CANDIDATES,
+    WGMMA_CANDIDATES,
+    MmaConfig,
+    decode_with_config,
+    gluon_kernels,
+    gluon_unavailable,
+    launch_label,
+    mma_launches,
+)
+from mla_kernels.decode.launch import _mma_config
+from mla_kernels.record import KernelRun, LaunchRecord
 from mla_kernels.testing import check_decode
 
 needs_gluon = pytest.mark.skipif(not gluon_kernels.AVAILABLE, reason="this Triton has no Gluon mma_v2")
@@ -46,6 +58,23 @@ def test_a_fixed_gluon_config_where_it_cannot_run_says_why(device):
         decode_with_config(inp.q, inp.kv_cache, inp.indices, GLUON_CANDIDATES[0])
 
 
+@needs_gluon
+@pytest.mark.parametrize("cfg", WGMMA_CANDIDATES, ids=lambda c: c.label)
+def test_a_wgmma_launch_records_the_config_it_was_built_from(cfg, monkeypatch):
+    # Ring stages travel as num_stages, the key buffers as PREFETCH + 1; the record reads both back.
+    monkeypatch.setattr("mla_kernels.decode.launch._common.interpreting", lambda: False)  # built, not run
+    meta = (torch.empty(2, 128, 512, dtype=torch.bfloat16, device="meta"),
+            torch.empty(8, 149_504, dtype=torch.uint8, device="meta"),
+            torch.empty(2, 512, dtype=torch.int32, device="meta"))  # fmt: skip
+    launches = mma_launches(*meta, 512**-0.5, replace(cfg, num_splits=4))[0]
+    assert [launch.name for launch in launches] == ["wgmma", "combine"]
+    assert launches[0].grid == (2, 2, 4) and launches[0].constexprs["KEY_BUFFERS"] == cfg.prefetch + 1
+    runs = tuple(KernelRun.of(launch, None) for launch in launches)
+    record = LaunchRecord("decode", "gluon", runs, _mma_config(runs))
+    assert MmaConfig.of_record(record) == replace(cfg, num_splits=4, source=record.source)
+    assert launch_label(record) == f"{cfg.label} S4"
+
+
 def test_supported_triton_versions_are_pinned():
     assert gluon_kernels.supported("3.6.0") and gluon_kernels.supported("3.9.0+git1234")
     assert not gluon_kernels.supported("3.5.1") and not gluon_kernels.supported("3.10.0")
@@ -60,7 +89,7 @@ import subprocess
 import sys
 from dataclasses import replace
 from mla_kernels import aot
-from mla_kernels.decode import GLUON_CANDIDATES, mma_launches
+from mla_kernels.decode import GLUON_CANDIDATES, WGMMA_CANDIDATES, mma_launches
 meta = [torch.empty(8, 64, 512, dtype=torch.bfloat16, device="meta"),
         torch.empty(64, 149_504, dtype=torch.uint8, device="meta"),
         torch.empty(8, 512, dtype=torch.int32, device="meta")]
@@ -70,32 +99,42 @@ for cap in (90, 120):
         launch = mma_launches(*meta, 512**-0.5, replace(cfg, num_splits=4))[0][0]
         st = aot.compile_uncached(launch, cap)
         rows.append({"cap": cap, "label": cfg.label, "mma": list(st.mma), "shared": st.shared, "regs": st.registers})
+for cfg in WGMMA_CANDIDATES:  # sm_90 only: wgmma is Hopper's
+    launch = mma_launches(*meta, 512**-0.5, replace(cfg, num_splits=4))[0][0]
+    st = aot.compile_uncached(launch, 90)
+    rows.append({"cap": 90, "label": cfg.label, "mma": list(st.mma), "shared": st.shared, "regs": st.registers})
 print(json.dumps(rows))
 """
 
 
 @needs_gluon
 def test_compiles_for_both_architectures():
-    # Every candidate compiles with this Triton for sm_90 and sm_120 on mma.sync (no wgmma: the same
-    # kernel on both); which ones an architecture keeps is the compile report's and the tuner's rule.
+    # Every mma_v2 candidate compiles with this Triton for sm_90 and sm_120 on mma.sync (the same kernel on
+    # both), every wgmma candidate for sm_90 on wgmma alone, both products (m64n256 for P V, all 64 heads a
+    # warpgroup); which ones an architecture keeps is the compile report's and the tuner's rule.
     # A subprocess without TRITON_INTERPRET: the interpreter compiles nothing.
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     proc = subprocess.run([sys.executable, "-c", _COMPILE], capture_output=True, text=True, env=env, check=False,
                           timeout=600)  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
     rows = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert len(rows) == 2 * len(GLUON_CANDIDATES)
+    assert len(rows) == 2 * len(GLUON_CANDIDATES) + len(WGMMA_CANDIDATES)
     for r in rows:
-        assert r["mma"] and all(m.startswith("mma.sync") for m in r["mma"]), r
+        kind = "wgmma" if r["label"].endswith("wgmma") else "mma.sync"
+        assert r["mma"] and all(m.startswith(kind) for m in r["mma"]), r
         assert 0 < r["shared"] <= 228 * 1024 and 0 < r["regs"] <= 255, r
+    assert all(any("m64n256k16" in m for m in r["mma"]) for r in rows if r["label"].endswith("wgmma"))
 
 
 @pytest.mark.gpu
 @needs_gluon
-@pytest.mark.parametrize("cfg", GLUON_CANDIDATES, ids=lambda c: c.label)
+@pytest.mark.parametrize("cfg", GLUON_CANDIDATES + WGMMA_CANDIDATES, ids=lambda c: c.label)
 @pytest.mark.parametrize("splits", [1, 3])
 @pytest.mark.parametrize(("batch", "heads", "topk"), [(3, 64, 200), (2, 128, 77), (1, 64, 2048)])
 def test_gpu_every_candidate_and_split(cfg, splits, batch, heads, topk):
+    major, minor = _common.capability(torch.device("cuda"))
+    if cfg.wgmma and not has_wgmma(10 * major + minor):
+        pytest.skip("wgmma is sm_90's")
     inp = make_decode_inputs(batch, heads, topk, num_tokens=65536, device="cuda", seed=topk + splits,
                              invalid_frac=0.1)  # fmt: skip
     idx = inp.indices.clone()
@@ -104,7 +143,8 @@ def test_gpu_every_candidate_and_split(cfg, splits, batch, heads, topk):
     idx[0, -1] = 65536 * 4  # beyond the cache: invalid
     ref_out, ref_lse = sparse_mla_decode(inp.q, inp.kv_cache, idx, impl="reference")
     out, lse, record = decode_with_config(inp.q, inp.kv_cache, idx, replace(cfg, num_splits=splits))
-    assert record.impl == "gluon" and record.kernel.startswith("_gluon_decode_kernel")
+    kernel = "_wgmma_decode_kernel" if cfg.wgmma else "_gluon_decode_kernel"
+    assert record.impl == "gluon" and record.kernel.startswith(kernel)
     check_decode(out, lse, ref_out, ref_lse)
     if batch > 1:
         assert torch.isinf(lse[-1]).all() and (lse[-1] > 0).all() and (out[-1] == 0).all()

@@ -14,6 +14,7 @@ from mla_kernels.arch import ARCHS, RESIDENT_BLOCKS, parse_arch, profile_target,
 from mla_kernels.decode import (
     CANDIDATES,
     SPILL_ALLOWED,
+    WGMMA_CANDIDATES,
     MmaConfig,
     arch_candidates,
     launch_label,
@@ -67,7 +68,7 @@ def test_keep_rule_residency_of_grid_barrier_kernels():
 def test_spill_allowances_are_measured_and_never_for_sm120():
     for (capability, spec), why in SPILL_ALLOWED.items():
         assert capability != 120, "a config kept for sm_120 must not spill"
-        tiles = {c.tile for c in CANDIDATES}
+        tiles = {c.tile for c in (*CANDIDATES, *WGMMA_CANDIDATES)}
         assert spec in tiles or spec == ("simt", *simt_tile(capability)) or str(spec[0]).startswith("indexer.")
         assert " us " in why  # each names its measurement
     assert simt_tile(120) == (16, 4)  # the spill-free SIMT tile off sm_90
@@ -88,6 +89,9 @@ def test_one_config_type_from_text_to_label():
     two_pass = MmaConfig.parse("64x128x8x1x0x128", num_splits=1, source="default")
     assert two_pass.block_d == 128 and two_pass in CANDIDATES
     assert fused.label == "64x64x8x2 pf3" and two_pass.label == "64x128x8x1 2-pass d128"
+    wgmma = MmaConfig.parse("64x64x8x2x0w", source="default")
+    assert wgmma == WGMMA_CANDIDATES[0] and wgmma.label == "64x64x8x2 pf0 wgmma"
+    assert wgmma.tile != MmaConfig.parse("64x64x8x2x0g").tile != fused.tile  # three kernels, three keep keys
     for bad in ("64x64x8", "64x64x8x2x3x0x1", "64xAx8x2x3"):
         with pytest.raises(ValueError, match=f"'{bad}' is not BLOCK_HxBLOCK_NxWARPSxSTAGESxPREFETCH"):
             MmaConfig.parse(bad)
