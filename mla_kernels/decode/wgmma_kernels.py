@@ -29,6 +29,7 @@ if AVAILABLE:
     # 3.6 calls the cp.async copy async_copy_global_to_shared, later releases async_load.
     _cp_async = getattr(async_copy, "async_load", None) or async_copy.async_copy_global_to_shared
     _cta_barrier = gluon_kernels._cta_barrier
+    _assert_shapes = gluon_kernels._assert_shapes
 
     _PAGE_TOKENS = gl.constexpr(cache.TOKENS_PER_PAGE)
     _NOPE = gl.constexpr(cache.NOPE_DIM)
@@ -172,11 +173,9 @@ if AVAILABLE:
         BLOCK_H: gl.constexpr, BLOCK_N: gl.constexpr, SPLIT: gl.constexpr, STAGES: gl.constexpr,
         KEY_BUFFERS: gl.constexpr,
     ):  # fmt: skip
-        gl.static_assert(BLOCK_H == 64, "wgmma decode: one CTA holds all 64 heads of a block")
+        _assert_shapes(BLOCK_H)  # the mma_v2 kernel's: 64 heads a CTA, the cache layout both are written for
         gl.static_assert(STAGES >= 2, "wgmma decode: at least two ring stages")
         gl.static_assert(KEY_BUFFERS == 1 or KEY_BUFFERS == 2, "wgmma decode: one or two key buffers")
-        gl.static_assert(_NOPE == 7 * 64 and _DATA_BYTES == _NOPE + 128 and _SCALE_BYTES == 8,
-                         "wgmma decode: 7 FP8 groups of 64, a 64-value bf16 rope, 8 scale bytes per token")
         S_L: gl.constexpr = _layouts(BLOCK_N)[0]
         O_L: gl.constexpr = _layouts(BLOCK_N)[1]
         P_OP: gl.constexpr = _layouts(BLOCK_N)[2]
