@@ -141,7 +141,7 @@ GLUON_CANDIDATES: tuple[MmaConfig, ...] = tuple(
 # The Gluon wgmma kernel (``wgmma_kernels``, sm_90 only): tokens per tile x ring stages x PREFETCH (1: two
 # key buffers, a tile's P V during the next one's dequant; 0: one), 8 warps (two warpgroups, each half of
 # the [64, 512] output). The fastest two of five measured on the H200, 64 tokens at 32+ requests, 32 below
-# (docs/measurements/wgmma_decode_session22.log); the 64-token tile spills 8-48 B (SPILL_ALLOWED on sm_90).
+# (docs/measurements/wgmma_decode_session22.log); the 64-token tile spills 8-40 B (SPILL_ALLOWED on sm_90).
 WGMMA_CANDIDATES: tuple[MmaConfig, ...] = tuple(
     MmaConfig(64, bn, 8, 2, 1, prefetch, gluon=True, wgmma=True) for bn, prefetch in ((64, 0), (32, 1))
 )
