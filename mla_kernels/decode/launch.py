@@ -268,10 +268,7 @@ def mma_launches(
     launches = [
         _common.KernelLaunch(
             "mma", kernel or _mma_decode_kernel, (batch, heads // cfg.block_h, splits),
-            (q, kv_cache, kv_cache.view(torch.bfloat16), indices, out, lse, opart, lpart,
-             q.stride(0), q.stride(1), kv_cache.stride(0), indices.stride(0),
-             out.stride(0), out.stride(1), lse.stride(0),
-             kv_cache.shape[0] * TOKENS_PER_PAGE, topk, scale * LOG2E, heads, splits, split_len),
+            _split_args(q, kv_cache, indices, scale, (out, lse, opart, lpart), splits, split_len),
             {"BLOCK_H": cfg.block_h, "BLOCK_N": cfg.block_n, "SPLIT": splits > 1,
              "DOT_F32": _common.interpreting(), "PREFETCH": cfg.prefetch},
             num_warps=cfg.num_warps, num_stages=cfg.num_stages,
@@ -280,6 +277,19 @@ def mma_launches(
     if splits > 1:
         launches.append(combine_launch(opart, lpart, out, lse, splits))
     return launches, out, lse
+
+
+def _split_args(
+    q: torch.Tensor, kv_cache: torch.Tensor, indices: torch.Tensor, scale: float,
+    outputs: tuple[torch.Tensor, ...], splits: int, split_len: int,
+) -> tuple[object, ...]:
+    """The runtime arguments of every split decode kernel (MMA, both Gluon ones), in their shared order;
+    ``outputs`` is ``_split_outputs``'s (out, lse, opart, lpart)."""
+    out, lse, _, _ = outputs
+    return (q, kv_cache, kv_cache.view(torch.bfloat16), indices, *outputs,
+            q.stride(0), q.stride(1), kv_cache.stride(0), indices.stride(0), out.stride(0), out.stride(1),
+            lse.stride(0), kv_cache.shape[0] * TOKENS_PER_PAGE, indices.shape[1], scale * LOG2E, q.shape[1],
+            splits, split_len)  # fmt: skip
 
 
 def _split_outputs(q: torch.Tensor, splits: int) -> tuple[torch.Tensor, ...]:
@@ -305,9 +315,7 @@ def _gluon_launches(
     topk = indices.shape[1]
     splits, split_len = split_plan(topk, cfg.block_n, cfg.num_splits)
     out, lse, opart, lpart = _split_outputs(q, splits)
-    args = (q, kv_cache, kv_cache.view(torch.bfloat16), indices, out, lse, opart, lpart,
-            q.stride(0), q.stride(1), kv_cache.stride(0), indices.stride(0), out.stride(0), out.stride(1),
-            lse.stride(0), kv_cache.shape[0] * TOKENS_PER_PAGE, topk, scale * LOG2E, heads, splits, split_len)
+    args = _split_args(q, kv_cache, indices, scale, (out, lse, opart, lpart), splits, split_len)
     grid = (batch, heads // gluon_kernels.HEADS, splits)
     shape = {"BLOCK_H": gluon_kernels.HEADS, "BLOCK_N": cfg.block_n, "SPLIT": splits > 1}
     if cfg.wgmma:  # Triton's num_stages does nothing to a Gluon kernel: it records the ring's depth here

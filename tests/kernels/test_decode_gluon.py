@@ -12,8 +12,8 @@ from dataclasses import replace
 import pytest
 import torch
 
-from mla_kernels import _common, make_decode_inputs, sparse_mla_decode, sparse_mla_decode_with_record
-from mla_kernels.arch import has_wgmma
+from mla_kernels import make_decode_inputs, sparse_mla_decode, sparse_mla_decode_with_record
+from mla_kernels.arch import device_capability, has_wgmma
 from mla_kernels.decode import (
     GLUON_CANDIDATES,
     WGMMA_CANDIDATES,
@@ -132,8 +132,7 @@ def test_compiles_for_both_architectures():
 @pytest.mark.parametrize("splits", [1, 3])
 @pytest.mark.parametrize(("batch", "heads", "topk"), [(3, 64, 200), (2, 128, 77), (1, 64, 2048)])
 def test_gpu_every_candidate_and_split(cfg, splits, batch, heads, topk):
-    major, minor = _common.capability(torch.device("cuda"))
-    if cfg.wgmma and not has_wgmma(10 * major + minor):
+    if cfg.wgmma and not has_wgmma(device_capability(torch.device("cuda"))):
         pytest.skip("wgmma is sm_90's")
     inp = make_decode_inputs(batch, heads, topk, num_tokens=65536, device="cuda", seed=topk + splits,
                              invalid_frac=0.1)  # fmt: skip
