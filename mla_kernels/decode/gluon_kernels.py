@@ -160,6 +160,17 @@ if AVAILABLE:
                 gl.zeros([64], gl.float32, gl.SliceLayout(1, MMA)), zero, zero, zero, zero, zero, zero, zero, zero)
 
     @gluon.jit
+    def _online_softmax(s, idx, total_tokens, qk_scale, m_i):
+        """One tile of the base-2 online softmax, both Gluon kernels': scores of invalid slots masked to -inf,
+        the running row max updated; returns (p, alpha, new max), the sums left to the caller's layout."""
+        valid = (idx >= 0) & (idx < total_tokens)
+        s = gl.where(gl.expand_dims(valid, 0), s * qk_scale, float("-inf"))
+        m_new = gl.maximum(m_i, gl.max(s, axis=1))
+        m_safe = gl.where(m_new == float("-inf"), 0.0, m_new)  # all-invalid so far: avoid inf - inf
+        alpha = gl.exp2(m_i - m_safe)
+        return gl.exp2(s - gl.expand_dims(m_safe, 1)), alpha, m_new
+
+    @gluon.jit
     def _attend(q_smem, kn, kr, idx_row, start, end_n, total_tokens, qk_scale, m_i, l_i,
                 o0, o1, o2, o3, o4, o5, o6, o7, BLOCK_N: gl.constexpr, NUM_WARPS: gl.constexpr):  # fmt: skip
         """One tile of the online softmax for 64 heads, keys in shared memory: nope chunks 0-6 of ``kn``
@@ -174,12 +185,7 @@ if AVAILABLE:
             s = mma_v2(q_smem.slice(i * 64, 64).load(A_OP), k_t, s)
         offs_n = start + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, MMA))
         idx = gl.load(idx_row + offs_n, mask=offs_n < end_n, other=-1)
-        valid = (idx >= 0) & (idx < total_tokens)
-        s = gl.where(gl.expand_dims(valid, 0), s * qk_scale, float("-inf"))
-        m_new = gl.maximum(m_i, gl.max(s, axis=1))
-        m_safe = gl.where(m_new == float("-inf"), 0.0, m_new)  # all-invalid so far: avoid inf - inf
-        alpha = gl.exp2(m_i - m_safe)
-        p = gl.exp2(s - gl.expand_dims(m_safe, 1))
+        p, alpha, m_new = _online_softmax(s, idx, total_tokens, qk_scale, m_i)
         l_i = l_i * alpha + gl.sum(p, axis=1)
         a2 = gl.expand_dims(alpha, 1)
         p = gl.convert_layout(p.to(gl.bfloat16), A_OP)
@@ -222,6 +228,17 @@ if AVAILABLE:
         _store_chunk(rows, o7, inv, 7, cols)
 
     @gluon.jit
+    def _split_range(idx_ptr, stride_ib, topk, split_len):
+        """This CTA's (request, head block, split), its request's index row and its top-k range
+        [start_n, end_n): the grid both Gluon kernels run on."""
+        pid_b = gl.program_id(0).to(gl.int64)
+        pid_h = gl.program_id(1)
+        pid_s = gl.program_id(2)
+        idx_row = idx_ptr + pid_b * stride_ib
+        start_n = pid_s * split_len
+        return pid_b, pid_h, pid_s, idx_row, start_n, gl.minimum(start_n + split_len, topk)
+
+    @gluon.jit
     def _assert_shapes(BLOCK_H: gl.constexpr):
         gl.static_assert(BLOCK_H == 64, "gluon decode: one CTA holds all 64 heads of a block")
         gl.static_assert(_NOPE == 7 * 64 and _DATA_BYTES == _NOPE + 128 and _SCALE_BYTES == 8,
@@ -239,12 +256,7 @@ if AVAILABLE:
         _assert_shapes(BLOCK_H)
         L3: gl.constexpr = _gather_layouts(BLOCK_N, NUM_WARPS)[0]
         LR: gl.constexpr = _gather_layouts(BLOCK_N, NUM_WARPS)[1]
-        pid_b = gl.program_id(0).to(gl.int64)
-        pid_h = gl.program_id(1)
-        pid_s = gl.program_id(2)
-        idx_row = idx_ptr + pid_b * stride_ib
-        start_n = pid_s * split_len
-        end_n = gl.minimum(start_n + split_len, topk)
+        pid_b, pid_h, pid_s, idx_row, start_n, end_n = _split_range(idx_ptr, stride_ib, topk, split_len)
         q_smem = _stage_q(q_ptr, pid_b, pid_h, stride_qb, stride_qh, NUM_WARPS)
         k_smem = gl.allocate_shared_memory(gl.bfloat16, [8 * BLOCK_N, 64], _SMEM)
         kr = k_smem.slice(7 * BLOCK_N, BLOCK_N)

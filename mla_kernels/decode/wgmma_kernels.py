@@ -30,6 +30,8 @@ if AVAILABLE:
     _cp_async = getattr(async_copy, "async_load", None) or async_copy.async_copy_global_to_shared
     _cta_barrier = gluon_kernels._cta_barrier
     _assert_shapes = gluon_kernels._assert_shapes
+    _online_softmax = gluon_kernels._online_softmax
+    _split_range = gluon_kernels._split_range
 
     _PAGE_TOKENS = gl.constexpr(cache.TOKENS_PER_PAGE)
     _NOPE = gl.constexpr(cache.NOPE_DIM)
@@ -136,12 +138,7 @@ if AVAILABLE:
         """Mask and scale one tile's scores, update the running max and the running sums; returns (p, alpha,
         m, sums). The sums stay per score column ([64, N], summed over the columns once at the end): a row
         sum each tile would be another exchange between the two warpgroups."""
-        valid = (idx >= 0) & (idx < total_tokens)
-        s = gl.where(gl.expand_dims(valid, 0), s * qk_scale, float("-inf"))
-        m_new = gl.maximum(m_i, gl.max(s, axis=1))
-        m_safe = gl.where(m_new == float("-inf"), 0.0, m_new)  # all-invalid so far: avoid inf - inf
-        alpha = gl.exp2(m_i - m_safe)
-        p = gl.exp2(s - gl.expand_dims(m_safe, 1))
+        p, alpha, m_new = _online_softmax(s, idx, total_tokens, qk_scale, m_i)
         return p, alpha, m_new, l_acc * gl.expand_dims(alpha, 1) + p
 
     @gluon.jit
@@ -179,12 +176,7 @@ if AVAILABLE:
         S_L: gl.constexpr = _layouts(BLOCK_N)[0]
         O_L: gl.constexpr = _layouts(BLOCK_N)[1]
         P_OP: gl.constexpr = _layouts(BLOCK_N)[2]
-        pid_b = gl.program_id(0).to(gl.int64)
-        pid_h = gl.program_id(1)
-        pid_s = gl.program_id(2)
-        idx_row = idx_ptr + pid_b * stride_ib
-        start_n = pid_s * split_len
-        end_n = gl.minimum(start_n + split_len, topk)
+        pid_b, pid_h, pid_s, idx_row, start_n, end_n = _split_range(idx_ptr, stride_ib, topk, split_len)
 
         raw_ring = gl.allocate_shared_memory(gl.uint8, [STAGES, BLOCK_N, 8, 64], _RAW3)
         rope_ring = gl.allocate_shared_memory(gl.bfloat16, [STAGES, BLOCK_N, 64], _RAW2)
