@@ -103,7 +103,7 @@ EXPECTED_LAUNCH: dict[tuple[str, str], tuple[str | tuple[str, ...], tuple[str, .
     ("decode", "simt"): ("_simt_decode_kernel", ("BLOCK_N", "num_warps")),
     ("decode", "mma"): (("_mma_decode_kernel", "_scores_pass_kernel+_output_pass_kernel"),
                         ("BLOCK_H", "BLOCK_N", "NUM_SPLITS", "num_warps")),
-    ("decode", "gluon"): (("_gluon_decode_kernel", "_wgmma_decode_kernel"),
+    ("decode", "gluon"): (("_gluon_decode_kernel", "_wgmma_decode_kernel", "_wgmma_ws_decode_kernel"),
                           ("BLOCK_H", "BLOCK_N", "NUM_SPLITS", "num_warps")),
     ("indexer", "fp32_maxctx"): ("_fp32_maxctx_scores_kernel", ("BLOCK_T",)),
     ("indexer", "bf16"): (("_bf16_scores_kernel", "_coop_topk_kernel"), ("BLOCK_T", "SELECT_BLOCK")),

@@ -1,11 +1,11 @@
-"""Sparse MLA decode: kernels (``kernels``; the Gluon ones in ``gluon_kernels`` and, for sm_90, ``wgmma_kernels``),
-launchers (``launch``), MMA and Gluon autotuner (``tuning``).
+"""Sparse MLA decode: kernels (``kernels``; the Gluon ones in ``gluon_kernels`` and, for sm_90, ``wgmma_kernels``
+and its warp-specialized form ``wgmma_ws_kernels``), launchers (``launch``), MMA and Gluon autotuner (``tuning``).
 
 The cache layout it reads is ``mla_kernels.cache``; its torch reference is ``mla_kernels.reference``.
 """
 
 from ..arch import SPILL_ALLOWED, verdict
-from . import gluon_kernels, wgmma_kernels
+from . import gluon_kernels, wgmma_kernels, wgmma_ws_kernels
 from .launch import (
     IMPLS,
     KERNELS,
@@ -46,6 +46,7 @@ __all__ = [
     "decode_with_config",
     "gluon_kernels",
     "wgmma_kernels",
+    "wgmma_ws_kernels",
     "gluon_unavailable",
     "judged_launches",
     "config_split_counts",

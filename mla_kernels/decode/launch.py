@@ -23,7 +23,7 @@ from ..cache import (
 )
 from ..record import KernelRun, LaunchRecord
 from ..reference import sparse_mla_decode_reference, sparse_mla_decode_torch
-from . import gluon_kernels, wgmma_kernels
+from . import gluon_kernels, wgmma_kernels, wgmma_ws_kernels
 from .kernels import (
     _combine_kernel,
     _mma_decode_kernel,
@@ -45,6 +45,7 @@ KERNELS = {
     "output": _output_pass_kernel,
     **({"gluon": gluon_kernels._gluon_decode_kernel} if gluon_kernels.AVAILABLE else {}),
     **({"wgmma": wgmma_kernels._wgmma_decode_kernel} if wgmma_kernels.AVAILABLE else {}),
+    **({"wgmma_ws": wgmma_ws_kernels._wgmma_ws_decode_kernel} if wgmma_ws_kernels.AVAILABLE else {}),
 }
 # SIMT tile (BLOCK_N, warps) by architecture. 16 x 4 compiles spill-free on sm_90 and sm_120; 32 x 4 spills on
 # both but measured faster than every spill-free tile on an H200 (docs/measurements/simt_tiles_ab_1ecadfb.log),
@@ -318,7 +319,13 @@ def _gluon_launches(
     args = _split_args(q, kv_cache, indices, scale, (out, lse, opart, lpart), splits, split_len)
     grid = (batch, heads // gluon_kernels.HEADS, splits)
     shape = {"BLOCK_H": gluon_kernels.HEADS, "BLOCK_N": cfg.block_n, "SPLIT": splits > 1}
-    if cfg.wgmma:  # Triton's num_stages does nothing to a Gluon kernel: it records the ring's depth here
+    if cfg.specialized:  # num_warps: the consumers' (the producer warpgroup comes on top, warp_specialize's)
+        ws = wgmma_ws_kernels
+        launch = _common.KernelLaunch("wgmma_ws", ws._wgmma_ws_decode_kernel, grid, args,
+                                      {**shape, "STAGES": cfg.num_stages, "KEY_BUFFERS": cfg.prefetch + 1,
+                                       "PRODUCER_REGS": ws.PRODUCER_REGS, "DQ_ROWS": ws.DQ_ROWS},
+                                      num_warps=ws.NUM_WARPS, num_stages=cfg.num_stages)  # fmt: skip
+    elif cfg.wgmma:  # Triton's num_stages does nothing to a Gluon kernel: it records the ring's depth here
         launch = _common.KernelLaunch("wgmma", wgmma_kernels._wgmma_decode_kernel, grid, args,
                                       {**shape, "STAGES": cfg.num_stages, "KEY_BUFFERS": cfg.prefetch + 1},
                                       num_warps=wgmma_kernels.NUM_WARPS, num_stages=cfg.num_stages)  # fmt: skip

@@ -38,18 +38,21 @@ class MmaConfig:
     block_d: int = 0  # 0: one fused pass; else two passes, BLOCK_D output columns per program of the second
     source: str = "default"  # default | cache | tuned | fixed | fallback
     # The Gluon kernels: 64 heads a CTA, keys dequantized once; ``gluon_kernels`` (mma_v2), or with
-    # ``wgmma`` ``wgmma_kernels`` (sm_90; ``num_stages`` is then its cp.async ring's depth). Keyword-only,
-    # so the positional form above is unchanged.
+    # ``wgmma`` ``wgmma_kernels`` (sm_90; ``num_stages`` is then its cp.async ring's depth), with ``specialized``
+    # too its warp-specialized form (``wgmma_ws_kernels``: a producer warpgroup beside the two consumer ones).
+    # Keyword-only, so the positional form above is unchanged.
     gluon: bool = field(default=False, kw_only=True)
     wgmma: bool = field(default=False, kw_only=True)
+    specialized: bool = field(default=False, kw_only=True)
 
     @property
     def tile(self) -> tuple[int, ...]:
-        """(BLOCK_H, BLOCK_N, warps, stages, PREFETCH, BLOCK_D[, 1 for Gluon]): what compiles differently,
+        """(BLOCK_H, BLOCK_N, warps, stages, PREFETCH, BLOCK_D[, 1 | 2 | 3 for the three Gluon kernels]): what
+        compiles differently,
         the keep rule's key (``mla_kernels.arch.SPILL_ALLOWED``); the split count and the source do not
         change the kernel."""
         tile = (self.block_h, self.block_n, self.num_warps, self.num_stages, self.prefetch, self.block_d)
-        return (*tile, 2 if self.wgmma else 1) if self.gluon else tile
+        return (*tile, 3 if self.specialized else 2 if self.wgmma else 1) if self.gluon else tile
 
     @property
     def label(self) -> str:
@@ -57,7 +60,7 @@ class MmaConfig:
         ``64x64x8x1 2-pass d128`` (output columns per program of the second pass)."""
         tile = f"{self.block_h}x{self.block_n}x{self.num_warps}x{self.num_stages}"
         if self.wgmma:
-            return f"{tile} pf{self.prefetch} wgmma"
+            return f"{tile} pf{self.prefetch} {'ws-' if self.specialized else ''}wgmma"
         if self.gluon:
             return f"{tile} pf{self.prefetch} gluon"
         return f"{tile} " + (f"2-pass d{self.block_d}" if self.block_d else f"pf{self.prefetch}")
@@ -65,16 +68,19 @@ class MmaConfig:
     @classmethod
     def parse(cls, text: str, num_splits: int = 1, source: str = "fixed") -> MmaConfig:
         """``64x64x8x2x3`` (fused: BLOCK_H x BLOCK_N x warps x stages x PREFETCH), ``64x64x8x1x0x128``
-        (... x PREFETCH x BLOCK_D), ``64x32x8x1x0g`` (the Gluon kernel) or ``64x32x8x1x0w`` (the Gluon
-        wgmma kernel, stages its ring depth); ValueError naming the text otherwise."""
+        (... x PREFETCH x BLOCK_D), ``64x32x8x1x0g`` (the Gluon kernel), ``64x32x8x1x0w`` (the Gluon
+        wgmma kernel, stages its ring depth) or ``64x32x8x3x1s`` (its warp-specialized form); ValueError naming
+        the text otherwise."""
         body = text.strip()
-        wgmma = body.endswith("w")
+        specialized = body.endswith("s")
+        wgmma = specialized or body.endswith("w")
         gluon = wgmma or body.endswith("g")
-        parts = body.removesuffix("g").removesuffix("w").split("x")
+        parts = body.removesuffix("g").removesuffix("w").removesuffix("s").split("x")
         if len(parts) not in (5, 6) or not all(p.isdigit() for p in parts):
             raise ValueError(f"config {text!r} is not BLOCK_HxBLOCK_NxWARPSxSTAGESxPREFETCH[xBLOCK_D]")
         bh, bn, warps, stages, prefetch, block_d = (int(p) for p in [*parts, "0"][:6])
-        return cls(bh, bn, warps, stages, num_splits, prefetch, block_d, source, gluon=gluon, wgmma=wgmma)
+        return cls(bh, bn, warps, stages, num_splits, prefetch, block_d, source, gluon=gluon, wgmma=wgmma,
+                   specialized=specialized)
 
     @classmethod
     def of_record(cls, record: LaunchRecord) -> MmaConfig:
@@ -82,7 +88,8 @@ class MmaConfig:
         c = record.config
         return cls(int(c["BLOCK_H"]), int(c["BLOCK_N"]), int(c["num_warps"]), int(c["num_stages"]),
                    int(c["NUM_SPLITS"]), int(c["PREFETCH"]), int(c["BLOCK_D"]), record.source,
-                   gluon=record.impl == "gluon", wgmma=record.kernel.startswith("_wgmma"))  # fmt: skip
+                   gluon=record.impl == "gluon", wgmma=record.kernel.startswith("_wgmma"),
+                   specialized=record.kernel.startswith("_wgmma_ws"))  # fmt: skip
 
 
 def launch_label(record: LaunchRecord) -> str:
@@ -142,8 +149,12 @@ GLUON_CANDIDATES: tuple[MmaConfig, ...] = tuple(
 # key buffers, a tile's P V during the next one's dequant; 0: one), 8 warps (two warpgroups, each half of
 # the [64, 512] output). The fastest two of five measured on the H200, 64 tokens at 32+ requests, 32 below
 # (docs/measurements/wgmma_decode_session22.log); the 64-token tile spills 8-40 B (SPILL_ALLOWED on sm_90).
-WGMMA_CANDIDATES: tuple[MmaConfig, ...] = tuple(
-    MmaConfig(64, bn, 8, 2, 1, prefetch, gluon=True, wgmma=True) for bn, prefetch in ((64, 0), (32, 1))
+# Then its warp-specialized form (``wgmma_ws_kernels``): 32-token tiles, a ring of 3, two key buffers; the
+# fastest of the forms timed in sessions 23-24 at 64 and 128 requests (docs/measurements/
+# wgmma_ws_rows_session24.log), spilling 8 B (SPILL_ALLOWED on sm_90).
+WGMMA_CANDIDATES: tuple[MmaConfig, ...] = (
+    *(MmaConfig(64, bn, 8, 2, 1, prefetch, gluon=True, wgmma=True) for bn, prefetch in ((64, 0), (32, 1))),
+    MmaConfig(64, 32, 8, 3, 1, 1, gluon=True, wgmma=True, specialized=True),
 )
 
 
@@ -214,7 +225,8 @@ def _source_hash() -> str:
     if _SOURCE_HASH is None:
         here = Path(__file__).parent
         h = hashlib.sha256()
-        for name in ("kernels.py", "gluon_kernels.py", "wgmma_kernels.py", "launch.py", "tuning.py"):
+        for name in ("kernels.py", "gluon_kernels.py", "wgmma_kernels.py", "wgmma_ws_kernels.py", "launch.py",
+                     "tuning.py"):
             h.update((here / name).read_bytes())
         _SOURCE_HASH = h.hexdigest()[:16]
     return _SOURCE_HASH

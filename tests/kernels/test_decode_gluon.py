@@ -24,7 +24,7 @@ from mla_kernels.decode import (
     launch_label,
     mma_launches,
 )
-from mla_kernels.decode.launch import _mma_config
+from mla_kernels.decode.launch import _mma_config, split_plan
 from mla_kernels.record import KernelRun, LaunchRecord
 from mla_kernels.testing import check_decode
 
@@ -67,7 +67,7 @@ def test_a_wgmma_launch_records_the_config_it_was_built_from(cfg, monkeypatch):
             torch.empty(8, 149_504, dtype=torch.uint8, device="meta"),
             torch.empty(2, 512, dtype=torch.int32, device="meta"))  # fmt: skip
     launches = mma_launches(*meta, 512**-0.5, replace(cfg, num_splits=4))[0]
-    assert [launch.name for launch in launches] == ["wgmma", "combine"]
+    assert [launch.name for launch in launches] == ["wgmma_ws" if cfg.specialized else "wgmma", "combine"]
     assert launches[0].grid == (2, 2, 4) and launches[0].constexprs["KEY_BUFFERS"] == cfg.prefetch + 1
     runs = tuple(KernelRun.of(launch, None) for launch in launches)
     record = LaunchRecord("decode", "gluon", runs, _mma_config(runs))
@@ -142,9 +142,11 @@ def test_gpu_every_candidate_and_split(cfg, splits, batch, heads, topk):
     idx[0, -1] = 65536 * 4  # beyond the cache: invalid
     ref_out, ref_lse = sparse_mla_decode(inp.q, inp.kv_cache, idx, impl="reference")
     out, lse, record = decode_with_config(inp.q, inp.kv_cache, idx, replace(cfg, num_splits=splits))
-    kernel = "_wgmma_decode_kernel" if cfg.wgmma else "_gluon_decode_kernel"
+    kernel = "_wgmma_ws_decode_kernel" if cfg.specialized else "_wgmma_decode_kernel" if cfg.wgmma else "_gluon_"
     assert record.impl == "gluon" and record.kernel.startswith(kernel)
     check_decode(out, lse, ref_out, ref_lse)
+    ran = split_plan(topk, cfg.block_n, splits)[0]  # fewer splits where the top-k has fewer tiles
+    assert MmaConfig.of_record(record) == replace(cfg, num_splits=ran, source=record.source)
     if batch > 1:
         assert torch.isinf(lse[-1]).all() and (lse[-1] > 0).all() and (out[-1] == 0).all()
     assert not torch.isnan(out).any()
