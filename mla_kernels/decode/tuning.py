@@ -149,12 +149,13 @@ GLUON_CANDIDATES: tuple[MmaConfig, ...] = tuple(
 # key buffers, a tile's P V during the next one's dequant; 0: one), 8 warps (two warpgroups, each half of
 # the [64, 512] output). The fastest two of five measured on the H200, 64 tokens at 32+ requests, 32 below
 # (docs/measurements/wgmma_decode_session22.log); the 64-token tile spills 8-40 B (SPILL_ALLOWED on sm_90).
-# Then its warp-specialized form (``wgmma_ws_kernels``): 32-token tiles, a ring of 3, two key buffers; the
-# fastest of the forms timed in sessions 23-24 at 64 and 128 requests (docs/measurements/
-# wgmma_ws_rows_session24.log), spilling 8 B (SPILL_ALLOWED on sm_90).
+# Then its warp-specialized form (``wgmma_ws_kernels``): 64-token tiles with a ring of 2 and one key buffer,
+# 32-token tiles with a ring of 3 and two; the fastest two of the eight forms timed in session 24 at 64 and
+# 128 requests (docs/measurements/wgmma_ws_rows_session24.log), spilling 24 / 8 B (SPILL_ALLOWED on sm_90).
 WGMMA_CANDIDATES: tuple[MmaConfig, ...] = (
     *(MmaConfig(64, bn, 8, 2, 1, prefetch, gluon=True, wgmma=True) for bn, prefetch in ((64, 0), (32, 1))),
-    MmaConfig(64, 32, 8, 3, 1, 1, gluon=True, wgmma=True, specialized=True),
+    *(MmaConfig(64, bn, 8, stages, 1, prefetch, gluon=True, wgmma=True, specialized=True)
+      for bn, stages, prefetch in ((64, 2, 0), (32, 3, 1))),
 )
 
 

@@ -93,7 +93,7 @@ def test_one_config_type_from_text_to_label():
     assert wgmma == WGMMA_CANDIDATES[0] and wgmma.label == "64x64x8x2 pf0 wgmma"
     assert wgmma.tile != MmaConfig.parse("64x64x8x2x0g").tile != fused.tile  # three kernels, three keep keys
     ws = MmaConfig.parse("64x32x8x3x1s", source="default")  # the warp-specialized wgmma kernel: a fourth
-    assert ws == WGMMA_CANDIDATES[2] and ws.label == "64x32x8x3 pf1 ws-wgmma" and ws.wgmma and ws.gluon
+    assert ws == WGMMA_CANDIDATES[3] and ws.label == "64x32x8x3 pf1 ws-wgmma" and ws.wgmma and ws.gluon
     assert ws.tile != MmaConfig.parse("64x32x8x3x1w").tile
     for bad in ("64x64x8", "64x64x8x2x3x0x1", "64xAx8x2x3"):
         with pytest.raises(ValueError, match=f"'{bad}' is not BLOCK_HxBLOCK_NxWARPSxSTAGESxPREFETCH"):
