@@ -48,9 +48,8 @@ class MmaConfig:
     @property
     def tile(self) -> tuple[int, ...]:
         """(BLOCK_H, BLOCK_N, warps, stages, PREFETCH, BLOCK_D[, 1 | 2 | 3 for the three Gluon kernels]): what
-        compiles differently,
-        the keep rule's key (``mla_kernels.arch.SPILL_ALLOWED``); the split count and the source do not
-        change the kernel."""
+        compiles differently, the keep rule's key (``mla_kernels.arch.SPILL_ALLOWED``); the split count and the
+        source do not change the kernel."""
         tile = (self.block_h, self.block_n, self.num_warps, self.num_stages, self.prefetch, self.block_d)
         return (*tile, 3 if self.specialized else 2 if self.wgmma else 1) if self.gluon else tile
 
