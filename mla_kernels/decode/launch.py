@@ -319,16 +319,16 @@ def _gluon_launches(
     args = _split_args(q, kv_cache, indices, scale, (out, lse, opart, lpart), splits, split_len)
     grid = (batch, heads // gluon_kernels.HEADS, splits)
     shape = {"BLOCK_H": gluon_kernels.HEADS, "BLOCK_N": cfg.block_n, "SPLIT": splits > 1}
-    if cfg.specialized:  # num_warps: the consumers' (the producer warpgroup comes on top, warp_specialize's)
-        ws = wgmma_ws_kernels
-        launch = _common.KernelLaunch("wgmma_ws", ws._wgmma_ws_decode_kernel, grid, args,
-                                      {**shape, "STAGES": cfg.num_stages, "KEY_BUFFERS": cfg.prefetch + 1,
-                                       "PRODUCER_REGS": ws.PRODUCER_REGS, "DQ_ROWS": ws.DQ_ROWS},
-                                      num_warps=ws.NUM_WARPS, num_stages=cfg.num_stages)  # fmt: skip
-    elif cfg.wgmma:  # Triton's num_stages does nothing to a Gluon kernel: it records the ring's depth here
-        launch = _common.KernelLaunch("wgmma", wgmma_kernels._wgmma_decode_kernel, grid, args,
-                                      {**shape, "STAGES": cfg.num_stages, "KEY_BUFFERS": cfg.prefetch + 1},
-                                      num_warps=wgmma_kernels.NUM_WARPS, num_stages=cfg.num_stages)  # fmt: skip
+    if cfg.wgmma:  # Triton's num_stages does nothing to a Gluon kernel: it records the ring's depth here
+        ring = {**shape, "STAGES": cfg.num_stages, "KEY_BUFFERS": cfg.prefetch + 1}
+        if cfg.specialized:  # num_warps: the consumers' (the producer warpgroup comes on top, warp_specialize's)
+            ws = wgmma_ws_kernels
+            launch = _common.KernelLaunch("wgmma_ws", ws._wgmma_ws_decode_kernel, grid, args,
+                                          {**ring, "PRODUCER_REGS": ws.PRODUCER_REGS, "DQ_ROWS": ws.DQ_ROWS},
+                                          num_warps=ws.NUM_WARPS, num_stages=cfg.num_stages)  # fmt: skip
+        else:
+            launch = _common.KernelLaunch("wgmma", wgmma_kernels._wgmma_decode_kernel, grid, args, ring,
+                                          num_warps=wgmma_kernels.NUM_WARPS, num_stages=cfg.num_stages)  # fmt: skip
     else:
         launch = _common.KernelLaunch("gluon", gluon_kernels._gluon_decode_kernel, grid, args,
                                       {**shape, "NUM_WARPS": cfg.num_warps, "PREFETCH": cfg.prefetch},

@@ -128,6 +128,27 @@ if AVAILABLE:
             k_smem.slice(r, ROWS).store(gl.reshape(keys, [ROWS, 512]))
 
     @gluon.jit
+    def _rings(STAGES: gl.constexpr, BLOCK_N: gl.constexpr, KEY_BUFFERS: gl.constexpr):
+        """The shared memory of both wgmma kernels: the raw ring (FP8 nope, bf16 rope, UE8M0 scales;
+        ``STAGES`` tiles) and the bf16 key buffers the products read."""
+        return (gl.allocate_shared_memory(gl.uint8, [STAGES, BLOCK_N, 8, 64], _RAW3),
+                gl.allocate_shared_memory(gl.bfloat16, [STAGES, BLOCK_N, 64], _RAW2),
+                gl.allocate_shared_memory(gl.uint8, [STAGES, BLOCK_N, 8], _RAW2),
+                gl.allocate_shared_memory(gl.bfloat16, [KEY_BUFFERS, BLOCK_N, 512], _MMA_SMEM))
+
+    @gluon.jit
+    def _prime_ring(raw_ring, rope_ring, exp_ring, cache_ptr, cache16_ptr, idx_row, start_n, end_n, total_tokens,
+                    stride_page, BLOCK_N: gl.constexpr, STAGES: gl.constexpr):  # fmt: skip
+        """The first ``STAGES - 1`` tiles' copies in flight before anything waits; returns the indices of
+        the tile after them (the next one to issue)."""
+        for j in gl.static_range(STAGES - 1):
+            idx_c, idx_r, idx_e = _tile_indices(idx_row, start_n + j * BLOCK_N, end_n, BLOCK_N)
+            _issue_tile(raw_ring.index(j), rope_ring.index(j), exp_ring.index(j), cache_ptr, cache16_ptr,
+                        idx_c, idx_r, idx_e, total_tokens, stride_page, BLOCK_N)  # fmt: skip
+            async_copy.commit_group()
+        return _tile_indices(idx_row, start_n + (STAGES - 1) * BLOCK_N, end_n, BLOCK_N)
+
+    @gluon.jit
     def _stage_q(q_ptr, pid_b, pid_h, stride_qb, stride_qh):
         """q [64 heads, 512] of one head block into shared memory, wgmma's A operand."""
         QL: gl.constexpr = gl.BlockedLayout([1, 8], [4, 8], [_WARPS, 1], [1, 0])
@@ -188,16 +209,9 @@ if AVAILABLE:
         P_OP: gl.constexpr = _layouts(BLOCK_N)[2]
         pid_b, pid_h, pid_s, idx_row, start_n, end_n = _split_range(idx_ptr, stride_ib, topk, split_len)
 
-        raw_ring = gl.allocate_shared_memory(gl.uint8, [STAGES, BLOCK_N, 8, 64], _RAW3)
-        rope_ring = gl.allocate_shared_memory(gl.bfloat16, [STAGES, BLOCK_N, 64], _RAW2)
-        exp_ring = gl.allocate_shared_memory(gl.uint8, [STAGES, BLOCK_N, 8], _RAW2)
-        k_bufs = gl.allocate_shared_memory(gl.bfloat16, [KEY_BUFFERS, BLOCK_N, 512], _MMA_SMEM)
-        for j in gl.static_range(STAGES - 1):  # the first tiles' bytes in flight before anything waits
-            idx_c, idx_r, idx_e = _tile_indices(idx_row, start_n + j * BLOCK_N, end_n, BLOCK_N)
-            _issue_tile(raw_ring.index(j), rope_ring.index(j), exp_ring.index(j), cache_ptr, cache16_ptr,
-                        idx_c, idx_r, idx_e, total_tokens, stride_page, BLOCK_N)  # fmt: skip
-            async_copy.commit_group()
-        idx_c, idx_r, idx_e = _tile_indices(idx_row, start_n + (STAGES - 1) * BLOCK_N, end_n, BLOCK_N)
+        raw_ring, rope_ring, exp_ring, k_bufs = _rings(STAGES, BLOCK_N, KEY_BUFFERS)
+        idx_c, idx_r, idx_e = _prime_ring(raw_ring, rope_ring, exp_ring, cache_ptr, cache16_ptr, idx_row, start_n,
+                                          end_n, total_tokens, stride_page, BLOCK_N, STAGES)  # fmt: skip
         q_smem = _stage_q(q_ptr, pid_b, pid_h, stride_qb, stride_qh)
 
         m_i = gl.full([64], float("-inf"), gl.float32, gl.SliceLayout(1, S_L))

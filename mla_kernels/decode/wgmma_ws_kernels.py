@@ -6,7 +6,7 @@ gathers the raw FP8 rows of the coming tiles with ``cp.async`` into a ring and d
 default partition) run ``S = Q K^T``, the online softmax and ``O += P V`` on the buffer before. The sides
 hand buffers over through mbarriers (``ready``: keys written; ``free``: both products done with them). The
 producer runs on ``PRODUCER_REGS`` registers a thread (``setmaxnreg``), which leaves the consumers the O
-accumulator's 128. Copies, dequant, softmax and the output are ``wgmma_kernels``' own functions; split-K
+accumulator's 128. Shared memory, copies, dequant, softmax and output are ``wgmma_kernels``' own functions; split-K
 partials go through the MMA kernel's LSE combine. Why 16 rows a step and 80 registers, and how it compares
 with the unspecialized kernel: ``docs/gluon-decode.md``.
 """
@@ -42,12 +42,8 @@ if AVAILABLE:
                   KEY_BUFFERS: gl.constexpr, DQ_ROWS: gl.constexpr):  # fmt: skip
         """Gather ``STAGES`` tiles ahead; dequantize tile t into key buffer t % KEY_BUFFERS once the
         consumers have freed it, then mark it ready."""
-        for j in gl.static_range(STAGES - 1):  # the first tiles' bytes in flight before anything waits
-            idx_c, idx_r, idx_e = W._tile_indices(idx_row, start_n + j * BLOCK_N, end_n, BLOCK_N)
-            W._issue_tile(raw_ring.index(j), rope_ring.index(j), exp_ring.index(j), cache_ptr, cache16_ptr,
-                          idx_c, idx_r, idx_e, total_tokens, stride_page, BLOCK_N)  # fmt: skip
-            async_copy.commit_group()
-        idx_c, idx_r, idx_e = W._tile_indices(idx_row, start_n + (STAGES - 1) * BLOCK_N, end_n, BLOCK_N)
+        idx_c, idx_r, idx_e = W._prime_ring(raw_ring, rope_ring, exp_ring, cache_ptr, cache16_ptr, idx_row, start_n,
+                                            end_n, total_tokens, stride_page, BLOCK_N, STAGES)  # fmt: skip
         it = 0
         for start in range(start_n, end_n, BLOCK_N):
             # Tile it + STAGES - 1 into the stage tile it - 1 left (every producer thread is done with it).
@@ -113,10 +109,7 @@ if AVAILABLE:
         gl.static_assert(BLOCK_N % DQ_ROWS == 0, "wgmma ws decode: tiles of whole dequant steps")
         pid_b, pid_h, pid_s, idx_row, start_n, end_n = W._split_range(idx_ptr, stride_ib, topk, split_len)
 
-        raw_ring = gl.allocate_shared_memory(gl.uint8, [STAGES, BLOCK_N, 8, 64], W._RAW3)
-        rope_ring = gl.allocate_shared_memory(gl.bfloat16, [STAGES, BLOCK_N, 64], W._RAW2)
-        exp_ring = gl.allocate_shared_memory(gl.uint8, [STAGES, BLOCK_N, 8], W._RAW2)
-        k_bufs = gl.allocate_shared_memory(gl.bfloat16, [KEY_BUFFERS, BLOCK_N, 512], W._MMA_SMEM)
+        raw_ring, rope_ring, exp_ring, k_bufs = W._rings(STAGES, BLOCK_N, KEY_BUFFERS)
         ready = gl.allocate_shared_memory(gl.int64, [KEY_BUFFERS, 1], mbarrier.MBarrierLayout())
         free = gl.allocate_shared_memory(gl.int64, [KEY_BUFFERS, 1], mbarrier.MBarrierLayout())
         for i in gl.static_range(KEY_BUFFERS):
