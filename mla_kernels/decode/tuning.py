@@ -150,7 +150,8 @@ GLUON_CANDIDATES: tuple[MmaConfig, ...] = tuple(
 # (docs/measurements/wgmma_decode_session22.log); the 64-token tile spills 8-40 B (SPILL_ALLOWED on sm_90).
 # Then its warp-specialized form (``wgmma_ws_kernels``): 64-token tiles with a ring of 2 and one key buffer,
 # 32-token tiles with a ring of 3 and two; the fastest two of the eight forms timed in session 24 at 64 and
-# 128 requests (docs/measurements/wgmma_ws_rows_session24.log), spilling 24 / 8 B (SPILL_ALLOWED on sm_90).
+# 128 requests (docs/measurements/wgmma_ws_rows_session24.log), spilling 8 / 8 B with triton 3.6 since the producer
+# got 88 registers (wgmma_ws_regs_session25.log; SPILL_ALLOWED on sm_90).
 WGMMA_CANDIDATES: tuple[MmaConfig, ...] = (
     *(MmaConfig(64, bn, 8, 2, 1, prefetch, gluon=True, wgmma=True) for bn, prefetch in ((64, 0), (32, 1))),
     *(MmaConfig(64, bn, 8, stages, 1, prefetch, gluon=True, wgmma=True, specialized=True)

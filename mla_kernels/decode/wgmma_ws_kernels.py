@@ -7,7 +7,7 @@ default partition) run ``S = Q K^T``, the online softmax and ``O += P V`` on the
 hand buffers over through mbarriers (``ready``: keys written; ``free``: both products done with them). The
 producer runs on ``PRODUCER_REGS`` registers a thread (``setmaxnreg``), which leaves the consumers the O
 accumulator's 128. Shared memory, copies, dequant, softmax and output are ``wgmma_kernels``' own functions; split-K
-partials go through the MMA kernel's LSE combine. Why 16 rows a step and 80 registers, and how it compares
+partials go through the MMA kernel's LSE combine. Why 16 rows a step and 88 registers, and how it compares
 with the unspecialized kernel: ``docs/gluon-decode.md``.
 """
 
