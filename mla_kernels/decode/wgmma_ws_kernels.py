@@ -58,8 +58,8 @@ if AVAILABLE:
             # Phase parity of the buffer's previous release; a fresh barrier passes parity 1 at once.
             mbarrier.wait(free.index(buf), ((it // KEY_BUFFERS) & 1) ^ 1)
             stage = it % STAGES
-            W._dequant_tile(raw_ring.index(stage), rope_ring.index(stage), exp_ring.index(stage),
-                            k_bufs.index(buf), BLOCK_N, DQ_ROWS)  # fmt: skip
+            W._dequant_rows(raw_ring.index(stage), rope_ring.index(stage), exp_ring.index(stage), k_bufs.index(buf),
+                            BLOCK_N, DQ_ROWS)  # fmt: skip
             fence_async_shared()  # the generic stores above, before the tensor cores read them
             _cta_barrier()  # every producer thread's stores, and its reads of this stage, are done
             mbarrier.arrive(ready.index(buf), count=1)
