@@ -1,10 +1,11 @@
 """Whole decode step (indexer -> top-k -> sparse decode) per layer, side by side, CUDA-graph replay.
 
-Variants: baseline (simt + fp32_maxctx), mma (mma + fp32_maxctx), mma+indexer (mma + bf16).
+Variants: baseline (simt + fp32_maxctx), mma (mma + fp32_maxctx), mma+indexer (mma + bf16), gluon+indexer
+(the Gluon decode + bf16; it runs the MMA kernel where Gluon is unavailable, its launch record says so).
 Cold L2: each graph runs the step of several layers, each with its own caches. Each variant's first layer is
 checked against the reference step (top-k and decode) before it is timed.
 
-    python -m benchmarks.scripts.kernel_step_perf [--batches 1,64] [--contexts 4096,16384,65536]
+    python -m benchmarks.scripts.kernel_step_perf [--batches 1,64] [--contexts 4096,16384,65536] [--variants ...]
 """
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ import json
 import sys
 from pathlib import Path
 
-VARIANTS = {"baseline": ("simt", "fp32_maxctx"), "mma": ("mma", "fp32_maxctx"), "mma+indexer": ("mma", "bf16")}
+VARIANTS = {"baseline": ("simt", "fp32_maxctx"), "mma": ("mma", "fp32_maxctx"), "mma+indexer": ("mma", "bf16"),
+            "gluon+indexer": ("gluon", "bf16")}
 
 
 def check_step(step: object, ref_logits: object) -> None:
@@ -57,13 +59,16 @@ def _measure(batch: int, context: int, args: argparse.Namespace) -> dict[str, ob
                                device="cuda", seed=batch * 10 + i) for i in range(args.layers)]
     row: dict[str, object] = {"batch": batch, "context": context}
     ref_logits = indexer_logits_reference(*layers[0].args()[:5])  # the first layer's, every variant checked on it
-    for variant, (dec, idx) in VARIANTS.items():
+    for variant in args.variants:
+        dec, idx = VARIANTS[variant]
         steps = [DecodeStep(inp, decode_impl=dec, indexer_impl=idx) for inp in layers]
         check_step(steps[0], ref_logits)
         row[variant] = step_us(steps, reps=10 if variant == "baseline" else 30)
-    print(f"B={batch:4d} context {context:6d}  baseline {row['baseline']:9.1f} us  mma {row['mma']:9.1f} us  "
-          f"mma+indexer {row['mma+indexer']:8.1f} us  baseline/mma+indexer "
-          f"{row['baseline'] / row['mma+indexer']:6.1f}x", flush=True)  # type: ignore[operator]
+    times = "  ".join(f"{v} {row[v]:8.1f} us" for v in args.variants)
+    ratio = ""
+    if {"baseline", "mma+indexer"} <= set(args.variants):
+        ratio = f"  baseline/mma+indexer {row['baseline'] / row['mma+indexer']:6.1f}x"  # type: ignore[operator]
+    print(f"B={batch:4d} context {context:6d}  {times}{ratio}", flush=True)
     del layers, ref_logits
     torch.cuda.empty_cache()
     return row
@@ -79,8 +84,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--layers", type=int, default=4, help="layers per graph (distinct caches: cold L2)")
     ap.add_argument("--select", default=None,
                     help="the bf16 indexer's top-k select (mla_kernels.indexer.launch.SELECTS; default: launch.SELECT)")
+    ap.add_argument("--variants", default=",".join(VARIANTS),
+                    help=f"comma-separated, of {', '.join(VARIANTS)} (default all)")
     ap.add_argument("--json", type=Path)
     args = ap.parse_args(argv)
+    args.variants = [v for v in args.variants.split(",") if v]
+    unknown = [v for v in args.variants if v not in VARIANTS]
+    if unknown or not args.variants:
+        print(f"error: --variants {', '.join(unknown) or '(none)'}: not one of {', '.join(VARIANTS)}", file=sys.stderr)
+        return 2
     import torch
 
     from mla_kernels.indexer import launch as indexer_launch

@@ -24,6 +24,12 @@ def test_scripts_run_as_modules_with_help(script: str) -> None:
     assert res.returncode == 0 and f"usage: python -m benchmarks.scripts.{script}" in res.stdout
 
 
+def test_step_perf_names_an_unknown_variant() -> None:
+    res = subprocess.run([sys.executable, "-m", "benchmarks.scripts.kernel_step_perf", "--variants", "mma,fast"],
+                         capture_output=True, text=True, cwd=REPO)  # fmt: skip
+    assert res.returncode == 2 and "--variants fast: not one of" in res.stderr and "gluon+indexer" in res.stderr
+
+
 def test_step_perf_checks_the_step_before_timing_it(monkeypatch: pytest.MonkeyPatch) -> None:
     # kernel_step_perf times a variant only after its first layer's step passed the reference check: a
     # correct step passes, a step whose decode or top-k is wrong raises.
