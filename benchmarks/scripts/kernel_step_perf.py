@@ -15,8 +15,10 @@ import json
 import sys
 from pathlib import Path
 
-VARIANTS = {"baseline": ("simt", "fp32_maxctx"), "mma": ("mma", "fp32_maxctx"), "mma+indexer": ("mma", "bf16"),
-            "gluon+indexer": ("gluon", "bf16")}
+from benchmarks.bench_step import VARIANTS as SUITE_VARIANTS
+
+# The asv step suite's pairings (decode impl, indexer impl), and the step with the Gluon decode.
+VARIANTS = {**SUITE_VARIANTS, "gluon+indexer": ("gluon", "bf16")}
 
 
 def check_step(step: object, ref_logits: object) -> None:
