@@ -15,10 +15,13 @@ import json
 import sys
 from pathlib import Path
 
-from benchmarks.bench_step import VARIANTS as SUITE_VARIANTS
 
-# The asv step suite's pairings (decode impl, indexer impl), and the step with the Gluon decode.
-VARIANTS = {**SUITE_VARIANTS, "gluon+indexer": ("gluon", "bf16")}
+def variants() -> dict[str, tuple[str, str]]:
+    """The asv step suite's pairings (decode impl, indexer impl), and the step with the Gluon decode.
+    Imported here, not at the top: a script's top level stays standard library only."""
+    from benchmarks.bench_step import VARIANTS
+
+    return {**VARIANTS, "gluon+indexer": ("gluon", "bf16")}
 
 
 def check_step(step: object, ref_logits: object) -> None:
@@ -61,8 +64,9 @@ def _measure(batch: int, context: int, args: argparse.Namespace) -> dict[str, ob
                                device="cuda", seed=batch * 10 + i) for i in range(args.layers)]
     row: dict[str, object] = {"batch": batch, "context": context}
     ref_logits = indexer_logits_reference(*layers[0].args()[:5])  # the first layer's, every variant checked on it
+    pairings = variants()
     for variant in args.variants:
-        dec, idx = VARIANTS[variant]
+        dec, idx = pairings[variant]
         steps = [DecodeStep(inp, decode_impl=dec, indexer_impl=idx) for inp in layers]
         check_step(steps[0], ref_logits)
         row[variant] = step_us(steps, reps=10 if variant == "baseline" else 30)
@@ -86,14 +90,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--layers", type=int, default=4, help="layers per graph (distinct caches: cold L2)")
     ap.add_argument("--select", default=None,
                     help="the bf16 indexer's top-k select (mla_kernels.indexer.launch.SELECTS; default: launch.SELECT)")
-    ap.add_argument("--variants", default=",".join(VARIANTS),
-                    help=f"comma-separated, of {', '.join(VARIANTS)} (default all)")
+    names = list(variants())
+    ap.add_argument("--variants", default=",".join(names), help=f"comma-separated, of {', '.join(names)} (default all)")
     ap.add_argument("--json", type=Path)
     args = ap.parse_args(argv)
     args.variants = [v for v in args.variants.split(",") if v]
-    unknown = [v for v in args.variants if v not in VARIANTS]
+    unknown = [v for v in args.variants if v not in names]
     if unknown or not args.variants:
-        print(f"error: --variants {', '.join(unknown) or '(none)'}: not one of {', '.join(VARIANTS)}", file=sys.stderr)
+        print(f"error: --variants {', '.join(unknown) or '(none)'}: not one of {', '.join(names)}", file=sys.stderr)
         return 2
     import torch
 
