@@ -117,20 +117,17 @@ if AVAILABLE:
         return raw.to(gl.float8e4nv, bitcast=True).to(gl.float32).to(gl.bfloat16) * gl.expand_dims(scale, 2)
 
     @gluon.jit
-    def _dequant_tile(raw_smem, rope_smem, exp_smem, k_smem, BLOCK_N: gl.constexpr, ROWS: gl.constexpr):
-        """One stage of the ring -> bf16 keys [N, 512] in ``k_smem``, ``ROWS`` rows at a time: group g's FP8
-        bytes x 2**(e_g - 127) (exact in bf16), group 7 the rope. The unspecialized kernel's: one store of the
-        whole tile (every store to it costs a CTA barrier); the warp-specialized producer runs
-        ``_dequant_rows``, 16 rows a step."""
+    def _dequant_tile(raw_smem, rope_smem, exp_smem, k_smem, BLOCK_N: gl.constexpr):
+        """One stage of the ring -> bf16 keys [N, 512] in ``k_smem``: group g's FP8 bytes x 2**(e_g - 127)
+        (exact in bf16), group 7 the rope; one store (every store to it costs a CTA barrier). The
+        unspecialized kernel's; the warp-specialized producer runs ``_dequant_rows``."""
         DL: gl.constexpr = _copy_layouts(gl.num_warps())[3]
-        for r in gl.static_range(0, BLOCK_N, ROWS):
-            raw = raw_smem.slice(r, ROWS).load(DL)  # [R, 8, 64] u8
-            e = exp_smem.slice(r, ROWS).load(gl.SliceLayout(2, DL))  # [R, 8] u8
-            rope = rope_smem.slice(r, ROWS).load(gl.SliceLayout(1, DL))  # [R, 64] bf16
-            vals = _scaled_keys(raw, e)
-            g = gl.arange(0, 8, layout=gl.SliceLayout(0, gl.SliceLayout(2, DL)))
-            keys = gl.where(gl.expand_dims(gl.expand_dims(g, 0), 2) < 7, vals, gl.expand_dims(rope, 1))
-            k_smem.slice(r, ROWS).store(gl.reshape(keys, [ROWS, 512]))
+        raw = raw_smem.load(DL)  # [N, 8, 64] u8
+        e = exp_smem.load(gl.SliceLayout(2, DL))  # [N, 8] u8
+        rope = rope_smem.load(gl.SliceLayout(1, DL))  # [N, 64] bf16
+        g = gl.arange(0, 8, layout=gl.SliceLayout(0, gl.SliceLayout(2, DL)))
+        keys = gl.where(gl.expand_dims(gl.expand_dims(g, 0), 2) < 7, _scaled_keys(raw, e), gl.expand_dims(rope, 1))
+        k_smem.store(gl.reshape(keys, [BLOCK_N, 512]))
 
     @gluon.constexpr_function
     def _group_layout(groups, warps):
@@ -271,8 +268,7 @@ if AVAILABLE:
             _cta_barrier()  # everyone's have; everyone is done with the stage and key buffer reused below
             sidx = _score_indices(idx_row, start, end_n, BLOCK_N)  # in flight during the dequant
             k_smem = k_bufs.index(it % KEY_BUFFERS)
-            _dequant_tile(raw_ring.index(stage), rope_ring.index(stage), exp_ring.index(stage), k_smem, BLOCK_N,
-                          BLOCK_N)  # fmt: skip
+            _dequant_tile(raw_ring.index(stage), rope_ring.index(stage), exp_ring.index(stage), k_smem, BLOCK_N)
             fence_async_shared()  # the generic stores above, before the tensor cores read them
             _cta_barrier()
             # use_acc=False over the last tile's scores: zeroing registers while a P V is in flight would
