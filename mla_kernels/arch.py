@@ -88,8 +88,7 @@ SPILL_ALLOWED: dict[tuple[int, tuple[object, ...]], str] = {
     "spills 8 B/thread with triton 3.6, 112 B with 3.9",
     (90, (64, 32, 8, 3, 1, 0, 3)): "H200, the warp-specialized Gluon wgmma decode (a producer warpgroup on 80 "
     "registers, 16 rows a dequant step; since session 25 on 88 and the seven-group dequant, same spills): 36.1 / "
-    "51.4 us at B=64/128 against "
-    "37.3 / 54.0 us for the unspecialized "
+    "51.4 us at B=64/128 against 37.3 / 54.0 us for the unspecialized "
     "kernel's 64-token tile in the same process; the spill-free 32-token tile of the unspecialized kernel took "
     "38.2-38.3 / 57.8-58.1 us beside an earlier form of it (36.0-36.1 / 50.5-51.2 us); spills 8 B/thread with "
     "triton 3.6 and 3.9",
