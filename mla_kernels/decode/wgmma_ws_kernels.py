@@ -37,11 +37,23 @@ if AVAILABLE:
     _PRODUCER_WARPS = gl.constexpr(PRODUCER_WARPS)
 
     @gluon.jit
-    def _producer(raw_ring, rope_ring, exp_ring, k_bufs, ready, free, cache_ptr, cache16_ptr, idx_row, start_n,
-                  end_n, total_tokens, stride_page, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
-                  KEY_BUFFERS: gl.constexpr, DQ_ROWS: gl.constexpr):  # fmt: skip
-        """Gather ``STAGES`` tiles ahead; dequantize tile t into key buffer t % KEY_BUFFERS once the
-        consumers have freed it, then mark it ready."""
+    def _issue_q(q_smem, q_row, stride_qh):
+        """cp.async a head block's q [64, 512] into shared memory (wgmma's A operand), its own copy group."""
+        QL: gl.constexpr = gl.BlockedLayout([1, 8], [4, 8], [gl.num_warps(), 1], [1, 0])
+        heads = gl.arange(0, 64, layout=gl.SliceLayout(1, QL))
+        cols = gl.arange(0, 512, layout=gl.SliceLayout(0, QL))
+        W._cp_async(q_smem, q_row + gl.expand_dims(heads * stride_qh, 1) + gl.expand_dims(cols, 0))
+        async_copy.commit_group()
+
+    @gluon.jit
+    def _producer(q_smem, q_row, stride_qh, raw_ring, rope_ring, exp_ring, k_bufs, ready, free, cache_ptr,
+                  cache16_ptr, idx_row, start_n, end_n, total_tokens, stride_page, BLOCK_N: gl.constexpr,
+                  STAGES: gl.constexpr, KEY_BUFFERS: gl.constexpr, DQ_ROWS: gl.constexpr):  # fmt: skip
+        """Copy q, then gather ``STAGES`` tiles ahead; dequantize tile t into key buffer t % KEY_BUFFERS once
+        the consumers have freed it, then mark it ready. q's copies go out first, in flight with the first
+        tiles' (the first ``ready`` covers them): staged by the CTA before the partitions started, q alone
+        took about 3 us of the 7.5 us to the first tile's keys (docs/gluon-decode.md)."""
+        _issue_q(q_smem, q_row, stride_qh)
         idx_c, idx_r, idx_e = W._prime_ring(raw_ring, rope_ring, exp_ring, cache_ptr, cache16_ptr, idx_row, start_n,
                                             end_n, total_tokens, stride_page, BLOCK_N, STAGES)  # fmt: skip
         it = 0
@@ -115,15 +127,15 @@ if AVAILABLE:
         for i in gl.static_range(KEY_BUFFERS):
             mbarrier.init(ready.index(i), count=1)
             mbarrier.init(free.index(i), count=1)
-        q_smem = W._stage_q(q_ptr, pid_b, pid_h, stride_qb, stride_qh)
-        fence_async_shared()  # q before the tensor cores read it
-        _cta_barrier()  # q and the barriers' initialization, before either side starts
+        q_smem = gl.allocate_shared_memory(gl.bfloat16, [64, 512], W._MMA_SMEM)  # the producer copies q
+        _cta_barrier()  # the barriers' initialization, before either side starts
 
         m_i, l_i, o = gl.warp_specialize([
             (_consumer, (q_smem, k_bufs, ready, free, idx_row, start_n, end_n, total_tokens, qk_scale, BLOCK_N,
                          KEY_BUFFERS)),
-            (_producer, (raw_ring, rope_ring, exp_ring, k_bufs, ready, free, cache_ptr, cache16_ptr, idx_row,
-                         start_n, end_n, total_tokens, stride_page, BLOCK_N, STAGES, KEY_BUFFERS, DQ_ROWS)),
+            (_producer, (q_smem, q_ptr + pid_b * stride_qb + pid_h * 64 * stride_qh, stride_qh, raw_ring, rope_ring,
+                         exp_ring, k_bufs, ready, free, cache_ptr, cache16_ptr, idx_row, start_n, end_n, total_tokens,
+                         stride_page, BLOCK_N, STAGES, KEY_BUFFERS, DQ_ROWS)),
         ], [_PRODUCER_WARPS], [PRODUCER_REGS])  # fmt: skip
         W._write_out(out_ptr, lse_ptr, opart_ptr, lpart_ptr, pid_b, pid_h, pid_s, stride_ob, stride_oh, stride_lb,
                      num_heads, num_splits, m_i, l_i, o, SPLIT, BLOCK_N)  # fmt: skip
