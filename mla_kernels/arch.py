@@ -84,7 +84,8 @@ SPILL_ALLOWED: dict[tuple[int, tuple[object, ...]], str] = {
     "triton 3.6, 144 B with 3.9 (8 B before its dequant applied the scale in bf16, session 24)",
     (90, (64, 64, 8, 2, 0, 0, 3)): "H200, the warp-specialized Gluon wgmma decode's 64-token tile (one key buffer, "
     "producer on 88 registers): 32.5-32.6 / 45.1-45.6 us at B=64/128 against 35.6-35.7 / 50.2-50.3 us for its "
-    "32-token tile in the same processes (session 25; 32.0-32.3 / 43.9-44.2 us with the seven-group dequant); "
+    "32-token tile in the same processes (session 25; 32.0-32.3 / 43.9-44.2 us with the seven-group dequant, "
+    "31.0-31.5 / 42.5-42.7 us with q copied by the producer, session 26); "
     "spills 8 B/thread with triton 3.6, 112 B with 3.9",
     (90, (64, 32, 8, 3, 1, 0, 3)): "H200, the warp-specialized Gluon wgmma decode (a producer warpgroup on 80 "
     "registers, 16 rows a dequant step; since session 25 on 88 and the seven-group dequant, same spills): 36.1 / "
