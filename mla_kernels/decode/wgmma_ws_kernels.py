@@ -1,8 +1,8 @@
 """The warp-specialized sparse-MLA decode on Hopper's warpgroup MMA (sm_90), in Triton's Gluon dialect.
 
 ``wgmma_kernels``' decode with its two halves on their own warps (``warp_specialize``): a producer warpgroup
-gathers the raw FP8 rows of the coming tiles with ``cp.async`` into a ring and dequantizes each tile once,
-``DQ_ROWS`` rows a step, into one of ``KEY_BUFFERS`` bf16 key buffers, while two consumer warpgroups (the
+copies q, then gathers the raw FP8 rows of the coming tiles with ``cp.async`` into a ring and dequantizes each
+tile once, ``DQ_ROWS`` rows a step, into one of ``KEY_BUFFERS`` bf16 key buffers, while two consumer warpgroups (the
 default partition) run ``S = Q K^T``, the online softmax and ``O += P V`` on the buffer before. The sides
 hand buffers over through mbarriers (``ready``: keys written; ``free``: both products done with them). The
 producer runs on ``PRODUCER_REGS`` registers a thread (``setmaxnreg``), which leaves the consumers the O
