@@ -184,12 +184,18 @@ if AVAILABLE:
         return _tile_indices(idx_row, start_n + (STAGES - 1) * BLOCK_N, end_n, BLOCK_N)
 
     @gluon.jit
+    def _q_ptrs(q_ptr, pid_b, stride_qb, head0, stride_qh):
+        """The addresses of q [64 heads, 512] from head ``head0`` of request ``pid_b``, 16 bytes a thread of
+        the calling warps (both wgmma kernels' q, loaded or copied)."""
+        QL: gl.constexpr = gl.BlockedLayout([1, 8], [4, 8], [gl.num_warps(), 1], [1, 0])
+        heads = head0 + gl.arange(0, 64, layout=gl.SliceLayout(1, QL))
+        cols = gl.arange(0, 512, layout=gl.SliceLayout(0, QL))
+        return q_ptr + pid_b * stride_qb + gl.expand_dims(heads * stride_qh, 1) + gl.expand_dims(cols, 0)
+
+    @gluon.jit
     def _stage_q(q_ptr, pid_b, pid_h, stride_qb, stride_qh):
         """q [64 heads, 512] of one head block into shared memory, wgmma's A operand."""
-        QL: gl.constexpr = gl.BlockedLayout([1, 8], [4, 8], [_WARPS, 1], [1, 0])
-        heads = pid_h * 64 + gl.arange(0, 64, layout=gl.SliceLayout(1, QL))
-        cols = gl.arange(0, 512, layout=gl.SliceLayout(0, QL))
-        q = gl.load(q_ptr + pid_b * stride_qb + gl.expand_dims(heads * stride_qh, 1) + gl.expand_dims(cols, 0))
+        q = gl.load(_q_ptrs(q_ptr, pid_b, stride_qb, pid_h * 64, stride_qh))
         return gl.allocate_shared_memory(gl.bfloat16, [64, 512], _MMA_SMEM, q)
 
     @gluon.jit
