@@ -19,7 +19,12 @@ from .checks import _Dims
 from .radix import FINAL_BLOCK
 
 PER_SM = RESIDENT_BLOCKS["indexer.coop"]  # programs per SM: 2 beat 1 at 16K-64K tokens (more loads in flight)
-SEL_BLOCK = 512  # logits a program takes per step in the select's phases
+# Logits a program takes per step in the select's phases: the smaller block where the plan's programs still
+# hold a request of ONE_BLOCK_TOKENS in one block each (more, smaller blocks: one request 0.3-0.8 us faster at
+# 4K-16K, the same at 64K), else the larger (two requests at 64K: a second block per program cost 1.6 us);
+# docs/measurements/indexer_sel_block_session27.log.
+SEL_BLOCKS = (256, 512)
+ONE_BLOCK_TOKENS = 65536
 INTERP_PROGRAMS = 3  # per request under the interpreter: tests cross program edges
 INTERP_SEL_BLOCK = 64
 INTERP_BLOCK_T = 64
@@ -44,7 +49,13 @@ def plan(d: _Dims, topk: int, device: torch.device) -> CoopPlan | None:
 
 def gpu_plan(programs: int, topk: int) -> CoopPlan:
     """The GPU's plan at ``programs`` per request."""
-    return CoopPlan(programs, SEL_BLOCK, FINAL_BLOCK, min(1024, next_pow2(topk)))
+    return CoopPlan(programs, select_block(programs), FINAL_BLOCK, min(1024, next_pow2(topk)))
+
+
+def select_block(programs: int) -> int:
+    """The smallest of ``SEL_BLOCKS`` with which ``programs`` hold ``ONE_BLOCK_TOKENS`` in one block each, else
+    the largest (which the compile matrix builds: the most registers)."""
+    return next((b for b in SEL_BLOCKS if programs * b >= ONE_BLOCK_TOKENS), SEL_BLOCKS[-1])
 
 
 def args(*tensors: torch.Tensor, d: _Dims, topk: int) -> tuple[object, ...]:
