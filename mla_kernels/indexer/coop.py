@@ -20,7 +20,7 @@ from .radix import FINAL_BLOCK
 
 PER_SM = RESIDENT_BLOCKS["indexer.coop"]  # programs per SM: 2 beat 1 at 16K-64K tokens (more loads in flight)
 # Logits a program takes per step in the select's phases: the smaller block where the plan's programs still
-# hold a request of ONE_BLOCK_TOKENS in one block each (more, smaller blocks: one request 0.3-0.8 us faster at
+# hold a request of ONE_BLOCK_TOKENS in one block each (more, smaller blocks: one request 0.1-0.8 us faster at
 # 4K-16K, the same at 64K), else the larger (two requests at 64K: a second block per program cost 1.6 us);
 # docs/measurements/indexer_sel_block_session27.log.
 SEL_BLOCKS = (256, 512)
@@ -54,7 +54,7 @@ def gpu_plan(programs: int, topk: int) -> CoopPlan:
 
 def select_block(programs: int) -> int:
     """The smallest of ``SEL_BLOCKS`` with which ``programs`` hold ``ONE_BLOCK_TOKENS`` in one block each, else
-    the largest (which the compile matrix builds: the most registers)."""
+    the largest (the block the compile matrix builds)."""
     return next((b for b in SEL_BLOCKS if programs * b >= ONE_BLOCK_TOKENS), SEL_BLOCKS[-1])
 
 
