@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Mapping
+from dataclasses import replace
 
 import torch
 import triton
@@ -33,7 +34,7 @@ from .split import launches as split_launches
 from .split import plan as split_plan
 from .split import split_select
 from .split_kernels import _chunk_topk_kernel, _merge_topk_kernel
-from .tiles import FULL_BATCH_BUCKET, SCORE_CONFIGS, SELECT_CONFIGS, tile_label, tile_of, tuned_configs
+from .tiles import COOP_TILES, FULL_BATCH_BUCKET, SCORE_CONFIGS, SELECT_CONFIGS, tile_label, tile_of, tuned_configs
 from .token_scores import _bf16_scores_kernel_t, _coop_topk_kernel
 
 KERNELS = {"scores_t": _bf16_scores_kernel_t, "select": _radix_select_kernel, "fp32_maxctx": _fp32_maxctx_scores_kernel,
@@ -454,12 +455,17 @@ def compile_matrix(
         )  # fmt: skip
         rows.append((label, launch_h, config_spec("indexer.scores_hist", c)))
         coop_args = coop.args(q, w, cache, bt, sl, logits, ws, cand, out, d=d, topk=topk)
-        launch_c = KernelLaunch(
-            "indexer.coop", _coop_topk_kernel, (1, batch), coop_args,
-            {**coop.constexprs(d, coop.gpu_plan(1, topk)), "FP32_MATH": False, "PHASE": -1, **c.kwargs},
-            num_warps=c.num_warps, num_stages=c.num_stages,
-        )  # fmt: skip
-        rows.append((label, launch_c, config_spec("indexer.coop", c)))
+        # Every tile at the largest select block; the tiles the kernel runs also at the smaller ones
+        # (``coop.select_block``: one request on a large GPU), labelled with the block.
+        for block in coop.SEL_BLOCKS if tile_of(c) in COOP_TILES else coop.SEL_BLOCKS[-1:]:
+            cp = replace(coop.gpu_plan(1, topk), sel_block=block)
+            launch_c = KernelLaunch(
+                "indexer.coop", _coop_topk_kernel, (1, batch), coop_args,
+                {**coop.constexprs(d, cp), "FP32_MATH": False, "PHASE": -1, **c.kwargs},
+                num_warps=c.num_warps, num_stages=c.num_stages,
+            )  # fmt: skip
+            coop_label = label if block == coop.SEL_BLOCKS[-1] else f"{label} sel {block}"
+            rows.append((coop_label, launch_c, config_spec("indexer.coop", c)))
     for c in SELECT_CONFIGS:
         launch = KernelLaunch(
             "indexer.select", _radix_select_kernel, (batch,), _select_args(logits, bt, sl, out, topk, d),
