@@ -24,9 +24,14 @@ from ..cache import (
 from ..record import KernelRun, LaunchRecord
 from ..reference import sparse_mla_decode_reference, sparse_mla_decode_torch
 from . import gluon_kernels, wgmma_kernels, wgmma_ws_kernels
-from .kernels import _combine_kernel, _mma_decode_kernel, _simt_decode_kernel
+from .kernels import (
+    _combine_kernel,
+    _mma_decode_kernel,
+    _output_pass_kernel,
+    _scores_pass_kernel,
+    _simt_decode_kernel,
+)
 from .tuning import MmaConfig, choose_mma_config
-from .two_pass_kernels import _output_pass_kernel, _scores_pass_kernel
 
 IMPLS = ("reference", "torch", "simt", "mma", "gluon")
 LOG2E = 1.4426950408889634
@@ -358,7 +363,7 @@ def _two_pass_launches(
         (q, kv_cache, cache16, indices, p, mpart, lpart,
          q.stride(0), q.stride(1), kv_cache.stride(0), indices.stride(0), p.stride(0), p.stride(1),
          total, topk, scale * LOG2E, heads, tiles),
-        {"BLOCK_H": cfg.block_h, "BLOCK_N": cfg.block_n, "DOT_F32": dot_f32, "PREFETCH": cfg.prefetch},
+        {"BLOCK_H": cfg.block_h, "BLOCK_N": cfg.block_n, "DOT_F32": dot_f32},
         num_warps=cfg.num_warps, num_stages=cfg.num_stages,
     )
     output = _common.KernelLaunch(
@@ -366,8 +371,7 @@ def _two_pass_launches(
         (kv_cache, cache16, indices, p, mpart, lpart, out, lse,
          kv_cache.stride(0), indices.stride(0), p.stride(0), p.stride(1),
          out.stride(0), out.stride(1), lse.stride(0), total, topk, heads, tiles),
-        {"BLOCK_H": cfg.block_h, "BLOCK_N": cfg.block_n, "BLOCK_D": cfg.block_d, "DOT_F32": dot_f32,
-         "PREFETCH": cfg.prefetch, "TILES_P2": _common.next_pow2(tiles)},
+        {"BLOCK_H": cfg.block_h, "BLOCK_N": cfg.block_n, "BLOCK_D": cfg.block_d, "DOT_F32": dot_f32},
         num_warps=cfg.num_warps, num_stages=cfg.num_stages,
     )  # fmt: skip
     return [scores, output], out, lse

@@ -34,9 +34,7 @@ class MmaConfig:
     num_warps: int
     num_stages: int
     num_splits: int = 1
-    # next tile's: 0 nothing, 1 indices, 2 indices and bytes, 3 indices and scale bytes; two-pass configs:
-    # 1 the output pass's indices and tile stats ahead, 2 also the scores pass's column groups (two_pass_kernels)
-    prefetch: int = 0
+    prefetch: int = 0  # next tile's: 0 nothing, 1 indices, 2 indices and bytes, 3 indices and scale bytes
     block_d: int = 0  # 0: one fused pass; else two passes, BLOCK_D output columns per program of the second
     source: str = "default"  # default | cache | tuned | fixed | fallback
     # The Gluon kernels: 64 heads a CTA, keys dequantized once; ``gluon_kernels`` (mma_v2), or with
@@ -64,9 +62,7 @@ class MmaConfig:
             return f"{tile} pf{self.prefetch} {'ws-' if self.specialized else ''}wgmma"
         if self.gluon:
             return f"{tile} pf{self.prefetch} gluon"
-        if self.block_d:  # pf0 unlabelled: the label two-pass configs had before they had a prefetch level
-            return f"{tile} 2-pass d{self.block_d}" + (f" pf{self.prefetch}" if self.prefetch else "")
-        return f"{tile} pf{self.prefetch}"
+        return f"{tile} " + (f"2-pass d{self.block_d}" if self.block_d else f"pf{self.prefetch}")
 
     @classmethod
     def parse(cls, text: str, num_splits: int = 1, source: str = "fixed") -> MmaConfig:
@@ -116,11 +112,7 @@ def launch_label(record: LaunchRecord) -> str:
 #   docs/measurements/decode_variants_two_pass_acbd369.log): at B=32/64/128 the best spill-free-on-sm_120
 #   ones take 26.4 / 36.5 / 73.9 us against 39.3 / 66.7 / 135.3 us for the best fused mma.sync config and
 #   25.3 / 41.0 / 57.8 us for the H200's wgmma pick. Kept: the fastest at each of those concurrencies and
-#   64x32x4x1 d64 for more, smaller programs at low concurrency. With loads issued ahead (prefetch 1 / 2,
-#   two_pass_kernels; docs/measurements/decode_two_pass_session28.log), forced side by side: 64x32x4x1 d64
-#   pf2 21.2-21.3 us at 16 requests against 21.4-21.8 for the best pf0 config, 64x128x8x1 d128 pf1 71.9-72.5
-#   at 128 against 73.5-73.9, 64x64x8x1 d128 pf1 25.8 at 32 against 28.3-28.4; the same levels slowed the
-#   64x64x4x1 d64 tile (35.3 -> 45.1 us at 64), so they are candidates of their own beside the pf0 ones.
+#   64x32x4x1 d64 for more, smaller programs at low concurrency.
 CANDIDATES: tuple[MmaConfig, ...] = tuple(
     MmaConfig(bh, bn, warps, stages, 1, prefetch, block_d)
     for bh, bn, warps, stages, prefetch, block_d in (
@@ -136,9 +128,6 @@ CANDIDATES: tuple[MmaConfig, ...] = tuple(
         (64, 64, 4, 1, 0, 64),
         (64, 64, 8, 1, 0, 128),
         (64, 32, 4, 1, 0, 64),
-        (64, 32, 4, 1, 2, 64),
-        (64, 128, 8, 1, 1, 128),
-        (64, 64, 8, 1, 1, 128),
     )
 )
 # Fused 64-head blocks hold a [64, 512] fp32 accumulator that only warpgroup MMA keeps in registers;

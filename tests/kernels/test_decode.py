@@ -90,22 +90,19 @@ def test_mma_every_head_block_and_split(device, block_h, splits, prefetch):
     check_decode(out, lse, ref_out, ref_lse)
 
 
-@pytest.mark.parametrize(("heads", "block_h", "block_n", "block_d", "prefetch"),
-                         [(64, 64, 16, 64, 0), (64, 64, 32, 128, 0), (128, 64, 16, 256, 0), (32, 16, 16, 512, 0),
-                          (64, 64, 16, 64, 2), (128, 64, 16, 128, 1), (64, 64, 32, 512, 1)])  # fmt: skip
-def test_two_pass_every_column_slice(device, heads, block_h, block_n, block_d, prefetch):
-    # Ragged top-k (a partial last tile), invalid slots, a row with none valid, an all-invalid tile; with
-    # prefetch, tile stats read as one [T, BH] block over a power of two of tiles (70 / 16: 5 of 8 real).
+@pytest.mark.parametrize(("heads", "block_h", "block_n", "block_d"),
+                         [(64, 64, 16, 64), (64, 64, 32, 128), (128, 64, 16, 256), (32, 16, 16, 512)])
+def test_two_pass_every_column_slice(device, heads, block_h, block_n, block_d):
+    # Ragged top-k (a partial last tile), invalid slots, a row with none valid, an all-invalid tile.
     inp = make_decode_inputs(3, heads, 70, num_tokens=600, device=device, seed=block_d, invalid_frac=0.2)
     idx = inp.indices.clone()
     idx[1, :] = -1
     idx[2, :block_n] = -1
     ref_out, ref_lse = sparse_mla_decode(inp.q, inp.kv_cache, idx, impl="reference")
     warps = 8 if device.type == "cuda" else 4
-    cfg = MmaConfig(block_h, block_n, warps, 1, 1, prefetch, block_d=block_d, source="fixed")
+    cfg = MmaConfig(block_h, block_n, warps, 1, 1, block_d=block_d, source="fixed")
     out, lse, record = decode_with_config(inp.q, inp.kv_cache, idx, cfg)
     assert record.kernel == "_scores_pass_kernel+_output_pass_kernel" and record.config["BLOCK_D"] == block_d
-    assert MmaConfig.of_record(record).prefetch == prefetch
     check_decode(out, lse, ref_out, ref_lse)
     assert torch.isinf(lse[1]).all() and (out[1] == 0).all()
 
