@@ -58,6 +58,11 @@ def select_block(programs: int) -> int:
     return next((b for b in SEL_BLOCKS if programs * b >= ONE_BLOCK_TOKENS), SEL_BLOCKS[-1])
 
 
+def block_label(tile_label: str, block: int) -> str:
+    """A coop tile's compile-matrix label at a select block: the largest block's is the tile's own."""
+    return tile_label if block == SEL_BLOCKS[-1] else f"{tile_label} sel {block}"
+
+
 def args(*tensors: torch.Tensor, d: _Dims, topk: int) -> tuple[object, ...]:
     """The kernel's runtime arguments from its tensors (q, w, cache, bt, sl, logits, ws, cand, out)."""
     q, w, cache, bt, sl, logits, ws, cand, out = tensors

@@ -464,8 +464,7 @@ def compile_matrix(
                 {**coop.constexprs(d, cp), "FP32_MATH": False, "PHASE": -1, **c.kwargs},
                 num_warps=c.num_warps, num_stages=c.num_stages,
             )  # fmt: skip
-            coop_label = label if block == coop.SEL_BLOCKS[-1] else f"{label} sel {block}"
-            rows.append((coop_label, launch_c, config_spec("indexer.coop", c)))
+            rows.append((coop.block_label(label, block), launch_c, config_spec("indexer.coop", c)))
     for c in SELECT_CONFIGS:
         launch = KernelLaunch(
             "indexer.select", _radix_select_kernel, (batch,), _select_args(logits, bt, sl, out, topk, d),
