@@ -375,12 +375,13 @@ def _combine_kernel(
     offs_d = tl.arange(0, 512)
     smask = offs_s < num_splits
     rows = (pid_b * num_splits + offs_s) * num_heads + pid_h  # [S]
+    # Partial rows first: ptxas issues more of their loads before the LSE reduction waits (session 29).
+    parts = tl.load(opart_ptr + rows[:, None] * 512 + offs_d[None, :], mask=smask[:, None], other=0.0)
     lse2 = tl.load(lpart_ptr + rows, mask=smask, other=float("-inf"))
     mx = tl.max(lse2, axis=0)
     mx_safe = tl.where(mx == float("-inf"), 0.0, mx)
     w = tl.exp2(lse2 - mx_safe)  # 0 for empty splits
     total = tl.sum(w, axis=0)
-    parts = tl.load(opart_ptr + rows[:, None] * 512 + offs_d[None, :], mask=smask[:, None], other=0.0)
     has = total > 0.0
     res = tl.sum(parts * w[:, None], axis=0) / tl.where(has, total, 1.0)
     tl.store(out_ptr + pid_b * stride_ob + pid_h * stride_oh + offs_d, res.to(out_ptr.dtype.element_ty))
