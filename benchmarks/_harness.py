@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import gc
 import importlib
+import inspect
 import math
 import sys
 import time
@@ -57,6 +58,12 @@ def require(name: str, *modules: str) -> Any:
         if hasattr(mod, name):
             return getattr(mod, name)
     raise NotImplementedError(f"{name} does not exist at this commit (looked in {', '.join(searched)})")
+
+
+def accepts(name: str, param: str, *modules: str) -> bool:
+    """Whether the commit under test's ``name`` (``require``) takes an argument ``param``: one added after
+    the suite's first commits, which a case passes only where it exists."""
+    return param in inspect.signature(require(name, *modules)).parameters
 
 
 def require_impl(kind: str, impl: str, known: Iterable[str] | None) -> None:

@@ -35,6 +35,9 @@ def build_case(impl: str, concurrency: int, context: int) -> _timing.Replayer:
     ref_logits = _harness.require("indexer_logits_reference", "mla_kernels", "mla_kernels.indexer")
     _harness.require_impl("indexer", impl, _indexer_impls())
     topk = _tier.STEP_TOPK
+    # The longest request, as a serving engine's metadata gives it (the select rule reads it, where it exists).
+    api = ("mla_kernels", "mla_kernels.indexer")
+    hint = {"max_seq_len": context} if _harness.accepts("indexer_topk", "max_seq_len", *api) else {}
     sets = [
         make_inputs(
             concurrency, context, max_context=_tier.MAX_CONTEXT, num_heads=INDEX_HEADS, topk=topk,
@@ -44,7 +47,7 @@ def build_case(impl: str, concurrency: int, context: int) -> _timing.Replayer:
     ]  # fmt: skip
     fns = [
         functools.partial(
-            indexer_topk, s.q_idx, s.weights, s.index_cache, s.block_table, s.seq_lens, topk, impl=impl
+            indexer_topk, s.q_idx, s.weights, s.index_cache, s.block_table, s.seq_lens, topk, impl=impl, **hint
         )
         for s in sets
     ]

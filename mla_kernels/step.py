@@ -74,6 +74,9 @@ class DecodeStep:
         # The indexer's workspace, the step's own: reused by every run and the captured graph (the one-launch
         # select leaves it zeroed), so no run zeroes a fresh one.
         self.workspace = indexer_workspace(inputs.batch, inputs.q.device)
+        # The longest request, read once here (one sync at setup, none per run) for the indexer's select
+        # rule (``indexer_topk``'s ``max_seq_len``); only speed depends on it if the lengths change later.
+        self.max_seq_len = int(inputs.seq_lens.max()) if inputs.batch else 0
 
     def run(self) -> tuple[torch.Tensor, torch.Tensor]:
         out, lse, _ = self.run_with_records()
@@ -82,7 +85,9 @@ class DecodeStep:
     def run_with_records(self) -> tuple[torch.Tensor, torch.Tensor, dict[str, LaunchRecord]]:
         """``(out, lse, {"indexer": record, "decode": record})``: the step's outputs and what each op ran."""
         inp = self.inputs
-        self.indices, indexer = indexer_topk_with_record(*inp.args(), impl=self.indexer_impl, workspace=self.workspace)
+        self.indices, indexer = indexer_topk_with_record(
+            *inp.args(), impl=self.indexer_impl, workspace=self.workspace, max_seq_len=self.max_seq_len
+        )
         self.out, self.lse, decode = sparse_mla_decode_with_record(
             inp.q, inp.kv_cache, self.indices, impl=self.decode_impl
         )

@@ -200,8 +200,10 @@ def _measure_case(args: argparse.Namespace, batch: int, ctx: int, device: Any, c
         print(f"  batch {batch}, context {ctx}: {impl} ...", file=sys.stderr, flush=True)
         # One workspace for every call, as a decode step holds it (the one-launch select leaves it zeroed).
         ws = indexer_workspace(batch, device)
-        fn = lambda impl=impl, ws=ws: indexer_topk(*inp.args(), impl=impl, workspace=ws)
-        out, record = indexer_topk_with_record(*inp.args(), impl=impl, workspace=ws)  # warm-up, then check
+        # And the longest request, as a serving engine's metadata gives it (the select rule reads it).
+        hint = {"workspace": ws, "max_seq_len": ctx}
+        fn = lambda impl=impl, hint=hint: indexer_topk(*inp.args(), impl=impl, **hint)
+        out, record = indexer_topk_with_record(*inp.args(), impl=impl, **hint)  # warm-up, then check
         try:
             stats = check_indexer_output(out, ref_logits, inp.block_table, inp.seq_lens, args.topk)
         except AssertionError as exc:
@@ -290,7 +292,7 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"indexer_perf on {info['name']} (torch {info['torch']}, triton {info['triton']}): "
         f"batches {args.batches}, max_context {args.max_context}, topk {args.topk}, heads {args.heads}, "
-        f"select {args.select}, "
+        f"select {indexer_launch.select_rule_text()}, "
         f"{args.iters} timed calls each",
         file=sys.stderr,
     )

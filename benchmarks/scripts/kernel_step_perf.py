@@ -118,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
     contexts = [int(c) for c in args.contexts.split(",")]
     print(f"# {name}, torch {torch.__version__}, triton {triton.__version__}; contexts {contexts}, "
           f"max_context {args.max_context}, top-k {args.topk}, {args.layers} layers per graph, "
-          f"indexer select {args.select}")
+          f"indexer select {indexer_launch.select_rule_text()}")
     rows = []
     for context in contexts:
         for batch in (int(b) for b in args.batches.split(",")):

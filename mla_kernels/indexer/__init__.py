@@ -42,8 +42,9 @@ from __future__ import annotations
 
 from .checks import INDEXER_IMPLS
 from .inputs import IndexerInputs, check_indexer_output, make_indexer_inputs
-from .launch import KERNELS, compile_matrix, indexer_topk, indexer_topk_with_record, indexer_workspace
+from .launch import KERNELS, indexer_topk, indexer_topk_with_record, indexer_workspace
 from .layout import INDEX_PAGE_BYTES, dequantize_index_cache, quantize_index_cache
+from .matrix import compile_matrix
 from .reference import indexer_logits_reference, indexer_reference
 
 __all__ = [

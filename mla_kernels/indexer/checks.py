@@ -71,3 +71,12 @@ def check_workspace(workspace: object, batch: int, width: int, q_idx: torch.Tens
         raise ValueError("workspace must be contiguous (indexer_workspace)")
     check_same_device(q_idx=q_idx, workspace=ws)
     return ws
+
+
+def check_max_seq_len(max_seq_len: object) -> None:
+    """ValueError naming ``max_seq_len`` unless it is None or a non-negative int."""
+    if max_seq_len is None:
+        return
+    if isinstance(max_seq_len, bool) or not isinstance(max_seq_len, int) or max_seq_len < 0:
+        raise ValueError(f"max_seq_len must be None or a non-negative int (the longest request's tokens), "
+                         f"got {max_seq_len!r}")  # fmt: skip

@@ -1,15 +1,13 @@
 """Indexer launchers: validate, allocate, pick configs (Triton autotuner on the GPU), launch.
 
 ``indexer_topk`` is the public entry (``indexer_topk_with_record`` also returns the ``LaunchRecord``
-of what ran). ``compile_matrix`` lists every kernel x config launch on meta tensors for
-``mla_kernels.compile_report``.
+of what ran). The compile matrix over these launchers' kernels and configs is ``matrix``.
 """
 
 from __future__ import annotations
 
 import functools
 from collections.abc import Mapping
-from dataclasses import replace
 
 import torch
 import triton
@@ -18,23 +16,18 @@ from .._common import KernelLaunch, interpreting, next_pow2, num_sms, pdl_conste
 from ..arch import RESIDENT_BLOCKS, kept_by_compile, profile_target
 from ..record import ConfigValue, KernelRun, LaunchRecord
 from . import coop
-from .checks import _check_args, _Dims, check_workspace
+from .checks import _check_args, _Dims, check_max_seq_len, check_workspace
 from .kernels import _fp32_maxctx_scores_kernel, _radix_select_kernel
-from .layout import HEAD_DIM
-from .radix import BLOCK as RADIX_BLOCK
-from .radix import FEW_BLOCK as RADIX_FEW_BLOCK
 from .radix import candidates as radix_candidates
-from .radix import launches as radix_launches
 from .radix import plan as radix_plan
 from .radix import radix_select, state_rows
 from .radix import workspace as radix_workspace
 from .radix_kernels import WS_WIDTH, _radix_compact_kernel, _radix_pass_kernel
 from .reference import _topk_slots, indexer_logits_reference
-from .split import launches as split_launches
 from .split import plan as split_plan
 from .split import split_select
 from .split_kernels import _chunk_topk_kernel, _merge_topk_kernel
-from .tiles import COOP_TILES, FULL_BATCH_BUCKET, SCORE_CONFIGS, SELECT_CONFIGS, tile_label, tile_of, tuned_configs
+from .tiles import FULL_BATCH_BUCKET, SELECT_CONFIGS, tuned_configs
 from .token_scores import _bf16_scores_kernel_t, _coop_topk_kernel
 
 KERNELS = {"scores_t": _bf16_scores_kernel_t, "select": _radix_select_kernel, "fp32_maxctx": _fp32_maxctx_scores_kernel,
@@ -57,6 +50,14 @@ SELECTS = ("split", "split_radix", "radix", "radix_fused", "coop")
 # The one-launch "coop" against "radix" (indexer_coop_ab_session13.log): as fast or faster at one and two
 # requests at every context; at 4-16 requests faster at 4K-16K but slower at 64K, so "radix" keeps those.
 SELECT: str | tuple[tuple[int, str], ...] = ((2, "coop"), (16, "radix"), (1 << 31, "split"))
+# A caller that knows its longest request on the host (``max_seq_len``, as a serving engine's batch
+# metadata does; ``DecodeStep`` reads it once) lets the rule see context too: a batch that SELECT gives
+# "split" runs LONG_SELECT's path when that request is longer than LONG_SELECT's bound. Every path
+# returns the same slots, so a wrong hint costs time only. Measured on the H200 at 17-64 requests
+# (docs/measurements/indexer_long_select_session30.log): the split 4-9 us faster at 4,096 tokens, the
+# radix select 8-24 us faster from 6,144 tokens (its cost grows with the length; the split's steps up
+# past its first 4,096-token chunk).
+LONG_SELECT: tuple[int, str] = (4096, "radix")
 
 
 def use_select(path: str | None) -> str | tuple[tuple[int, str], ...]:
@@ -70,10 +71,26 @@ def use_select(path: str | None) -> str | tuple[tuple[int, str], ...]:
     return SELECT
 
 
-def select_path(batch: int, select: str | tuple[tuple[int, str], ...] | None = None) -> str:
-    """The select path a batch of ``batch`` requests runs under ``select`` (default ``SELECT``)."""
+def select_rule_text() -> str:
+    """The select rule in force, in words, for a measurement's header."""
+    if isinstance(SELECT, str):
+        return SELECT
+    long_from, long_path = LONG_SELECT
+    by_batch = ", ".join(f"<= {bound}: {path}" for bound, path in SELECT)
+    return f"by batch {by_batch}; split -> {long_path} past {long_from} tokens"
+
+
+def select_path(
+    batch: int, select: str | tuple[tuple[int, str], ...] | None = None, max_seq_len: int | None = None
+) -> str:
+    """The select path a batch of ``batch`` requests runs under ``select`` (default ``SELECT``), whose
+    longest request has ``max_seq_len`` tokens if the caller knows (``LONG_SELECT``). A rule that is one
+    path (``use_select``) runs that path whatever the length."""
     rule = SELECT if select is None else select
     path = rule if isinstance(rule, str) else next((p for bound, p in rule if batch <= bound), None)
+    long_from, long_path = LONG_SELECT
+    if path == "split" and not isinstance(rule, str) and max_seq_len is not None and max_seq_len > long_from:
+        path = long_path
     if path not in SELECTS:
         raise ValueError(f"select path must be one of {SELECTS}, got {path!r} (SELECT = {rule!r})")
     return path
@@ -232,11 +249,12 @@ def _bf16_topk(
     topk: int,
     d: _Dims,
     workspace: torch.Tensor | None = None,
+    max_seq_len: int | None = None,
 ) -> tuple[torch.Tensor, LaunchRecord]:
     dev = q.device
     logits = torch.empty((d.batch, d.max_context), dtype=torch.float32, device=dev)
     out = torch.empty((d.batch, topk), dtype=torch.int32, device=dev)
-    path = select_path(d.batch)
+    path = select_path(d.batch, max_seq_len=max_seq_len)
     cp = coop.plan(d, topk, dev) if path == "coop" else None
     if cp is not None:
         return out, _coop_topk(q, w, cache, bt, sl, logits, out, topk, d, cp, workspace)
@@ -365,6 +383,7 @@ def indexer_topk(
     topk: int,
     impl: str = "bf16",
     workspace: torch.Tensor | None = None,
+    max_seq_len: int | None = None,
 ) -> torch.Tensor:
     """int32 ``[B, topk]`` physical slots of each request's ``topk`` highest indexer logits.
 
@@ -377,8 +396,14 @@ def indexer_topk(
     and given to every call (a decode step's layers, a captured graph): the one-launch select of a few
     requests leaves it zeroed, so no call zeroes a fresh one first. Calls that may run at the same time
     (other streams, graphs replayed concurrently) need one each.
+
+    ``max_seq_len``: the longest request's length in tokens (``seq_lens.max()``), where the caller has it
+    on the host without a sync. It only chooses among select paths that return the same slots
+    (``LONG_SELECT``): a wrong value costs time, never correctness.
     """
-    return indexer_topk_with_record(q_idx, weights, index_cache, block_table, seq_lens, topk, impl, workspace)[0]
+    return indexer_topk_with_record(
+        q_idx, weights, index_cache, block_table, seq_lens, topk, impl, workspace, max_seq_len
+    )[0]
 
 
 def indexer_workspace(batch: int, device: torch.device | str) -> torch.Tensor:
@@ -397,10 +422,12 @@ def indexer_topk_with_record(
     topk: int,
     impl: str = "bf16",
     workspace: torch.Tensor | None = None,
+    max_seq_len: int | None = None,
 ) -> tuple[torch.Tensor, LaunchRecord]:
     """:func:`indexer_topk`, returning ``(slots, record)``: the ``LaunchRecord`` of the kernels that ran
     and the configs they ran with (``mla_kernels.record``)."""
     d = _check_args(q_idx, weights, index_cache, block_table, seq_lens, topk, impl)
+    check_max_seq_len(max_seq_len)
     if workspace is not None:
         workspace = check_workspace(workspace, d.batch, WS_WIDTH, q_idx)
     if impl == "reference":
@@ -412,78 +439,4 @@ def indexer_topk_with_record(
         return empty, LaunchRecord("indexer", impl, (), interpreted=interpreting())
     if impl == "fp32_maxctx":
         return _fp32_maxctx_topk(q_idx, weights, index_cache, block_table, seq_lens, topk, d)
-    return _bf16_topk(q_idx, weights, index_cache, block_table, seq_lens, topk, d, workspace)
-
-
-def compile_matrix(
-    *, batch: int = 64, heads: int = 64, max_context: int = 131072, topk: int = 512
-) -> list[tuple[str, KernelLaunch, tuple[object, ...] | None]]:
-    """Every indexer kernel x config as it launches at production shapes (meta tensors): (config label,
-    launch, spec). A spec means the config is tuned and kept by the keep rule; None, that it always runs.
-    The same launches are compiled for every architecture; the keep rule decides per architecture."""
-    meta = torch.device("meta")
-    d = _Dims(batch=batch, heads=heads, max_pages=max_context // 256, num_pages=batch * max_context // 256)
-    q = torch.empty(batch, heads, HEAD_DIM, dtype=torch.bfloat16, device=meta)
-    w = torch.empty(batch, heads, dtype=torch.float32, device=meta)
-    cache = torch.empty(d.num_pages, 256 * (HEAD_DIM + 4), dtype=torch.uint8, device=meta)
-    bt = torch.empty(batch, d.max_pages, dtype=torch.int32, device=meta)
-    sl = torch.empty(batch, dtype=torch.int32, device=meta)
-    logits = torch.empty(batch, max_context, dtype=torch.float32, device=meta)
-    out = torch.empty(batch, topk, dtype=torch.int32, device=meta)
-    block_h = max(16, next_pow2(heads))
-    rows: list[tuple[str, KernelLaunch, tuple[object, ...] | None]] = []
-    for c in SCORE_CONFIGS:
-        label = tile_label(tile_of(c))
-        launch_t = KernelLaunch(
-            "indexer.scores_t", _bf16_scores_kernel_t, (1, batch), _score_args(q, w, cache, bt, sl, logits, d),
-            {"BLOCK_H": block_h, "FP32_MATH": False, "HIST": False, "ZERO_WS": False, **c.kwargs},
-            num_warps=c.num_warps, num_stages=c.num_stages,
-        )  # fmt: skip
-        rows.append((label, launch_t, config_spec("indexer.scores_t", c)))
-        ws, cand = radix_workspace(d, meta)
-        launch_z = KernelLaunch(
-            "indexer.scores_zero", _bf16_scores_kernel_t, (1, batch), _score_args(q, w, cache, bt, sl, logits, d, ws),
-            {"BLOCK_H": block_h, "FP32_MATH": False, "HIST": False, "ZERO_WS": True, **c.kwargs},
-            num_warps=c.num_warps, num_stages=c.num_stages,
-        )  # fmt: skip
-        rows.append((label, launch_z, config_spec("indexer.scores_zero", c)))
-        launch_h = KernelLaunch(
-            "indexer.scores_hist", _bf16_scores_kernel_t, (1, batch),
-            _score_args(q, w, cache, bt, sl, logits, d, ws, topk),
-            {"BLOCK_H": block_h, "FP32_MATH": False, "HIST": True, "ZERO_WS": False, **c.kwargs}, num_warps=c.num_warps,
-            num_stages=c.num_stages,
-        )  # fmt: skip
-        rows.append((label, launch_h, config_spec("indexer.scores_hist", c)))
-        coop_args = coop.args(q, w, cache, bt, sl, logits, ws, cand, out, d=d, topk=topk)
-        # Every tile at the largest select block; the tiles the kernel runs also at the smaller ones
-        # (``coop.select_block``: one request on a large GPU), labelled with the block.
-        for block in coop.SEL_BLOCKS if tile_of(c) in COOP_TILES else coop.SEL_BLOCKS[-1:]:
-            cp = replace(coop.gpu_plan(1, topk), sel_block=block)
-            launch_c = KernelLaunch(
-                "indexer.coop", _coop_topk_kernel, (1, batch), coop_args,
-                {**coop.constexprs(d, cp), "FP32_MATH": False, "PHASE": -1, **c.kwargs},
-                num_warps=c.num_warps, num_stages=c.num_stages,
-            )  # fmt: skip
-            rows.append((coop.block_label(label, block), launch_c, config_spec("indexer.coop", c)))
-    for c in SELECT_CONFIGS:
-        launch = KernelLaunch(
-            "indexer.select", _radix_select_kernel, (batch,), _select_args(logits, bt, sl, out, topk, d),
-            dict(c.kwargs), num_warps=c.num_warps, num_stages=c.num_stages,
-        )  # fmt: skip
-        rows.append((f"BLOCK {c.kwargs['BLOCK']} w{c.num_warps}", launch, config_spec("indexer.select", c)))
-    for radix in (False, True):  # fixed configs: always run where the plan applies (SELECT picks one)
-        split = split_plan(d, topk, radix=radix)
-        if split is not None:
-            for launch in split_launches(logits, bt, sl, out, topk, d, split):
-                rows.append((f"CHUNK {split.chunk} w{launch.num_warps}{' radix' if radix else ''}", launch, None))
-    ws, cand = radix_workspace(d, meta)
-    for block in (256, RADIX_FEW_BLOCK, RADIX_BLOCK):  # the smallest block the tests run, the GPU's two
-        rp = radix_plan(d, topk, meta, block=block)
-        for launch in radix_launches(logits, bt, sl, out, topk, d, rp, ws, cand):
-            rows.append((f"BLOCK {rp.block} w{launch.num_warps}", launch, None))
-    launch = KernelLaunch(
-        "indexer.fp32_maxctx", _fp32_maxctx_scores_kernel, (1, batch), _fp32_args(q, w, cache, bt, sl, logits, d),
-        {"BLOCK_T": _FP32_BLOCK_T}, num_warps=_FP32_WARPS,
-    )  # fmt: skip
-    rows.append((f"BLOCK_T {_FP32_BLOCK_T} w{_FP32_WARPS}", launch, None))
-    return rows
+    return _bf16_topk(q_idx, weights, index_cache, block_table, seq_lens, topk, d, workspace, max_seq_len)

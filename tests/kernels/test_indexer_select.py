@@ -351,6 +351,29 @@ def test_select_by_batch(monkeypatch: pytest.MonkeyPatch) -> None:
         check_indexer_output(out, indexer_logits_reference(*inp.args()[:5]), inp.block_table, inp.seq_lens, 16)
 
 
+def test_long_requests_leave_the_split(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A batch the rule gives "split" runs LONG_SELECT's path once the caller says a request is longer than
+    # its bound; no hint, a short one, a forced path and the other paths keep what the batch alone gives.
+    long_from, long_path = ix_launch.LONG_SELECT
+    assert ix_launch.select_path(64) == ix_launch.select_path(64, max_seq_len=long_from) == "split"
+    assert ix_launch.select_path(64, max_seq_len=long_from + 1) == long_path
+    assert ix_launch.select_path(64, "split", max_seq_len=10**6) == "split"  # use_select's forced path
+    assert ix_launch.select_path(1, max_seq_len=10**6) == "coop"
+    assert ix_launch.select_path(8, max_seq_len=0) == "radix"
+    # End to end through indexer_topk, on a small bound: the same slots either way, the record names the path.
+    monkeypatch.setattr(ix_launch, "SELECT", ((1 << 30, "split"),))
+    monkeypatch.setattr(ix_launch, "LONG_SELECT", (256, "radix"))
+    inp = make_indexer_inputs(2, [300, 90], max_context=512, num_heads=16, topk=16, device=DEV, seed=5)
+    ref = indexer_logits_reference(*inp.args()[:5])
+    for hint, path in ((None, "split"), (256, "split"), (300, "radix"), (10**6, "radix")):
+        out, record = indexer_topk_with_record(*inp.args(), max_seq_len=hint)
+        assert record.config["select"] == path, hint
+        check_indexer_output(out, ref, inp.block_table, inp.seq_lens, 16)
+    for bad in (-1, True, 2.5, "300"):
+        with pytest.raises(ValueError, match="max_seq_len must be None or a non-negative int"):
+            indexer_topk_with_record(*inp.args(), max_seq_len=bad)
+
+
 def test_radix_plan_spreads_one_request() -> None:
     # On the GPU: a lone request over one program per block of its block table's capacity, a full batch over
     # PROGRAMS_PER_SM programs an SM; never more programs than blocks; a block that is no power of two named.

@@ -37,6 +37,19 @@ def test_step_matches_reference_step(device, decode_impl, indexer_impl):
         check_decode(out, lse, ref_out, ref_lse)
 
 
+def test_step_gives_the_indexer_its_longest_request(device, monkeypatch):
+    # DecodeStep reads the longest request once and hands it to the indexer's select rule.
+    from mla_kernels.indexer import launch as ix_launch
+
+    monkeypatch.setattr(ix_launch, "SELECT", ((1 << 30, "split"),))
+    monkeypatch.setattr(ix_launch, "LONG_SELECT", (512, "radix"))
+    for lens, path in (([700, 40], "radix"), ([500, 40], "split")):
+        inputs = make_step_inputs(2, lens, max_context=1024, num_heads=16, topk=16, device=device, seed=1)
+        step = DecodeStep(inputs, decode_impl="simt")
+        assert step.max_seq_len == max(lens)
+        assert step.run_with_records()[2]["indexer"].config["select"] == path
+
+
 def test_bad_implementation_names():
     inputs = make_step_inputs(1, 256, max_context=512, num_heads=16, topk=16, device="cpu")
     with pytest.raises(ValueError, match="decode_impl"):
