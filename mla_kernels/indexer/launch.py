@@ -53,10 +53,10 @@ SELECT: str | tuple[tuple[int, str], ...] = ((2, "coop"), (16, "radix"), (1 << 3
 # A caller that knows its longest request on the host (``max_seq_len``, as a serving engine's batch
 # metadata does; ``DecodeStep`` reads it once) lets the rule see context too: a batch that SELECT gives
 # "split" runs LONG_SELECT's path when that request is longer than LONG_SELECT's bound. Every path
-# returns the same slots, so a wrong hint costs time only. Measured on the H200 at 17-64 requests
-# (docs/measurements/indexer_long_select_session30.log): the split 4-9 us faster at 4,096 tokens, the
-# radix select 8-24 us faster from 6,144 tokens (its cost grows with the length; the split's steps up
-# past its first 4,096-token chunk).
+# returns the same slots, so a wrong hint costs time only. Measured on the H200 at 17-128 requests
+# (docs/measurements/indexer_long_select_session30.log): the split 4-9 us faster at 4,096 tokens (as fast
+# at 128), the radix select 4-25 us faster from 6,144 tokens to 64K (the split's cost steps up between
+# 4,096 and 6,144 tokens; the radix select's grows with the length).
 LONG_SELECT: tuple[int, str] = (4096, "radix")
 
 
