@@ -60,12 +60,6 @@ def require(name: str, *modules: str) -> Any:
     raise NotImplementedError(f"{name} does not exist at this commit (looked in {', '.join(searched)})")
 
 
-def accepts(name: str, param: str, *modules: str) -> bool:
-    """Whether the commit under test's ``name`` (``require``) takes an argument ``param``: one added after
-    the suite's first commits, which a case passes only where it exists."""
-    return param in inspect.signature(require(name, *modules)).parameters
-
-
 def require_impl(kind: str, impl: str, known: Iterable[str] | None) -> None:
     """Skip an implementation name the commit under test does not offer."""
     if known is not None and impl not in tuple(known):
@@ -80,6 +74,21 @@ def as_skip(exc: ValueError, impl: str) -> NotImplementedError | None:
     return None
 
 
+def _launcher(name: str, *modules: str) -> tuple[Callable[..., Any], bool]:
+    """``(<name>_with_record, True)`` at the commit under test, or ``(name, False)`` at commits before launch
+    records."""
+    try:
+        return require(f"{name}_with_record", *modules), True
+    except NotImplementedError:
+        return require(name, *modules), False
+
+
+def accepts(name: str, param: str, *modules: str) -> bool:
+    """Whether the launcher :func:`recorded` calls for ``name`` takes an argument ``param``: one added after
+    the suite's first commits, which a case passes only where it exists."""
+    return param in inspect.signature(_launcher(name, *modules)[0]).parameters
+
+
 def recorded(name: str, *modules: str) -> Callable[..., tuple[Any, dict[str, Any] | None]]:
     """The launcher ``name`` of the commit under test as ``fn(*args, **kwargs) -> (outputs, record)``,
     ``record`` the :func:`record_view` of what that very call ran.
@@ -89,22 +98,20 @@ def recorded(name: str, *modules: str) -> Callable[..., tuple[Any, dict[str, Any
     (emptied before the call, so a launcher that records nothing leaves nothing); None when there is
     neither (the gate then fails the case).
     """
-    try:
-        with_record = require(f"{name}_with_record", *modules)
-    except NotImplementedError:
-        plain = require(name, *modules)
+    fn, with_record = _launcher(name, *modules)
+    if not with_record:
 
         def legacy(*args: Any, **kwargs: Any) -> tuple[Any, dict[str, Any] | None]:
             launch = getattr(kernels(), "LAST_LAUNCH", None)
             if isinstance(launch, dict):
                 launch.clear()
-            result = plain(*args, **kwargs)
+            result = fn(*args, **kwargs)
             return result, record_view(dict(launch)) if isinstance(launch, dict) else None
 
         return legacy
 
     def call(*args: Any, **kwargs: Any) -> tuple[Any, dict[str, Any] | None]:
-        *outputs, record = with_record(*args, **kwargs)
+        *outputs, record = fn(*args, **kwargs)
         return (outputs[0] if len(outputs) == 1 else tuple(outputs)), record_view(record)
 
     return call

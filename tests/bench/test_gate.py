@@ -272,6 +272,21 @@ def test_indexer_suite_fails_closed(monkeypatch: pytest.MonkeyPatch, record: Any
     _fails(lambda: bench_indexer.build_case("bf16", 1, 256), match)
 
 
+def test_indexer_suite_gives_the_longest_request_where_the_launcher_takes_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Today's launcher gets each case's context as ``max_seq_len``; one without that argument (older commits,
+    ``_reference_indexer`` above) gets none and still runs (``test_indexer_suite_fails_closed``)."""
+    real = mk.indexer_topk_with_record
+    seen: list[int | None] = []
+
+    def spy(*args: Any, max_seq_len: int | None = None, **kwargs: Any) -> Any:
+        seen.append(max_seq_len)
+        return real(*args, max_seq_len=max_seq_len, **kwargs)
+
+    monkeypatch.setattr(mk, "indexer_topk_with_record", spy)
+    bench_indexer.build_case("bf16", 1, 256)
+    assert seen and set(seen) == {256}
+
+
 def test_a_commit_before_records_is_gated_on_its_global_record(monkeypatch: pytest.MonkeyPatch) -> None:
     """A commit without ``*_with_record`` (the history the suites also run) is read through its
     ``LAST_LAUNCH``, emptied before each call: recording nothing there fails too."""
