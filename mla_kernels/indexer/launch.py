@@ -76,8 +76,9 @@ def select_rule_text() -> str:
     if isinstance(SELECT, str):
         return SELECT
     long_from, long_path = LONG_SELECT
-    by_batch = ", ".join(f"<= {bound}: {path}" for bound, path in SELECT)
-    return f"by batch {by_batch}; split -> {long_path} past {long_from} tokens"
+    *bounded, (_, last) = SELECT
+    by_batch = ", ".join([*(f"{path} up to {bound} requests" for bound, path in bounded), f"{last} above"])
+    return f"{by_batch}; the split -> {long_path} past {long_from:,} tokens of the longest request"
 
 
 def select_path(

@@ -363,6 +363,7 @@ def test_long_requests_leave_the_split(monkeypatch: pytest.MonkeyPatch) -> None:
     # End to end through indexer_topk, on a small bound: the same slots either way, the record names the path.
     monkeypatch.setattr(ix_launch, "SELECT", ((1 << 30, "split"),))
     monkeypatch.setattr(ix_launch, "LONG_SELECT", (256, "radix"))
+    assert ix_launch.select_rule_text() == "split above; the split -> radix past 256 tokens of the longest request"
     inp = make_indexer_inputs(2, [300, 90], max_context=512, num_heads=16, topk=16, device=DEV, seed=5)
     ref = indexer_logits_reference(*inp.args()[:5])
     for hint, path in ((None, "split"), (256, "split"), (300, "radix"), (10**6, "radix")):
