@@ -198,12 +198,11 @@ def _measure_case(args: argparse.Namespace, batch: int, ctx: int, device: Any, c
     rows = []
     for impl in args.impls:
         print(f"  batch {batch}, context {ctx}: {impl} ...", file=sys.stderr, flush=True)
-        # One workspace for every call, as a decode step holds it (the one-launch select leaves it zeroed).
-        ws = indexer_workspace(batch, device)
-        # And the longest request, as a serving engine's metadata gives it (the select rule reads it).
-        hint = {"workspace": ws, "max_seq_len": ctx}
-        fn = lambda impl=impl, hint=hint: indexer_topk(*inp.args(), impl=impl, **hint)
-        out, record = indexer_topk_with_record(*inp.args(), impl=impl, **hint)  # warm-up, then check
+        # One workspace for every call, as a decode step holds it (the one-launch select leaves it zeroed),
+        # and the longest request, as a serving engine's metadata gives it (the select rule reads it).
+        call = {"workspace": indexer_workspace(batch, device), "max_seq_len": ctx}
+        fn = lambda impl=impl, call=call: indexer_topk(*inp.args(), impl=impl, **call)
+        out, record = indexer_topk_with_record(*inp.args(), impl=impl, **call)  # warm-up, then check
         try:
             stats = check_indexer_output(out, ref_logits, inp.block_table, inp.seq_lens, args.topk)
         except AssertionError as exc:
