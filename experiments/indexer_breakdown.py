@@ -51,18 +51,13 @@ def measure(batch: int, ctx: int, args: argparse.Namespace) -> dict[str, float]:
     inp = make_indexer_inputs(batch, ctx, max_context=args.max_context, topk=args.topk, device="cuda", seed=batch)
     q, w, cache, bt, sl, topk = inp.args()
     d = _check_args(q, w, cache, bt, sl, topk, "bf16")
-    indexer_topk(*inp.args(), impl="bf16")  # resolves the tuned scores config for this batch
+    indexer_topk(*inp.args(), impl="bf16")  # compiles what the product runs for this batch
     ref = indexer_logits_reference(q, w, cache, bt, sl)
     logits = torch.empty((batch, d.max_context), dtype=torch.float32, device="cuda")
     out = torch.empty((batch, topk), dtype=torch.int32, device="cuda")
-    per_req = L._programs_per_request(q.device, batch)
-    scores = L._tuned_tiles("indexer.scores_t", L.SCORES_KERNEL, L._batch_bucket(batch))
-    grid = lambda meta: (min(per_req, -(-d.max_context // meta["BLOCK_T"])), batch)
-    block_h = max(16, L.next_pow2(d.heads))
 
     def run_scores() -> None:
-        flags = {"FP32_MATH": False, "HIST": False, "ZERO_WS": False}
-        scores[grid](*L._score_args(q, w, cache, bt, sl, logits, d), BLOCK_H=block_h, **flags)
+        L._run_scores(q, w, cache, bt, sl, logits, d, topk, max_seq_len=ctx)
 
     parts: dict[str, Any] = {"scores": run_scores}
     radix = L._tuned_select()

@@ -18,6 +18,7 @@ from settings import env as _env
 
 if TYPE_CHECKING:
     from ._common import KernelLaunch
+    from .aot import CompileStats
 
 ARCH_PROFILES = _env.ARCH_PROFILES  # defined with the variable that names one (settings.env), torch-free
 ENV_PROFILE = _env.ARCH_PROFILE.name
@@ -119,20 +120,38 @@ def verdict(
 _WARNED: set[str] = set()
 
 
-def kept_by_compile(launch: KernelLaunch, spec: tuple[object, ...], capability: int, shared_limit: int) -> bool:
-    """``verdict`` on ``launch`` compiled ahead of time for sm_<capability> (``mla_kernels.aot``, cached):
-    the keep rule of every tuner. A launch that cannot be compiled here (no toolchain) is kept, with one
-    warning per cause, and launching decides; not a ``RESIDENT_BLOCKS`` kernel's, which is dropped."""
+def _compiled_stats(launch: KernelLaunch, capability: int) -> CompileStats | None:
+    """``launch`` compiled ahead of time for sm_<capability> (``mla_kernels.aot``, cached), or None where it
+    cannot be compiled here (no toolchain), with one warning per cause."""
     from . import aot
 
     try:
-        stats = aot.compile_launch(launch, capability)
+        return aot.compile_launch(launch, capability)
     except aot.CompileError as exc:
         if str(exc) not in _WARNED:
             _WARNED.add(str(exc))
-            warnings.warn(f"{launch.name} configs not checked for sm_{capability}: {exc}", RuntimeWarning, stacklevel=2)
+            warnings.warn(f"{launch.name} configs not checked for sm_{capability}: {exc}", RuntimeWarning, stacklevel=3)
+        return None
+
+
+def kept_by_compile(launch: KernelLaunch, spec: tuple[object, ...], capability: int, shared_limit: int) -> bool:
+    """``verdict`` on ``launch`` compiled ahead of time for sm_<capability>: the keep rule of every tuner. A
+    launch that cannot be compiled here is kept, and launching decides; not a ``RESIDENT_BLOCKS`` kernel's,
+    which is dropped."""
+    stats = _compiled_stats(launch, capability)
+    if stats is None:
         return not blocks_needed(spec)  # residency cannot be left to the launch
     return verdict(capability, shared_limit, spec, stats.shared, stats.spill_bytes, stats.registers) is None
+
+
+def resident_programs(launch: KernelLaunch, capability: int) -> int | None:
+    """Programs of ``launch`` one SM of sm_<capability> holds at once, from its registers and shared memory
+    compiled ahead of time (the compiler the GPU runs: on a GPU, its own); None where it cannot be compiled
+    here."""
+    stats = _compiled_stats(launch, capability)
+    if stats is None:
+        return None
+    return resident_blocks(capability, stats.registers, launch.num_warps, stats.shared)
 
 
 def has_warpgroup_mma(capability: int) -> bool:

@@ -1,4 +1,4 @@
-"""Indexer launchers: validate, allocate, pick configs (Triton autotuner on the GPU), launch.
+"""Indexer launchers: validate, allocate, pick configs (by measured rules; Triton's autotuner for the select), launch.
 
 ``indexer_topk`` is the public entry (``indexer_topk_with_record`` also returns the ``LaunchRecord``
 of what ran). The compile matrix over these launchers' kernels and configs is ``matrix``.
@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Mapping
+from dataclasses import replace
 
 import torch
 import triton
 
 from .._common import KernelLaunch, interpreting, next_pow2, num_sms, pdl_constexprs
-from ..arch import RESIDENT_BLOCKS, kept_by_compile, profile_target
+from ..arch import RESIDENT_BLOCKS, kept_by_compile, profile_target, resident_programs
 from ..record import ConfigValue, KernelRun, LaunchRecord
 from . import coop
 from .checks import _check_args, _Dims, check_max_seq_len, check_workspace
@@ -27,7 +28,7 @@ from .reference import _topk_slots, indexer_logits_reference
 from .split import plan as split_plan
 from .split import split_select
 from .split_kernels import _chunk_topk_kernel, _merge_topk_kernel
-from .tiles import FULL_BATCH_BUCKET, SELECT_CONFIGS, tuned_configs
+from .tiles import COOP_CONFIGS, SELECT_CONFIGS, scores_tile
 from .token_scores import _bf16_scores_kernel_t, _coop_topk_kernel
 
 KERNELS = {"scores_t": _bf16_scores_kernel_t, "select": _radix_select_kernel, "fp32_maxctx": _fp32_maxctx_scores_kernel,
@@ -132,12 +133,6 @@ def _kept_by_compile(name: str, kernel: object):  # noqa: ANN202 - Triton's earl
     return prune
 
 
-def _batch_bucket(batch: int) -> int:
-    # One tuned scores config per bucket: a lone request (many programs on one request's tokens) and a
-    # full batch want different tiles, and Triton's tuning key cannot see the batch.
-    return min(next_pow2(batch), FULL_BATCH_BUCKET)
-
-
 # Which scores kernel the bf16 path runs: the token-major one (tokens as the MMA's rows); and the
 # one-launch kernel of the "coop" select (the same tiles).
 SCORES_KERNEL = _bf16_scores_kernel_t
@@ -145,14 +140,13 @@ COOP_KERNEL = _coop_topk_kernel
 
 
 @functools.cache
-def _tuned_tiles(name: str, kernel: object, bucket: int) -> triton.runtime.Autotuner:
-    """The autotuner of a kernel of score tiles: the scores kernel ("indexer.scores_t") or the one-launch
-    "indexer.coop", one per batch bucket, over ``tiles.tuned_configs``. The kernel is part of the cache key:
-    a replaced ``SCORES_KERNEL`` or ``COOP_KERNEL`` gets its own tuner."""
-    prune = {"early_config_prune": _kept_by_compile(name, kernel)}
-    configs = tuned_configs(name, bucket)
-    # ws_ptr: the timed runs add to the radix workspace (HIST, coop) or zero it; it is put back after each.
-    return triton.autotune(configs=list(configs), key=["H", "BLOCK_H"], prune_configs_by=prune,
+def _coop_tuner(kernel: object) -> triton.runtime.Autotuner:
+    """The one-launch kernel's autotuner over ``tiles.COOP_CONFIGS`` (one tile: the tuner only applies the
+    keep rule, which raises where it does not fit). The kernel is the cache key: a replaced ``COOP_KERNEL``
+    gets its own."""
+    prune = {"early_config_prune": _kept_by_compile("indexer.coop", kernel)}
+    # ws_ptr: a timed run adds to the radix workspace; it is put back after each.
+    return triton.autotune(configs=list(COOP_CONFIGS), key=["H", "BLOCK_H"], prune_configs_by=prune,
                            restore_value=["ws_ptr"])(kernel)  # fmt: skip
 
 
@@ -162,13 +156,27 @@ def _tuned_select() -> triton.runtime.Autotuner:
     return triton.autotune(configs=list(SELECT_CONFIGS), key=["topk"], prune_configs_by=prune)(_radix_select_kernel)
 
 
-# Scores programs per SM over the whole batch (each strides over its request's tokens): enough to fill the
-# machine a few times over.
+# Scores programs per SM over the whole batch (each strides over its request's tokens) where the programs an
+# SM holds cannot be counted (under the interpreter, or no toolchain to compile the launch ahead of time).
 SCORES_PROGRAMS_PER_SM = 8
 
 
 def _programs_per_request(device: torch.device, batch: int, per_sm: int | None = None) -> int:
     return max(1, triton.cdiv(num_sms(device) * (per_sm or SCORES_PROGRAMS_PER_SM), batch))
+
+
+def _wave_programs(launch: KernelLaunch, d: _Dims, max_seq_len: int | None = None, per_sm: int | None = None) -> int:
+    """Programs per request of the scores grid: one wave (the device's SMs x the programs of ``launch`` one SM
+    holds, shared by the batch), and no more than the longest request has tiles (``max_seq_len`` where given,
+    else the block table's capacity). A second, partial wave had left the last programs running alone: with
+    one wave the scores kernel took 24.6 / 67.2 / 231.0 against 28.5 / 73.4 / 244.0 us at 64 requests and 4K /
+    16K / 64K tokens (docs/measurements/indexer_waves_session31.log). ``per_sm`` overrides the programs an SM
+    holds; where the launch cannot be compiled here to count them, ``SCORES_PROGRAMS_PER_SM``."""
+    device = next(a.device for a in launch.args if isinstance(a, torch.Tensor))
+    if per_sm is None:
+        per_sm = resident_programs(launch, profile_target("native", device)[0]) or SCORES_PROGRAMS_PER_SM
+    tokens = d.max_context if max_seq_len is None else min(max_seq_len, d.max_context)
+    return max(1, min(num_sms(device) * per_sm // d.batch, triton.cdiv(tokens, int(launch.constexprs["BLOCK_T"]))))
 
 
 def _score_args(q, w, cache, bt, sl, logits, d: _Dims, ws=None, topk: int = 0) -> tuple[object, ...]:  # noqa: ANN001
@@ -219,26 +227,28 @@ def _run_scores(
     ws: torch.Tensor | None = None,
     per_sm: int | None = None,
     zero_ws: torch.Tensor | None = None,
-) -> tuple[KernelRun, str]:
+    max_seq_len: int | None = None,
+) -> KernelRun:
     """Launch the scores kernel into ``logits``: with the radix select's pass 0 into ``ws`` (a zeroed
     workspace, ``HIST``) or zeroing ``zero_ws`` for the select's passes (``ZERO_WS``) when given; a fixed
-    config under the interpreter, the batch bucket's autotuner on the GPU. ``per_sm`` overrides
-    ``SCORES_PROGRAMS_PER_SM``. Returns the run and where its config came from."""
+    config under the interpreter, on the GPU the tile of ``tiles.scores_tile`` on a one-wave grid
+    (``_wave_programs``; ``per_sm`` overrides the programs an SM holds)."""
     if ws is not None and zero_ws is not None:
         raise ValueError("give ws (pass 0 in the scores kernel) or zero_ws (zero it there), not both")
     block_h = max(16, next_pow2(d.heads))
-    per_req = _programs_per_request(q.device, d.batch, per_sm)
     args = _score_args(q, w, cache, bt, sl, logits, d, zero_ws if ws is None else ws, topk)
     flags = {"HIST": ws is not None, "ZERO_WS": zero_ws is not None}
     if interpreting():
+        per_req = _programs_per_request(q.device, d.batch, per_sm)
         grid = (min(per_req, triton.cdiv(d.max_context, _INTERP_BLOCK_T)), d.batch)
         constexprs = {"BLOCK_H": block_h, "BLOCK_T": _INTERP_BLOCK_T, "FP32_MATH": True, **flags}
         launch = KernelLaunch("indexer.scores", SCORES_KERNEL, grid, args, constexprs)
-        return KernelRun.of(launch, launch.run()), "fixed"
-    grid = lambda meta: (min(per_req, triton.cdiv(d.max_context, meta["BLOCK_T"])), d.batch)
-    tuner = _tuned_tiles("indexer.scores_t", SCORES_KERNEL, _batch_bucket(d.batch))
-    constexprs = {"BLOCK_H": block_h, "FP32_MATH": False, **flags}
-    return _tuned_run(tuner, "indexer.scores", grid, args, constexprs), "autotuner"
+        return KernelRun.of(launch, launch.run())
+    block_t, warps, stages = scores_tile(d.batch, max_seq_len)
+    constexprs = {"BLOCK_H": block_h, "BLOCK_T": block_t, "FP32_MATH": False, **flags}
+    launch = KernelLaunch("indexer.scores", SCORES_KERNEL, (1, d.batch), args, constexprs, warps, stages)
+    launch = replace(launch, grid=(_wave_programs(launch, d, max_seq_len, per_sm), d.batch))
+    return KernelRun.of(launch, launch.run())
 
 
 def _bf16_topk(
@@ -265,10 +275,12 @@ def _bf16_topk(
     ws_cand = radix_workspace(d, dev, zeroed=path == "radix_fused") if path in ("radix", "radix_fused") else None
     ws = ws_cand[0] if ws_cand is not None else None
     fused = path == "radix_fused"
-    scores, source = _run_scores(q, w, cache, bt, sl, logits, d, topk, ws if fused else None,
-                                 zero_ws=None if fused else ws)  # fmt: skip
+    scores = _run_scores(q, w, cache, bt, sl, logits, d, topk, ws if fused else None,
+                         zero_ws=None if fused else ws, max_seq_len=max_seq_len)  # fmt: skip
     select_runs, select_config = _select(logits, bt, sl, out, topk, d, path, ws_cand)
     config = _record_config(scores.config, scores.grid[0], select_config)
+    # the single-program select (where the split does not apply) is the one config still autotuned here
+    source = "autotuner" if select_config["select"] == "single" and not interpreting() else "fixed"
     return out, LaunchRecord("indexer", "bf16", (scores, *select_runs), config, "native", source, interpreting())
 
 
@@ -305,7 +317,7 @@ def _coop_topk(
         runs = tuple(KernelRun.of(launch, launch.run()) for launch in launches)
         source = "fixed"
     else:
-        tuner = _tuned_tiles("indexer.coop", COOP_KERNEL, _batch_bucket(d.batch))
+        tuner = _coop_tuner(COOP_KERNEL)
         runs = (_tuned_run(tuner, "indexer.coop", (cp.programs, d.batch), run_args,
                            {**coop.constexprs(d, cp), "PHASE": -1}),)  # fmt: skip
         source = "autotuner"

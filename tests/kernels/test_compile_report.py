@@ -18,19 +18,19 @@ from mla_kernels.aot import CompileStats
 from mla_kernels.arch import resident_blocks
 from mla_kernels.compile_report import Entry, judge
 from mla_kernels.indexer.coop import SEL_BLOCKS, block_label
-from mla_kernels.indexer.tiles import COOP_TILES, FEW_BATCH_TILES, FULL_BATCH_TILES, tile_label
+from mla_kernels.indexer.tiles import COOP_TILES, SCORES_TILES, tile_label
 
 REPO = Path(__file__).resolve().parents[2]
 
 
 def _assert_fixed_tiles_kept(rows: list[dict]) -> None:
     # The one-launch indexer tunes over COOP_TILES alone: one not kept there leaves it fewer (none: it raises);
-    # a full batch's scores kernel runs FULL_BATCH_TILES alone (one not kept would run as it compiled), smaller
-    # batches tune over FEW_BATCH_TILES (the measured best three: each should stay a candidate).
+    # the scores kernel runs the SCORES_TILES of its rule (``tiles.scores_tile``; one not kept would run as it
+    # compiled, spills and all).
     # The coop tiles at every select block the plan can choose (``coop.select_block``).
     coop_labels = {block_label(tile_label(t), b) for t in COOP_TILES for b in SEL_BLOCKS}
     fixed = (("indexer.coop", coop_labels),
-             ("indexer.scores_t", {tile_label(t) for t in FULL_BATCH_TILES | FEW_BATCH_TILES}))  # fmt: skip
+             ("indexer.scores_t", {tile_label(t) for t in SCORES_TILES}))  # fmt: skip
     for kernel, labels in fixed:
         kept = {r["config"] for r in rows if r["kernel"] == kernel and r["kept"]}
         missing = labels - kept

@@ -210,7 +210,7 @@ def test_scores_kernel_zeroes_the_workspace_the_select_then_uses() -> None:
     ws.fill_(7)
     with pytest.raises(ValueError, match="not both"):
         ix_launch._run_scores(q, w, cache, bt, sl, logits, d, topk, ws, zero_ws=ws)
-    run, _ = ix_launch._run_scores(q, w, cache, bt, sl, logits, d, topk, zero_ws=ws)
+    run = ix_launch._run_scores(q, w, cache, bt, sl, logits, d, topk, zero_ws=ws)
     assert run.config["ZERO_WS"] and not run.config["HIST"]
     assert int(ws.abs().sum()) == 0
     out = torch.full((3, topk), -7, dtype=torch.int32, device=DEV)
