@@ -28,8 +28,8 @@ COOP_TILES: set[Tile] = {(64, 4, 2)}
 # picked tiles up to 1.5x slower at 64K). Its grid is one wave (``launch._wave_programs``). With that grid, forced
 # tile by tile with cold L2 on the H200 (docs/measurements/indexer_waves_session31.log), 128 tokens at 4 warps and
 # 2 stages was the fastest or within 1.1 us of it at 4 to 64 requests and 4K-64K tokens (64 requests: 24.6 / 67.2
-# / 231.0 us at 4K / 16K / 64K) but for short contexts at up to 16 requests, where 64-token tiles finish 0.7-1.1
-# us sooner (16 requests at 4K: 11.4 against 12.5 us; at 64K they are 1-5 us slower).
+# / 231.0 us at 4K / 16K / 64K); at 4K and up to 16 requests 64-token tiles were as fast or faster (16 requests:
+# 11.4 against 12.5 us), at 64K 1-5 us slower.
 SCORES_TILE: Tile = (128, 4, 2)
 # (max batch, max longest request, tile): batches of at most 16 requests whose longest request (``max_seq_len``,
 # where the caller gives it) is at most 4,096 tokens take 64-token tiles.
