@@ -276,6 +276,7 @@ def main(argv: list[str] | None = None) -> int:
     import triton
 
     from mla_kernels.indexer import launch as indexer_launch  # after TRITON_INTERPRET: kernels decorate on import
+    from mla_kernels.indexer.tiles import scores_rule_text
 
     try:
         args.select = indexer_launch.use_select(args.select)
@@ -292,6 +293,7 @@ def main(argv: list[str] | None = None) -> int:
         f"indexer_perf on {info['name']} (torch {info['torch']}, triton {info['triton']}): "
         f"batches {args.batches}, max_context {args.max_context}, topk {args.topk}, heads {args.heads}, "
         f"select {indexer_launch.select_rule_text()}, "
+        f"scores {scores_rule_text() if device.type == 'cuda' else 'a fixed tile (interpreter)'}, "
         f"{args.iters} timed calls each",
         file=sys.stderr,
     )

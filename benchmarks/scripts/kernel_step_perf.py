@@ -102,6 +102,7 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     from mla_kernels.indexer import launch as indexer_launch
+    from mla_kernels.indexer.tiles import scores_rule_text
 
     try:
         args.select = indexer_launch.use_select(args.select)
@@ -118,7 +119,7 @@ def main(argv: list[str] | None = None) -> int:
     contexts = [int(c) for c in args.contexts.split(",")]
     print(f"# {name}, torch {torch.__version__}, triton {triton.__version__}; contexts {contexts}, "
           f"max_context {args.max_context}, top-k {args.topk}, {args.layers} layers per graph, "
-          f"indexer select {indexer_launch.select_rule_text()}")
+          f"indexer select {indexer_launch.select_rule_text()}, scores {scores_rule_text()}")
     rows = []
     for context in contexts:
         for batch in (int(b) for b in args.batches.split(",")):

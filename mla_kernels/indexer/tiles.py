@@ -43,6 +43,13 @@ def scores_tile(batch: int, max_seq_len: int | None) -> Tile:
     return tile if batch <= max_batch and max_seq_len is not None and max_seq_len <= max_len else SCORES_TILE
 
 
+def scores_rule_text() -> str:
+    """The scores kernel's tile rule and grid, in words, for a measurement's header."""
+    max_batch, max_len, (short_t, *_) = SHORT_TILE
+    return (f"{SCORES_TILE[0]}-token tiles ({short_t} up to {max_batch} requests of at most {max_len:,} tokens), "
+            "one wave of programs")
+
+
 def tile_of(cfg: triton.Config) -> Tile:
     """A scores config's tile."""
     return cfg.kwargs["BLOCK_T"], cfg.num_warps, cfg.num_stages
@@ -61,4 +68,3 @@ def configs_of(tiles: set[Tile]) -> tuple[triton.Config, ...]:
 
 COOP_CONFIGS = configs_of(COOP_TILES)
 SELECT_CONFIGS = tuple(triton.Config({"BLOCK": bk}, num_warps=nw) for bk in (1024, 2048, 4096) for nw in (4, 8, 16))
-

@@ -24,7 +24,13 @@ from mla_kernels.indexer import (  # noqa: E402
     make_indexer_inputs,
 )
 from mla_kernels.indexer import launch as ix_launch  # noqa: E402
-from mla_kernels.indexer.tiles import SCORES_TILE, SCORES_TILES, SHORT_TILE, scores_tile  # noqa: E402
+from mla_kernels.indexer.tiles import (  # noqa: E402
+    SCORES_TILE,
+    SCORES_TILES,
+    SHORT_TILE,
+    scores_rule_text,
+    scores_tile,
+)
 
 GPU = torch.cuda.is_available() and not interpreting()
 DEV = torch.device("cuda" if torch.cuda.is_available() else "cpu")
@@ -63,6 +69,7 @@ def test_scores_tile_rule() -> None:
     for batch, longest in ((max_batch + 1, max_len), (max_batch, max_len + 1), (max_batch, None), (64, 10**6)):
         assert scores_tile(batch, longest) == SCORES_TILE, (batch, longest)
     assert SCORES_TILES == {short, SCORES_TILE}
+    assert scores_rule_text() == "128-token tiles (64 up to 16 requests of at most 4,096 tokens), one wave of programs"
 
 
 # Run without the interpreter (it compiles nothing): the scores grid of every tile and batch, for sm_90 and
