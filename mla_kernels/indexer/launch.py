@@ -59,6 +59,13 @@ SELECT: str | tuple[tuple[int, str], ...] = ((2, "coop"), (16, "radix"), (1 << 3
 # at 128), the radix select 4-25 us faster from 6,144 tokens to 64K (the split's cost steps up between
 # 4,096 and 6,144 tokens; the radix select's grows with the length).
 LONG_SELECT: tuple[int, str] = (4096, "radix")
+# And a batch that SELECT gives "radix" runs the one-launch "coop" select when its longest request is short:
+# (max batch, max longest request) pairs, the first that holds decides. Forced on the H200 at 3-16 requests and
+# 2K-32K tokens (docs/measurements/indexer_short_coop_session31.log), "coop" took 17.4-17.9 / 18.5-19.2 /
+# 18.8-20.7 / 20.4-23.0 us at 3 / 4 / 8 / 16 requests up to 4K against "radix"'s 20.5-21.3 / 21.7-22.6 /
+# 24.5-27.1 / 27.7-31.2, and was faster up to 32K at 8 requests and fewer (42.0 against 47.1-47.5 us at 8) and
+# up to 16K at 16 (41.5-41.7 against 48.3-48.6; at 32K 69.9-70.0 against 68.4-68.6).
+SHORT_SELECT: tuple[tuple[int, int], ...] = ((8, 32768), (16, 16384))
 
 
 def use_select(path: str | None) -> str | tuple[tuple[int, str], ...]:
@@ -79,20 +86,25 @@ def select_rule_text() -> str:
     long_from, long_path = LONG_SELECT
     *bounded, (_, last) = SELECT
     by_batch = ", ".join([*(f"{path} up to {bound} requests" for bound, path in bounded), f"{last} above"])
-    return f"{by_batch}; the split -> {long_path} past {long_from:,} tokens of the longest request"
+    short = " or ".join(f"{batch} requests of at most {longest:,} tokens" for batch, longest in SHORT_SELECT)
+    return (f"{by_batch}; the split -> {long_path} past {long_from:,} tokens of the longest request"
+            + (f"; the radix -> coop up to {short}" if short else ""))
 
 
 def select_path(
     batch: int, select: str | tuple[tuple[int, str], ...] | None = None, max_seq_len: int | None = None
 ) -> str:
     """The select path a batch of ``batch`` requests runs under ``select`` (default ``SELECT``), whose
-    longest request has ``max_seq_len`` tokens if the caller knows (``LONG_SELECT``). A rule that is one
-    path (``use_select``) runs that path whatever the length."""
+    longest request has ``max_seq_len`` tokens if the caller knows (``LONG_SELECT``, ``SHORT_SELECT``). A rule
+    that is one path (``use_select``) runs that path whatever the length."""
     rule = SELECT if select is None else select
     path = rule if isinstance(rule, str) else next((p for bound, p in rule if batch <= bound), None)
-    long_from, long_path = LONG_SELECT
-    if path == "split" and not isinstance(rule, str) and max_seq_len is not None and max_seq_len > long_from:
-        path = long_path
+    if not isinstance(rule, str) and max_seq_len is not None:
+        long_from, long_path = LONG_SELECT
+        if path == "split" and max_seq_len > long_from:
+            path = long_path
+        elif path == "radix" and any(batch <= b and max_seq_len <= n for b, n in SHORT_SELECT):
+            path = "coop"
     if path not in SELECTS:
         raise ValueError(f"select path must be one of {SELECTS}, got {path!r} (SELECT = {rule!r})")
     return path

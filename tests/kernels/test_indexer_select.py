@@ -359,10 +359,11 @@ def test_long_requests_leave_the_split(monkeypatch: pytest.MonkeyPatch) -> None:
     assert ix_launch.select_path(64, max_seq_len=long_from + 1) == long_path
     assert ix_launch.select_path(64, "split", max_seq_len=10**6) == "split"  # use_select's forced path
     assert ix_launch.select_path(1, max_seq_len=10**6) == "coop"
-    assert ix_launch.select_path(8, max_seq_len=0) == "radix"
+    assert ix_launch.select_path(8, max_seq_len=10**6) == "radix"
     # End to end through indexer_topk, on a small bound: the same slots either way, the record names the path.
     monkeypatch.setattr(ix_launch, "SELECT", ((1 << 30, "split"),))
     monkeypatch.setattr(ix_launch, "LONG_SELECT", (256, "radix"))
+    monkeypatch.setattr(ix_launch, "SHORT_SELECT", ())
     assert ix_launch.select_rule_text() == "split above; the split -> radix past 256 tokens of the longest request"
     inp = make_indexer_inputs(2, [300, 90], max_context=512, num_heads=16, topk=16, device=DEV, seed=5)
     ref = indexer_logits_reference(*inp.args()[:5])
@@ -373,6 +374,31 @@ def test_long_requests_leave_the_split(monkeypatch: pytest.MonkeyPatch) -> None:
     for bad in (-1, True, 2.5, "300"):
         with pytest.raises(ValueError, match="max_seq_len must be None or a non-negative int"):
             indexer_topk_with_record(*inp.args(), max_seq_len=bad)
+
+
+def test_short_requests_take_the_one_launch_select(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A batch the rule gives "radix" runs "coop" once the caller says its longest request is short enough for
+    # its size (SHORT_SELECT); no hint, a longer one, other paths and a forced path keep what the batch gives.
+    (few, few_len), (more, more_len) = ix_launch.SHORT_SELECT
+    assert ix_launch.select_path(3) == ix_launch.select_path(more) == "radix"
+    assert ix_launch.select_path(3, max_seq_len=0) == ix_launch.select_path(few, max_seq_len=few_len) == "coop"
+    assert ix_launch.select_path(few, max_seq_len=few_len + 1) == "radix"
+    assert ix_launch.select_path(few + 1, max_seq_len=few_len) == "radix"
+    assert ix_launch.select_path(more, max_seq_len=more_len) == "coop"
+    assert ix_launch.select_path(more, max_seq_len=more_len + 1) == "radix"
+    assert ix_launch.select_path(more + 1, max_seq_len=1) == "split"
+    assert ix_launch.select_path(4, "radix", max_seq_len=1) == "radix"  # use_select's forced path
+    assert ix_launch.select_rule_text().endswith(
+        f"; the radix -> coop up to {few} requests of at most {few_len:,} tokens or {more} requests of at most "
+        f"{more_len:,} tokens")
+    # End to end through indexer_topk, on a small bound: the same slots either way, the record names the path.
+    monkeypatch.setattr(ix_launch, "SHORT_SELECT", ((4, 300),))
+    inp = make_indexer_inputs(3, [300, 90, 0], max_context=512, num_heads=16, topk=16, device=DEV, seed=6)
+    ref = indexer_logits_reference(*inp.args()[:5])
+    for hint, path in ((None, "radix"), (300, "coop"), (301, "radix")):
+        out, record = indexer_topk_with_record(*inp.args(), max_seq_len=hint)
+        assert record.config["select"] == path, hint
+        check_indexer_output(out, ref, inp.block_table, inp.seq_lens, 16)
 
 
 def test_radix_plan_spreads_one_request() -> None:

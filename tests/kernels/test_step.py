@@ -65,18 +65,23 @@ def test_replay_needs_capture():
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize(("decode_impl", "indexer_impl"), [("simt", "fp32_maxctx"), ("mma", "fp32_maxctx"),
-                                                           ("mma", "bf16")])
-def test_gpu_graph_replay_equals_eager(decode_impl, indexer_impl):
-    inputs = make_step_inputs(64, 4096, device="cuda", seed=1)
+# 64 requests at 4K run the split select; 8 the one-launch select (launch.SHORT_SELECT), whose workspace the
+# replayed graph reuses.
+@pytest.mark.parametrize(("decode_impl", "indexer_impl", "batch"), [("simt", "fp32_maxctx", 64),
+                                                                    ("mma", "fp32_maxctx", 64), ("mma", "bf16", 64),
+                                                                    ("mma", "bf16", 8)])
+def test_gpu_graph_replay_equals_eager(decode_impl, indexer_impl, batch):
+    inputs = make_step_inputs(batch, 4096, device="cuda", seed=1)
     step = DecodeStep(inputs, decode_impl=decode_impl, indexer_impl=indexer_impl)
     step.capture()
     out, lse = step.replay()
     torch.cuda.synchronize()
     replayed = (out.clone(), lse.clone(), step.indices.clone())
     eager = DecodeStep(inputs, decode_impl=decode_impl, indexer_impl=indexer_impl)
-    e_out, e_lse = eager.run()
+    e_out, e_lse, records = eager.run_with_records()
     torch.cuda.synchronize()
+    if indexer_impl == "bf16":
+        assert records["indexer"].config["select"] == ("split" if batch == 64 else "coop")
     assert torch.equal(eager.indices, replayed[2])
     assert torch.equal(e_out, replayed[0]) and torch.equal(e_lse, replayed[1])
     ref_out, ref_lse, ref_idx = step.reference()
