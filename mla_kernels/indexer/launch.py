@@ -60,7 +60,7 @@ SELECT: str | tuple[tuple[int, str], ...] = ((2, "coop"), (16, "radix"), (1 << 3
 # 4,096 and 6,144 tokens; the radix select's grows with the length).
 LONG_SELECT: tuple[int, str] = (4096, "radix")
 # And a batch that SELECT gives "radix" runs the one-launch "coop" select when its longest request is short:
-# (max batch, max longest request) pairs, the first that holds decides. Forced on the H200 at 3-16 requests and
+# (max batch, max longest request) pairs, any that holds. Forced on the H200 at 3-16 requests and
 # 2K-32K tokens (docs/measurements/indexer_short_coop_session31.log), "coop" took 17.4-17.9 / 18.5-19.2 /
 # 18.8-20.7 / 20.4-23.0 us at 3 / 4 / 8 / 16 requests up to 4K against "radix"'s 20.5-21.3 / 21.7-22.6 /
 # 24.5-27.1 / 27.7-31.2, and was faster up to 32K at 8 requests and fewer (42.0 against 47.1-47.5 us at 8) and
