@@ -33,6 +33,7 @@ _DTYPES = {
 }  # fmt: skip
 _LOCK = threading.Lock()
 _MEMO: dict[str, CompileStats] = {}
+_BY_LAUNCH: dict[tuple[object, ...], CompileStats] = {}
 
 
 @dataclass(frozen=True)
@@ -184,12 +185,28 @@ def store(launch: KernelLaunch, capability: int, stats: CompileStats) -> None:
     _CACHE.put(key, {**asdict(stats), "seconds": 0.0})
 
 
+def _launch_key(launch: KernelLaunch, capability: int) -> tuple[object, ...]:
+    """What decides a launch's compile, without hashing its signature (``cache_key`` costs about 50 us, this
+    about 7: launchers that size a grid by it call it per launch). As discriminating as ``signature``: the
+    kernel, its given constexprs, warps, stages, and each argument's type, alignment and being the int 1."""
+    spec = tuple((*_specialize(a), isinstance(a, int) and not isinstance(a, bool) and a == 1) for a in launch.args)
+    constexprs = tuple(sorted((str(k), v) for k, v in launch.constexprs.items()))
+    return (launch.kernel, constexprs, launch.num_warps, launch.num_stages, capability, spec)
+
+
 def compile_launch(launch: KernelLaunch, capability: int) -> CompileStats:
-    """Compile one launch for ``sm_<capability>`` and return its resources (memo, then disk cache)."""
+    """Compile one launch for ``sm_<capability>`` and return its resources (memo by launch, then by cache
+    key, then disk cache)."""
+    key = _launch_key(launch, capability)
+    with _LOCK:
+        if key in _BY_LAUNCH:
+            return _BY_LAUNCH[key]
     stats = lookup(launch, capability)
     if stats is None:
         stats = compile_uncached(launch, capability)
         store(launch, capability, stats)
+    with _LOCK:
+        _BY_LAUNCH[key] = stats
     return stats
 
 

@@ -169,6 +169,37 @@ def test_kept_by_compile_is_the_keep_rule_on_compiled_metadata(monkeypatch):
         assert arch.kept_by_compile(launch, spec, 120, 101376)
 
 
+def test_compile_memo_tells_apart_what_compiles_apart(monkeypatch):
+    # compile_launch's in-process memo (keyed without hashing the signature) answers a repeated launch without
+    # compiling, and compiles again for anything that changes the compile: constexprs, warps, stages, target,
+    # an argument's dtype, alignment, or an int becoming 1.
+    from mla_kernels import aot
+
+    compiled: list[KernelLaunch] = []
+
+    def compile_uncached(launch, capability):
+        compiled.append(launch)
+        return aot.CompileStats(registers=len(compiled), spill_bytes=0, shared=0, mma=(), seconds=0.0)
+
+    monkeypatch.setattr(aot, "_BY_LAUNCH", {})
+    monkeypatch.setattr(aot, "lookup", lambda launch, capability: None)
+    monkeypatch.setattr(aot, "store", lambda launch, capability, stats: None)
+    monkeypatch.setattr(aot, "compile_uncached", compile_uncached)
+    buf = torch.zeros(64, dtype=torch.float32)
+    base = KernelLaunch("k", "kernel", (1,), (buf, 32), {"BLOCK": 64}, num_warps=4, num_stages=2)
+    assert aot.compile_launch(base, 90).registers == 1
+    same = replace(base, args=(torch.zeros(64, dtype=torch.float32), 48), grid=(7,))  # other buffer, int, grid
+    assert aot.compile_launch(same, 90).registers == 1 and len(compiled) == 1
+    others = [
+        replace(base, constexprs={"BLOCK": 128}), replace(base, num_warps=8), replace(base, num_stages=3),
+        replace(base, args=(buf.to(torch.int32), 32)), replace(base, args=(buf[1:], 32)),
+        replace(base, args=(buf, 1)), replace(base, args=(buf, 33)),
+    ]
+    for n, launch in enumerate(others, start=2):
+        assert aot.compile_launch(launch, 90).registers == n
+    assert aot.compile_launch(base, 120).registers == len(others) + 2
+
+
 def test_interpreter_probe_runs_here() -> None:
     """The probe kernel behind the launchers' interpreter check runs (None: no problem) where the
     interpreter is on; on a GPU run it is not asked."""
