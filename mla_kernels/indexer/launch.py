@@ -423,8 +423,9 @@ def indexer_topk(
     (other streams, graphs replayed concurrently) need one each.
 
     ``max_seq_len``: the longest request's length in tokens (``seq_lens.max()``), where the caller has it
-    on the host without a sync. It only chooses among select paths that return the same slots
-    (``LONG_SELECT``): a wrong value costs time, never correctness.
+    on the host without a sync. It chooses among select paths that return the same slots (``LONG_SELECT``,
+    ``SHORT_SELECT``) and sizes the scores kernel's tile and grid (every program strides to its request's real
+    length): a wrong value costs time, never correctness.
     """
     return indexer_topk_with_record(
         q_idx, weights, index_cache, block_table, seq_lens, topk, impl, workspace, max_seq_len
