@@ -28,7 +28,7 @@ from .reference import _topk_slots, indexer_logits_reference
 from .split import plan as split_plan
 from .split import split_select
 from .split_kernels import _chunk_topk_kernel, _merge_topk_kernel
-from .tiles import COOP_CONFIGS, SELECT_CONFIGS, scores_tile
+from .tiles import COOP_CONFIGS, SCORES_TILE, SELECT_CONFIGS
 from .token_scores import _bf16_scores_kernel_t, _coop_topk_kernel
 
 KERNELS = {"scores_t": _bf16_scores_kernel_t, "select": _radix_select_kernel, "fp32_maxctx": _fp32_maxctx_scores_kernel,
@@ -243,7 +243,7 @@ def _run_scores(
 ) -> KernelRun:
     """Launch the scores kernel into ``logits``: with the radix select's pass 0 into ``ws`` (a zeroed
     workspace, ``HIST``) or zeroing ``zero_ws`` for the select's passes (``ZERO_WS``) when given; a fixed
-    config under the interpreter, on the GPU the tile of ``tiles.scores_tile`` on a one-wave grid
+    config under the interpreter, on the GPU ``tiles.SCORES_TILE`` on a one-wave grid
     (``_wave_programs``; ``per_sm`` overrides the programs an SM holds)."""
     if ws is not None and zero_ws is not None:
         raise ValueError("give ws (pass 0 in the scores kernel) or zero_ws (zero it there), not both")
@@ -256,7 +256,7 @@ def _run_scores(
         constexprs = {"BLOCK_H": block_h, "BLOCK_T": _INTERP_BLOCK_T, "FP32_MATH": True, **flags}
         launch = KernelLaunch("indexer.scores", SCORES_KERNEL, grid, args, constexprs)
         return KernelRun.of(launch, launch.run())
-    block_t, warps, stages = scores_tile(d.batch, max_seq_len)
+    block_t, warps, stages = SCORES_TILE
     constexprs = {"BLOCK_H": block_h, "BLOCK_T": block_t, "FP32_MATH": False, **flags}
     launch = KernelLaunch("indexer.scores", SCORES_KERNEL, (1, d.batch), args, constexprs, warps, stages)
     launch = replace(launch, grid=(_wave_programs(launch, d, max_seq_len, per_sm), d.batch))

@@ -20,7 +20,7 @@ from .radix import plan as radix_plan
 from .radix import workspace as radix_workspace
 from .split import launches as split_launches
 from .split import plan as split_plan
-from .tiles import COOP_TILES, SCORE_CONFIGS, SELECT_CONFIGS, tile_label, tile_of
+from .tiles import COOP_TILES, SCORES_TILES, SELECT_CONFIGS, configs_of, tile_label, tile_of
 from .token_scores import _bf16_scores_kernel_t, _coop_topk_kernel
 
 
@@ -41,39 +41,31 @@ def compile_matrix(
     out = torch.empty(batch, topk, dtype=torch.int32, device=meta)
     block_h = max(16, next_pow2(heads))
     rows: list[tuple[str, KernelLaunch, tuple[object, ...] | None]] = []
-    for c in SCORE_CONFIGS:
+    ws, cand = radix_workspace(d, meta)
+    # The scores kernels' tile and the one-launch kernel's (the tiles that run; the other SCORE_CONFIGS do not).
+    for c in configs_of(SCORES_TILES | COOP_TILES):
         label = tile_label(tile_of(c))
-        launch_t = KernelLaunch(
-            "indexer.scores_t", _bf16_scores_kernel_t, (1, batch), _score_args(q, w, cache, bt, sl, logits, d),
-            {"BLOCK_H": block_h, "FP32_MATH": False, "HIST": False, "ZERO_WS": False, **c.kwargs},
-            num_warps=c.num_warps, num_stages=c.num_stages,
-        )  # fmt: skip
-        rows.append((label, launch_t, config_spec("indexer.scores_t", c)))
-        ws, cand = radix_workspace(d, meta)
-        launch_z = KernelLaunch(
-            "indexer.scores_zero", _bf16_scores_kernel_t, (1, batch), _score_args(q, w, cache, bt, sl, logits, d, ws),
-            {"BLOCK_H": block_h, "FP32_MATH": False, "HIST": False, "ZERO_WS": True, **c.kwargs},
-            num_warps=c.num_warps, num_stages=c.num_stages,
-        )  # fmt: skip
-        rows.append((label, launch_z, config_spec("indexer.scores_zero", c)))
-        launch_h = KernelLaunch(
-            "indexer.scores_hist", _bf16_scores_kernel_t, (1, batch),
-            _score_args(q, w, cache, bt, sl, logits, d, ws, topk),
-            {"BLOCK_H": block_h, "FP32_MATH": False, "HIST": True, "ZERO_WS": False, **c.kwargs}, num_warps=c.num_warps,
-            num_stages=c.num_stages,
-        )  # fmt: skip
-        rows.append((label, launch_h, config_spec("indexer.scores_hist", c)))
-        coop_args = coop.args(q, w, cache, bt, sl, logits, ws, cand, out, d=d, topk=topk)
-        # Every tile at the largest select block; the tiles the kernel runs also at the smaller ones
-        # (``coop.select_block``: one request on a large GPU), labelled with the block.
-        for block in coop.SEL_BLOCKS if tile_of(c) in COOP_TILES else coop.SEL_BLOCKS[-1:]:
-            cp = replace(coop.gpu_plan(1, topk), sel_block=block)
-            launch_c = KernelLaunch(
-                "indexer.coop", _coop_topk_kernel, (1, batch), coop_args,
-                {**coop.constexprs(d, cp), "FP32_MATH": False, "PHASE": -1, **c.kwargs},
-                num_warps=c.num_warps, num_stages=c.num_stages,
-            )  # fmt: skip
-            rows.append((coop.block_label(label, block), launch_c, config_spec("indexer.coop", c)))
+        if tile_of(c) in SCORES_TILES:
+            for name, zero, hist in (("indexer.scores_t", False, False), ("indexer.scores_zero", True, False),
+                                     ("indexer.scores_hist", False, True)):
+                args = _score_args(q, w, cache, bt, sl, logits, d, ws if zero or hist else None, topk if hist else 0)
+                launch = KernelLaunch(
+                    name, _bf16_scores_kernel_t, (1, batch), args,
+                    {"BLOCK_H": block_h, "FP32_MATH": False, "HIST": hist, "ZERO_WS": zero, **c.kwargs},
+                    num_warps=c.num_warps, num_stages=c.num_stages,
+                )  # fmt: skip
+                rows.append((label, launch, config_spec(name, c)))
+        if tile_of(c) in COOP_TILES:
+            coop_args = coop.args(q, w, cache, bt, sl, logits, ws, cand, out, d=d, topk=topk)
+            # At every select block the plan can choose (``coop.select_block``), labelled with the block.
+            for block in coop.SEL_BLOCKS:
+                cp = replace(coop.gpu_plan(1, topk), sel_block=block)
+                launch = KernelLaunch(
+                    "indexer.coop", _coop_topk_kernel, (1, batch), coop_args,
+                    {**coop.constexprs(d, cp), "FP32_MATH": False, "PHASE": -1, **c.kwargs},
+                    num_warps=c.num_warps, num_stages=c.num_stages,
+                )  # fmt: skip
+                rows.append((coop.block_label(label, block), launch, config_spec("indexer.coop", c)))
     for c in SELECT_CONFIGS:
         launch = KernelLaunch(
             "indexer.select", _radix_select_kernel, (batch,), _select_args(logits, bt, sl, out, topk, d),

@@ -1,7 +1,7 @@
-"""The bf16 indexer's tile configs: the scores kernel's tile by a measured rule, the one-launch kernel's one
-tile, and what the select's autotuner chooses among. Triton's autotuner times its candidates warm, on whatever
-call comes first; for the score tiles that is often a short context whose keys sit in L2, where the tiles rank
-unlike at 16K-64K tokens read from DRAM, so those are fixed by measurement.
+"""The bf16 indexer's tile configs: the scores kernel's measured tile, the one-launch kernel's one tile, and what
+the select's autotuner chooses among. Triton's autotuner times its candidates warm, on whatever call comes
+first; for the score tiles that is often a short context whose keys sit in L2, where the tiles rank unlike at
+16K-64K tokens read from DRAM, so those are fixed by measurement.
 
 Each tile is compiled ahead of time for the device's architecture, and a tuned candidate kept only when it fits
 its shared memory without spilling (``mla_kernels.arch.verdict``, the MMA tuner's rule; cached), which the
@@ -24,30 +24,21 @@ SCORE_CONFIGS = tuple(
 # had picked either of 64 tokens at 4 warps and 128 at 8, the best two of twelve: coop_configs_session14.log);
 # this one was 0.7-1.2 us faster in every case side by side (docs/measurements/coop_tiles_session17.log).
 COOP_TILES: set[Tile] = {(64, 4, 2)}
-# The scores kernel's tile, by rule (no tuner: Triton's times warm on whatever context it meets first, and had
-# picked tiles up to 1.5x slower at 64K). Its grid is one wave (``launch._wave_programs``). With that grid, forced
-# tile by tile with cold L2 on the H200 (docs/measurements/indexer_waves_session31.log), 128 tokens at 4 warps and
-# 2 stages was the fastest or within 1.1 us of it at 4 to 64 requests and 4K-64K tokens (64 requests: 24.6 / 67.2
-# / 231.0 us at 4K / 16K / 64K); at 4K and up to 16 requests 64-token tiles were as fast or faster (16 requests:
-# 11.4 against 12.5 us), at 64K 1-5 us slower.
-SCORES_TILE: Tile = (128, 4, 2)
-# (max batch, max longest request, tile): batches of at most 16 requests whose longest request (``max_seq_len``,
-# where the caller gives it) is at most 4,096 tokens take 64-token tiles.
-SHORT_TILE: tuple[int, int, Tile] = (16, 4096, (64, 4, 2))
-SCORES_TILES: set[Tile] = {SCORES_TILE, SHORT_TILE[2]}
-
-
-def scores_tile(batch: int, max_seq_len: int | None) -> Tile:
-    """The scores kernel's tile for a batch whose longest request is ``max_seq_len`` tokens (None: unknown)."""
-    max_batch, max_len, tile = SHORT_TILE
-    return tile if batch <= max_batch and max_seq_len is not None and max_seq_len <= max_len else SCORES_TILE
+# The scores kernel's tile (no tuner: Triton's times warm on whatever context it meets first, and had picked tiles
+# up to 1.5x slower at 64K), on a grid of one wave (``launch._wave_programs``). Its loop loads each tile's page
+# entry and scales a tile ahead (``token_scores._score_tiles``), which lets Triton's pipeline keep two tiles'
+# keys in flight at 3 stages. Forced side by side with cold L2 on the H200
+# (docs/measurements/indexer_ahead_session32.log), 64 tokens at 4 warps and 3 stages was the fastest or within
+# 0.3 us of it at 1 to 64 requests and 4K-64K tokens: at 64 requests 21.5-22.0 / 63.0-63.3 / 225.6-226.9 us at
+# 4K / 16K / 64K against 24.5-24.9 / 67.9-68.3 / 233.4-234.0 for the former rule's 128-token tile.
+SCORES_TILE: Tile = (64, 4, 3)
+SCORES_TILES: set[Tile] = {SCORES_TILE}
 
 
 def scores_rule_text() -> str:
-    """The scores kernel's tile rule and grid, in words, for a measurement's header."""
-    max_batch, max_len, (short_t, *_) = SHORT_TILE
-    return (f"{SCORES_TILE[0]}-token tiles ({short_t} up to {max_batch} requests of at most {max_len:,} tokens), "
-            "one wave of programs")
+    """The scores kernel's tile and grid, in words, for a measurement's header."""
+    block_t, warps, stages = SCORES_TILE
+    return f"{block_t}-token tiles at {warps} warps and {stages} stages, one wave of programs"
 
 
 def tile_of(cfg: triton.Config) -> Tile:

@@ -10,9 +10,9 @@ are the left operand, converted to fp16 in registers, against queries scaled per
 ``ZERO_WS``: the first program of each request zeroes its radix workspace row (``ws_ptr``), which the
 select's passes then fill: no memset launch before them.
 
-``HIST``: the kernel also runs pass 0 of the global radix select (``radix_kernels``) on the logits it
-holds: each program histograms the top byte of its tokens' order keys in registers and adds them to the
-request's workspace row (``ws_ptr``), the last one finds the bucket, so the select starts at pass 1.
+``HIST``: the kernel also runs pass 0 of the global radix select (``radix_kernels``): after its tiles, each
+program histograms the top byte of the order keys of the logits it stored and adds them to the request's
+workspace row (``ws_ptr``), the last one finds the bucket, so the select starts at pass 1.
 
 ``_coop_topk_kernel``: scores and the whole global radix select in one launch, for a few requests. Its
 grid is small enough for every program to be resident at once, so its phases (scores; pass 0; pass 1;
@@ -85,24 +85,46 @@ def _load_q(q_ptr, w_ptr, b, stride_qb, stride_qh, stride_wb, H, BLOCK_H: tl.con
 
 
 @triton.jit
-def _score_tile(qt, w, cache_ptr, bt_row, t0, n, num_pages, stride_page,
-                BLOCK_T: tl.constexpr, FP32_MATH: tl.constexpr):  # fmt: skip
-    # The logits of tokens [t0, t0 + BLOCK_T) ([BLOCK_T]; -inf on an unmapped page) and their positions.
+def _tile_page(bt_row, t0, n):
+    # The page-table entry of the tile at ``t0`` (BLOCK_T divides 256: a tile is in one page); -1 past the
+    # request, so nothing of it is read.
+    return tl.load(bt_row + t0 // 256, mask=t0 < n, other=-1)
+
+
+@triton.jit
+def _tile_ok(page, t0, n, num_pages, BLOCK_T: tl.constexpr):
+    # The tile's tokens and which of them are read: in the request, on a mapped page.
     t = t0 + tl.arange(0, BLOCK_T)
-    d = tl.arange(0, 128)
-    page = tl.load(bt_row + t0 // 256)  # BLOCK_T divides 256: a block is in one page
-    ok = t < tl.where((page >= 0) & (page < num_pages), n, 0)  # out-of-range pages are never read
+    return t, t < tl.where((page >= 0) & (page < num_pages), n, 0)
+
+
+@triton.jit
+def _tile_scales(cache_ptr, page, t0, n, num_pages, stride_page, BLOCK_T: tl.constexpr):
+    # The fp32 scales of the tile at ``t0`` on ``page`` ([BLOCK_T]; 0 where nothing is read).
+    t, ok = _tile_ok(page, t0, n, num_pages, BLOCK_T)
     base = cache_ptr + page.to(tl.int64) * stride_page
-    off = t % 256
-    kb = tl.load(base + off[:, None] * 128 + d[None, :], mask=ok[:, None], other=0)
-    scale = tl.load((base + 256 * 128).to(tl.pointer_type(tl.float32)) + off, mask=ok, other=0.0)
+    return tl.load((base + 256 * 128).to(tl.pointer_type(tl.float32)) + t % 256, mask=ok, other=0.0)
+
+
+@triton.jit
+def _score_tile(qt, w, cache_ptr, page, scale, t0, n, num_pages, stride_page,
+                BLOCK_T: tl.constexpr, FP32_MATH: tl.constexpr):  # fmt: skip
+    # The logits of tokens [t0, t0 + BLOCK_T) ([BLOCK_T]; -inf on an unmapped page) and their positions,
+    # from the tile's page entry and scales (loaded a tile ahead by ``_score_tiles``).
+    t, ok = _tile_ok(page, t0, n, num_pages, BLOCK_T)
+    d = tl.arange(0, 128)
+    base = cache_ptr + page.to(tl.int64) * stride_page
+    kb = tl.load(base + (t % 256)[:, None] * 128 + d[None, :], mask=ok[:, None], other=0)
     k = kb.to(tl.float8e4nv, bitcast=True)
     if FP32_MATH:
         s = tl.dot(k.to(tl.float32), qt)
     else:
         s = tl.dot(k.to(tl.float16), qt)  # e4m3 -> fp16 is exact; fp32 accumulate
-    s = tl.maximum(s * scale[:, None], 0.0)  # [BLOCK_T, BLOCK_H]
-    return t, tl.where(ok, tl.sum(s * w[None, :], axis=1), float("-inf"))  # unmapped page: ranks last
+    # relu(c * s) = c * relu(s) for the token's scale c >= 0 (amax / 448, the layout's), so c multiplies the
+    # sum over heads, one product a token instead of one a head (2-8 us of 61-228 at 64 requests and 16K-64K:
+    # docs/measurements/indexer_ahead_session32.log); the sum rounds differently, within fp32's error.
+    logit = tl.sum(tl.maximum(s, 0.0) * w[None, :], axis=1) * scale  # [BLOCK_T]
+    return t, tl.where(ok, logit, float("-inf"))  # unmapped page: ranks last
 
 
 @triton.jit
@@ -115,15 +137,39 @@ def _prefetch_l2(ptrs, mask):
 
 
 @triton.jit
-def _prefetch_tile(cache_ptr, page, t0, n, num_pages, stride_page, BLOCK_T: tl.constexpr):
-    # Ask L2 for the keys (a 128-byte row a token) and scales (a line per 32 tokens) of the tile at ``t0``
-    # on ``page``: the next tile's DRAM latency then passes while this one's is computed.
-    mapped = (page >= 0) & (page < num_pages)
-    base = cache_ptr + page.to(tl.int64) * stride_page
-    tok = t0 + tl.arange(0, BLOCK_T)
-    _prefetch_l2(base + (tok % 256) * 128, (tok < n) & mapped)
-    line = t0 + tl.arange(0, BLOCK_T // 32) * 32  # BLOCK_T divides 256 and is a multiple of 32
-    _prefetch_l2(base + 256 * 128 + (line % 256) * 4, (line < n) & mapped)
+def _score_tiles(qt, w, cache_ptr, bt_row, row, start, step, n, num_pages, stride_page, BLOCK_T: tl.constexpr,
+                 FP32_MATH: tl.constexpr, PREFETCH: tl.constexpr):  # fmt: skip
+    # One program's tiles start, start + step, ... below n: logits stored to ``row``. The next tile's page entry
+    # and scales are loaded at the top of each tile and carried: loaded where used, the scales waited on the
+    # keys' copy and the page entry held up the next copy, and Triton's pipeline kept one tile in flight (with
+    # them carried it keeps num_stages - 1; docs/measurements/indexer_ahead_session32.log). PREFETCH: the next
+    # tile's keys are also asked of L2 (inline PTX: not under the interpreter).
+    page_n = _tile_page(bt_row, start, n)
+    scale_n = _tile_scales(cache_ptr, page_n, start, n, num_pages, stride_page, BLOCK_T)
+    for t0 in range(start, n, step):
+        page = page_n
+        scale = scale_n
+        page_n = _tile_page(bt_row, t0 + step, n)
+        scale_n = _tile_scales(cache_ptr, page_n, t0 + step, n, num_pages, stride_page, BLOCK_T)
+        if PREFETCH:
+            tn, okn = _tile_ok(page_n, t0 + step, n, num_pages, BLOCK_T)
+            _prefetch_l2(cache_ptr + page_n.to(tl.int64) * stride_page + (tn % 256) * 128, okn)
+        t, logit = _score_tile(qt, w, cache_ptr, page, scale, t0, n, num_pages, stride_page, BLOCK_T, FP32_MATH)
+        tl.store(row + t, logit, mask=t < n)
+
+
+@triton.jit
+def _own_hist(row, start, step, n, BLOCK_T: tl.constexpr):
+    # Pass 0's histogram of the logits this program stored (tiles start, start + step, ...), read back 1,024 at
+    # a time: one histogram a tile inside the scores loop cost more than the pass it saves.
+    tl.debug_barrier()  # every thread's stores are visible to the others (a CTA barrier orders global memory)
+    GROUP: tl.constexpr = 1024 // BLOCK_T
+    lane = tl.arange(0, GROUP * BLOCK_T)
+    h = tl.zeros([256], dtype=tl.int32)
+    for g0 in range(start, n, step * GROUP):
+        t = g0 + (lane // BLOCK_T) * step + lane % BLOCK_T
+        h += _byte_hist(_order_key(tl.load(row + t, mask=t < n, other=0.0)), t < n, 24)
+    return h
 
 
 @triton.jit
@@ -145,16 +191,13 @@ def _bf16_scores_kernel_t(
     n = tl.minimum(tl.load(seq_ptr + b), max_ctx)
     if pid * BLOCK_T < n:  # idle programs skip even the q load
         qt, w = _load_q(q_ptr, w_ptr, b, stride_qb, stride_qh, stride_wb, H, BLOCK_H, FP32_MATH)
-        h = tl.zeros([256], dtype=tl.int32)
-        for t0 in range(pid * BLOCK_T, n, step):
-            t, logit = _score_tile(qt, w, cache_ptr, bt_ptr + b * stride_btb, t0, n, num_pages, stride_page,
-                                   BLOCK_T, FP32_MATH)  # fmt: skip
-            tl.store(logits_ptr + b * stride_lb + t, logit, mask=t < n)
-            if HIST:
-                h += _byte_hist(_order_key(logit), t < n, 24)
+        row = logits_ptr + b * stride_lb
+        _score_tiles(qt, w, cache_ptr, bt_ptr + b * stride_btb, row, pid * BLOCK_T, step, n, num_pages, stride_page,
+                     BLOCK_T, FP32_MATH, False)  # fmt: skip
         if HIST:
             if n > topk:  # else every token is selected: nothing to resolve
-                _flush_hist(ws_ptr + b * stride_ws, h, _active(n, tl.num_programs(0), BLOCK_T), topk, 0)
+                _flush_hist(ws_ptr + b * stride_ws, _own_hist(row, pid * BLOCK_T, step, n, BLOCK_T),
+                            _active(n, tl.num_programs(0), BLOCK_T), topk, 0)
 
 
 @triton.jit
@@ -199,19 +242,10 @@ def _coop_topk_kernel(
             _pad_row(out_row, tl.minimum(n, topk), topk, OUT_BLOCK)
         if pid < active:
             qt, w = _load_q(q_ptr, w_ptr, b, stride_qb, stride_qh, stride_wb, H, BLOCK_H, FP32_MATH)
-            step_t = programs * BLOCK_T
-            # Tiles of 128 tokens do without: at 8 warps and 3 stages their registers (Triton 3.6, sm_120)
-            # would leave one block an SM.
-            prefetch: tl.constexpr = L2_PREFETCH and BLOCK_T <= 64
-            if prefetch:
-                nxt = tl.load(bt_row + (pid * BLOCK_T + step_t) // 256, mask=pid * BLOCK_T + step_t < n, other=-1)
-            for t0 in range(pid * BLOCK_T, n, step_t):
-                if prefetch:  # the next tile's page is known (``nxt``); the one after is loaded for next time
-                    _prefetch_tile(cache_ptr, nxt, t0 + step_t, n, num_pages, stride_page, BLOCK_T)
-                    nxt = tl.load(bt_row + (t0 + 2 * step_t) // 256, mask=t0 + 2 * step_t < n, other=-1)
-                t, logit = _score_tile(qt, w, cache_ptr, bt_row, t0, n, num_pages, stride_page, BLOCK_T,
-                                       FP32_MATH)
-                tl.store(row + t, logit, mask=t < n)
+            # Tiles of 128 tokens do without the L2 prefetch: at 8 warps and 3 stages their registers (Triton
+            # 3.6, sm_120) would leave one block an SM.
+            _score_tiles(qt, w, cache_ptr, bt_row, row, pid * BLOCK_T, programs * BLOCK_T, n, num_pages, stride_page,
+                         BLOCK_T, FP32_MATH, L2_PREFETCH and BLOCK_T <= 64)  # fmt: skip
             if PHASE < 0:
                 arrived = _arrive(ws_row + ST_TICKET)
                 if pid < selecting:

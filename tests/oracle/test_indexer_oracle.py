@@ -80,7 +80,7 @@ def test_oracle_rejects_what_it_cannot_read() -> None:
 
 RELU = {  # kernel module -> {source line -> the same line without the ReLU}
     "kernels": {"acc += wh * tl.maximum(s, 0.0)": "acc += wh * s"},
-    "token_scores": {"s = tl.maximum(s * scale[:, None], 0.0)": "s = s * scale[:, None]"},
+    "token_scores": {"tl.sum(tl.maximum(s, 0.0) * w[None, :], axis=1)": "tl.sum(s * w[None, :], axis=1)"},
 }
 
 
