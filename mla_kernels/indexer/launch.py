@@ -424,8 +424,8 @@ def indexer_topk(
 
     ``max_seq_len``: the longest request's length in tokens (``seq_lens.max()``), where the caller has it
     on the host without a sync. It chooses among select paths that return the same slots (``LONG_SELECT``,
-    ``SHORT_SELECT``) and sizes the scores kernel's tile and grid (every program strides to its request's real
-    length): a wrong value costs time, never correctness.
+    ``SHORT_SELECT``) and sizes the scores kernel's grid (every program strides to its request's real length):
+    a wrong value costs time, never correctness.
     """
     return indexer_topk_with_record(
         q_idx, weights, index_cache, block_table, seq_lens, topk, impl, workspace, max_seq_len

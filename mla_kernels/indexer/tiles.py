@@ -22,7 +22,9 @@ SCORE_CONFIGS = tuple(
 )
 # The one-launch "coop" kernel's one tile: no tuning noise (the tuner timed on whatever context came first and
 # had picked either of 64 tokens at 4 warps and 128 at 8, the best two of twelve: coop_configs_session14.log);
-# this one was 0.7-1.2 us faster in every case side by side (docs/measurements/coop_tiles_session17.log).
+# this one was 0.7-1.2 us faster in every case side by side (docs/measurements/coop_tiles_session17.log). With
+# the tile-ahead loads (session 32) 3 stages were no faster and, without the kernel's L2 prefetch, slower at 8
+# requests and 16K-64K (docs/measurements/indexer_ahead_session32.log).
 COOP_TILES: set[Tile] = {(64, 4, 2)}
 # The scores kernel's tile (no tuner: Triton's times warm on whatever context it meets first, and had picked tiles
 # up to 1.5x slower at 64K), on a grid of one wave (``launch._wave_programs``). Its loop loads each tile's page

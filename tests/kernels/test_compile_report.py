@@ -25,8 +25,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 def _assert_fixed_tiles_kept(rows: list[dict]) -> None:
     # The one-launch indexer tunes over COOP_TILES alone: one not kept there leaves it fewer (none: it raises);
-    # the scores kernel runs the SCORES_TILES of its rule (``tiles.scores_tile``; one not kept would run as it
-    # compiled, spills and all).
+    # the scores kernel runs ``tiles.SCORES_TILE`` (one not kept would run as it compiled, spills and all).
     # The coop tiles at every select block the plan can choose (``coop.select_block``).
     coop_labels = {block_label(tile_label(t), b) for t in COOP_TILES for b in SEL_BLOCKS}
     fixed = (("indexer.coop", coop_labels),
