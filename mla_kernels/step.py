@@ -71,8 +71,8 @@ class DecodeStep:
         self.indices: torch.Tensor | None = None
         self.out: torch.Tensor | None = None
         self.lse: torch.Tensor | None = None
-        # The indexer's workspace, the step's own: reused by every run and the captured graph (the one-launch
-        # select leaves it zeroed), so no run zeroes a fresh one.
+        # The indexer's workspace, the step's own: reused by every run and the captured graph (the selects that
+        # use it leave it zeroed), so no run zeroes a fresh one.
         self.workspace = indexer_workspace(inputs.batch, inputs.q.device)
         # The longest request, read once here (one sync at setup, none per run) for the indexer's select
         # rule (``indexer_topk``'s ``max_seq_len``); only speed depends on it if the lengths change later.

@@ -282,11 +282,13 @@ def _bf16_topk(
     if cp is not None:
         return out, _coop_topk(q, w, cache, bt, sl, logits, out, topk, d, cp, workspace)
     path = "radix" if path == "coop" else path
-    # The radix paths' workspace: zeroed here when the scores kernel runs pass 0 into it, else by that
-    # kernel (one launch fewer).
-    ws_cand = radix_workspace(d, dev, zeroed=path == "radix_fused") if path in ("radix", "radix_fused") else None
-    ws = ws_cand[0] if ws_cand is not None else None
+    # The radix paths' workspace: the caller's kept one (every path leaves it zeroed), else a fresh one, zeroed
+    # here when the scores kernel runs pass 0 into it (a memset node), else by that kernel (``ZERO_WS``).
     fused = path == "radix_fused"
+    ws_cand = None
+    if path in ("radix", "radix_fused"):
+        ws_cand = radix_workspace(d, dev, zeroed=fused) if workspace is None else (workspace, radix_candidates(d, dev))
+    ws = ws_cand[0] if ws_cand is not None else None
     scores = _run_scores(q, w, cache, bt, sl, logits, d, topk, ws if fused else None,
                          zero_ws=None if fused else ws, max_seq_len=max_seq_len)  # fmt: skip
     select_runs, select_config = _select(logits, bt, sl, out, topk, d, path, ws_cand)
@@ -418,8 +420,8 @@ def indexer_topk(
     What ran: :func:`indexer_topk_with_record`.
 
     ``workspace``: a buffer from :func:`indexer_workspace` for the same batch size, owned by the caller
-    and given to every call (a decode step's layers, a captured graph): the one-launch select of a few
-    requests leaves it zeroed, so no call zeroes a fresh one first. Calls that may run at the same time
+    and given to every call (a decode step's layers, a captured graph): the one-launch and radix selects use
+    it and leave it zeroed, so no call zeroes a fresh one first. Calls that may run at the same time
     (other streams, graphs replayed concurrently) need one each.
 
     ``max_seq_len``: the longest request's length in tokens (``seq_lens.max()``), where the caller has it

@@ -14,11 +14,11 @@ those candidates (the low 16 bits, two more byte rounds, ties first come first):
 fit one block, which is the usual case, else block by block.
 
 Per request, a zeroed int32 workspace row: ``[256 hist pass 0][256 hist pass 1][STATE]`` (``WS_WIDTH``;
-the scores kernel can zero it, ``_zero_ws_row``), and an int64 candidate row: each its key (high word) and
-its KV slot (low word, the page table already walked), one store and one load. Two pairs of state words
-are 64-bit counters, each taken by one atomic: the winners' and candidates' counts (one round trip for
-both bases), and the compaction's ticket with the candidates its programs wrote (the last program learns
-how many there are from its ticket).
+the scores kernel can zero it, ``_zero_ws_row``, and the compaction's last program leaves it zeroed), and
+an int64 candidate row: each its key (high word) and its KV slot (low word, the page table already walked),
+one store and one load. Two pairs of state words are 64-bit counters, each taken by one atomic: the
+winners' and candidates' counts (one round trip for both bases), and the compaction's ticket with the
+candidates its programs wrote (the last program learns how many there are from its ticket).
 No host sync; shapes only: CUDA-graph capturable. Which tokens tie at the k-th key are taken depends on
 the atomics' order (the contract: any choice among equal keys).
 """
@@ -362,8 +362,9 @@ def _radix_compact_kernel(
     stride_lb, stride_btb, stride_wb, stride_cb, stride_ob,
     topk, max_ctx, num_pages,
     BLOCK: tl.constexpr, FBLOCK: tl.constexpr, OUT_BLOCK: tl.constexpr,
-    PDL: tl.constexpr = False,
+    PDL: tl.constexpr = False, LEAVE_ZEROED: tl.constexpr = True,
 ):  # fmt: skip
+    # LEAVE_ZEROED: the last program zeroes the workspace row (False: the state stays, for a test to read).
     wait_prior_grid(PDL)  # first: the previous kernel's writes (mla_kernels.pdl)
     c = tl.program_id(0)
     b = tl.program_id(1)
@@ -386,8 +387,13 @@ def _radix_compact_kernel(
                                     cand_row, topk, num_pages)  # fmt: skip
         ticket, m = _compaction_ticket(ws_row, cands)
         if ticket == _active(n, programs, BLOCK) - 1:
+            n_gt = tl.load(ws_row + ST_NGT)
+            if LEAVE_ZEROED:
+                # Every other program is past its last use of the row (its ticket): leave it zeroed, as the
+                # one-launch select does, so a caller's kept workspace needs no memset next time.
+                tl.debug_barrier()  # every thread has read the row
+                _zero_ws_row(ws_row)
             if done == 0:
-                n_gt = tl.load(ws_row + ST_NGT)
                 _final_select(m, prefix, n_gt, cand_row, out_row, topk, FBLOCK)
 
 

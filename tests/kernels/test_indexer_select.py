@@ -151,7 +151,8 @@ def test_fused_pass0_equals_the_pass_kernel() -> None:
 
 def test_compaction_counters_in_64_bit_words() -> None:
     # The winners' and candidates' counters share one 64-bit word, the compaction's ticket and its candidate
-    # total another (8-byte aligned in every row): after a select they agree with each other and the state.
+    # total another (8-byte aligned in every row): after a select they agree with each other and the state,
+    # which the compaction leaves in place when told to (else it zeroes the row: checked last).
     assert WS_WIDTH % 2 == 0 and ST_COUNTS.value % 2 == 0 and ST_FINAL.value % 2 == 0
     inp = make_indexer_inputs(3, [700, 40, 1000], max_context=1024, num_heads=16, topk=64, device=DEV, seed=3)
     d = ix_launch._check_args(*inp.args(), "bf16")
@@ -161,7 +162,9 @@ def test_compaction_counters_in_64_bit_words() -> None:
     ws, cand = ix_radix.workspace(d, DEV)
     p = ix_radix.plan(d, topk, DEV)
     out = torch.empty((3, topk), dtype=torch.int32, device=DEV)
-    ix_radix.radix_select(logits, bt, sl, out, topk, d, p, (ws, cand))
+    *passes, compact = ix_radix.launches(logits, bt, sl, out, topk, d, p, ws, cand)
+    for launch in (*passes, replace(compact, constexprs={**compact.constexprs, "LEAVE_ZEROED": False})):
+        launch.run()
     for b, n in enumerate([700, 40, 1000]):
         wins, cands = int(ws[b, ST_COUNTS.value]), int(ws[b, ST_COUNTS.value + 1])
         assert int(ws[b, ST_FINAL.value]) == min(p.programs, -(-n // p.block))  # a ticket per program with tokens
@@ -170,6 +173,10 @@ def test_compaction_counters_in_64_bit_words() -> None:
             assert (wins, cands) == (min(n, topk), 0)
         else:
             assert wins == int(ws[b, ST_NGT.value]) and wins < topk <= wins + cands
+    ix_radix.radix_select(logits, bt, sl, out, topk, d, p, (ws.zero_(), cand))
+    assert int(ws.abs().sum()) == 0
+    ref = indexer_logits_reference(*inp.args()[:5])
+    assert check_indexer_output(out, ref, inp.block_table, inp.seq_lens, topk)["recall_min"] == 1.0
 
 
 @triton.jit
@@ -300,10 +307,11 @@ def test_paths_unmapped_pages_garbage_table_and_short_rows(select_path: str) -> 
     assert [int((r >= 0).sum()) for r in indexer_topk(*wide.args())] == [200, 256, 0]
 
 
-@pytest.mark.parametrize("select", ["coop", "radix"])
+@pytest.mark.parametrize("select", ["coop", "radix", "radix_fused"])
 def test_a_reused_workspace_gives_the_same_answers(select: str, monkeypatch: pytest.MonkeyPatch) -> None:
     # One caller-owned workspace over calls of different lengths (longer than top-k, shorter, empty): each
-    # answer is right, and the one-launch select leaves the workspace zeroed for the next call.
+    # answer is right, and every select that uses it leaves it zeroed for the next call (radix_fused then
+    # needs no memset: it runs pass 0 in the scores kernel straight into the caller's workspace).
     monkeypatch.setattr(ix_launch, "SELECT", select)
     inp = make_indexer_inputs(3, [1024] * 3, max_context=1024, num_heads=16, topk=64, device=DEV, seed=3)
     ws = indexer_workspace(3, DEV)
@@ -313,8 +321,7 @@ def test_a_reused_workspace_gives_the_same_answers(select: str, monkeypatch: pyt
         out, record = indexer_topk_with_record(*inp.args(), impl="bf16", workspace=ws)
         assert record.config["select"] == select
         assert check_indexer_output(out, ref, inp.block_table, inp.seq_lens, 64)["recall_min"] == 1.0, lens
-        if select == "coop":
-            assert int(ws.abs().sum()) == 0, lens
+        assert int(ws.abs().sum()) == 0, lens
 
 
 def test_workspace_is_checked() -> None:
