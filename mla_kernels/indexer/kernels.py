@@ -60,10 +60,17 @@ def _radix_select_kernel(
     PDL: tl.constexpr = False,
 ):  # fmt: skip
     wait_prior_grid(PDL)  # first: the previous kernel's writes (mla_kernels.pdl)
-    # One program per request: find the k-th largest key digit by digit (up to 4 x 8 bits), then compact.
+    # One program per request.
     b = tl.program_id(0)
     n = tl.minimum(tl.maximum(tl.load(seq_ptr + b), 0), max_ctx)
-    row = logits_ptr + b * stride_lb
+    _radix_select_row(logits_ptr + b * stride_lb, out_ptr + b * stride_ob, bt_ptr + b * stride_btb, n, topk,
+                      num_pages, BLOCK)  # fmt: skip
+
+
+@triton.jit
+def _radix_select_row(row, out_row, bt_row, n, topk, num_pages, BLOCK: tl.constexpr):
+    # One request's top-k slots by one program, any length, BLOCK logits at a time: find the k-th largest
+    # key digit by digit (up to 4 x 8 bits, one pass over the logits each), then compact.
     idx = tl.arange(0, BLOCK)
     bins = tl.arange(0, 256)
     # done: the selection is exactly {key >= prefix}. True at once for a short request (prefix 0 keeps
@@ -114,12 +121,12 @@ def _radix_select_kernel(
         eq_rank = base_eq + tl.cumsum(eq_i, 0) - 1
         take = gt | (eq & (eq_rank < k_eq))
         pos = tl.where(gt, gt_pos, n_gt + eq_rank)
-        page = tl.load(bt_ptr + b * stride_btb + t // 256, mask=take, other=0)
+        page = tl.load(bt_row + t // 256, mask=take, other=0)
         slot = tl.where((page >= 0) & (page < num_pages), page * 256 + t % 256, -1)  # never a bogus slot
-        tl.store(out_ptr + b * stride_ob + pos, slot, mask=take & (pos < topk))  # belt and braces
+        tl.store(out_row + pos, slot, mask=take & (pos < topk))  # belt and braces
         base_gt += tl.sum(gt_i, axis=0)
         base_eq += tl.sum(eq_i, axis=0)
     for start in range(0, topk, BLOCK):
         o = start + idx
-        tl.store(out_ptr + b * stride_ob + o, tl.full([BLOCK], -1, tl.int32), mask=(o >= n_sel) & (o < topk))
+        tl.store(out_row + o, tl.full([BLOCK], -1, tl.int32), mask=(o >= n_sel) & (o < topk))
 

@@ -53,12 +53,22 @@ SELECTS = ("split", "split_radix", "radix", "radix_fused", "coop")
 SELECT: str | tuple[tuple[int, str], ...] = ((2, "coop"), (16, "radix"), (1 << 31, "split"))
 # A caller that knows its longest request on the host (``max_seq_len``, as a serving engine's batch
 # metadata does; ``DecodeStep`` reads it once) lets the rule see context too: a batch that SELECT gives
-# "split" runs LONG_SELECT's path when that request is longer than LONG_SELECT's bound. Every path
-# returns the same slots, so a wrong hint costs time only. Measured on the H200 at 17-128 requests
-# (docs/measurements/indexer_long_select_session30.log): the split 4-9 us faster at 4,096 tokens (as fast
-# at 128), the radix select 4-25 us faster from 6,144 tokens to 64K (the split's cost steps up between
-# 4,096 and 6,144 tokens; the radix select's grows with the length).
-LONG_SELECT: tuple[int, str] = (4096, "radix")
+# "split" runs LONG_SELECT's path when that request is longer than the bound of the last (from batch,
+# bound) pair the batch reaches. Every path returns the same slots, so a wrong hint costs time only.
+# Measured on the H200 at 17-128 requests (docs/measurements/indexer_long_select_session30.log): the chunked
+# split 4-9 us faster at 4,096 tokens, the radix select 4-25 us faster from 6,144 tokens to 64K. Then the
+# split's one program a request (up to ``split.ONE_MAX`` tokens) against the radix select at 6K / 8K
+# (indexer_one_program_session33.log): the indexer alone 50.7 / 57.6 against 53.8 / 64.4 us at 64 requests,
+# 70.4 / 84.2 against 80.9 / 98.9 at 128, within 1.5 us either way at 17-32; but the decode step at 17-32
+# requests 3-9 us slower (32 at 8K: 76.9-77.2 against 68.5), at 48-64 even at 6K and 2.4-3.4 us faster at 8K.
+LONG_SELECT: tuple[str, tuple[tuple[int, int], ...]] = ("radix", ((1, 4096), (64, 8192)))
+
+
+def long_bound(batch: int) -> int:
+    """The longest request (tokens) a batch of ``batch`` requests keeps on the split (``LONG_SELECT``)."""
+    return next((bound for from_batch, bound in reversed(LONG_SELECT[1]) if batch >= from_batch), 0)
+
+
 # And a batch that SELECT gives "radix" runs the one-launch "coop" select when its longest request is short:
 # (max batch, max longest request) pairs, any that holds. Forced on the H200 at 3-16 requests and
 # 2K-32K tokens (docs/measurements/indexer_short_coop_session31.log), "coop" took 17.4-17.9 / 18.5-19.2 /
@@ -83,11 +93,12 @@ def select_rule_text() -> str:
     """The select rule in force, in words, for a measurement's header."""
     if isinstance(SELECT, str):
         return SELECT
-    long_from, long_path = LONG_SELECT
+    long_path, (first, *more) = LONG_SELECT
     *bounded, (_, last) = SELECT
     by_batch = ", ".join([*(f"{path} up to {bound} requests" for bound, path in bounded), f"{last} above"])
+    longer = "".join(f" ({bound:,} from {batch} requests)" for batch, bound in more)
     short = " or ".join(f"{batch} requests of at most {longest:,} tokens" for batch, longest in SHORT_SELECT)
-    return (f"{by_batch}; the split -> {long_path} past {long_from:,} tokens of the longest request"
+    return (f"{by_batch}; the split -> {long_path} past {first[1]:,} tokens of the longest request{longer}"
             + (f"; the radix -> coop up to {short}" if short else ""))
 
 
@@ -100,9 +111,8 @@ def select_path(
     rule = SELECT if select is None else select
     path = rule if isinstance(rule, str) else next((p for bound, p in rule if batch <= bound), None)
     if not isinstance(rule, str) and max_seq_len is not None:
-        long_from, long_path = LONG_SELECT
-        if path == "split" and max_seq_len > long_from:
-            path = long_path
+        if path == "split" and max_seq_len > long_bound(batch):
+            path = LONG_SELECT[0]
         elif path == "radix" and any(batch <= b and max_seq_len <= n for b, n in SHORT_SELECT):
             path = "coop"
     if path not in SELECTS:
@@ -291,7 +301,7 @@ def _bf16_topk(
     ws = ws_cand[0] if ws_cand is not None else None
     scores = _run_scores(q, w, cache, bt, sl, logits, d, topk, ws if fused else None,
                          zero_ws=None if fused else ws, max_seq_len=max_seq_len)  # fmt: skip
-    select_runs, select_config = _select(logits, bt, sl, out, topk, d, path, ws_cand)
+    select_runs, select_config = _select(logits, bt, sl, out, topk, d, path, ws_cand, max_seq_len)
     config = _record_config(scores.config, scores.grid[0], select_config)
     # the single-program select (where the split does not apply) is the one config still autotuned here
     source = "autotuner" if select_config["select"] == "single" and not interpreting() else "fixed"
@@ -350,11 +360,13 @@ def _select(
     d: _Dims,
     path: str,
     ws_cand: tuple[torch.Tensor, torch.Tensor] | None = None,
+    max_seq_len: int | None = None,
 ) -> tuple[tuple[KernelRun, ...], dict[str, int | bool | str]]:
     """The top-k select's runs on ``path`` (one of ``SELECTS``) and its config for the record. The
     radix paths use ``ws_cand`` (``radix.workspace``; "radix_fused": pass 0 already ran in the scores
-    kernel). The split paths fall back to the single-program radix select (fixed under the interpreter,
-    autotuned on the GPU) where the split does not apply."""
+    kernel). The split paths run one program a request where the longest request (``max_seq_len``) has at
+    most ``split.ONE_MAX`` tokens, and fall back to the single-program radix select (fixed under the
+    interpreter, autotuned on the GPU) where the split does not apply."""
     if path not in SELECTS or path == "coop":
         raise ValueError(f"select path must be one of {SELECTS} but 'coop' (one launch with the scores), got {path!r}")
     if path in ("radix", "radix_fused"):
@@ -362,7 +374,7 @@ def _select(
         runs = radix_select(logits, bt, sl, out, topk, d, rp, ws_cand, first_pass=int(path == "radix_fused"))
         return runs, {"select": path, "SELECT_BLOCK": rp.block, "select_num_warps": rp.warps,
                       "select_programs": rp.programs}
-    split = split_plan(d, topk, radix=path == "split_radix")  # None: the single-program radix select
+    split = split_plan(d, topk, radix=path == "split_radix", longest=max_seq_len)  # None: single-program radix
     if split is not None:
         runs = split_select(logits, bt, sl, out, topk, d, split)
         return runs, {"select": path, "SELECT_BLOCK": split.chunk, "select_num_warps": split.chunk_warps,

@@ -18,6 +18,7 @@ from .radix import FEW_BLOCK as RADIX_FEW_BLOCK
 from .radix import launches as radix_launches
 from .radix import plan as radix_plan
 from .radix import workspace as radix_workspace
+from .split import ONE_MAX
 from .split import launches as split_launches
 from .split import plan as split_plan
 from .tiles import COOP_TILES, SCORES_TILES, SELECT_CONFIGS, configs_of, tile_label, tile_of
@@ -72,11 +73,15 @@ def compile_matrix(
             dict(c.kwargs), num_warps=c.num_warps, num_stages=c.num_stages,
         )  # fmt: skip
         rows.append((f"BLOCK {c.kwargs['BLOCK']} w{c.num_warps}", launch, config_spec("indexer.select", c)))
-    for radix in (False, True):  # fixed configs: always run where the plan applies (SELECT picks one)
-        split = split_plan(d, topk, radix=radix)
-        if split is not None:
-            for launch in split_launches(logits, bt, sl, out, topk, d, split):
-                rows.append((f"CHUNK {split.chunk} w{launch.num_warps}{' radix' if radix else ''}", launch, None))
+    # Fixed configs: always run where the plan applies (SELECT picks one): the chunks over the capacity, and
+    # one program a request at each warp count its lanes take (the longest request known).
+    for radix in (False, True):
+        for longest in (None, 4096, ONE_MAX):
+            split = split_plan(d, topk, radix=radix, longest=longest)
+            if split is not None:
+                for launch in split_launches(logits, bt, sl, out, topk, d, split):
+                    label = f"{'BLOCK' if split.chunks == 1 else 'CHUNK'} {split.chunk} w{launch.num_warps}"
+                    rows.append((label + (" radix" if radix else ""), launch, None))
     ws, cand = radix_workspace(d, meta)
     for block in (256, RADIX_FEW_BLOCK, RADIX_BLOCK):  # the smallest block the tests run, the GPU's two
         rp = radix_plan(d, topk, meta, block=block)

@@ -2,10 +2,11 @@
 
 A request's logits are cut into chunks of ``CHUNK`` tokens, each selected by its own program (one long
 request fills the GPU instead of one SM); a request longer than one chunk is finished by a merge over
-its chunks' candidates. The plan depends only on shapes the host knows (block-table capacity, top-k),
-never on ``seq_lens``: no host sync, CUDA-graph capturable. Where the candidates of a full-capacity
-request would not fit one program's registers, ``plan`` returns None and the launcher keeps the
-single-program radix select.
+its chunks' candidates. The plan depends only on what the host knows (block-table capacity, top-k, the
+longest request's length where the caller gives it), never on ``seq_lens``: no host sync, CUDA-graph
+capturable. Where every request fits one chunk, one program a request selects it whole. Where the
+candidates of a full-capacity request would not fit one program's registers, ``plan`` returns None and
+the launcher keeps the single-program radix select.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import triton
 from .._common import KernelLaunch, interpreting, next_pow2
 from ..record import KernelRun
 from .checks import _Dims
-from .split_kernels import _chunk_topk_kernel, _merge_topk_kernel
+from .split_kernels import _chunk_topk_kernel, _merge_topk_kernel, _request_topk_kernel
 
 # Tokens a chunk program holds in registers; the interpreter's is small so tests cross chunk edges.
 GPU_CHUNK = 4096
@@ -29,6 +30,18 @@ INTERP_CHUNK = 256
 MAX_MERGE_BLOCK = 8192
 CHUNK_WARPS = 16
 MERGE_WARPS = 16
+# Where the caller knows its longest request (``max_seq_len``) and it has at most ONE_MAX tokens, one
+# program a request holds it whole (``_request_topk_kernel``): no merge launch, no grid over the block
+# table's capacity. Measured on the H200 at 17-128 requests (docs/measurements/indexer_one_program_session33.log),
+# the select alone: 12.2-12.7 / 15.5-16.7 us at 2K / 4K tokens at 8 warps (16: 13.4-13.8 / 16.6-17.9) against
+# the capacity plan's 18.1-31.4 / 18.6-31.7 (8,192-token chunks and a merge), 25.1-26.8 us at 6K-8K on 8,192
+# lanes at 16 warps (8: 47 us). In the whole indexer 16 warps win at 4K too (64 requests: 35.6-35.7 against
+# 41.3-41.4 us; at 17 they lose 1.3 us), so the plan keeps CHUNK_WARPS. 16,384 lanes spill on sm_90 and sm_120.
+ONE_MAX = 8192
+
+# The one-program kernel's block for a request past the hint (a wrong hint costs time, never slots).
+LONG_BLOCK = 1024
+
 
 @dataclass(frozen=True)
 class SplitPlan:
@@ -42,14 +55,22 @@ class SplitPlan:
 
 
 def plan(
-    d: _Dims, topk: int, chunk: int | None = None, merge_cap: int = MAX_MERGE_BLOCK, radix: bool = False
+    d: _Dims,
+    topk: int,
+    chunk: int | None = None,
+    merge_cap: int = MAX_MERGE_BLOCK,
+    radix: bool = False,
+    longest: int | None = None,
 ) -> SplitPlan | None:
     """The split for these shapes, or None where it does not apply (top-k above a chunk, or more than
     twice ``merge_cap`` candidates for a full-capacity request). ``chunk`` overrides the default (a
     power of two): 4096 tokens on the GPU, grown until a full-capacity request's candidates fit one merge
     block where they can (past it, up to twice, the merge reduces four pieces of candidates first).
-    ``radix``: the programs find thresholds by byte histograms (``SplitPlan.radix``)."""
+    ``radix``: the programs find thresholds by byte histograms (``SplitPlan.radix``). ``longest``: the
+    longest request's tokens where the caller knows them; up to ``ONE_MAX``, one program a request."""
     out_block = min(1024, next_pow2(topk))
+    if chunk is None and longest is not None and longest <= ONE_MAX:
+        return SplitPlan(max(16, next_pow2(longest)), 1, 0, out_block, radix=radix)
     if chunk is None:
         chunk = INTERP_CHUNK if interpreting() else GPU_CHUNK
         while triton.cdiv(d.max_context, chunk) * topk > merge_cap and chunk < merge_cap:
@@ -67,18 +88,24 @@ def plan(
 def launches(
     logits: torch.Tensor, bt: torch.Tensor, sl: torch.Tensor, out: torch.Tensor, topk: int, d: _Dims, p: SplitPlan
 ) -> list[KernelLaunch]:
-    """The stage-1 launch and, when a request can span chunks, the merge launch (in order)."""
-    width = max(1, p.chunks * topk) if p.merge_block else 1
+    """The one-program kernel's launch where the plan holds every request in one chunk, else the chunk
+    launch and the merge launch (in order)."""
+    common = (topk, d.max_context, d.num_pages)
+    if p.chunks == 1:
+        return [KernelLaunch(
+            "indexer.request_topk", _request_topk_kernel, (d.batch,),
+            (logits, bt, sl, out, logits.stride(0), bt.stride(0), out.stride(0), *common),
+            {"BLOCK": p.chunk, "OUT_BLOCK": p.out_block, "RADIX": p.radix, "LONG_BLOCK": LONG_BLOCK},
+            num_warps=p.chunk_warps,
+        )]  # fmt: skip
+    width = p.chunks * topk
     ckey = torch.empty((d.batch, width), dtype=torch.int32, device=logits.device)
     cpos = torch.empty((d.batch, width), dtype=torch.int32, device=logits.device)
-    common = (topk, d.max_context, d.num_pages)
     stage1 = KernelLaunch(
         "indexer.chunk_topk", _chunk_topk_kernel, (p.chunks, d.batch),
         (logits, bt, sl, ckey, cpos, out, logits.stride(0), bt.stride(0), ckey.stride(0), out.stride(0), *common),
         {"CHUNK": p.chunk, "OUT_BLOCK": p.out_block, "RADIX": p.radix}, num_warps=p.chunk_warps,
     )  # fmt: skip
-    if not p.merge_block:
-        return [stage1]
     merge = KernelLaunch(
         "indexer.merge_topk", _merge_topk_kernel, (d.batch,),
         (ckey, cpos, bt, sl, out, ckey.stride(0), bt.stride(0), out.stride(0), *common),

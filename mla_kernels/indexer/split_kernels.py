@@ -1,12 +1,13 @@
 """Triton kernels of the split top-k select: one request's logits spread over many programs.
 
-Stage 1 (``_chunk_topk_kernel``, one program per (chunk, request)): a chunk of ``CHUNK`` logits is held
-in registers, its k-th largest order key found by a bitwise search (two bits a round, three counts
-packed into one int64 reduction), and its top-k written as candidates (order key, token position). A
-request that fits one chunk is finished there: its row of slots is written directly. Stage 2
-(``_merge_topk_kernel``, one program per request): the same in-register select over the candidates of
-every chunk of a longer request. Every count is a reduction over registers: no histogram atomics, no
-pass over the logits in global memory after the first load.
+Where the plan holds every request in one chunk (``_request_topk_kernel``, one program a request), that
+program writes the request's row of slots. Otherwise stage 1 (``_chunk_topk_kernel``, one program per
+(chunk, request)): a chunk of ``CHUNK`` logits is held in registers, its k-th largest order key found by
+a bitwise search (two bits a round, three counts packed into one int64 reduction), and its top-k written
+as candidates (order key, token position). A request that fits one chunk is finished there: its row of
+slots is written directly. Stage 2 (``_merge_topk_kernel``, one program per request): the same
+in-register select over the candidates of every chunk of a longer request. Every count is a reduction
+over registers: no histogram atomics, no pass over the logits in global memory after the first load.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import triton.language as tl
 
 from mla_kernels.pdl import wait_prior_grid
 
-from .kernels import _order_key
+from .kernels import _order_key, _radix_select_row
 from .radix_kernels import _kth_largest_radix
 
 
@@ -85,6 +86,28 @@ def _short_request(row, out_row, bt_row, n, topk, num_pages, BLOCK: tl.constexpr
     key = tl.where(valid, _order_key(tl.load(row + t, mask=valid, other=0.0)), 0)
     take, pos = _select_positions(key, topk, RADIX)
     _store_slots(out_row, bt_row, t, take, pos, tl.minimum(n, topk), topk, num_pages, OUT_BLOCK)
+
+
+@triton.jit
+def _request_topk_kernel(
+    logits_ptr, bt_ptr, seq_ptr, out_ptr,
+    stride_lb, stride_btb, stride_ob,
+    topk, max_ctx, num_pages,
+    BLOCK: tl.constexpr, OUT_BLOCK: tl.constexpr, RADIX: tl.constexpr, LONG_BLOCK: tl.constexpr,
+    PDL: tl.constexpr = False,
+):  # fmt: skip
+    wait_prior_grid(PDL)  # first: the previous kernel's writes (mla_kernels.pdl)
+    # One program a request, the whole request in BLOCK lanes (the plan's longest request). A longer one (a
+    # wrong length hint) is still selected right, by the single-program radix select, LONG_BLOCK at a time.
+    b = tl.program_id(0)
+    n = tl.minimum(tl.maximum(tl.load(seq_ptr + b), 0), max_ctx)
+    row = logits_ptr + b * stride_lb
+    out_row = out_ptr + b * stride_ob
+    bt_row = bt_ptr + b * stride_btb
+    if n <= BLOCK:
+        _short_request(row, out_row, bt_row, n, topk, num_pages, BLOCK, OUT_BLOCK, RADIX)
+    else:
+        _radix_select_row(row, out_row, bt_row, n, topk, num_pages, LONG_BLOCK)
 
 
 @triton.jit

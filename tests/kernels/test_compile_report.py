@@ -56,11 +56,11 @@ def sm120(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[dict], float, 
 
 
 # The indexer's compile-matrix rows: the live scores kernel (also zeroing the radix select's workspace, and
-# with its pass 0 fused), the single-program, split and global radix selects, the one-launch scores and
-# select, the SIMT baseline.
+# with its pass 0 fused), the single-program, split (one program a request, or chunks and a merge) and
+# global radix selects, the one-launch scores and select, the SIMT baseline.
 INDEXER_KERNELS = ("indexer.scores_t", "indexer.scores_zero", "indexer.scores_hist", "indexer.select",
-                   "indexer.chunk_topk", "indexer.merge_topk", "indexer.radix_pass0", "indexer.radix_pass1",
-                   "indexer.radix_compact", "indexer.coop", "indexer.fp32_maxctx")  # fmt: skip
+                   "indexer.request_topk", "indexer.chunk_topk", "indexer.merge_topk", "indexer.radix_pass0",
+                   "indexer.radix_pass1", "indexer.radix_compact", "indexer.coop", "indexer.fp32_maxctx")  # fmt: skip
 
 
 def test_every_kernel_is_compiled_for_sm120(sm120):
@@ -114,7 +114,8 @@ def test_indexer_kernels_compile_for_sm90(tmp_path):
     assert proc.returncode == 0, proc.stderr[-4000:]
     rows = json.loads(proc.stdout)
     assert {r["kernel"] for r in rows} == set(INDEXER_KERNELS)
-    fixed = [r for r in rows if r["kernel"] in ("indexer.chunk_topk", "indexer.merge_topk") or "radix_" in r["kernel"]]
+    split = ("indexer.request_topk", "indexer.chunk_topk", "indexer.merge_topk")
+    fixed = [r for r in rows if r["kernel"] in split or "radix_" in r["kernel"]]
     assert all(r["kept"] and r["spill_bytes"] == 0 for r in fixed)  # the split and radix selects run spill-free
     assert all(r["arch"] == "sm_90" and r["registers"] and not r["failure"] for r in rows)
     scores = [r for r in rows if r["kernel"].startswith("indexer.scores_")]

@@ -21,7 +21,7 @@ if not torch.cuda.is_available():  # must precede the first triton import
     os.environ.setdefault("TRITON_INTERPRET", "1")
 
 from mla_kernels import indexer as ix  # noqa: E402
-from mla_kernels._common import interpreting  # noqa: E402
+from mla_kernels._common import interpreting, next_pow2  # noqa: E402
 from mla_kernels.indexer import (  # noqa: E402
     check_indexer_output,
     dequantize_index_cache,
@@ -310,17 +310,24 @@ def test_launch_record_of_bf16_kernels(monkeypatch: pytest.MonkeyPatch) -> None:
     assert record.config["select"] == "radix"
     monkeypatch.setattr(ix_launch, "SELECT", "split")
     out, record = indexer_topk_with_record(*inp.args(), impl="bf16")
-    assert record.kernel == "_bf16_scores_kernel_t+_chunk_topk_kernel"  # one chunk: no merge
+    assert record.kernel == "_bf16_scores_kernel_t+_request_topk_kernel"  # one chunk: one program a request
     scores, select = record.kernels
     assert record.config["BLOCK_T"] == scores.config["BLOCK_T"] in (32, 64, 128)
-    assert record.config["SELECT_BLOCK"] == select.config["CHUNK"] and select.grid == (1, 1)
+    assert record.config["SELECT_BLOCK"] == select.config["BLOCK"] and select.grid == (1,)
     assert record.config["programs_per_request"] == scores.grid[0] and scores.grid[1] == 1
     assert record.interpreted == interpreting() and (record.registers is None) == interpreting()
     chunk = ix_split.plan(ix.checks._Dims(1, 16, 64, 64), 8).chunk  # type: ignore[union-attr]
     long = make_indexer_inputs(1, [chunk + 1], max_context=4 * chunk, num_heads=16, topk=8, device=DEV)
-    _, record = indexer_topk_with_record(*long.args(), impl="bf16")
+    chunked, record = indexer_topk_with_record(*long.args(), impl="bf16")
     assert record.kernel == "_bf16_scores_kernel_t+_chunk_topk_kernel+_merge_topk_kernel"
     assert record.config["chunks"] == 4 and record.kernels[1].grid == (4, 1)
+    # A length hint: one program a request, however large the table. Both hints here are short of the
+    # request (wrong): the same slots all the same (the kernel's fallback).
+    for hint in (chunk // 2 + 1, chunk):
+        out, record = indexer_topk_with_record(*long.args(), impl="bf16", max_seq_len=hint)
+        assert record.kernel == "_bf16_scores_kernel_t+_request_topk_kernel"
+        assert record.config["chunks"] == 1 and record.kernels[1].config["BLOCK"] == next_pow2(hint)
+        assert torch.equal(torch.sort(out, 1).values, torch.sort(chunked, 1).values)
     # Candidates past one merge program's registers: the single-program radix select, recorded as such.
     assert ix_split.plan(ix.checks._Dims(1, 16, 4096, 4096), 4 * chunk) is None
     # A 262,144-token block table at top-k 512: twice a merge block of candidates, reduced in pieces.
@@ -358,6 +365,40 @@ def test_split_select_against_torch_topk(two_level: bool) -> None:
     assert plan is not None and plan.merge_block > 0
     assert (plan.chunks * topk > plan.merge_block) == two_level
     ix_split.split_select(logits, bt, seq, out, topk, d, plan)
+    _check_rows_against_torch_topk(out, logits, lens, ctx, topk)
+
+
+@pytest.mark.parametrize("radix", [False, True])
+def test_one_program_select_against_torch_topk(radix: bool) -> None:
+    # The one-program-a-request plan the longest request's length buys (split.ONE_MAX), on awkward logits;
+    # requests past that hint (a wrong one) still come back right, through the in-kernel radix fallback.
+    g = torch.Generator().manual_seed(17)
+    topk, longest, ctx = 32, 300, 2048
+    lens = [0, 5, 32, 33, 256, 299, 300, 301, 1000, ctx]
+    batch = len(lens)
+    logits = torch.randn((batch, ctx), generator=g) * 10
+    logits[2] = -0.0
+    logits[4, ::3] = 0.0
+    logits[4, 1::7] = -1e30
+    logits[5] = torch.randint(-4, 4, (ctx,), generator=g).float()
+    logits[6, torch.randperm(300, generator=g)[:100]] = float("-inf")
+    logits[8, :600] = 1.0  # ties past the hint
+    logits = logits.to(DEV)
+    bt = torch.arange(batch * ctx // 256, dtype=torch.int32, device=DEV).reshape(batch, -1)
+    seq = torch.tensor(lens, dtype=torch.int32, device=DEV)
+    out = torch.full((batch, topk), -7, dtype=torch.int32, device=DEV)
+    d = ix.checks._Dims(batch, 16, ctx // 256, bt.numel())
+    plan = ix_split.plan(d, topk, radix=radix, longest=longest)
+    assert plan is not None and (plan.chunk, plan.chunks, plan.merge_block, plan.radix) == (512, 1, 0, radix)
+    (run,) = ix_split.split_select(logits, bt, seq, out, topk, d, plan)
+    assert run.name == "_request_topk_kernel" and run.grid == (batch,)
+    _check_rows_against_torch_topk(out, logits, lens, ctx, topk)
+    assert ix_split.plan(d, topk, longest=ix_split.ONE_MAX + 1) == ix_split.plan(d, topk)  # past it: chunks
+
+
+def _check_rows_against_torch_topk(out: torch.Tensor, logits: torch.Tensor, lens: list[int], ctx: int,
+                                   topk: int) -> None:  # fmt: skip
+    # Row b's slots are b * ctx + t: distinct tokens of the request, the top-k values, -1 past them.
     for b, n in enumerate(lens):
         row = out[b].cpu()
         k = min(n, topk)

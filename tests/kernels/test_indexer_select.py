@@ -264,7 +264,9 @@ def test_paths_match_reference(select_path: str, heads: int, lens: list[int], to
             want = min(-(-num_sms(DEV) * ix_radix.PROGRAMS_PER_SM // len(lens)), -(-max_context // block))
         assert record.config["select_programs"] == want
     else:
-        assert names[1] == "_chunk_topk_kernel" and all(r.config["RADIX"] for r in record.kernels[1:])
+        # one program a request where the capacity fits one chunk (the GPU's 4,096 tokens), else chunks
+        assert names[1] in ("_chunk_topk_kernel", "_request_topk_kernel")
+        assert all(r.config["RADIX"] for r in record.kernels[1:])
 
 
 def test_paths_exact_ties(select_path: str) -> None:
@@ -360,18 +362,24 @@ def test_select_by_batch(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_long_requests_leave_the_split(monkeypatch: pytest.MonkeyPatch) -> None:
     # A batch the rule gives "split" runs LONG_SELECT's path once the caller says a request is longer than
-    # its bound; no hint, a short one, a forced path and the other paths keep what the batch alone gives.
-    long_from, long_path = ix_launch.LONG_SELECT
-    assert ix_launch.select_path(64) == ix_launch.select_path(64, max_seq_len=long_from) == "split"
-    assert ix_launch.select_path(64, max_seq_len=long_from + 1) == long_path
+    # its bound (the last one the batch reaches); no hint, a short one, a forced path and the other paths keep
+    # what the batch alone gives.
+    long_path, bounds = ix_launch.LONG_SELECT
+    for from_batch, bound in bounds:
+        batch = max(from_batch, 17)  # the batches SELECT gives the split
+        assert ix_launch.long_bound(batch) == bound
+        assert ix_launch.select_path(batch) == ix_launch.select_path(batch, max_seq_len=bound) == "split"
+        assert ix_launch.select_path(batch, max_seq_len=bound + 1) == long_path
+    assert ix_launch.long_bound(bounds[-1][0] - 1) == bounds[-2][1]  # the bound steps at its batch
     assert ix_launch.select_path(64, "split", max_seq_len=10**6) == "split"  # use_select's forced path
     assert ix_launch.select_path(1, max_seq_len=10**6) == "coop"
     assert ix_launch.select_path(8, max_seq_len=10**6) == "radix"
     # End to end through indexer_topk, on a small bound: the same slots either way, the record names the path.
     monkeypatch.setattr(ix_launch, "SELECT", ((1 << 30, "split"),))
-    monkeypatch.setattr(ix_launch, "LONG_SELECT", (256, "radix"))
+    monkeypatch.setattr(ix_launch, "LONG_SELECT", ("radix", ((1, 256), (8, 512))))
     monkeypatch.setattr(ix_launch, "SHORT_SELECT", ())
-    assert ix_launch.select_rule_text() == "split above; the split -> radix past 256 tokens of the longest request"
+    assert ix_launch.select_rule_text() == ("split above; the split -> radix past 256 tokens of the longest "
+                                            "request (512 from 8 requests)")  # fmt: skip
     inp = make_indexer_inputs(2, [300, 90], max_context=512, num_heads=16, topk=16, device=DEV, seed=5)
     ref = indexer_logits_reference(*inp.args()[:5])
     for hint, path in ((None, "split"), (256, "split"), (300, "radix"), (10**6, "radix")):
@@ -533,8 +541,8 @@ def test_select_ab_keeps_going_past_a_wrong_variant(monkeypatch: pytest.MonkeyPa
 
     real = ix_launch._select
 
-    def corrupt_split_radix(logits, bt, sl, out, topk, d, path, ws_cand=None):  # noqa: ANN001, ANN202
-        runs = real(logits, bt, sl, out, topk, d, path, ws_cand)
+    def corrupt_split_radix(logits, bt, sl, out, topk, d, path, ws_cand=None, max_seq_len=None):  # noqa: ANN001, ANN202
+        runs = real(logits, bt, sl, out, topk, d, path, ws_cand, max_seq_len)
         if path == "split_radix":
             out.fill_(0)  # duplicates: not a selection
         return runs

@@ -53,7 +53,7 @@ def test_step_gives_the_indexer_its_longest_request(device, monkeypatch):
     from mla_kernels.indexer import launch as ix_launch
 
     monkeypatch.setattr(ix_launch, "SELECT", ((1 << 30, "split"),))
-    monkeypatch.setattr(ix_launch, "LONG_SELECT", (512, "radix"))
+    monkeypatch.setattr(ix_launch, "LONG_SELECT", ("radix", ((1, 512),)))
     for lens, path in (([700, 40], "radix"), ([500, 40], "split")):
         inputs = make_step_inputs(2, lens, max_context=1024, num_heads=16, topk=16, device=device, seed=1)
         step = DecodeStep(inputs, decode_impl="simt")
