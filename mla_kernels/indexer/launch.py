@@ -58,9 +58,10 @@ SELECT: str | tuple[tuple[int, str], ...] = ((2, "coop"), (16, "radix"), (1 << 3
 # Measured on the H200 at 17-128 requests (docs/measurements/indexer_long_select_session30.log): the chunked
 # split 4-9 us faster at 4,096 tokens, the radix select 4-25 us faster from 6,144 tokens to 64K. Then the
 # split's one program a request (up to ``split.ONE_MAX`` tokens) against the radix select at 6K / 8K
-# (indexer_one_program_session33.log): the indexer alone 50.7 / 57.6 against 53.8 / 64.4 us at 64 requests,
-# 70.4 / 84.2 against 80.9 / 98.9 at 128, within 1.5 us either way at 17-32; but the decode step at 17-32
-# requests 3-9 us slower (32 at 8K: 76.9-77.2 against 68.5), at 48-64 even at 6K and 2.4-3.4 us faster at 8K.
+# (indexer_one_program_session33.log): the indexer alone 50.7-50.9 / 57.6-57.9 against 53.8-54.2 / 64.4-64.5 us
+# at 64 requests, 70.4-70.9 / 84.2-84.5 against 80.9-81.6 / 98.9-99.6 at 128, within 2 us either way at 17-32; but
+# the decode step at 17-32 requests 2.4-10 us slower (32 at 8K: 76.9-77.2 against 68.5), at 48 even, at 64 even
+# at 6K and 2.4-4.0 us faster at 8K.
 LONG_SELECT: tuple[str, tuple[tuple[int, int], ...]] = ("radix", ((1, 4096), (64, 8192)))
 
 

@@ -74,7 +74,7 @@ def compile_matrix(
         )  # fmt: skip
         rows.append((f"BLOCK {c.kwargs['BLOCK']} w{c.num_warps}", launch, config_spec("indexer.select", c)))
     # Fixed configs: always run where the plan applies (SELECT picks one): the chunks over the capacity, and
-    # one program a request at each warp count its lanes take (the longest request known).
+    # one program a request (the longest request known) on 4,096 and ONE_MAX lanes.
     for radix in (False, True):
         for longest in (None, 4096, ONE_MAX):
             split = split_plan(d, topk, radix=radix, longest=longest)

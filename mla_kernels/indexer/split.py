@@ -33,10 +33,11 @@ MERGE_WARPS = 16
 # Where the caller knows its longest request (``max_seq_len``) and it has at most ONE_MAX tokens, one
 # program a request holds it whole (``_request_topk_kernel``): no merge launch, no grid over the block
 # table's capacity. Measured on the H200 at 17-128 requests (docs/measurements/indexer_one_program_session33.log),
-# the select alone: 12.2-12.7 / 15.5-16.7 us at 2K / 4K tokens at 8 warps (16: 13.4-13.8 / 16.6-17.9) against
-# the capacity plan's 18.1-31.4 / 18.6-31.7 (8,192-token chunks and a merge), 25.1-26.8 us at 6K-8K on 8,192
+# the select alone: 11.7-12.8 / 15.5-16.7 us at 2K / 4K tokens at 8 warps (16: 12.7-13.9 / 16.6-17.9) against
+# the capacity plan's 18.1-31.6 / 18.6-31.9 (8,192-token chunks and a merge), 25.1-26.8 us at 6K-8K on 8,192
 # lanes at 16 warps (8: 47 us). In the whole indexer 16 warps win at 4K too (64 requests: 35.6-35.7 against
-# 41.3-41.4 us; at 17 they lose 1.3 us), so the plan keeps CHUNK_WARPS. 16,384 lanes spill on sm_90 and sm_120.
+# 41.3-41.4 us; at 17 and 4K they lose 1.2-1.8 us), so the plan keeps CHUNK_WARPS. 16,384 lanes spill on sm_90
+# and sm_120.
 ONE_MAX = 8192
 
 # The one-program kernel's block for a request past the hint (a wrong hint costs time, never slots).

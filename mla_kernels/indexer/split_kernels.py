@@ -7,7 +7,8 @@ a bitwise search (two bits a round, three counts packed into one int64 reduction
 as candidates (order key, token position). A request that fits one chunk is finished there: its row of
 slots is written directly. Stage 2 (``_merge_topk_kernel``, one program per request): the same
 in-register select over the candidates of every chunk of a longer request. Every count is a reduction
-over registers: no histogram atomics, no pass over the logits in global memory after the first load.
+over registers: no histogram atomics, no pass over the logits in global memory after the first load (but
+in the one-program kernel's fallback for a request past a wrong length hint).
 """
 
 from __future__ import annotations

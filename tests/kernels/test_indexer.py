@@ -347,20 +347,12 @@ def test_split_select_against_torch_topk(two_level: bool) -> None:
     chunk = ix_split.plan(d0, topk).chunk  # type: ignore[union-attr]
     ctx = 24 * chunk
     lens = [0, 5, 64, 65, chunk, chunk + 1, 3 * chunk + 17, ctx, 9 * chunk + 5, 7 * chunk, 17 * chunk + 5]
-    batch = len(lens)
-    logits = torch.randn((batch, ctx), generator=g) * 10
-    logits[1] = -0.0
-    logits[5, ::3] = 0.0
-    logits[5, 1::7] = -1e30
-    logits[6] = torch.randint(-4, 4, (ctx,), generator=g).float()
+    logits = _awkward_logits(g, len(lens), ctx, zero=1, mixed=5, ints=6)
     logits[7, : 2 * chunk] = torch.linspace(-1e-30, 1e-30, 2 * chunk)
     logits[8, : 12 * chunk] = 1.0  # ties across merge pieces
     logits[9, torch.randperm(7 * chunk, generator=g)[:100]] = float("-inf")
     logits = logits.to(DEV)
-    bt = torch.arange(batch * ctx // 256, dtype=torch.int32, device=DEV).reshape(batch, -1)  # slot = b * ctx + t
-    seq = torch.tensor(lens, dtype=torch.int32, device=DEV)
-    out = torch.full((batch, topk), -7, dtype=torch.int32, device=DEV)
-    d = ix.checks._Dims(batch, 16, ctx // 256, bt.numel())
+    bt, seq, out, d = _identity_rows(lens, ctx, topk)
     plan = ix_split.plan(d, topk, chunk=chunk, merge_cap=16 * topk if two_level else ix_split.MAX_MERGE_BLOCK)
     assert plan is not None and plan.merge_block > 0
     assert (plan.chunks * topk > plan.merge_block) == two_level
@@ -375,25 +367,36 @@ def test_one_program_select_against_torch_topk(radix: bool) -> None:
     g = torch.Generator().manual_seed(17)
     topk, longest, ctx = 32, 300, 2048
     lens = [0, 5, 32, 33, 256, 299, 300, 301, 1000, ctx]
-    batch = len(lens)
-    logits = torch.randn((batch, ctx), generator=g) * 10
-    logits[2] = -0.0
-    logits[4, ::3] = 0.0
-    logits[4, 1::7] = -1e30
-    logits[5] = torch.randint(-4, 4, (ctx,), generator=g).float()
+    logits = _awkward_logits(g, len(lens), ctx, zero=2, mixed=4, ints=5)
     logits[6, torch.randperm(300, generator=g)[:100]] = float("-inf")
     logits[8, :600] = 1.0  # ties past the hint
     logits = logits.to(DEV)
-    bt = torch.arange(batch * ctx // 256, dtype=torch.int32, device=DEV).reshape(batch, -1)
-    seq = torch.tensor(lens, dtype=torch.int32, device=DEV)
-    out = torch.full((batch, topk), -7, dtype=torch.int32, device=DEV)
-    d = ix.checks._Dims(batch, 16, ctx // 256, bt.numel())
+    bt, seq, out, d = _identity_rows(lens, ctx, topk)
     plan = ix_split.plan(d, topk, radix=radix, longest=longest)
     assert plan is not None and (plan.chunk, plan.chunks, plan.merge_block, plan.radix) == (512, 1, 0, radix)
     (run,) = ix_split.split_select(logits, bt, seq, out, topk, d, plan)
-    assert run.name == "_request_topk_kernel" and run.grid == (batch,)
+    assert run.name == "_request_topk_kernel" and run.grid == (len(lens),)
     _check_rows_against_torch_topk(out, logits, lens, ctx, topk)
     assert ix_split.plan(d, topk, longest=ix_split.ONE_MAX + 1) == ix_split.plan(d, topk)  # past it: chunks
+
+
+def _awkward_logits(g: torch.Generator, batch: int, ctx: int, zero: int, mixed: int, ints: int) -> torch.Tensor:
+    # randn * 10 (CPU), with a row of -0.0, one of 0.0 and -1e30 every few tokens, one of small integers (ties).
+    logits = torch.randn((batch, ctx), generator=g) * 10
+    logits[zero] = -0.0
+    logits[mixed, ::3] = 0.0
+    logits[mixed, 1::7] = -1e30
+    logits[ints] = torch.randint(-4, 4, (ctx,), generator=g).float()
+    return logits
+
+
+def _identity_rows(lens: list[int], ctx: int, topk: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, object]:
+    # A block table whose slots are b * ctx + t, the lengths, an output row of -7s, and their dims.
+    batch = len(lens)
+    bt = torch.arange(batch * ctx // 256, dtype=torch.int32, device=DEV).reshape(batch, -1)
+    seq = torch.tensor(lens, dtype=torch.int32, device=DEV)
+    out = torch.full((batch, topk), -7, dtype=torch.int32, device=DEV)
+    return bt, seq, out, ix.checks._Dims(batch, 16, ctx // 256, bt.numel())
 
 
 def _check_rows_against_torch_topk(out: torch.Tensor, logits: torch.Tensor, lens: list[int], ctx: int,
