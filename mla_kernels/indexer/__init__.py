@@ -19,7 +19,8 @@ Implementations:
   with the page-table walk fused into the tile loads; then a split top-k select (``split``): every
   chunk of a request is selected by its own program (the k-th largest key found in registers, two bits
   a round), and a request longer than one chunk is finished by a merge over its chunks' candidates, so
-  one long request spreads over many SMs. Where a full-capacity request's candidates would not fit one
+  one long request spreads over many SMs; where the caller gives the longest request's length
+  (``max_seq_len``) and it fits one program (``split.ONE_MAX``), one program a request selects it whole. Where a full-capacity request's candidates would not fit one
   merge program, the single-program radix select (8-bit histograms over order-preserving uint32 keys)
   runs instead, recorded as such. ``launch.SELECT`` (one line) picks the select among ``launch.SELECTS``:
   that split ("split"), the split with byte-histogram rounds ("split_radix"), or the global radix select
