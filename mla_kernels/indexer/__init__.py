@@ -14,20 +14,20 @@ Implementations:
 - ``fp32_maxctx``: the story's slow baseline: one Triton program per (request, 64-token block) over the
   whole capacity of the block table, fp32 SIMT arithmetic (broadcast-multiply-sum per head, no
   ``tl.dot``), masked afterwards, then ``torch.topk`` over ``[B, max_context]``.
-- ``bf16``: bf16 tensor-core products with tokens as the MMA's rows (``tl.dot`` of
-  ``k[BLOCK_T, 128] x q^T[128, H]``, ``token_scores``), programs stride over each request's real length
-  with the page-table walk fused into the tile loads; then a split top-k select (``split``): every
-  chunk of a request is selected by its own program (the k-th largest key found in registers, two bits
-  a round), and a request longer than one chunk is finished by a merge over its chunks' candidates, so
-  one long request spreads over many SMs; where the caller gives the longest request's length
-  (``max_seq_len``) and it fits one program (``split.ONE_MAX``), one program a request selects it whole. Where a full-capacity request's candidates would not fit one
-  merge program, the single-program radix select (8-bit histograms over order-preserving uint32 keys)
-  runs instead, recorded as such. ``launch.SELECT`` (one line) picks the select among ``launch.SELECTS``:
-  that split ("split"), the split with byte-histogram rounds ("split_radix"), or the global radix select
-  (``radix``: every pass spread over slices of every request, per-request histograms merged by atomics,
-  the last program of a request resolving its bucket; "radix_fused" runs its first pass inside the scores
-  kernel), or the scores and that radix select in one launch ("coop", ``coop``: phases separated by grid
-  barriers, so only configs of which its programs per SM fit at once are kept). The record's ``select``
+- ``bf16``: bf16 tensor-core products with tokens as the MMA's rows (``tl.dot`` of ``k[BLOCK_T, 128] x
+  q^T[128, H]``, ``token_scores``), programs stride over each request's real length with the page-table walk
+  fused into the tile loads; then a split top-k select (``split``): every chunk of a request is selected by
+  its own program (the k-th largest key found in registers, two bits a round), and a request longer than one
+  chunk is finished by a merge over its chunks' candidates, so one long request spreads over many SMs; where
+  the caller gives the longest request's length (``max_seq_len``) and it fits one program (``split.ONE_MAX``),
+  one program a request selects it whole. Where a full-capacity request's candidates would not fit one merge
+  program, the single-program radix select (8-bit histograms over order-preserving uint32 keys) runs instead,
+  recorded as such. ``launch.SELECT`` (one line) picks the select among ``launch.SELECTS``: that split
+  ("split"), the split with byte-histogram rounds ("split_radix"), or the global radix select (``radix``:
+  every pass spread over slices of every request, per-request histograms merged by atomics, the last program
+  of a request resolving its bucket; "radix_fused" runs its first pass inside the scores kernel), or the
+  scores and that radix select in one launch ("coop", ``coop``: phases separated by grid barriers, so only
+  configs of which its programs per SM fit at once are kept). The record's ``select``
   names it. No host sync, no data-dependent shapes: CUDA-graph
   capturable once autotuning has been resolved by a warm-up call. ``indexer_topk_with_record`` also returns the
   ``LaunchRecord`` of the kernels and their resolved configs.
