@@ -11,14 +11,13 @@ from .._common import KernelLaunch, next_pow2
 from . import coop
 from .checks import _Dims
 from .kernels import _fp32_maxctx_scores_kernel, _radix_select_kernel
-from .launch import _FP32_BLOCK_T, _FP32_WARPS, _fp32_args, _score_args, _select_args, config_spec
+from .launch import _FP32_BLOCK_T, _FP32_WARPS, LONG_SELECT, _fp32_args, _score_args, _select_args, config_spec
 from .layout import HEAD_DIM
 from .radix import BLOCK as RADIX_BLOCK
 from .radix import FEW_BLOCK as RADIX_FEW_BLOCK
 from .radix import launches as radix_launches
 from .radix import plan as radix_plan
 from .radix import workspace as radix_workspace
-from .split import ONE_MAX
 from .split import launches as split_launches
 from .split import plan as split_plan
 from .tiles import COOP_TILES, SCORES_TILES, SELECT_CONFIGS, configs_of, tile_label, tile_of
@@ -74,9 +73,9 @@ def compile_matrix(
         )  # fmt: skip
         rows.append((f"BLOCK {c.kwargs['BLOCK']} w{c.num_warps}", launch, config_spec("indexer.select", c)))
     # Fixed configs: always run where the plan applies (SELECT picks one): the chunks over the capacity, and
-    # one program a request (the longest request known) on 4,096 and ONE_MAX lanes.
+    # one program a request (the longest request known) at each of LONG_SELECT's bounds, the most lanes it runs.
     for radix in (False, True):
-        for longest in (None, 4096, ONE_MAX):
+        for longest in (None, *sorted({bound for _, bound in LONG_SELECT[1]})):
             split = split_plan(d, topk, radix=radix, longest=longest)
             if split is not None:
                 for launch in split_launches(logits, bt, sl, out, topk, d, split):

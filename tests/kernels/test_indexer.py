@@ -390,7 +390,9 @@ def _awkward_logits(g: torch.Generator, batch: int, ctx: int, zero: int, mixed: 
     return logits
 
 
-def _identity_rows(lens: list[int], ctx: int, topk: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, object]:
+def _identity_rows(
+    lens: list[int], ctx: int, topk: int
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, ix.checks._Dims]:
     # A block table whose slots are b * ctx + t, the lengths, an output row of -7s, and their dims.
     batch = len(lens)
     bt = torch.arange(batch * ctx // 256, dtype=torch.int32, device=DEV).reshape(batch, -1)
