@@ -210,7 +210,10 @@ def compile_launch(launch: KernelLaunch, capability: int) -> CompileStats:
     return stats
 
 
-def compile_uncached(launch: KernelLaunch, capability: int) -> CompileStats:
+def compile_asm(launch: KernelLaunch, capability: int) -> tuple[dict[str, object], int]:
+    """Compile one launch for ``sm_<capability>`` as it would launch (Triton or Gluon kernel, its warps,
+    stages and argument specialization): (the compiled ``asm`` by stage, ptx and cubin among them; the
+    shared memory it needs in bytes). Raises ``CompileError`` naming the launch."""
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
@@ -220,14 +223,18 @@ def compile_uncached(launch: KernelLaunch, capability: int) -> CompileStats:
         from triton.experimental.gluon._runtime import GluonASTSource as ASTSource  # noqa: N814
     src = ASTSource(launch.kernel, sig, constexprs, attrs)
     options = {"num_warps": launch.num_warps, "num_stages": launch.num_stages, "enable_fp_fusion": True}
-    start = time.perf_counter()
     try:
         compiled = triton.compile(src, target=GPUTarget("cuda", capability, 32), options=options)
     except Exception as exc:  # noqa: BLE001 - name the launch; keep the compiler's message
         raise CompileError(f"{launch.name} for sm_{capability}: {type(exc).__name__}: {str(exc)[:400]}") from exc
+    return compiled.asm, int(getattr(compiled.metadata, "shared", 0))
+
+
+def compile_uncached(launch: KernelLaunch, capability: int) -> CompileStats:
+    start = time.perf_counter()
+    asm, shared = compile_asm(launch, capability)
     seconds = time.perf_counter() - start
-    regs, spill = _resources(compiled.asm["cubin"])
-    ptx = compiled.asm["ptx"]
+    regs, spill = _resources(asm["cubin"])  # type: ignore[arg-type]
+    ptx = str(asm["ptx"])
     mma = tuple(sorted({m.rstrip(".") for m in _MMA.findall(ptx)}))
-    shared = int(getattr(compiled.metadata, "shared", 0))
     return CompileStats(registers=regs, spill_bytes=spill, shared=shared, mma=mma, seconds=round(seconds, 2))

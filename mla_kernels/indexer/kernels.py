@@ -45,6 +45,13 @@ def _fp32_maxctx_scores_kernel(
 
 
 @triton.jit
+def _request_len(seq_ptr, b, max_ctx):
+    # Request b's length as every select kernel reads it: seq_lens clamped to [0, max_ctx] (the block table's
+    # capacity), so a bad length neither reads past the table nor goes negative.
+    return tl.minimum(tl.maximum(tl.load(seq_ptr + b), 0), max_ctx)
+
+
+@triton.jit
 def _order_key(x):
     # fp32 -> uint32 whose unsigned order is the float order (negatives flipped, positives get the top bit).
     bits = x.to(tl.uint32, bitcast=True)
@@ -62,7 +69,7 @@ def _radix_select_kernel(
     wait_prior_grid(PDL)  # first: the previous kernel's writes (mla_kernels.pdl)
     # One program per request.
     b = tl.program_id(0)
-    n = tl.minimum(tl.maximum(tl.load(seq_ptr + b), 0), max_ctx)
+    n = _request_len(seq_ptr, b, max_ctx)
     _radix_select_row(logits_ptr + b * stride_lb, out_ptr + b * stride_ob, bt_ptr + b * stride_btb, n, topk,
                       num_pages, BLOCK)  # fmt: skip
 

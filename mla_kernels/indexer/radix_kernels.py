@@ -30,7 +30,7 @@ import triton.language as tl
 
 from mla_kernels.pdl import wait_prior_grid
 
-from .kernels import _order_key
+from .kernels import _order_key, _request_len
 
 # Workspace row: two 256-bin histograms, then the state words. Even: every row's 64-bit pairs stay 8-byte
 # aligned (``radix.workspace`` allocates rows of exactly this many words).
@@ -161,7 +161,7 @@ def _radix_pass_kernel(
     c = tl.program_id(0)
     b = tl.program_id(1)
     programs = tl.num_programs(0)
-    n = tl.minimum(tl.maximum(tl.load(seq_ptr + b), 0), max_ctx)
+    n = _request_len(seq_ptr, b, max_ctx)
     ws_row = ws_ptr + b * stride_wb
     if c * BLOCK < n:
         if n > topk:  # else every token is selected: nothing to resolve
@@ -369,7 +369,7 @@ def _radix_compact_kernel(
     c = tl.program_id(0)
     b = tl.program_id(1)
     programs = tl.num_programs(0)
-    n = tl.minimum(tl.maximum(tl.load(seq_ptr + b), 0), max_ctx)
+    n = _request_len(seq_ptr, b, max_ctx)
     ws_row = ws_ptr + b * stride_wb
     out_row = out_ptr + b * stride_ob
     bt_row = bt_ptr + b * stride_btb

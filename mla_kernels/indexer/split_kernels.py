@@ -18,7 +18,7 @@ import triton.language as tl
 
 from mla_kernels.pdl import wait_prior_grid
 
-from .kernels import _order_key, _radix_select_row
+from .kernels import _order_key, _radix_select_row, _request_len
 from .radix_kernels import _kth_largest_radix
 
 
@@ -101,7 +101,7 @@ def _request_topk_kernel(
     # One program a request, the whole request in BLOCK lanes (the plan's longest request). A longer one (a
     # wrong length hint) is still selected right, by the single-program radix select, LONG_BLOCK at a time.
     b = tl.program_id(0)
-    n = tl.minimum(tl.maximum(tl.load(seq_ptr + b), 0), max_ctx)
+    n = _request_len(seq_ptr, b, max_ctx)
     row = logits_ptr + b * stride_lb
     out_row = out_ptr + b * stride_ob
     bt_row = bt_ptr + b * stride_btb
@@ -122,7 +122,7 @@ def _chunk_topk_kernel(
     wait_prior_grid(PDL)  # first: the previous kernel's writes (mla_kernels.pdl)
     c = tl.program_id(0)
     b = tl.program_id(1)
-    n = tl.minimum(tl.maximum(tl.load(seq_ptr + b), 0), max_ctx)
+    n = _request_len(seq_ptr, b, max_ctx)
     start = c * CHUNK
     row = logits_ptr + b * stride_lb
     out_row = out_ptr + b * stride_ob
@@ -192,7 +192,7 @@ def _merge_topk_kernel(
     # full-size block (less work per count for a shorter one); past MERGE_BLOCK (up to twice that, the plan
     # sees to it), each of four half-block pieces is reduced to its top-k first, then the 4 * topk winners.
     b = tl.program_id(0)
-    n = tl.minimum(tl.maximum(tl.load(seq_ptr + b), 0), max_ctx)
+    n = _request_len(seq_ptr, b, max_ctx)
     if n > CHUNK:
         cand = tl.cdiv(n, CHUNK) * topk
         ckey_row = ckey_ptr + b * stride_cb

@@ -4,6 +4,7 @@ kernel's source, the ncu summary, the sweeps' config parsing, the PTX comparison
 from __future__ import annotations
 
 import json
+import os
 import stat
 import subprocess
 import sys
@@ -109,6 +110,48 @@ $L__tmp3:
         (tmp_path / name / "hashes.json").write_text(json.dumps(hashes))
     assert ptx.compare(tmp_path / "a", tmp_path / "c") == 0
     assert ptx.compare(tmp_path / "a", tmp_path / "b") == 1
+
+
+def test_ptx_comparison_counts_missing_and_failed_launches(tmp_path, capsys):
+    # A launch that one side lacks, or that does not compile on both, is not "identical"; launches outside
+    # what both runs compiled (here the decode, dumped before only) are left out.
+    k, e, new = "sm90 indexer.select k", "sm90 indexer.merge_topk e", "sm90 indexer.request_topk new"
+    runs = (("a", {k: "1", e: "error", "sm90 decode.mma x": "3", "sm90 extra pf0 y": "4"}, ["decode", "indexer"]),
+            ("b", {k: "1", e: "error", new: "2"}, ["indexer"]))
+    for name, hashes, kernels in runs:
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "hashes.json").write_text(json.dumps(hashes))
+        (tmp_path / name / "scope.json").write_text(json.dumps({"triton": "3.9.0", "archs": [90], "kernels": kernels}))
+    assert ptx.compare(tmp_path / "a", tmp_path / "b") == 1
+    out = capsys.readouterr().out
+    assert "only after" in out and "DOES NOT COMPILE" in out and "1 identical, 2 not" in out
+    assert "decode.mma" not in out and "extra" not in out
+
+
+_LAUNCH_NAMES = """
+import json
+from experiments import kernel_ptx_identity as ptx
+from mla_kernels import compile_report
+print(json.dumps({cap: [[n for n, _ in ptx.launches(cap, groups)] for groups in (ptx.GROUPS, ("indexer",))]
+                  + [len(compile_report.matrix(cap))] for cap in (90, 120)}))
+"""
+
+
+def test_ptx_launches_cover_the_compile_matrix_under_unique_names():
+    # In a process without the interpreter, as the tool runs (the Gluon decode's launches need a compiler).
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    res = subprocess.run([sys.executable, "-c", _LAUNCH_NAMES], capture_output=True, text=True, env=env, cwd=REPO)
+    assert res.returncode == 0, res.stderr[-2000:]
+    for names, indexer_names, matrix_rows in json.loads(res.stdout.splitlines()[-1]).values():
+        assert len(set(names)) == len(names) >= matrix_rows
+        assert any(" indexer.request_topk " in n for n in names) and any(" decode.mma " in n for n in names)
+        assert indexer_names and all(" indexer." in n for n in indexer_names)
+
+
+def test_ptx_identity_names_bad_arguments():
+    res = subprocess.run([sys.executable, "-m", "experiments.kernel_ptx_identity", "--out", "x", "--arch", "80"],
+                         capture_output=True, text=True, cwd=REPO)  # fmt: skip
+    assert res.returncode == 2 and "--arch" in res.stderr and "90, 120" in res.stderr
 
 
 def test_variant_configs_parse_and_name_bad_ones():
