@@ -6,8 +6,8 @@ For each (batch, context), on one set of inputs: every path of ``mla_kernels.ind
 other grids / warp counts (``--radix-per-sm``: ``radix.PROGRAMS_PER_SM``, smoke: programs per request;
 ``--radix-warps``), each timed
 
-- end to end (scores + select, ``indexer_topk`` with ``launch.SELECT`` set to the path): what
-  ``benchmarks.scripts.indexer_perf --impls bf16`` would report with that path, printed as its table too;
+- end to end (scores + select, ``indexer_topk(..., select=path)``): what ``benchmarks.scripts.indexer_perf
+  --impls bf16 --select PATH`` would report, printed as its table too;
 - the select alone, on the logits of one scores run (a radix path's workspace zeroing included;
   "radix_fused": its pass 0 ran in the scores kernel, so the workspace is restored from that run);
 - the scores kernel alone, without and with the fused pass 0 ("scores", "scores+hist"), and on smaller
@@ -125,15 +125,15 @@ def _checked(case: dict[str, Any], out: Any) -> float:
     return check_indexer_output(out, case["ref"], inp.block_table, inp.seq_lens, inp.topk)["recall_min"]
 
 
-def _end_to_end(case: dict[str, Any], timer: Any) -> tuple[float, float]:
-    """(recall, median us) of ``indexer_topk`` with the current ``launch.SELECT``: checked after the
-    warm-up and again on what the last timed replay wrote (a graph's output lives in its pool)."""
+def _end_to_end(case: dict[str, Any], path: str, timer: Any) -> tuple[float, float]:
+    """(recall, median us) of ``indexer_topk`` on select ``path``: checked after the warm-up and again on
+    what the last timed replay wrote (a graph's output lives in its pool)."""
     from mla_kernels.indexer import indexer_topk
 
     inp = case["inp"]
-    held = {"out": indexer_topk(*inp.args(), impl="bf16")}  # warm-up: compiles, resolves the tuner
+    held = {"out": indexer_topk(*inp.args(), impl="bf16", select=path)}  # warm-up: compiles, resolves the tuner
     recall = _checked(case, held["out"])
-    median = statistics.median(timer(lambda: held.update(out=indexer_topk(*inp.args(), impl="bf16"))))
+    median = statistics.median(timer(lambda: held.update(out=indexer_topk(*inp.args(), impl="bf16", select=path))))
     _checked(case, held["out"])
     return recall, median
 
@@ -195,14 +195,9 @@ def measure(args: argparse.Namespace, batch: int, ctx: int, device: Any, timer: 
             "logits": torch.empty((batch, d.max_context), dtype=torch.float32, device=device),
             "out": torch.empty((batch, args.topk), dtype=torch.int32, device=device)}  # fmt: skip
     row: dict[str, Any] = {"batch": batch, "context": ctx, "e2e": {}, "alone": {}, "recall": {}, "errors": {}}
-    saved = L.SELECT
-    try:
-        for path in L.SELECTS:
-            L.SELECT = path
-            got = _attempt(row, f"{path} e2e", lambda: _end_to_end(case, timer))
-            row["recall"][path], row["e2e"][path] = got if got is not None else (None, None)
-    finally:
-        L.SELECT = saved
+    for path in L.SELECTS:
+        got = _attempt(row, f"{path} e2e", lambda path=path: _end_to_end(case, path, timer))
+        row["recall"][path], row["e2e"][path] = got if got is not None else (None, None)
     builders = {path: (lambda path=path: _select_alone(case, path)) for path in L.SELECTS}
     for name, p in _variants(args, d, device).items():
         builders[name] = lambda p=p: _select_alone(case, "radix", p)
@@ -249,7 +244,7 @@ def _as_indexer_perf(args: argparse.Namespace, rows: list[dict[str, Any]], paths
     from benchmarks.scripts.indexer_perf import BYTES_PER_TOKEN, _report
 
     for path in paths:
-        print(f"\nindexer_perf --impls bf16 with launch.SELECT = {path!r}:")
+        print(f"\nindexer_perf --impls bf16 --select {path}:")
         results = []
         for r in rows:
             total = r["context"] * r["batch"] * BYTES_PER_TOKEN

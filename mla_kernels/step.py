@@ -16,6 +16,7 @@ from .indexer import (
     indexer_workspace,
     make_indexer_inputs,
 )
+from .indexer.launch import check_select
 from .record import LaunchRecord
 from .testing import make_kv_cache
 
@@ -56,10 +57,13 @@ class DecodeStep:
 
     ``run()`` is eager (``run_with_records()`` also returns each op's ``LaunchRecord``). ``capture()``
     warms up (resolving every autotune choice) and records a CUDA graph over fixed buffers; ``replay()``
-    re-runs it on whatever the input tensors now hold.
+    re-runs it on whatever the input tensors now hold. ``select``: the indexer's select path for every run
+    (``indexer_topk``'s ``select``; None follows its rule).
     """
 
-    def __init__(self, inputs: StepInputs, decode_impl: str = "mma", indexer_impl: str = "bf16") -> None:
+    def __init__(
+        self, inputs: StepInputs, decode_impl: str = "mma", indexer_impl: str = "bf16", select: str | None = None
+    ) -> None:
         if decode_impl not in DECODE_IMPLS:
             raise ValueError(f"decode_impl must be one of {', '.join(DECODE_IMPLS)}; got {decode_impl!r}")
         if indexer_impl not in INDEXER_IMPLS:
@@ -67,6 +71,7 @@ class DecodeStep:
         self.inputs = inputs
         self.decode_impl = decode_impl
         self.indexer_impl = indexer_impl
+        self.select = check_select(select)  # the indexer's select path for every run (None: its rule)
         self.graph: torch.cuda.CUDAGraph | None = None
         self.indices: torch.Tensor | None = None
         self.out: torch.Tensor | None = None
@@ -86,7 +91,8 @@ class DecodeStep:
         """``(out, lse, {"indexer": record, "decode": record})``: the step's outputs and what each op ran."""
         inp = self.inputs
         self.indices, indexer = indexer_topk_with_record(
-            *inp.args(), impl=self.indexer_impl, workspace=self.workspace, max_seq_len=self.max_seq_len
+            *inp.args(), impl=self.indexer_impl, workspace=self.workspace, max_seq_len=self.max_seq_len,
+            select=self.select,
         )
         self.out, self.lse, decode = sparse_mla_decode_with_record(
             inp.q, inp.kv_cache, self.indices, impl=self.decode_impl

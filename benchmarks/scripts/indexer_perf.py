@@ -72,7 +72,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--impls", type=_impl_list, default=list(IMPLS), help="comma-separated implementations")
     p.add_argument(
         "--select", default=None,
-        help="the bf16 path's top-k select (mla_kernels.indexer.launch.SELECTS; default: launch.SELECT)",
+        help="the bf16 path's top-k select for every case (mla_kernels.indexer.launch.SELECTS; default: the rule)",
     )  # fmt: skip
     p.add_argument("--iters", type=int, default=None, help="timed replays per case (default 30; smoke 1)")
     p.add_argument("--seed", type=int, default=0)
@@ -200,7 +200,7 @@ def _measure_case(args: argparse.Namespace, batch: int, ctx: int, device: Any, c
         print(f"  batch {batch}, context {ctx}: {impl} ...", file=sys.stderr, flush=True)
         # One workspace for every call, as a decode step holds it (the one-launch select leaves it zeroed),
         # and the longest request, as a serving engine's metadata gives it (the select rule reads it).
-        call = {"workspace": indexer_workspace(batch, device), "max_seq_len": ctx}
+        call = {"workspace": indexer_workspace(batch, device), "max_seq_len": ctx, "select": args.select}
         fn = lambda impl=impl, call=call: indexer_topk(*inp.args(), impl=impl, **call)
         out, record = indexer_topk_with_record(*inp.args(), impl=impl, **call)  # warm-up, then check
         try:
@@ -279,9 +279,9 @@ def main(argv: list[str] | None = None) -> int:
     from mla_kernels.indexer.tiles import scores_rule_text
 
     try:
-        args.select = indexer_launch.use_select(args.select)
+        indexer_launch.check_select(args.select, "--select")
     except ValueError as exc:
-        print(f"error: --select {exc}", file=sys.stderr)
+        print(f"error: {exc}", file=sys.stderr)
         return 2
     device = _device(torch, args.smoke)
     if device is None:
@@ -292,7 +292,7 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"indexer_perf on {info['name']} (torch {info['torch']}, triton {info['triton']}): "
         f"batches {args.batches}, max_context {args.max_context}, topk {args.topk}, heads {args.heads}, "
-        f"select {indexer_launch.select_rule_text()}, "
+        f"select {indexer_launch.select_rule_text(args.select)}, "
         f"scores {scores_rule_text() if device.type == 'cuda' else 'a fixed tile (interpreter)'}, "
         f"{args.iters} timed calls each",
         file=sys.stderr,
@@ -315,7 +315,7 @@ def main(argv: list[str] | None = None) -> int:
         "contexts": args.contexts,
         "topk": args.topk,
         "heads": args.heads,
-        "select": args.select,
+        "select": args.select or indexer_launch.SELECT,
         "iters": args.iters,
         "command": " ".join([Path(sys.argv[0]).name, *(sys.argv[1:] if argv is None else argv)]),
         "speedup_fp32_maxctx_over_bf16": speedups,

@@ -67,7 +67,7 @@ def _measure(batch: int, context: int, args: argparse.Namespace) -> dict[str, ob
     pairings = variants()
     for variant in args.variants:
         dec, idx = pairings[variant]
-        steps = [DecodeStep(inp, decode_impl=dec, indexer_impl=idx) for inp in layers]
+        steps = [DecodeStep(inp, decode_impl=dec, indexer_impl=idx, select=args.select) for inp in layers]
         check_step(steps[0], ref_logits)
         row[variant] = step_us(steps, reps=10 if variant == "baseline" else 30)
     times = "  ".join(f"{v} {row[v]:8.1f} us" for v in args.variants)
@@ -89,7 +89,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--topk", type=int, default=512)
     ap.add_argument("--layers", type=int, default=4, help="layers per graph (distinct caches: cold L2)")
     ap.add_argument("--select", default=None,
-                    help="the bf16 indexer's top-k select (mla_kernels.indexer.launch.SELECTS; default: launch.SELECT)")
+                    help="the bf16 indexer's top-k select for every case (mla_kernels.indexer.launch.SELECTS; "
+                         "default: the rule)")
     names = list(variants())
     ap.add_argument("--variants", default=",".join(names), help=f"comma-separated, of {', '.join(names)} (default all)")
     ap.add_argument("--json", type=Path)
@@ -105,9 +106,9 @@ def main(argv: list[str] | None = None) -> int:
     from mla_kernels.indexer.tiles import scores_rule_text
 
     try:
-        args.select = indexer_launch.use_select(args.select)
+        indexer_launch.check_select(args.select, "--select")
     except ValueError as exc:
-        print(f"error: --select {exc}", file=sys.stderr)
+        print(f"error: {exc}", file=sys.stderr)
         return 2
 
     if not torch.cuda.is_available():
@@ -119,13 +120,14 @@ def main(argv: list[str] | None = None) -> int:
     contexts = [int(c) for c in args.contexts.split(",")]
     print(f"# {name}, torch {torch.__version__}, triton {triton.__version__}; contexts {contexts}, "
           f"max_context {args.max_context}, top-k {args.topk}, {args.layers} layers per graph, "
-          f"indexer select {indexer_launch.select_rule_text()}, scores {scores_rule_text()}")
+          f"indexer select {indexer_launch.select_rule_text(args.select)}, scores {scores_rule_text()}")
     rows = []
     for context in contexts:
         for batch in (int(b) for b in args.batches.split(",")):
             rows.append(_measure(batch, context, args))
     result = {"device": name, "torch": torch.__version__, "triton": triton.__version__, "contexts": contexts,
-              "max_context": args.max_context, "topk": args.topk, "select": args.select, "rows": rows}
+              "max_context": args.max_context, "topk": args.topk, "select": args.select or indexer_launch.SELECT,
+              "rows": rows}
     if args.json:
         args.json.write_text(json.dumps(result, indent=1))
     print(json.dumps(result))

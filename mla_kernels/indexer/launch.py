@@ -79,19 +79,19 @@ def long_bound(batch: int) -> int:
 SHORT_SELECT: tuple[tuple[int, int], ...] = ((8, 32768), (16, 16384))
 
 
-def use_select(path: str | None) -> str | tuple[tuple[int, str], ...]:
-    """Make ``path`` (one of ``SELECTS``) the select every later launch runs, as a measurement script's
-    ``--select`` does; None keeps ``SELECT``. Returns the rule in force; ValueError naming the choices."""
-    global SELECT
-    if path is not None:
-        if path not in SELECTS:
-            raise ValueError(f"must be one of {', '.join(SELECTS)}, got {path!r}")
-        SELECT = path
-    return SELECT
+def check_select(path: str | None, name: str = "select") -> str | None:
+    """``path`` when it is None (the rule: ``SELECT`` with ``LONG_SELECT`` and ``SHORT_SELECT``) or one of
+    ``SELECTS`` (every batch runs it, as a measurement's ``--select`` asks); else ValueError naming ``name``
+    and the choices."""
+    if path is not None and path not in SELECTS:
+        raise ValueError(f"{name} must be one of {', '.join(SELECTS)}, got {path!r}")
+    return path
 
 
-def select_rule_text() -> str:
-    """The select rule in force, in words, for a measurement's header."""
+def select_rule_text(select: str | None = None) -> str:
+    """The select rule a call with ``select`` (``indexer_topk``'s) runs, in words, for a measurement's header."""
+    if select is not None:
+        return select
     if isinstance(SELECT, str):
         return SELECT
     long_path, (first, *more) = LONG_SELECT
@@ -108,7 +108,7 @@ def select_path(
 ) -> str:
     """The select path a batch of ``batch`` requests runs under ``select`` (default ``SELECT``), whose
     longest request has ``max_seq_len`` tokens if the caller knows (``LONG_SELECT``, ``SHORT_SELECT``). A rule
-    that is one path (``use_select``) runs that path whatever the length."""
+    that is one path (``indexer_topk``'s ``select``) runs that path whatever the length."""
     rule = SELECT if select is None else select
     path = rule if isinstance(rule, str) else next((p for bound, p in rule if batch <= bound), None)
     if not isinstance(rule, str) and max_seq_len is not None:
@@ -150,7 +150,7 @@ def _kept_by_compile(name: str, kernel: object):  # noqa: ANN202 - Triton's earl
                 kept.append(cfg)
         if not kept and name in RESIDENT_BLOCKS:  # a config that might not fit would hang, not run slowly
             raise RuntimeError(f"no {name} config fits {RESIDENT_BLOCKS[name]} blocks per SM on sm_{capability}: "
-                               f"choose another select than {name!r} (launch.SELECT)")  # fmt: skip
+                               f"choose another select than {name!r} (indexer_topk's select)")  # fmt: skip
         return kept or configs[:1]
 
     return prune
@@ -284,11 +284,12 @@ def _bf16_topk(
     d: _Dims,
     workspace: torch.Tensor | None = None,
     max_seq_len: int | None = None,
+    select: str | None = None,
 ) -> tuple[torch.Tensor, LaunchRecord]:
     dev = q.device
     logits = torch.empty((d.batch, d.max_context), dtype=torch.float32, device=dev)
     out = torch.empty((d.batch, topk), dtype=torch.int32, device=dev)
-    path = select_path(d.batch, max_seq_len=max_seq_len)
+    path = select_path(d.batch, select, max_seq_len)
     cp = coop.plan(d, topk, dev) if path == "coop" else None
     if cp is not None:
         return out, _coop_topk(q, w, cache, bt, sl, logits, out, topk, d, cp, workspace)
@@ -424,6 +425,7 @@ def indexer_topk(
     impl: str = "bf16",
     workspace: torch.Tensor | None = None,
     max_seq_len: int | None = None,
+    select: str | None = None,
 ) -> torch.Tensor:
     """int32 ``[B, topk]`` physical slots of each request's ``topk`` highest indexer logits.
 
@@ -441,9 +443,12 @@ def indexer_topk(
     on the host without a sync. It chooses among select paths that return the same slots (``LONG_SELECT``,
     ``SHORT_SELECT``) and sizes the scores kernel's grid (every program strides to its request's real length):
     a wrong value costs time, never correctness.
+
+    ``select``: one of ``SELECTS`` for every batch, whatever the rule says (a measurement comparing select
+    paths); None (the default) follows the rule. Every path returns the same slots.
     """
     return indexer_topk_with_record(
-        q_idx, weights, index_cache, block_table, seq_lens, topk, impl, workspace, max_seq_len
+        q_idx, weights, index_cache, block_table, seq_lens, topk, impl, workspace, max_seq_len, select
     )[0]
 
 
@@ -464,11 +469,13 @@ def indexer_topk_with_record(
     impl: str = "bf16",
     workspace: torch.Tensor | None = None,
     max_seq_len: int | None = None,
+    select: str | None = None,
 ) -> tuple[torch.Tensor, LaunchRecord]:
     """:func:`indexer_topk`, returning ``(slots, record)``: the ``LaunchRecord`` of the kernels that ran
     and the configs they ran with (``mla_kernels.record``)."""
     d = _check_args(q_idx, weights, index_cache, block_table, seq_lens, topk, impl)
     check_max_seq_len(max_seq_len)
+    check_select(select)
     if workspace is not None:
         workspace = check_workspace(workspace, d.batch, WS_WIDTH, q_idx)
     if impl == "reference":
@@ -480,4 +487,4 @@ def indexer_topk_with_record(
         return empty, LaunchRecord("indexer", impl, (), interpreted=interpreting())
     if impl == "fp32_maxctx":
         return _fp32_maxctx_topk(q_idx, weights, index_cache, block_table, seq_lens, topk, d)
-    return _bf16_topk(q_idx, weights, index_cache, block_table, seq_lens, topk, d, workspace, max_seq_len)
+    return _bf16_topk(q_idx, weights, index_cache, block_table, seq_lens, topk, d, workspace, max_seq_len, select)

@@ -310,20 +310,28 @@ def test_paths_unmapped_pages_garbage_table_and_short_rows(select_path: str) -> 
 
 
 @pytest.mark.parametrize("select", ["coop", "radix", "radix_fused"])
-def test_a_reused_workspace_gives_the_same_answers(select: str, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_reused_workspace_gives_the_same_answers(select: str) -> None:
     # One caller-owned workspace over calls of different lengths (longer than top-k, shorter, empty): each
     # answer is right, and every select that uses it leaves it zeroed for the next call (radix_fused then
-    # needs no memset: it runs pass 0 in the scores kernel straight into the caller's workspace).
-    monkeypatch.setattr(ix_launch, "SELECT", select)
+    # needs no memset: it runs pass 0 in the scores kernel straight into the caller's workspace). The path is
+    # the call's own argument: the module's rule is untouched by it.
+    rule = ix_launch.SELECT
     inp = make_indexer_inputs(3, [1024] * 3, max_context=1024, num_heads=16, topk=64, device=DEV, seed=3)
     ws = indexer_workspace(3, DEV)
     for lens in ([1000, 37, 0], [0, 1024, 300], [64, 65, 1000]):
         inp.seq_lens.copy_(torch.tensor(lens, dtype=torch.int32))
         ref = indexer_logits_reference(*inp.args()[:5])
-        out, record = indexer_topk_with_record(*inp.args(), impl="bf16", workspace=ws)
+        out, record = indexer_topk_with_record(*inp.args(), impl="bf16", workspace=ws, select=select)
         assert record.config["select"] == select
         assert check_indexer_output(out, ref, inp.block_table, inp.seq_lens, 64)["recall_min"] == 1.0, lens
         assert int(ws.abs().sum()) == 0, lens
+    assert ix_launch.SELECT == rule and ix_launch.select_rule_text(select) == select
+
+
+def test_a_bad_select_is_named() -> None:
+    inp = make_indexer_inputs(2, [100, 10], max_context=256, num_heads=16, topk=4, device=DEV)
+    with pytest.raises(ValueError, match="select must be one of split, split_radix, radix, radix_fused, coop"):
+        indexer_topk(*inp.args(), select="nope")
 
 
 def test_workspace_is_checked() -> None:
@@ -447,7 +455,7 @@ def test_select_ab_experiment_smoke(tmp_path: Path) -> None:
     assert {"scores", "scores+hist", *ix_launch.SELECTS} <= set(row["alone"])
     assert all(r == 1.0 for r in row["recall"].values())
     assert {"radix 1/SM w4", "radix 4/SM w8"} <= set(row["alone"])  # the extra grids and warp counts
-    assert proc.stdout.count("indexer_perf --impls bf16 with launch.SELECT") == len(ix_launch.SELECTS)
+    assert all(f"indexer_perf --impls bf16 --select {path}:" in proc.stdout for path in ix_launch.SELECTS)
     bad = subprocess.run([sys.executable, "-m", "experiments.indexer_select_ab", "--radix-per-sm", "0"],
                          capture_output=True, text=True, cwd=REPO, timeout=120)  # fmt: skip
     assert bad.returncode == 2 and "--radix-per-sm" in bad.stderr

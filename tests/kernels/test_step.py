@@ -59,6 +59,11 @@ def test_step_gives_the_indexer_its_longest_request(device, monkeypatch):
         step = DecodeStep(inputs, decode_impl="simt")
         assert step.max_seq_len == max(lens)
         assert step.run_with_records()[2]["indexer"].config["select"] == path
+        # A step given a select path runs it whatever the rule says (a measurement's --select).
+        forced = DecodeStep(inputs, decode_impl="simt", select="split")
+        assert forced.run_with_records()[2]["indexer"].config["select"] == "split"
+    with pytest.raises(ValueError, match="select must be one of"):
+        DecodeStep(inputs, select="fast")
 
 
 def test_bad_implementation_names():
