@@ -1,0 +1,104 @@
+"""``benchmarks.scripts.kernel_goals``: issue 29's goal table read from real H200 outputs of the three
+measurement scripts (kept in ``docs/measurements/``), its verdicts checked against the figures in those files and
+against ``indexer_perf``'s own recorded target check."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from benchmarks.scripts import kernel_goals as goals
+
+REPO = Path(__file__).resolve().parents[2]
+MEASURED = REPO / "docs" / "measurements"
+DECODE = MEASURED / "decode_perf_gluon_617c728.json"  # mma, mma_sm120, gluon, gluon_sm120 at 1-128 requests
+INDEXER = MEASURED / "indexer_perf_ad2e771.json"  # bf16 at 1 and 64 requests, 4K / 16K / 64K
+STEP = MEASURED / "step_perf_ad2e771.json"
+
+
+def _goals(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "benchmarks.scripts.kernel_goals", *args], capture_output=True,
+                          text=True, cwd=REPO, timeout=300)  # fmt: skip
+
+
+def test_recorded_runs_give_their_figures_and_verdicts():
+    rows = {v.goal: v for v in goals.verdicts(DECODE, INDEXER, STEP)}
+    roof = rows["decode <= 2.5x the roofline at 64 / 128 requests"]
+    assert roof.figures == "36.6 us (5.6x) at 64 / 58.2 us (4.4x) at 128" and roof.met is False  # the MMA impl's
+    assert rows["decode <= 5 us at one request"].figures == "7.4 us"
+    speed = rows["decode >= 1.5x faster than the MMA kernel from 16 requests"]
+    assert speed.figures == "1.00x at 16 / 1.00x at 32 / 1.00x at 64 / 1.00x at 128"  # gluon slower there
+    sm120 = rows["the sm_120 set within 1.2x of this GPU's at every concurrency"]
+    assert sm120.figures.endswith("1.01x at 64 / 1.28x at 128") and sm120.met is False
+    assert rows["indexer <= 10 / 15 / 25 us at one request, 4K / 16K / 64K"].figures == (
+        "21.3 us at 4K / 57.1 us at 16K / 73.3 us at 64K")
+    assert rows["decode step <= 20 us at one request and 4K"].figures == "29.0 us"
+    assert all(v.met is False for v in rows.values())
+
+
+def test_indexer_verdicts_agree_with_indexer_perfs_own_check():
+    # indexer_perf recorded which targets it missed; the goal table reads the same rows by the same numbers.
+    record = json.loads(INDEXER.read_text())
+    missed = record["targets_missed"]
+    one, wide = goals.indexer_verdicts(record["results"])[::-1]
+    assert (one.met is False) == any("batch 1," in m for m in missed)
+    assert (wide.met is False) == any("batch 64," in m for m in missed)
+    assert sum("batch 64," in m for m in missed) == wide.figures.count("x)") == 3
+
+
+def test_goals_met_at_the_limit_and_rows_missing_are_not_measured(tmp_path):
+    record = json.loads(DECODE.read_text())
+    for row in record["rows"]:  # a kernel exactly at every limit: <= holds
+        row["gluon_us"] = min(row["mma_us"] / 1.5, 2.5 * row["roofline_us"], 5.0)
+        row["mma_sm120_us"] = 1.2 * row["mma_us"]
+    verdicts = goals.decode_verdicts(record)
+    assert [v.met for v in verdicts] == [True, True, True, True]
+    record["rows"] = [r for r in record["rows"] if r["batch"] == 64]  # no row at 1 or 128 requests
+    roof, speed, one, _ = goals.decode_verdicts(record)
+    assert roof.met is False and roof.figures.endswith("at 64")  # 128 wanted and absent: not met
+    assert one.met is None and one.state == "not measured" and one.figures == "-" and speed.met is True
+    path = tmp_path / "d.json"
+    path.write_text(json.dumps(record))
+    res = _goals("--decode", str(path), "--check")
+    assert res.returncode == 1 and "not measured" in res.stdout
+    assert _goals("--decode", str(path)).returncode == 0  # no --check: a report, not a gate
+
+
+def test_markdown_table_has_a_row_per_goal():
+    res = _goals("--indexer", str(INDEXER), "--step", str(STEP), "--markdown")
+    assert res.returncode == 0, res.stderr
+    lines = res.stdout.strip().splitlines()
+    assert lines[:2] == ["| goal | measured | |", "| --- | --- | --- |"] and len(lines) == 2 + 2 + 2
+    assert all(line.endswith("| missed |") for line in lines[2:])
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["--decode", str(STEP)], f"--decode {STEP}: not kernel_decode_perf's JSON"),
+        (["--indexer", str(DECODE)], "not indexer_perf's JSON"),
+        (["--step", str(REPO / "README.md")], "cannot read it as JSON"),
+        (["--step", "/nonexistent/s.json"], "/nonexistent/s.json"),
+        (["--run", "out", "--step", str(STEP)], "give it alone"),
+        ([], "give --run OUT, or at least one of"),
+    ],
+)
+def test_bad_input_is_named(args, needle):
+    res = _goals(*args)
+    assert res.returncode == 2 and needle in res.stderr
+
+
+def test_run_names_the_script_that_could_not_measure(tmp_path):
+    # No GPU here: the first script refuses (exit 2), and the table is not made from nothing.
+    env = {**os.environ, "CUDA_VISIBLE_DEVICES": ""}
+    res = subprocess.run([sys.executable, "-m", "benchmarks.scripts.kernel_goals", "--run", str(tmp_path / "o")],
+                         capture_output=True, text=True, cwd=REPO, env=env, timeout=300)  # fmt: skip
+    if "needs a CUDA GPU" not in res.stderr:
+        pytest.skip("a CUDA GPU is visible: --run would measure")
+    assert res.returncode == 2 and "kernel_decode_perf exited 2" in res.stderr
+    assert "[1/3] -m benchmarks.scripts.kernel_decode_perf" in res.stderr
