@@ -183,3 +183,21 @@ def test_radix_stages_smoke_composes_the_select() -> None:
                            "--contexts", "300"], cwd=REPO, capture_output=True, text=True, timeout=300)  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "B=1 ctx 300: zero" in proc.stdout and "own (less restore): pass0" in proc.stdout
+
+
+def test_sort_select_probe_selects_right_and_compiles_for_both_archs():
+    # The bitonic probe against the product's counting rounds: both right on the interpreter (a request
+    # shorter than top-k, top-k not a power of two), and both compile for sm_90 / sm_120 without spilling.
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    cmd = [sys.executable, "-m", "experiments.indexer_sort_select"]
+    res = subprocess.run([*cmd, "--smoke", "--batches", "2", "--contexts", "300", "--topk", "24"],
+                         capture_output=True, text=True, cwd=REPO, env=env, timeout=600)  # fmt: skip
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert res.stdout.splitlines()[-1].split()[:3] == ["2", "300", "512"]
+    res = subprocess.run([*cmd, "--stats", "--contexts", "2048"], capture_output=True, text=True, cwd=REPO, env=env,
+                         timeout=600)  # fmt: skip
+    assert res.returncode == 0, res.stderr[-3000:]
+    rows = [line for line in res.stdout.splitlines() if line.startswith("sm_")]
+    assert len(rows) == 6 and all(" 0 B spilled" in row for row in rows)
+    bad = subprocess.run([*cmd, "--warps", "3"], capture_output=True, text=True, cwd=REPO, timeout=120)
+    assert bad.returncode == 2 and "--warps" in bad.stderr
