@@ -444,8 +444,8 @@ def indexer_topk(
     ``SHORT_SELECT``) and sizes the scores kernel's grid (every program strides to its request's real length):
     a wrong value costs time, never correctness.
 
-    ``select``: one of ``SELECTS`` for every batch, whatever the rule says (a measurement comparing select
-    paths); None (the default) follows the rule. Every path returns the same slots.
+    ``select``: the bf16 path's top-k select, one of ``SELECTS`` for every batch whatever the rule says (a
+    measurement comparing select paths); None (the default) follows the rule. Every path returns the same slots.
     """
     return indexer_topk_with_record(
         q_idx, weights, index_cache, block_table, seq_lens, topk, impl, workspace, max_seq_len, select
