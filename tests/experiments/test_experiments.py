@@ -201,3 +201,21 @@ def test_sort_select_probe_selects_right_and_compiles_for_both_archs():
     assert len(rows) == 6 and all(" 0 B spilled" in row for row in rows)
     bad = subprocess.run([*cmd, "--warps", "3"], capture_output=True, text=True, cwd=REPO, timeout=120)
     assert bad.returncode == 2 and "--warps" in bad.stderr
+
+
+def test_fp8_query_probe_reports_a_selection_that_moves():
+    from experiments import indexer_fp8_q as fp8q
+
+    q = torch.tensor([[[0.3, -1.7, 0.01, 2.5]]], dtype=torch.bfloat16)
+    q8, w8 = fp8q.quantized_query(q, torch.tensor([[2.0]]))
+    assert float(q8.float().abs().max()) == fp8q.E4M3_MAX  # the largest |q| maps to e4m3's largest
+    assert torch.allclose(q8.float() * (w8 / 2.0)[..., None], q.float(), rtol=2**-4)  # within e4m3's step
+    ref = torch.tensor([[4.0, 3.0, 2.0, 1.0, float("-inf")]])
+    assert fp8q.compare(ref, ref, 2) == (1.0, 0.0, 0.0)
+    recall, short, err = fp8q.compare(ref, torch.tensor([[4.0, 1.0, 2.0, 3.5, float("-inf")]]), 2)
+    assert (recall, short, err) == (0.5, 0.5, 0.625)  # chose tokens 0 and 3: 3.0 - 1.0 = 2 short of the k-th, / 4
+    res = subprocess.run([sys.executable, "-m", "experiments.indexer_fp8_q", "--contexts", "1024", "--batch", "1",
+                          "--heads", "16", "--topk", "64"], capture_output=True, text=True, cwd=REPO, timeout=300)
+    assert res.returncode == 0, res.stderr[-2000:]
+    recall = float(res.stdout.splitlines()[-1].split()[1])
+    assert 0.5 < recall < 1.0  # e4m3 moves some of the selection, not most of it
