@@ -14,7 +14,7 @@ from sqlalchemy.orm import Session
 
 from db.models import REGRESSION_STATUSES
 from regressions.compare import DEFAULT_ALPHA, compare_commits, exit_status
-from regressions.config import ConfigError, Settings, load_settings
+from regressions.config import MAX_THRESHOLD, ConfigError, Settings, load_settings
 from regressions.listing import detect_document, records, regressions_frame
 from regressions.policy import OPEN_STATUSES
 from regressions.report import MAX_BODY_CHARS, compare_json, compare_markdown, detect_table
@@ -22,27 +22,17 @@ from regressions.results import UsageError, machines_with, resolve_commit
 from regressions.store import DEFAULT_LOOKBACK, DetectSummary, detect_store
 from regressions.text_table import FORMATS, compare_text
 from regressions.units import plural
-from settings.args import add_db, add_thresholds_config
+from settings.args import add_db, add_thresholds_config, fraction_type
 from settings.env import store_url
 
 STATUSES = REGRESSION_STATUSES
-
-
-def _threshold(text: str) -> float:
-    try:
-        value = float(text.rstrip("%")) / (100.0 if text.endswith("%") else 1.0)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r} (e.g. 0.05 or 5%)") from None
-    if not 0 < value < 10:
-        raise argparse.ArgumentTypeError(f"must be in (0, 10), e.g. 0.05 for 5%; got {text!r}")
-    return value
 
 
 def _add_common(p: argparse.ArgumentParser) -> None:
     add_db(p)
     p.add_argument(
         "--threshold",
-        type=_threshold,
+        type=fraction_type(MAX_THRESHOLD),
         metavar="T",
         help="slowdown that counts, for every series (0.05 or 5%%); default: the configuration's, 5%%",
     )

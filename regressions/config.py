@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 DEFAULT_THRESHOLD = 0.05
+MAX_THRESHOLD = 10.0  # thresholds lie in (0, MAX_THRESHOLD): a flag or a configuration entry alike
 DIRECTIONS = ("up_is_worse", "down_is_worse")
 
 
@@ -72,8 +73,9 @@ def _best_match(name: str, table: dict[str, Any]) -> str | None:
 
 
 def check_threshold(value: Any, where: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < float(value) < 10:
-        raise ConfigError(f"{where}: threshold must be a number in (0, 10), e.g. 0.05 for 5%; got {value!r}")
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < float(value) < MAX_THRESHOLD:
+        raise ConfigError(f"{where}: threshold must be a number in (0, {MAX_THRESHOLD:g}), e.g. 0.05 for 5%; "
+                          f"got {value!r}")
     return float(value)
 
 

@@ -5,6 +5,7 @@ compare, dashboard, publish, demo) adds it here, so the flag means and says the 
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 
 from settings import env
 
@@ -16,6 +17,22 @@ class DefaultsFormatter(argparse.ArgumentDefaultsHelpFormatter):
 
     def _get_help_string(self, action: argparse.Action) -> str | None:
         return action.help if action.default is None else super()._get_help_string(action)
+
+
+def fraction_type(upper: float = 1.0) -> Callable[[str], float]:
+    """An argparse ``type`` for a threshold or share: ``0.05`` or ``5%`` -> 0.05, inside ``(0, upper)``;
+    anything else an error that shows the accepted spelling."""
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text.rstrip("%")) / (100.0 if text.endswith("%") else 1.0)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a number: {text!r} (e.g. 0.05 or 5%)") from None
+        if not 0 < value < upper:
+            raise argparse.ArgumentTypeError(f"must be in (0, {upper:g}), e.g. 0.05 or 5%; got {text!r}")
+        return value
+
+    return parse
 
 
 def add_db(parser: argparse.ArgumentParser) -> None:

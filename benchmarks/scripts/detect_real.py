@@ -81,16 +81,6 @@ def detector_revision() -> str:
 # Command line
 
 
-def _fraction(text: str) -> float:
-    try:
-        value = float(text.rstrip("%")) / (100.0 if text.endswith("%") else 1.0)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r} (e.g. 0.05 or 5%)") from None
-    if not 0 < value < 1:
-        raise argparse.ArgumentTypeError(f"must be between 0 and 1 (e.g. 0.05 or 5%), got {text!r}")
-    return value
-
-
 def _positive(text: str) -> int:
     try:
         value = int(text)
@@ -102,6 +92,9 @@ def _positive(text: str) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from settings.args import fraction_type  # inside: asv imports this module with the standard library only
+
+    _fraction = fraction_type(1.0)
     ap = argparse.ArgumentParser(
         prog="python -m benchmarks.scripts.detect_real",
         description=__doc__,

@@ -121,10 +121,12 @@ def test_detect_table_and_fail_on_new(
 def test_detect_threshold_flag(store_url: str, history: SyntheticHistory, capsys: pytest.CaptureFixture[str]) -> None:
     rc, out, _ = run(capsys, "detect", "--db", store_url, "--json", "--threshold", "25%")
     assert rc == 0 and regs(out) == [] and json.loads(out)["groups"] == []
-    with pytest.raises(SystemExit) as exc:
-        main(["detect", "--db", store_url, "--threshold", "lots"])
-    assert exc.value.code == 2
-    assert "--threshold" in capsys.readouterr().err
+    for bad, why in (("lots", "not a number: 'lots' (e.g. 0.05 or 5%)"), ("1000%", "must be in (0, 10)"),
+                     ("0", "must be in (0, 10)")):  # fmt: skip
+        with pytest.raises(SystemExit) as exc:
+            main(["detect", "--db", store_url, "--threshold", bad])
+        err = capsys.readouterr().err
+        assert exc.value.code == 2 and "--threshold" in err and why in err, err
 
 
 def test_compare_regression_exit_1_json(
