@@ -5,7 +5,7 @@
     python -m benchmarks.scripts.kernel_goals --decode OUT/decode.json --indexer OUT/indexer.json \\
         --step OUT/step.json [--markdown] [--check]         # the table from files already written
 
-``--run`` runs, one after another in this process's GPU, ``kernel_decode_perf --impls mma,mma_sm120,gluon
+``--run`` runs, one after another on this machine's GPU, ``kernel_decode_perf --impls mma,mma_sm120,gluon
 --batches 1,16,32,64,128 --no-gather``, ``indexer_perf --impls bf16 --batches 1,64`` and ``kernel_step_perf
 --variants mma+indexer --batches 1,64`` (all three contexts), each writing its JSON under OUT. A goal reads
 only the rows its file holds: one without its rows is "not measured", never met. How each goal is read:
