@@ -172,13 +172,15 @@ def table(rows: list[Verdict], markdown: bool = False) -> str:
 
 def run_all(out: Path) -> dict[str, Path]:
     """Run the three scripts (GPU), their output streamed; the JSON files they wrote."""
+    out = out.resolve()
     out.mkdir(parents=True, exist_ok=True)
+    root = Path(__file__).resolve().parents[2]  # the checkout the scripts run from, whatever the caller's cwd
     files = {}
     for n, (stem, (module, args, json_flag)) in enumerate(RUNS.items(), 1):
         files[stem] = out / f"{stem}.json"
         cmd = [sys.executable, "-m", module, *args, json_flag, str(files[stem])]
         print(f"[{n}/{len(RUNS)}] {' '.join(cmd[1:])}", file=sys.stderr, flush=True)
-        proc = subprocess.run(cmd, check=False)
+        proc = subprocess.run(cmd, check=False, cwd=root)
         if proc.returncode not in (0, 1):  # 1: indexer_perf's missed targets; the table says which
             raise RuntimeError(f"{module} exited {proc.returncode}")
     return files
