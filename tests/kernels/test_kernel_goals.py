@@ -102,3 +102,14 @@ def test_run_names_the_script_that_could_not_measure(tmp_path):
         pytest.skip("a CUDA GPU is visible: --run would measure")
     assert res.returncode == 2 and "kernel_decode_perf exited 2" in res.stderr
     assert "[1/3] -m benchmarks.scripts.kernel_decode_perf" in res.stderr
+
+
+def test_older_files_read_as_far_as_they_go():
+    # indexer_perf before --batches named its one batch at the file's top (9730e63: 64 requests, the issue's
+    # 53.6 / 183 / 689 us); a decode run without the Gluon column cannot say whether anything beat the MMA kernel.
+    wide, one = goals.verdicts(None, MEASURED / "indexer_perf_9730e63.json", None)
+    assert wide.figures == "53.5 us (6.6x) at 4K / 183.2 us (5.6x) at 16K / 688.8 us (5.3x) at 64K"
+    assert wide.met is False and one.met is None
+    rows = {v.goal: v for v in goals.verdicts(MEASURED / "decode_perf_5b94cd6.json", None, None)}
+    assert rows["decode >= 1.5x faster than the MMA kernel from 16 requests"].state == "not measured"
+    assert rows["decode <= 5 us at one request"].figures == "7.7 us"
