@@ -33,6 +33,7 @@ import triton
 import triton.language as tl
 
 from mla_kernels.indexer.kernels import _order_key, _request_len
+from mla_kernels.indexer.split import ONE_MAX
 from mla_kernels.indexer.split_kernels import _short_request
 
 
@@ -91,6 +92,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     args.topk = args.topk or (32 if args.smoke else 512)
     if min(args.batches + args.contexts) < 1 or args.topk < 1 or args.warps not in (4, 8, 16, 32):
         ap.error("--batches, --contexts and --topk must be positive; --warps one of 4, 8, 16, 32")
+    # One program a request (the split's plan) up to ONE_MAX tokens; the probe's K = next_pow2(topk) lanes fit
+    # its block when a request is at least top-k long.
+    if max(args.contexts) > ONE_MAX or min(args.contexts) < args.topk:
+        ap.error(f"--contexts must lie in [--topk, {ONE_MAX}] (the one program a request), got {args.contexts}")
     return args
 
 
