@@ -25,7 +25,6 @@ import re
 import statistics
 import subprocess
 import sys
-import tempfile
 from dataclasses import replace
 from typing import Any
 
@@ -117,12 +116,7 @@ _SASS_OP = re.compile(r"/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)
 def _sass_counts(cubin: bytes) -> tuple[int, int]:
     from mla_kernels import aot
 
-    with tempfile.NamedTemporaryFile(suffix=".cubin", delete=False) as fh:
-        fh.write(cubin)
-    try:
-        sass = subprocess.run([aot._tool("cuobjdump"), "-sass", fh.name], capture_output=True, text=True).stdout
-    finally:
-        os.unlink(fh.name)
+    sass = aot.cuobjdump(cubin, "-sass").stdout
     ops = collections.Counter(m.group(1).split(".")[0] for m in _SASS_OP.finditer(sass))
     return sum(ops.values()), ops["BAR"]
 
@@ -135,12 +129,12 @@ def stats(args: argparse.Namespace) -> int:
     from mla_kernels.indexer.split import launches, plan
 
     meta = torch.device("meta")
+    d = _Dims(batch=64, heads=64, max_pages=512, num_pages=64 * 512)
+    logits = torch.empty(64, d.max_context, dtype=torch.float32, device=meta)
+    bt = torch.empty(64, d.max_pages, dtype=torch.int32, device=meta)
+    sl = torch.empty(64, dtype=torch.int32, device=meta)
+    out = torch.empty(64, args.topk, dtype=torch.int32, device=meta)
     for ctx in args.contexts:
-        d = _Dims(batch=64, heads=64, max_pages=512, num_pages=64 * 512)
-        logits = torch.empty(64, d.max_context, dtype=torch.float32, device=meta)
-        bt = torch.empty(64, d.max_pages, dtype=torch.int32, device=meta)
-        sl = torch.empty(64, dtype=torch.int32, device=meta)
-        out = torch.empty(64, args.topk, dtype=torch.int32, device=meta)
         (product,) = launches(logits, bt, sl, out, args.topk, d, plan(d, args.topk, longest=ctx))
         probe = probe_launch(logits, bt, sl, out, args.topk, d, product.constexprs["BLOCK"], args.warps)
         path = replace(product, kernel=_rounds_path_kernel, constexprs={

@@ -146,16 +146,20 @@ _RESOURCES = re.compile(r"REG:(\d+)\s+STACK:(\d+)\s+SHARED:(\d+)\s+LOCAL:(\d+)")
 _MMA = re.compile(r"\b(wgmma\.mma_async[\w.:]*|mma\.sync\.aligned[\w.:]*)")
 
 
-def _resources(cubin: bytes) -> tuple[int, int]:
+def cuobjdump(cubin: bytes, flag: str) -> subprocess.CompletedProcess[str]:
+    """``cuobjdump FLAG`` over a compiled kernel's cubin (``--dump-resource-usage``, ``-sass``), through a
+    temporary file; the caller reads its output and return code."""
     with tempfile.NamedTemporaryFile(suffix=".cubin", delete=False) as fh:
         fh.write(cubin)
         path = fh.name
     try:
-        proc = subprocess.run(
-            [_tool("cuobjdump"), "--dump-resource-usage", path], capture_output=True, text=True, check=False
-        )
+        return subprocess.run([_tool("cuobjdump"), flag, path], capture_output=True, text=True, check=False)
     finally:
         os.unlink(path)
+
+
+def _resources(cubin: bytes) -> tuple[int, int]:
+    proc = cuobjdump(cubin, "--dump-resource-usage")
     found = _RESOURCES.findall(proc.stdout)
     if proc.returncode != 0 or not found:
         raise CompileError(f"cuobjdump could not read the cubin: {proc.stderr.strip() or proc.stdout.strip()}")
