@@ -113,3 +113,14 @@ def test_older_files_read_as_far_as_they_go():
     rows = {v.goal: v for v in goals.verdicts(MEASURED / "decode_perf_5b94cd6.json", None, None)}
     assert rows["decode >= 1.5x faster than the MMA kernel from 16 requests"].state == "not measured"
     assert rows["decode <= 5 us at one request"].figures == "7.7 us"
+
+
+def test_contexts_beside_the_goals_do_not_count(tmp_path):
+    # A 64-request run with an 8K row beside 4K / 16K / 64K: the goal reads its three contexts only.
+    record = json.loads(INDEXER.read_text())
+    wide = [r for r in record["results"] if r["batch"] == 64 and r["impl"] == "bf16"]
+    for r in wide:
+        r["median_us"] = 2 * r["roofline_us"]
+    record["results"].append({**wide[0], "context": 8192})
+    verdict = goals.indexer_verdicts(record["results"])[0]
+    assert verdict.met is True and "8K" not in verdict.figures and verdict.figures.count("(2.0x)") == 3
