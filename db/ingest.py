@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Engine
+from sqlalchemy import Connection, Engine, select
 from sqlalchemy.exc import DBAPIError
 from tqdm import tqdm
 
@@ -50,6 +50,8 @@ from db.asvformat import (
     show_path,
 )
 from db.engine import StoreError, ensure_schema, first_line, raise_store_error, store_error
+from db.history_order import renumber
+from db.models import Commit
 from db.run_writer import ParsedFile, RunWriter
 from settings import exits
 
@@ -75,6 +77,10 @@ class IngestSummary:
     refused: list[tuple[str, str]] = field(default_factory=list)
     errors: list[tuple[str, str]] = field(default_factory=list)
     described: int = 0  # commits given git metadata
+    commits: set[str] = field(default_factory=set)  # of the files stored now
+    # Those of ``commits`` the repository at hand does not have: placed by date, not git.
+    unknown_commits: list[str] = field(default_factory=list)
+    repo: Path | None = None  # the git repository the commits were looked up in
     seconds: float = 0.0
 
     @property
@@ -103,11 +109,31 @@ class IngestSummary:
             text += ": " + ", ".join(names[:10]) + (f" and {len(names) - 10} more" if len(names) > 10 else "")
         return text
 
+    def unknown_note(self) -> str | None:
+        """The warning for stored commits the repository lacks (None when there are none)."""
+        if not self.unknown_commits:
+            return None
+        shas = [sha[:10] for sha in self.unknown_commits]
+        listed = ", ".join(shas[:10]) + (f" and {len(shas) - 10} more" if len(shas) > 10 else "")
+        return (
+            f"{len(shas)} commit{'s' if len(shas) != 1 else ''} not in the repository {self.repo}: {listed}; "
+            "placed in history by date until it has them (fetch them and run `mlaperf ingest` again, or pass "
+            "--repo)"
+        )
+
 
 def _progress_bar(total: int, progress: bool | str) -> tqdm:
     # tqdm's disable=None means "only on a TTY"; "always" forces it (e.g. `--progress` in CI logs).
     disable: bool | None = None if progress is True else (progress is False)
     return tqdm(total=total, unit="file", file=sys.stderr, disable=disable, dynamic_ncols=True, leave=False)
+
+
+def _without_generation(conn: Connection, shas: set[str]) -> list[str]:
+    """Those of ``shas`` stored without a git generation (the repository did not have them), sorted."""
+    if not shas:
+        return []
+    rows = conn.execute(select(Commit.sha).where(Commit.sha.in_(sorted(shas)), Commit.generation.is_(None)))
+    return sorted(str(sha) for sha in rows.scalars())
 
 
 def _resolve_repo(repo: str | Path | None) -> Path | None:
@@ -199,7 +225,7 @@ def _flush(writer: RunWriter, pending: list[tuple[ResultFile, ParsedFile, str]],
     itself raises :class:`StoreError` after them."""
     items = [(parsed, file.source_path, digest) for file, parsed, digest in pending]
     fatal: StoreError | None = None
-    for (file, _, _), outcome in zip(pending, writer.write_batch(items), strict=True):
+    for (file, parsed, _), outcome in zip(pending, writer.write_batch(items), strict=True):
         if isinstance(outcome, Exception):
             fatal = fatal or store_error(outcome, engine.url)
             summary.errors.append((show_path(file.path), f"database error: {first_line(outcome)}"))
@@ -208,6 +234,7 @@ def _flush(writer: RunWriter, pending: list[tuple[ResultFile, ParsedFile, str]],
         else:
             summary.ingested += 1
             summary.results += outcome
+            summary.commits.add(parsed.run.commit_hash)
     bar.update(len(pending))
     bar.set_postfix(results=summary.results, refresh=False)
     pending.clear()
@@ -267,10 +294,16 @@ def ingest_paths(
             _flush(writer, pending, summary, engine, bar)
     finally:
         bar.close()
-    if git_repo is not None:
-        try:
+    summary.repo = git_repo
+    try:
+        if git_repo is not None:
             summary.described = writer.describe_commits(git_repo)
-        except DBAPIError as exc:
-            raise_store_error(exc, engine.url, "write commit metadata to")
+        if summary.ingested or summary.described:
+            with engine.begin() as conn:
+                renumber(conn)
+                if git_repo is not None:
+                    summary.unknown_commits = _without_generation(conn, summary.commits)
+    except DBAPIError as exc:
+        raise_store_error(exc, engine.url, "write commit metadata to")
     summary.seconds = time.perf_counter() - start
     return summary

@@ -118,7 +118,7 @@ class Environment(Base):
 class Commit(Base):
     """A commit of the benchmarked repository; asv gives sha and date, git the rest when at hand.
 
-    History order is :func:`commit_order`: git generation first, date and id as the fallback.
+    History order is :func:`commit_order`: ``position``, from git generation where known, else by date.
     """
 
     __tablename__ = "commit"
@@ -129,6 +129,9 @@ class Commit(Base):
     # Number of ancestors including itself (`git rev-list --count`), when the repository was at hand.
     # asv dates have second resolution, so commits made or rebased together tie; this orders them.
     generation: Mapped[int | None] = mapped_column(Integer, index=True)
+    # Place in history, 0 = oldest (db.history_order: generation where git knew the commit, else by date);
+    # written by ingest after every change, NULL only for a commit stored by a writer still at work.
+    position: Mapped[int | None] = mapped_column(Integer, index=True)
     parents: Mapped[list[Any] | None] = mapped_column(JSON(none_as_null=True))
     branch: Mapped[str | None] = mapped_column(String(255))
     message: Mapped[str | None] = mapped_column(Text)
@@ -138,14 +141,14 @@ class Commit(Base):
 def commit_order(*, descending: bool = False) -> list[ColumnElement[Any]]:
     """ORDER BY terms putting commits in history order, oldest first (newest first if ``descending``).
 
-    (coalesce(generation, -1), date, id): git order wins where known; commits without a generation
-    (no repository at hand) sort before those with one and fall back to date. Same on SQLite and
-    PostgreSQL (NULL dates explicitly first, as both backends default differently).
+    ``position`` (:mod:`db.history_order`), then (coalesce(generation, -1), date, id) for commits another
+    ingest stored but has not placed yet: those come after the placed ones, as new commits mostly are. Same on
+    SQLite and PostgreSQL (NULLs placed explicitly, as both backends default differently).
     """
     gen = func.coalesce(Commit.generation, -1)
     if descending:
-        return [gen.desc(), Commit.date.desc().nulls_last(), Commit.id.desc()]
-    return [gen.asc(), Commit.date.asc().nulls_first(), Commit.id.asc()]
+        return [Commit.position.desc().nulls_first(), gen.desc(), Commit.date.desc().nulls_last(), Commit.id.desc()]
+    return [Commit.position.asc().nulls_last(), gen.asc(), Commit.date.asc().nulls_first(), Commit.id.asc()]
 
 
 class Benchmark(Base):

@@ -171,13 +171,18 @@ def series(s: Session, machine: str | None = None) -> pd.DataFrame:
             "benchmark": keys["benchmark_id"].map(bench["name"]),
             "params_key": keys["params_key"],
             "machine": keys["machine_id"].map(names),
-            "unit": keys["benchmark_id"].map(bench["unit"]),
-            "type": keys["benchmark_id"].map(bench["type"]),
-            "version": keys["benchmark_id"].map(bench["version"]),
-            "param_names": keys["benchmark_id"].map(bench["param_names"]),
+            **{col: _of_benchmark(keys["benchmark_id"], bench[col]) for col in ("unit", "type", "version",
+                                                                                  "param_names")},
         }
     )
     return out.sort_values(["machine", "benchmark", "params_key"], ignore_index=True)
+
+
+def _of_benchmark(ids: pd.Series, column: pd.Series) -> pd.Series:
+    """A benchmark column per series. ``map`` would turn a missing unit (a ``track_`` benchmark run without
+    benchmarks.json) into NaN; the store's None stays None, as every other text column holds it."""
+    values = ids.map(column).astype(object)
+    return values.where(values.notna(), None)
 
 
 def _machine_series(s: Session, mid: int) -> Any:

@@ -16,15 +16,17 @@ import re
 from pathlib import Path
 from typing import Any
 
+from db import limits
 from regressions.compare import SIDES, STATUSES, Comparison
 from regressions.direction import DOWN_IS_WORSE, UP_IS_WORSE
 from settings.pr_contract import SHA
 
 MAX_FILE_BYTES = 32 * 1024 * 1024
 MAX_ROWS = 20_000
-MAX_BENCHMARK_CHARS = 512  # the store's limit (db.limits)
-MAX_MACHINE_CHARS = 255
-MAX_UNIT_CHARS = 32
+# A report row holds what the store holds: its names and units are ingest's limits.
+MAX_BENCHMARK_CHARS = limits.BENCHMARK_NAME
+MAX_MACHINE_CHARS = limits.MACHINE_NAME
+MAX_UNIT_CHARS = limits.BENCHMARK_UNIT
 MAX_PARAMS = 32
 MAX_PARAM_KEY_CHARS = 64
 MAX_PARAM_VALUE_CHARS = 1024

@@ -302,8 +302,8 @@ def test_commit_metadata_from_git(tmp_path: Path, sqlite_url: str, monkeypatch: 
     assert pd.isna(frame.loc["f" * 40, "message"]) and pd.isna(frame.loc["f" * 40, "branch"])
     assert frame.loc[shas, "generation"].tolist() == [1, 2, 3]
     assert pd.isna(frame.loc["f" * 40, "generation"])
-    # Oldest -> newest: git generation first; the commit git does not know has none and sorts first.
-    assert list(frame.index) == ["f" * 40, *shas]
+    # Oldest -> newest: git generation; the commit git does not know has none and goes by its date (the newest).
+    assert list(frame.index) == [*shas, "f" * 40]
     engine.dispose()
 
 

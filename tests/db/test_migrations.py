@@ -90,7 +90,7 @@ def test_one_head() -> None:
     from alembic.script import ScriptDirectory
 
     script = ScriptDirectory(str(Path(__file__).resolve().parents[2] / "db" / "migrations"))
-    assert script.get_heads() == [head_revision()] == ["0008"]
+    assert script.get_heads() == [head_revision()] == ["0009"]
 
 
 def test_run_info_up_and_down_keeps_every_result(db_url: str, tmp_path) -> None:  # noqa: ANN001

@@ -1,4 +1,5 @@
-"""History order when asv dates tie: git generation first, date and id as the fallback (both backends)."""
+"""History order (``commit.position``): git generation where the repository knows the commit, its date among
+those otherwise, date and id with no repository at all (both backends)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from sqlalchemy.orm import Session
 
 from db import gitmeta, queries
 from db.engine import downgrade, make_engine, upgrade
+from db.history_order import history_order
 from db.ingest import ingest_paths
 from db.models import Commit, Machine, Regression, Result
 from db.synthetic import write_git_history, write_synthetic_results
@@ -60,24 +62,45 @@ def test_tied_dates_follow_git_order(db_url: str, tmp_path: Path) -> None:
     engine.dispose()
 
 
-def test_commits_without_generation_sort_first_then_by_date(db_url: str, tmp_path: Path) -> None:
-    """A commit git does not know (another repository) keeps date order, before the known ones."""
-    shas = write_git_history(tmp_path / "repo", 2, date=TIE)
-    foreign = "f" * 40
+def test_commits_git_does_not_know_are_placed_by_date_among_the_known(db_url: str, tmp_path: Path) -> None:
+    """A commit the repository lacks (not fetched, another fork's) goes where its date puts it, not before the
+    whole history; ingest names it. Before 0009 it sorted first, and detection read the history's newest run
+    as its oldest."""
+    shas = write_git_history(tmp_path / "repo", 3, date=TIE)
+    newer, between, older = "f" * 40, "e" * 40, "d" * 40
     h = write_synthetic_results(
         tmp_path / "results",
-        commits=3,
+        commits=6,
         series=6,
-        shas=[shas[1], foreign, shas[0]],
-        dates=[TIE, TIE + dt.timedelta(days=1), TIE],
+        shas=[shas[2], newer, shas[0], between, older, shas[1]],
+        dates=[TIE + dt.timedelta(days=2), TIE + dt.timedelta(days=9), TIE, TIE + dt.timedelta(days=1),
+               TIE - dt.timedelta(days=1), TIE + dt.timedelta(days=1)],
         machine="m",
-    )
+    )  # fmt: skip
     engine = make_engine(db_url)
-    assert ingest_paths(engine, [h.root], progress=False, repo=tmp_path / "repo").ok
+    summary = ingest_paths(engine, [h.root], progress=False, repo=tmp_path / "repo")
+    assert summary.ok and summary.unknown_commits == [older, between, newer]
+    assert f"3 commits not in the repository {tmp_path / 'repo'}: dddddddddd, eeeeeeeeee" in str(summary.unknown_note())
     with Session(engine) as s:
-        assert list(queries.commits(s)["sha"]) == [foreign, shas[0], shas[1]]
-        assert s.execute(sa.select(Commit.generation).where(Commit.sha == foreign)).scalar_one() is None
+        assert list(queries.commits(s)["sha"]) == [older, shas[0], shas[1], between, shas[2], newer]
+        assert s.execute(sa.select(Commit.generation).where(Commit.sha == newer)).scalar_one() is None
+        for row in queries.series(s, machine="m").itertuples():
+            assert list(queries.history(s, row.benchmark, row.params_key, "m")["sha"])[-1] == newer
     engine.dispose()
+
+
+def test_history_order_rule() -> None:
+    day = dt.timedelta(days=1)
+    # (id, generation, date): git order wins over dates among known commits, even against them.
+    assert history_order([(1, 2, TIE), (2, 1, TIE + day), (3, None, TIE + 2 * day)]) == [2, 1, 3]
+    # An unknown commit follows the known commit of highest generation dated at or before it.
+    assert history_order([(1, 1, TIE + 3 * day), (2, 2, TIE), (3, None, TIE + day)]) == [1, 2, 3]
+    assert history_order([(1, 1, TIE), (2, 2, TIE + 3 * day), (3, None, TIE + day)]) == [1, 3, 2]
+    # No date, or older than every known commit: first; unknowns sharing a place by date, then id.
+    assert history_order([(1, 1, TIE), (4, None, None), (3, None, TIE - day), (2, None, TIE - day)]) == [4, 2, 3, 1]
+    # Nothing known: date order, then id (what a store ingested without a repository gets).
+    assert history_order([(2, None, TIE), (1, None, TIE), (3, None, TIE - day)]) == [3, 1, 2]
+    assert history_order([]) == []
 
 
 def test_generations_match_rev_list_count_across_merges(tmp_path: Path) -> None:
@@ -119,4 +142,25 @@ def test_downgrade_from_0003_keeps_commits_and_runs(sqlite_url: str, tmp_path: P
     upgrade(sqlite_url)
     with engine.connect() as conn:
         assert "generation" in {c["name"] for c in sa.inspect(conn).get_columns("commit")}
+    engine.dispose()
+
+
+def test_0009_fills_positions_of_a_stored_history_and_downgrades_in_place(db_url: str, tmp_path: Path) -> None:
+    shas = write_git_history(tmp_path / "repo", 3, date=TIE)
+    h = write_synthetic_results(tmp_path / "results", commits=4, series=6, shas=[*shas, "f" * 40],
+                                dates=[TIE, TIE, TIE, TIE - dt.timedelta(days=1)], machine="m")  # fmt: skip
+    upgrade(db_url)
+    engine = make_engine(db_url)
+    assert ingest_paths(engine, [h.root], progress=False, repo=tmp_path / "repo").ok
+    positions = 'SELECT sha, position FROM "commit" ORDER BY position'
+    with engine.connect() as conn:
+        placed = conn.execute(sa.text(positions)).all()
+    assert [sha for sha, _ in placed] == ["f" * 40, *shas] and [p for _, p in placed] == [0, 1, 2, 3]
+    downgrade(db_url, "0008")
+    with engine.connect() as conn:
+        assert "position" not in {c["name"] for c in sa.inspect(conn).get_columns("commit")}
+        assert conn.execute(sa.text("SELECT count(*) FROM run")).scalar_one() == 4
+    upgrade(db_url)  # 0009 places what is stored, from the generations and dates already there
+    with engine.connect() as conn:
+        assert conn.execute(sa.text(positions)).all() == placed
     engine.dispose()

@@ -259,3 +259,20 @@ def test_pool_runs_is_the_median_of_the_runs_with_a_value() -> None:
     assert out.loc["c", "value"] == 5.0 and out.loc["c", "runs"] == 1
     assert out.loc["d", "status"] == "skipped"
     assert queries.pool_runs(runs.iloc[:0], ["key"]).empty
+
+
+def test_a_benchmark_without_unit_has_none_not_nan(tmp_path: Path) -> None:
+    """Results ingested without benchmarks.json carry no unit: every reader gets None (a NaN there crashed the
+    summary grid and `mlaperf publish` on a track_ benchmark)."""
+    from tests.db.conftest import bench_row, results_doc, write_results
+
+    doc = results_doc({"b.S.track_count": bench_row([3.0], []), "b.S.time_x": bench_row([1e-4], [])})
+    url = f"sqlite:///{tmp_path / 'store.sqlite'}"
+    engine = make_engine(url)
+    assert ingest_paths(engine, [write_results(tmp_path / "results", doc)], progress=False).ok
+    with Session(engine) as s:
+        frame = queries.series(s)
+    units = dict(zip(frame["benchmark"], frame["unit"], strict=True))
+    assert units == {"b.S.time_x": "seconds", "b.S.track_count": None}
+    assert not any(isinstance(v, float) for col in ("unit", "type", "version") for v in frame[col])
+    engine.dispose()

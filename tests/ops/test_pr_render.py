@@ -18,6 +18,7 @@ import pytest
 from cmarkgfm.cmark import Options
 from scratch import ROOT
 
+from db import limits
 from regressions.pr_render import INVALID
 from regressions.pr_schema import MAX_FILE_BYTES, MAX_ROWS
 from regressions.report import MARKER
@@ -108,6 +109,16 @@ def test_a_case_missing_at_head_is_listed_and_fails(tmp_path: Path) -> None:
     assert rc == 0 and status == {"state": "failure", "description": "0 regressions, 0 failed, 1 missing",
                                   "context": CONTEXT}  # fmt: skip
     assert "Missing at head" in md and "time_gone" in md
+
+
+def test_names_and_units_the_store_holds_pass_the_schema(tmp_path: Path) -> None:
+    # The report carries what ingest stored: a unit or machine at the store's limit is a valid row, one past it not.
+    at_limit = row(unit="u" * limits.BENCHMARK_UNIT, machine="m" * limits.MACHINE_NAME,
+                   benchmark="b." + "x" * (limits.BENCHMARK_NAME - 2))  # fmt: skip
+    rc, md, status = render(tmp_path, json.dumps([at_limit]).encode())
+    assert rc == 0 and status["state"] == "success", md
+    rc, md, status = render(tmp_path, json.dumps([row(unit="u" * (limits.BENCHMARK_UNIT + 1))]).encode())
+    assert status["state"] == "error" and "'unit'" in md.replace("\\", "")
 
 
 def test_hostile_values_are_inert(tmp_path: Path) -> None:
