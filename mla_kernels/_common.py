@@ -180,20 +180,15 @@ class KernelLaunch:
 class DiskCache:
     """A JSON file of results worth keeping across processes (compile stats, tuned configs).
 
-    Its path is ``$ENV`` when set (``0`` turns the disk cache off), else ``~/.cache/mlaperf/<filename>``
-    (``$XDG_CACHE_HOME`` honoured). A missing or corrupt file only costs the work it would have saved.
+    Its path is ``settings.env.cache_file``'s: the variable's value (``0`` turns the disk cache off), else
+    ``~/.cache/mlaperf/<filename>``. A missing or corrupt file only costs the work it would have saved.
     """
 
-    env: str
+    var: _env.Var
     filename: str
 
     def path(self) -> Path | None:
-        setting = os.environ.get(self.env, "")
-        if setting == "0":
-            return None
-        if setting:
-            return Path(setting)
-        return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "mlaperf" / self.filename
+        return _env.cache_file(self.var, self.filename)
 
     def read(self) -> dict[str, Any]:
         path = self.path()

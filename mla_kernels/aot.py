@@ -24,6 +24,8 @@ from pathlib import Path
 
 import torch
 
+from settings import env as _env
+
 from ._common import DiskCache, KernelLaunch
 
 _DTYPES = {
@@ -103,7 +105,7 @@ def signature(launch: KernelLaunch) -> tuple[dict[str, str], dict[str, object], 
     return sig, constexprs, attrs
 
 
-_CACHE = DiskCache("MLAPERF_COMPILE_CACHE", "compile.json")
+_CACHE = DiskCache(_env.COMPILE_CACHE, "compile.json")
 
 
 def cache_key(launch: KernelLaunch, capability: int) -> str:

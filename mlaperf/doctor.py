@@ -121,6 +121,7 @@ def _kernel_checks(device: object) -> list[Check]:
     import torch
 
     from mla_kernels import (
+        INDEXER_IMPLS,
         check_indexer_output,
         indexer_logits_reference,
         indexer_topk,
@@ -129,6 +130,7 @@ def _kernel_checks(device: object) -> list[Check]:
         sparse_mla_decode,
         sparse_mla_decode_with_record,
     )
+    from mla_kernels.decode import KERNEL_IMPLS, PROFILED_IMPLS, launch_label
     from mla_kernels.testing import check_decode
 
     inp = make_decode_inputs(4, 64, 512, num_tokens=4 * 4096, device=device, seed=11, invalid_frac=0.05)
@@ -142,9 +144,7 @@ def _kernel_checks(device: object) -> list[Check]:
             check_decode(out, lse, *ref)
             err = (out.float() - ref[0].float()).abs().max().item()
             cfg = ""
-            if impl == "mma":
-                from mla_kernels.decode import launch_label
-
+            if impl in PROFILED_IMPLS:
                 spill = "?" if record.spill_bytes is None else record.spill_bytes
                 cfg = f", {launch_label(record)}, spill {spill} B"
             return f"B=4 H=64 top-k 512 matches the reference (max |diff| {err:.1e}){cfg}"
@@ -161,13 +161,14 @@ def _kernel_checks(device: object) -> list[Check]:
 
         return run
 
-    return [
-        _timed("decode simt", decode("simt", None)),
-        _timed("decode mma", decode("mma", "native")),
-        _timed("decode mma sm_120 profile", decode("mma", "sm_120")),
-        _timed("indexer bf16", indexer("bf16")),
-        _timed("indexer fp32_maxctx", indexer("fp32_maxctx")),
-    ]
+    # Every kernel the suites time: each decode kernel, the tuned ones also under the sm_120 profile, and
+    # every indexer path (the implementation tables are mla_kernels', so a new kernel is checked here too).
+    checks = []
+    for impl in KERNEL_IMPLS:
+        checks.append(_timed(f"decode {impl}", decode(impl, "native" if impl in PROFILED_IMPLS else None)))
+        if impl in PROFILED_IMPLS:
+            checks.append(_timed(f"decode {impl} sm_120 profile", decode(impl, "sm_120")))
+    return checks + [_timed(f"indexer {impl}", indexer(impl)) for impl in INDEXER_IMPLS if impl != "reference"]
 
 
 def _ceiling_check(device: object) -> Check:

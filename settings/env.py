@@ -42,7 +42,8 @@ TIER = Var("MLAPERF_TIER", "tier of a benchmark process: gpu (the grid) or cpu (
 CONCURRENCY = Var("MLAPERF_CONCURRENCY", "comma-separated subset of the suites' concurrency grid", "the whole grid")
 ARCH_PROFILE = Var("MLAPERF_ARCH_PROFILE", f"MMA configs a launch that names none uses: {', '.join(ARCH_PROFILES)}",
                    "native")  # fmt: skip
-CEILINGS_FILE = Var("MLAPERF_CEILINGS_FILE", "JSON cache of the measured copy bandwidth and matmul rate per device",
+CEILINGS_FILE = Var("MLAPERF_CEILINGS_FILE", "JSON cache of the measured copy bandwidth and matmul rate per device "
+                    "(0: none)",
                     "~/.cache/mlaperf/ceilings.json")  # fmt: skip
 AUTOTUNE_CACHE = Var("MLAPERF_AUTOTUNE_CACHE", "JSON cache of tuned decode configs (0: none); read by mla_kernels",
                      "~/.cache/mlaperf/autotune.json")  # fmt: skip
@@ -121,12 +122,21 @@ def arch_profile() -> str:
     return value
 
 
-def ceilings_file() -> Path:
-    """Where measured device ceilings are kept (``$XDG_CACHE_HOME`` honoured for the default)."""
-    if CEILINGS_FILE.get():
-        return Path(str(CEILINGS_FILE.get()))
+def cache_file(var: Var, filename: str) -> Path | None:
+    """Where a cache named by ``var`` lives: its value when set, None when it is ``0`` (the cache is off), else
+    ``~/.cache/mlaperf/<filename>`` (``$XDG_CACHE_HOME`` honoured). The one rule of every mlaperf cache file."""
+    value = (var.get() or "").strip()
+    if value == "0":
+        return None
+    if value:
+        return Path(value)
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "mlaperf" / "ceilings.json"
+    return Path(base) / "mlaperf" / filename
+
+
+def ceilings_file() -> Path | None:
+    """Where measured device ceilings are kept (``MLAPERF_CEILINGS_FILE``; ``0``: not kept, measured each time)."""
+    return cache_file(CEILINGS_FILE, "ceilings.json")
 
 
 def night_budget(default: int) -> str:

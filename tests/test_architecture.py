@@ -140,8 +140,8 @@ _READ = re.compile(r"os\.(?:environ(?:\.get)?|getenv)\s*[\[(]\s*[\"'](MLAPERF_\w
 
 
 def test_product_modules_read_mlaperf_variables_through_settings_env() -> None:
-    """``settings.env`` is the one reader of every ``MLAPERF_*`` variable (mla_kernels' disk caches take the
-    names of theirs, listed in ``settings.env``, as arguments)."""
+    """``settings.env`` is the one reader of every ``MLAPERF_*`` variable (mla_kernels' disk caches take their
+    ``settings.env.Var`` and ask ``settings.env.cache_file`` where it points)."""
     from settings import env
 
     readers = []

@@ -8,8 +8,10 @@ from ..arch import SPILL_ALLOWED, verdict
 from . import gluon_kernels, wgmma_kernels, wgmma_ws_kernels
 from .launch import (
     IMPLS,
+    KERNEL_IMPLS,
     KERNELS,
     MAX_SPLITS,
+    PROFILED_IMPLS,
     combine_launch,
     decode_with_config,
     gluon_unavailable,
@@ -36,6 +38,8 @@ __all__ = [
     "CANDIDATES",
     "GLUON_CANDIDATES",
     "IMPLS",
+    "KERNEL_IMPLS",
+    "PROFILED_IMPLS",
     "WGMMA_CANDIDATES",
     "KERNELS",
     "MAX_SPLITS",

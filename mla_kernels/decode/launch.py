@@ -34,6 +34,9 @@ from .kernels import (
 from .tuning import MmaConfig, choose_mma_config
 
 IMPLS = ("reference", "torch", "simt", "mma", "gluon")
+# The Triton kernels among them, and those whose configs follow the architecture profile (``arch_profile``).
+KERNEL_IMPLS = ("simt", "mma", "gluon")
+PROFILED_IMPLS = ("mma", "gluon")
 LOG2E = 1.4426950408889634
 MAX_SPLITS = 16
 # The kernels by name: what the compile report compiles and profiling scripts build variants of.

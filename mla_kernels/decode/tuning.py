@@ -10,6 +10,7 @@ before CUDA-graph capture and later processes skip the search.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, replace
@@ -17,11 +18,11 @@ from pathlib import Path
 
 import torch
 
+from settings import env as _env
+
 from .. import _common
 from ..arch import has_warpgroup_mma, has_wgmma, kept_by_compile, profile_target
 from ..record import LaunchRecord
-
-_SOURCE_HASH: str | None = None
 
 
 @dataclass(frozen=True)
@@ -221,19 +222,18 @@ def candidates(
     return out
 
 
+@functools.cache
 def _source_hash() -> str:
-    global _SOURCE_HASH
-    if _SOURCE_HASH is None:
-        here = Path(__file__).parent
-        h = hashlib.sha256()
-        for name in ("kernels.py", "gluon_kernels.py", "wgmma_kernels.py", "wgmma_ws_kernels.py", "launch.py",
-                     "tuning.py"):
-            h.update((here / name).read_bytes())
-        _SOURCE_HASH = h.hexdigest()[:16]
-    return _SOURCE_HASH
+    """A hash of every module a tuned config depends on: the decode package and the ``mla_kernels`` modules its
+    kernels and launchers import (the cache layout, PDL, the compile rule), so changing any re-tunes."""
+    package = Path(__file__).resolve().parents[1]
+    h = hashlib.sha256()
+    for path in sorted([*package.glob("*.py"), *(package / "decode").glob("*.py")]):
+        h.update(path.relative_to(package).as_posix().encode() + b"\0" + path.read_bytes())
+    return h.hexdigest()[:16]
 
 
-_DISK = _common.DiskCache("MLAPERF_AUTOTUNE_CACHE", "autotune.json")
+_DISK = _common.DiskCache(_env.AUTOTUNE_CACHE, "autotune.json")
 
 
 def _disk_key(batch: int, heads: int, topk: int, device: torch.device, profile: str, impl: str) -> str:

@@ -55,4 +55,5 @@ def test_on_a_gpu_every_check_passes():
     failed = [c for c in report["checks"] if c["status"] == "FAIL"]
     assert proc.returncode == 0 and not failed, failed
     names = {c["name"] for c in report["checks"]}
-    assert {"decode simt", "decode mma", "decode mma sm_120 profile", "indexer bf16", "ceilings"} <= names
+    assert {"decode simt", "decode mma", "decode mma sm_120 profile", "decode gluon", "decode gluon sm_120 profile",
+            "indexer bf16", "indexer fp32_maxctx", "ceilings"} <= names  # every kernel the suites time

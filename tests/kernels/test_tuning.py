@@ -231,3 +231,36 @@ def test_the_tuner_skips_only_configs_that_cannot_compile_or_fit():
     for exc in (TypeError("unexpected keyword argument 'BLOCK_X'"), RuntimeError("CUDA error: illegal address")):
         with pytest.raises(RuntimeError, match=r"MMA decode config 64x64x8x2 pf3 S1 failed: .*(BLOCK_X|illegal)"):
             tuning.time_candidate(cfg, raising(exc))
+
+
+def test_tuned_configs_depend_on_every_module_the_decode_imports() -> None:
+    """The autotune cache key hashes the decode package and the mla_kernels modules its kernels import (the
+    cache layout, PDL): a change to any of them re-tunes instead of reusing a config tuned for other code."""
+    import ast
+    from pathlib import Path
+
+    from mla_kernels.decode import tuning
+
+    package = Path(tuning.__file__).resolve().parents[1]
+    hashed = {*package.glob("*.py"), *(package / "decode").glob("*.py")}
+    for path in (package / "decode").glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.level == 2 and node.module:
+                assert package / f"{node.module.split('.')[0]}.py" in hashed, (path.name, node.module)
+    assert len(tuning._source_hash()) == 16 and tuning._source_hash() is tuning._source_hash()
+
+
+def test_cache_files_follow_one_rule(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:  # noqa: ANN001
+    from mla_kernels._common import DiskCache
+    from settings import env
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    for var, name in ((env.AUTOTUNE_CACHE, "autotune.json"), (env.COMPILE_CACHE, "compile.json"),
+                      (env.CEILINGS_FILE, "ceilings.json")):  # fmt: skip
+        monkeypatch.delenv(var.name, raising=False)
+        assert env.cache_file(var, name) == tmp_path / "mlaperf" / name
+        monkeypatch.setenv(var.name, "0")
+        assert env.cache_file(var, name) is None and DiskCache(var, name).path() is None
+        monkeypatch.setenv(var.name, str(tmp_path / "x.json"))
+        assert DiskCache(var, name).path() == tmp_path / "x.json"
+    assert env.ceilings_file() == tmp_path / "x.json"
