@@ -61,7 +61,7 @@ def detect_tier() -> str:
 
 TIER = detect_tier()
 if TIER == "cpu":
-    os.environ.setdefault("TRITON_INTERPRET", "1")
+    env.use_interpreter()
 else:
     # asv's forkserver imports the suites once and forks every benchmark process from it: importing
     # torch and triton here (seconds) is then paid once per commit instead of once per case. Nothing

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import sys
 from pathlib import Path
@@ -263,7 +262,9 @@ def _as_indexer_perf(args: argparse.Namespace, rows: list[dict[str, Any]], paths
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     if args.smoke:
-        os.environ["TRITON_INTERPRET"] = "1"  # before the first triton import
+        from settings.env import use_interpreter
+
+        use_interpreter()  # before the first triton import
     import torch
 
     from benchmarks.scripts.indexer_perf import _copy_bandwidth, _device

@@ -34,6 +34,7 @@ import triton.language as tl
 from mla_kernels.indexer.kernels import _order_key, _request_len
 from mla_kernels.indexer.split import ONE_MAX
 from mla_kernels.indexer.split_kernels import _short_request
+from settings import env
 
 
 @triton.jit
@@ -197,10 +198,10 @@ def measure(args: argparse.Namespace, batch: int, ctx: int, device: Any) -> dict
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    if args.smoke and os.environ.get("TRITON_INTERPRET") != "1":
+    if args.smoke and not env.interpreting():
         # Triton reads the interpreter switch when a kernel is defined (this module's import): start again.
         cmd = [sys.executable, "-m", "experiments.indexer_sort_select", *(sys.argv[1:] if argv is None else argv)]
-        return subprocess.run(cmd, env={**os.environ, "TRITON_INTERPRET": "1"}, check=False).returncode
+        return subprocess.run(cmd, env={**os.environ, env.TRITON_INTERPRET: "1"}, check=False).returncode
     if args.stats:
         return stats(args)
     import torch

@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import re
+
+from settings import env
 
 BLOCK = 32  # values per UE8M0 scale in tl.dot_scaled's e4m3 operands
 
@@ -130,7 +131,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--batch", type=int, default=4)
     ap.add_argument("--topk", type=int, default=512)
     args = ap.parse_args(argv)
-    if os.environ.get("TRITON_INTERPRET", "0") not in ("", "0"):
+    if env.interpreting():
         ap.error("unset TRITON_INTERPRET: the probe is compiled, not interpreted")
     kernel = _probe_kernel()
     result = {"compile": compile_evidence(kernel), "precision": precision(args.batch, args.topk, "cpu"),

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import sys
 from pathlib import Path
@@ -147,7 +146,9 @@ def measure(args: argparse.Namespace, batch: int, ctx: int, device: Any, timer: 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     if args.smoke:
-        os.environ["TRITON_INTERPRET"] = "1"
+        from settings.env import use_interpreter
+
+        use_interpreter()
     import torch
 
     from benchmarks.scripts.indexer_perf import _device

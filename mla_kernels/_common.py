@@ -15,10 +15,7 @@ import torch
 
 from settings import env as _env
 
-
-def interpreting() -> bool:
-    """True when Triton runs kernels on the CPU through its interpreter."""
-    return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
+interpreting = _env.interpreting  # the one reading of Triton's switch (settings.env)
 
 
 @functools.cache

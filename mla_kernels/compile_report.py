@@ -23,6 +23,8 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
+from settings.env import interpreting
+
 if TYPE_CHECKING:
     from .aot import CompileStats
 
@@ -224,7 +226,7 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"--kernels: unknown {', '.join(bad) or '(none)'} (known: {', '.join(GROUPS)})")
     if args.jobs < 1:
         ap.error("--jobs must be at least 1")
-    if os.environ.get("TRITON_INTERPRET", "0") not in ("", "0"):
+    if interpreting():
         print("compile_report: unset TRITON_INTERPRET (interpreted kernels are not compiled)", file=sys.stderr)
         return 2
     try:

@@ -46,7 +46,15 @@ from mlaperf.procgroup import UNIX_SOCKET_PATH_MAX, run_group
 from mlaperf.run_commits import Commit, RunError, repo_root, resolve_specs, run_git
 from settings import exits, gpu
 from settings.args import DefaultsFormatter, add_asv_machine, add_bench, add_db, add_tier
-from settings.env import CONCURRENCY, DB, DEFAULT_STORE_URL, TIER, arch_profile, parse_concurrency, store_url
+from settings.env import (
+    CONCURRENCY,
+    DB,
+    DEFAULT_STORE_URL,
+    arch_profile,
+    parse_concurrency,
+    store_url,
+    tier_environment,
+)
 
 CPU_SUFFIX = "-cpu"
 DESCRIPTION = (
@@ -190,9 +198,7 @@ def benchmark_env(worktree: Path, tier: str, concurrency: str | None) -> dict[st
     path = os.pathsep.join(p for p in (str(worktree), child.get("PYTHONPATH", "")) if p)
     child["PYTHONPATH"] = path
     child["ASV_PYTHONPATH"] = path  # asv-managed environments drop PYTHONPATH, keep this one
-    child[TIER.name] = tier
-    if tier == "cpu":
-        child["TRITON_INTERPRET"] = "1"
+    child.update(tier_environment(tier))
     if concurrency:
         child[CONCURRENCY.name] = concurrency
     return child

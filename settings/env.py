@@ -67,6 +67,25 @@ VARIABLES: tuple[Var, ...] = (
 )  # fmt: skip
 
 _TRUE = ("1", "true", "yes")
+# Triton's own switch (not ours, so not in VARIABLES): kernels run on the CPU through its interpreter. Triton
+# reads it when a kernel is decorated, so it must be set before the first import of a kernel module.
+TRITON_INTERPRET = "TRITON_INTERPRET"
+
+
+def interpreting() -> bool:
+    """True when Triton runs kernels on the CPU through its interpreter."""
+    return os.environ.get(TRITON_INTERPRET, "0") not in ("", "0")
+
+
+def use_interpreter() -> None:
+    """Run this process's kernels under Triton's interpreter (the CPU tier, a script's ``--smoke``); call it
+    before anything imports a kernel module."""
+    os.environ[TRITON_INTERPRET] = "1"
+
+
+def tier_environment(tier: str) -> dict[str, str]:
+    """What a benchmark process of ``tier`` needs in its environment: the tier, and on the CPU the interpreter."""
+    return {TIER.name: tier, **({TRITON_INTERPRET: "1"} if tier == "cpu" else {})}
 
 
 def store_url(requested: str | None = None) -> str:

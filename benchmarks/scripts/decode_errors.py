@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -278,7 +277,9 @@ def main(argv: list[str] | None = None) -> int:
 
         tier = "gpu" if torch.cuda.is_available() else "interpreter"
     if tier == "interpreter":
-        os.environ["TRITON_INTERPRET"] = "1"
+        from settings.env import use_interpreter
+
+        use_interpreter()
     rows = measure(tier, args.quick, args.json)
     summary = summarize(rows)
     print(f"{'run':<10} {'tensor':<6} {'max|diff|':>10} {'max rel':>10} {'atol need':>10} {'cos dist':>10}  worst")

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import sys
 import time
@@ -273,7 +272,9 @@ def _report(args: argparse.Namespace, results: list[dict[str, Any]]) -> tuple[di
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     if args.smoke:
-        os.environ["TRITON_INTERPRET"] = "1"  # before the first triton import
+        from settings.env import use_interpreter
+
+        use_interpreter()  # before the first triton import
     import torch
     import triton
 
