@@ -156,17 +156,11 @@ def _kept_by_compile(name: str, kernel: object):  # noqa: ANN202 - Triton's earl
     return prune
 
 
-# Which scores kernel the bf16 path runs: the token-major one (tokens as the MMA's rows); and the
-# one-launch kernel of the "coop" select (the same tiles).
-SCORES_KERNEL = _bf16_scores_kernel_t
-COOP_KERNEL = _coop_topk_kernel
-
-
 @functools.cache
 def _coop_tuner(kernel: object) -> triton.runtime.Autotuner:
     """The one-launch kernel's autotuner over ``tiles.COOP_CONFIGS`` (one tile: the tuner only applies the
-    keep rule, which raises where it does not fit). The kernel is the cache key: a replaced ``COOP_KERNEL``
-    gets its own."""
+    keep rule, which raises where it does not fit). Keyed by the kernel, so a test's mutated copy gets its
+    own."""
     prune = {"early_config_prune": _kept_by_compile("indexer.coop", kernel)}
     # ws_ptr: a timed run adds to the radix workspace; it is put back after each.
     return triton.autotune(configs=list(COOP_CONFIGS), key=["H", "BLOCK_H"], prune_configs_by=prune,
@@ -265,11 +259,11 @@ def _run_scores(
         per_req = _programs_per_request(q.device, d.batch, per_sm)
         grid = (min(per_req, triton.cdiv(d.max_context, _INTERP_BLOCK_T)), d.batch)
         constexprs = {"BLOCK_H": block_h, "BLOCK_T": _INTERP_BLOCK_T, "FP32_MATH": True, **flags}
-        launch = KernelLaunch("indexer.scores", SCORES_KERNEL, grid, args, constexprs)
+        launch = KernelLaunch("indexer.scores", _bf16_scores_kernel_t, grid, args, constexprs)
         return KernelRun.of(launch, launch.run())
     block_t, warps, stages = SCORES_TILE
     constexprs = {"BLOCK_H": block_h, "BLOCK_T": block_t, "FP32_MATH": False, **flags}
-    launch = KernelLaunch("indexer.scores", SCORES_KERNEL, (1, d.batch), args, constexprs, warps, stages)
+    launch = KernelLaunch("indexer.scores", _bf16_scores_kernel_t, (1, d.batch), args, constexprs, warps, stages)
     launch = replace(launch, grid=(_wave_programs(launch, d, max_seq_len, per_sm), d.batch))
     return KernelRun.of(launch, launch.run())
 
@@ -339,11 +333,11 @@ def _coop_topk(
     cand = radix_candidates(d, q.device)
     run_args = coop.args(q, w, cache, bt, sl, logits, ws, cand, out, d=d, topk=topk)
     if interpreting():
-        launches = coop.phase_launches(COOP_KERNEL, run_args, d, cp)
+        launches = coop.phase_launches(_coop_topk_kernel, run_args, d, cp)
         runs = tuple(KernelRun.of(launch, launch.run()) for launch in launches)
         source = "fixed"
     else:
-        tuner = _coop_tuner(COOP_KERNEL)
+        tuner = _coop_tuner(_coop_topk_kernel)
         runs = (_tuned_run(tuner, "indexer.coop", (cp.programs, d.batch), run_args,
                            {**coop.constexprs(d, cp), "PHASE": -1}),)  # fmt: skip
         source = "autotuner"

@@ -121,8 +121,8 @@ def no_relu(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Callable[[], Non
     mutated = _kernels_without_relu(tmp_path, "kernels")
     token_major = _kernels_without_relu(tmp_path, "token_scores")
     monkeypatch.setattr(launch, "_fp32_maxctx_scores_kernel", mutated._fp32_maxctx_scores_kernel)
-    monkeypatch.setattr(launch, "SCORES_KERNEL", token_major._bf16_scores_kernel_t)
-    monkeypatch.setattr(launch, "COOP_KERNEL", token_major._coop_topk_kernel)
+    monkeypatch.setattr(launch, "_bf16_scores_kernel_t", token_major._bf16_scores_kernel_t)
+    monkeypatch.setattr(launch, "_coop_topk_kernel", token_major._coop_topk_kernel)
     monkeypatch.setattr(mk, "indexer_logits_reference", _reference_without_relu)
 
     def consistent() -> None:
