@@ -46,6 +46,27 @@ class GpuClock:
 CLOCK = GpuClock()
 
 
+class L2Flush:
+    """Evicts ``device``'s L2 when called: the one cold-L2 rule of the suites and the measurement scripts.
+
+    Reading (not writing) a buffer twice the L2's size leaves it full of clean lines, so no write-back gets
+    charged to the kernel timed next (a memset flush leaves up to the whole L2 dirty for it to write back).
+    """
+
+    def __init__(self, device: Any) -> None:
+        import torch
+
+        props = torch.cuda.get_device_properties(device)
+        l2 = int(getattr(props, "L2_cache_size", 0) or 64 << 20)
+        self._buf = torch.ones(max(2 * l2, 32 << 20) // 4, dtype=torch.float32, device=device)
+        self._out = torch.empty((), dtype=torch.float32, device=device)
+
+    def __call__(self) -> None:
+        import torch
+
+        torch.sum(self._buf, dim=0, out=self._out)
+
+
 class Replayer:
     """Runs a case's kernel(s) once per call: CUDA-graph replay on GPU, eager call on the CPU tier.
 
@@ -66,14 +87,10 @@ class Replayer:
         self.number = 1  # replays per asv sample; set by the suite from pick_number()
         self.graphs: list[Any] = []
         self.graph_outputs: list[Any] = []
+        self.flush_l2: L2Flush | None = None  # the GPU's; the CPU tier has nothing to flush
         if self.gpu:
             self._capture()
-            props = torch.cuda.get_device_properties(self.device)
-            l2 = int(getattr(props, "L2_cache_size", 0) or 64 << 20)
-            # Reading (not writing) the flush buffer leaves L2 full of clean lines: no write-backs
-            # get charged to the kernel that follows.
-            self._flush_buf = torch.ones(max(2 * l2, 32 << 20) // 4, dtype=torch.float32, device=self.device)
-            self._flush_out = torch.empty((), dtype=torch.float32, device=self.device)
+            self.flush_l2 = L2Flush(self.device)
 
     def _capture(self) -> None:
         import torch
@@ -106,11 +123,6 @@ class Replayer:
         torch.cuda.synchronize(self.device)
         return self.graph_outputs[k]
 
-    def flush_l2(self) -> None:
-        import torch
-
-        torch.sum(self._flush_buf, dim=0, out=self._flush_out)
-
     def replay(self, clock: GpuClock = CLOCK) -> None:
         """One timed call: flush L2, then replay the next graph between two recorded events."""
         k = self._next
@@ -120,6 +132,7 @@ class Replayer:
             return
         import torch
 
+        assert self.flush_l2 is not None
         self.flush_l2()
         start = torch.cuda.Event(enable_timing=True)
         end = torch.cuda.Event(enable_timing=True)

@@ -128,8 +128,10 @@ def _device_info(torch: Any, triton: Any, device: Any) -> dict[str, Any]:
 
 
 def _time_gpu(torch: Any, fn: Any, iters: int, capture: bool) -> list[float]:
-    """Per-call GPU times in microseconds, L2 flushed before each call."""
-    flush = torch.empty(512 * 1024 * 1024, dtype=torch.uint8, device="cuda")  # > H200's 50 MB L2
+    """Per-call GPU times in microseconds, L2 flushed before each call (by reading, as the suites do)."""
+    from benchmarks._timing import L2Flush
+
+    flush = L2Flush(torch.device("cuda"))
     call = fn
     if capture:
         graph = torch.cuda.CUDAGraph()
@@ -140,7 +142,7 @@ def _time_gpu(torch: Any, fn: Any, iters: int, capture: bool) -> list[float]:
     torch.cuda.synchronize()
     times = []
     for _ in range(iters):
-        flush.zero_()
+        flush()
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         start.record()
         call()

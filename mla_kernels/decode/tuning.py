@@ -291,6 +291,8 @@ def _gpu_ms(launch: Callable[[], object], flush: torch.Tensor, reps: int = 10) -
     """
     times = []
     for _ in range(reps):
+        # A write flush, unlike the suites' read (benchmarks._timing.L2Flush, which this layer cannot import):
+        # every candidate pays the same write-backs, so the ranking holds; moving it waits for a GPU A/B.
         flush.zero_()
         torch.cuda._sleep(_HOLD_CYCLES)
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
