@@ -81,6 +81,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--check-targets", action="store_true", help="exit 1 when the issue's speed-up targets fail"
     )
     p.add_argument("--smoke", action="store_true", help="tiny shapes on the CPU under the Triton interpreter")
+    p.add_argument(
+        "--flush", choices=("read", "write"), default="read",
+        help="how L2 is emptied before each timed call: read a buffer twice its size (the suites' rule), or zero "
+        "512 MB (what this script did before session 35: the timed kernel then writes the dirty lines back)",
+    )  # fmt: skip
     args = p.parse_args(argv)
     smoke = args.smoke
     defaults = {
@@ -127,11 +132,12 @@ def _device_info(torch: Any, triton: Any, device: Any) -> dict[str, Any]:
     return info
 
 
-def _time_gpu(torch: Any, fn: Any, iters: int, capture: bool) -> list[float]:
-    """Per-call GPU times in microseconds, L2 flushed before each call (by reading, as the suites do)."""
+def _time_gpu(torch: Any, fn: Any, iters: int, capture: bool, flush_by: str = "read") -> list[float]:
+    """Per-call GPU times in microseconds, L2 flushed before each call (``flush_by``: see ``--flush``)."""
     from benchmarks._timing import L2Flush
 
-    flush = L2Flush(torch.device("cuda"))
+    flush = L2Flush(torch.device("cuda")) if flush_by == "read" else \
+        torch.empty(512 << 20, dtype=torch.uint8, device="cuda").zero_  # fmt: skip
     call = fn
     if capture:
         graph = torch.cuda.CUDAGraph()
@@ -211,7 +217,8 @@ def _measure_case(args: argparse.Namespace, batch: int, ctx: int, device: Any, c
             return f"{impl} at batch {batch}, context {ctx} disagrees with the reference: {exc}"
         launch = json.loads(json.dumps(record.as_dict(), default=str))
         graph = device.type == "cuda" and impl != "reference"
-        times = _time_gpu(torch, fn, args.iters, capture=graph) if device.type == "cuda" else _time_cpu(fn, args.iters)
+        times = _time_gpu(torch, fn, args.iters, graph, args.flush) if device.type == "cuda" else \
+            _time_cpu(fn, args.iters)  # fmt: skip
         try:  # and once more after the timed calls: the reused workspace still gives the right answer
             check_indexer_output(fn(), ref_logits, inp.block_table, inp.seq_lens, args.topk)
         except AssertionError as exc:
@@ -322,6 +329,7 @@ def main(argv: list[str] | None = None) -> int:
         "heads": args.heads,
         "select": args.select or indexer_launch.SELECT,
         "iters": args.iters,
+        "l2_flush": args.flush,
         "command": " ".join([Path(sys.argv[0]).name, *(sys.argv[1:] if argv is None else argv)]),
         "speedup_fp32_maxctx_over_bf16": speedups,
         "targets_missed": failures,
