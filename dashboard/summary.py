@@ -3,7 +3,9 @@ values, its latest change and its last flagged regression, with a search over na
 the All benchmarks page, and the static site's overview). Pure pandas: no Streamlit, no database.
 
 Latest change, the one rule: the newest value over the median of up to ``CHANGE_WINDOW`` values before it,
-oriented so that > 1 is worse.
+oriented so that > 1 is worse (``change``: sorting and colouring), and shown as the value's own relative
+change with worse or better from the direction (``change_text``, ``regressions.units.fmt_change``): a rate
+4.4x up reads ``+336% better``, never the inverse factor's ``-77% better``.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import numpy as np
 import pandas as pd
 
 from dashboard import fmt, frames
+from regressions.direction import DOWN_IS_WORSE, UP_IS_WORSE
 
 SPARK = 40  # newest commits drawn in a sparkline
 CHANGE_WINDOW = 5
@@ -64,8 +67,9 @@ def grid(series: pd.DataFrame, values: pd.DataFrame, commit_ids: Sequence[int], 
     value), spark (values at ``commit_ids``, oldest first, NaN where not measured), change
     (:func:`latest_change`, NaN where there is none), flag (status and ratio of its newest flagged
     regression) and flag_status. ``values``: ``db.queries.recent_values`` at ``commit_ids``; ``regs``: the
-    regression listing (newest first). Whole-frame operations: no loop over the series' values."""
-    cols = ["benchmark", "params_key", "unit", "latest", "spark", "change", "flag", "flag_status"]
+    regression listing (newest first); change_text: the change as people read it (the module docstring).
+    Whole-frame operations: no loop over the series' values."""
+    cols = ["benchmark", "params_key", "unit", "latest", "spark", "change", "change_text", "flag", "flag_status"]
     if series.empty:
         return pd.DataFrame({c: pd.Series(dtype=object) for c in cols})
     out = series[["benchmark", "params_key", "unit"]].reset_index(drop=True)
@@ -88,6 +92,8 @@ def grid(series: pd.DataFrame, values: pd.DataFrame, commit_ids: Sequence[int], 
                                                                           strict=True)}
     up = np.array([worse_up[(b, u)] for b, u in zip(out["benchmark"], out["unit"], strict=True)], dtype=bool)
     out["change"] = latest_changes(table, up)
+    out["change_text"] = [fmt.fmt_change(c, UP_IS_WORSE if u else DOWN_IS_WORSE) if c == c else ""
+                          for c, u in zip(out["change"], up, strict=True)]  # fmt: skip
     newest = regs.drop_duplicates(["benchmark", "params_key"]) if not regs.empty else \
         pd.DataFrame(columns=["benchmark", "params_key", "status", "ratio", "sha"])
     flags = out[["benchmark", "params_key"]].merge(newest[["benchmark", "params_key", "status", "ratio", "sha"]],

@@ -18,7 +18,7 @@ from regressions.config import MAX_THRESHOLD, ConfigError, Settings, load_settin
 from regressions.listing import detect_document, records, regressions_frame
 from regressions.policy import OPEN_STATUSES
 from regressions.report import MAX_BODY_CHARS, compare_json, compare_markdown, detect_table
-from regressions.results import UsageError, machines_with, resolve_commit
+from regressions.results import UsageError, machine_id, machines_with, resolve_commit
 from regressions.store import DEFAULT_LOOKBACK, DetectSummary, detect_store
 from regressions.text_table import FORMATS, compare_text
 from regressions.units import plural
@@ -68,7 +68,7 @@ def _register_detect(subparsers: argparse._SubParsersAction) -> None:
     d.add_argument(
         "--lookback",
         type=int,
-        default=DEFAULT_LOOKBACK,
+        default=None,  # None: not given (`--list` refuses it given); DEFAULT_LOOKBACK then
         metavar="N",
         help=f"commits an incremental run looks back over (default {DEFAULT_LOOKBACK})",
     )
@@ -78,7 +78,7 @@ def _register_detect(subparsers: argparse._SubParsersAction) -> None:
         choices=STATUSES,
         help="list regressions with this status (repeatable; default: suspect, new and acknowledged)",
     )
-    d.add_argument("--all", action="store_true", help="list regressions of every status")
+    d.add_argument("--all", action="store_true", help="list regressions of every status (not with --status)")
     d.add_argument(
         "--list",
         action="store_true",
@@ -158,12 +158,18 @@ def _write(text: str) -> None:
 def detect_command(args: argparse.Namespace) -> int:
     from db.engine import StoreError, ensure_schema, make_engine
 
+    if args.all and args.status:
+        return _fail("--all lists every status and --status some of them; give one")
     if args.list:
         return _list_command(args)
+    lookback = DEFAULT_LOOKBACK if args.lookback is None else args.lookback
     try:
         settings = _settings(args)
-        if args.lookback < 10:
-            raise UsageError(f"--lookback: must be at least 10 commits; got {args.lookback}")
+        if lookback < 10:
+            raise UsageError(f"--lookback: must be at least 10 commits; got {lookback}")
+        # detect writes into a store that exists: a missing SQLite file is the readers' "no database at ..."
+        # (the read-only opening's check), never a new empty store that passes --fail-on-new.
+        make_engine(args.db, readonly=True).dispose()
         engine = make_engine(args.db)
         ensure_schema(engine)
     except StoreError as exc:
@@ -177,7 +183,7 @@ def detect_command(args: argparse.Namespace) -> int:
                 settings,
                 machine=args.machine,
                 full=args.full,
-                lookback=args.lookback,
+                lookback=lookback,
                 progress=not args.json and sys.stderr.isatty(),
             )
         with Session(engine) as session:
@@ -194,8 +200,9 @@ def _list_command(args: argparse.Namespace) -> int:
     (``db.engine.make_engine(readonly=True)``); nothing is examined, so no record is ``new`` or has an event."""
     from db.engine import check_schema, make_engine
 
-    for flag in ("full", "fail_on_new"):
-        if getattr(args, flag):
+    # Options that only steer an examination: refused rather than silently ignored.
+    for flag in ("full", "fail_on_new", "config", "threshold", "lookback"):
+        if getattr(args, flag) not in (None, False):
             return _fail(f"--list re-examines nothing; --{flag.replace('_', '-')} has no meaning with it")
     try:
         engine = make_engine(args.db, readonly=True)
@@ -215,6 +222,8 @@ def _print_listing(
     """The listed regressions: the versioned JSON document (``listing.detect_document``) or the grouped
     table."""
     statuses = STATUSES if args.all else tuple(args.status or OPEN_STATUSES)
+    if args.machine is not None:
+        machine_id(session, args.machine)  # an unknown name is an error, not an empty listing
     frame = regressions_frame(session, statuses=statuses, machine=args.machine)
     if args.json:
         _write(json.dumps(detect_document(session, frame, events, summary), indent=2, allow_nan=False))
@@ -243,15 +252,15 @@ def _store_fail(exc: Exception, url: str | None) -> int:
 
 
 def _detect_summary_line(summary: DetectSummary) -> str:
-    """One line of what this run did; each regression is counted once, under what happened to it (a step
-    flagged already confirmed or fixed is 'flagged', with its status in brackets)."""
+    """One line of what this run did; each regression is counted once, under what happened to it: a step
+    flagged already confirmed or fixed is 'flagged', its status now in brackets, and the counts after
+    'earlier alerts' are of alerts stored before this run (two different 'fixed' otherwise read alike)."""
     mode = "incremental" if summary.incremental else "full"
     flagged = ", ".join(f"{n} {s}" for s, n in sorted(summary.flagged_status.items()))
     counts = [
         f"{len(summary.new)} flagged"
-        + (f" ({flagged})" if flagged else "")
-        + f" in {plural(len(summary.groups), 'new group')}",
-        f"{len(summary.confirmed)} confirmed",
+        + (f" (status now: {flagged})" if flagged else "")
+        + f" in {plural(len(summary.groups), 'new group')}; earlier alerts: {len(summary.confirmed)} confirmed",
         f"{len(summary.transient)} transient",
         f"{len(summary.fixed)} fixed",
         f"{len(summary.retired)} retired",

@@ -11,6 +11,11 @@ real changes, which would pass for noise and hide the change under test. Without
 decides; without either, asv's rule: the 99% confidence intervals do not overlap. With nothing at all
 the change is reported as untested and never as significant.
 A regression is a slowdown beyond the threshold that is significant; an improvement the mirror image.
+Values of 0 or below have no ratio (:func:`change_ratio` is None): there the change is the value's own
+relative change ``(head - base) / |base|`` (:func:`regressions.units.relative_change`; from 0, any other
+value is beyond every threshold), judged by the samples or the 99% intervals as above (the history's noise
+is relative, so it cannot judge them); where neither can, a value that leaves or reaches 0 is a change
+(``method`` ``zero``: noise relative to a value cannot move it off 0), other values stay untested.
 Kernel-config records (``track_launch_*``, :func:`db.provenance.is_provenance`) are provenance, not
 performance: :func:`compare_commits` leaves them out (they are neither compared nor counted).
 
@@ -35,9 +40,11 @@ from sqlalchemy.orm import Session
 from db.models import Commit
 from db.provenance import is_provenance
 from regressions.config import Settings
-from regressions.direction import direction_for, slowdown
+from regressions.direction import UP_IS_WORSE, direction_for, slowdown
+from regressions.labels import ordered_params, series_rank
 from regressions.policy import module_ran
-from regressions.results import benchmark_versions, history_noise, machines_with, results_at
+from regressions.results import benchmark_versions, history_noise, machines_with, param_names, results_at
+from regressions.units import relative_change
 
 DEFAULT_ALPHA = 0.01
 DEFAULT_Z = 3.0
@@ -133,7 +140,8 @@ class Comparison(Series):
 
 
 def change_ratio(base: float | None, head: float | None) -> float | None:
-    """Compare's ratio: ``head / base`` of two commits' results, None unless both are finite and > 0."""
+    """Compare's ratio: ``head / base`` of two commits' results, None unless both are finite and > 0 (values of
+    0 or below are compared by their relative change instead: :func:`_compare_signed`)."""
     if base is None or head is None or not (math.isfinite(base) and math.isfinite(head)):
         return None
     if base <= 0 or head <= 0:
@@ -216,7 +224,7 @@ def compare_many(
     prepared = [_prepare(p) for p in pairs]
     tested = _mann_whitney_many(
         [
-            (p.base_samples, p.head_samples) if prep.ratio is not None else ([], [])
+            (p.base_samples, p.head_samples) if prep.status is None else ([], [])
             for p, prep in zip(pairs, prepared, strict=True)
         ],
         alpha,
@@ -248,18 +256,11 @@ def _compare(pair: SeriesPair, prep: _Prepared, alpha: float, z_crit: float, p: 
         base=pair.base if base_side == SIDE_OK else None,
         head=pair.head if head_side == SIDE_OK else None,
     )
+    if status is not None:  # a side without a value
+        return Comparison(**common, status=status, ratio=None, slowdown=None, significant=False, regression=False,
+                          method="none", p_value=None)  # fmt: skip
     if ratio is None:
-        # Not comparable: a side without a value, or a value of 0 (a track_ may count to 0).
-        return Comparison(
-            **common,
-            status=status or UNCHANGED,
-            ratio=None,
-            slowdown=None,
-            significant=False,
-            regression=False,
-            method="none",
-            p_value=None,
-        )
+        return _compare_signed(pair, common, alpha, p)
     worse = slowdown(ratio, pair.direction)
     history = pair.history_sigma is not None and pair.history_runs >= MIN_HISTORY_RUNS
     z_hist = None
@@ -273,13 +274,8 @@ def _compare(pair: SeriesPair, prep: _Prepared, alpha: float, z_crit: float, p: 
     elif z_hist is not None:
         significant, method = z_hist >= z_crit, "history"
         p = float(math.erfc(z_hist / math.sqrt(2.0)))
-    elif (
-        pair.base_ci is not None
-        and pair.head_ci is not None
-        and all(map(np.isfinite, pair.base_ci + pair.head_ci))
-    ):
-        (a0, a1), (b0, b1) = pair.base_ci, pair.head_ci
-        significant, method = b0 > a1 or b1 < a0, "ci99"
+    elif (ci := _ci_apart(pair)) is not None:
+        significant, method = ci, "ci99"
     else:
         significant, method = False, "none"
     limit = 1.0 + pair.threshold
@@ -297,6 +293,42 @@ def _compare(pair: SeriesPair, prep: _Prepared, alpha: float, z_crit: float, p: 
     )
 
 
+def _ci_apart(pair: SeriesPair) -> bool | None:
+    """asv's rule: the two 99% confidence intervals do not overlap; None where a side has none."""
+    if pair.base_ci is None or pair.head_ci is None or not all(map(np.isfinite, pair.base_ci + pair.head_ci)):
+        return None
+    (a0, a1), (b0, b1) = pair.base_ci, pair.head_ci
+    return bool(b0 > a1 or b1 < a0)
+
+
+def _compare_signed(pair: SeriesPair, common: dict[str, Any], alpha: float, p: float | None) -> Comparison:
+    """Both sides measured, one of them 0 or below: no ratio, so the value's own relative change decides
+    (the module docstring's rule); ``ratio`` and ``slowdown`` stay None."""
+    change = relative_change(pair.base, pair.head) or 0.0
+    worse = change if pair.direction == UP_IS_WORSE else -change
+    if p is not None:
+        significant, method = p < alpha, "mann-whitney"
+    elif (ci := _ci_apart(pair)) is not None:
+        significant, method = ci, "ci99"
+    elif change and 0.0 in (pair.base, pair.head):
+        significant, method = True, "zero"
+    else:
+        significant, method = False, "none"
+    # The ratio rule's thresholds on 1 + change: beyond +t is worse, beyond t / (1 + t) better.
+    regression = significant and worse > pair.threshold
+    improvement = significant and worse < -pair.threshold / (1.0 + pair.threshold)
+    return Comparison(
+        **common,
+        status=REGRESSED if regression else IMPROVED if improvement else UNCHANGED,
+        ratio=None,
+        slowdown=None,
+        significant=bool(significant),
+        regression=bool(regression),
+        method=method,
+        p_value=p,
+    )
+
+
 def compare_commits(
     session: Session,
     base: Commit,
@@ -307,11 +339,12 @@ def compare_commits(
     alpha: float = DEFAULT_ALPHA,
 ) -> list[Comparison]:
     """Every series of ``machines`` (default: the machines with runs at both commits) at ``head`` against
-    ``base``, ordered by machine (as given), benchmark and params_key.
+    ``base``, ordered by machine (as given), benchmark and parameter values.
 
     A commit's result is ``results_at`` (the median over its runs); thresholds and directions come from
     ``settings`` (default: built-in, no configuration file); the noise of a series is its history on that
-    machine up to the base (the change under test must not widen it).
+    machine up to the base (the change under test must not widen it). Each series' params are in asv's
+    ``param_names`` order, and series sort by their values, numbers numerically (``regressions.labels``).
     """
     settings = settings or Settings()
     measured_base = set(machines_with(session, [base.id]))
@@ -319,6 +352,7 @@ def compare_commits(
     if machines is None:
         machines = sorted(measured_base & measured_head)  # those with runs at both
     pairs: list[SeriesPair] = []
+    names = param_names(session)
     for machine in machines:
         b = results_at(session, base.id, machine)
         h = results_at(session, head.id, machine)
@@ -340,7 +374,7 @@ def compare_commits(
             sigma, runs = noise.get((name, row["params_key"]), (None, 0))
             pair = SeriesPair(
                 benchmark=name,
-                params=row[f"params{side}"],
+                params=ordered_params(row[f"params{side}"], names.get(name)),
                 machine=machine,
                 unit=unit,
                 direction=direction_for(name, unit, settings),
@@ -359,6 +393,8 @@ def compare_commits(
             if _undeclared_removal(pair, versions, settings):
                 pair.head_status = SIDE_MISSING
             pairs.append(pair)
+    order = {m: i for i, m in enumerate(machines)}
+    pairs.sort(key=lambda q: (order[q.machine], series_rank(q.benchmark, q.params)))
     return compare_many(pairs, alpha=alpha)
 
 

@@ -1,6 +1,9 @@
 """Alert groups in the store: step 6 of the pipeline in :mod:`regressions.store`. Regressions of one
 machine whose culprit ranges overlap share a group (``policy.best_group``), counted against the series
-measured at the group's commit (``policy.is_machine_wide``). Sessions are the caller's.
+measured at the group's commit (``policy.is_machine_wide``). A group's range is the overlap of its members'
+current ranges: when members move (backfilled commits place their step elsewhere), :func:`refit_groups`
+narrows or widens it again, and members that no longer overlap the rest leave it to be grouped anew, so
+night by night ends in the groups of ``--full``. Sessions are the caller's.
 """
 
 from __future__ import annotations
@@ -12,6 +15,39 @@ from db.models import AlertGroup, Regression, Result, Run, utcnow
 from regressions import policy
 
 
+def _span(pos: dict[int, int], parent_id: int | None, commit_id: int) -> tuple[int, int]:
+    """A culprit range ``(parent, commit]`` as positions in history (no parent: the commit alone)."""
+    c = pos[commit_id]
+    return (pos[parent_id] if parent_id is not None and parent_id in pos else c - 1), c
+
+
+def refit_groups(session: Session, group_ids: set[int], pos: dict[int, int]) -> list[Regression]:
+    """Each group's range made the overlap of its members' current ranges again, members taken in the
+    order :func:`assign_groups` takes them (commit, then id); a member that does not overlap the ones before
+    it leaves the group. Returns those members (ungrouped now, for :func:`assign_groups`)."""
+    left: list[Regression] = []
+    for gid in sorted(group_ids):
+        group = session.get(AlertGroup, gid)
+        members = list(session.execute(select(Regression).where(Regression.group_id == gid)).scalars())
+        if group is None or not members:
+            continue
+        members.sort(key=lambda r: (pos.get(r.commit_id, -1), r.id))
+        lo, hi = _span(pos, members[0].parent_commit_id, members[0].commit_id)
+        group.commit_id, group.parent_commit_id = members[0].commit_id, members[0].parent_commit_id
+        for reg in members[1:]:
+            rlo, rhi = _span(pos, reg.parent_commit_id, reg.commit_id)
+            if policy.overlap((lo, hi), (rlo, rhi)) <= 0:
+                reg.group_id = None
+                left.append(reg)
+                continue
+            if rhi < hi:
+                hi, group.commit_id = rhi, reg.commit_id
+            if rlo > lo:
+                lo, group.parent_commit_id = rlo, reg.parent_commit_id
+    session.flush()
+    return left
+
+
 def assign_groups(session: Session, regs: list[Regression], pos: dict[int, int]) -> tuple[set[int], list[int]]:
     """Step 6: put each regression into the group of its machine whose commit range its own range
     ``(parent, commit]`` overlaps most (``policy.best_group``; the group's range narrows to the overlap),
@@ -20,8 +56,7 @@ def assign_groups(session: Session, regs: list[Regression], pos: dict[int, int])
     created: list[int] = []
 
     def span(parent_id: int | None, commit_id: int) -> tuple[int, int]:
-        c = pos[commit_id]
-        return (pos[parent_id] if parent_id is not None and parent_id in pos else c - 1), c
+        return _span(pos, parent_id, commit_id)
 
     for mid in sorted({r.machine_id for r in regs}):
         mine = sorted((r for r in regs if r.machine_id == mid), key=lambda r: (pos[r.commit_id], r.id))

@@ -16,6 +16,7 @@ from sqlalchemy.orm import Session
 
 from db.models import AlertGroup, Benchmark, Commit, Machine, Regression
 from regressions.detect import RETURNS_TO_EARLIER_LEVEL
+from regressions.labels import ordered_params, series_rank
 from regressions.policy import FIXED, OPEN_STATUSES, group_kind
 
 # Version of the `mlaperf detect --json` document; bumped when a key changes meaning or goes away.
@@ -30,16 +31,22 @@ def regressions_frame(
 ) -> pd.DataFrame:
     """Stored regressions with names resolved, newest commit first: the columns of ``db.queries.regressions``
     plus :func:`alert_columns` (alert group, its kind and range, the commit range's parent, labels, close
-    reason and commit); an unknown machine gives an empty frame."""
+    reason and commit); an unknown machine gives an empty frame. Params are in asv's order and, within one
+    commit, rows go by machine, then series (``labels.series_rank``: numbers numerically)."""
     from db import queries
+    from regressions.results import param_names
 
     frame = queries.regressions(session, status=None if statuses is None else list(statuses))
     if machine is not None:
         frame = frame[frame["machine"] == machine]
-    # Within one commit, oldest regression first.
+    names = param_names(session, set(frame["benchmark"]))
+    frame = frame.assign(params=[ordered_params(p or {}, names.get(b))
+                                 for b, p in zip(frame["benchmark"], frame["params"], strict=True)])  # fmt: skip
     commit_rank = {sha: i for i, sha in enumerate(dict.fromkeys(frame["sha"]))}
-    frame = frame.assign(_rank=frame["sha"].map(commit_rank)).sort_values(["_rank", "id"], kind="stable")
-    frame = frame.drop(columns=["_rank"]).reset_index(drop=True)
+    frame = frame.assign(_rank=[(commit_rank[sha], m, series_rank(b, p), int(i)) for sha, m, b, p, i in
+                                zip(frame["sha"], frame["machine"], frame["benchmark"], frame["params"], frame["id"],
+                                    strict=True)])  # fmt: skip
+    frame = frame.sort_values("_rank", kind="stable").drop(columns=["_rank"]).reset_index(drop=True)
     frame = frame.merge(alert_columns(session, [int(i) for i in frame["id"]]), on="id", how="left")
     # Ints stay ints where some rows have no group (regressions stored before groups existed).
     frame["group"] = pd.Series([None if pd.isna(g) else int(g) for g in frame["group"]], dtype=object)

@@ -204,7 +204,10 @@ def one_run_events(
     event (they have a commit after them), and which did: worse than the median of the ``before`` commits
     before (the segment's first standing in for those before it) by more than the threshold, and the next
     commit back within half of it."""
-    z = np.log(np.asarray(values, dtype=float))
+    v = np.asarray(values, dtype=float)
+    # Values of 0 or below have no log (the detector skips them as it skips failed runs): NaN, never a hit.
+    z = np.full(v.shape, np.nan)
+    np.log(v, out=z, where=np.isfinite(v) & (v > 0))
     n = z.size
     decidable = np.zeros(n, dtype=bool)
     decidable[1:-1] = True

@@ -12,6 +12,7 @@ kept worst first and a last line says how many were left out and where the full 
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Sequence
 from typing import Any
@@ -32,6 +33,7 @@ from regressions.compare import (
     UNCHANGED,
     Comparison,
 )
+from regressions.labels import params_label
 from regressions.units import fmt_p, fmt_ratio, fmt_value
 
 MARKER = "<!-- mlaperf-benchmark-report -->"
@@ -78,7 +80,8 @@ def md_code(value: Any, *, table: bool = True) -> str:
 
 
 def fmt_params(params: dict[str, Any]) -> str:
-    return ", ".join(f"{k}={v}" for k, v in params.items()) or "-"
+    """``impl=mma, concurrency=64`` in the params' order (``regressions.labels``), ``-`` without any."""
+    return params_label(params) or "-"
 
 
 def _ratio(c: Comparison) -> str:
@@ -92,8 +95,8 @@ def _p(c: Comparison) -> str:
 _SIDE_CELL = {SIDE_FAILED: "**failed**", SIDE_NOT_RUN: "not run", SIDE_ABSENT: "absent", SIDE_MISSING: "**missing**"}
 
 
-def _side_cell(value: float | None, side: str, unit: str | None) -> str:
-    return md_text(fmt_value(value, unit)) if side == SIDE_OK else _SIDE_CELL[side]
+def _side_cell(value: float | None, side: str, c: Comparison) -> str:
+    return md_text(fmt_value(value, c.unit, benchmark=c.benchmark)) if side == SIDE_OK else _SIDE_CELL[side]
 
 
 _HEADER = [
@@ -105,7 +108,7 @@ _HEADER = [
 def _row(c: Comparison) -> str:
     return (
         f"| {md_code(c.benchmark)} | {md_code(fmt_params(c.params))} | {md_code(c.machine)} | "
-        f"{_side_cell(c.base, c.base_status, c.unit)} | {_side_cell(c.head, c.head_status, c.unit)} | "
+        f"{_side_cell(c.base, c.base_status, c)} | {_side_cell(c.head, c.head_status, c)} | "
         f"{_ratio(c)} | {_p(c)} | {c.method} |"
     )
 
@@ -145,7 +148,8 @@ def ordered(comparisons: Sequence[Comparison]) -> list[Comparison]:
     for c in comparisons:
         by_status[c.status].append(c)
     by_status[FAILED].sort(key=lambda c: (c.head_status != SIDE_FAILED, c.base_status == SIDE_FAILED))
-    by_status[REGRESSED].sort(key=lambda c: -(c.slowdown or 0.0))
+    # A regression without a slowdown factor left or crossed 0 (no ratio): the largest change, first.
+    by_status[REGRESSED].sort(key=lambda c: -(c.slowdown if c.slowdown is not None else math.inf))
     by_status[IMPROVED].sort(key=lambda c: c.slowdown or 0.0)
     return [c for s, _, _ in _SECTIONS for c in by_status[s]]
 
@@ -263,8 +267,8 @@ def detect_table(records: Sequence[dict[str, Any]]) -> str:
             r["machine"],
             r["benchmark"],
             fmt_params(r["params"]),
-            fmt_value(r["before"], r.get("unit")),
-            fmt_value(r["after"], r.get("unit")),
+            fmt_value(r["before"], r.get("unit"), benchmark=r["benchmark"]),
+            fmt_value(r["after"], r.get("unit"), benchmark=r["benchmark"]),
             fmt_ratio(r["ratio"]),
             fmt_p(r.get("p_value")),
         ]

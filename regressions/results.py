@@ -92,6 +92,16 @@ def _git_rev_parse(ref: str, repo: str | Path | None) -> str | None:
     return out.stdout.strip() if out.returncode == 0 and out.stdout.strip() else None
 
 
+def machine_id(session: Session, machine: str) -> int:
+    """The id of the machine named ``machine`` (a ``--machine`` argument); :class:`UsageError` naming the
+    known machines when the store has none of that name."""
+    mid = session.execute(select(Machine.id).where(Machine.name == machine)).scalar_one_or_none()
+    if mid is None:
+        known = ", ".join(session.execute(select(Machine.name).order_by(Machine.name)).scalars()) or "none"
+        raise UsageError(f"--machine: no machine named {machine!r} in the store (known machines: {known})")
+    return int(mid)
+
+
 def machines_with(session: Session, commit_ids: list[int]) -> list[str]:
     """Machines that have runs at every one of ``commit_ids``."""
     names: set[str] | None = None
@@ -122,6 +132,15 @@ def benchmark_versions(session: Session, commit_id: int, machine: str) -> dict[s
     for name, version in rows:
         out.setdefault(str(name), set()).add(version)
     return out
+
+
+def param_names(session: Session, benchmarks: Iterable[str] | None = None) -> dict[str, list[str]]:
+    """{benchmark: its asv ``param_names``} (of ``benchmarks``, default all): the order its parameters are
+    named in (``regressions.labels``); the stored params_key sorts them alphabetically."""
+    stmt = select(Benchmark.name, Benchmark.param_names)
+    if benchmarks is not None:
+        stmt = stmt.where(Benchmark.name.in_(sorted(set(benchmarks))))
+    return {str(n): [str(x) for x in p] if isinstance(p, list) else [] for n, p in session.execute(stmt).all()}
 
 
 def results_at(session: Session, commit_id: int, machine: str) -> pd.DataFrame:

@@ -20,12 +20,12 @@ import pandas as pd
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from db.models import Benchmark, Commit, Machine, Meta, Result, Run, commit_order
+from db.models import Benchmark, Commit, Meta, Result, Run, commit_order
 from db.provenance import is_provenance
 from regressions.config import Settings
 from regressions.detect import DEFAULT_PARAMS, DetectorParams, SeriesDetection, Step, detect_many
 from regressions.direction import direction_for
-from regressions.results import Key, UsageError, load_values, per_commit
+from regressions.results import Key, load_values, machine_id, per_commit
 
 WATERMARK_KEY = "regressions.watermark"
 # Bumped when detection's rules change, so the next run re-examines every series (and groups old flags).
@@ -61,10 +61,7 @@ def scope(session: Session, fingerprint: str, *, machine: str | None, full: bool
     watermark, over their machine's ``lookback`` newest commits)."""
     machine_ids: list[int] | None = None
     if machine is not None:
-        mid = session.execute(select(Machine.id).where(Machine.name == machine)).scalar_one_or_none()
-        if mid is None:
-            raise UsageError(f"--machine: no machine named {machine!r} in the store")
-        machine_ids = [mid]
+        machine_ids = [machine_id(session, machine)]
     meta = session.get(Meta, WATERMARK_KEY)
     state: dict[str, Any] = dict(meta.value) if meta is not None and isinstance(meta.value, dict) else {}
     max_id = session.execute(select(func.max(Result.id))).scalar_one() or 0
@@ -217,8 +214,8 @@ class Found:
 def _joinable(u: Unit, prev: SeriesDetection) -> bool:
     """A new version whose first run sits at the old version's last level (within half the threshold and
     three noise sigmas) continues that level: the old level may serve as its level before."""
-    if u.previous is None or not prev.levels or u.values.size == 0:
-        return False
+    if u.previous is None or not prev.levels or u.values.size == 0 or not u.values[0] > 0:
+        return False  # a first value of 0 or below has no relative distance to the old level
     last = prev.levels[-1][2]
     tolerance = max(0.5 * math.log1p(u.threshold), 3.0 * (prev.noise if math.isfinite(prev.noise) else 0.0))
     return abs(math.log(u.values[0]) - math.log(last)) <= tolerance

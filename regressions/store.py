@@ -38,7 +38,7 @@ from db.models import Machine, Meta, Regression, Result, Run, utcnow
 from regressions import policy
 from regressions.config import Settings
 from regressions.detect import DEFAULT_PARAMS, DetectorParams, Step
-from regressions.groups import assign_groups, count_groups
+from regressions.groups import assign_groups, count_groups, refit_groups
 from regressions.listing import alert_columns, regressions_frame
 from regressions.policy import OPEN_STATUSES, RETIRED, TRANSIENT, Verdict
 from regressions.results import Key, commit_positions
@@ -238,18 +238,26 @@ def _numbers(reg: Regression, step: Step) -> bool:
     return moved
 
 
-def create_alerts(session: Session, judged: list[Judged], commit_at: np.ndarray, summary: DetectSummary) -> None:
+def create_alerts(
+    session: Session, judged: list[Judged], commit_at: np.ndarray, summary: DetectSummary
+) -> set[int]:
     """Step 5: a row for each new step (its status the verdict's; written again by :func:`apply`), and the
-    numbers of every step seen again brought up to date (open or closed, never an ignored one)."""
+    numbers of every step seen again brought up to date (open or closed, never an ignored one); an open
+    alert takes its step's range as seen now (its commit moved, or its parent narrowed by backfilled
+    commits). Returns the groups whose members' ranges changed (for ``groups.refit_groups``)."""
+    refit: set[int] = set()
     for j in judged:
         reg, step, u = j.reg, j.step, j.unit
         if reg is not None:
             moved = step is not None and reg.status != policy.IGNORED and _numbers(reg, step)
             if moved and reg.status in OPEN_STATUSES:
                 summary.updated.append(reg.id)
-            if j.move and step is not None:
-                reg.commit_id = int(commit_at[int(u.positions[step.index])])
-                reg.parent_commit_id = None if j.parent_pos is None else int(commit_at[j.parent_pos])
+            commit = None if step is None else int(commit_at[int(u.positions[step.index])])
+            if commit is not None and (j.move or (commit == reg.commit_id and reg.status in OPEN_STATUSES)):
+                parent = None if j.parent_pos is None else int(commit_at[j.parent_pos])
+                if (reg.commit_id, reg.parent_commit_id) != (commit, parent) and reg.group_id is not None:
+                    refit.add(int(reg.group_id))
+                reg.commit_id, reg.parent_commit_id = commit, parent
             continue
         assert step is not None
         p = int(u.positions[step.index])
@@ -262,6 +270,7 @@ def create_alerts(session: Session, judged: list[Judged], commit_at: np.ndarray,
         )  # fmt: skip
         session.add(j.reg)
     session.flush()
+    return refit
 
 
 def _event(old: str, new: str) -> str | None:
@@ -386,10 +395,12 @@ def detect_store(
         newest, benchmarks = gone.get(j.unit.key[2], (None, set()))
         if j.unit.key[0] in benchmarks and j.unit.ended_at is None:
             j.verdict = policy.retire(j.verdict, policy.BENCHMARK_GONE, pos.get(newest or -1))
-    create_alerts(session, judged, commit_at, summary)
+    refit = create_alerts(session, judged, commit_at, summary)
+    left = refit_groups(session, refit, pos)  # members that moved out of their group's overlap
     ungrouped = [j.reg for j in judged if j.reg is not None and j.reg.group_id is None]
+    ungrouped += [r for r in left if all(r is not g for g in ungrouped)]
     touched, summary.groups = assign_groups(session, ungrouped, pos)
-    count_groups(session, touched, provenance_ids(bench))
+    count_groups(session, touched | refit, provenance_ids(bench))
     apply(judged, commit_at, summary)
     retire_gone(session, gone, judged, summary)
     session.flush()

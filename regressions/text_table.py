@@ -9,10 +9,10 @@ import shutil
 import sys
 from collections.abc import Sequence
 
-from db.queries import param_value
 from regressions.compare import FAILED, IMPROVED, MISSING, NEW, NOT_RUN, REGRESSED, REMOVED, UNCHANGED, Comparison
+from regressions.labels import series_label
 from regressions.report import ordered, status_count
-from regressions.units import fmt_change, fmt_p, fmt_ratio, fmt_value
+from regressions.units import fmt_p, fmt_ratio, fmt_value, fmt_value_change
 
 FORMATS = ("text", "markdown", "json")
 # Statuses in the order the counts line gives them (in the PR report's words: ``report.status_count``).
@@ -33,10 +33,9 @@ def counts_line(comparisons: Sequence[Comparison]) -> str:
 
 
 def series_name(c: Comparison) -> str:
-    """``SparseDecode.time_decode [impl=mma, concurrency=64]``."""
-    short = ".".join(c.benchmark.split(".")[-2:])
-    params = ", ".join(f"{k}={param_value(v) if isinstance(v, str) else v}" for k, v in c.params.items())
-    return f"{short} [{params}]" if params else short
+    """``bench_decode.SparseDecode.time_decode [impl=mma, concurrency=64]`` (``labels.series_label``: the
+    module too, so two modules' classes of one name differ)."""
+    return series_label(c.benchmark, c.params)
 
 
 def _cut(text: str, width: int) -> str:
@@ -56,8 +55,10 @@ def compare_text(comparisons: Sequence[Comparison], *, base: str, head: str, mac
     unlisted = len(comparisons) - len(rows)
     header = ["status", *(["machine"] if many else []), "series", "base", "head", "ratio", "change", "p"]
     table = [[_STATUS_WORD[c.status], *([c.machine] if many else []), "",
-              fmt_value(c.base, c.unit, missing="-"), fmt_value(c.head, c.unit, missing="-"),
-              fmt_ratio(c.ratio) if c.ratio is not None else "", fmt_change(c.slowdown) if c.slowdown else "",
+              fmt_value(c.base, c.unit, missing="-", benchmark=c.benchmark),
+              fmt_value(c.head, c.unit, missing="-", benchmark=c.benchmark),
+              fmt_ratio(c.ratio) if c.ratio is not None else "",
+              fmt_value_change(c.base, c.head, c.direction) if c.base is not None and c.head is not None else "",
               fmt_p(c.p_value) if c.p_value is not None else ""] for c in rows]
     if table:
         name = header.index("series")

@@ -1,7 +1,8 @@
 """Numbers in the units people read, for every report the tracker writes (the PR report, the CLI
-tables, the dashboard): times in ns/us/ms/s, rates with thousands separators, fractions as percent,
-p-values like ``3e-11`` (``< 1e-12`` below the floor), ratios like ``1.52x``, counts without asv's
-placeholder unit, and a word ("failed") where a value is missing.
+tables, the dashboard): times in ns/us/ms/s, bytes in B/KiB/MiB/GiB/TiB, rates with thousands separators,
+fractions as percent, p-values like ``3e-11`` (``< 1e-12`` below the floor), ratios like ``1.52x``, counts
+(a ``track_`` without a unit) as plain numbers, changes as the value's own relative change
+(``+336% better``), and a word ("failed") where a value is missing.
 
 Times use ``us`` (not ``µs``). Pure functions: standard library only.
 """
@@ -12,9 +13,15 @@ import math
 from collections.abc import Iterable
 from typing import Any
 
+from regressions.direction import DOWN_IS_WORSE
+
 TIME_UNITS = ("seconds", "s", "", None)
 # asv's unit of a track_ benchmark that declares none: a count, shown without a unit.
 NO_UNIT = ("unit",)
+BYTE_UNITS = ("bytes", "byte", "B")
+# The unit asv implies by a benchmark's name prefix, where the store has none (results without benchmarks.json).
+_UNIT_OF_PREFIX = (("time_", "seconds"), ("mem_", "bytes"), ("peakmem_", "bytes"), ("track_", "unit"))
+_BYTE_SCALES = ((1024.0**4, "TiB"), (1024.0**3, "GiB"), (1024.0**2, "MiB"), (1024.0, "KiB"))
 # Smallest p-value worth stating: below it the noise model (normal, independent runs) says nothing more,
 # and a step's p is shown as "< 1e-12" (the detector stores it floored here too).
 P_FLOOR = 1e-12
@@ -36,13 +43,43 @@ def is_time(unit: str | None) -> bool:
     return unit in TIME_UNITS
 
 
+def unit_of(benchmark: str | None, unit: str | None) -> str | None:
+    """The unit to show a benchmark's values in: the stored one, else the one asv implies by the name
+    (``time_`` seconds, ``mem_``/``peakmem_`` bytes, ``track_`` a plain number), so a unitless ``track_``
+    value is never read as seconds."""
+    if unit or not benchmark:
+        return unit
+    last = benchmark.rsplit(".", 1)[-1]
+    return next((u for prefix, u in _UNIT_OF_PREFIX if last.startswith(prefix)), unit)
+
+
 def sig(value: float, digits: int = 3) -> str:
-    """``digits`` significant digits with thousands separators: 19.5, 194, 1,481, 12,324."""
+    """``digits`` significant digits with thousands separators: 19.5, 194, 1,481, 12,324 (99.99 -> 100:
+    the decimals are those of the rounded value)."""
     if value == 0 or not math.isfinite(value):
         return f"{value:g}"
     magnitude = math.floor(math.log10(abs(value)))
+    rounded = round(value, max(0, digits - 1 - magnitude))  # whole digits are kept: 12,324 stays
+    if rounded != 0:
+        magnitude = math.floor(math.log10(abs(rounded)))
     decimals = max(0, digits - 1 - magnitude)
-    return f"{value:,.{decimals}f}"
+    return f"{rounded:,.{decimals}f}"
+
+
+def fmt_number(value: float) -> str:
+    """A plain number: ``0.25``, ``194``, ``12,324``; very large or small ones as ``9.97e+17``, ``3e-11``."""
+    a = abs(value)
+    if a != 0 and (a >= 1e15 or a < 1e-3):
+        return f"{value:.3g}"
+    return f"{value:,.0f}" if a >= 1000 else sig(value)
+
+
+def fmt_bytes(value: float) -> str:
+    """``512 B``, ``1.50 KiB``, ``512 MiB``, ``1.00 GiB``."""
+    for mult, label in _BYTE_SCALES:
+        if abs(value) >= 0.9995 * mult:  # what rounds to 1.00 of a scale is shown in it
+            return f"{sig(value / mult)} {label}"
+    return f"{fmt_number(value)} B"
 
 
 def time_unit(seconds: Iterable[float]) -> tuple[float, str]:
@@ -60,7 +97,9 @@ def fmt_time(seconds: float | None, missing: str = "failed") -> str:
     if is_missing(seconds):
         return missing
     s = float(seconds)  # type: ignore[arg-type]
-    a = abs(s)
+    a = abs(float(f"{s:.3g}"))  # the scale of the value as shown: 9.9999 ms reads 10.0 ms, not 10,000 us
+    if a == 0:
+        return "0 s"
     if a < 1e-6:
         return f"{sig(s * 1e9)} ns"
     if a < 1e-2:
@@ -70,17 +109,21 @@ def fmt_time(seconds: float | None, missing: str = "failed") -> str:
     return f"{sig(s)} s"
 
 
-def fmt_value(value: float | None, unit: str | None, missing: str = "failed") -> str:
-    """A benchmark value in its unit: times via :func:`fmt_time`, fractions as percent, rates with
-    thousands separators (``2,160,000 tokens/s``, ``931 GB/s``)."""
+def fmt_value(value: float | None, unit: str | None, missing: str = "failed", *, benchmark: str | None = None) -> str:
+    """A benchmark value in its unit: times via :func:`fmt_time`, bytes scaled (``512 MiB``), fractions as
+    percent, rates with thousands separators (``2,160,000 tokens/s``, ``931 GB/s``), counts as plain numbers.
+    ``benchmark`` (its asv name) supplies the unit asv implies where none is stored (:func:`unit_of`)."""
     if is_missing(value):
         return missing
     v = float(value)  # type: ignore[arg-type]
+    unit = unit_of(benchmark, unit)
     if is_time(unit):
         return fmt_time(v, missing)
+    if unit in BYTE_UNITS:
+        return fmt_bytes(v)
     if unit == "fraction":
         return f"{sig(v * 100.0)}%"
-    text = f"{v:,.0f}" if abs(v) >= 1000 else sig(v)
+    text = fmt_number(v)
     return text if unit in NO_UNIT else f"{text} {unit}"
 
 
@@ -105,11 +148,45 @@ def fmt_ratio(ratio: float | None) -> str:
     return f"{r:.0f}x" if r >= 100 else f"{r:.3g}x" if r >= 10 else f"{r:.2f}x"
 
 
-def fmt_change(worse_by: float | None) -> str:
-    """Direction-aware change from the slowdown factor (> 1 worse): ``+52% worse``, ``-18% better``."""
-    if is_missing(worse_by) or not math.isfinite(float(worse_by)):  # type: ignore[arg-type]
+def relative_change(before: float | None, after: float | None) -> float | None:
+    """The value's own relative change, ``(after - before) / |before|``: 3.36 for 1,000 -> 4,360 tokens/s,
+    -0.25 for -5 -> -6.25; +-inf from 0 to another value; None where a side is missing."""
+    if is_missing(before) or is_missing(after):
+        return None
+    b, a = float(before), float(after)  # type: ignore[arg-type]
+    if not (math.isfinite(a) and math.isfinite(b)):
+        return None
+    if b == 0:
+        return 0.0 if a == 0 else math.copysign(math.inf, a)
+    return (a - b) / abs(b)
+
+
+def fmt_change(worse_by: float | None, direction: str | None = None) -> str:
+    """A change given as its slowdown factor (> 1 worse), shown as the value's own relative change:
+    ``+52% worse`` (a time 1.52x), ``+336% better`` (a rate 4.36x: factor 0.23 with ``direction``
+    ``down_is_worse``). Without ``direction`` the factor is taken as the value's ratio (times, memory and
+    other values where up is worse)."""
+    if is_missing(worse_by) or not math.isfinite(float(worse_by)) or float(worse_by) < 0:  # type: ignore[arg-type]
         return "-"
-    pct = (float(worse_by) - 1.0) * 100.0  # type: ignore[arg-type]
+    w = float(worse_by)  # type: ignore[arg-type]
+    ratio = w if direction != DOWN_IS_WORSE else (1.0 / w if w > 0 else math.inf)
+    return _fmt_relative(ratio - 1.0, worse=w > 1.0)
+
+
+def fmt_value_change(before: float | None, after: float | None, direction: str | None) -> str:
+    """From ``before`` to ``after``: :func:`relative_change` in percent, worse or better by ``direction``
+    (``+336% better``, ``-25% better`` for -5 -> -6.25 where up is worse, ``worse (from 0)``)."""
+    change = relative_change(before, after)
+    if change is None:
+        return "-"
+    return _fmt_relative(change, worse=(change > 0) == (direction != DOWN_IS_WORSE))
+
+
+def _fmt_relative(change: float, *, worse: bool) -> str:
+    word = "worse" if worse else "better"
+    if math.isinf(change):
+        return f"{word} (from 0)"
+    pct = change * 100.0
     if abs(pct) < 0.05:
         return "0%"
-    return f"+{sig(pct, 2)}% worse" if pct > 0 else f"{sig(pct, 2)}% better"
+    return f"{'+' if pct > 0 else ''}{sig(pct, 2)}% {word}"

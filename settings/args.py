@@ -5,6 +5,7 @@ compare, dashboard, publish, demo) adds it here, so the flag means and says the 
 from __future__ import annotations
 
 import argparse
+import math
 from collections.abc import Callable
 
 from settings import env
@@ -21,15 +22,25 @@ class DefaultsFormatter(argparse.ArgumentDefaultsHelpFormatter):
 
 def fraction_type(upper: float = 1.0) -> Callable[[str], float]:
     """An argparse ``type`` for a threshold or share: ``0.05`` or ``5%`` -> 0.05, inside ``(0, upper)``;
-    anything else an error that shows the accepted spelling."""
+    anything else an error that shows the accepted spelling. A bare number is a fraction, so it must be
+    below 1: ``2`` is almost surely a percent missing its sign, and is refused with ``2%`` suggested (a
+    share of 1 or more, where ``upper`` allows one, is written as a percent: ``200%``)."""
 
     def parse(text: str) -> float:
+        percent = text.endswith("%")
         try:
-            value = float(text.rstrip("%")) / (100.0 if text.endswith("%") else 1.0)
+            number = float(text.rstrip("%"))
         except ValueError:
             raise argparse.ArgumentTypeError(f"not a number: {text!r} (e.g. 0.05 or 5%)") from None
+        if not percent and 1 <= number < math.inf:
+            raise argparse.ArgumentTypeError(
+                f"a bare number is a fraction (0.05 is 5%); did you mean {text.strip()}%? got {text!r}"
+            )
+        value = number / 100.0 if percent else number
         if not 0 < value < upper:
-            raise argparse.ArgumentTypeError(f"must be in (0, {upper:g}), e.g. 0.05 or 5%; got {text!r}")
+            raise argparse.ArgumentTypeError(
+                f"must be in (0, {upper:g}) (below {upper * 100:g}%), e.g. 0.05 or 5%; got {text!r}"
+            )
         return value
 
     return parse

@@ -199,7 +199,7 @@ def test_markdown_order_and_collapsed_unchanged() -> None:
     regs = md[md.index("### Regressions") : md.index("### Improvements")]
     assert regs.index("| 1.50x |") < regs.index("| 1.12x |")  # worst first
     assert "<summary>Unchanged (1)</summary>" in md and md.rstrip().endswith("</details>")
-    assert "150 us" in md and "impl='mma', concurrency=64, topk=512" in md
+    assert "150 us" in md and "impl=mma, concurrency=64, topk=512" in md
 
 
 def test_markdown_lists_failures_first_and_says_where() -> None:

@@ -205,7 +205,8 @@ def test_bad_usage_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -
     with pytest.raises(SystemExit) as exc:
         detect_real.main(["--rounds", "0"])
     assert exc.value.code == 2
-    for flag, bad, why in (("--threshold", "1.5", "must be in (0, 1)"), ("--mw-fraction", "x", "not a number")):
+    for flag, bad, why in (("--threshold", "150%", "must be in (0, 1)"), ("--threshold", "1.5", "did you mean 1.5%?"),
+                           ("--mw-fraction", "x", "not a number")):
         with pytest.raises(SystemExit) as exc:
             detect_real.main([flag, bad])
         err = capsys.readouterr().err

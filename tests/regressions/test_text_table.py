@@ -34,10 +34,11 @@ def test_a_narrow_terminal_puts_each_name_under_its_numbers() -> None:
 
     rows = [case("1", REGRESSED, 9e-5), case("128", REGRESSED, 2e-4), case("64", MISSING, None)]
     wide = compare_text(rows, base="a" * 40, head="b" * 40, machines=["h200"], threshold_note="5%", width=200)
-    assert "REGRESSED  SparseDecode.time_decode [concurrency=1, impl=mma, topk=512]" in wide
+    assert "REGRESSED  bench_decode.SparseDecode.time_decode [concurrency=1, impl=mma, topk=512]" in wide
     narrow = compare_text(rows, base="a" * 40, head="b" * 40, machines=["h200"], threshold_note="5%", width=80)
     lines = narrow.splitlines()
     names = [lines[i + 1].strip() for i, line in enumerate(lines) if line.startswith(("REGRESSED", "MISSING"))]
     worst_first = ("128", "1", "64")
-    assert names == [f"SparseDecode.time_decode [concurrency={c}, impl=mma, topk=512]" for c in worst_first]
+    name = "bench_decode.SparseDecode.time_decode"
+    assert names == [f"{name} [concurrency={c}, impl=mma, topk=512]" for c in worst_first]
     assert max(map(len, lines[2:])) <= 80 and "…" not in narrow
