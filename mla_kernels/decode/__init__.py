@@ -1,7 +1,8 @@
 """Sparse MLA decode: kernels (``kernels``; the Gluon ones in ``gluon_kernels`` and, for sm_90, ``wgmma_kernels``
 and its warp-specialized form ``wgmma_ws_kernels``), launchers (``launch``), MMA and Gluon autotuner (``tuning``).
 
-The cache layout it reads is ``mla_kernels.cache``; its torch reference is ``mla_kernels.reference``.
+The cache layout it reads is ``mla_kernels.cache``; its pure-torch reference (fp32) and plain-torch bf16
+baseline are ``reference``.
 """
 
 from ..arch import SPILL_ALLOWED, verdict

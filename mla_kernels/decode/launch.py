@@ -22,7 +22,6 @@ from ..cache import (
     check_kv_cache,
 )
 from ..record import KernelRun, LaunchRecord
-from ..reference import sparse_mla_decode_reference, sparse_mla_decode_torch
 from . import gluon_kernels, wgmma_kernels, wgmma_ws_kernels
 from .kernels import (
     _combine_kernel,
@@ -31,6 +30,7 @@ from .kernels import (
     _scores_pass_kernel,
     _simt_decode_kernel,
 )
+from .reference import sparse_mla_decode_reference, sparse_mla_decode_torch
 from .tuning import MmaConfig, choose_mma_config
 
 IMPLS = ("reference", "torch", "simt", "mma", "gluon")

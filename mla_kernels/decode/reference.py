@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from .cache import TOKENS_PER_PAGE, gather_tokens
+from ..cache import TOKENS_PER_PAGE, gather_tokens
 
 
 def _valid_slots(kv_cache: torch.Tensor, indices: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
