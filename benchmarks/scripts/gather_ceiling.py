@@ -36,7 +36,7 @@ def measure(batch: int, topk: int, context: int, heads: int = 64) -> dict[str, o
     from benchmarks.scripts.kernel_decode_perf import graph_ms, index_sets_for_cold_l2
     from mla_kernels import make_decode_inputs
     from mla_kernels.cache import TOKEN_BYTES
-    from mla_kernels.gather_probe import _gather_kernel
+    from mla_kernels.gather_probe import gather_rows
 
     l2 = getattr(torch.cuda.get_device_properties(0), "L2_cache_size", 50 << 20)
     sets = index_sets_for_cold_l2(batch, topk, l2)
@@ -53,8 +53,8 @@ def measure(batch: int, topk: int, context: int, heads: int = 64) -> dict[str, o
 
         def call(rows: int = rows, warps: int = warps, groups: int = groups, stages: int = stages,
                  out: torch.Tensor = out, progs: int = progs, state: dict = state) -> None:  # fmt: skip
-            _gather_kernel[(progs,)](cache, idx[state["i"] % sets], out, n, cache.stride(0),
-                                     ROWS=rows, GROUPS=groups, NUM_STAGES=stages, num_warps=warps)  # fmt: skip
+            gather_rows(cache, idx[state["i"] % sets], out, rows=rows, groups=groups, num_stages=stages,
+                        num_warps=warps)  # fmt: skip
             state["i"] += 1
 
         times[f"r{rows} w{warps} g{groups} s{stages}"] = 1e3 * graph_ms(call, reps=15, inner=sets)
