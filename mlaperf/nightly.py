@@ -14,7 +14,9 @@ which runs after ingest and detection, so tonight's suspects are confirmed tonig
 
 ``alert`` turns confirmed alert groups into GitHub issues: one issue per group (opened when the group is
 ``new``), its body updated on later nights, closed with a comment when no series of the group is open
-any more (fixed, transient, ignored or retired). The plan is written to a JSON file before it is applied.
+any more (fixed, transient, ignored or retired). Only issues the workflow's own login opened
+(``MLAPERF_BOT_LOGIN``, default ``github-actions[bot]``, as the PR poster) are ever edited or closed. The
+plan is written to a JSON file before it is applied; ``--dry-run`` needs no token (open issues unknown).
 
 Both read the regression records of ``mlaperf detect --json --all`` (keys: id, group, machine_wide, status,
 machine, benchmark, params, commit, parent, ratio, new; more are tolerated).
@@ -27,6 +29,7 @@ import json
 import os
 import subprocess
 import sys
+import urllib.parse
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
@@ -37,7 +40,7 @@ from regressions.store import OPEN_STATUSES  # the detector's rule: listed by de
 from regressions.units import plural
 from settings import env, exits
 from settings.args import DefaultsFormatter, add_asv_machine, add_bench, add_db, add_tier
-from settings.pr_contract import repository_url, run_url
+from settings.pr_contract import BOT_LOGIN, repository_url, run_url
 
 ISSUE_LABEL = "mlaperf-regression"
 DEFAULT_BUDGET = 20  # commits that fit the nightly job's time limit on the full GPU grid (README, "How a team uses it")
@@ -336,16 +339,31 @@ def _links(args: argparse.Namespace) -> dict[str, str]:
     }
 
 
+def bot_issues(client: Any, label: str, bot_login: str) -> list[Any]:
+    """The label's open issues that this workflow's login opened. Anyone who can label an issue can copy a
+    group's marker: the nightly edits and closes only its own issues."""
+    from mlaperf.github import Issue
+
+    query = urllib.parse.urlencode({"state": "open", "labels": label})
+    return [Issue(int(i["number"]), i.get("title") or "", i.get("body") or "")
+            for i in client.pages(f"/issues?{query}", limit=50)
+            if "pull_request" not in i and (i.get("user") or {}).get("login") == bot_login]  # fmt: skip
+
+
 def cmd_alert(args: argparse.Namespace) -> int:
     from mlaperf.github import GitHub, GitHubError
 
-    records = load_records(args.regressions)
+    records = load_records(args.regressions)  # the file is checked before any token
+    if args.dry_run and not os.environ.get("GITHUB_TOKEN"):
+        print("nightly alert: --dry-run without GITHUB_TOKEN: open issues unknown, every new group planned as open")
+        client = None
+    else:
+        try:
+            client = GitHub.from_env()
+        except ValueError as exc:
+            raise PlanError(str(exc)) from None
     try:
-        client = GitHub.from_env()
-    except ValueError as exc:
-        raise PlanError(str(exc)) from None
-    try:
-        issues = client.open_issues(ISSUE_LABEL)
+        issues = bot_issues(client, ISSUE_LABEL, env.bot_login(BOT_LOGIN)) if client else []
         actions = plan_issues(records, issues, _links(args))
         args.plan_out.parent.mkdir(parents=True, exist_ok=True)
         args.plan_out.write_text(json.dumps([asdict(a) for a in actions], indent=2) + "\n")
@@ -356,7 +374,7 @@ def cmd_alert(args: argparse.Namespace) -> int:
             with open(os.environ["GITHUB_STEP_SUMMARY"], "a", encoding="utf-8") as summary:
                 summary.write(f"### {line}\n\n" + "".join(f"- {a.action} issue #{a.number or 'new'}: {a.title}\n"
                                                          for a in actions if a.action != "unchanged"))  # fmt: skip
-        if args.dry_run:
+        if args.dry_run or client is None:
             return exits.OK
         for a in actions:
             if a.action == "open":

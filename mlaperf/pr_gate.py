@@ -4,9 +4,11 @@ The ``gate`` job of ``.github/workflows/pr-benchmarks.yml`` runs it from the def
 GitHub-hosted runner, before any pull-request code runs anywhere. It fails closed:
 
 - the pull request is found through the API from the ``workflow_run`` payload and matched on the head SHA;
-- a fork's head goes on only when the label (``run-benchmarks``) was added **after** the head was pushed
-  (the first workflow run GitHub created for that SHA); an older label is removed, with the reason, so a
-  maintainer's label approves one reviewed commit, never a later push;
+- a fork's head goes on only when the label (``run-benchmarks``) was added **after** the head was last pushed
+  (the first workflow run for that SHA since the branch last showed another SHA: a head pushed, replaced and
+  pushed again counts from its latest push); an older label is removed, with the reason;
+- one label approves one run: the gate removes the label when it lets a fork's head run (a removal GitHub
+  refuses means another run took it: this one does not run), so each new head needs a new label;
 - a fork's environment (``gpu-benchmarks-fork``) must exist with at least one required reviewer: GitHub
   creates a missing environment without protection, so the gate stops with an error naming the setting;
 - the job summary shows the pull request, head SHA, base SHA and fork: what the reviewer approves.
@@ -84,11 +86,28 @@ def label_added_at(client: GitHub, number: int, label: str) -> str | None:
     return max(times) if times else None
 
 
-def pushed_at(client: GitHub, head_sha: str) -> str | None:
-    """When the head was pushed: the first workflow run GitHub created for that SHA (server time)."""
-    runs = client.pages(f"/actions/runs?head_sha={head_sha}&event=pull_request", key="workflow_runs")
-    times = [r.get("created_at") or "" for r in runs if r.get("head_sha") == head_sha]
+def pushed_at(client: GitHub, head_sha: str, branch: str, fork_repo: str) -> str | None:
+    """When the head was last pushed (server time): its first workflow run after the branch's latest run of
+    another SHA. Not its first run ever: push B, force-push A, label, push B again must count B from the
+    last push."""
+    query = urllib.parse.urlencode({"branch": branch, "event": "pull_request"})
+    runs = [r for r in client.pages(f"/actions/runs?{query}", key="workflow_runs")
+            if ((r.get("head_repository") or {}).get("full_name") or fork_repo) == fork_repo]  # fmt: skip
+    others = [r.get("created_at") or "" for r in runs if r.get("head_sha") != head_sha]
+    since = max(others, default="")
+    times = [t for r in runs if r.get("head_sha") == head_sha and (t := r.get("created_at") or "") > since]
     return min(times) if times else None
+
+
+def take_label(client: GitHub, number: int, label: str) -> bool:
+    """Remove the approval label; False when GitHub says it is gone already (another run took it)."""
+    try:
+        client.remove_label(number, label)
+    except GitHubError as exc:
+        if exc.status == 404:
+            return False
+        raise
+    return True
 
 
 def decide(client: GitHub, payload: dict[str, Any], label: str = LABEL) -> Decision:
@@ -105,7 +124,8 @@ def decide(client: GitHub, payload: dict[str, Any], label: str = LABEL) -> Decis
     if pr is None:
         return Decision(False, f"no open pull request has head {head_sha} any more; nothing to benchmark")
     number, base_sha = int(pr["number"]), str(pr["base"]["sha"])
-    fork = (pr["head"].get("repo") or {}).get("full_name") != client.repository
+    fork_repo = str((pr["head"].get("repo") or {}).get("full_name") or "")
+    fork = fork_repo != client.repository
     decision = Decision(False, "", number, base_sha, head_sha, fork)
     if pr.get("draft"):
         decision.reason = f"#{number} is a draft; benchmarks start when it is ready for review"
@@ -116,16 +136,21 @@ def decide(client: GitHub, payload: dict[str, Any], label: str = LABEL) -> Decis
             decision.reason = (f"#{number} comes from a fork: a maintainer reviews head {head_sha[:12]}, adds the "
                                f"label {label!r}, then approves the run of environment {FORK_ENVIRONMENT}")  # fmt: skip
             return decision
-        labelled, pushed = label_added_at(client, number, label), pushed_at(client, head_sha)
+        labelled, pushed = label_added_at(client, number, label), pushed_at(client, head_sha, branch, fork_repo)
         if labelled is None or pushed is None or labelled <= pushed:
-            client.remove_label(number, label)
-            decision.label_removed = True
+            decision.label_removed = take_label(client, number, label)
             decision.reason = (f"#{number}: label {label!r} (added {labelled or 'at an unknown time'}) is older than "
                                f"the push of head {head_sha[:12]} ({pushed or 'unknown'}), so it approved an earlier "
                                "commit; it was removed: a maintainer reviews this head and adds it again")  # fmt: skip
             return decision
+        # One label, one run: taken now, so a later push (even of a SHA seen before) needs a new label.
+        if not take_label(client, number, label):
+            decision.reason = f"#{number}: label {label!r} was already taken by another run; add it again to rerun"
+            return decision
+        decision.label_removed = True
     decision.run = True
-    decision.reason = f"#{number} head {head_sha[:12]}: benchmarking" + (" after approval" if fork else "")
+    decision.reason = f"#{number} head {head_sha[:12]}: benchmarking" + (
+        f" after approval (label {label!r} taken: the next head needs a new one)" if fork else "")
     return decision
 
 

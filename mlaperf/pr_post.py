@@ -3,8 +3,8 @@
 The last job of ``.github/workflows/pr-benchmarks.yml``, on a GitHub-hosted runner with the default
 branch's code and nothing installed (standard library only). Its inputs were written by
 ``regressions.pr_render`` (the default branch's renderer), never by the pull request's code; it checks
-them once more (state and context from fixed lists, sizes) before posting. The sticky comment is the one
-that starts with the report's marker **and** was written by this workflow's own login
+them once more (state from a fixed list, the one context ``FORK`` allows, sizes) before posting. The sticky
+comment is the one that starts with the report's marker **and** was written by this workflow's own login
 (``MLAPERF_BOT_LOGIN``, default ``github-actions[bot]``): another bot's or a person's comment that copies
 the marker is never edited. Environment: ``PR_NUMBER``, ``HEAD_SHA`` (from the gate), ``GITHUB_*``.
 When the render job left no files, only a fixed ``error`` status is set (context by ``FORK``).
@@ -32,13 +32,19 @@ class PostError(ValueError):
     """The rendered comment or status is not what the renderer writes."""
 
 
-def read_inputs(comment: Path, status: Path) -> tuple[str, dict[str, str]]:
+def context_for(fork: bool) -> str:
+    """The one status context a pull request may get: a fork's figures never report under CONTEXT."""
+    return FORK_CONTEXT if fork else CONTEXT
+
+
+def read_inputs(comment: Path, status: Path, fork: bool) -> tuple[str, dict[str, str]]:
     body = comment.read_text(encoding="utf-8")
     data = json.loads(status.read_text(encoding="utf-8"))
     if not isinstance(data, dict):
         raise PostError(f"{status}: not a JSON object")
-    if data.get("state") not in STATES or data.get("context") not in (CONTEXT, FORK_CONTEXT):
-        raise PostError(f"{status}: state or context is not one the renderer writes")
+    if data.get("state") not in STATES or data.get("context") != context_for(fork):
+        raise PostError(f"{status}: state or context is not one the renderer writes for this pull request "
+                        f"(fork: {str(fork).lower()})")  # fmt: skip
     description, marker = data.get("description"), data.get("marker")
     if not isinstance(description, str) or len(description) > 140:
         raise PostError(f"{status}: description must be a string of at most 140 characters")
@@ -69,7 +75,7 @@ def post(client: GitHub, number: int, head_sha: str, body: str, status: dict[str
 def renderer_failed(client: GitHub, head_sha: str, fork: bool) -> int:
     """No rendered comment (the render job failed): a fixed error status, no comment; exit 1."""
     try:
-        client.create_status(head_sha, "error", NO_RENDER, FORK_CONTEXT if fork else CONTEXT, run_url())
+        client.create_status(head_sha, "error", NO_RENDER, context_for(fork), run_url())
     except GitHubError as exc:
         print(f"pr_post: GitHub API: {exc}", file=sys.stderr)
         return exits.INTERNAL
@@ -90,9 +96,10 @@ def main(argv: list[str] | None = None) -> int:
         if number < 1 or not SHA.fullmatch(head_sha):
             raise PostError("PR_NUMBER must be a pull request number and HEAD_SHA a full commit hash")
         client = GitHub.from_env()
+        fork = os.environ.get("FORK") == "true"
         if not (Path(args[0]).is_file() and Path(args[1]).is_file()):
-            return renderer_failed(client, head_sha, os.environ.get("FORK") == "true")
-        body, status = read_inputs(Path(args[0]), Path(args[1]))
+            return renderer_failed(client, head_sha, fork)
+        body, status = read_inputs(Path(args[0]), Path(args[1]), fork)
     except (PostError, ValueError, OSError) as exc:
         print(f"pr_post: error: {exc}", file=sys.stderr)
         return exits.USAGE

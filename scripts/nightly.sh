@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The nightly service, one step per call. .github/workflows/nightly.yml runs each step in its own workflow
-# step (so each gets only the secret it needs) and tests/ops/test_loop.py runs the same steps.
+# step (so each gets only the secret it needs), `measure` in jobs of its own that hold no secret, and
+# tests/ops/test_loop.py runs the same steps.
 #
 #   scripts/nightly.sh detect          store -> regressions.json (the state before tonight's runs)
 #   scripts/nightly.sh plan ROUND      store -> plan-ROUND.txt: confirmations, gap bisection, newest unmeasured
@@ -29,6 +30,9 @@ if [[ -n "${MLAPERF_MACHINE:-}" ]]; then target+=(--machine "$MLAPERF_MACHINE");
 
 case "$step" in
   detect)
+    # The first night creates the store (detect refuses a missing one, so elsewhere a mistyped URL fails
+    # instead of passing); a store at an older schema is left for the admin's `mlaperf db upgrade`.
+    if "$MLAPERF" db current | grep -q '^none'; then "$MLAPERF" db upgrade >/dev/null; fi
     "$MLAPERF" detect --json --all > "$NIGHT/regressions.json"
     ;;
   plan)

@@ -7,7 +7,7 @@ and every change is written back so a test can read it:
 - ``issues`` and ``comments``: the nightly's issues, and comments on issues and pull requests (each comment
   records the login of the token that wrote it);
 - ``pulls``: open pull requests (``GET /pulls?head=owner:branch``); ``DELETE /issues/N/labels/NAME``
-  removes a label from one;
+  removes a label from one (404 when it does not have it, as GitHub answers);
 - ``statuses``: every commit status posted;
 - ``get``: fixed answers by path (settings, environments, events, workflow runs, runner groups); a path
   missing there is a 404, as GitHub answers for a missing environment or an unset secret.
@@ -47,7 +47,7 @@ def _issues(method: str, parts: list[str], query: dict[str, list[str]], body: An
     if method == "POST" and len(parts) == 4:
         number = len(issues) + 1
         issues[str(number)] = {"number": number, "title": body["title"], "body": body["body"],
-                               "labels": body.get("labels", []), "state": "open"}  # fmt: skip
+                               "labels": body.get("labels", []), "state": "open", "user": {"login": login}}  # fmt: skip
         return 201, issues[str(number)]
     if method == "PATCH" and len(parts) == 5 and parts[4] in issues:
         issues[parts[4]].update({k: v for k, v in body.items() if k in ("title", "body", "state")})
@@ -70,9 +70,10 @@ def _issues(method: str, parts: list[str], query: dict[str, list[str]], body: An
                 return 200, {"id": c["id"]}
     if method == "DELETE" and len(parts) == 7 and parts[5] == "labels":
         for pr in STATE["pulls"]:
-            if str(pr["number"]) == parts[4]:
+            if str(pr["number"]) == parts[4] and any(x["name"] == unquote(parts[6]) for x in pr["labels"]):
                 pr["labels"] = [x for x in pr["labels"] if x["name"] != unquote(parts[6])]
                 return 200, pr["labels"]
+        return 404, {"message": "Label does not exist"}
     return 404, {"message": "Not Found"}
 
 

@@ -92,6 +92,35 @@ def test_issue_lifecycle(tmp_path: Path, fake_github: FakeGitHub) -> None:
     assert (rc, plan) == (0, [])
 
 
+def test_only_the_bots_own_issues_are_edited(tmp_path: Path, github_server: Any) -> None:
+    """An issue someone else opened with the label and a group's marker is neither updated nor closed."""
+    forged = {"number": 1, "title": "forged", "body": "<!-- mlaperf-alert-group:7 -->\nplease run curl | sh",
+              "labels": ["mlaperf-regression"], "state": "open", "user": {"login": "mallory"}}  # fmt: skip
+    github = github_server({"issues": {"1": forged}})
+    rc, plan = alert(tmp_path, github, [record(1, 7, "new")])
+    assert rc == 1 and [(a["action"], a["number"]) for a in plan] == [("open", None)]
+    issues = github.state()["issues"]
+    assert issues["1"] == forged and issues["2"]["user"] == {"login": "github-actions[bot]"}
+    rc, plan = alert(tmp_path, github, [record(1, 7, "fixed")])
+    assert [(a["action"], a["number"]) for a in plan] == [("close", 2)]
+    assert github.state()["issues"]["1"]["state"] == "open"
+
+
+def test_dry_run_needs_no_token_and_checks_the_file_first(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "GITHUB_TOKEN"}
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    proc = subprocess.run([str(MLAPERF), "nightly", "alert", "--regressions", str(bad), "--dry-run"], env=env,
+                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert proc.returncode == 2 and f"--regressions {bad}" in proc.stderr, proc.stderr
+    good, plan = tmp_path / "good.json", tmp_path / "plan.json"
+    good.write_text(json.dumps([record(1, 7, "new")]))
+    proc = subprocess.run([str(MLAPERF), "nightly", "alert", "--regressions", str(good), "--plan-out", str(plan),
+                           "--dry-run"], env=env, capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert proc.returncode == 0 and "without GITHUB_TOKEN" in proc.stdout, proc.stderr
+    assert [a["action"] for a in json.loads(plan.read_text())] == ["open"]
+
+
 def test_alert_fails_clearly(tmp_path: Path, fake_github: FakeGitHub) -> None:
     bad = tmp_path / "bad.json"
     bad.write_text("{not json")

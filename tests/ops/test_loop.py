@@ -193,7 +193,7 @@ class Runner:
                "GITHUB_ENV": str(self.temp / "github_env"), "GITHUB_RUN_ID": str(run_id), "MLAPERF_JOB_ROLE": role}
         if not forget:
             return 0, "", env
-        workflow, job = ("pr-benchmarks.yml", "benchmark") if role == "pr" else ("nightly.yml", "benchmark")
+        workflow, job = ("pr-benchmarks.yml", "benchmark") if role == "pr" else ("nightly.yml", "measure1")
         proc = subprocess.run(["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", forget_step(workflow, job)],
                               cwd=self.workspace, env=env, capture_output=True, text=True, timeout=60)  # fmt: skip
         github_env = self.temp / "github_env"

@@ -1,6 +1,6 @@
 """The nightly's GitHub Pages deployment, read from the YAML: a job of its own that exists only where an admin
 turned it on (repository variable MLAPERF_PAGES), on a GitHub-hosted runner, with nothing but the Pages
-permissions, running no code (no checkout, no run step): it moves the site the benchmark job published (the
+permissions, running no code (no checkout, no run step): it moves the site the record2 job published (the
 night's artifact) to Pages with the pinned upload-pages-artifact and deploy-pages actions."""
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ def test_pages_job_is_gated_and_least_privileged() -> None:
     jobs = _jobs()
     pages = jobs["pages"]
     assert pages["if"] == "vars.MLAPERF_PAGES == 'true'"
-    assert pages["needs"] == "benchmark" and pages["runs-on"] == "ubuntu-latest"
+    assert pages["needs"] == "record2" and pages["runs-on"] == "ubuntu-latest"
     assert pages["permissions"] == {"pages": "write", "id-token": "write"}
     assert pages["environment"]["name"] == "github-pages"
     assert "secrets." not in json.dumps(pages)
@@ -47,9 +47,11 @@ def test_pages_job_runs_no_code_and_deploys_the_nights_site() -> None:
     for u in uses:
         assert re.search(rf"{re.escape(u)} # v\d", text), f"{u}: name the tag in a comment"
     download, package, _ = steps
-    upload = next(s for s in jobs["benchmark"]["steps"] if s.get("uses", "").startswith("actions/upload-artifact@"))
-    assert download["with"]["name"] == upload["with"]["name"] == "nightly-benchmarks-${{ github.run_id }}"
-    publish = next(s for s in jobs["benchmark"]["steps"] if "mlaperf.cli publish" in s.get("run", ""))
+    upload = next(s for s in jobs["record2"]["steps"] if s.get("uses", "").startswith("actions/upload-artifact@"))
+    # The record job's nonce: no earlier job (the measuring ones included) can have uploaded under that name.
+    assert upload["with"]["name"] == "nightly-benchmarks-${{ steps.nonce.outputs.nonce }}"
+    assert download["with"]["name"] == "nightly-benchmarks-${{ needs.record2.outputs.nonce }}"
+    publish = next(s for s in jobs["record2"]["steps"] if "mlaperf.cli publish" in s.get("run", ""))
     out = publish["run"].split("--out ")[1].split()[0]
     assert out == package["with"]["path"] == f"{download['with']['path']}/site"
     assert steps[-1]["id"] == "deployment"

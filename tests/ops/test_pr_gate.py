@@ -72,6 +72,35 @@ def test_fork_with_a_fresh_label_runs_and_shows_what_is_approved(tmp_path: Path,
     [status] = github.state()["statuses"]
     assert (status["sha"], status["state"], status["context"]) == (HEAD, "pending", FORK_CONTEXT)
     assert "unverified" in status["description"]
+    # One label, one run: the gate took it, so the same head's next run (a re-push of it) waits for a new one.
+    assert github.state()["pulls"][0]["labels"] == [] and "needs a new one" in log
+    rc, log, out, _ = gate(tmp_path, github)
+    assert rc == 0 and out["run"] == "false" and "comes from a fork" in log, log
+
+
+def test_a_head_pushed_again_after_the_label_does_not_ride_on_it(tmp_path: Path, github_server: Server) -> None:
+    """Push B (hostile), force-push A (benign), a maintainer labels A, force-push B again: B's first run is
+    older than the label, but its latest push is not, so B does not run and the label goes."""
+    bad, good = HEAD, "a" * 40
+    runs = [{"head_sha": bad, "created_at": "2026-12-01T09:00:00Z"},  # B pushed, unlabelled
+            {"head_sha": good, "created_at": "2026-12-01T10:00:00Z"},  # A force-pushed
+            {"head_sha": good, "created_at": "2026-12-01T12:00:01Z"},  # the label's own run, on A
+            {"head_sha": bad, "created_at": "2026-12-01T13:00:00Z"}]  # B force-pushed back  # fmt: skip
+    state = seed([pull()], labelled="2026-12-01T12:00:00Z")
+    state["get"][f"{API}/actions/runs"] = {"workflow_runs": runs[::-1]}  # newest first, as GitHub lists them
+    github = github_server(state)
+    rc, log, out, summary = gate(tmp_path, github)
+    assert rc == 0 and out["run"] == "false", log
+    assert "older than the push" in log and "2026-12-01T13:00:00Z" in log and "it was removed" in summary
+    assert github.state()["pulls"][0]["labels"] == [] and github.state()["statuses"] == []
+    # Runs of another fork's branch of the same name do not move this head's push.
+    other, mine = {"full_name": "x/kernels"}, {"full_name": "mallory/kernels"}
+    runs = [{"head_sha": good, "created_at": "2026-12-01T11:00:00Z", "head_repository": other},
+            {"head_sha": bad, "created_at": "2026-12-01T09:00:00Z", "head_repository": mine}]  # fmt: skip
+    state["get"][f"{API}/actions/runs"] = {"workflow_runs": runs}
+    github = github_server(state)
+    rc, log, out, _ = gate(tmp_path, github)
+    assert rc == 0 and out["run"] == "true", log
 
 
 def test_a_label_older_than_the_push_is_removed(tmp_path: Path, github_server: Server) -> None:
@@ -140,10 +169,10 @@ def test_links_name_the_run_or_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
 # --- the poster --------------------------------------------------------------------------------------
 
 
-def post(tmp_path: Path, github: FakeGitHub, status: dict[str, Any], body: str) -> tuple[int, str]:
+def post(tmp_path: Path, github: FakeGitHub, status: dict[str, Any], body: str, fork: str = "false") -> tuple[int, str]:
     (tmp_path / "comment.md").write_text(body)
     (tmp_path / "status.json").write_text(json.dumps(status))
-    env = {**os.environ, **github.env(), "PR_NUMBER": "7", "HEAD_SHA": HEAD}
+    env = {**os.environ, **github.env(), "PR_NUMBER": "7", "HEAD_SHA": HEAD, "FORK": fork}
     proc = subprocess.run([sys.executable, "-S", "-m", "mlaperf.pr_post", str(tmp_path / "comment.md"),
                            str(tmp_path / "status.json")], cwd=ROOT, env=env, capture_output=True, text=True,
                           timeout=60)  # fmt: skip
@@ -182,6 +211,20 @@ def test_poster_refuses_what_the_renderer_never_writes(tmp_path: Path, github_se
     rc, log = post(tmp_path, github, status, f"{MARKER}\nreport\n")
     assert rc == 2 and "pr_post: error" in log
     assert github.state().get("comments", []) == [] and github.state().get("statuses", []) == []
+
+
+@pytest.mark.parametrize(("fork", "context"), [("true", CONTEXT), ("false", FORK_CONTEXT), ("", FORK_CONTEXT)])
+def test_poster_takes_only_the_context_of_the_fork_flag(tmp_path: Path, github_server: Server, fork: str,
+                                                         context: str) -> None:  # fmt: skip
+    """A fork's run never reports under the context a branch protection may require, whatever status.json says."""
+    github = github_server({})
+    status = {"state": "success", "description": "no regression", "context": context, "marker": MARKER}
+    rc, log = post(tmp_path, github, status, f"{MARKER}\nreport\n", fork=fork)
+    assert rc == 2 and "fork:" in log, log
+    assert github.state().get("comments", []) == [] and github.state().get("statuses", []) == []
+    status["context"] = FORK_CONTEXT if fork == "true" else CONTEXT
+    rc, log = post(tmp_path, github, status, f"{MARKER}\nreport\n", fork=fork)
+    assert rc == 0 and github.state()["statuses"][0]["context"] == status["context"], log
 
 
 # --- scripts/check-repo-settings ---------------------------------------------------------------------

@@ -65,7 +65,8 @@ def test_pr_job_uploads_data_only() -> None:
     assert upload["with"]["path"] == "${{ runner.temp }}/pr-data"
     stage = steps[uploads[0] - 1]
     assert stage["run"] == 'bash scripts/pr-stage.sh "$MLAPERF_PR_DIR" "$RUNNER_TEMP/pr-data"'
-    assert "$GITHUB_STEP_SUMMARY" not in json.dumps(steps), "the PR job writes nothing the run page renders"
+    # Our steps add nothing to the run page; the PR's own code still can (docs/security.md, "The run page").
+    assert "$GITHUB_STEP_SUMMARY" not in json.dumps(steps), "no step of ours publishes the PR job's output"
 
 
 def test_one_pr_job_runs_on_the_runner_or_in_the_container() -> None:
@@ -76,6 +77,10 @@ def test_one_pr_job_runs_on_the_runner_or_in_the_container() -> None:
     bench = jobs["benchmark"]
     assert bench["container"].startswith("${{ needs.gate.outputs.image && fromJSON(")
     assert "--gpus all" in bench["container"] and bench["container"].endswith("|| '' }}")
+    # The runner mounts the host's Docker socket into the container: no capability, no setuid gain, few processes.
+    for option in ("--security-opt no-new-privileges", "--cap-drop ALL", "--pids-limit "):
+        assert option in bench["container"], option
+    assert "--privileged" not in bench["container"] and "--cap-add" not in bench["container"]
     assert jobs["gate"]["outputs"]["image"] == "${{ steps.gate.outputs.image }}"
     conditional = {s["name"]: s["if"] for s in bench["steps"] if "if" in s and "always()" not in s["if"]}
     assert sorted(conditional.values()) == ["needs.gate.outputs.image != ''", "needs.gate.outputs.image == ''"]
@@ -90,7 +95,7 @@ def test_every_self_hosted_job_forgets_first() -> None:
                 first = job["steps"][0]
                 assert first["name"] == "Forget earlier jobs (before any checkout)", (name, job_name)
                 firsts.append(first["run"])
-    assert len(firsts) == 2 and len(set(firsts)) == 1, "one text in every self-hosted job"
+    assert len(firsts) == 6 and len(set(firsts)) == 1, "one text in every self-hosted job"
     text = firsts[0]
     needed = ["PYTHONNOUSERSITE=1", "TRITON_CACHE_DIR=", "PIP_CACHE_DIR=", "TORCH_HOME=", "XDG_CACHE_HOME=",
               "HOME=$job/home", "core.hooksPath", "core.fsmonitor", "-mindepth 1 -maxdepth 1 -exec rm -rf"]
@@ -99,13 +104,40 @@ def test_every_self_hosted_job_forgets_first() -> None:
 
 
 def test_store_secret_lives_in_a_default_branch_environment() -> None:
+    """Measuring and the store never share a job: the measured commits' code can rewrite its job's workspace,
+    venv and $GITHUB_ENV, so the jobs that hold MLAPERF_DB run no benchmark, start from this commit's fresh
+    checkout and venv, and take the measuring jobs' results as data; their artifacts carry their own nonce."""
     wf = load("nightly.yml")
-    bench, alert = wf["jobs"]["benchmark"], wf["jobs"]["alert"]
-    assert bench["environment"] == "mlaperf-store" and alert["runs-on"] == "ubuntu-latest"
-    for step in bench["steps"]:
-        run = step.get("run", "")
-        if "nightly.sh measure" in run or "setup.sh" in run or step.get("uses"):
-            assert "MLAPERF_DB" not in json.dumps(step), step["name"]
+    jobs = wf["jobs"]
+    store = {n for n, j in jobs.items() if j.get("environment") == "mlaperf-store"}
+    assert store == {"plan", "record1", "record2"}
+    for name, job in jobs.items():
+        text = json.dumps(job)
+        if name not in store:
+            assert "secrets." not in text and "MLAPERF_DB" not in text, name
+            continue
+        runs = " ".join(s.get("run", "") for s in job["steps"])
+        for benchmark in ("nightly.sh measure", "mlaperf run", "mlaperf.cli run", "asv ", "pytest"):
+            assert benchmark not in runs, f"{name} holds the store secret and runs benchmarks ({benchmark})"
+        assert job["steps"][0]["name"] == "Forget earlier jobs (before any checkout)", name
+        checkout = job["steps"][1]
+        assert checkout["uses"].startswith("actions/checkout@") and checkout["with"]["ref"] == DEFAULT_BRANCH_CODE
+        assert "setup.sh --hashed" in job["steps"][2]["run"], f"{name}: a fresh venv before the store"
+        for step in job["steps"]:
+            if "MLAPERF_DB" in json.dumps(step):
+                assert step.get("run") and not step.get("uses"), step["name"]
+            if step.get("uses", "").startswith("actions/upload-artifact@"):
+                assert step["with"]["name"].endswith("${{ steps.nonce.outputs.nonce }}"), name
+    for name in ("measure1", "measure2"):
+        runs = [s.get("run", "") for s in jobs[name]["steps"]]
+        assert any("nightly.sh measure" in r for r in runs) and "environment" not in jobs[name]
+    # Each store job reads the state the previous store job wrote, by that job's nonce.
+    fetch = "actions/download-artifact@"
+    downloads = {n: [s["with"]["name"] for s in j["steps"] if s.get("uses", "").startswith(fetch)]
+                 for n, j in jobs.items()}  # fmt: skip
+    assert downloads["record1"][0] == "nightly-state-1-${{ needs.plan.outputs.nonce }}"
+    assert downloads["record2"][0] == "nightly-state-2-${{ needs.record1.outputs.nonce }}"
+    assert downloads["alert"] == ["nightly-benchmarks-${{ needs.record2.outputs.nonce }}"]
     for name in ("pr-benchmarks.yml", "pr-benchmarks-request.yml"):
         assert "secrets." not in (WORKFLOWS / name).read_text()
 
@@ -213,7 +245,9 @@ def test_runner_reset_keeps_only_the_runner(tmp_path: Path) -> None:
     (home / ".triton" / "cache").mkdir(parents=True)
     tmp.mkdir()
     (tmp / "left-behind").write_text("x")
-    env = {**os.environ, "HOME": str(home), "RESET_TMP_DIRS": str(tmp)}
+    # RESET_KILL=0: run as whoever runs the tests, the reset would kill that user's other processes
+    # (tests/ops/test_runner_reset.py tests the killing as a throwaway user).
+    env = {**os.environ, "HOME": str(home), "RESET_TMP_DIRS": str(tmp), "RESET_KILL": "0"}
     proc = subprocess.run(["bash", str(ROOT / "scripts" / "runner-reset.sh")], env=env, capture_output=True,
                           text=True, timeout=60)  # fmt: skip
     assert proc.returncode == 0, proc.stderr
@@ -241,7 +275,7 @@ def test_container_path_runs_the_image_built_from_the_default_branch() -> None:
     build = image["jobs"]["build"]
     assert writes(build) == {"packages"} and "pull_request" not in json.dumps(image[True])
     script = build["steps"][-1]["run"]
-    assert 'docker build --pull -f docker/Dockerfile -t "$image" .' in script
+    assert 'docker build --pull --build-arg "RUNNER_UID=$uid" -f docker/Dockerfile -t "$image" .' in script
     # The image is named by the one rule the gate also uses (lower case for GHCR); run it as the job does.
     line = next(x for x in script.splitlines() if x.startswith("image="))
     env = {**os.environ, "GITHUB_REPOSITORY": "Acme/Kernels", "GITHUB_SHA": "a" * 40}
@@ -251,3 +285,13 @@ def test_container_path_runs_the_image_built_from_the_default_branch() -> None:
     dockerfile = (ROOT / "docker" / "Dockerfile").read_text()
     assert "--require-hashes" in dockerfile and "constraints/py311-cpu.hashes.txt" in dockerfile
     assert "PYTHONNOUSERSITE=1" in dockerfile
+    assert "vars.MLAPERF_RUNNER_UID" in json.dumps(build)
+
+
+def test_container_job_user_is_not_root_nor_in_the_docker_group() -> None:
+    """The job's user can reach the host's Docker socket the runner mounts only as root or the docker group."""
+    lines = [x.strip() for x in (ROOT / "docker" / "Dockerfile").read_text().splitlines() if x.strip()[:1] != "#"]
+    users = [x.split()[1] for x in lines if x.startswith("USER ")]
+    assert users and users[-1] == "${RUNNER_UID}:${RUNNER_UID}", users
+    assert "ARG RUNNER_UID=1001" in lines and 'test "${RUNNER_UID}" -gt 0' in "\n".join(lines)
+    assert not re.search(r"\bdocker\b|\bsudo\b|chmod [ug]\+s", "\n".join(lines)), "no docker group, sudo or setuid"

@@ -109,23 +109,31 @@ def test_nightly_shape() -> None:
     wf = load("nightly.yml")
     on = wf[True]  # YAML 1.1 reads the key `on` as a boolean
     assert "schedule" in on and on["schedule"][0]["cron"] and "workflow_dispatch" in on
-    bench, alert = wf["jobs"]["benchmark"], wf["jobs"]["alert"]
-    assert bench["runs-on"] == ["self-hosted", "linux", "gpu", "nightly"] and alert["runs-on"] == "ubuntu-latest"
-    assert bench["permissions"] == {"contents": "read"} and bench["environment"] == "mlaperf-store"
-    assert alert["permissions"] == {"contents": "read", "issues": "write"} and alert["needs"] == "benchmark"
-    runs = [s.get("run", "") for s in bench["steps"]]
-    order = ["nightly.sh detect", "nightly.sh plan 1", "nightly.sh measure 1", "nightly.sh record 1",
-             "nightly.sh plan 2", "nightly.sh measure 2", "nightly.sh record 2"]  # fmt: skip
-    found = [next(i for i, r in enumerate(runs) if step in r) for step in order]
+    jobs, alert = wf["jobs"], wf["jobs"]["alert"]
+    order = ["plan", "measure1", "record1", "measure2", "record2"]
+    for name in order:
+        assert jobs[name]["runs-on"] == ["self-hosted", "linux", "gpu", "nightly"], name
+        assert jobs[name]["permissions"] == {"contents": "read"}, name
+    assert [jobs[n]["needs"] for n in order[1:]] == ["plan", ["plan", "measure1"], "record1", ["record1", "measure2"]]
+    assert alert["runs-on"] == "ubuntu-latest" and alert["needs"] == "record2"
+    assert alert["permissions"] == {"contents": "read", "issues": "write"}
+    steps = [(n, s.get("run", "")) for n in order for s in jobs[n]["steps"]]
+    sequence = ["nightly.sh detect", "nightly.sh plan 1", "nightly.sh measure 1", "nightly.sh record 1",
+                "nightly.sh plan 2", "nightly.sh measure 2", "nightly.sh record 2", "mlaperf.cli publish"]  # fmt: skip
+    found = [next(i for i, (_, r) in enumerate(steps) if step in r) for step in sequence]
     assert found == sorted(found), "the steps run in the order of scripts/nightly.sh"
-    # The store secret reaches exactly the steps that touch the store, never a step that runs benchmarks.
-    for step in bench["steps"]:
-        has_secret = "secrets.MLAPERF_DB" in json.dumps(step)
-        touches_store = any(s in step.get("run", "") for s in ("detect", "plan", "record", "mlaperf.cli publish"))
-        assert has_secret == touches_store, step.get("name")
+    # The store secret reaches exactly the steps that touch the store, never a step (or job) that runs benchmarks.
+    for name in order:
+        for step in jobs[name]["steps"]:
+            has_secret = "secrets.MLAPERF_DB" in json.dumps(step)
+            run = step.get("run", "")
+            touches_store = any(s in run for s in ("nightly.sh detect", "nightly.sh plan", "nightly.sh record",
+                                                   "mlaperf.cli publish"))  # fmt: skip
+            assert has_secret == touches_store, step.get("name")
+            assert not (has_secret and "measure" in run)
     alert_run = next(s for s in alert["steps"] if "nightly.sh alert" in s.get("run", ""))
     assert alert_run["env"]["GITHUB_TOKEN"] == "${{ github.token }}"
-    assert any(s.get("uses", "").startswith("actions/upload-artifact@") for s in bench["steps"])
+    assert any(s.get("uses", "").startswith("actions/upload-artifact@") for s in jobs["record2"]["steps"])
 
 
 def test_pr_is_gated_outside_the_pull_request() -> None:
@@ -162,7 +170,24 @@ def test_pr_comment_is_sticky_capped_and_always_arrives() -> None:
     assert jobs["post"]["steps"][-1]["run"].startswith("python3 -S -m mlaperf.pr_post")
 
 
-@pytest.mark.parametrize("name", ["nightly.yml", "pr-benchmarks.yml", "pr-benchmarks-request.yml"])
+def test_every_workflow_is_hardened_and_uses_no_cache() -> None:
+    """A cache is shared by every run of the repository: a workflow_run job (or a pull request's) that writes
+    one poisons what a later trusted job restores. No actions/cache, no setup-* action with cache:."""
+    names = {f.name for f in WORKFLOWS.glob("*.yml")} | {f.name for f in WORKFLOWS.glob("*.yaml")}
+    assert names == set(HARDENED), "every workflow is under test_hardening"
+    for name in sorted(names):
+        for job_name, _, step in steps_of(load(name)):
+            uses = step.get("uses", "")
+            assert not uses.startswith(("actions/cache@", "actions/cache/")), f"{name}/{job_name}: {uses}"
+            if "/setup-" in uses:
+                assert "cache" not in (step.get("with") or {}), f"{name}/{job_name}: {uses} with cache"
+                assert "cache-dependency-path" not in (step.get("with") or {}), f"{name}/{job_name}: {uses}"
+
+
+HARDENED = ["nightly.yml", "pr-benchmarks.yml", "pr-benchmarks-request.yml", "runner-image.yml"]
+
+
+@pytest.mark.parametrize("name", HARDENED)
 def test_hardening(name: str) -> None:
     """Actions pinned by full SHA with the tag beside it, no token left in .git/config, least privilege."""
     wf, text = load(name), (WORKFLOWS / name).read_text()
