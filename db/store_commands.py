@@ -25,7 +25,7 @@ from db.engine import (
 )
 from db.ingest import ingest_paths
 from settings import exits
-from settings.args import add_db
+from settings.args import add_db, add_git_repo
 from settings.env import store_url
 
 
@@ -103,13 +103,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     ingest.add_argument("paths", nargs="*", default=[".asv/results"], metavar="PATH", help="default: .asv/results")
     add_db(ingest)
-    ingest.add_argument(
-        "--repo",
-        metavar="DIR",
-        default=None,
-        help="git repository of the benchmarked project, for commit messages/authors/parents "
-        "(default: the repository containing the current directory)",
-    )
+    add_git_repo(ingest)
     ingest.add_argument("--quiet", "-q", action="store_true", help="no progress bar, no summary unless a file failed")
     ingest.add_argument("--progress", action="store_true", help="show the progress bar even when not on a terminal")
     ingest.set_defaults(func=cmd_ingest)

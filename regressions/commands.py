@@ -22,7 +22,7 @@ from regressions.results import UsageError, machine_id, machines_with, resolve_c
 from regressions.store import DEFAULT_LOOKBACK, DetectSummary, detect_store
 from regressions.text_table import FORMATS, compare_text
 from regressions.units import plural
-from settings.args import add_db, add_thresholds_config, fraction_type
+from settings.args import add_db, add_git_repo, add_thresholds_config, fraction_type
 from settings.env import store_url
 
 STATUSES = REGRESSION_STATUSES
@@ -113,7 +113,7 @@ def _register_compare(subparsers: argparse._SubParsersAction) -> None:
     _add_common(c)
     c.add_argument("--machine", metavar="M", help="machine (default: every machine with results at both)")
     c.add_argument("--alpha", type=float, default=DEFAULT_ALPHA, help=f"significance level (default {DEFAULT_ALPHA})")
-    c.add_argument("--repo", metavar="PATH", default=".", help="git repository for refs (default: .)")
+    add_git_repo(c)
     c.add_argument(
         "--format",
         choices=FORMATS,

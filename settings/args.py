@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 from collections.abc import Callable
 
 from settings import env
@@ -102,4 +103,23 @@ def add_repo_url(parser: argparse.ArgumentParser) -> None:
         default=None,
         help=f"repository web URL for commit links, e.g. https://github.com/org/repo (default: "
         f"${env.REPO_URL.name}, else the git remote origin of the current directory, as https)",
+    )
+
+
+def _folder(text: str) -> str:
+    if not os.path.isdir(text):
+        raise argparse.ArgumentTypeError(f"no folder {text!r}")
+    return text
+
+
+def add_git_repo(parser: argparse.ArgumentParser) -> None:
+    """``--repo``: the benchmarked project's git repository (ingest: commit order and messages; compare: refs
+    such as ``HEAD~1``)."""
+    parser.add_argument(
+        "--repo",
+        metavar="DIR",
+        type=_folder,
+        default=None,
+        help="git repository of the benchmarked project, for commit order, messages and refs such as HEAD~1 "
+        "(default: the repository containing the current directory)",
     )

@@ -186,6 +186,10 @@ def test_compare_bad_usage_exit_2(
     with pytest.raises(SystemExit) as exc:
         main(["compare", history.shas[3]])
     assert exc.value.code == 2
+    for command in (["compare", "HEAD~1", "HEAD"], ["ingest"]):  # one --repo, checked the same for both
+        with pytest.raises(SystemExit) as exc:
+            main([*command, "--db", store_url, "--repo", "/nonexistent/repo"])
+        assert exc.value.code == 2 and "--repo: no folder '/nonexistent/repo'" in capsys.readouterr().err
 
 
 def test_compare_git_refs(
