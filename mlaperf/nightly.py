@@ -36,15 +36,14 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from mlaperf.run_commits import NEW_WINDOW
 from regressions.store import OPEN_STATUSES  # the detector's rule: listed by default, keep an issue open
 from regressions.units import plural
 from settings import env, exits
 from settings.args import DefaultsFormatter, add_asv_machine, add_bench, add_db, add_tier
-from settings.pr_contract import BOT_LOGIN, repository_url, run_url
+from settings.pr_contract import repository_url, run_url
 
 ISSUE_LABEL = "mlaperf-regression"
-DEFAULT_BUDGET = 20  # commits that fit the nightly job's time limit on the full GPU grid (README, "How a team uses it")
-DEFAULT_WINDOW = 50
 
 
 class PlanError(exits.BadInput):
@@ -363,7 +362,7 @@ def cmd_alert(args: argparse.Namespace) -> int:
         except ValueError as exc:
             raise PlanError(str(exc)) from None
     try:
-        issues = bot_issues(client, ISSUE_LABEL, env.bot_login(BOT_LOGIN)) if client else []
+        issues = bot_issues(client, ISSUE_LABEL, env.bot_login()) if client else []
         actions = plan_issues(records, issues, _links(args))
         args.plan_out.parent.mkdir(parents=True, exist_ok=True)
         args.plan_out.write_text(json.dumps([asdict(a) for a in actions], indent=2) + "\n")
@@ -412,11 +411,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--out", type=Path, default=Path("artifacts/nightly/plan.txt"), metavar="FILE",
                    help="where the round's commits go, one sha a line, in run order")  # fmt: skip
     # A string default: argparse converts it only when `nightly plan` runs, so a bad env value is its usage error.
-    p.add_argument("--budget", type=int, default=env.night_budget(DEFAULT_BUDGET),
+    p.add_argument("--budget", type=int, default=env.night_budget(),
                    help=f"commits measured per night, all rounds together (env {env.NIGHT_BUDGET.name})")  # fmt: skip
     p.add_argument("--reserve", type=int, default=2, help="commits round 1 leaves for round 2's confirmations")
     p.add_argument("--round", type=int, default=1, help="1: before any run tonight; 2: after ingest + detect")
-    p.add_argument("--window", type=int, default=DEFAULT_WINDOW, help="recent first-parent commits considered")
+    p.add_argument("--window", type=int, default=NEW_WINDOW, help="recent first-parent commits considered")
     add_asv_machine(p)
     add_tier(p)
     add_bench(p)

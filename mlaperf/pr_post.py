@@ -105,7 +105,7 @@ def main(argv: list[str] | None = None) -> int:
         return exits.USAGE
     try:
         print("pr_post: " + post(client, number, head_sha, body, status, run_url(),
-                                 env.bot_login(BOT_LOGIN)))  # fmt: skip
+                                 env.bot_login()))  # fmt: skip
     except GitHubError as exc:
         print(f"pr_post: GitHub API: {exc}", file=sys.stderr)
         return exits.INTERNAL

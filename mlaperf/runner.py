@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from mlaperf.procgroup import UNIX_SOCKET_PATH_MAX, run_group
-from mlaperf.run_commits import Commit, RunError, repo_root, resolve_specs, run_git
+from mlaperf.run_commits import NEW_WINDOW, Commit, RunError, repo_root, resolve_specs, run_git
 from settings import exits, gpu
 from settings.args import DefaultsFormatter, add_asv_machine, add_bench, add_db, add_tier
 from settings.env import (
@@ -86,8 +86,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=["HEAD"],
         metavar="RANGE",
         help="commits to measure, in order: a commit (HEAD, a SHA, a tag), a git range A..B (first-parent "
-        "commits, oldest first), or NEW (the last 50 first-parent commits of HEAD; with --skip-existing only "
-        "those not measured yet run); several may be given",
+        f"commits, oldest first), or NEW (the last {NEW_WINDOW} first-parent commits of HEAD; with --skip-existing "
+        "only those not measured yet run); several may be given",
     )
     parser.add_argument(
         "--results-dir", type=Path, default=None, help="asv results directory (default: asv.conf.json's)"

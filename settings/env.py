@@ -51,7 +51,10 @@ COMPILE_CACHE = Var("MLAPERF_COMPILE_CACHE", "JSON cache of compiled-kernel stat
                     "~/.cache/mlaperf/compile.json")  # fmt: skip
 PDL = Var("MLAPERF_PDL", "0: the kernels launch without programmatic dependent launch (sm_90 and later); read by "
           "mla_kernels", "1")  # fmt: skip
-NIGHT_BUDGET = Var("MLAPERF_NIGHT_BUDGET", "commits the nightly measures per night (`nightly plan --budget`)", "20")
+# Commits that fit the nightly job's time limit on the full GPU grid (docs/operations.md, "The nightly").
+DEFAULT_NIGHT_BUDGET = 20
+NIGHT_BUDGET = Var("MLAPERF_NIGHT_BUDGET", "commits the nightly measures per night (`nightly plan --budget`)",
+                   str(DEFAULT_NIGHT_BUDGET))  # fmt: skip
 REPO_URL = Var("MLAPERF_REPO_URL", "repository web URL of commit links (set and empty: no links)",
                "the git remote origin, as https")  # fmt: skip
 DASHBOARD_URL = Var("MLAPERF_DASHBOARD_URL", "dashboard link in the nightly's issues", "no link")
@@ -59,7 +62,9 @@ DASHBOARD_WRITABLE = Var("MLAPERF_DASHBOARD_WRITABLE", "1: the dashboard shows a
                          "(`mlaperf dashboard --writable`)", "0")  # fmt: skip
 DASHBOARD_MACHINE = Var("MLAPERF_DASHBOARD_MACHINE", "machine the dashboard's pages open on "
                         "(`mlaperf dashboard --machine`)", "the first GPU machine")  # fmt: skip
-BOT_LOGIN = Var("MLAPERF_BOT_LOGIN", "GitHub login whose PR comment the report updates", "github-actions[bot]")
+DEFAULT_BOT_LOGIN = "github-actions[bot]"  # who GITHUB_TOKEN writes as (settings.pr_contract.BOT_LOGIN)
+BOT_LOGIN = Var("MLAPERF_BOT_LOGIN", "GitHub login whose PR comment and alert issues mlaperf edits",
+                DEFAULT_BOT_LOGIN)  # fmt: skip
 
 VARIABLES: tuple[Var, ...] = (
     DB, DEBUG, TIER, CONCURRENCY, ARCH_PROFILE, CEILINGS_FILE, AUTOTUNE_CACHE, COMPILE_CACHE, PDL, NIGHT_BUDGET,
@@ -158,11 +163,11 @@ def ceilings_file() -> Path | None:
     return cache_file(CEILINGS_FILE, "ceilings.json")
 
 
-def night_budget(default: int) -> str:
+def night_budget() -> str:
     """The nightly's commit budget as text: argparse converts it, so a bad value (an empty one too) is that
     command's usage error."""
     value = NIGHT_BUDGET.get()
-    return str(default) if value is None else value
+    return str(DEFAULT_NIGHT_BUDGET) if value is None else value
 
 
 def repo_url() -> str | None:
@@ -183,8 +188,8 @@ def dashboard_machine() -> str | None:
     return DASHBOARD_MACHINE.get() or None
 
 
-def bot_login(default: str) -> str:
-    return BOT_LOGIN.get() or default
+def bot_login() -> str:
+    return BOT_LOGIN.get() or DEFAULT_BOT_LOGIN
 
 
 def main() -> int:

@@ -13,6 +13,8 @@ from __future__ import annotations
 import os
 import re
 
+from settings.env import DEFAULT_BOT_LOGIN
+
 CONTEXT = "mlaperf benchmarks"
 FORK_CONTEXT = "mlaperf benchmarks (fork, unverified)"
 STATES = ("pending", "success", "failure", "error")
@@ -20,7 +22,7 @@ LABEL = "run-benchmarks"
 FORK_ENVIRONMENT = "gpu-benchmarks-fork"
 SAME_ENVIRONMENT = "gpu-benchmarks"
 STORE_ENVIRONMENT = "mlaperf-store"  # holds the secret MLAPERF_DB, deployable from the default branch only
-BOT_LOGIN = "github-actions[bot]"  # who GITHUB_TOKEN writes as: the sticky comment is this login's only
+BOT_LOGIN = DEFAULT_BOT_LOGIN  # who GITHUB_TOKEN writes as: the sticky comment is this login's only
 SHA = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
 RUNNER_IMAGE = "mlaperf-runner"  # the PR job's container image (docker/Dockerfile), pushed by runner-image.yml
 
