@@ -196,7 +196,13 @@ def _wave_programs(launch: KernelLaunch, d: _Dims, max_seq_len: int | None = Non
     return max(1, min(num_sms(device) * per_sm // d.batch, triton.cdiv(tokens, int(launch.constexprs["BLOCK_T"]))))
 
 
-def _score_args(q, w, cache, bt, sl, logits, d: _Dims, ws=None, topk: int = 0) -> tuple[object, ...]:  # noqa: ANN001
+Tensor = torch.Tensor  # the argument builders' inputs
+
+
+def _score_args(
+    q: Tensor, w: Tensor, cache: Tensor, bt: Tensor, sl: Tensor, logits: Tensor, d: _Dims, ws: Tensor | None = None,
+    topk: int = 0,
+) -> tuple[object, ...]:
     """The scores kernel's runtime arguments; ``ws`` (a radix workspace) only where it runs pass 0 into it
     (``HIST``) or zeroes it (``ZERO_WS``): otherwise the logits stand in for the unused pointer."""
     return (
@@ -206,11 +212,13 @@ def _score_args(q, w, cache, bt, sl, logits, d: _Dims, ws=None, topk: int = 0) -
     )  # fmt: skip
 
 
-def _select_args(logits, bt, sl, out, topk: int, d: _Dims) -> tuple[object, ...]:  # noqa: ANN001
+def _select_args(logits: Tensor, bt: Tensor, sl: Tensor, out: Tensor, topk: int, d: _Dims) -> tuple[object, ...]:
     return (logits, bt, sl, out, logits.stride(0), bt.stride(0), out.stride(0), topk, d.max_context, d.num_pages)
 
 
-def _fp32_args(q, w, cache, bt, sl, logits, d: _Dims) -> tuple[object, ...]:  # noqa: ANN001
+def _fp32_args(
+    q: Tensor, w: Tensor, cache: Tensor, bt: Tensor, sl: Tensor, logits: Tensor, d: _Dims
+) -> tuple[object, ...]:
     # The baseline scores the whole capacity: no max_ctx.
     return (
         q, w, cache, bt, sl, logits,
