@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import streamlit as st
 
-from dashboard import auth, data, links, store_check, widgets
+from dashboard import auth, data, fmt, links, store_check, widgets
+from dashboard import machines as machine_rule
 from settings import env
 
 # Pages live in views/, not pages/: a pages/ folder beside the entry script switches Streamlit to its
@@ -44,20 +45,28 @@ if not widgets.store_gate(url):
     widgets.stop()
 
 machines = data.machines(url)
-# GPU machines first: CPU smoke-tier machines (gpu_name "none") are rarely what one wants to see.
-gpu = machines.get("gpu_name")
-has_gpu = gpu.fillna("none").astype(str).str.lower().ne("none") if gpu is not None else False
-ordered = list(machines[has_gpu]["name"]) + list(machines[~has_gpu]["name"]) if gpu is not None \
-    else list(machines["name"])
-gpu_of = dict(zip(machines["name"], machines["gpu_name"] if gpu is not None else [None] * len(machines),
+ordered = machine_rule.order(machines)  # the machine measured last first: the one the pages open on
+gpu_of = dict(zip(machines["name"], machines["gpu_name"] if "gpu_name" in machines else [None] * len(machines),
                   strict=True))
 
+
+def label(m: str) -> str:
+    return f"{m} ({gpu_of[m]})" if gpu_of.get(m) and str(gpu_of[m]) != "none" else m
+
+
+wanted = env.dashboard_machine()
+if wanted and wanted not in ordered and not st.session_state.get("_machine_warned"):
+    st.session_state["_machine_warned"] = True  # once a session: every page would repeat it
+    problem = machine_rule.unknown(wanted, sorted(ordered))
+    st.warning(f"`--machine` / `{env.DASHBOARD_MACHINE.name}`: {fmt.md_text(problem)}; showing "
+               f"{fmt.md_text(next(iter(ordered), 'none'))}.")
+
 with widgets.url_writes():  # the selections reach the URL once, when the page is done
+    # Seeded here, not in the sidebar: a link's unknown machine is named above the page, not beside the box.
+    widgets.seed("machine", wanted if wanted in ordered else next(iter(ordered), None), ordered, label="Machine",
+                 format_func=label)
     with st.sidebar:
-        widgets.url_selectbox(
-            "Machine", ordered, key="machine", default=env.dashboard_machine(),
-            format_func=lambda m: f"{m} ({gpu_of[m]})" if gpu_of.get(m) and str(gpu_of[m]) != "none" else m,
-        )
+        widgets.url_selectbox("Machine", ordered, key="machine", default=wanted, format_func=label)
         st.text_input(
             "Repository URL", value=store_check.repo_url(), key="repo_url",
             help="Commits link to <URL>/commit/<sha> (GitHub/GitLab style); default from env MLAPERF_REPO_URL.",

@@ -201,7 +201,7 @@ def sweep_spec(
     df: pd.DataFrame, *, x: str, color: str | None, unit: str | None, title: str, log_x: bool = False
 ) -> dict:
     """Generic parameter sweep: value against parameter ``x``, one line per value of ``color``."""
-    mult, axis_unit = fmt.time_unit(df["value"]) if fmt.is_time(unit) else (1.0, str(unit))
+    mult, axis_unit = fmt.axis_unit(df["value"], unit)
     xs = pd.to_numeric(df[x], errors="coerce")
     numeric_x = bool(xs.notna().all())
     name = color.removeprefix("p:") if color else None
@@ -251,9 +251,9 @@ def efficiency_specs(
                   "title": "concurrency (requests, log2)"}}
     out = []
     for metric, title, unit in panels:
-        scale = 100.0 if unit == "fraction" else 1.0
-        suffix = "%" if unit == "fraction" else f" {unit}"
         rows = eff[eff["metric"] == metric]
+        scale, name = fmt.axis_unit(rows["value"], unit)
+        suffix = name if unit == "fraction" else f" {name}"
         curves = [_on_grid(rows[rows["line"] == line], grid, "concurrency", "value").assign(line=line)
                   for line in lines]
         curve = pd.concat(curves, ignore_index=True)

@@ -29,6 +29,7 @@ from regressions.units import (
 __all__ = [
     "SHA_LEN",
     "TIME_UNITS",
+    "axis_unit",
     "commit_label",
     "commit_range",
     "fmt_bytes",
@@ -52,6 +53,17 @@ __all__ = [
 ]
 
 SHA_LEN = 8
+
+
+def axis_unit(values: Any, unit: str | None) -> tuple[float, str]:
+    """(multiplier, name) of a chart's value axis, in the unit ``fmt_value`` shows the same values in, so ticks
+    and hover read alike: times in the unit of their median (``time_unit``), fractions in percent, others as
+    stored."""
+    if is_time(unit):
+        return time_unit(values)
+    if unit == "fraction":
+        return 100.0, "%"
+    return 1.0, str(unit or "")
 
 
 def fmt_bytes(n: Any) -> str:

@@ -282,7 +282,7 @@ def history_spec(
     the x-axis, a dotted line where the benchmark's asv version changed, and a dashed, labelled line per
     ``events`` (position, label: a git tag, a commit picked on the page)."""
     ok_values = points.loc[(points["status"] == "ok") & (points["pos"] >= start), "value"]
-    mult, axis_unit = fmt.time_unit(ok_values) if fmt.is_time(unit) else (1.0, str(unit or ""))
+    mult, axis_unit = fmt.axis_unit(ok_values, unit)
     labels = list(pd.unique(points["series"]))
     drawn = _drawn_points(points, labels, unit=unit, mult=mult, threshold=threshold, start=start,
                           keep=_kept_positions(labels, flagged, events))

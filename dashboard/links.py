@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from typing import Any, NoReturn
-from urllib.parse import parse_qsl, urlencode, urlparse
+from urllib.parse import parse_qs, urlencode, urlparse
 
 import pandas as pd
 import streamlit as st
@@ -22,13 +22,15 @@ from dashboard import frames
 _ARRIVING = "_link_keys"  # session key: the query keys of the link being followed
 
 
-def _encode(value: Any) -> str:
-    return ",".join(str(v) for v in value) if isinstance(value, (list, tuple)) else str(value)
+def _encode(value: Any) -> str | list[str]:
+    # Several values as repeated keys, as the pages' widgets write them (a value may hold a comma).
+    return [str(v) for v in value] if isinstance(value, list) else str(value)
 
 
 def to(page: str, **params: Any) -> str:
-    """Relative URL of a page (``history``; the Overview is ``overview``) with its selections."""
-    return f"{page}?{urlencode({k: _encode(v) for k, v in params.items() if v is not None})}"
+    """Relative URL of a page (``history``; the Overview is ``overview``) with its selections (a list: one
+    key per value)."""
+    return f"{page}?{urlencode({k: _encode(v) for k, v in params.items() if v is not None}, doseq=True)}"
 
 
 def history(machine: str, benchmark: str, params_key: str) -> str:
@@ -47,10 +49,12 @@ def commit_url(repo_url: str, sha: str) -> str | None:
     return f"{repo_url}/commit/{sha}" if repo_url else None
 
 
-def target(link: str) -> tuple[str, dict[str, str]]:
-    """(script path of the page, query parameters) of a relative URL made by :func:`to`."""
+def target(link: str) -> tuple[str, dict[str, str | list[str]]]:
+    """(script path of the page, query parameters: a repeated key's values as a list) of a relative URL made
+    by :func:`to`."""
     parsed = urlparse(link)
-    return f"views/{parsed.path}.py", dict(parse_qsl(parsed.query, keep_blank_values=True))
+    params = {k: v if len(v) > 1 else v[0] for k, v in parse_qs(parsed.query, keep_blank_values=True).items()}
+    return f"views/{parsed.path}.py", params
 
 
 def follow(link: str) -> NoReturn:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import errno
 import importlib.util
 import os
 import socket
@@ -42,7 +43,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--writable", action="store_true",
                         help="allow acknowledging/ignoring regressions from the dashboard")
     parser.add_argument("--machine", default=None, metavar="NAME",
-                        help="machine the pages open on (default: the first GPU machine; a link's ?machine= wins)")
+                        help="machine the pages open on (default: the one with the newest run; a link's ?machine= "
+                        "wins)")
     add_repo_url(parser)
 
 
@@ -55,20 +57,56 @@ def absolute_url(url: str) -> str:
     return u.set(database=str(path.expanduser().resolve())).render_as_string(hide_password=False)
 
 
+def _address(host: str, port: int) -> tuple[int, tuple]:
+    """(address family, socket address) of ``host`` (an IPv4 or IPv6 address, or a name) for a server."""
+    family, _, _, _, address = socket.getaddrinfo(host or "0.0.0.0", port, type=socket.SOCK_STREAM,
+                                                  flags=socket.AI_PASSIVE)[0]
+    return family, address
+
+
 def free_port(host: str) -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((host, 0))
+    family, address = _address(host, 0)
+    with socket.socket(family, socket.SOCK_STREAM) as s:
+        s.bind(address)
         return int(s.getsockname()[1])
 
 
-def port_in_use(host: str, port: int) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+def bind_problem(host: str, port: int) -> str | None:
+    """Why the server could not listen on ``host:port`` (None: it can; port 0 checks the host alone), by the
+    bind's errno: a port in use, a privileged port, or a --host that is no address of this machine."""
+    try:
+        family, address = _address(host, port)
+    except (socket.gaierror, UnicodeError) as exc:
+        return f"--host {host!r} is not an address or a host name this machine can resolve ({exc})"
+    with socket.socket(family, socket.SOCK_STREAM) as s:
         s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
-            s.bind((host, port))
-        except OSError:
-            return True
-    return False
+            s.bind(address)
+        except OSError as exc:
+            if exc.errno == errno.EADDRINUSE:
+                return f"{host}:{port} is already in use (choose another --port)"
+            if exc.errno == errno.EACCES:
+                return f"port {port} on {host} needs privileges this user lacks (choose a --port above 1023)"
+            if exc.errno == errno.EADDRNOTAVAIL:
+                return f"--host {host} is not an address of this machine (use 127.0.0.1, 0.0.0.0 or one of its own)"
+            return f"cannot listen on --host {host} --port {port}: {exc.strerror or exc}"
+    return None
+
+
+def machine_problem(url: str, machine: str) -> str | None:
+    """Why ``--machine`` cannot be opened: a name the store does not have (``dashboard.machines``' words)."""
+    from sqlalchemy.orm import Session
+
+    from dashboard import machines
+    from db import queries
+
+    engine = store_check.open_engine(url)
+    try:
+        with Session(engine) as s:
+            known = sorted(queries.machines(s)["name"].astype(str))
+    finally:
+        engine.dispose()
+    return None if machine in known else f"--machine: {machines.unknown(machine, known)}"
 
 
 def app_script() -> Path:
@@ -116,11 +154,12 @@ def handle(args: argparse.Namespace) -> int:
     if status.state in ("missing", "empty"):
         print(f"mlaperf dashboard: note: {status.message} The dashboard explains how to ingest "
               f"(`mlaperf ingest .asv/results --db {store_check.redact(url)}`).", file=sys.stderr)
-    port = args.port or free_port(args.host)
-    if port_in_use(args.host, port):
-        print(f"mlaperf dashboard: error: {args.host}:{port} is already in use (choose another --port)",
-              file=sys.stderr)
+    problem = machine_problem(url, args.machine) if args.machine and status.state == "ok" else None
+    problem = problem or bind_problem(args.host, args.port)
+    if problem:
+        print(f"mlaperf dashboard: error: {problem}", file=sys.stderr)
         return exits.USAGE
+    port = args.port or free_port(args.host)
 
     child = dict(os.environ)  # the app reads these through settings.env
     child[env.DB.name] = url

@@ -1,13 +1,16 @@
-"""The Throughput page's model: which commit another machine's curves come from, and the speed-up tables.
+"""The Throughput page's model: the commit it opens on, which commit another machine's curves come from, and the
+speed-up tables.
 Pure pandas over ``dashboard.suites``' frames (``dashboard/views/throughput.py`` is the page)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numpy as np
 import pandas as pd
 
 from dashboard import fmt
+from dashboard.suites import SUITES, matches
 
 
 def overlay_commit(sha: str, their_shas: Sequence[str]) -> str:
@@ -33,3 +36,34 @@ def baseline_rows(ratios: pd.DataFrame, line_param: str) -> pd.DataFrame:
         "baseline tokens/s": ratios["baseline"].map(lambda v: fmt.fmt_value(v, "tokens/s")),
         "speed-up": ratios["speedup"].map(fmt.fmt_speedup),
     })
+
+
+def grid_points(recent: pd.DataFrame) -> pd.Series:
+    """Points measured per commit (``commit_id`` -> count): values of the suites' timed benchmarks
+    (``suites.SUITES``' ``time_bench``) among ``recent`` (``db.queries.recent_values``)."""
+    if recent.empty:
+        return pd.Series(dtype="int64")
+    names = pd.Series(recent["benchmark"].unique())
+    timed = [suite.time_bench for suite in SUITES]
+    hits = set(names[[any(matches(str(n), t) for t in timed) for n in names]])
+    rows = recent[recent["benchmark"].isin(hits) & recent["value"].notna()]
+    return rows.groupby("commit_id").size()
+
+
+def default_commit(commits: pd.DataFrame, points: pd.Series) -> tuple[str | None, str]:
+    """The commit the page opens on and a line saying why, when it is not the newest: the newest commit that
+    measured the most points of the grid (``grid_points`` over the newest commits), so a partial run (a
+    few cases re-measured) does not open on two points. (None, "") keeps the newest."""
+    if commits.empty or points.empty:
+        return None, ""
+    counts = commits["commit_id"].map(points).fillna(0).astype(int).to_numpy()
+    shas = commits["sha"].astype(str).to_numpy()
+    full = int(counts.max())
+    if counts[-1] == full:
+        return None, ""
+    at = int(np.flatnonzero(counts == full)[-1])
+    # Plain text (no Markdown): the dashboard's caption and the static site's note alike.
+    newer = [f"{fmt.short_sha(s)} {int(n):,}" for s, n in zip(shas[at + 1:], counts[at + 1:], strict=True)]
+    listed = ", ".join(newer[-5:][::-1]) + (f" and {len(newer) - 5:,} more" if len(newer) > 5 else "")
+    return str(shas[at]), (f"the newest commit with the fullest grid ({full:,} points); newer commits measured "
+                           f"fewer (newest first): {listed}.")

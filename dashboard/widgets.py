@@ -14,6 +14,7 @@ import pandas as pd
 import streamlit as st
 
 from dashboard import charts, data, fmt, frames, links, store_check
+from regressions.report import md_code
 from regressions.results import prefix_problem
 
 
@@ -38,7 +39,11 @@ def context() -> Context:
 # -- selections in the URL ------------------------------------------------------------------------------
 # A widget's key is its query parameter. Before the widget is drawn, a valid ?key=value seeds it (once per
 # widget lifetime, so the user's later changes win); after, its value is written back to the URL. Values are
-# validated against the options, so a stale or hand-edited link falls back to the default, never an error.
+# validated against the options: a stale or hand-edited link falls back to the default, never an error, and
+# a value this session did not write itself (a link's) is named in a warning. Several values travel as
+# repeated keys (?k=a&k=b), so a value may hold a comma; a single ?k=a,b (links before that) still reads.
+
+_WRITTEN = "_url_written"  # session key: {query key: the value this session last wrote there}
 
 
 def _encode(value: Any) -> str:
@@ -47,6 +52,20 @@ def _encode(value: Any) -> str:
     if isinstance(value, (list, tuple)):
         return ",".join(_encode(v) for v in value)
     return "" if value is None else str(value)
+
+
+def _url_value(value: Any) -> str | list[str]:
+    """What the URL holds for ``value``: a list of several values as repeated keys, one value or none as one."""
+    if isinstance(value, list):
+        texts = [_encode(v) for v in value]
+        return texts if len(texts) > 1 else (texts[0] if texts else "")
+    return _encode(value)
+
+
+def _in_url(key: str) -> str | list[str] | None:
+    """The URL's value of ``key`` in ``_url_value``'s shape (None: absent)."""
+    texts = st.query_params.get_all(key)
+    return None if not texts else texts[0] if len(texts) == 1 else list(texts)
 
 
 def _decode_one(text: str, options: Sequence[Any] | None) -> Any:
@@ -62,18 +81,30 @@ def _decode_one(text: str, options: Sequence[Any] | None) -> Any:
     raise ValueError(text)
 
 
+def _decode_many(texts: list[str], options: Sequence[Any] | None) -> list[Any]:
+    if len(texts) == 1:
+        if texts[0] == "":
+            return []
+        try:
+            return [_decode_one(texts[0], options)]
+        except ValueError:
+            texts = texts[0].split(",")  # a link from before repeated keys: values joined by commas
+    return [_decode_one(t, options) for t in texts if t != ""]
+
+
 def _from_url(key: str, options: Sequence[Any] | None, kind: str) -> Any:
-    text = st.query_params.get(key)
-    if text is None:
+    texts = st.query_params.get_all(key)
+    if not texts:
         raise KeyError(key)
+    if kind == "many":
+        return _decode_many(texts, options)
+    text = texts[-1]
     if kind == "bool":
         if text not in ("0", "1"):
             raise ValueError(text)
         return text == "1"
     if kind == "float":
         return float(text) if text != "" else None
-    if kind == "many":
-        return [_decode_one(t, options) for t in text.split(",") if t != ""]
     return _decode_one(text, options)
 
 
@@ -94,11 +125,58 @@ def _url_or_default(key: str, default: Any, options: Sequence[Any] | None, kind:
     return value if _valid(value, options, kind) else default
 
 
-def seed(key: str, default: Any, options: Sequence[Any] | None = None, kind: str = "one") -> None:
-    """Put the URL's value (or ``default``) into session state before the widget ``key`` is drawn."""
+def _bad_texts(key: str, options: Sequence[Any] | None, kind: str) -> list[str]:
+    """The texts of the URL's ``key`` that name no option (a value decoded from options is one of them)."""
+    texts = st.query_params.get_all(key)
+    if kind == "many":
+        if len(texts) == 1 and texts[0] and _decodes(texts[0], options):
+            return []
+        parts = texts[0].split(",") if len(texts) == 1 else texts
+        return [t for t in parts if t != "" and not _decodes(t, options)]
+    try:
+        _from_url(key, options, kind)
+    except KeyError:
+        return []
+    except ValueError:
+        return [texts[-1]]
+    return []
+
+
+def _decodes(text: str, options: Sequence[Any] | None) -> bool:
+    try:
+        _decode_one(text, options)
+    except ValueError:
+        return False
+    return True
+
+
+def _not_available(key: str, label: str, options: Sequence[Any] | None, kind: str,
+                   format_func: Callable[[Any], Any]) -> str | None:
+    """The warning for a link's value of ``key`` that is not among ``options`` (None: there is none, or this
+    session wrote the URL's value itself: its own choice gone stale after another one, which needs no word)."""
+    if _in_url(key) in (None, st.session_state.get(_WRITTEN, {}).get(key)):
+        return None
+    bad = _bad_texts(key, options, kind)
+    if not bad:
+        return None
+    listed = [str(format_func(o)) for o in (options or [])]
+    known = ", ".join(listed[:10]) + (f" and {len(listed) - 10:,} more" if len(listed) > 10 else "")
+    what = " and ".join(md_code(t, table=False) for t in bad)
+    return (f"{fmt.md_text(label)}: the link's {what} is not available here (known: {fmt.md_text(known) or 'none'})"
+            "; showing the default instead.")
+
+
+def seed(key: str, default: Any, options: Sequence[Any] | None = None, kind: str = "one", *,
+         label: str | None = None, format_func: Callable[[Any], Any] = str) -> None:
+    """Put the URL's value (or ``default``) into session state before the widget ``key`` is drawn; with a
+    ``label``, a link's value that is not among ``options`` is named in a warning where the widget goes."""
     if key in st.session_state and _valid(st.session_state[key], options, kind):
         return
     st.session_state[key] = _url_or_default(key, default, options, kind)
+    message = _not_available(key, label, options, kind, format_func) if label is not None else None
+    if message:
+        st.warning(message)
+        st.session_state.setdefault(_WRITTEN, {})[key] = _in_url(key)  # said once
 
 
 _PENDING = "_url_pending"  # session key: the URL writes of the run in progress (``url_writes``)
@@ -119,7 +197,7 @@ def url_writes() -> Iterator[None]:
 
 
 def _send_url_writes() -> None:
-    changed = {k: v for k, v in st.session_state.get(_PENDING, {}).items() if st.query_params.get(k) != v}
+    changed = {k: v for k, v in st.session_state.get(_PENDING, {}).items() if _in_url(k) != v}
     st.session_state[_PENDING] = {}
     if changed:
         st.query_params.update(changed)
@@ -136,41 +214,50 @@ def stop() -> NoReturn:
 def publish(key: str, value: Any, short: Callable[[Any], str] | None = None) -> None:
     """Write a widget's value to the URL (``short`` shortens it, e.g. a sha to 12 characters); inside
     ``url_writes``, when the run ends."""
-    text = short(value) if short is not None and value is not None else _encode(value)
+    text = short(value) if short is not None and value is not None else _url_value(value)
+    st.session_state.setdefault(_WRITTEN, {})[key] = text
     pending = st.session_state.get(_PENDING)
     if pending is None:
-        if st.query_params.get(key) != text:
+        if _in_url(key) != text:
             st.query_params[key] = text
     else:
         pending[key] = text
 
 
+def literal(format_func: Callable[[Any], Any] = str) -> Callable[[Any], str]:
+    """``format_func`` whose text is shown as is where Streamlit reads an option's label as Markdown (pills,
+    radio buttons): a parameter value ``*x*`` or ``a&amp;b`` reads as written."""
+    return lambda v: fmt.md_text(format_func(v))
+
+
 def url_selectbox(label: str, options: Sequence[Any], *, key: str, default: Any = None,
                   short: Callable[[Any], str] | None = None, **kw: Any) -> Any:
     options = list(options)
-    seed(key, default if default in options else (options[0] if options else None), options)
+    seed(key, default if default in options else (options[0] if options else None), options, label=label,
+         format_func=kw.get("format_func", str))
     value = st.selectbox(label, options, key=key, **kw)
     publish(key, value, short)
     return value
 
 
 def url_pills(label: str, options: Sequence[Any], *, key: str, default: Sequence[Any] = (),
-              **kw: Any) -> list[Any]:
+              format_func: Callable[[Any], Any] = str, **kw: Any) -> list[Any]:
     """Pick any of a few options (parameter values, statuses), each a pill one click toggles; returns them in
     the options' order. Pills, not a multiselect: one click instead of opening a list, and every page keeps to
     the one button-group element (each kind of element is code the browser loads on a page's first render)."""
     options = list(options)
-    seed(key, [v for v in default if v in options], options, "many")
-    value = st.pills(label, options, key=key, selection_mode="multi", **kw) or []
+    seed(key, [v for v in default if v in options], options, "many", label=label, format_func=format_func)
+    value = st.pills(label, options, key=key, selection_mode="multi", format_func=literal(format_func), **kw) or []
     chosen = [v for v in options if v in value]
     publish(key, chosen)
     return chosen
 
 
-def url_radio(label: str, options: Sequence[Any], *, key: str, default: Any = None, **kw: Any) -> Any:
+def url_radio(label: str, options: Sequence[Any], *, key: str, default: Any = None,
+              format_func: Callable[[Any], Any] = str, **kw: Any) -> Any:
     options = list(options)
-    seed(key, default if default in options else options[0], options)
-    value = st.radio(label, options, key=key, **kw)
+    seed(key, default if default in options else options[0], options, label=label, format_func=format_func)
+    value = st.radio(label, options, key=key, format_func=literal(format_func), **kw)
     publish(key, value)
     return value
 

@@ -16,9 +16,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import secrets
 import shutil
+import stat
 import sys
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -85,6 +86,22 @@ def _check_out(out: Path) -> None:
         raise PublishError(f"--out: no such folder: {parent}")
 
 
+def _new_folder(out: Path) -> Path:
+    """An empty folder beside ``out`` to build the site in, with the mode ``out`` will keep: the existing
+    folder's, else what ``mkdir`` gives under the umask (``tempfile.mkdtemp``'s 0700 would shut out a web
+    server running as another user)."""
+    for _ in range(100):
+        tmp = out.with_name(f".{out.name}.{secrets.token_hex(6)}")
+        try:
+            tmp.mkdir()
+        except FileExistsError:
+            continue
+        if out.is_dir():
+            tmp.chmod(stat.S_IMODE(out.stat().st_mode))
+        return tmp
+    raise FileExistsError(f"no free temporary folder name beside {out}")
+
+
 def _script(key: str, payload: Any) -> str:
     """A data file: ``MLAPERF.put("key", {...})`` (the page defines ``MLAPERF.put``). ``</`` is escaped so no
     text (a commit message) can end a script element."""
@@ -102,6 +119,7 @@ def _write(path: Path, text: str) -> int:
 def build(session: Session, out: Path, *, machines: list[str] | None = None, repo_url: str = "",
           settings: Any = None) -> tuple[int, int, int, int]:
     """Write the site into the empty folder ``out``; returns (machines, series, files, bytes)."""
+    from dashboard import machines as machine_rule
     from db import queries
     from regressions.config import Settings
 
@@ -109,11 +127,12 @@ def build(session: Session, out: Path, *, machines: list[str] | None = None, rep
     from .publish_model import Links, machine_site
 
     settings = settings or Settings()
-    known = list(queries.machines(session)["name"])
-    wanted = machines or known
-    unknown = [m for m in wanted if m not in known]
+    known = machine_rule.order(queries.machines(session))
+    unknown = [m for m in machines or () if m not in known]
     if unknown:
-        raise PublishError(f"--machine: no machine named {unknown[0]!r} (known: {', '.join(known) or 'none'})")
+        raise PublishError(f"--machine: {machine_rule.unknown(unknown[0], sorted(known))}")
+    # In the dashboard's order (``dashboard.machines``): the overview opens on the first, as the dashboard does.
+    wanted = [m for m in known if not machines or m in machines]
     files = nbytes = n_series = 0
     listed = []
     for name in wanted:
@@ -126,11 +145,8 @@ def build(session: Session, out: Path, *, machines: list[str] | None = None, rep
             files += 1
         n_series += len(site.index["grid"])
         gpu = str(queries.machine_info(session, name).get("gpu_name") or "")
-        listed.append(({"folder": folder, "label": f"{name} ({gpu})" if gpu and gpu != "none" else name},
-                       site.last_date))
-    # The machine just measured (newest run) first: the overview opens on it.
-    listed.sort(key=lambda m: m[1], reverse=True)
-    meta = {"machines": [m for m, _ in listed],
+        listed.append({"folder": folder, "label": f"{name} ({gpu})" if gpu and gpu != "none" else name})
+    meta = {"machines": listed,
             "footer": f"Published {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} by mlaperf {__version__}"
                       " · static: no server, no network",
             "empty": "The store held no results when this site was published."}
@@ -152,7 +168,7 @@ def publish(url: str, out: Path, *, machines: list[str] | None = None, repo_url:
     engine = make_engine(url, readonly=True)
     check_schema(engine)
     out = out.resolve()
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    tmp = _new_folder(out)
     try:
         with Session(engine) as s:
             n_machines, n_series, files, nbytes = build(s, tmp, machines=machines, repo_url=repo_url,

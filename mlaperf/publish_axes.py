@@ -1,8 +1,8 @@
 """The static site's chart axes, decided in Python beside every other number it shows: tick positions (in
 the values' own unit, so the browser only scales them), their labels and the axis title.
 
-Value axes follow the dashboard's rules: a time axis in the unit that suits the median value
-(``regressions.units.time_unit``: us, ms ...) named in the title, as ``dashboard.history_chart`` does; log axes
+Value axes follow the dashboard's rules (``dashboard.fmt.axis_unit``): a time axis in the unit that suits the
+median value (us, ms ...), a fraction in percent, named in the title, as ``dashboard.history_chart`` does; log axes
 on ``dashboard.charts.log_ticks``' 1-2-5 ticks; throughput with SI prefixes (``500k``, ``1.5M``) and a plain
 ``0``. Linear axes take 1-2-5 steps and every label has the decimals its step needs, so no label reads
 ``2e+2``, ``0M`` or ``2.50000001``.
@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from dashboard.charts import log_ticks
-from regressions.units import is_time, time_unit
+from dashboard.fmt import axis_unit, is_time
 
 SI = ((1e9, "G"), (1e6, "M"), (1e3, "k"))
 # Values spanning more than this factor are drawn on a log axis.
@@ -68,7 +68,7 @@ def value_axis(values: Sequence[float], unit: str | None, *, zero: bool = False,
     """The y axis of values in ``unit``: title, log, domain and ticks (both in the values' unit) and labels.
     ``log`` None: log when the values span more than ``LOG_SPAN``; ``zero``: a linear axis from 0."""
     finite = [float(v) for v in values if v is not None and math.isfinite(v)]
-    mult, name = time_unit(finite) if is_time(unit) else (1.0, str(unit or ""))
+    mult, name = axis_unit(finite, unit)
     quantity = "time" if is_time(unit) else "value"
     axis: dict[str, Any] = {"title": title or f"{quantity} ({name})", "log": False}
     if not finite:

@@ -43,7 +43,6 @@ class MachineSite:
     name: str
     index: dict[str, Any]
     histories: dict[str, dict[str, Any]] = field(default_factory=dict)  # by series_id
-    last_date: str = ""  # its newest commit's date (ISO): the machine measured last is listed first
 
 
 @dataclass(frozen=True)
@@ -182,12 +181,15 @@ def machine_site(s: Session, machine: str, settings: Settings, link: Links) -> M
     regs = triage.regression_listing(s, machine)
     groups = triage.groups(regs)
     ids = tuple(int(c) for c in commits["commit_id"].iloc[-summary.SPARK:])
-    grid = summary.grid(series, queries.recent_values(s, machine, ids), ids, regs,
-                        lambda b, u: direction_for(b, u, settings))
+    recent = queries.recent_values(s, machine, ids)
+    grid = summary.grid(series, recent, ids, regs, lambda b, u: direction_for(b, u, settings))
+    # Throughput at the dashboard's commit: the newest with the fullest grid (``throughput_model``).
+    fullest, why = tp_model.default_commit(commits, tp_model.grid_points(recent))
     sid_of = {(str(b), str(k)): series_id(str(b), str(k))
               for b, k in zip(series["benchmark"], series["params_key"], strict=True)}
     labels = summary.names(grid, names)
-    newest = str(commits["sha"].iloc[-1]) if not commits.empty else ""
+    at = fullest or (str(commits["sha"].iloc[-1]) if not commits.empty else "")
+    message = commits.loc[commits["sha"].astype(str) == at, "message"]
     commit_json = _commits(commits)
     index = {
         "title": f"{machine}: performance overview", "versions": fmt.versions(queries.machine_info(s, machine)),
@@ -200,9 +202,9 @@ def machine_site(s: Session, machine: str, settings: Settings, link: Links) -> M
         "grid": grid_rows(grid, labels, settings.threshold_for),
         "grid_total": fmt.plural(len(series), "series", "series"),
         "groups": group_pages(regs, groups, names, sid_of, link),
-        "newest": link.commit(newest, fmt.commit_label(newest, commits["message"].iloc[-1])) if newest else "",
-        "throughput": throughput(s, machine, newest) if newest else [],
+        "throughput_at": link.commit(at, fmt.commit_label(at, message.iloc[0])) if at else "",
+        "throughput_note": why or "the newest commit.",
+        "throughput": throughput(s, machine, at) if at else [],
     }
-    last = str(pd.to_datetime(commits["date"]).max()) if not commits.empty else ""
     return MachineSite(machine, index, histories(s, machine, series, commits, regs, settings, list(labels),
-                                                 commit_json["short"], link.commit), last)
+                                                 commit_json["short"], link.commit))

@@ -5,7 +5,7 @@
 // fetch), charts are SVG drawn here. Routes live in the location hash, so every view is a link:
 //   #/<machine folder>                      overview: alert groups, summary grid with search (?q=)
 //   #/<machine folder>/history/<series id>  one series over commits (?at=<sha> marks a commit)
-//   #/<machine folder>/throughput           tokens/s vs concurrency at the newest commit (?suite=, ?filter=)
+//   #/<machine folder>/throughput           tokens/s vs concurrency at the newest commit with the fullest grid (?suite=, ?filter=)
 //   #/<machine folder>/alerts               alert groups (?show=open,suspect,fixed,closed or ?group=N)
 "use strict";
 
@@ -263,14 +263,14 @@ async function historyPage(data, machine, r) {
   return out;
 }
 
-// -- throughput vs concurrency at the newest commit ------------------------------------------------------
+// -- throughput vs concurrency, at the newest commit with the fullest grid---------------------------------------------------
 function chips(label, options, current, href) {
   return h("div", { class: "chips" }, h("span", { class: "note" }, label), options.map(([value, text]) =>
     h("button", { class: "chip", "aria-pressed": String(value === current), onclick: () => { location.hash = href(value); } }, text)));
 }
 
 function throughput(data, machine, r) {
-  const out = [h("h1", {}, "Throughput vs concurrency"), h("p", { class: "note" }, "At the newest commit ", cell(data.newest))];
+  const out = [h("h1", {}, "Throughput vs concurrency"), h("p", { class: "note" }, "At ", cell(data.throughput_at), ": ", data.throughput_note)];
   if (!data.throughput.length) return [...out, h("p", { class: "note" }, "No sparse-MLA suite (bench_decode, bench_indexer, bench_step) on this machine.")];
   const suite = data.throughput.find((t) => t.key === r.q.get("suite")) || data.throughput[0];
   const pick = suite.filters.find((f) => f.value === r.q.get("filter")) || suite.filters.find((f) => f.value === suite.default);

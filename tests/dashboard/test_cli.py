@@ -73,6 +73,24 @@ def test_port_in_use(seeded: Seeded, capsys: pytest.CaptureFixture[str]) -> None
     assert "already in use" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize(("host", "words"), [
+    ("999.1.1.1", "--host '999.1.1.1' is not an address or a host name"),
+    ("192.0.2.1", "--host 192.0.2.1 is not an address of this machine"),  # TEST-NET-1: no host has it
+])
+def test_bad_host_is_named_not_in_use(host: str, words: str, seeded: Seeded,
+                                      capsys: pytest.CaptureFixture[str]) -> None:
+    for port in ("0", "8765"):
+        assert serve.handle(parse(["dashboard", "--db", seeded.url, "--host", host, "--port", port])) == 2
+        err = capsys.readouterr().err
+        assert words in err and "already in use" not in err
+
+
+def test_unknown_machine_is_refused(seeded: Seeded, capsys: pytest.CaptureFixture[str]) -> None:
+    assert serve.handle(parse(["dashboard", "--db", seeded.url, "--machine", "bogus"])) == 2
+    err = capsys.readouterr().err
+    assert "--machine: no machine named 'bogus' (known: " in err and "h200-sxm" in err
+
+
 def test_bad_port(seeded: Seeded, capsys: pytest.CaptureFixture[str]) -> None:
     assert serve.handle(parse(["dashboard", "--db", seeded.url, "--port", "70000"])) == 2
     assert "--port 70000" in capsys.readouterr().err

@@ -73,6 +73,26 @@ def test_republish_replaces_the_old_site(seeded: Seeded, tmp_path: Path) -> None
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no temporary folder left
 
 
+def test_site_folder_mode_is_a_plain_folders(seeded: Seeded, tmp_path: Path) -> None:
+    """A web server running as another user can read the site: a new folder gets the mode ``mkdir`` gives under
+    the umask (not ``mkdtemp``'s 0700); a republished one keeps its own."""
+    from mlaperf.publish import publish
+
+    out = tmp_path / "site"
+    old = os.umask(0o022)
+    try:
+        publish(seeded.url, out, machines=[MLA_MACHINE])
+        assert out.stat().st_mode & 0o777 == 0o755
+        out.chmod(0o750)
+        publish(seeded.url, out, machines=[MLA_MACHINE])
+        assert out.stat().st_mode & 0o777 == 0o750
+        os.umask(0o027)
+        publish(seeded.url, tmp_path / "other", machines=[MLA_MACHINE])
+        assert (tmp_path / "other").stat().st_mode & 0o777 == 0o750
+    finally:
+        os.umask(old)
+
+
 def test_bad_arguments_exit_2(seeded: Seeded, tmp_path: Path) -> None:
     done = _publish("--db", seeded.url, "--out", str(tmp_path / "s"), "--machine", "nope")
     assert done.returncode == 2 and "--machine" in done.stderr and "nope" in done.stderr

@@ -1,0 +1,190 @@
+"""What QA found in links and defaults: parameter values with a comma or Markdown in them, link values that
+name nothing (a machine, an overlay), the machine a view opens on (dashboard and site alike), the commit
+Throughput opens on when the newest run measured a few points, and the units of a fraction's axis.
+
+The store: machine ``odd`` (odd parameter values, a roofline fraction) and machine ``part`` (the decode suite;
+its newest run measured one concurrency of four), ``part`` measured last."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import urllib.parse
+from pathlib import Path
+
+import asv_synth
+import pandas as pd
+import pytest
+from conftest import APP, mlaperf_cli, site_data
+from streamlit.testing.v1 import AppTest
+
+from dashboard import fmt, links, machines, throughput_model
+
+SHAPES = ["(64, 128)", "(32, 64)", "*x*", "a&amp;b"]
+ODD_BENCH = "bench_odd.Odd.time_odd"
+FRACTION = "bench_odd.Odd.track_roofline_fraction"
+PART_COMMITS = 4
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory: pytest.TempPathFactory) -> str:
+    from db.engine import make_engine, upgrade
+    from db.ingest import ingest_paths
+
+    tmp = tmp_path_factory.mktemp("odd")
+    odd = [asv_synth.Bench(ODD_BENCH, ["shape"], [[repr(s) for s in SHAPES]], "seconds",
+                           lambda i, p: 1e-5 * (1 + SHAPES.index(p["shape"]))),
+           asv_synth.Bench(FRACTION, [], [], "fraction", lambda i, p: 0.0038 + 0.0001 * i)]
+    asv_synth.write_results(tmp / "odd", "odd", odd, asv_synth.commit_shas(3, "odd"),
+                            start=dt.datetime(2025, 1, 1, tzinfo=dt.UTC))
+    decode = [b for b in asv_synth.mla_benchmarks(metrics=False) if b.name.startswith("bench_decode")]
+    for b in decode:  # the newest run measured concurrency 1 only (a partial re-run)
+        b.value = lambda i, p, f=b.value: None if i == PART_COMMITS - 1 and p["concurrency"] > 1 else f(i, p)
+    asv_synth.write_results(tmp / "part", "part", decode, asv_synth.commit_shas(PART_COMMITS, "part"),
+                            start=dt.datetime(2025, 2, 1, tzinfo=dt.UTC))
+    url = f"sqlite:///{tmp / 'store.sqlite'}"
+    upgrade(url)
+    engine = make_engine(url)
+    summary = ingest_paths(engine, [tmp / "odd", tmp / "part"], progress=False)
+    assert summary.ok, summary.failed
+    engine.dispose()
+    return url
+
+
+def app(monkeypatch: pytest.MonkeyPatch, url: str, query: dict[str, str | list[str]] | None = None,
+        machine: str = "") -> AppTest:
+    monkeypatch.setenv("MLAPERF_DB", url)
+    monkeypatch.setenv("MLAPERF_DASHBOARD_WRITABLE", "0")
+    monkeypatch.setenv("MLAPERF_REPO_URL", "")
+    monkeypatch.setenv("MLAPERF_DASHBOARD_MACHINE", machine)
+    at = AppTest.from_file(str(APP), default_timeout=90)
+    at.query_params.update(query or {})
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def goto(at: AppTest, page: str) -> AppTest:
+    at.switch_page(f"views/{page}.py").run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def warnings(at: AppTest) -> str:
+    return "\n".join(str(w.value) for w in at.warning)
+
+
+# -- 3: values with a comma travel as repeated keys; old comma-joined links still read --------------------
+
+
+def test_a_value_with_a_comma_round_trips(monkeypatch: pytest.MonkeyPatch, store: str) -> None:
+    at = goto(app(monkeypatch, store, {"machine": "odd", "hist_bench": ODD_BENCH,
+                                       "hp_shape": ["(64, 128)", "*x*"]}), "history")
+    assert at.pills(key="hp_shape").value == ["(64, 128)", "*x*"]
+    assert at.query_params["hp_shape"] == ["(64, 128)", "*x*"]  # written back as two keys, not "a,b"
+    at.pills(key="hp_shape").set_value(["(64, 128)"]).run()
+    assert at.query_params["hp_shape"] in ("(64, 128)", ["(64, 128)"])
+    # A link to one series whose value holds a comma (links.history), followed in the app.
+    link = links.history("odd", ODD_BENCH, json.dumps({"shape": repr("(32, 64)")}))
+    _, params = links.target(link)
+    at = goto(app(monkeypatch, store, params), "history")
+    assert at.pills(key="hp_shape").value == ["(32, 64)"] and not warnings(at)
+    assert links.target(links.to("history", hp_shape=["(64, 128)", "a,b"]))[1]["hp_shape"] == ["(64, 128)", "a,b"]
+
+
+def test_an_old_comma_joined_link_still_reads(monkeypatch: pytest.MonkeyPatch, store: str) -> None:
+    at = goto(app(monkeypatch, store, {"machine": "part", "hist_bench": "bench_decode.SparseDecode.time_decode",
+                                       "hp_concurrency": "16,64", "hp_impl": "mma", "hp_topk": "512"}), "history")
+    assert at.pills(key="hp_concurrency").value == [16, 64] and not warnings(at)
+
+
+# -- 7: pill and radio labels are literal text ---------------------------------------------------------------
+
+
+def test_pill_labels_are_literal_text(monkeypatch: pytest.MonkeyPatch, store: str) -> None:
+    at = goto(app(monkeypatch, store, {"machine": "odd", "hist_bench": ODD_BENCH}), "history")
+    # Streamlit reads a pill's label as Markdown: escaped, "*x*" shows its stars and "a&amp;b" its entity.
+    options = at.pills(key="hp_shape").options
+    assert set(options) == {fmt.md_text(s) for s in SHAPES}
+    assert r"\*x\*" in options and r"a\&amp;b" in options and "*x*" not in options
+    at.pills(key="hp_shape").set_value(["*x*"]).run()  # the value, not its label, is what is picked
+    assert at.pills(key="hp_shape").value == ["*x*"] and at.query_params["hp_shape"] in ("*x*", ["*x*"])
+
+
+# -- 2: a link's value that names nothing is said, not silently replaced ------------------------------------
+
+
+def test_unknown_machine_in_a_link_or_the_environment_is_named(monkeypatch: pytest.MonkeyPatch, store: str) -> None:
+    at = app(monkeypatch, store, {"machine": "bogus"})
+    assert at.sidebar.selectbox(key="machine").value == "part"
+    assert "`bogus`" in warnings(at) and "Machine" in warnings(at)
+    at.run()  # said once: the URL now holds the machine shown
+    assert not warnings(at) and at.query_params["machine"] in ("part", ["part"])
+    at = app(monkeypatch, store, machine="bogus")
+    assert "no machine named 'bogus' (known: odd, part)" in warnings(at).replace("\\", "")
+
+
+@pytest.mark.parametrize(("page", "key", "more"), [("throughput", "tp_vs", {}), ("history", "hist_vs", {})])
+def test_unknown_overlay_machine_in_a_link_is_named(monkeypatch: pytest.MonkeyPatch, store: str, page: str,
+                                                    key: str, more: dict[str, str]) -> None:
+    at = goto(app(monkeypatch, store, {"machine": "part", key: "nosuch", **more}), page)
+    assert at.selectbox(key=key).value is None
+    assert "`nosuch`" in warnings(at) and "odd" in warnings(at)
+
+
+# -- 6: one rule for the machine a view opens on -------------------------------------------------------------
+
+
+def test_dashboard_and_site_open_on_the_machine_measured_last(monkeypatch: pytest.MonkeyPatch, store: str,
+                                                              tmp_path: Path) -> None:
+    frame = pd.DataFrame({"name": ["a-gpu", "cpu", "b"], "gpu_name": ["H200", "none", "H100"],
+                          "last_run_at": pd.to_datetime(["2025-01-01", "2025-03-01", None])})
+    assert machines.order(frame) == ["cpu", "a-gpu", "b"]
+    at = app(monkeypatch, store)
+    assert at.sidebar.selectbox(key="machine").value == "part"  # not "odd", the alphabetically first
+    mlaperf_cli("publish", "--db", store, "--out", str(tmp_path / "site"))
+    assert [m["folder"] for m in site_data(tmp_path / "site", "site")["machines"]][0] == "part"
+
+
+# -- 8: Throughput opens on the newest commit with the fullest grid -----------------------------------------
+
+
+def test_throughput_opens_on_the_fullest_grid(monkeypatch: pytest.MonkeyPatch, store: str) -> None:
+    shas = asv_synth.commit_shas(PART_COMMITS, "part")
+    at = goto(app(monkeypatch, store, {"machine": "part"}), "throughput")
+    assert at.selectbox(key="tp_commit").value == shas[-2]
+    said = "\n".join(str(c.value) for c in at.caption)
+    assert f"Opened on {shas[-2][:8]}" in said and "16 points" in said and f"{shas[-1][:8]} 4" in said
+    # A link naming the newest commit still opens it.
+    at = goto(app(monkeypatch, store, {"machine": "part", "tp_commit": shas[-1][:12]}), "throughput")
+    assert at.selectbox(key="tp_commit").value == shas[-1]
+    commits = pd.DataFrame({"commit_id": [1, 2, 3], "sha": ["a" * 40, "b" * 40, "c" * 40]})
+    assert throughput_model.default_commit(commits, pd.Series({1: 4, 2: 4, 3: 4})) == (None, "")
+    assert throughput_model.default_commit(commits, pd.Series({1: 4, 2: 4, 3: 1}))[0] == "b" * 40
+
+
+# -- 5: a fraction's axis in percent, as its values are shown ------------------------------------------------
+
+
+def test_fraction_axes_read_in_percent(monkeypatch: pytest.MonkeyPatch, store: str, tmp_path: Path) -> None:
+    from mlaperf.publish_axes import value_axis
+
+    axis = value_axis([0.0038, 0.0040], "fraction")
+    assert axis["title"] == "value (%)" and axis["labels"][0].startswith("0.3"), axis
+    assert axis["ticks"][0] <= 0.0038 and axis["domain"][1] >= 0.0040  # positions stay in the values' unit
+    at = goto(app(monkeypatch, store, {"machine": "odd", "hist_bench": FRACTION}), "history")
+    spec = at.get("vega_lite_chart")[0].proto.spec
+    assert '"title": "value (%)"' in spec.replace('":"', '": "') and "value (fraction)" not in spec
+    site = tmp_path / "site"
+    mlaperf_cli("publish", "--db", store, "--out", str(site), "--machine", "odd")
+    pages = [site_data(site, p.relative_to(site / "data").with_suffix("").as_posix())
+             for p in (site / "data").glob("*/s*.js")]
+    frac = next(p for p in pages if p["text"][0].endswith("%"))
+    assert frac["y"]["title"] == "value (%)"
+    # The labels bracket the values as the hover writes them (0.38%..0.40%).
+    labels = [float(t) for t in frac["y"]["labels"]]
+    assert labels[0] <= 0.38 and labels[-1] >= 0.40 and labels[-1] < 1, frac["y"]
+
+
+def test_url_encoding_of_links_is_repeated_keys() -> None:
+    assert urllib.parse.parse_qs(links.to("history", hp=["a,b", "c"]).split("?", 1)[1]) == {"hp": ["a,b", "c"]}
