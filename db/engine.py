@@ -71,7 +71,9 @@ def _parse_url(url: str | URL) -> URL:
     try:
         parsed = make_url(url)
     except ArgumentError as exc:
-        raise ValueError(f"invalid database URL {url!r}: {exc}") from None
+        # A bare path: the SQLite URL is what was meant (an absolute path gets its fourth slash).
+        hint = f" (a SQLite file is written sqlite:///{url})" if "://" not in url else ""
+        raise ValueError(f"invalid database URL {url!r}: {exc}{hint}") from None
     try:
         parsed.get_dialect()
     except NoSuchModuleError:

@@ -39,6 +39,17 @@ def repo_root(start: Path | None = None) -> Path:
 NEW_WINDOW = 50  # how far back RANGE=NEW looks for commits without results
 
 
+def _refuse_reversed(root: Path, spec: str) -> None:
+    """An empty ``A..B`` whose reverse is not empty is almost surely written backwards: say so."""
+    start, _, end = spec.partition("..")
+    back = subprocess.run(["git", "rev-list", "--count", "--first-parent", f"{end or 'HEAD'}..{start or 'HEAD'}", "--"],
+                          cwd=root, capture_output=True, text=True)  # fmt: skip
+    count = back.stdout.strip()
+    if back.returncode == 0 and count.isdigit() and int(count) > 0:
+        raise RunError(f"RANGE {spec!r} has no commits: its ends look reversed ({end}..{start} has {count}); "
+                       "write OLD..NEW")  # fmt: skip
+
+
 def resolve_specs(root: Path, specs: list[str]) -> list[Commit]:
     """The commits of several RANGE arguments, in order, each commit once."""
     seen: dict[str, Commit] = {}
@@ -68,6 +79,8 @@ def resolve_commits(root: Path, spec: str) -> list[Commit]:
         if proc.returncode != 0:
             raise RunError(f"RANGE {spec!r} is not a valid git range: {proc.stderr.strip()}")
         shas = proc.stdout.split()
+        if not shas and "..." not in spec:
+            _refuse_reversed(root, spec)
     else:
         proc = subprocess.run(
             ["git", "rev-parse", "--verify", "--quiet", f"{spec}^{{commit}}"],

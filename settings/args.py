@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import re
 from collections.abc import Callable
 
 from settings import env
@@ -76,10 +77,19 @@ def add_asv_machine(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _regex(text: str) -> str:
+    try:
+        re.compile(text)
+    except re.error as exc:
+        raise argparse.ArgumentTypeError(f"not a regular expression: {text!r} ({exc})") from None
+    return text
+
+
 def add_bench(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--bench",
         action="append",
+        type=_regex,
         default=None,
         metavar="REGEX",
         help="only benchmarks matching REGEX (asv -b; may be repeated; matches 'name(params)' too)",
