@@ -51,7 +51,7 @@ from db.asvformat import (
 )
 from db.engine import StoreError, ensure_schema, first_line, raise_store_error, store_error
 from db.history_order import renumber
-from db.models import Commit
+from db.models import Commit, Environment, Machine, Run
 from db.run_writer import ParsedFile, RunWriter
 from settings import exits
 
@@ -81,6 +81,9 @@ class IngestSummary:
     # Those of ``commits`` the repository at hand does not have: placed by date, not git.
     unknown_commits: list[str] = field(default_factory=list)
     repo: Path | None = None  # the git repository the commits were looked up in
+    # (machine, commit) of ``commits`` with runs of several asv environments -> their names: one series
+    # pools them per commit (db.query_base.pool_runs), so an environment missing at some commits moves it.
+    mixed_environments: dict[tuple[str, str], list[str]] = field(default_factory=dict)
     seconds: float = 0.0
 
     @property
@@ -109,6 +112,19 @@ class IngestSummary:
             text += ": " + ", ".join(names[:10]) + (f" and {len(names) - 10} more" if len(names) > 10 else "")
         return text
 
+    def environments_note(self) -> str | None:
+        """The warning for commits measured in several environments on one machine (None when there are none)."""
+        if not self.mixed_environments:
+            return None
+        (machine, sha), envs = next(iter(self.mixed_environments.items()))
+        more = len(self.mixed_environments) - 1
+        return (
+            f"{len(self.mixed_environments)} commit{'s' if more else ''} measured in several asv environments on one "
+            f"machine, e.g. {sha[:10]} on {machine!r}: {', '.join(envs)}. A series pools them per commit, so a "
+            "commit missing one environment moves it; give each environment its own machine name "
+            "(asv run --machine NAME) to keep them apart"
+        )
+
     def unknown_note(self) -> str | None:
         """The warning for stored commits the repository lacks (None when there are none)."""
         if not self.unknown_commits:
@@ -126,6 +142,24 @@ def _progress_bar(total: int, progress: bool | str) -> tqdm:
     # tqdm's disable=None means "only on a TTY"; "always" forces it (e.g. `--progress` in CI logs).
     disable: bool | None = None if progress is True else (progress is False)
     return tqdm(total=total, unit="file", file=sys.stderr, disable=disable, dynamic_ncols=True, leave=False)
+
+
+def _mixed_environments(conn: Connection, shas: set[str]) -> dict[tuple[str, str], list[str]]:
+    """(machine, commit) of ``shas`` measured in more than one environment -> the environments' names."""
+    if not shas:
+        return {}
+    rows = conn.execute(
+        select(Machine.name, Commit.sha, Environment.name)
+        .join(Run, Run.machine_id == Machine.id)
+        .join(Commit, Commit.id == Run.commit_id)
+        .join(Environment, Environment.id == Run.environment_id)
+        .where(Commit.sha.in_(sorted(shas)))
+        .distinct()
+    ).all()
+    envs: dict[tuple[str, str], set[str]] = {}
+    for machine, sha, env in rows:
+        envs.setdefault((str(machine), str(sha)), set()).add(str(env))
+    return {key: sorted(names) for key, names in sorted(envs.items()) if len(names) > 1}
 
 
 def _without_generation(conn: Connection, shas: set[str]) -> list[str]:
@@ -303,6 +337,7 @@ def ingest_paths(
                 renumber(conn)
                 if git_repo is not None:
                     summary.unknown_commits = _without_generation(conn, summary.commits)
+                summary.mixed_environments = _mixed_environments(conn, summary.commits)
     except DBAPIError as exc:
         raise_store_error(exc, engine.url, "write commit metadata to")
     summary.seconds = time.perf_counter() - start

@@ -44,9 +44,9 @@ def cmd_ingest(args: argparse.Namespace) -> int:
         print(f"REFUSED {path}: {reason}", file=sys.stderr)
     for path, reason in summary.errors:
         print(f"ERROR {path}: {reason}", file=sys.stderr)
-    note = summary.unknown_note()
-    if note is not None:
-        print(f"WARNING {note}", file=sys.stderr)
+    for note in (summary.unknown_note(), summary.environments_note()):
+        if note is not None:
+            print(f"WARNING {note}", file=sys.stderr)
     if not args.quiet or summary.failed:
         print(f"{summary.line()} into {display_url(url)}")
     return summary.exit_status

@@ -371,3 +371,19 @@ def test_ingest_speed_floor(tmp_path: Path, sqlite_url: str) -> None:
     assert first.results == hist.total_results == 12_000
     assert first.results / first.seconds > 4_000, first.line()
     assert first.seconds / again.seconds > 5, (first.line(), again.line())
+
+
+def test_a_commit_measured_in_two_environments_is_named(tmp_path: Path, sqlite_url: str) -> None:
+    """One series pools a commit's runs whatever their asv environment: ingest says where that happens, and a
+    runner that moved from one environment to the next (no commit in both) is not warned about."""
+    root = tmp_path / "results"
+    for commit, env in (("a", "virtualenv-py3.11"), ("a", "virtualenv-py3.12"), ("b", "virtualenv-py3.12"),
+                        ("c", "existing-py3.11"), ("d", "existing-py3.12")):  # fmt: skip
+        machine = "two-envs" if commit in "ab" else "upgraded"
+        doc = results_doc({"s.time_a": bench_row([1.0], [])}, commit=commit * 40, env_name=env, machine=machine)
+        write_results(root, doc)
+    summary = ingest_paths(make_engine(sqlite_url), [root], progress=False)
+    assert summary.ok and summary.mixed_environments == {("two-envs", "a" * 40): ["virtualenv-py3.11",
+                                                                                  "virtualenv-py3.12"]}  # fmt: skip
+    note = str(summary.environments_note())
+    assert "1 commit measured in several asv environments" in note and "aaaaaaaaaa on 'two-envs'" in note
