@@ -436,7 +436,9 @@ def parse_results(
     columns, results, params = _check_document(obj)
     commit_hash = _text_field(obj, "commit_hash", limits.COMMIT_SHA)
     if not _COMMIT_HASH.fullmatch(commit_hash):  # it reaches links and markdown (the nightly's issues)
-        raise AsvFormatError(f"'commit_hash' must be a hexadecimal git commit hash, got {show(commit_hash)}")
+        raise AsvFormatError(
+            f"'commit_hash' must be a git commit hash: 7 to 64 lowercase hexadecimal digits, got {show(commit_hash)}"
+        )
     env_name = _text_field(obj, "env_name", limits.ENV_NAME)
     machine, info, own = _machine(params, machine_info, machine_dir_name)
     groups, starts, ends = _groups(results, columns, benchmarks or {}, prepared)

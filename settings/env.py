@@ -61,14 +61,23 @@ DASHBOARD_URL = Var("MLAPERF_DASHBOARD_URL", "dashboard link in the nightly's is
 DASHBOARD_WRITABLE = Var("MLAPERF_DASHBOARD_WRITABLE", "1: the dashboard shows acknowledge/ignore buttons "
                          "(`mlaperf dashboard --writable`)", "0")  # fmt: skip
 DASHBOARD_MACHINE = Var("MLAPERF_DASHBOARD_MACHINE", "machine the dashboard's pages open on "
-                        "(`mlaperf dashboard --machine`)", "the first GPU machine")  # fmt: skip
+                        "(`mlaperf dashboard --machine`)", "the machine with the newest run")  # fmt: skip
 DEFAULT_BOT_LOGIN = "github-actions[bot]"  # who GITHUB_TOKEN writes as (settings.pr_contract.BOT_LOGIN)
 BOT_LOGIN = Var("MLAPERF_BOT_LOGIN", "GitHub login whose PR comment and alert issues mlaperf edits",
                 DEFAULT_BOT_LOGIN)  # fmt: skip
 
+# Read by the nightly's and the pull request's scripts (scripts/nightly.sh, scripts/pr.sh), not by Python.
+MACHINE = Var("MLAPERF_MACHINE", "asv machine name of the nightly's and PR's runs (`mlaperf run --machine`)",
+              "this host's name ('-cpu' appended on the CPU tier)")  # fmt: skip
+RUN_TIER = Var("MLAPERF_RUN_TIER", "tier of the nightly's and PR's runs (`mlaperf run --tier`: auto, gpu, cpu)",
+               "auto")  # fmt: skip
+NIGHT_DIR = Var("MLAPERF_NIGHT_DIR", "where scripts/nightly.sh keeps a night's plan, results and reports",
+                "artifacts/nightly")  # fmt: skip
+PR_DIR = Var("MLAPERF_PR_DIR", "where scripts/pr.sh keeps a pull request's results and report", "artifacts/pr")
+
 VARIABLES: tuple[Var, ...] = (
     DB, DEBUG, TIER, CONCURRENCY, ARCH_PROFILE, CEILINGS_FILE, AUTOTUNE_CACHE, COMPILE_CACHE, PDL, NIGHT_BUDGET,
-    REPO_URL, DASHBOARD_URL, DASHBOARD_WRITABLE, DASHBOARD_MACHINE, BOT_LOGIN,
+    REPO_URL, DASHBOARD_URL, DASHBOARD_WRITABLE, DASHBOARD_MACHINE, BOT_LOGIN, MACHINE, RUN_TIER, NIGHT_DIR, PR_DIR,
 )  # fmt: skip
 
 _TRUE = ("1", "true", "yes")

@@ -155,6 +155,12 @@ def test_product_modules_read_mlaperf_variables_through_settings_env() -> None:
         for path in _modules(pkg).values():
             used |= set(re.findall(r"\bMLAPERF_[A-Z_]*[A-Z]\b", path.read_text(encoding="utf-8")))
     assert used <= documented, f"MLAPERF_* names missing from settings.env.VARIABLES: {sorted(used - documented)}"
+    scripts = set()  # the service's own scripts (the test harness's MLAPERF_REQUIRE_* and PG ones are not)
+    for name in ("nightly.sh", "pr.sh", "pr-stage.sh", "demo.sh", "setup.sh"):
+        path = ROOT / "scripts" / name
+        if path.exists():
+            scripts |= set(re.findall(r"\bMLAPERF_[A-Z_]*[A-Z]\b", path.read_text(encoding="utf-8")))
+    assert scripts <= documented, f"scripts' MLAPERF_* names missing from settings.env: {sorted(scripts - documented)}"
 
 
 def test_architecture_doc_lists_the_allowed_edges() -> None:
