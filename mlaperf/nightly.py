@@ -402,8 +402,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     sub = parser.add_subparsers(dest="nightly_command", metavar="STEP", required=True)
-    p = sub.add_parser("plan", help="pick tonight's commits (confirmations, gaps, newest first) within the budget",
-                       formatter_class=DefaultsFormatter)  # fmt: skip
+    plan_help = "pick tonight's commits (confirmations, gaps, newest first) within the budget"
+    p = sub.add_parser("plan", help=plan_help, formatter_class=DefaultsFormatter,
+                       description=f"{plan_help[0].upper()}{plan_help[1:]}: one round's commits go to --out, one sha a "
+                       "line. Exit status: 0 planned (none is fine), 2 bad usage or input.")  # fmt: skip
     p.add_argument("--regressions", type=Path, default=None, metavar="FILE",
                    help="JSON of `mlaperf detect --json --all` (missing file: no regressions)")  # fmt: skip
     p.add_argument("--state", type=Path, default=Path("artifacts/nightly/state.json"), metavar="FILE",
@@ -422,8 +424,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_db(p)
     p.set_defaults(func=cmd_plan)
 
-    a = sub.add_parser("alert", help="open, update and close one GitHub issue per confirmed alert group",
-                       formatter_class=DefaultsFormatter)  # fmt: skip
+    alert_help = "open, update and close one GitHub issue per confirmed alert group"
+    a = sub.add_parser("alert", help=alert_help, formatter_class=DefaultsFormatter,
+                       description=f"{alert_help[0].upper()}{alert_help[1:]} (only the bot's own issues, label "
+                       f"{ISSUE_LABEL}); --dry-run writes the plan without calling GitHub. Exit status: 0 nothing "
+                       "opened, 1 an issue was opened, 2 bad usage or input, 3 a GitHub API error.")  # fmt: skip
     a.add_argument("--regressions", type=Path, required=True, metavar="FILE",
                    help="JSON of `mlaperf detect --json --all`")  # fmt: skip
     a.add_argument("--plan-out", type=Path, default=Path("artifacts/nightly/issues-plan.json"), metavar="FILE",
