@@ -7,6 +7,8 @@ GitHub-hosted runner, before any pull-request code runs anywhere. It fails close
 - a fork's head goes on only when the label (``run-benchmarks``) was added **after** the head was last pushed
   (the first workflow run for that SHA since the branch last showed another SHA: a head pushed, replaced and
   pushed again counts from its latest push); an older label is removed, with the reason;
+- a bot's pull request from a branch of this repository (Dependabot, Renovate) is gated as a fork's: the new
+  code it runs is upstream packages' that nobody here has read;
 - one label approves one run: the gate removes the label when it lets a fork's head run (a removal GitHub
   refuses means another run took it: this one does not run), so each new head needs a new label;
 - a fork's environment (``gpu-benchmarks-fork``) must exist with at least one required reviewer: GitHub
@@ -110,6 +112,19 @@ def take_label(client: GitHub, number: int, label: str) -> bool:
     return True
 
 
+def untrusted_origin(pr: dict[str, Any], head_repo: str, repository: str) -> str | None:
+    """Why a pull request's code is run as a fork's (label, reviewer, the fork's status context), or None.
+
+    A fork's, and also a bot's branch in this repository (Dependabot, Renovate): its new code is upstream
+    packages' that nobody here has read, so it waits for a maintainer as a stranger's does."""
+    if head_repo != repository:
+        return "a fork"
+    user = pr.get("user") or {}
+    if user.get("type") == "Bot":
+        return f"a bot ({user.get('login') or 'unknown'})"
+    return None
+
+
 def decide(client: GitHub, payload: dict[str, Any], label: str = LABEL) -> Decision:
     """The gate's decision for a ``workflow_run`` event payload."""
     run = payload.get("workflow_run") or {}
@@ -125,7 +140,8 @@ def decide(client: GitHub, payload: dict[str, Any], label: str = LABEL) -> Decis
         return Decision(False, f"no open pull request has head {head_sha} any more; nothing to benchmark")
     number, base_sha = int(pr["number"]), str(pr["base"]["sha"])
     fork_repo = str((pr["head"].get("repo") or {}).get("full_name") or "")
-    fork = fork_repo != client.repository
+    origin = untrusted_origin(pr, fork_repo, client.repository)
+    fork = origin is not None
     decision = Decision(False, "", number, base_sha, head_sha, fork)
     if pr.get("draft"):
         decision.reason = f"#{number} is a draft; benchmarks start when it is ready for review"
@@ -133,7 +149,7 @@ def decide(client: GitHub, payload: dict[str, Any], label: str = LABEL) -> Decis
     if fork:
         required_reviewers(client, FORK_ENVIRONMENT)
         if not any(x.get("name") == label for x in pr.get("labels") or []):
-            decision.reason = (f"#{number} comes from a fork: a maintainer reviews head {head_sha[:12]}, adds the "
+            decision.reason = (f"#{number} comes from {origin}: a maintainer reviews head {head_sha[:12]}, adds the "
                                f"label {label!r}, then approves the run of environment {FORK_ENVIRONMENT}")  # fmt: skip
             return decision
         labelled, pushed = label_added_at(client, number, label), pushed_at(client, head_sha, branch, fork_repo)

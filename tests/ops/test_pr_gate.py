@@ -141,6 +141,22 @@ def test_same_repository_and_unlabelled_and_gone(tmp_path: Path, github_server: 
     assert rc == 0 and out["run"] == "false" and "no open pull request" in log
 
 
+def test_a_bots_branch_in_this_repository_is_gated_as_a_forks(tmp_path: Path, github_server: Server) -> None:
+    """Dependabot's or Renovate's pull request runs upstream packages' new code: a label and a reviewer first,
+    and its figures report under the fork's context."""
+    bot = {"login": "dependabot[bot]", "type": "Bot"}
+    github = github_server(seed([pull(fork=False, labels=(), user=bot)]))
+    rc, log, out, _ = gate(tmp_path, github, owner="acme")
+    assert rc == 0 and out["run"] == "false" and "comes from a bot (dependabot[bot])" in log
+    github = github_server(seed([pull(fork=False, user=bot)]))
+    rc, log, out, _ = gate(tmp_path, github, owner="acme")
+    assert rc == 0 and out["run"] == "true" and out["fork"] == "true" and out["environment"] == "gpu-benchmarks-fork"
+    assert github.state()["statuses"][0]["context"] == FORK_CONTEXT
+    github = github_server(seed([pull(fork=False, labels=(), user={"login": "maint", "type": "User"})], environment=None))
+    rc, log, out, _ = gate(tmp_path, github, owner="acme")
+    assert rc == 0 and out["run"] == "true" and out["fork"] == "false"
+
+
 def test_container_switch_names_the_image_of_the_default_branch_commit(tmp_path: Path, github_server: Server) -> None:
     """--container: the benchmark job's image, tagged with this workflow's commit and in lower case (GHCR)."""
     github = github_server(seed([pull()]))
