@@ -279,13 +279,19 @@ def _compare(pair: SeriesPair, prep: _Prepared, alpha: float, z_crit: float, p: 
     else:
         significant, method = False, "none"
     limit = 1.0 + pair.threshold
-    regression = significant and worse > limit
-    improvement = significant and worse < 1.0 / limit
+    return _verdict(common, significant, worse > limit, worse < 1.0 / limit, method, p, ratio, worse)
+
+
+def _verdict(common: dict[str, Any], significant: bool, worse: bool, better: bool, method: str, p: float | None,
+             ratio: float | None = None, slowdown: float | None = None) -> Comparison:  # fmt: skip
+    """The row: a regression is a significant change past the threshold the worse way, an improvement the
+    other way, anything else unchanged."""
+    regression, improvement = significant and worse, significant and better
     return Comparison(
         **common,
         status=REGRESSED if regression else IMPROVED if improvement else UNCHANGED,
         ratio=ratio,
-        slowdown=worse,
+        slowdown=slowdown,
         significant=bool(significant),
         regression=bool(regression),
         method=method,
@@ -315,18 +321,8 @@ def _compare_signed(pair: SeriesPair, common: dict[str, Any], alpha: float, p: f
     else:
         significant, method = False, "none"
     # The ratio rule's thresholds on 1 + change: beyond +t is worse, beyond t / (1 + t) better.
-    regression = significant and worse > pair.threshold
-    improvement = significant and worse < -pair.threshold / (1.0 + pair.threshold)
-    return Comparison(
-        **common,
-        status=REGRESSED if regression else IMPROVED if improvement else UNCHANGED,
-        ratio=None,
-        slowdown=None,
-        significant=bool(significant),
-        regression=bool(regression),
-        method=method,
-        p_value=p,
-    )
+    t = pair.threshold
+    return _verdict(common, significant, worse > t, worse < -t / (1.0 + t), method, p)
 
 
 def compare_commits(
