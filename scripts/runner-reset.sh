@@ -5,7 +5,8 @@
 # 1. kills every process of that user but itself and its ancestors (the runner's Listener and Worker): a job's
 #    daemon leaves its process group and session (setsid, double fork) but not its user (RESET_KILL=0: skip);
 # 2. compares the runner's folder (RUNNER_ROOT, default ~/actions-runner; _work, _diag, registration aside) with a
-#    root-owned pristine copy when RUNNER_PRISTINE names one: a difference leaves the marker (below) and exits 1;
+#    root-owned pristine copy when RUNNER_PRISTINE names one: a difference leaves the marker (below) and exits 1,
+#    as does a process that outlived the kill;
 # 3. removes everything in $HOME but RUNNER_ROOT, the work folder's contents (RUNNER_WORK, default
 #    RUNNER_ROOT/_work) and the user's files in RESET_TMP_DIRS (default "/tmp /dev/shm").
 # The next job's first step fails while the marker .mlaperf-pr-job is in $HOME, so a reset that did not run is
@@ -83,6 +84,7 @@ if [[ -d "$work" ]]; then for entry in "$work"/*; do remove "$entry"; done; fi
 read -r -a tmp_dirs <<< "${RESET_TMP_DIRS:-/tmp /dev/shm}"
 while IFS= read -r -d '' entry; do remove "$entry"; done < <(
   find "${tmp_dirs[@]}" -mindepth 1 -maxdepth 1 -user "$uid" -print0 2>/dev/null || true)
-if [[ -n "$tainted" && -z "$dry" ]]; then echo 0 > "$home/.mlaperf-pr-job"; fi  # the next job stops at its first step
+# A changed runner folder or a process that outlived the kill: the next job stops at its first step.
+if [[ ( -n "$tainted" || "$status" != 0 ) && -z "$dry" ]]; then echo 0 > "$home/.mlaperf-pr-job"; fi
 echo "runner-reset: ${dry:+(dry run) }reset $home (kept $runner_root)${tainted:+; runner folder CHANGED}"
 exit "$status"
