@@ -311,7 +311,6 @@ def _compare_signed(pair: SeriesPair, common: dict[str, Any], alpha: float, p: f
     """Both sides measured, one of them 0 or below: no ratio, so the value's own relative change decides
     (the module docstring's rule); ``ratio`` and ``slowdown`` stay None."""
     change = relative_change(pair.base, pair.head) or 0.0
-    worse = change if pair.direction == UP_IS_WORSE else -change
     if p is not None:
         significant, method = p < alpha, "mann-whitney"
     elif (ci := _ci_apart(pair)) is not None:
@@ -320,9 +319,12 @@ def _compare_signed(pair: SeriesPair, common: dict[str, Any], alpha: float, p: f
         significant, method = True, "zero"
     else:
         significant, method = False, "none"
-    # The ratio rule's thresholds on 1 + change: beyond +t is worse, beyond t / (1 + t) better.
+    # The ratio rule on 1 + change: a rise past +t, a fall past -t / (1 + t) (a ratio below 1 / (1 + t)); which
+    # of the two is worse follows the direction.
     t = pair.threshold
-    return _verdict(common, significant, worse > t, worse < -t / (1.0 + t), method, p)
+    rise, fall = change > t, change < -t / (1.0 + t)
+    worse, better = (rise, fall) if pair.direction == UP_IS_WORSE else (fall, rise)
+    return _verdict(common, significant, worse, better, method, p)
 
 
 def compare_commits(

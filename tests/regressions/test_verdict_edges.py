@@ -182,3 +182,21 @@ def test_backfilled_commits_move_alerts_and_their_group(
     full = _groups(store_url, capsys)
     assert {(r[2], r[3], r[5], r[6]) for r in full} == {(h.shas[19], h.shas[20], h.shas[19], h.shas[20])}
     assert _groups(nightly, capsys) == full
+
+
+def test_signed_values_take_the_ratio_rules_thresholds_in_both_directions() -> None:
+    """A value at or below 0 has no ratio; its relative change meets the same thresholds a ratio would, the
+    right way round for a rate (down is worse) too: -100 -> -104.8 is the 4.8% fall that 100 -> 95.2 is."""
+    from regressions.compare import SeriesPair, compare_pair
+    from regressions.direction import DOWN_IS_WORSE, UP_IS_WORSE
+
+    def status(base: float, head: float, direction: str) -> str:
+        ci = lambda v: (v - 0.01 * abs(v), v + 0.01 * abs(v))  # noqa: E731 - intervals apart: significant
+        pair = SeriesPair(benchmark="m.C.track_x", params={}, machine="m", unit="unit", direction=direction,
+                          threshold=0.05, base=base, head=head, base_ci=ci(base), head_ci=ci(head))  # fmt: skip
+        return compare_pair(pair).status
+
+    for direction in (UP_IS_WORSE, DOWN_IS_WORSE):
+        for base, head in ((100.0, 95.2), (100.0, 104.8), (100.0, 106.0), (100.0, 94.0)):
+            assert status(-base, -base + (head - base), direction) == status(base, head, direction), (base, head)
+    assert status(-100.0, -104.8, DOWN_IS_WORSE) == "regressed" and status(-100.0, -95.1, DOWN_IS_WORSE) == "unchanged"
