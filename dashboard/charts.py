@@ -12,12 +12,15 @@ tab's first Plotly chart costs it the 4.7 MB Plotly bundle to load and parse (mo
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
 
 from dashboard import fmt, frames
+from regressions.direction import DOWN_IS_WORSE
+from regressions.units import fmt_value_change, relative_change
 
 # Okabe & Ito (2008), ordered so the first colours contrast best on white, yellow last; their black is a
 # purple here: black lines vanish on Streamlit's dark background.
@@ -159,19 +162,24 @@ def compare_spec(cmp: pd.DataFrame, *, title: str, top: int = 15) -> dict:
     """The ``top`` largest changes as bars of percent worse (right, vermillion) or better (left, green);
     bars of changes that are not significant or within the threshold are grey."""
     df = cmp.dropna(subset=["slowdown"]).copy()
-    df["pct"] = (df["slowdown"].astype(float) - 1.0) * 100.0
+    # The value's own relative change (a rate 4,174 -> 18,780 is 350% better), signed + worse by direction.
+    worse_up = df["direction"] != DOWN_IS_WORSE
+    rel = [relative_change(b, h) for b, h in zip(df["base"], df["head"], strict=True)]
+    df["pct"] = [(r if up else -r) * 100.0 if r is not None and math.isfinite(r) else 0.0
+                 for r, up in zip(rel, worse_up, strict=True)]
     # Regressions first (worst first), then improvements, then the largest other changes: a lone regression
     # is never crowded out by larger improvements or by derived metrics (GB/s, roofline fraction) moving.
     rank = df["status"].map({"regressed": 0, "improved": 1}).fillna(2)
     df = df.assign(_rank=rank, _size=-df["pct"].abs()).sort_values(["_rank", "_size"], kind="stable").head(top)
     bars = pd.DataFrame({
-        "series": list(frames.series_label(df["benchmark"], df["label"])),
+        "series": list(df["series"]),
         "pct": df["pct"].to_numpy(),
         "status": df["status"].to_numpy(),
-        "change": [f"{fmt.fmt_value(b, u)} → {fmt.fmt_value(h, u)} ({fmt.fmt_ratio(r)}, p {fmt.fmt_p(p)})"
-                   for b, h, u, r, p in zip(df["base"], df["head"], df["unit"], df["ratio"], df["p_value"],
-                                            strict=True)],
-        "pct_text": [f"{v:+.1f}% (direction-aware)" for v in df["pct"]],
+        "change": [f"{fmt.fmt_value(b, u, benchmark=n)} → {fmt.fmt_value(h, u, benchmark=n)} ({fmt.fmt_ratio(r)}, "
+                   f"p {fmt.fmt_p(p)})" for b, h, u, n, r, p in
+                   zip(df["base"], df["head"], df["unit"], df["benchmark"], df["ratio"], df["p_value"], strict=True)],
+        "pct_text": [fmt_value_change(b, h, d) for b, h, d in zip(df["base"], df["head"], df["direction"],
+                                                                  strict=True)],
     })
     statuses = [s for s in STATUS_COLORS if s in set(bars["status"])]
     return {
@@ -221,7 +229,7 @@ def sweep_spec(
         "encoding": {
             "x": {"field": "x", "type": "quantitative" if numeric_x else "ordinal", "title": x_name,
                   **({"scale": {"type": "log"}} if log_x and numeric_x else {})},
-            "y": {"field": "y", "type": "quantitative", "title": f"value ({axis_unit})"},
+            "y": {"field": "y", "type": "quantitative", "title": fmt.axis_title("value", axis_unit)},
             "color": {"field": "group", "type": "nominal", "scale": _scale(groups, OKABE_ITO),
                       "legend": _legend(groups)},
             "tooltip": [{"field": "group", "title": "series"}, {"field": "x", "title": x_name},

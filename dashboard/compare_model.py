@@ -10,6 +10,7 @@ from collections.abc import Callable, Mapping, Sequence
 import pandas as pd
 
 from dashboard import fmt, frames
+from regressions.units import fmt_value_change
 
 STATUS_TITLES = {
     "regressed": "Regressed", "missing": "Missing at head", "improved": "Improved", "failed": "Failed",
@@ -58,9 +59,18 @@ def changed(cmp: pd.DataFrame) -> pd.DataFrame:
 
 
 def with_labels(cmp: pd.DataFrame, names: Mapping[str, Sequence[str]]) -> pd.DataFrame:
-    """``cmp`` with each series' parameters as ``label`` (in asv's order of ``names``)."""
+    """``cmp`` with each series' parameters as ``label`` and its name as ``series`` (in asv's order of
+    ``names``)."""
     return cmp.assign(label=[frames.params_label(k, names.get(b))
-                             for b, k in zip(cmp["benchmark"], cmp["params_key"], strict=True)])
+                             for b, k in zip(cmp["benchmark"], cmp["params_key"], strict=True)],
+                      series=frames.series_label(cmp["benchmark"], cmp["params_key"], names))
+
+
+def _values(view: pd.DataFrame, side: str) -> list[str]:
+    """One side's values in their unit (a unitless track_ as a count), its status where there is none."""
+    missing = view[f"{side}_status"].map(lambda s: s.replace("_", " "))
+    return [fmt.fmt_value(v, u, missing=m, benchmark=b)
+            for v, u, m, b in zip(view[side], view["unit"], missing, view["benchmark"], strict=True)]
 
 
 def table_rows(cmp: pd.DataFrame, shown: Sequence[str], history_link: Callable[[str, str], str]
@@ -73,17 +83,15 @@ def table_rows(cmp: pd.DataFrame, shown: Sequence[str], history_link: Callable[[
     view = view.assign(_o=view["status"].map(order), _w=-view["slowdown"].fillna(0)).sort_values(["_o", "_w"])
     table = pd.DataFrame({
         "status": view["status"].map(lambda s: STATUS_TITLES[s].lower()),
-        "series": frames.series_label(view["benchmark"], view["label"]),
+        "series": view["series"],
         # The link next to the name: at 1,280 px the last columns scroll out of view.
         "history": [history_link(b, k) for b, k in zip(view["benchmark"], view["params_key"], strict=True)],
-        "before": [fmt.fmt_value(v, u, missing=side) for v, u, side in
-                   zip(view["base"], view["unit"], view["base_status"].map(lambda s: s.replace("_", " ")),
-                       strict=True)],
-        "after": [fmt.fmt_value(v, u, missing=side) for v, u, side in
-                  zip(view["head"], view["unit"], view["head_status"].map(lambda s: s.replace("_", " ")),
-                      strict=True)],
+        "before": _values(view, "base"),
+        "after": _values(view, "head"),
         "ratio": view["ratio"].map(fmt.fmt_ratio),
-        "change": view["slowdown"].map(fmt.fmt_change),
+        # The value's own relative change (a rate 4,174 -> 18,780 reads +350% better), not the slowdown's.
+        "change": [fmt_value_change(b, h, d) if r == r else "-" for b, h, d, r in
+                   zip(view["base"], view["head"], view["direction"], view["ratio"], strict=True)],
         "p": view["p_value"].map(fmt.fmt_p),
         "method": view["method"],
         "threshold": view["threshold"].map(lambda t: f"{t:.0%}"),

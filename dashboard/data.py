@@ -11,7 +11,6 @@ lists).
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import numpy as np
@@ -22,6 +21,7 @@ from sqlalchemy.orm import Session
 
 from dashboard import notes, store_check, triage
 from db import queries
+from db.models import params_key
 
 TTL = 300
 
@@ -175,7 +175,7 @@ def compare(url: str, machine: str, base_sha: str, head_sha: str, threshold: flo
     # The comparisons' own fields (``Comparison.to_json`` deep-copies every params dict, a third of the
     # time here at 552 series); numbers that are not finite become NaN, as to_json's None does.
     df = pd.DataFrame([vars(c) for c in comparisons])
-    df["params_key"] = [json.dumps(p, sort_keys=True) for p in df["params"]]
+    df["params_key"] = [params_key(p) for p in df["params"]]  # the store's key rule, not a copy of it
     for c in ("base", "head", "ratio", "slowdown", "p_value"):
         values = pd.to_numeric(df[c], errors="coerce").astype(float)
         df[c] = values.where(np.isfinite(values))

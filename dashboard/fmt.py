@@ -11,24 +11,27 @@ from typing import Any
 
 import pandas as pd
 
-from regressions import report
+from regressions import report, units
 from regressions.units import (
+    BYTE_UNITS,
+    NO_UNIT,
     TIME_UNITS,
     fmt_change,
     fmt_p,
     fmt_ratio,
     fmt_time,
-    fmt_value,
     is_missing,
     is_time,
     plural,
     sig,
     time_unit,
+    unit_of,
 )
 
 __all__ = [
     "SHA_LEN",
     "TIME_UNITS",
+    "axis_title",
     "axis_unit",
     "commit_label",
     "commit_range",
@@ -49,10 +52,12 @@ __all__ = [
     "sig",
     "subject",
     "time_unit",
+    "unit_of",
     "versions",
 ]
 
 SHA_LEN = 8
+_BYTE_NAMES = ("B", "KiB", "MiB", "GiB", "TiB")
 
 
 def axis_unit(values: Any, unit: str | None) -> tuple[float, str]:
@@ -63,20 +68,32 @@ def axis_unit(values: Any, unit: str | None) -> tuple[float, str]:
         return time_unit(values)
     if unit == "fraction":
         return 100.0, "%"
-    return 1.0, str(unit or "")
+    if unit in BYTE_UNITS:  # in the scale of their median, as fmt_value shows them (512 MiB)
+        finite = sorted(abs(float(v)) for v in values if not is_missing(v))
+        median = finite[len(finite) // 2] if finite else 0.0
+        name = units.fmt_bytes(median).rsplit(" ", 1)[-1]  # the scale is units.fmt_bytes' choice
+        return 1024.0 ** -_BYTE_NAMES.index(name), name
+    return 1.0, "" if unit in NO_UNIT else str(unit or "")  # a count has no unit to name
+
+
+def fmt_value(value: Any, unit: Any, missing: str = "failed", *, benchmark: str | None = None) -> str:
+    """``regressions.units.fmt_value`` of a frame's cell: a unit pandas read as NaN (none stored) is none, so a
+    ``track_`` without one shows as a count (``benchmark``: its asv name), never as ``12.0 nan`` or seconds."""
+    return units.fmt_value(value, unit if isinstance(unit, str) else None, missing, benchmark=benchmark)
+
+
+def axis_title(quantity: str, name: str) -> str:
+    """``time (us)``; a count's axis (no unit name) just ``value``."""
+    return f"{quantity} ({name})" if name else quantity
 
 
 def fmt_bytes(n: Any) -> str:
-    """RAM and memory sizes: ``126 GiB`` from a byte count (asv's ``ram`` is a string of bytes)."""
+    """RAM and memory sizes: ``126 GiB`` from a byte count (asv's ``ram`` is a string of bytes), by
+    ``regressions.units.fmt_bytes``."""
     try:
-        v = float(n)
+        return units.fmt_bytes(float(n))
     except (TypeError, ValueError):
         return str(n)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(v) < 1024 or unit == "TiB":
-            return f"{sig(v)} {unit}" if unit != "B" else f"{v:,.0f} B"
-        v /= 1024.0
-    return f"{v:g}"
 
 
 def fmt_speedup(ratio: Any) -> str:

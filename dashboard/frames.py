@@ -5,14 +5,15 @@ Nothing here touches Streamlit or the database, so it is unit-testable on plain 
 
 from __future__ import annotations
 
-import ast
 import functools
 import json
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import pandas as pd
+
+from regressions import labels
 
 
 def parse_param(value: Any) -> Any:
@@ -23,11 +24,7 @@ def parse_param(value: Any) -> Any:
 @functools.lru_cache(maxsize=4096)
 def _parse_text(value: str) -> Any:
     # Cached: a page parses the same few values for hundreds of series, and the results are immutable.
-    try:
-        parsed = ast.literal_eval(value)
-    except (ValueError, SyntaxError, MemoryError, RecursionError, TypeError):
-        return value
-    return parsed if isinstance(parsed, (str, int, float, bool)) or parsed is None else value
+    return labels.param_value(value)
 
 
 def params_dict(params: Any) -> dict[str, Any]:
@@ -41,26 +38,36 @@ def params_dict(params: Any) -> dict[str, Any]:
     return {str(k): parse_param(v) for k, v in params.items()}
 
 
+def _raw(params: Any) -> dict[str, Any]:
+    """A result's params as stored (asv's repr strings), from a dict or a ``params_key`` JSON string."""
+    if params is None or (isinstance(params, float) and math.isnan(params)):
+        return {}
+    return json.loads(params) if isinstance(params, str) and params else params if isinstance(params, dict) else {}
+
+
 def params_label(params: Any, names: Iterable[str] | None = None, *, only: bool = False) -> str:
-    """``impl=mma, concurrency=64`` (empty for a benchmark without parameters); ``names`` (asv's
-    ``param_names``) orders the parameters, others follow unless ``only``."""
-    d = params_dict(params)
+    """``impl=mma, concurrency=64`` (empty for a benchmark without parameters): ``regressions.labels``' rule,
+    so the dashboard, the site and the CLI name a series alike; ``names`` (asv's ``param_names``) orders the
+    parameters, others follow unless ``only``."""
+    raw = _raw(params)
     order = list(names or [])
-    keys = [n for n in order if n in d] + ([] if only else [k for k in d if k not in order])
-    return ", ".join(f"{k}={d[k]}" for k in keys)
+    return labels.params_label({k: v for k, v in raw.items() if k in order} if only else raw, order)
 
 
-def series_label(benchmarks: pd.Series, labels: pd.Series) -> pd.Series:
-    """``SparseDecode.time_decode [impl=mma, concurrency=64]``: the benchmark's class and method with the
-    series' parameters (``params_label``), as the tables and charts name a series."""
-    return benchmarks.str.rsplit(".", n=2).str[-2:].str.join(".") + " [" + labels + "]"
+def series_label(benchmarks: pd.Series, keys: pd.Series, names: Mapping[str, Sequence[str]] | None = None
+                 ) -> pd.Series:
+    """``bench_decode.SparseDecode.time_decode [impl=mma, concurrency=64]`` per row of ``benchmarks`` and their
+    ``keys`` (params_keys), in asv's order of ``names`` (benchmark -> param_names): ``regressions.labels``'."""
+    order = names or {}
+    return pd.Series([labels.series_label(str(b), _raw(k), order.get(b)) for b, k in zip(benchmarks, keys,
+                                                                                          strict=True)],
+                     index=benchmarks.index, dtype=object)
 
 
 def rank(value: Any) -> tuple[int, float, str]:
-    """Sort key of one parameter value: numbers numerically (1, 2, 16, 128), then text (bools as text)."""
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return (0, float(value), "")
-    return (1, 0.0, str(value))
+    """Sort key of one parameter value (``regressions.labels.value_rank``): numbers, and numeric-looking
+    strings, numerically (1, 2, 16, 128), then text (bools as text)."""
+    return labels.value_rank(value)
 
 
 def value_order(values: Iterable[Any]) -> list[Any]:

@@ -185,7 +185,7 @@ def _axes(ok: pd.DataFrame, *, unit: str | None, axis_unit: str, mult: float, n:
          "axis": {"title": "commit (history order)", "labelExpr": f"{SHA_PARAM}[datum.value - {int(start)}] || ''",
                   "labelAngle": -30, "tickMinStep": 1, "tickCount": 12}}
     quantity = "time" if fmt.is_time(unit) else "value"
-    y: dict = {"field": "y", "type": "quantitative", "title": f"{quantity} ({axis_unit})",
+    y: dict = {"field": "y", "type": "quantitative", "title": fmt.axis_title(quantity, axis_unit),
                "scale": {"zero": False}, "axis": {"labelExpr": NUMBER_LABELS}}
     if log_y and not ok.empty:
         y.update(scale={"type": "log"},

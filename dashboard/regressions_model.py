@@ -23,7 +23,7 @@ def _labels(benchmarks: pd.Series, keys: pd.Series, names: Mapping[str, Sequence
 def with_names(regs: pd.DataFrame, names: Mapping[str, Sequence[str]]) -> pd.DataFrame:
     """``regs`` with ``label`` (its parameters, in asv's order of ``names``) and ``series_name``."""
     regs = regs.assign(label=_labels(regs["benchmark"], regs["params_key"], names))
-    return regs.assign(series_name=frames.series_label(regs["benchmark"], regs["label"]))
+    return regs.assign(series_name=frames.series_label(regs["benchmark"], regs["params_key"], names))
 
 
 def filtered(regs: pd.DataFrame, text: str | None, assignee: str | None) -> pd.DataFrame:
@@ -65,8 +65,8 @@ def group_rows(group_frame: pd.DataFrame, *, all_machines: bool, compare_link: C
 
 def _before_after(frame: pd.DataFrame) -> list[str]:
     units = frame["unit"] if "unit" in frame else pd.Series([None] * len(frame), index=frame.index)
-    return [f"{fmt.fmt_value(b, u)} → {fmt.fmt_value(a, u)}"
-            for b, a, u in zip(frame["before"], frame["after"], units, strict=True)]
+    return [f"{fmt.fmt_value(b, u, benchmark=n)} → {fmt.fmt_value(a, u, benchmark=n)}"
+            for b, a, u, n in zip(frame["before"], frame["after"], units, frame["benchmark"], strict=True)]
 
 
 def regression_rows(view: pd.DataFrame, *, all_machines: bool, history_link: HistoryLink,
@@ -105,8 +105,7 @@ def closed_rows(shown: pd.DataFrame, names: Mapping[str, Sequence[str]], *, all_
     """The closed steps' table (``closed.closed_steps`` rows): status, series, commits, values, why."""
     out = pd.DataFrame({
         "status": shown["status"],
-        "series": frames.series_label(shown["benchmark"], pd.Series(
-            _labels(shown["benchmark"], shown["params_key"], names), index=shown.index)),
+        "series": frames.series_label(shown["benchmark"], shown["params_key"], names),
         "commits": [fmt.commit_range(p, s) for p, s in zip(shown["parent_sha"], shown["sha"], strict=True)],
         "before → after": _before_after(shown),
         "ratio": shown["ratio"].map(fmt.fmt_ratio),

@@ -113,16 +113,21 @@ def grid(series: pd.DataFrame, values: pd.DataFrame, commit_ids: Sequence[int], 
 def names(table: pd.DataFrame, param_names: dict[str, list[str]] | None = None) -> pd.Series:
     """``SparseDecode.time_decode [impl=mma, concurrency=64]`` for the rows of :func:`grid` (only for the rows
     shown: parsing every series' parameters is the grid's largest cost)."""
-    order = param_names or {}
-    labels = [frames.params_label(k, order.get(b)) for b, k in zip(table["benchmark"], table["params_key"],
-                                                                    strict=True)]
-    return frames.series_label(table["benchmark"].astype(str), pd.Series(labels, index=table.index, dtype=object))
+    return frames.series_label(table["benchmark"].astype(str), table["params_key"], param_names)
 
 
 def search_text(table: pd.DataFrame) -> pd.Series:
     """What :func:`search` matches per row: the benchmark name and its parameters as ``impl=mma``."""
     return table["benchmark"].astype(str) + " " + table["params_key"].astype(str).str.replace(
         r'"(\w+)": "\'?([^"\']*)\'?"', r"\1=\2", regex=True)
+
+
+def largest_first(table: pd.DataFrame) -> pd.DataFrame:
+    """Rows of :func:`grid` by the size of their latest change, largest first, none last. The size is
+    ``|log change|``: a time halving and a rate doubling (``-50% better``, ``+100% better``) are as large."""
+    with np.errstate(all="ignore"):
+        size = np.abs(np.log(table["change"].astype(float)))
+    return table.assign(_w=size).sort_values("_w", ascending=False, na_position="last").drop(columns="_w")
 
 
 def search(table: pd.DataFrame, query: str) -> pd.DataFrame:

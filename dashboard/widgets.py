@@ -399,7 +399,7 @@ def sweep_section(results: pd.DataFrame, *, key: str, title_suffix: str = "") ->
     bench = url_selectbox("Benchmark", names, key=f"{key}_bench")
     rows = results[results["benchmark"] == bench]
     df, pcols = frames.expand_params(rows)
-    unit = rows["unit"].dropna().iloc[0] if "unit" in rows and rows["unit"].notna().any() else None
+    unit = fmt.unit_of(bench, rows["unit"].dropna().iloc[0] if "unit" in rows and rows["unit"].notna().any() else None)
     if not pcols:
         st.metric(bench, fmt.fmt_value(float(rows["value"].iloc[0]), unit))
         return
@@ -454,15 +454,15 @@ def summary_grid(ctx: Context, *, key: str, limit: int | None = None, by_change:
     query = url_text("Search benchmarks and parameters", key=key, placeholder="every word counts, e.g. decode mma 64")
     shown = summary.search(table, query)
     if by_change:
-        shown = shown.assign(_w=(shown["change"].astype(float) - 1.0).abs()).sort_values(
-            "_w", ascending=False, na_position="last")
+        shown = summary.largest_first(shown)
     listed = shown.head(limit) if limit else shown
     links.grid(pd.DataFrame({
         "series": summary.names(listed, data.param_names(ctx.url)),
-        "latest": [fmt.fmt_value(v, u) for v, u in zip(listed["latest"], listed["unit"], strict=True)],
+        "latest": [fmt.fmt_value(v, u, benchmark=b)
+                   for v, u, b in zip(listed["latest"], listed["unit"], listed["benchmark"], strict=True)],
         # Measured values only: the grid's line chart refuses a list with gaps (it shows the list as text).
         "newest values": [[v for v in s.tolist() if v == v] for s in listed["spark"]],
-        "latest change": listed["change"].map(lambda c: fmt.fmt_change(c) if c == c else ""),
+        "latest change": listed["change_text"],
         "last flagged": listed["flag"],
         "history": [links.history(ctx.machine, b, k) for b, k in zip(listed["benchmark"], listed["params_key"],
                                                                      strict=True)],

@@ -124,7 +124,7 @@ def build(session: Session, out: Path, *, machines: list[str] | None = None, rep
     from regressions.config import Settings
 
     from .publish_ids import machine_folder
-    from .publish_model import Links, machine_site
+    from .publish_model import Links, machine_site, series_ids
 
     settings = settings or Settings()
     known = machine_rule.order(queries.machines(session))
@@ -135,12 +135,15 @@ def build(session: Session, out: Path, *, machines: list[str] | None = None, rep
     wanted = [m for m in known if not machines or m in machines]
     files = nbytes = n_series = 0
     listed = []
+    # Which machines measured each series: a History page offers those to overlay (their files hold the values).
+    ids = {machine_folder(name): series_ids(session, name) for name in wanted}
     for name in wanted:
         folder = machine_folder(name)
         site = machine_site(session, name, settings, Links(folder, repo_url))
         nbytes += _write(out / "data" / folder / "index.js", _script(f"{folder}/index", site.index))
         files += 1
         for sid, history in site.histories.items():
+            history["elsewhere"] = [f for f, theirs in ids.items() if f != folder and sid in theirs]
             nbytes += _write(out / "data" / folder / f"s{sid}.js", _script(f"{folder}/s{sid}", history))
             files += 1
         n_series += len(site.index["grid"])

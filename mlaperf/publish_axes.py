@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from dashboard.charts import log_ticks
-from dashboard.fmt import axis_unit, is_time
+from dashboard.fmt import axis_title, axis_unit, is_time
 
 SI = ((1e9, "G"), (1e6, "M"), (1e3, "k"))
 # Values spanning more than this factor are drawn on a log axis.
@@ -70,7 +70,7 @@ def value_axis(values: Sequence[float], unit: str | None, *, zero: bool = False,
     finite = [float(v) for v in values if v is not None and math.isfinite(v)]
     mult, name = axis_unit(finite, unit)
     quantity = "time" if is_time(unit) else "value"
-    axis: dict[str, Any] = {"title": title or f"{quantity} ({name})", "log": False}
+    axis: dict[str, Any] = {"title": title or axis_title(quantity, name), "log": False}
     if not finite:
         return {**axis, "domain": [0.0, 1.0], "ticks": [], "labels": []}
     lo, hi = min(finite) * mult, max(finite) * mult

@@ -50,7 +50,9 @@ def flagged(regs: pd.DataFrame, commits: pd.DataFrame, commit_link: CommitLink) 
     out: dict[tuple[str, str], Any] = {}
     if regs.empty:
         return out
-    units = regs["unit"].where(regs["unit"].notna(), "")
+    # By the unit values are shown in: a unitless track_ is a count, never grouped with (or read as) seconds.
+    units = pd.Series([fmt.unit_of(str(b), u if isinstance(u, str) else None) or "" for b, u in
+                       zip(regs["benchmark"], regs["unit"], strict=True)], index=regs.index)
     for unit, flag in regs.groupby(units, sort=False):
         u = str(unit) or None
         marks = history_model.flagged_markers(flag, commits, {}, u)
@@ -87,6 +89,7 @@ def series_history(hist: pd.DataFrame, pos_of: dict[int, int], *, label: str, su
         "x": {**position_axis(pos, short), "title": "commit (history order)"},
         "caption": f"{fmt.plural(n, 'commit')} measured; {better.lower()} is better. {LEGEND}",
         "markers": [], "table": None,
+        "elsewhere": [],  # the other machines' folders with this series (``mlaperf.publish.build``)
     }
 
 
@@ -102,11 +105,12 @@ def histories(s: Session, machine: str, series: pd.DataFrame, commits: pd.DataFr
     for bench, rows in indexed.groupby("benchmark", sort=False):
         hist = queries.history(s, str(bench), list(rows["params_key"]), machine)
         row_of = dict(zip(rows["params_key"], rows["_row"], strict=True))
-        unit_of = dict(zip(rows["params_key"], rows["unit"], strict=True))
+        stored_unit = dict(zip(rows["params_key"], rows["unit"], strict=True))
         for key, h in hist.groupby("params_key", sort=False):
-            unit = unit_of[key] if isinstance(unit_of[key], str) else None
+            stored = stored_unit[key] if isinstance(stored_unit[key], str) else None
             page = series_history(h, pos_of, label=labels[int(row_of[key])], subtitle=f"{bench} · {machine}",
-                                  unit=unit, direction=direction_for(str(bench), unit, settings), short=short)
+                                  unit=fmt.unit_of(str(bench), stored),
+                                  direction=direction_for(str(bench), stored, settings), short=short)
             page.update(flags.get((str(bench), str(key)), {}))
             out[series_id(str(bench), str(key))] = page
     return out

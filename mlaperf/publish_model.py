@@ -89,8 +89,8 @@ def grid_rows(grid: pd.DataFrame, names: pd.Series, threshold: Callable[[str], f
         limit = 1.0 + threshold(str(r.benchmark))
         tone = "" if change is None else "worse" if change > limit else "better" if change < 1 / limit else ""
         rows.append({"id": series_id(str(r.benchmark), str(r.params_key)), "name": names.iloc[i],
-                     "latest": fmt.fmt_value(r.latest, r.unit),
-                     "spark": _spark(r.spark), "change": fmt.fmt_change(change) if change is not None else "",
+                     "latest": fmt.fmt_value(r.latest, r.unit, benchmark=str(r.benchmark)),
+                     "spark": _spark(r.spark), "change": r.change_text,
                      "tone": tone, "flag": r.flag, "search": search.iloc[i]})
     return rows
 
@@ -170,6 +170,12 @@ def throughput(s: Session, machine: str, sha: str) -> list[dict[str, Any]]:
                     "default": "" if default is None else str(default),
                     "filters": [_throughput_filter(cur, suite, machine, p) for p in picks]})
     return out
+
+
+def series_ids(s: Session, machine: str) -> set[str]:
+    """The ``series_id`` of every series ``machine`` measured (the same series on two machines: one id)."""
+    series = queries.series(s, machine)
+    return {series_id(str(b), str(k)) for b, k in zip(series["benchmark"], series["params_key"], strict=True)}
 
 
 def machine_site(s: Session, machine: str, settings: Settings, link: Links) -> MachineSite:

@@ -128,7 +128,8 @@ def main() -> None:
     names = sorted(series["benchmark"].unique())
     bench = widgets.url_selectbox("Benchmark", names, key="hist_bench", default=model.default_benchmark(names, regs))
     rows = series[series["benchmark"] == bench]
-    unit = rows["unit"].iloc[0] if rows["unit"].notna().any() else None
+    stored = rows["unit"].iloc[0] if rows["unit"].notna().any() else None
+    unit = fmt.unit_of(bench, stored)  # a track_ without a unit is a count, not seconds (values and axis)
     params = model.benchmark_params(rows)
     mine = regs[regs["benchmark"] == bench] if not regs.empty else regs
     sel = _pick_series(params, mine)
@@ -143,7 +144,7 @@ def main() -> None:
         start=start, events=model.events(data.tags(), commits, marked))
     st.vega_lite_chart(spec, width="stretch", key="hist_chart")
     st.caption(model.caption(commits, start, ctx.machine, threshold=threshold,
-                             lower_is_better=direction_for(bench, unit, settings) == "up_is_worse",
+                             lower_is_better=direction_for(bench, stored, settings) == "up_is_worse",
                              environments=hist["environment"].dropna().unique()),
                help=model.legend_help(threshold))
     _tables(ctx, flag, points, commits, sel, start, unit)

@@ -4,9 +4,11 @@
 // No server, no network: data files are <script>s (a browser loads those from file://, where it refuses
 // fetch), charts are SVG drawn here. Routes live in the location hash, so every view is a link:
 //   #/<machine folder>                      overview: alert groups, summary grid with search (?q=)
-//   #/<machine folder>/history/<series id>  one series over commits (?at=<sha> marks a commit)
+//   #/<machine folder>/history/<series id>  one series over commits (?at=<sha> marks a commit, ?vs=<folder> overlays
+//                                           the same series measured on another machine)
 //   #/<machine folder>/throughput           tokens/s vs concurrency at the newest commit with the fullest grid (?suite=, ?filter=)
-//   #/<machine folder>/alerts               alert groups (?show=open,suspect,fixed,closed or ?group=N)
+//   #/<machine folder>/alerts               alert groups (?show=open,suspect,fixed,closed or ?group=N; ?all=1: every
+//                                           machine's, from the machines' own data files)
 "use strict";
 
 const MLAPERF = (window.MLAPERF = { data: {}, waiting: {} });
@@ -92,6 +94,7 @@ function sparkline(values) {
 
 // One chart: lines of [x, y, hover text] points on the axes publish computed ({domain, ticks, labels, title,
 // log}); the x axis is commit positions or, with x.log2, concurrency. extras(svg, sx, sy, box) draws markers.
+let chartCount = 0;
 function chart({ lines, x, y, extras, width = 1100, height = 380 }) {
   const m = { l: 78, r: 40, t: 12, b: 46 };
   const svg = s("svg", { class: "chart", viewBox: `0 0 ${width} ${height}`, role: "img" });
@@ -120,7 +123,12 @@ function chart({ lines, x, y, extras, width = 1100, height = 380 }) {
   xAxis.append(s("text", { x: (width + m.l) / 2, y: height - 6, "text-anchor": "middle" }, x.title));
   xAxis.append(s("line", { x1: m.l, x2: width - m.r, y1: height - m.b, y2: height - m.b }));
   svg.append(yAxis, xAxis);
-  const drawn = s("g", { class: "lines" });
+  // Lines stay inside the plot: an overlaid machine's values may reach past the axis drawn.
+  const clip = `plot-${++chartCount}`, pad = 6;  // pad: whole dots at the axes' ends
+  const clipPath = s("clipPath", { id: clip });
+  clipPath.append(s("rect", { x: m.l - pad, y: m.t - pad, width: width - m.l - m.r + 2 * pad, height: height - m.t - m.b + 2 * pad }));
+  svg.append(clipPath);
+  const drawn = s("g", { class: "lines", "clip-path": `url(#${clip})` });
   lines.forEach((line, i) => {
     const color = PALETTE[i % PALETTE.length];
     let path = "", pen = false;
@@ -241,8 +249,12 @@ async function historyPage(data, machine, r) {
   const atPos = at ? c.sha.findIndex((sha) => sha.startsWith(at)) : -1;
   const out = [h("h1", {}, hist.title), h("p", { class: "note mono" }, hist.subtitle)];
   if (at && atPos < 0) out.push(h("p", { class: "error" }, `No commit of this machine starts with '${r.q.get("at")}'.`));
+  const vs = await overlay(hist, sid, c, r);
+  if (hist.elsewhere.length) out.push(overlayPicker(hist, machine, sid, r));
+  if (vs && vs.error) out.push(h("p", { class: "error" }, vs.error));
+  const lines = vs && vs.line ? [{ points }, vs.line] : [{ points }];
   out.push(chart({
-    lines: [{ points }], x: hist.x, y: hist.y,
+    lines, x: hist.x, y: vs && vs.line ? covering([hist.y, vs.y], lines) : hist.y,
     extras: (svg, sx, sy, box) => {
       for (const p of hist.versions) svg.append(s("line", { class: "vline", x1: sx(p), x2: sx(p), y1: box.top, y2: box.bottom }));
       if (atPos >= 0) svg.append(hover(s("line", { class: "event", x1: sx(atPos), x2: sx(atPos), y1: box.top, y2: box.bottom }), c.tip[atPos]));
@@ -258,9 +270,45 @@ async function historyPage(data, machine, r) {
       }
     },
   }));
+  if (vs && vs.line) out.push(legend([machine.label, vs.label]));
   out.push(h("p", { class: "note" }, hist.caption + (atPos >= 0 ? ` Dashed: commit ${c.short[atPos]}.` : "")));
   if (hist.table) out.push(h("h2", {}, "Flagged regressions of this series"), table(hist.table));
   return out;
+}
+
+// The same series on another machine (?vs=), as the dashboard's hist_vs: its points at the commits this machine
+// has, placed by SHA on this machine's axis. Read from that machine's own files (its index for the commits' SHAs).
+async function overlay(hist, sid, c, r) {
+  const vs = r.q.get("vs");
+  if (!vs) return null;
+  const other = MLAPERF.data.site.machines.find((m) => m.folder === vs);
+  if (!other || !hist.elsewhere.includes(vs)) return { error: `No machine '${vs}' with this series: showing this machine's only.` };
+  const [index, theirs] = await Promise.all([load(`${vs}/index`), load(`${vs}/s${sid}`)]);
+  const posOf = new Map(c.sha.map((sha, i) => [sha, i]));
+  const points = [];
+  theirs.pos.forEach((p, i) => {
+    const mine = posOf.get(index.commits.sha[p]);
+    if (mine !== undefined) points.push([mine, theirs.value[i], `${theirs.text[i]} · ${other.label}\n${c.tip[mine]}`]);
+  });
+  if (!points.length) return { error: `${other.label} measured this series at none of this machine's commits.` };
+  points.sort((a, b) => a[0] - b[0]);
+  return { line: { points }, label: other.label, y: theirs.y };
+}
+
+function overlayPicker(hist, machine, sid, r) {
+  const machines = MLAPERF.data.site.machines.filter((m) => hist.elsewhere.includes(m.folder));
+  const pick = h("select", { id: "vs", "aria-label": "Overlay another machine" }, h("option", { value: "" }, "(none)"),
+    machines.map((m) => h("option", { value: m.folder, selected: m.folder === r.q.get("vs") }, m.label)));
+  pick.onchange = () => { location.hash = link(machine.folder, "history", sid, { ...Object.fromEntries(r.q), vs: pick.value }); };
+  return h("p", { class: "note" }, "Overlay the same series on another machine ", pick);
+}
+
+// Of the axes publish made (this machine's, the other's), the first that holds every value drawn; else the widest.
+function covering(axes, lines) {
+  const ys = lines.flatMap((l) => l.points.map((p) => p[1])).filter((v) => v !== null);
+  const lo = Math.min(...ys), hi = Math.max(...ys);
+  return axes.find((a) => a.domain[0] <= lo && a.domain[1] >= hi)
+    || axes.reduce((a, b) => (b.domain[1] - b.domain[0] > a.domain[1] - a.domain[0] ? b : a));
 }
 
 // -- throughput vs concurrency, at the newest commit with the fullest grid---------------------------------------------------
@@ -284,26 +332,35 @@ function throughput(data, machine, r) {
   return out;
 }
 
-// -- alert groups ---------------------------------------------------------------------------------------
-function alerts(data, machine, r) {
-  const group = r.q.get("group");
+// -- alert groups: this machine's, or (?all=1) every machine's, read from each machine's own data file ---------------
+async function alerts(data, machine, r) {
+  const all = r.q.get("all") === "1";
+  const group = all ? null : r.q.get("group");
   const show = (r.q.get("show") || "open,suspect,fixed").split(",");
+  const go = (params) => link(machine.folder, "alerts", null, { show: show.join(","), all: all ? "1" : "", ...params });
+  const scope = h("div", { class: "chips" }, h("span", { class: "note" }, "machines"), [["", machine.label], ["1", "all machines"]].map(([v, text]) =>
+    h("button", { class: "chip", "aria-pressed": String((v === "1") === all), onclick: () => { location.hash = go({ all: v, group: "" }); } }, text)));
+  // Every machine's counts differ: the all-machines chips name the states only.
   const toggles = h("div", { class: "chips" }, h("span", { class: "note" }, "show"), data.categories.map(([cat, text]) => {
     const on = show.includes(cat);
     const next = on ? show.filter((x) => x !== cat) : [...show, cat];
-    return h("button", { class: "chip", "aria-pressed": String(on),
-      onclick: () => { location.hash = link(machine.folder, "alerts", null, { show: next.join(",") }); } }, text);
+    return h("button", { class: "chip", "aria-pressed": String(on), onclick: () => { location.hash = go({ show: next.join(",") }); } }, all ? cat : text);
   }));
-  const groups = group ? data.groups.filter((g) => g.group === group) : data.groups.filter((g) => show.includes(g.category));
-  const out = [h("h1", {}, "Alert groups"), toggles,
+  const site = MLAPERF.data.site;
+  const machines = all ? site.machines : [machine];
+  const indexes = all ? await Promise.all(machines.map((m) => load(`${m.folder}/index`))) : [data];
+  const listed = machines.flatMap((m, i) => indexes[i].groups.map((g) => ({ g, m })));
+  const groups = group ? listed.filter(({ g }) => g.group === group) : listed.filter(({ g }) => show.includes(g.category));
+  const out = [h("h1", {}, all ? "Alert groups of every machine" : "Alert groups"), scope, toggles,
     h("p", { class: "note" }, "open: new or acknowledged · suspect: seen in the newest run only · fixed: came back later · closed: ignored, transient or retired. A group holds the regressions found together at one commit range.")];
   if (group && !groups.length) out.push(h("p", { class: "error" }, `No alert group ${group} on this machine.`));
-  for (const g of groups) {
-    out.push(h("div", { class: "group", id: `group-${g.group}` }, h("h3", {}, g.title),
+  for (const { g, m } of groups) {
+    out.push(h("div", { class: "group", id: `group-${m.folder}-${g.group}`, "data-machine": m.folder },
+      h("h3", {}, all ? `${m.label} · ${g.title}` : g.title),
       h("div", {}, "parent (good) ", cell(g.parent), " · first bad ", cell(g.head)),
       h("div", { class: "msg" }, g.message), table(g.table)));
   }
-  if (!groups.length && !group) out.push(h("p", { class: "note" }, "No alert group with the states picked."));
+  if (!groups.length && !group) out.push(h("p", { class: "note" }, all ? "No alert group with the states picked on any machine." : "No alert group with the states picked."));
   return out;
 }
 

@@ -74,3 +74,31 @@ def test_pipe_gets_markdown_and_formats_on_request(seeded: Seeded, step: tuple[s
     assert f"{n_reg} regression" in text.splitlines()[1]
     rc, _, err = _compare(seeded, *step, "--json", "--format", "text")
     assert rc == 2 and "--format" in err
+
+
+def test_compare_page_names_and_changes_are_the_clis(monkeypatch: pytest.MonkeyPatch, seeded: Seeded) -> None:
+    """The fix (commit FIX_FROM): times down and rates (tokens/s, GB/s) up. The Compare page names every series
+    and states every change as `mlaperf compare` does: a rate going up reads "+N% better", never "-N% better"."""
+    from conftest import FIX_FROM
+    from test_pages import app, goto
+
+    base, head = seeded.shas[FIX_FROM - 1][:12], seeded.shas[FIX_FROM][:12]
+    rc, text, err = _compare(seeded, base, head, "--format", "text")
+    lines = text.splitlines()
+    header = next(i for i, line in enumerate(lines) if line.startswith("status"))
+    cli = {}
+    for line in lines[header + 1:]:
+        cells = re.split(r"\s{2,}", line.strip())
+        if len(cells) == 7:  # status, series, base, head, ratio, change, p
+            cli[cells[1]] = cells[5]
+    at = goto(app(monkeypatch, seeded.url, query={"cmp_base": base, "cmp_head": head}), "compare")
+    table = next(d.value for d in at.dataframe if "change" in d.value.columns)
+    dash = dict(zip(table["series"], table["change"], strict=True))
+    assert len(cli) >= 10 and dash == cli, (rc, err)
+    # Every rate row, unchanged ones too: up reads + and better, down - and worse (their values' own change).
+    at = goto(app(monkeypatch, seeded.url, query={"cmp_base": base, "cmp_head": head,
+                                                  "cmp_show": ["improved", "unchanged"]}), "compare")
+    table = next(d.value for d in at.dataframe if "change" in d.value.columns)
+    rates = table[table["series"].str.contains(r"\.track_(?:tokens_per_s|gbps|tflops) ", regex=True)]
+    assert rates["change"].str.fullmatch(r"\+[\d.]+% better|-[\d.]+% worse|0%").all(), list(rates["change"])
+    assert rates["change"].str.fullmatch(r"\+3\d% better").sum() >= 8  # the MMA kernels' rates, 1.3x up

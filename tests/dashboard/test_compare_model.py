@@ -17,7 +17,7 @@ def _cmp(thresholds: list[float]) -> pd.DataFrame:
         "status": ["unchanged", "regressed", "regressed", "not_run"], "base": [1e-6, 1e-6, 1e-6, math.nan],
         "head": [1e-6, 1.5e-6, 3e-6, math.nan], "base_status": ["ok", "ok", "ok", "not_run"],
         "head_status": ["ok", "ok", "ok", "not_run"], "ratio": [1.0, 1.5, 3.0, math.nan],
-        "slowdown": [1.0, 1.5, 3.0, math.nan], "p_value": 0.01, "method": "mann-whitney",
+        "slowdown": [1.0, 1.5, 3.0, math.nan], "p_value": 0.01, "method": "mann-whitney", "direction": "up_is_worse",
         "threshold": thresholds,
     })
 
@@ -50,3 +50,16 @@ def test_every_compare_status_has_a_title_and_help() -> None:
     from regressions.compare import STATUSES
 
     assert set(model.STATUS_TITLES) == set(model.STATUS_HELP) == set(STATUSES)
+
+
+def test_a_rate_change_reads_as_its_own_relative_change() -> None:
+    rate = pd.DataFrame({
+        "benchmark": "bench_decode.SparseDecodeMetrics.track_tokens_per_s", "unit": "tokens/s",
+        "params_key": [json.dumps({"impl": repr(i)}) for i in ("a", "b", "c")],
+        "direction": "down_is_worse", "status": ["improved", "regressed", "not_run"],
+        "base": [4174.0, 1000.0, 5.0], "head": [18780.0, 800.0, math.nan],
+        "base_status": ["ok", "ok", "ok"], "head_status": ["ok", "ok", "not_run"],
+        "ratio": [18780 / 4174, 0.8, math.nan], "slowdown": [4174 / 18780, 1.25, math.nan], "p_value": 0.01,
+        "method": "mann-whitney", "threshold": 0.05})
+    table, _ = model.table_rows(model.with_labels(rate, {}), ["improved", "regressed", "not_run"], lambda b, k: "")
+    assert list(table["change"]) == ["-20% worse", "+350% better", "-"]  # regressed first, then improved

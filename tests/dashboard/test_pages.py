@@ -252,7 +252,7 @@ def test_regressions_groups_and_rows(monkeypatch: pytest.MonkeyPatch, seeded: Se
     assert "status" not in rows and "group" not in rows  # one group, one status: said by the group table
     mma = r"impl=mma\b|variant=mma"  # the decode kernel and the step variants that run it
     assert rows["series"].str.contains(mma).all() and not rows["series"].str.contains("simt|baseline").any()
-    row = rows[rows["series"] == "SparseDecode.time_decode [impl=mma, concurrency=64, topk=512]"].iloc[0]
+    row = rows[rows["series"] == "bench_decode.SparseDecode.time_decode [impl=mma, concurrency=64, topk=512]"].iloc[0]
     assert row["commits"] == f"{seeded.shas[SLOW_FROM - 1][:8]}..{seeded.shas[SLOW_FROM][:8]}"
     assert row["ratio"].startswith("1.3") and row["ratio"].endswith("x")
     assert row["before → after"].count("us") == 2
@@ -563,7 +563,8 @@ def test_in_app_links_switch_page_in_the_session(monkeypatch: pytest.MonkeyPatch
     regression's row lands on History with that series picked, the Compare cell on Compare with its pair."""
     at = goto(app(monkeypatch, seeded.url), "regressions")
     rows = table(at, "before → after")
-    row = int(np.flatnonzero(rows["series"] == "SparseDecode.time_decode [impl=mma, concurrency=64, topk=512]")[0])
+    name = "bench_decode.SparseDecode.time_decode [impl=mma, concurrency=64, topk=512]"
+    row = int(np.flatnonzero(rows["series"] == name)[0])
     at.session_state["reg_table"] = {"selection": {"cells": [[row, "history"]]}}
     at.run()
     assert not at.exception, [e.value for e in at.exception]

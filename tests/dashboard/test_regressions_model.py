@@ -36,7 +36,7 @@ def _names() -> dict[str, list[str]]:
 def test_filters_by_text_and_assignee() -> None:
     regs = model.with_names(_regs(), _names())
     assert regs["label"].iloc[0] == "impl=mma, concurrency=1"
-    assert regs["series_name"].iloc[0] == "SparseDecode.time_decode [impl=mma, concurrency=1]"
+    assert regs["series_name"].iloc[0] == "bench_decode.SparseDecode.time_decode [impl=mma, concurrency=1]"
     assert list(model.filtered(regs, "IMPL=MMA", None)["id"]) == [1, 2]
     assert list(model.filtered(regs, "bench_idx", None)["id"]) == [3]
     assert list(model.filtered(regs, None, "nobody")["id"]) == [1, 3]
@@ -63,7 +63,7 @@ def test_rows_leave_out_what_every_row_says() -> None:
     assert "note" not in one_group and list(one_group.columns[:3]) == ["machine", "assignee", "issue"]
     closed = model.closed_rows(view.assign(reason="r"), _names(), all_machines=True, history_link=history)
     assert list(closed.columns[:2]) == ["status", "machine"]
-    assert closed["series"].iloc[2] == "Idx.time_index [concurrency=1, impl=simt]"  # no declared order
+    assert closed["series"].iloc[2] == "bench_idx.Idx.time_index [concurrency=1, impl=simt]"  # no declared order
 
 
 def test_triage_picks() -> None:

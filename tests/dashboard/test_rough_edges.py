@@ -61,7 +61,9 @@ def test_largest_changes_chart_keeps_the_one_regression() -> None:
               "base": 1.0, "head": 0.5, "unit": "fraction", "ratio": 0.5, "p_value": 0.2} for i in range(30)]
     rows.append({"status": "regressed", "benchmark": "m.C.time_decode", "label": "n=1", "slowdown": 1.08,
                  "base": 1e-5, "head": 1.08e-5, "unit": "seconds", "ratio": 1.08, "p_value": 1e-4})
-    spec = charts.compare_spec(pd.DataFrame(rows), title="t")
+    frame = pd.DataFrame(rows)
+    spec = charts.compare_spec(frame.assign(series=frame["benchmark"] + " [n=1]", direction=[
+        "up_is_worse" if u == "seconds" else "down_is_worse" for u in frame["unit"]]), title="t")
     bars = spec["data"]["values"]
     assert "regressed" in set(bars["status"]) and len(bars) == 15
     assert bars["status"].iloc[0] == "regressed"

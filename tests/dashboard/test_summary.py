@@ -3,6 +3,8 @@ flag, searchable by words kept in the URL, on its own page and (largest changes 
 
 from __future__ import annotations
 
+import math
+
 import pandas as pd
 import pytest
 from conftest import N_COMMITS, Seeded
@@ -28,10 +30,40 @@ def test_grid_rules() -> None:
     assert grid["flag"].iloc[1] == ""
     big = summary.grid(series, values, [1, 2, 3], regs.assign(ratio=[123.4]), lambda b, u: "up_is_worse")
     assert big["flag"].iloc[0] == f"new {units.fmt_ratio(123.4)} at aaaaaaaa" != "new 123.40x at aaaaaaaa"
-    assert summary.names(grid).iloc[0] == "C.time_a [n=1]"
+    assert summary.names(grid).iloc[0] == "m.C.time_a [n=1]"
     assert list(summary.search(grid, "RATE n=1")["benchmark"]) == ["m.C.track_rate"]
     assert summary.search(grid, "time rate").empty  # every word must match
     assert summary.latest_change([None, 3.0], "up_is_worse") is None
+
+
+RATE = "m.C.track_tokens_per_s"
+
+
+def _rate_grid() -> pd.DataFrame:
+    """One tokens/s series going 4,174 -> 18,780 (4.5x better) and one time doubling."""
+    series = pd.DataFrame({"benchmark": [RATE, "m.C.time_a"], "params_key": ['{"n": "1"}'] * 2,
+                           "unit": ["tokens/s", "seconds"]})
+    values = pd.DataFrame({"benchmark": [RATE] * 2 + ["m.C.time_a"] * 2, "params_key": ['{"n": "1"}'] * 4,
+                           "commit_id": [1, 2] * 2, "value": [4174.0, 18780.0, 1.0, 2.0]})
+    return summary.grid(series, values, [1, 2], pd.DataFrame(),
+                        lambda b, u: "down_is_worse" if u == "tokens/s" else "up_is_worse")
+
+
+def test_a_rate_going_up_reads_better_by_its_own_change_on_the_site() -> None:
+    from mlaperf.publish_model import grid_rows
+
+    grid = _rate_grid()
+    assert list(grid["change_text"]) == ["+350% better", "+100% worse"]
+    rows = grid_rows(grid, summary.names(grid), lambda b: 0.05)
+    assert [r["change"] for r in rows] == ["+350% better", "+100% worse"]  # never the inverse's "-78% better"
+    assert [r["tone"] for r in rows] == ["better", "worse"]
+
+
+def test_rates_going_up_read_better_on_the_page(monkeypatch: pytest.MonkeyPatch, seeded: Seeded) -> None:
+    # The MMA kernels were fixed (tokens/s back up) after the five commits before the newest were slow.
+    at = goto(app(monkeypatch, seeded.url, query={"sum_q": "track_tokens_per_s mma"}), "summary")
+    changes = at.dataframe[0].value["latest change"]
+    assert len(changes) > 0 and changes.str.fullmatch(r"\+\d+% better").all(), list(changes)
 
 
 def test_page_searches_through_the_url(monkeypatch: pytest.MonkeyPatch, seeded: Seeded) -> None:
@@ -51,8 +83,10 @@ def test_overview_lists_the_largest_latest_changes(monkeypatch: pytest.MonkeyPat
     at = app(monkeypatch, seeded.url)
     grid = next(d.value for d in at.dataframe if "latest change" in d.value.columns)
     assert 0 < len(grid) <= 10
-    pct = grid["latest change"].str.extract(r"([\d.]+)%")[0].astype(float)
-    assert pct.is_monotonic_decreasing
+    pct = grid["latest change"].str.extract(r"([+-]?[\d.]+)%")[0].astype(float)
+    # As large as their ratio: a time -23% better (1.3x faster) is as large as a rate +30% better.
+    size = [abs(math.log(1.0 + p / 100)) for p in pct]
+    assert all(a >= b - 0.01 for a, b in zip(size, size[1:], strict=False)), list(pct)  # 0.01: the shown 2 digits
 
 
 def test_git_tags_by_commit(tmp_path) -> None:  # noqa: ANN001

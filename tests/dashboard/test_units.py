@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 
 import pandas as pd
@@ -59,8 +60,24 @@ def test_parameter_values_in_numeric_order() -> None:
     assert cols == ["p:concurrency", "p:impl", "p:topk"] and out["p:concurrency"].item() == 64
     assert frames.param_names([key, {"impl": "mma", "seed": 1}]) == ["concurrency", "impl", "topk", "seed"]
     names = frames.series_label(pd.Series(["bench_decode.SparseDecode.time_decode", "b.C.time_x"]),
-                                pd.Series(["impl=mma", ""]))
-    assert list(names) == ["SparseDecode.time_decode [impl=mma]", "C.time_x []"]
+                                pd.Series([key, "{}"]), {"bench_decode.SparseDecode.time_decode": ["impl", "topk"]})
+    assert list(names) == ["bench_decode.SparseDecode.time_decode [impl=mma, topk=512, concurrency=64]", "b.C.time_x"]
+
+
+def test_dashboard_names_and_orders_series_as_the_cli() -> None:
+    """One rule (``regressions.labels``): asv's param_names order, numeric-looking values numerically, the
+    module name kept; what `mlaperf compare`, `detect` and the PR report print."""
+    from regressions import labels
+
+    keys = ['{"concurrency": "16", "impl": "\'mma\'"}', '{"concurrency": "2", "impl": "\'mma\'"}']
+    benches = pd.Series(["bench_a.Decode.time_decode", "bench_b.Decode.time_decode"])
+    names = {"bench_a.Decode.time_decode": ["impl", "concurrency"]}
+    got = list(frames.series_label(benches, pd.Series(keys), names))
+    assert got == [labels.series_label(b, json.loads(k), names.get(b)) for b, k in zip(benches, keys, strict=True)]
+    assert got == ["bench_a.Decode.time_decode [impl=mma, concurrency=16]",
+                   "bench_b.Decode.time_decode [concurrency=2, impl=mma]"]  # two modules, one class: both named
+    assert frames.value_order(["16", "2", "mma", "128"]) == ["2", "16", "128", "mma"]  # as stored, numerically
+    assert [frames.rank(v) for v in ("'64'", 64, "x")] == [labels.value_rank(v) for v in ("'64'", 64, "x")]
 
 
 def _regs(rows: list[tuple[int, str, str, str, float]]) -> pd.DataFrame:
@@ -204,3 +221,31 @@ def test_md_table_keeps_cells_literal() -> None:
         "|  |  |",
     ]
 
+
+
+def test_unitless_track_values_are_counts_and_bytes_scale() -> None:
+    """A ``track_`` benchmark without a unit is a count wherever a stored value is shown (grid, site, Compare,
+    Regressions, axes), never seconds; bytes in KiB/MiB/GiB."""
+    from dashboard import compare_model, regressions_model, summary
+    from mlaperf.publish_axes import value_axis
+    from mlaperf.publish_model import grid_rows
+
+    benches = ["m.C.track_spills", "m.C.peakmem_kv"]
+    series = pd.DataFrame({"benchmark": benches, "params_key": ["{}"] * 2, "unit": [None, "bytes"]})
+    values = pd.DataFrame({"benchmark": [b for b in benches for _ in (1, 2)], "params_key": "{}",
+                           "commit_id": [1, 2, 1, 2], "value": [3.0, 12.0, 5.0e8, 512 * 1024.0**2]})
+    grid = summary.grid(series, values, [1, 2], pd.DataFrame(), lambda b, u: "up_is_worse")
+    assert [r["latest"] for r in grid_rows(grid, summary.names(grid), lambda b: 0.05)] == ["12.0", "512 MiB"]
+    cmp = pd.DataFrame({"benchmark": benches, "params_key": "{}", "unit": [None, "bytes"], "status": "regressed",
+                        "base": [3.0, 5.0e8], "head": [12.0, 2 * 1024.0**3], "base_status": "ok", "head_status": "ok",
+                        "ratio": [4.0, 4.3], "slowdown": [4.0, 4.3], "direction": "up_is_worse", "p_value": 0.01,
+                        "method": "m", "threshold": 0.05})
+    table, _ = compare_model.table_rows(compare_model.with_labels(cmp, {}), ["regressed"], lambda b, k: "")
+    assert sorted(zip(table["before"], table["after"], strict=True)) == [("3.00", "12.0"), ("477 MiB", "2.00 GiB")]
+    regs = pd.DataFrame({"benchmark": benches, "unit": [None, "bytes"], "before": [3.0, 1024.0],
+                         "after": [12.0, 2048.0]})
+    assert regressions_model._before_after(regs) == ["3.00 → 12.0", "1.00 KiB → 2.00 KiB"]
+    assert fmt.axis_unit([5.0e8, 6.0e8], "bytes") == (1024.0**-2, "MiB")
+    axis = value_axis([3.0, 12.0], fmt.unit_of("m.C.track_spills", None))
+    assert axis["title"] == "value" and axis["labels"][-1] == "12"
+    assert fmt.fmt_bytes("135291469824") == "126 GiB"
