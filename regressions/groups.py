@@ -2,8 +2,9 @@
 machine whose culprit ranges overlap share a group (``policy.best_group``), counted against the series
 measured at the group's commit (``policy.is_machine_wide``). A group's range is the overlap of its members'
 current ranges: when members move (backfilled commits place their step elsewhere), :func:`refit_groups`
-narrows or widens it again, and members that no longer overlap the rest leave it to be grouped anew, so
-night by night ends in the groups of ``--full``. Sessions are the caller's.
+narrows or widens it again, and members that no longer overlap the rest leave it to be grouped anew. Members
+that still overlap stay (a group's id is what the nightly's issue follows), so where ranges overlap several
+ways night by night may share members out otherwise than ``--full``'s fresh grouping. Sessions are the caller's.
 """
 
 from __future__ import annotations
