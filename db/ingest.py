@@ -144,6 +144,11 @@ def _progress_bar(total: int, progress: bool | str) -> tqdm:
     return tqdm(total=total, unit="file", file=sys.stderr, disable=disable, dynamic_ncols=True, leave=False)
 
 
+def _unplaced(conn: Connection) -> bool:
+    """Whether a stored commit has no place in history yet (``commit.position`` NULL)."""
+    return conn.execute(select(Commit.id).where(Commit.position.is_(None)).limit(1)).first() is not None
+
+
 def _mixed_environments(conn: Connection, shas: set[str]) -> dict[tuple[str, str], list[str]]:
     """(machine, commit) of ``shas`` measured in more than one environment -> the environments' names."""
     if not shas:
@@ -332,9 +337,11 @@ def ingest_paths(
     try:
         if git_repo is not None:
             summary.described = writer.describe_commits(git_repo)
-        if summary.ingested or summary.described:
-            with engine.begin() as conn:
+        with engine.begin() as conn:
+            # Also commits an ingest stopped before placing (killed between storing and renumbering).
+            if summary.ingested or summary.described or _unplaced(conn):
                 renumber(conn)
+            if summary.commits:
                 if git_repo is not None:
                     summary.unknown_commits = _without_generation(conn, summary.commits)
                 summary.mixed_environments = _mixed_environments(conn, summary.commits)

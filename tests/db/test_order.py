@@ -164,3 +164,16 @@ def test_0009_fills_positions_of_a_stored_history_and_downgrades_in_place(db_url
     with engine.connect() as conn:
         assert conn.execute(sa.text(positions)).all() == placed
     engine.dispose()
+
+
+def test_commits_left_unplaced_by_a_stopped_ingest_are_placed_by_the_next(db_url: str, tmp_path: Path) -> None:
+    h = write_synthetic_results(tmp_path / "results", commits=3, series=6, machine="m")
+    engine = make_engine(db_url)
+    assert ingest_paths(engine, [h.root], progress=False, repo=None).ok
+    with engine.begin() as conn:  # as an ingest killed between storing its files and placing their commits
+        conn.execute(sa.text('UPDATE "commit" SET position = NULL'))
+    summary = ingest_paths(engine, [h.root], progress=False, repo=None)
+    assert summary.ingested == 0 and summary.unchanged == 3
+    with engine.connect() as conn:
+        assert conn.execute(sa.text('SELECT position FROM "commit" ORDER BY position')).scalars().all() == [0, 1, 2]
+    engine.dispose()
