@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import secrets
 import shutil
 import stat
@@ -88,8 +89,8 @@ def _check_out(out: Path) -> None:
 
 def _new_folder(out: Path) -> Path:
     """An empty folder beside ``out`` to build the site in, with the mode ``out`` will keep: the existing
-    folder's, else what ``mkdir`` gives under the umask (``tempfile.mkdtemp``'s 0700 would shut out a web
-    server running as another user)."""
+    folder's (and its group), else what ``mkdir`` gives under the umask (``tempfile.mkdtemp``'s 0700 would shut
+    out a web server running as another user)."""
     for _ in range(100):
         tmp = out.with_name(f".{out.name}.{secrets.token_hex(6)}")
         try:
@@ -97,7 +98,12 @@ def _new_folder(out: Path) -> Path:
         except FileExistsError:
             continue
         if out.is_dir():
-            tmp.chmod(stat.S_IMODE(out.stat().st_mode))
+            old = out.stat()
+            try:  # its group too: a site served through group permission (www-data) stays readable
+                os.chown(tmp, -1, old.st_gid)
+            except OSError:
+                pass  # not a member of that group: the mode still applies
+            tmp.chmod(stat.S_IMODE(old.st_mode))
         return tmp
     raise FileExistsError(f"no free temporary folder name beside {out}")
 
