@@ -88,17 +88,13 @@ class GitHub:
             raise GitHubError(f"{method} {path}: {exc.reason}") from None
         return json.loads(raw) if raw else None
 
-    def open_issues(self, label: str) -> list[Issue]:
-        issues: list[Issue] = []
-        for page in range(1, 51):
-            query = urllib.parse.urlencode({"state": "open", "labels": label, "per_page": 100, "page": page})
-            batch = self._call("GET", f"/issues?{query}")
-            for item in batch:
-                if "pull_request" not in item:
-                    issues.append(Issue(int(item["number"]), item.get("title") or "", item.get("body") or ""))
-            if len(batch) < 100:
-                break
-        return issues
+    def open_issues(self, label: str, author: str) -> list[Issue]:
+        """The label's open issues (not pull requests) that ``author`` opened: anyone who can label an issue
+        can copy a marker, so a caller edits only its own login's."""
+        query = urllib.parse.urlencode({"state": "open", "labels": label})
+        return [Issue(int(i["number"]), i.get("title") or "", i.get("body") or "")
+                for i in self.pages(f"/issues?{query}", limit=50)
+                if "pull_request" not in i and (i.get("user") or {}).get("login") == author]  # fmt: skip
 
     def create_issue(self, title: str, body: str, labels: list[str]) -> int:
         return int(self._call("POST", "/issues", {"title": title, "body": body, "labels": labels})["number"])

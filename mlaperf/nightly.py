@@ -29,7 +29,6 @@ import json
 import os
 import subprocess
 import sys
-import urllib.parse
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
@@ -338,17 +337,6 @@ def _links(args: argparse.Namespace) -> dict[str, str]:
     }
 
 
-def bot_issues(client: Any, label: str, bot_login: str) -> list[Any]:
-    """The label's open issues that this workflow's login opened. Anyone who can label an issue can copy a
-    group's marker: the nightly edits and closes only its own issues."""
-    from mlaperf.github import Issue
-
-    query = urllib.parse.urlencode({"state": "open", "labels": label})
-    return [Issue(int(i["number"]), i.get("title") or "", i.get("body") or "")
-            for i in client.pages(f"/issues?{query}", limit=50)
-            if "pull_request" not in i and (i.get("user") or {}).get("login") == bot_login]  # fmt: skip
-
-
 def cmd_alert(args: argparse.Namespace) -> int:
     from mlaperf.github import GitHub, GitHubError
 
@@ -362,7 +350,7 @@ def cmd_alert(args: argparse.Namespace) -> int:
         except ValueError as exc:
             raise PlanError(str(exc)) from None
     try:
-        issues = bot_issues(client, ISSUE_LABEL, env.bot_login()) if client else []
+        issues = client.open_issues(ISSUE_LABEL, env.bot_login()) if client else []
         actions = plan_issues(records, issues, _links(args))
         args.plan_out.parent.mkdir(parents=True, exist_ok=True)
         args.plan_out.write_text(json.dumps([asdict(a) for a in actions], indent=2) + "\n")
