@@ -34,5 +34,6 @@ def test_a_commit_hash_that_is_not_hex_is_refused(tmp_path: Path, sha: str) -> N
                           text=True, timeout=300)  # fmt: skip
     out = proc.stdout + proc.stderr
     assert proc.returncode == 2, out
-    assert str(bad) in out and "'commit_hash' must be a git commit hash: 7 to 64 lowercase hexadecimal digits" in out, out
+    assert str(bad) in out, out
+    assert "'commit_hash' must be a git commit hash: 7 to 64 lowercase hexadecimal digits" in out, out
     assert "ingested 1 of 2 files" in out, out  # the good file beside it is stored

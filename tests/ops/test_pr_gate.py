@@ -152,7 +152,8 @@ def test_a_bots_branch_in_this_repository_is_gated_as_a_forks(tmp_path: Path, gi
     rc, log, out, _ = gate(tmp_path, github, owner="acme")
     assert rc == 0 and out["run"] == "true" and out["fork"] == "true" and out["environment"] == "gpu-benchmarks-fork"
     assert github.state()["statuses"][0]["context"] == FORK_CONTEXT
-    github = github_server(seed([pull(fork=False, labels=(), user={"login": "maint", "type": "User"})], environment=None))
+    person = {"login": "maint", "type": "User"}
+    github = github_server(seed([pull(fork=False, labels=(), user=person)], environment=None))
     rc, log, out, _ = gate(tmp_path, github, owner="acme")
     assert rc == 0 and out["run"] == "true" and out["fork"] == "false"
 
