@@ -168,8 +168,10 @@ def _mixed_environments(conn: Connection, shas: set[str]) -> dict[tuple[str, str
 
 
 def _without_generation(conn: Connection, shas: set[str]) -> list[str]:
-    """Those of ``shas`` stored without a git generation (the repository did not have them), sorted."""
-    if not shas:
+    """Those of ``shas`` stored without a git generation (the repository did not have them), sorted; none where
+    no stored commit has one (results of another project, or no repository ever: all in date order alike)."""
+    known = conn.execute(select(Commit.id).where(Commit.generation.is_not(None)).limit(1)).first()
+    if not shas or known is None:
         return []
     rows = conn.execute(select(Commit.sha).where(Commit.sha.in_(sorted(shas)), Commit.generation.is_(None)))
     return sorted(str(sha) for sha in rows.scalars())

@@ -63,8 +63,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "publish",
         help="write the store as a static site (no server, no network): overview, history, throughput, alerts",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description=(
+            "Write the store as a static site that needs no server and no network: open DIR/index.html from "
+            "disk (file://), serve the folder from any web server, or push it to GitHub Pages. Pages for every "
+            "machine (overview, alerts, the summary grid, throughput, each series' history) read data files under "
+            "DIR/data/, made by the dashboard's own formatting. An existing DIR is replaced only when it holds a "
+            "site this command wrote; the new site is written beside it and swapped in, so a failed publish leaves "
+            "the old one whole. Exit status: 0 written, 2 bad usage or input (an unknown --machine, a folder that "
+            "is not a site), 3 internal error."
+        ),
     )
     parser.add_argument("--out", metavar="DIR", type=Path, default=Path("site"),
                         help="folder to write (default: ./site); replaced only if it holds an mlaperf site")

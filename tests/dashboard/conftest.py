@@ -10,6 +10,7 @@ shows (per-run versions, ``Run.info``).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -160,3 +161,34 @@ def need_chromium() -> None:
         if os.environ.get("MLAPERF_REQUIRE_BROWSER") == "1":
             raise RuntimeError(f"MLAPERF_REQUIRE_BROWSER=1 but {CHROMIUM} is missing")
         pytest.skip(f"{CHROMIUM} missing")
+
+
+@contextlib.contextmanager
+def site_tab(site: Path) -> Iterator[tuple[Any, list[str]]]:
+    """A headless Chromium tab for a published site opened from file://: (page, refused), where every request
+    outside the site is refused and recorded; a page error fails the caller when the tab closes."""
+    need_chromium()
+    from playwright.sync_api import sync_playwright
+
+    from dashboard.served import CHROMIUM_ARGS
+
+    refused: list[str] = []
+    errors: list[str] = []
+
+    def guard(route: Any) -> None:
+        if route.request.url.startswith(site.as_uri()):
+            route.continue_()
+        else:
+            refused.append(route.request.url)
+            route.abort()
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True)
+        page = browser.new_page(viewport={"width": 1280, "height": 900})
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        page.route("**/*", guard)
+        try:
+            yield page, refused
+        finally:
+            browser.close()
+    assert not errors, errors

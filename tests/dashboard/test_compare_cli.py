@@ -11,7 +11,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import MLA_MACHINE, ROOT, SLOW_FROM, Seeded
+from conftest import FIX_FROM, MLA_MACHINE, ROOT, SLOW_FROM, Seeded
 
 
 def _compare(seeded: Seeded, *argv: str, tty: bool = False) -> tuple[int, str, str]:
@@ -79,7 +79,6 @@ def test_pipe_gets_markdown_and_formats_on_request(seeded: Seeded, step: tuple[s
 def test_compare_page_names_and_changes_are_the_clis(monkeypatch: pytest.MonkeyPatch, seeded: Seeded) -> None:
     """The fix (commit FIX_FROM): times down and rates (tokens/s, GB/s) up. The Compare page names every series
     and states every change as `mlaperf compare` does: a rate going up reads "+N% better", never "-N% better"."""
-    from conftest import FIX_FROM
     from test_pages import app, goto
 
     base, head = seeded.shas[FIX_FROM - 1][:12], seeded.shas[FIX_FROM][:12]

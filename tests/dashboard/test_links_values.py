@@ -15,8 +15,9 @@ from pathlib import Path
 import asv_synth
 import pandas as pd
 import pytest
-from conftest import APP, mlaperf_cli, site_data
+from conftest import mlaperf_cli, site_data
 from streamlit.testing.v1 import AppTest
+from test_pages import app, goto
 
 from dashboard import fmt, links, machines, throughput_model
 
@@ -51,25 +52,6 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> str:
     return url
 
 
-def app(monkeypatch: pytest.MonkeyPatch, url: str, query: dict[str, str | list[str]] | None = None,
-        machine: str = "") -> AppTest:
-    monkeypatch.setenv("MLAPERF_DB", url)
-    monkeypatch.setenv("MLAPERF_DASHBOARD_WRITABLE", "0")
-    monkeypatch.setenv("MLAPERF_REPO_URL", "")
-    monkeypatch.setenv("MLAPERF_DASHBOARD_MACHINE", machine)
-    at = AppTest.from_file(str(APP), default_timeout=90)
-    at.query_params.update(query or {})
-    at.run()
-    assert not at.exception, [e.value for e in at.exception]
-    return at
-
-
-def goto(at: AppTest, page: str) -> AppTest:
-    at.switch_page(f"views/{page}.py").run()
-    assert not at.exception, [e.value for e in at.exception]
-    return at
-
-
 def warnings(at: AppTest) -> str:
     return "\n".join(str(w.value) for w in at.warning)
 
@@ -78,7 +60,7 @@ def warnings(at: AppTest) -> str:
 
 
 def test_a_value_with_a_comma_round_trips(monkeypatch: pytest.MonkeyPatch, store: str) -> None:
-    at = goto(app(monkeypatch, store, {"machine": "odd", "hist_bench": ODD_BENCH,
+    at = goto(app(monkeypatch, store, query={"machine": "odd", "hist_bench": ODD_BENCH,
                                        "hp_shape": ["(64, 128)", "*x*"]}), "history")
     assert at.pills(key="hp_shape").value == ["(64, 128)", "*x*"]
     assert at.query_params["hp_shape"] == ["(64, 128)", "*x*"]  # written back as two keys, not "a,b"
@@ -87,13 +69,13 @@ def test_a_value_with_a_comma_round_trips(monkeypatch: pytest.MonkeyPatch, store
     # A link to one series whose value holds a comma (links.history), followed in the app.
     link = links.history("odd", ODD_BENCH, json.dumps({"shape": repr("(32, 64)")}))
     _, params = links.target(link)
-    at = goto(app(monkeypatch, store, params), "history")
+    at = goto(app(monkeypatch, store, query=params), "history")
     assert at.pills(key="hp_shape").value == ["(32, 64)"] and not warnings(at)
     assert links.target(links.to("history", hp_shape=["(64, 128)", "a,b"]))[1]["hp_shape"] == ["(64, 128)", "a,b"]
 
 
 def test_an_old_comma_joined_link_still_reads(monkeypatch: pytest.MonkeyPatch, store: str) -> None:
-    at = goto(app(monkeypatch, store, {"machine": "part", "hist_bench": "bench_decode.SparseDecode.time_decode",
+    at = goto(app(monkeypatch, store, query={"machine": "part", "hist_bench": "bench_decode.SparseDecode.time_decode",
                                        "hp_concurrency": "16,64", "hp_impl": "mma", "hp_topk": "512"}), "history")
     assert at.pills(key="hp_concurrency").value == [16, 64] and not warnings(at)
 
@@ -102,7 +84,7 @@ def test_an_old_comma_joined_link_still_reads(monkeypatch: pytest.MonkeyPatch, s
 
 
 def test_pill_labels_are_literal_text(monkeypatch: pytest.MonkeyPatch, store: str) -> None:
-    at = goto(app(monkeypatch, store, {"machine": "odd", "hist_bench": ODD_BENCH}), "history")
+    at = goto(app(monkeypatch, store, query={"machine": "odd", "hist_bench": ODD_BENCH}), "history")
     # Streamlit reads a pill's label as Markdown: escaped, "*x*" shows its stars and "a&amp;b" its entity.
     options = at.pills(key="hp_shape").options
     assert set(options) == {fmt.md_text(s) for s in SHAPES}
@@ -115,7 +97,7 @@ def test_pill_labels_are_literal_text(monkeypatch: pytest.MonkeyPatch, store: st
 
 
 def test_unknown_machine_in_a_link_or_the_environment_is_named(monkeypatch: pytest.MonkeyPatch, store: str) -> None:
-    at = app(monkeypatch, store, {"machine": "bogus"})
+    at = app(monkeypatch, store, query={"machine": "bogus"})
     assert at.sidebar.selectbox(key="machine").value == "part"
     assert "`bogus`" in warnings(at) and "Machine" in warnings(at)
     at.run()  # said once: the URL now holds the machine shown
@@ -127,7 +109,7 @@ def test_unknown_machine_in_a_link_or_the_environment_is_named(monkeypatch: pyte
 @pytest.mark.parametrize(("page", "key", "more"), [("throughput", "tp_vs", {}), ("history", "hist_vs", {})])
 def test_unknown_overlay_machine_in_a_link_is_named(monkeypatch: pytest.MonkeyPatch, store: str, page: str,
                                                     key: str, more: dict[str, str]) -> None:
-    at = goto(app(monkeypatch, store, {"machine": "part", key: "nosuch", **more}), page)
+    at = goto(app(monkeypatch, store, query={"machine": "part", key: "nosuch", **more}), page)
     assert at.selectbox(key=key).value is None
     assert "`nosuch`" in warnings(at) and "odd" in warnings(at)
 
@@ -151,12 +133,12 @@ def test_dashboard_and_site_open_on_the_machine_measured_last(monkeypatch: pytes
 
 def test_throughput_opens_on_the_fullest_grid(monkeypatch: pytest.MonkeyPatch, store: str) -> None:
     shas = asv_synth.commit_shas(PART_COMMITS, "part")
-    at = goto(app(monkeypatch, store, {"machine": "part"}), "throughput")
+    at = goto(app(monkeypatch, store, query={"machine": "part"}), "throughput")
     assert at.selectbox(key="tp_commit").value == shas[-2]
     said = "\n".join(str(c.value) for c in at.caption)
     assert f"Opened on {shas[-2][:8]}" in said and "16 points" in said and f"{shas[-1][:8]} 4" in said
     # A link naming the newest commit still opens it.
-    at = goto(app(monkeypatch, store, {"machine": "part", "tp_commit": shas[-1][:12]}), "throughput")
+    at = goto(app(monkeypatch, store, query={"machine": "part", "tp_commit": shas[-1][:12]}), "throughput")
     assert at.selectbox(key="tp_commit").value == shas[-1]
     commits = pd.DataFrame({"commit_id": [1, 2, 3], "sha": ["a" * 40, "b" * 40, "c" * 40]})
     assert throughput_model.default_commit(commits, pd.Series({1: 4, 2: 4, 3: 4})) == (None, "")
@@ -172,7 +154,7 @@ def test_fraction_axes_read_in_percent(monkeypatch: pytest.MonkeyPatch, store: s
     axis = value_axis([0.0038, 0.0040], "fraction")
     assert axis["title"] == "value (%)" and axis["labels"][0].startswith("0.3"), axis
     assert axis["ticks"][0] <= 0.0038 and axis["domain"][1] >= 0.0040  # positions stay in the values' unit
-    at = goto(app(monkeypatch, store, {"machine": "odd", "hist_bench": FRACTION}), "history")
+    at = goto(app(monkeypatch, store, query={"machine": "odd", "hist_bench": FRACTION}), "history")
     spec = at.get("vega_lite_chart")[0].proto.spec
     assert '"title": "value (%)"' in spec.replace('":"', '": "') and "value (fraction)" not in spec
     site = tmp_path / "site"

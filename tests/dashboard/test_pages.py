@@ -34,10 +34,14 @@ KEY_64 = json.dumps({"concurrency": "64", "impl": "'mma'", "topk": "512"}, sort_
 
 
 def app(monkeypatch: pytest.MonkeyPatch, url: str, *, writable: bool = False, repo: str = "",
-        query: dict[str, str] | None = None) -> AppTest:
+        machine: str | None = None, query: dict[str, str | list[str]] | None = None) -> AppTest:
+    """The app over the store at ``url`` as `mlaperf dashboard` starts it (``machine``: its --machine; None
+    leaves the environment's)."""
     monkeypatch.setenv("MLAPERF_DB", url)
     monkeypatch.setenv("MLAPERF_DASHBOARD_WRITABLE", "1" if writable else "0")
     monkeypatch.setenv("MLAPERF_REPO_URL", repo)
+    if machine is not None:
+        monkeypatch.setenv("MLAPERF_DASHBOARD_MACHINE", machine)
     at = AppTest.from_file(str(APP), default_timeout=TIMEOUT)
     at.query_params.update(query or {})
     at.run()

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import CHROMIUM, MLA_MACHINE, ROOT, SLOW_FROM, Seeded, need_chromium
+from conftest import MLA_MACHINE, ROOT, SLOW_FROM, Seeded, site_tab
 
 from dashboard.gitremote import https_url
 from dashboard.summary import latest_change
@@ -113,6 +113,7 @@ def test_help() -> None:
     done = subprocess.run([sys.executable, "-m", "mlaperf.cli", "publish", "--help"], cwd=ROOT, capture_output=True,
                           text=True, timeout=60)
     assert done.returncode == 0 and "--out" in done.stdout and "file://" in done.stdout
+    assert "``" not in done.stdout, "plain text, not the module docstring's reStructuredText"
 
 
 @pytest.mark.parametrize(("remote", "url"), [
@@ -138,31 +139,8 @@ TICK = re.compile(r"^(0|-?[\d,]+(\.\d+)?[kMG]?)$")
 
 @pytest.fixture(scope="module")
 def browser_page(site: Path) -> Iterator[tuple[Any, list[str]]]:
-    need_chromium()
-    from playwright.sync_api import sync_playwright
-
-    from dashboard.served import CHROMIUM_ARGS
-
-    refused: list[str] = []
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True)
-        page = browser.new_page(viewport={"width": 1280, "height": 900})
-        errors: list[str] = []
-        page.on("pageerror", lambda e: errors.append(str(e)))
-
-        def guard(route: Any) -> None:
-            if route.request.url.startswith(site.as_uri()):
-                route.continue_()
-            else:
-                refused.append(route.request.url)
-                route.abort()
-
-        page.route("**/*", guard)
-        try:
-            yield page, refused
-        finally:
-            browser.close()
-        assert not errors, errors
+    with site_tab(site) as tab:
+        yield tab
 
 
 def _ticks(page: Any) -> list[str]:

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import CHROMIUM, MLA_MACHINE, Seeded, mlaperf_cli, need_chromium, site_data
+from conftest import MLA_MACHINE, Seeded, mlaperf_cli, site_data, site_tab
 from test_pages import app, goto, vega
 
 OTHER = "rtx-pro-6000"
@@ -109,32 +109,8 @@ def test_history_offers_the_machines_with_the_series(two: tuple[str, Path, list[
 # -- in Chromium, from file:// -----------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def tab(two: tuple[str, Path, list[str]]) -> Iterator[tuple[Any, list[str]]]:
-    need_chromium()
-    from playwright.sync_api import sync_playwright
-
-    from dashboard.served import CHROMIUM_ARGS
-
-    site = two[1]
-    errors: list[str] = []
-    refused: list[str] = []
-
-    def guard(route: Any) -> None:
-        if route.request.url.startswith(site.as_uri()):
-            route.continue_()
-        else:
-            refused.append(route.request.url)
-            route.abort()
-
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True)
-        page = browser.new_page(viewport={"width": 1280, "height": 900})
-        page.on("pageerror", lambda e: errors.append(str(e)))
-        page.route("**/*", guard)
-        try:
-            yield page, refused
-        finally:
-            browser.close()
-    assert not errors, errors
+    with site_tab(two[1]) as (page, refused):
+        yield page, refused
     assert not refused, refused
 
 

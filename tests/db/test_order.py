@@ -78,6 +78,10 @@ def test_commits_git_does_not_know_are_placed_by_date_among_the_known(db_url: st
         machine="m",
     )  # fmt: skip
     engine = make_engine(db_url)
+    others = write_synthetic_results(tmp_path / "other", commits=2, series=6, machine="x")  # git knows neither
+    alone = ingest_paths(make_engine(f"sqlite:///{tmp_path / 'other.sqlite'}"), [others.root], progress=False,
+                         repo=tmp_path / "repo")  # fmt: skip
+    assert alone.ok and alone.unknown_commits == [] and alone.unknown_note() is None  # all in date order: no mix
     summary = ingest_paths(engine, [h.root], progress=False, repo=tmp_path / "repo")
     assert summary.ok and summary.unknown_commits == [older, between, newer]
     assert f"3 commits not in the repository {tmp_path / 'repo'}: dddddddddd, eeeeeeeeee" in str(summary.unknown_note())
