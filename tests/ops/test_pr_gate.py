@@ -308,6 +308,9 @@ def test_check_repo_settings_passes_a_safe_repository(github_server: Server) -> 
         (lambda g: g["/orgs/acme/actions/runner-groups/1/runners"]["runners"][0]["labels"].append({"name": "nightly"}),
          "share a runner group"),
         (lambda g: g.pop("/orgs/acme/actions/runner-groups"), "personal repository"),
+        (lambda g: g.__setitem__(f"{API}/actions/runners", {"runners": [
+            {"name": "spare-gpu", "labels": [{"name": "self-hosted"}, {"name": "gpu"}, {"name": "pr"}]}]}),
+         "runner 'spare-gpu' (pr) is registered to the repository, where no group limits it"),
         (lambda g: g.pop(f"{API}/branches/main/protection"), "main is not protected"),
     ],
 )
