@@ -90,6 +90,12 @@ def _register_detect(subparsers: argparse._SubParsersAction) -> None:
         action="store_true",
         help="exit 1 when this run flagged or confirmed a regression (status new; suspects do not fail)",
     )
+    d.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="examine and list as detect would, then store nothing: what another --threshold or --config would "
+        "do to the stored alerts, without doing it (a run that stores judges every alert by its thresholds)",
+    )
     d.set_defaults(func=detect_command)
 
 
@@ -177,7 +183,8 @@ def detect_command(args: argparse.Namespace) -> int:
     except (ConfigError, UsageError, ValueError, RuntimeError, SQLAlchemyError) as exc:
         return _fail(str(exc))
     try:
-        with Session(engine) as session, session.begin():
+        with Session(engine) as session:
+            session.begin()
             summary = detect_store(
                 session,
                 settings,
@@ -186,6 +193,12 @@ def detect_command(args: argparse.Namespace) -> int:
                 lookback=lookback,
                 progress=not args.json and sys.stderr.isatty(),
             )
+            if args.dry_run:  # listed from this run's own, uncommitted rows, then dropped
+                line = "(dry run: nothing stored) " + _detect_summary_line(summary)
+                _print_listing(session, args, line, summary.events(), summary.to_json())
+                session.rollback()
+                return 1 if args.fail_on_new and summary.alerting else 0
+            session.commit()
         with Session(engine) as session:
             _print_listing(session, args, _detect_summary_line(summary), summary.events(), summary.to_json())
     except UsageError as exc:
@@ -201,7 +214,7 @@ def _list_command(args: argparse.Namespace) -> int:
     from db.engine import check_schema, make_engine
 
     # Options that only steer an examination: refused rather than silently ignored.
-    for flag in ("full", "fail_on_new", "config", "threshold", "lookback"):
+    for flag in ("full", "fail_on_new", "config", "threshold", "lookback", "dry_run"):
         if getattr(args, flag) not in (None, False):
             return _fail(f"--list re-examines nothing; --{flag.replace('_', '-')} has no meaning with it")
     try:

@@ -149,6 +149,21 @@ def test_the_summary_line_says_which_fixed_is_which(
     assert "6 flagged (status now: 6 fixed) in 1 new group; earlier alerts: 0 confirmed, 0 transient, 0 fixed" in line
 
 
+def test_a_dry_run_shows_another_threshold_and_stores_nothing(
+    store_url: str, tmp_path: Path, ingest: Ingest, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A run that stores judges every alert by its own thresholds; --dry-run shows what they would do first."""
+    write_synthetic_results(tmp_path / "r", commits=30, series=6, steps={20: 1.3}, seed=8)
+    ingest(make_engine(store_url), [tmp_path / "r"])
+    assert run(capsys, "detect", "--db", store_url)[0] == 0
+    before = run(capsys, "detect", "--db", store_url, "--list", "--all", "--json")[1]
+    rc, out, _ = run(capsys, "detect", "--db", store_url, "--full", "--threshold", "50%", "--dry-run", "--all")
+    assert rc == 0 and out.startswith("(dry run: nothing stored) detect (full)") and "6 transient" in out, out
+    assert run(capsys, "detect", "--db", store_url, "--list", "--all", "--json")[1] == before
+    rc, _, err = run(capsys, "detect", "--db", store_url, "--list", "--dry-run")
+    assert rc == 2 and "--dry-run has no meaning" in err
+
+
 def _groups(url: str, capsys: pytest.CaptureFixture[str]) -> set[tuple[Any, ...]]:
     rc, out, _ = run(capsys, "detect", "--db", url, "--list", "--all", "--json")
     assert rc == 0
