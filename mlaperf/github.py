@@ -125,11 +125,12 @@ class GitHub:
     def comments(self, number: int) -> list[dict[str, Any]]:
         return self.pages(f"/issues/{number}/comments")
 
-    def create_comment(self, number: int, body: str) -> int:
-        return int(self._call("POST", f"/issues/{number}/comments", {"body": body})["id"])
+    def create_comment(self, number: int, body: str) -> dict[str, Any]:
+        """The new comment as GitHub answers it (``id``, ``html_url``, ...)."""
+        return dict(self._call("POST", f"/issues/{number}/comments", {"body": body}))
 
-    def update_comment(self, comment_id: int, body: str) -> None:
-        self._call("PATCH", f"/issues/comments/{comment_id}", {"body": body})
+    def update_comment(self, comment_id: int, body: str) -> dict[str, Any]:
+        return dict(self._call("PATCH", f"/issues/comments/{comment_id}", {"body": body}))
 
     def create_status(self, sha: str, state: str, description: str, context: str, target_url: str) -> None:
         """Set a commit status; an empty ``target_url`` (outside a workflow run) sets none."""

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from mlaperf.github import GitHub, GitHubError
 from settings import env, exits
-from settings.pr_contract import BOT_LOGIN, CONTEXT, FORK_CONTEXT, SHA, STATES, run_url
+from settings.pr_contract import BOT_LOGIN, CONTEXT, FORK_CONTEXT, SHA, STATES, repository_url, run_url
 
 MAX_BODY = 65_536  # GitHub's limit for a comment
 NO_RENDER = "no rendered report: see the run"
@@ -57,18 +57,23 @@ def read_inputs(comment: Path, status: Path, fork: bool) -> tuple[str, dict[str,
 
 def post(client: GitHub, number: int, head_sha: str, body: str, status: dict[str, str], run_url: str,
          bot_login: str = BOT_LOGIN) -> str:  # fmt: skip
-    """Update this login's sticky comment (else create one), then set the status; what was done."""
+    """Update this login's sticky comment (else create one), then set the status, linked to that comment: the
+    renderer's words, where the run page (the status's link otherwise) also shows what the pull request's own
+    job wrote into its summary. What was done."""
     mine = [
         c
         for c in client.comments(number)
         if (c.get("user") or {}).get("login") == bot_login and (c.get("body") or "").startswith(status["marker"])
     ]
     if mine:
-        client.update_comment(int(mine[0]["id"]), body)
+        comment = client.update_comment(int(mine[0]["id"]), body)
         done = f"updated comment {mine[0]['id']}"
     else:
-        done = f"created comment {client.create_comment(number, body)}"
-    client.create_status(head_sha, status["state"], status["description"], status["context"], run_url)
+        comment = client.create_comment(number, body)
+        done = f"created comment {comment.get('id')}"
+    link = str(comment.get("html_url") or "")
+    target = link if link.startswith(f"{repository_url()}/pull/{number}#") and repository_url() else run_url
+    client.create_status(head_sha, status["state"], status["description"], status["context"], target)
     return f"{done}; status {status['state']} ({status['context']}: {status['description']})"
 
 

@@ -37,6 +37,10 @@ def _page(items: list[Any], query: dict[str, list[str]]) -> list[Any]:
     return items[(page - 1) * per_page : page * per_page]
 
 
+def _comment_url(comment: dict[str, Any]) -> str:
+    return f"https://github.example/acme/kernels/pull/{comment['issue']}#issuecomment-{comment['id']}"
+
+
 def _issues(method: str, parts: list[str], query: dict[str, list[str]], body: Any, login: str) -> tuple[int, Any]:
     """/repos/acme/kernels/issues[/...]: the nightly's issues, comments, a pull request's labels."""
     issues: dict[str, dict[str, Any]] = STATE["issues"]
@@ -60,14 +64,14 @@ def _issues(method: str, parts: list[str], query: dict[str, list[str]], body: An
             comment = {"issue": int(parts[4]), "body": body["body"], "id": 1000 + len(STATE["comments"]),
                        "user": login}  # fmt: skip
             STATE["comments"].append(comment)
-            return 201, {"id": comment["id"]}
+            return 201, {"id": comment["id"], "html_url": _comment_url(comment)}
     if method == "PATCH" and len(parts) == 6 and parts[4] == "comments":
         for c in STATE["comments"]:
             if str(c["id"]) == parts[5]:
                 if c["user"] != login:
                     return 403, {"message": "Resource not accessible by integration"}
                 c["body"] = body["body"]
-                return 200, {"id": c["id"]}
+                return 200, {"id": c["id"], "html_url": _comment_url(c)}
     if method == "DELETE" and len(parts) == 7 and parts[5] == "labels":
         for pr in STATE["pulls"]:
             if str(pr["number"]) == parts[4] and any(x["name"] == unquote(parts[6]) for x in pr["labels"]):

@@ -210,7 +210,8 @@ def test_poster_edits_only_its_own_sticky_comment(tmp_path: Path, github_server:
     assert [c["body"] for c in github.state()["comments"]] == [forged["body"], f"{MARKER}\nsecond report\n"]
     statuses = github.state()["statuses"]
     assert [(s["sha"], s["state"], s["context"]) for s in statuses] == [(HEAD, "success", CONTEXT)] * 2
-    assert statuses[0]["target_url"] == "https://github.example/acme/kernels/actions/runs/42"
+    # Linked to the renderer's comment, not the run page (where the pull request's own job writes a summary).
+    assert [s["target_url"] for s in statuses] == ["https://github.example/acme/kernels/pull/7#issuecomment-1001"] * 2
 
 
 @pytest.mark.parametrize(
