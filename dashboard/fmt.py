@@ -57,7 +57,6 @@ __all__ = [
 ]
 
 SHA_LEN = 8
-_BYTE_NAMES = ("B", "KiB", "MiB", "GiB", "TiB")
 
 
 def axis_unit(values: Any, unit: str | None) -> tuple[float, str]:
@@ -71,8 +70,8 @@ def axis_unit(values: Any, unit: str | None) -> tuple[float, str]:
     if unit in BYTE_UNITS:  # in the scale of their median, as fmt_value shows them (512 MiB)
         finite = sorted(abs(float(v)) for v in values if not is_missing(v))
         median = finite[len(finite) // 2] if finite else 0.0
-        name = units.fmt_bytes(median).rsplit(" ", 1)[-1]  # the scale is units.fmt_bytes' choice
-        return 1024.0 ** -_BYTE_NAMES.index(name), name
+        mult, name = units.byte_scale(median)  # the scale units.fmt_bytes shows it in
+        return 1.0 / mult, name
     return 1.0, "" if unit in NO_UNIT else str(unit or "")  # a count has no unit to name
 
 

@@ -74,12 +74,18 @@ def fmt_number(value: float) -> str:
     return f"{value:,.0f}" if a >= 1000 else sig(value)
 
 
-def fmt_bytes(value: float) -> str:
-    """``512 B``, ``1.50 KiB``, ``512 MiB``, ``1.00 GiB``."""
+def byte_scale(value: float) -> tuple[float, str]:
+    """(bytes per unit, unit) :func:`fmt_bytes` shows ``value`` in: 1024**2 and MiB for 512 MiB."""
     for mult, label in _BYTE_SCALES:
         if abs(value) >= 0.9995 * mult:  # what rounds to 1.00 of a scale is shown in it
-            return f"{sig(value / mult)} {label}"
-    return f"{fmt_number(value)} B"
+            return mult, label
+    return 1.0, "B"
+
+
+def fmt_bytes(value: float) -> str:
+    """``512 B``, ``1.50 KiB``, ``512 MiB``, ``1.00 GiB``."""
+    mult, label = byte_scale(value)
+    return f"{sig(value / mult)} {label}" if label != "B" else f"{fmt_number(value)} B"
 
 
 def time_unit(seconds: Iterable[float]) -> tuple[float, str]:
