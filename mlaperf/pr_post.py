@@ -7,7 +7,8 @@ them once more (state from a fixed list, the one context ``FORK`` allows, sizes)
 comment is the one that starts with the report's marker **and** was written by this workflow's own login
 (``MLAPERF_BOT_LOGIN``, default ``github-actions[bot]``): another bot's or a person's comment that copies
 the marker is never edited. Environment: ``PR_NUMBER``, ``HEAD_SHA`` (from the gate), ``GITHUB_*``.
-When the render job left no files, only a fixed ``error`` status is set (context by ``FORK``).
+When the render job left no files, only a fixed ``error`` status is set (context by ``FORK``), linked to the render
+job's own log (the run page shows what the pull request's job wrote into its summary), else to the pull request.
 Exit status: 0 posted, 1 nothing rendered (error status set), 2 bad input, 3 GitHub API error.
 """
 
@@ -21,10 +22,10 @@ from pathlib import Path
 
 from mlaperf.github import GitHub, GitHubError
 from settings import env, exits
-from settings.pr_contract import BOT_LOGIN, CONTEXT, FORK_CONTEXT, SHA, STATES, repository_url, run_url
+from settings.pr_contract import BOT_LOGIN, CONTEXT, FORK_CONTEXT, RENDER_JOB, SHA, STATES, repository_url, run_url
 
 MAX_BODY = 65_536  # GitHub's limit for a comment
-NO_RENDER = "no rendered report: see the run"
+NO_RENDER = "no rendered report: see the render job's log"
 MARKER = re.compile(r"<!-- [a-z0-9-]{1,60} -->")
 
 
@@ -77,10 +78,26 @@ def post(client: GitHub, number: int, head_sha: str, body: str, status: dict[str
     return f"{done}; status {status['state']} ({status['context']}: {status['description']})"
 
 
-def renderer_failed(client: GitHub, head_sha: str, fork: bool) -> int:
+def render_job_url(client: GitHub, number: int) -> str:
+    """The render job's log page in this run (``actions: read``), where a render failure is explained in the default
+    branch's words; the pull request's page when the run or the job cannot be read; "" outside a workflow run."""
+    repository, run_id = repository_url(), os.environ.get("GITHUB_RUN_ID", "")
+    if not (repository and run_id.isdigit()):
+        return ""
+    try:
+        jobs = client.pages(f"/actions/runs/{run_id}/jobs", key="jobs", limit=3)
+    except GitHubError as exc:
+        print(f"pr_post: cannot read this run's jobs ({exc}); the status links to the pull request", file=sys.stderr)
+        jobs = []
+    links = [str(j.get("html_url") or "") for j in jobs if isinstance(j, dict) and j.get("name") == RENDER_JOB]
+    mine = [u for u in links if u.startswith(f"{repository}/actions/runs/{run_id}/job")]
+    return mine[0] if mine else f"{repository}/pull/{number}"
+
+
+def renderer_failed(client: GitHub, number: int, head_sha: str, fork: bool) -> int:
     """No rendered comment (the render job failed): a fixed error status, no comment; exit 1."""
     try:
-        client.create_status(head_sha, "error", NO_RENDER, context_for(fork), run_url())
+        client.create_status(head_sha, "error", NO_RENDER, context_for(fork), render_job_url(client, number))
     except GitHubError as exc:
         print(f"pr_post: GitHub API: {exc}", file=sys.stderr)
         return exits.INTERNAL
@@ -103,7 +120,7 @@ def main(argv: list[str] | None = None) -> int:
         client = GitHub.from_env()
         fork = os.environ.get("FORK") == "true"
         if not (Path(args[0]).is_file() and Path(args[1]).is_file()):
-            return renderer_failed(client, head_sha, fork)
+            return renderer_failed(client, number, head_sha, fork)
         body, status = read_inputs(Path(args[0]), Path(args[1]), fork)
     except (PostError, ValueError, OSError) as exc:
         print(f"pr_post: error: {exc}", file=sys.stderr)

