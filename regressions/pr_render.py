@@ -31,7 +31,7 @@ FORK_NOTE = (
     "> **Figures from fork code, unverified.** This pull request comes from a fork: its own code ran the "
     "benchmarks and wrote these numbers. They are a hint for review, not evidence; see `docs/security.md`."
 )
-INVALID = "report data invalid: see the run"  # the fixed status of a refused report.json
+INVALID = "report data invalid: see the comment"  # the fixed status of a refused report.json
 # needs.benchmark.result, as GitHub Actions reports it.
 JOB_RESULTS = ("success", "failure", "cancelled", "skipped")
 RUN_URL = re.compile(r"https://[\w.-]+/[\w.-]+/[\w.-]+/actions/runs/\d+")
