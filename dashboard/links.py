@@ -71,12 +71,14 @@ def arrive() -> None:
         st.session_state.pop(key, None)
 
 
-def grid(table: pd.DataFrame, *, key: str, links: Mapping[str, str], column_config: Mapping[str, Any],
-         **kw: Any) -> None:
+def grid(table: pd.DataFrame, *, key: str, links: Mapping[str, str], widths: Mapping[str, int | str] | None = None,
+         column_config: Mapping[str, Any] | None = None, **kw: Any) -> None:
     """A data grid whose ``links`` columns (column -> the text shown, e.g. "plot") hold relative URLs: a
-    click on such a cell opens its page in this tab; an empty cell is blank and goes nowhere."""
+    click on such a cell opens its page in this tab; an empty cell is blank and goes nowhere. ``widths``: text
+    columns' widths (pixels or "small"/"medium"/"large"); ``column_config`` for any other kind of column."""
     shown = table.copy()
-    config = dict(column_config)
+    config = {col: st.column_config.TextColumn(width=w) for col, w in (widths or {}).items()}
+    config.update(column_config or {})
     for col, text in links.items():
         shown[col] = [f"{text} →" if isinstance(u, str) and u else "" for u in table[col]]
         given = config.get(col)

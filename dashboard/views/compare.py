@@ -80,16 +80,16 @@ def main() -> None:
     table, threshold_note = model.table_rows(cmp, show, lambda b, k: links.history(ctx.machine, b, k))
     # Widths that fit the content column of a 1,280 px window with the sidebar open (about 820 px): the
     # series name and the method are cut there, whole on hover.
-    links.grid(table, key="cmp_table", links={"history": "plot"}, column_config={
-        "status": st.column_config.TextColumn(width=75),
-        "series": st.column_config.TextColumn(width=255),
-        "history": st.column_config.TextColumn(width=50),
-        "before": st.column_config.TextColumn(width=75),
-        "after": st.column_config.TextColumn(width=75),
-        "ratio": st.column_config.TextColumn(width=50),
-        "change": st.column_config.TextColumn(width=90),
-        "p": st.column_config.TextColumn(width=45),
-        "method": st.column_config.TextColumn(width=100),
+    links.grid(table, key="cmp_table", links={"history": "plot"}, widths={
+        "status": 75,
+        "series": 255,
+        "history": 50,
+        "before": 75,
+        "after": 75,
+        "ratio": 50,
+        "change": 90,
+        "p": 45,
+        "method": 100,
     })
     st.caption("change: direction-aware (worse means slower, or lower throughput)." + threshold_note)
 

@@ -28,13 +28,9 @@ def _alert_groups(ctx: widgets.Context, groups: pd.DataFrame) -> None:
                    "ingest.")
         return
     table = model.alert_rows(groups, lambda g: links.to("regressions", machine=ctx.machine, reg_group=g))
-    links.grid(table, key="ov_groups", links={"triage": "view group"}, column_config={
-        "group": st.column_config.TextColumn(width=50),
-        "series": st.column_config.NumberColumn(width=50),
-        "worst": st.column_config.TextColumn(width=60),
-        "culprit": st.column_config.TextColumn(width="large"),
-        "triage": st.column_config.TextColumn(width=100),
-    })
+    links.grid(table, key="ov_groups", links={"triage": "view group"},
+               widths={"group": 50, "worst": 60, "culprit": "large", "triage": 100},
+               column_config={"series": st.column_config.NumberColumn(width=50)})
     st.caption("worst: the largest slowdown in the group, the detector's level after / level before the step "
                "(direction-aware, > 1 is worse). Closed groups (ignored, transient, retired) are on the "
                "Regressions page.")

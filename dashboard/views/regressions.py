@@ -29,13 +29,8 @@ def _closed_section(ctx: widgets.Context, regs: pd.DataFrame, all_machines: bool
         kinds = widgets.url_pills("Reason", sorted(rows["reason_kind"].astype(str).unique()), key="reg_reason")
     out = model.closed_rows(closed.filter_closed(rows, statuses, kinds), data.param_names(ctx.url),
                             all_machines=all_machines, history_link=links.history)
-    links.grid(out, key="reg_closed_table", links={"history": "plot"}, column_config={
-        "status": st.column_config.TextColumn(width=80),
-        "series": st.column_config.TextColumn(width="large"),
-        "ratio": st.column_config.TextColumn(width=55),
-        "reason": st.column_config.TextColumn(width="large"),
-        "history": st.column_config.TextColumn(width=60),
-    })
+    links.grid(out, key="reg_closed_table", links={"history": "plot"}, widths={
+        "status": 80, "series": "large", "ratio": 55, "reason": "large", "history": 60})
 
 
 def _groups_table(group_frame: pd.DataFrame, all_machines: bool) -> None:
@@ -46,34 +41,21 @@ def _groups_table(group_frame: pd.DataFrame, all_machines: bool) -> None:
         st.info("No group matches the filters.")
         return
     links.grid(model.group_rows(group_frame, all_machines=all_machines, compare_link=links.compare),
-               key="reg_groups_table", links={"compare": "parent..commit"}, column_config={
-        "group": st.column_config.TextColumn(width=50),
-        "parent (good)": st.column_config.TextColumn(width=230),
-        "commit (first bad)": st.column_config.TextColumn(width=230),
-        "series": st.column_config.NumberColumn(width=50),
-        "worst": st.column_config.TextColumn(width=60),
-        "fixed at": st.column_config.TextColumn(width=80),
-        "compare": st.column_config.TextColumn(width=120),
-    })
+               key="reg_groups_table", links={"compare": "parent..commit"},
+               widths={"group": 50, "parent (good)": 230, "commit (first bad)": 230, "worst": 60, "fixed at": 80,
+                       "compare": 120},
+               column_config={"series": st.column_config.NumberColumn(width=50)})
 
 
 def _regressions_table(view: pd.DataFrame, all_machines: bool) -> None:
     st.subheader(f"Regressions ({len(view)})")
     rows = model.regression_rows(view, all_machines=all_machines, history_link=links.history,
                                  compare_link=links.compare)
-    links.grid(rows, key="reg_table", links={"history": "plot", "compare": "parent..commit"}, column_config={
-        "group": st.column_config.TextColumn(width=50),
-        "status": st.column_config.TextColumn(width=80),
-        "series": st.column_config.TextColumn(width="large"),
-        "ratio": st.column_config.TextColumn(width=55),
-        "p": st.column_config.TextColumn(width=55),
-        "fixed at": st.column_config.TextColumn(width=75),
-        "history": st.column_config.TextColumn(width=60),
-        "compare": st.column_config.TextColumn(width=120),
-        "note": st.column_config.TextColumn("triage note", width="medium"),
-        "assignee": st.column_config.TextColumn(width=90),
-        "issue": st.column_config.LinkColumn("issue", display_text="issue", width=55),
-    })
+    links.grid(rows, key="reg_table", links={"history": "plot", "compare": "parent..commit"},
+               widths={"group": 50, "status": 80, "series": "large", "ratio": 55, "p": 55, "fixed at": 75,
+                       "history": 60, "compare": 120, "assignee": 90},
+               column_config={"note": st.column_config.TextColumn("triage note", width="medium"),
+                              "issue": st.column_config.LinkColumn("issue", display_text="issue", width=55)})
     st.caption(
         "ratio: the detector's step, level after / level before in the benchmark's unit, each level the median "
         "of several commits of the series (so it is steadier than one pair of runs). Compare's ratio is a "
