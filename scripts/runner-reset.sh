@@ -11,10 +11,30 @@
 #    RUNNER_ROOT/_work) and the user's files in RESET_TMP_DIRS (default "/tmp /dev/shm").
 # The next job's first step fails while the marker .mlaperf-pr-job is in $HOME, so a reset that did not run is
 # noticed. RUNNER_ROOT stays writable by jobs (the runner needs it): only a root-owned restore before each start
-# (docs/admin.md) undoes a change there. Exit 0 reset, 1 runner folder changed or a process survived, 2 refused.
+# (docs/admin.md) undoes a change there. Settings: a root-owned runner-reset.conf beside this script (KEY=value
+# lines of HOME, RUNNER_ROOT, RUNNER_WORK, RUNNER_PRISTINE, RESET_KILL, RESET_TMP_DIRS; HOME defaults to the
+# user's home in the password database), and then the environment's are ignored (a job can set the hook's
+# environment through $GITHUB_ENV); without the file, the environment's.
+# Exit 0 reset, 1 runner folder changed or a process survived, 2 refused.
 set -euo pipefail
-case "${1:-}" in -h|--help) sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;; --dry-run|"") ;; *) exit 2 ;; esac
+case "${1:-}" in -h|--help) sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;; --dry-run|"") ;; *) exit 2 ;; esac
 dry="${1:-}"
+conf="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/runner-reset.conf"
+if [[ -e "$conf" ]]; then
+  # Only root may have written it: owned by root, writable by no one else.
+  if [[ "$(stat -c '%u' "$conf")" != 0 || -n "$(find "$conf" -maxdepth 0 -perm /022)" ]]; then
+    echo "runner-reset: refusing $conf: not root-owned, or writable by group or others" >&2; exit 2
+  fi
+  unset HOME RUNNER_ROOT RUNNER_WORK RUNNER_PRISTINE RESET_KILL RESET_TMP_DIRS
+  while IFS= read -r line || [[ -n "$line" ]]; do
+    [[ "$line" =~ ^[[:space:]]*(#|$) ]] && continue
+    if [[ ! "$line" =~ ^(HOME|RUNNER_ROOT|RUNNER_WORK|RUNNER_PRISTINE|RESET_KILL|RESET_TMP_DIRS)=(.*)$ ]]; then
+      echo "runner-reset: $conf: not a KEY=value line of a known setting: $line" >&2; exit 2
+    fi
+    printf -v "${BASH_REMATCH[1]}" '%s' "${BASH_REMATCH[2]}"  # a value, never evaluated
+  done < "$conf"
+  HOME="${HOME:-$(getent passwd "$(id -u)" | cut -d: -f6)}"
+fi
 home="${HOME:?}"
 uid="$(id -u)"
 runner_root="${RUNNER_ROOT:-$home/actions-runner}"

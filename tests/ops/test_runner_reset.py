@@ -111,3 +111,39 @@ def test_a_changed_runner_folder_fails_the_reset_and_stops_the_next_job(job_home
     assert proc.returncode == 1 and "differs from" in proc.stderr and "CHANGED" in proc.stdout, proc.stderr
     assert "Runner.Worker" in proc.stderr and ".env" in proc.stderr
     assert (job_home / ".mlaperf-pr-job").exists(), "the next job's first step stops on the marker"
+
+
+def test_a_root_owned_conf_beside_the_script_overrides_what_a_job_put_in_the_environment(job_home: Path) -> None:
+    # A job can reach the hook's environment through $GITHUB_ENV: with runner-reset.conf beside the installed
+    # script, neither a decoy HOME nor an emptied RUNNER_PRISTINE from the environment counts.
+    runner = job_home / "actions-runner"
+    (runner / "bin").mkdir()
+    (runner / "bin" / "Runner.Worker").write_text("pristine")
+    pristine = job_home.parent / "pristine"
+    shutil.copytree(runner, pristine)
+    (runner / "bin" / "Runner.Worker").write_text("planted")
+    (job_home / "left-by-the-job").write_text("x")
+    decoy = job_home.parent / "decoy"
+    decoy.mkdir()
+    os.chown(decoy, JOB_UID, JOB_UID)
+    for path in (runner / "bin", runner / "bin" / "Runner.Worker", job_home / "left-by-the-job"):
+        os.chown(path, JOB_UID, JOB_UID)
+    installed = job_home.parent / "hook"  # root-owned, as the admin installs it
+    installed.mkdir()
+    shutil.copy(RESET, installed / "runner-reset.sh")
+    conf = installed / "runner-reset.conf"
+    conf.write_text(f"# the admin's\nHOME={job_home}\nRUNNER_PRISTINE={pristine}\n"
+                    f"RESET_TMP_DIRS={job_home.parent / 'tmp'}\n")  # fmt: skip
+    hostile = {"HOME": str(decoy), "RUNNER_PRISTINE": "", "RESET_KILL": "0"}
+    proc = as_job_user(["bash", str(installed / "runner-reset.sh")], job_home, **hostile)
+    assert proc.returncode == 1 and "differs from" in proc.stderr and "CHANGED" in proc.stdout, proc.stderr
+    assert "RESET_KILL=0" not in proc.stdout and f"reset {job_home} " in proc.stdout, proc.stdout
+    assert not (job_home / "left-by-the-job").exists() and (job_home / ".mlaperf-pr-job").exists()
+    # A conf the job user could have written is refused, and so is a line that is not a known setting.
+    conf.chmod(0o666)
+    proc = as_job_user(["bash", str(installed / "runner-reset.sh")], job_home)
+    assert proc.returncode == 2 and "refusing" in proc.stderr, proc.stderr
+    conf.chmod(0o644)
+    conf.write_text("HOME=$(touch /tmp/pwned)\nBASH_ENV=/tmp/x\n")
+    proc = as_job_user(["bash", str(installed / "runner-reset.sh")], job_home)
+    assert proc.returncode == 2 and "BASH_ENV=/tmp/x" in proc.stderr, proc.stderr
