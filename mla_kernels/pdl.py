@@ -10,9 +10,7 @@ only when the previous kernel has completed and its writes are visible. Right af
 its own dependents, so the next kernel's programs are placed on free SMs while this one runs; they wait
 in their own ``wait_prior_grid``. The grid-barrier kernel (``indexer.coop``) does not take ``PDL`` and
 launches in stream order: placed early beside the previous kernel's programs it made the one-request step
-slower (its comment has the figures); it lets the kernel after it be placed (``let_dependents_start``) once each
-of its programs is past its last grid barrier, so at one or two requests the decode's programs are resident and
-waiting while its last program runs the final select.
+slower (its comment has the figures), and a kernel after it starts only as its programs exit.
 
 Which launches use it is decided in one place, ``mla_kernels._common`` (``pdl_constexprs``, which
 ``KernelLaunch`` and the autotuned indexer launches call): a kernel that takes ``PDL``, on a CUDA device of
@@ -33,12 +31,4 @@ def wait_prior_grid(PDL: tl.constexpr):
     # programs be placed (they wait in turn).
     if PDL:
         gdc_wait()
-        gdc_launch_dependents()
-
-
-@triton.jit
-def let_dependents_start(EARLY: tl.constexpr):
-    # A kernel launched in stream order (no wait of its own) lets the next kernel's programs be placed before
-    # its own tail ends: they still wait for its completion and writes in their ``wait_prior_grid``.
-    if EARLY:
         gdc_launch_dependents()

@@ -73,13 +73,11 @@ def args(*tensors: torch.Tensor, d: _Dims, topk: int) -> tuple[object, ...]:
     )  # fmt: skip
 
 
-def constexprs(d: _Dims, p: CoopPlan, early_dependents: bool = False) -> dict[str, object]:
-    """The constexprs every launch shares (the tile config and ``PHASE`` come on top). ``early_dependents``:
-    the next kernel may be placed once every program is past its last barrier (``pdl.let_dependents_start``;
-    where the device uses PDL)."""
+def constexprs(d: _Dims, p: CoopPlan) -> dict[str, object]:
+    """The constexprs every launch shares (the tile config and ``PHASE`` come on top)."""
     return {"BLOCK_H": max(16, next_pow2(d.heads)), "FP32_MATH": interpreting(), "SEL_BLOCK": p.sel_block,
             "FBLOCK": p.final_block, "OUT_BLOCK": p.out_block,
-            "L2_PREFETCH": not interpreting(), "EARLY_DEPENDENTS": early_dependents}  # fmt: skip
+            "L2_PREFETCH": not interpreting()}  # fmt: skip
 
 
 def phase_launches(kernel: object, run_args: tuple[object, ...], d: _Dims, p: CoopPlan) -> list[KernelLaunch]:

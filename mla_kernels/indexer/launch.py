@@ -13,7 +13,7 @@ from dataclasses import replace
 import torch
 import triton
 
-from .._common import KernelLaunch, interpreting, next_pow2, num_sms, pdl_constexprs, pdl_enabled
+from .._common import KernelLaunch, interpreting, next_pow2, num_sms, pdl_constexprs
 from ..arch import RESIDENT_BLOCKS, kept_by_compile, profile_target, resident_programs
 from ..record import ConfigValue, KernelRun, LaunchRecord
 from . import coop
@@ -347,7 +347,7 @@ def _coop_topk(
     else:
         tuner = _coop_tuner(_coop_topk_kernel)
         runs = (_tuned_run(tuner, "indexer.coop", (cp.programs, d.batch), run_args,
-                           {**coop.constexprs(d, cp, pdl_enabled(q.device)), "PHASE": -1}),)  # fmt: skip
+                           {**coop.constexprs(d, cp), "PHASE": -1}),)  # fmt: skip
         source = "autotuner"
     c = runs[-1].config
     config = _record_config(c, cp.programs, {"select": "coop", "SELECT_BLOCK": cp.sel_block,

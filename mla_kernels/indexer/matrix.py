@@ -62,7 +62,7 @@ def compile_matrix(
                 cp = replace(coop.gpu_plan(1, topk), sel_block=block)
                 launch = KernelLaunch(
                     "indexer.coop", _coop_topk_kernel, (1, batch), coop_args,
-                    {**coop.constexprs(d, cp, True), "FP32_MATH": False, "PHASE": -1, **c.kwargs},
+                    {**coop.constexprs(d, cp), "FP32_MATH": False, "PHASE": -1, **c.kwargs},
                     num_warps=c.num_warps, num_stages=c.num_stages,
                 )  # fmt: skip
                 rows.append((coop.block_label(label, block), launch, config_spec("indexer.coop", c)))

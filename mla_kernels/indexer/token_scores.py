@@ -52,7 +52,7 @@ from mla_kernels.indexer.radix_kernels import (
     _wait_all,
     _zero_ws_row,
 )
-from mla_kernels.pdl import let_dependents_start, wait_prior_grid
+from mla_kernels.pdl import wait_prior_grid
 
 
 @triton.jit
@@ -213,7 +213,6 @@ def _coop_topk_kernel(
     H, num_pages, max_ctx, topk,
     BLOCK_H: tl.constexpr, BLOCK_T: tl.constexpr, FP32_MATH: tl.constexpr, PHASE: tl.constexpr,
     SEL_BLOCK: tl.constexpr, FBLOCK: tl.constexpr, OUT_BLOCK: tl.constexpr, L2_PREFETCH: tl.constexpr,
-    EARLY_DEPENDENTS: tl.constexpr = False,
 ):  # fmt: skip
     # No PDL here (``mla_kernels.pdl``): launched early, beside the previous kernel's last programs, this
     # grid-barrier kernel made the one-request decode step slower at 64K tokens (30.5 against 28.5 us).
@@ -295,8 +294,6 @@ def _coop_topk_kernel(
                 cands += _compact_block(row, t0 + tl.arange(0, SEL_BLOCK), n, prefix, done, ws_row, out_row, bt_row,
                                         cand_row, topk, num_pages)  # fmt: skip
             ticket, m = _compaction_ticket(ws_row, cands)
-            # Past its last barrier: the next kernel's programs may be placed (they wait for this one's end).
-            let_dependents_start(EARLY_DEPENDENTS)
             if ticket == selecting - 1:
                 # Every other program is past its last use of the row (its ticket came after its last
                 # barrier and atomic), and the final select does not read it: leave it zeroed, so a caller's
