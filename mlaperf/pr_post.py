@@ -81,8 +81,9 @@ def post(client: GitHub, number: int, head_sha: str, body: str, status: dict[str
 def render_job_url(client: GitHub, number: int) -> str:
     """The render job's log page in this run (``actions: read``), where a render failure is explained in the default
     branch's words; the pull request's page when the run or the job cannot be read; "" outside a workflow run."""
-    repository, run_id = repository_url(), os.environ.get("GITHUB_RUN_ID", "")
-    if not (repository and run_id.isdigit()):
+    run = run_url()  # the one place a run's page is built from GITHUB_*
+    run_id = run.rsplit("/", 1)[-1]
+    if not run_id.isdigit():
         return ""
     try:
         jobs = client.pages(f"/actions/runs/{run_id}/jobs", key="jobs", limit=3)
@@ -90,8 +91,8 @@ def render_job_url(client: GitHub, number: int) -> str:
         print(f"pr_post: cannot read this run's jobs ({exc}); the status links to the pull request", file=sys.stderr)
         jobs = []
     links = [str(j.get("html_url") or "") for j in jobs if isinstance(j, dict) and j.get("name") == RENDER_JOB]
-    mine = [u for u in links if u.startswith(f"{repository}/actions/runs/{run_id}/job")]
-    return mine[0] if mine else f"{repository}/pull/{number}"
+    mine = [u for u in links if u.startswith(f"{run}/job")]
+    return mine[0] if mine else f"{repository_url()}/pull/{number}"
 
 
 def renderer_failed(client: GitHub, number: int, head_sha: str, fork: bool) -> int:
