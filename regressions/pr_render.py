@@ -96,6 +96,9 @@ def render(
     if any(c.status in FAILING for c in comparisons):
         gone = f", {missing} missing" if missing else ""
         status = Status("failure", f"{prefix}{plural(regressed, 'regression')}, {failed} failed{gone}", context)
+    elif result != "success":  # a report, then the job failed (or was cancelled): not a clean run
+        status = Status("error", f"{prefix}benchmark job ended ({result}) after its report", context)
+        body += f"\nThe benchmark job ended ({result}) after writing this report. See {link}.\n"
     else:
         status = Status("success", f"{prefix}no regression ({len(comparisons)} series)", context)
     return _with_fork_note(body, fork), status
@@ -109,7 +112,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--base", required=True, help="base commit, full SHA (from the gate)")
     parser.add_argument("--head", required=True, help="head commit, full SHA (from the gate)")
     parser.add_argument("--fork", choices=("true", "false"), required=True, help="the head is in a fork")
-    parser.add_argument("--job-result", default="unknown", help="needs.benchmark.result")
+    parser.add_argument("--job-result", required=True,
+                        help="needs.benchmark.result (success, failure, cancelled, skipped)")
     parser.add_argument("--run-url", default=run_url(), help="link to the workflow run (default: this GitHub Actions "
                         "run's page, from GITHUB_SERVER_URL, GITHUB_REPOSITORY and GITHUB_RUN_ID)")  # fmt: skip
     parser.add_argument("--comment-out", type=Path, required=True, metavar="FILE", help="where the comment goes")

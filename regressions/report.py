@@ -109,7 +109,7 @@ def _row(c: Comparison) -> str:
     return (
         f"| {md_code(c.benchmark)} | {md_code(fmt_params(c.params))} | {md_code(c.machine)} | "
         f"{_side_cell(c.base, c.base_status, c)} | {_side_cell(c.head, c.head_status, c)} | "
-        f"{_ratio(c)} | {_p(c)} | {c.method} |"
+        f"{_ratio(c)} | {_p(c)} | {md_text(c.method)} |"
     )
 
 

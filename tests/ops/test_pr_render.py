@@ -101,6 +101,18 @@ def test_a_valid_report_renders_and_sets_the_status(tmp_path: Path) -> None:
     assert status["state"] == "success" and status["description"] == "no regression (1 series)"
 
 
+@pytest.mark.parametrize("result", ["failure", "cancelled"])
+def test_a_clean_report_from_a_job_that_then_failed_is_an_error(tmp_path: Path, result: str) -> None:
+    # pr.sh fails the job on a regression, so a report with none and a failed job means something broke after it.
+    rc, md, status = render(tmp_path, json.dumps([row()]).encode(), result=result)
+    assert rc == 0 and status["state"] == "error", status
+    assert status["description"] == f"benchmark job ended ({result}) after its report"
+    assert f"The benchmark job ended ({result}) after writing this report" in md
+    rows = [row(status="regressed", head=6e-5, ratio=1.5, slowdown=1.5, significant=True, regression=True)]
+    rc, md, status = render(tmp_path, json.dumps(rows).encode(), result="failure")
+    assert status["state"] == "failure", "a regression fails the job and the status alike"
+
+
 def test_a_case_missing_at_head_is_listed_and_fails(tmp_path: Path) -> None:
     # What compare writes for a case dropped at head (head side 'missing') must pass the schema, not be refused.
     gone = row(benchmark="bench_decode.SparseDecode.time_gone", status="missing", head_status="missing", head=None,
@@ -128,6 +140,7 @@ def test_hostile_values_are_inert(tmp_path: Path) -> None:
         rows.append(row(benchmark=f"r.{text}", status="regressed", head=6e-5, ratio=1.5, regression=True,
                         significant=True, slowdown=1.5))  # fmt: skip
     rows.append(row(status="unchanged", unknown_field="<img src=x> @team", __proto__="success"))
+    rows.append(row(method="www.evil-phish.example"))  # passes the method pattern: the cell must stay inert
     rc, md, status = render(tmp_path, json.dumps(rows).encode())
     assert rc == 0, md
     assert_inert(md)
@@ -177,7 +190,8 @@ def test_symlinked_report_is_refused(tmp_path: Path) -> None:
     comment, status = tmp_path / "c.md", tmp_path / "s.json"
     proc = subprocess.run(
         [sys.executable, "-m", "regressions.pr_render", "--report", str(tmp_path / "report.json"), "--base", BASE,
-         "--head", HEAD, "--fork", "false", "--comment-out", str(comment), "--status-out", str(status)],
+         "--head", HEAD, "--fork", "false", "--job-result", "success", "--comment-out", str(comment),
+         "--status-out", str(status)],
         cwd=ROOT, capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert proc.returncode == 0 and json.loads(status.read_text())["state"] == "error"
