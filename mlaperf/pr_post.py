@@ -7,13 +7,17 @@ them once more (state from a fixed list, the one context ``FORK`` allows, sizes)
 comment is the one that starts with the report's marker **and** was written by this workflow's own login
 (``MLAPERF_BOT_LOGIN``, default ``github-actions[bot]``): another bot's or a person's comment that copies
 the marker is never edited. Environment: ``PR_NUMBER``, ``HEAD_SHA`` (from the gate), ``GITHUB_*``.
-When the render job left no files, only a fixed ``error`` status is set (context by ``FORK``), linked to the render
-job's own log (the run page shows what the pull request's job wrote into its summary), else to the pull request.
-Exit status: 0 posted, 1 nothing rendered (error status set), 2 bad input, 3 GitHub API error.
+The files are posted only when their sha256 is the render job's (``COMMENT_SHA256``, ``STATUS_SHA256``, its job
+outputs): the benchmark job ran the pull request's code and may reach the artifact store, so the artifact is not
+proof of who wrote it. When the render job left no files or no digests, only a fixed ``error`` status is set
+(context by ``FORK``); when a file's digest differs, another fixed one; both linked to the render job's own log (the
+run page shows what the pull request's job wrote into its summary), else to the pull request.
+Exit status: 0 posted, 1 nothing posted from the files (error status set), 2 bad input, 3 GitHub API error.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -22,15 +26,32 @@ from pathlib import Path
 
 from mlaperf.github import GitHub, GitHubError
 from settings import env, exits
-from settings.pr_contract import BOT_LOGIN, CONTEXT, FORK_CONTEXT, RENDER_JOB, SHA, STATES, repository_url, run_url
+from settings.pr_contract import (
+    BOT_LOGIN,
+    COMMENT_DIGEST_ENV,
+    CONTEXT,
+    FORK_CONTEXT,
+    RENDER_JOB,
+    SHA,
+    STATES,
+    STATUS_DIGEST_ENV,
+    repository_url,
+    run_url,
+)
 
 MAX_BODY = 65_536  # GitHub's limit for a comment
 NO_RENDER = "no rendered report: see the render job's log"
+CHANGED = "rendered report changed after rendering: not posted"
 MARKER = re.compile(r"<!-- [a-z0-9-]{1,60} -->")
+DIGEST = re.compile(r"[0-9a-f]{64}")  # sha256sum's
 
 
 class PostError(ValueError):
     """The rendered comment or status is not what the renderer writes."""
+
+
+class Changed(PostError):
+    """A file's bytes are not those the render job hashed: someone else uploaded them."""
 
 
 def context_for(fork: bool) -> str:
@@ -38,9 +59,19 @@ def context_for(fork: bool) -> str:
     return FORK_CONTEXT if fork else CONTEXT
 
 
-def read_inputs(comment: Path, status: Path, fork: bool) -> tuple[str, dict[str, str]]:
-    body = comment.read_text(encoding="utf-8")
-    data = json.loads(status.read_text(encoding="utf-8"))
+def read_verified(path: Path, digest: str) -> str:
+    """The text of ``path`` if its bytes have the sha256 ``digest`` the render job wrote, else :class:`Changed`."""
+    data = path.read_bytes()
+    found = hashlib.sha256(data).hexdigest()
+    if found != digest:
+        raise Changed(f"{path}: sha256 {found}, the render job's was {digest}")
+    return data.decode("utf-8")
+
+
+def read_inputs(comment: Path, status: Path, fork: bool, digests: tuple[str, str]) -> tuple[str, dict[str, str]]:
+    """The comment and the status, both checked against the render job's digests before either is parsed."""
+    body, text = read_verified(comment, digests[0]), read_verified(status, digests[1])
+    data = json.loads(text)
     if not isinstance(data, dict):
         raise PostError(f"{status}: not a JSON object")
     if data.get("state") not in STATES or data.get("context") != context_for(fork):
@@ -95,14 +126,15 @@ def render_job_url(client: GitHub, number: int) -> str:
     return mine[0] if mine else f"{repository_url()}/pull/{number}"
 
 
-def renderer_failed(client: GitHub, number: int, head_sha: str, fork: bool) -> int:
-    """No rendered comment (the render job failed): a fixed error status, no comment; exit 1."""
+def renderer_failed(client: GitHub, number: int, head_sha: str, fork: bool, description: str = NO_RENDER) -> int:
+    """Nothing to post from the files (the render job failed, or they are not its bytes): a fixed error status,
+    no comment; exit 1."""
     try:
-        client.create_status(head_sha, "error", NO_RENDER, context_for(fork), render_job_url(client, number))
+        client.create_status(head_sha, "error", description, context_for(fork), render_job_url(client, number))
     except GitHubError as exc:
         print(f"pr_post: GitHub API: {exc}", file=sys.stderr)
         return exits.INTERNAL
-    print(f"pr_post: no rendered comment; status error ({NO_RENDER})", file=sys.stderr)
+    print(f"pr_post: nothing posted from the files; status error ({description})", file=sys.stderr)
     return exits.FOUND
 
 
@@ -122,7 +154,16 @@ def main(argv: list[str] | None = None) -> int:
         fork = os.environ.get("FORK") == "true"
         if not (Path(args[0]).is_file() and Path(args[1]).is_file()):
             return renderer_failed(client, number, head_sha, fork)
-        body, status = read_inputs(Path(args[0]), Path(args[1]), fork)
+        digests = (os.environ.get(COMMENT_DIGEST_ENV, ""), os.environ.get(STATUS_DIGEST_ENV, ""))
+        if not all(DIGEST.fullmatch(d) for d in digests):
+            print(f"pr_post: no digest from the render job ({COMMENT_DIGEST_ENV}, {STATUS_DIGEST_ENV}): files not "
+                  "posted", file=sys.stderr)  # fmt: skip
+            return renderer_failed(client, number, head_sha, fork)
+        try:
+            body, status = read_inputs(Path(args[0]), Path(args[1]), fork, digests)
+        except Changed as exc:
+            print(f"pr_post: {exc}", file=sys.stderr)
+            return renderer_failed(client, number, head_sha, fork, CHANGED)
     except (PostError, ValueError, OSError) as exc:
         print(f"pr_post: error: {exc}", file=sys.stderr)
         return exits.USAGE

@@ -25,6 +25,9 @@ STORE_ENVIRONMENT = "mlaperf-store"  # holds the secret MLAPERF_DB, deployable f
 BOT_LOGIN = DEFAULT_BOT_LOGIN  # who GITHUB_TOKEN writes as: the sticky comment is this login's only
 SHA = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
 RENDER_JOB = "Validate and render (GitHub-hosted, default branch)"  # pr-benchmarks.yml's render job, by name
+# The render job's sha256 of comment.md and status.json (its job outputs), as the post job's environment holds them:
+# the poster posts those bytes only, since the job that ran the pull request's code may reach the artifact store.
+COMMENT_DIGEST_ENV, STATUS_DIGEST_ENV = "COMMENT_SHA256", "STATUS_SHA256"
 RUNNER_IMAGE = "mlaperf-runner"  # the PR job's container image (docker/Dockerfile), pushed by runner-image.yml
 
 

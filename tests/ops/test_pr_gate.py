@@ -5,6 +5,7 @@ status, and `scripts/check-repo-settings` names each unsafe setting. The gate an
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import subprocess
@@ -17,7 +18,17 @@ import pytest
 from scratch import ROOT, FakeGitHub
 
 from regressions.report import MARKER
-from settings.pr_contract import BOT_LOGIN, CONTEXT, FORK_CONTEXT, RENDER_JOB, repository_url, run_url, runner_image
+from settings.pr_contract import (
+    BOT_LOGIN,
+    COMMENT_DIGEST_ENV,
+    CONTEXT,
+    FORK_CONTEXT,
+    RENDER_JOB,
+    STATUS_DIGEST_ENV,
+    repository_url,
+    run_url,
+    runner_image,
+)
 
 HEAD, BASE = "c" * 40, "d" * 40
 Server = Callable[[dict[str, Any]], FakeGitHub]
@@ -187,9 +198,13 @@ def test_links_name_the_run_or_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def post(tmp_path: Path, github: FakeGitHub, status: dict[str, Any], body: str, fork: str = "false") -> tuple[int, str]:
+    """The poster over these files, with the digests the render job would have given them
+    (tests/ops/test_pr_digest.py: files that are not the render job's bytes)."""
     (tmp_path / "comment.md").write_text(body)
     (tmp_path / "status.json").write_text(json.dumps(status))
-    env = {**os.environ, **github.env(), "PR_NUMBER": "7", "HEAD_SHA": HEAD, "FORK": fork}
+    digests = {name: hashlib.sha256((tmp_path / file).read_bytes()).hexdigest()
+               for name, file in ((COMMENT_DIGEST_ENV, "comment.md"), (STATUS_DIGEST_ENV, "status.json"))}  # fmt: skip
+    env = {**os.environ, **github.env(), "PR_NUMBER": "7", "HEAD_SHA": HEAD, "FORK": fork, **digests}
     proc = subprocess.run([sys.executable, "-S", "-m", "mlaperf.pr_post", str(tmp_path / "comment.md"),
                            str(tmp_path / "status.json")], cwd=ROOT, env=env, capture_output=True, text=True,
                           timeout=60)  # fmt: skip

@@ -52,7 +52,11 @@ def test_jobs_that_comment_run_only_default_branch_code() -> None:
     # The poster reads only the renderer's artifact, named with a nonce the PR job cannot know in advance.
     downloads = [s["with"]["name"] for s in post["steps"] if s.get("uses", "").startswith("actions/download-artifact@")]
     assert downloads == ["pr-comment-${{ needs.render.outputs.nonce }}"]
-    assert render["outputs"] == {"nonce": "${{ steps.nonce.outputs.nonce }}"}
+    # ...and posts only the bytes the render job hashed (tests/ops/test_pr_digest.py): the PR's job may reach the
+    # artifact store, never the render job's outputs.
+    assert render["outputs"] == {"nonce": "${{ steps.nonce.outputs.nonce }}",
+                                 "comment_sha256": "${{ steps.digest.outputs.comment_sha256 }}",
+                                 "status_sha256": "${{ steps.digest.outputs.status_sha256 }}"}  # fmt: skip
     assert any("regressions.pr_render" in s.get("run", "") for s in render["steps"])
     assert "github-script" not in (WORKFLOWS / "pr-benchmarks.yml").read_text(), "no inline JS decides the status"
 

@@ -7,6 +7,7 @@ unless MLAPERF_REQUIRE_ACTIONLINT=1 or CI=true, where it fails.
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 import re
@@ -18,7 +19,8 @@ from typing import Any
 import pytest
 import yaml
 
-from settings.pr_contract import RENDER_JOB
+from mlaperf.pr_gate import decide
+from settings.pr_contract import LABEL, RENDER_JOB
 
 ROOT = Path(__file__).resolve().parents[2]
 WORKFLOWS = ROOT / ".github" / "workflows"
@@ -169,6 +171,28 @@ def test_pr_is_gated_outside_the_pull_request() -> None:
     # tests/ops/test_workflow_trust.py: the jobs that comment never run or read what the pull request wrote.
 
 
+def test_only_the_approval_label_requests_and_only_an_approved_run_cancels() -> None:
+    """A maintainer who adds `run-benchmarks`, then `perf`, keeps the approved run: another label skips the request
+    job (its run concludes `skipped`, and the gate runs on `success` only), and the one cancel-in-progress group of
+    pr-benchmarks.yml is on the benchmark job, which runs only when the gate approved, keyed by the gate's pull
+    request. At workflow level a group is joined before any `if:` is read: every request would cancel."""
+    request, wf = load("pr-benchmarks-request.yml"), load("pr-benchmarks.yml")
+    assert "labeled" in request[True]["pull_request"]["types"]
+    job = request["jobs"]["request"]
+    assert job["if"] == f"github.event.action != 'labeled' || github.event.label.name == '{LABEL}'"
+    assert inspect.signature(decide).parameters["label"].default == LABEL, "the gate counts the same label"
+    assert "concurrency" not in request and "concurrency" not in wf
+    assert job["concurrency"] == {"group": "pr-benchmarks-request-${{ github.event.pull_request.number }}",
+                                  "cancel-in-progress": True}  # fmt: skip
+    gate, bench = wf["jobs"]["gate"], wf["jobs"]["benchmark"]
+    assert "github.event.workflow_run.conclusion == 'success'" in gate["if"]
+    assert bench["if"] == "needs.gate.outputs.run == 'true'"
+    # The gate's pull request, and its decision: a refused run (were a skipped job ever queued) has a group of its own.
+    group = "pr-benchmarks-${{ needs.gate.outputs.number }}-${{ needs.gate.outputs.run }}"
+    assert bench["concurrency"] == {"group": group, "cancel-in-progress": True}
+    assert [n for n, j in wf["jobs"].items() if "concurrency" in j] == ["benchmark"]
+
+
 def test_pr_comment_is_sticky_capped_and_always_arrives() -> None:
     jobs = load("pr-benchmarks.yml")["jobs"]
     assert jobs["render"]["if"].startswith("always()") and jobs["post"]["if"].startswith("always()")
@@ -182,6 +206,7 @@ def test_every_workflow_is_hardened_and_uses_no_cache() -> None:
     one poisons what a later trusted job restores. No actions/cache, no setup-* action with cache:."""
     names = {f.name for f in WORKFLOWS.glob("*.yml")} | {f.name for f in WORKFLOWS.glob("*.yaml")}
     assert names == set(HARDENED), "every workflow is under test_hardening"
+    assert "Never add an actions/cache step" in (WORKFLOWS / "pr-benchmarks.yml").read_text()
     for name in sorted(names):
         for job_name, _, step in steps_of(load(name)):
             uses = step.get("uses", "")
