@@ -1,11 +1,22 @@
 """Which way is worse for a benchmark: the one rule, used by detection, `mlaperf compare` and the dashboard.
 
 Times and memory (``time_``, ``mem_``, ``peakmem_``) and other ``track_`` values get worse as they grow,
-as in asv. A ``track_`` benchmark is a rate (bigger is better) when its unit says so (``tokens/s``,
-``GB/s``, ``TFLOP/s``, ``fraction``, ``speedup``, ...), or, when it declares no unit (asv's default unit
-is ``"unit"``), when its name says so (``track_gbps``, ``track_tokens_per_s``, ``track_speedup``, ...).
-A unit that is not a rate wins over the name (``track_bandwidth`` in ``bytes`` grows worse).
-``[tool.mlaperf.directions]`` in the configuration overrides both per benchmark pattern.
+as in asv. A ``track_`` benchmark is a rate (bigger is better, a drop is the regression) by this rule, in
+order:
+
+1. its unit is a rate (case-insensitive): anything per second (``tokens/s``, ``GB/s``, ``TFLOP/s``,
+   ``it/s``, ``samples per second``), a rate word with or without an SI prefix (``TFLOPS``, ``GFLOPS``,
+   ``Gbps``, ``qps``, ``iops``, ``TOPS``, ``tps``, ``fps``, ``MHz``), or a share of a best case
+   (``fraction``, ``%``, ``ratio``, ``speedup``, ``efficiency``, ``throughput``);
+2. else its unit is a time, a size or a count (``seconds``, ``ms``, ``bytes``, ``GiB``, ``count``): not a
+   rate, whatever the name says (``track_bandwidth`` in ``bytes`` grows worse);
+3. else (no unit, asv's default ``"unit"``, or a unit this rule does not know) the name decides: a rate
+   name (``track_tflops``, ``track_gbps``, ``track_qps``, ``track_tokens_per_s``, ``track_speedup``, ...)
+   is a rate, any other name grows worse.
+
+So an explicit rate unit or a rate name wins over an unknown unit, and only a known non-rate unit wins
+over a rate name. ``[tool.mlaperf.directions]`` in the configuration overrides all of it per benchmark
+pattern.
 
 Kernel-config records (``<module>.<Class>.track_launch_<key>``, unit ``config``: the BLOCK_H, split-K,
 prefetch, spills ... a case ran with) are provenance, not performance: they have no worse direction, and
@@ -24,14 +35,25 @@ if TYPE_CHECKING:
 UP_IS_WORSE = "up_is_worse"
 DOWN_IS_WORSE = "down_is_worse"
 
+# Rate words, with an optional SI prefix (TFLOPS, Gbps, kqps, MHz): per second, bigger is better.
+_RATE_WORD = r"(k|m|g|t|p|e|ki|mi|gi|ti)?(flops?|ops|iops|bps|qps|rps|tps|fps|hz)"
 # Units of track_ benchmarks where bigger is better (rates, efficiencies, fractions of a roofline).
 _RATE_UNIT = re.compile(
-    r"(/\s*s(ec(ond)?)?\b|per\s+s(ec(ond)?)?\b|\bflop|\bops\b|throughput|fraction|ratio|efficien|%|percent|speedup)",
+    r"(/\s*s(ec(ond)?)?\b|\bper\s*s(ec(ond)?)?\b"  # anything per second: GB/s, TFLOP/s, it/s
+    rf"|(?<![a-z]){_RATE_WORD}(?![a-z])"  # a rate word standing alone: "TFLOPS", "10 Gbps"
+    r"|throughput|fraction|ratio|efficien|%|percent|speedup)",
+    re.IGNORECASE,
+)
+# Units that are no rate (times, sizes, counts): a rate-like name does not make them one.
+_NON_RATE_UNIT = re.compile(
+    r"(s|secs?|seconds?|ms|us|\u00b5s|\u03bcs|ns|ps|min|minutes?|h|hours?"
+    r"|b|bytes?|bits?|[kmgtpe]i?b(ytes?)?|[kmgtpe]i?bits?|counts?|items?|cycles?)",
     re.IGNORECASE,
 )
 # Names of unit-less track_ benchmarks that are rates: the same words as the units, as identifiers.
 _RATE_NAME = re.compile(
-    r"(_per_s(ec(ond)?)?(_|$)|gbps|mbps|flops|_ops_|throughput|bandwidth|roofline|fraction|ratio|efficien|percent|speedup)",
+    r"(_per_s(ec(ond)?)?(_|$)|gbps|mbps|flops|throughput|bandwidth|roofline|fraction|ratio|efficien|percent|speedup"
+    rf"|_{_RATE_WORD}(_|\d))",
     re.IGNORECASE,
 )
 # What asv stores for a track_ benchmark that declares no unit.
@@ -61,9 +83,12 @@ def _rule(benchmark: str, unit: str | None) -> str:
     if not last.startswith("track_"):
         return UP_IS_WORSE
     unit = (unit or "").strip()
-    if unit.lower() in _NO_UNIT:
-        return DOWN_IS_WORSE if _RATE_NAME.search(last[len("track") :] + "_") else UP_IS_WORSE
-    return DOWN_IS_WORSE if _RATE_UNIT.search(unit) else UP_IS_WORSE
+    if _RATE_UNIT.search(unit):
+        return DOWN_IS_WORSE
+    if unit.lower() not in _NO_UNIT and _NON_RATE_UNIT.fullmatch(unit):
+        return UP_IS_WORSE
+    # No unit, or one this rule does not know: the name says whether it is a rate.
+    return DOWN_IS_WORSE if _RATE_NAME.search(last[len("track") :] + "_") else UP_IS_WORSE
 
 
 def slowdown(ratio: float, direction: str) -> float:

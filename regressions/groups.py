@@ -1,7 +1,8 @@
-"""Alert groups in the store: step 6 of the pipeline in :mod:`regressions.store`. Regressions of one
-machine whose culprit ranges overlap share a group (``policy.best_group``), counted against the series
-measured at the group's commit (``policy.is_machine_wide``). A group's range is the overlap of its members'
-current ranges: when members move (backfilled commits place their step elsewhere), :func:`refit_groups`
+"""Alert groups in the store: steps 6 and 9 of the pipeline in :mod:`regressions.store`. Regressions of one
+machine whose culprit ranges overlap share a group (``policy.best_group``); its members that count
+(``policy.counts_in_kind``: not the transient ones) are counted against the series measured at the group's
+commit (``policy.is_machine_wide``) once this run's statuses are written. A group's range is the overlap of
+its members' current ranges: when members move (backfilled commits place their step elsewhere), :func:`refit_groups`
 narrows or widens it again, and members that no longer overlap the rest leave it to be grouped anew. Members
 that still overlap stay (a group's id is what the nightly's issue follows), so where ranges overlap several
 ways night by night may share members out otherwise than ``--full``'s fresh grouping. Sessions are the caller's.
@@ -92,17 +93,19 @@ def assign_groups(session: Session, regs: list[Regression], pos: dict[int, int])
 
 def count_groups(session: Session, group_ids: set[int], provenance: list[int]) -> None:
     """Recount each group's series base (series measured on its machine at its commit) and decide whether
-    it is machine-wide (``policy.is_machine_wide``)."""
+    it is machine-wide (``policy.is_machine_wide``) from its members that count (``policy.counts_in_kind``:
+    not the transient ones), so after the statuses of this run are written."""
     if not group_ids:
         return
+    session.flush()
     groups = list(session.execute(select(AlertGroup).where(AlertGroup.id.in_(group_ids))).scalars())
-    members = dict(
-        session.execute(
-            select(Regression.group_id, func.count(Regression.id))
-            .where(Regression.group_id.in_(group_ids))
-            .group_by(Regression.group_id)
-        ).all()
-    )
+    members: dict[int, int] = {}
+    for gid, status, k in session.execute(
+        select(Regression.group_id, Regression.status, func.count(Regression.id))
+        .where(Regression.group_id.in_(group_ids))
+        .group_by(Regression.group_id, Regression.status)
+    ).all():
+        members[int(gid)] = members.get(int(gid), 0) + (int(k) if policy.counts_in_kind(status) else 0)
     measured_series = (
         select(Run.machine_id, Run.commit_id, Result.benchmark_id, Result.params_key)
         .join(Run, Result.run_id == Run.id)

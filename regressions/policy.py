@@ -5,8 +5,9 @@ The detector (:mod:`regressions.detect`) finds change points in one segment of a
 of a benchmark on one machine); this module turns a change point into an alert's status, and
 :mod:`regressions.store` runs these rules over the store as a pipeline of named steps.
 
-One verdict, whatever the mode: every rule reads only runs of the alert's own segment, and each
-transition only the runs up to the commit it is stated at, in commit order. A status is therefore a
+One verdict, whatever the mode: every rule reads only runs of the alert's own segment (and of later
+versions joined to its level, ``segments.continuation``), and each transition only the runs up to the
+commit it is stated at, in commit order. A status is therefore a
 function of the data, not of the nights it arrived on: a night-by-night replay and ``detect --full`` end
 in the same statuses (tests/regressions/test_replay.py). docs/detection.md has the rules as users see
 them.
@@ -255,12 +256,23 @@ def is_machine_wide(members: int, measured: int) -> bool:
     return members >= MACHINE_WIDE_MIN and members > MACHINE_WIDE_SHARE * max(measured, 1)
 
 
-def group_kind(machine_wide: bool, benchmarks: Iterable[str]) -> str:
+def counts_in_kind(status: str) -> bool:
+    """Whether a group member counts toward the group's kind (machine-wide, event): every member but the
+    transient ones, which the data says were no step (refuted, not seen, a one-run event). The nightly keeps
+    such members of a spike it saw as its newest run; ``--full`` never flags them: counting them would make
+    the same group machine-wide in one mode only."""
+    return status != TRANSIENT
+
+
+def group_kind(machine_wide: bool, benchmarks: Iterable[str], statuses: Iterable[str] | None = None) -> str:
     """``machine-wide`` (most series of the machine moved: look at the machine), ``event`` (many series of
-    several benchmarks at one commit range: one cause to look for), else ``series``."""
+    several benchmarks at one commit range: one cause to look for), else ``series``. ``statuses`` (the
+    members', in the order of ``benchmarks``): only members that ``counts_in_kind`` are counted."""
     if machine_wide:
         return "machine-wide"
     names = list(benchmarks)
+    if statuses is not None:
+        names = [b for b, s in zip(names, statuses, strict=True) if counts_in_kind(s)]
     if len(names) >= EVENT_MIN_SERIES and len(set(names)) >= EVENT_MIN_BENCHMARKS:
         return "event"
     return "series"

@@ -3,7 +3,10 @@ the pipeline in :mod:`regressions.store` (scope, load, find). Sessions are the c
 
 A unit is one asv version of one benchmark x params on one machine (asv gives a benchmark a new version
 when its code changes: no step across, no fix across). A new version whose first run sits at the old
-version's last level is detected with that level's runs before it, so a step at its second run is found.
+version's last level is detected with that level's runs before it, so a step at its second run is found,
+and the old version's open alerts are carried into it (:func:`continuation`); one whose first run is off
+that level has that run as the level before a step at its second run. An incremental run's window reaches
+back to a series' old open alerts (:func:`scope`).
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ import hashlib
 import json
 import math
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -20,16 +23,31 @@ import pandas as pd
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from db.models import Benchmark, Commit, Meta, Result, Run, commit_order
+from db.models import Benchmark, Commit, Meta, Regression, Result, Run, commit_order
 from db.provenance import is_provenance
 from regressions.config import Settings
-from regressions.detect import DEFAULT_PARAMS, DetectorParams, SeriesDetection, Step, detect_many
-from regressions.direction import direction_for
+from regressions.detect import (
+    DEFAULT_PARAMS,
+    DetectorParams,
+    SeriesDetection,
+    Step,
+    _consistent_level,
+    _se,
+    detect_many,
+)
+from regressions.direction import UP_IS_WORSE, direction_for
+from regressions.policy import OPEN_STATUSES
 from regressions.results import Key, load_values, machine_id, per_commit
+from regressions.units import P_FLOOR
 
 WATERMARK_KEY = "regressions.watermark"
 # Bumped when detection's rules change, so the next run re-examines every series (and groups old flags).
-RULES_VERSION = 3
+RULES_VERSION = 4
+# An open alert near or beyond the start of the incremental window is judged over its series' window widened
+# back to it, with this many of the machine's commits before it (the runs its level before is measured on),
+# and at most REACH_LOOKBACKS lookbacks deep: enough history to see its fix, as ``--full`` does.
+REACH_CONTEXT = 30
+REACH_LOOKBACKS = 10
 Benchmarks = dict[int, tuple[str, str | None]]  # benchmark id -> (name, unit)
 
 
@@ -39,13 +57,15 @@ Benchmarks = dict[int, tuple[str, str | None]]  # benchmark id -> (name, unit)
 @dataclass
 class Scope:
     """What one detection examines: machines (None: all), series (None: all of them), per-machine
-    windows of commit ids (None: whole history), whether it is incremental, and the watermark to write."""
+    windows of commit ids (None: whole history), whether it is incremental, and the watermark to write.
+    ``reach``: series whose window is widened back to an old open alert (commit ids; None: whole history)."""
 
     machine_ids: list[int] | None
     series: set[Key] | None
     windows: dict[int, list[int] | None] | None
     incremental: bool
     state: dict[str, Any]
+    reach: dict[Key, list[int] | None] = field(default_factory=dict)
 
 
 def settings_fingerprint(settings: Settings, params: DetectorParams, lookback: int) -> str:
@@ -58,7 +78,8 @@ def settings_fingerprint(settings: Settings, params: DetectorParams, lookback: i
 
 def scope(session: Session, fingerprint: str, *, machine: str | None, full: bool, lookback: int) -> Scope:
     """Step 1: full (every series, whole history) or incremental (series with results newer than the
-    watermark, over their machine's ``lookback`` newest commits)."""
+    watermark, over their machine's ``lookback`` newest commits; a series with an old open alert over a
+    window reaching back to it, ``_reach_back``)."""
     machine_ids: list[int] | None = None
     if machine is not None:
         machine_ids = [machine_id(session, machine)]
@@ -76,7 +97,8 @@ def scope(session: Session, fingerprint: str, *, machine: str | None, full: bool
     ).all()
     series = {(int(b), str(p), int(m)) for b, p, m in rows}
     machine_ids = sorted({m for _, _, m in series})
-    return Scope(machine_ids, series, _lookback_windows(session, machine_ids, lookback), True, new_state)
+    windows = _lookback_windows(session, machine_ids, lookback)
+    return Scope(machine_ids, series, windows, True, new_state, _reach_back(session, series, windows, lookback))
 
 
 def newest_commits(session: Session, machine_id: int, limit: int) -> list[int]:
@@ -101,6 +123,37 @@ def _lookback_windows(session: Session, machine_ids: Iterable[int], lookback: in
     return out
 
 
+def _reach_back(
+    session: Session, series: set[Key], windows: dict[int, list[int] | None], lookback: int
+) -> dict[Key, list[int] | None]:
+    """Series of ``series`` with an open alert whose commit lies before their machine's window or among its
+    first REACH_CONTEXT commits: their window widened to the alert's commit and REACH_CONTEXT commits before
+    it (the oldest such alert; at most REACH_LOOKBACKS x ``lookback`` commits; None: the whole history)."""
+    limited = {m: set(ids) for m, ids in windows.items() if ids is not None}
+    if not limited:
+        return {}
+    rows = session.execute(
+        select(Regression.benchmark_id, Regression.params_key, Regression.machine_id, Regression.commit_id).where(
+            Regression.status.in_(OPEN_STATUSES), Regression.machine_id.in_(sorted(limited))
+        )
+    ).all()
+    alerts: dict[Key, set[int]] = {}
+    for b, p, m, c in rows:
+        if (key := (int(b), str(p), int(m))) in series:
+            alerts.setdefault(key, set()).add(int(c))
+    out: dict[Key, list[int] | None] = {}
+    deepest = REACH_LOOKBACKS * lookback
+    for mid in sorted({k[2] for k in alerts}):
+        ids = newest_commits(session, mid, deepest + 1)  # newest first
+        rank = {c: i for i, c in enumerate(ids)}
+        for key, commits in alerts.items():
+            oldest = max(rank.get(c, len(ids)) for c in commits) if key[2] == mid else -1
+            if oldest + REACH_CONTEXT >= lookback:  # beyond the window, or too close to its start
+                width = min(oldest + 1 + REACH_CONTEXT, deepest)
+                out[key] = ids[:width] if len(ids) > width else None
+    return out
+
+
 # --- 2. load --------------------------------------------------------------------------------------------
 
 
@@ -119,6 +172,7 @@ class Unit:
     direction: str
     ended_at: int | None = None
     previous: Unit | None = None  # the segment before it, when loaded
+    following: Unit | None = None  # the segment after it, when loaded
 
     def runs_from(self, index: int) -> list[tuple[int, list[float]]]:
         """(position, values of its runs) of every commit from ``positions[index]`` on, in order."""
@@ -146,13 +200,9 @@ def load_units(session: Session, sc: Scope, pos: dict[int, int], bench: Benchmar
     if sc.series is not None and not sc.series:
         return []
     runs = load_values(session, machine_ids=sc.machine_ids, series=sc.series, windows=sc.windows)
+    runs = _in_windows(session, runs, sc)
     runs = runs[~runs["benchmark_id"].isin(provenance_ids(bench))]
     runs = runs.assign(pos=runs["commit_id"].map(pos))
-    if sc.windows is not None:
-        inside = {(m, c) for m, ids in sc.windows.items() if ids is not None for c in ids}
-        whole = {m for m, ids in sc.windows.items() if ids is None}
-        keep = [m in whole or (m, c) in inside for m, c in zip(runs["machine_id"], runs["commit_id"], strict=True)]
-        runs = runs[np.asarray(keep, dtype=bool)]
     if runs.empty:
         return []
     df = per_commit(runs)
@@ -171,9 +221,32 @@ def load_units(session: Session, sc: Scope, pos: dict[int, int], bench: Benchmar
                  settings.threshold_for(name), direction_for(name, unit, settings))  # fmt: skip
         if units and units[-1].key == key:
             units[-1].ended_at = int(positions[0])
-            u.previous = units[-1]
+            u.previous, units[-1].following = units[-1], u
         units.append(u)
     return units
+
+
+def _in_windows(session: Session, runs: pd.DataFrame, sc: Scope) -> pd.DataFrame:
+    """The runs inside their machine's window; for the series of ``sc.reach``, those of their own (wider)
+    window instead, read again."""
+    if sc.windows is None:
+        return runs
+    inside = {(m, c) for m, ids in sc.windows.items() if ids is not None for c in ids}
+    whole = {m for m, ids in sc.windows.items() if ids is None}
+    keep = [m in whole or (m, c) in inside for m, c in zip(runs["machine_id"], runs["commit_id"], strict=True)]
+    runs = runs[np.asarray(keep, dtype=bool)]
+    if not sc.reach:
+        return runs
+    cols = ["benchmark_id", "params_key", "machine_id"]
+    parts = [runs[~pd.MultiIndex.from_frame(runs[cols]).isin(list(sc.reach))]]
+    for mid in sorted({k[2] for k in sc.reach}):
+        mine = {k: None if w is None else set(w) for k, w in sc.reach.items() if k[2] == mid}
+        union = None if None in mine.values() else sorted(set().union(*mine.values()))  # type: ignore[arg-type]
+        wide = load_values(session, machine_ids=[mid], series=set(mine), windows={mid: union})
+        rows = zip(wide["benchmark_id"], wide["params_key"], wide["commit_id"], strict=True)
+        own = [(w := mine[(int(b), str(p), mid)]) is None or int(c) in w for b, p, c in rows]
+        parts.append(wide[np.asarray(own, dtype=bool)])
+    return pd.concat(parts, ignore_index=True)
 
 
 def _runs_by_series(
@@ -209,22 +282,58 @@ class Found:
     steps: list[Step]
     levels: list[tuple[int, int, float]]  # (first, last index, level) within the unit
     parent_positions: list[int | None]  # per step: position of the last commit at the old level
+    joined: bool = False  # its first run continued the previous version's last level (``_joinable``)
+
+
+def _join_tolerance(u: Unit, prev: SeriesDetection) -> float:
+    """How far (log) a value may sit from the old version's last level and still be at it: half the
+    threshold, or three noise sigmas of the old version where that is more."""
+    return max(0.5 * math.log1p(u.threshold), 3.0 * (prev.noise if math.isfinite(prev.noise) else 0.0))
 
 
 def _joinable(u: Unit, prev: SeriesDetection) -> bool:
-    """A new version whose first run sits at the old version's last level (within half the threshold and
-    three noise sigmas) continues that level: the old level may serve as its level before."""
+    """A new version whose first run sits at the old version's last level (within ``_join_tolerance``)
+    continues that level: the old level may serve as its level before."""
     if u.previous is None or not prev.levels or u.values.size == 0 or not u.values[0] > 0:
         return False  # a first value of 0 or below has no relative distance to the old level
-    last = prev.levels[-1][2]
-    tolerance = max(0.5 * math.log1p(u.threshold), 3.0 * (prev.noise if math.isfinite(prev.noise) else 0.0))
-    return abs(math.log(u.values[0]) - math.log(last)) <= tolerance
+    return abs(math.log(u.values[0]) - math.log(prev.levels[-1][2])) <= _join_tolerance(u, prev)
+
+
+def _step_off_first_run(u: Unit, own: SeriesDetection, prev: SeriesDetection, params: DetectorParams) -> Step | None:
+    """A new version whose first run is off the old version's level (the version change moved the level)
+    has one run before a step at its second run. That step is this segment's regression when the runs from
+    the second on (up to the segment's next change point) sit at a level worse than the first run by the
+    threshold, significantly (the old version's noise), every one of their first ``short_level`` runs at it,
+    and that level is off the old version's level too (else the first run was the outlier)."""
+    v = u.values
+    if u.previous is None or not prev.levels or v.size < 2 or not (v[0] > 0 and v[1] > 0):
+        return None
+    if any(s.index <= 2 for s in own.steps):  # the segment's own first level is two runs: its step stands
+        return None
+    rest = v[1 : min(own.levels[0][1] + 1 if own.levels else v.size, 1 + params.level_window)]
+    if not (rest > 0).any():
+        return None
+    z = np.log(rest[rest > 0])
+    z0, z1 = math.log(v[0]), float(np.median(z))
+    sigma = prev.noise if math.isfinite(prev.noise) else params.noise_floor
+    delta, sign = math.log1p(u.threshold), (1.0 if u.direction == UP_IS_WORSE else -1.0)
+    zs = abs(z1 - z0) / _se(sigma, 1, z.size)
+    off_old = abs(z1 - math.log(prev.levels[-1][2])) > _join_tolerance(u, prev)
+    if not (sign * (z1 - z0) > delta and zs >= params.z_flag and off_old):
+        return None
+    if not _consistent_level(z[: params.short_level], z0, z1, sigma, delta):
+        return None
+    return Step(index=1, before=float(v[0]), after=math.exp(z1), ratio=math.exp(z1 - z0),
+                slowdown=math.exp(sign * (z1 - z0)), z=zs, p_value=max(math.erfc(zs / math.sqrt(2)), P_FLOOR),
+                regression=True)  # fmt: skip
 
 
 def find_steps(units: list[Unit], params: DetectorParams = DEFAULT_PARAMS) -> list[Found]:
     """Step 3: change points of every unit. A unit whose first run sits at the previous version's last
     level is detected again with that level's runs (up to ``level_window``) before it: a step at its
-    second run is then found; a change point at the version boundary itself is never a regression."""
+    second run is then found; a change point at the version boundary itself is never a regression. A unit
+    whose first run is off that level has that run alone as the level before a step at its second run
+    (``_step_off_first_run``)."""
     first = detect_many([u.values for u in units], [u.threshold for u in units], [u.direction for u in units], params)
     index = {id(u): i for i, u in enumerate(units)}
     joined: dict[int, int] = {}  # unit index -> runs of the previous level put before it
@@ -254,5 +363,23 @@ def find_steps(units: list[Unit], params: DetectorParams = DEFAULT_PARAMS) -> li
             int(all_pos[s.parent_index]) if s.parent_index is not None else None for s in result.steps if s.index > k
         ]
         levels = [(max(a - k, 0), b - k, lv) for a, b, lv in result.levels if b >= k]
-        out.append(Found(steps, levels, parents))
+        off = None if k or u.previous is None else _step_off_first_run(u, result, first[index[id(u.previous)]], params)
+        if off is not None:  # the version moved the level: its first run alone is the level before
+            steps, parents = [off, *steps], [int(u.positions[0]), *parents]
+            last = levels[0][1] if levels else 1
+            levels = [(0, 0, off.before), (1, last, off.after), *levels[1:]]
+        out.append(Found(steps, levels, parents, joined=i in joined))
     return out
+
+
+def continuation(u: Unit, found: dict[int, Found]) -> tuple[list[tuple[Unit, Found]], int | None]:
+    """The later segments an open alert of ``u`` is carried into (each joined to the level of the one
+    before it: the version changed, the level did not), and where the chain ends: the first position of
+    the next segment that is not joined (its alerts retire there), None when it reaches the series' newest
+    segment. ``found``: each loaded unit's detection, by ``id(unit)``."""
+    later: list[tuple[Unit, Found]] = []
+    nxt = u.following
+    while nxt is not None and found[id(nxt)].joined:
+        later.append((nxt, found[id(nxt)]))
+        nxt = nxt.following
+    return later, None if nxt is None else int(nxt.positions[0])

@@ -10,12 +10,15 @@ test_pipeline.py):
 3. ``segments.find_steps``: change points of every unit (:mod:`regressions.detect`); a new version whose
    first run sits at the old version's level is measured against that level;
 4. :func:`one_run_events` and :func:`judge_unit`: one-run events from the data, stored alerts
-   matched to the steps, and every alert's verdict from its segment's runs (:mod:`regressions.policy`,
-   the one place of the status rules), ended segments retired;
+   matched to the steps, and every alert's verdict from its segment's runs and those of later versions
+   joined to its level (:mod:`regressions.policy`, the one place of the status rules), ended segments
+   retired;
 5. :func:`create_alerts`: rows for new steps, numbers of the steps seen again brought up to date;
-6. ``groups.assign_groups`` / ``groups.count_groups``: alert groups and whether they are machine-wide;
+6. ``groups.assign_groups``: alert groups;
 7. :func:`apply`: the final statuses written (a person's status kept), events counted;
-8. :func:`retire_gone`: open alerts of benchmarks that no longer run.
+8. :func:`retire_gone`: open alerts of benchmarks that no longer run;
+9. ``groups.count_groups``: whether each group changed by this run is machine-wide, on the statuses
+   written (transient members do not count).
 
 The algorithms never see the database; this module is the only place that reads and writes it for them
 (result values read and pooled through regressions.results). Sessions are the caller's.
@@ -47,6 +50,7 @@ from regressions.segments import (
     Benchmarks,
     Found,
     Unit,
+    continuation,
     find_steps,
     load_benchmarks,
     load_units,
@@ -125,6 +129,7 @@ class Judged:
     parent_pos: int | None
     verdict: Verdict
     move: bool = False  # an open alert whose step the detector now places at another commit
+    ended_at: int | None = None  # where its segment, or the later ones it is carried into, ended (None: live)
     old_status: str | None = field(init=False)
 
     def __post_init__(self) -> None:
@@ -176,11 +181,37 @@ def _position(u: Unit, index: int | None) -> int | None:
     return None if index is None else int(u.positions[index])
 
 
+Carry = tuple[list[tuple[Unit, Found]], int | None]  # segments.continuation: later joined units, chain end
+
+
+def _runs_and_return(
+    u: Unit, found: Found, carry: Carry, at: int, before: float
+) -> tuple[list[tuple[int, list[float]]], int | None]:
+    """The runs an alert at ``at`` is judged on (its segment's from its commit on, then those of the later
+    segments it is carried into) and where the detector sees its level back (``policy.level_back``: in its
+    own segment after it, else in the first later segment that has such a level)."""
+    later, _end = carry
+    runs = u.runs_from(at) + [r for v, _f in later for r in v.runs_from(0)]
+    for v, f, index in [(u, found, at), *((v, f, -1) for v, f in later)]:
+        back = policy.level_back(f.levels, index, before, threshold=u.threshold, direction=u.direction)
+        if back is not None:
+            return runs, _position(v, back)
+    return runs, None
+
+
 def judge_unit(
-    u: Unit, found: Found, stored: list[Regression], pos: dict[int, int], events: set[tuple[int, int]] | None = None
+    u: Unit,
+    found: Found,
+    stored: list[Regression],
+    pos: dict[int, int],
+    events: set[tuple[int, int]] | None = None,
+    carry: Carry | None = None,
 ) -> list[Judged]:
     """Step 4: the unit's steps matched to its stored alerts, and each alert's verdict from the unit's runs
-    from its commit on (``policy.judge``); an ended segment retires what is still open."""
+    from its commit on (``policy.judge``), and those of the later segments it is carried into (``carry``,
+    ``segments.continuation``: the version changed, the level did not); where that chain of segments ends
+    (the unit's own end without ``carry``), what is still open retires."""
+    later, ended_at = carry if carry is not None else ([], u.ended_at)
     mine = [
         (int(np.searchsorted(u.positions, pos[r.commit_id])), r)
         for r in stored
@@ -196,31 +227,24 @@ def judge_unit(
     todo += [(at, None, r, None) for at, r in mine if id(r) not in seen and at >= 2]
     i_of = {id(r): at for at, r in mine}
     taken = {int(u.positions[at]) for at, _r in mine}
+    after = [int(p) for p in u.positions] + [int(p) for v, _f in later for p in v.positions]
     for i, step, reg, parent in todo:
         at = step.index if step is not None else i
         before = step.before if step is not None else reg.before  # type: ignore[union-attr]
-        runs = u.runs_from(at)
-        verdict = policy.judge(
-            before,
-            runs,
-            threshold=u.threshold,
-            direction=u.direction,
-            still_seen=step is not None,
-            level_back_at=_position(
-                u, policy.level_back(found.levels, at, before, threshold=u.threshold, direction=u.direction)
-            ),
-        )
+        runs, back = _runs_and_return(u, found, (later, ended_at), at, before)
+        verdict = policy.judge(before, runs, threshold=u.threshold, direction=u.direction,
+                               still_seen=step is not None, level_back_at=back)  # fmt: skip
         here = int(u.positions[at])
         if events and ((-1, here) in events or (u.key[0], here) in events):
-            nxt = _position(u, at + 1 if at + 1 < u.positions.size else None)
+            nxt = after[at + 1] if at + 1 < len(after) else None
             verdict = policy.after_one_run_event(verdict, nxt, machine_wide=(-1, here) in events)
-        if u.ended_at is not None:
-            verdict = policy.retire(verdict, policy.SEGMENT_ENDED, u.ended_at)
+        if ended_at is not None:
+            verdict = policy.retire(verdict, policy.SEGMENT_ENDED, ended_at)
         if reg is None and verdict.status == TRANSIENT:
             continue  # refuted before it was ever listed: nothing to flag
         moves = reg is not None and step is not None and reg.status in OPEN_STATUSES and step.index != i_of[id(reg)]
         # An open alert follows its step as more runs place it (onto a commit no other alert of the series holds).
-        out.append(Judged(u, reg, step, parent, verdict, moves and int(u.positions[at]) not in taken))
+        out.append(Judged(u, reg, step, parent, verdict, moves and int(u.positions[at]) not in taken, ended_at))
     return out
 
 
@@ -249,6 +273,7 @@ def create_alerts(
     for j in judged:
         reg, step, u = j.reg, j.step, j.unit
         if reg is not None:
+            reg.direction = u.direction  # the rule may have changed since it was flagged (a rate unit now known)
             moved = step is not None and reg.status != policy.IGNORED and _numbers(reg, step)
             if moved and reg.status in OPEN_STATUSES:
                 summary.updated.append(reg.id)
@@ -385,24 +410,29 @@ def detect_store(
         for reg in _stored(session, {u.key for u in units}):
             stored.setdefault((reg.benchmark_id, reg.params_key, reg.machine_id), []).append(reg)
     events = one_run_events(units)
+    founds = find_steps(units, params)
+    found_of = {id(u): f for u, f in zip(units, founds, strict=True)}
     judged = [
-        j for u, found in zip(units, find_steps(units, params), strict=True)
-        for j in judge_unit(u, found, stored.get(u.key, []), pos, events.get(u.key[2]))
+        j for u, found in zip(units, founds, strict=True)
+        for j in judge_unit(u, found, stored.get(u.key, []), pos, events.get(u.key[2]), continuation(u, found_of))
     ]  # fmt: skip
     considered = sc.machine_ids if sc.machine_ids is not None else list(session.execute(select(Machine.id)).scalars())
     gone = _gone(session, [int(m) for m in considered], bench)
     for j in judged:
         newest, benchmarks = gone.get(j.unit.key[2], (None, set()))
-        if j.unit.key[0] in benchmarks and j.unit.ended_at is None:
+        if j.unit.key[0] in benchmarks and j.ended_at is None:
             j.verdict = policy.retire(j.verdict, policy.BENCHMARK_GONE, pos.get(newest or -1))
     refit = create_alerts(session, judged, commit_at, summary)
     left = refit_groups(session, refit, pos)  # members that moved out of their group's overlap
     ungrouped = [j.reg for j in judged if j.reg is not None and j.reg.group_id is None]
     ungrouped += [r for r in left if all(r is not g for g in ungrouped)]
     touched, summary.groups = assign_groups(session, ungrouped, pos)
-    count_groups(session, touched | refit, provenance_ids(bench))
     apply(judged, commit_at, summary)
     retire_gone(session, gone, judged, summary)
+    # Groups are counted on their members' statuses as written now: a member gone transient no longer counts.
+    moved = {int(j.reg.group_id) for j in judged if j.reg is not None and j.reg.group_id is not None
+             and j.reg.status != j.old_status}  # fmt: skip
+    count_groups(session, touched | refit | moved, provenance_ids(bench))
     session.flush()
     changed = {*summary.new, *summary.confirmed, *summary.reopened}
     summary.alerting = [j.reg.id for j in judged

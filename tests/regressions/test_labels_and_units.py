@@ -16,7 +16,7 @@ from db.engine import make_engine
 from db.synthetic import write_synthetic_results
 from mlaperf.cli import main
 from regressions.compare import REGRESSED, Comparison
-from regressions.direction import DOWN_IS_WORSE, UP_IS_WORSE
+from regressions.direction import DOWN_IS_WORSE, UP_IS_WORSE, direction_for
 from regressions.labels import series_label
 from regressions.text_table import compare_text
 from regressions.units import fmt_change, fmt_time, fmt_value, fmt_value_change, sig
@@ -102,3 +102,31 @@ def test_compare_and_detect_order_series_as_asv_does(
                    and "topk=128" in line]  # fmt: skip
     assert concurrency == ["1", "4", "16", "64", "128"]
 
+
+@pytest.mark.parametrize(
+    ("name", "unit", "expected"),
+    [
+        # Rate units in any case and spelling: a drop is worse.
+        ("m.K.track_tflops", "TFLOPS", DOWN_IS_WORSE),
+        ("m.K.track_x", "GFLOPS", DOWN_IS_WORSE),
+        ("m.K.track_x", "tflops", DOWN_IS_WORSE),
+        ("m.K.track_x", "TFLOP/s", DOWN_IS_WORSE),
+        ("m.K.track_x", "GB/s", DOWN_IS_WORSE),
+        ("m.K.track_x", "Gbps", DOWN_IS_WORSE),
+        ("m.K.track_x", "qps", DOWN_IS_WORSE),
+        ("m.K.track_x", "tokens/s", DOWN_IS_WORSE),
+        ("m.K.track_x", "it/s", DOWN_IS_WORSE),
+        ("m.K.track_x", "samples per second", DOWN_IS_WORSE),
+        # An unknown unit: the rate name decides; a known non-rate unit wins over the name.
+        ("m.K.track_tflops", "widgets", DOWN_IS_WORSE),
+        ("m.K.track_qps", None, DOWN_IS_WORSE),
+        ("m.K.track_tflops", "bytes", UP_IS_WORSE),
+        ("m.K.track_bandwidth", "GiB", UP_IS_WORSE),
+        ("m.K.track_x", "widgets", UP_IS_WORSE),
+        ("m.K.track_x", "ps", UP_IS_WORSE),  # picoseconds, not a rate word
+        ("m.K.track_x", "steps", UP_IS_WORSE),
+        ("m.K.track_stops", None, UP_IS_WORSE),
+    ],
+)
+def test_rate_units_and_names_decide_the_direction(name: str, unit: str | None, expected: str) -> None:
+    assert direction_for(name, unit) == expected

@@ -21,7 +21,15 @@ from regressions import policy
 from regressions.config import Settings
 from regressions.detect import DEFAULT_PARAMS
 from regressions.results import commit_positions
-from regressions.segments import Unit, find_steps, load_benchmarks, load_units, scope, settings_fingerprint
+from regressions.segments import (
+    Unit,
+    continuation,
+    find_steps,
+    load_benchmarks,
+    load_units,
+    scope,
+    settings_fingerprint,
+)
 from regressions.store import DetectSummary, Judged, apply, detect_store, judge_unit, one_run_events
 
 Ingest = Callable[[Engine, list[Path]], None]
@@ -55,6 +63,25 @@ def test_find_steps_never_flags_the_version_boundary() -> None:
     old = unit(noisy(20))
     new = unit([v * 1.5 for v in noisy(10)], start=20, previous=old)
     assert not [s for s in find_steps([old, new])[1].steps if s.regression]
+
+
+def test_an_alert_is_carried_into_a_joined_version_and_judged_there() -> None:
+    """+25% at 10; a new version from 20 at that level (joined), back at 26: the old segment's alert is
+    judged on the new version's runs too (fixed at 26, not retired at 20). A third version from 30 at
+    another level ends the chain."""
+    v = noisy(36)
+    old = unit([x * (1.25 if i >= 10 else 1) for i, x in enumerate(v[:20])])
+    new = unit([x * (1.25 if i < 26 else 1) for i, x in enumerate(v[20:30], start=20)], start=20, previous=old)
+    third = unit([x * 2 for x in v[30:]], start=30, previous=new)
+    old.ended_at, old.following, new.ended_at, new.following = 20, new, 30, third
+    found = find_steps([old, new, third])
+    assert [f.joined for f in found] == [False, True, False]
+    carry = continuation(old, {id(u): f for u, f in zip([old, new, third], found, strict=True)})
+    assert [u for u, _f in carry[0]] == [new] and carry[1] == 30
+    (j,) = judge_unit(old, found[0], [], {}, carry=carry)
+    assert (j.verdict.status, j.verdict.reason, j.verdict.closed_at) == ("fixed", "returned", 26)
+    (j,) = judge_unit(old, found[0], [], {})  # alone: its segment ended at 20
+    assert (j.verdict.status, j.verdict.reason, j.verdict.closed_at) == ("retired", "segment_ended", 20)
 
 
 def test_one_run_events_per_machine_and_benchmark() -> None:
@@ -102,7 +129,8 @@ def test_apply_keeps_person_statuses_and_counts_once() -> None:
 
 
 def test_scope_load_units_and_groups_on_a_store(engine: Engine, tmp_path: Path, ingest: Ingest) -> None:
-    h = write_synthetic_results(tmp_path / "r", commits=30, series=12, steps={20: 1.2}, seed=4)
+    # The new version (from 25) starts at another level: not joined, so the old segment's alerts end with it.
+    h = write_synthetic_results(tmp_path / "r", commits=30, series=12, steps={20: 1.2, 25: 1.5}, seed=4)
     for f in (tmp_path / "r" / h.machine).glob("*.json"):
         if f.name != "machine.json" and h.shas.index(json.loads(f.read_text())["commit_hash"]) >= 25:
             data = json.loads(f.read_text())
@@ -126,5 +154,5 @@ def test_scope_load_units_and_groups_on_a_store(engine: Engine, tmp_path: Path, 
         groups = list(s.execute(select(AlertGroup)).scalars())
         regs = list(s.execute(select(Regression)).scalars())
     assert len(groups) == len(summary.groups) == 1 and {r.group_id for r in regs} == {groups[0].id}
-    # The step at 20 sits in the first version's segment, which ended at 25: retired, with the reason.
+    # The step at 20 sits in the first version's segment, which ended at 25 at another level: retired.
     assert {(r.status, r.close_reason) for r in regs} == {("retired", "segment_ended")}

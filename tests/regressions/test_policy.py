@@ -143,3 +143,13 @@ def test_a_benchmark_no_longer_runs_only_where_its_module_ran() -> None:
     assert policy.module_ran(names, ran) == {"bench_decode.SparseDecode.time_old", "bench_step.Step.time_step"}
     assert policy.module_ran(names, []) == set(), "a module missing altogether is a partial run"
     assert policy.module_ran(["bench_decodex.A.time_a"], ran) == set(), "modules are whole names, not prefixes"
+
+
+def test_group_kind_counts_no_transient_member() -> None:
+    """A nightly group of 8 series of 8 benchmarks, 5 of them a refuted spike: 3 real steps, no event."""
+    names = [f"b{i}.x" for i in range(8)]
+    statuses = ["new"] * 3 + ["transient"] * 5
+    assert policy.group_kind(False, names) == "event"
+    assert policy.group_kind(False, names, statuses) == "series"
+    assert policy.group_kind(False, names, ["new"] * 4 + ["fixed", "retired", "ignored", "acknowledged"]) == "event"
+    assert not policy.counts_in_kind("transient") and policy.counts_in_kind("suspect")
