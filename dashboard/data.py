@@ -19,7 +19,7 @@ import streamlit as st
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session
 
-from dashboard import notes, store_check, triage
+from dashboard import frames, notes, store_check, triage
 from db import queries
 from db.models import params_key
 
@@ -79,8 +79,10 @@ def commits(url: str, machine: str) -> pd.DataFrame:
 
 @st.cache_data(ttl=TTL, show_spinner=False)
 def series(url: str, machine: str) -> pd.DataFrame:
+    """The machine's series in the order every listing shows them (``frames.series_sort``: parameter values in
+    asv's order, numbers numerically), as the static site lists them."""
     with _session(url) as s:
-        return queries.series(s, machine)
+        return frames.series_sort(queries.series(s, machine))
 
 
 @st.cache_data(ttl=TTL, show_spinner=False)

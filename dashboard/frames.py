@@ -80,6 +80,26 @@ def sort_key(s: pd.Series) -> pd.Series:
     return s.map(rank)
 
 
+@functools.lru_cache(maxsize=8192)
+def _key_rank(key: str, names: tuple[str, ...]) -> tuple[Any, ...]:
+    # Cached: a machine's series share few params_keys, and ranking one parses each of its values.
+    return labels.params_rank(_raw(key), names)
+
+
+def series_sort(series: pd.DataFrame) -> pd.DataFrame:
+    """``series`` (benchmark, params_key, and optionally machine and asv's ``param_names`` per row) in the order
+    every listing of series uses (``regressions.labels.series_rank``): by machine, benchmark, then parameter
+    values in asv's order, numbers numerically (concurrency 1, 2, 16, 128, not the params_key text's 1, 128, 16,
+    2). The index is kept."""
+    if series.empty:
+        return series
+    names = series["param_names"] if "param_names" in series.columns else pd.Series(None, index=series.index)
+    machines = series["machine"].astype(str) if "machine" in series.columns else pd.Series("", index=series.index)
+    keys = [(m, str(b), _key_rank(str(k), tuple(n) if isinstance(n, list | tuple) else ()))
+            for m, b, k, n in zip(machines, series["benchmark"], series["params_key"], names, strict=True)]
+    return series.iloc[sorted(range(len(keys)), key=keys.__getitem__)]
+
+
 def param_names(params: Iterable[Any]) -> list[str]:
     """Parameter names in first-seen order, from params_keys or parsed params dicts (asv's ``param_names``
     order survives in params dicts)."""

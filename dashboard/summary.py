@@ -68,7 +68,8 @@ def grid(series: pd.DataFrame, values: pd.DataFrame, commit_ids: Sequence[int], 
     (:func:`latest_change`, NaN where there is none), flag (status and ratio of its newest flagged
     regression) and flag_status. ``values``: ``db.queries.recent_values`` at ``commit_ids``; ``regs``: the
     regression listing (newest first); change_text: the change as people read it (the module docstring).
-    Whole-frame operations: no loop over the series' values."""
+    Rows in the order of ``series``: the dashboard's loader (``data.series``) and the site hand it in
+    ``frames.series_sort`` order. Whole-frame operations: no loop over the series' values."""
     cols = ["benchmark", "params_key", "unit", "latest", "spark", "change", "change_text", "flag", "flag_status"]
     if series.empty:
         return pd.DataFrame({c: pd.Series(dtype=object) for c in cols})

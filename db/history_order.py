@@ -4,7 +4,8 @@ Git order wins where it is known: commits with a generation (``git rev-list --co
 hand when they were ingested) sort by it. A commit the repository did not have (not fetched yet, another
 fork's, ingested from outside the clone) has none; it goes right after the newest-in-git commit dated no later
 than it, so a run of a commit the clone lacks lands where its date puts it, not before the whole history (as a
-plain ORDER BY generation would put it). With no generation anywhere this is date order, then id.
+plain ORDER BY generation would put it). With no generation anywhere this is date order, then id (ingest warns
+where dates tie: ``db.ingest.IngestSummary.order_note``).
 
 One pure rule (:func:`history_order`) and one writer (:func:`renumber`), which ingest calls after storing files
 and describing commits, and migration 0009 calls to fill the column.

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Connection, Engine, select
+from sqlalchemy import Connection, Engine, func, select
 from sqlalchemy.exc import DBAPIError
 from tqdm import tqdm
 
@@ -81,6 +81,10 @@ class IngestSummary:
     # Those of ``commits`` the repository at hand does not have: placed by date, not git.
     unknown_commits: list[str] = field(default_factory=list)
     repo: Path | None = None  # the git repository the commits were looked up in
+    # Of ``commits``, those without a git generation: placed by date (counted where no repository knows any).
+    by_date: int = 0
+    # Commits of the store without a generation that share their date with another: their order is a guess.
+    date_ties: int = 0
     # (machine, commit) of ``commits`` with runs of several asv environments -> their names: one series
     # pools them per commit (db.query_base.pool_runs), so an environment missing at some commits moves it.
     mixed_environments: dict[tuple[str, str], list[str]] = field(default_factory=dict)
@@ -100,16 +104,21 @@ class IngestSummary:
         """0 every file stored or already stored, 2 some input refused, 3 an internal or database error."""
         return exits.INTERNAL if self.errors else exits.USAGE if self.refused else exits.OK
 
-    def line(self) -> str:
+    def line(self, store: str | None = None) -> str:
+        """``ingested N of M files (...), U unchanged, R refused, E failed, in S s[ into STORE]``, then the
+        files not stored by what happened to them (``; refused: a.json; failed: b.json``), so no name reads
+        as stored into the store."""
         rate = self.results / self.seconds if self.seconds > 0 else 0.0
         text = (
             f"ingested {self.ingested} of {self.files} files ({self.results:,} results, {rate:,.0f} results/s), "
             f"{self.unchanged} unchanged, {len(self.refused)} refused, {len(self.errors)} failed, "
-            f"in {self.seconds:.2f} s"
+            f"in {self.seconds:.2f} s" + (f" into {store}" if store else "")
         )
-        if self.failed:
-            names = [show_path(Path(p).name) for p, _ in self.failed]
-            text += ": " + ", ".join(names[:10]) + (f" and {len(names) - 10} more" if len(names) > 10 else "")
+        for word, items in (("refused", self.refused), ("failed", self.errors)):
+            if items:
+                names = [show_path(Path(p).name) for p, _ in items]
+                more = f" and {len(names) - 10} more" if len(names) > 10 else ""
+                text += f"; {word}: " + ", ".join(names[:10]) + more
         return text
 
     def environments_note(self) -> str | None:
@@ -124,6 +133,21 @@ class IngestSummary:
             "commit missing one environment moves it; give each environment its own machine name "
             "(asv run --machine NAME) to keep them apart"
         )
+
+    def order_note(self) -> str | None:
+        """The warning for commits placed by date because no repository at hand knows any of them (None when
+        a repository placed them, or it knows some: :meth:`unknown_note` names the others)."""
+        if not self.by_date or (self.repo is not None and not self.date_ties):
+            return None
+        n = f"{self.by_date} commit{'s' if self.by_date != 1 else ''}"
+        where = "no git repository here" if self.repo is None else f"none of them is in the repository {self.repo}"
+        ties = (
+            f"; {self.date_ties} commits of the store share a timestamp with another, so their order is a guess "
+            "(detection may miss or misplace a change between them)"
+            if self.date_ties
+            else ""
+        )
+        return f"{n} placed in history by commit date ({where}){ties}; pass --repo with the benchmarked project's clone"
 
     def unknown_note(self) -> str | None:
         """The warning for stored commits the repository lacks (None when there are none)."""
@@ -175,6 +199,27 @@ def _without_generation(conn: Connection, shas: set[str]) -> list[str]:
         return []
     rows = conn.execute(select(Commit.sha).where(Commit.sha.in_(sorted(shas)), Commit.generation.is_(None)))
     return sorted(str(sha) for sha in rows.scalars())
+
+
+def _by_date(conn: Connection, shas: set[str]) -> int:
+    """How many of ``shas`` have no git generation (the history order places them by date)."""
+    if not shas:
+        return 0
+    stmt = select(func.count()).select_from(Commit).where(Commit.sha.in_(sorted(shas)), Commit.generation.is_(None))
+    return int(conn.scalar(stmt) or 0)
+
+
+def _date_ties(conn: Connection) -> int:
+    """Commits without a generation that share their date with another such commit: date order cannot tell
+    them apart (asv's ``date`` is the commit's, to the second), so the insert id decides."""
+    tied = (
+        select(func.count().label("n"))
+        .where(Commit.generation.is_(None), Commit.date.is_not(None))
+        .group_by(Commit.date)
+        .having(func.count() > 1)
+        .subquery()
+    )
+    return int(conn.scalar(select(func.coalesce(func.sum(tied.c.n), 0))) or 0)
 
 
 def _resolve_repo(repo: str | Path | None) -> Path | None:
@@ -346,6 +391,9 @@ def ingest_paths(
             if summary.commits:
                 if git_repo is not None:
                     summary.unknown_commits = _without_generation(conn, summary.commits)
+                if not summary.unknown_commits:  # else git placed some, and unknown_note names the others
+                    summary.by_date = _by_date(conn, summary.commits)
+                    summary.date_ties = _date_ties(conn) if summary.by_date else 0
                 summary.mixed_environments = _mixed_environments(conn, summary.commits)
     except DBAPIError as exc:
         raise_store_error(exc, engine.url, "write commit metadata to")

@@ -9,6 +9,7 @@ permission, older schema), 3 internal error.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from db.asvformat import show_path
@@ -28,14 +29,20 @@ from settings import exits
 from settings.args import add_db, add_git_repo
 from settings.env import store_url
 
+DEFAULT_RESULTS = ".asv/results"  # asv's default results_dir, read from the current directory
+
 
 def cmd_ingest(args: argparse.Namespace) -> int:
     url = store_url(args.db)
     progress: bool | str = False if args.quiet else ("always" if args.progress else True)
+    if not args.paths and not os.path.lexists(DEFAULT_RESULTS):  # said before any store is created
+        print(f"mlaperf: error: no asv results at {DEFAULT_RESULTS} (pass PATH: an asv results folder, a "
+              "machine's folder or results files)", file=sys.stderr)  # fmt: skip
+        return exits.USAGE
     try:
         engine = make_engine(url)
         try:
-            summary = ingest_paths(engine, args.paths, progress=progress, repo=args.repo)
+            summary = ingest_paths(engine, args.paths or [DEFAULT_RESULTS], progress=progress, repo=args.repo)
         finally:
             engine.dispose()
     except (ValueError, StoreError) as exc:
@@ -44,39 +51,67 @@ def cmd_ingest(args: argparse.Namespace) -> int:
         print(f"REFUSED {path}: {reason}", file=sys.stderr)
     for path, reason in summary.errors:
         print(f"ERROR {path}: {reason}", file=sys.stderr)
-    for note in (summary.unknown_note(), summary.environments_note()):
+    for note in (summary.order_note(), summary.unknown_note(), summary.environments_note()):
         if note is not None:
             print(f"WARNING {note}", file=sys.stderr)
     if not args.quiet or summary.failed:
-        print(f"{summary.line()} into {display_url(url)}")
+        print(summary.line(display_url(url)))
     return summary.exit_status
+
+
+def _revision_now(url: str) -> str | None:
+    """The store's schema revision without creating it: None for a missing SQLite file or an empty database."""
+    if missing_sqlite_file(url):
+        return None
+    engine = make_engine(url, readonly=True)
+    try:
+        return current_revision(engine)
+    finally:
+        engine.dispose()
+
+
+def _downgrade_refusal(url: str, revision: str, yes: bool) -> str | None:
+    """Why a downgrade is refused without --yes (None to go ahead): every downgrade drops what the newer
+    revisions added (0001's drops every table), so one that has something to drop needs it said."""
+    current = None if yes else _revision_now(url)
+    if current is None:
+        return None
+    shown = display_url(url)
+    if revision == "base":
+        return (f"`mlaperf db downgrade base` drops every table of {shown}, with all its results, commits and "
+                "regressions; pass --yes to do it")  # fmt: skip
+    return (f"downgrading {shown} from schema revision {current} to {revision} drops the tables and columns the "
+            "newer revisions added, with their data; pass --yes to do it")  # fmt: skip
+
+
+def _migrate(args: argparse.Namespace, url: str) -> int:
+    why = _downgrade_refusal(url, args.revision, args.yes) if args.db_command == "downgrade" else None
+    if why is not None:
+        print(f"mlaperf: error: {why}", file=sys.stderr)
+        return exits.USAGE
+    (upgrade if args.db_command == "upgrade" else downgrade)(url, args.revision)
+    engine = make_engine(url)
+    try:
+        now = current_revision(engine)
+    finally:
+        engine.dispose()
+    state = f"at schema revision {now}" if now is not None else "empty (base): no mlaperf tables"
+    print(f"database at {display_url(url)} is {state}")
+    return exits.OK
 
 
 def cmd_db(args: argparse.Namespace) -> int:
     url = store_url(args.db)
     try:
         if args.db_command in ("upgrade", "downgrade"):
-            migrate = upgrade if args.db_command == "upgrade" else downgrade
-            migrate(url, args.revision)
-            engine = make_engine(url)
-            try:
-                print(f"database at {display_url(url)} is at schema revision {current_revision(engine)}")
-            finally:
-                engine.dispose()
-        else:
-            if missing_sqlite_file(url):
-                print(
-                    f"none (no database at {display_url(url)} yet: `mlaperf ingest` or `mlaperf db upgrade` creates it)"
-                )
-                return exits.OK
-            engine = make_engine(url, readonly=True)
-            try:
-                current = current_revision(engine)
-            finally:
-                engine.dispose()
-            head = head_revision()
-            state = "up to date" if current == head else f"needs upgrade to {head}"
-            print(f"{current or 'none (empty database)'} ({state})")
+            return _migrate(args, url)
+        if missing_sqlite_file(url):
+            print(f"none (no database at {display_url(url)} yet: `mlaperf ingest` or `mlaperf db upgrade` creates it)")
+            return exits.OK
+        current = _revision_now(url)
+        head = head_revision()
+        state = "up to date" if current == head else f"needs upgrade to {head}"
+        print(f"{current or 'none (empty database)'} ({state})")
     except (ValueError, StoreError) as exc:
         return _report(exc)
     return exits.OK
@@ -101,7 +136,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "are stored. Exit status: 0 all stored, 2 a file refused or the store unusable, 3 internal error."
         ),
     )
-    ingest.add_argument("paths", nargs="*", default=[".asv/results"], metavar="PATH", help="default: .asv/results")
+    ingest.add_argument("paths", nargs="*", default=[], metavar="PATH", help=f"default: {DEFAULT_RESULTS}")
     add_db(ingest)
     add_git_repo(ingest)
     ingest.add_argument("--quiet", "-q", action="store_true", help="no progress bar, no summary unless a file failed")
@@ -116,7 +151,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     current = db_sub.add_parser("current", help="show the database's schema revision")
     add_db(current)
     down = db_sub.add_parser("downgrade", help="migrate the database schema down (drops newer tables' data)")
-    down.add_argument("revision", help="target revision, e.g. -1, 0001 or base")
+    down.add_argument("revision", help="target revision, e.g. -1, 0001 or base (base: no tables at all)")
+    down.add_argument("--yes", action="store_true", help="drop the data the downgrade drops (refused without it)")
     add_db(down)
     for parser in (up, current, down):
         parser.set_defaults(func=cmd_db)

@@ -22,6 +22,7 @@ import shutil
 import stat
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -80,6 +81,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="publish only this machine (repeatable; default: every machine)")
     add_repo_url(parser)
     add_thresholds_config(parser)
+    parser.add_argument("--quiet", "-q", action="store_true", help="no progress lines on stderr, only the summary")
     parser.set_defaults(func=handle)
 
 
@@ -129,9 +131,13 @@ def _write(path: Path, text: str) -> int:
     return len(data)
 
 
+Progress = Callable[[str], None]
+
+
 def build(session: Session, out: Path, *, machines: list[str] | None = None, repo_url: str = "",
-          settings: Any = None) -> tuple[int, int, int, int]:
-    """Write the site into the empty folder ``out``; returns (machines, series, files, bytes)."""
+          settings: Any = None, progress: Progress | None = None) -> tuple[int, int, int, int]:
+    """Write the site into the empty folder ``out``; returns (machines, series, files, bytes). ``progress``
+    gets a line as each machine starts and ends (reading its histories is most of a big store's minute)."""
     from dashboard import machines as machine_rule
     from db import queries
     from regressions.config import Settings
@@ -150,7 +156,10 @@ def build(session: Session, out: Path, *, machines: list[str] | None = None, rep
     listed = []
     # Which machines measured each series: a History page offers those to overlay (their files hold the values).
     ids = {machine_folder(name): series_ids(session, name) for name in wanted}
-    for name in wanted:
+    say = progress or (lambda _: None)
+    for i, name in enumerate(wanted, 1):
+        start, before = time.perf_counter(), files
+        say(f"publish: {name} ({i} of {len(wanted)}): reading its overview, alerts and series' histories")
         folder = machine_folder(name)
         site = machine_site(session, name, settings, Links(folder, repo_url))
         nbytes += _write(out / "data" / folder / "index.js", _script(f"{folder}/index", site.index))
@@ -162,6 +171,8 @@ def build(session: Session, out: Path, *, machines: list[str] | None = None, rep
         n_series += len(site.index["grid"])
         gpu = str(queries.machine_info(session, name).get("gpu_name") or "")
         listed.append({"folder": folder, "label": f"{name} ({gpu})" if gpu and gpu != "none" else name})
+        say(f"publish: {name} ({i} of {len(wanted)}): {len(site.index['grid']):,} series, {files - before:,} files "
+            f"in {time.perf_counter() - start:.1f} s")
     meta = {"machines": listed,
             "footer": f"Published {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} by mlaperf {__version__}"
                       " · static: no server, no network",
@@ -175,8 +186,9 @@ def build(session: Session, out: Path, *, machines: list[str] | None = None, rep
 
 
 def publish(url: str, out: Path, *, machines: list[str] | None = None, repo_url: str = "",
-            settings: Any = None) -> Published:
-    """Build the site beside ``out`` and swap it in (the old site, if any, stays until the new one is whole)."""
+            settings: Any = None, progress: Progress | None = None) -> Published:
+    """Build the site beside ``out`` and swap it in (the old site, if any, stays until the new one is whole);
+    ``progress``: see :func:`build`."""
     from db.engine import check_schema, make_engine
 
     t0 = time.perf_counter()
@@ -188,7 +200,7 @@ def publish(url: str, out: Path, *, machines: list[str] | None = None, repo_url:
     try:
         with Session(engine) as s:
             n_machines, n_series, files, nbytes = build(s, tmp, machines=machines, repo_url=repo_url,
-                                                        settings=settings)
+                                                        settings=settings, progress=progress)
         old = None
         if out.exists():
             old = out.with_name(f".{out.name}.old-{time.time_ns()}")
@@ -213,7 +225,8 @@ def handle(args: argparse.Namespace) -> int:
         repo = (args.repo_url if args.repo_url is not None else default_repo_url(Path.cwd())).rstrip("/")
         if repo and not repo.startswith(("https://", "http://")):
             raise PublishError(f"--repo-url: {repo!r} is not an http(s) URL")
-        done = publish(url, args.out, machines=args.machine, repo_url=repo, settings=settings)
+        say = None if args.quiet else (lambda line: print(line, file=sys.stderr, flush=True))
+        done = publish(url, args.out, machines=args.machine, repo_url=repo, settings=settings, progress=say)
     except (PublishError, ConfigError, ValueError) as exc:
         print(f"mlaperf publish: error: {exc}", file=sys.stderr)
         return exits.USAGE

@@ -181,7 +181,8 @@ def series_ids(s: Session, machine: str) -> set[str]:
 def machine_site(s: Session, machine: str, settings: Settings, link: Links) -> MachineSite:
     """Everything the site shows for ``machine`` (see the module docstring)."""
     commits = queries.commits(s, machine)
-    series = queries.series(s, machine).reset_index(drop=True)
+    # The dashboard's order (dashboard.data.series sorts the same way); the grid keeps it.
+    series = frames.series_sort(queries.series(s, machine)).reset_index(drop=True)
     names = {str(n): list(p) if isinstance(p, list) else [] for n, p in
              zip(series["benchmark"], series["param_names"], strict=True)}
     regs = triage.regression_listing(s, machine)

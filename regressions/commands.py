@@ -240,6 +240,12 @@ def _print_listing(
     frame = regressions_frame(session, statuses=statuses, machine=args.machine)
     if args.json:
         _write(json.dumps(detect_document(session, frame, events, summary), indent=2, allow_nan=False))
+    elif frame.empty:  # say what the listing left out, so "none listed" never reads as "none found"
+        others = [s for s in STATUSES if s not in statuses]
+        left = regressions_frame(session, statuses=others, machine=args.machine) if others else frame
+        closed = {str(k): int(v) for k, v in left["status"].value_counts().items()} if not left.empty else {}
+        listed = "open" if set(statuses) == set(OPEN_STATUSES) else "/".join(statuses)
+        _write(headline + "\n" + detect_table([], closed=closed, listed=listed))
     else:
         _write(headline + "\n" + _grouped_table(records(frame, events)))
 

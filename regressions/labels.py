@@ -54,7 +54,11 @@ def value_rank(value: Any) -> tuple[int, float, str]:
     return (1, 0.0, str(v))
 
 
+def params_rank(params: Mapping[str, Any], names: Iterable[str] | None = None) -> tuple[Any, ...]:
+    """Sort key of one benchmark's parameter values: in asv's order, each by :func:`value_rank`."""
+    return tuple((k, value_rank(v)) for k, v in ordered_params(params, names).items())
+
+
 def series_rank(benchmark: str, params: Mapping[str, Any], names: Sequence[str] | None = None) -> tuple[Any, ...]:
-    """Sort key of a series: its benchmark, then its values in asv's order (:func:`value_rank`)."""
-    ordered = ordered_params(params, names)
-    return (benchmark, tuple((k, value_rank(v)) for k, v in ordered.items()))
+    """Sort key of a series: its benchmark, then its values in asv's order (:func:`params_rank`)."""
+    return (benchmark, params_rank(params, names))

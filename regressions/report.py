@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from regressions.compare import (
@@ -255,10 +255,24 @@ def compare_json(comparisons: Sequence[Comparison]) -> str:
     return json.dumps([c.to_json() for c in comparisons], indent=2, allow_nan=False)
 
 
-def detect_table(records: Sequence[dict[str, Any]]) -> str:
-    """Plain-text table of regressions for a terminal."""
+def nothing_listed(closed: Mapping[str, int] | None = None, listed: str = "open") -> str:
+    """What `detect` prints when no regression is listed. A bare "no regressions" under "4 flagged (status now:
+    4 fixed)" read as a contradiction: the listing leaves other statuses out, so it says which it listed
+    (``listed``: "open", or the statuses asked for) and counts the others (``closed``: status -> count)."""
+    left = ", ".join(f"{n} {status}" for status, n in sorted((closed or {}).items()) if n)
+    if left:
+        return f"no {listed} regressions ({left}; --all lists them)"
+    if closed is not None:
+        return "no regressions stored"
+    return "nothing listed (by default only open regressions; --all lists fixed and closed ones too)"
+
+
+def detect_table(
+    records: Sequence[dict[str, Any]], *, closed: Mapping[str, int] | None = None, listed: str = "open"
+) -> str:
+    """Plain-text table of regressions for a terminal (:func:`nothing_listed` when there are none)."""
     if not records:
-        return "no regressions"
+        return nothing_listed(closed, listed)
     head = ["status", "commit", "machine", "benchmark", "params", "before", "after", "ratio", "p"]
     rows = [
         [

@@ -1,6 +1,7 @@
 """`mlaperf compare --format text`: the comparison as an aligned plain-text table for a terminal (the default
-there), worst rows first (the PR report's order), with the counts line on top. Unchanged and not-run series
-are counted, not listed (``--format markdown`` or ``json`` lists every row). No Markdown escapes, no HTML.
+there), worst rows first (the PR report's order), with the counts line on top. Series measured on one side only
+(not measured at base or at head), unchanged and not-run series are counted, not listed, as the dashboard's
+Compare page hides them (``--format markdown`` or ``json`` lists every row). No Markdown escapes, no HTML.
 """
 
 from __future__ import annotations
@@ -17,9 +18,9 @@ from regressions.units import fmt_p, fmt_ratio, fmt_value, fmt_value_change
 FORMATS = ("text", "markdown", "json")
 # Statuses in the order the counts line gives them (in the PR report's words: ``report.status_count``).
 _COUNTED = (REGRESSED, FAILED, MISSING, IMPROVED, NEW, REMOVED, UNCHANGED, NOT_RUN)
-# Listed, in the PR report's order (regressions.report.ordered); the others are only counted.
-_STATUS_WORD = {REGRESSED: "REGRESSED", FAILED: "FAILED", MISSING: "MISSING", IMPROVED: "improved", NEW: "no base",
-                REMOVED: "no head"}
+# Listed, in the PR report's order (regressions.report.ordered); the others are only counted, in the counts
+# line's words (a suite not run at one side is no change of the code under test: hundreds of rows).
+_STATUS_WORD = {REGRESSED: "REGRESSED", FAILED: "FAILED", MISSING: "MISSING", IMPROVED: "improved"}
 
 
 def counts_line(comparisons: Sequence[Comparison]) -> str:
@@ -52,7 +53,6 @@ def compare_text(comparisons: Sequence[Comparison], *, base: str, head: str, mac
     lines = [f"mlaperf compare: head {head[:12]} against base {base[:12]} on {', '.join(machines) or 'no machine'} "
              f"({threshold_note}; ratio = head / base)", counts_line(comparisons)]
     rows = [c for c in ordered(comparisons) if c.status in _STATUS_WORD]
-    unlisted = len(comparisons) - len(rows)
     header = ["status", *(["machine"] if many else []), "series", "base", "head", "ratio", "change", "p"]
     table = [[_STATUS_WORD[c.status], *([c.machine] if many else []), "",
               fmt_value(c.base, c.unit, missing="-", benchmark=c.benchmark),
@@ -81,7 +81,8 @@ def compare_text(comparisons: Sequence[Comparison], *, base: str, head: str, mac
         lines += ["", line(header)]
         for r in table:
             lines += [line(r), f"    {_cut(r[name], width - 4)}"] if wrapped else [line(r)]
-    if unlisted:
-        lines += ["", f"{unlisted:,} unchanged or not-run series not listed (--format markdown or json lists "
-                  "every series)."]
+    unlisted = [(s, sum(c.status == s for c in comparisons)) for s in _COUNTED if s not in _STATUS_WORD]
+    if any(n for _, n in unlisted):
+        counted = ", ".join(status_count(s, n) for s, n in unlisted if n)
+        lines += ["", f"Not listed: {counted} (--format markdown or json lists every series)."]
     return "\n".join(lines) + "\n"

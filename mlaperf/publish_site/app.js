@@ -185,14 +185,22 @@ async function render() {
   const main = document.getElementById("main");
   if (!site.machines.length) { main.replaceChildren(h("p", { class: "note" }, site.empty)); return; }
   const machine = site.machines.find((m) => m.folder === r.folder);
-  if (!machine) { location.replace(link(site.machines[0].folder)); return; }
+  if (!machine && !r.folder) { location.replace(link(site.machines[0].folder)); return; }
   const select = document.getElementById("machine");
-  select.replaceChildren(...site.machines.map((m) => h("option", { value: m.folder, selected: m === machine }, m.label)));
+  select.replaceChildren(...(machine ? [] : [h("option", { value: "", selected: true, disabled: true }, "pick a machine")]),
+    ...site.machines.map((m) => h("option", { value: m.folder, selected: m === machine }, m.label)));
   select.onchange = () => { location.hash = link(select.value, r.page === "history" ? "overview" : r.page); };
+  document.getElementById("footer").textContent = site.footer;
+  if (!machine) {  // a mistyped or stale link: say so (as the dashboard does), never show another machine
+    document.getElementById("nav").replaceChildren();
+    const known = site.machines.map((m) => m.folder).join(", ");
+    main.replaceChildren(h("p", { class: "error" }, `No machine '${r.folder}' on this site (known: ${known}).`),
+      h("p", {}, h("a", { href: link(site.machines[0].folder) }, `${site.machines[0].label}: overview`)));
+    return;
+  }
   document.getElementById("nav").replaceChildren(...[["overview", "Overview"], ["alerts", "Alert groups"],
     ["throughput", "Throughput vs concurrency"]].map(([p, t]) =>
     h("a", { href: link(machine.folder, p), class: r.page === p ? "active" : null }, t)));
-  document.getElementById("footer").textContent = site.footer;
   const data = await load(`${machine.folder}/index`);
   const pages = { overview, history: historyPage, throughput, alerts };
   const page = pages[r.page];

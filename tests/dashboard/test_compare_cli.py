@@ -59,7 +59,7 @@ def test_text_table_in_a_terminal(seeded: Seeded, step: tuple[str, str]) -> None
     # Aligned: the ratio column ends at the same place on every row.
     ends = {r.index("x ") + 1 for r in rows if re.search(r"\d\.\d\dx ", r)}
     assert len(ends) == 1, rows[:5]
-    assert "unchanged or not-run series not listed" in out
+    assert re.search(r"^Not listed: \d+ unchanged.* \(--format markdown or json lists every series\)\.$", out, re.M)
 
 
 def test_pipe_gets_markdown_and_formats_on_request(seeded: Seeded, step: tuple[str, str]) -> None:

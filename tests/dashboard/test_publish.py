@@ -73,6 +73,19 @@ def test_republish_replaces_the_old_site(seeded: Seeded, tmp_path: Path) -> None
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no temporary folder left
 
 
+def test_publish_says_where_it_is(seeded: Seeded, tmp_path: Path) -> None:
+    """A big store's publish ran a minute without a word: a line on stderr as each machine starts and ends
+    (stdout keeps the one summary line); --quiet leaves only the summary."""
+    done = _publish("--db", seeded.url, "--out", str(tmp_path / "site"), "--machine", MLA_MACHINE)
+    assert done.returncode == 0, done.stderr
+    lines = done.stderr.splitlines()
+    assert lines[0] == f"publish: {MLA_MACHINE} (1 of 1): reading its overview, alerts and series' histories"
+    assert re.fullmatch(rf"publish: {MLA_MACHINE} \(1 of 1\): [\d,]+ series, [\d,]+ files in \d+\.\d s", lines[1])
+    assert len(lines) == 2 and done.stdout.startswith("mlaperf publish: ")
+    quiet = _publish("--db", seeded.url, "--out", str(tmp_path / "site"), "--machine", MLA_MACHINE, "--quiet")
+    assert quiet.returncode == 0 and quiet.stderr == "" and quiet.stdout.startswith("mlaperf publish: ")
+
+
 def test_site_folder_mode_is_a_plain_folders(seeded: Seeded, tmp_path: Path) -> None:
     """A web server running as another user can read the site: a new folder gets the mode ``mkdir`` gives under
     the umask (not ``mkdtemp``'s 0700); a republished one keeps its own."""
@@ -195,6 +208,20 @@ def test_site_in_chromium_from_file(site: Path, seeded: Seeded, browser_page: tu
     ticks = _ticks(page)
     assert ticks[0] == "0" and all(TICK.match(t) for t in ticks), ticks
     assert page.locator("text=Speed-up over").count() == 1
+    assert not refused, refused
+
+
+@pytest.mark.browser
+def test_an_unknown_machine_in_the_link_is_named_not_replaced(site: Path, browser_page: tuple[Any, list[str]]) -> None:
+    """#/nosuch/alerts used to land silently on the first machine's Overview; it says which machine it lacks."""
+    page, refused = browser_page
+    page.goto(f"{site.as_uri()}/index.html#/nosuch/alerts")
+    page.wait_for_selector("p.error")
+    assert page.inner_text("p.error").startswith("No machine 'nosuch' on this site (known: ")
+    assert page.url.endswith("#/nosuch/alerts") and page.locator("#grid").count() == 0
+    assert page.locator("#nav a").count() == 0
+    page.locator("main a").first.click()  # the way back: a machine's Overview
+    page.wait_for_selector("#grid tbody tr")
     assert not refused, refused
 
 

@@ -68,6 +68,21 @@ def test_grid_strings_are_the_dashboards(monkeypatch: pytest.MonkeyPatch, bundle
     assert flagged and all(re.fullmatch(r"fixed \d+\.\d\dx at [0-9a-f]{8}", f) for f in flagged), flagged
 
 
+def test_grid_orders_parameter_values_as_numbers(monkeypatch: pytest.MonkeyPatch, bundled: tuple[str, Path]) -> None:
+    """Site and dashboard list a benchmark's series by its values in asv's param_names order, numbers as numbers
+    (concurrency 1, 2, 4, 8, 16, ..., not the params_key text's 1, 128, 16, 2, ...)."""
+    url, site = bundled
+    decode = re.compile(r"bench_decode\.SparseDecode\.time_decode \[impl=(\w+), concurrency=(\d+), topk=(\d+)\]")
+
+    def points(names: Any) -> list[tuple[str, int, int]]:
+        return [(m[1], int(m[2]), int(m[3])) for n in names if (m := decode.fullmatch(str(n)))]
+
+    on_site = points(r["name"] for r in _index(site)["grid"])
+    assert len(on_site) > 20 and on_site == sorted(on_site)
+    assert [c for i, c, t in on_site if (i, t) == ("mma", 512)][:5] == [1, 2, 4, 8, 16]
+    assert points(_dashboard_grid(monkeypatch, url)["series"]) == on_site
+
+
 def test_throughput_and_speedups_are_the_dashboards(monkeypatch: pytest.MonkeyPatch,
                                                     bundled: tuple[str, Path]) -> None:
     url, site = bundled

@@ -94,5 +94,40 @@ def test_old_schema_is_a_clear_error_not_a_crash(
     assert code == 0 and f"schema revision {head_revision()}" in out
     code, out, _ = run_cli(capsys, "ingest", "--db", sqlite_url, "--quiet", str(root))
     assert code == 0 and out == ""
-    code, out, _ = run_cli(capsys, "db", "downgrade", "0001", "--db", sqlite_url)
+    code, out, _ = run_cli(capsys, "db", "downgrade", "0001", "--db", sqlite_url, "--yes")
     assert code == 0 and "schema revision 0001" in out
+
+
+def test_a_downgrade_that_drops_data_needs_yes(tmp_path: Path, capsys: pytest.CaptureFixture, sqlite_url: str) -> None:
+    """`db downgrade base` dropped every table without a word; now it is refused (exit 2, naming --yes) and
+    the store keeps its results; with --yes it drops them and says the store is empty, not 'revision None'."""
+    root = tmp_path / "results"
+    write_results(root, results_doc({"s.time_a": bench_row([1.0], [])}))
+    assert run_cli(capsys, "ingest", "--db", sqlite_url, "--quiet", str(root))[0] == 0
+    for target in ("base", "0001", "-1"):
+        code, out, err = run_cli(capsys, "db", "downgrade", target, "--db", sqlite_url)
+        assert code == 2 and out == "" and "pass --yes to do it" in err
+    assert "drops every table of" in run_cli(capsys, "db", "downgrade", "base", "--db", sqlite_url)[2]
+    code, out, _ = run_cli(capsys, "db", "current", "--db", sqlite_url)
+    assert f"{head_revision()} (up to date)" in out  # nothing was dropped
+    code, out, _ = run_cli(capsys, "db", "downgrade", "base", "--db", sqlite_url, "--yes")
+    assert code == 0 and out.strip().endswith("is empty (base): no mlaperf tables") and "None" not in out
+    code, out, _ = run_cli(capsys, "db", "downgrade", "base", "--db", sqlite_url)  # nothing left to drop
+    assert code == 0 and "empty (base)" in out
+
+
+def test_the_summary_names_refused_files_as_refused(tmp_path: Path, capsys: pytest.CaptureFixture,
+                                                    sqlite_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """'..., in 0.03 s: bad.json into sqlite:///...' read as if bad.json was stored; a missing default path
+    read as a refused file named 'results' (and created the store)."""
+    bad = tmp_path / "bad.json"
+    bad.write_text("{")
+    code, out, _ = run_cli(capsys, "ingest", "--db", sqlite_url, str(bad))
+    assert code == 2 and "ingested 0 of 1 files" in out
+    assert out.rstrip().endswith(f" into {sqlite_url}; refused: bad.json") and ": bad.json into" not in out
+    monkeypatch.chdir(tmp_path)
+    fresh = f"sqlite:///{tmp_path / 'fresh.sqlite'}"
+    code, out, err = run_cli(capsys, "ingest", "--db", fresh)
+    assert code == 2 and out == ""
+    assert err.startswith("mlaperf: error: no asv results at .asv/results (pass PATH")
+    assert not (tmp_path / "fresh.sqlite").exists()

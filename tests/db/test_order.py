@@ -8,6 +8,7 @@ import json
 import subprocess
 from pathlib import Path
 
+import pytest
 import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
@@ -17,6 +18,7 @@ from db.history_order import history_order
 from db.ingest import ingest_paths
 from db.models import Commit, Machine, Regression, Result
 from db.synthetic import write_git_history, write_synthetic_results
+from tests.db.conftest import REPO_ROOT, run_cli
 
 TIE = dt.datetime(2025, 6, 1, 12, 0, 0)
 COMMITS = 8
@@ -91,6 +93,38 @@ def test_commits_git_does_not_know_are_placed_by_date_among_the_known(db_url: st
         for row in queries.series(s, machine="m").itertuples():
             assert list(queries.history(s, row.benchmark, row.params_key, "m")["sha"])[-1] == newer
     engine.dispose()
+
+
+def test_ingest_without_a_repository_warns_that_tied_dates_are_a_guess(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    """The bundled history outside a clone: three commits share one date, so date order puts the revert
+    before the regression and detect flags nothing. Ingest says so (a warning: the exit status stays 0);
+    with --repo git orders them and there is nothing to warn about."""
+    monkeypatch.chdir(tmp_path)  # no git repository here
+    bundled = str(REPO_ROOT / "history" / "results")
+    code, _, err = run_cli(capsys, "ingest", "--db", f"sqlite:///{tmp_path / 'a.sqlite'}", bundled)
+    assert code == 0
+    assert ("WARNING 12 commits placed in history by commit date (no git repository here); 3 commits of the "
+            "store share a timestamp with another, so their order is a guess") in err
+    assert "pass --repo" in err
+    code, _, err = run_cli(capsys, "ingest", "--db", f"sqlite:///{tmp_path / 'b.sqlite'}", bundled,
+                           "--repo", str(REPO_ROOT))  # fmt: skip
+    assert code == 0 and "WARNING" not in err
+
+
+def test_a_repository_that_knows_no_commit_warns_only_of_tied_dates(tmp_path: Path) -> None:
+    write_git_history(tmp_path / "repo", 2, date=TIE)
+    tied = write_synthetic_results(tmp_path / "tied", commits=4, series=2, dates=[TIE, TIE, TIE, TIE], machine="m")
+    summary = ingest_paths(make_engine(f"sqlite:///{tmp_path / 't.sqlite'}"), [tied.root], progress=False,
+                           repo=tmp_path / "repo")  # fmt: skip
+    assert (summary.by_date, summary.date_ties) == (4, 4)
+    assert f"4 commits placed in history by commit date (none of them is in the repository {tmp_path / 'repo'})" \
+        in str(summary.order_note())
+    apart = write_synthetic_results(tmp_path / "apart", commits=4, series=2, machine="m")
+    summary = ingest_paths(make_engine(f"sqlite:///{tmp_path / 'u.sqlite'}"), [apart.root], progress=False,
+                           repo=tmp_path / "repo")  # fmt: skip
+    assert summary.date_ties == 0 and summary.order_note() is None  # another project's history, in date order
 
 
 def test_history_order_rule() -> None:

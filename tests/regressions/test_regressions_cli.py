@@ -17,7 +17,7 @@ from db.engine import make_engine
 from db.models import Commit
 from db.synthetic import SyntheticHistory, write_synthetic_results
 from mlaperf.cli import main
-from regressions.report import MARKER
+from regressions.report import MARKER, detect_table
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURE = ROOT / "tests" / "fixtures" / "asv-openblas" / "results"
@@ -97,7 +97,7 @@ def test_detect_suspects_do_not_fail_until_confirmed(
     data = regs(out)
     assert rc == 0 and len(data) == 12 and {r["status"] for r in data} == {"suspect"}
     rc, out, _ = run(capsys, "detect", "--db", store_url, "--status", "new")
-    assert rc == 0 and "no regressions" in out
+    assert rc == 0 and out.rstrip().endswith("\nno new regressions (12 suspect; --all lists them)")
     ingest(eng, list((tmp_path / "results" / h.machine).glob(f"{h.shas[21][:8]}-*.json")))
     eng.dispose()
     rc, out, _ = run(capsys, "detect", "--db", store_url, "--fail-on-new")
@@ -116,7 +116,27 @@ def test_detect_table_and_fail_on_new(
     assert history.shas[20][:10] in out
     assert "1.2" in out
     rc, out, _ = run(capsys, "detect", "--db", store_url, "--status", "fixed")
-    assert rc == 0 and "no regressions" in out
+    assert rc == 0 and out.rstrip().endswith("\nno fixed regressions (30 new; --all lists them)")
+
+
+def test_detect_that_flags_only_fixed_steps_does_not_say_no_regressions(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The bundled history: detect flags the deliberate regression and its revert in one run, so all four are
+    fixed. '4 flagged (status now: 4 fixed)' then 'no regressions' read as a contradiction."""
+    url = f"sqlite:///{tmp_path / 'bundled.sqlite'}"
+    assert run(capsys, "ingest", str(ROOT / "history" / "results"), "--db", url, "--repo", str(ROOT), "-q")[0] == 0
+    rc, out, _ = run(capsys, "detect", "--db", url)
+    lines = out.splitlines()
+    assert rc == 0 and "4 flagged (status now: 4 fixed)" in lines[0]
+    assert lines[1:] == ["no open regressions (4 fixed; --all lists them)"]
+    rc, out, _ = run(capsys, "detect", "--db", url, "--all")
+    assert rc == 0 and out.count("\nfixed ") == 4 and "no open regressions" not in out
+
+
+def test_an_empty_listing_names_what_it_left_out() -> None:
+    assert detect_table([], closed={"fixed": 4, "retired": 0}) == "no open regressions (4 fixed; --all lists them)"
+    assert detect_table([], closed={}) == "no regressions stored"
 
 
 def test_detect_threshold_flag(store_url: str, history: SyntheticHistory, capsys: pytest.CaptureFixture[str]) -> None:

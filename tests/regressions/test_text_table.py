@@ -3,7 +3,7 @@ counted, in the PR report's order."""
 
 from __future__ import annotations
 
-from regressions.compare import MISSING, REGRESSED, UNCHANGED, Comparison
+from regressions.compare import MISSING, NEW, NOT_RUN, REGRESSED, REMOVED, UNCHANGED, Comparison
 from regressions.text_table import compare_text, counts_line
 
 
@@ -42,3 +42,19 @@ def test_a_narrow_terminal_puts_each_name_under_its_numbers() -> None:
     name = "bench_decode.SparseDecode.time_decode"
     assert names == [f"{name} [concurrency={c}, impl=mma, topk=512]" for c in worst_first]
     assert max(map(len, lines[2:])) <= 80 and "…" not in narrow
+
+
+def test_series_measured_on_one_side_are_counted_not_listed() -> None:
+    """Hundreds of 'no base' rows buried the regressions, and the counts line called them 'not measured at
+    base': they are counted as unchanged and not-run series are, in the counts line's (and the markdown
+    report's and dashboard's) words."""
+    rows = [_case("time_slow", REGRESSED, 2e-5), *(_case(f"time_new{i}", NEW, 1e-5) for i in range(300)),
+            _case("time_gone", REMOVED, None, head_status="absent"), _case("time_same", UNCHANGED, 1e-5),
+            _case("time_skip", NOT_RUN, None, head_status="not_run")]  # fmt: skip
+    text = compare_text(rows, base="a" * 40, head="b" * 40, machines=["h200"], threshold_note="5%", width=200)
+    assert counts_line(rows) == ("1 regression, 0 failed, 0 improvements, 300 not measured at base, "
+                                 "1 not measured at head, 1 unchanged, 1 not run")
+    assert [line.split()[0] for line in text.splitlines() if "SparseDecode." in line] == ["REGRESSED"]
+    assert "no base" not in text and "no head" not in text
+    assert text.rstrip().endswith("Not listed: 300 not measured at base, 1 not measured at head, 1 unchanged, "
+                                  "1 not run (--format markdown or json lists every series).")
