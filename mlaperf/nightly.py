@@ -53,9 +53,13 @@ class PlanError(exits.BadInput):
 
 
 def load_records(path: Path | None) -> list[dict[str, Any]]:
-    """Regression records of ``mlaperf detect --json --all`` (a missing file is an empty list)."""
-    if path is None or not path.exists():
+    """Regression records of ``mlaperf detect --json --all`` (none given: an empty list). A file named but
+    missing is an error, not "no regressions": a typo or a failed detect must not plan nights blind or close
+    the alerts' issues."""
+    if path is None:
         return []
+    if not path.is_file():
+        raise PlanError(f"--regressions {path}: no such file (write it with `mlaperf detect --json --all`)")
     try:
         data = json.loads(path.read_text() or "[]")
     except (OSError, json.JSONDecodeError) as exc:
@@ -395,7 +399,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                        description=f"{plan_help[0].upper()}{plan_help[1:]}: one round's commits go to --out, one sha a "
                        "line. Exit status: 0 planned (none is fine), 2 bad usage or input.")  # fmt: skip
     p.add_argument("--regressions", type=Path, default=None, metavar="FILE",
-                   help="JSON of `mlaperf detect --json --all` (missing file: no regressions)")  # fmt: skip
+                   help="JSON of `mlaperf detect --json --all` (not given: no regressions known)")  # fmt: skip
     p.add_argument("--state", type=Path, default=Path("artifacts/nightly/state.json"), metavar="FILE",
                    help="this night's planned commits, shared by its rounds (fresh each night)")  # fmt: skip
     p.add_argument("--out", type=Path, default=Path("artifacts/nightly/plan.txt"), metavar="FILE",

@@ -113,6 +113,10 @@ def test_dry_run_needs_no_token_and_checks_the_file_first(tmp_path: Path) -> Non
     proc = subprocess.run([str(MLAPERF), "nightly", "alert", "--regressions", str(bad), "--dry-run"], env=env,
                           capture_output=True, text=True, timeout=120)  # fmt: skip
     assert proc.returncode == 2 and f"--regressions {bad}" in proc.stderr, proc.stderr
+    gone = tmp_path / "typo.json"  # a missing file is no "no regressions": that would close every alert's issue
+    proc = subprocess.run([str(MLAPERF), "nightly", "alert", "--regressions", str(gone), "--dry-run"], env=env,
+                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert proc.returncode == 2 and f"--regressions {gone}: no such file" in proc.stderr, proc.stderr
     good, plan = tmp_path / "good.json", tmp_path / "plan.json"
     good.write_text(json.dumps([record(1, 7, "new")]))
     proc = subprocess.run([str(MLAPERF), "nightly", "alert", "--regressions", str(good), "--plan-out", str(plan),
