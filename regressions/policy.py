@@ -9,13 +9,15 @@ One verdict, whatever the mode: every rule reads only runs of the alert's own se
 versions joined to its level, ``segments.continuation``), and each transition only the runs up to the
 commit it is stated at, in commit order. A status is therefore a
 function of the data, not of the nights it arrived on: a night-by-night replay and ``detect --full`` end
-in the same statuses (tests/regressions/test_replay.py). docs/detection.md has the rules as users see
-them.
+in the same statuses (tests/regressions/test_replay.py). Two rules read more: ``gone_at`` the machine's
+full runs (still a function of the history), and ``below_threshold`` the threshold of the run that applies
+it (never met by two modes at the same settings). docs/detection.md has the rules as users see them.
 """
 
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -48,7 +50,8 @@ ONE_RUN_EVENT = "one_run_event"  # transient: most series of its machine (or ben
 RETURNED = "returned"  # fixed: the level came back within the threshold
 SEGMENT_ENDED = "segment_ended"  # retired: the benchmark's asv version changed after it
 BENCHMARK_GONE = "benchmark_gone"  # retired: the benchmark no longer runs on its machine
-CLOSE_REASONS = (REFUTED, NOT_SEEN, ONE_RUN_EVENT, RETURNED, SEGMENT_ENDED, BENCHMARK_GONE)
+BELOW_THRESHOLD = "below_threshold"  # transient: its step is within the threshold now in force (a higher one)
+CLOSE_REASONS = (REFUTED, NOT_SEEN, ONE_RUN_EVENT, RETURNED, SEGMENT_ENDED, BENCHMARK_GONE, BELOW_THRESHOLD)
 
 # Commits in a row whose level is back within half the threshold that make a confirmed alert fixed
 # (at the first of them), besides a later level the detector sees back within the threshold.
@@ -66,6 +69,10 @@ MACHINE_WIDE_CONFIRM = 3
 # benchmarks (and is not machine-wide): one cause, shown as one group.
 EVENT_MIN_SERIES = 8
 EVENT_MIN_BENCHMARKS = 2
+# A machine's commit is a full run (the suite, not an ``asv run --bench`` subset) when it measured more than
+# this share of the benchmarks the machine measured over its FULL_RUN_WINDOW commits before it.
+FULL_RUN_SHARE = 0.5
+FULL_RUN_WINDOW = 30
 
 
 @dataclass(frozen=True)
@@ -190,6 +197,34 @@ def after_person(current: str, verdict: Verdict) -> Verdict:
     return verdict
 
 
+def within_threshold(ratio: float | None, *, threshold: float, direction: str = UP_IS_WORSE) -> bool:
+    """Whether a step of this ``ratio`` (after / before) is worse, but not beyond ``threshold``: the
+    detector at that threshold would not flag it, whatever its runs. A stored step was beyond the threshold
+    it was last seen at, so this holds only under a higher threshold than that (a rounding margin keeps a
+    step just beyond it from reading as within). A step the better way (a direction rule that changed) is
+    no regression at any threshold: judged by its runs as before."""
+    if ratio is None or not (ratio > 0 and math.isfinite(ratio)):
+        return False
+    return 0.0 < _worse(ratio, 1.0, direction) < math.log1p(threshold) - 1e-9
+
+
+def below_threshold(verdict: Verdict, at: int) -> Verdict:
+    """An alert whose step is within the threshold now in force (``within_threshold``) and that the detector
+    no longer flags closes as ``transient`` (BELOW_THRESHOLD) at ``at``, the newest commit judged: not
+    refuted (its runs still sit at the step) nor unseen by the data, only below the bar. An open verdict and
+    one that would claim the data refuted the step take it; fixed, retired, ignored and one-run events keep
+    theirs. A later run at a threshold it passes judges it from its runs again (reopened)."""
+    if verdict.status in OPEN_STATUSES or (verdict.status == TRANSIENT and verdict.reason in (REFUTED, NOT_SEEN)):
+        return Verdict(TRANSIENT, at, BELOW_THRESHOLD, verdict.confirming, verdict.runs)
+    return verdict
+
+
+def holds_its_step(status: str, reason: str | None) -> bool:
+    """Open, or closed only because a higher threshold was in force: the alert still stands for its step,
+    so a step found near it is the same one (matched within SAME_STEP_RUNS, followed when it moves)."""
+    return status in OPEN_STATUSES or (status == TRANSIENT and reason == BELOW_THRESHOLD)
+
+
 def retire(verdict: Verdict, reason: str, at: int | None) -> Verdict:
     """An alert that can no longer be acted on (its segment ended, its benchmark stopped) closes as
     ``retired``; closed and ignored ones keep their status."""
@@ -246,9 +281,34 @@ def after_one_run_event(verdict: Verdict, next_pos: int | None, *, machine_wide:
 def module_ran(benchmarks: Iterable[str], ran: Iterable[str]) -> set[str]:
     """Those of ``benchmarks`` whose asv module (the file: ``bench_decode`` of ``bench_decode.Class.time_x``)
     has a benchmark in ``ran``, the names a run measured. One that did not run there while its module did no
-    longer runs; a module missing altogether is a partial run (``asv run --bench``), which says nothing."""
+    longer runs; a module missing altogether is a partial run (``asv run --bench``), which says nothing.
+    ``mlaperf compare``'s rule for one head run; detection retires by full runs over time (``gone_at``)."""
     modules = {name.split(".", 1)[0] for name in ran}
     return {b for b in benchmarks if b.split(".", 1)[0] in modules}
+
+
+def full_runs(measured: Sequence[Iterable[int]], window: int = FULL_RUN_WINDOW) -> list[bool]:
+    """Of one machine's commits in history order (the benchmarks measured at each), which are full runs:
+    more than FULL_RUN_SHARE of the benchmarks measured over the ``window`` commits before it (the first
+    commit is one). A partial run (``asv run --bench``) measures a few; a deleted benchmark or module takes
+    a few away. A suite that loses more than half at once is full again ``window`` commits later."""
+    sets = [set(m) for m in measured]
+    seen: Counter[int] = Counter()
+    out: list[bool] = []
+    for i, now in enumerate(sets):
+        if i > window:  # the commit that left the window
+            seen.subtract(sets[i - window - 1])
+            seen = +seen
+        out.append(not seen or sum(b in seen for b in now) > FULL_RUN_SHARE * len(seen))
+        seen.update(now)
+    return out
+
+
+def gone_at(last: int, full: Sequence[bool]) -> int | None:
+    """Where a benchmark last measured at index ``last`` of a machine's commits is gone from it: the first
+    full run after ``last`` (``full_runs``), whatever its module; None while no full run has followed (a
+    partial run never retires). A function of the history, so every mode stamps the same commit."""
+    return next((i for i in range(last + 1, len(full)) if full[i]), None)
 
 
 def is_machine_wide(members: int, measured: int) -> bool:

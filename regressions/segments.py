@@ -42,7 +42,7 @@ from regressions.units import P_FLOOR
 
 WATERMARK_KEY = "regressions.watermark"
 # Bumped when detection's rules change, so the next run re-examines every series (and groups old flags).
-RULES_VERSION = 4
+RULES_VERSION = 5
 # An open alert near or beyond the start of the incremental window is judged over its series' window widened
 # back to it, with this many of the machine's commits before it (the runs its level before is measured on),
 # and at most REACH_LOOKBACKS lookbacks deep: enough history to see its fix, as ``--full`` does.

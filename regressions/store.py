@@ -12,11 +12,13 @@ test_pipeline.py):
 4. :func:`one_run_events` and :func:`judge_unit`: one-run events from the data, stored alerts
    matched to the steps, and every alert's verdict from its segment's runs and those of later versions
    joined to its level (:mod:`regressions.policy`, the one place of the status rules), ended segments
-   retired;
+   retired, alerts within a raised threshold closed (``below_threshold``), judged alerts of gone
+   benchmarks retired (``retire.benchmarks_gone``);
 5. :func:`create_alerts`: rows for new steps, numbers of the steps seen again brought up to date;
 6. ``groups.assign_groups``: alert groups;
 7. :func:`apply`: the final statuses written (a person's status kept), events counted;
-8. :func:`retire_gone`: open alerts of benchmarks that no longer run;
+8. ``retire.retire_gone``: open alerts of benchmarks gone from their machine (absent from a full run
+   after their last measurement, whatever their module: ``retire.benchmarks_gone``);
 9. ``groups.count_groups``: whether each group changed by this run is machine-wide, on the statuses
    written (transient members do not count).
 
@@ -37,7 +39,7 @@ import pandas as pd
 from sqlalchemy import select, tuple_
 from sqlalchemy.orm import Session
 
-from db.models import Machine, Meta, Regression, Result, Run, utcnow
+from db.models import Machine, Meta, Regression, utcnow
 from regressions import policy
 from regressions.config import Settings
 from regressions.detect import DEFAULT_PARAMS, DetectorParams, Step
@@ -45,16 +47,15 @@ from regressions.groups import assign_groups, count_groups, refit_groups
 from regressions.listing import alert_columns, regressions_frame
 from regressions.policy import OPEN_STATUSES, RETIRED, TRANSIENT, Verdict
 from regressions.results import Key, commit_positions
+from regressions.retire import benchmarks_gone, retire_gone
 from regressions.segments import (
     WATERMARK_KEY,
-    Benchmarks,
     Found,
     Unit,
     continuation,
     find_steps,
     load_benchmarks,
     load_units,
-    newest_commits,
     provenance_ids,
     scope,
     settings_fingerprint,
@@ -139,12 +140,13 @@ class Judged:
 def _match(step_runs: list[int], stored: list[tuple[int, Regression]]) -> dict[int, Regression]:
     """Steps (run indices) to stored regressions (run index, row), one to one, nearest first, within
     SAME_STEP_RUNS runs; a transient one only at its own run (a later real step near a refuted spike is
-    a step of its own). Two close steps each keep their own regression."""
+    a step of its own), unless only a higher threshold closed it (``policy.holds_its_step``). Two close
+    steps each keep their own regression."""
     pairs = sorted(
         (abs(s - r), i, j)
         for i, s in enumerate(step_runs)
         for j, (r, reg) in enumerate(stored)
-        if abs(s - r) <= (0 if reg.status == TRANSIENT else policy.SAME_STEP_RUNS)
+        if abs(s - r) <= (policy.SAME_STEP_RUNS if policy.holds_its_step(reg.status, reg.close_reason) else 0)
     )
     out: dict[int, Regression] = {}
     used: set[int] = set()
@@ -210,7 +212,9 @@ def judge_unit(
     """Step 4: the unit's steps matched to its stored alerts, and each alert's verdict from the unit's runs
     from its commit on (``policy.judge``), and those of the later segments it is carried into (``carry``,
     ``segments.continuation``: the version changed, the level did not); where that chain of segments ends
-    (the unit's own end without ``carry``), what is still open retires."""
+    (the unit's own end without ``carry``), what is still open retires. A stored alert the detector no longer
+    flags whose step is within the unit's threshold (a higher one than it was flagged at) is closed as
+    ``policy.below_threshold``, not refuted."""
     later, ended_at = carry if carry is not None else ([], u.ended_at)
     mine = [
         (int(np.searchsorted(u.positions, pos[r.commit_id])), r)
@@ -223,8 +227,12 @@ def judge_unit(
     seen = {id(r) for r in matched.values()}
     out: list[Judged] = []
     todo = [(i, s, matched.get(i), p) for i, (s, p) in enumerate(zip(steps, parents, strict=True))]
-    # An alert the detector does not see is judged only where it could have: with two runs before it.
-    todo += [(at, None, r, None) for at, r in mine if id(r) not in seen and at >= 2]
+    # An alert the detector does not see is judged only where it could have: with two runs before it, or at
+    # a new version's second run (``segments.find_steps`` flags a step there); one within the threshold now in
+    # force anywhere (no run could make it a regression at this threshold).
+    low = {id(r) for _at, r in mine if policy.within_threshold(r.ratio, threshold=u.threshold, direction=u.direction)}
+    first = 1 if u.previous is not None else 2
+    todo += [(at, None, r, None) for at, r in mine if id(r) not in seen and (at >= first or id(r) in low)]
     i_of = {id(r): at for at, r in mine}
     taken = {int(u.positions[at]) for at, _r in mine}
     after = [int(p) for p in u.positions] + [int(p) for v, _f in later for p in v.positions]
@@ -240,9 +248,13 @@ def judge_unit(
             verdict = policy.after_one_run_event(verdict, nxt, machine_wide=(-1, here) in events)
         if ended_at is not None:
             verdict = policy.retire(verdict, policy.SEGMENT_ENDED, ended_at)
+        if step is None and id(reg) in low:  # a higher threshold: closed where this run judged it, once
+            kept = reg.closed_commit_id if reg.close_reason == policy.BELOW_THRESHOLD else None  # type: ignore[union-attr]
+            verdict = policy.below_threshold(verdict, pos[kept] if kept in pos else runs[-1][0])
         if reg is None and verdict.status == TRANSIENT:
             continue  # refuted before it was ever listed: nothing to flag
-        moves = reg is not None and step is not None and reg.status in OPEN_STATUSES and step.index != i_of[id(reg)]
+        moves = (reg is not None and step is not None and policy.holds_its_step(reg.status, reg.close_reason)
+                 and step.index != i_of[id(reg)])  # fmt: skip
         # An open alert follows its step as more runs place it (onto a commit no other alert of the series holds).
         out.append(Judged(u, reg, step, parent, verdict, moves and int(u.positions[at]) not in taken, ended_at))
     return out
@@ -330,52 +342,6 @@ def apply(judged: list[Judged], commit_at: np.ndarray, summary: DetectSummary) -
             getattr(summary, event).append(reg.id)
 
 
-# --- 8. benchmarks gone ---------------------------------------------------------------------------------
-
-
-def _gone(session: Session, machine_ids: list[int], bench: Benchmarks) -> dict[int, tuple[int, set[int]]]:
-    """Per machine: its newest commit and the benchmarks that no longer run there: missing from that commit
-    while their asv module ran there (``policy.module_ran``); a missing parameter combination is a grid subset
-    and does not count."""
-    out: dict[int, tuple[int, set[int]]] = {}
-    for mid in machine_ids:
-        newest = next(iter(newest_commits(session, mid, 1)), None)
-        if newest is None:
-            continue
-        present = set(
-            session.execute(
-                select(Result.benchmark_id)
-                .join(Run, Result.run_id == Run.id)
-                .where(Run.machine_id == mid, Run.commit_id == newest)
-                .distinct()
-            ).scalars()
-        )
-        absent = {b: name for b, (name, _u) in bench.items() if b not in present}
-        gone = policy.module_ran(absent.values(), (bench[b][0] for b in present if b in bench))
-        out[mid] = newest, {b for b, name in absent.items() if name in gone}
-    return out
-
-
-def retire_gone(
-    session: Session, gone: dict[int, tuple[int, set[int]]], judged: list[Judged], summary: DetectSummary
-) -> None:
-    """Step 8: open alerts not judged this run whose benchmark no longer runs on their machine retire."""
-    here = {id(j.reg) for j in judged}
-    for mid, (newest, benchmarks) in gone.items():
-        if not benchmarks:
-            continue
-        for reg in session.execute(
-            select(Regression).where(
-                Regression.machine_id == mid,
-                Regression.status.in_(OPEN_STATUSES),
-                Regression.benchmark_id.in_(sorted(benchmarks)),
-            )
-        ).scalars():
-            if id(reg) not in here:
-                reg.status, reg.close_reason, reg.closed_commit_id = RETIRED, policy.BENCHMARK_GONE, newest
-                summary.retired.append(reg.id)
-
-
 # --- the pipeline ---------------------------------------------------------------------------------------
 
 
@@ -417,11 +383,12 @@ def detect_store(
         for j in judge_unit(u, found, stored.get(u.key, []), pos, events.get(u.key[2]), continuation(u, found_of))
     ]  # fmt: skip
     considered = sc.machine_ids if sc.machine_ids is not None else list(session.execute(select(Machine.id)).scalars())
-    gone = _gone(session, [int(m) for m in considered], bench)
+    gone = benchmarks_gone(session, [int(m) for m in considered], {(j.unit.key[2], j.unit.key[0]) for j in judged},
+                           pos, provenance_ids(bench))  # fmt: skip
     for j in judged:
-        newest, benchmarks = gone.get(j.unit.key[2], (None, set()))
-        if j.unit.key[0] in benchmarks and j.ended_at is None:
-            j.verdict = policy.retire(j.verdict, policy.BENCHMARK_GONE, pos.get(newest or -1))
+        at = gone.get(j.unit.key[2], {}).get(j.unit.key[0])
+        if at is not None and j.ended_at is None:
+            j.verdict = policy.retire(j.verdict, policy.BENCHMARK_GONE, pos[at])
     refit = create_alerts(session, judged, commit_at, summary)
     left = refit_groups(session, refit, pos)  # members that moved out of their group's overlap
     ungrouped = [j.reg for j in judged if j.reg is not None and j.reg.group_id is None]

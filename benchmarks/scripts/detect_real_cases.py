@@ -2,8 +2,9 @@
 histories, injected into the last ``REPLAY`` runs of every machine:
 
 - version change: two benchmarks get a new asv version (benchmarks.json lists it) and, on their flat
-  series, a step 8 runs before it that the new version does not keep (an alert of the old version, which
-  must close when the version ends) and another at the new version's second run (found at that exact commit);
+  series, a step 8 runs before it (an alert of the old version, which must close when the version ends: the
+  new version measures other work, at a level ``NEW_VERSION_SHIFT`` better) and another at the new version's
+  second run (must be found at that exact commit);
 - multi-benchmark event: every flat series of three other benchmarks (up to 35) gets 5-31% worse at one
   commit and stays there (found, and shown as one group);
 - excursion that returns: six flat series are 20-40% worse for two runs, then back (no alert left open);
@@ -34,6 +35,7 @@ if TYPE_CHECKING:
 REPLAY = 30  # runs per machine replayed night by night
 MIN_RUNS = 40  # a machine with fewer runs gets no cases
 OPEN = frozenset({"suspect", "new", "acknowledged"})
+NEW_VERSION_SHIFT = 0.5  # the new version of a bumped benchmark: a level 1.5x better (other work measured)
 
 
 @dataclass
@@ -109,9 +111,10 @@ def plan_cases(history: History, flat: list[SeriesKey], rng: np.random.Generator
         plan.bumps[machine] = (v, bumped)
         plan.version_at[machine] = v
         for key in (k for k in keys if k[1] in bumped and _free(history, k, range(v - 10, n))):
-            # The old version's step ends with it: the new version starts back at the old level, so it does not
-            # join the regressed one and the alert retires (a version that joins it carries the alert on).
-            _scale(history, factors, key, range(v - 8, v), history.worse(key, float(rng.uniform(0.10, 0.30))))
+            # The new version measures other work: its level is a third off the old one, so it does not join the
+            # regressed level and the old version's alert retires (a version that joins it carries the alert on).
+            _scale(history, factors, key, range(v - 8, n), history.worse(key, float(rng.uniform(0.10, 0.30))))
+            _scale(history, factors, key, range(v, n), 1.0 / history.worse(key, NEW_VERSION_SHIFT))
             _scale(history, factors, key, range(v + 1, n), history.worse(key, float(rng.uniform(0.07, 0.30))))
             plan.cases += [Case("old_version", key, v - 8), Case("version", key, v + 1)]
             used.add(key)

@@ -137,12 +137,45 @@ def test_group_kind_and_ranges() -> None:
 
 
 def test_a_benchmark_no_longer_runs_only_where_its_module_ran() -> None:
-    """The one rule of `mlaperf compare` (undeclared removals) and detection (retiring gone benchmarks)."""
+    """`mlaperf compare`'s rule for undeclared removals at one head run (detection retires by full runs)."""
     ran = ["bench_decode.SparseDecode.time_decode", "bench_step.Step.time_step"]
     names = ["bench_decode.SparseDecode.time_old", "bench_indexer.Indexer.time_indexer", "bench_step.Step.time_step"]
     assert policy.module_ran(names, ran) == {"bench_decode.SparseDecode.time_old", "bench_step.Step.time_step"}
     assert policy.module_ran(names, []) == set(), "a module missing altogether is a partial run"
     assert policy.module_ran(["bench_decodex.A.time_a"], ran) == set(), "modules are whole names, not prefixes"
+
+
+def test_full_runs_and_where_a_benchmark_is_gone() -> None:
+    """A run of more than half of the benchmarks of the machine's window before it is full; a benchmark is
+    gone at the first full run after its last measurement, whatever its module; a partial run says nothing."""
+    suite = {1, 2, 3, 4, 5, 6}
+    runs = [suite, suite, {1, 2, 3, 4}, {5}, {1, 2, 3}, suite - {6}]
+    assert policy.full_runs(runs) == [True, True, True, False, False, True]
+    assert policy.gone_at(1, policy.full_runs(runs)) == 2  # 5 and 6, last measured at 1: gone at 2
+    assert policy.gone_at(3, policy.full_runs(runs)) == 5  # 5, measured by the partial run 3: gone at 5
+    assert policy.gone_at(4, [True] * 5) is None  # measured at the newest run
+    assert policy.gone_at(0, [True, False, False]) is None  # only partial runs since: not gone
+    # A suite halved at once is full again a window later (the window before holds only the new suite).
+    halved = [suite] * 3 + [{1, 2}] * 4
+    assert policy.full_runs(halved, window=2) == [True] * 3 + [False, False, True, True]
+
+
+def test_an_alert_within_a_higher_threshold_is_below_threshold_not_refuted() -> None:
+    """A 12% step judged at 30%: within the threshold, closed as below_threshold at the commit given; a
+    fixed one keeps its status; at 5% it is beyond and not touched; a rate falling 12% the same way, a
+    rate rising 12% (a gain) is not within any threshold."""
+    assert policy.within_threshold(1.12, threshold=0.3) and not policy.within_threshold(1.12, threshold=0.05)
+    assert policy.within_threshold(1 / 1.12, threshold=0.3, direction=DOWN_IS_WORSE)
+    assert not policy.within_threshold(1.3 * (1 + 1e-12), threshold=0.3), "a step just beyond stays beyond"
+    assert not policy.within_threshold(None, threshold=0.3)
+    assert not policy.within_threshold(1.12, threshold=0.3, direction=DOWN_IS_WORSE), "a gain is no regression"
+    refuted = policy.judge(1.0, runs_of([1.12] * 15, start=30), threshold=0.3, still_seen=False)
+    assert (refuted.status, refuted.reason, refuted.closed_at) == ("transient", "refuted", 30)
+    v = policy.below_threshold(refuted, 44)
+    assert (v.status, v.reason, v.closed_at) == ("transient", "below_threshold", 44)
+    fixed = policy.Verdict("fixed", 40, policy.RETURNED)
+    assert policy.below_threshold(fixed, 44) == fixed
+    assert policy.holds_its_step("transient", "below_threshold") and not policy.holds_its_step("transient", "refuted")
 
 
 def test_group_kind_counts_no_transient_member() -> None:

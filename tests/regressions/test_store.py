@@ -219,16 +219,17 @@ def test_benchmark_version_change_starts_a_segment(engine: Engine, tmp_path: Pat
 
 
 def test_series_gone_from_the_newest_run_are_retired(engine: Engine, tmp_path: Path, ingest: Ingest) -> None:
-    """Open flags of a benchmark missing from its machine's newest run, while its module ran, are
-    retired; a module missing altogether (a partial `asv run --bench`) retires nothing."""
-    h = write_synthetic_results(tmp_path / "results", commits=30, series=36, steps={20: 1 / 1.2})
-    track = "bench_synth.Synth001.track_case"  # tokens/s falls 17%: a regression of its 6 series
+    """Open flags of a benchmark missing from its machine's newest run, a full run (2 of its 3 benchmarks
+    ran), are retired; a run without any of them (a partial `asv run --bench`) retires nothing."""
+    # 66 series: Synth000 (time, 30), Synth001 (track, 30), Synth002 (time, 6)
+    h = write_synthetic_results(tmp_path / "results", commits=30, series=61, steps={20: 1 / 1.2})
+    track = "bench_synth.Synth001.track_case"  # tokens/s falls 17%: a regression of its 30 series
 
     def drop(bench: str, cols: dict[str, Any]) -> None:
         cols["_drop"] = bench == track
 
     ingest(engine, files_of(h, range(28)))
-    assert len(run(engine).new) == 6 and statuses(engine) == {"new": 6}
+    assert len(run(engine).new) == 30 and statuses(engine) == {"new": 30}
     partial = tmp_path / "partial" / h.machine
     partial.mkdir(parents=True)
     shutil.copy(h.root / "benchmarks.json", partial.parent / "benchmarks.json")
@@ -237,7 +238,7 @@ def test_series_gone_from_the_newest_run_are_retired(engine: Engine, tmp_path: P
     edit_results(shutil.copy(newest, partial / newest.name) and partial / newest.name, drop)
     ingest(engine, [partial.parent])
     r = run(engine)
-    assert len(r.retired) == 6 and statuses(engine) == {"retired": 6}
+    assert len(r.retired) == 30 and statuses(engine) == {"retired": 30}
 
     # Another store: the newest run holds only another module's results: nothing retired.
     other = make_engine(f"sqlite:///{tmp_path / 'other.sqlite'}")
@@ -251,7 +252,7 @@ def test_series_gone_from_the_newest_run_are_retired(engine: Engine, tmp_path: P
     (nxt,) = files_of(h, [29])
     edit_results(nxt, rename)
     ingest(other, [nxt])
-    assert run(other).retired == [] and statuses(other) == {"new": 6}
+    assert run(other).retired == [] and statuses(other) == {"new": 30}
     other.dispose()
 
 

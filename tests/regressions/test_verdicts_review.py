@@ -228,3 +228,20 @@ def test_a_step_at_the_second_run_of_a_version_that_moved_the_level(
     assert alerts(nights[27]) == alerts(nightly) == alerts(full) == {("vo.K.time_moved", 26): ("new", None)}
     (reg,) = full["regressions"]
     assert reg["parent"][:4] == "0025" and reg["ratio"] == pytest.approx(1.2, rel=0.03)
+
+
+def test_a_step_at_a_versions_second_run_that_goes_away_is_closed(
+    tmp_path: Path, ingest: Ingest, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``back``: the version of commit 25 runs 6% faster, 26 is 20% slower (the nightly flags it, suspect), and
+    from 27 the runs are back at 25's level. ``--full`` flags nothing; the nightly's suspect, at the version's
+    second run, must be judged again (it once never was: only alerts with two runs before them were) and close."""
+    n = noisy(12)
+    commits: list[Values] = [
+        {"vo.K.time_back": 1e-3 * n() * (0.94 if i >= 25 else 1) * (1.2 if i == 26 else 1)} for i in range(36)
+    ]
+    folders = write_history(tmp_path / "r", commits, bumps=dict.fromkeys(commits[0], 25))
+    nightly, full, nights = replay(tmp_path, folders, ingest, capsys, 25)
+    assert alerts(nights[26]) == {("vo.K.time_back", 26): ("suspect", None)}
+    assert alerts(full) == {}
+    assert alerts(nightly) == {("vo.K.time_back", 26): ("transient", "refuted")}

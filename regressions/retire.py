@@ -1,0 +1,121 @@
+"""Step 8 of the detection pipeline (:mod:`regressions.store`): alerts of benchmarks that no longer run.
+
+A machine's commit is a *full run* when it measured more than half of the benchmarks the machine measured
+over its 30 commits before (``policy.full_runs``): an ``asv run --bench`` subset is partial and says nothing
+of what it did not select. A benchmark is gone from a machine at the first full run after its last
+measurement there (``policy.gone_at``), whatever its asv module: a deleted module is gone like a deleted
+benchmark, and the commit stamped is a function of the history, the same night by night and with
+``--full``. Sessions are the caller's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from db.models import Regression, Result, Run
+from regressions import policy
+from regressions.policy import OPEN_STATUSES, RETIRED
+
+if TYPE_CHECKING:
+    from regressions.store import DetectSummary, Judged
+
+Gone = dict[int, dict[int, int]]  # machine id -> {benchmark id: commit id of the first full run without it}
+_CHUNK = 500  # bounded IN lists
+
+
+def _measured(session: Session, mid: int, *, commits: list[int] | None = None,
+              benchmarks: Iterable[int] | None = None) -> dict[int, set[int]]:  # fmt: skip
+    """Commit id -> benchmark ids with a result there (any status: a failed or skipped one was selected) on
+    machine ``mid``, over ``commits`` or for ``benchmarks``."""
+    out: dict[int, set[int]] = {}
+    keys = commits if commits is not None else sorted(set(benchmarks or ()))
+    column = Run.commit_id if commits is not None else Result.benchmark_id
+    for i in range(0, len(keys), _CHUNK):
+        rows = session.execute(
+            select(Run.commit_id, Result.benchmark_id)
+            .join(Run, Result.run_id == Run.id)
+            .where(Run.machine_id == mid, column.in_(keys[i : i + _CHUNK]))
+            .distinct()
+        )
+        for c, b in rows:
+            out.setdefault(int(c), set()).add(int(b))
+    return out
+
+
+def benchmarks_gone(
+    session: Session, machine_ids: list[int], judged: Iterable[tuple[int, int]], pos: dict[int, int],
+    skip: Iterable[int] = (),
+) -> Gone:  # fmt: skip
+    """Per machine, the benchmarks gone from it (``policy.gone_at``) among those with an open alert there or
+    in ``judged`` ((machine id, benchmark id) of the alerts judged this run), with the commit they are gone
+    at. ``skip``: benchmarks not counted toward a full run (kernel-config records). Only a benchmark missing
+    from the machine's newest commit is looked at further, so a night where everything ran costs one query."""
+    wanted: dict[int, set[int]] = {m: set() for m in machine_ids}
+    for m, b in session.execute(
+        select(Regression.machine_id, Regression.benchmark_id)
+        .where(Regression.status.in_(OPEN_STATUSES), Regression.machine_id.in_(machine_ids))
+        .distinct()
+    ):
+        wanted[int(m)].add(int(b))
+    for m, b in judged:
+        if m in wanted:
+            wanted[m].add(b)
+    ignored = set(skip)
+    out: Gone = {}
+    for mid, candidates in wanted.items():
+        if not candidates:
+            continue
+        commits = sorted(
+            (int(c) for c in session.execute(select(Run.commit_id).where(Run.machine_id == mid).distinct()).scalars()),
+            key=lambda c: pos.get(c, -1),
+        )
+        if not commits:
+            continue
+        absent = candidates - _measured(session, mid, commits=commits[-1:]).get(commits[-1], set())
+        if not absent:
+            continue
+        rank = {c: i for i, c in enumerate(commits)}
+        last = {
+            b: max(rank[c] for c in where) for b, where in _by_benchmark(_measured(session, mid, benchmarks=absent))
+        }
+        if not last:
+            continue
+        first = max(min(last.values()) - policy.FULL_RUN_WINDOW, 0)  # the window the oldest needs, no more
+        window = commits[first:]
+        measured = _measured(session, mid, commits=window)
+        full = policy.full_runs([measured.get(c, set()) - ignored for c in window])
+        out[mid] = {b: window[at] for b, i in last.items() if (at := policy.gone_at(i - first, full)) is not None}
+    return out
+
+
+def _by_benchmark(measured: dict[int, set[int]]) -> list[tuple[int, list[int]]]:
+    """The commit -> benchmarks map turned round: (benchmark id, commit ids measuring it)."""
+    where: dict[int, list[int]] = {}
+    for c, benchmarks in measured.items():
+        for b in benchmarks:
+            where.setdefault(b, []).append(c)
+    return list(where.items())
+
+
+def retire_gone(session: Session, gone: Gone, judged: list[Judged], summary: DetectSummary) -> None:
+    """Step 8: open alerts not judged this run whose benchmark is gone from their machine retire, closed at
+    the commit it is gone at (judged ones were retired with their verdict, at the same commit)."""
+    here = {id(j.reg) for j in judged}
+    for mid, benchmarks in gone.items():
+        if not benchmarks:
+            continue
+        for reg in session.execute(
+            select(Regression).where(
+                Regression.machine_id == mid,
+                Regression.status.in_(OPEN_STATUSES),
+                Regression.benchmark_id.in_(sorted(benchmarks)),
+            )
+        ).scalars():
+            if id(reg) not in here:
+                reg.status, reg.close_reason = RETIRED, policy.BENCHMARK_GONE
+                reg.closed_commit_id = benchmarks[int(reg.benchmark_id)]
+                summary.retired.append(reg.id)
