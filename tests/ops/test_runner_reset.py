@@ -121,9 +121,9 @@ def with_account(home: Path, script: str, private: tuple[str, ...] = ()) -> subp
     return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
 
 
-def _daemon(home: Path) -> int:
+def _daemon(home: Path, pidfile: Path | None = None) -> int:
     """The job: a step that daemonizes a sleep into its own session (so its own process group) and exits."""
-    pidfile = home.parent / "tmp" / "daemon.pid"
+    pidfile = pidfile or home.parent / "tmp" / "daemon.pid"
     step = f'setsid bash -c \'sleep 300 & echo $! > "{pidfile}"; wait\' < /dev/null > /dev/null 2>&1 &'
     proc = as_job_user(["bash", "-c", step], home)
     assert proc.returncode == 0, proc.stderr
@@ -145,18 +145,8 @@ def _dead(pid: int) -> bool:
 
 
 def test_a_daemon_that_left_the_job_is_killed(job_home: Path) -> None:
-    pidfile = job_home / "daemon.pid"
-    # The job: a step that daemonizes a sleep into its own session (so its own process group) and exits.
-    step = f'setsid bash -c \'sleep 300 & echo $! > "{pidfile}"; wait\' < /dev/null > /dev/null 2>&1 &'
-    proc = as_job_user(["bash", "-c", step], job_home)
-    assert proc.returncode == 0, proc.stderr
-    for _ in range(100):
-        if pidfile.exists() and pidfile.read_text().strip():
-            break
-        time.sleep(0.05)
-    daemon = int(pidfile.read_text())
-    assert _alive(daemon) and os.getsid(daemon) != os.getsid(0) and os.getpgid(daemon) != os.getpgid(0)
-    assert _uid_of(str(daemon)) == JOB_UID
+    daemon = _daemon(job_home, job_home / "daemon.pid")
+    assert os.getsid(daemon) != os.getsid(0) and os.getpgid(daemon) != os.getpgid(0)
 
     proc = as_job_user(["bash", str(RESET), "--dry-run"], job_home)
     assert proc.returncode == 0 and f"{daemon}" in proc.stdout and _alive(daemon), proc.stdout + proc.stderr
@@ -168,7 +158,7 @@ def test_a_daemon_that_left_the_job_is_killed(job_home: Path) -> None:
             break
         time.sleep(0.05)
     assert not _alive(daemon), "the daemon outlived the reset"
-    assert not pidfile.exists(), "$HOME emptied"
+    assert not (job_home / "daemon.pid").exists(), "$HOME emptied"
 
 
 def test_a_changed_runner_folder_fails_the_reset_and_stops_the_next_job(job_home: Path) -> None:
