@@ -41,7 +41,8 @@ _RATE_WORD = r"(k|m|g|t|p|e|ki|mi|gi|ti)?(flops?|ops|iops|bps|qps|rps|tps|fps|hz
 _RATE_UNIT = re.compile(
     r"(/\s*s(ec(ond)?)?\b|\bper\s*s(ec(ond)?)?\b"  # anything per second: GB/s, TFLOP/s, it/s
     rf"|(?<![a-z]){_RATE_WORD}(?![a-z])"  # a rate word standing alone: "TFLOPS", "10 Gbps"
-    r"|throughput|fraction|ratio|efficien|%|percent|speedup)",
+    r"|(?<![a-z])ratios?(?![a-z])|(?<![a-z])efficien"  # words: not the "ratio" of "duration"
+    r"|throughput|fraction|%|percent|speedup)",
     re.IGNORECASE,
 )
 # Units that are no rate (times, sizes, counts): a rate-like name does not make them one.
@@ -52,7 +53,8 @@ _NON_RATE_UNIT = re.compile(
 )
 # Names of unit-less track_ benchmarks that are rates: the same words as the units, as identifiers.
 _RATE_NAME = re.compile(
-    r"(_per_s(ec(ond)?)?(_|$)|gbps|mbps|flops|throughput|bandwidth|roofline|fraction|ratio|efficien|percent|speedup"
+    r"(_per_s(ec(ond)?)?(_|$)|gbps|mbps|flops|throughput|bandwidth|roofline|fraction|_ratios?(_|\d)|_efficien|percent"
+    r"|speedup"
     rf"|_{_RATE_WORD}(_|\d))",
     re.IGNORECASE,
 )

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from sqlalchemy import select
+from sqlalchemy import ColumnElement, or_, select
 from sqlalchemy.orm import Session
 
 from db.models import Regression, Result, Run
@@ -57,7 +57,7 @@ def benchmarks_gone(
     wanted: dict[int, set[int]] = {m: set() for m in machine_ids}
     for m, b in session.execute(
         select(Regression.machine_id, Regression.benchmark_id)
-        .where(Regression.status.in_(OPEN_STATUSES), Regression.machine_id.in_(machine_ids))
+        .where(_open_or_gone(), Regression.machine_id.in_(machine_ids))
         .distinct()
     ):
         wanted[int(m)].add(int(b))
@@ -101,9 +101,17 @@ def _by_benchmark(measured: dict[int, set[int]]) -> list[tuple[int, list[int]]]:
     return list(where.items())
 
 
+def _open_or_gone() -> ColumnElement[bool]:
+    """Open alerts, and those retired as gone: a commit measured later (a gap the nightly fills, with the
+    current suite) can move where their benchmark is gone, and ``--full`` would stamp that commit."""
+    return or_(Regression.status.in_(OPEN_STATUSES),
+               (Regression.status == RETIRED) & (Regression.close_reason == policy.BENCHMARK_GONE))  # fmt: skip
+
+
 def retire_gone(session: Session, gone: Gone, judged: list[Judged], summary: DetectSummary) -> None:
     """Step 8: open alerts not judged this run whose benchmark is gone from their machine retire, closed at
-    the commit it is gone at (judged ones were retired with their verdict, at the same commit)."""
+    the commit it is gone at (judged ones were retired with their verdict, at the same commit); one retired
+    as gone before is stamped again where its benchmark is gone now."""
     here = {id(j.reg) for j in judged}
     for mid, benchmarks in gone.items():
         if not benchmarks:
@@ -111,11 +119,13 @@ def retire_gone(session: Session, gone: Gone, judged: list[Judged], summary: Det
         for reg in session.execute(
             select(Regression).where(
                 Regression.machine_id == mid,
-                Regression.status.in_(OPEN_STATUSES),
+                _open_or_gone(),
                 Regression.benchmark_id.in_(sorted(benchmarks)),
             )
         ).scalars():
-            if id(reg) not in here:
+            if reg.status == RETIRED:  # retired as gone before: only its commit can move
+                reg.closed_commit_id = benchmarks[int(reg.benchmark_id)]
+            elif id(reg) not in here:
                 reg.status, reg.close_reason = RETIRED, policy.BENCHMARK_GONE
                 reg.closed_commit_id = benchmarks[int(reg.benchmark_id)]
                 summary.retired.append(reg.id)

@@ -147,7 +147,9 @@ def _reach_back(
         ids = newest_commits(session, mid, deepest + 1)  # newest first
         rank = {c: i for i, c in enumerate(ids)}
         for key, commits in alerts.items():
-            oldest = max(rank.get(c, len(ids)) for c in commits) if key[2] == mid else -1
+            if key[2] != mid:  # another machine's series: its own commits rank it
+                continue
+            oldest = max(rank.get(c, len(ids)) for c in commits)
             if oldest + REACH_CONTEXT >= lookback:  # beyond the window, or too close to its start
                 width = min(oldest + 1 + REACH_CONTEXT, deepest)
                 out[key] = ids[:width] if len(ids) > width else None

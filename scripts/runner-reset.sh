@@ -147,11 +147,17 @@ remove() {
 }
 writable() { [[ -n "$dry" || -L "$1" || ! -d "$1" ]] || chmod u+rwx -- "$1" 2>/dev/null || true; }
 clean() {  # everything in $1 but the runner folder; a directory that holds it is cleaned, not removed
-  local entry
+  local entry real
   writable "$1"
   for entry in "$1"/*; do
-    if [[ "$entry" == "$runner_root" ]]; then continue; fi
-    if [[ "$runner_root" == "$entry"/* && -d "$entry" && ! -L "$entry" ]]; then clean "$entry"; else remove "$entry"; fi
+    real="$(realpath -m -- "$entry")"  # a link to the runner folder (or on its path) is compared by its target
+    if [[ "$real" == "$runner_root" ]]; then continue; fi
+    if [[ "$runner_root" == "$real"/* ]]; then
+      if [[ -L "$entry" ]]; then continue; fi  # a link on the runner folder's path: kept, never followed
+      clean "$entry"
+    else
+      remove "$entry"
+    fi
   done
 }
 shopt -s dotglob nullglob

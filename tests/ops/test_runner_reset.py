@@ -296,6 +296,22 @@ def test_a_runner_folder_deeper_in_home_or_written_with_a_slash_is_kept(job_home
     assert proc.returncode == 2 and "refusing RUNNER_ROOT" in proc.stderr, proc.stdout + proc.stderr
 
 
+def test_a_link_to_the_runner_folder_is_kept(job_home: Path) -> None:
+    # ~/actions-runner -> ~/runners/v2 (an admin's versioned install): the link and its target stay, the rest goes.
+    target = job_home / "runners" / "v2"
+    (target / "bin").mkdir(parents=True)
+    (target / "bin" / "Runner.Worker").write_text("the runner")
+    shutil.rmtree(job_home / "actions-runner", ignore_errors=True)
+    (job_home / "actions-runner").symlink_to(target)
+    (job_home / "runners" / "old").mkdir()
+    (job_home / ".cache").mkdir()
+    give_to_job(job_home)
+    proc = as_job_user(["bash", str(RESET)], job_home, RUNNER_ROOT=None)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert (job_home / "actions-runner").is_symlink() and (target / "bin" / "Runner.Worker").exists()
+    assert not (job_home / "runners" / "old").exists() and not (job_home / ".cache").exists()
+
+
 def test_the_default_tmp_dirs_are_tmp_var_tmp_and_dev_shm(job_home: Path) -> None:
     dirs = [d for d in ("/tmp", "/var/tmp", "/dev/shm") if Path(d).is_dir()]
     made = [Path(tempfile.mkdtemp(prefix="runner-reset-job-", dir=d)) for d in dirs]

@@ -126,6 +126,15 @@ def test_compare_and_detect_order_series_as_asv_does(
         ("m.K.track_x", "ps", UP_IS_WORSE),  # picoseconds, not a rate word
         ("m.K.track_x", "steps", UP_IS_WORSE),
         ("m.K.track_stops", None, UP_IS_WORSE),
+        # "ratio" and "efficiency" as words only: iterations, operations, a duration, a coefficient are no rates.
+        ("m.K.track_x", "iterations", UP_IS_WORSE),
+        ("m.K.track_x", "operations", UP_IS_WORSE),
+        ("m.K.track_x", "duration", UP_IS_WORSE),
+        ("m.K.track_x", "coefficient", UP_IS_WORSE),
+        ("m.K.track_generation_latency", None, UP_IS_WORSE),
+        ("m.K.track_x", "ratio", DOWN_IS_WORSE),
+        ("m.K.track_hit_ratio", None, DOWN_IS_WORSE),
+        ("m.K.track_cache_efficiency", None, DOWN_IS_WORSE),
     ],
 )
 def test_rate_units_and_names_decide_the_direction(name: str, unit: str | None, expected: str) -> None:

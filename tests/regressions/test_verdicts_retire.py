@@ -71,3 +71,23 @@ def test_runs_that_may_be_partial_retire_nothing_until_a_full_run(
     assert alerts(nights[33]) == alerts(nightly) == alerts(full) == expected
     assert _closed_at(full) == _closed_at(nightly) == {"back.K.time_y": None, "old.K.time_x": "0033",
                                                        "gone.K.time_dropped": "0033"}  # fmt: skip
+
+
+def test_a_commit_measured_late_moves_where_a_benchmark_is_gone(
+    tmp_path: Path, ingest: Ingest, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``old.K.time_x`` is +20% from 15 and deleted at 26; the nightly measures 26 last (a gap it fills later,
+    with the current suite). It retires the alert at 27 first; once 26 is in, both modes say 26."""
+    n = noisy(8)
+    commits: list[Values] = []
+    for i in range(40):
+        v: Values = {"a.K.time_1": 1e-3 * n(), "a.K.time_2": 2e-3 * n(), "b.K.time_1": 3e-3 * n()}
+        if i < 26:
+            v["old.K.time_x"] = 7e-3 * n() * (1.2 if i >= 15 else 1.0)
+        commits.append(v)
+    folders = write_history(tmp_path / "r", commits)
+    order = [*folders[:26], *folders[27:], folders[26]]
+    nightly, full, nights = replay(tmp_path, order, ingest, capsys, 25)
+    assert _closed_at(nights[27]) == {"old.K.time_x": "0027"}
+    assert alerts(full) == alerts(nightly) == {("old.K.time_x", 15): ("retired", "benchmark_gone")}
+    assert _closed_at(full) == _closed_at(nightly) == {"old.K.time_x": "0026"}

@@ -34,17 +34,20 @@ def _entry(name: str, unit: str | None, version: str) -> dict:
 
 
 def write_history(
-    root: Path, commits: list[Values], *, units: dict[str, str] | None = None, bumps: dict[str, int] | None = None
+    root: Path, commits: list[Values], *, units: dict[str, str] | None = None, bumps: dict[str, int] | None = None,
+    machine: str = "m1", shas_from: int = 0,
 ) -> list[Path]:
-    """One asv results folder per commit (machine ``m1``, one hour apart) of unparameterized benchmarks;
-    ``bumps``: benchmark -> the commit from which it has a new asv version. None: a failed run."""
+    """One asv results folder per commit (one hour apart) of unparameterized benchmarks on ``machine`` (another
+    machine written into the same ``root`` shares the folders); ``bumps``: benchmark -> the commit from which
+    it has a new asv version. None: a failed run. ``shas_from``: the number in the first commit's sha (another
+    machine's commits other shas in the same folders)."""
     folders = []
     for i, values in enumerate(commits):
         folder = root / f"c{i:03d}"
-        params = {"machine": "m1", "arch": "x86_64", "cpu": "c", "num_cpu": "16", "os": "Linux", "ram": "1"}
-        asv_util.write_json(str(folder / "m1" / "machine.json"), params, api_version=1)
+        params = {"machine": machine, "arch": "x86_64", "cpu": "c", "num_cpu": "16", "os": "Linux", "ram": "1"}
+        asv_util.write_json(str(folder / machine / "machine.json"), params, api_version=1)
         date = START + dt.timedelta(hours=i)
-        sha = f"{i:04d}" + "ab" * 18
+        sha = f"{i + shas_from:04d}" + "ab" * 18
         res = Results({**params, "python": "3.11"}, {}, sha, asv_util.datetime_to_js_timestamp(date), "3.11",
                       "py", {})  # fmt: skip
         entries = {}
@@ -147,6 +150,22 @@ def test_the_nightly_sees_a_fix_beyond_its_lookback(
     assert alerts(nightly) == alerts(full)
     (closed,) = {r["closed_at"][:4] for r in [*nightly["regressions"], *full["regressions"]]}
     assert closed == "0035"
+
+
+def test_old_alerts_of_two_machines_reach_back_in_one_night(
+    tmp_path: Path, ingest: Ingest, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The same history on two machines with commits of their own, each with an alert older than ``--lookback
+    20``, both reaching back in the same nights: each closes where ``--full`` closes it."""
+    n = noisy(10)
+    for machine, shas_from in (("m1", 0), ("m2", 100)):  # each machine its own commits, a night each of both
+        commits: list[Values] = [{"lb.A.time_a": 1e-3 * n() * (1.2 if 5 <= i < 35 else 1), "lb.B.time_b": 1e-3 * n()}
+                                 for i in range(50)]  # fmt: skip
+        folders = write_history(tmp_path / "r", commits, machine=machine, shas_from=shas_from)
+    nightly, full, _ = replay(tmp_path, folders, ingest, capsys, 30, "--lookback", "20")
+    machines = {(r["machine"], r["status"], r["closed_at"][:4]) for r in nightly["regressions"]}
+    assert machines == {("m1", "fixed", "0035"), ("m2", "fixed", "0135")}
+    assert alerts(nightly) == alerts(full)
 
 
 # --- 3. a version bump that continues a regressed level --------------------------------------------------------
