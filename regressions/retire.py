@@ -11,7 +11,6 @@ benchmark, and the commit stamped is a function of the history, the same night b
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
 
 from sqlalchemy import ColumnElement, or_, select
 from sqlalchemy.orm import Session
@@ -19,9 +18,6 @@ from sqlalchemy.orm import Session
 from db.models import Regression, Result, Run
 from regressions import policy
 from regressions.policy import OPEN_STATUSES, RETIRED
-
-if TYPE_CHECKING:
-    from regressions.store import DetectSummary, Judged
 
 Gone = dict[int, dict[int, int]]  # machine id -> {benchmark id: commit id of the first full run without it}
 _CHUNK = 500  # bounded IN lists
@@ -108,11 +104,12 @@ def _open_or_gone() -> ColumnElement[bool]:
                (Regression.status == RETIRED) & (Regression.close_reason == policy.BENCHMARK_GONE))  # fmt: skip
 
 
-def retire_gone(session: Session, gone: Gone, judged: list[Judged], summary: DetectSummary) -> None:
-    """Step 8: open alerts not judged this run whose benchmark is gone from their machine retire, closed at
-    the commit it is gone at (judged ones were retired with their verdict, at the same commit); one retired
-    as gone before is stamped again where its benchmark is gone now."""
-    here = {id(j.reg) for j in judged}
+def retire_gone(session: Session, gone: Gone, judged: set[int]) -> list[int]:
+    """Step 8: open alerts not judged this run (``judged``: their regression ids) whose benchmark is gone from
+    their machine retire, closed at the commit it is gone at (judged ones were retired with their verdict, at
+    the same commit); one retired as gone before is stamped again where its benchmark is gone now. Returns the
+    ids of the alerts it retired."""
+    retired: list[int] = []
     for mid, benchmarks in gone.items():
         if not benchmarks:
             continue
@@ -125,7 +122,8 @@ def retire_gone(session: Session, gone: Gone, judged: list[Judged], summary: Det
         ).scalars():
             if reg.status == RETIRED:  # retired as gone before: only its commit can move
                 reg.closed_commit_id = benchmarks[int(reg.benchmark_id)]
-            elif id(reg) not in here:
+            elif reg.id not in judged:
                 reg.status, reg.close_reason = RETIRED, policy.BENCHMARK_GONE
                 reg.closed_commit_id = benchmarks[int(reg.benchmark_id)]
-                summary.retired.append(reg.id)
+                retired.append(reg.id)
+    return retired

@@ -395,7 +395,8 @@ def detect_store(
     ungrouped += [r for r in left if all(r is not g for g in ungrouped)]
     touched, summary.groups = assign_groups(session, ungrouped, pos)
     apply(judged, commit_at, summary)
-    retire_gone(session, gone, judged, summary)
+    session.flush()  # ids for the alerts flagged now: judged ones are left to their verdict
+    summary.retired += retire_gone(session, gone, {j.reg.id for j in judged if j.reg is not None})
     # Groups are counted on their members' statuses as written now: a member gone transient no longer counts.
     moved = {int(j.reg.group_id) for j in judged if j.reg is not None and j.reg.group_id is not None
              and j.reg.status != j.old_status}  # fmt: skip
