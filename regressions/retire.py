@@ -18,6 +18,7 @@ from sqlalchemy.orm import Session
 from db.models import Regression, Result, Run
 from regressions import policy
 from regressions.policy import OPEN_STATUSES, RETIRED
+from regressions.segments import newest_commits
 
 Gone = dict[int, dict[int, int]]  # machine id -> {benchmark id: commit id of the first full run without it}
 _CHUNK = 500  # bounded IN lists
@@ -65,15 +66,16 @@ def benchmarks_gone(
     for mid, candidates in wanted.items():
         if not candidates:
             continue
+        newest = newest_commits(session, mid, 1)
+        if not newest:
+            continue
+        absent = candidates - _measured(session, mid, commits=newest).get(newest[0], set())
+        if not absent:
+            continue
         commits = sorted(
             (int(c) for c in session.execute(select(Run.commit_id).where(Run.machine_id == mid).distinct()).scalars()),
             key=lambda c: pos.get(c, -1),
         )
-        if not commits:
-            continue
-        absent = candidates - _measured(session, mid, commits=commits[-1:]).get(commits[-1], set())
-        if not absent:
-            continue
         rank = {c: i for i, c in enumerate(commits)}
         last = {
             b: max(rank[c] for c in where) for b, where in _by_benchmark(_measured(session, mid, benchmarks=absent))

@@ -129,26 +129,24 @@ def _reach_back(
     """Series of ``series`` with an open alert whose commit lies before their machine's window or among its
     first REACH_CONTEXT commits: their window widened to the alert's commit and REACH_CONTEXT commits before
     it (the oldest such alert; at most REACH_LOOKBACKS x ``lookback`` commits; None: the whole history)."""
-    limited = {m: set(ids) for m, ids in windows.items() if ids is not None}
+    limited = sorted(m for m, ids in windows.items() if ids is not None)
     if not limited:
         return {}
     rows = session.execute(
         select(Regression.benchmark_id, Regression.params_key, Regression.machine_id, Regression.commit_id).where(
-            Regression.status.in_(OPEN_STATUSES), Regression.machine_id.in_(sorted(limited))
+            Regression.status.in_(OPEN_STATUSES), Regression.machine_id.in_(limited)
         )
     ).all()
-    alerts: dict[Key, set[int]] = {}
+    alerts: dict[int, dict[Key, set[int]]] = {}  # machine id -> series -> commits of its open alerts
     for b, p, m, c in rows:
         if (key := (int(b), str(p), int(m))) in series:
-            alerts.setdefault(key, set()).add(int(c))
+            alerts.setdefault(int(m), {}).setdefault(key, set()).add(int(c))
     out: dict[Key, list[int] | None] = {}
     deepest = REACH_LOOKBACKS * lookback
-    for mid in sorted({k[2] for k in alerts}):
+    for mid, mine in sorted(alerts.items()):
         ids = newest_commits(session, mid, deepest + 1)  # newest first
         rank = {c: i for i, c in enumerate(ids)}
-        for key, commits in alerts.items():
-            if key[2] != mid:  # another machine's series: its own commits rank it
-                continue
+        for key, commits in mine.items():  # each series ranked by its own machine's commits
             oldest = max(rank.get(c, len(ids)) for c in commits)
             if oldest + REACH_CONTEXT >= lookback:  # beyond the window, or too close to its start
                 width = min(oldest + 1 + REACH_CONTEXT, deepest)

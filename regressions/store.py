@@ -187,12 +187,11 @@ Carry = tuple[list[tuple[Unit, Found]], int | None]  # segments.continuation: la
 
 
 def _runs_and_return(
-    u: Unit, found: Found, carry: Carry, at: int, before: float
+    u: Unit, found: Found, later: list[tuple[Unit, Found]], at: int, before: float
 ) -> tuple[list[tuple[int, list[float]]], int | None]:
     """The runs an alert at ``at`` is judged on (its segment's from its commit on, then those of the later
     segments it is carried into) and where the detector sees its level back (``policy.level_back``: in its
     own segment after it, else in the first later segment that has such a level)."""
-    later, _end = carry
     runs = u.runs_from(at) + [r for v, _f in later for r in v.runs_from(0)]
     for v, f, index in [(u, found, at), *((v, f, -1) for v, f in later)]:
         back = policy.level_back(f.levels, index, before, threshold=u.threshold, direction=u.direction)
@@ -239,7 +238,7 @@ def judge_unit(
     for i, step, reg, parent in todo:
         at = step.index if step is not None else i
         before = step.before if step is not None else reg.before  # type: ignore[union-attr]
-        runs, back = _runs_and_return(u, found, (later, ended_at), at, before)
+        runs, back = _runs_and_return(u, found, later, at, before)
         verdict = policy.judge(before, runs, threshold=u.threshold, direction=u.direction,
                                still_seen=step is not None, level_back_at=back)  # fmt: skip
         here = int(u.positions[at])
@@ -383,8 +382,9 @@ def detect_store(
         for j in judge_unit(u, found, stored.get(u.key, []), pos, events.get(u.key[2]), continuation(u, found_of))
     ]  # fmt: skip
     considered = sc.machine_ids if sc.machine_ids is not None else list(session.execute(select(Machine.id)).scalars())
+    provenance = provenance_ids(bench)
     gone = benchmarks_gone(session, [int(m) for m in considered], {(j.unit.key[2], j.unit.key[0]) for j in judged},
-                           pos, provenance_ids(bench))  # fmt: skip
+                           pos, provenance)  # fmt: skip
     for j in judged:
         at = gone.get(j.unit.key[2], {}).get(j.unit.key[0])
         if at is not None and j.ended_at is None:
@@ -400,7 +400,7 @@ def detect_store(
     # Groups are counted on their members' statuses as written now: a member gone transient no longer counts.
     moved = {int(j.reg.group_id) for j in judged if j.reg is not None and j.reg.group_id is not None
              and j.reg.status != j.old_status}  # fmt: skip
-    count_groups(session, touched | refit | moved, provenance_ids(bench))
+    count_groups(session, touched | refit | moved, provenance)
     session.flush()
     changed = {*summary.new, *summary.confirmed, *summary.reopened}
     summary.alerting = [j.reg.id for j in judged
