@@ -23,12 +23,17 @@ _COUNTED = (REGRESSED, FAILED, MISSING, IMPROVED, NEW, REMOVED, UNCHANGED, NOT_R
 _STATUS_WORD = {REGRESSED: "REGRESSED", FAILED: "FAILED", MISSING: "MISSING", IMPROVED: "improved"}
 
 
-def counts_line(comparisons: Sequence[Comparison]) -> str:
-    """``1 regression, 0 failed, 3 improvements, 236 unchanged`` (regressions, failed, improvements and
-    unchanged always; the other statuses when present)."""
+def _counts(comparisons: Sequence[Comparison]) -> dict[str, int]:
     counts = dict.fromkeys(_COUNTED, 0)
     for c in comparisons:
         counts[c.status] = counts.get(c.status, 0) + 1
+    return counts
+
+
+def counts_line(comparisons: Sequence[Comparison]) -> str:
+    """``1 regression, 0 failed, 3 improvements, 236 unchanged`` (regressions, failed, improvements and
+    unchanged always; the other statuses when present)."""
+    counts = _counts(comparisons)
     return ", ".join(status_count(s, counts[s]) for s in _COUNTED
                      if counts[s] or s in (REGRESSED, FAILED, IMPROVED, UNCHANGED))
 
@@ -81,8 +86,9 @@ def compare_text(comparisons: Sequence[Comparison], *, base: str, head: str, mac
         lines += ["", line(header)]
         for r in table:
             lines += [line(r), f"    {_cut(r[name], width - 4)}"] if wrapped else [line(r)]
-    unlisted = [(s, sum(c.status == s for c in comparisons)) for s in _COUNTED if s not in _STATUS_WORD]
-    if any(n for _, n in unlisted):
-        counted = ", ".join(status_count(s, n) for s, n in unlisted if n)
+    counts = _counts(comparisons)
+    unlisted = [(s, counts[s]) for s in _COUNTED if s not in _STATUS_WORD and counts[s]]
+    if unlisted:
+        counted = ", ".join(status_count(s, n) for s, n in unlisted)
         lines += ["", f"Not listed: {counted} (--format markdown or json lists every series)."]
     return "\n".join(lines) + "\n"
