@@ -51,6 +51,11 @@ def _alive(pid: int) -> bool:
     return state.split()[1] != "Z"
 
 
+def installed(home: Path) -> Path:
+    """The reset as the job_home fixture installs it for ``home``'s test."""
+    return home.parent / "opt" / "runner-reset.sh"
+
+
 @pytest.fixture
 def job_home() -> Iterator[Path]:
     if os.geteuid() != 0:
@@ -59,6 +64,10 @@ def job_home() -> Iterator[Path]:
         pytest.skip(f"uid {JOB_UID} has processes on this machine")
     base = Path(tempfile.mkdtemp(prefix="runner-reset-"))
     base.chmod(0o755)
+    # Installed as docs/admin.md says, root-owned where the runner user can read it: the checkout itself may lie
+    # in a folder only its owner can enter (a CI workspace under mktemp -d).
+    (base / "opt").mkdir(mode=0o755)
+    shutil.copy(RESET, installed(base / "home"))
     home = base / "home"
     (home / "actions-runner" / "_work").mkdir(parents=True)
     (base / "tmp").mkdir()
@@ -116,7 +125,7 @@ def with_account(home: Path, script: str, private: tuple[str, ...] = ()) -> subp
             (copy / child.name).chmod(stat.S_IMODE(child.stat().st_mode))
         binds += [str(copy), folder]
     mounts = 'set -e; while (( $# )); do mount --bind "$1" "$2"; shift 2; done; set +e\n'
-    env = {"PATH": SYSTEM_PATH, "NAME": NAME, "RESET": str(RESET), "TMPD": str(base / "tmp")}
+    env = {"PATH": SYSTEM_PATH, "NAME": NAME, "RESET": str(installed(home)), "TMPD": str(base / "tmp")}
     cmd = ["unshare", "--mount", "--propagation", "private", "bash", "-c", mounts + script, "_", *binds]
     return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
 
@@ -148,10 +157,10 @@ def test_a_daemon_that_left_the_job_is_killed(job_home: Path) -> None:
     daemon = _daemon(job_home, job_home / "daemon.pid")
     assert os.getsid(daemon) != os.getsid(0) and os.getpgid(daemon) != os.getpgid(0)
 
-    proc = as_job_user(["bash", str(RESET), "--dry-run"], job_home)
+    proc = as_job_user(["bash", str(installed(job_home)), "--dry-run"], job_home)
     assert proc.returncode == 0 and f"{daemon}" in proc.stdout and _alive(daemon), proc.stdout + proc.stderr
     # Run as the runner runs it: a child of a process of the same user (its Worker), which must live on.
-    proc = as_job_user(["bash", "-c", f'bash "{RESET}"; echo "parent alive, reset exit $?"'], job_home)
+    proc = as_job_user(["bash", "-c", f'bash "{installed(job_home)}"; echo "parent alive, reset exit $?"'], job_home)
     assert "parent alive, reset exit 0" in proc.stdout, (proc.returncode, proc.stdout + proc.stderr)
     for _ in range(50):
         if not _alive(daemon):
@@ -171,11 +180,11 @@ def test_a_changed_runner_folder_fails_the_reset_and_stops_the_next_job(job_home
     shutil.copytree(runner, pristine)  # root-owned, as the admin keeps it
     (runner / "_work" / "ws").mkdir()
     os.chown(runner / "_work" / "ws", JOB_UID, JOB_UID)
-    proc = as_job_user(["bash", str(RESET)], job_home, RUNNER_PRISTINE=str(pristine))
+    proc = as_job_user(["bash", str(installed(job_home))], job_home, RUNNER_PRISTINE=str(pristine))
     assert proc.returncode == 0 and "CHANGED" not in proc.stdout, proc.stdout + proc.stderr  # _work is not compared
     (runner / "bin" / "Runner.Worker").write_text("planted")
     (runner / ".env").write_text("ACTIONS_RUNNER_HOOK_JOB_COMPLETED=\n")
-    proc = as_job_user(["bash", str(RESET)], job_home, RUNNER_PRISTINE=str(pristine))
+    proc = as_job_user(["bash", str(installed(job_home))], job_home, RUNNER_PRISTINE=str(pristine))
     assert proc.returncode == 1 and "differs from" in proc.stderr and "CHANGED" in proc.stdout, proc.stderr
     assert "Runner.Worker" in proc.stderr and ".env" in proc.stderr
     assert (job_home / ".mlaperf-pr-job").exists(), "the next job's first step stops on the marker"
@@ -196,24 +205,24 @@ def test_a_root_owned_conf_beside_the_script_overrides_what_a_job_put_in_the_env
     os.chown(decoy, JOB_UID, JOB_UID)
     for path in (runner / "bin", runner / "bin" / "Runner.Worker", job_home / "left-by-the-job"):
         os.chown(path, JOB_UID, JOB_UID)
-    installed = job_home.parent / "hook"  # root-owned, as the admin installs it
-    installed.mkdir()
-    shutil.copy(RESET, installed / "runner-reset.sh")
-    conf = installed / "runner-reset.conf"
+    hook = job_home.parent / "hook"  # root-owned, as the admin installs it
+    hook.mkdir()
+    shutil.copy(RESET, hook / "runner-reset.sh")
+    conf = hook / "runner-reset.conf"
     conf.write_text(f"# the admin's\nHOME={job_home}\nRUNNER_PRISTINE={pristine}\n"
                     f"RESET_TMP_DIRS={job_home.parent / 'tmp'}\n")  # fmt: skip
     hostile = {"HOME": str(decoy), "RUNNER_PRISTINE": "", "RESET_KILL": "0"}
-    proc = as_job_user(["bash", str(installed / "runner-reset.sh")], job_home, **hostile)
+    proc = as_job_user(["bash", str(hook / "runner-reset.sh")], job_home, **hostile)
     assert proc.returncode == 1 and "differs from" in proc.stderr and "CHANGED" in proc.stdout, proc.stderr
     assert "RESET_KILL=0" not in proc.stdout and f"reset {job_home} " in proc.stdout, proc.stdout
     assert not (job_home / "left-by-the-job").exists() and (job_home / ".mlaperf-pr-job").exists()
     # A conf the job user could have written is refused, and so is a line that is not a known setting.
     conf.chmod(0o666)
-    proc = as_job_user(["bash", str(installed / "runner-reset.sh")], job_home)
+    proc = as_job_user(["bash", str(hook / "runner-reset.sh")], job_home)
     assert proc.returncode == 2 and "refusing" in proc.stderr, proc.stderr
     conf.chmod(0o644)
     conf.write_text("HOME=$(touch /tmp/pwned)\nBASH_ENV=/tmp/x\n")
-    proc = as_job_user(["bash", str(installed / "runner-reset.sh")], job_home)
+    proc = as_job_user(["bash", str(hook / "runner-reset.sh")], job_home)
     assert proc.returncode == 2 and "BASH_ENV=/tmp/x" in proc.stderr, proc.stderr
 
 
@@ -238,7 +247,8 @@ def test_a_path_the_job_prepends_changes_nothing(job_home: Path) -> None:
     daemon = _daemon(job_home)
     (job_home / ".bashrc").write_text("planted")
     give_to_job(job_home / ".bashrc")
-    proc = as_job_user([str(RESET)], job_home, PATH=f"{fakes}:{os.environ['PATH']}")  # its #! line picks bash
+    # Run through its #! line, which picks bash.
+    proc = as_job_user([str(installed(job_home))], job_home, PATH=f"{fakes}:{os.environ['PATH']}")
     assert proc.returncode == 0 and f"reset {job_home} " in proc.stdout, proc.stdout + proc.stderr
     assert ran.read_text() == "", "a program from the job's PATH ran"
     assert _dead(daemon), "the daemon outlived the reset"
@@ -252,7 +262,7 @@ def test_read_only_folders_are_removed_and_a_removal_that_fails_stops_the_next_j
             " && chmod 500 actions-runner/_work . && mkdir ../tmp/ro && chmod 500 ../tmp/ro")  # fmt: skip
     proc = as_job_user(["bash", "-c", step], job_home)
     assert proc.returncode == 0, proc.stderr
-    proc = as_job_user(["bash", str(RESET)], job_home)
+    proc = as_job_user(["bash", str(installed(job_home))], job_home)
     assert proc.returncode == 0 and "::error::" not in proc.stderr, proc.stdout + proc.stderr
     assert sorted(p.name for p in job_home.iterdir()) == ["actions-runner"]
     assert not any((job_home / "actions-runner" / "_work").iterdir()) and not any((job_home.parent / "tmp").iterdir())
@@ -262,7 +272,7 @@ def test_read_only_folders_are_removed_and_a_removal_that_fails_stops_the_next_j
     (job_home / "aaa-stuck" / "f").write_text("root's")
     (job_home / "zzz").write_text("the job's")
     give_to_job(job_home / "zzz")
-    proc = as_job_user(["bash", str(RESET)], job_home)
+    proc = as_job_user(["bash", str(installed(job_home))], job_home)
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert f"::error::runner-reset: could not remove {job_home / 'aaa-stuck'}" in proc.stderr, proc.stderr
     assert not (job_home / "zzz").exists() and (job_home / ".mlaperf-pr-job").exists()
@@ -280,11 +290,11 @@ def test_a_runner_folder_deeper_in_home_or_written_with_a_slash_is_kept(job_home
         (kept / "bin" / "Runner.Worker").write_text("the runner")
         (job_home / "runners" / "file").write_text("x")
         give_to_job(job_home)
-        proc = as_job_user(["bash", str(RESET), "--dry-run"], job_home, HOME=home, RUNNER_ROOT=root)
+        proc = as_job_user(["bash", str(installed(job_home)), "--dry-run"], job_home, HOME=home, RUNNER_ROOT=root)
         assert proc.returncode == 0 and f"(kept {kept})" in proc.stdout, proc.stdout + proc.stderr
         for line in proc.stdout.splitlines():
             assert not (line.startswith("would remove") and kept.is_relative_to(line.split(" ", 2)[2])), line
-        proc = as_job_user(["bash", str(RESET)], job_home, HOME=home, RUNNER_ROOT=root)
+        proc = as_job_user(["bash", str(installed(job_home))], job_home, HOME=home, RUNNER_ROOT=root)
         assert proc.returncode == 0, proc.stdout + proc.stderr
         assert (kept / "bin" / "Runner.Worker").exists() and list((kept / "_work").iterdir()) == [], (home, root)
         left = sorted(str(p.relative_to(job_home)) for p in job_home.rglob("*"))
@@ -292,7 +302,7 @@ def test_a_runner_folder_deeper_in_home_or_written_with_a_slash_is_kept(job_home
         want = [*(str(p) for p in rel.parents if p != Path(".")), str(rel), *(f"{rel}/{x}" for x in ("_work", "bin",
                 "bin/Runner.Worker"))]  # fmt: skip
         assert left == sorted(want), (home, root, left)
-    proc = as_job_user(["bash", str(RESET), "--dry-run"], job_home, RUNNER_ROOT=f"{job_home}/")
+    proc = as_job_user(["bash", str(installed(job_home)), "--dry-run"], job_home, RUNNER_ROOT=f"{job_home}/")
     assert proc.returncode == 2 and "refusing RUNNER_ROOT" in proc.stderr, proc.stdout + proc.stderr
 
 
@@ -306,7 +316,7 @@ def test_a_link_to_the_runner_folder_is_kept(job_home: Path) -> None:
     (job_home / "runners" / "old").mkdir()
     (job_home / ".cache").mkdir()
     give_to_job(job_home)
-    proc = as_job_user(["bash", str(RESET)], job_home, RUNNER_ROOT=None)
+    proc = as_job_user(["bash", str(installed(job_home))], job_home, RUNNER_ROOT=None)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert (job_home / "actions-runner").is_symlink() and (target / "bin" / "Runner.Worker").exists()
     assert not (job_home / "runners" / "old").exists() and not (job_home / ".cache").exists()
@@ -320,7 +330,7 @@ def test_the_default_tmp_dirs_are_tmp_var_tmp_and_dev_shm(job_home: Path) -> Non
         for path in made:
             (path / "f").write_text("x")
             give_to_job(path)
-        proc = as_job_user(["bash", str(RESET)], job_home, RESET_TMP_DIRS=None)
+        proc = as_job_user(["bash", str(installed(job_home))], job_home, RESET_TMP_DIRS=None)
         assert proc.returncode == 0, proc.stdout + proc.stderr
         assert [p for p in made if p.exists()] == [] and theirs.exists()
     finally:
@@ -337,7 +347,7 @@ def test_the_documented_execstartpre_takes_home_from_the_password_database(job_h
     assert "reset exit 0" in proc.stdout and f"reset {job_home} " in proc.stdout, proc.stdout + proc.stderr
     assert sorted(p.name for p in job_home.iterdir()) == ["actions-runner"]
     # Without HOME and without an account, nothing to fall back to: refused, not "/".
-    proc = as_job_user(["/usr/bin/env", "-i", str(RESET)], job_home)
+    proc = as_job_user(["/usr/bin/env", "-i", str(installed(job_home))], job_home)
     assert proc.returncode == 2 and "refusing" in proc.stderr, proc.stdout + proc.stderr
 
 
