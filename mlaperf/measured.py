@@ -45,11 +45,18 @@ def discover_versions(
     with tempfile.TemporaryDirectory(prefix="mlaperf-discover-") as tmp:
         config = Path(tmp) / "asv.conf.json"
         config.write_text(json.dumps({**conf, "results_dir": str(Path(tmp) / "results")}))
+        # asv wants the machine registered; a HOME of its own with a bare entry, so a machine not registered
+        # yet (a dry run, a first run) is discovered too and the user's ~/.asv-machine.json is never written.
+        home = Path(tmp) / "home"
+        home.mkdir()
+        bare = {key: "" for key in ("os", "arch", "cpu", "num_cpu", "ram")}
+        (home / ".asv-machine.json").write_text(json.dumps({"version": 1, machine: {"machine": machine, **bare}}))
         cmd = [
             sys.executable, "-m", "asv", "run", "--config", str(config), "--python=same",
             "--set-commit-hash", sha, "--machine", machine, "--bench", "just-discover",
         ]  # fmt: skip
-        proc = subprocess.run(cmd, cwd=str(conf["repo"]), env=dict(env), capture_output=True, text=True)
+        proc = subprocess.run(cmd, cwd=str(conf["repo"]), env={**env, "HOME": str(home)}, capture_output=True,
+                              text=True)
         path = Path(tmp) / "results" / "benchmarks.json"
         if proc.returncode != 0 or not path.is_file():
             tail = (proc.stdout + proc.stderr).strip().splitlines()[-5:]

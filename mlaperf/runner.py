@@ -295,16 +295,39 @@ def measured_in_store(
             engine.dispose()
 
 
+def check_bench(conf: dict[str, object], sha: str, machine: str, env: dict[str, str], bench: list[str],
+                cache: dict[str, Any] | None = None) -> None:
+    """``--bench`` that selects no benchmark of the suite is bad input, said before anything is built or run
+    (asv would set up every commit to measure nothing). Asks asv's discovery unless ``cache`` holds its
+    answer (:func:`measured_in_store`'s); when discovery fails, says so and lets asv decide."""
+    from mlaperf import measured
+
+    versions = cache.get("versions") if cache is not None else None
+    if versions is None:
+        try:
+            versions = measured.discover_versions(conf, sha, machine, env, bench)
+        except measured.DiscoveryError as exc:
+            print(f"note: --bench not checked: {exc}", flush=True)
+            return
+    if not versions:
+        asked = " ".join(f"--bench {b!r}" for b in bench)
+        raise RunError(f"{asked}: matches no benchmark of the suite in {conf.get('benchmark_dir', 'benchmarks')} "
+                       "(asv matches 'module.Class.time_name' and 'name(params)'; nothing was measured)")
+
+
 def _to_measure(args: argparse.Namespace, commits: list[Commit], conf: dict[str, object], root: Path,
-                results_dir: Path, machine: str, tier: str, concurrency: str | None) -> list[Commit]:
+                results_dir: Path, machine: str, tier: str, concurrency: str | None,
+                cache: dict[str, Any] | None = None) -> list[Commit]:
     """The commits of RANGE to measure: not already measured (a result file, or a run in the store covering
-    the current benchmark versions), at most the newest ``--max-commits``; says why each other is left."""
+    the current benchmark versions), at most the newest ``--max-commits``; says why each other is left.
+    ``cache``: :func:`measured_in_store`'s, kept by the caller."""
     local = {c.sha: existing_results(results_dir, machine, c.sha) for c in commits} if args.skip_existing else {}
     ask = [c for c in commits if not local.get(c.sha)]  # a result file answers; the store (asv discovery) need not
     in_store: dict[str, int] = {}
     url = store_to_ask(args.db) if args.skip_existing else None
     if url and ask:
-        in_store = measured_in_store(url, conf, ask, machine, benchmark_env(root, tier, concurrency), args.bench)
+        in_store = measured_in_store(url, conf, ask, machine, benchmark_env(root, tier, concurrency), args.bench,
+                                     cache)
     todo = []
     for c in commits:
         have = local.get(c.sha)
@@ -382,12 +405,15 @@ def run(args: argparse.Namespace) -> int:
         raise RunError(str(exc)) from None
 
     results_dir = resolve_paths(conf, root, args.results_dir)
-    todo = _to_measure(args, commits, conf, root, results_dir, machine, tier, concurrency)
+    cache: dict[str, Any] = {}
+    todo = _to_measure(args, commits, conf, root, results_dir, machine, tier, concurrency, cache)
     print(
         f"mlaperf run: commits to measure on machine {machine!r}: {len(todo)} of {len(commits)} "
         f"(tier {tier}), results in {results_dir}",
         flush=True,
     )
+    if args.bench and todo:  # also in a dry run: what it prints would measure nothing
+        check_bench(conf, todo[-1].sha, machine, benchmark_env(root, tier, concurrency), args.bench, cache)
     if args.dry_run:
         for i, c in enumerate(todo, 1):
             cmd = asv_command(config_path, c.sha, machine, args.bench)

@@ -148,6 +148,20 @@ def test_dry_run_lists_commits_and_runs_nothing(smoke_repo: SmokeRepo) -> None:
     assert not (smoke_repo.home / ".asv-machine.json").exists()
 
 
+def test_bench_that_selects_nothing_is_bad_input_also_in_a_dry_run(smoke_repo: SmokeRepo) -> None:
+    """A misspelt --bench would have asv set up every commit to measure nothing: said at once (exit 2), by asv's
+    own discovery of the suite, in a dry run too; one that selects a benchmark plans the run."""
+    span = f"{smoke_repo.base}..{smoke_repo.bad}"
+    proc = run_cli(smoke_repo, span, "--dry-run", "--machine", "dry", "--bench", "time_decdoe", timeout=300)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "error: --bench 'time_decdoe': matches no benchmark of the suite" in proc.stderr
+    assert "would run" not in proc.stdout
+    proc = run_cli(smoke_repo, span, "--dry-run", "--machine", "dry", "--bench", r"SparseDecode\.time_decode",
+                   timeout=300)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.count("would run") == 2 and "--bench SparseDecode\\.time_decode" in proc.stdout
+
+
 def test_result_files_answer_before_the_store(
     smoke_repo: SmokeRepo, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
