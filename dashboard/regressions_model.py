@@ -71,8 +71,9 @@ def _before_after(frame: pd.DataFrame) -> list[str]:
 
 def regression_rows(view: pd.DataFrame, *, all_machines: bool, history_link: HistoryLink,
                     compare_link: CompareLink) -> pd.DataFrame:
-    """One row per regression; triage columns only when some row has them, and the group, status and fixed-at
-    columns left out when every row says the same (the group table says it)."""
+    """One row per regression; triage columns only when some row has them, "now" after the ratio only when some
+    row is partly recovered (where its series stands now; the ratio stays the step's), and the group, status and
+    fixed-at columns left out when every row says the same (the group table says it)."""
     rows = pd.DataFrame({
         "group": view["group"].astype(str),
         "status": view["status"],
@@ -94,6 +95,11 @@ def regression_rows(view: pd.DataFrame, *, all_machines: bool, history_link: His
         rows.insert(3, "issue", view["issue_url"].fillna("").to_numpy())
     if all_machines:
         rows.insert(2, "machine", view["machine"].to_numpy())
+    # A listing not built by regressions_frame may lack the column: no row is partly recovered then.
+    partly = view["partly_recovered"].eq(True) if "partly_recovered" in view else None
+    if partly is not None and partly.any():
+        now = [fmt.fmt_ratio(r) if p else "-" for r, p in zip(view["now_ratio"], partly, strict=True)]
+        rows.insert(rows.columns.get_loc("ratio") + 1, "now", now)
     for column in ("group", "status", "fixed at"):
         if rows[column].nunique() <= 1:
             rows = rows.drop(columns=column)

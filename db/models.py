@@ -268,7 +268,8 @@ class Regression(Base):
     """A flagged step in one series, at its first bad commit (written by ``regressions``).
 
     ``parent_commit`` is the last commit measured at the level before, so the culprit lies in
-    ``(parent_commit, commit]``; ``group`` the alert group; ``labels`` e.g. ``returns_to_earlier_level``.
+    ``(parent_commit, commit]``; ``group`` the alert group; ``labels`` e.g. ``returns_to_earlier_level``,
+    ``partly_recovered`` (``now_ratio`` then says where the series stands).
     """
 
     __tablename__ = "regression"
@@ -304,6 +305,9 @@ class Regression(Base):
     # Why detection closed it (regressions.policy.CLOSE_REASONS; NULL while open) and at which commit.
     close_reason: Mapped[str | None] = mapped_column(String(32))
     closed_commit_id: Mapped[int | None] = mapped_column(ForeignKey("commit.id", ondelete="SET NULL"))
+    # The series' newest level over before, as the newest detection saw it (migration 0010): how far a partly
+    # recovered step has come back while the alert keeps the step's numbers. NULL for rows written before it.
+    now_ratio: Mapped[float | None] = mapped_column(Float)
 
     benchmark: Mapped[Benchmark] = relationship()
     machine: Mapped[Machine] = relationship()

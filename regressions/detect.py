@@ -20,7 +20,9 @@ The method, in log space (relative changes are additive there):
    (z >= ``z_flag``); a short interior level must also be internally consistent (two unrelated
    outliers next to each other are not a level). A later level back within the threshold of the level
    before may fix it; a new level within the threshold of an earlier one is labelled
-   ``returns_to_earlier_level``.
+   ``returns_to_earlier_level``; one the series has since come part of the way back from (better than the new
+   level by the threshold, still worse than the level before by the threshold) ``partly_recovered``. Every
+   step records ``now``: the newest level over its level before.
 
 What a step means for an alert (suspect, confirmed, transient, fixed, retired) is decided by
 :mod:`regressions.policy`, not here. docs/detection.md has the rules as users see them.
@@ -60,9 +62,10 @@ class DetectorParams:
 
 DEFAULT_PARAMS = DetectorParams()
 
-# Label of a regression whose new level is (within the threshold) a level the series held before the
-# previous one: typically the end of a short-lived improvement.
+# Labels of a regression: its new level is (within the threshold) one the series held before the previous one
+# (typically the end of a short-lived improvement); the series has since come part of the way back (not fixed).
 RETURNS_TO_EARLIER_LEVEL = "returns_to_earlier_level"
+PARTLY_RECOVERED = "partly_recovered"
 
 
 @dataclass(frozen=True)
@@ -78,7 +81,8 @@ class Step:
     p_value: float
     regression: bool
     parent_index: int | None = None  # last run of the level before (input index): the culprit range starts after it
-    labels: tuple[str, ...] = ()  # e.g. RETURNS_TO_EARLIER_LEVEL
+    labels: tuple[str, ...] = ()  # e.g. RETURNS_TO_EARLIER_LEVEL, PARTLY_RECOVERED
+    now: float | None = None  # the series' newest level / before (as ratio): where it stands since the step
 
 
 @dataclass(frozen=True)
@@ -99,13 +103,16 @@ def _med(x: np.ndarray) -> float:
     return float(s[m]) if s.size % 2 else 0.5 * float(s[m - 1] + s[m])
 
 
-def _median_var_factor(n: int) -> float:
-    # Variance of a sample median relative to the mean's: 1 for one or two runs, ~pi/2 for more.
-    return 1.0 if n <= 2 else math.pi / 2
+def _abs_deviation(seg: np.ndarray) -> float:
+    """The L1 cost of a segment: its absolute deviation from its median."""
+    return float(np.abs(seg - _med(seg)).sum())
 
 
-def _se(sigma: float, n_left: int, n_right: int) -> float:
-    return sigma * math.sqrt(_median_var_factor(n_left) / n_left + _median_var_factor(n_right) / n_right)
+def median_se(sigma: float, n_left: int, n_right: int) -> float:
+    """Standard error of the difference of the medians of ``n_left`` and ``n_right`` runs of noise ``sigma``
+    (a median's variance over the mean's: 1 for one or two runs, ~pi/2 for more)."""
+    left, right = (1.0 if n <= 2 else math.pi / 2 for n in (n_left, n_right))
+    return sigma * math.sqrt(left / n_left + right / n_right)
 
 
 _MED_ABS_DIFF = 0.6744897501960817 * math.sqrt(2.0)  # median |x_i+1 - x_i| of unit-sigma normal runs
@@ -230,11 +237,9 @@ def _segment(z: np.ndarray, sigma: float, cands: list[int], penalty: float) -> l
     cost_cache: dict[tuple[int, int], float] = {}
 
     def cost(a: int, b: int) -> float:
-        key = (a, b)
-        if key not in cost_cache:
-            seg = z[a:b]
-            cost_cache[key] = float(np.abs(seg - _med(seg)).sum()) / sigma
-        return cost_cache[key]
+        if (a, b) not in cost_cache:
+            cost_cache[a, b] = _abs_deviation(z[a:b]) / sigma
+        return cost_cache[a, b]
 
     best = [math.inf] * m
     prev = [-1] * m
@@ -267,8 +272,7 @@ def _refine(z: np.ndarray, change_points: list[int], radius: int = 8) -> list[in
         lo, hi = max(a + 2, c - radius), min(b - (1 if b == n else 2), c + radius)
         best_c, best_cost = c, math.inf
         for c2 in range(lo, hi + 1):
-            left, right = z[a:c2], z[c2:b]
-            total = float(np.abs(left - _med(left)).sum() + np.abs(right - _med(right)).sum())
+            total = _abs_deviation(z[a:c2]) + _abs_deviation(z[c2:b])
             if total < best_cost - 1e-12:
                 best_c, best_cost = c2, total
         change_points[k] = best_c
@@ -291,18 +295,13 @@ def _prune(z: np.ndarray, sigma: float, change_points: list[int], delta: float, 
         weakest, weakest_z = -1, math.inf
         for k in range(len(change_points)):
             lo, hi, nl, nr = _shift(z, change_points, k, p.level_window)
-            zs = abs(hi - lo) / _se(sigma, nl, nr)
+            zs = abs(hi - lo) / median_se(sigma, nl, nr)
             if (abs(hi - lo) < 0.5 * delta or zs < p.z_keep) and zs < weakest_z:
                 weakest, weakest_z = k, zs
         if weakest < 0:
             break
         del change_points[weakest]
     return change_points
-
-
-def _abs_deviation(seg: np.ndarray) -> float:
-    """The L1 cost of a segment: its absolute deviation from its median."""
-    return float(np.abs(seg - _med(seg)).sum())
 
 
 def _newest_level(z: np.ndarray, sigma: float, change_points: list[int], delta: float, p: DetectorParams) -> list[int]:
@@ -321,9 +320,9 @@ def _newest_level(z: np.ndarray, sigma: float, change_points: list[int], delta: 
             continue
         tail = z[n - k :]
         d = float(_med(tail) - _med(ref))
-        zs = abs(d) / _se(sigma, ref.size, k)
+        zs = abs(d) / median_se(sigma, ref.size, k)
         # Every run of the tail must sit at the new level, or it is an outlier plus noise.
-        consistent = _consistent_level(tail, float(_med(ref)), float(_med(ref)) + d, sigma, delta)
+        consistent = consistent_level(tail, float(_med(ref)), float(_med(ref)) + d, sigma, delta)
         gain = (_abs_deviation(z[first:]) - _abs_deviation(ref) - _abs_deviation(tail)) / sigma
         if abs(d) >= delta and zs >= p.z_flag and consistent and gain >= p.penalty and zs > best_z:
             best_k, best_z = k, zs
@@ -340,7 +339,7 @@ def _short_level_holds(z: np.ndarray, bounds: list[int], k: int, p: DetectorPara
     seg, level = z[a:b], _med(z[a:b])
     before = _med(z[max(bounds[k - 1], a - p.level_window) : a])
     after = _med(z[b : min(bounds[k + 2], b + p.level_window)])
-    return _consistent_level(seg, before, level, sigma, delta) and _consistent_level(seg, after, level, sigma, delta)
+    return consistent_level(seg, before, level, sigma, delta) and consistent_level(seg, after, level, sigma, delta)
 
 
 def _merge_inconsistent(
@@ -373,13 +372,13 @@ def _settle_tail(z: np.ndarray, sigma: float, change_points: list[int], delta: f
         start = change_points[-2] if len(change_points) > 1 else 0
         c = change_points[-1]
         before = _med(z[max(start, c - p.level_window) : c])
-        if _consistent_level(z[c:], before, _med(z[c:]), sigma, delta):
+        if consistent_level(z[c:], before, _med(z[c:]), sigma, delta):
             return change_points
         change_points = _newest_level(z, sigma, change_points[:-1], delta, p)
     return change_points
 
 
-def _consistent_level(seg: np.ndarray, lo: float, hi: float, sigma: float, delta: float) -> bool:
+def consistent_level(seg: np.ndarray, lo: float, hi: float, sigma: float, delta: float) -> bool:
     """A short level is real when each run moved the same way by a fair part of the threshold and the
     runs agree with each other (one of three or more may be an outlier on top of the level)."""
     d = hi - lo
@@ -393,6 +392,13 @@ def _consistent_level(seg: np.ndarray, lo: float, hi: float, sigma: float, delta
     return float(dev.max()) <= max(2.0 * sigma, 0.25 * abs(d))
 
 
+def partly_recovered(lo: float, hi: float, newest: float, sign: float, delta: float) -> bool:
+    """A step from level ``lo`` to ``hi`` (logs) whose series' ``newest`` level is better than ``hi`` by more than
+    ``delta`` (the threshold) and still worse than ``lo`` by the threshold (within it, ``policy.level_back``
+    calls the step undone and the alert fixed)."""
+    return sign * (hi - newest) > delta and sign * (newest - lo) >= delta
+
+
 def _last_at_old_level(z: np.ndarray, start: int, c: int, lo: float, sigma: float, delta: float, most: int = 2) -> int:
     """Index of the last run before ``c`` that sits at the old level: up to ``most`` runs just before the
     step that are off the old level, beyond noise and half the threshold, either way (a one-run first
@@ -402,13 +408,6 @@ def _last_at_old_level(z: np.ndarray, start: int, c: int, lo: float, sigma: floa
     while j > start and c - j <= most and abs(z[j] - lo) >= max(0.5 * delta, 3.0 * sigma):
         j -= 1
     return j
-
-
-def _prepare(
-    values: Sequence[float | None] | np.ndarray, params: DetectorParams
-) -> tuple[np.ndarray, np.ndarray, float]:
-    idx, z = _to_log(values)
-    return idx, z, noise_scale(z, params.noise_floor)
 
 
 def _finish(
@@ -437,15 +436,15 @@ def _finish(
     steps: list[Step] = []
     for k, c in enumerate(change_points):
         lo, hi, nl, nr = _shift(z, change_points, k, params.level_window)
-        zs = abs(hi - lo) / _se(sigma, nl, nr)
+        zs = abs(hi - lo) / median_se(sigma, nl, nr)
         worse = sign * (hi - lo)
         regression = worse > delta and zs >= params.z_flag
         seg_end = bounds[k + 2]
         if regression and seg_end < n and seg_end - c <= params.short_level:
-            regression = _consistent_level(z[c:seg_end], lo, hi, sigma, delta)
-        labels: tuple[str, ...] = ()
-        if regression and any(abs(hi - m) < delta for m in medians[:k]):
-            labels = (RETURNS_TO_EARLIER_LEVEL,)
+            regression = consistent_level(z[c:seg_end], lo, hi, sigma, delta)
+        earlier = regression and any(abs(hi - m) < delta for m in medians[:k])
+        partly = regression and k + 2 < len(medians) and partly_recovered(lo, hi, medians[-1], sign, delta)
+        labels = tuple(label for label, on in ((RETURNS_TO_EARLIER_LEVEL, earlier), (PARTLY_RECOVERED, partly)) if on)
         steps.append(
             Step(
                 index=int(idx[c]),
@@ -458,6 +457,7 @@ def _finish(
                 regression=bool(regression),
                 parent_index=int(idx[_last_at_old_level(z, bounds[k], c, lo, sigma, delta)]),
                 labels=labels,
+                now=float(np.exp(medians[-1] - lo)),
             )
         )
     return SeriesDetection(steps=steps, noise=sigma, levels=levels)
@@ -470,7 +470,7 @@ def detect_many(
     params: DetectorParams = DEFAULT_PARAMS,
 ) -> list[SeriesDetection]:
     """:func:`detect_steps` over many series at once (same results, much faster than one by one)."""
-    prepared = [_prepare(v, params) for v in series]
+    prepared = [(idx, z, noise_scale(z, params.noise_floor)) for idx, z in map(_to_log, series)]
     out: list[SeriesDetection | None] = [None] * len(prepared)
     live = [j for j, (_idx, z, _s) in enumerate(prepared) if z.size >= 3]
     for j, (_idx, z, _s) in enumerate(prepared):

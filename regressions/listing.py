@@ -15,7 +15,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from db.models import AlertGroup, Benchmark, Commit, Machine, Regression
-from regressions.detect import RETURNS_TO_EARLIER_LEVEL
+from regressions.detect import PARTLY_RECOVERED, RETURNS_TO_EARLIER_LEVEL
 from regressions.labels import ordered_params, series_rank
 from regressions.policy import FIXED, OPEN_STATUSES, group_kind
 
@@ -31,8 +31,9 @@ def regressions_frame(
 ) -> pd.DataFrame:
     """Stored regressions with names resolved, newest commit first: the columns of ``db.queries.regressions``
     plus :func:`alert_columns` (alert group, its kind and range, the commit range's parent, labels, close
-    reason and commit); an unknown machine gives an empty frame. Params are in asv's order and, within one
-    commit, rows go by machine, then series (``labels.series_rank``: numbers numerically)."""
+    reason and commit, where the series stands now); an unknown machine gives an empty frame. Params are in
+    asv's order and, within one commit, rows go by machine, then series (``labels.series_rank``: numbers
+    numerically)."""
     from db import queries
     from regressions.results import param_names
 
@@ -68,16 +69,20 @@ _ALERT_COLUMNS = [
     "closed_sha",
     "assignee",
     "issue_url",
+    "now_ratio",
 ]
+# Booleans from the labels, so a reader need not know the label strings.
+_LABEL_FLAGS = {"returns_to_earlier_level": RETURNS_TO_EARLIER_LEVEL, "partly_recovered": PARTLY_RECOVERED}
 
 
 def alert_columns(session: Session, ids: list[int]) -> pd.DataFrame:
     """Per regression id: group, machine_wide, group_kind (policy.group_kind), group_size (its members),
     group_status, group_commit/group_parent (the group's range, shas), parent (sha), labels, close_reason,
-    closed_sha, assignee and issue_url (its triage: who has it, the issue that tracks it),
-    returns_to_earlier_level."""
+    closed_sha, assignee and issue_url (its triage: who has it, the issue that tracks it), now_ratio (the
+    series' newest level over before as the newest detection saw it; None for rows stored before it was kept),
+    returns_to_earlier_level and partly_recovered (from labels)."""
     if not ids:
-        return pd.DataFrame(columns=[*_ALERT_COLUMNS, "returns_to_earlier_level"])
+        return pd.DataFrame(columns=[*_ALERT_COLUMNS, *_LABEL_FLAGS])
     parent = Commit.__table__.alias("parent_commit")
     closed = Commit.__table__.alias("closed_commit")
     rows = session.execute(
@@ -90,6 +95,7 @@ def alert_columns(session: Session, ids: list[int]) -> pd.DataFrame:
             closed.c.sha,
             Regression.assignee,
             Regression.issue_url,
+            Regression.now_ratio,
         )
         .outerjoin(parent, parent.c.id == Regression.parent_commit_id)
         .outerjoin(closed, closed.c.id == Regression.closed_commit_id)
@@ -113,12 +119,14 @@ def alert_columns(session: Session, ids: list[int]) -> pd.DataFrame:
                 "closed_sha": csha,
                 "assignee": assignee,
                 "issue_url": issue,
+                "now_ratio": now,
             }
-            for rid, gid, psha, labels, reason, csha, assignee, issue in rows
+            for rid, gid, psha, labels, reason, csha, assignee, issue, now in rows
         ],
         columns=_ALERT_COLUMNS,
     )
-    out["returns_to_earlier_level"] = [RETURNS_TO_EARLIER_LEVEL in labels for labels in out["labels"]]
+    for flag, label in _LABEL_FLAGS.items():
+        out[flag] = [label in labels for labels in out["labels"]]
     return out
 
 

@@ -292,6 +292,10 @@ def detect_table(
         head += ["closed at", "reason"]
         for row, r in zip(rows, records, strict=True):
             row += [(r.get("closed_at") or r.get("fixed_at") or "-")[:10], r.get("close_reason") or "-"]
+    if any(r.get("partly_recovered") for r in records):  # the step's numbers stand; "now": where the series is
+        head.insert(head.index("ratio") + 1, "now")
+        for row, r in zip(rows, records, strict=True):
+            row.insert(head.index("now"), fmt_ratio(r.get("now_ratio")) if r.get("partly_recovered") else "-")
     if any(r.get("assignee") or r.get("issue_url") for r in records):  # triaged: who has it, where it is tracked
         head += ["assignee", "issue"]
         for row, r in zip(rows, records, strict=True):

@@ -28,12 +28,14 @@ from db.provenance import is_provenance
 from regressions.config import Settings
 from regressions.detect import (
     DEFAULT_PARAMS,
+    PARTLY_RECOVERED,
     DetectorParams,
     SeriesDetection,
     Step,
-    _consistent_level,
-    _se,
+    consistent_level,
     detect_many,
+    median_se,
+    partly_recovered,
 )
 from regressions.direction import UP_IS_WORSE, direction_for
 from regressions.policy import OPEN_STATUSES
@@ -42,7 +44,8 @@ from regressions.units import P_FLOOR
 
 WATERMARK_KEY = "regressions.watermark"
 # Bumped when detection's rules change, so the next run re-examines every series (and groups old flags).
-RULES_VERSION = 5
+# 6: partly_recovered and now_ratio, which that full pass writes on every alert whose step it sees.
+RULES_VERSION = 6
 # An open alert near or beyond the start of the incremental window is judged over its series' window widened
 # back to it, with this many of the machine's commits before it (the runs its level before is measured on),
 # and at most REACH_LOOKBACKS lookbacks deep: enough history to see its fix, as ``--full`` does.
@@ -317,15 +320,18 @@ def _step_off_first_run(u: Unit, own: SeriesDetection, prev: SeriesDetection, pa
     z0, z1 = math.log(v[0]), float(np.median(z))
     sigma = prev.noise if math.isfinite(prev.noise) else params.noise_floor
     delta, sign = math.log1p(u.threshold), (1.0 if u.direction == UP_IS_WORSE else -1.0)
-    zs = abs(z1 - z0) / _se(sigma, 1, z.size)
+    zs = abs(z1 - z0) / median_se(sigma, 1, z.size)
     off_old = abs(z1 - math.log(prev.levels[-1][2])) > _join_tolerance(u, prev)
     if not (sign * (z1 - z0) > delta and zs >= params.z_flag and off_old):
         return None
-    if not _consistent_level(z[: params.short_level], z0, z1, sigma, delta):
+    if not consistent_level(z[: params.short_level], z0, z1, sigma, delta):
         return None
+    # The segment's newest level: where the series stands now (a later level of its own may be part of the way back).
+    newest = math.log(own.levels[-1][2]) if len(own.levels) > 1 else z1
+    labels = (PARTLY_RECOVERED,) if partly_recovered(z0, z1, newest, sign, delta) else ()
     return Step(index=1, before=float(v[0]), after=math.exp(z1), ratio=math.exp(z1 - z0),
                 slowdown=math.exp(sign * (z1 - z0)), z=zs, p_value=max(math.erfc(zs / math.sqrt(2)), P_FLOOR),
-                regression=True)  # fmt: skip
+                regression=True, labels=labels, now=math.exp(newest - z0))  # fmt: skip
 
 
 def find_steps(units: list[Unit], params: DetectorParams = DEFAULT_PARAMS) -> list[Found]:

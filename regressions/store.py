@@ -263,13 +263,14 @@ def judge_unit(
 
 
 def _numbers(reg: Regression, step: Step) -> bool:
-    """Before/after/ratio/p and labels of the step as seen now; True when a number moved."""
+    """Before/after/ratio/p, labels and now_ratio of the step as seen now; True when the step itself moved
+    (before, after or ratio: ``now_ratio`` moves with every later level and is not counted)."""
     moved = any(
         not math.isclose(getattr(reg, k) or 0.0, v, rel_tol=1e-9)
         for k, v in (("before", step.before), ("after", step.after), ("ratio", step.ratio))
     )
     reg.before, reg.after, reg.ratio, reg.p_value = step.before, step.after, step.ratio, step.p_value
-    reg.labels = list(step.labels)
+    reg.labels, reg.now_ratio = list(step.labels), step.now
     return moved
 
 
@@ -302,7 +303,8 @@ def create_alerts(
             commit_id=int(commit_at[p]),
             parent_commit_id=None if j.parent_pos is None else int(commit_at[j.parent_pos]),
             before=step.before, after=step.after, ratio=step.ratio, direction=u.direction,
-            status=j.verdict.status, p_value=step.p_value, labels=list(step.labels), detected_at=utcnow(),
+            status=j.verdict.status, p_value=step.p_value, labels=list(step.labels), now_ratio=step.now,
+            detected_at=utcnow(),
         )  # fmt: skip
         session.add(j.reg)
     session.flush()

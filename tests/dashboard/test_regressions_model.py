@@ -83,3 +83,24 @@ def test_triage_picks() -> None:
     part, part_groups = model.in_group(view, groups, "2")
     assert list(part["id"]) == [3] and list(part_groups["group"]) == [2]
     assert model.in_group(view, groups, "all")[0] is view
+
+
+def test_regression_rows_show_now_after_the_ratio_only_when_partly_recovered() -> None:
+    """A partly recovered alert keeps its step's ratio; "now" (where its series stands, from the listing's
+    now_ratio) follows the ratio, "-" for the other rows; no such row (or a listing without the column): none."""
+    view = model.with_names(_regs(), _names())
+
+    def history(m: str, b: str, k: str) -> str:
+        return ""
+
+    def compare(m: str, p: str | None, s: str) -> str:
+        return ""
+
+    partly = view.assign(now_ratio=[1.3, 2.0, None], partly_recovered=[True, False, False])
+    rows = model.regression_rows(partly, all_machines=False, history_link=history, compare_link=compare)
+    columns = list(rows.columns)
+    assert columns[columns.index("ratio") + 1] == "now" and list(rows["now"]) == ["1.30x", "-", "-"]
+    assert list(rows["ratio"]) == ["2.00x"] * 3
+    for plain in (view.assign(now_ratio=[1.3, 2.0, None], partly_recovered=False), view):
+        assert "now" not in model.regression_rows(plain, all_machines=True, history_link=history,
+                                                  compare_link=compare)

@@ -90,7 +90,7 @@ def test_one_head() -> None:
     from alembic.script import ScriptDirectory
 
     script = ScriptDirectory(str(Path(__file__).resolve().parents[2] / "db" / "migrations"))
-    assert script.get_heads() == [head_revision()] == ["0009"]
+    assert script.get_heads() == [head_revision()] == ["0010"]
 
 
 def test_run_info_up_and_down_keeps_every_result(db_url: str, tmp_path) -> None:  # noqa: ANN001
@@ -162,4 +162,47 @@ def test_interpreter_path_as_python_up_and_down_keeps_every_run(db_url: str, tmp
     assert rows() == (2, 4, ["3.11", path[:32]]), "every run kept by the upgrade"
     ingest("c", path + "3", "existing-py_home_runner_venv3")
     assert rows() == (3, 6, ["3.11", path[:32], path + "3"])
+    engine.dispose()
+
+
+def test_regression_now_ratio_up_and_down_keeps_every_alert(db_url: str, tmp_path) -> None:  # noqa: ANN001
+    """0010 adds regression.now_ratio (nullable): a downgrade to 0009 drops only the column (SQLite copies
+    "regression" in batch mode: every alert and its other columns kept); upgrading again gives NULL there."""
+    import json
+
+    from db.ingest import ingest_paths
+    from tests.db.conftest import bench_row, results_doc, write_results
+
+    upgrade(db_url)
+    engine = make_engine(db_url)
+    doc = results_doc({"b.S.time_x": bench_row([1e-4, 2e-4], [["1", "2"]])})
+    assert ingest_paths(engine, [write_results(tmp_path, doc)], progress=False).ok
+    columns = "benchmark_id, params_key, params, machine_id, commit_id, before, after, ratio, direction, status, " \
+              "detected_at, labels"  # fmt: skip
+    with engine.begin() as conn:
+        conn.execute(sa.text(
+            f"INSERT INTO regression ({columns}, now_ratio) SELECT b.id, '{{}}', '{{}}', m.id, c.id, 1.0, 2.0, 2.0, "
+            "'up_is_worse', 'new', CURRENT_TIMESTAMP, '[\"partly_recovered\"]', 1.3 FROM benchmark b, machine m, "
+            '"commit" c'))  # fmt: skip
+
+    def rows() -> tuple[set[str], list[tuple[object, ...]]]:
+        with engine.connect() as conn:
+            names = {c["name"] for c in sa.inspect(conn).get_columns("regression")}
+            kept = conn.execute(sa.text(f"SELECT ratio, status, labels{', now_ratio' * ('now_ratio' in names)} "
+                                        "FROM regression")).all()  # fmt: skip
+        # PostgreSQL gives the JSON column decoded, SQLite as its text.
+        return names, [(r[0], r[1], json.loads(r[2]) if isinstance(r[2], str) else r[2], *r[3:]) for r in kept]
+
+    names, kept = rows()
+    assert "now_ratio" in names and kept == [(2.0, "new", ["partly_recovered"], 1.3)]
+    nullable = {c["name"]: c["nullable"] for c in sa.inspect(engine).get_columns("regression")}
+    assert nullable["now_ratio"] is True
+    downgrade(db_url, "0009")
+    assert current_revision(engine) == "0009"
+    names, kept = rows()
+    assert "now_ratio" not in names and kept == [(2.0, "new", ["partly_recovered"])]
+    upgrade(db_url)
+    assert current_revision(engine) == head_revision()
+    assert rows()[1] == [(2.0, "new", ["partly_recovered"], None)], "a row from before 0010 has no now_ratio"
+    check_schema(engine)
     engine.dispose()
