@@ -19,10 +19,10 @@ The method, in log space (relative changes are additive there):
 6. A step is a regression when the direction-adjusted shift exceeds the threshold and is significant
    (z >= ``z_flag``); a short interior level must also be internally consistent (two unrelated
    outliers next to each other are not a level). A later level back within the threshold of the level
-   before may fix it; a new level within the threshold of an earlier one is labelled
-   ``returns_to_earlier_level``; one the series has since come part of the way back from (better than the new
-   level by the threshold, still worse than the level before by the threshold) ``partly_recovered``. Every
-   step records ``now``: the newest level over its level before.
+   before may fix it. Labels (``returns_to_earlier_level``, ``partly_recovered``) come from the series'
+   levels (``regressions.level_rules``); every step records ``now``, the newest level over its level before.
+7. Change points not flagged on their own whose shifts add up past the threshold are one gradual
+   regression, flagged at the last of them (``level_rules.chains``, when the two levels differ significantly).
 
 What a step means for an alert (suspect, confirmed, transient, fixed, retired) is decided by
 :mod:`regressions.policy`, not here. docs/detection.md has the rules as users see them.
@@ -38,6 +38,7 @@ import numpy as np
 import pandas as pd
 from numpy.lib.stride_tricks import sliding_window_view
 
+from regressions import level_rules
 from regressions.direction import UP_IS_WORSE
 from regressions.units import P_FLOOR
 
@@ -62,12 +63,6 @@ class DetectorParams:
 
 DEFAULT_PARAMS = DetectorParams()
 
-# Labels of a regression: its new level is (within the threshold) one the series held before the previous one
-# (typically the end of a short-lived improvement); the series has since come part of the way back (not fixed).
-RETURNS_TO_EARLIER_LEVEL = "returns_to_earlier_level"
-PARTLY_RECOVERED = "partly_recovered"
-
-
 @dataclass(frozen=True)
 class Step:
     """One change point. ``index`` is the first run of the new level (input index, so a commit)."""
@@ -81,7 +76,7 @@ class Step:
     p_value: float
     regression: bool
     parent_index: int | None = None  # last run of the level before (input index): the culprit range starts after it
-    labels: tuple[str, ...] = ()  # e.g. RETURNS_TO_EARLIER_LEVEL, PARTLY_RECOVERED
+    labels: tuple[str, ...] = ()  # regressions.level_rules: RETURNS_TO_EARLIER_LEVEL, PARTLY_RECOVERED, GRADUAL
     now: float | None = None  # the series' newest level / before (as ratio): where it stands since the step
 
 
@@ -392,13 +387,6 @@ def consistent_level(seg: np.ndarray, lo: float, hi: float, sigma: float, delta:
     return float(dev.max()) <= max(2.0 * sigma, 0.25 * abs(d))
 
 
-def partly_recovered(lo: float, hi: float, newest: float, sign: float, delta: float) -> bool:
-    """A step from level ``lo`` to ``hi`` (logs) whose series' ``newest`` level is better than ``hi`` by more than
-    ``delta`` (the threshold) and still worse than ``lo`` by the threshold (within it, ``policy.level_back``
-    calls the step undone and the alert fixed)."""
-    return sign * (hi - newest) > delta and sign * (newest - lo) >= delta
-
-
 def _last_at_old_level(z: np.ndarray, start: int, c: int, lo: float, sigma: float, delta: float, most: int = 2) -> int:
     """Index of the last run before ``c`` that sits at the old level: up to ``most`` runs just before the
     step that are off the old level, beyond noise and half the threshold, either way (a one-run first
@@ -408,6 +396,15 @@ def _last_at_old_level(z: np.ndarray, start: int, c: int, lo: float, sigma: floa
     while j > start and c - j <= most and abs(z[j] - lo) >= max(0.5 * delta, 3.0 * sigma):
         j -= 1
     return j
+
+
+def _step(index: int, lo: float, hi: float, zs: float, sign: float, regression: bool, parent: int,
+          labels: tuple[str, ...], newest: float) -> Step:
+    """A step from log level ``lo`` to ``hi`` at run ``index``; ``newest``: the series' newest log level."""
+    return Step(index=index, before=float(np.exp(lo)), after=float(np.exp(hi)), ratio=float(np.exp(hi - lo)),
+                slowdown=float(np.exp(sign * (hi - lo))), z=float(zs),
+                p_value=max(float(math.erfc(zs / math.sqrt(2))), P_FLOOR), regression=bool(regression),
+                parent_index=parent, labels=labels, now=float(np.exp(newest - lo)))  # fmt: skip
 
 
 def _finish(
@@ -437,29 +434,23 @@ def _finish(
     for k, c in enumerate(change_points):
         lo, hi, nl, nr = _shift(z, change_points, k, params.level_window)
         zs = abs(hi - lo) / median_se(sigma, nl, nr)
-        worse = sign * (hi - lo)
-        regression = worse > delta and zs >= params.z_flag
+        regression = sign * (hi - lo) > delta and zs >= params.z_flag
         seg_end = bounds[k + 2]
         if regression and seg_end < n and seg_end - c <= params.short_level:
             regression = consistent_level(z[c:seg_end], lo, hi, sigma, delta)
-        earlier = regression and any(abs(hi - m) < delta for m in medians[:k])
-        partly = regression and k + 2 < len(medians) and partly_recovered(lo, hi, medians[-1], sign, delta)
-        labels = tuple(label for label, on in ((RETURNS_TO_EARLIER_LEVEL, earlier), (PARTLY_RECOVERED, partly)) if on)
-        steps.append(
-            Step(
-                index=int(idx[c]),
-                before=float(np.exp(lo)),
-                after=float(np.exp(hi)),
-                ratio=float(np.exp(hi - lo)),
-                slowdown=float(np.exp(worse)),
-                z=float(zs),
-                p_value=max(float(math.erfc(zs / math.sqrt(2))), P_FLOOR),
-                regression=bool(regression),
-                parent_index=int(idx[_last_at_old_level(z, bounds[k], c, lo, sigma, delta)]),
-                labels=labels,
-                now=float(np.exp(medians[-1] - lo)),
-            )
-        )
+        parent = int(idx[_last_at_old_level(z, bounds[k], c, lo, sigma, delta)])
+        labels = level_rules.labels(lo, hi, medians, k, k, sign, delta) if regression else ()
+        steps.append(_step(int(idx[c]), lo, hi, zs, sign, regression, parent, labels, medians[-1]))
+    # Steps each under the threshold that add up past it: the chain's last one stands for it (level_rules.chains).
+    shifts = [sign * (b - a) for a, b in zip(medians, medians[1:], strict=False)]
+    for first, last in level_rules.chains(shifts, [s.regression for s in steps], delta):
+        lo, hi = medians[first], medians[last + 1]
+        runs = (min(bounds[k + 1] - bounds[k], params.level_window) for k in (first, last + 1))
+        zs = abs(hi - lo) / median_se(sigma, *runs)
+        if zs >= params.z_flag:
+            labels = (level_rules.GRADUAL, *level_rules.labels(lo, hi, medians, first, last, sign, delta))
+            steps[last] = _step(steps[last].index, lo, hi, zs, sign, True, steps[first].parent_index, labels,
+                                medians[-1])  # fmt: skip
     return SeriesDetection(steps=steps, noise=sigma, levels=levels)
 
 

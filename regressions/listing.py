@@ -15,8 +15,8 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from db.models import AlertGroup, Benchmark, Commit, Machine, Regression
-from regressions.detect import PARTLY_RECOVERED, RETURNS_TO_EARLIER_LEVEL
 from regressions.labels import ordered_params, series_rank
+from regressions.level_rules import PARTLY_RECOVERED, RETURNS_TO_EARLIER_LEVEL
 from regressions.policy import FIXED, OPEN_STATUSES, group_kind
 
 # Version of the `mlaperf detect --json` document; bumped when a key changes meaning or goes away.

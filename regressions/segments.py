@@ -28,16 +28,15 @@ from db.provenance import is_provenance
 from regressions.config import Settings
 from regressions.detect import (
     DEFAULT_PARAMS,
-    PARTLY_RECOVERED,
     DetectorParams,
     SeriesDetection,
     Step,
     consistent_level,
     detect_many,
     median_se,
-    partly_recovered,
 )
 from regressions.direction import UP_IS_WORSE, direction_for
+from regressions.level_rules import PARTLY_RECOVERED, partly_recovered
 from regressions.policy import OPEN_STATUSES
 from regressions.results import Key, load_values, machine_id, per_commit
 from regressions.units import P_FLOOR

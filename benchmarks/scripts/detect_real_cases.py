@@ -9,7 +9,9 @@ histories, injected into the last ``REPLAY`` runs of every machine:
   commit and stays there (found, and shown as one group);
 - excursion that returns: six flat series are 20-40% worse for two runs, then back (no alert left open);
 - failure gap: four flat series have a lone outlier 12% on the better side, four failed runs, then a
-  15-30% step (found, with a culprit range that spans the gap: its parent is before the outlier).
+  15-30% step (found, with a culprit range that spans the gap: its parent is before the outlier);
+- drift: four flat series get 0.8-1.2% worse at each of ``DRIFT_RUNS`` runs in a row (13-21% in all, no
+  step of its own near the 5% threshold) and stay there (found: a flag inside the drift).
 
 mlaperf runs twice on the written history: ``detect --full`` once, and night by night (the history without
 its last REPLAY runs, then one run per machine a night, incremental detect after each); the two must end in
@@ -36,14 +38,16 @@ REPLAY = 30  # runs per machine replayed night by night
 MIN_RUNS = 40  # a machine with fewer runs gets no cases
 OPEN = frozenset({"suspect", "new", "acknowledged"})
 NEW_VERSION_SHIFT = 0.5  # the new version of a bumped benchmark: a level 1.5x better (other work measured)
+DRIFT_RUNS = 16  # runs of a drift, each a little worse than the one before
 
 
 @dataclass
 class Case:
-    kind: str  # version | old_version | event | excursion | gap
+    kind: str  # version | old_version | event | excursion | gap | drift
     key: SeriesKey
-    pos: int  # the run a detector should flag
+    pos: int  # the run a detector should flag (drift: its first run)
     before_gap: int | None = None  # gap: the last run at the old level, before the outlier
+    end: int | None = None  # drift: its last run (a flag from pos to one run after it finds it)
 
 
 @dataclass
@@ -137,6 +141,12 @@ def plan_cases(history: History, flat: list[SeriesKey], rng: np.random.Generator
             _scale(history, factors, key, range(g + 1, g + 5), math.nan)
             _scale(history, factors, key, range(g + 5, n), history.worse(key, float(rng.uniform(0.15, 0.30))))
             plan.cases.append(Case("gap", key, g + 5, before_gap=g - 1))
+            used.add(key)
+        d = n - 29
+        for key in [k for k in rest if k not in used and _free(history, k, range(d - 6, n))][:4]:
+            for run in range(d, d + DRIFT_RUNS):
+                _scale(history, factors, key, range(run, n), history.worse(key, float(rng.uniform(0.008, 0.012))))
+            plan.cases.append(Case("drift", key, d, end=d + DRIFT_RUNS - 1))
         plan.factors[machine] = dict(factors)
     return plan
 
@@ -184,6 +194,8 @@ def _score(history: History, plan: CasePlan, detections: dict[str, Detection], t
             marks = [(pos[c.key[0]].get(f.commit, -99), f) for f in flags.get(c.key, [])]
             exact = c.kind in ("version", "old_version")  # a flag at the version boundary is no find
             near = [(p, f) for p, f in marks if (p == c.pos if exact else abs(p - c.pos) <= 1)]
+            if c.end is not None:  # a drift: anywhere in it
+                near = [(p, f) for p, f in marks if c.pos <= p <= c.end + 1]
             if c.kind == "old_version":
                 if method == "mlaperf":
                     tally.ended_alerts += len(near)
@@ -234,6 +246,7 @@ def rows(t: CaseTally, methods: tuple[str, ...]) -> list[tuple[str, list[str]]]:
         ("  open at the end", [str(t.open_end[(m, "excursion")]) for m in methods]),
         ("failure gap after an outlier: recall", [pct(m, "gap", t.found) for m in methods]),
         ("  culprit range spans the gap", [f"{t.gap_spans} of {t.found[(mine, 'gap')]}", "n/a"]),
+        ("drift of 13-21% in 16 runs: recall", [pct(m, "drift", t.found) for m in methods]),
         ("--full vs night by night: alerts that differ", [disagree, "n/a"]),
     ]
 

@@ -8,7 +8,6 @@ import numpy as np
 import pytest
 
 from regressions.detect import (
-    RETURNS_TO_EARLIER_LEVEL,
     detect_many,
     detect_steps,
     noise_scale,
@@ -16,6 +15,7 @@ from regressions.detect import (
     step_free,
 )
 from regressions.direction import DOWN_IS_WORSE, UP_IS_WORSE
+from regressions.level_rules import RETURNS_TO_EARLIER_LEVEL
 from regressions.policy import series_verdicts
 from regressions.synthetic import make_history, make_series
 

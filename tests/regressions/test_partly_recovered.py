@@ -22,8 +22,9 @@ from db.models import Regression
 from db.synthetic import SyntheticHistory, write_synthetic_results
 from mlaperf.cli import main
 from regressions.config import Settings
-from regressions.detect import PARTLY_RECOVERED, RETURNS_TO_EARLIER_LEVEL, SeriesDetection, detect_steps
+from regressions.detect import SeriesDetection, detect_steps
 from regressions.direction import DOWN_IS_WORSE, UP_IS_WORSE
+from regressions.level_rules import PARTLY_RECOVERED, RETURNS_TO_EARLIER_LEVEL
 from regressions.report import detect_table
 from regressions.segments import Unit, find_steps
 from regressions.store import DetectSummary, detect_store, regressions_frame

@@ -1,0 +1,68 @@
+"""What a series' levels say about a step beyond its own shift: its labels and gradual regressions.
+
+All in log space (relative changes add up there), ``sign`` +1 where up is worse, ``delta`` the threshold.
+
+Labels of a regression (``Step.labels``):
+
+- ``returns_to_earlier_level``: its new level is (within the threshold) one the series held before the
+  previous one, typically the end of a short-lived improvement.
+- ``partly_recovered``: the series has since come part of the way back: its newest level is better than the
+  step's new level by the threshold, yet still a threshold worse than before (within it,
+  ``policy.level_back`` calls the step undone and the alert fixed).
+- ``gradual``: the regression is a chain of steps each too small to flag (:func:`chains`).
+
+Gradual regressions: the detector flags a step when its own shift passes the threshold, so 3% a week for a
+month is four steps under a 5% threshold and a 12% regression nobody is told of (a change split in small
+pull requests does it too). The change points that are not flagged are summed, in the worse direction,
+from the level before the first of them; where the sum first passes the threshold, the change point there
+stands for the chain: one regression from the level before the chain to the new level, its culprit range
+from the last commit of the old level to that change point. The sum starts again there, after a flagged
+step, and where a level is back at or better than the chain's start (a gain in between is netted). Whether
+the chain's two levels differ significantly is the detector's test, as for any step (``detect._finish``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+RETURNS_TO_EARLIER_LEVEL = "returns_to_earlier_level"
+PARTLY_RECOVERED = "partly_recovered"
+GRADUAL = "gradual"
+
+
+def partly_recovered(lo: float, hi: float, newest: float, sign: float, delta: float) -> bool:
+    """A step from level ``lo`` to ``hi`` whose series' ``newest`` level is better than ``hi`` by more than the
+    threshold and still worse than ``lo`` by the threshold."""
+    return sign * (hi - newest) > delta and sign * (newest - lo) >= delta
+
+
+def labels(lo: float, hi: float, medians: Sequence[float], first: int, last: int, sign: float,
+           delta: float) -> tuple[str, ...]:  # fmt: skip
+    """The labels of a regression from level ``first`` (at ``lo``) to level ``last + 1`` (at ``hi``) of a series
+    whose levels are ``medians``: back to a level held before, or partly recovered since (a level after it)."""
+    earlier = any(abs(hi - m) < delta for m in medians[:first])
+    partly = last + 2 < len(medians) and partly_recovered(lo, hi, medians[-1], sign, delta)
+    return tuple(label for label, on in ((RETURNS_TO_EARLIER_LEVEL, earlier), (PARTLY_RECOVERED, partly)) if on)
+
+
+def chains(shifts: Sequence[float], flagged: Sequence[bool], delta: float) -> list[tuple[int, int]]:
+    """(first, last) change point of each gradual regression, in order.
+
+    ``shifts``: each change point's shift between the segment medians either side, positive when worse;
+    ``flagged``: whether the change point is a regression on its own. A chain has at least two change points
+    (one that passes alone is the detector's call)."""
+    if len(shifts) != len(flagged):
+        raise ValueError(f"shifts has {len(shifts)} change points but flagged has {len(flagged)}")
+    out: list[tuple[int, int]] = []
+    start, total = 0, 0.0
+    for k, (shift, flag) in enumerate(zip(shifts, flagged, strict=True)):
+        if flag:
+            start, total = k + 1, 0.0
+            continue
+        total += shift
+        if total <= 0.0:  # back at or better than the chain's start: a new start from here
+            start, total = k + 1, 0.0
+        elif total > delta and k > start:
+            out.append((start, k))
+            start, total = k + 1, 0.0
+    return out
