@@ -43,7 +43,7 @@ from regressions.units import P_FLOOR
 
 WATERMARK_KEY = "regressions.watermark"
 # Bumped when detection's rules change, so the next run re-examines every series (and groups old flags).
-# 6: partly_recovered and now_ratio, which that full pass writes on every alert whose step it sees.
+# 6: gradual regressions, partly_recovered and now_ratio (written on every alert whose step that full pass sees).
 RULES_VERSION = 6
 # An open alert near or beyond the start of the incremental window is judged over its series' window widened
 # back to it, with this many of the machine's commits before it (the runs its level before is measured on),

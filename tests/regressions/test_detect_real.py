@@ -161,14 +161,14 @@ def test_one_round_renders_table_and_json(small: Path, capsys: pytest.CaptureFix
 def test_cases_land_where_planned(history: History, tmp_path: Path) -> None:
     """Issue 27's cases: a new asv version (listed in benchmarks.json) with a step at its second run and one
     before it, a lasting event over three benchmarks, a two-run excursion, and a lone outlier, four failed
-    runs and a step; written exactly as planned."""
+    runs and a step, a drift of 16 small steps; written exactly as planned."""
     from benchmarks.scripts.detect_real_cases import plan_cases
     from benchmarks.scripts.detect_real_data import BUMPED_VERSION
 
     flat, _ = flat_series(history, FlatRule())
     plan = plan_cases(history, flat, np.random.default_rng(0))
     kinds = {c.kind for c in plan.cases}
-    assert kinds == {"version", "old_version", "event", "excursion", "gap"}
+    assert kinds == {"version", "old_version", "event", "excursion", "gap", "drift"}
     n = len(history.runs[MACHINE])
     v, bumped = plan.bumps[MACHINE]
     assert v == n - 24 and len(bumped) == 2
@@ -184,6 +184,13 @@ def test_cases_land_where_planned(history: History, tmp_path: Path) -> None:
     version = next(c for c in plan.cases if c.kind == "version")
     w = written.series[version.key]
     assert not w.current[v - 1] and w.current[v]  # the new version is benchmarks.json's
+    drift = next(c for c in plan.cases if c.kind == "drift")
+    assert drift.end is not None and drift.end - drift.pos + 1 == 16
+    d = written.series[drift.key].values / history.series[drift.key].values  # the injected factors
+    steps = np.diff(np.log(np.abs(d[drift.pos - 1 : drift.end + 1])))
+    assert steps.size == 16 and ((np.abs(steps) > 0.007) & (np.abs(steps) < 0.013)).all(), steps
+    early = d[: drift.pos][np.isfinite(d[: drift.pos])]  # runs before the series began, or failed, are NaN
+    assert np.allclose(d[drift.end :], d[drift.end]) and early.size and np.allclose(early, 1.0)
 
 
 def test_false_alarm_scoring_counts_what_is_still_open() -> None:
