@@ -245,6 +245,7 @@ def group_marker(group: Any) -> str:
 
 def issue_for_group(group: Any, rows: list[Mapping[str, Any]], links: Mapping[str, str]) -> tuple[str, str]:
     """(title, body) of a group's issue; every value from data goes through the PR report's escaping."""
+    from regressions.level_rules import GRADUAL, PARTLY_RECOVERED
     from regressions.report import MAX_BODY_CHARS, fmt_params, md_code, md_text
     from regressions.units import fmt_p, fmt_ratio
 
@@ -272,16 +273,21 @@ def issue_for_group(group: Any, rows: list[Mapping[str, Any]], links: Mapping[st
         "Numbers as detection sees them tonight (medians of up to 30 runs each side of the step), updated "
         "every night while the level settles.",
         "",
-        "| status | benchmark | params | before | after | ratio | p |",
-        "| --- | --- | --- | ---: | ---: | ---: | ---: |",
     ]
+    # Where the series stands now, once some came part of the way back (detect's "now" column, one rule).
+    now = any(PARTLY_RECOVERED in (r.get("labels") or ()) for r in rows)
+    lines += [f"| status | benchmark | params | before | after | ratio |{' now |' if now else ''} p |",
+              f"| --- | --- | --- | ---: | ---: | ---: |{' ---: |' if now else ''} ---: |"]  # fmt: skip
     for r in sorted(rows, key=lambda r: -float(r.get("ratio") or 0)):
         params = r.get("params") or {}
         shown = fmt_params(params) if isinstance(params, dict) else params
+        labels = r.get("labels") or ()
+        status = md_text(r["status"]) + (f" ({GRADUAL})" if GRADUAL in labels else "")  # the label is ours, not data
+        now_cell = (f" {fmt_ratio(r.get('now_ratio'))} |" if PARTLY_RECOVERED in labels else " - |") if now else ""
         lines.append(
-            f"| {md_text(r['status'])} | {md_code(r.get('benchmark', ''))} | {md_code(shown or '-')} | "
+            f"| {status} | {md_code(r.get('benchmark', ''))} | {md_code(shown or '-')} | "
             f"{_fmt(r.get('before'), r.get('unit'))} | {_fmt(r.get('after'), r.get('unit'))} | "
-            f"{fmt_ratio(r.get('ratio'))} | {fmt_p(r.get('p_value'))} |"
+            f"{fmt_ratio(r.get('ratio'))} |{now_cell} {fmt_p(r.get('p_value'))} |"
         )
     lines += ["", "Acknowledge or ignore series in the dashboard (`mlaperf dashboard --writable`); this issue "
               "closes by itself when no series of the group is open any more."]  # fmt: skip

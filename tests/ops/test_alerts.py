@@ -78,6 +78,14 @@ def test_issue_lifecycle(tmp_path: Path, fake_github: FakeGitHub) -> None:
     assert rc == 0 and [(a["action"], a["number"]) for a in plan] == [("update", 1)]
     issue = fake_github.state()["issues"]["1"]
     assert "| 1.60x | < 1e-12 |" in issue["body"] and "2.00x" not in issue["body"] and "(worst 1.60x)" in issue["title"]
+    # One series came part of the way back, another is a drift of small steps: a "now" column, the label.
+    records[1].update(labels=["partly_recovered"], now_ratio=1.2)
+    records[0].update(labels=["gradual"])
+    rc, plan = alert(tmp_path, fake_github, records)
+    assert rc == 0 and [(a["action"], a["number"]) for a in plan] == [("update", 1)]
+    body = fake_github.state()["issues"]["1"]["body"]
+    assert "| ratio | now | p |" in body and "| 1.60x | 1.20x | < 1e-12 |" in body
+    assert "| acknowledged (gradual) |" in body and body.count(" | - | ") == 1  # the other row has no "now"
 
     # Fixed: closed with a comment that says why; a later night has nothing open to touch.
     for r in records:
