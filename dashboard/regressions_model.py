@@ -11,6 +11,7 @@ import pandas as pd
 
 from dashboard import fmt, frames, triage
 from db.regression_queries import issue_link_problem
+from regressions.level_rules import GRADUAL
 
 HistoryLink = Callable[[str, str, str], str]  # machine, benchmark, params_key -> URL
 CompareLink = Callable[[str, str | None, str], str]  # machine, base sha, head sha -> URL
@@ -69,6 +70,13 @@ def _before_after(frame: pd.DataFrame) -> list[str]:
             for b, a, u, n in zip(frame["before"], frame["after"], units, frame["benchmark"], strict=True)]
 
 
+def _commits(view: pd.DataFrame) -> list[str]:
+    """The culprit range; a gradual regression's (steps too small alone that add up) says so: it spans the drift."""
+    labels = view["labels"] if "labels" in view else pd.Series([()] * len(view), index=view.index)
+    return [fmt.commit_range(p, s) + (f" ({GRADUAL})" if isinstance(ls, list | tuple) and GRADUAL in ls else "")
+            for p, s, ls in zip(view["parent_sha"], view["sha"], labels, strict=True)]
+
+
 def regression_rows(view: pd.DataFrame, *, all_machines: bool, history_link: HistoryLink,
                     compare_link: CompareLink) -> pd.DataFrame:
     """One row per regression; triage columns only when some row has them, "now" after the ratio only when some
@@ -78,7 +86,7 @@ def regression_rows(view: pd.DataFrame, *, all_machines: bool, history_link: His
         "group": view["group"].astype(str),
         "status": view["status"],
         "series": view["series_name"],
-        "commits": [fmt.commit_range(p, s) for p, s in zip(view["parent_sha"], view["sha"], strict=True)],
+        "commits": _commits(view),
         "before → after": _before_after(view),
         "ratio": view["ratio"].map(fmt.fmt_ratio),
         "p": view["p_value"].map(fmt.fmt_p),

@@ -7,6 +7,7 @@ import json
 
 import pandas as pd
 
+from dashboard import fmt
 from dashboard import regressions_model as model
 
 
@@ -104,3 +105,20 @@ def test_regression_rows_show_now_after_the_ratio_only_when_partly_recovered() -
     for plain in (view.assign(now_ratio=[1.3, 2.0, None], partly_recovered=False), view):
         assert "now" not in model.regression_rows(plain, all_machines=True, history_link=history,
                                                   compare_link=compare)
+
+
+def test_a_gradual_regressions_range_says_so() -> None:
+    """An alert of steps too small alone that add up: its commit range spans the drift and is marked; a
+    listing without labels (not built by regressions_frame) marks nothing."""
+    view = model.with_names(_regs(), _names())
+
+    def link(*_args: object) -> str:
+        return ""
+
+    marked = view.assign(labels=[["gradual"], [], ["partly_recovered"]])
+    commits = list(model.regression_rows(marked, all_machines=False, history_link=link, compare_link=link)["commits"])
+    assert commits[0].endswith(" (gradual)") and not any(c.endswith("(gradual)") for c in commits[1:])
+    first = marked.iloc[0]
+    assert commits[0] == f"{fmt.commit_range(first['parent_sha'], first['sha'])} (gradual)"
+    plain = model.regression_rows(view, all_machines=False, history_link=link, compare_link=link)["commits"]
+    assert not plain.str.contains("gradual").any()
