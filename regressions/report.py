@@ -34,6 +34,7 @@ from regressions.compare import (
     Comparison,
 )
 from regressions.labels import params_label
+from regressions.level_rules import GRADUAL
 from regressions.units import fmt_p, fmt_ratio, fmt_value
 
 MARKER = "<!-- mlaperf-benchmark-report -->"
@@ -276,7 +277,7 @@ def detect_table(
     head = ["status", "commit", "machine", "benchmark", "params", "before", "after", "ratio", "p"]
     rows = [
         [
-            r["status"] + ("*" if r.get("new") else ""),
+            r["status"] + ("*" if r.get("new") else "") + (" (gradual)" if GRADUAL in (r.get("labels") or []) else ""),
             r["commit"][:10],
             r["machine"],
             r["benchmark"],

@@ -125,3 +125,6 @@ def test_the_store_flags_a_drift_once_night_by_night_as_in_a_full_pass(
     assert main(["detect", "--db", store_url, "--list", "--json"]) == 0
     recs = json.loads(capsys.readouterr().out)["regressions"]
     assert all(r["labels"] == [GRADUAL] and r["parent"] == h.shas[39] for r in recs)
+    assert main(["detect", "--db", store_url, "--list"]) == 0
+    rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("new")]
+    assert len(rows) == SERIES and all(line.startswith("new (gradual)") and h.shas[50][:10] in line for line in rows)
