@@ -55,8 +55,11 @@ def discover_versions(
             sys.executable, "-m", "asv", "run", "--config", str(config), "--python=same",
             "--set-commit-hash", sha, "--machine", machine, "--bench", "just-discover",
         ]  # fmt: skip
-        proc = subprocess.run(cmd, cwd=str(conf["repo"]), env={**env, "HOME": str(home)}, capture_output=True,
-                              text=True)
+        # git (asv asks it for the commit) keeps the user's own config: safe.directory, includes.
+        real = Path.home()
+        child = {"GIT_CONFIG_GLOBAL": str(real / ".gitconfig"), "XDG_CONFIG_HOME": str(real / ".config"),
+                 **env, "HOME": str(home)}  # fmt: skip
+        proc = subprocess.run(cmd, cwd=str(conf["repo"]), env=child, capture_output=True, text=True)
         path = Path(tmp) / "results" / "benchmarks.json"
         if proc.returncode != 0 or not path.is_file():
             tail = (proc.stdout + proc.stderr).strip().splitlines()[-5:]

@@ -415,6 +415,7 @@ def _finish(
     threshold: float,
     direction: str,
     params: DetectorParams,
+    boundary: int = 0,
 ) -> SeriesDetection:
     n = z.size
     delta = math.log1p(threshold)
@@ -441,13 +442,18 @@ def _finish(
         parent = int(idx[_last_at_old_level(z, bounds[k], c, lo, sigma, delta)])
         labels = level_rules.labels(lo, hi, medians, k, k, sign, delta) if regression else ()
         steps.append(_step(int(idx[c]), lo, hi, zs, sign, regression, parent, labels, medians[-1]))
-    # Steps each under the threshold that add up past it: the chain's last one stands for it (level_rules.chains).
+    # Steps each under the threshold that add up past it: the chain's last one stands for it (level_rules.chains),
+    # never across the first run that counts (``boundary``: a joined benchmark version's).
     shifts = [sign * (b - a) for a, b in zip(medians, medians[1:], strict=False)]
-    for first, last in level_rules.chains(shifts, [s.regression for s in steps], delta):
+    breaks = [int(idx[bounds[k]]) < boundary for k in range(len(steps))]
+    for first, last in level_rules.chains(shifts, [s.regression for s in steps], delta, breaks):
         lo, hi = medians[first], medians[last + 1]
         runs = (min(bounds[k + 1] - bounds[k], params.level_window) for k in (first, last + 1))
         zs = abs(hi - lo) / median_se(sigma, *runs)
-        if zs >= params.z_flag:
+        c, seg_end = bounds[last + 1], bounds[last + 2]
+        short = seg_end < n and seg_end - c <= params.short_level
+        # A short new level must be a level beside the one just before it, as a single step's must.
+        if zs >= params.z_flag and (not short or consistent_level(z[c:seg_end], medians[last], hi, sigma, delta)):
             labels = (level_rules.GRADUAL, *level_rules.labels(lo, hi, medians, first, last, sign, delta))
             steps[last] = _step(steps[last].index, lo, hi, zs, sign, True, steps[first].parent_index, labels,
                                 medians[-1])  # fmt: skip
@@ -459,8 +465,11 @@ def detect_many(
     thresholds: Sequence[float],
     directions: Sequence[str],
     params: DetectorParams = DEFAULT_PARAMS,
+    boundaries: Sequence[int] | None = None,
 ) -> list[SeriesDetection]:
-    """:func:`detect_steps` over many series at once (same results, much faster than one by one)."""
+    """:func:`detect_steps` over many series at once (same results, much faster than one by one).
+    ``boundaries``: per series, the first run of its own (runs before it are another version's, put before
+    it for the level: no gradual chain holds or crosses them)."""
     prepared = [(idx, z, noise_scale(z, params.noise_floor)) for idx, z in map(_to_log, series)]
     out: list[SeriesDetection | None] = [None] * len(prepared)
     live = [j for j, (_idx, z, _s) in enumerate(prepared) if z.size >= 3]
@@ -476,7 +485,7 @@ def detect_many(
         )
         for j, c in zip(live, cands, strict=True):
             idx, z, sigma = prepared[j]
-            out[j] = _finish(idx, z, sigma, c, thresholds[j], directions[j], params)
+            out[j] = _finish(idx, z, sigma, c, thresholds[j], directions[j], params, boundaries[j] if boundaries else 0)
     return [d if d is not None else SeriesDetection() for d in out]
 
 

@@ -14,11 +14,14 @@ Labels of a regression (``Step.labels``):
 Gradual regressions: the detector flags a step when its own shift passes the threshold, so 3% a week for a
 month is four steps under a 5% threshold and a 12% regression nobody is told of (a change split in small
 pull requests does it too). The change points that are not flagged are summed, in the worse direction,
-from the level before the first of them; where the sum first passes the threshold, the change point there
-stands for the chain: one regression from the level before the chain to the new level, its culprit range
-from the last commit of the old level to that change point. The sum starts again there, after a flagged
-step, and where a level is back at or better than the chain's start (a gain in between is netted). Whether
-the chain's two levels differ significantly is the detector's test, as for any step (``detect._finish``).
+from the level before the first of them; at the first worse change point where the sum passes the
+threshold, that change point stands for the chain: one regression from the level before the chain to the
+new level, its culprit range from the last commit of the old level to that change point. A flagged step
+that such steps lead up to stands for them too (a drift with one steeper stretch is one regression from
+its start). The sum starts again after a chain or a flagged step, where a level is back at or better than
+the chain's start (a gain in between is netted), and at a benchmark version's boundary. Whether the
+chain's two levels differ significantly, and a short new level is a level, is the detector's test, as for
+any step (``detect._finish``).
 """
 
 from __future__ import annotations
@@ -39,30 +42,44 @@ def partly_recovered(lo: float, hi: float, newest: float, sign: float, delta: fl
 def labels(lo: float, hi: float, medians: Sequence[float], first: int, last: int, sign: float,
            delta: float) -> tuple[str, ...]:  # fmt: skip
     """The labels of a regression from level ``first`` (at ``lo``) to level ``last + 1`` (at ``hi``) of a series
-    whose levels are ``medians``: back to a level held before, or partly recovered since (a level after it)."""
+    whose levels are ``medians``: back to a level held before, or partly recovered since (the newest level; no
+    level after the step came back within the threshold of ``lo``: that one fixed it, a later step is its own)."""
     earlier = any(abs(hi - m) < delta for m in medians[:first])
-    partly = last + 2 < len(medians) and partly_recovered(lo, hi, medians[-1], sign, delta)
+    later = medians[last + 2 :]
+    partly = bool(later) and all(sign * (m - lo) >= delta for m in later)
+    partly = partly and partly_recovered(lo, hi, medians[-1], sign, delta)
     return tuple(label for label, on in ((RETURNS_TO_EARLIER_LEVEL, earlier), (PARTLY_RECOVERED, partly)) if on)
 
 
-def chains(shifts: Sequence[float], flagged: Sequence[bool], delta: float) -> list[tuple[int, int]]:
+def chains(
+    shifts: Sequence[float], flagged: Sequence[bool], delta: float, breaks: Sequence[bool] | None = None
+) -> list[tuple[int, int]]:
     """(first, last) change point of each gradual regression, in order.
 
     ``shifts``: each change point's shift between the segment medians either side, positive when worse;
-    ``flagged``: whether the change point is a regression on its own. A chain has at least two change points
-    (one that passes alone is the detector's call)."""
-    if len(shifts) != len(flagged):
-        raise ValueError(f"shifts has {len(shifts)} change points but flagged has {len(flagged)}")
+    ``flagged``: whether the change point is a regression on its own; ``breaks``: change points no chain may
+    hold or cross (their level before began in another benchmark version). A chain ends at a worse change
+    point: the first where the sum passes the threshold, or a flagged one that the unflagged steps before it
+    lead up to (a drift with one steeper stretch stays one regression from the drift's start). A chain has
+    at least two change points (one that passes alone is the detector's call)."""
+    if len(shifts) != len(flagged) or (breaks is not None and len(breaks) != len(shifts)):
+        raise ValueError(f"shifts has {len(shifts)} change points but flagged has {len(flagged)}"
+                         + ("" if breaks is None else f" and breaks {len(breaks)}"))  # fmt: skip
     out: list[tuple[int, int]] = []
     start, total = 0, 0.0
     for k, (shift, flag) in enumerate(zip(shifts, flagged, strict=True)):
+        if breaks is not None and breaks[k]:
+            start, total = k + 1, 0.0
+            continue
         if flag:
+            if total > 0.0 and k > start and shift > 0.0:
+                out.append((start, k))
             start, total = k + 1, 0.0
             continue
         total += shift
         if total <= 0.0:  # back at or better than the chain's start: a new start from here
             start, total = k + 1, 0.0
-        elif total > delta and k > start:
+        elif total > delta and k > start and shift > 0.0:
             out.append((start, k))
             start, total = k + 1, 0.0
     return out

@@ -350,9 +350,8 @@ def find_steps(units: list[Unit], params: DetectorParams = DEFAULT_PARAMS) -> li
             tail = prev.values[max(a, prev.values.size - params.level_window) :]
             joined[i] = tail.size
             series.append(np.concatenate([tail, u.values]))
-    again = iter(
-        detect_many(series, [units[i].threshold for i in joined], [units[i].direction for i in joined], params)
-    )
+    again = iter(detect_many(series, [units[i].threshold for i in joined], [units[i].direction for i in joined],
+                             params, boundaries=list(joined.values())))  # fmt: skip
     out = []
     for i, u in enumerate(units):
         k = joined.get(i, 0)

@@ -44,6 +44,7 @@ from regressions import policy
 from regressions.config import Settings
 from regressions.detect import DEFAULT_PARAMS, DetectorParams, Step
 from regressions.groups import assign_groups, count_groups, refit_groups
+from regressions.level_rules import GRADUAL
 from regressions.listing import alert_columns, regressions_frame
 from regressions.policy import OPEN_STATUSES, RETIRED, TRANSIENT, Verdict
 from regressions.results import Key, commit_positions
@@ -137,16 +138,20 @@ class Judged:
         self.old_status = self.reg.status if self.reg is not None else None
 
 
-def _match(step_runs: list[int], stored: list[tuple[int, Regression]]) -> dict[int, Regression]:
+def _match(
+    step_runs: list[int], stored: list[tuple[int, Regression]], reach: list[int] | None = None
+) -> dict[int, Regression]:
     """Steps (run indices) to stored regressions (run index, row), one to one, nearest first, within
-    SAME_STEP_RUNS runs; a transient one only at its own run (a later real step near a refuted spike is
-    a step of its own), unless only a higher threshold closed it (``policy.holds_its_step``). Two close
-    steps each keep their own regression."""
+    SAME_STEP_RUNS runs (``reach``: per step, when more: a gradual regression's own range, where re-segmenting
+    a drift moves its last change point); a transient one only at its own run (a later real step near a
+    refuted spike is a step of its own), unless only a higher threshold closed it (``policy.holds_its_step``).
+    Two close steps each keep their own regression."""
+    reach = reach or [policy.SAME_STEP_RUNS] * len(step_runs)
     pairs = sorted(
         (abs(s - r), i, j)
         for i, s in enumerate(step_runs)
         for j, (r, reg) in enumerate(stored)
-        if abs(s - r) <= (policy.SAME_STEP_RUNS if policy.holds_its_step(reg.status, reg.close_reason) else 0)
+        if abs(s - r) <= (reach[i] if policy.holds_its_step(reg.status, reg.close_reason) else 0)
     )
     out: dict[int, Regression] = {}
     used: set[int] = set()
@@ -222,7 +227,11 @@ def judge_unit(
     ]
     steps = [s for s in found.steps if s.regression]
     parents = [p for s, p in zip(found.steps, found.parent_positions, strict=True) if s.regression]
-    matched = _match([s.index for s in steps], mine)
+    # A gradual regression's alert may be found anywhere in its range (its parent's run to its own).
+    reach = [max(policy.SAME_STEP_RUNS, s.index - int(np.searchsorted(u.positions, p)))
+             if GRADUAL in s.labels and p is not None else policy.SAME_STEP_RUNS
+             for s, p in zip(steps, parents, strict=True)]  # fmt: skip
+    matched = _match([s.index for s in steps], mine, reach)
     seen = {id(r) for r in matched.values()}
     out: list[Judged] = []
     todo = [(i, s, matched.get(i), p) for i, (s, p) in enumerate(zip(steps, parents, strict=True))]

@@ -19,8 +19,9 @@ from mlaperf.cli import main
 from regressions import level_rules
 from regressions.config import Settings
 from regressions.detect import detect_steps
-from regressions.direction import DOWN_IS_WORSE
+from regressions.direction import DOWN_IS_WORSE, UP_IS_WORSE
 from regressions.level_rules import GRADUAL
+from regressions.segments import Unit, find_steps
 from regressions.store import detect_store, regressions_frame
 
 D = math.log1p(0.05)  # the 5% threshold in log space
@@ -34,7 +35,9 @@ D = math.log1p(0.05)  # the 5% threshold in log space
         ([0.06], [False], []),  # one step over it that the detector did not flag stays unflagged
         ([0.02, 0.02], [False, False], []),  # 4% in all
         ([0.03, 0.03, 0.03, 0.03], [False] * 4, [(0, 1), (2, 3)]),  # the sum starts again after a chain
-        ([0.03, 0.10, 0.03], [False, True, False], []),  # a flagged step in between breaks the chain
+        ([0.03, 0.10, 0.03], [False, True, False], [(0, 1)]),  # a flagged step a drift leads up to stands for it
+        ([-0.01, 0.10, 0.03, 0.03], [False, True, False, False], [(2, 3)]),  # a flagged step alone stays alone
+        ([0.06, -0.005], [False, False], []),  # never at a gain: one unflagged step past it is no chain
         ([0.03, -0.04, 0.03, 0.03], [False] * 4, [(2, 3)]),  # better than the start: a new start
         ([0.03, -0.01, 0.03], [False] * 3, [(0, 2)]),  # a small gain in between is netted
         ([-0.03, -0.03], [False, False], []),  # improvements never chain
@@ -42,6 +45,14 @@ D = math.log1p(0.05)  # the 5% threshold in log space
 )
 def test_chains(shifts: list[float], flagged: list[bool], want: list[tuple[int, int]]) -> None:
     assert level_rules.chains(shifts, flagged, D) == want
+
+
+def test_chains_never_hold_or_cross_a_break() -> None:
+    """A change point whose level before began in another benchmark version: no chain holds it or starts before
+    it (a joined version's small move must not add up with a later step)."""
+    assert level_rules.chains([0.03, 0.03], [False, False], D, [True, False]) == []
+    assert level_rules.chains([0.03, 0.03, 0.03], [False, False, False], D, [True, False, False]) == [(1, 2)]
+    assert level_rules.chains([0.03, 0.10], [False, True], D, [True, False]) == []
 
 
 def test_chains_refuses_mismatched_lists() -> None:
@@ -128,3 +139,42 @@ def test_the_store_flags_a_drift_once_night_by_night_as_in_a_full_pass(
     assert main(["detect", "--db", store_url, "--list"]) == 0
     rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("new")]
     assert len(rows) == SERIES and all(line.startswith("new (gradual)") and h.shas[50][:10] in line for line in rows)
+
+
+def test_a_drift_with_one_steep_stretch_stays_one_regression_from_its_start() -> None:
+    """0.4% a run for 24 runs: the segmentation may flag one stretch alone (5%); the alert still stands for the
+    whole drift, from the level before it, as more runs arrive."""
+    rng = np.random.default_rng(0)
+    log = np.r_[np.zeros(60), np.cumsum(np.full(24, 0.004)), np.full(30, 0.096)] + rng.normal(0.0, 0.004, 114)
+    values = np.exp(log)
+    seen = set()
+    for n in (94, 95, 114):
+        (alert,) = detect_steps(values[:n]).regressions
+        assert GRADUAL in alert.labels and alert.ratio > 1.09, (n, alert)
+        seen.add((alert.index, alert.parent_index))
+    assert len(seen) == 1 and next(iter(seen))[1] < 64  # one place, its range from before the drift
+
+
+def test_a_fixed_alert_is_not_partly_recovered_by_a_later_regression() -> None:
+    """2x at 30, back at 60 (fixed), 1.3x at 90: the first alert is fixed, unlabelled; the 1.3x is its own."""
+    rng = np.random.default_rng(0)
+    log = np.r_[np.zeros(30), np.full(30, math.log(2)), np.zeros(30), np.full(30, math.log(1.3))]
+    found = detect_steps(np.exp(log + rng.normal(0.0, 0.005, 120)))
+    first, later = found.regressions
+    assert first.index == 30 and first.labels == ()
+    assert later.index == 90 and later.ratio == pytest.approx(1.3, rel=0.02)
+
+
+def test_no_chain_across_a_joined_benchmark_version() -> None:
+    """A new version 2.8% above the old one (close enough to join its level), then +3% at its run 30: the two
+    moves never add up to a gradual regression, whether or not the versions join."""
+    for seed in range(4):
+        rng = np.random.default_rng(seed)
+        old_values = 100 * np.exp(rng.normal(0.0, 0.008, 40))
+        new_values = 100 * np.exp(np.r_[np.full(30, 0.028), np.full(30, 0.058)] + rng.normal(0.0, 0.008, 60))
+        old = Unit((1, "{}", 1), np.arange(40), old_values, np.arange(40), old_values, 0.05, UP_IS_WORSE)
+        pos = np.arange(40, 100)
+        new = Unit((1, "{}", 1), pos, new_values, pos, new_values, 0.05, UP_IS_WORSE, previous=old)
+        old.ended_at = 40
+        found = find_steps([old, new])[1]
+        assert not [s for s in found.steps if s.regression], (seed, found.joined, found.steps)
