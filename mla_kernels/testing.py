@@ -16,7 +16,7 @@ from .decode.tuning import MmaConfig
 # distance of the whole tensor must be <= cos. Numbers: measured worst cases with margins (docs/tolerances.md).
 TOLERANCES: dict[str, dict[str, tuple[float, float, float]]] = {
     "gpu": {"out": (5e-4, 2 / 128, 6e-6), "lse": (1e-6, 1e-6, 7e-14)},
-    "interpreter": {"out": (4e-8, 2 / 128, 2e-5), "lse": (4e-7, 4e-7, 6e-15)},
+    "interpreter": {"out": (4e-8, 2 / 128, 3e-5), "lse": (1e-6, 1e-6, 4e-14)},
 }
 
 
