@@ -33,21 +33,19 @@ PARTLY_RECOVERED = "partly_recovered"
 GRADUAL = "gradual"
 
 
-def partly_recovered(lo: float, hi: float, newest: float, sign: float, delta: float) -> bool:
-    """A step from level ``lo`` to ``hi`` whose series' ``newest`` level is better than ``hi`` by more than the
-    threshold and still worse than ``lo`` by the threshold."""
-    return sign * (hi - newest) > delta and sign * (newest - lo) >= delta
+def partly_recovered(lo: float, hi: float, later: Sequence[float], sign: float, delta: float) -> bool:
+    """A step from level ``lo`` to ``hi`` whose ``later`` levels (newest last) all stay a threshold or more worse
+    than ``lo`` (one back within it fixed the step; a later step is its own), the newest better than ``hi`` by
+    more than the threshold."""
+    return bool(later) and all(sign * (m - lo) >= delta for m in later) and sign * (hi - later[-1]) > delta
 
 
 def labels(lo: float, hi: float, medians: Sequence[float], first: int, last: int, sign: float,
            delta: float) -> tuple[str, ...]:  # fmt: skip
     """The labels of a regression from level ``first`` (at ``lo``) to level ``last + 1`` (at ``hi``) of a series
-    whose levels are ``medians``: back to a level held before, or partly recovered since (the newest level; no
-    level after the step came back within the threshold of ``lo``: that one fixed it, a later step is its own)."""
+    whose levels are ``medians``: back to a level held before, or partly recovered since (the levels after it)."""
     earlier = any(abs(hi - m) < delta for m in medians[:first])
-    later = medians[last + 2 :]
-    partly = bool(later) and all(sign * (m - lo) >= delta for m in later)
-    partly = partly and partly_recovered(lo, hi, medians[-1], sign, delta)
+    partly = partly_recovered(lo, hi, medians[last + 2 :], sign, delta)
     return tuple(label for label, on in ((RETURNS_TO_EARLIER_LEVEL, earlier), (PARTLY_RECOVERED, partly)) if on)
 
 

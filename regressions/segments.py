@@ -325,12 +325,10 @@ def _step_off_first_run(u: Unit, own: SeriesDetection, prev: SeriesDetection, pa
         return None
     if not consistent_level(z[: params.short_level], z0, z1, sigma, delta):
         return None
-    # The segment's later levels: the newest is where the series stands now (part of the way back, unless one of
-    # them came back within the threshold: that fixed it, as level_rules.labels has it).
+    # The segment's later levels: the newest is where the series stands now (level_rules.partly_recovered).
     later = [math.log(level) for first, _last, level in own.levels if first > 1]
     newest = later[-1] if later else z1
-    partly = bool(later) and all(sign * (m - z0) >= delta for m in later)
-    labels = (PARTLY_RECOVERED,) if partly and partly_recovered(z0, z1, newest, sign, delta) else ()
+    labels = (PARTLY_RECOVERED,) if partly_recovered(z0, z1, later, sign, delta) else ()
     return Step(index=1, before=float(v[0]), after=math.exp(z1), ratio=math.exp(z1 - z0),
                 slowdown=math.exp(sign * (z1 - z0)), z=zs, p_value=max(math.erfc(zs / math.sqrt(2)), P_FLOOR),
                 regression=True, labels=labels, now=math.exp(newest - z0))  # fmt: skip
