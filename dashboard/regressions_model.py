@@ -11,7 +11,7 @@ import pandas as pd
 
 from dashboard import fmt, frames, triage
 from db.regression_queries import issue_link_problem
-from regressions.level_rules import GRADUAL
+from regressions import report
 
 HistoryLink = Callable[[str, str, str], str]  # machine, benchmark, params_key -> URL
 CompareLink = Callable[[str, str | None, str], str]  # machine, base sha, head sha -> URL
@@ -73,7 +73,7 @@ def _before_after(frame: pd.DataFrame) -> list[str]:
 def _commits(view: pd.DataFrame) -> list[str]:
     """The culprit range; a gradual regression's (steps too small alone that add up) says so: it spans the drift."""
     labels = view["labels"] if "labels" in view else pd.Series([()] * len(view), index=view.index)
-    return [fmt.commit_range(p, s) + (f" ({GRADUAL})" if isinstance(ls, list | tuple) and GRADUAL in ls else "")
+    return [fmt.commit_range(p, s) + report.gradual_note(ls)
             for p, s, ls in zip(view["parent_sha"], view["sha"], labels, strict=True)]
 
 
@@ -106,7 +106,7 @@ def regression_rows(view: pd.DataFrame, *, all_machines: bool, history_link: His
     # A listing not built by regressions_frame may lack the column: no row is partly recovered then.
     partly = view["partly_recovered"].eq(True) if "partly_recovered" in view else None
     if partly is not None and partly.any():
-        now = [fmt.fmt_ratio(r) if p else "-" for r, p in zip(view["now_ratio"], partly, strict=True)]
+        now = [report.now_text(bool(p), r) for r, p in zip(view["now_ratio"], partly, strict=True)]
         rows.insert(rows.columns.get_loc("ratio") + 1, "now", now)
     for column in ("group", "status", "fixed at"):
         if rows[column].nunique() <= 1:

@@ -245,8 +245,8 @@ def group_marker(group: Any) -> str:
 
 def issue_for_group(group: Any, rows: list[Mapping[str, Any]], links: Mapping[str, str]) -> tuple[str, str]:
     """(title, body) of a group's issue; every value from data goes through the PR report's escaping."""
-    from regressions.level_rules import GRADUAL, PARTLY_RECOVERED
-    from regressions.report import MAX_BODY_CHARS, fmt_params, md_code, md_text
+    from regressions.level_rules import PARTLY_RECOVERED
+    from regressions.report import MAX_BODY_CHARS, fmt_params, gradual_note, md_code, md_text, now_text
     from regressions.units import fmt_p, fmt_ratio
 
     first = rows[0]
@@ -282,8 +282,8 @@ def issue_for_group(group: Any, rows: list[Mapping[str, Any]], links: Mapping[st
         params = r.get("params") or {}
         shown = fmt_params(params) if isinstance(params, dict) else params
         labels = r.get("labels") or ()
-        status = md_text(r["status"]) + (f" ({GRADUAL})" if GRADUAL in labels else "")  # the label is ours, not data
-        now_cell = (f" {fmt_ratio(r.get('now_ratio'))} |" if PARTLY_RECOVERED in labels else " - |") if now else ""
+        status = md_text(r["status"]) + gradual_note(labels)  # the note is ours, not data
+        now_cell = f" {now_text(PARTLY_RECOVERED in labels, r.get('now_ratio'))} |" if now else ""
         lines.append(
             f"| {status} | {md_code(r.get('benchmark', ''))} | {md_code(shown or '-')} | "
             f"{_fmt(r.get('before'), r.get('unit'))} | {_fmt(r.get('after'), r.get('unit'))} | "

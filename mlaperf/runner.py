@@ -302,13 +302,17 @@ def check_bench(conf: dict[str, object], sha: str, machine: str, env: dict[str, 
     answer (:func:`measured_in_store`'s); when discovery fails, says so and lets asv decide."""
     from mlaperf import measured
 
-    versions = cache.get("versions") if cache is not None else None
-    if versions is None:
+    if cache is not None and "versions" in cache:
+        versions = cache["versions"]  # None: discovery failed already (measured_in_store said so)
+    else:
         try:
             versions = measured.discover_versions(conf, sha, machine, env, bench)
         except measured.DiscoveryError as exc:
             print(f"note: --bench not checked: {exc}", flush=True)
             return
+    if versions is None:
+        print("note: --bench not checked: asv could not discover the benchmarks", flush=True)
+        return
     if not versions:
         asked = " ".join(f"--bench {b!r}" for b in bench)
         raise RunError(f"{asked}: matches no benchmark of the suite in {conf.get('benchmark_dir', 'benchmarks')} "

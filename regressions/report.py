@@ -256,6 +256,17 @@ def compare_json(comparisons: Sequence[Comparison]) -> str:
     return json.dumps([c.to_json() for c in comparisons], indent=2, allow_nan=False)
 
 
+def gradual_note(labels: object) -> str:
+    """" (gradual)" after a gradual regression's status or commit range (``level_rules.GRADUAL``), else "": the
+    one wording of `detect`, the nightly's issue and the dashboard."""
+    return f" ({GRADUAL})" if isinstance(labels, list | tuple) and GRADUAL in labels else ""
+
+
+def now_text(partly: bool, now_ratio: float | None) -> str:
+    """The "now" cell: where a partly recovered alert's series stands (its now_ratio), "-" for any other."""
+    return fmt_ratio(now_ratio) if partly else "-"
+
+
 def nothing_listed(closed: Mapping[str, int] | None = None, listed: str = "open") -> str:
     """What `detect` prints when no regression is listed. A bare "no regressions" under "4 flagged (status now:
     4 fixed)" read as a contradiction: the listing leaves other statuses out, so it says which it listed
@@ -277,7 +288,7 @@ def detect_table(
     head = ["status", "commit", "machine", "benchmark", "params", "before", "after", "ratio", "p"]
     rows = [
         [
-            r["status"] + ("*" if r.get("new") else "") + (" (gradual)" if GRADUAL in (r.get("labels") or []) else ""),
+            r["status"] + ("*" if r.get("new") else "") + gradual_note(r.get("labels")),
             r["commit"][:10],
             r["machine"],
             r["benchmark"],
@@ -296,7 +307,7 @@ def detect_table(
     if any(r.get("partly_recovered") for r in records):  # the step's numbers stand; "now": where the series is
         head.insert(head.index("ratio") + 1, "now")
         for row, r in zip(rows, records, strict=True):
-            row.insert(head.index("now"), fmt_ratio(r.get("now_ratio")) if r.get("partly_recovered") else "-")
+            row.insert(head.index("now"), now_text(bool(r.get("partly_recovered")), r.get("now_ratio")))
     if any(r.get("assignee") or r.get("issue_url") for r in records):  # triaged: who has it, where it is tracked
         head += ["assignee", "issue"]
         for row, r in zip(rows, records, strict=True):
