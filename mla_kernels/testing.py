@@ -151,3 +151,27 @@ def make_decode_inputs(
             rows.append(pick)
         sets.append(torch.stack(rows).to(torch.int32).to(device))
     return DecodeInputs(q=q, kv_cache=kv_cache, index_sets=sets)
+
+
+# The hard cases the oracle tests and the tolerance measurements (benchmarks/scripts/decode_errors.py) share:
+# each returns (q, kv_cache, indices, sm_scale), sm_scale None for the default.
+DecodeCase = tuple[torch.Tensor, torch.Tensor, torch.Tensor, float | None]
+
+
+def padded_spread_case(device: torch.device | str) -> DecodeCase:
+    """A padded page stride, 64-groups with very different UE8M0 scales, 32 heads, sm_scale 0.02: where the
+    fp32 reference is least exact (docs/tolerances.md)."""
+    cache = quantize_kv_cache(random_kv(600, device=device, seed=11, spread=2.0), page_stride=149_760)
+    g = torch.Generator().manual_seed(0)
+    idx = torch.randperm(600, generator=g)[:64].view(2, 32).to(torch.int32)  # [B=2, topk=32]
+    q = torch.randn(2, 32, 512, generator=g).bfloat16()  # [B, H=32, 512]
+    return q.to(device), cache, idx.to(device), 0.02
+
+
+def large_magnitudes_case(device: torch.device | str) -> DecodeCase:
+    """Keys near FP8's range (x1e4, the rope part clamped to bf16-safe values) and a tiny query: overflow."""
+    kv = random_kv(256, device="cpu", seed=9) * 1e4
+    kv[:, 448:] = kv[:, 448:].clamp(-3e4, 3e4)
+    q = (torch.randn(1, 16, 512, generator=torch.Generator().manual_seed(2)) * 1e-4).bfloat16()  # [1, 16, 512]
+    idx = torch.arange(32, dtype=torch.int32, device=device)[None]  # [1, 32]
+    return q.to(device), quantize_kv_cache(kv).to(device), idx, None

@@ -46,7 +46,7 @@ def _cases(tier: str, quick: bool) -> Iterator[tuple[str, Builder, list[tuple[st
     import torch
 
     import mla_kernels as mk
-    from mla_kernels.testing import PINNED_MMA_CONFIGS, random_kv
+    from mla_kernels.testing import PINNED_MMA_CONFIGS, large_magnitudes_case, padded_spread_case, random_kv
 
     dev = torch.device("cuda" if tier == "gpu" else "cpu")
 
@@ -72,23 +72,10 @@ def _cases(tier: str, quick: bool) -> Iterator[tuple[str, Builder, list[tuple[st
         q = torch.randn(2, 16, 512, generator=torch.Generator().manual_seed(1)).bfloat16()
         return q.to(dev), cache, idx.to(dev), 0.02
 
-    def padded_spread() -> Any:  # tests/oracle's case: 64-groups with very different UE8M0 scales, 32 heads
-        cache = mk.quantize_kv_cache(random_kv(600, device=dev, seed=11, spread=2.0), page_stride=149_760)
-        g = torch.Generator().manual_seed(0)
-        idx = torch.randperm(600, generator=g)[:64].view(2, 32).to(torch.int32)
-        q = torch.randn(2, 32, 512, generator=g).bfloat16()
-        return q.to(dev), cache, idx.to(dev), 0.02
-
-    def large() -> Any:
-        kv = random_kv(256, device="cpu", seed=9) * 1e4
-        kv[:, 448:] = kv[:, 448:].clamp(-3e4, 3e4)
-        q = (torch.randn(1, 16, 512, generator=torch.Generator().manual_seed(2)) * 1e-4).bfloat16()
-        return q.to(dev), mk.quantize_kv_cache(kv).to(dev), torch.arange(32, dtype=torch.int32, device=dev)[None], None
-
     yield "special rows", special_rows, None
     yield "padded stride, sm_scale 0.02", padded, None
-    yield "padded stride, spread scales, sm_scale 0.02", padded_spread, None
-    yield "large magnitudes", large, None
+    yield "padded stride, spread scales, sm_scale 0.02", lambda: padded_spread_case(dev), None
+    yield "large magnitudes", lambda: large_magnitudes_case(dev), None
     for q_scale in (1e-3, 400.0):
         yield f"q_scale {q_scale:g}", inputs(1, 16, 64, 300, 5, q_scale=q_scale), None
     if tier == "gpu":

@@ -13,9 +13,9 @@ import torch
 
 import mla_kernels as mk
 from benchmarks import _gate, _oracle
-from mla_kernels.testing import random_kv
+from mla_kernels.testing import DecodeCase, large_magnitudes_case, padded_spread_case, random_kv
 
-Case = tuple[torch.Tensor, torch.Tensor, torch.Tensor, float | None]
+Case = DecodeCase
 
 
 def _inputs(b: int, h: int, topk: int, tokens: int, seed: int, **kw: Any) -> Callable[[torch.device], Case]:
@@ -37,27 +37,11 @@ def _edge_rows(dev: torch.device) -> Case:
     return inp.q, inp.kv_cache, idx, None
 
 
-def _padded_wide_spread(dev: torch.device) -> Case:
-    kv = random_kv(600, device=dev, seed=11, spread=2.0)  # 64-groups with very different UE8M0 scales
-    cache = mk.quantize_kv_cache(kv, page_stride=149_760)
-    g = torch.Generator().manual_seed(0)
-    idx = torch.randperm(600, generator=g)[:64].view(2, 32).to(torch.int32)
-    q = torch.randn(2, 32, 512, generator=g).bfloat16()
-    return q.to(dev), cache, idx.to(dev), 0.02
-
-
-def _large(dev: torch.device) -> Case:
-    kv = random_kv(256, device="cpu", seed=9) * 1e4
-    kv[:, 448:] = kv[:, 448:].clamp(-3e4, 3e4)
-    q = (torch.randn(1, 16, 512, generator=torch.Generator().manual_seed(2)) * 1e-4).bfloat16()
-    return q.to(dev), mk.quantize_kv_cache(kv).to(dev), torch.arange(32, dtype=torch.int32, device=dev)[None], None
-
-
 CASES: dict[str, Callable[[torch.device], Case]] = {
     "ragged": _inputs(2, 16, 40, 700, 40, invalid_frac=0.1),
     "edge rows": _edge_rows,
-    "padded stride, spread scales, sm_scale 0.02": _padded_wide_spread,
-    "large magnitudes": _large,
+    "padded stride, spread scales, sm_scale 0.02": padded_spread_case,
+    "large magnitudes": large_magnitudes_case,
     "tiny scores": _inputs(1, 16, 64, 300, 5, q_scale=1e-3),
     "peaky softmax": _inputs(1, 16, 64, 300, 5, q_scale=400.0),
     "topk 1": _inputs(3, 16, 1, 768, 3),
