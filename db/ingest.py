@@ -237,6 +237,7 @@ class _Inputs:
     def __init__(self) -> None:
         self.machine_infos: dict[Path, dict[str, Any] | AsvFormatError] = {}
         self.benchmark_sets: dict[Path, dict[str, Any] | AsvFormatError] = {}
+        self.suites: dict[Path | None, tuple[str, ...]] = {}
 
     def machine_info(self, file: ResultFile) -> dict[str, Any]:
         path = file.machine_json
@@ -261,6 +262,17 @@ class _Inputs:
             self.benchmark_sets[path] = entries
         return _or_raise(self.benchmark_sets[path])
 
+    def suite(self, file: ResultFile) -> tuple[str, ...] | None:
+        """The names the file's benchmarks.json lists that the store could hold (sorted); None without one."""
+        listed = self.benchmarks(file)
+        if listed is None:
+            return None
+        path = file.benchmarks_json
+        if path not in self.suites:
+            ok = (n for n, meta in listed.items() if not isinstance(meta, AsvFormatError))
+            self.suites[path] = tuple(sorted(n for n in ok if len(n) <= limits.BENCHMARK_NAME))
+        return self.suites[path]
+
 
 def _or_raise(value: dict[str, Any] | AsvFormatError) -> dict[str, Any]:
     if isinstance(value, AsvFormatError):
@@ -277,7 +289,7 @@ def _parse(data: bytes, file: ResultFile, inputs: _Inputs) -> ParsedFile:
     info = dict(run.own_info)
     if run.python is not None:
         info["python"] = run.python
-    return ParsedFile(run, info)
+    return ParsedFile(run, info, inputs.suite(file))
 
 
 def _prepare(file: ResultFile, writer: RunWriter, inputs: _Inputs, summary: IngestSummary

@@ -166,6 +166,18 @@ class Benchmark(Base):
     code: Mapped[str | None] = mapped_column(Text)
 
 
+class Suite(Base):
+    """The benchmark names one benchmarks.json listed: the whole suite asv discovered for a run, measured or
+    not (``asv run --bench`` lists every benchmark and measures the selected). Shared by the runs that came with
+    the same listing (``content_hash`` of the sorted names)."""
+
+    __tablename__ = "suite"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    content_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    names: Mapped[list[str]] = mapped_column(JSON)
+
+
 class Run(Base):
     """One asv results file (one machine x commit x environment), identified by its content hash."""
 
@@ -185,6 +197,11 @@ class Run(Base):
     # driver, CUDA, torch, triton, arch profile, ...; ``python`` is the file's), so a point's versions are
     # its run's, not the machine's newest. NULL for runs ingested before migration 0005.
     info: Mapped[dict[str, Any] | None] = mapped_column(JSON(none_as_null=True))
+    # The suite listed beside the file when it was ingested (migration 0011): a benchmark listed there but not
+    # measured was not selected, not deleted. NULL where the folder had no benchmarks.json, and for older runs.
+    # A suite.id without a foreign key: SQLite adds a column in place only with an unnamed inline REFERENCES,
+    # which no model can match, and suite rows are never deleted.
+    suite_id: Mapped[int | None] = mapped_column(Integer)
 
     machine: Mapped[Machine] = relationship(back_populates="runs")
     commit: Mapped[Commit] = relationship()

@@ -5,6 +5,7 @@ created with INSERT .. ON CONFLICT DO NOTHING and read back, so racing ingests n
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -18,7 +19,7 @@ from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 
 from db import gitmeta, limits
 from db.asvformat import RESULT_FIELDS, ParsedRun, benchmark_type, default_unit, machine_columns
-from db.models import Benchmark, Commit, Environment, Machine, Result, Run, utcnow
+from db.models import Benchmark, Commit, Environment, Machine, Result, Run, Suite, utcnow
 
 _RESULT_COLUMNS = ("run_id", "benchmark_id", *RESULT_FIELDS)
 _SQLITE_RESULT_INSERT = (
@@ -33,6 +34,7 @@ class ParsedFile:
 
     run: ParsedRun
     info: dict[str, Any]
+    suite: tuple[str, ...] | None = None  # the sorted names of the benchmarks.json beside it, if any
 
 
 def _insert_ignore(conn: Connection, table: Table, values: dict[str, Any], keys: Sequence[str]) -> None:
@@ -79,6 +81,7 @@ class RunWriter:
         self.environments: dict[str, int] = {}
         self.commits: dict[str, int] = {}
         self.benchmarks: dict[str, tuple[int, dict[str, Any]]] = {}
+        self.suites: dict[str, int] = {}  # suite content hash -> id
         self.hashes: set[str] = set()
         self._pending: list[tuple[dict[str, Any], str, Any]] = []
         self.machine_t: Table = Machine.__table__  # type: ignore[assignment]
@@ -86,6 +89,7 @@ class RunWriter:
         self.commit_t: Table = Commit.__table__  # type: ignore[assignment]
         self.bench_t: Table = Benchmark.__table__  # type: ignore[assignment]
         self.run_t: Table = Run.__table__  # type: ignore[assignment]
+        self.suite_t: Table = Suite.__table__  # type: ignore[assignment]
         self.result_t: Table = Result.__table__  # type: ignore[assignment]
 
     def preload(self) -> None:
@@ -213,6 +217,18 @@ class RunWriter:
         self._stage(self.benchmarks, name, (row_id, stored))
         return row_id
 
+    def suite_id(self, conn: Connection, names: tuple[str, ...] | None) -> int | None:
+        """The id of the suite listing ``names`` (sorted), created on first sight; None without a listing."""
+        if names is None:
+            return None
+        digest = hashlib.sha256(json.dumps(names).encode()).hexdigest()
+        cached = self.suites.get(digest)
+        if cached is not None:
+            return cached
+        row_id = _get_or_create(conn, self.suite_t, "content_hash", digest, {"names": list(names)})
+        self._stage(self.suites, digest, row_id)
+        return row_id
+
     def insert_run(self, conn: Connection, values: dict[str, Any]) -> int | None:
         """The new run's id, or None when another ingest stored the same file first."""
         dialect = conn.dialect.name
@@ -253,6 +269,7 @@ class RunWriter:
                 "content_hash": content_hash,
                 "ingested_at": utcnow(),
                 "info": item.info,
+                "suite_id": self.suite_id(conn, item.suite),
             },
         )
         if run_id is None:

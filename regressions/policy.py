@@ -304,11 +304,13 @@ def full_runs(measured: Sequence[Iterable[int]], window: int = FULL_RUN_WINDOW) 
     return out
 
 
-def gone_at(last: int, full: Sequence[bool]) -> int | None:
+def gone_at(last: int, full: Sequence[bool], listed: Sequence[bool] = ()) -> int | None:
     """Where a benchmark last measured at index ``last`` of a machine's commits is gone from it: the first
-    full run after ``last`` (``full_runs``), whatever its module; None while no full run has followed (a
-    partial run never retires). A function of the history, so every mode stamps the same commit."""
-    return next((i for i in range(last + 1, len(full)) if full[i]), None)
+    full run after ``last`` (``full_runs``) whose suite does not list it (``listed[i]``: a benchmarks.json of a
+    run at commit ``i`` names it; missing entries are False), whatever its module; None while no such run has
+    followed (a partial run never retires, nor a run that listed it and did not select it). A function of the
+    history, so every mode stamps the same commit."""
+    return next((i for i in range(last + 1, len(full)) if full[i] and not (i < len(listed) and listed[i])), None)
 
 
 def is_machine_wide(members: int, measured: int) -> bool:

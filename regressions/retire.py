@@ -3,9 +3,11 @@
 A machine's commit is a *full run* when it measured more than half of the benchmarks the machine measured
 over its 30 commits before (``policy.full_runs``): an ``asv run --bench`` subset is partial and says nothing
 of what it did not select. A benchmark is gone from a machine at the first full run after its last
-measurement there (``policy.gone_at``), whatever its asv module: a deleted module is gone like a deleted
-benchmark, and the commit stamped is a function of the history, the same night by night and with
-``--full``. Sessions are the caller's.
+measurement there whose suite does not list it (``policy.gone_at``; a run ingested with its benchmarks.json
+keeps that listing, and ``asv run --bench`` lists the whole suite, so a subset of more than half retires
+nothing it left out), whatever its asv module: a deleted module is gone like a deleted benchmark, and the
+commit stamped is a function of the history, the same night by night and with ``--full``. Sessions are the
+caller's.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from collections.abc import Iterable
 from sqlalchemy import ColumnElement, or_, select
 from sqlalchemy.orm import Session
 
-from db.models import Regression, Result, Run
+from db.models import Benchmark, Regression, Result, Run, Suite
 from regressions import policy
 from regressions.policy import OPEN_STATUSES, RETIRED
 from regressions.segments import newest_commits
@@ -86,7 +88,36 @@ def benchmarks_gone(
         window = commits[first:]
         measured = _measured(session, mid, commits=window)
         full = policy.full_runs([measured.get(c, set()) - ignored for c in window])
-        out[mid] = {b: window[at] for b, i in last.items() if (at := policy.gone_at(i - first, full)) is not None}
+        listing = _listed(session, mid, window, set(last))
+        out[mid] = {}
+        for b, i in last.items():
+            at = policy.gone_at(i - first, full, [b in listing.get(c, ()) for c in window])
+            if at is not None:
+                out[mid][b] = window[at]
+    return out
+
+
+def _listed(session: Session, mid: int, commits: list[int], benchmarks: set[int]) -> dict[int, set[int]]:
+    """Commit id -> which of ``benchmarks`` a suite stored with a run of machine ``mid`` there lists (a run
+    ingested with its benchmarks.json, ``Run.suite_id``); commits without one are missing."""
+    keys = sorted(benchmarks)
+    names: dict[str, int] = {}
+    for i in range(0, len(keys), _CHUNK):
+        chunk = select(Benchmark.name, Benchmark.id).where(Benchmark.id.in_(keys[i : i + _CHUNK]))
+        names.update((str(n), int(b)) for n, b in session.execute(chunk))
+    suites: dict[int, set[int]] = {}
+    out: dict[int, set[int]] = {}
+    for i in range(0, len(commits), _CHUNK):
+        rows = session.execute(
+            select(Run.commit_id, Run.suite_id)
+            .where(Run.machine_id == mid, Run.commit_id.in_(commits[i : i + _CHUNK]), Run.suite_id.is_not(None))
+            .distinct()
+        )
+        for c, sid in rows:
+            if sid not in suites:
+                listed = session.execute(select(Suite.names).where(Suite.id == sid)).scalar_one_or_none() or []
+                suites[sid] = {names[n] for n in listed if n in names}
+            out.setdefault(int(c), set()).update(suites[sid])
     return out
 
 

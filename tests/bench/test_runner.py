@@ -276,6 +276,11 @@ def test_correctness_gate_fails_a_wrong_kernel(smoke_repo: SmokeRepo) -> None:
         assert value_at(good[name], (impl, "1", "32")) > 0
     assert value_at(bad[name], ("'simt'", "1", "32")) > 0
     assert value_at(bad[name], ("'mma'", "1", "32")) is None
+    # asv's --bench measures the selection and lists the whole suite beside it: what detection reads to tell a
+    # benchmark left out from one deleted (regressions/retire.py).
+    suite = result_file(smoke_repo, "gate-cpu", smoke_repo.good).parents[1] / "benchmarks.json"
+    listed = json.loads(suite.read_text())
+    assert "bench_indexer.Indexer.time_indexer" in listed and "bench_indexer.Indexer.time_indexer" not in good
     assert len(worktrees(smoke_repo)) == 1
 
     t0 = time.perf_counter()

@@ -18,7 +18,7 @@ from sqlalchemy.orm import Session
 from db import queries
 from db.engine import make_engine
 from db.ingest import ingest_paths
-from db.models import Benchmark, Commit, Machine, Result, Run
+from db.models import Benchmark, Commit, Machine, Result, Run, Suite
 from db.run_writer import RunWriter
 from tests.db.conftest import bench_row, results_doc, write_results
 
@@ -340,6 +340,42 @@ def test_benchmarks_json_metadata_and_versions(tmp_path: Path, sqlite_url: str) 
         assert dict(versions.all()) == {"v1": 4, "v2": 4}
         hist = queries.history(s, entry["name"], {"impl": "'mma'", "concurrency": "64"}, "test-machine")
         assert hist["value"].tolist() == [4.0, 8.0]
+    engine.dispose()
+
+
+def test_each_run_keeps_the_suite_its_benchmarks_json_listed(tmp_path: Path, db_url: str) -> None:
+    """A run keeps the names its folder's benchmarks.json listed (``asv run --bench`` lists the whole suite):
+    runs that came with the same listing share one suite row, a new listing is a new row, a folder without
+    benchmarks.json leaves NULL, and a name whose entry is bad (refusing the files that use it) is not kept."""
+    engine = make_engine(db_url)
+    row = bench_row([1.0], [])
+    listed, bare = tmp_path / "listed", tmp_path / "bare"
+
+    def entry(name: str, **extra: object) -> dict[str, object]:
+        return {"name": name, "type": "time", "unit": "seconds", "param_names": [], "params": [], **extra}
+
+    def suite_of(commit: str) -> list[str] | None:
+        with Session(engine) as s:
+            sid = s.scalars(sa.select(Run.suite_id).join(Commit).where(Commit.sha == commit)).one()
+            return None if sid is None else s.scalars(sa.select(Suite.names).where(Suite.id == sid)).one()
+
+    listed.mkdir()
+    names = ["b.S.time_x", "b.S.time_y", "c.S.time_z"]
+    (listed / "benchmarks.json").write_text(json.dumps({**{n: entry(n) for n in names}, "version": 2}))
+    for c in "ab":
+        write_results(listed, results_doc({"b.S.time_x": row}, commit=c * 40))
+    write_results(bare, results_doc({"b.S.time_x": row}, commit="c" * 40))
+    assert ingest_paths(engine, [listed, bare], progress=False).ingested == 3
+    assert suite_of("a" * 40) == suite_of("b" * 40) == names
+    assert suite_of("c" * 40) is None
+    # The suite changes: time_y deleted, a bad entry added (its params are not a list).
+    (listed / "benchmarks.json").write_text(json.dumps(
+        {"b.S.time_x": entry("b.S.time_x"), "d.S.time_bad": entry("d.S.time_bad", params=7), "version": 2}))
+    write_results(listed, results_doc({"b.S.time_x": row}, commit="d" * 40))
+    assert ingest_paths(engine, [listed], progress=False).ingested == 1
+    assert suite_of("d" * 40) == ["b.S.time_x"] and suite_of("a" * 40) == names
+    with Session(engine) as s:
+        assert s.scalar(sa.select(sa.func.count()).select_from(Suite)) == 2
     engine.dispose()
 
 

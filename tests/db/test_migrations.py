@@ -90,7 +90,7 @@ def test_one_head() -> None:
     from alembic.script import ScriptDirectory
 
     script = ScriptDirectory(str(Path(__file__).resolve().parents[2] / "db" / "migrations"))
-    assert script.get_heads() == [head_revision()] == ["0010"]
+    assert script.get_heads() == [head_revision()] == ["0011"]
 
 
 def test_run_info_up_and_down_keeps_every_result(db_url: str, tmp_path) -> None:  # noqa: ANN001
@@ -204,5 +204,45 @@ def test_regression_now_ratio_up_and_down_keeps_every_alert(db_url: str, tmp_pat
     upgrade(db_url)
     assert current_revision(engine) == head_revision()
     assert rows()[1] == [(2.0, "new", ["partly_recovered"], None)], "a row from before 0010 has no now_ratio"
+    check_schema(engine)
+    engine.dispose()
+
+
+def test_run_suite_up_and_down_keeps_every_run(db_url: str, tmp_path) -> None:  # noqa: ANN001
+    """0011 adds table suite and run.suite_id (nullable): a downgrade to 0010 drops both and keeps every run and
+    result (SQLite must not copy "run": dropping the original would cascade to every result); upgrading again
+    gives NULL for the runs stored before, and the next ingest with a benchmarks.json fills its own run."""
+    import json
+
+    from db.ingest import ingest_paths
+    from tests.db.conftest import bench_row, results_doc, write_results
+
+    def ingest(commit: str) -> None:
+        folder = tmp_path / commit
+        folder.mkdir()
+        entry = {"name": "b.S.time_x", "type": "time", "unit": "seconds", "param_names": ["n"], "params": [["1", "2"]]}
+        (folder / "benchmarks.json").write_text(json.dumps({"b.S.time_x": entry, "b.S.time_y": entry, "version": 2}))
+        write_results(folder, results_doc({"b.S.time_x": bench_row([1e-4, 2e-4], [["1", "2"]])}, commit=commit * 40))
+        assert ingest_paths(make_engine(db_url), [folder], progress=False).ingested == 1
+
+    def rows() -> tuple[int, list[object]]:
+        with engine.connect() as conn:
+            results = conn.execute(sa.text("SELECT count(*) FROM result")).scalar_one()
+            cols = {c["name"] for c in sa.inspect(conn).get_columns("run")}
+            query = sa.text("SELECT suite_id FROM run ORDER BY id")
+            ids = conn.execute(query).scalars().all() if "suite_id" in cols else []
+        return results, [i is not None for i in ids]
+
+    upgrade(db_url)
+    engine = make_engine(db_url)
+    ingest("a")
+    assert rows() == (2, [True])
+    downgrade(db_url, "0010")
+    assert current_revision(engine) == "0010"
+    assert rows() == (2, []) and "suite" not in sa.inspect(engine).get_table_names(), "every result is kept"
+    upgrade(db_url)
+    assert rows() == (2, [False]), "a run stored before 0011 has no suite"
+    ingest("b")
+    assert rows() == (4, [False, True])
     check_schema(engine)
     engine.dispose()

@@ -155,6 +155,10 @@ def test_full_runs_and_where_a_benchmark_is_gone() -> None:
     assert policy.gone_at(3, policy.full_runs(runs)) == 5  # 5, measured by the partial run 3: gone at 5
     assert policy.gone_at(4, [True] * 5) is None  # measured at the newest run
     assert policy.gone_at(0, [True, False, False]) is None  # only partial runs since: not gone
+    # Full runs whose suite lists it (left out by asv run --bench) are not where it is gone; a short list is False.
+    assert policy.gone_at(0, [True] * 4, [True, True, True, False]) == 3
+    assert policy.gone_at(0, [True] * 4, [True, True]) == 2
+    assert policy.gone_at(0, [True] * 3, [False, True, True]) is None
     # A suite halved at once is full again a window later (the window before holds only the new suite).
     halved = [suite] * 3 + [{1, 2}] * 4
     assert policy.full_runs(halved, window=2) == [True] * 3 + [False, False, True, True]

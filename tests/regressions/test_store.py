@@ -219,8 +219,9 @@ def test_benchmark_version_change_starts_a_segment(engine: Engine, tmp_path: Pat
 
 
 def test_series_gone_from_the_newest_run_are_retired(engine: Engine, tmp_path: Path, ingest: Ingest) -> None:
-    """Open flags of a benchmark missing from its machine's newest run, a full run (2 of its 3 benchmarks
-    ran), are retired; a run without any of them (a partial `asv run --bench`) retires nothing."""
+    """Open flags of a benchmark deleted from the suite (missing from its machine's newest run, a full run: 2 of
+    its 3 benchmarks ran, and from the benchmarks.json beside it) are retired; a run without any of them (a
+    partial `asv run --bench`) retires nothing."""
     # 66 series: Synth000 (time, 30), Synth001 (track, 30), Synth002 (time, 6)
     h = write_synthetic_results(tmp_path / "results", commits=30, series=61, steps={20: 1 / 1.2})
     track = "bench_synth.Synth001.track_case"  # tokens/s falls 17%: a regression of its 30 series
@@ -232,7 +233,8 @@ def test_series_gone_from_the_newest_run_are_retired(engine: Engine, tmp_path: P
     assert len(run(engine).new) == 30 and statuses(engine) == {"new": 30}
     partial = tmp_path / "partial" / h.machine
     partial.mkdir(parents=True)
-    shutil.copy(h.root / "benchmarks.json", partial.parent / "benchmarks.json")
+    suite = json.loads((h.root / "benchmarks.json").read_text())
+    (partial.parent / "benchmarks.json").write_text(json.dumps({k: v for k, v in suite.items() if k != track}))
     shutil.copy(h.root / h.machine / "machine.json", partial / "machine.json")
     (newest,) = files_of(h, [28])
     edit_results(shutil.copy(newest, partial / newest.name) and partial / newest.name, drop)

@@ -1,7 +1,8 @@
 """A reviewer's histories of benchmarks that stop running, as asv writes them, ingested for real and detected
 night by night and with ``--full``: a deleted asv module retires like a deleted benchmark, at the first full
 run without it, the same commit in both modes; a partial run (``asv run --bench``) retires nothing, so no
-alert closes one night and reopens the next."""
+alert closes one night and reopens the next, nor does a subset of more than half whose suite lists what it left
+out."""
 
 from __future__ import annotations
 
@@ -40,6 +41,36 @@ def test_a_deleted_module_retires_at_the_first_full_run_without_it_and_a_partial
         assert alerts(nights[i]) == expected, i
     assert _closed_at(full) == _closed_at(nightly) == {"b.K.time_y": None, "old.K.time_x": "0030",
                                                        "a.K.time_dropped": "0030"}  # fmt: skip
+
+
+def test_a_subset_of_more_than_half_retires_nothing_its_suite_still_lists(
+    tmp_path: Path, ingest: Ingest, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """As asv writes ``asv run --bench``: the results hold the selected benchmarks, benchmarks.json the whole
+    suite. Eight benchmarks, three +20% from 20; at 30 ``old.K.time_x`` (its module) and ``a.K.time_dropped``
+    are deleted; commit 33 selects 5 of the 6 left, not ``b.K.time_y``: a full run by share, but its suite lists
+    time_y, so time_y's alert stays open that night and after (it never closes and reopens), while the
+    deleted two retire at 30 as before. Without the listing (the share rule alone) time_y retired at 33."""
+    n = noisy(8)
+    commits: list[Values] = []
+    for i in range(40):
+        slow = 1.2 if i >= 20 else 1.0
+        v: Values = {"a.K.time_1": 1e-3 * n(), "a.K.time_2": 2e-3 * n(), "b.K.time_1": 3e-3 * n(),
+                     "b.K.time_2": 4e-3 * n(), "c.K.time_1": 5e-3 * n(), "b.K.time_y": 6e-3 * n() * slow}  # fmt: skip
+        if i < 30:
+            v |= {"old.K.time_x": 7e-3 * n() * slow, "a.K.time_dropped": 8e-3 * n() * slow}
+        commits.append({k: x for k, x in v.items() if k != "b.K.time_y"} if i == 33 else v)
+    gone = ("retired", "benchmark_gone")
+    expected = {("b.K.time_y", 20): ("new", None), ("old.K.time_x", 20): gone, ("a.K.time_dropped", 20): gone}
+    for listing, night_33 in (({33: ["b.K.time_y"]}, expected), ({}, {**expected, ("b.K.time_y", 20): gone})):
+        root = tmp_path / ("listed" if listing else "share")
+        folders = write_history(root / "r", commits, listed=listing)
+        nightly, full, nights = replay(root, folders, ingest, capsys, 29)
+        assert alerts(nights[30]) == alerts(nights[32]) == expected, listing
+        assert alerts(nights[33]) == night_33, listing
+        assert alerts(full) == alerts(nightly) == expected, listing
+        assert _closed_at(full) == _closed_at(nightly) == {"b.K.time_y": None, "old.K.time_x": "0030",
+                                                           "a.K.time_dropped": "0030"}  # fmt: skip
 
 
 def test_runs_that_may_be_partial_retire_nothing_until_a_full_run(

@@ -35,12 +35,13 @@ def _entry(name: str, unit: str | None, version: str) -> dict:
 
 def write_history(
     root: Path, commits: list[Values], *, units: dict[str, str] | None = None, bumps: dict[str, int] | None = None,
-    machine: str = "m1", shas_from: int = 0,
+    machine: str = "m1", shas_from: int = 0, listed: dict[int, list[str]] | None = None,
 ) -> list[Path]:
     """One asv results folder per commit (one hour apart) of unparameterized benchmarks on ``machine`` (another
     machine written into the same ``root`` shares the folders); ``bumps``: benchmark -> the commit from which
     it has a new asv version. None: a failed run. ``shas_from``: the number in the first commit's sha (another
-    machine's commits other shas in the same folders)."""
+    machine's commits other shas in the same folders). Each folder's benchmarks.json lists what its commit
+    measured and ``listed``'s names for it (an ``asv run --bench`` subset: the suite listed, a part measured)."""
     folders = []
     for i, values in enumerate(commits):
         folder = root / f"c{i:03d}"
@@ -58,6 +59,8 @@ def write_history(
             result = BenchmarkResult([v], [samples], [1 if samples else None], 0 if v is not None else 1, "", None)
             res.add_result(e, result, started_at=date, duration=0.5, record_samples=True)
         res.save(str(folder))
+        for name in (listed or {}).get(i, []):
+            entries.setdefault(name, _entry(name, (units or {}).get(name), "1" * 64))
         asv_util.write_json(str(folder / "benchmarks.json"), entries, api_version=2)
         folders.append(folder)
     return folders
