@@ -6,6 +6,7 @@ out."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -17,13 +18,14 @@ def _closed_at(doc: dict) -> dict[str, str | None]:
     return {r["benchmark"]: r["closed_at"] and r["closed_at"][:4] for r in doc["regressions"]}
 
 
-def test_a_deleted_module_retires_at_the_first_full_run_without_it_and_a_partial_run_retires_nothing(
-    tmp_path: Path, ingest: Ingest, capsys: pytest.CaptureFixture[str]
-) -> None:
-    """Eight benchmarks, three of them +20% from commit 20: at 30 module ``old`` is deleted and so is
-    ``a.K.time_dropped`` (its module stays), the 6 others run (a full run); commit 33 is ``asv run --bench
-    b.K.time_1`` (one benchmark of ``b``, without ``b.K.time_y``), commit 34 the whole suite again."""
-    n = noisy(6)
+_GONE = ("retired", "benchmark_gone")
+_EIGHT_EXPECTED = {("b.K.time_y", 20): ("new", None), ("old.K.time_x", 20): _GONE, ("a.K.time_dropped", 20): _GONE}
+
+
+def _eight_benchmarks(seed: int, at_33: Callable[[Values], Values]) -> list[Values]:
+    """Forty commits of eight benchmarks, three of them +20% from commit 20 (``b.K.time_y``, ``old.K.time_x``,
+    ``a.K.time_dropped``); the last two deleted at 30; commit 33 measures ``at_33`` of its values."""
+    n = noisy(seed)
     commits: list[Values] = []
     for i in range(40):
         slow = 1.2 if i >= 20 else 1.0
@@ -31,11 +33,20 @@ def test_a_deleted_module_retires_at_the_first_full_run_without_it_and_a_partial
                      "b.K.time_2": 4e-3 * n(), "c.K.time_1": 5e-3 * n(), "b.K.time_y": 6e-3 * n() * slow}  # fmt: skip
         if i < 30:
             v |= {"old.K.time_x": 7e-3 * n() * slow, "a.K.time_dropped": 8e-3 * n() * slow}
-        commits.append({"b.K.time_1": v["b.K.time_1"]} if i == 33 else v)
+        commits.append(at_33(v) if i == 33 else v)
+    return commits
+
+
+def test_a_deleted_module_retires_at_the_first_full_run_without_it_and_a_partial_run_retires_nothing(
+    tmp_path: Path, ingest: Ingest, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Eight benchmarks, three of them +20% from commit 20: at 30 module ``old`` is deleted and so is
+    ``a.K.time_dropped`` (its module stays), the 6 others run (a full run); commit 33 is ``asv run --bench
+    b.K.time_1`` (one benchmark of ``b``, without ``b.K.time_y``), commit 34 the whole suite again."""
+    commits = _eight_benchmarks(6, lambda v: {"b.K.time_1": v["b.K.time_1"]})
     folders = write_history(tmp_path / "r", commits)
     nightly, full, nights = replay(tmp_path, folders, ingest, capsys, 29)
-    gone = ("retired", "benchmark_gone")
-    expected = {("b.K.time_y", 20): ("new", None), ("old.K.time_x", 20): gone, ("a.K.time_dropped", 20): gone}
+    expected = _EIGHT_EXPECTED
     assert alerts(full) == alerts(nightly) == expected
     for i in range(30, 40):  # retired the night of the full run without them; time_y never closes
         assert alerts(nights[i]) == expected, i
@@ -51,18 +62,9 @@ def test_a_subset_of_more_than_half_retires_nothing_its_suite_still_lists(
     are deleted; commit 33 selects 5 of the 6 left, not ``b.K.time_y``: a full run by share, but its suite lists
     time_y, so time_y's alert stays open that night and after (it never closes and reopens), while the
     deleted two retire at 30 as before. Without the listing (the share rule alone) time_y retired at 33."""
-    n = noisy(8)
-    commits: list[Values] = []
-    for i in range(40):
-        slow = 1.2 if i >= 20 else 1.0
-        v: Values = {"a.K.time_1": 1e-3 * n(), "a.K.time_2": 2e-3 * n(), "b.K.time_1": 3e-3 * n(),
-                     "b.K.time_2": 4e-3 * n(), "c.K.time_1": 5e-3 * n(), "b.K.time_y": 6e-3 * n() * slow}  # fmt: skip
-        if i < 30:
-            v |= {"old.K.time_x": 7e-3 * n() * slow, "a.K.time_dropped": 8e-3 * n() * slow}
-        commits.append({k: x for k, x in v.items() if k != "b.K.time_y"} if i == 33 else v)
-    gone = ("retired", "benchmark_gone")
-    expected = {("b.K.time_y", 20): ("new", None), ("old.K.time_x", 20): gone, ("a.K.time_dropped", 20): gone}
-    for listing, night_33 in (({33: ["b.K.time_y"]}, expected), ({}, {**expected, ("b.K.time_y", 20): gone})):
+    commits = _eight_benchmarks(8, lambda v: {k: x for k, x in v.items() if k != "b.K.time_y"})
+    expected = _EIGHT_EXPECTED
+    for listing, night_33 in (({33: ["b.K.time_y"]}, expected), ({}, {**expected, ("b.K.time_y", 20): _GONE})):
         root = tmp_path / ("listed" if listing else "share")
         folders = write_history(root / "r", commits, listed=listing)
         nightly, full, nights = replay(root, folders, ingest, capsys, 29)
