@@ -52,7 +52,7 @@ from db.asvformat import (
 from db.engine import StoreError, ensure_schema, first_line, raise_store_error, store_error
 from db.history_order import renumber
 from db.models import Commit, Environment, Machine, Run
-from db.run_writer import ParsedFile, RunWriter
+from db.run_writer import ParsedFile, RunWriter, SuiteListing
 from settings import exits
 
 # SQLite: files per transaction (each in its own savepoint). Commits dominate a per-file transaction's
@@ -237,7 +237,7 @@ class _Inputs:
     def __init__(self) -> None:
         self.machine_infos: dict[Path, dict[str, Any] | AsvFormatError] = {}
         self.benchmark_sets: dict[Path, dict[str, Any] | AsvFormatError] = {}
-        self.suites: dict[Path | None, tuple[str, ...]] = {}
+        self.suites: dict[Path | None, SuiteListing] = {}
 
     def machine_info(self, file: ResultFile) -> dict[str, Any]:
         path = file.machine_json
@@ -262,15 +262,15 @@ class _Inputs:
             self.benchmark_sets[path] = entries
         return _or_raise(self.benchmark_sets[path])
 
-    def suite(self, file: ResultFile) -> tuple[str, ...] | None:
-        """The names the file's benchmarks.json lists that the store could hold (sorted); None without one."""
+    def suite(self, file: ResultFile) -> SuiteListing | None:
+        """The names the file's benchmarks.json lists that the store could hold; None without one."""
         listed = self.benchmarks(file)
         if listed is None:
             return None
         path = file.benchmarks_json
         if path not in self.suites:
             ok = (n for n, meta in listed.items() if not isinstance(meta, AsvFormatError))
-            self.suites[path] = tuple(sorted(n for n in ok if len(n) <= limits.BENCHMARK_NAME))
+            self.suites[path] = SuiteListing.of(n for n in ok if len(n) <= limits.BENCHMARK_NAME)
         return self.suites[path]
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -28,13 +28,26 @@ _SQLITE_RESULT_INSERT = (
 _BENCHMARK_META = ("type", "unit", "param_names", "params", "version", "code")
 
 
+@dataclass(frozen=True)
+class SuiteListing:
+    """The benchmark names of one benchmarks.json (sorted) and their content hash (``Suite.content_hash``)."""
+
+    names: tuple[str, ...]
+    digest: str
+
+    @classmethod
+    def of(cls, names: Iterable[str]) -> SuiteListing:
+        ordered = tuple(sorted(names))
+        return cls(ordered, hashlib.sha256(json.dumps(ordered).encode()).hexdigest())
+
+
 @dataclass
 class ParsedFile:
     """A parsed results file and its run's own description (``Run.info``)."""
 
     run: ParsedRun
     info: dict[str, Any]
-    suite: tuple[str, ...] | None = None  # the sorted names of the benchmarks.json beside it, if any
+    suite: SuiteListing | None = None  # what the benchmarks.json beside it lists, if there is one
 
 
 def _insert_ignore(conn: Connection, table: Table, values: dict[str, Any], keys: Sequence[str]) -> None:
@@ -217,17 +230,20 @@ class RunWriter:
         self._stage(self.benchmarks, name, (row_id, stored))
         return row_id
 
-    def suite_id(self, conn: Connection, names: tuple[str, ...] | None) -> int | None:
-        """The id of the suite listing ``names`` (sorted), created on first sight; None without a listing."""
-        if names is None:
+    def suite_id(self, conn: Connection, suite: SuiteListing | None) -> int | None:
+        """The id of the suite row of ``suite``, created on first sight; None without a listing."""
+        if suite is None:
             return None
-        digest = hashlib.sha256(json.dumps(names).encode()).hexdigest()
-        cached = self.suites.get(digest)
+        cached = self.suites.get(suite.digest)
         if cached is not None:
             return cached
-        row_id = _get_or_create(conn, self.suite_t, "content_hash", digest, {"names": list(names)})
-        self._stage(self.suites, digest, row_id)
-        return row_id
+        # Looked up by its hash first: the names (a long JSON list) are sent only once per suite.
+        found = conn.execute(select(self.suite_t.c.id).where(self.suite_t.c.content_hash == suite.digest))
+        row_id = found.scalar_one_or_none()
+        if row_id is None:
+            row_id = _get_or_create(conn, self.suite_t, "content_hash", suite.digest, {"names": list(suite.names)})
+        self._stage(self.suites, suite.digest, int(row_id))
+        return int(row_id)
 
     def insert_run(self, conn: Connection, values: dict[str, Any]) -> int | None:
         """The new run's id, or None when another ingest stored the same file first."""
