@@ -16,7 +16,7 @@ import os
 import platform
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 
 from settings import env, exits
@@ -117,7 +117,7 @@ def _timed(name: str, fn: Callable[[], str]) -> Check:
     return Check(name, OK, f"{detail} ({time.perf_counter() - start:.1f} s with compile)")
 
 
-def _kernel_checks(device: object) -> list[Check]:
+def _kernel_checks(device: object) -> Iterator[Check]:
     import torch
 
     from mla_kernels import (
@@ -163,12 +163,13 @@ def _kernel_checks(device: object) -> list[Check]:
 
     # Every kernel the suites time: each decode kernel, the tuned ones also under the sm_120 profile, and
     # every indexer path (the implementation tables are mla_kernels', so a new kernel is checked here too).
-    checks = []
     for impl in KERNEL_IMPLS:
-        checks.append(_timed(f"decode {impl}", decode(impl, "native" if impl in PROFILED_IMPLS else None)))
+        yield _timed(f"decode {impl}", decode(impl, "native" if impl in PROFILED_IMPLS else None))
         if impl in PROFILED_IMPLS:
-            checks.append(_timed(f"decode {impl} sm_120 profile", decode(impl, "sm_120")))
-    return checks + [_timed(f"indexer {impl}", indexer(impl)) for impl in INDEXER_IMPLS if impl != "reference"]
+            yield _timed(f"decode {impl} sm_120 profile", decode(impl, "sm_120"))
+    for impl in INDEXER_IMPLS:
+        if impl != "reference":
+            yield _timed(f"indexer {impl}", indexer(impl))
 
 
 def _ceiling_check(device: object) -> Check:
@@ -190,32 +191,42 @@ def _ceiling_check(device: object) -> Check:
     return Check("ceilings", OK, text)
 
 
-def diagnose(with_ceilings: bool = True) -> list[Check]:
+def iter_checks(with_ceilings: bool = True) -> Iterator[Check]:
+    """Every check in order, each as soon as it is done: kernel checks compile, so the first ones take a while."""
     import torch
 
-    checks = [Check("python", OK, f"Python {platform.python_version()} on {platform.machine()}")]
+    yield Check("python", OK, f"Python {platform.python_version()} on {platform.machine()}")
     gpu, device = _gpu_checks()
-    checks += gpu
-    checks.append(_triton_check())
-    checks.append(_profile_check())
+    if device is not None:
+        props = torch.cuda.get_device_properties(device)
+        yield gpu[0]
+        yield _driver_check(props.major * 10 + props.minor)
+        yield from gpu[1:]
+    else:
+        yield from gpu
+    yield _triton_check()
+    yield _profile_check()
     if device is None:
-        checks.append(Check("kernels", SKIP, "need a GPU"))
-        return checks
-    props = torch.cuda.get_device_properties(device)
-    checks.insert(2, _driver_check(props.major * 10 + props.minor))
-    checks += _kernel_checks(device)
-    checks.append(_ceiling_check(device) if with_ceilings else Check("ceilings", SKIP, "--no-ceilings"))
-    return checks
+        yield Check("kernels", SKIP, "need a GPU")
+        return
+    yield from _kernel_checks(device)
+    yield _ceiling_check(device) if with_ceilings else Check("ceilings", SKIP, "--no-ceilings")
+
+
+def diagnose(with_ceilings: bool = True) -> list[Check]:
+    return list(iter_checks(with_ceilings))
 
 
 def handler(args: argparse.Namespace) -> int:
-    checks = diagnose(with_ceilings=not args.no_ceilings)
+    checks: list[Check] = []
+    for check in iter_checks(with_ceilings=not args.no_ceilings):
+        checks.append(check)
+        if not args.json:
+            print(f"[{check.status:>4}] {check.name:26s} {check.detail}", flush=True)
     failed = [c for c in checks if c.status == FAIL]
     if args.json:
         print(json.dumps({"ok": not failed, "checks": [asdict(c) for c in checks]}, indent=1))
     else:
-        for c in checks:
-            print(f"[{c.status:>4}] {c.name:26s} {c.detail}", flush=True)
         names = ", ".join(c.name for c in failed)
         verdict = f"NOT ready, failed: {names}" if failed else "ready"
         print(f"mlaperf doctor: {verdict}")
