@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """Which top-k select should the bf16 indexer run? Every select path side by side, in one run.
 
-For each (batch, context), on one set of inputs: every path of ``mla_kernels.indexer.launch.SELECTS``
+For each (batch, context), on one set of inputs: every path of ``mla_kernels.indexer.select_rule.SELECTS``
 (today's "split", "split_radix", the global "radix" and "radix_fused"), plus global radix selects with
 other grids / warp counts (``--radix-per-sm``: ``radix.PROGRAMS_PER_SM``, smoke: programs per request;
 ``--radix-warps``), each timed
@@ -183,7 +183,7 @@ def measure(args: argparse.Namespace, batch: int, ctx: int, device: Any, timer: 
     """One (batch, context): every path end to end and alone, the extra radix plans alone, the scores."""
     import torch
 
-    from mla_kernels.indexer import indexer_logits_reference, make_indexer_inputs, radix
+    from mla_kernels.indexer import indexer_logits_reference, make_indexer_inputs, radix, select_rule
     from mla_kernels.indexer import launch as L
     from mla_kernels.indexer.checks import _check_args
 
@@ -194,10 +194,10 @@ def measure(args: argparse.Namespace, batch: int, ctx: int, device: Any, timer: 
             "logits": torch.empty((batch, d.max_context), dtype=torch.float32, device=device),
             "out": torch.empty((batch, args.topk), dtype=torch.int32, device=device)}  # fmt: skip
     row: dict[str, Any] = {"batch": batch, "context": ctx, "e2e": {}, "alone": {}, "recall": {}, "errors": {}}
-    for path in L.SELECTS:
+    for path in select_rule.SELECTS:
         got = _attempt(row, f"{path} e2e", lambda path=path: _end_to_end(case, path, timer))
         row["recall"][path], row["e2e"][path] = got if got is not None else (None, None)
-    builders = {path: (lambda path=path: _select_alone(case, path)) for path in L.SELECTS}
+    builders = {path: (lambda path=path: _select_alone(case, path)) for path in select_rule.SELECTS}
     for name, p in _variants(args, d, device).items():
         builders[name] = lambda p=p: _select_alone(case, "radix", p)
     for name, build in builders.items():
@@ -268,7 +268,7 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     from benchmarks.scripts.indexer_perf import _copy_bandwidth, _device
-    from mla_kernels.indexer import launch as L
+    from mla_kernels.indexer import select_rule
 
     device = _device(torch, args.smoke)
     if device is None:
@@ -280,9 +280,9 @@ def main(argv: list[str] | None = None) -> int:
         for ctx in args.contexts:
             print(f"  batch {batch}, context {ctx} ...", file=sys.stderr, flush=True)
             rows.append(measure(args, batch, ctx, device, timer))
-    _print_table(rows, L.SELECTS)
-    _as_indexer_perf(args, rows, L.SELECTS, copy_bps)
-    record = {"bench": "indexer_select_ab", "smoke": bool(args.smoke), "select_default": L.SELECT,
+    _print_table(rows, select_rule.SELECTS)
+    _as_indexer_perf(args, rows, select_rule.SELECTS, copy_bps)
+    record = {"bench": "indexer_select_ab", "smoke": bool(args.smoke), "select_default": select_rule.SELECT,
               "copy_gbps": None if copy_bps is None else copy_bps / 1e9, "rows": rows}  # fmt: skip
     line = json.dumps(record)
     if args.json_out is not None:

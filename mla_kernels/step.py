@@ -16,7 +16,7 @@ from .indexer import (
     indexer_workspace,
     make_indexer_inputs,
 )
-from .indexer.launch import check_select
+from .indexer.select_rule import check_select
 from .record import LaunchRecord
 from .testing import make_kv_cache
 

@@ -72,7 +72,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--impls", type=_impl_list, default=list(IMPLS), help="comma-separated implementations")
     p.add_argument(
         "--select", default=None,
-        help="the bf16 path's top-k select for every case (mla_kernels.indexer.launch.SELECTS; default: the rule)",
+        help="the bf16 path's top-k select for every case (mla_kernels.indexer.select_rule.SELECTS; default: the rule)",
     )  # fmt: skip
     p.add_argument("--iters", type=int, default=None, help="timed replays per case (default 30; smoke 1)")
     p.add_argument("--seed", type=int, default=0)
@@ -287,7 +287,7 @@ def main(argv: list[str] | None = None) -> int:
     import torch
     import triton
 
-    from mla_kernels.indexer import launch as indexer_launch  # after TRITON_INTERPRET: kernels decorate on import
+    from mla_kernels.indexer import select_rule as indexer_launch  # after TRITON_INTERPRET: kernels decorate on import
     from mla_kernels.indexer.tiles import scores_rule_text
 
     try:

@@ -89,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--topk", type=int, default=512)
     ap.add_argument("--layers", type=int, default=4, help="layers per graph (distinct caches: cold L2)")
     ap.add_argument("--select", default=None,
-                    help="the bf16 indexer's top-k select for every case (mla_kernels.indexer.launch.SELECTS; "
+                    help="the bf16 indexer's top-k select for every case (mla_kernels.indexer.select_rule.SELECTS; "
                          "default: the rule)")
     names = list(variants())
     ap.add_argument("--variants", default=",".join(names), help=f"comma-separated, of {', '.join(names)} (default all)")
@@ -102,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     import torch
 
-    from mla_kernels.indexer import launch as indexer_launch
+    from mla_kernels.indexer import select_rule as indexer_launch
     from mla_kernels.indexer.tiles import scores_rule_text
 
     try:

@@ -22,7 +22,7 @@ Implementations:
   the caller gives the longest request's length (``max_seq_len``) and it fits one program (``split.ONE_MAX``),
   one program a request selects it whole. Where a full-capacity request's candidates would not fit one merge
   program, the single-program radix select (8-bit histograms over order-preserving uint32 keys) runs instead,
-  recorded as such. ``launch.SELECT`` (one line) picks the select among ``launch.SELECTS``: that split
+  recorded as such. ``select_rule.SELECT`` (one line) picks the select among ``select_rule.SELECTS``: that split
   ("split"), the split with byte-histogram rounds ("split_radix"), or the global radix select (``radix``:
   every pass spread over slices of every request, per-request histograms merged by atomics, the last program
   of a request resolving its bucket; "radix_fused" runs its first pass inside the scores kernel), or the

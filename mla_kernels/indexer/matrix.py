@@ -11,13 +11,14 @@ from .._common import KernelLaunch, next_pow2
 from . import coop
 from .checks import _Dims
 from .kernels import _fp32_maxctx_scores_kernel, _radix_select_kernel
-from .launch import _FP32_BLOCK_T, _FP32_WARPS, LONG_SELECT, _fp32_args, _score_args, _select_args, config_spec
+from .launch import _FP32_BLOCK_T, _FP32_WARPS, _fp32_args, _score_args, _select_args, config_spec
 from .layout import HEAD_DIM
 from .radix import BLOCK as RADIX_BLOCK
 from .radix import FEW_BLOCK as RADIX_FEW_BLOCK
 from .radix import launches as radix_launches
 from .radix import plan as radix_plan
 from .radix import workspace as radix_workspace
+from .select_rule import LONG_SELECT
 from .split import launches as split_launches
 from .split import plan as split_plan
 from .tiles import COOP_TILES, SCORES_TILES, SELECT_CONFIGS, configs_of, tile_label, tile_of

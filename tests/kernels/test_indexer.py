@@ -31,6 +31,7 @@ from mla_kernels.indexer import (  # noqa: E402
     indexer_topk_with_record,  # noqa: E402
     make_indexer_inputs,
     quantize_index_cache,
+    select_rule,  # noqa: E402
 )
 from mla_kernels.indexer import kernels as ix_kernels  # noqa: E402
 from mla_kernels.indexer import launch as ix_launch  # noqa: E402
@@ -308,7 +309,7 @@ def test_launch_record_of_bf16_kernels(monkeypatch: pytest.MonkeyPatch) -> None:
     _, record = indexer_topk_with_record(*three.args(), impl="bf16")
     assert record.kernel == "_bf16_scores_kernel_t+_radix_pass_kernel+_radix_pass_kernel+_radix_compact_kernel"
     assert record.config["select"] == "radix"
-    monkeypatch.setattr(ix_launch, "SELECT", "split")
+    monkeypatch.setattr(select_rule, "SELECT", "split")
     out, record = indexer_topk_with_record(*inp.args(), impl="bf16")
     assert record.kernel == "_bf16_scores_kernel_t+_request_topk_kernel"  # one chunk: one program a request
     scores, select = record.kernels

@@ -22,6 +22,7 @@ from mla_kernels.indexer import (  # noqa: E402
     indexer_logits_reference,
     indexer_topk_with_record,
     make_indexer_inputs,
+    select_rule,  # noqa: E402
 )
 from mla_kernels.indexer import launch as ix_launch  # noqa: E402
 from mla_kernels.indexer.tiles import SCORES_TILES  # noqa: E402
@@ -112,8 +113,10 @@ def test_scores_grid_is_one_wave(tmp_path: Path) -> None:
 def test_gpu_scores_grid_is_one_wave_of_the_kernel_that_ran(monkeypatch: pytest.MonkeyPatch) -> None:
     # The ahead-of-time count of what an SM holds agrees with the kernel the GPU ran (its registers and shared
     # memory, from the record); a hint shorter than a request narrows the grid and still scores every token.
-    # The scores kernel's own launch, so not the one-launch select that short batches run (launch.SHORT_SELECT).
-    monkeypatch.setattr(ix_launch, "SHORT_SELECT", ())
+    # The scores kernel's own launch, so not the one-launch select that short batches run (SHORT_SELECT), nor
+    # the split that the shortest run (SHORT_SPLIT): the batches below keep the radix path.
+    monkeypatch.setattr(select_rule, "SHORT_SELECT", ())
+    monkeypatch.setattr(select_rule, "SHORT_SPLIT", ())
     sms, capability = num_sms(DEV), device_capability(DEV)
     short = [4096, 3000, 100, 0]
     for batch, lens, hint in ((4, short, 4096), (4, short, 100), (64, [16384] * 64, None), (48, [5000] * 48, 5000)):

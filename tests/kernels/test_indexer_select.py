@@ -35,6 +35,7 @@ from mla_kernels.indexer import (  # noqa: E402
     indexer_workspace,
     make_indexer_inputs,
     quantize_index_cache,
+    select_rule,  # noqa: E402
 )
 from mla_kernels.indexer import launch as ix_launch  # noqa: E402
 from mla_kernels.indexer import radix as ix_radix  # noqa: E402
@@ -53,7 +54,7 @@ from mla_kernels.indexer.radix_kernels import (  # noqa: E402
 GPU = torch.cuda.is_available() and not interpreting()
 DEV = torch.device("cuda" if GPU else "cpu")
 REPO = Path(__file__).resolve().parents[2]
-NEW_PATHS = [p for p in ix_launch.SELECTS if p != "split"]  # "split" is covered by test_indexer.py
+NEW_PATHS = [p for p in select_rule.SELECTS if p != "split"]  # "split" is covered by test_indexer.py
 
 
 def _awkward_logits(lens: list[int], ctx: int) -> torch.Tensor:
@@ -230,7 +231,7 @@ def test_scores_kernel_zeroes_the_workspace_the_select_then_uses() -> None:
 
 @pytest.fixture(params=NEW_PATHS)
 def select_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    monkeypatch.setattr(ix_launch, "SELECT", request.param)
+    monkeypatch.setattr(select_rule, "SELECT", request.param)
     return request.param
 
 
@@ -315,7 +316,7 @@ def test_a_reused_workspace_gives_the_same_answers(select: str) -> None:
     # answer is right, and every select that uses it leaves it zeroed for the next call (radix_fused then
     # needs no memset: it runs pass 0 in the scores kernel straight into the caller's workspace). The path is
     # the call's own argument: the module's rule is untouched by it.
-    rule = ix_launch.SELECT
+    rule = select_rule.SELECT
     inp = make_indexer_inputs(3, [1024] * 3, max_context=1024, num_heads=16, topk=64, device=DEV, seed=3)
     ws = indexer_workspace(3, DEV)
     for lens in ([1000, 37, 0], [0, 1024, 300], [64, 65, 1000]):
@@ -325,7 +326,7 @@ def test_a_reused_workspace_gives_the_same_answers(select: str) -> None:
         assert record.config["select"] == select
         assert check_indexer_output(out, ref, inp.block_table, inp.seq_lens, 64)["recall_min"] == 1.0, lens
         assert int(ws.abs().sum()) == 0, lens
-    assert ix_launch.SELECT == rule and ix_launch.select_rule_text(select) == select
+    assert select_rule.SELECT == rule and select_rule.select_rule_text(select) == select
 
 
 def test_a_bad_select_is_named() -> None:
@@ -354,13 +355,13 @@ def test_select_path_is_checked() -> None:
 
 def test_select_by_batch(monkeypatch: pytest.MonkeyPatch) -> None:
     rule = ((1, "radix_fused"), (16, "split_radix"), (1 << 30, "split"))
-    assert [ix_launch.select_path(b, rule) for b in (1, 2, 16, 64)] == ["radix_fused", "split_radix", "split_radix",
+    assert [select_rule.select_path(b, rule) for b in (1, 2, 16, 64)] == ["radix_fused", "split_radix", "split_radix",
                                                                          "split"]  # fmt: skip
-    assert ix_launch.select_path(7, "radix") == "radix"
+    assert select_rule.select_path(7, "radix") == "radix"
     for bad in ("nope", ((4, "radix"),)):  # an unknown path; a rule not covering the batch
         with pytest.raises(ValueError, match="select path must be one of"):
-            ix_launch.select_path(8, bad)
-    monkeypatch.setattr(ix_launch, "SELECT", ((1, "radix_fused"), (1 << 30, "split_radix")))
+            select_rule.select_path(8, bad)
+    monkeypatch.setattr(select_rule, "SELECT", ((1, "radix_fused"), (1 << 30, "split_radix")))
     for batch, path in ((1, "radix_fused"), (2, "split_radix")):
         inp = make_indexer_inputs(batch, 300, max_context=512, num_heads=16, topk=16, device=DEV, seed=batch)
         out, record = indexer_topk_with_record(*inp.args())
@@ -372,21 +373,22 @@ def test_long_requests_leave_the_split(monkeypatch: pytest.MonkeyPatch) -> None:
     # A batch the rule gives "split" runs LONG_SELECT's path once the caller says a request is longer than
     # its bound (the last one the batch reaches); no hint, a short one, a forced path and the other paths keep
     # what the batch alone gives.
-    long_path, bounds = ix_launch.LONG_SELECT
+    long_path, bounds = select_rule.LONG_SELECT
     for from_batch, bound in bounds:
         batch = max(from_batch, 17)  # the batches SELECT gives the split
-        assert ix_launch.long_bound(batch) == bound
-        assert ix_launch.select_path(batch) == ix_launch.select_path(batch, max_seq_len=bound) == "split"
-        assert ix_launch.select_path(batch, max_seq_len=bound + 1) == long_path
-    assert ix_launch.long_bound(bounds[-1][0] - 1) == bounds[-2][1]  # the bound steps at its batch
-    assert ix_launch.select_path(64, "split", max_seq_len=10**6) == "split"  # use_select's forced path
-    assert ix_launch.select_path(1, max_seq_len=10**6) == "coop"
-    assert ix_launch.select_path(8, max_seq_len=10**6) == "radix"
+        assert select_rule.long_bound(batch) == bound
+        assert select_rule.select_path(batch) == select_rule.select_path(batch, max_seq_len=bound) == "split"
+        assert select_rule.select_path(batch, max_seq_len=bound + 1) == long_path
+    assert select_rule.long_bound(bounds[-1][0] - 1) == bounds[-2][1]  # the bound steps at its batch
+    assert select_rule.select_path(64, "split", max_seq_len=10**6) == "split"  # use_select's forced path
+    assert select_rule.select_path(1, max_seq_len=10**6) == "coop"
+    assert select_rule.select_path(8, max_seq_len=10**6) == "radix"
     # End to end through indexer_topk, on a small bound: the same slots either way, the record names the path.
-    monkeypatch.setattr(ix_launch, "SELECT", ((1 << 30, "split"),))
-    monkeypatch.setattr(ix_launch, "LONG_SELECT", ("radix", ((1, 256), (8, 512))))
-    monkeypatch.setattr(ix_launch, "SHORT_SELECT", ())
-    assert ix_launch.select_rule_text() == ("split above; the split -> radix past 256 tokens of the longest "
+    monkeypatch.setattr(select_rule, "SELECT", ((1 << 30, "split"),))
+    monkeypatch.setattr(select_rule, "LONG_SELECT", ("radix", ((1, 256), (8, 512))))
+    monkeypatch.setattr(select_rule, "SHORT_SELECT", ())
+    monkeypatch.setattr(select_rule, "SHORT_SPLIT", ())
+    assert select_rule.select_rule_text() == ("split above; the split -> radix past 256 tokens of the longest "
                                             "request (512 from 8 requests)")  # fmt: skip
     inp = make_indexer_inputs(2, [300, 90], max_context=512, num_heads=16, topk=16, device=DEV, seed=5)
     ref = indexer_logits_reference(*inp.args()[:5])
@@ -402,23 +404,50 @@ def test_long_requests_leave_the_split(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_short_requests_take_the_one_launch_select(monkeypatch: pytest.MonkeyPatch) -> None:
     # A batch the rule gives "radix" runs "coop" once the caller says its longest request is short enough for
     # its size (SHORT_SELECT); no hint, a longer one, other paths and a forced path keep what the batch gives.
-    (few, few_len), (more, more_len) = ix_launch.SHORT_SELECT
-    assert ix_launch.select_path(3) == ix_launch.select_path(more) == "radix"
-    assert ix_launch.select_path(3, max_seq_len=0) == ix_launch.select_path(few, max_seq_len=few_len) == "coop"
-    assert ix_launch.select_path(few, max_seq_len=few_len + 1) == "radix"
-    assert ix_launch.select_path(few + 1, max_seq_len=few_len) == "radix"
-    assert ix_launch.select_path(more, max_seq_len=more_len) == "coop"
-    assert ix_launch.select_path(more, max_seq_len=more_len + 1) == "radix"
-    assert ix_launch.select_path(more + 1, max_seq_len=1) == "split"
-    assert ix_launch.select_path(4, "radix", max_seq_len=1) == "radix"  # use_select's forced path
-    assert ix_launch.select_rule_text().endswith(
+    # (Shorter still, SHORT_SPLIT's split: its own test below.)
+    monkeypatch.setattr(select_rule, "SHORT_SPLIT", ())
+    (few, few_len), (more, more_len) = select_rule.SHORT_SELECT
+    assert select_rule.select_path(3) == select_rule.select_path(more) == "radix"
+    assert select_rule.select_path(3, max_seq_len=0) == select_rule.select_path(few, max_seq_len=few_len) == "coop"
+    assert select_rule.select_path(few, max_seq_len=few_len + 1) == "radix"
+    assert select_rule.select_path(few + 1, max_seq_len=few_len) == "radix"
+    assert select_rule.select_path(more, max_seq_len=more_len) == "coop"
+    assert select_rule.select_path(more, max_seq_len=more_len + 1) == "radix"
+    assert select_rule.select_path(more + 1, max_seq_len=1) == "split"
+    assert select_rule.select_path(4, "radix", max_seq_len=1) == "radix"  # use_select's forced path
+    assert select_rule.select_rule_text().endswith(
         f"; the radix -> coop up to {few} requests of at most {few_len:,} tokens or {more} requests of at most "
         f"{more_len:,} tokens")
     # End to end through indexer_topk, on a small bound: the same slots either way, the record names the path.
-    monkeypatch.setattr(ix_launch, "SHORT_SELECT", ((4, 300),))
+    monkeypatch.setattr(select_rule, "SHORT_SELECT", ((4, 300),))
     inp = make_indexer_inputs(3, [300, 90, 0], max_context=512, num_heads=16, topk=16, device=DEV, seed=6)
     ref = indexer_logits_reference(*inp.args()[:5])
     for hint, path in ((None, "radix"), (300, "coop"), (301, "radix")):
+        out, record = indexer_topk_with_record(*inp.args(), max_seq_len=hint)
+        assert record.config["select"] == path, hint
+        check_indexer_output(out, ref, inp.block_table, inp.seq_lens, 16)
+
+
+def test_shortest_requests_take_the_split(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A batch the rule gives "coop" or "radix" runs the split once the caller says its longest request is within
+    # SHORT_SPLIT's bound for its size (the first pair whose batch bound holds); past it, SHORT_SELECT decides.
+    (one, one_len), (few, few_len) = select_rule.SHORT_SPLIT
+    assert one == 1 and one_len < few_len  # one request leaves the split sooner than a few
+    assert [select_rule.short_split_bound(b) for b in (1, 2, few, few + 1)] == [one_len, few_len, few_len, -1]
+    assert select_rule.select_path(1, max_seq_len=one_len) == select_rule.select_path(2, max_seq_len=0) == "split"
+    assert select_rule.select_path(1, max_seq_len=one_len + 1) == "coop"
+    assert select_rule.select_path(few, max_seq_len=few_len) == "split"
+    assert select_rule.select_path(few, max_seq_len=few_len + 1) == "coop"  # SHORT_SELECT's
+    assert select_rule.select_path(few + 1, max_seq_len=1) == "split"  # SELECT's own, past SHORT_SPLIT's batches
+    assert select_rule.select_path(1) == "coop" and select_rule.select_path(few) == "radix"  # no hint
+    assert select_rule.select_path(4, "coop", max_seq_len=1) == "coop"  # use_select's forced path
+    assert select_rule.select_rule_text().endswith(
+        f"; coop or radix -> split up to {one_len:,} tokens at one request, {few_len:,} tokens at up to {few} requests")
+    # End to end through indexer_topk, on a small bound: the same slots either way, the record names the path.
+    monkeypatch.setattr(select_rule, "SHORT_SPLIT", ((4, 300),))
+    inp = make_indexer_inputs(3, [300, 90, 0], max_context=512, num_heads=16, topk=16, device=DEV, seed=7)
+    ref = indexer_logits_reference(*inp.args()[:5])
+    for hint, path in ((None, "radix"), (300, "split"), (301, "coop")):
         out, record = indexer_topk_with_record(*inp.args(), max_seq_len=hint)
         assert record.config["select"] == path, hint
         check_indexer_output(out, ref, inp.block_table, inp.seq_lens, 16)
@@ -451,11 +480,11 @@ def test_select_ab_experiment_smoke(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr[-3000:]
     record = json.loads(out.read_text())
     (row,) = record["rows"]
-    assert set(row["e2e"]) == set(ix_launch.SELECTS) and all(v > 0 for v in row["e2e"].values())
-    assert {"scores", "scores+hist", *ix_launch.SELECTS} <= set(row["alone"])
+    assert set(row["e2e"]) == set(select_rule.SELECTS) and all(v > 0 for v in row["e2e"].values())
+    assert {"scores", "scores+hist", *select_rule.SELECTS} <= set(row["alone"])
     assert all(r == 1.0 for r in row["recall"].values())
     assert {"radix 1/SM w4", "radix 4/SM w8"} <= set(row["alone"])  # the extra grids and warp counts
-    assert all(f"indexer_perf --impls bf16 --select {path}:" in proc.stdout for path in ix_launch.SELECTS)
+    assert all(f"indexer_perf --impls bf16 --select {path}:" in proc.stdout for path in select_rule.SELECTS)
     bad = subprocess.run([sys.executable, "-m", "experiments.indexer_select_ab", "--radix-per-sm", "0"],
                          capture_output=True, text=True, cwd=REPO, timeout=120)  # fmt: skip
     assert bad.returncode == 2 and "--radix-per-sm" in bad.stderr
@@ -519,7 +548,7 @@ def test_gpu_paths_replay_in_a_graph(select_path: str) -> None:
 def test_gpu_coop_workspace_reused_by_a_graph(monkeypatch: pytest.MonkeyPatch) -> None:
     # The production shape of one and two requests: a graph captured over a caller's workspace replays
     # right every time (the kernel leaves it zeroed), also after the lengths change.
-    monkeypatch.setattr(ix_launch, "SELECT", "coop")
+    monkeypatch.setattr(select_rule, "SELECT", "coop")
     inp = make_indexer_inputs(2, [131072, 70000], device="cuda", seed=21)
     ws = indexer_workspace(2, "cuda")
     indexer_topk(*inp.args(), workspace=ws)  # warm-up: compiles and resolves autotuning
@@ -564,5 +593,5 @@ def test_select_ab_keeps_going_past_a_wrong_variant(monkeypatch: pytest.MonkeyPa
     (row,) = record["rows"]
     assert set(row["errors"]) == {"split_radix e2e", "split_radix alone"}
     assert "duplicate" in row["errors"]["split_radix e2e"] and row["e2e"]["split_radix"] is None
-    assert all(row["e2e"][p] > 0 and row["recall"][p] == 1.0 for p in ix_launch.SELECTS if p != "split_radix")
+    assert all(row["e2e"][p] > 0 and row["recall"][p] == 1.0 for p in select_rule.SELECTS if p != "split_radix")
     assert "FAIL" in out and "error: B=1 ctx 300 split_radix e2e" in err

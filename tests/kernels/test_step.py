@@ -50,10 +50,10 @@ def test_step_matches_reference_step(device, decode_impl, indexer_impl):
 
 def test_step_gives_the_indexer_its_longest_request(device, monkeypatch):
     # DecodeStep reads the longest request once and hands it to the indexer's select rule.
-    from mla_kernels.indexer import launch as ix_launch
+    from mla_kernels.indexer import select_rule
 
-    monkeypatch.setattr(ix_launch, "SELECT", ((1 << 30, "split"),))
-    monkeypatch.setattr(ix_launch, "LONG_SELECT", ("radix", ((1, 512),)))
+    monkeypatch.setattr(select_rule, "SELECT", ((1 << 30, "split"),))
+    monkeypatch.setattr(select_rule, "LONG_SELECT", ("radix", ((1, 512),)))
     for lens, path in (([700, 40], "radix"), ([500, 40], "split")):
         inputs = make_step_inputs(2, lens, max_context=1024, num_heads=16, topk=16, device=device, seed=1)
         step = DecodeStep(inputs, decode_impl="simt")
@@ -81,7 +81,7 @@ def test_replay_needs_capture():
 
 
 @pytest.mark.gpu
-# 64 requests at 4K run the split select; 8 the one-launch select (launch.SHORT_SELECT), whose workspace the
+# 64 requests at 4K run the split select; 8 the one-launch select (select_rule.SHORT_SELECT), whose workspace the
 # replayed graph reuses.
 @pytest.mark.parametrize(("decode_impl", "indexer_impl", "batch"), [("simt", "fp32_maxctx", 64),
                                                                     ("mma", "fp32_maxctx", 64), ("mma", "bf16", 64),
