@@ -54,6 +54,7 @@ GPU_SPECS: tuple[GpuSpec, ...] = (
     GpuSpec("RTX PRO 6000 Blackwell", 120, 188, 1792.0, 503.8),
     GpuSpec("RTX 5090", 120, 170, 1792.0, 209.5),
     GpuSpec("H200", 90, 132, 4800.0, 989.4),
+    GpuSpec("H100 80GB HBM3", 90, 132, 3350.0, 989.4),  # the SXM5 board's CUDA name; PCIe and NVL differ
 )
 
 

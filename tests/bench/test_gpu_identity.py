@@ -111,6 +111,8 @@ def test_gpu_spec_finds_datasheets_by_cuda_device_name() -> None:
     assert gpu_spec("NVIDIA H200").bf16_tflops == 989.4  # type: ignore[union-attr]
     assert gpu_spec("NVIDIA RTX PRO 6000 Blackwell Server Edition").capability == 120  # type: ignore[union-attr]
     assert gpu_spec("NVIDIA GeForce RTX 5090").sms == 170  # type: ignore[union-attr]
+    assert gpu_spec("NVIDIA H100 80GB HBM3").bandwidth_gbps == 3350.0  # type: ignore[union-attr]
+    assert gpu_spec("NVIDIA H100 PCIe") is None  # another board, other ceilings: not the SXM5's
     assert gpu_spec("NVIDIA A100-SXM4-80GB") is None
 
 
