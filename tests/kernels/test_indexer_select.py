@@ -26,6 +26,7 @@ import triton.language as tl  # noqa: E402
 
 from mla_kernels._common import interpreting, num_sms  # noqa: E402
 from mla_kernels.indexer import (  # noqa: E402
+    IndexerInputs,
     check_indexer_output,
     coop,  # noqa: E402
     dequantize_index_cache,
@@ -35,7 +36,7 @@ from mla_kernels.indexer import (  # noqa: E402
     indexer_workspace,
     make_indexer_inputs,
     quantize_index_cache,
-    select_rule,  # noqa: E402
+    select_rule,
 )
 from mla_kernels.indexer import launch as ix_launch  # noqa: E402
 from mla_kernels.indexer import radix as ix_radix  # noqa: E402
@@ -369,6 +370,18 @@ def test_select_by_batch(monkeypatch: pytest.MonkeyPatch) -> None:
         check_indexer_output(out, indexer_logits_reference(*inp.args()[:5]), inp.block_table, inp.seq_lens, 16)
 
 
+def _paths_by_hint(lens: list[int], seed: int, cases: tuple[tuple[int | None, str], ...]) -> IndexerInputs:
+    """End to end through indexer_topk on small inputs: each (hint, path) runs that path (the record names it)
+    and returns the reference's slots."""
+    inp = make_indexer_inputs(len(lens), lens, max_context=512, num_heads=16, topk=16, device=DEV, seed=seed)
+    ref = indexer_logits_reference(*inp.args()[:5])
+    for hint, path in cases:
+        out, record = indexer_topk_with_record(*inp.args(), max_seq_len=hint)
+        assert record.config["select"] == path, hint
+        check_indexer_output(out, ref, inp.block_table, inp.seq_lens, 16)
+    return inp
+
+
 def test_long_requests_leave_the_split(monkeypatch: pytest.MonkeyPatch) -> None:
     # A batch the rule gives "split" runs LONG_SELECT's path once the caller says a request is longer than
     # its bound (the last one the batch reaches); no hint, a short one, a forced path and the other paths keep
@@ -390,12 +403,7 @@ def test_long_requests_leave_the_split(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(select_rule, "SHORT_SPLIT", ())
     assert select_rule.select_rule_text() == ("split above; the split -> radix past 256 tokens of the longest "
                                             "request (512 from 8 requests)")  # fmt: skip
-    inp = make_indexer_inputs(2, [300, 90], max_context=512, num_heads=16, topk=16, device=DEV, seed=5)
-    ref = indexer_logits_reference(*inp.args()[:5])
-    for hint, path in ((None, "split"), (256, "split"), (300, "radix"), (10**6, "radix")):
-        out, record = indexer_topk_with_record(*inp.args(), max_seq_len=hint)
-        assert record.config["select"] == path, hint
-        check_indexer_output(out, ref, inp.block_table, inp.seq_lens, 16)
+    inp = _paths_by_hint([300, 90], 5, ((None, "split"), (256, "split"), (300, "radix"), (10**6, "radix")))
     for bad in (-1, True, 2.5, "300"):
         with pytest.raises(ValueError, match="max_seq_len must be None or a non-negative int"):
             indexer_topk_with_record(*inp.args(), max_seq_len=bad)
@@ -420,12 +428,7 @@ def test_short_requests_take_the_one_launch_select(monkeypatch: pytest.MonkeyPat
         f"{more_len:,} tokens")
     # End to end through indexer_topk, on a small bound: the same slots either way, the record names the path.
     monkeypatch.setattr(select_rule, "SHORT_SELECT", ((4, 300),))
-    inp = make_indexer_inputs(3, [300, 90, 0], max_context=512, num_heads=16, topk=16, device=DEV, seed=6)
-    ref = indexer_logits_reference(*inp.args()[:5])
-    for hint, path in ((None, "radix"), (300, "coop"), (301, "radix")):
-        out, record = indexer_topk_with_record(*inp.args(), max_seq_len=hint)
-        assert record.config["select"] == path, hint
-        check_indexer_output(out, ref, inp.block_table, inp.seq_lens, 16)
+    _paths_by_hint([300, 90, 0], 6, ((None, "radix"), (300, "coop"), (301, "radix")))
 
 
 def test_shortest_requests_take_the_split(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -445,12 +448,7 @@ def test_shortest_requests_take_the_split(monkeypatch: pytest.MonkeyPatch) -> No
         f"; coop or radix -> split up to {one_len:,} tokens at one request, {few_len:,} tokens at up to {few} requests")
     # End to end through indexer_topk, on a small bound: the same slots either way, the record names the path.
     monkeypatch.setattr(select_rule, "SHORT_SPLIT", ((4, 300),))
-    inp = make_indexer_inputs(3, [300, 90, 0], max_context=512, num_heads=16, topk=16, device=DEV, seed=7)
-    ref = indexer_logits_reference(*inp.args()[:5])
-    for hint, path in ((None, "radix"), (300, "split"), (301, "coop")):
-        out, record = indexer_topk_with_record(*inp.args(), max_seq_len=hint)
-        assert record.config["select"] == path, hint
-        check_indexer_output(out, ref, inp.block_table, inp.seq_lens, 16)
+    _paths_by_hint([300, 90, 0], 7, ((None, "radix"), (300, "split"), (301, "coop")))
 
 
 def test_radix_plan_spreads_one_request() -> None:
