@@ -213,16 +213,12 @@ def iter_checks(with_ceilings: bool = True) -> Iterator[Check]:
     yield _ceiling_check(device) if with_ceilings else Check("ceilings", SKIP, "--no-ceilings")
 
 
-def diagnose(with_ceilings: bool = True) -> list[Check]:
-    return list(iter_checks(with_ceilings))
-
-
 def handler(args: argparse.Namespace) -> int:
     checks: list[Check] = []
     for check in iter_checks(with_ceilings=not args.no_ceilings):
-        checks.append(check)
-        if not args.json:
-            print(f"[{check.status:>4}] {check.name:26s} {check.detail}", flush=True)
+        checks.append(check)  # each shown as it is done; with --json on stderr, so stdout stays one document
+        print(f"[{check.status:>4}] {check.name:26s} {check.detail}", file=sys.stderr if args.json else sys.stdout,
+              flush=True)  # fmt: skip
     failed = [c for c in checks if c.status == FAIL]
     if args.json:
         print(json.dumps({"ok": not failed, "checks": [asdict(c) for c in checks]}, indent=1))

@@ -92,8 +92,8 @@ def select_path(
 ) -> str:
     """The select path a batch of ``batch`` requests runs under ``select`` (default ``SELECT``), whose
     longest request has ``max_seq_len`` tokens if the caller knows (``LONG_SELECT``, ``SHORT_SPLIT``,
-    ``SHORT_SELECT``). A rule
-    that is one path (``indexer_topk``'s ``select``) runs that path whatever the length."""
+    ``SHORT_SELECT``). A rule that is one path (``indexer_topk``'s ``select``) runs that path whatever the
+    length."""
     rule = SELECT if select is None else select
     path = rule if isinstance(rule, str) else next((p for bound, p in rule if batch <= bound), None)
     if not isinstance(rule, str) and max_seq_len is not None:

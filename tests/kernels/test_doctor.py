@@ -43,6 +43,7 @@ def test_json_and_a_bad_profile_is_named(monkeypatch):
     proc = _doctor("--json", module="mlaperf.doctor", hide_gpu=True)
     assert proc.returncode == 1, proc.stderr
     report = json.loads(proc.stdout)
+    assert "[FAIL] gpu" in proc.stderr  # each check shown as it is done, off the JSON document
     status = {c["name"]: c["status"] for c in report["checks"]}
     assert report["ok"] is False and status["gpu"] == "FAIL" and status["arch profile"] == "FAIL"
     assert "MLAPERF_ARCH_PROFILE='sm_100'" in next(c["detail"] for c in report["checks"] if c["name"] == "arch profile")
