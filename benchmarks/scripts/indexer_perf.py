@@ -287,11 +287,11 @@ def main(argv: list[str] | None = None) -> int:
     import torch
     import triton
 
-    from mla_kernels.indexer import select_rule as indexer_launch  # after TRITON_INTERPRET: kernels decorate on import
+    from mla_kernels.indexer import select_rule  # after TRITON_INTERPRET: kernels decorate on import
     from mla_kernels.indexer.tiles import scores_rule_text
 
     try:
-        indexer_launch.check_select(args.select, "--select")
+        select_rule.check_select(args.select, "--select")
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -304,7 +304,7 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"indexer_perf on {info['name']} (torch {info['torch']}, triton {info['triton']}): "
         f"batches {args.batches}, max_context {args.max_context}, topk {args.topk}, heads {args.heads}, "
-        f"select {indexer_launch.select_rule_text(args.select)}, "
+        f"select {select_rule.select_rule_text(args.select)}, "
         f"scores {scores_rule_text() if device.type == 'cuda' else 'a fixed tile (interpreter)'}, "
         f"{args.iters} timed calls each",
         file=sys.stderr,
@@ -327,7 +327,7 @@ def main(argv: list[str] | None = None) -> int:
         "contexts": args.contexts,
         "topk": args.topk,
         "heads": args.heads,
-        "select": args.select or indexer_launch.SELECT,
+        "select": args.select or select_rule.SELECT,
         "iters": args.iters,
         "l2_flush": args.flush,
         "command": " ".join([Path(sys.argv[0]).name, *(sys.argv[1:] if argv is None else argv)]),

@@ -102,11 +102,11 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     import torch
 
-    from mla_kernels.indexer import select_rule as indexer_launch
+    from mla_kernels.indexer import select_rule
     from mla_kernels.indexer.tiles import scores_rule_text
 
     try:
-        indexer_launch.check_select(args.select, "--select")
+        select_rule.check_select(args.select, "--select")
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -120,13 +120,13 @@ def main(argv: list[str] | None = None) -> int:
     contexts = [int(c) for c in args.contexts.split(",")]
     print(f"# {name}, torch {torch.__version__}, triton {triton.__version__}; contexts {contexts}, "
           f"max_context {args.max_context}, top-k {args.topk}, {args.layers} layers per graph, "
-          f"indexer select {indexer_launch.select_rule_text(args.select)}, scores {scores_rule_text()}")
+          f"indexer select {select_rule.select_rule_text(args.select)}, scores {scores_rule_text()}")
     rows = []
     for context in contexts:
         for batch in (int(b) for b in args.batches.split(",")):
             rows.append(_measure(batch, context, args))
     result = {"device": name, "torch": torch.__version__, "triton": triton.__version__, "contexts": contexts,
-              "max_context": args.max_context, "topk": args.topk, "select": args.select or indexer_launch.SELECT,
+              "max_context": args.max_context, "topk": args.topk, "select": args.select or select_rule.SELECT,
               "rows": rows}
     if args.json:
         args.json.write_text(json.dumps(result, indent=1))
