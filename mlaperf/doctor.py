@@ -4,8 +4,10 @@ Checks, in order: a CUDA GPU and its compute capability; the versions (driver, C
 and whether it carries code for this GPU, Triton); one small case of every kernel against its torch
 reference (SIMT and MMA decode, the MMA decode with the sm_120 profile, both Triton indexers); the
 architecture profile in the environment; the device's measured ceilings (copy bandwidth, bf16
-matmul) against its public specification. Exit status 0 only when every check passes, 1 when one
-fails (no GPU included), 2 for bad usage, 3 for an internal error.
+matmul) against its public specification. Each check prints as it is done (with --json on stderr, the
+document on stdout at the end); the kernel checks compile and autotune, about 150 s on a cold H100. Exit
+status 0 only when every check passes, 1 when one fails (no GPU included), 2 for bad usage, 3 for an
+internal error.
 """
 
 from __future__ import annotations
