@@ -63,7 +63,8 @@ def _gpu_checks() -> tuple[list[Check], object | None]:
     props = torch.cuda.get_device_properties(device)
     cc = f"{props.major}.{props.minor}"
     checks = [Check("gpu", OK, f"{props.name}, compute capability {cc}, {props.multi_processor_count} SMs, "
-                               f"{props.total_memory / 2**30:.1f} GiB")]
+                               f"{props.total_memory / 2**30:.1f} GiB"),
+              _driver_check(props.major * 10 + props.minor)]
     arch = f"sm_{props.major}{props.minor}"
     archs = torch.cuda.get_arch_list()
     if arch in archs or f"compute_{props.major}{props.minor}" in archs:
@@ -195,17 +196,9 @@ def _ceiling_check(device: object) -> Check:
 
 def iter_checks(with_ceilings: bool = True) -> Iterator[Check]:
     """Every check in order, each as soon as it is done: kernel checks compile, so the first ones take a while."""
-    import torch
-
     yield Check("python", OK, f"Python {platform.python_version()} on {platform.machine()}")
     gpu, device = _gpu_checks()
-    if device is not None:
-        props = torch.cuda.get_device_properties(device)
-        yield gpu[0]
-        yield _driver_check(props.major * 10 + props.minor)
-        yield from gpu[1:]
-    else:
-        yield from gpu
+    yield from gpu
     yield _triton_check()
     yield _profile_check()
     if device is None:

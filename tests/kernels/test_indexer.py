@@ -31,7 +31,7 @@ from mla_kernels.indexer import (  # noqa: E402
     indexer_topk_with_record,  # noqa: E402
     make_indexer_inputs,
     quantize_index_cache,
-    select_rule,  # noqa: E402
+    select_rule,
 )
 from mla_kernels.indexer import kernels as ix_kernels  # noqa: E402
 from mla_kernels.indexer import launch as ix_launch  # noqa: E402

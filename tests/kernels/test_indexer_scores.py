@@ -22,7 +22,7 @@ from mla_kernels.indexer import (  # noqa: E402
     indexer_logits_reference,
     indexer_topk_with_record,
     make_indexer_inputs,
-    select_rule,  # noqa: E402
+    select_rule,
 )
 from mla_kernels.indexer import launch as ix_launch  # noqa: E402
 from mla_kernels.indexer.tiles import SCORES_TILES  # noqa: E402
