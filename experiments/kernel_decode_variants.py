@@ -5,6 +5,7 @@ shared memory on this GPU and, compiled ahead of time, on sm_120 (whether an sm_
 
 ``--configs``: ``all`` (every autotuner candidate), ``sm120`` (the candidates an sm_120 compiles), or
 ``BLOCK_HxBLOCK_NxWARPSxSTAGESxPREFETCH[xBLOCK_D],...`` (BLOCK_D > 0: the two-pass kernels).
+``--splits 16,32`` times each fused config with these split counts instead of the tuner's.
 ``--simt-tiles 16x4,32x4`` times SIMT tiles (BLOCK_N x warps) instead, twice each in alternation (the A/B
 behind ``mla_kernels.decode.launch.SIMT_TILES``).
 """
@@ -71,6 +72,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--heads", type=int, default=64)
     ap.add_argument("--configs", default="all",
                     help="all | sm120 | BLOCK_HxBLOCK_NxWARPSxSTAGESxPREFETCH[xBLOCK_D],... (default: all)")
+    ap.add_argument("--splits", help="split counts to time each config with (default: the tuner's, "
+                    "split_counts); capped at MAX_SPLITS and one tile a split")
     ap.add_argument("--reps", type=int, default=10, help="graph replays per config (median)")
     ap.add_argument("--simt-tiles", help="BLOCK_NxWARPS,... : time these SIMT tiles instead of MMA configs")
     ap.add_argument("--json", type=Path, help="write every row to this file")
@@ -81,6 +84,9 @@ def main(argv: list[str] | None = None) -> int:
             raise ValueError(f"--simt-tiles takes BLOCK_NxWARPS,..., got {args.simt_tiles!r}")
         specs = parse_configs(args.configs)
         batches = [int(b) for b in args.batches.split(",")]
+        forced = [int(s) for s in args.splits.split(",")] if args.splits else []
+        if any(s < 1 for s in forced):
+            raise ValueError(f"--splits takes positive counts, got {args.splits!r}")
     except ValueError as exc:
         ap.error(str(exc))
     import torch
@@ -121,7 +127,8 @@ def main(argv: list[str] | None = None) -> int:
         for candidate in specs:
             if args.heads % candidate.block_h:
                 continue
-            for splits in config_split_counts(candidate, batch, args.heads, args.topk, sms):
+            tuned = config_split_counts(candidate, batch, args.heads, args.topk, sms)
+            for splits in forced if forced and not candidate.block_d else tuned:
                 cfg = replace(candidate, num_splits=splits, source="fixed")
                 spec = cfg.tile
                 head = f"B={batch:4d} {cfg.label:22s} S {splits:2d}"

@@ -72,11 +72,13 @@ def matrix(capability: int, groups: tuple[str, ...] = GROUPS) -> list[Entry]:
         for tile in dict.fromkeys((used, decode.launch.SIMT_SPILL_FREE_TILE, *decode.launch.SIMT_TILES.values())):
             simt = decode.simt_launch(q, cache, idx, 512**-0.5, out, lse, tile)
             entries.append(Entry("decode.simt", f"BLOCK_N {tile[0]} w{tile[1]}", simt, tile == used, ("simt", *tile)))
-        for splits in (2, 4, 8, 16):
+        for splits in (2, 4, 8, 16, 32):
             opart = torch.empty(64, splits, 64, 512, dtype=torch.float32, device=meta)
             lpart = torch.empty(64, splits, 64, dtype=torch.float32, device=meta)
-            launch = decode.combine_launch(opart, lpart, out, lse, splits)
-            entries.append(Entry("decode.combine", f"BLOCK_S {launch.constexprs['BLOCK_S']}", launch, True))
+            for block_c in (512, 128):  # every column split combine_columns picks lies between these
+                launch = decode.combine_launch(opart, lpart, out, lse, splits, block_c)
+                entries.append(Entry("decode.combine", f"BLOCK_S {launch.constexprs['BLOCK_S']} BLOCK_C {block_c}",
+                                     launch, True))
     if "indexer" in groups:
         for label, launch, spec in indexer.compile_matrix():
             entries.append(Entry(launch.name, label, launch, None if spec else True, spec))

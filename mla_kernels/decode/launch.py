@@ -31,14 +31,13 @@ from .kernels import (
     _simt_decode_kernel,
 )
 from .reference import sparse_mla_decode_reference, sparse_mla_decode_torch
-from .tuning import MmaConfig, choose_mma_config
+from .tuning import MAX_SPLITS, MmaConfig, choose_mma_config
 
 IMPLS = ("reference", "torch", "simt", "mma", "gluon")
 # The Triton kernels among them, and those whose configs follow the architecture profile (``arch_profile``).
 KERNEL_IMPLS = ("simt", "mma", "gluon")
 PROFILED_IMPLS = ("mma", "gluon")
 LOG2E = 1.4426950408889634
-MAX_SPLITS = 16
 # The kernels by name: what the compile report compiles and profiling scripts build variants of.
 KERNELS = {
     "simt": _simt_decode_kernel,
@@ -380,14 +379,27 @@ def _two_pass_launches(
     return [scores, output], out, lse
 
 
+def combine_columns(programs: int, sms: int) -> int:
+    """Output columns a combine program merges: all 512, or 256 / 128 when fewer than two programs an SM
+    would run (one or two requests: 64 programs of 32 partial rows each left half the SMs idle)."""
+    blocks = 1
+    while blocks < 4 and programs * blocks < 2 * sms:
+        blocks *= 2
+    return HEAD_DIM // blocks
+
+
 def combine_launch(
-    opart: torch.Tensor, lpart: torch.Tensor, out: torch.Tensor, lse: torch.Tensor, splits: int
+    opart: torch.Tensor, lpart: torch.Tensor, out: torch.Tensor, lse: torch.Tensor, splits: int,
+    block_c: int | None = None,
 ) -> _common.KernelLaunch:
+    """The LSE combine of split partials, ``block_c`` output columns a program (default ``combine_columns``
+    for this GPU)."""
     batch, heads, _ = out.shape
+    block_c = block_c or combine_columns(batch * heads, _common.num_sms(out.device))
     return _common.KernelLaunch(
-        "combine", _combine_kernel, (batch, heads),
+        "combine", _combine_kernel, (batch, heads, HEAD_DIM // block_c),
         (opart, lpart, out, lse, splits, heads, out.stride(0), out.stride(1), lse.stride(0)),
-        {"BLOCK_S": _common.next_pow2(splits)}, num_warps=4,
+        {"BLOCK_S": _common.next_pow2(splits), "BLOCK_C": block_c}, num_warps=4,
     )  # fmt: skip
 
 

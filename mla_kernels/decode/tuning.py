@@ -114,6 +114,8 @@ def launch_label(record: LaunchRecord) -> str:
 #   ones take 26.4 / 36.5 / 73.9 us against 39.3 / 66.7 / 135.3 us for the best fused mma.sync config and
 #   25.3 / 41.0 / 57.8 us for the H200's wgmma pick. Kept: the fastest at each of those concurrencies and
 #   64x32x4x1 d64 for more, smaller programs at low concurrency.
+# - One request (docs/measurements/session41_h100.log, H100): 16x16x4x1 over 32 splits, one 16-token tile a
+#   program and 128 programs, took 6.6 us against 6.9 us for the best 32-token tile over 16 splits.
 CANDIDATES: tuple[MmaConfig, ...] = tuple(
     MmaConfig(bh, bn, warps, stages, 1, prefetch, block_d)
     for bh, bn, warps, stages, prefetch, block_d in (
@@ -129,6 +131,7 @@ CANDIDATES: tuple[MmaConfig, ...] = tuple(
         (64, 64, 4, 1, 0, 64),
         (64, 64, 8, 1, 0, 128),
         (64, 32, 4, 1, 0, 64),
+        (16, 16, 4, 1, 2, 0),
     )
 )
 # Fused 64-head blocks hold a [64, 512] fp32 accumulator that only warpgroup MMA keeps in registers;
@@ -169,11 +172,16 @@ def arch_candidates(capability: int, impl: str = "mma") -> tuple[MmaConfig, ...]
     return tuple(c for c in CANDIDATES if c.block_h < WARPGROUP_BLOCK_H or c.block_d)
 
 
+# The most splits of one request's top-k a launch makes (``launch.split_plan``) and the tuner times: 32 lets
+# 16-token tiles cover a 512-token top-k at one request; 32-token tiles stop at 16 (at least one tile a split).
+MAX_SPLITS = 32
+
+
 def split_counts(batch: int, heads: int, block_h: int, topk: int, block_n: int, sms: int) -> tuple[int, ...]:
     """Split-K counts worth timing: none, the most that still fits one wave of one program per SM
     (64-head programs fill an SM), and the fewest that cover every SM (smaller programs share one)."""
     ctas = batch * (heads // block_h)
-    cap = min(-(-topk // block_n), 16)  # at least one tile per split
+    cap = min(-(-topk // block_n), MAX_SPLITS)  # at least one tile per split
     one_wave = max(1, min(sms // ctas, cap))
     cover = max(1, min(-(-sms // ctas), cap))
     return tuple(dict.fromkeys((one_wave, cover, 1)))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 
@@ -105,6 +107,38 @@ def test_two_pass_every_column_slice(device, heads, block_h, block_n, block_d):
     assert record.kernel == "_scores_pass_kernel+_output_pass_kernel" and record.config["BLOCK_D"] == block_d
     check_decode(out, lse, ref_out, ref_lse)
     assert torch.isinf(lse[1]).all() and (out[1] == 0).all()
+
+
+@pytest.mark.parametrize("block_c", [512, 256, 128])
+def test_combine_column_blocks(device, block_c):
+    # The LSE combine over 3 of 4 splits (one empty), a head with no split at all: every column split the
+    # launcher picks (combine_columns) merges as the whole-row one does, and only one program stores the LSE.
+    from mla_kernels.decode import combine_launch
+
+    gen = torch.Generator().manual_seed(block_c)
+    batch, splits, heads = 2, 4, 16
+    opart = torch.randn(batch, splits, heads, 512, generator=gen).to(device)
+    lpart = (torch.randn(batch, splits, heads, generator=gen) * 4).to(device)
+    lpart[:, 1] = float("-inf")
+    lpart[1, :, 3] = float("-inf")
+    out = torch.zeros(batch, heads, 512, dtype=torch.bfloat16, device=device)
+    lse = torch.zeros(batch, heads, device=device)
+    launch = combine_launch(opart, lpart, out, lse, splits, block_c)
+    assert launch.grid == (batch, heads, 512 // block_c) and launch.constexprs["BLOCK_C"] == block_c
+    launch.run()
+    w = torch.softmax(lpart.double() * math.log(2), dim=1).nan_to_num(0.0)  # [B, S, H]
+    ref = (w[..., None] * opart.double()).sum(1)  # [B, H, 512]
+    ref_lse = torch.logsumexp(lpart.double() * math.log(2), dim=1)
+    ref_lse[1, 3] = float("inf")
+    check_decode(out, lse, ref.to(torch.bfloat16), ref_lse.float())
+
+
+def test_combine_columns_fill_the_gpu():
+    from mla_kernels.decode import combine_columns
+
+    assert combine_columns(64, 132) == 128  # one request of 64 heads: four column blocks, 256 programs
+    assert combine_columns(256, 132) == 256 and combine_columns(512, 132) == 512
+    assert combine_columns(1, 132) == 128  # never under 128 columns
 
 
 def test_kernels_assert_the_cache_layout(monkeypatch):

@@ -13,6 +13,7 @@ from mla_kernels._common import KernelLaunch
 from mla_kernels.arch import ARCHS, RESIDENT_BLOCKS, parse_arch, profile_target, resident_blocks, resolve_profile
 from mla_kernels.decode import (
     CANDIDATES,
+    MAX_SPLITS,
     SPILL_ALLOWED,
     WGMMA_CANDIDATES,
     MmaConfig,
@@ -35,8 +36,10 @@ def test_split_counts_one_wave_cover_and_none(batch, expected):
     assert split_counts(batch, 64, 64, 512, 64, 132) == expected
 
 
-def test_split_counts_never_exceed_tiles_or_sixteen():
-    assert max(split_counts(1, 64, 16, 2048, 32, 132)) == 16
+def test_split_counts_never_exceed_tiles_or_max_splits():
+    assert max(split_counts(1, 64, 16, 2048, 32, 132)) == MAX_SPLITS == 32
+    assert split_counts(1, 64, 16, 512, 16, 132) == (32, 1)  # one request: one 16-token tile a split
+    assert max(split_counts(1, 64, 16, 512, 32, 132)) == 16  # 16 tiles of 32 cover 512
     assert max(split_counts(1, 64, 64, 100, 64, 132)) == 2  # two tiles of 64 cover 100 slots
     assert split_counts(4096, 64, 16, 512, 32, 132) == (1,)
 
