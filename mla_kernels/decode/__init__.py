@@ -1,5 +1,6 @@
 """Sparse MLA decode: kernels (``kernels``; the Gluon ones in ``gluon_kernels`` and, for sm_90, ``wgmma_kernels``
-and its warp-specialized form ``wgmma_ws_kernels``), launchers (``launch``), MMA and Gluon autotuner (``tuning``).
+and its warp-specialized form ``wgmma_ws_kernels``), the split-K LSE combine (``combine``), launchers
+(``launch``), MMA and Gluon autotuner (``tuning``).
 
 The cache layout it reads is ``mla_kernels.cache``; its pure-torch reference (fp32) and plain-torch bf16
 baseline are ``reference``.
@@ -7,14 +8,13 @@ baseline are ``reference``.
 
 from ..arch import SPILL_ALLOWED, verdict
 from . import gluon_kernels, wgmma_kernels, wgmma_ws_kernels
+from .combine import combine_columns, combine_launch
 from .launch import (
     IMPLS,
     KERNEL_IMPLS,
     KERNELS,
     MAX_SPLITS,
     PROFILED_IMPLS,
-    combine_columns,
-    combine_launch,
     decode_with_config,
     gluon_unavailable,
     mma_launches,

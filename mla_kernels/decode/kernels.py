@@ -362,36 +362,6 @@ def _mma_decode_kernel(
     tl.store(o_rows + NOPE_DIM + c64[None, :], (accr * inv).to(odt))
 
 
-@triton.jit(do_not_specialize=["num_splits"])
-def _combine_kernel(
-    opart_ptr, lpart_ptr, out_ptr, lse_ptr, num_splits, num_heads, stride_ob, stride_oh, stride_lb,
-    BLOCK_S: tl.constexpr, BLOCK_C: tl.constexpr = 512, PDL: tl.constexpr = False,
-):
-    wait_prior_grid(PDL)  # first: the previous kernel's writes (mla_kernels.pdl)
-    # Merge the splits of one (request, head), BLOCK_C of its 512 output columns: weights 2**(lse_s - max)
-    # over the split partials. Every column block computes the weights; the first stores the LSE.
-    pid_b = tl.program_id(0).to(tl.int64)
-    pid_h = tl.program_id(1)
-    pid_d = tl.program_id(2)
-    offs_s = tl.arange(0, BLOCK_S)
-    offs_d = pid_d * BLOCK_C + tl.arange(0, BLOCK_C)
-    smask = offs_s < num_splits
-    rows = (pid_b * num_splits + offs_s) * num_heads + pid_h  # [S]
-    # Partial rows first: ptxas issues more of their loads before the LSE reduction waits (session 29).
-    parts = tl.load(opart_ptr + rows[:, None] * 512 + offs_d[None, :], mask=smask[:, None], other=0.0)  # [S, D]
-    lse2 = tl.load(lpart_ptr + rows, mask=smask, other=float("-inf"))
-    mx = tl.max(lse2, axis=0)
-    mx_safe = tl.where(mx == float("-inf"), 0.0, mx)
-    w = tl.exp2(lse2 - mx_safe)  # 0 for empty splits
-    total = tl.sum(w, axis=0)
-    has = total > 0.0
-    res = tl.sum(parts * w[:, None], axis=0) / tl.where(has, total, 1.0)
-    tl.store(out_ptr + pid_b * stride_ob + pid_h * stride_oh + offs_d, res.to(out_ptr.dtype.element_ty))
-    if pid_d == 0:
-        lse = tl.where(has, (mx_safe + tl.log2(tl.where(has, total, 1.0))) * 0.6931471805599453, float("inf"))
-        tl.store(lse_ptr + pid_b * stride_lb + pid_h, lse)
-
-
 # Two passes for GPUs whose tensor cores cannot hold a [64, 512] fp32 accumulator in registers
 # (mma.sync: sm_8x, sm_120). The fused kernel there must use 16- or 32-head blocks, and every block
 # dequantizes the same KV tile again (4x at H=64). Here each FP8 byte is dequantized once per pass

@@ -23,8 +23,8 @@ from ..cache import (
 )
 from ..record import KernelRun, LaunchRecord
 from . import gluon_kernels, wgmma_kernels, wgmma_ws_kernels
+from .combine import _combine_kernel, combine_launch
 from .kernels import (
-    _combine_kernel,
     _mma_decode_kernel,
     _output_pass_kernel,
     _scores_pass_kernel,
@@ -377,30 +377,6 @@ def _two_pass_launches(
         num_warps=cfg.num_warps, num_stages=cfg.num_stages,
     )  # fmt: skip
     return [scores, output], out, lse
-
-
-def combine_columns(programs: int, sms: int) -> int:
-    """Output columns a combine program merges: all 512, or 256 / 128 when fewer than two programs an SM
-    would run (one or two requests: 64 programs of 32 partial rows each left half the SMs idle)."""
-    blocks = 1
-    while blocks < 4 and programs * blocks < 2 * sms:
-        blocks *= 2
-    return HEAD_DIM // blocks
-
-
-def combine_launch(
-    opart: torch.Tensor, lpart: torch.Tensor, out: torch.Tensor, lse: torch.Tensor, splits: int,
-    block_c: int | None = None,
-) -> _common.KernelLaunch:
-    """The LSE combine of split partials, ``block_c`` output columns a program (default ``combine_columns``
-    for this GPU)."""
-    batch, heads, _ = out.shape
-    block_c = block_c or combine_columns(batch * heads, _common.num_sms(out.device))
-    return _common.KernelLaunch(
-        "combine", _combine_kernel, (batch, heads, HEAD_DIM // block_c),
-        (opart, lpart, out, lse, splits, heads, out.stride(0), out.stride(1), lse.stride(0)),
-        {"BLOCK_S": _common.next_pow2(splits), "BLOCK_C": block_c}, num_warps=4,
-    )  # fmt: skip
 
 
 def _mma_decode(

@@ -17,7 +17,7 @@ if not torch.cuda.is_available():  # must precede the first triton import
 
 from mla_kernels._common import KernelLaunch, interpreting, pdl_constexprs, pdl_enabled, takes_pdl  # noqa: E402
 from mla_kernels.decode import launch as decode_launch  # noqa: E402
-from mla_kernels.decode.kernels import _combine_kernel  # noqa: E402
+from mla_kernels.decode.combine import _combine_kernel  # noqa: E402
 from mla_kernels.indexer import launch as indexer_launch  # noqa: E402
 from settings import env  # noqa: E402
 
@@ -61,7 +61,7 @@ from triton.compiler import ASTSource
 import triton
 from mla_kernels.aot import signature
 from mla_kernels._common import KernelLaunch
-from mla_kernels.decode.kernels import _combine_kernel
+from mla_kernels.decode.combine import _combine_kernel
 m = torch.device("meta")
 opart, lpart = torch.empty((1, 2, 16, 512), device=m), torch.empty((1, 2, 16), device=m)
 out, lse = torch.empty((1, 16, 512), dtype=torch.bfloat16, device=m), torch.empty((1, 16), device=m)
