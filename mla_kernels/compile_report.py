@@ -75,10 +75,8 @@ def matrix(capability: int, groups: tuple[str, ...] = GROUPS) -> list[Entry]:
         for splits in (2, 4, 8, 16, 32):
             opart = torch.empty(64, splits, 64, 512, dtype=torch.float32, device=meta)
             lpart = torch.empty(64, splits, 64, dtype=torch.float32, device=meta)
-            for block_c in (512, 128):  # every column split combine_columns picks lies between these
-                launch = decode.combine_launch(opart, lpart, out, lse, splits, block_c)
-                entries.append(Entry("decode.combine", f"BLOCK_S {launch.constexprs['BLOCK_S']} BLOCK_C {block_c}",
-                                     launch, True))
+            launch = decode.combine_launch(opart, lpart, out, lse, splits)
+            entries.append(Entry("decode.combine", f"BLOCK_S {launch.constexprs['BLOCK_S']}", launch, True))
     if "indexer" in groups:
         for label, launch, spec in indexer.compile_matrix():
             entries.append(Entry(launch.name, label, launch, None if spec else True, spec))

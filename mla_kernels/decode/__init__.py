@@ -8,7 +8,7 @@ baseline are ``reference``.
 
 from ..arch import SPILL_ALLOWED, verdict
 from . import gluon_kernels, wgmma_kernels, wgmma_ws_kernels
-from .combine import combine_columns, combine_launch
+from .combine import combine_launch
 from .launch import (
     IMPLS,
     KERNEL_IMPLS,
@@ -48,7 +48,6 @@ __all__ = [
     "SPILL_ALLOWED",
     "arch_candidates",
     "MmaConfig",
-    "combine_columns",
     "combine_launch",
     "decode_with_config",
     "gluon_kernels",

@@ -12,7 +12,6 @@ import triton
 import triton.language as tl
 
 from .. import _common
-from ..cache import HEAD_DIM
 from ..pdl import wait_prior_grid
 
 
@@ -20,16 +19,16 @@ from ..pdl import wait_prior_grid
 @triton.jit(do_not_specialize=["num_splits"])
 def _combine_kernel(
     opart_ptr, lpart_ptr, out_ptr, lse_ptr, num_splits, num_heads, stride_ob, stride_oh, stride_lb,
-    BLOCK_S: tl.constexpr, BLOCK_C: tl.constexpr = 512, PDL: tl.constexpr = False,
+    BLOCK_S: tl.constexpr, PDL: tl.constexpr = False,
 ):
     wait_prior_grid(PDL)  # first: the previous kernel's writes (mla_kernels.pdl)
-    # Merge the splits of one (request, head), BLOCK_C of its 512 output columns: weights 2**(lse_s - max)
-    # over the split partials. Every column block computes the weights; the first stores the LSE.
+    # Merge the splits of one (request, head): weights 2**(lse_s - max) over the split partials. One program
+    # for all 512 columns: splitting them over four programs at one request made the decode 1.2 us slower
+    # (docs/measurements/session41_h100.log, call 2).
     pid_b = tl.program_id(0).to(tl.int64)
     pid_h = tl.program_id(1)
-    pid_d = tl.program_id(2)
     offs_s = tl.arange(0, BLOCK_S)
-    offs_d = pid_d * BLOCK_C + tl.arange(0, BLOCK_C)
+    offs_d = tl.arange(0, 512)
     smask = offs_s < num_splits
     rows = (pid_b * num_splits + offs_s) * num_heads + pid_h  # [S]
     # Partial rows first: ptxas issues more of their loads before the LSE reduction waits (session 29).
@@ -42,30 +41,17 @@ def _combine_kernel(
     has = total > 0.0
     res = tl.sum(parts * w[:, None], axis=0) / tl.where(has, total, 1.0)
     tl.store(out_ptr + pid_b * stride_ob + pid_h * stride_oh + offs_d, res.to(out_ptr.dtype.element_ty))
-    if pid_d == 0:
-        lse = tl.where(has, (mx_safe + tl.log2(tl.where(has, total, 1.0))) * 0.6931471805599453, float("inf"))
-        tl.store(lse_ptr + pid_b * stride_lb + pid_h, lse)
-
-
-def combine_columns(programs: int, sms: int) -> int:
-    """Output columns a combine program merges: all 512, or 256 / 128 when fewer than two programs an SM
-    would run (one or two requests: 64 programs of 32 partial rows each left half the SMs idle)."""
-    blocks = 1
-    while blocks < 4 and programs * blocks < 2 * sms:
-        blocks *= 2
-    return HEAD_DIM // blocks
+    lse = tl.where(has, (mx_safe + tl.log2(tl.where(has, total, 1.0))) * 0.6931471805599453, float("inf"))
+    tl.store(lse_ptr + pid_b * stride_lb + pid_h, lse)
 
 
 def combine_launch(
-    opart: torch.Tensor, lpart: torch.Tensor, out: torch.Tensor, lse: torch.Tensor, splits: int,
-    block_c: int | None = None,
+    opart: torch.Tensor, lpart: torch.Tensor, out: torch.Tensor, lse: torch.Tensor, splits: int
 ) -> _common.KernelLaunch:
-    """The LSE combine of split partials, ``block_c`` output columns a program (default ``combine_columns``
-    for this GPU)."""
+    """The LSE combine of ``splits`` partials into ``out`` and ``lse``: one program a (request, head)."""
     batch, heads, _ = out.shape
-    block_c = block_c or combine_columns(batch * heads, _common.num_sms(out.device))
     return _common.KernelLaunch(
-        "combine", _combine_kernel, (batch, heads, HEAD_DIM // block_c),
+        "combine", _combine_kernel, (batch, heads),
         (opart, lpart, out, lse, splits, heads, out.stride(0), out.stride(1), lse.stride(0)),
-        {"BLOCK_S": _common.next_pow2(splits), "BLOCK_C": block_c}, num_warps=4,
+        {"BLOCK_S": _common.next_pow2(splits)}, num_warps=4,
     )  # fmt: skip
