@@ -115,7 +115,8 @@ def launch_label(record: LaunchRecord) -> str:
 #   25.3 / 41.0 / 57.8 us for the H200's wgmma pick. Kept: the fastest at each of those concurrencies and
 #   64x32x4x1 d64 for more, smaller programs at low concurrency.
 # - One request (docs/measurements/session41_h100.log, H100): 16x16x4x1 over 32 splits, one 16-token tile a
-#   program and 128 programs, took 6.6 us against 6.9 us for the best 32-token tile over 16 splits.
+#   program and 128 programs, took 6.6 us against 6.9 us for the best 32-token tile over 16 splits; tuned,
+#   the decode took 6.7 / 6.7 us against 6.9 / 7.0 us without it (two rounds, alternating).
 CANDIDATES: tuple[MmaConfig, ...] = tuple(
     MmaConfig(bh, bn, warps, stages, 1, prefetch, block_d)
     for bh, bn, warps, stages, prefetch, block_d in (
