@@ -103,6 +103,7 @@ def main(argv: list[str] | None = None) -> int:
         decode_with_config,
         judged_launches,
         mma_launches,
+        split_plan,
         verdict,
     )
     from mla_kernels.testing import check_decode
@@ -131,7 +132,8 @@ def main(argv: list[str] | None = None) -> int:
             for splits in forced if forced and not candidate.block_d else tuned:
                 cfg = replace(candidate, num_splits=splits, source="fixed")
                 spec = cfg.tile
-                head = f"B={batch:4d} {cfg.label:22s} S {splits:2d}"
+                # The split count the launch makes (at least one tile a split), not the one asked for.
+                head = f"B={batch:4d} {cfg.label:22s} S {split_plan(args.topk, cfg.block_n, splits)[0]:2d}"
                 try:
                     # sm_120: the worst of the config's kernels (two for two-pass configs).
                     compiled = [aot.compile_launch(launch, 120)
