@@ -165,6 +165,13 @@ def test_variant_configs_parse_and_name_bad_ones():
         parse_configs("64x64x8")
 
 
+def test_variants_splits_name_bad_counts():
+    for bad in ("0,16", "x", "8,"):
+        res = subprocess.run([sys.executable, "-m", "experiments.kernel_decode_variants", "--splits", bad],
+                             capture_output=True, text=True, cwd=REPO)  # fmt: skip
+        assert res.returncode == 2 and "--splits takes positive counts" in res.stderr, res.stderr
+
+
 def test_sm120_probe_variants_parse_and_name_bad_ones():
     from experiments.kernel_decode_sm120_probe import parse_variants
 
