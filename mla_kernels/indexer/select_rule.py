@@ -40,12 +40,12 @@ def long_bound(batch: int) -> int:
     return next((bound for from_batch, bound in reversed(LONG_SELECT[1]) if batch >= from_batch), 0)
 
 
-# And a batch that SELECT gives "radix" runs the one-launch "coop" select when its longest request is short:
-# (max batch, max longest request) pairs, any that holds. Forced on the H200 at 3-16 requests and
-# 2K-32K tokens (docs/measurements/indexer_short_coop_session31.log), "coop" took 17.4-17.9 / 18.5-19.2 /
-# 18.8-20.7 / 20.4-23.0 us at 3 / 4 / 8 / 16 requests up to 4K against "radix"'s 20.5-21.3 / 21.7-22.6 /
-# 24.5-27.1 / 27.7-31.2, and was faster up to 32K at 8 requests and fewer (42.0 against 47.1-47.5 us at 8) and
-# up to 16K at 16 (41.5-41.7 against 48.3-48.6; at 32K 69.9-70.0 against 68.4-68.6).
+# And a batch that SELECT gives "radix" runs the one-launch "coop" select when its longest request is short: (max
+# batch, max longest request) pairs, the first whose batch bound holds (``longest_for``). Forced on the H200 at 3-16
+# requests and 2K-32K tokens (docs/measurements/indexer_short_coop_session31.log), "coop" took 17.4-17.9 / 18.5-19.2 /
+# 18.8-20.7 / 20.4-23.0 us at 3 / 4 / 8 / 16 requests up to 4K against "radix"'s 20.5-21.3 / 21.7-22.6 / 24.5-27.1 /
+# 27.7-31.2, and was faster up to 32K at 8 requests and fewer (42.0 against 47.1-47.5 us at 8) and up to 16K at 16
+# (41.5-41.7 against 48.3-48.6; at 32K 69.9-70.0 against 68.4-68.6).
 SHORT_SELECT: tuple[tuple[int, int], ...] = ((8, 32768), (16, 16384))
 # A batch given "coop" or "radix" runs the split (one program a request) when its longest request is shorter
 # still: (max batch, max longest request), the first pair whose batch bound holds. On the H100, two rounds
@@ -55,10 +55,16 @@ SHORT_SELECT: tuple[tuple[int, int], ...] = ((8, 32768), (16, 16384))
 SHORT_SPLIT: tuple[tuple[int, int], ...] = ((1, 1024), (16, 2048))
 
 
+def longest_for(pairs: tuple[tuple[int, int], ...], batch: int) -> int:
+    """The longest request (tokens) that (max batch, max longest request) ``pairs`` allow a batch of ``batch``
+    requests: the first pair whose batch bound holds; -1 where none covers the batch."""
+    return next((longest for max_batch, longest in pairs if batch <= max_batch), -1)
+
+
 def short_split_bound(batch: int) -> int:
     """The longest request (tokens) up to which a batch of ``batch`` requests runs the split (``SHORT_SPLIT``);
     -1 where no pair covers the batch."""
-    return next((longest for max_batch, longest in SHORT_SPLIT if batch <= max_batch), -1)
+    return longest_for(SHORT_SPLIT, batch)
 
 
 def check_select(path: str | None, name: str = "select") -> str | None:
@@ -101,7 +107,7 @@ def select_path(
             path = LONG_SELECT[0]
         elif path in ("coop", "radix") and max_seq_len <= short_split_bound(batch):
             path = "split"
-        elif path == "radix" and any(batch <= b and max_seq_len <= n for b, n in SHORT_SELECT):
+        elif path == "radix" and max_seq_len <= longest_for(SHORT_SELECT, batch):
             path = "coop"
     if path not in SELECTS:
         raise ValueError(f"select path must be one of {SELECTS}, got {path!r} (SELECT = {rule!r})")
