@@ -84,9 +84,10 @@ def main(argv: list[str] | None = None) -> int:
             raise ValueError(f"--simt-tiles takes BLOCK_NxWARPS,..., got {args.simt_tiles!r}")
         specs = parse_configs(args.configs)
         batches = [int(b) for b in args.batches.split(",")]
-        forced = [int(s) for s in args.splits.split(",") if s.isdigit()] if args.splits else []
-        if args.splits and (len(forced) != len(args.splits.split(",")) or min(forced) < 1):
+        parts = args.splits.split(",") if args.splits else []
+        if not all(p.isdigit() and int(p) > 0 for p in parts):
             raise ValueError(f"--splits takes positive counts, comma-separated, got {args.splits!r}")
+        forced = [int(p) for p in parts]
     except ValueError as exc:
         ap.error(str(exc))
     import torch

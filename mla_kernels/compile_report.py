@@ -72,7 +72,7 @@ def matrix(capability: int, groups: tuple[str, ...] = GROUPS) -> list[Entry]:
         for tile in dict.fromkeys((used, decode.launch.SIMT_SPILL_FREE_TILE, *decode.launch.SIMT_TILES.values())):
             simt = decode.simt_launch(q, cache, idx, 512**-0.5, out, lse, tile)
             entries.append(Entry("decode.simt", f"BLOCK_N {tile[0]} w{tile[1]}", simt, tile == used, ("simt", *tile)))
-        for splits in (2, 4, 8, 16, 32):
+        for splits in (2 << i for i in range(decode.MAX_SPLITS.bit_length() - 1)):  # every BLOCK_S: 2 .. MAX_SPLITS
             opart = torch.empty(64, splits, 64, 512, dtype=torch.float32, device=meta)
             lpart = torch.empty(64, splits, 64, dtype=torch.float32, device=meta)
             launch = decode.combine_launch(opart, lpart, out, lse, splits)

@@ -13,7 +13,6 @@ from .launch import (
     IMPLS,
     KERNEL_IMPLS,
     KERNELS,
-    MAX_SPLITS,
     PROFILED_IMPLS,
     decode_with_config,
     gluon_unavailable,
@@ -27,6 +26,7 @@ from .launch import (
 from .tuning import (
     CANDIDATES,
     GLUON_CANDIDATES,
+    MAX_SPLITS,
     WGMMA_CANDIDATES,
     MmaConfig,
     arch_candidates,

@@ -9,7 +9,7 @@ import torch
 
 from mla_kernels import make_decode_inputs, quantize_kv_cache, sparse_mla_decode, sparse_mla_decode_with_record
 from mla_kernels._common import interpreting
-from mla_kernels.decode import CANDIDATES, MmaConfig, decode_with_config
+from mla_kernels.decode import CANDIDATES, MmaConfig, combine_launch, decode_with_config
 from mla_kernels.testing import PINNED_MMA_CONFIGS, check_decode, pinned_mma_config, random_kv
 
 KERNELS = ["simt", "mma"]
@@ -111,8 +111,6 @@ def test_two_pass_every_column_slice(device, heads, block_h, block_n, block_d):
 
 def test_combine_empty_splits_and_heads(device):
     # The LSE combine over 3 of 4 splits (one empty) and a head with no split at all (lse inf, output 0).
-    from mla_kernels.decode import combine_launch
-
     gen = torch.Generator().manual_seed(0)
     batch, splits, heads = 2, 4, 16
     opart = torch.randn(batch, splits, heads, 512, generator=gen).to(device)
