@@ -400,7 +400,8 @@ def _radix_compact_kernel(
 @triton.jit
 def _kth_largest_radix(key, k):
     # In registers: the k-th largest key (key 0 marks an empty lane) in four byte rounds, or 0 when fewer
-    # than k lanes are full. Same contract as ``split_kernels._kth_largest`` (16 two-bit rounds).
+    # than k lanes are full. ``split_kernels._kth_largest`` (up to 16 two-bit rounds) may stop at a lower
+    # threshold that exactly k lanes pass; ``_select_positions`` takes either.
     full = key != 0
     prefix = tl.zeros([], dtype=tl.uint32)
     k_rem = k + tl.zeros([], dtype=tl.int32)

@@ -3,10 +3,10 @@
 Where the plan holds every request in one chunk (``_request_topk_kernel``, one program a request), that
 program writes the request's row of slots. Otherwise stage 1 (``_chunk_topk_kernel``, one program per
 (chunk, request)): a chunk of ``CHUNK`` logits is held in registers, its k-th largest order key found by
-a bitwise search (two bits a round, three counts packed into one int64 reduction), and its top-k written
-as candidates (order key, token position). A request that fits one chunk is finished there: its row of
-slots is written directly. Stage 2 (``_merge_topk_kernel``, one program per request): the same
-in-register select over the candidates of every chunk of a longer request. Every count is a reduction
+a bitwise search (two bits a round, three counts packed into one int64 reduction, stopping once exactly k
+keys pass), and its top-k written as candidates (order key, token position). A request that fits one chunk
+is finished there: its row of slots is written directly. Stage 2 (``_merge_topk_kernel``, one program per
+request): the same in-register select over the candidates of every chunk of a longer request. Every count is a reduction
 over registers: no histogram atomics, no pass over the logits in global memory after the first load (but
 in the one-program kernel's fallback for a request past a wrong length hint).
 """
@@ -24,11 +24,15 @@ from .radix_kernels import _kth_largest_radix
 
 @triton.jit
 def _kth_largest(key, k):
-    # key: uint32 with 0 on empty lanes (a real key is never 0). Returns the largest T with
-    # count(key >= T) >= k: the k-th largest key when at least k lanes are full, else 0.
+    # key: uint32 with 0 on empty lanes (a real key is never 0). Returns a T with exactly k lanes at or above
+    # it, else the largest T with count(key >= T) >= k (the k-th largest key, ties at it), or 0 when fewer
+    # than k lanes are full. The rounds stop once exactly k lanes pass: that happens at the first bit where
+    # the k-th and (k+1)-th keys differ, about bit 12-18 from the top on indexer logits (7-10 of 16 rounds).
     thr = tl.zeros([], dtype=tl.uint32)
     one = tl.full([], 1, tl.uint32)
-    for r in tl.static_range(16):
+    n_at = tl.full([], -1, tl.int32)  # count(key >= thr) once a round has raised thr
+    r = tl.zeros([], dtype=tl.uint32)
+    while (r < 16) & (n_at != k):
         lo = one << (30 - 2 * r)
         hi = one << (31 - 2 * r)
         c1 = thr | lo
@@ -44,6 +48,8 @@ def _kth_largest(key, k):
         n2 = ((s >> 21) & 0x1FFFFF).to(tl.int32)
         n3 = (s >> 42).to(tl.int32)
         thr = tl.where(n3 >= k, c3, tl.where(n2 >= k, c2, tl.where(n1 >= k, c1, thr)))
+        n_at = tl.where(n3 >= k, n3, tl.where(n2 >= k, n2, tl.where(n1 >= k, n1, n_at)))
+        r += 1
     return thr
 
 
@@ -51,7 +57,7 @@ def _kth_largest(key, k):
 def _select_positions(key, k, RADIX: tl.constexpr):
     # Which lanes hold the top k full lanes, and each one's place in [0, min(k, full lanes)): every key
     # above the threshold, then the first ties at it (any choice among equal keys is right). RADIX: the
-    # threshold in four byte rounds (histograms) instead of sixteen two-bit rounds.
+    # threshold in four byte rounds (histograms) instead of up to sixteen two-bit rounds.
     if RADIX:
         thr = _kth_largest_radix(key, k)
     else:

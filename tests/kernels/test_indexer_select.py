@@ -51,6 +51,7 @@ from mla_kernels.indexer.radix_kernels import (  # noqa: E402
     WS_WIDTH,
     _final_select,
 )
+from mla_kernels.indexer.split_kernels import _kth_largest  # noqa: E402
 
 GPU = torch.cuda.is_available() and not interpreting()
 DEV = torch.device("cuda" if GPU else "cpu")
@@ -179,6 +180,39 @@ def test_compaction_counters_in_64_bit_words() -> None:
     assert int(ws.abs().sum()) == 0
     ref = indexer_logits_reference(*inp.args()[:5])
     assert check_indexer_output(out, ref, inp.block_table, inp.seq_lens, topk)["recall_min"] == 1.0
+
+
+@triton.jit
+def _kth_largest_probe_kernel(key_ptr, out_ptr, k, BLOCK: tl.constexpr):
+    key = tl.load(key_ptr + tl.arange(0, BLOCK)).to(tl.uint32, bitcast=True)
+    tl.store(out_ptr, _kth_largest(key, k).to(tl.int32, bitcast=True))
+
+
+def _kth_largest_of(keys: list[int], k: int) -> int:
+    # keys: uint32 values (0 an empty lane), run through the two-bit rounds; the threshold as uint32.
+    as_i32 = torch.tensor([x - (1 << 32) if x >= 1 << 31 else x for x in keys], dtype=torch.int32, device=DEV)
+    out = torch.zeros(1, dtype=torch.int32, device=DEV)
+    _kth_largest_probe_kernel[(1,)](as_i32, out, k, BLOCK=len(keys))
+    return int(out.item()) & 0xFFFFFFFF
+
+
+def test_kth_largest_stops_once_exactly_k_keys_pass() -> None:
+    # The top k keys start with bits 11, the rest with 10: the first round already leaves exactly k lanes at or
+    # above 0xC0000000, so the search stops there rather than resolving the k-th key's lower bits.
+    g = torch.Generator().manual_seed(5)
+    low = torch.randint(1, 1 << 30, (256,), generator=g).tolist()
+    k = 40
+    keys = [(0b11 << 30 if i < k else 0b10 << 30) | x for i, x in enumerate(low)]
+    assert _kth_largest_of(keys, k) == 0xC0000000
+    # Distinct keys anywhere: a threshold with exactly k keys at or above it, above the (k+1)-th key.
+    keys = [x | 1 << 31 for x in torch.randint(1, 1 << 31, (256,), generator=g).tolist()]
+    thr, ranked = _kth_largest_of(keys, k), sorted(keys, reverse=True)
+    assert sum(x >= thr for x in keys) == k and ranked[k] < thr <= ranked[k - 1]
+    # A tie at the k-th key never reaches exactly k: every round runs and the threshold is that key.
+    keys = [0xC0000001] * 10 + [0xB0000003] * 60 + [0x90000000 + x for x in range(1, 187)]
+    assert _kth_largest_of(keys, k) == 0xB0000003
+    # Fewer than k full lanes (0 marks an empty one): 0.
+    assert _kth_largest_of([0xC0000000 + x for x in range(1, 31)] + [0] * 226, k) == 0
 
 
 @triton.jit
