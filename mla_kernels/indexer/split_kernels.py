@@ -24,10 +24,11 @@ from .radix_kernels import _kth_largest_radix
 
 @triton.jit
 def _kth_largest(key, k):
-    # key: uint32 with 0 on empty lanes (a real key is never 0). Returns a T with exactly k lanes at or above
-    # it, else the largest T with count(key >= T) >= k (the k-th largest key, ties at it), or 0 when fewer
-    # than k lanes are full. The rounds stop once exactly k lanes pass: that happens at the first bit where
-    # the k-th and (k+1)-th keys differ, about bit 12-18 from the top on indexer logits (7-10 of 16 rounds).
+    # key: uint32 with 0 on empty lanes (a real key is never 0). Returns (T, exact): exact when exactly k
+    # lanes are at or above T; else T is the largest with count(key >= T) >= k (the k-th largest key, ties at
+    # it), or 0 when fewer than k lanes are full. The rounds stop once exactly k lanes pass: at the first bit
+    # where the k-th and (k+1)-th keys differ, about bit 12-18 from the top on indexer logits (7-10 of 16
+    # rounds).
     thr = tl.zeros([], dtype=tl.uint32)
     one = tl.full([], 1, tl.uint32)
     n_at = tl.full([], -1, tl.int32)  # count(key >= thr) once a round has raised thr
@@ -50,7 +51,7 @@ def _kth_largest(key, k):
         thr = tl.where(n3 >= k, c3, tl.where(n2 >= k, c2, tl.where(n1 >= k, c1, thr)))
         n_at = tl.where(n3 >= k, n3, tl.where(n2 >= k, n2, tl.where(n1 >= k, n1, n_at)))
         r += 1
-    return thr
+    return thr, n_at == k
 
 
 @triton.jit
@@ -60,14 +61,18 @@ def _select_positions(key, k, RADIX: tl.constexpr):
     # threshold in four byte rounds (histograms) instead of up to sixteen two-bit rounds.
     if RADIX:
         thr = _kth_largest_radix(key, k)
+        exact = thr != thr
     else:
-        thr = _kth_largest(key, k)
-    gt = key > thr  # thr 0 (fewer than k full lanes): every full lane
-    eq = (key == thr) & (thr > 0)
-    n_gt = tl.sum(gt.to(tl.int32), axis=0)
-    eq_rank = tl.cumsum(eq.to(tl.int32), axis=0) - 1
-    # A comparison, not ``gt | (...)``: the interpreter keeps bitwise-or of masks as integers.
-    take = (gt.to(tl.int32) + (eq & (eq_rank < k - n_gt)).to(tl.int32)) > 0
+        thr, exact = _kth_largest(key, k)
+    if exact:  # the usual case: no ties to rank, one reduction and one scan fewer
+        take = key >= thr
+    else:
+        gt = key > thr  # thr 0 (fewer than k full lanes): every full lane
+        eq = (key == thr) & (thr > 0)
+        n_gt = tl.sum(gt.to(tl.int32), axis=0)
+        eq_rank = tl.cumsum(eq.to(tl.int32), axis=0) - 1
+        # A comparison, not ``gt | (...)``: the interpreter keeps bitwise-or of masks as integers.
+        take = (gt.to(tl.int32) + (eq & (eq_rank < k - n_gt)).to(tl.int32)) > 0
     pos = tl.cumsum(take.to(tl.int32), axis=0) - 1
     return take, pos
 

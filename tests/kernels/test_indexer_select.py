@@ -185,15 +185,19 @@ def test_compaction_counters_in_64_bit_words() -> None:
 @triton.jit
 def _kth_largest_probe_kernel(key_ptr, out_ptr, k, BLOCK: tl.constexpr):
     key = tl.load(key_ptr + tl.arange(0, BLOCK)).to(tl.uint32, bitcast=True)
-    tl.store(out_ptr, _kth_largest(key, k).to(tl.int32, bitcast=True))
+    thr, exact = _kth_largest(key, k)
+    tl.store(out_ptr, thr.to(tl.int32, bitcast=True))
+    tl.store(out_ptr + 1, exact.to(tl.int32))
 
 
-def _kth_largest_of(keys: list[int], k: int) -> int:
-    # keys: uint32 values (0 an empty lane), run through the two-bit rounds; the threshold as uint32.
+def _kth_largest_of(keys: list[int], k: int) -> tuple[int, bool]:
+    # keys: uint32 values (0 an empty lane), run through the two-bit rounds; the threshold as uint32, and
+    # whether exactly k keys pass it.
     as_i32 = torch.tensor([x - (1 << 32) if x >= 1 << 31 else x for x in keys], dtype=torch.int32, device=DEV)
-    out = torch.zeros(1, dtype=torch.int32, device=DEV)
+    out = torch.zeros(2, dtype=torch.int32, device=DEV)
     _kth_largest_probe_kernel[(1,)](as_i32, out, k, BLOCK=len(keys))
-    return int(out.item()) & 0xFFFFFFFF
+    thr, exact = out.tolist()
+    return thr & 0xFFFFFFFF, bool(exact)
 
 
 def test_kth_largest_stops_once_exactly_k_keys_pass() -> None:
@@ -203,16 +207,16 @@ def test_kth_largest_stops_once_exactly_k_keys_pass() -> None:
     low = torch.randint(1, 1 << 30, (256,), generator=g).tolist()
     k = 40
     keys = [(0b11 << 30 if i < k else 0b10 << 30) | x for i, x in enumerate(low)]
-    assert _kth_largest_of(keys, k) == 0xC0000000
+    assert _kth_largest_of(keys, k) == (0xC0000000, True)
     # Distinct keys anywhere: a threshold with exactly k keys at or above it, above the (k+1)-th key.
     keys = [x | 1 << 31 for x in torch.randint(1, 1 << 31, (256,), generator=g).tolist()]
-    thr, ranked = _kth_largest_of(keys, k), sorted(keys, reverse=True)
-    assert sum(x >= thr for x in keys) == k and ranked[k] < thr <= ranked[k - 1]
+    (thr, exact), ranked = _kth_largest_of(keys, k), sorted(keys, reverse=True)
+    assert exact and sum(x >= thr for x in keys) == k and ranked[k] < thr <= ranked[k - 1]
     # A tie at the k-th key never reaches exactly k: every round runs and the threshold is that key.
     keys = [0xC0000001] * 10 + [0xB0000003] * 60 + [0x90000000 + x for x in range(1, 187)]
-    assert _kth_largest_of(keys, k) == 0xB0000003
+    assert _kth_largest_of(keys, k) == (0xB0000003, False)
     # Fewer than k full lanes (0 marks an empty one): 0.
-    assert _kth_largest_of([0xC0000000 + x for x in range(1, 31)] + [0] * 226, k) == 0
+    assert _kth_largest_of([0xC0000000 + x for x in range(1, 31)] + [0] * 226, k) == (0, False)
 
 
 @triton.jit
