@@ -27,8 +27,8 @@ def _kth_largest(key, k):
     # key: uint32 with 0 on empty lanes (a real key is never 0). Returns (T, exact): exact when exactly k
     # lanes are at or above T; else T is the largest with count(key >= T) >= k (the k-th largest key, ties at
     # it), or 0 when fewer than k lanes are full. The rounds stop once exactly k lanes pass: at the first bit
-    # where the k-th and (k+1)-th keys differ, about bit 12-18 from the top on indexer logits (7-10 of 16
-    # rounds).
+    # where the k-th and (k+1)-th keys differ (4-14 of 16 rounds, mostly 8-10, on the benchmarks' synthetic
+    # logits: docs/measurements/split_rounds_session42.log).
     thr = tl.zeros([], dtype=tl.uint32)
     one = tl.full([], 1, tl.uint32)
     n_at = tl.full([], -1, tl.int32)  # count(key >= thr) once a round has raised thr
