@@ -23,8 +23,9 @@ from .radix_kernels import _kth_largest_radix
 
 
 @triton.jit
-def _kth_largest(key, k):
-    # key: uint32 with 0 on empty lanes (a real key is never 0). Returns (T, exact): exact when exactly k
+def _kth_largest(key, k, n_full):
+    # key: uint32 with 0 on empty lanes (a real key is never 0); n_full: at least the full lanes (where it is at
+    # most k, every full lane is taken and no round runs). Returns (T, exact): exact when exactly k
     # lanes are at or above T; else T is the largest with count(key >= T) >= k (the k-th largest key, ties at
     # it), or 0 when fewer than k lanes are full. The rounds stop once exactly k lanes pass: at the first bit
     # where the k-th and (k+1)-th keys differ (4-14 of 16 rounds, mostly 8-10, on the benchmarks' synthetic
@@ -32,7 +33,7 @@ def _kth_largest(key, k):
     thr = tl.zeros([], dtype=tl.uint32)
     one = tl.full([], 1, tl.uint32)
     n_at = tl.full([], -1, tl.int32)  # count(key >= thr) once a round has raised thr
-    r = tl.zeros([], dtype=tl.uint32)
+    r = tl.where(n_full <= k, 16, 0).to(tl.uint32)
     while (r < 16) & (n_at != k):
         lo = one << (30 - 2 * r)
         hi = one << (31 - 2 * r)
@@ -55,15 +56,16 @@ def _kth_largest(key, k):
 
 
 @triton.jit
-def _select_positions(key, k, RADIX: tl.constexpr):
+def _select_positions(key, k, n_full, RADIX: tl.constexpr):
     # Which lanes hold the top k full lanes, and each one's place in [0, min(k, full lanes)): every key
-    # above the threshold, then the first ties at it (any choice among equal keys is right). RADIX: the
+    # above the threshold, then the first ties at it (any choice among equal keys is right). n_full: at least
+    # the full lanes (a chunk's or request's tokens; the block where unknown). RADIX: the
     # threshold in four byte rounds (histograms) instead of up to sixteen two-bit rounds.
     if RADIX:
         thr = _kth_largest_radix(key, k)
         exact = thr != thr
     else:
-        thr, exact = _kth_largest(key, k)
+        thr, exact = _kth_largest(key, k, n_full)
     if exact:  # the usual case: no ties to rank, one reduction and one scan fewer
         take = key >= thr
     else:
@@ -96,7 +98,7 @@ def _short_request(row, out_row, bt_row, n, topk, num_pages, BLOCK: tl.constexpr
     t = tl.arange(0, BLOCK)
     valid = t < n
     key = tl.where(valid, _order_key(tl.load(row + t, mask=valid, other=0.0)), 0)
-    take, pos = _select_positions(key, topk, RADIX)
+    take, pos = _select_positions(key, topk, n, RADIX)
     _store_slots(out_row, bt_row, t, take, pos, tl.minimum(n, topk), topk, num_pages, OUT_BLOCK)
 
 
@@ -148,7 +150,7 @@ def _chunk_topk_kernel(
         t = start + tl.arange(0, CHUNK)
         valid = t < n
         key = tl.where(valid, _order_key(tl.load(row + t, mask=valid, other=0.0)), 0)
-        take, pos = _select_positions(key, topk, RADIX)
+        take, pos = _select_positions(key, topk, n - start, RADIX)  # a request's last chunk may hold <= topk
         seg = b * stride_cb + c * topk + pos
         tl.store(ckey_ptr + seg, key.to(tl.int32, bitcast=True), mask=take)
         tl.store(cpos_ptr + seg, t, mask=take)
@@ -163,7 +165,7 @@ def _merge_row(ckey_row, cpos_row, out_row, bt_row, n, topk, num_pages,
     valid = (j % topk) < tl.minimum(topk, n - c * CHUNK)
     key = tl.load(ckey_row + j, mask=valid, other=0).to(tl.uint32, bitcast=True)
     key = tl.where(valid, key, 0)
-    take, pos = _select_positions(key, topk, RADIX)
+    take, pos = _select_positions(key, topk, BLOCK, RADIX)  # a merged request has over topk candidates
     t = tl.load(cpos_row + j, mask=take, other=0)
     _store_slots(out_row, bt_row, t, take, pos, tl.minimum(n, topk), topk, num_pages, OUT_BLOCK)
 
@@ -178,8 +180,9 @@ def _merge_piece(ckey_row, cpos_row, lane0, dst, n, topk, CHUNK: tl.constexpr, B
     c = j // topk
     valid = (j % topk) < tl.minimum(topk, n - c * CHUNK)
     key = tl.where(valid, tl.load(ckey_row + j, mask=valid, other=0).to(tl.uint32, bitcast=True), 0)
-    n_take = tl.minimum(tl.sum(valid.to(tl.int32), axis=0), topk)
-    take, pos = _select_positions(key, topk, RADIX)
+    n_valid = tl.sum(valid.to(tl.int32), axis=0)
+    n_take = tl.minimum(n_valid, topk)
+    take, pos = _select_positions(key, topk, n_valid, RADIX)
     t = tl.load(cpos_row + j, mask=take, other=0)  # after the select: not live through it
     tl.debug_barrier()  # every lane of this half is in registers before any is overwritten
     tl.store(ckey_row + dst + pos, key.to(tl.int32, bitcast=True), mask=take)
@@ -224,6 +227,6 @@ def _merge_topk_kernel(
                             MERGE_BLOCK // 2, OUT_BLOCK, RADIX)  # fmt: skip
             j = tl.arange(0, MERGE_BLOCK // 4)  # the plan keeps 4 * topk within a quarter block
             key = tl.load(ckey_row + j, mask=j < 4 * topk, other=0).to(tl.uint32, bitcast=True)
-            take, pos = _select_positions(key, topk, RADIX)  # key 0 (an unused lane) is never taken
+            take, pos = _select_positions(key, topk, 4 * topk, RADIX)  # key 0 (an unused lane) is never taken
             t = tl.load(cpos_row + j, mask=take, other=0)
             _store_slots(out_row, bt_row, t, take, pos, topk, topk, num_pages, OUT_BLOCK)

@@ -183,19 +183,19 @@ def test_compaction_counters_in_64_bit_words() -> None:
 
 
 @triton.jit
-def _kth_largest_probe_kernel(key_ptr, out_ptr, k, BLOCK: tl.constexpr):
+def _kth_largest_probe_kernel(key_ptr, out_ptr, k, n_full, BLOCK: tl.constexpr):
     key = tl.load(key_ptr + tl.arange(0, BLOCK)).to(tl.uint32, bitcast=True)
-    thr, exact = _kth_largest(key, k)
+    thr, exact = _kth_largest(key, k, n_full)
     tl.store(out_ptr, thr.to(tl.int32, bitcast=True))
     tl.store(out_ptr + 1, exact.to(tl.int32))
 
 
-def _kth_largest_of(keys: list[int], k: int) -> tuple[int, bool]:
-    # keys: uint32 values (0 an empty lane), run through the two-bit rounds; the threshold as uint32, and
-    # whether exactly k keys pass it.
+def _kth_largest_of(keys: list[int], k: int, n_full: int | None = None) -> tuple[int, bool]:
+    # keys: uint32 values (0 an empty lane), run through the two-bit rounds (n_full: the bound on full lanes the
+    # kernels pass, default the block); the threshold as uint32, and whether exactly k keys pass it.
     as_i32 = torch.tensor([x - (1 << 32) if x >= 1 << 31 else x for x in keys], dtype=torch.int32, device=DEV)
     out = torch.zeros(2, dtype=torch.int32, device=DEV)
-    _kth_largest_probe_kernel[(1,)](as_i32, out, k, BLOCK=len(keys))
+    _kth_largest_probe_kernel[(1,)](as_i32, out, k, len(keys) if n_full is None else n_full, BLOCK=len(keys))
     thr, exact = out.tolist()
     return thr & 0xFFFFFFFF, bool(exact)
 
@@ -215,8 +215,11 @@ def test_kth_largest_stops_once_exactly_k_keys_pass() -> None:
     # A tie at the k-th key never reaches exactly k: every round runs and the threshold is that key.
     keys = [0xC0000001] * 10 + [0xB0000003] * 60 + [0x90000000 + x for x in range(1, 187)]
     assert _kth_largest_of(keys, k) == (0xB0000003, False)
-    # Fewer than k full lanes (0 marks an empty one): 0.
-    assert _kth_largest_of([0xC0000000 + x for x in range(1, 31)] + [0] * 226, k) == (0, False)
+    # Fewer than k full lanes (0 marks an empty one): 0, after every round where the caller's bound is the block;
+    # with a bound of at most k no round runs (0 whatever the keys: here they break the bound on purpose).
+    few = [0xC0000000 + x for x in range(1, 31)] + [0] * 226
+    assert _kth_largest_of(few, k) == (0, False) and _kth_largest_of(few, k, 30) == (0, False)
+    assert _kth_largest_of(keys, k, k) == (0, False)
 
 
 @triton.jit
