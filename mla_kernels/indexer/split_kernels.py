@@ -6,9 +6,9 @@ program writes the request's row of slots. Otherwise stage 1 (``_chunk_topk_kern
 a bitwise search (two bits a round, three counts packed into one int64 reduction, stopping once exactly k
 keys pass), and its top-k written as candidates (order key, token position). A request that fits one chunk
 is finished there: its row of slots is written directly. Stage 2 (``_merge_topk_kernel``, one program per
-request): the same in-register select over the candidates of every chunk of a longer request. Every count is a reduction
-over registers: no histogram atomics, no pass over the logits in global memory after the first load (but
-in the one-program kernel's fallback for a request past a wrong length hint).
+request): the same in-register select over the candidates of every chunk of a longer request. Every count
+is a reduction over registers: no histogram atomics, no pass over the logits in global memory after the
+first load (but in the one-program kernel's fallback for a request past a wrong length hint).
 """
 
 from __future__ import annotations
@@ -59,11 +59,11 @@ def _kth_largest(key, k, n_full):
 def _select_positions(key, k, n_full, RADIX: tl.constexpr):
     # Which lanes hold the top k full lanes, and each one's place in [0, min(k, full lanes)): every key
     # above the threshold, then the first ties at it (any choice among equal keys is right). n_full: at least
-    # the full lanes (a chunk's or request's tokens; the block where unknown). RADIX: the
-    # threshold in four byte rounds (histograms) instead of up to sixteen two-bit rounds.
+    # the full lanes (a chunk's or request's tokens; the block where unknown). RADIX: the threshold in four
+    # byte rounds (histograms) instead of up to sixteen two-bit rounds.
     if RADIX:
         thr = _kth_largest_radix(key, k)
-        exact = thr != thr
+        exact = thr != thr  # False: the byte rounds return the k-th key itself, whose ties get ranked
     else:
         thr, exact = _kth_largest(key, k, n_full)
     if exact:  # the usual case: no ties to rank, one reduction and one scan fewer
