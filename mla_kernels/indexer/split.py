@@ -52,7 +52,7 @@ class SplitPlan:
     out_block: int
     chunk_warps: int = CHUNK_WARPS
     merge_warps: int = MERGE_WARPS
-    radix: bool = False  # thresholds by byte histograms (4 rounds) instead of two-bit counts (16)
+    radix: bool = False  # thresholds by byte histograms (4 rounds) instead of two-bit counts (up to 16)
 
 
 def plan(
