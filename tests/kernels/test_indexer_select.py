@@ -227,14 +227,19 @@ def _final_select_probe_kernel(cand_ptr, out_ptr, m, prefix, n_gt0, topk, FBLOCK
     _final_select(m, prefix.to(tl.uint32, bitcast=True), n_gt0, cand_ptr, out_ptr, topk, FBLOCK)
 
 
+@pytest.mark.parametrize("spread", [False, True])
 @pytest.mark.parametrize("m", [5, 200, 600])  # the 128-lane block, the FBLOCK block, the list path
-def test_final_select_takes_the_largest_candidates(m: int) -> None:
-    # Candidates share the prefix's high 16 bits; their low bits repeat (ties at the k-th key). The slots
-    # written at [n_gt0, topk) carry exactly the k_rem largest keys, each candidate at most once.
+def test_final_select_takes_the_largest_candidates(m: int, spread: bool) -> None:
+    # Candidates share the prefix's high 16 bits; their low bits repeat (ties at the k-th key), or (spread)
+    # their bits 8-15 differ, so the first low byte round settles the selection where each bin holds one key
+    # (m up to 256). The slots written at [n_gt0, topk) carry exactly the k_rem largest keys, each candidate
+    # at most once.
     g = torch.Generator().manual_seed(m)
     prefix, n_gt0 = 0x3F800000, 7
     topk = n_gt0 + max(1, (2 * m) // 3)
     low = torch.randint(0, 60, (m,), generator=g, dtype=torch.int64)
+    if spread:
+        low = ((torch.randperm(m, generator=g) % 256) << 8) + low
     keys = prefix + low
     slots = 1000 + torch.randperm(m, generator=g).to(torch.int64)
     cand = ((keys << 32) | slots).to(DEV)
