@@ -98,7 +98,12 @@ def _select_alone(case: dict[str, Any], path: str, plan: Any = None) -> Any:
     d, logits, out = case["d"], case["logits"], case["out"]
     cp = coop.plan(d, topk, logits.device) if path == "coop" else None
     if cp is not None:
-        return lambda: L._coop_topk(q, w, cache, bt, sl, logits, out, topk, d, cp)
+
+        def one_launch() -> None:
+            if L._coop_topk(q, w, cache, bt, sl, logits, out, topk, d, cp) is None:
+                raise RuntimeError("coop: this architecture keeps its kernel at no select block (the rule runs radix)")
+
+        return one_launch
     if path == "radix_fused":  # pass 0 ran in the scores kernel: start from that workspace every time
         ws, cand = radix.workspace(d, logits.device)
         L._run_scores(q, w, cache, bt, sl, logits, d, topk, ws)

@@ -9,7 +9,8 @@ never on ``seq_lens``: no host sync, CUDA-graph capturable.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 
 import torch
 
@@ -50,6 +51,13 @@ def plan(d: _Dims, topk: int, device: torch.device) -> CoopPlan | None:
 def gpu_plan(programs: int, topk: int) -> CoopPlan:
     """The GPU's plan at ``programs`` per request."""
     return CoopPlan(programs, select_block(programs), FINAL_BLOCK, min(1024, next_pow2(topk)))
+
+
+def kept_plan(p: CoopPlan, kept: Callable[[CoopPlan], bool]) -> CoopPlan | None:
+    """``p`` at the first select block the architecture keeps the kernel at (``kept``): its own, then the other
+    ``SEL_BLOCKS`` from the largest; None where it keeps none (the caller runs the radix select)."""
+    blocks = (p.sel_block, *sorted((b for b in SEL_BLOCKS if b != p.sel_block), reverse=True))
+    return next((q for q in (replace(p, sel_block=b) for b in blocks) if kept(q)), None)
 
 
 def select_block(programs: int) -> int:

@@ -7,6 +7,7 @@ of what ran). The compile matrix over these launchers' kernels and configs is ``
 from __future__ import annotations
 
 import functools
+import warnings
 from collections.abc import Mapping
 from dataclasses import replace
 
@@ -48,21 +49,33 @@ def config_spec(name: str, cfg: triton.Config) -> tuple[object, ...]:
     return (name, *cfg.kwargs.values(), cfg.num_warps, cfg.num_stages)
 
 
+def kept_configs(
+    name: str, kernel: object, runtime: tuple[object, ...], given: Mapping[str, object], configs: list[triton.Config],
+    capability: int, shared_limit: int,
+) -> list[triton.Config]:
+    """The ``configs`` of ``kernel`` that the keep rule keeps on sm_<capability> for a call with ``runtime``
+    arguments and ``given`` values (constexprs among them), each compiled ahead of time as it would launch."""
+    constexpr = {p.name for p in kernel.params if p.is_constexpr}  # type: ignore[attr-defined]
+    kept = []
+    for cfg in configs:
+        values = {**given, **cfg.kwargs}
+        launch = KernelLaunch(
+            name, kernel, (1,), runtime, {k: v for k, v in values.items() if k in constexpr},
+            num_warps=cfg.num_warps, num_stages=cfg.num_stages,
+        )  # fmt: skip
+        if kept_by_compile(launch, config_spec(name, cfg), capability, shared_limit):
+            kept.append(cfg)
+    return kept
+
+
 def _kept_by_compile(name: str, kernel: object):  # noqa: ANN202 - Triton's early_config_prune callback
     def prune(configs: list[triton.Config], named_args: dict[str, object], **kwargs: object) -> list[triton.Config]:
         constexpr = {p.name for p in kernel.params if p.is_constexpr}  # type: ignore[attr-defined]
         runtime = tuple(named_args[n] for n in kernel.arg_names if n not in constexpr)  # type: ignore[attr-defined]
         device = next(v.device for v in runtime if isinstance(v, torch.Tensor))
         capability, limit = profile_target("native", device)
-        kept = []
-        for cfg in configs:
-            given = {**named_args, **kwargs, **cfg.kwargs}  # the call's kwargs also hold grid / warmup
-            launch = KernelLaunch(
-                name, kernel, (1,), runtime, {k: v for k, v in given.items() if k in constexpr},
-                num_warps=cfg.num_warps, num_stages=cfg.num_stages,
-            )  # fmt: skip
-            if kept_by_compile(launch, config_spec(name, cfg), capability, limit):
-                kept.append(cfg)
+        # the call's kwargs also hold grid / warmup (not constexprs: filtered out)
+        kept = kept_configs(name, kernel, runtime, {**named_args, **kwargs}, configs, capability, limit)
         if not kept and name in RESIDENT_BLOCKS:  # a config that might not fit would hang, not run slowly
             raise RuntimeError(f"no {name} config fits {RESIDENT_BLOCKS[name]} blocks per SM on sm_{capability}: "
                                f"choose another select than {name!r} (indexer_topk's select)")  # fmt: skip
@@ -73,8 +86,9 @@ def _kept_by_compile(name: str, kernel: object):  # noqa: ANN202 - Triton's earl
 
 @functools.cache
 def _coop_tuner(kernel: object) -> triton.runtime.Autotuner:
-    """The one-launch kernel's autotuner over ``tiles.COOP_CONFIGS`` (one tile: the tuner only applies the
-    keep rule, which raises where it does not fit). Keyed by the kernel, so a test's mutated copy gets its
+    """The one-launch kernel's autotuner over ``tiles.COOP_CONFIGS``. With that one tile Triton's autotuner
+    neither times nor prunes (it prunes only among several configs), so ``_coop_topk`` applies the keep rule
+    itself before each launch (``_coop_block_kept``). Keyed by the kernel, so a test's mutated copy gets its
     own."""
     prune = {"early_config_prune": _kept_by_compile("indexer.coop", kernel)}
     # ws_ptr: a timed run adds to the radix workspace; it is put back after each.
@@ -208,8 +222,9 @@ def _bf16_topk(
     out = torch.empty((d.batch, topk), dtype=torch.int32, device=dev)
     path = select_path(d.batch, select, max_seq_len)
     cp = coop.plan(d, topk, dev) if path == "coop" else None
-    if cp is not None:
-        return out, _coop_topk(q, w, cache, bt, sl, logits, out, topk, d, cp, workspace)
+    record = None if cp is None else _coop_topk(q, w, cache, bt, sl, logits, out, topk, d, cp, workspace)
+    if record is not None:
+        return out, record
     path = "radix" if path == "coop" else path
     # The radix paths' workspace: the caller's kept one (every path leaves it zeroed), else a fresh one, zeroed
     # here when the scores kernel runs pass 0 into it (a memset node), else by that kernel (``ZERO_WS``).
@@ -247,14 +262,23 @@ def _coop_topk(
     d: _Dims,
     cp: coop.CoopPlan,
     workspace: torch.Tensor | None = None,
-) -> LaunchRecord:
+) -> LaunchRecord | None:
     """The "coop" path into ``out``: scores and select in one launch (one per phase under the
-    interpreter); returns its record. ``workspace`` (``indexer_workspace``, which the kernel leaves
-    zeroed) saves the zeroing of a fresh one, a graph node of its own."""
+    interpreter); returns its record, or None, launching nothing, where this device's architecture keeps the
+    kernel at none of ``coop.SEL_BLOCKS`` (``_coop_block_kept``). ``workspace`` (``indexer_workspace``, which
+    the kernel leaves zeroed) saves the zeroing of a fresh one, a graph node of its own."""
     # zeroed: the kernel's histograms, barriers and counters
     ws = state_rows(d.batch, q.device) if workspace is None else workspace
     cand = radix_candidates(d, q.device)
     run_args = coop.args(q, w, cache, bt, sl, logits, ws, cand, out, d=d, topk=topk)
+    if not interpreting():
+        capability, limit = profile_target("native", q.device)
+        kept = coop.kept_plan(cp, lambda p: _coop_block_kept(p, run_args, d, capability, limit))
+        if kept is None:
+            warnings.warn(f"indexer.coop is kept at no select block on sm_{capability}: the radix select runs",
+                          RuntimeWarning, stacklevel=4)  # fmt: skip
+            return None
+        cp = kept
     if interpreting():
         launches = coop.phase_launches(_coop_topk_kernel, run_args, d, cp)
         runs = tuple(KernelRun.of(launch, launch.run()) for launch in launches)
@@ -268,6 +292,19 @@ def _coop_topk(
     config = _record_config(c, cp.programs, {"select": "coop", "SELECT_BLOCK": cp.sel_block,
                                              "select_num_warps": c["num_warps"]})
     return LaunchRecord("indexer", "bf16", runs, config, "native", source, interpreting())
+
+
+def _coop_block_kept(
+    cp: coop.CoopPlan, run_args: tuple[object, ...], d: _Dims, capability: int, shared_limit: int
+) -> bool:
+    """Whether the keep rule keeps a one-launch config at ``cp``'s select block on sm_<capability>, residency
+    for its grid barriers included (a config that might not be resident would hang). Its tuner's prune never
+    runs on its one config, so this is the check. With triton 3.6 the 64-token tile at select block 256 spills
+    8 B a thread on sm_120, where the plan picks that block for one request (docs/compile-matrix.md)."""
+    given = {**coop.constexprs(d, cp), "PHASE": -1}
+    kept = kept_configs("indexer.coop", _coop_topk_kernel, run_args, given, list(COOP_CONFIGS), capability,
+                        shared_limit)  # fmt: skip
+    return bool(kept)
 
 
 def _select(

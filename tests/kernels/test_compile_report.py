@@ -24,7 +24,8 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def _assert_fixed_tiles_kept(rows: list[dict]) -> None:
-    # The one-launch indexer tunes over COOP_TILES alone: one not kept there leaves it fewer (none: it raises);
+    # The one-launch indexer runs COOP_TILES alone: one not kept at a select block moves it to another block
+    # (none: the radix select runs, ``launch._coop_block_kept``);
     # the scores kernel runs ``tiles.SCORES_TILE`` (one not kept would run as it compiled, spills and all).
     # The coop tiles at every select block the plan can choose (``coop.select_block``).
     coop_labels = {block_label(tile_label(t), b) for t in COOP_TILES for b in SEL_BLOCKS}
@@ -96,6 +97,35 @@ def test_what_sm120_keeps_compiles_spill_free_within_its_shared_memory(sm120):
     _assert_fixed_tiles_kept(rows)
     dropped = [r for r in rows if r["kernel"] == "decode.mma" and not r["kept"]]
     assert all(r["reason"] for r in dropped)  # every config left out says why
+
+
+# The launcher's check (``launch._coop_block_kept``) on the compile matrix's one-launch rows, in a child process
+# (kernels compile only without TRITON_INTERPRET); prints {config label: kept}.
+_COOP_KEPT = """
+import json
+from dataclasses import replace
+from mla_kernels.indexer import coop, launch
+from mla_kernels.indexer.checks import _Dims
+from mla_kernels.indexer.matrix import compile_matrix
+d = _Dims(batch=64, heads=64, max_pages=512, num_pages=64 * 512)
+rows = [(label, run) for label, run, _ in compile_matrix() if run.name == "indexer.coop"]
+print(json.dumps({label: launch._coop_block_kept(replace(coop.gpu_plan(1, 512), sel_block=run.constexprs["SEL_BLOCK"]),
+                                                 run.args, d, 120, 101376) for label, run in rows}))
+"""
+
+
+def test_the_coop_launcher_keeps_what_the_report_keeps(sm120):
+    # The one-launch select picks its select block by the same rule the report applies (its tuner would raise
+    # on a block where nothing is kept): the two agree row by row (read from the report's compile cache).
+    rows, _, cache = sm120
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env.update(MLAPERF_COMPILE_CACHE=str(cache), TRITON_DEFAULT_FP_FUSION="1")
+    proc = subprocess.run([sys.executable, "-c", _COOP_KEPT], capture_output=True, text=True, env=env, cwd=REPO,
+                          timeout=600)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    kept = json.loads(proc.stdout.strip().splitlines()[-1])
+    report = {r["config"]: bool(r["kept"]) for r in rows if r["kernel"] == "indexer.coop"}
+    assert kept == report and len(kept) == len(SEL_BLOCKS)
 
 
 def test_second_run_reads_the_cache(sm120):

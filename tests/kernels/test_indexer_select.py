@@ -497,6 +497,20 @@ def test_shortest_requests_take_the_split(monkeypatch: pytest.MonkeyPatch) -> No
     _paths_by_hint([300, 90, 0], 7, ((None, "radix"), (300, "split"), (301, "coop")))
 
 
+def test_coop_plan_moves_to_a_kept_select_block() -> None:
+    # The one-launch kernel's tuner raises where the keep rule keeps none of its configs (grid barriers: no
+    # launch on a config that might not be resident), so the launcher picks the select block first: the plan's
+    # own where kept, else another, else None (the radix select runs).
+    plan = coop.gpu_plan(400, 512)
+    assert plan.sel_block == 256 and len(coop.SEL_BLOCKS) == 2
+    assert coop.kept_plan(plan, lambda p: True) == plan
+    assert coop.kept_plan(plan, lambda p: p.sel_block != 256) == replace(plan, sel_block=512)
+    assert coop.kept_plan(plan, lambda p: False) is None
+    tried: list[int] = []
+    coop.kept_plan(coop.gpu_plan(100, 512), lambda p: tried.append(p.sel_block) or False)
+    assert tried == [512, 256]  # its own block first
+
+
 def test_radix_plan_spreads_one_request() -> None:
     # On the GPU: a lone request over one program per block of its block table's capacity, a full batch over
     # PROGRAMS_PER_SM programs an SM; never more programs than blocks; a block that is no power of two named.
