@@ -272,11 +272,8 @@ def _coop_topk(
     cand = radix_candidates(d, q.device)
     run_args = coop.args(q, w, cache, bt, sl, logits, ws, cand, out, d=d, topk=topk)
     if not interpreting():
-        capability, limit = profile_target("native", q.device)
-        kept = coop.kept_plan(cp, lambda p: _coop_block_kept(p, run_args, d, capability, limit))
+        kept = _coop_kept_plan(cp, run_args, d, topk, q.device)
         if kept is None:
-            warnings.warn(f"indexer.coop is kept at no select block on sm_{capability}: the radix select runs",
-                          RuntimeWarning, stacklevel=4)  # fmt: skip
             return None
         cp = kept
     if interpreting():
@@ -292,6 +289,26 @@ def _coop_topk(
     config = _record_config(c, cp.programs, {"select": "coop", "SELECT_BLOCK": cp.sel_block,
                                              "select_num_warps": c["num_warps"]})
     return LaunchRecord("indexer", "bf16", runs, config, "native", source, interpreting())
+
+
+# The select block ``_coop_kept_plan`` chose, by (kernel, architecture, shared memory, plan, heads, top-k): what the
+# tuner's key held. Checking on every call cost 34 us of host time a call on the 2-core development CPU.
+_COOP_KEPT: dict[tuple[object, ...], coop.CoopPlan | None] = {}
+
+
+def _coop_kept_plan(
+    cp: coop.CoopPlan, run_args: tuple[object, ...], d: _Dims, topk: int, device: torch.device
+) -> coop.CoopPlan | None:
+    """``coop.kept_plan`` on this device's architecture (``_coop_block_kept``), once per key of ``_COOP_KEPT``;
+    None (with a warning, once) where no select block is kept."""
+    capability, limit = profile_target("native", device)
+    key = (_coop_topk_kernel, capability, limit, cp, d.heads, topk)
+    if key not in _COOP_KEPT:
+        _COOP_KEPT[key] = coop.kept_plan(cp, lambda p: _coop_block_kept(p, run_args, d, capability, limit))
+        if _COOP_KEPT[key] is None:
+            warnings.warn(f"indexer.coop is kept at no select block on sm_{capability}: the radix select runs",
+                          RuntimeWarning, stacklevel=4)  # fmt: skip
+    return _COOP_KEPT[key]
 
 
 def _coop_block_kept(
