@@ -49,7 +49,7 @@ def config_spec(name: str, cfg: triton.Config) -> tuple[object, ...]:
     return (name, *cfg.kwargs.values(), cfg.num_warps, cfg.num_stages)
 
 
-def kept_configs(
+def _kept_configs(
     name: str, kernel: object, runtime: tuple[object, ...], given: Mapping[str, object], configs: list[triton.Config],
     capability: int, shared_limit: int,
 ) -> list[triton.Config]:
@@ -75,7 +75,7 @@ def _kept_by_compile(name: str, kernel: object):  # noqa: ANN202 - Triton's earl
         device = next(v.device for v in runtime if isinstance(v, torch.Tensor))
         capability, limit = profile_target("native", device)
         # the call's kwargs also hold grid / warmup (not constexprs: filtered out)
-        kept = kept_configs(name, kernel, runtime, {**named_args, **kwargs}, configs, capability, limit)
+        kept = _kept_configs(name, kernel, runtime, {**named_args, **kwargs}, configs, capability, limit)
         if not kept and name in RESIDENT_BLOCKS:  # a config that might not fit would hang, not run slowly
             raise RuntimeError(f"no {name} config fits {RESIDENT_BLOCKS[name]} blocks per SM on sm_{capability}: "
                                f"choose another select than {name!r} (indexer_topk's select)")  # fmt: skip
@@ -271,16 +271,15 @@ def _coop_topk(
     ws = state_rows(d.batch, q.device) if workspace is None else workspace
     cand = radix_candidates(d, q.device)
     run_args = coop.args(q, w, cache, bt, sl, logits, ws, cand, out, d=d, topk=topk)
-    if not interpreting():
-        kept = _coop_kept_plan(cp, run_args, d, topk, q.device)
-        if kept is None:
-            return None
-        cp = kept
     if interpreting():
         launches = coop.phase_launches(_coop_topk_kernel, run_args, d, cp)
         runs = tuple(KernelRun.of(launch, launch.run()) for launch in launches)
         source = "fixed"
     else:
+        kept = _coop_kept_plan(cp, run_args, d, topk, q.device)
+        if kept is None:
+            return None
+        cp = kept
         tuner = _coop_tuner(_coop_topk_kernel)
         runs = (_tuned_run(tuner, "indexer.coop", (cp.programs, d.batch), run_args,
                            {**coop.constexprs(d, cp), "PHASE": -1}),)  # fmt: skip
@@ -319,7 +318,7 @@ def _coop_block_kept(
     runs on its one config, so this is the check. With triton 3.6 the 64-token tile at select block 256 spills
     8 B a thread on sm_120, where the plan picks that block for one request (docs/compile-matrix.md)."""
     given = {**coop.constexprs(d, cp), "PHASE": -1}
-    kept = kept_configs("indexer.coop", _coop_topk_kernel, run_args, given, list(COOP_CONFIGS), capability,
+    kept = _kept_configs("indexer.coop", _coop_topk_kernel, run_args, given, list(COOP_CONFIGS), capability,
                         shared_limit)  # fmt: skip
     return bool(kept)
 

@@ -115,8 +115,8 @@ print(json.dumps({label: launch._coop_block_kept(replace(coop.gpu_plan(1, 512), 
 
 
 def test_the_coop_launcher_keeps_what_the_report_keeps(sm120):
-    # The one-launch select picks its select block by the same rule the report applies (its tuner would raise
-    # on a block where nothing is kept): the two agree row by row (read from the report's compile cache).
+    # The one-launch select picks its select block by the same rule the report applies (its tuner never prunes
+    # its one config): the two agree row by row (read from the report's compile cache).
     rows, _, cache = sm120
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     env.update(MLAPERF_COMPILE_CACHE=str(cache), TRITON_DEFAULT_FP_FUSION="1")
