@@ -46,6 +46,17 @@ def _report(cache: Path, *args: str) -> subprocess.CompletedProcess[str]:
     )  # fmt: skip
 
 
+def _child_json(cache: Path, code: str) -> object:
+    # ``code`` in a child process (kernels compile only without TRITON_INTERPRET) reading the report's compile
+    # cache (the same compiles); the JSON of its last line.
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env.update(MLAPERF_COMPILE_CACHE=str(cache), TRITON_DEFAULT_FP_FUSION="1")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=REPO,
+                          timeout=600)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
 @pytest.fixture(scope="module")
 def sm120(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[dict], float, Path]:
     cache = tmp_path_factory.mktemp("compile") / "compile.json"
@@ -118,12 +129,7 @@ def test_the_coop_launcher_keeps_what_the_report_keeps(sm120):
     # The one-launch select picks its select block by the same rule the report applies (its tuner never prunes
     # its one config): the two agree row by row (read from the report's compile cache).
     rows, _, cache = sm120
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    env.update(MLAPERF_COMPILE_CACHE=str(cache), TRITON_DEFAULT_FP_FUSION="1")
-    proc = subprocess.run([sys.executable, "-c", _COOP_KEPT], capture_output=True, text=True, env=env, cwd=REPO,
-                          timeout=600)  # fmt: skip
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    kept = json.loads(proc.stdout.strip().splitlines()[-1])
+    kept = _child_json(cache, _COOP_KEPT)
     report = {r["config"]: bool(r["kept"]) for r in rows if r["kernel"] == "indexer.coop"}
     assert kept == report and len(kept) == len(SEL_BLOCKS)
 
@@ -198,10 +204,5 @@ def test_indexer_autotuner_keeps_what_the_report_keeps(sm120):
     # The select autotuner's prune callback, given the arguments Triton passes it, keeps exactly the
     # configs the compile report keeps for sm_120 (same compiles: read from the report's cache).
     rows, _, cache = sm120
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    env.update(MLAPERF_COMPILE_CACHE=str(cache), TRITON_DEFAULT_FP_FUSION="1")
-    proc = subprocess.run([sys.executable, "-c", _PRUNE], capture_output=True, text=True, env=env, cwd=REPO,
-                          timeout=600)  # fmt: skip
-    assert proc.returncode == 0, proc.stderr[-3000:]
     want = [r["config"] for r in rows if r["kernel"] == "indexer.select" and r["kept"]]
-    assert json.loads(proc.stdout.strip().splitlines()[-1]) == want and want
+    assert _child_json(cache, _PRUNE) == want and want
