@@ -498,9 +498,9 @@ def test_shortest_requests_take_the_split(monkeypatch: pytest.MonkeyPatch) -> No
 
 
 def test_coop_plan_moves_to_a_kept_select_block() -> None:
-    # The one-launch kernel's tuner raises where the keep rule keeps none of its configs (grid barriers: no
-    # launch on a config that might not be resident), so the launcher picks the select block first: the plan's
-    # own where kept, else another, else None (the radix select runs).
+    # The one-launch kernel waits at grid barriers: no launch on a config the keep rule drops (one that might not
+    # be resident would hang), and its tuner never prunes its one config. So the launcher picks the select block
+    # first: the plan's own where kept, else another, else None (the radix select runs).
     plan = coop.gpu_plan(400, 512)
     assert plan.sel_block == 256 and len(coop.SEL_BLOCKS) == 2
     assert coop.kept_plan(plan, lambda p: True) == plan
