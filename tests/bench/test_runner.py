@@ -215,7 +215,6 @@ def test_cpu_smoke_tier_end_to_end(smoke_repo: SmokeRepo) -> None:
     print(f"CPU smoke tier, all suites, one commit: {elapsed:.0f} s")
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
     assert f"[1/1] {smoke_repo.good[:8]} good: notes" in proc.stdout
-    assert elapsed < 300, "the CPU smoke tier must stay within 5 minutes"
 
     params, results = load_results(result_file(smoke_repo, "smoke-cpu", smoke_repo.good))
     machine = json.loads((smoke_repo.results("smoke-cpu") / "machine.json").read_text())
