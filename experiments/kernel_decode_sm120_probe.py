@@ -15,7 +15,7 @@ and dequantizes its share of the tile for 16 heads only. Each variant tests one 
 
 ``--variants``: ``default`` or ``name:BHxBNxWARPSxSTAGESxPREFETCH[:KEY=V]...`` separated by commas, name one
 of production, batched, group8 (e.g. ``batched:16x32x4x2x0:QSPLIT=4``). Every variant is checked against the
-reference first. The measured result is in docs/limits.md and ``docs/measurements/``.
+reference first. The measured result is in docs/kernel-record.md and ``docs/measurements/``.
 """
 
 from __future__ import annotations
