@@ -50,9 +50,10 @@ SHORT_SELECT: tuple[tuple[int, int], ...] = ((8, 32768), (16, 16384))
 # A batch given "coop" or "radix" runs the split (one program a request) when its longest request is shorter
 # still: (max batch, max longest request), the first pair whose batch bound holds. On the H100, two rounds
 # (docs/measurements/session40_h100.log): at 2-16 requests of 1K / 2K tokens the split took 14.0-15.2 /
-# 16.1-18.6 us against the rule's 15.0-18.8 / 18.4-19.9, at 4K 1.3-2.4 us slower; at one request 13.7 against
-# 16.1-16.2 us at 1K, 15.7 against 13.7-13.9 at 2K.
-SHORT_SPLIT: tuple[tuple[int, int], ...] = ((1, 1024), (16, 2048))
+# 16.1-18.6 us against the rule's 15.0-18.8 / 18.4-19.9, at 4K 1.3-2.4 us slower. One request joined at 2K once
+# the split's rounds stopped early (docs/measurements/session44_h100.log): 12.0 against coop's 14.0 us (the decode
+# step 17.6 against 20.1-20.4), at 4K 16.4 against 16.1 us, so coop keeps it.
+SHORT_SPLIT: tuple[tuple[int, int], ...] = ((16, 2048),)
 
 
 def longest_for(pairs: tuple[tuple[int, int], ...], batch: int) -> int:

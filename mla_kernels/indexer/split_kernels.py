@@ -33,27 +33,29 @@ def _kth_largest(key, k, n_full):
     thr = tl.zeros([], dtype=tl.uint32)
     one = tl.full([], 1, tl.uint32)
     n_at = tl.full([], -1, tl.int32)  # count(key >= thr) once a round has raised thr
-    live = n_full > k
-    # Unrolled, each round behind a uniform branch: as a loop the round took 140 instructions a thread where an
-    # unrolled one takes about 61 (triton 3.6, sm_90, 8 lanes a thread), and the loop made 64 requests of 4K
-    # tokens 3.8 us slower on the H100 while one request got 3.1 us faster (docs/measurements/session42_h100.log).
-    for r in tl.static_range(16):
-        if live:
-            c1 = thr | (one << (30 - 2 * r))
-            c2 = thr | (one << (31 - 2 * r))
-            c3 = c2 | (one << (30 - 2 * r))
-            packed = (
-                (key >= c1).to(tl.int64)
-                + ((key >= c2).to(tl.int64) << 21)
-                + ((key >= c3).to(tl.int64) << 42)
-            )
-            s = tl.sum(packed, axis=0)
-            n1 = (s & 0x1FFFFF).to(tl.int32)
-            n2 = ((s >> 21) & 0x1FFFFF).to(tl.int32)
-            n3 = (s >> 42).to(tl.int32)
-            thr = tl.where(n3 >= k, c3, tl.where(n2 >= k, c2, tl.where(n1 >= k, c1, thr)))
-            n_at = tl.where(n3 >= k, n3, tl.where(n2 >= k, n2, tl.where(n1 >= k, n1, n_at)))
-            live = n_at != k
+    # A loop that stops once exactly k keys pass. Unrolled, each round behind a uniform branch (4f79b73), it was
+    # within 0.4 us at one request of 4K and at 64 of 4K-8K but 7.4 us slower at one request of 8K (28.7-28.9
+    # against 21.3-21.4 us) on the H100 (docs/measurements/session44_h100.log), though a looped round takes 140
+    # instructions a thread against an unrolled one's 61 (triton 3.6, sm_90).
+    r = tl.where(n_full <= k, 16, 0).to(tl.uint32)
+    while (r < 16) & (n_at != k):
+        lo = one << (30 - 2 * r)
+        hi = one << (31 - 2 * r)
+        c1 = thr | lo
+        c2 = thr | hi
+        c3 = c2 | lo
+        packed = (
+            (key >= c1).to(tl.int64)
+            + ((key >= c2).to(tl.int64) << 21)
+            + ((key >= c3).to(tl.int64) << 42)
+        )
+        s = tl.sum(packed, axis=0)
+        n1 = (s & 0x1FFFFF).to(tl.int32)
+        n2 = ((s >> 21) & 0x1FFFFF).to(tl.int32)
+        n3 = (s >> 42).to(tl.int32)
+        thr = tl.where(n3 >= k, c3, tl.where(n2 >= k, c2, tl.where(n1 >= k, c1, thr)))
+        n_at = tl.where(n3 >= k, n3, tl.where(n2 >= k, n2, tl.where(n1 >= k, n1, n_at)))
+        r += 1
     return thr, n_at == k
 
 
