@@ -2,9 +2,10 @@
 """Where the bf16 indexer's time goes: its scores kernel, and each top-k select, timed alone.
 
 For each (batch, context): the scores kernel (the launcher's tuned config), the single-program radix
-select, and the split select (chunk + merge) at several chunk sizes and warp counts, each captured in
-its own CUDA graph over the same logits and replayed with a cold L2 (``indexer_perf``'s timer). Every
-select's output is checked against the reference before it is timed. Needs a CUDA GPU.
+select, the split's one program a request where the context fits one (``split.ONE_MAX``), and the split
+select (chunk + merge) at several chunk sizes and warp counts, each captured in its own CUDA graph over the
+same logits and replayed with a cold L2 (``indexer_perf``'s timer). Every select's output is checked against
+the reference before it is timed. Needs a CUDA GPU.
 
     python -m experiments.indexer_breakdown [--batches 1,64] [--contexts 4096,16384,65536]
 """
@@ -19,10 +20,15 @@ from pathlib import Path
 from typing import Any
 
 
-def _variants(d: Any, topk: int, chunks: list[int], warps: list[int]) -> dict[str, Any]:
+def _variants(d: Any, topk: int, chunks: list[int], warps: list[int], ctx: int | None = None) -> dict[str, Any]:
+    """The split plans to time: the product's one program a request where ``ctx`` fits one (the plan the rule runs
+    when the caller gives the longest request), then chunk + merge at each chunk size and warp count."""
     from mla_kernels.indexer import split
 
     out = {}
+    one = None if ctx is None else split.plan(d, topk, longest=ctx)
+    if one is not None and one.chunks == 1:
+        out[f"split one b{one.chunk} w{one.chunk_warps}"] = one
     for c in chunks:
         for w in warps:
             p = split.plan(d, topk, chunk=c)
@@ -62,7 +68,7 @@ def measure(batch: int, ctx: int, args: argparse.Namespace) -> dict[str, float]:
     parts: dict[str, Any] = {"scores": run_scores}
     radix = L._tuned_select()
     parts["radix select"] = lambda: radix[(batch,)](*L._select_args(logits, bt, sl, out, topk, d))
-    for name, p in _variants(d, topk, args.chunks, args.warps).items():
+    for name, p in _variants(d, topk, args.chunks, args.warps, ctx).items():
         parts[name] = lambda p=p: split.split_select(logits, bt, sl, out, topk, d, p)
     row: dict[str, float] = {}
     for name, fn in parts.items():
