@@ -3,8 +3,10 @@ Markdown file, a heading of that file has that anchor (GitHub's slug rule). Page
 
 from __future__ import annotations
 
+import functools
 import re
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -30,36 +32,39 @@ def slug(heading: str) -> str:
     return re.sub(r"[^\w\- ]", "", text).replace(" ", "-")
 
 
-def anchors(path: Path) -> set[str]:
-    """The anchors of ``path``'s headings (outside code fences), repeats numbered as GitHub does."""
-    seen: dict[str, int] = {}
-    out: set[str] = set()
-    fenced = False
-    for line in path.read_text(encoding="utf-8").splitlines():
-        if FENCE.match(line):
-            fenced = not fenced
-        elif not fenced and line.startswith("#"):
-            base = slug(line.lstrip("#"))
-            n = seen.get(base, 0)
-            seen[base] = n + 1
-            out.add(base if n == 0 else f"{base}-{n}")
-    return out
-
-
-def links(path: Path) -> list[tuple[int, str]]:
-    """(line, target) of every relative link in ``path`` outside code fences and inline code."""
-    found = []
+def _prose(path: Path) -> Iterator[tuple[int, str]]:
+    """(line number, line) of ``path`` outside code fences, the fence lines themselves left out."""
     fenced = False
     for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
         if FENCE.match(line):
             fenced = not fenced
-            continue
-        if fenced:
-            continue
-        for target in LINK.findall(re.sub(r"`[^`]*`", "", line)):
-            if not re.match(r"^[a-z][a-z0-9+.-]*:", target):  # http:, https:, mailto: ...
-                found.append((number, target))
-    return found
+        elif not fenced:
+            yield number, line
+
+
+@functools.cache
+def anchors(path: Path) -> frozenset[str]:
+    """The anchors of ``path``'s headings (outside code fences), repeats numbered as GitHub does; read once a file,
+    however many links point into it."""
+    seen: dict[str, int] = {}
+    out: set[str] = set()
+    for _, line in _prose(path):
+        if line.startswith("#"):
+            base = slug(line.lstrip("#"))
+            n = seen.get(base, 0)
+            seen[base] = n + 1
+            out.add(base if n == 0 else f"{base}-{n}")
+    return frozenset(out)
+
+
+def links(path: Path) -> list[tuple[int, str]]:
+    """(line, target) of every relative link in ``path`` outside code fences and inline code."""
+    return [
+        (number, target)
+        for number, line in _prose(path)
+        for target in LINK.findall(re.sub(r"`[^`]*`", "", line))
+        if not re.match(r"^[a-z][a-z0-9+.-]*:", target)  # http:, https:, mailto: ...
+    ]
 
 
 def broken(path: Path, root: Path = ROOT) -> list[str]:
@@ -91,4 +96,5 @@ def test_a_broken_link_is_named(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("path", _markdown_files(), ids=lambda p: str(p.relative_to(ROOT)))
 def test_relative_links_resolve(path: Path) -> None:
-    assert not broken(path), "\n".join(broken(path))
+    bad = broken(path)
+    assert not bad, "\n".join(bad)
