@@ -34,5 +34,6 @@ echo "test: ruff"
 .venv/bin/ruff check .
 echo "test: pytest, two workers (PostgreSQL at $MLAPERF_TEST_PG_URL)"
 # Two workers, a test file each at a time (a module's fixtures stay in one process): on 2 cores like CI's the suite
-# took 737-837 s in three clean-clone runs against 1,613 s in one process. `-n 0` among the extra arguments runs it in one.
+# took 737-837 s in three clean-clone runs against 1,613 s in one process. `-n 0` among the extra arguments runs
+# it in one.
 .venv/bin/python -m pytest -q -p no:cacheprovider -n 2 --dist loadfile "$@"
