@@ -43,6 +43,13 @@ ONE_MAX = 8192
 # The one-program kernel's block for a request past the hint (a wrong hint costs time, never slots).
 LONG_BLOCK = 1024
 
+# From this many requests the select launches in stream order, without PDL: placed early beside the scores
+# kernel's programs it made the indexer slower. H100, indexer_perf --select split, PDL on / the select's off
+# (docs/measurements/session45_h100.log, two rounds): 32 x 4K 31.5-31.8 / 26.7, 64 x 2K 26.2 / 23.0-23.1, 64 x 4K
+# 38.8-39.2 / 33.0-33.3, 128 x 4K 53.6 / 47.9-48.0 us; the step at 64 x 4K 73.3-74.0 / 68.4-69.3 us. PDL wins
+# 0.1-0.6 us at 17 requests and 0.6-0.8 at 32 x 2K; at 16K-32K neither. The scores' PDL off measured the same.
+IN_ORDER_BATCH = 32
+
 
 @dataclass(frozen=True)
 class SplitPlan:
@@ -53,6 +60,7 @@ class SplitPlan:
     chunk_warps: int = CHUNK_WARPS
     merge_warps: int = MERGE_WARPS
     radix: bool = False  # thresholds by byte histograms (4 rounds) instead of two-bit counts (up to 16)
+    pdl: bool = True  # may launch with PDL (where the device takes it); False: in stream order
 
 
 def plan(
@@ -68,22 +76,24 @@ def plan(
     power of two): 4096 tokens on the GPU, grown until a full-capacity request's candidates fit one merge
     block where they can (past it, up to twice, the merge reduces four pieces of candidates first).
     ``radix``: the programs find thresholds by byte histograms (``SplitPlan.radix``). ``longest``: the
-    longest request's tokens where the caller knows them; up to ``ONE_MAX``, one program a request."""
+    longest request's tokens where the caller knows them; up to ``ONE_MAX``, one program a request. From
+    ``IN_ORDER_BATCH`` requests the select launches without PDL."""
     out_block = min(1024, next_pow2(topk))
+    pdl = d.batch < IN_ORDER_BATCH
     if chunk is None and longest is not None and longest <= ONE_MAX:
-        return SplitPlan(max(16, next_pow2(longest)), 1, 0, out_block, radix=radix)
+        return SplitPlan(max(16, next_pow2(longest)), 1, 0, out_block, radix=radix, pdl=pdl)
     if chunk is None:
         chunk = INTERP_CHUNK if interpreting() else GPU_CHUNK
         while triton.cdiv(d.max_context, chunk) * topk > merge_cap and chunk < merge_cap:
             chunk *= 2
     if d.max_context <= chunk:  # every request is one chunk: no merge, any top-k
-        return SplitPlan(max(16, next_pow2(d.max_context)), 1, 0, out_block, radix=radix)
+        return SplitPlan(max(16, next_pow2(d.max_context)), 1, 0, out_block, radix=radix, pdl=pdl)
     chunks = triton.cdiv(d.max_context, chunk)
     lanes = chunks * topk
     merge_block = max(64, min(next_pow2(lanes), merge_cap))
     if topk > chunk or lanes > 2 * merge_block or (lanes > merge_block and 16 * topk > merge_block):
         return None
-    return SplitPlan(chunk, chunks, merge_block, out_block, radix=radix)
+    return SplitPlan(chunk, chunks, merge_block, out_block, radix=radix, pdl=pdl)
 
 
 def launches(
@@ -92,11 +102,12 @@ def launches(
     """The one-program kernel's launch where the plan holds every request in one chunk, else the chunk
     launch and the merge launch (in order)."""
     common = (topk, d.max_context, d.num_pages)
+    order = {} if p.pdl else {"PDL": False}  # an absent PDL is decided by the device (KernelLaunch)
     if p.chunks == 1:
         return [KernelLaunch(
             "indexer.request_topk", _request_topk_kernel, (d.batch,),
             (logits, bt, sl, out, logits.stride(0), bt.stride(0), out.stride(0), *common),
-            {"BLOCK": p.chunk, "OUT_BLOCK": p.out_block, "RADIX": p.radix, "LONG_BLOCK": LONG_BLOCK},
+            {"BLOCK": p.chunk, "OUT_BLOCK": p.out_block, "RADIX": p.radix, "LONG_BLOCK": LONG_BLOCK, **order},
             num_warps=p.chunk_warps,
         )]  # fmt: skip
     width = p.chunks * topk
@@ -105,12 +116,12 @@ def launches(
     stage1 = KernelLaunch(
         "indexer.chunk_topk", _chunk_topk_kernel, (p.chunks, d.batch),
         (logits, bt, sl, ckey, cpos, out, logits.stride(0), bt.stride(0), ckey.stride(0), out.stride(0), *common),
-        {"CHUNK": p.chunk, "OUT_BLOCK": p.out_block, "RADIX": p.radix}, num_warps=p.chunk_warps,
+        {"CHUNK": p.chunk, "OUT_BLOCK": p.out_block, "RADIX": p.radix, **order}, num_warps=p.chunk_warps,
     )  # fmt: skip
     merge = KernelLaunch(
         "indexer.merge_topk", _merge_topk_kernel, (d.batch,),
         (ckey, cpos, bt, sl, out, ckey.stride(0), bt.stride(0), out.stride(0), *common),
-        {"CHUNK": p.chunk, "MERGE_BLOCK": p.merge_block, "OUT_BLOCK": p.out_block, "RADIX": p.radix},
+        {"CHUNK": p.chunk, "MERGE_BLOCK": p.merge_block, "OUT_BLOCK": p.out_block, "RADIX": p.radix, **order},
         num_warps=p.merge_warps,
     )  # fmt: skip
     return [stage1, merge]

@@ -21,7 +21,7 @@ if not torch.cuda.is_available():  # must precede the first triton import
     os.environ.setdefault("TRITON_INTERPRET", "1")
 
 from mla_kernels import indexer as ix  # noqa: E402
-from mla_kernels._common import interpreting, next_pow2  # noqa: E402
+from mla_kernels._common import interpreting, next_pow2, pdl_enabled  # noqa: E402
 from mla_kernels.indexer import (  # noqa: E402
     check_indexer_output,
     dequantize_index_cache,
@@ -379,6 +379,26 @@ def test_one_program_select_against_torch_topk(radix: bool) -> None:
     assert run.name == "_request_topk_kernel" and run.grid == (len(lens),)
     _check_rows_against_torch_topk(out, logits, lens, ctx, topk)
     assert ix_split.plan(d, topk, longest=ix_split.ONE_MAX + 1) == ix_split.plan(d, topk)  # past it: chunks
+
+
+@pytest.mark.parametrize("form", ["one", "one_chunk", "chunks"])
+def test_split_select_launches_in_stream_order_from_in_order_batch(form: str) -> None:
+    # From split.IN_ORDER_BATCH requests every select launch is given PDL=False (stream order); below it the
+    # device decides (KernelLaunch: on under PDL, absent here on the CPU), for each of the plan's three forms.
+    topk, pages = 8, {"one": 16, "one_chunk": 1, "chunks": 32}[form]  # 256-token pages
+    for batch in (1, ix_split.IN_ORDER_BATCH - 1, ix_split.IN_ORDER_BATCH, 2 * ix_split.IN_ORDER_BATCH):
+        d = ix.checks._Dims(batch, 16, pages, pages)
+        plan = ix_split.plan(d, topk, longest=100 if form == "one" else None)
+        assert plan is not None and (plan.chunks > 1) == (form == "chunks")
+        assert plan.pdl == (batch < ix_split.IN_ORDER_BATCH)
+        logits = torch.zeros((batch, d.max_context), device=DEV)
+        bt = torch.zeros((batch, pages), dtype=torch.int32, device=DEV)
+        sl = torch.zeros(batch, dtype=torch.int32, device=DEV)
+        out = torch.empty((batch, topk), dtype=torch.int32, device=DEV)
+        launches = ix_split.launches(logits, bt, sl, out, topk, d, plan)
+        assert len(launches) == (2 if form == "chunks" else 1)
+        pdl = {launch.constexprs.get("PDL", False) for launch in launches}
+        assert pdl == ({pdl_enabled(logits.device)} if plan.pdl else {False})
 
 
 def _awkward_logits(g: torch.Generator, batch: int, ctx: int, zero: int, mixed: int, ints: int) -> torch.Tensor:
