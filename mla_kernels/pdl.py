@@ -11,7 +11,8 @@ its own dependents, so the next kernel's programs are placed on free SMs while t
 in their own ``wait_prior_grid``. The grid-barrier kernel (``indexer.coop``) does not take ``PDL`` and
 launches in stream order: placed early beside the previous kernel's programs it made the one-request step
 slower (its comment has the figures), and a kernel after it starts only as its programs exit. The split
-select does the same from ``split.IN_ORDER_BATCH`` requests (its plan gives ``PDL=False``), for the same reason.
+select of one program a request does the same from ``split.IN_ORDER_BATCH`` requests (its plan gives
+``PDL=False``), for the same reason.
 
 Which launches use it is decided in one place, ``mla_kernels._common`` (``pdl_constexprs``, which
 ``KernelLaunch`` and the autotuned indexer launches call): a kernel that takes ``PDL``, on a CUDA device of

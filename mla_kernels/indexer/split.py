@@ -43,11 +43,12 @@ ONE_MAX = 8192
 # The one-program kernel's block for a request past the hint (a wrong hint costs time, never slots).
 LONG_BLOCK = 1024
 
-# From this many requests the select launches in stream order, without PDL: placed early beside the scores
-# kernel's programs it made the indexer slower. H100, indexer_perf --select split, PDL on / the select's off
-# (docs/measurements/session45_h100.log, two rounds): 32 x 4K 31.5-31.8 / 26.7, 64 x 2K 26.2 / 23.0-23.1, 64 x 4K
-# 38.8-39.2 / 33.0-33.3, 128 x 4K 53.6 / 47.9-48.0 us; the step at 64 x 4K 73.3-74.0 / 68.4-69.3 us. PDL wins
-# 0.1-0.6 us at 17 requests and 0.6-0.8 at 32 x 2K; at 16K-32K neither. The scores' PDL off measured the same.
+# From this many requests the one-chunk select (one program a request) launches in stream order, without PDL:
+# placed early beside the scores kernel's programs it made the indexer slower. H100, indexer_perf --select split,
+# PDL on / the select's off (docs/measurements/session45_h100.log, two rounds): 32 x 4K 31.5-31.8 / 26.7, 64 x 2K
+# 26.2 / 23.0-23.1, 64 x 4K 38.8-39.2 / 33.0-33.3, 128 x 4K 53.6 / 47.9-48.0 us; the step at 64 x 4K 73.3-74.0 /
+# 68.4-69.3 us. PDL wins 0.1-0.6 us at 17 requests and 0.6-0.8 at 32 x 2K. The scores' PDL off measured the same.
+# The chunk + merge plan keeps PDL: it was not measured without.
 IN_ORDER_BATCH = 32
 
 
@@ -77,7 +78,7 @@ def plan(
     block where they can (past it, up to twice, the merge reduces four pieces of candidates first).
     ``radix``: the programs find thresholds by byte histograms (``SplitPlan.radix``). ``longest``: the
     longest request's tokens where the caller knows them; up to ``ONE_MAX``, one program a request. From
-    ``IN_ORDER_BATCH`` requests the select launches without PDL."""
+    ``IN_ORDER_BATCH`` requests a one-chunk select launches without PDL."""
     out_block = min(1024, next_pow2(topk))
     pdl = d.batch < IN_ORDER_BATCH
     if chunk is None and longest is not None and longest <= ONE_MAX:
@@ -93,7 +94,7 @@ def plan(
     merge_block = max(64, min(next_pow2(lanes), merge_cap))
     if topk > chunk or lanes > 2 * merge_block or (lanes > merge_block and 16 * topk > merge_block):
         return None
-    return SplitPlan(chunk, chunks, merge_block, out_block, radix=radix, pdl=pdl)
+    return SplitPlan(chunk, chunks, merge_block, out_block, radix=radix)
 
 
 def launches(

@@ -383,14 +383,15 @@ def test_one_program_select_against_torch_topk(radix: bool) -> None:
 
 @pytest.mark.parametrize("form", ["one", "one_chunk", "chunks"])
 def test_split_select_launches_in_stream_order_from_in_order_batch(form: str) -> None:
-    # From split.IN_ORDER_BATCH requests every select launch is given PDL=False (stream order); below it the
-    # device decides (KernelLaunch: on under PDL, absent here on the CPU), for each of the plan's three forms.
+    # From split.IN_ORDER_BATCH requests the one-chunk select (with the longest request's length or without) is
+    # given PDL=False (stream order); below it, and for the chunk + merge plan, the device decides (KernelLaunch:
+    # on under PDL, absent here on the CPU).
     topk, pages = 8, {"one": 16, "one_chunk": 1, "chunks": 32}[form]  # 256-token pages
     for batch in (1, ix_split.IN_ORDER_BATCH - 1, ix_split.IN_ORDER_BATCH, 2 * ix_split.IN_ORDER_BATCH):
         d = ix.checks._Dims(batch, 16, pages, pages)
         plan = ix_split.plan(d, topk, longest=100 if form == "one" else None)
         assert plan is not None and (plan.chunks > 1) == (form == "chunks")
-        assert plan.pdl == (batch < ix_split.IN_ORDER_BATCH)
+        assert plan.pdl == (batch < ix_split.IN_ORDER_BATCH or form == "chunks")
         logits = torch.zeros((batch, d.max_context), device=DEV)
         bt = torch.zeros((batch, pages), dtype=torch.int32, device=DEV)
         sl = torch.zeros(batch, dtype=torch.int32, device=DEV)
