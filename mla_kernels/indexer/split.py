@@ -47,8 +47,8 @@ LONG_BLOCK = 1024
 # placed early beside the scores kernel's programs it made the indexer slower. H100, indexer_perf --select split,
 # PDL on / the select's off (docs/measurements/session45_h100.log, two rounds): 32 x 4K 31.5-31.8 / 26.7, 64 x 2K
 # 26.2 / 23.0-23.1, 64 x 4K 38.8-39.2 / 33.0-33.3, 128 x 4K 53.6 / 47.9-48.0 us; the step at 64 x 4K 73.3-74.0 /
-# 68.4-69.3 us. PDL wins 0.1-0.6 us at 17 requests and 0.6-0.8 at 32 x 2K. The scores' PDL off measured the same.
-# The chunk + merge plan keeps PDL: it was not measured without.
+# 68.4-69.3 us. PDL wins 0.1-0.6 us at 17 requests and 0.6-1.0 at 32 x 2K. The scores' PDL off measured the same.
+# The chunk + merge plan keeps PDL: in stream order it took the same or 1-7 us more at 32-128 x 16K-32K.
 IN_ORDER_BATCH = 32
 
 
