@@ -17,7 +17,7 @@ select of one program a request does the same from ``split.IN_ORDER_BATCH`` requ
 Which launches use it is decided in one place, ``mla_kernels._common`` (``pdl_constexprs``, which
 ``KernelLaunch`` and the autotuned indexer launches call): a kernel that takes ``PDL``, on a CUDA device of
 compute capability 9.0 or later, not under the interpreter, unless ``MLAPERF_PDL=0`` (``settings.env``, an
-A/B switch).
+A/B switch) or the launcher gives ``PDL=False`` itself (the split select's stream order above).
 """
 
 from __future__ import annotations
