@@ -54,6 +54,14 @@ KERNELS = {
 # so sm_90 keeps it (SPILL_ALLOWED) and every other GPU gets the spill-free tile.
 SIMT_TILES = {90: (32, 4)}
 SIMT_SPILL_FREE_TILE = (16, 4)
+# From this many requests the MMA split kernel launches in stream order (PDL=False, ``mla_kernels.pdl``). In the
+# decode step on the H100 (docs/measurements/session46_h100.log, call B) its PDL alone cost what all PDL off
+# saved: 96 / 128 requests of 16K 206-207 / 240-241 us on against 200-201 / 235 us without the decode's PDL,
+# of 64K 561-567 / 699-700 against 542-543 / 676-677; at 64 requests even (135-137 / 361-363 us either way). The
+# scores kernel's PDL off instead saved the same (why either does, not measured); the decode's leaves the indexer's
+# own figures alone. Against 276a3f3 (call C and after): the step 3.2-6.9 / 15.8-30.6 us faster at 96-128 requests
+# of 16K / 64K, the MMA decode alone (kernel_decode_perf) within 0.7 us at 64-128 requests.
+IN_ORDER_BATCH = 96
 
 
 def simt_tile(capability: int) -> tuple[int, int]:
@@ -273,7 +281,8 @@ def mma_launches(
             "mma", kernel or _mma_decode_kernel, (batch, heads // cfg.block_h, splits),
             _split_args(q, kv_cache, indices, scale, (out, lse, opart, lpart), splits, split_len),
             {"BLOCK_H": cfg.block_h, "BLOCK_N": cfg.block_n, "SPLIT": splits > 1,
-             "DOT_F32": _common.interpreting(), "PREFETCH": cfg.prefetch},
+             "DOT_F32": _common.interpreting(), "PREFETCH": cfg.prefetch,
+             **({"PDL": False} if batch >= IN_ORDER_BATCH else {})},
             num_warps=cfg.num_warps, num_stages=cfg.num_stages,
         )
     ]  # fmt: skip

@@ -52,8 +52,15 @@ SHORT_SELECT: tuple[tuple[int, int], ...] = ((8, 32768), (16, 16384))
 # (docs/measurements/session40_h100.log): at 2-16 requests of 1K / 2K tokens the split took 14.0-15.2 /
 # 16.1-18.6 us against the rule's 15.0-18.8 / 18.4-19.9, at 4K 1.3-2.4 us slower. One request joined at 2K once
 # the split's rounds stopped early (docs/measurements/session44_h100.log): 12.0 against coop's 14.0 us (the decode
-# step 17.6 against 20.1-20.4), at 4K 16.4 against 16.1 us, so coop keeps it.
-SHORT_SPLIT: tuple[tuple[int, int], ...] = ((16, 2048),)
+# step 17.6 against 20.1-20.4), at 4K 16.4 against 16.1 us, so coop keeps it. Past 2K (session46_h100.log, calls A
+# and B, two rounds each): one request of 3K, the step 19.8 against 19.3-19.5 us, of 4K even; 2-3 requests of 4K, the
+# indexer 17.0-17.3 against 18.4-19.1 us, the step the same or 0.4 us faster; 2 / 4 / 8 requests of 3K the indexer
+# 16.3-16.4 / 17.7 / 18.0-18.1 against 19.5-19.8 / 18.9-19.1 / 20.1-20.2, the step even / 0.1-0.9 / 0.8-0.9 us faster
+# (3 of 3K: 0.3-0.5 us slower, the step 0.4 faster), but 4 / 8 requests of 4K the step 0.5 / 4 us slower; 16 even.
+# Against the rule before (call C and after it): the indexer 0.9-3.2 us faster where the path moved but 0.3-0.9
+# slower at 3 of 3K; the step the same or up to 0.8 us faster, but for one round's 24.5-24.6 us at 2 requests of
+# 3K-4K (21.9-22.5 in the other two, the rule 22.0-22.7).
+SHORT_SPLIT: tuple[tuple[int, int], ...] = ((1, 2048), (3, 4096), (8, 3072), (16, 2048))
 
 
 def longest_for(pairs: tuple[tuple[int, int], ...], batch: int) -> int:
@@ -76,6 +83,17 @@ def check_select(path: str | None, name: str = "select") -> str | None:
     return path
 
 
+def short_split_ranges() -> list[tuple[int, int, int]]:
+    """``SHORT_SPLIT`` as (smallest batch, largest batch, longest request) triples, one per pair."""
+    lows = [1, *(batch + 1 for batch, _ in SHORT_SPLIT)][: len(SHORT_SPLIT)]  # none for an empty rule
+    return [(low, batch, longest) for low, (batch, longest) in zip(lows, SHORT_SPLIT, strict=True)]
+
+
+def _batches(low: int, high: int) -> str:
+    """A range of batch sizes in words: "one request", "4 requests", "2-3 requests"."""
+    return "one request" if high == 1 else f"{high} requests" if low == high else f"{low}-{high} requests"
+
+
 def select_rule_text(select: str | None = None) -> str:
     """The select rule a call with ``select`` (``indexer_topk``'s) runs, in words, for a measurement's header."""
     if select is not None:
@@ -87,8 +105,7 @@ def select_rule_text(select: str | None = None) -> str:
     by_batch = ", ".join([*(f"{path} up to {bound} requests" for bound, path in bounded), f"{last} above"])
     longer = "".join(f" ({bound:,} from {batch} requests)" for batch, bound in more)
     short = " or ".join(f"{batch} requests of at most {longest:,} tokens" for batch, longest in SHORT_SELECT)
-    tiny = ", ".join(f"{longest:,} tokens at " + ("one request" if batch == 1 else f"up to {batch} requests")
-                     for batch, longest in SHORT_SPLIT)  # fmt: skip
+    tiny = ", ".join(f"{longest:,} tokens at {_batches(low, high)}" for low, high, longest in short_split_ranges())
     return (f"{by_batch}; the split -> {long_path} past {first[1]:,} tokens of the longest request{longer}"
             + (f"; the radix -> coop up to {short}" if short else "")
             + (f"; coop or radix -> split up to {tiny}" if tiny else ""))

@@ -491,8 +491,14 @@ def test_shortest_requests_take_the_split(monkeypatch: pytest.MonkeyPatch) -> No
     assert select_rule.select_path(few + 1, max_seq_len=1) == "split"  # SELECT's own, past SHORT_SPLIT's batches
     assert select_rule.select_path(1) == "coop" and select_rule.select_path(few) == "radix"  # no hint
     assert select_rule.select_path(4, "coop", max_seq_len=1) == "coop"  # use_select's forced path
+    for low, batch, longest in select_rule.short_split_ranges():  # every pair, at both ends of its batches
+        for size in (low, batch):
+            assert select_rule.select_path(size, max_seq_len=longest) == "split", (size, longest)
+            assert select_rule.select_path(size, max_seq_len=longest + 1) != "split", (size, longest)
+    monkeypatch.setattr(select_rule, "SHORT_SPLIT", ((1, 100), (3, 400), (4, 300), (16, 200)))
     assert select_rule.select_rule_text().endswith(
-        f"; coop or radix -> split up to {few_len:,} tokens at up to {few} requests")
+        "; coop or radix -> split up to 100 tokens at one request, 400 tokens at 2-3 requests, 300 tokens at 4 "
+        "requests, 200 tokens at 5-16 requests")
     # End to end through indexer_topk, on a small bound: the same slots either way, the record names the path.
     monkeypatch.setattr(select_rule, "SHORT_SPLIT", ((4, 300),))
     _paths_by_hint([300, 90, 0], 7, ((None, "radix"), (300, "split"), (301, "coop")))
