@@ -62,10 +62,10 @@ def test_the_mma_decode_launches_in_stream_order_from_its_in_order_batch() -> No
     cfg = MmaConfig(16, 64, 4, 2, 4)  # BLOCK_H, BLOCK_N, warps, stages, splits
     device = torch.device("cpu")  # the launches are built, not run
     for batch in (1, decode_launch.IN_ORDER_BATCH - 1, decode_launch.IN_ORDER_BATCH, 2 * decode_launch.IN_ORDER_BATCH):
-        q = torch.empty(batch, 16, 576, dtype=torch.bfloat16, device=device)
+        q = torch.empty(batch, 16, 512, dtype=torch.bfloat16, device=device)
         cache = torch.empty(2, 149_504, dtype=torch.uint8, device=device)
         indices = torch.empty(batch, 256, dtype=torch.int32, device=device)
-        split, combine = decode_launch.mma_launches(q, cache, indices, 576**-0.5, cfg)[0]
+        split, combine = decode_launch.mma_launches(q, cache, indices, 512**-0.5, cfg)[0]
         assert (split.name, combine.name) == ("mma", "combine")
         by_device = True if pdl_enabled(device) else None
         assert split.constexprs.get("PDL") is (False if batch >= decode_launch.IN_ORDER_BATCH else by_device)
