@@ -158,12 +158,14 @@ class KernelLaunch:
     constexprs: dict[str, object] = field(default_factory=dict)
     num_warps: int = 4
     num_stages: int = 1
+    in_order: bool = False  # launch in stream order (PDL False) whatever the device: a launcher's measured rule
 
     def __post_init__(self) -> None:
         # A kernel that takes PDL gets it decided here, once, where it was not given: the record, the
         # ahead-of-time compile and the launch then all see the same value (``mla_kernels.pdl``).
         if takes_pdl(self.kernel) and "PDL" not in self.constexprs:  # a copy: the caller's dict may be shared
-            object.__setattr__(self, "constexprs", {**self.constexprs, **pdl_constexprs(self.kernel, self.args)})
+            pdl = {"PDL": False} if self.in_order else pdl_constexprs(self.kernel, self.args)
+            object.__setattr__(self, "constexprs", {**self.constexprs, **pdl})
 
     def run(self) -> object:
         """Launch it; returns Triton's compiled kernel (registers, spills, shared memory)."""

@@ -18,7 +18,8 @@ requests, whose PDL made the step slower at 96-128 requests of 16K-64K (the caus
 Which launches use it is decided in one place, ``mla_kernels._common`` (``pdl_constexprs``, which
 ``KernelLaunch`` and the autotuned indexer launches call): a kernel that takes ``PDL``, on a CUDA device of
 compute capability 9.0 or later, not under the interpreter, unless ``MLAPERF_PDL=0`` (``settings.env``, an
-A/B switch) or the launcher gives ``PDL=False`` itself (the split select's stream order above).
+A/B switch) or the launcher asks for stream order (``KernelLaunch.in_order``: the split select's and the MMA
+decode's rules above).
 """
 
 from __future__ import annotations

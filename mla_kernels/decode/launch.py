@@ -281,9 +281,8 @@ def mma_launches(
             "mma", kernel or _mma_decode_kernel, (batch, heads // cfg.block_h, splits),
             _split_args(q, kv_cache, indices, scale, (out, lse, opart, lpart), splits, split_len),
             {"BLOCK_H": cfg.block_h, "BLOCK_N": cfg.block_n, "SPLIT": splits > 1,
-             "DOT_F32": _common.interpreting(), "PREFETCH": cfg.prefetch,
-             **({"PDL": False} if batch >= IN_ORDER_BATCH else {})},
-            num_warps=cfg.num_warps, num_stages=cfg.num_stages,
+             "DOT_F32": _common.interpreting(), "PREFETCH": cfg.prefetch},
+            num_warps=cfg.num_warps, num_stages=cfg.num_stages, in_order=batch >= IN_ORDER_BATCH,
         )
     ]  # fmt: skip
     if splits > 1:

@@ -103,13 +103,12 @@ def launches(
     """The one-program kernel's launch where the plan holds every request in one chunk, else the chunk
     launch and the merge launch (in order)."""
     common = (topk, d.max_context, d.num_pages)
-    order = {} if p.pdl else {"PDL": False}  # an absent PDL is decided by the device (KernelLaunch)
     if p.chunks == 1:
         return [KernelLaunch(
             "indexer.request_topk", _request_topk_kernel, (d.batch,),
             (logits, bt, sl, out, logits.stride(0), bt.stride(0), out.stride(0), *common),
-            {"BLOCK": p.chunk, "OUT_BLOCK": p.out_block, "RADIX": p.radix, "LONG_BLOCK": LONG_BLOCK, **order},
-            num_warps=p.chunk_warps,
+            {"BLOCK": p.chunk, "OUT_BLOCK": p.out_block, "RADIX": p.radix, "LONG_BLOCK": LONG_BLOCK},
+            num_warps=p.chunk_warps, in_order=not p.pdl,
         )]  # fmt: skip
     width = p.chunks * topk
     ckey = torch.empty((d.batch, width), dtype=torch.int32, device=logits.device)
@@ -117,13 +116,13 @@ def launches(
     stage1 = KernelLaunch(
         "indexer.chunk_topk", _chunk_topk_kernel, (p.chunks, d.batch),
         (logits, bt, sl, ckey, cpos, out, logits.stride(0), bt.stride(0), ckey.stride(0), out.stride(0), *common),
-        {"CHUNK": p.chunk, "OUT_BLOCK": p.out_block, "RADIX": p.radix, **order}, num_warps=p.chunk_warps,
+        {"CHUNK": p.chunk, "OUT_BLOCK": p.out_block, "RADIX": p.radix}, num_warps=p.chunk_warps, in_order=not p.pdl,
     )  # fmt: skip
     merge = KernelLaunch(
         "indexer.merge_topk", _merge_topk_kernel, (d.batch,),
         (ckey, cpos, bt, sl, out, ckey.stride(0), bt.stride(0), out.stride(0), *common),
-        {"CHUNK": p.chunk, "MERGE_BLOCK": p.merge_block, "OUT_BLOCK": p.out_block, "RADIX": p.radix, **order},
-        num_warps=p.merge_warps,
+        {"CHUNK": p.chunk, "MERGE_BLOCK": p.merge_block, "OUT_BLOCK": p.out_block, "RADIX": p.radix},
+        num_warps=p.merge_warps, in_order=not p.pdl,
     )  # fmt: skip
     return [stage1, merge]
 

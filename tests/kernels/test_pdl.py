@@ -18,6 +18,7 @@ if not torch.cuda.is_available():  # must precede the first triton import
 from mla_kernels._common import KernelLaunch, interpreting, pdl_constexprs, pdl_enabled, takes_pdl  # noqa: E402
 from mla_kernels.decode import launch as decode_launch  # noqa: E402
 from mla_kernels.decode.combine import _combine_kernel  # noqa: E402
+from mla_kernels.decode.tuning import MmaConfig  # noqa: E402
 from mla_kernels.indexer import launch as indexer_launch  # noqa: E402
 from settings import env  # noqa: E402
 
@@ -57,8 +58,6 @@ def test_pdl_is_off_where_it_cannot_apply(monkeypatch: pytest.MonkeyPatch) -> No
 def test_the_mma_decode_launches_in_stream_order_from_its_in_order_batch() -> None:
     # From decode.launch.IN_ORDER_BATCH requests the MMA split kernel is given PDL=False; below it the device
     # decides (KernelLaunch: on under PDL, absent here on the CPU); the combine after it always follows the device.
-    from mla_kernels.decode.tuning import MmaConfig
-
     cfg = MmaConfig(16, 64, 4, 2, 4)  # BLOCK_H, BLOCK_N, warps, stages, splits
     device = torch.device("cpu")  # the launches are built, not run
     for batch in (1, decode_launch.IN_ORDER_BATCH - 1, decode_launch.IN_ORDER_BATCH, 2 * decode_launch.IN_ORDER_BATCH):
