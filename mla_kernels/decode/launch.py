@@ -58,9 +58,13 @@ SIMT_SPILL_FREE_TILE = (16, 4)
 # decode step on the H100 (docs/measurements/session46_h100.log, call B) its PDL alone cost what all PDL off
 # saved: 96 / 128 requests of 16K 206-207 / 240-241 us on against 200-201 / 235 us without the decode's PDL,
 # of 64K 561-567 / 699-700 against 542-543 / 676-677; at 64 requests even (135-137 / 361-363 us either way). The
-# scores kernel's PDL off instead saved the same (why either does, not measured); the decode's leaves the indexer's
-# own figures alone. Against 276a3f3 (call C and after): the step 3.2-6.9 / 15.8-30.6 us faster at 96-128 requests
-# of 16K / 64K, the MMA decode alone (kernel_decode_perf) within 0.7 us at 64-128 requests.
+# scores kernel's PDL off instead saved the same; the decode's leaves the indexer's own figures alone. Against 276a3f3
+# (call C and after): the step 3.2-6.9 / 15.8-30.6 us faster at 96-128 requests of 16K / 64K, the MMA decode alone
+# (kernel_decode_perf) within 0.7 us at 64-128 requests; on the H200 10-14 us at 96 x 64K, even at 64-88 requests
+# (session47_h100_h200.log, call G). Where the time went (session 47, kernel traces at 128 x 64K): the decode signals
+# its dependents right after its own wait, so the next layer's scores kernel is placed while the decode runs, and
+# then runs 458 us after it against 423-428 us placed after it; the decode's own time does not move. A decode placed
+# early that does not signal measured even with this rule (call C), so the rule stays the simpler one.
 IN_ORDER_BATCH = 96
 
 
