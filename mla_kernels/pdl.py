@@ -14,8 +14,8 @@ slower (its comment has the figures), and a kernel after it starts only as its p
 select of one program a request does the same from ``split.IN_ORDER_BATCH`` requests (its plan gives
 ``PDL=False``), for the same reason; and so does the MMA decode's split kernel from ``decode.launch.IN_ORDER_BATCH``
 requests, whose PDL made the step slower at 96-128 requests of 16K-64K: its signal let the next layer's scores
-kernel be placed beside it, and a scores kernel placed early ran 8% longer after the decode ended: each SM the
-draining decode freed took one request's programs (session 47).
+kernel be placed beside it, and a scores kernel placed early ran 8% longer after the decode ended, on every SM
+alike (session 47; why, not measured).
 
 Which launches use it is decided in one place, ``mla_kernels._common`` (``pdl_constexprs``, which
 ``KernelLaunch`` and the autotuned indexer launches call): a kernel that takes ``PDL``, on a CUDA device of

@@ -63,10 +63,10 @@ SIMT_SPILL_FREE_TILE = (16, 4)
 # (kernel_decode_perf) within 0.7 us at 64-128 requests; on the H200 10-14 us at 96 x 64K, even at 64-88 requests
 # (session47_h100_h200.log, call G). Where the time went (session 47, kernel traces at 128 x 64K): the decode signals
 # its dependents right after its own wait, so the next layer's scores kernel is placed while the decode runs, and
-# then runs 458 us after it against 423-428 us placed after it; the decode's own time does not move. Placed that way,
-# each SM the decode frees takes four consecutive program ids, one request's four programs, which run slower
-# together than four requests' (calls H-I). A decode placed early that does not signal measured even with this rule
-# (call C), so the rule stays the simpler one.
+# then runs 458 us after it against 423-428 us placed after it; the decode's own time does not move. A probe of the
+# scores kernel's programs (calls H-I) found every SM about 8% slower after such a placement, whichever requests'
+# programs it held and whenever it was filled; why, not measured. A decode placed early that does not signal
+# measured even with this rule (call C), so the rule stays the simpler one.
 IN_ORDER_BATCH = 96
 
 
