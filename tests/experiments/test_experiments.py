@@ -226,3 +226,18 @@ def test_fp8_query_probe_reports_a_selection_that_moves():
     assert res.returncode == 0, res.stderr[-2000:]
     recall = float(res.stdout.splitlines()[-1].split()[1])
     assert 0.5 < recall < 1.0  # e4m3 moves some of the selection, not most of it
+
+
+def test_pdl_neighbour_checks_its_arguments_and_needs_a_pdl_gpu(capsys):
+    from experiments import pdl_neighbour
+
+    args = pdl_neighbour.parse_args([])
+    assert [cfg.tile for cfg in args.mma_configs] == [(64, 64, 8, 2, 3, 0), (64, 128, 8, 1, 0, 0)]
+    for bad in (["--configs", "64x64"], ["--rounds", "0"]):
+        with pytest.raises(SystemExit):
+            pdl_neighbour.parse_args(bad)
+        assert bad[0] in capsys.readouterr().err
+    assert pdl_neighbour.placement_cost(458.4, 423.6) == pytest.approx(34.8)
+    if not torch.cuda.is_available() or torch.cuda.get_device_capability()[0] < 9:
+        assert pdl_neighbour.main(["--rounds", "1"]) == 2
+        assert "needs a CUDA GPU with PDL" in capsys.readouterr().err

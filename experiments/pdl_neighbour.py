@@ -1,0 +1,117 @@
+"""Does a kernel placed early (PDL) run slower when the kernel it is placed beside holds much shared memory?
+
+Session 47 found the indexer's scores kernel about 8% slower at 128 requests of 64K when the MMA decode before it
+signals its dependents at its start, so that the scores programs are placed while the decode drains; every SM alike,
+whichever requests it held (``docs/kernel-record.md``, ``session47_h100_h200.log`` calls H-I). One untested candidate:
+an SM's shared-memory / L1 split, set while the decode's program (168 KB of shared memory) holds it. This times the
+pair decode -> indexer in a CUDA graph with the decode's PDL on and off (``decode.launch.IN_ORDER_BATCH`` moved past
+or below the batch), for MMA decode configs with different shared memory, and each op alone: if the cost of the
+early placement (pair with PDL minus pair without) follows the decode's shared memory, the candidate holds.
+
+    python -m experiments.pdl_neighbour [--batch 128] [--context 65536] [--configs 64x64x8x2x3,64x128x8x1x0]
+                                        [--rounds 2] [--json FILE]
+
+The default configs are the ones an H100 / H200 tunes at 128 requests (168 KB) and the sm_120 set's there (48 KB).
+Needs a CUDA GPU with PDL (sm_90 or later).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+DEFAULT_CONFIGS = "64x64x8x2x3,64x128x8x1x0"
+INNER = 4  # pairs per graph replay
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(prog="python -m experiments.pdl_neighbour", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--batch", type=int, default=128, help="requests (default 128)")
+    ap.add_argument("--context", type=int, default=65536, help="tokens a request (default 65536)")
+    ap.add_argument("--configs", default=DEFAULT_CONFIGS,
+                    help=f"MMA decode configs, BLOCK_HxBLOCK_NxWARPSxSTAGESxPREFETCH, comma-separated (default "
+                         f"{DEFAULT_CONFIGS})")  # fmt: skip
+    ap.add_argument("--rounds", type=int, default=2, help="rounds, the configs and PDL sides alternating (default 2)")
+    ap.add_argument("--reps", type=int, default=15, help="graph replays a measurement (default 15)")
+    ap.add_argument("--json", type=Path, help="write every row here")
+    args = ap.parse_args(argv)
+    for name in ("batch", "context", "rounds", "reps"):
+        if getattr(args, name) < 1:
+            ap.error(f"--{name} must be at least 1")
+    from mla_kernels.decode import MmaConfig
+
+    try:
+        args.mma_configs = [MmaConfig.parse(text) for text in args.configs.split(",")]
+    except ValueError as exc:
+        ap.error(f"--configs: {exc}")
+    return args
+
+
+def placement_cost(pair_on_us: float, pair_off_us: float) -> float:
+    """What the early placement costs the pair (negative: what it saves)."""
+    return pair_on_us - pair_off_us
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    import torch
+
+    if not torch.cuda.is_available() or torch.cuda.get_device_capability()[0] < 9:
+        print("pdl_neighbour: needs a CUDA GPU with PDL (sm_90 or later)", file=sys.stderr)
+        return 2
+    import mla_kernels.decode.launch as decode_launch
+    from benchmarks.scripts.kernel_decode_perf import graph_ms
+    from mla_kernels.decode import MmaConfig, decode_with_config
+    from mla_kernels.indexer import indexer_topk, indexer_workspace
+    from mla_kernels.step import make_step_inputs
+
+    configs = args.mma_configs
+    inp = make_step_inputs(args.batch, args.context, device="cuda")
+    workspace = indexer_workspace(args.batch, inp.q.device)
+
+    def indexer() -> torch.Tensor:
+        return indexer_topk(*inp.args(), impl="bf16", workspace=workspace, max_seq_len=args.context)
+
+    indices = indexer()
+    indexer_us = 1e3 * graph_ms(indexer, reps=args.reps, inner=INNER)
+    print(f"{torch.cuda.get_device_name()}: {args.batch} x {args.context}, the indexer alone {indexer_us:.1f} us")
+    rows = []
+    saved = decode_launch.IN_ORDER_BATCH
+    try:
+        for rnd in range(1, args.rounds + 1):
+            for cfg in configs:
+                pair_us = {}
+                for pdl in (True, False):
+                    # in stream order from IN_ORDER_BATCH requests: past the batch keeps PDL, 0 takes it away
+                    decode_launch.IN_ORDER_BATCH = 1 << 31 if pdl else 0
+
+                    def decode(cfg: MmaConfig = cfg) -> None:
+                        decode_with_config(inp.q, inp.kv_cache, indices, cfg)
+
+                    def pair(decode: Callable[[], None] = decode) -> None:
+                        decode()
+                        indexer()
+
+                    record = decode_with_config(inp.q, inp.kv_cache, indices, cfg)[2]
+                    decode_us = 1e3 * graph_ms(decode, reps=args.reps, inner=INNER)
+                    pair_us[pdl] = 1e3 * graph_ms(pair, reps=args.reps, inner=INNER)
+                    shared = record.kernels[0].shared
+                    rows.append({"round": rnd, "config": cfg.label(), "shared": shared, "pdl": pdl,
+                                 "decode_us": decode_us, "indexer_us": indexer_us,
+                                 "pair_us": pair_us[pdl]})  # fmt: skip
+                    print(f"round {rnd} {cfg.label():>12} shared {(shared or 0) / 1024:6.1f} KiB decode PDL "
+                          f"{'on ' if pdl else 'off'}: decode {decode_us:7.1f}  pair {pair_us[pdl]:7.1f} us")
+                print(f"round {rnd} {cfg.label():>12} the early placement costs "
+                      f"{placement_cost(pair_us[True], pair_us[False]):+.1f} us a pair")
+    finally:
+        decode_launch.IN_ORDER_BATCH = saved
+    if args.json:
+        args.json.write_text(json.dumps({"batch": args.batch, "context": args.context, "rows": rows}, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
