@@ -3,15 +3,18 @@
 Session 47 found the indexer's scores kernel about 8% slower at 128 requests of 64K when the MMA decode before it
 signals its dependents at its start, so that the scores programs are placed while the decode drains; every SM alike,
 whichever requests it held (``docs/kernel-record.md``, ``session47_h100_h200.log`` calls H-I). One untested candidate:
-an SM's shared-memory / L1 split, set while the decode's program (168 KB of shared memory) holds it. This times the
-pair decode -> indexer in a CUDA graph with the decode's PDL on and off (``decode.launch.IN_ORDER_BATCH`` moved past
-or below the batch), for MMA decode configs with different shared memory, and each op alone: if the cost of the
-early placement (pair with PDL minus pair without) follows the decode's shared memory, the candidate holds.
+an SM's shared-memory / L1 split, set while the decode's program (168 KB of shared memory) holds it: Triton's launcher
+gives a kernel of more than 48 KB of shared memory the oversized-shared-memory mode (an L1 of 8 KB, by the comment in
+its ``backends/nvidia/driver.c``), the scores kernel (33 KB) not. This times the pair decode -> indexer in a CUDA
+graph with the decode's PDL on and off (``decode.launch.IN_ORDER_BATCH`` moved past or below the batch), for MMA
+decode configs with different shared memory, and each op alone: if the cost of the early placement (pair with PDL
+minus pair without) follows the decode's shared memory, the candidate holds.
 
     python -m experiments.pdl_neighbour [--batch 128] [--context 65536] [--configs 64x64x8x2x3,64x128x8x1x0]
                                         [--rounds 2] [--json FILE]
 
-The default configs are the ones an H100 / H200 tunes at 128 requests (168 KB) and the sm_120 set's there (48 KB).
+The default configs are the ones an H100 / H200 tunes at 128 requests (168 KB) and the sm_120 set's there (48 KB, not
+over Triton's 48 KB line).
 Needs a CUDA GPU with PDL (sm_90 or later).
 """
 
