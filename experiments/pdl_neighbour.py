@@ -10,8 +10,14 @@ graph with the decode's PDL on and off (``decode.launch.IN_ORDER_BATCH`` moved p
 decode configs with different shared memory, and each op alone: if the cost of the early placement (pair with PDL
 minus pair without) follows the decode's shared memory, the candidate holds.
 
+``--carveout DECODE:INDEXER`` asks each op's kernels for a shared-memory carveout (CUDA's preferred-carveout
+attribute of the compiled function, a percent of the SM's most shared memory; ``-`` leaves Triton's choice): the
+indexer at 100 (the smallest L1) should cost the pair without PDL what PDL costs it, if the L1 is the cause; the
+decode at 0 (the least that fits its programs, so a larger L1 for a scores program placed beside it) is the
+candidate fix. One variant a process, so that no attribute set by one variant stays for the next.
+
     python -m experiments.pdl_neighbour [--batch 128] [--context 65536] [--configs 64x64x8x2x3,64x128x8x1x0]
-                                        [--rounds 2] [--json FILE]
+                                        [--rounds 2] [--carveout -:-] [--json FILE]
 
 The default configs are the ones an H100 / H200 tunes at 128 requests (168 KB) and the sm_120 set's there (48 KB, not
 over Triton's 48 KB line).
@@ -23,11 +29,66 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 DEFAULT_CONFIGS = "64x64x8x2x3,64x128x8x1x0"
 INNER = 4  # pairs per graph replay
+CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT = 9  # cuda.h's CUfunction_attribute
+DECODE_KERNELS = frozenset({"_mma_decode_kernel", "_combine_kernel"})  # what decode_with_config launches
+
+
+def parse_carveout(text: str) -> tuple[int | None, int | None]:
+    """``DECODE:INDEXER`` percents (0-100) or ``-`` (Triton's choice) -> ``(decode, indexer)``."""
+    parts = text.split(":")
+    if len(parts) != 2:
+        raise ValueError(f"{text!r} is not DECODE:INDEXER")
+    out: list[int | None] = []
+    for part in parts:
+        if part == "-":
+            out.append(None)
+        elif part.isdigit() and int(part) <= 100:
+            out.append(int(part))
+        else:
+            raise ValueError(f"{part!r} in {text!r} is neither a percent 0-100 nor '-'")
+    return out[0], out[1]
+
+
+@contextmanager
+def carveouts(by_kernel: Callable[[str], int | None]) -> Iterator[dict[str, int]]:
+    """While open, every kernel launched through ``KernelLaunch.run`` gets, once per compiled function, the
+    carveout ``by_kernel(name)`` (None: left alone). Yields ``{kernel name: percent}`` of what was set."""
+    import ctypes
+
+    from mla_kernels._common import KernelLaunch
+    from mla_kernels.record import kernel_name
+
+    libcuda = ctypes.CDLL("libcuda.so.1")
+    done: set[int] = set()
+    applied: dict[str, int] = {}
+    original = KernelLaunch.run
+
+    def run(launch: KernelLaunch) -> object:
+        compiled = original(launch)
+        handle = getattr(compiled, "function", None)
+        name = kernel_name(launch.kernel)
+        percent = by_kernel(name)
+        if percent is not None and isinstance(handle, int) and handle not in done:
+            rc = libcuda.cuFuncSetAttribute(ctypes.c_void_p(handle),
+                                            CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT,
+                                            ctypes.c_int(percent))  # fmt: skip
+            if rc != 0:
+                raise RuntimeError(f"cuFuncSetAttribute(carveout {percent}) on {name} failed: CUresult {rc}")
+            done.add(handle)
+            applied[name] = percent
+        return compiled
+
+    KernelLaunch.run = run  # type: ignore[method-assign]
+    try:
+        yield applied
+    finally:
+        KernelLaunch.run = original  # type: ignore[method-assign]
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -39,6 +100,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                          f"{DEFAULT_CONFIGS})")  # fmt: skip
     ap.add_argument("--rounds", type=int, default=2, help="rounds, the configs and PDL sides alternating (default 2)")
     ap.add_argument("--reps", type=int, default=15, help="graph replays a measurement (default 15)")
+    ap.add_argument("--carveout", default="-:-",
+                    help="DECODE:INDEXER preferred shared-memory carveouts in percent, '-' for Triton's (default -:-)")
     ap.add_argument("--json", type=Path, help="write every row here")
     args = ap.parse_args(argv)
     for name in ("batch", "context", "rounds", "reps"):
@@ -50,6 +113,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         args.mma_configs = [MmaConfig.parse(text) for text in args.configs.split(",")]
     except ValueError as exc:
         ap.error(f"--configs: {exc}")
+    try:
+        args.carveouts = parse_carveout(args.carveout)
+    except ValueError as exc:
+        ap.error(f"--carveout: {exc}")
     return args
 
 
@@ -65,6 +132,14 @@ def main(argv: list[str] | None = None) -> int:
     if not torch.cuda.is_available() or torch.cuda.get_device_capability()[0] < 9:
         print("pdl_neighbour: needs a CUDA GPU with PDL (sm_90 or later)", file=sys.stderr)
         return 2
+    decode_carveout, indexer_carveout = args.carveouts
+    with carveouts(lambda name: decode_carveout if name in DECODE_KERNELS else indexer_carveout) as applied:
+        return _measure(args, applied)
+
+
+def _measure(args: argparse.Namespace, applied: dict[str, int]) -> int:
+    import torch
+
     import mla_kernels.decode.launch as decode_launch
     from benchmarks.scripts.kernel_decode_perf import graph_ms
     from mla_kernels.decode import MmaConfig, decode_with_config
@@ -111,8 +186,10 @@ def main(argv: list[str] | None = None) -> int:
                       f"{placement_cost(pair_us[True], pair_us[False]):+.1f} us a pair")
     finally:
         decode_launch.IN_ORDER_BATCH = saved
+    print("carveouts set: " + (", ".join(f"{name} {pct}%" for name, pct in sorted(applied.items())) or "none"))
     if args.json:
-        args.json.write_text(json.dumps({"batch": args.batch, "context": args.context, "rows": rows}, indent=1))
+        args.json.write_text(json.dumps({"batch": args.batch, "context": args.context, "carveout": args.carveout,
+                                         "carveouts_set": applied, "rows": rows}, indent=1))  # fmt: skip
     return 0
 
 

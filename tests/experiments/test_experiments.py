@@ -233,7 +233,9 @@ def test_pdl_neighbour_checks_its_arguments_and_needs_a_pdl_gpu(capsys):
 
     args = pdl_neighbour.parse_args([])
     assert [cfg.tile for cfg in args.mma_configs] == [(64, 64, 8, 2, 3, 0), (64, 128, 8, 1, 0, 0)]
-    for bad in (["--configs", "64x64"], ["--rounds", "0"]):
+    assert args.carveouts == (None, None)
+    assert pdl_neighbour.parse_args(["--carveout", "0:100"]).carveouts == (0, 100)
+    for bad in (["--configs", "64x64"], ["--rounds", "0"], ["--carveout", "101:-"], ["--carveout", "50"]):
         with pytest.raises(SystemExit):
             pdl_neighbour.parse_args(bad)
         assert bad[0] in capsys.readouterr().err
