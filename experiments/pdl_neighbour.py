@@ -17,7 +17,7 @@ decode at 0 (the least that fits its programs, so a larger L1 for a scores progr
 candidate fix. One variant a process, so that no attribute set by one variant stays for the next.
 
     python -m experiments.pdl_neighbour [--batch 128] [--context 65536] [--configs 64x64x8x2x3,64x128x8x1x0]
-                                        [--rounds 2] [--carveout -:-] [--json FILE]
+                                        [--rounds 2] [--carveout=-:-] [--json FILE]
 
 The default configs are the ones an H100 / H200 tunes at 128 requests (168 KB) and the sm_120 set's there (48 KB, not
 over Triton's 48 KB line).
@@ -177,12 +177,12 @@ def _measure(args: argparse.Namespace, applied: dict[str, int]) -> int:
                     decode_us = 1e3 * graph_ms(decode, reps=args.reps, inner=INNER)
                     pair_us[pdl] = 1e3 * graph_ms(pair, reps=args.reps, inner=INNER)
                     shared = record.kernels[0].shared
-                    rows.append({"round": rnd, "config": cfg.label(), "shared": shared, "pdl": pdl,
+                    rows.append({"round": rnd, "config": cfg.label, "shared": shared, "pdl": pdl,
                                  "decode_us": decode_us, "indexer_us": indexer_us,
                                  "pair_us": pair_us[pdl]})  # fmt: skip
-                    print(f"round {rnd} {cfg.label():>12} shared {(shared or 0) / 1024:6.1f} KiB decode PDL "
+                    print(f"round {rnd} {cfg.label:>12} shared {(shared or 0) / 1024:6.1f} KiB decode PDL "
                           f"{'on ' if pdl else 'off'}: decode {decode_us:7.1f}  pair {pair_us[pdl]:7.1f} us")
-                print(f"round {rnd} {cfg.label():>12} the early placement costs "
+                print(f"round {rnd} {cfg.label:>12} the early placement costs "
                       f"{placement_cost(pair_us[True], pair_us[False]):+.1f} us a pair")
     finally:
         decode_launch.IN_ORDER_BATCH = saved
