@@ -49,7 +49,20 @@ LONG_BLOCK = 1024
 # 26.2 / 23.0-23.1, 64 x 4K 38.8-39.2 / 33.0-33.3, 128 x 4K 53.6 / 47.9-48.0 us; the step at 64 x 4K 73.3-74.0 /
 # 68.4-69.3 us. PDL wins 0.1-0.6 us at 17 requests and 0.6-1.0 at 32 x 2K. The scores' PDL off measured the same.
 # The chunk + merge plan keeps PDL: in stream order it took the same or 1-7 us more at 32-128 x 16K-32K.
+# Why (session 48, docs/measurements/session48_h100.log, call C): a program of up to 4,096 lanes takes 49 registers
+# at 16 warps (triton 3.6 and 3.9, sm_90), so two fit an SM, and placed early they fill the first SMs the scores
+# kernel frees two at a time, where in stream order they spread one an SM. At 32 warps (one an SM) PDL cost nothing
+# (64 x 4K 36.9 against 37.2 us) but the select itself lost more (37.2 against 32.1-32.6). A block of 8,192 lanes
+# takes 98 registers, one program an SM, and PDL wins there: 64 x 8K 54.3 / 53.9 against 56.3 / 56.1 us, 128 x 8K
+# 88.0 / 87.8 against 88.8 / 88.1 (32 x 8K, which the rule sends to the radix select, 45.2-45.5 either way). So only
+# blocks up to IN_ORDER_MAX_BLOCK go in stream order.
 IN_ORDER_BATCH = 32
+IN_ORDER_MAX_BLOCK = 4096
+
+
+def one_chunk_pdl(batch: int, block: int) -> bool:
+    """Whether a one-chunk select of ``batch`` requests on ``block`` lanes may launch with PDL."""
+    return batch < IN_ORDER_BATCH or block > IN_ORDER_MAX_BLOCK
 
 
 @dataclass(frozen=True)
@@ -78,17 +91,18 @@ def plan(
     block where they can (past it, up to twice, the merge reduces four pieces of candidates first).
     ``radix``: the programs find thresholds by byte histograms (``SplitPlan.radix``). ``longest``: the
     longest request's tokens where the caller knows them; up to ``ONE_MAX``, one program a request. From
-    ``IN_ORDER_BATCH`` requests a one-chunk select launches without PDL."""
+    ``IN_ORDER_BATCH`` requests a one-chunk select of up to ``IN_ORDER_MAX_BLOCK`` lanes launches without PDL."""
     out_block = min(1024, next_pow2(topk))
-    pdl = d.batch < IN_ORDER_BATCH
     if chunk is None and longest is not None and longest <= ONE_MAX:
-        return SplitPlan(max(16, next_pow2(longest)), 1, 0, out_block, radix=radix, pdl=pdl)
+        block = max(16, next_pow2(longest))
+        return SplitPlan(block, 1, 0, out_block, radix=radix, pdl=one_chunk_pdl(d.batch, block))
     if chunk is None:
         chunk = INTERP_CHUNK if interpreting() else GPU_CHUNK
         while triton.cdiv(d.max_context, chunk) * topk > merge_cap and chunk < merge_cap:
             chunk *= 2
     if d.max_context <= chunk:  # every request is one chunk: no merge, any top-k
-        return SplitPlan(max(16, next_pow2(d.max_context)), 1, 0, out_block, radix=radix, pdl=pdl)
+        block = max(16, next_pow2(d.max_context))
+        return SplitPlan(block, 1, 0, out_block, radix=radix, pdl=one_chunk_pdl(d.batch, block))
     chunks = triton.cdiv(d.max_context, chunk)
     lanes = chunks * topk
     merge_block = max(64, min(next_pow2(lanes), merge_cap))

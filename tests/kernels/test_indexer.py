@@ -402,6 +402,18 @@ def test_split_select_launches_in_stream_order_from_in_order_batch(form: str) ->
         assert pdl == ({pdl_enabled(logits.device)} if plan.pdl else {False})
 
 
+def test_split_select_keeps_pdl_for_blocks_past_in_order_max_block() -> None:
+    # One program of more than IN_ORDER_MAX_BLOCK lanes fills an SM by its registers, so PDL cannot pack two on
+    # one SM: it keeps PDL from IN_ORDER_BATCH requests too (split.py has the figures); up to it, stream order.
+    batch = 2 * ix_split.IN_ORDER_BATCH
+    for longest, block, pdl in ((ix_split.IN_ORDER_MAX_BLOCK, ix_split.IN_ORDER_MAX_BLOCK, False),
+                                (ix_split.IN_ORDER_MAX_BLOCK + 1, 2 * ix_split.IN_ORDER_MAX_BLOCK, True)):  # fmt: skip
+        d = ix.checks._Dims(batch, 16, 64, 64)  # 16K tokens of capacity: the one-program plan by the hint
+        plan = ix_split.plan(d, 512, longest=longest)
+        assert plan is not None and (plan.chunk, plan.chunks, plan.pdl) == (block, 1, pdl)
+    assert ix_split.one_chunk_pdl(ix_split.IN_ORDER_BATCH - 1, 16) and not ix_split.one_chunk_pdl(batch, 16)
+
+
 def _awkward_logits(g: torch.Generator, batch: int, ctx: int, zero: int, mixed: int, ints: int) -> torch.Tensor:
     # randn * 10 (CPU), with a row of -0.0, one of 0.0 and -1e30 every few tokens, one of small integers (ties).
     logits = torch.randn((batch, ctx), generator=g) * 10
