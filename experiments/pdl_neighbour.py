@@ -1,14 +1,13 @@
-"""Does a kernel placed early (PDL) run slower when the kernel it is placed beside holds much shared memory?
+"""Does a kernel placed early (PDL) run slower in the L1 left by the kernel it is placed beside?
 
 Session 47 found the indexer's scores kernel about 8% slower at 128 requests of 64K when the MMA decode before it
 signals its dependents at its start, so that the scores programs are placed while the decode drains; every SM alike,
-whichever requests it held (``docs/kernel-record.md``, ``session47_h100_h200.log`` calls H-I). One untested candidate:
-an SM's shared-memory / L1 split, set while the decode's program (168 KB of shared memory) holds it: Triton's launcher
-gives a kernel of more than 48 KB of shared memory the oversized-shared-memory mode (an L1 of 8 KB, by the comment in
-its ``backends/nvidia/driver.c``), the scores kernel (33 KB) not. This times the pair decode -> indexer in a CUDA
-graph with the decode's PDL on and off (``decode.launch.IN_ORDER_BATCH`` moved past or below the batch), for MMA
-decode configs with different shared memory, and each op alone: if the cost of the early placement (pair with PDL
-minus pair without) follows the decode's shared memory, the candidate holds.
+whichever requests it held (``docs/kernel-record.md``, ``session47_h100_h200.log`` calls H-I). The candidate: an
+SM's shared-memory / L1 split, which holds while any program is on the SM: Triton's launcher gives a kernel of more
+than 48 KB of shared memory the largest carveout (``backends/nvidia/driver.c``), the scores kernel (33 KB) not. This
+times the pair decode -> indexer in a CUDA graph with the decode's PDL on and off (``decode.launch.IN_ORDER_BATCH``
+moved past or below the batch), for MMA decode configs, the indexer alone and each decode alone: the cost of the
+early placement is the pair with PDL minus the pair without.
 
 ``--carveout DECODE:INDEXER`` asks each op's kernels for a shared-memory carveout (CUDA's preferred-carveout
 attribute of the compiled function, a percent of the SM's most shared memory; ``-`` leaves Triton's choice): the
@@ -19,8 +18,10 @@ candidate fix. One variant a process, so that no attribute set by one variant st
     python -m experiments.pdl_neighbour [--batch 128] [--context 65536] [--configs 64x64x8x2x3,64x128x8x1x0]
                                         [--rounds 2] [--carveout=-:-] [--json FILE]
 
-The default configs are the ones an H100 / H200 tunes at 128 requests (168 KB) and the sm_120 set's there (48 KB, not
-over Triton's 48 KB line).
+The default configs are the ones an H100 / H200 tunes at 128 requests and the sm_120 set's there (164 and 192 KiB of
+shared memory on sm_90 with triton 3.6: both over the line). Session 48 (``session48_h100.log``, calls A and F, H100):
+PDL cost the pair +29 to +45 us with Triton's carveouts, -1.3 to +2.3 with the indexer's at 100, +3.9 to +8.7 with
+the decode's at 0: the L1 is the cause.
 Needs a CUDA GPU with PDL (sm_90 or later).
 """
 

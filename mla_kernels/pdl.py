@@ -15,7 +15,10 @@ select of one program a request does the same from ``split.IN_ORDER_BATCH`` requ
 ``PDL=False``), for the same reason; and so does the MMA decode's split kernel from ``decode.launch.IN_ORDER_BATCH``
 requests, whose PDL made the step slower at 96-128 requests of 16K-64K: its signal let the next layer's scores
 kernel be placed beside it, and a scores kernel placed early ran 8% longer after the decode ended, on every SM
-alike (session 47; why, not measured).
+alike (session 47), in the small L1 the decode's shared-memory carveout leaves (session 48). The split select's
+loss went away wherever one of its programs fills an SM by its registers (32 warps, or blocks of 8,192 lanes):
+consistent with two 4,096-lane programs packing onto each of the first SMs the scores kernel frees (not observed
+SM by SM); its blocks of more than 4,096 lanes keep PDL (``split.one_chunk_pdl``).
 
 Which launches use it is decided in one place, ``mla_kernels._common`` (``pdl_constexprs``, which
 ``KernelLaunch`` and the autotuned indexer launches call): a kernel that takes ``PDL``, on a CUDA device of

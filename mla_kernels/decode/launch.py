@@ -65,8 +65,14 @@ SIMT_SPILL_FREE_TILE = (16, 4)
 # its dependents right after its own wait, so the next layer's scores kernel is placed while the decode runs, and
 # then runs 458 us after it against 423-428 us placed after it; the decode's own time does not move. A probe of the
 # scores kernel's programs (calls H-I) found every SM about 8% slower after such a placement, whichever requests'
-# programs it held and whenever it was filled; why, not measured. A decode placed early that does not signal
-# measured even with this rule (call C), so the rule stays the simpler one.
+# programs it held and whenever it was filled. Why (session 48, experiments.pdl_neighbour, session48_h100.log): Triton
+# gives a kernel of more than 48 KB of shared memory the largest carveout (on the H100 an L1 of 28 KB), and an SM keeps
+# its split while a program holds it, so scores programs placed beside the decode run in that small L1. Asking the
+# indexer's kernels for the largest carveout themselves made the pair decode -> indexer as slow without PDL as with it
+# (128 x 64K, H100: PDL's cost -1.3 to +2.3 us against +29 to +45), and asking the decode for the least that fits cut
+# the cost to +3.9 to +8.7 us, still a loss: this rule stays. Nor is a carveout set: with the least that fits on every
+# kernel over 48 KB, the step took the same within the spread at 1-128 requests (call B). A decode placed early that
+# does not signal measured even with this rule (session 47, call C), so the rule stays the simpler one.
 IN_ORDER_BATCH = 96
 
 

@@ -49,13 +49,16 @@ LONG_BLOCK = 1024
 # 26.2 / 23.0-23.1, 64 x 4K 38.8-39.2 / 33.0-33.3, 128 x 4K 53.6 / 47.9-48.0 us; the step at 64 x 4K 73.3-74.0 /
 # 68.4-69.3 us. PDL wins 0.1-0.6 us at 17 requests and 0.6-1.0 at 32 x 2K. The scores' PDL off measured the same.
 # The chunk + merge plan keeps PDL: in stream order it took the same or 1-7 us more at 32-128 x 16K-32K.
-# Why (session 48, docs/measurements/session48_h100.log, call C): a program of up to 4,096 lanes takes 49 registers
-# at 16 warps (triton 3.6 and 3.9, sm_90), so two fit an SM, and placed early they fill the first SMs the scores
-# kernel frees two at a time, where in stream order they spread one an SM. At 32 warps (one an SM) PDL cost nothing
-# (64 x 4K 36.9 against 37.2 us) but the select itself lost more (37.2 against 32.1-32.6). A block of 8,192 lanes
-# takes 98 registers, one program an SM, and PDL wins there: 64 x 8K 54.3 / 53.9 against 56.3 / 56.1 us, 128 x 8K
-# 88.0 / 87.8 against 88.8 / 88.1 (32 x 8K, which the rule sends to the radix select, 45.2-45.5 either way). So only
-# blocks up to IN_ORDER_MAX_BLOCK go in stream order.
+# Why, by the registers (session 48, docs/measurements/session48_h100.log, H100): a program of up to 4,096 lanes takes
+# 49 registers at 16 warps (sm_90 in triton 3.9's compile matrix), so two fit an SM, and placed early they can fill the
+# first SMs the scores kernel frees two at a time, where in stream order they spread one an SM (inferred from what
+# follows, not observed SM by SM). At 32 warps (one an SM) PDL cost nothing (call C: 64 x 4K 36.9 against 37.2 us) but
+# the select itself lost more (37.2 against 32.1-32.6 at 16 warps in stream order). A block of 8,192 lanes takes 98
+# registers, one program an SM, so blocks over IN_ORDER_MAX_BLOCK keep PDL. Against stream order (calls D-E, five rounds
+# at 64 / 96 / 128 requests of 6K and 8K) the indexer took the same or less in 25 of 30 pairs (64 x 8K 53.2-53.8 against
+# 53.3-54.1 us, 128 x 6K 67.0-68.0 against 68.2-71.1) and 0.9-2.3 us more in five (96 x 6K and 96-128 x 8K, four of them
+# in call D); the decode step 0-2.6 us less in each of the 20 pairs at 6K and 64 x 8K, and from 2.4 us more to 2.5 less
+# at 96-128 x 8K.
 IN_ORDER_BATCH = 32
 IN_ORDER_MAX_BLOCK = 4096
 
