@@ -403,8 +403,8 @@ def test_split_select_launches_in_stream_order_from_in_order_batch(form: str) ->
 
 
 def test_split_select_keeps_pdl_for_blocks_past_in_order_max_block() -> None:
-    # One program of more than IN_ORDER_MAX_BLOCK lanes fills an SM by its registers, so PDL cannot pack two on
-    # one SM: it keeps PDL from IN_ORDER_BATCH requests too (split.py has the figures); up to it, stream order.
+    # A one-program select of more than IN_ORDER_MAX_BLOCK lanes (98 registers at 16 warps: one program an SM)
+    # keeps PDL from IN_ORDER_BATCH requests too (split.py has the figures); up to it, stream order.
     batch = 2 * ix_split.IN_ORDER_BATCH
     for longest, block, pdl in ((ix_split.IN_ORDER_MAX_BLOCK, ix_split.IN_ORDER_MAX_BLOCK, False),
                                 (ix_split.IN_ORDER_MAX_BLOCK + 1, 2 * ix_split.IN_ORDER_MAX_BLOCK, True)):  # fmt: skip
