@@ -215,7 +215,8 @@ def _coop_topk_kernel(
     SEL_BLOCK: tl.constexpr, FBLOCK: tl.constexpr, OUT_BLOCK: tl.constexpr, L2_PREFETCH: tl.constexpr,
 ):  # fmt: skip
     # No PDL here (``mla_kernels.pdl``): launched early, beside the previous kernel's last programs, this
-    # grid-barrier kernel made the one-request decode step slower at 64K tokens (30.5 against 28.5 us).
+    # grid-barrier kernel made the one-request decode step slower at 64K tokens (30.5 against 28.5 us), and again
+    # in session 48 at 3K-64K, 0-1.7 us (docs/measurements/session48_h100.log, call G).
     # PHASE -1: every phase, grid barriers between them (the GPU); 0-3: that phase alone (the interpreter).
     # L2_PREFETCH: each score tile asks L2 for the next one's keys (inline PTX: not under the interpreter).
     pid = tl.program_id(0)
