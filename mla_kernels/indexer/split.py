@@ -96,16 +96,19 @@ def plan(
     longest request's tokens where the caller knows them; up to ``ONE_MAX``, one program a request. From
     ``IN_ORDER_BATCH`` requests a one-chunk select of up to ``IN_ORDER_MAX_BLOCK`` lanes launches without PDL."""
     out_block = min(1024, next_pow2(topk))
-    if chunk is None and longest is not None and longest <= ONE_MAX:
-        block = max(16, next_pow2(longest))
+
+    def one_chunk(tokens: int) -> SplitPlan:  # every request of up to ``tokens`` in one program
+        block = max(16, next_pow2(tokens))
         return SplitPlan(block, 1, 0, out_block, radix=radix, pdl=one_chunk_pdl(d.batch, block))
+
+    if chunk is None and longest is not None and longest <= ONE_MAX:
+        return one_chunk(longest)
     if chunk is None:
         chunk = INTERP_CHUNK if interpreting() else GPU_CHUNK
         while triton.cdiv(d.max_context, chunk) * topk > merge_cap and chunk < merge_cap:
             chunk *= 2
     if d.max_context <= chunk:  # every request is one chunk: no merge, any top-k
-        block = max(16, next_pow2(d.max_context))
-        return SplitPlan(block, 1, 0, out_block, radix=radix, pdl=one_chunk_pdl(d.batch, block))
+        return one_chunk(d.max_context)
     chunks = triton.cdiv(d.max_context, chunk)
     lanes = chunks * topk
     merge_block = max(64, min(next_pow2(lanes), merge_cap))
