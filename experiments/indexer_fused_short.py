@@ -36,8 +36,9 @@ def _fused_short_kernel(
     stride_qb, stride_qh, stride_wb, stride_page, stride_btb, stride_lb, stride_ob,
     H, num_pages, max_ctx, topk,
     BLOCK_H: tl.constexpr, BLOCK_T: tl.constexpr, FP32_MATH: tl.constexpr, BLOCK: tl.constexpr,
-    OUT_BLOCK: tl.constexpr,
+    OUT_BLOCK: tl.constexpr, SELECT: tl.constexpr = True,
 ):  # fmt: skip
+    # SELECT False: the scores alone (every program still takes and the last one zeroes its ticket), to time them.
     pid = tl.program_id(0)
     b = tl.program_id(1)
     programs = tl.num_programs(0)
@@ -56,14 +57,17 @@ def _fused_short_kernel(
         ticket = _arrive(ticket_ptr + b)  # after a block barrier: this program's logits are published
         if ticket == active:  # the request's last program: every other one's logits are in L2
             tl.store(ticket_ptr + b, 0)  # zeroed for the next call (every other program has taken its ticket)
+        if (ticket == active) & SELECT:
             t = tl.arange(0, BLOCK)
             key = tl.where(t < n, _block_keys(row, t, n), 0)
             take, pos = _select_positions(key, topk, n, False)
             _store_slots(out_row, bt_row, t, take, pos, tl.minimum(n, topk), topk, num_pages, OUT_BLOCK)
 
 
-def run_fused(inp: Any, logits: Any, tickets: Any, out: Any, cfg: tuple[int, int, int, int], interpret: bool) -> None:
-    """One launch of the probe kernel: ``cfg`` = (BLOCK_T, warps, stages, programs a request)."""
+def run_fused(inp: Any, logits: Any, tickets: Any, out: Any, cfg: tuple[int, int, int, int], interpret: bool,
+              select: bool = True) -> None:
+    """One launch of the probe kernel: ``cfg`` = (BLOCK_T, warps, stages, programs a request); ``select`` False:
+    its scores alone."""
     from mla_kernels._common import next_pow2
     from mla_kernels.indexer.checks import _check_args
 
@@ -76,7 +80,7 @@ def run_fused(inp: Any, logits: Any, tickets: Any, out: Any, cfg: tuple[int, int
         q.stride(0), q.stride(1), w.stride(0), cache.stride(0), bt.stride(0), logits.stride(0), out.stride(0),
         d.heads, d.num_pages, d.max_context, topk,
         BLOCK_H=max(16, next_pow2(d.heads)), BLOCK_T=block_t, FP32_MATH=interpret, BLOCK=block,
-        OUT_BLOCK=min(1024, next_pow2(topk)), num_warps=warps, num_stages=stages,
+        OUT_BLOCK=min(1024, next_pow2(topk)), SELECT=select, num_warps=warps, num_stages=stages,
     )  # fmt: skip
 
 
@@ -144,8 +148,10 @@ def compile_stats(cfgs: list[tuple[int, int, int, int]], archs: list[int]) -> in
     return 0
 
 
-def measure(batch: int, ctx: int, cfgs: list[tuple[int, int, int, int]], iters: int, rounds: int) -> dict[str, Any]:
-    """Median us of the product's indexer and of each probe config, alternating ``rounds`` times."""
+def measure(batch: int, ctx: int, cfgs: list[tuple[int, int, int, int]], iters: int, rounds: int,
+            scores: bool = False) -> dict[str, Any]:
+    """Median us of the product's indexer and of each probe config, alternating ``rounds`` times; ``scores``:
+    also the product's scores kernel alone and each config's scores alone (``SELECT`` False; not checked)."""
     import torch
 
     from benchmarks.scripts.indexer_perf import _time_gpu
@@ -164,6 +170,7 @@ def measure(batch: int, ctx: int, cfgs: list[tuple[int, int, int, int]], iters: 
     logits = torch.empty((batch, 131072), dtype=torch.float32, device="cuda")
     tickets = torch.zeros(batch, dtype=torch.int32, device="cuda")
     out = torch.empty((batch, topk), dtype=torch.int32, device="cuda")
+
     def fused(c: tuple[int, int, int, int]) -> Any:
         out.fill_(-7)
         run_fused(inp, logits, tickets, out, c, interpret=False)
@@ -175,6 +182,14 @@ def measure(batch: int, ctx: int, cfgs: list[tuple[int, int, int, int]], iters: 
         fns["fused T{} w{} s{} P{}".format(*c)] = lambda c=c: run_fused(inp, logits, tickets, out, c, interpret=False)
     names = list(fns)[1:]
     checked = {"product": fns["product"], **{k: (lambda c=c: fused(c)) for k, c in zip(names, cfgs, strict=True)}}
+    if scores:
+        from mla_kernels.indexer import launch as L
+        from mla_kernels.indexer.checks import _check_args
+
+        d = _check_args(q, w, cache, bt, sl, topk, "bf16")
+        fns["product scores"] = lambda: L._run_scores(q, w, cache, bt, sl, logits, d, topk, max_seq_len=ctx)
+        for c in cfgs:
+            fns["scores T{} w{} s{} P{}".format(*c)] = lambda c=c: run_fused(inp, logits, tickets, out, c, False, False)
     times: dict[str, list[float]] = {k: [] for k in fns}
     for _ in range(2):  # compile, then check again with the tickets the first call left
         for chk in checked.values():
@@ -211,6 +226,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="BLOCK_T:warps:stages:m items; m x SMs // batch programs a request")
     ap.add_argument("--iters", type=int, default=30)
     ap.add_argument("--rounds", type=int, default=2, help="alternating rounds of every variant")
+    ap.add_argument("--scores", action="store_true", help="also time each side's scores alone")
     ap.add_argument("--smoke", action="store_true", help="check the kernel under the interpreter, no timing")
     ap.add_argument("--compile", default="", help="architectures (e.g. 90,120): print each config's registers, "
                     "spills and shared memory, compiled here, and exit")  # fmt: skip
@@ -232,7 +248,7 @@ def main(argv: list[str] | None = None) -> int:
             if ctx > BLOCK_LANES:
                 print(f"context {ctx} > {BLOCK_LANES}: skipped", file=sys.stderr)
                 continue
-            times = measure(batch, ctx, _cfgs(args.configs, batch, sms), args.iters, args.rounds)
+            times = measure(batch, ctx, _cfgs(args.configs, batch, sms), args.iters, args.rounds, args.scores)
             parts = "  ".join(f"{k} {'/'.join(f'{t:.1f}' for t in v)}" for k, v in times.items())
             print(f"B={batch:3d} ctx {ctx:5d} (us): {parts}", flush=True)
     return 0
