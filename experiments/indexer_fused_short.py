@@ -17,17 +17,21 @@ step's way) in CUDA graphs replayed with a cold L2, each output checked against 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 from typing import Any
 
-import triton
-import triton.language as tl
+if __name__ == "__main__" and "--smoke" in sys.argv[1:]:  # Triton reads this when a kernel is defined (below)
+    os.environ.setdefault("TRITON_INTERPRET", "1")
 
-from mla_kernels.indexer.kernels import _request_len
-from mla_kernels.indexer.radix_kernels import _active, _arrive, _block_keys, _pad_row
-from mla_kernels.indexer.split_kernels import _select_positions, _store_slots
-from mla_kernels.indexer.token_scores import _load_q, _score_tiles
+import triton  # noqa: E402
+import triton.language as tl  # noqa: E402
+
+from mla_kernels.indexer.kernels import _request_len  # noqa: E402
+from mla_kernels.indexer.radix_kernels import _active, _arrive, _block_keys, _pad_row  # noqa: E402
+from mla_kernels.indexer.split_kernels import _select_positions, _store_slots  # noqa: E402
+from mla_kernels.indexer.token_scores import _load_q, _score_tiles  # noqa: E402
 
 
 @triton.jit
@@ -210,7 +214,10 @@ def _cfgs(text: str, batch: int, sms: int) -> list[tuple[int, int, int, int]]:
     """``T:w:s:m`` items -> (BLOCK_T, warps, stages, programs a request = max(1, m * SMs // batch))."""
     out = []
     for item in text.split(","):
-        t, w, s, m = (int(x) for x in item.split(":"))
+        parts = item.split(":")
+        if len(parts) != 4 or not all(x.isdigit() and int(x) > 0 for x in parts):
+            raise ValueError(f"--configs: {item!r} is not BLOCK_T:warps:stages:m (positive integers)")
+        t, w, s, m = (int(x) for x in parts)
         c = (t, w, s, max(1, m * sms // batch))
         if c not in out:
             out.append(c)
@@ -231,6 +238,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--compile", default="", help="architectures (e.g. 90,120): print each config's registers, "
                     "spills and shared memory, compiled here, and exit")  # fmt: skip
     args = ap.parse_args(argv)
+    try:
+        _cfgs(args.configs, 1, 1)
+    except ValueError as exc:
+        ap.error(str(exc))
     if args.smoke:
         return smoke()
     if args.compile:

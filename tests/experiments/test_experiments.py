@@ -243,3 +243,16 @@ def test_pdl_neighbour_checks_its_arguments_and_needs_a_pdl_gpu(capsys):
     if not torch.cuda.is_available() or torch.cuda.get_device_capability()[0] < 9:
         assert pdl_neighbour.main(["--rounds", "1"]) == 2
         assert "needs a CUDA GPU with PDL" in capsys.readouterr().err
+
+
+def test_fused_short_probe_selects_right_and_names_bad_configs():
+    # The one-launch scores + last-program select probe: right on ragged batches under the interpreter (an empty
+    # request, one shorter than its tiles, programs without tiles), twice each (its tickets come back zeroed).
+    cmd = [sys.executable, "-m", "experiments.indexer_fused_short"]
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}  # --smoke chooses the interpreter itself
+    res = subprocess.run([*cmd, "--smoke"], capture_output=True, text=True, cwd=REPO, env=env, timeout=300)
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert res.stdout.count(": ok") == 3
+    for bad in ("64:4", "64:4:3:0", "a:4:3:1"):
+        res = subprocess.run([*cmd, "--configs", bad], capture_output=True, text=True, cwd=REPO, timeout=120)
+        assert res.returncode == 2 and "--configs" in res.stderr
