@@ -35,10 +35,19 @@ MERGE_WARPS = 16
 # table's capacity. Measured on the H200 at 17-128 requests (docs/measurements/indexer_one_program_session33.log),
 # the select alone: 11.7-12.8 / 15.5-16.7 us at 2K / 4K tokens at 8 warps (16: 12.7-13.9 / 16.6-17.9) against
 # the capacity plan's 18.1-31.6 / 18.6-31.9 (8,192-token chunks and a merge), 25.1-26.8 us at 6K-8K on 8,192
-# lanes at 16 warps (8: 47 us). In the whole indexer 16 warps win at 4K too (64 requests: 35.6-35.7 against
-# 41.3-41.4 us; at 17 and 4K they lose 1.2-1.8 us), so the plan keeps CHUNK_WARPS. 16,384 lanes spill on sm_90
-# and sm_120.
+# lanes at 16 warps (8: 47 us). In the whole indexer 16 warps won at 4K then (64 requests: 35.6-35.7 against
+# 41.3-41.4 us; at 17 and 4K they lost 1.2-1.8 us), when the select still launched with PDL at every batch. 16,384
+# lanes spill on sm_90 and sm_120.
 ONE_MAX = 8192
+# Since the select launches in stream order from IN_ORDER_BATCH requests, 8 warps win up to ONE_SMALL_BLOCK lanes
+# (80 registers a thread at 4,096 lanes on sm_90, triton 3.9's compile matrix). H100, alternating with 16 warps
+# (docs/measurements/session49_h100.log, calls C and E): the indexer 0.5-1.5 us faster at 17-128 requests of 1K-4K
+# (64 x 4K 31.5 against 32.2 us, 128 x 4K 49.0-49.4 against 50.3-50.5, 32 x 2K 18.1-18.3 against 19.1-19.2; 17 x 2K
+# 16.5 / 17.1 against 17.0 / 16.9) and 0.4-1.1 us at 1-3 requests of 1K-3K where the rule runs it; the step 0.5-2.0
+# us faster at 1-32 requests of 2K and 17-128 of 4K (64 x 4K 66.8 against 68.5, 32 x 4K 51.3 against 53.3). 8,192
+# lanes keep 16 warps (8: 161 registers, and 47 us above).
+ONE_SMALL_BLOCK = 4096
+ONE_SMALL_WARPS = 8
 
 # The one-program kernel's block for a request past the hint (a wrong hint costs time, never slots).
 LONG_BLOCK = 1024
@@ -93,13 +102,15 @@ def plan(
     power of two): 4096 tokens on the GPU, grown until a full-capacity request's candidates fit one merge
     block where they can (past it, up to twice, the merge reduces four pieces of candidates first).
     ``radix``: the programs find thresholds by byte histograms (``SplitPlan.radix``). ``longest``: the
-    longest request's tokens where the caller knows them; up to ``ONE_MAX``, one program a request. From
-    ``IN_ORDER_BATCH`` requests a one-chunk select of up to ``IN_ORDER_MAX_BLOCK`` lanes launches without PDL."""
+    longest request's tokens where the caller knows them; up to ``ONE_MAX``, one program a request (of
+    ``ONE_SMALL_WARPS`` warps up to ``ONE_SMALL_BLOCK`` lanes). From ``IN_ORDER_BATCH`` requests a one-chunk select
+    of up to ``IN_ORDER_MAX_BLOCK`` lanes launches without PDL."""
     out_block = min(1024, next_pow2(topk))
 
     def one_chunk(tokens: int) -> SplitPlan:  # every request of up to ``tokens`` in one program
         block = max(16, next_pow2(tokens))
-        return SplitPlan(block, 1, 0, out_block, radix=radix, pdl=one_chunk_pdl(d.batch, block))
+        warps = ONE_SMALL_WARPS if block <= ONE_SMALL_BLOCK else CHUNK_WARPS
+        return SplitPlan(block, 1, 0, out_block, warps, radix=radix, pdl=one_chunk_pdl(d.batch, block))
 
     if chunk is None and longest is not None and longest <= ONE_MAX:
         return one_chunk(longest)
