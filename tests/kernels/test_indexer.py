@@ -414,6 +414,19 @@ def test_split_select_keeps_pdl_for_blocks_past_in_order_max_block() -> None:
     assert ix_split.one_chunk_pdl(ix_split.IN_ORDER_BATCH - 1, 16) and not ix_split.one_chunk_pdl(batch, 16)
 
 
+def test_one_program_select_runs_8_warps_up_to_one_small_block() -> None:
+    # 8 warps up to split.ONE_SMALL_BLOCK lanes (faster since the select launches in stream order, split.py has the
+    # figures), 16 above (8 warps at 8,192 lanes were far slower); the chunk + merge plan keeps CHUNK_WARPS.
+    d = ix.checks._Dims(64, 16, 64, 64)  # 16K tokens of capacity
+    small = ix_split.ONE_SMALL_BLOCK
+    for longest, block, warps in ((100, 128, 8), (small, small, 8), (small + 1, 2 * small, ix_split.CHUNK_WARPS)):
+        plan = ix_split.plan(d, 512, longest=longest)
+        assert plan is not None and (plan.chunk, plan.chunks, plan.chunk_warps) == (block, 1, warps)
+    assert ix_split.ONE_SMALL_WARPS == 8 != ix_split.CHUNK_WARPS
+    chunks = ix_split.plan(d, 512, chunk=4096)
+    assert chunks is not None and chunks.chunks > 1 and chunks.chunk_warps == ix_split.CHUNK_WARPS
+
+
 def _awkward_logits(g: torch.Generator, batch: int, ctx: int, zero: int, mixed: int, ints: int) -> torch.Tensor:
     # randn * 10 (CPU), with a row of -0.0, one of 0.0 and -1e30 every few tokens, one of small integers (ties).
     logits = torch.randn((batch, ctx), generator=g) * 10
