@@ -33,6 +33,8 @@ from mla_kernels.indexer.radix_kernels import _active, _arrive, _block_keys, _pa
 from mla_kernels.indexer.split_kernels import _select_positions, _store_slots  # noqa: E402
 from mla_kernels.indexer.token_scores import _load_q, _score_tiles  # noqa: E402
 
+BLOCK_LANES = 4096  # the select's lanes on the GPU: requests of up to 4,096 tokens
+
 
 @triton.jit
 def _fused_short_kernel(
@@ -86,9 +88,6 @@ def run_fused(inp: Any, logits: Any, tickets: Any, out: Any, cfg: tuple[int, int
         BLOCK_H=max(16, next_pow2(d.heads)), BLOCK_T=block_t, FP32_MATH=interpret, BLOCK=block,
         OUT_BLOCK=min(1024, next_pow2(topk)), SELECT=select, num_warps=warps, num_stages=stages,
     )  # fmt: skip
-
-
-BLOCK_LANES = 4096  # the select's lanes on the GPU: requests of up to 4,096 tokens
 
 
 def check(cases: list[tuple[int, list[int], int, int, tuple[int, int, int, int]]], device: str) -> int:
@@ -180,12 +179,13 @@ def measure(batch: int, ctx: int, cfgs: list[tuple[int, int, int, int]], iters: 
         run_fused(inp, logits, tickets, out, c, interpret=False)
         return out
 
-    # Each returns its output for the checks; the timed graphs capture the launches alone (the fill is outside).
+    # ``checked`` returns each side's output for the checks; the timed graphs (``fns``) capture the launches alone.
     fns: dict[str, Any] = {"product": lambda: indexer_topk(*inp.args(), workspace=ws, max_seq_len=ctx)}
+    checked: dict[str, Any] = {"product": fns["product"]}
     for c in cfgs:
-        fns["fused T{} w{} s{} P{}".format(*c)] = lambda c=c: run_fused(inp, logits, tickets, out, c, interpret=False)
-    names = list(fns)[1:]
-    checked = {"product": fns["product"], **{k: (lambda c=c: fused(c)) for k, c in zip(names, cfgs, strict=True)}}
+        name = "fused T{} w{} s{} P{}".format(*c)
+        fns[name] = lambda c=c: run_fused(inp, logits, tickets, out, c, interpret=False)
+        checked[name] = lambda c=c: fused(c)
     if scores:
         from mla_kernels.indexer import launch as L
         from mla_kernels.indexer.checks import _check_args
