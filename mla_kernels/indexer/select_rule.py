@@ -59,8 +59,11 @@ SHORT_SELECT: tuple[tuple[int, int], ...] = ((8, 32768), (16, 16384))
 # (3 of 3K: 0.3-0.5 us slower, the step 0.4 faster), but 4 / 8 requests of 4K the step 0.5 / 4 us slower; 16 even.
 # Against the rule before (call C and after it): the indexer 0.9-3.2 us faster where the path moved but 0.3-0.9
 # slower at 3 of 3K; the step the same or up to 0.8 us faster, but for one round's 24.5-24.6 us at 2 requests of
-# 3K-4K (21.9-22.5 in the other two, the rule 22.0-22.7).
-SHORT_SPLIT: tuple[tuple[int, int], ...] = ((1, 2048), (3, 4096), (8, 3072), (16, 2048))
+# 3K-4K (21.9-22.5 in the other two, the rule 22.0-22.7). One request joined 2-3 at 4K once the one-program select ran
+# 8 warps (docs/measurements/session50_h100.log, calls A and B, two rounds each): the step 18.8 / 19.4 us at 3K / 4K
+# against coop's 19.4 / 20.5, the indexer 15.0 / 15.1-15.2 against 15.3-15.9 / 16.1; past 4K (5K-8K, one or two
+# requests) the split was 2.3-6.9 us slower in the indexer and 5.4-6.3 in the step.
+SHORT_SPLIT: tuple[tuple[int, int], ...] = ((3, 4096), (8, 3072), (16, 2048))
 
 
 def longest_for(pairs: tuple[tuple[int, int], ...], batch: int) -> int:
