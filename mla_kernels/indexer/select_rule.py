@@ -61,10 +61,10 @@ SHORT_SELECT: tuple[tuple[int, int], ...] = ((8, 32768), (16, 16384))
 # slower at 3 of 3K; the step the same or up to 0.8 us faster, but for one round's 24.5-24.6 us at 2 requests of
 # 3K-4K (21.9-22.5 in the other two, the rule 22.0-22.7). Once the one-program select ran 8 warps (session 50,
 # docs/measurements/session50_h100.log, two rounds each, against the rule before): one request of 3K / 4K, the step
-# 18.8 / 19.4 us against coop's 19.4 / 20.5 (calls A, F: at top-k 128 and 2048 too, 0.2-1.1 us faster), past 4K
-# (5K-8K, one or two requests) 5.4-6.3 us slower (call B); at 4-16 requests of 3K-4K the indexer 0-3.5 us faster
-# everywhere, the step 0.4-2.1 us faster at 4 / 6 / 12 / 14 / 16 of 4K and 12-16 of 3K, even at 10 of 3K, but 1.4-1.8 /
-# 0.7-1.1 us slower at 8 / 10 of 4K (calls G, H): so 7-10 requests keep 3K.
+# 18.8-18.9 / 19.3-19.6 us against coop's 19.4 / 20.5 (calls A, C, E, I; call F: at top-k 128 and 2048 too, 0.2-1.1 us
+# faster), past 4K (5K-8K, one or two requests) 4.4-6.1 us slower (call B); at 4-16 requests of 3K-4K the indexer
+# 0.3-3.5 us faster where the path moves, the step 0.4-2.3 us faster at 4 / 6 / 12 / 14 / 16 of 4K and 12-16 of 3K,
+# even at 10 of 3K, but 1.4-1.8 / 0.7-1.1 us slower at 8 / 10 of 4K (calls G, H): so 7-10 requests keep 3K.
 SHORT_SPLIT: tuple[tuple[int, int], ...] = ((6, 4096), (10, 3072), (16, 4096))
 
 
