@@ -24,20 +24,22 @@ def variants() -> dict[str, tuple[str, str]]:
     return {**VARIANTS, "gluon+indexer": ("gluon", "bf16")}
 
 
-def check_step(step: object, ref_logits: object) -> None:
+def check_step(step: object, ref_logits: object) -> dict[str, dict[str, object]]:
     """One eager run of ``step`` (a ``mla_kernels.DecodeStep``) checked before it is timed: its top-k against
     ``ref_logits`` (``indexer_logits_reference`` of its inputs, computed once for every variant) and its decode
     against the reference decode on that same selection. Raises AssertionError: a fast wrong step is a
-    failure, not a figure."""
+    failure, not a figure. Returns what the run launched, each op's launch record as a JSON-ready dict
+    (``{"indexer": ..., "decode": ...}``: the indexer's names the select path the rule chose)."""
     from mla_kernels import sparse_mla_decode
     from mla_kernels.indexer import check_indexer_output
     from mla_kernels.testing import check_decode
 
     inp = step.inputs  # type: ignore[attr-defined]
-    out, lse = step.run()  # type: ignore[attr-defined]
+    out, lse, records = step.run_with_records()  # type: ignore[attr-defined]
     indices = step.indices  # type: ignore[attr-defined]
     check_indexer_output(indices, ref_logits, inp.block_table, inp.seq_lens, inp.topk)  # type: ignore[arg-type]
     check_decode(out, lse, *sparse_mla_decode(inp.q, inp.kv_cache, indices, impl="reference"))
+    return {op: json.loads(json.dumps(record.as_dict(), default=str)) for op, record in records.items()}
 
 
 def step_us(steps: list, reps: int) -> float:
@@ -63,13 +65,15 @@ def _measure(batch: int, context: int, args: argparse.Namespace) -> dict[str, ob
     layers = [make_step_inputs(batch, context, max_context=args.max_context, topk=args.topk,
                                device="cuda", seed=batch * 10 + i) for i in range(args.layers)]
     row: dict[str, object] = {"batch": batch, "context": context}
+    launches: dict[str, object] = {}  # variant -> what its checked run launched
     ref_logits = indexer_logits_reference(*layers[0].args()[:5])  # the first layer's, every variant checked on it
     pairings = variants()
     for variant in args.variants:
         dec, idx = pairings[variant]
         steps = [DecodeStep(inp, decode_impl=dec, indexer_impl=idx, select=args.select) for inp in layers]
-        check_step(steps[0], ref_logits)
+        launches[variant] = check_step(steps[0], ref_logits)
         row[variant] = step_us(steps, reps=10 if variant == "baseline" else 30)
+    row["launch"] = launches
     times = "  ".join(f"{v} {row[v]:8.1f} us" for v in args.variants)
     ratio = ""
     if {"baseline", "mma+indexer"} <= set(args.variants):
@@ -127,7 +131,7 @@ def main(argv: list[str] | None = None) -> int:
             rows.append(_measure(batch, context, args))
     result = {"device": name, "torch": torch.__version__, "triton": triton.__version__, "contexts": contexts,
               "max_context": args.max_context, "topk": args.topk, "select": args.select or select_rule.SELECT,
-              "rows": rows}
+              "select_rule": select_rule.select_rule_text(args.select), "rows": rows}
     if args.json:
         args.json.write_text(json.dumps(result, indent=1))
     print(json.dumps(result))

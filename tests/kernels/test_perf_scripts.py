@@ -3,6 +3,7 @@ to measure anything); kernel_step_perf checks a step before it times it."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -35,19 +36,25 @@ def test_step_perf_checks_the_step_before_timing_it(monkeypatch: pytest.MonkeyPa
     # correct step passes, a step whose decode or top-k is wrong raises.
     from benchmarks.scripts.kernel_step_perf import check_step
     from mla_kernels import DecodeStep, make_step_inputs
-    from mla_kernels.indexer import indexer_logits_reference
+    from mla_kernels.indexer import indexer_logits_reference, select_rule
 
     dev = "cuda" if torch.cuda.is_available() else "cpu"
     inp = make_step_inputs(2, [300, 40], max_context=1024, num_heads=16, topk=32, device=dev, seed=5)
     step = DecodeStep(inp, decode_impl="mma", indexer_impl="bf16")
     ref_logits = indexer_logits_reference(*inp.args()[:5])
-    check_step(step, ref_logits)
-    run = step.run
-    monkeypatch.setattr(step, "run", lambda: (run()[0] * 1.5, step.lse))
+    launched = check_step(step, ref_logits)  # and it returns what the checked run launched
+    assert launched["indexer"]["select"] == select_rule.select_path(2, max_seq_len=300)
+    assert launched["decode"]["impl"] == "mma" and launched["indexer"]["impl"] == "bf16"
+    json.dumps(launched)  # JSON-ready, as the script's rows hold it
+    real_topk = DecodeStep.run_with_records
+
+    def wrong_out(self: DecodeStep) -> tuple:
+        out, lse, records = real_topk(self)
+        return out * 1.5, lse, records
+
+    monkeypatch.setattr(DecodeStep, "run_with_records", wrong_out)
     with pytest.raises(AssertionError, match="out"):
         check_step(step, ref_logits)
-    monkeypatch.setattr(step, "run", run)
-    real_topk = DecodeStep.run_with_records
 
     def wrong_topk(self: DecodeStep) -> tuple:
         out, lse, records = real_topk(self)
