@@ -46,10 +46,10 @@ def test_step_perf_checks_the_step_before_timing_it(monkeypatch: pytest.MonkeyPa
     assert launched["indexer"]["select"] == select_rule.select_path(2, max_seq_len=300)
     assert launched["decode"]["impl"] == "mma" and launched["indexer"]["impl"] == "bf16"
     json.dumps(launched)  # JSON-ready, as the script's rows hold it
-    real_topk = DecodeStep.run_with_records
+    real_run = DecodeStep.run_with_records
 
     def wrong_out(self: DecodeStep) -> tuple:
-        out, lse, records = real_topk(self)
+        out, lse, records = real_run(self)
         return out * 1.5, lse, records
 
     monkeypatch.setattr(DecodeStep, "run_with_records", wrong_out)
@@ -57,7 +57,7 @@ def test_step_perf_checks_the_step_before_timing_it(monkeypatch: pytest.MonkeyPa
         check_step(step, ref_logits)
 
     def wrong_topk(self: DecodeStep) -> tuple:
-        out, lse, records = real_topk(self)
+        out, lse, records = real_run(self)
         self.indices = self.indices.flip(0)  # request 0's selection for request 1 and back
         return out, lse, records
 
