@@ -17,6 +17,9 @@ only the rows its file holds: one without its rows is "not measured", never met.
 - indexer: ``bf16`` rows' median time, and at 64 requests its ratio to the row's roofline.
 - step: the ``mma+indexer`` variant.
 
+Each indexer and step figure names, in brackets, the top-k select path the row ran (its launch record's; files
+written before the scripts kept it show none): the select rule picks it by batch and longest request.
+
 Exit status: 0; with ``--check`` 1 when a goal is missed or not measured; 2 for bad arguments or a file that
 is not the named script's JSON.
 """
@@ -72,6 +75,14 @@ def _all(checks: list[bool], wanted: int) -> bool | None:
     return len(checks) == wanted and all(checks)
 
 
+def _select(launch: Any) -> str:
+    """" (path)": the indexer's select path a row's launch record names (the rule picks it by batch and length,
+    so a reader sees which path a goal row ran); "" where the file predates the record (early records held the
+    select's config dict under that key)."""
+    path = launch.get("select") if isinstance(launch, dict) else None
+    return f" ({path})" if isinstance(path, str) and path else ""
+
+
 def decode_verdicts(result: dict[str, Any]) -> list[Verdict]:
     """Issue 29's decode goals from ``kernel_decode_perf``'s JSON."""
     rows = {int(r["batch"]): r for r in result["rows"]}
@@ -117,25 +128,29 @@ def indexer_verdicts(results: list[dict[str, Any]]) -> list[Verdict]:
     # The goal's contexts only: another context measured beside them is neither counted nor shown.
     wide = [(c, by[(64, c)]["median_us"], by[(64, c)]["median_us"] / by[(64, c)]["roofline_us"])
             for c in INDEXER_B1_US if by.get((64, c), {}).get("roofline_us")]  # fmt: skip
+    path = {key: _select(r.get("launch")) for key, r in by.items()}
     contexts = " / ".join(f"{c // 1024}K" for c in INDEXER_B1_US)
     return [
         Verdict(f"indexer <= {INDEXER_ROOFLINE_B64:g}x the roofline at 64 requests, {contexts}",
-                _join([f"{us:.1f} us ({x:.1f}x) at {c // 1024}K" for c, us, x in wide]),
+                _join([f"{us:.1f} us ({x:.1f}x) at {c // 1024}K{path[(64, c)]}" for c, us, x in wide]),
                 _all([x <= INDEXER_ROOFLINE_B64 for _, _, x in wide], len(INDEXER_B1_US))),
         Verdict(f"indexer <= {' / '.join(f'{g:g}' for g in INDEXER_B1_US.values())} us at one request, {contexts}",
-                _join([f"{us:.1f} us at {c // 1024}K" for c, us, _ in one]),
+                _join([f"{us:.1f} us at {c // 1024}K{path[(1, c)]}" for c, us, _ in one]),
                 _all([us <= goal for _, us, goal in one], len(INDEXER_B1_US))),
     ]  # fmt: skip
 
 
 def step_verdicts(result: dict[str, Any]) -> list[Verdict]:
     """Issue 29's decode-step goals from ``kernel_step_perf``'s JSON."""
-    by = {(r["batch"], r["context"]): r.get("mma+indexer") for r in result["rows"]}
+    by = {(r["batch"], r["context"]): r for r in result["rows"]}
     out = []
     for c, goal in STEP_B1_US.items():
-        us = by.get((1, c))
-        out.append(Verdict(f"decode step <= {goal:g} us at one request and {c // 1024}K",
-                           "-" if us is None else f"{us:.1f} us", None if us is None else us <= goal))  # fmt: skip
+        row = by.get((1, c), {})
+        us = row.get("mma+indexer")
+        path = _select(row.get("launch", {}).get("mma+indexer", {}).get("indexer"))  # since session 50
+        figures = "-" if us is None else f"{us:.1f} us{path}"
+        out.append(Verdict(f"decode step <= {goal:g} us at one request and {c // 1024}K", figures,
+                           None if us is None else us <= goal))  # fmt: skip
     return out
 
 

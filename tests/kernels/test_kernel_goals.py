@@ -124,3 +124,20 @@ def test_contexts_beside_the_goals_do_not_count(tmp_path):
     record["results"].append({**wide[0], "context": 8192})
     verdict = goals.indexer_verdicts(record["results"])[0]
     assert verdict.met is True and "8K" not in verdict.figures and verdict.figures.count("(2.0x)") == 3
+
+
+def test_rows_name_the_select_path_they_ran():
+    # The indexer's launch record names the select path the rule chose by batch and length (indexer_perf keeps it
+    # a row; kernel_step_perf since session 50, a variant a row): a goal row says which path it ran.
+    wide, one = goals.verdicts(None, MEASURED / "goals_session50_h100_indexer.json", None)
+    assert one.figures == "15.7 us at 4K (split) / 17.3 us at 16K (coop) / 23.3 us at 64K (coop)"
+    assert wide.figures == ("31.6 us (2.7x) at 4K (split) / 102.3 us (2.2x) at 16K (radix) / 330.7 us (1.8x) at 64K "
+                            "(radix)")
+    step = json.loads((MEASURED / "goals_session50_h100_step.json").read_text())
+    four, long = goals.step_verdicts(step)
+    assert (four.figures, long.figures) == ("19.4 us", "28.5 us")  # written before the step kept its records
+    for row in step["rows"]:
+        path = "split" if row["context"] <= 4096 else "coop"
+        row["launch"] = {"mma+indexer": {"indexer": {"select": path}, "decode": {"impl": "mma"}}}
+    four, long = goals.step_verdicts(step)
+    assert (four.figures, long.figures) == ("19.4 us (split)", "28.5 us (coop)") and four.met and long.met
