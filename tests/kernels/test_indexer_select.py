@@ -288,6 +288,7 @@ def select_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch)
         (64, [1000, 37, 0], 64, 2048),  # shorter than topk, empty, not a multiple of 256
         (16, [2000, 512, 256], 16, 2048),  # exact page multiples
         (48, [700, 1, 300], 64, 1024),  # H a multiple of 16 but not a power of two
+        (16, [768, 5, 0], 32, 768),  # a request filling a capacity of three pages (blocks past it hold no row)
     ],
 )
 def test_paths_match_reference(select_path: str, heads: int, lens: list[int], topk: int, max_context: int) -> None:
