@@ -76,9 +76,9 @@ def _all(checks: list[bool], wanted: int) -> bool | None:
 
 
 def _select(launch: Any) -> str:
-    """" (path)": the indexer's select path a row's launch record names (the rule picks it by batch and length,
-    so a reader sees which path a goal row ran); "" where the file predates the record (early records held the
-    select's config dict under that key)."""
+    """A figure's suffix, ' (path)': the indexer's select path a row's launch record names (the rule picks it by
+    batch and length, so a reader sees which path a goal row ran); '' where the file predates the record (early
+    records held the select's config dict under that key)."""
     path = launch.get("select") if isinstance(launch, dict) else None
     return f" ({path})" if isinstance(path, str) and path else ""
 
