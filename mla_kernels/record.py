@@ -13,6 +13,7 @@ The public entries keep their return values (``sparse_mla_decode`` -> ``(out, ls
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -107,6 +108,10 @@ class LaunchRecord:
                 out[key] = value
         out["kernels"] = [k.as_dict() for k in self.kernels]
         return out
+
+    def as_json(self) -> dict[str, object]:
+        """``as_dict()`` as a measurement script's JSON holds it: a value JSON has no type for becomes its str."""
+        return json.loads(json.dumps(self.as_dict(), default=str))
 
 
 def kernel_name(kernel: object) -> str:

@@ -215,7 +215,7 @@ def _measure_case(args: argparse.Namespace, batch: int, ctx: int, device: Any, c
             stats = check_indexer_output(out, ref_logits, inp.block_table, inp.seq_lens, args.topk)
         except AssertionError as exc:
             return f"{impl} at batch {batch}, context {ctx} disagrees with the reference: {exc}"
-        launch = json.loads(json.dumps(record.as_dict(), default=str))
+        launch = record.as_json()
         graph = device.type == "cuda" and impl != "reference"
         times = _time_gpu(torch, fn, args.iters, graph, args.flush) if device.type == "cuda" else \
             _time_cpu(fn, args.iters)  # fmt: skip

@@ -39,7 +39,7 @@ def check_step(step: object, ref_logits: object) -> dict[str, dict[str, object]]
     indices = step.indices  # type: ignore[attr-defined]
     check_indexer_output(indices, ref_logits, inp.block_table, inp.seq_lens, inp.topk)  # type: ignore[arg-type]
     check_decode(out, lse, *sparse_mla_decode(inp.q, inp.kv_cache, indices, impl="reference"))
-    return {op: json.loads(json.dumps(record.as_dict(), default=str)) for op, record in records.items()}
+    return {op: record.as_json() for op, record in records.items()}
 
 
 def step_us(steps: list, reps: int) -> float:

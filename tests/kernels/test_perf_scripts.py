@@ -64,3 +64,14 @@ def test_step_perf_checks_the_step_before_timing_it(monkeypatch: pytest.MonkeyPa
     monkeypatch.setattr(DecodeStep, "run_with_records", wrong_topk)
     with pytest.raises(AssertionError):
         check_step(step, ref_logits)
+
+
+def test_launch_records_go_into_the_scripts_json_as_they_are():
+    # indexer_perf and kernel_step_perf keep LaunchRecord.as_json(): as_dict() with every value JSON has a type for
+    # kept as it is, any other as its str (a dtype in a config, say), so the record always serializes.
+    from mla_kernels.record import LaunchRecord
+
+    record = LaunchRecord("indexer", "bf16", (), {"select": "split", "BLOCK": 4096, "dtype": torch.float16})
+    view = record.as_json()
+    assert view == {**record.as_dict(), "dtype": "torch.float16"}
+    assert json.loads(json.dumps(view)) == view
