@@ -328,6 +328,7 @@ def main(argv: list[str] | None = None) -> int:
         "topk": args.topk,
         "heads": args.heads,
         "select": args.select or select_rule.SELECT,
+        "select_rule": select_rule.select_rule_text(args.select),  # the whole rule, as kernel_step_perf's JSON
         "iters": args.iters,
         "l2_flush": args.flush,
         "command": " ".join([Path(sys.argv[0]).name, *(sys.argv[1:] if argv is None else argv)]),

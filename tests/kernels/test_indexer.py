@@ -524,6 +524,8 @@ def test_perf_script_smoke() -> None:
     assert proc.returncode == 0, proc.stderr[-3000:]
     record = json.loads(proc.stdout.strip().splitlines()[-1])
     assert record["smoke"] is True and record["device"]["name"].startswith("cpu")
+    assert record["select_rule"] == select_rule.select_rule_text()  # the whole rule, beside each row's path
+    assert {r["launch"]["select"] for r in record["results"] if r["impl"] == "bf16"} <= set(select_rule.SELECTS)
     impls = {(r["impl"], r["context"]) for r in record["results"]}
     assert impls == {(i, c) for i in ("reference", "fp32_maxctx", "bf16") for c in record["contexts"]}
     assert all(r["median_us"] > 0 and r["recall_min"] == 1.0 for r in record["results"])
