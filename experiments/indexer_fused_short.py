@@ -31,7 +31,7 @@ import triton.language as tl  # noqa: E402
 from mla_kernels.indexer.kernels import _request_len  # noqa: E402
 from mla_kernels.indexer.radix_kernels import _active, _arrive, _block_keys, _pad_row  # noqa: E402
 from mla_kernels.indexer.split_kernels import _select_positions, _store_slots  # noqa: E402
-from mla_kernels.indexer.token_scores import _load_q, _score_tiles  # noqa: E402
+from mla_kernels.indexer.token_scores import _first_tile, _load_q, _score_tiles  # noqa: E402
 
 BLOCK_LANES = 4096  # the select's lanes on the GPU: requests of up to 4,096 tokens
 
@@ -58,8 +58,9 @@ def _fused_short_kernel(
             _pad_row(out_row, 0, topk, OUT_BLOCK)
     if pid < active:
         qt, w = _load_q(q_ptr, w_ptr, b, stride_qb, stride_qh, stride_wb, H, BLOCK_H, FP32_MATH)
+        page0, scale0 = _first_tile(cache_ptr, bt_row, pid * BLOCK_T, max_ctx, num_pages, stride_page, BLOCK_T)
         _score_tiles(qt, w, cache_ptr, bt_row, row, pid * BLOCK_T, programs * BLOCK_T, n, num_pages, stride_page,
-                     BLOCK_T, FP32_MATH, False)  # fmt: skip
+                     page0, scale0, BLOCK_T, FP32_MATH, False)  # fmt: skip
         ticket = _arrive(ticket_ptr + b)  # after a block barrier: this program's logits are published
         if ticket == active:  # the request's last program: every other one's logits are in L2
             tl.store(ticket_ptr + b, 0)  # zeroed for the next call (every other program has taken its ticket)

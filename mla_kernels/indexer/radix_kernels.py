@@ -268,10 +268,15 @@ def _final_select(m, prefix, n_gt0, cand_row, out_row, topk, FBLOCK: tl.constexp
 
 
 @triton.jit
+def _page_slots(page, t, num_pages):
+    # The KV slots of token positions ``t`` from their page-table entries (-1 on an unmapped page).
+    return tl.where((page >= 0) & (page < num_pages), page * 256 + t % 256, -1)
+
+
+@triton.jit
 def _slots(bt_row, t, mask, num_pages):
     # The KV slots of token positions ``t`` (the page-table walk; -1 on an unmapped page).
-    page = tl.load(bt_row + t // 256, mask=mask, other=0)
-    return tl.where((page >= 0) & (page < num_pages), page * 256 + t % 256, -1)
+    return _page_slots(tl.load(bt_row + t // 256, mask=mask, other=0), t, num_pages)
 
 
 @triton.jit

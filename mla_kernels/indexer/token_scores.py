@@ -137,15 +137,24 @@ def _prefetch_l2(ptrs, mask):
 
 
 @triton.jit
-def _score_tiles(qt, w, cache_ptr, bt_row, row, start, step, n, num_pages, stride_page, BLOCK_T: tl.constexpr,
-                 FP32_MATH: tl.constexpr, PREFETCH: tl.constexpr):  # fmt: skip
-    # One program's tiles start, start + step, ... below n: logits stored to ``row``. The next tile's page entry
-    # and scales are loaded at the top of each tile and carried: loaded where used, the scales waited on the
-    # keys' copy and the page entry held up the next copy, and Triton's pipeline kept one tile in flight (with
-    # them carried it keeps num_stages - 1; docs/measurements/indexer_ahead_session32.log). PREFETCH: the next
-    # tile's keys are also asked of L2 (inline PTX: not under the interpreter).
-    page_n = _tile_page(bt_row, start, n)
-    scale_n = _tile_scales(cache_ptr, page_n, start, n, num_pages, stride_page, BLOCK_T)
+def _first_tile(cache_ptr, bt_row, start, max_ctx, num_pages, stride_page, BLOCK_T: tl.constexpr):
+    # The page entry and scales of a program's first tile, bounded by the rows' capacity (max_ctx tokens), not
+    # the request's length: issued beside the length's load instead of after its round trip (with the queries:
+    # 0.2-0.9 us off the indexer at one request of 2K-16K on the H100, docs/measurements/session51_h100.log).
+    # Past the request, ``_score_tile`` masks what they hold.
+    page = _tile_page(bt_row, start, max_ctx)
+    return page, _tile_scales(cache_ptr, page, start, max_ctx, num_pages, stride_page, BLOCK_T)
+
+
+@triton.jit
+def _score_tiles(qt, w, cache_ptr, bt_row, row, start, step, n, num_pages, stride_page, page_n, scale_n,
+                 BLOCK_T: tl.constexpr, FP32_MATH: tl.constexpr, PREFETCH: tl.constexpr):  # fmt: skip
+    # One program's tiles start, start + step, ... below n: logits stored to ``row``; ``page_n`` and ``scale_n``
+    # are the first tile's (``_first_tile``). The next tile's page entry and scales are loaded at the top of each
+    # tile and carried: loaded where used, the scales waited on the keys' copy and the page entry held up the
+    # next copy, and Triton's pipeline kept one tile in flight (with them carried it keeps num_stages - 1;
+    # docs/measurements/indexer_ahead_session32.log). PREFETCH: the next tile's keys are also asked of L2 (inline
+    # PTX: not under the interpreter).
     for t0 in range(start, n, step):
         page = page_n
         scale = scale_n
@@ -188,11 +197,14 @@ def _bf16_scores_kernel_t(
         if pid == 0:  # every request has a program 0, an empty one too
             _zero_ws_row(ws_ptr + b * stride_ws)
     step = tl.num_programs(0) * BLOCK_T
+    bt_row = bt_ptr + b * stride_btb
     n = tl.minimum(tl.load(seq_ptr + b), max_ctx)
-    if pid * BLOCK_T < n:  # idle programs skip even the q load
-        qt, w = _load_q(q_ptr, w_ptr, b, stride_qb, stride_qh, stride_wb, H, BLOCK_H, FP32_MATH)
+    # Issued beside the length's load (idle programs load them for nothing): _first_tile says why.
+    page0, scale0 = _first_tile(cache_ptr, bt_row, pid * BLOCK_T, max_ctx, num_pages, stride_page, BLOCK_T)
+    qt, w = _load_q(q_ptr, w_ptr, b, stride_qb, stride_qh, stride_wb, H, BLOCK_H, FP32_MATH)
+    if pid * BLOCK_T < n:
         row = logits_ptr + b * stride_lb
-        _score_tiles(qt, w, cache_ptr, bt_ptr + b * stride_btb, row, pid * BLOCK_T, step, n, num_pages, stride_page,
+        _score_tiles(qt, w, cache_ptr, bt_row, row, pid * BLOCK_T, step, n, num_pages, stride_page, page0, scale0,
                      BLOCK_T, FP32_MATH, False)  # fmt: skip
         if HIST:
             if n > topk:  # else every token is selected: nothing to resolve
@@ -226,6 +238,9 @@ def _coop_topk_kernel(
     ws_row = ws_ptr + b * stride_ws
     out_row = out_ptr + b * stride_ob
     bt_row = bt_ptr + b * stride_btb
+    if PHASE <= 0:  # issued beside the length's load: _first_tile says why
+        page0, scale0 = _first_tile(cache_ptr, bt_row, pid * BLOCK_T, max_ctx, num_pages, stride_page, BLOCK_T)
+        qt, w = _load_q(q_ptr, w_ptr, b, stride_qb, stride_qh, stride_wb, H, BLOCK_H, FP32_MATH)
     row = logits_ptr + b * stride_lb
     active = _active(n, programs, BLOCK_T)  # programs with tokens to score
     # Programs with a select block: the others arrive at the scores' barrier and leave, so the select's
@@ -242,11 +257,10 @@ def _coop_topk_kernel(
         if pid == 0:
             _pad_row(out_row, tl.minimum(n, topk), topk, OUT_BLOCK)
         if pid < active:
-            qt, w = _load_q(q_ptr, w_ptr, b, stride_qb, stride_qh, stride_wb, H, BLOCK_H, FP32_MATH)
             # Tiles of 128 tokens do without the L2 prefetch: at 8 warps and 3 stages their registers (Triton
             # 3.6, sm_120) would leave one block an SM.
             _score_tiles(qt, w, cache_ptr, bt_row, row, pid * BLOCK_T, programs * BLOCK_T, n, num_pages, stride_page,
-                         BLOCK_T, FP32_MATH, L2_PREFETCH and BLOCK_T <= 64)  # fmt: skip
+                         page0, scale0, BLOCK_T, FP32_MATH, L2_PREFETCH and BLOCK_T <= 64)  # fmt: skip
             if PHASE < 0:
                 arrived = _arrive(ws_row + ST_TICKET)
                 if pid < selecting:
