@@ -70,11 +70,20 @@ LONG_BLOCK = 1024
 # at 96-128 x 8K.
 IN_ORDER_BATCH = 32
 IN_ORDER_MAX_BLOCK = 4096
+# And at IN_ORDER_FEW requests (inclusive), for the decode step's sake: a select with PDL signals its dependents as it
+# starts, so the MMA decode's programs are placed beside its few programs while they run. H100
+# (docs/measurements/session52_h100.log, two rounds each), the split forced, with PDL / in stream order (call B): the
+# step at 8 x 4K 33.3-33.4 / 30.3-30.5 us, 10 x 4K 35.9-36.2 / 33.5-33.6, but 6 x 4K 28.1-28.2 / 28.4 and 12 x 4K
+# 35.4-35.6 / 35.7-35.8; the indexer alone 0.1-0.7 us faster with PDL at 6-12. The rule against 1640ac4 (call F, with
+# ``select_rule.SHORT_SPLIT``'s move to 4K): the step 0.8-2.7 us faster at 7-10 x 4K (8 x 4K 30.2-30.5 against
+# 32.4-32.5) and 1.5-2.0 at 10 x 3K, but up to 0.8 us slower at 7-9 requests of 2K-3K, where PDL did not cost it.
+IN_ORDER_FEW = (7, 10)
 
 
 def one_chunk_pdl(batch: int, block: int) -> bool:
     """Whether a one-chunk select of ``batch`` requests on ``block`` lanes may launch with PDL."""
-    return batch < IN_ORDER_BATCH or block > IN_ORDER_MAX_BLOCK
+    in_order = batch >= IN_ORDER_BATCH or IN_ORDER_FEW[0] <= batch <= IN_ORDER_FEW[1]
+    return not in_order or block > IN_ORDER_MAX_BLOCK
 
 
 @dataclass(frozen=True)
@@ -103,8 +112,8 @@ def plan(
     block where they can (past it, up to twice, the merge reduces four pieces of candidates first).
     ``radix``: the programs find thresholds by byte histograms (``SplitPlan.radix``). ``longest``: the
     longest request's tokens where the caller knows them; up to ``ONE_MAX``, one program a request (of
-    ``ONE_SMALL_WARPS`` warps up to ``ONE_SMALL_BLOCK`` lanes). From ``IN_ORDER_BATCH`` requests a one-chunk select
-    of up to ``IN_ORDER_MAX_BLOCK`` lanes launches without PDL."""
+    ``ONE_SMALL_WARPS`` warps up to ``ONE_SMALL_BLOCK`` lanes). From ``IN_ORDER_BATCH`` requests, and at
+    ``IN_ORDER_FEW``, a one-chunk select of up to ``IN_ORDER_MAX_BLOCK`` lanes launches without PDL."""
     out_block = min(1024, next_pow2(topk))
 
     def one_chunk(tokens: int) -> SplitPlan:  # every request of up to ``tokens`` in one program

@@ -383,15 +383,19 @@ def test_one_program_select_against_torch_topk(radix: bool) -> None:
 
 @pytest.mark.parametrize("form", ["one", "one_chunk", "chunks"])
 def test_split_select_launches_in_stream_order_from_in_order_batch(form: str) -> None:
-    # From split.IN_ORDER_BATCH requests the one-chunk select (with the longest request's length or without) is
-    # given PDL=False (stream order); below it, and for the chunk + merge plan, the device decides (KernelLaunch:
-    # on under PDL, absent here on the CPU).
+    # From split.IN_ORDER_BATCH requests and at IN_ORDER_FEW the one-chunk select (with the longest request's
+    # length or without) is given PDL=False (stream order); elsewhere, and for the chunk + merge plan, the device
+    # decides (KernelLaunch: on under PDL, absent here on the CPU).
     topk, pages = 8, {"one": 16, "one_chunk": 1, "chunks": 32}[form]  # 256-token pages
-    for batch in (1, ix_split.IN_ORDER_BATCH - 1, ix_split.IN_ORDER_BATCH, 2 * ix_split.IN_ORDER_BATCH):
+    low, high = ix_split.IN_ORDER_FEW
+    assert 1 < low <= high < ix_split.IN_ORDER_BATCH - 1
+    in_order = {1: False, low - 1: False, low: True, high: True, high + 1: False, ix_split.IN_ORDER_BATCH - 1: False,
+                ix_split.IN_ORDER_BATCH: True, 2 * ix_split.IN_ORDER_BATCH: True}  # fmt: skip
+    for batch, stream_order in in_order.items():
         d = ix.checks._Dims(batch, 16, pages, pages)
         plan = ix_split.plan(d, topk, longest=100 if form == "one" else None)
         assert plan is not None and (plan.chunks > 1) == (form == "chunks")
-        assert plan.pdl == (batch < ix_split.IN_ORDER_BATCH or form == "chunks")
+        assert plan.pdl == (not stream_order or form == "chunks"), batch
         logits = torch.zeros((batch, d.max_context), device=DEV)
         bt = torch.zeros((batch, pages), dtype=torch.int32, device=DEV)
         sl = torch.zeros(batch, dtype=torch.int32, device=DEV)
@@ -412,6 +416,8 @@ def test_split_select_keeps_pdl_for_blocks_past_in_order_max_block() -> None:
         plan = ix_split.plan(d, 512, longest=longest)
         assert plan is not None and (plan.chunk, plan.chunks, plan.pdl) == (block, 1, pdl)
     assert ix_split.one_chunk_pdl(ix_split.IN_ORDER_BATCH - 1, 16) and not ix_split.one_chunk_pdl(batch, 16)
+    few = ix_split.IN_ORDER_FEW[0]
+    assert not ix_split.one_chunk_pdl(few, 16) and ix_split.one_chunk_pdl(few, 2 * ix_split.IN_ORDER_MAX_BLOCK)
 
 
 def test_one_program_select_runs_8_warps_up_to_one_small_block() -> None:
