@@ -66,7 +66,7 @@ def test_step_perf_checks_the_step_before_timing_it(monkeypatch: pytest.MonkeyPa
         check_step(step, ref_logits)
 
 
-def test_launch_records_go_into_the_scripts_json_as_they_are():
+def test_launch_records_go_into_the_scripts_json_as_they_are() -> None:
     # indexer_perf and kernel_step_perf keep LaunchRecord.as_json(): as_dict() with every value JSON has a type for
     # kept as it is, any other as its str (a dtype in a config, say), so the record always serializes.
     from mla_kernels.record import LaunchRecord
