@@ -11,8 +11,8 @@ next kernel's programs are placed on free SMs while this one runs; they wait in 
 The grid-barrier kernel (``indexer.coop``) does not take ``PDL`` and launches in stream order: placed early
 beside the previous kernel's programs it made the one-request step slower (its comment has the figures), and a
 kernel after it starts only as its programs exit. The split select of one program a request does the same from
-``split.IN_ORDER_BATCH`` requests, and at ``split.IN_ORDER_FEW`` (where with PDL the step lost 2.4-3.1 us: its
-signal can place the decode's programs beside its few programs), where its block is up to ``split.IN_ORDER_MAX_BLOCK``
+``split.IN_ORDER_BATCH`` requests, and at ``split.IN_ORDER_FEW`` (where with PDL the step lost 2.4-3.1 us, and as
+much without its signal: not the decode placed beside it), where its block is up to ``split.IN_ORDER_MAX_BLOCK``
 lanes (its plan gives ``PDL=False``); and so does the MMA decode's split kernel from ``decode.launch.IN_ORDER_BATCH``
 requests, whose PDL made the step slower at 96-128 requests of 16K-64K: its signal let the next layer's scores kernel be
 placed beside it, and a scores kernel placed early ran 8% longer after the decode ended, on every SM alike

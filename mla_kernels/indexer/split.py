@@ -70,8 +70,9 @@ LONG_BLOCK = 1024
 # at 96-128 x 8K.
 IN_ORDER_BATCH = 32
 IN_ORDER_MAX_BLOCK = 4096
-# And at IN_ORDER_FEW requests (inclusive), for the decode step's sake: a select with PDL signals its dependents as it
-# starts, so the MMA decode's programs can be placed beside its few programs while they run (inferred). H100
+# And at IN_ORDER_FEW requests (inclusive), for the decode step's sake; why PDL costs the step there is not known: not
+# the decode's programs placed beside the select's (a select that waits but does not signal lost as much, session 53's
+# call E: 8-10 x 4K 33.2-35.8 against stream order's 30.3-33.6 us). H100
 # (docs/measurements/session52_h100.log, two rounds each), the split forced, with PDL / in stream order (call B): the
 # step at 8 x 4K 33.3-33.4 / 30.3-30.5 us, 10 x 4K 35.9-36.2 / 33.5-33.6, but 6 x 4K 28.1-28.2 / 28.4 and 12 x 4K
 # 35.4-35.6 / 35.7-35.8; the indexer alone 0.1-0.7 us faster with PDL at 6-12. The rule against 1640ac4 (call F, with
