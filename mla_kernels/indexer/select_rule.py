@@ -65,7 +65,7 @@ SHORT_SELECT: tuple[tuple[int, int], ...] = ((8, 32768), (16, 16384))
 # faster), past 4K (5K-8K, one or two requests) 4.4-6.1 us slower (call B); at 4-16 requests of 3K-4K the indexer
 # 0.3-3.5 us faster where the path moves, the step 0.4-2.3 us faster at 4 / 6 / 12 / 14 / 16 of 4K and 12-16 of 3K,
 # even at 10 of 3K, but 1.4-1.8 / 0.7-1.1 us slower at 8 / 10 of 4K (calls G, H). That loss was the select's PDL
-# (session 52, docs/measurements/session52_h100.log, call B: the decode placed beside the select's few programs): in
+# (session 52, docs/measurements/session52_h100.log, call B; not the decode placed beside it, session 53's call E): in
 # stream order (``split.IN_ORDER_FEW``) the split's step at 8 / 10 x 4K took 30.3-30.5 / 33.5-33.6 us against coop's
 # 32.2-32.4 / 36.1-36.2, so 1-16 requests run the split up to 4K. Against the rule before (call F): the step at 7 / 8 /
 # 9 / 10 x 4K 29.9-30.1 / 30.2-30.5 / 31.8-32.0 / 33.0-33.2 us against 30.9 / 32.4-32.5 / 33.7-33.8 / 35.6-35.7, the

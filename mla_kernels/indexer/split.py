@@ -78,7 +78,10 @@ IN_ORDER_MAX_BLOCK = 4096
 # 35.4-35.6 / 35.7-35.8; the indexer alone 0.1-0.7 us faster with PDL at 6-12. The rule against 1640ac4 (call F, with
 # ``select_rule.SHORT_SPLIT``'s move to 4K): the step 0.8-2.7 us faster at 7-10 x 4K (8 x 4K 30.2-30.5 against
 # 32.4-32.5) and 1.5-2.0 at 10 x 3K, but up to 0.8 us slower at 7-9 requests of 2K-3K, where PDL did not cost it.
-IN_ORDER_FEW = (7, 10)
+# Not at 7 requests (session 53, docs/measurements/session53_h100.log): with PDL the step was faster there in 11 of 12
+# pairs of calls E and C (call C, product / PDL at 7: 4K 30.2 / 29.7-29.9 us, 3K 29.1-29.2 / 28.5-28.8, 2K 25.2-26.7 /
+# 24.7-24.9; its rows at 8-14 requests, the same launch on both sides, 0-0.4 us apart), the indexer alone 0.3-0.6 us.
+IN_ORDER_FEW = (8, 10)
 
 
 def one_chunk_pdl(batch: int, block: int) -> bool:
