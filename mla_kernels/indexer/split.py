@@ -70,17 +70,14 @@ LONG_BLOCK = 1024
 # at 96-128 x 8K.
 IN_ORDER_BATCH = 32
 IN_ORDER_MAX_BLOCK = 4096
-# And at IN_ORDER_FEW requests (inclusive), for the decode step's sake; why PDL costs the step there is not known: not
-# the decode's programs placed beside the select's (a select that waits but does not signal lost as much, session 53's
-# call E: 8-10 x 4K 33.2-35.8 against stream order's 30.3-33.6 us). H100
-# (docs/measurements/session52_h100.log, two rounds each), the split forced, with PDL / in stream order (call B): the
-# step at 8 x 4K 33.3-33.4 / 30.3-30.5 us, 10 x 4K 35.9-36.2 / 33.5-33.6, but 6 x 4K 28.1-28.2 / 28.4 and 12 x 4K
-# 35.4-35.6 / 35.7-35.8; the indexer alone 0.1-0.7 us faster with PDL at 6-12. The rule against 1640ac4 (call F, with
-# ``select_rule.SHORT_SPLIT``'s move to 4K): the step 0.8-2.7 us faster at 7-10 x 4K (8 x 4K 30.2-30.5 against
-# 32.4-32.5) and 1.5-2.0 at 10 x 3K, but up to 0.8 us slower at 7-9 requests of 2K-3K, where PDL did not cost it.
-# Not at 7 requests (session 53, docs/measurements/session53_h100.log): with PDL the step was faster there in 11 of 12
-# pairs of calls E and C (call C, product / PDL at 7: 4K 30.2 / 29.7-29.9 us, 3K 29.1-29.2 / 28.5-28.8, 2K 25.2-26.7 /
-# 24.7-24.9; its rows at 8-14 requests, the same launch on both sides, 0-0.4 us apart), the indexer alone 0.3-0.6 us.
+# And at IN_ORDER_FEW requests (inclusive), for the decode step's sake. H100, two rounds each: with the select's PDL
+# the step at 8 / 10 x 4K took 33.3-33.4 / 35.9-36.2 us against 30.3-30.5 / 33.5-33.6 in stream order, though the
+# indexer alone was 0.1-0.7 us faster with PDL (docs/measurements/session52_h100.log, call B). Why is not known; not
+# the decode's programs placed beside the select's: a select that waits but does not signal lost as much (8-10 x 4K
+# 33.2-35.8 against 30.3-33.6 us; session53_h100.log, call E). Stream order costs up to 0.8 us at 7-9 x 2K-3K (session
+# 52, call F), and at 6, 7 and 12 requests PDL made the faster step (6 / 12 x 4K 28.1-28.2 / 35.4-35.6 against 28.4 /
+# 35.7-35.8, session 52's call B; 7 x 2K-4K in 11 of 12 pairs of session 53's calls E and C, 7 x 4K 29.7-29.9 against
+# 30.2).
 IN_ORDER_FEW = (8, 10)
 
 
