@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # Quick start, the test command: set up everything the suite needs (Python packages, PostgreSQL,
-# Chromium, actionlint) and run ruff and the whole pytest suite. Extra arguments go to pytest.
+# Chromium, actionlint) and run ruff and the whole pytest suite. Extra arguments go to pytest (its own help:
+# .venv/bin/pytest --help). It stops first, with the line scripts/free_space.sh prints, where the disk lacks room.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+case "${1:-}" in -h|--help) sed -n '2,4p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;; esac
+bash scripts/free_space.sh
 SUDO=""; [[ "$(id -u)" != 0 ]] && command -v sudo >/dev/null && SUDO="sudo"
 need_apt=()
 ls -d /usr/lib/postgresql/*/bin >/dev/null 2>&1 || need_apt+=(postgresql)
