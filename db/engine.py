@@ -29,6 +29,7 @@ from sqlalchemy import Engine, create_engine, event, inspect, text
 from sqlalchemy.engine import URL, Connection, make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError
 
+from db.limits import describe_bytes
 from settings.env import store_url
 from settings.exits import BadInput
 
@@ -41,6 +42,10 @@ _PG_UPGRADE_LOCK = 0x6D6C6170
 # The tables every mlaperf schema revision has: a database holding them is an mlaperf store.
 _CORE_TABLES = frozenset({"machine", "commit", "benchmark", "run", "result"})
 _SQLITE_MAGIC = b"SQLite format 3\x00"
+# SQLite reports a full disk as SQLITE_FULL only where it grows a file it writes pages to; where it cannot map its
+# -shm file (SQLITE_IOERR_SHMSIZE) or finish a write it says "disk I/O error". Below this much free space an I/O
+# error is taken for a full disk: its next step needs at least a 32 KiB -shm region or a page run.
+_FULL_BELOW_BYTES = 1 << 20
 
 
 class StoreError(RuntimeError, BadInput):
@@ -223,13 +228,16 @@ def store_error(exc: BaseException, url: str | URL) -> StoreError | None:
     first = first_line(exc)
     if isinstance(orig, sqlite3.Error):
         code = (getattr(orig, "sqlite_errorcode", 0) or 0) & 0xFF
+        free = sqlite_free_bytes(url) if code in (10, 13) else None
+        if code == 13 or (code == 10 and free is not None and free < _FULL_BELOW_BYTES):
+            room = "" if free is None else f" ({describe_bytes(free)} free in its folder)"
+            return StoreError(f"cannot write database {shown}: the disk is full{room}")
         messages = {
             11: f"database file {shown} is corrupted (SQLite: {first}): restore it from a backup",
             26: f"database file {shown} is not a SQLite database (SQLite: {first}): point --db at an mlaperf store",
             8: f"cannot write database {shown}: {first} (a write permission on the file or its folder is missing)",
             14: f"cannot open database {shown}: {first} (check that the file and its folder exist and are accessible)",
             3: f"cannot use database {shown}: permission denied ({first})",
-            13: f"cannot write database {shown}: the disk is full",
             10: f"cannot use database {shown}: disk I/O error ({first})",
             5: f"database {shown} stayed locked by another process for {BUSY_TIMEOUT_S:.0f} s: try again later",
             6: f"database {shown} stayed locked by another process for {BUSY_TIMEOUT_S:.0f} s: try again later",
@@ -250,6 +258,23 @@ def store_error(exc: BaseException, url: str | URL) -> StoreError | None:
         if name in ("DiskFull", "IoError", "DataCorrupted", "IndexCorrupted"):
             return StoreError(f"database {shown} failed: {first}")
     return None
+
+
+def sqlite_free_bytes(url: str | URL) -> int | None:
+    """Bytes this process may still write on the filesystem of a SQLite store's folder; None for another
+    backend, an in-memory or URI database, or a folder that cannot be looked at."""
+    try:
+        parsed = url if isinstance(url, URL) else make_url(url)
+    except ArgumentError:
+        return None
+    path = _sqlite_file(parsed) if parsed.get_backend_name() == "sqlite" else None
+    if path is None:
+        return None
+    try:
+        fs = os.statvfs(Path(path).expanduser().resolve().parent)
+    except OSError:
+        return None
+    return fs.f_bavail * fs.f_frsize
 
 
 def first_line(exc: BaseException) -> str:

@@ -4,16 +4,20 @@ suggestion to ingest into a database that is not an mlaperf store, and nothing w
 
 from __future__ import annotations
 
+import json
 import shutil
 import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
 
-from db.engine import StoreError, check_schema, current_revision, ensure_schema, make_engine, upgrade
+from db.engine import StoreError, check_schema, current_revision, ensure_schema, make_engine, store_error, upgrade
 from db.ingest import ingest_paths
-from tests.db.conftest import bench_row, results_doc, run_cli, run_unprivileged, write_results
+from tests.db.conftest import REPO_ROOT, bench_row, results_doc, run_cli, run_unprivileged, write_results
+from tests.db.test_readonly import need_mount_namespace
 
 SQL_WORDS = ("SELECT", "INSERT", "CREATE", "FROM ", "[SQL", "sqlalche.me")
 
@@ -210,3 +214,74 @@ def test_store_problems_are_store_errors_for_every_reader(tmp_path: Path) -> Non
     engine = make_engine(url, readonly=True)
     check_schema(engine)
     engine.dispose()
+
+
+# Runs in a mount namespace of its own, with a tmpfs at sys.argv[1]: fills it, ingests, frees room, ingests again,
+# and writes what each step printed and what the store held into sys.argv[4] (outside the mount).
+_FULL_DISK_DRIVER = """
+import json, sqlite3, subprocess, sys
+from pathlib import Path
+disk, first, more, report = (Path(a) for a in sys.argv[1:5])
+store = disk / "mlaperf.sqlite"
+def ingest(folder):
+    p = subprocess.run([sys.executable, "-m", "mlaperf.cli", "ingest", "--db", f"sqlite:///{store}", str(folder)],
+                       capture_output=True, text=True, timeout=300)
+    return {"rc": p.returncode, "out": p.stdout, "err": p.stderr}
+def held():
+    with sqlite3.connect(store) as c:
+        return {"check": c.execute("PRAGMA integrity_check").fetchone()[0],
+                "runs": c.execute("SELECT count(*) FROM run").fetchone()[0],
+                "results": c.execute("SELECT count(*) FROM result").fetchone()[0]}
+steps = {"first": ingest(first)}
+with open(disk / "filler", "wb") as f:  # every block the tmpfs has left
+    try:
+        while True:
+            f.write(bytes(1 << 16))
+            f.flush()
+    except OSError:
+        pass
+steps["full"] = ingest(more)
+(disk / "filler").unlink()
+steps["after_full"] = held()
+subprocess.run(["mount", "-o", "remount,size=64m", str(disk)], check=True)
+steps["again"] = ingest(more)
+steps["after_again"] = held()
+report.write_text(json.dumps(steps))
+"""
+
+
+def test_full_disk_stops_ingest_with_one_line_and_keeps_the_store(tmp_path: Path) -> None:
+    """A store on a real filesystem with no room left (a 3 MiB tmpfs, filled): ingest exits 2 with one line
+    saying the disk is full, the runs stored before are intact, and once there is room the same ingest stores
+    everything. SQLite reports this as SQLITE_FULL or, where it maps its -shm file, as a disk I/O error."""
+    need_mount_namespace()
+    first, more = tmp_path / "first", tmp_path / "more"
+    benches = range(200)
+    for i in range(40):
+        rows = {f"s.time_{b}": bench_row([1.0 + i + b] * 4, [["1", "2", "3", "4"]]) for b in benches}
+        write_results(first if i < 3 else more, results_doc(rows, commit=f"{i + 1:08x}" + "0" * 32, date=i))
+    disk, driver, report = tmp_path / "disk", tmp_path / "driver.py", tmp_path / "report.json"
+    disk.mkdir()
+    driver.write_text(_FULL_DISK_DRIVER)
+    script = f"mount -t tmpfs -o size=3m tmpfs {disk} && exec {sys.executable} {driver} {disk} {first} {more} {report}"
+    proc = subprocess.run(["unshare", "--mount", "--propagation", "private", "bash", "-c", script],
+                          capture_output=True, text=True, timeout=600, cwd=REPO_ROOT)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    steps = json.loads(report.read_text())
+    assert steps["first"]["rc"] == 0 and "ingested 3 of 3 files" in steps["first"]["out"], steps["first"]
+    store = disk / "mlaperf.sqlite"
+    line = one_clear_line(steps["full"]["err"], f"cannot write database sqlite:///{store}: the disk is full (")
+    assert steps["full"]["rc"] == 2 and "free in its folder)" in line, steps["full"]
+    assert steps["after_full"] == {"check": "ok", "runs": 3, "results": 3 * 4 * len(benches)}
+    assert steps["again"]["rc"] == 0 and "ingested 37 of 37 files" in steps["again"]["out"], steps["again"]
+    assert steps["after_again"] == {"check": "ok", "runs": 40, "results": 40 * 4 * len(benches)}
+
+
+def test_an_io_error_with_room_left_is_not_called_a_full_disk(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'mlaperf.sqlite'}"  # tmp_path's filesystem has room (the test's own files)
+    err = sqlite3.OperationalError("disk I/O error")
+    err.sqlite_errorcode = 4874  # SQLITE_IOERR_SHMSIZE
+    assert str(store_error(err, url)) == f"cannot use database {url}: disk I/O error (disk I/O error)"
+    err.sqlite_errorcode = 13  # SQLITE_FULL: a full disk whatever statvfs says now
+    assert str(store_error(err, url)).startswith(f"cannot write database {url}: the disk is full (")
+    assert str(store_error(err, "sqlite://")) == "cannot write database sqlite://: the disk is full"
