@@ -1,8 +1,9 @@
 """The exit status of every mlaperf command, and the one function that maps a command's end to it.
 
 - 0 nothing found, 1 a regression (or a failed benchmark), 2 bad usage or input (argparse errors, a bad file,
-  a store that is corrupted, foreign, unreadable or unwritable: any :class:`BadInput`), 3 internal error (one
-  line; the traceback only with ``MLAPERF_DEBUG=1``);
+  a store that is corrupted, foreign, unreadable or unwritable: any :class:`BadInput`; a file the command could
+  not write for want of room or a read-only filesystem), 3 internal error (one line; the traceback only with
+  ``MLAPERF_DEBUG=1``);
 - SIGINT and SIGTERM (what a CI runner sends on cancel or timeout) both interrupt the command like Ctrl-C,
   so every ``except KeyboardInterrupt`` / ``finally`` cleanup runs (children stopped, worktrees and temp
   dirs removed); the last line says so and the status is 130 (SIGINT) or 143 (SIGTERM): 128 + the signal.
@@ -11,6 +12,7 @@
 from __future__ import annotations
 
 import argparse
+import errno
 import signal
 import sys
 import threading
@@ -22,12 +24,14 @@ from types import FrameType
 from settings import env
 
 OK, FOUND, USAGE, INTERNAL = 0, 1, 2, 3
+# Errors of the machine a command runs on, not of the command: a full disk, a quota, a read-only mount.
+_DISK_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS})
 SIGNALS = {signal.SIGINT: "SIGINT", signal.SIGTERM: "SIGTERM"}
 INTERRUPTED = {name: 128 + int(sig) for sig, name in SIGNALS.items()}  # {"SIGINT": 130, "SIGTERM": 143}
 STATUSES = (OK, FOUND, USAGE, INTERNAL)
 SUMMARY = ("Exit status: 0 done, 1 a check failed (compare: a regression, failed or missing benchmark; detect "
-           "--fail-on-new: a new alert; a run's failed benchmark), 2 bad usage or input, 3 internal error, "
-           "130/143 stopped by SIGINT/SIGTERM; each command's --help gives its own.")  # fmt: skip
+           "--fail-on-new: a new alert; a run's failed benchmark), 2 bad usage or input (a full disk too), 3 internal "
+           "error, 130/143 stopped by SIGINT/SIGTERM; each command's --help gives its own.")  # fmt: skip
 
 
 class BadInput(Exception):
@@ -63,6 +67,15 @@ def _stop_signals() -> Iterator[None]:
             signal.signal(s, handler)
 
 
+def _internal(prog: str, exc: Exception) -> int:
+    """Report a crash in one line (the traceback with MLAPERF_DEBUG=1): status 3."""
+    if env.debug():
+        traceback.print_exc()
+    message = " ".join(str(exc).split())
+    print(f"{prog}: internal error: {type(exc).__name__}: {message}", file=sys.stderr)
+    return INTERNAL
+
+
 def dispatch(func: Callable[[argparse.Namespace], int | None], args: argparse.Namespace, prog: str = "mlaperf") -> int:
     """Run one command handler and map every way it can end to the exit-status rule above."""
     global _received
@@ -81,12 +94,16 @@ def dispatch(func: Callable[[argparse.Namespace], int | None], args: argparse.Na
         except BadInput as exc:
             print(f"{prog}: error: {exc}", file=sys.stderr)
             rc = USAGE
+        except OSError as exc:
+            if exc.errno not in _DISK_ERRNOS:
+                rc = _internal(prog, exc)
+            else:
+                where = f": {exc.filename}" if exc.filename else ""  # a failed write() names no file
+                print(f"{prog}: error: {exc.strerror}{where} (make room on that disk, or write elsewhere, and run it "
+                      "again)", file=sys.stderr)  # fmt: skip
+                rc = USAGE
         except Exception as exc:  # noqa: BLE001 - the one place that turns crashes into status 3
-            if env.debug():
-                traceback.print_exc()
-            message = " ".join(str(exc).split())
-            print(f"{prog}: internal error: {type(exc).__name__}: {message}", file=sys.stderr)
-            rc = INTERNAL
+            rc = _internal(prog, exc)
     if _received is not None:
         name = SIGNALS.get(signal.Signals(_received), str(_received))
         rc = 128 + _received

@@ -7,6 +7,7 @@ say so on its last line; `mlaperf dashboard` must stop its Streamlit server. Rea
 from __future__ import annotations
 
 import argparse
+import errno
 import os
 import shutil
 import signal
@@ -14,6 +15,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -118,6 +120,19 @@ def test_exit_status_rule(capsys: pytest.CaptureFixture[str], monkeypatch: pytes
     assert exits.dispatch(lambda _: 1, args) == 1 and exits.dispatch(lambda _: None, args) == 0
     assert exits.dispatch(lambda _: 7, args) == 3, "statuses outside the rule are internal errors"
     assert exits.dispatch(lambda _: sys.exit(2), args) == 2
+
+    def disk(number: int, *name: str) -> Callable[[argparse.Namespace], int]:
+        def write(_: argparse.Namespace) -> int:
+            raise OSError(number, os.strerror(number), *name)
+
+        return write
+
+    capsys.readouterr()
+    assert exits.dispatch(disk(errno.EROFS, "/ro/plan.txt"), args) == 2, "the machine's disk, not a bug"
+    assert capsys.readouterr().err == (f"mlaperf: error: {os.strerror(errno.EROFS)}: /ro/plan.txt (make room on that "
+                                       "disk, or write elsewhere, and run it again)\n")  # fmt: skip
+    assert exits.dispatch(disk(errno.EACCES, "/x"), args) == 3, "other OSErrors stay internal errors"
+    assert capsys.readouterr().err.startswith("mlaperf: internal error: PermissionError: ")
 
 
 def test_bad_usage_is_2_for_every_command() -> None:
