@@ -99,8 +99,8 @@ def dispatch(func: Callable[[argparse.Namespace], int | None], args: argparse.Na
                 rc = _internal(prog, exc)
             else:
                 where = f": {exc.filename}" if exc.filename else ""  # a failed write() names no file
-                print(f"{prog}: error: {exc.strerror}{where} (make room on that disk, or write elsewhere, and run it "
-                      "again)", file=sys.stderr)  # fmt: skip
+                fix = "write elsewhere" if exc.errno == errno.EROFS else "make room on that disk, or write elsewhere,"
+                print(f"{prog}: error: {exc.strerror}{where} ({fix} and run it again)", file=sys.stderr)
                 rc = USAGE
         except Exception as exc:  # noqa: BLE001 - the one place that turns crashes into status 3
             rc = _internal(prog, exc)

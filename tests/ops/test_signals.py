@@ -129,8 +129,11 @@ def test_exit_status_rule(capsys: pytest.CaptureFixture[str], monkeypatch: pytes
 
     capsys.readouterr()
     assert exits.dispatch(disk(errno.EROFS, "/ro/plan.txt"), args) == 2, "the machine's disk, not a bug"
-    assert capsys.readouterr().err == (f"mlaperf: error: {os.strerror(errno.EROFS)}: /ro/plan.txt (make room on that "
-                                       "disk, or write elsewhere, and run it again)\n")  # fmt: skip
+    assert capsys.readouterr().err == (f"mlaperf: error: {os.strerror(errno.EROFS)}: /ro/plan.txt (write elsewhere "
+                                       "and run it again)\n")  # fmt: skip
+    assert exits.dispatch(disk(errno.EDQUOT), args) == 2
+    assert capsys.readouterr().err == (f"mlaperf: error: {os.strerror(errno.EDQUOT)} (make room on that disk, or "
+                                       "write elsewhere, and run it again)\n")  # fmt: skip
     assert exits.dispatch(disk(errno.EACCES, "/x"), args) == 3, "other OSErrors stay internal errors"
     assert capsys.readouterr().err.startswith("mlaperf: internal error: PermissionError: ")
 
