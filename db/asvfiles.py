@@ -11,6 +11,7 @@ from pathlib import Path
 
 from db import limits
 from db.asvcheck import AsvFormatError, show_path
+from settings.disk import describe_bytes
 
 MACHINE_JSON = "machine.json"
 BENCHMARKS_JSON = "benchmarks.json"
@@ -61,8 +62,8 @@ def read_input(path: Path) -> bytes:
             raise AsvFormatError(f"not a regular file ({kind or 'a device or socket'})")
         if info.st_size > limits.MAX_FILE_BYTES:
             raise AsvFormatError(
-                f"file is {limits.describe_bytes(info.st_size)}, over the limit of "
-                f"{limits.describe_bytes(limits.MAX_FILE_BYTES)}"
+                f"file is {describe_bytes(info.st_size)}, over the limit of "
+                f"{describe_bytes(limits.MAX_FILE_BYTES)}"
             )
         with os.fdopen(os.dup(fd), "rb") as handle:
             data = handle.read(limits.MAX_FILE_BYTES + 1)
@@ -71,7 +72,7 @@ def read_input(path: Path) -> bytes:
     finally:
         os.close(fd)
     if len(data) > limits.MAX_FILE_BYTES:  # grew while being read
-        raise AsvFormatError(f"file is over the limit of {limits.describe_bytes(limits.MAX_FILE_BYTES)}")
+        raise AsvFormatError(f"file is over the limit of {describe_bytes(limits.MAX_FILE_BYTES)}")
     return data
 
 

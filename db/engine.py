@@ -29,7 +29,7 @@ from sqlalchemy import Engine, create_engine, event, inspect, text
 from sqlalchemy.engine import URL, Connection, make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError
 
-from db.limits import describe_bytes
+from settings.disk import FULL_BELOW_BYTES, describe_bytes, free_bytes
 from settings.env import store_url
 from settings.exits import BadInput
 
@@ -42,10 +42,6 @@ _PG_UPGRADE_LOCK = 0x6D6C6170
 # The tables every mlaperf schema revision has: a database holding them is an mlaperf store.
 _CORE_TABLES = frozenset({"machine", "commit", "benchmark", "run", "result"})
 _SQLITE_MAGIC = b"SQLite format 3\x00"
-# SQLite reports a full disk as SQLITE_FULL only where it grows a file it writes pages to; where it cannot map its
-# -shm file (SQLITE_IOERR_SHMSIZE) or finish a write it says "disk I/O error". Below this much free space an I/O
-# error is taken for a full disk: its next step needs at least a 32 KiB -shm region or a page run.
-_FULL_BELOW_BYTES = 1 << 20
 
 
 class StoreError(RuntimeError, BadInput):
@@ -228,8 +224,10 @@ def store_error(exc: BaseException, url: str | URL) -> StoreError | None:
     first = first_line(exc)
     if isinstance(orig, sqlite3.Error):
         code = (getattr(orig, "sqlite_errorcode", 0) or 0) & 0xFF
+        # SQLITE_FULL comes only where SQLite grows a file it writes pages to; where it cannot map its -shm file
+        # (SQLITE_IOERR_SHMSIZE) or finish a write, a full disk is a "disk I/O error".
         free = sqlite_free_bytes(url) if code in (10, 13) else None
-        if code == 13 or (code == 10 and free is not None and free < _FULL_BELOW_BYTES):
+        if code == 13 or (code == 10 and free is not None and free < FULL_BELOW_BYTES):
             room = "" if free is None else f" ({describe_bytes(free)} free in its folder)"
             return StoreError(f"cannot write database {shown}: the disk is full{room}")
         messages = {
@@ -268,13 +266,7 @@ def sqlite_free_bytes(url: str | URL) -> int | None:
     except ArgumentError:
         return None
     path = _sqlite_file(parsed) if parsed.get_backend_name() == "sqlite" else None
-    if path is None:
-        return None
-    try:
-        fs = os.statvfs(Path(path).expanduser().resolve().parent)
-    except OSError:
-        return None
-    return fs.f_bavail * fs.f_frsize
+    return None if path is None else free_bytes(Path(path).expanduser().resolve().parent)
 
 
 def first_line(exc: BaseException) -> str:

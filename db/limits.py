@@ -52,13 +52,3 @@ MACHINE_TEXT: dict[str, int] = {
     for col in Machine.__table__.columns
     if isinstance(col.type, String) and col.type.length is not None and col.name != "name"
 }
-
-
-def describe_bytes(size: int) -> str:
-    """1536 -> '1.5 KiB' (for messages)."""
-    value = float(size)
-    for unit in ("bytes", "KiB", "MiB", "GiB"):
-        if value < 1024 or unit == "GiB":
-            return f"{int(value)} bytes" if unit == "bytes" else f"{value:,.1f} {unit}"
-        value /= 1024
-    raise AssertionError("unreachable")

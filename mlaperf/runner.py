@@ -46,6 +46,7 @@ from mlaperf.procgroup import UNIX_SOCKET_PATH_MAX, run_group
 from mlaperf.run_commits import NEW_WINDOW, Commit, RunError, repo_root, resolve_specs, run_git
 from settings import exits, gpu
 from settings.args import DefaultsFormatter, add_asv_machine, add_bench, add_db, add_tier
+from settings.disk import FULL_BELOW_BYTES, describe_bytes, free_bytes
 from settings.env import (
     CONCURRENCY,
     DB,
@@ -350,6 +351,32 @@ def _to_measure(args: argparse.Namespace, commits: list[Commit], conf: dict[str,
     return todo
 
 
+def _whole_json(path: str) -> bool:
+    try:
+        json.loads(Path(path).read_bytes())
+    except (OSError, ValueError):
+        return False
+    return True
+
+
+def _check_room(results_dir: Path, machine: str, sha: str | None) -> None:
+    """RunError (exit 2) where the results folder's filesystem is full: asv cannot save results there, so measuring
+    on would only turn every commit into a failure. ``sha``: the commit asv just ran; a results file of it that a
+    full disk cut short (asv leaves it empty) is removed, or the next run would skip that commit as measured."""
+    free = free_bytes(results_dir)
+    if free is None or free >= FULL_BELOW_BYTES:
+        return
+    what = ""
+    if sha:
+        cut = [p for p in existing_results(results_dir, machine, sha) if not _whole_json(p)]
+        for path in cut:
+            os.remove(path)
+        removed = f" (removed the file it could not finish, {', '.join(Path(p).name for p in cut)})" if cut else ""
+        what = f"asv could not save the results of {sha[:8]}{removed}: "
+    raise RunError(f"{what}{describe_bytes(free)} free in the results folder {results_dir}; make room there and run "
+                   "it again (the commits measured already are skipped)")
+
+
 def _measure(todo: list[Commit], *, conf: dict[str, object], root: Path, results_dir: Path, machine: str, tier: str,
              concurrency: str | None, bench: list[str] | None, t0: float) -> int:
     """asv at each commit of ``todo`` in a throwaway worktree (removed also on errors and Ctrl-C); 1 when a
@@ -364,6 +391,7 @@ def _measure(todo: list[Commit], *, conf: dict[str, object], root: Path, results
         if len(str(asv_tmp)) + len("/asv-forkserver-xxxxxxxx/socket") >= UNIX_SOCKET_PATH_MAX:
             asv_tmp = None  # asv's forkserver socket would not fit; asv keeps the default TMPDIR
         for i, c in enumerate(todo, 1):
+            _check_room(results_dir, machine, None)
             elapsed = _fmt_elapsed(time.perf_counter() - t0)
             print(f"\n[{i}/{len(todo)}] {c.sha[:8]} {c.subject} (elapsed {elapsed})", flush=True)
             worktree = tmp / f"src-{c.sha[:12]}"
@@ -378,6 +406,8 @@ def _measure(todo: list[Commit], *, conf: dict[str, object], root: Path, results
                 _remove_worktree(root, worktree)
             produced = existing_results(results_dir, machine, c.sha)
             took = _fmt_elapsed(time.perf_counter() - t_commit)
+            if returncode != 0 or not produced:
+                _check_room(results_dir, machine, c.sha)  # a full disk is the machine's failure, not the commit's
             if not produced:
                 print(f"[{i}/{len(todo)}] {c.sha[:8]}: no result, asv exit {returncode}", flush=True)
                 status = exits.FOUND

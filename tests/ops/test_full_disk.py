@@ -1,11 +1,13 @@
-"""A command on a runner whose disk is full: `mlaperf nightly plan` writing its plan and state on a filled tmpfs (in a
-mount namespace of its own) exits 2 with one line that says so, not 3 (an internal error: a bug of mlaperf's). The
-store's side of a full disk is in tests/db/test_store_faults.py."""
+"""Commands on a runner whose disk is full (a filled tmpfs in a mount namespace of its own): `mlaperf nightly plan`
+exits 2 with one line that says so, not 3 (an internal error: a bug of mlaperf's), and `mlaperf run` stops on a full
+results folder instead of calling each commit a failed benchmark. The store's side of a full disk is in
+tests/db/test_store_faults.py, the static site's in tests/dashboard/test_publish.py."""
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import subprocess
 from pathlib import Path
@@ -39,3 +41,61 @@ def test_a_full_disk_is_an_error_of_the_machine_not_of_mlaperf(tmp_path: Path) -
     ], proc.stderr
     # The state is rewritten in place in the page it had, so it is whole; the plan file needed a page of its own.
     assert json.loads((tmp_path / "after.json").read_text())["planned"][0]["sha"] == head
+
+
+FILL_BENCH = '''
+class Fill:
+    """Fills the results folder's filesystem while it runs, as a runner's disk fills during a night."""
+
+    number = 1
+    repeat = 1
+    rounds = 1
+    warmup_time = 0.0
+
+    def setup(self):
+        with open({filler!r}, "wb") as f:
+            try:
+                while True:
+                    f.write(bytes(1 << 16))
+                    f.flush()
+            except OSError:
+                pass
+
+    def time_fill(self):
+        pass
+'''
+
+
+def test_run_stops_on_a_full_results_disk_instead_of_failing_every_commit(tmp_path: Path) -> None:
+    """`mlaperf run` whose results folder fills while asv runs: asv leaves an empty results file. Before, the run said
+    "some benchmarks failed" (exit 1) and every later run skipped the commit as measured. Now: exit 2 with one line
+    naming the folder and the commit, the empty file removed, and a run on the still-full disk stops before asv."""
+    need_mount_namespace()
+    scratch = make_scratch(tmp_path / "workspace")
+    results = scratch.path / ".asv" / "results"
+    results.mkdir(parents=True)
+    bench = scratch.path / "benchmarks" / "bench_fill.py"
+    bench.write_text(FILL_BENCH.format(filler=str(results / "filler")))
+    head = scratch.commit("c1")
+    run = [str(MLAPERF), "run", "--tier", "cpu", "--machine", "ci", "--bench", "Fill"]
+    script = (f"mount -t tmpfs -o size=4m tmpfs {results} && {shlex.join(run)} > {tmp_path / 'out1'} "
+              f"2> {tmp_path / 'err1'}; echo $? > {tmp_path / 'rc1'}; {shlex.join(run)} > {tmp_path / 'out2'} "
+              f"2> {tmp_path / 'err2'}; echo $? > {tmp_path / 'rc2'}")  # fmt: skip
+    env = {k: v for k, v in os.environ.items() if k not in ("MLAPERF_DB", "PYTHONPATH")}
+    proc = subprocess.run(["unshare", "--mount", "--propagation", "private", "bash", "-c", script],
+                          cwd=scratch.path, env={**env, "HOME": str(tmp_path)}, capture_output=True, text=True,
+                          timeout=600)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    err1 = (tmp_path / "err1").read_text().splitlines()
+    assert (tmp_path / "rc1").read_text().strip() == "2", (tmp_path / "out1").read_text() + "\n".join(err1)
+    assert re.fullmatch(
+        rf"mlaperf: error: asv could not save the results of {head[:8]} \(removed the file it could not finish, "
+        rf"{head[:8]}-existing-py\S+\.json\): 0 bytes free in the results folder {re.escape(str(results))}; make room "
+        r"there and run it again \(the commits measured already are skipped\)", err1[-1]), err1[-1]
+    assert (tmp_path / "rc2").read_text().strip() == "2"
+    assert (tmp_path / "err2").read_text().splitlines() == [
+        f"mlaperf: error: 0 bytes free in the results folder {results}; make room there and run it again (the "
+        "commits measured already are skipped)"
+    ]
+    assert "[1/1]" not in (tmp_path / "out2").read_text(), "asv never started on the full disk"
+    assert f"skip {head[:8]}" not in (tmp_path / "out2").read_text(), "the commit is still to be measured"
