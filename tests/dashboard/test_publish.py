@@ -77,9 +77,8 @@ def test_a_full_disk_keeps_the_old_site(seeded: Seeded, tmp_path: Path) -> None:
     """On a filesystem with room for one site but not two (a tmpfs in a mount namespace of its own), a second
     publish exits 2 with one line saying the disk is full, and the site before it is there, byte for byte, with no
     half-built folder beside it."""
-    from tests.db.test_readonly import need_mount_namespace
+    from tests.db.test_readonly import in_mount_namespace
 
-    need_mount_namespace()
     probe = tmp_path / "probe"
     assert _publish("--db", seeded.url, "--out", str(probe), "--machine", MLA_MACHINE).returncode == 0
     size = sum(p.stat().st_size + 4096 for p in probe.rglob("*"))  # a page or more a file on tmpfs
@@ -91,9 +90,7 @@ def test_a_full_disk_keeps_the_old_site(seeded: Seeded, tmp_path: Path) -> None:
     script = (f"mount -t tmpfs -o size={size * 3 // 2} tmpfs {disk} && {publish} > /dev/null 2>&1; echo $? > "
               f"{report}/rc1; {sums} > {report}/before; {publish} --quiet 2> {report}/err; echo $? > {report}/rc2; "
               f"{sums} > {report}/after; ls -a {disk} > {report}/listing")  # fmt: skip
-    env = {**os.environ, "MLAPERF_REPO_URL": ""}
-    done = subprocess.run(["unshare", "--mount", "--propagation", "private", "bash", "-c", script], cwd=ROOT,
-                          env=env, capture_output=True, text=True, timeout=600)  # fmt: skip
+    done = in_mount_namespace(script, cwd=ROOT, env={**os.environ, "MLAPERF_REPO_URL": ""})
     assert done.returncode == 0, done.stderr
     assert (report / "rc1").read_text().strip() == "0", "the first site fits"
     assert (report / "rc2").read_text().strip() == "2", (report / "err").read_text()

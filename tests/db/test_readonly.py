@@ -13,6 +13,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from sqlalchemy.orm import Session
@@ -182,6 +183,14 @@ def need_mount_namespace(probe: tuple[str, ...] = ("unshare", "-m", "true")) -> 
     pytest.skip(msg)
 
 
+def in_mount_namespace(script: str, *args: str, timeout: float = 600, **kwargs: Any) -> subprocess.CompletedProcess:
+    """Run the bash ``script`` (``args`` as its $1...) in a private mount namespace, where it may mount tmpfs or bind
+    mounts that nothing outside sees and that go when it ends; skips as :func:`need_mount_namespace` does."""
+    need_mount_namespace()
+    return subprocess.run(["unshare", "--mount", "--propagation", "private", "bash", "-c", script, "_", *args],
+                          capture_output=True, text=True, timeout=timeout, **kwargs)  # fmt: skip
+
+
 def test_missing_mount_namespace_skips_or_fails_by_the_require_flag(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("MLAPERF_REQUIRE_MOUNT_NS", raising=False)
     with pytest.raises(pytest.skip.Exception, match="no mount namespace here"):
@@ -194,7 +203,6 @@ def test_missing_mount_namespace_skips_or_fails_by_the_require_flag(monkeypatch:
 
 def test_store_on_a_read_only_mount(folder: Path, tmp_path: Path) -> None:
     """A real read-only bind mount (needs a mount namespace: root with CAP_SYS_ADMIN)."""
-    need_mount_namespace()
     store = folder / "mlaperf.sqlite"
     url = f"sqlite:///{store}"
     _ingest(url, _results(tmp_path / "results", 0, 2))
@@ -204,8 +212,6 @@ def test_store_on_a_read_only_mount(folder: Path, tmp_path: Path) -> None:
         f'exec "{sys.executable}" -m mlaperf.cli db current --db "{url}"'
     )
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
-    proc = subprocess.run(
-        ["unshare", "-m", "sh", "-c", script], capture_output=True, text=True, env=env, cwd=REPO_ROOT, timeout=120
-    )
+    proc = in_mount_namespace(script, env=env, cwd=REPO_ROOT, timeout=120)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "(up to date)" in proc.stdout

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import shutil
 import sqlite3
-import subprocess
 import sys
 from pathlib import Path
 
@@ -17,7 +16,7 @@ import sqlalchemy as sa
 from db.engine import StoreError, check_schema, current_revision, ensure_schema, make_engine, store_error, upgrade
 from db.ingest import ingest_paths
 from tests.db.conftest import REPO_ROOT, bench_row, results_doc, run_cli, run_unprivileged, write_results
-from tests.db.test_readonly import need_mount_namespace
+from tests.db.test_readonly import in_mount_namespace
 
 SQL_WORDS = ("SELECT", "INSERT", "CREATE", "FROM ", "[SQL", "sqlalche.me")
 
@@ -254,7 +253,6 @@ def test_full_disk_stops_ingest_with_one_line_and_keeps_the_store(tmp_path: Path
     """A store on a real filesystem with no room left (a 3 MiB tmpfs, filled): ingest exits 2 with one line
     saying the disk is full, the runs stored before are intact, and once there is room the same ingest stores
     everything. SQLite reports this as SQLITE_FULL or, where it maps its -shm file, as a disk I/O error."""
-    need_mount_namespace()
     first, more = tmp_path / "first", tmp_path / "more"
     benches = range(200)
     for i in range(40):
@@ -264,8 +262,7 @@ def test_full_disk_stops_ingest_with_one_line_and_keeps_the_store(tmp_path: Path
     disk.mkdir()
     driver.write_text(_FULL_DISK_DRIVER)
     script = f"mount -t tmpfs -o size=3m tmpfs {disk} && exec {sys.executable} {driver} {disk} {first} {more} {report}"
-    proc = subprocess.run(["unshare", "--mount", "--propagation", "private", "bash", "-c", script],
-                          capture_output=True, text=True, timeout=600, cwd=REPO_ROOT)  # fmt: skip
+    proc = in_mount_namespace(script, cwd=REPO_ROOT)
     assert proc.returncode == 0, proc.stderr
     steps = json.loads(report.read_text())
     assert steps["first"]["rc"] == 0 and "ingested 3 of 3 files" in steps["first"]["out"], steps["first"]

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from scratch import ROOT
 
-from tests.db.test_readonly import need_mount_namespace
+from tests.db.test_readonly import in_mount_namespace
 
 SCRIPT = ROOT / "scripts" / "free_space.sh"
 
@@ -24,12 +24,10 @@ def _env(**extra: str) -> dict[str, str]:
 
 def _in_mounts(mounts: dict[Path, str], command: list[str], env: dict[str, str]) -> subprocess.CompletedProcess:
     """Runs command with a tmpfs of each size mounted at each path, in a mount namespace of its own."""
-    need_mount_namespace()
     for path in mounts:
         path.mkdir(parents=True, exist_ok=True)
     script = "".join(f"mount -t tmpfs -o size={size} tmpfs '{path}' && " for path, size in mounts.items())
-    return subprocess.run(["unshare", "--mount", "--propagation", "private", "bash", "-c", script + '"$@"', "_",
-                           *command], capture_output=True, text=True, env=env, timeout=60)  # fmt: skip
+    return in_mount_namespace(script + '"$@"', *command, env=env, timeout=60)
 
 
 def test_help_prints_the_comment_block() -> None:

@@ -9,16 +9,14 @@ import json
 import os
 import re
 import shlex
-import subprocess
 from pathlib import Path
 
 from scratch import MLAPERF, make_scratch
 
-from tests.db.test_readonly import need_mount_namespace
+from tests.db.test_readonly import in_mount_namespace
 
 
 def test_a_full_disk_is_an_error_of_the_machine_not_of_mlaperf(tmp_path: Path) -> None:
-    need_mount_namespace()
     scratch = make_scratch(tmp_path / "workspace")
     head = scratch.commit("c1")
     disk = tmp_path / "disk"
@@ -32,9 +30,7 @@ def test_a_full_disk_is_an_error_of_the_machine_not_of_mlaperf(tmp_path: Path) -
               f"(cat /dev/zero > {disk / 'filler'} 2>/dev/null; true) && {shlex.join(plan)}; rc=$?; "
               f"cp {state} {tmp_path / 'after.json'}; exit $rc")  # fmt: skip
     env = {k: v for k, v in os.environ.items() if k not in ("MLAPERF_DB", "PYTHONPATH")}
-    proc = subprocess.run(["unshare", "--mount", "--propagation", "private", "bash", "-c", script],
-                          cwd=scratch.path, env={**env, "HOME": str(tmp_path)}, capture_output=True, text=True,
-                          timeout=300)  # fmt: skip
+    proc = in_mount_namespace(script, cwd=scratch.path, env={**env, "HOME": str(tmp_path)})
     assert proc.returncode == 2, (proc.stdout, proc.stderr)
     assert proc.stderr.splitlines() == [
         "mlaperf: error: No space left on device (make room on that disk, or write elsewhere, and run it again)"
@@ -70,7 +66,6 @@ def test_run_stops_on_a_full_results_disk_instead_of_failing_every_commit(tmp_pa
     """`mlaperf run` whose results folder fills while asv runs: asv leaves an empty results file. Before, the run said
     "some benchmarks failed" (exit 1) and every later run skipped the commit as measured. Now: exit 2 with one line
     naming the folder and the commit, the empty file removed, and a run on the still-full disk stops before asv."""
-    need_mount_namespace()
     scratch = make_scratch(tmp_path / "workspace")
     results = scratch.path / ".asv" / "results"
     results.mkdir(parents=True)
@@ -82,9 +77,7 @@ def test_run_stops_on_a_full_results_disk_instead_of_failing_every_commit(tmp_pa
               f"2> {tmp_path / 'err1'}; echo $? > {tmp_path / 'rc1'}; {shlex.join(run)} > {tmp_path / 'out2'} "
               f"2> {tmp_path / 'err2'}; echo $? > {tmp_path / 'rc2'}")  # fmt: skip
     env = {k: v for k, v in os.environ.items() if k not in ("MLAPERF_DB", "PYTHONPATH")}
-    proc = subprocess.run(["unshare", "--mount", "--propagation", "private", "bash", "-c", script],
-                          cwd=scratch.path, env={**env, "HOME": str(tmp_path)}, capture_output=True, text=True,
-                          timeout=600)  # fmt: skip
+    proc = in_mount_namespace(script, cwd=scratch.path, env={**env, "HOME": str(tmp_path)})
     assert proc.returncode == 0, proc.stderr
     err1 = (tmp_path / "err1").read_text().splitlines()
     assert (tmp_path / "rc1").read_text().strip() == "2", (tmp_path / "out1").read_text() + "\n".join(err1)
