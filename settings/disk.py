@@ -22,6 +22,8 @@ def free_bytes(path: str | Path) -> int | None:
         fs = os.statvfs(folder)
     except OSError:
         return None
+    # f_bavail, not f_bfree even for root: on the development machine root's ENOSPC came with 2.6 GiB "available"
+    # and about 150 GiB more counted free but held back.
     return fs.f_bavail * fs.f_frsize
 
 
