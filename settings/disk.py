@@ -22,8 +22,8 @@ def free_bytes(path: str | Path) -> int | None:
         fs = os.statvfs(folder)
     except OSError:
         return None
-    # f_bavail, not f_bfree even for root: on the development machine root's ENOSPC came with 2.6 GiB "available"
-    # and about 150 GiB more counted free but held back.
+    # f_bavail (df's "Avail") even for root: on the development machine f_bfree counts about 150 GiB more (df: 252
+    # GiB size, 26 GiB used, 76 GiB available), blocks held back that a write cannot count on.
     return fs.f_bavail * fs.f_frsize
 
 
