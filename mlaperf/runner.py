@@ -359,16 +359,17 @@ def _whole_json(path: str) -> bool:
     return True
 
 
-def _check_room(results_dir: Path, machine: str, sha: str | None) -> None:
+def _check_room(results_dir: Path, sha: str | None = None, produced: list[str] | None = None) -> None:
     """RunError (exit 2) where the results folder's filesystem is full: asv cannot save results there, so measuring
-    on would only turn every commit into a failure. ``sha``: the commit asv just ran; a results file of it that a
-    full disk cut short (asv leaves it empty) is removed, or the next run would skip that commit as measured."""
+    on would only turn every commit into a failure. ``sha``: the commit asv just ran, ``produced`` its results files;
+    one that a full disk cut short (asv leaves it empty) is removed, or the next run would skip the commit as
+    measured."""
     free = free_bytes(results_dir)
     if free is None or free >= FULL_BELOW_BYTES:
         return
     what = ""
     if sha:
-        cut = [p for p in existing_results(results_dir, machine, sha) if not _whole_json(p)]
+        cut = [p for p in produced or [] if not _whole_json(p)]
         for path in cut:
             os.remove(path)
         removed = f" (removed the file it could not finish, {', '.join(Path(p).name for p in cut)})" if cut else ""
@@ -391,7 +392,7 @@ def _measure(todo: list[Commit], *, conf: dict[str, object], root: Path, results
         if len(str(asv_tmp)) + len("/asv-forkserver-xxxxxxxx/socket") >= UNIX_SOCKET_PATH_MAX:
             asv_tmp = None  # asv's forkserver socket would not fit; asv keeps the default TMPDIR
         for i, c in enumerate(todo, 1):
-            _check_room(results_dir, machine, None)
+            _check_room(results_dir)
             elapsed = _fmt_elapsed(time.perf_counter() - t0)
             print(f"\n[{i}/{len(todo)}] {c.sha[:8]} {c.subject} (elapsed {elapsed})", flush=True)
             worktree = tmp / f"src-{c.sha[:12]}"
@@ -407,7 +408,7 @@ def _measure(todo: list[Commit], *, conf: dict[str, object], root: Path, results
             produced = existing_results(results_dir, machine, c.sha)
             took = _fmt_elapsed(time.perf_counter() - t_commit)
             if returncode != 0 or not produced:
-                _check_room(results_dir, machine, c.sha)  # a full disk is the machine's failure, not the commit's
+                _check_room(results_dir, c.sha, produced)  # a full disk is the machine's failure, not the commit's
             if not produced:
                 print(f"[{i}/{len(todo)}] {c.sha[:8]}: no result, asv exit {returncode}", flush=True)
                 status = exits.FOUND

@@ -9,11 +9,18 @@ import json
 import os
 import re
 import shlex
+import subprocess
 from pathlib import Path
 
 from scratch import MLAPERF, make_scratch
 
 from tests.db.test_readonly import in_mount_namespace
+
+
+def _in_workspace(script: str, workspace: Path, home: Path) -> subprocess.CompletedProcess:
+    """``script`` in a mount namespace of its own, from ``workspace``, with no store and no PYTHONPATH of ours."""
+    env = {k: v for k, v in os.environ.items() if k not in ("MLAPERF_DB", "PYTHONPATH")}
+    return in_mount_namespace(script, cwd=workspace, env={**env, "HOME": str(home)})
 
 
 def test_a_full_disk_is_an_error_of_the_machine_not_of_mlaperf(tmp_path: Path) -> None:
@@ -29,8 +36,7 @@ def test_a_full_disk_is_an_error_of_the_machine_not_of_mlaperf(tmp_path: Path) -
     script = (f"mount -t tmpfs -o size=64k tmpfs {disk} && cp {tmp_path / 'state.json'} {state} && "
               f"(cat /dev/zero > {disk / 'filler'} 2>/dev/null; true) && {shlex.join(plan)}; rc=$?; "
               f"cp {state} {tmp_path / 'after.json'}; exit $rc")  # fmt: skip
-    env = {k: v for k, v in os.environ.items() if k not in ("MLAPERF_DB", "PYTHONPATH")}
-    proc = in_mount_namespace(script, cwd=scratch.path, env={**env, "HOME": str(tmp_path)})
+    proc = _in_workspace(script, scratch.path, tmp_path)
     assert proc.returncode == 2, (proc.stdout, proc.stderr)
     assert proc.stderr.splitlines() == [
         "mlaperf: error: No space left on device (make room on that disk, or write elsewhere, and run it again)"
@@ -72,8 +78,7 @@ def test_run_stops_on_a_full_results_disk_instead_of_failing_every_commit(tmp_pa
     script = (f"mount -t tmpfs -o size=4m tmpfs {results} && {shlex.join(run)} > {tmp_path / 'out1'} "
               f"2> {tmp_path / 'err1'}; echo $? > {tmp_path / 'rc1'}; {shlex.join(run)} > {tmp_path / 'out2'} "
               f"2> {tmp_path / 'err2'}; echo $? > {tmp_path / 'rc2'}")  # fmt: skip
-    env = {k: v for k, v in os.environ.items() if k not in ("MLAPERF_DB", "PYTHONPATH")}
-    proc = in_mount_namespace(script, cwd=scratch.path, env={**env, "HOME": str(tmp_path)})
+    proc = _in_workspace(script, scratch.path, tmp_path)
     assert proc.returncode == 0, proc.stderr
     err1 = (tmp_path / "err1").read_text().splitlines()
     assert (tmp_path / "rc1").read_text().strip() == "2", (tmp_path / "out1").read_text() + "\n".join(err1)
