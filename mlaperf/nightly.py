@@ -25,6 +25,7 @@ machine, benchmark, params, commit, parent, ratio, new; more are tolerated).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import subprocess
@@ -94,8 +95,19 @@ class NightState:
             raise PlanError(f"--state {path}: unreadable ({exc})") from None
 
     def save(self, path: Path) -> None:
+        """Rewrite the state in place (a full disk may still take it in the blocks it frees); a write that fails
+        puts the previous state back, or removes a state that did not exist, and raises."""
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(asdict(self), indent=2) + "\n")
+        before = path.read_bytes() if path.exists() else None
+        try:
+            path.write_text(json.dumps(asdict(self), indent=2) + "\n")
+        except OSError:
+            with contextlib.suppress(OSError):
+                if before is None:
+                    path.unlink()
+                else:
+                    path.write_bytes(before)
+            raise
 
     @property
     def left(self) -> int:
@@ -170,6 +182,20 @@ def plan_round(
     return picks
 
 
+def write_plan(out: Path, picks: Sequence[Pick], state: NightState, state_path: Path) -> None:
+    """The plan file, then the state that counts its commits against the budget: where either write fails (a full
+    disk), neither is left behind changed, so a run after making room plans the same round again instead of
+    skipping commits that a lost plan file never ran."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        out.write_text("".join(f"{p.sha}\n" for p in picks))
+        state.save(state_path)
+    except OSError:
+        with contextlib.suppress(OSError):
+            out.unlink(missing_ok=True)
+        raise
+
+
 def cmd_plan(args: argparse.Namespace) -> int:
     from mlaperf import runner
 
@@ -210,9 +236,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     left = max(state.left - reserve, 0)
     picks = plan_round(window, runs, records, gaps, budget_left=left, tonight=(p["sha"] for p in state.planned))
     state.planned += [{"sha": p.sha, "reason": p.reason, "round": str(args.round)} for p in picks]
-    state.save(args.state)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text("".join(f"{p.sha}\n" for p in picks))
+    write_plan(args.out, picks, state, args.state)
     unmeasured = sum(1 for s in window if not runs.get(s))
     print(f"nightly plan, round {args.round}: {plural(len(picks), 'commit')} on machine {machine!r} "
           f"(budget {state.budget}, {state.left} left after this round; {unmeasured} of the last "

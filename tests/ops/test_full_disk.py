@@ -12,6 +12,7 @@ import shlex
 import subprocess
 from pathlib import Path
 
+import pytest
 from scratch import MLAPERF, make_scratch
 
 from tests.db.test_readonly import in_mount_namespace
@@ -25,7 +26,7 @@ def _in_workspace(script: str, workspace: Path, home: Path) -> subprocess.Comple
 
 def test_a_full_disk_is_an_error_of_the_machine_not_of_mlaperf(tmp_path: Path) -> None:
     scratch = make_scratch(tmp_path / "workspace")
-    head = scratch.commit("c1")
+    scratch.commit("c1")
     disk = tmp_path / "disk"
     disk.mkdir()
     before = {"budget": 5, "planned": [], "cache": {}}
@@ -41,8 +42,48 @@ def test_a_full_disk_is_an_error_of_the_machine_not_of_mlaperf(tmp_path: Path) -
     assert proc.stderr.splitlines() == [
         "mlaperf: error: No space left on device (make room on that disk, or write elsewhere, and run it again)"
     ], proc.stderr
-    # The state is rewritten in place in the page it had, so it is whole; the plan file needed a page of its own.
-    assert json.loads((tmp_path / "after.json").read_text())["planned"][0]["sha"] == head
+    # The plan file is written first and needed a page of its own: the state is left as it was, so the round is
+    # planned again once there is room, not skipped as planned.
+    assert json.loads((tmp_path / "after.json").read_text()) == before
+
+
+def _page_of_state() -> str:
+    """A state file that fills most of one 4 KiB page (a long suite-version cache), so adding a planned commit
+    needs a second page: its rewrite on a full disk fails half-written."""
+    state = {"budget": 5, "planned": [], "cache": {"versions": ""}}
+    size = len(json.dumps(state, indent=2)) + 1
+    state["cache"]["versions"] = "v" * (4000 - size)
+    return json.dumps(state, indent=2) + "\n"
+
+
+@pytest.mark.parametrize("state_before", ["", _page_of_state()], ids=["no-state-yet", "state-of-a-page"])
+def test_a_plan_whose_state_cannot_be_written_is_not_left_behind(tmp_path: Path, state_before: str) -> None:
+    """The other order of failure: the plan file (last night's, rewritten in the page it has) fits and the state
+    does not. Before, the plan stayed with no state counting its commits, beside a half-written state where there was
+    one; now the plan is removed and the state is as it was. A run after making room writes both."""
+    scratch = make_scratch(tmp_path / "workspace")
+    head = scratch.commit("c1")
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    state, out = disk / "state.json", disk / "plan.txt"
+    saved = tmp_path / "state-before.json"
+    saved.write_text(state_before)
+    keep = f"cp {saved} {state} && " if state_before else ""
+    plan = [str(MLAPERF), "nightly", "plan", "--state", str(state), "--out", str(out), "--round", "1",
+            "--machine", "ci", "--tier", "cpu"]  # fmt: skip
+    script = (f"mount -t tmpfs -o size=64k tmpfs {disk} && echo 0000000000 > {out} && {keep}"
+              f"(cat /dev/zero > {disk / 'filler'} 2>/dev/null; true) && {shlex.join(plan)}; "
+              f"echo $? > {tmp_path / 'rc1'}; ls {disk} > {tmp_path / 'ls1'}; cp {state} {tmp_path / 'failed.json'}; "
+              f"rm {disk / 'filler'} && {shlex.join(plan)}; rc=$?; cp {state} {out} {tmp_path}/; exit $rc")  # fmt: skip
+    proc = _in_workspace(script, scratch.path, tmp_path)
+    assert (tmp_path / "rc1").read_text().strip() == "2", proc.stderr
+    # Neither the plan nor a half-written state: the state that was there, byte for byte, or none.
+    assert (tmp_path / "ls1").read_text().split() == ["filler", *(["state.json"] if state_before else [])]
+    if state_before:
+        assert (tmp_path / "failed.json").read_text() == state_before
+    assert proc.returncode == 0, (proc.stdout, proc.stderr)
+    assert (tmp_path / "plan.txt").read_text() == f"{head}\n"
+    assert [p["sha"] for p in json.loads((tmp_path / "state.json").read_text())["planned"]] == [head]
 
 
 FILL_BENCH = '''
