@@ -21,6 +21,7 @@ from sqlalchemy.orm import Session
 
 from dashboard import fmt, notes
 from db import queries
+from regressions.direction import slowdown
 
 CATEGORIES = ("open", "suspect", "fixed", "closed")
 # Statuses a person may set from the dashboard (with a note); the others belong to the detector.
@@ -86,8 +87,9 @@ def groups(regs: pd.DataFrame) -> pd.DataFrame:
             "statuses", "group_status", "category", "machine_wide", "fixed_at", "benchmarks"]
     if regs.empty:
         return pd.DataFrame({c: pd.Series(dtype=object) for c in cols})
-    worse = np.where(regs["direction"].eq("down_is_worse"), 1.0 / regs["ratio"].astype(float),
-                     regs["ratio"].astype(float))
+    # How much worse each series got: the nightly's issue titles the group with the same number.
+    ratios = pd.to_numeric(regs["ratio"], errors="coerce")
+    worse = [slowdown(float(r), str(d)) for r, d in zip(ratios, regs["direction"], strict=True)]
     df = regs.assign(_worse=worse, _order=np.arange(len(regs)))
     rows = []
     for gid, g in df.groupby("group", sort=False):

@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import math
 import os
 import subprocess
 import sys
@@ -269,6 +270,7 @@ def group_marker(group: Any) -> str:
 
 def issue_for_group(group: Any, rows: list[Mapping[str, Any]], links: Mapping[str, str]) -> tuple[str, str]:
     """(title, body) of a group's issue; every value from data goes through the PR report's escaping."""
+    from regressions.direction import UP_IS_WORSE, slowdown
     from regressions.level_rules import PARTLY_RECOVERED
     from regressions.report import MAX_BODY_CHARS, fmt_params, gradual_note, md_code, md_text, now_text
     from regressions.units import fmt_p, fmt_ratio
@@ -276,7 +278,14 @@ def issue_for_group(group: Any, rows: list[Mapping[str, Any]], links: Mapping[st
     first = rows[0]
     sha = str(first.get("group_commit") or first["commit"])  # the group's range, not one member's
     parent = first.get("group_parent") or first.get("parent")
-    worst = max(float(r.get("ratio") or 0) for r in rows)
+
+    def worse(r: Mapping[str, Any]) -> float:
+        """How much worse the series got (a rate's 0.50x is 2.00x worse): the dashboard's and the site's "worst"."""
+        w = slowdown(float(r.get("ratio") or "nan"), str(r.get("direction") or UP_IS_WORSE))
+        return w if math.isfinite(w) else -math.inf
+
+    rows = sorted(rows, key=worse, reverse=True)  # worst first
+    worst = worse(rows[0])
     machine = str(first["machine"])
     title = f"Performance regression on {machine} at {sha[:10]}: {len(rows)} series (worst {fmt_ratio(worst)})"
     title = " ".join(title.split())[:250]
@@ -302,7 +311,7 @@ def issue_for_group(group: Any, rows: list[Mapping[str, Any]], links: Mapping[st
     now = any(PARTLY_RECOVERED in (r.get("labels") or ()) for r in rows)
     lines += [f"| status | benchmark | params | before | after | ratio |{' now |' if now else ''} p |",
               f"| --- | --- | --- | ---: | ---: | ---: |{' ---: |' if now else ''} ---: |"]  # fmt: skip
-    for r in sorted(rows, key=lambda r: -float(r.get("ratio") or 0)):
+    for r in rows:
         params = r.get("params") or {}
         shown = fmt_params(params) if isinstance(params, dict) else params
         labels = r.get("labels") or ()

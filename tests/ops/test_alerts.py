@@ -15,7 +15,7 @@ import pytest
 from scratch import MLAPERF, FakeGitHub
 
 from mlaperf import cli
-from mlaperf.nightly import plan_round
+from mlaperf.nightly import issue_for_group, plan_round
 
 SHA = "a" * 40
 PARENT = "b" * 40
@@ -98,6 +98,19 @@ def test_issue_lifecycle(tmp_path: Path, fake_github: FakeGitHub) -> None:
         (1, "No series of this alert group is open any more (fixed 2); closing.")]  # fmt: skip
     rc, plan = alert(tmp_path, fake_github, records)
     assert (rc, plan) == (0, [])
+
+
+def test_issue_names_the_worst_series_by_direction() -> None:
+    """A rate that halved (0.50x) is worse than one down to 0.80x, and worse than a time up 1.30x: the title's "worst"
+    and the first row are that series, as the dashboard and the static site rank it (2.00x worse)."""
+    rate = "bench_decode.SparseDecodeMetrics.track_tokens_per_s"
+    rows = [record(1, 7, "new", benchmark=rate, ratio=0.8, unit="tokens/s", direction="down_is_worse"),
+            record(2, 7, "new", ratio=1.3, direction="up_is_worse"),
+            record(3, 7, "new", benchmark=rate, ratio=0.5, unit="tokens/s", direction="down_is_worse")]  # fmt: skip
+    title, body = issue_for_group(7, rows, {})
+    assert title.endswith("3 series (worst 2.00x)"), title
+    table = [line for line in body.splitlines() if line.startswith("| new |")]
+    assert [line.split(" | ")[5] for line in table] == ["0.50x", "1.30x", "0.80x"]
 
 
 def test_only_the_bots_own_issues_are_edited(tmp_path: Path, github_server: Any) -> None:
