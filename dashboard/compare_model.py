@@ -14,6 +14,7 @@ from regressions.units import fmt_value_change
 
 STATUS_TITLES = {
     "regressed": "Regressed", "missing": "Missing at head", "improved": "Improved", "failed": "Failed",
+    "changed": "Benchmark changed",
     "new": "Not measured at base",
     "removed": "Not measured at head", "not_run": "Not run", "unchanged": "Unchanged",
 }
@@ -29,6 +30,8 @@ STATUS_HELP = {
     "removed": "Only at base: the head's run has no such case (its suite, or this case, was not run there)",
     "not_run": "Not selected on a side (asv NaN), or the machine has no run at that commit",
     "unchanged": "Within the threshold, or not significant",
+    "changed": "The benchmark's asv version at head shares none with base's (its code changed): not compared, the "
+    "ratio is for reference",
 }
 
 

@@ -10,6 +10,8 @@ offset significant. A shorter history is not trusted for noise: a young project'
 real changes, which would pass for noise and hide the change under test. Without samples the history
 decides; without either, asv's rule: the 99% confidence intervals do not overlap. With nothing at all
 the change is reported as untested and never as significant.
+A benchmark whose asv version at head shares none with base's (its code changed: a new segment, as
+:mod:`regressions.detect` starts one) is ``changed``: its ratio is shown for reference, never judged.
 A regression is a slowdown beyond the threshold that is significant; an improvement the mirror image.
 Values of 0 or below have no ratio (:func:`change_ratio` is None): there the change is the value's own
 relative change ``(head - base) / |base|`` (:func:`regressions.units.relative_change`; from 0, any other
@@ -62,7 +64,10 @@ REMOVED = "removed"  # only at base, and the pull request declares the removal (
 # and the removal not declared (a new asv version of the benchmark at head, or the configuration's
 # removed-benchmarks list): a pull request cannot hide a case by dropping it or making it skip.
 MISSING = "missing"
-STATUSES = (IMPROVED, REGRESSED, UNCHANGED, FAILED, MISSING, NOT_RUN, NEW, REMOVED)
+# Measured on both sides, but the benchmark changed between them (its asv versions at base and head share none):
+# the values measure different code, so the pair is shown and not judged, as asv's compare marks it ("x").
+CHANGED = "changed"
+STATUSES = (IMPROVED, REGRESSED, UNCHANGED, FAILED, MISSING, CHANGED, NOT_RUN, NEW, REMOVED)
 # Statuses that fail a pull request's check (`mlaperf compare` exits 1).
 FAILING = (REGRESSED, FAILED, MISSING)
 
@@ -111,6 +116,7 @@ class SeriesPair(Series):
     history_runs: int = 0
     base_status: str | None = None
     head_status: str | None = None
+    changed: bool = False  # the benchmark's asv versions at base and head share none (:data:`CHANGED`)
 
 
 @dataclass
@@ -224,7 +230,7 @@ def compare_many(
     prepared = [_prepare(p) for p in pairs]
     tested = _mann_whitney_many(
         [
-            (p.base_samples, p.head_samples) if prep.status is None else ([], [])
+            (p.base_samples, p.head_samples) if prep.status is None and not p.changed else ([], [])
             for p, prep in zip(pairs, prepared, strict=True)
         ],
         alpha,
@@ -259,6 +265,10 @@ def _compare(pair: SeriesPair, prep: _Prepared, alpha: float, z_crit: float, p: 
     if status is not None:  # a side without a value
         return Comparison(**common, status=status, ratio=None, slowdown=None, significant=False, regression=False,
                           method="none", p_value=None)  # fmt: skip
+    if pair.changed:  # different code on each side: shown for reference, never judged
+        return Comparison(**common, status=CHANGED, ratio=ratio,
+                          slowdown=None if ratio is None else slowdown(ratio, pair.direction), significant=False,
+                          regression=False, method="version", p_value=None)  # fmt: skip
     if ratio is None:
         return _compare_signed(pair, common, alpha, p)
     worse = slowdown(ratio, pair.direction)
@@ -390,6 +400,7 @@ def compare_commits(
             )
             if _undeclared_removal(pair, versions, settings):
                 pair.head_status = SIDE_MISSING
+            pair.changed = _version_changed(name, versions)
             pairs.append(pair)
     order = {m: i for i, m in enumerate(machines)}
     pairs.sort(key=lambda q: (order[q.machine], series_rank(q.benchmark, q.params)))
@@ -409,6 +420,12 @@ def _undeclared_removal(
         return False
     bumped = pair.benchmark in at_head and not (at_head[pair.benchmark] & at_base.get(pair.benchmark, set()))
     return not bumped and not settings.is_removed(pair.benchmark, pair.params)
+
+
+def _version_changed(name: str, versions: tuple[dict[str, set[str | None]], dict[str, set[str | None]]]) -> bool:
+    """The benchmark ran on both sides and its asv versions there share none."""
+    at_base, at_head = versions
+    return name in at_base and name in at_head and not (at_base[name] & at_head[name])
 
 
 def _text(value: Any) -> str | None:

@@ -10,17 +10,28 @@ import shutil
 import sys
 from collections.abc import Sequence
 
-from regressions.compare import FAILED, IMPROVED, MISSING, NEW, NOT_RUN, REGRESSED, REMOVED, UNCHANGED, Comparison
+from regressions.compare import (
+    CHANGED,
+    FAILED,
+    IMPROVED,
+    MISSING,
+    NEW,
+    NOT_RUN,
+    REGRESSED,
+    REMOVED,
+    UNCHANGED,
+    Comparison,
+)
 from regressions.labels import series_label
 from regressions.report import ordered, status_count
 from regressions.units import fmt_p, fmt_ratio, fmt_value, fmt_value_change
 
 FORMATS = ("text", "markdown", "json")
 # Statuses in the order the counts line gives them (in the PR report's words: ``report.status_count``).
-_COUNTED = (REGRESSED, FAILED, MISSING, IMPROVED, NEW, REMOVED, UNCHANGED, NOT_RUN)
+_COUNTED = (REGRESSED, FAILED, MISSING, IMPROVED, CHANGED, NEW, REMOVED, UNCHANGED, NOT_RUN)
 # Listed, in the PR report's order (regressions.report.ordered); the others are only counted, in the counts
 # line's words (a suite not run at one side is no change of the code under test: hundreds of rows).
-_STATUS_WORD = {REGRESSED: "REGRESSED", FAILED: "FAILED", MISSING: "MISSING", IMPROVED: "improved"}
+_STATUS_WORD = {REGRESSED: "REGRESSED", FAILED: "FAILED", MISSING: "MISSING", IMPROVED: "improved", CHANGED: "changed"}
 
 
 def _counts(comparisons: Sequence[Comparison]) -> dict[str, int]:

@@ -497,6 +497,43 @@ def test_a_removal_declared_by_version_bump_or_config_is_not_missing(
         parse_settings({"removed": "bench_synth.*"}, "t")
 
 
+
+@pytest.mark.parametrize("bump", [False, True], ids=["same-version", "new-version"])
+def test_a_benchmark_changed_at_head_is_shown_not_judged(
+    store_url: str, tmp_path: Path, ingest: Ingest, bump: bool
+) -> None:
+    """Twice the time at head: a regression of the code under test, unless the benchmark itself changed (a new asv
+    version), where the two sides measure different code: asv's compare marks the pair "x", detection starts a new
+    segment, and the check lists it apart and passes."""
+    h = write_synthetic_results(tmp_path / "r", commits=3, series=6, machine="m", seed=7)
+    (head,) = _files(h, 2)
+
+    def at_head(doc: dict[str, Any]) -> None:
+        row = dict(zip(doc["result_columns"], doc["results"][TIME0], strict=False))
+        for column in ("result", "stats_ci_99_a", "stats_ci_99_b", "stats_q_25", "stats_q_75"):
+            row[column] = [None if v is None else 2 * v for v in row.get(column) or []] or row.get(column)
+        row["samples"] = [None if v is None else [2 * x for x in v] for v in row.get("samples") or []] or None
+        if bump:
+            row["version"] = "f" * 64
+        doc["results"][TIME0] = [row.get(c) for c in doc["result_columns"]]
+
+    _edit(head, at_head)
+    eng = make_engine(store_url)
+    ingest(eng, [h.root])
+    with Session(eng) as s:
+        base, head_commit = (s.execute(select(Commit).where(Commit.sha == h.shas[i])).scalar_one() for i in (1, 2))
+        rows = compare_commits(s, base, head_commit)
+    eng.dispose()
+    doubled = [c for c in rows if c.benchmark == TIME0]
+    assert doubled and {c.status for c in doubled} == {"changed" if bump else "regressed"}
+    assert all(c.ratio is not None and c.ratio > 1.5 for c in doubled)  # shown for reference either way
+    assert exit_status(rows) == (0 if bump else 1)
+    assert not any(c.status == "changed" for c in rows if c.benchmark != TIME0)
+    md = compare_markdown(rows, base=h.shas[1], head=h.shas[2], machines=["m"], threshold_note="threshold 5%")
+    assert ("### Benchmark changed at head (a new asv version" in md) == bump
+    assert (f"{len(doubled)} changed (new benchmark version)" in md.splitlines()[2]) == bump
+
+
 @pytest.mark.parametrize("bump", [False, True])
 def test_a_case_that_now_skips_is_missing_unless_the_version_changed(
     store_url: str, tmp_path: Path, ingest: Ingest, bump: bool
@@ -517,5 +554,8 @@ def test_a_case_that_now_skips_is_missing_unless_the_version_changed(
         base, head_commit = (s.execute(select(Commit).where(Commit.sha == h.shas[i])).scalar_one() for i in (1, 2))
         rows = compare_commits(s, base, head_commit)
     eng.dispose()
-    (case,) = [c for c in rows if c.status not in ("unchanged", "improved", "regressed")]
+    (case,) = [c for c in rows if c.status not in ("unchanged", "improved", "regressed", "changed")]
     assert (case.status, exit_status(rows)) == (("not_run", 0) if bump else ("missing", 1))
+    # The bump's other cases measure new code: shown as changed, not compared (and only those).
+    assert {c.status == "changed" for c in rows if c.benchmark == TIME0 and c is not case} == {bump}
+    assert not any(c.status == "changed" for c in rows if c.benchmark != TIME0)
