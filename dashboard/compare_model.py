@@ -14,12 +14,13 @@ from regressions.units import fmt_value_change
 
 STATUS_TITLES = {
     "regressed": "Regressed", "missing": "Missing at head", "improved": "Improved", "failed": "Failed",
-    "changed": "Benchmark changed",
+    "changed": "Benchmark changed", "untested": "Untested",
     "new": "Not measured at base",
     "removed": "Not measured at head", "not_run": "Not run", "unchanged": "Unchanged",
 }
-# Listed only when asked: a suite not run at one side is no change of the code under test.
-HIDDEN_BY_DEFAULT = ("unchanged", "not_run", "new", "removed")
+# Listed only when asked: a suite not run at one side is no change of the code under test, nor is a change nothing
+# could test (one value a side).
+HIDDEN_BY_DEFAULT = ("unchanged", "untested", "not_run", "new", "removed")
 STATUS_HELP = {
     "regressed": "Worse by more than the threshold, and significant",
     "improved": "Better by more than the threshold, and significant",
@@ -32,6 +33,8 @@ STATUS_HELP = {
     "unchanged": "Within the threshold, or not significant",
     "changed": "The benchmark's asv version at head shares none with base's (its code changed): not compared, the "
     "ratio is for reference",
+    "untested": "Beyond the threshold with one value a side and no history (not a memory benchmark): nothing tells "
+    "the change from noise, so it is listed and never fails the check",
 }
 
 

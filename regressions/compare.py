@@ -8,8 +8,12 @@ z_crit * sigma * sqrt(2)``; its past steps are changes, not noise: ``detect.step
 the offset between two runs is often larger than the spread inside one, so samples alone call every
 offset significant. A shorter history is not trusted for noise: a young project's commits are mostly
 real changes, which would pass for noise and hide the change under test. Without samples the history
-decides; without either, asv's rule: the 99% confidence intervals do not overlap. With nothing at all
-the change is reported as untested and never as significant.
+decides; without either, asv's rule: the 99% confidence intervals do not overlap. With nothing at all (one
+value a side, as asv keeps for ``track_``/``peakmem_``/``mem_`` results, and no history: a pull request's store):
+a memory benchmark (``peakmem_``, ``mem_``: bytes allocated, not a timing's run-to-run noise) is judged by the
+threshold alone (``method`` ``threshold``, asv's fallback), so a 10x growth fails the check; any other change
+beyond the threshold is ``untested``: listed apart, never failing, since one GPU figure a side cannot tell a
+5% change from the runner's noise (:data:`UNTESTED`); within the threshold it is unchanged.
 A benchmark whose asv version at head shares none with base's (its code changed: a new segment, as
 :mod:`regressions.detect` starts one) is ``changed``: its ratio is shown for reference, never judged.
 A regression is a slowdown beyond the threshold that is significant; an improvement the mirror image.
@@ -17,7 +21,8 @@ Values of 0 or below have no ratio (:func:`change_ratio` is None): there the cha
 relative change ``(head - base) / |base|`` (:func:`regressions.units.relative_change`; from 0, any other
 value is beyond every threshold), judged by the samples or the 99% intervals as above (the history's noise
 is relative, so it cannot judge them); where neither can, a value that leaves or reaches 0 is a change
-(``method`` ``zero``: noise relative to a value cannot move it off 0), other values stay untested.
+(``method`` ``zero``: noise relative to a value cannot move it off 0), other values as above (memory by the
+threshold alone, others untested beyond it).
 Kernel-config records (``track_launch_*``, :func:`db.provenance.is_provenance`) are provenance, not
 performance: :func:`compare_commits` leaves them out (they are neither compared nor counted).
 
@@ -39,6 +44,7 @@ from typing import Any, NamedTuple
 import numpy as np
 from sqlalchemy.orm import Session
 
+from db.asvformat import benchmark_type
 from db.models import Commit
 from db.provenance import is_provenance
 from regressions.config import Settings
@@ -67,7 +73,10 @@ MISSING = "missing"
 # Measured on both sides, but the benchmark changed between them (its asv versions at base and head share none):
 # the values measure different code, so the pair is shown and not judged, as asv's compare marks it ("x").
 CHANGED = "changed"
-STATUSES = (IMPROVED, REGRESSED, UNCHANGED, FAILED, MISSING, CHANGED, NOT_RUN, NEW, REMOVED)
+# Beyond the threshold, but nothing to tell the change from noise (one value a side, no history, not a memory
+# benchmark): listed apart and never failing (asv's compare would flag it on the ratio alone).
+UNTESTED = "untested"
+STATUSES = (IMPROVED, REGRESSED, UNCHANGED, FAILED, MISSING, CHANGED, UNTESTED, NOT_RUN, NEW, REMOVED)
 # Statuses that fail a pull request's check (`mlaperf compare` exits 1).
 FAILING = (REGRESSED, FAILED, MISSING)
 
@@ -287,19 +296,29 @@ def _compare(pair: SeriesPair, prep: _Prepared, alpha: float, z_crit: float, p: 
     elif (ci := _ci_apart(pair)) is not None:
         significant, method = ci, "ci99"
     else:
-        significant, method = False, "none"
+        significant, method = _without_evidence(pair)
     limit = 1.0 + pair.threshold
     return _verdict(common, significant, worse > limit, worse < 1.0 / limit, method, p, ratio, worse)
 
 
-def _verdict(common: dict[str, Any], significant: bool, worse: bool, better: bool, method: str, p: float | None,
+def _without_evidence(pair: SeriesPair) -> tuple[bool | None, str]:
+    """(significant, method) of a change with no samples, intervals or history: a memory benchmark's by the
+    threshold alone (asv's fallback: bytes allocated have no timing noise); None for others (untested)."""
+    if benchmark_type(pair.benchmark) in ("memory", "peakmemory"):
+        return True, "threshold"
+    return None, "none"
+
+
+def _verdict(common: dict[str, Any], significant: bool | None, worse: bool, better: bool, method: str, p: float | None,
              ratio: float | None = None, slowdown: float | None = None) -> Comparison:  # fmt: skip
     """The row: a regression is a significant change past the threshold the worse way, an improvement the
-    other way, anything else unchanged."""
-    regression, improvement = significant and worse, significant and better
+    other way, a change past it that nothing could test (``significant`` None) untested, anything else
+    unchanged."""
+    untested = significant is None and (worse or better)
+    regression, improvement = bool(significant) and worse, bool(significant) and better
     return Comparison(
         **common,
-        status=REGRESSED if regression else IMPROVED if improvement else UNCHANGED,
+        status=REGRESSED if regression else IMPROVED if improvement else UNTESTED if untested else UNCHANGED,
         ratio=ratio,
         slowdown=slowdown,
         significant=bool(significant),
@@ -328,7 +347,7 @@ def _compare_signed(pair: SeriesPair, common: dict[str, Any], alpha: float, p: f
     elif change and 0.0 in (pair.base, pair.head):
         significant, method = True, "zero"
     else:
-        significant, method = False, "none"
+        significant, method = _without_evidence(pair)
     # The ratio rule on 1 + change: a rise past +t, a fall past -t / (1 + t) (a ratio below 1 / (1 + t)); which
     # of the two is worse follows the direction.
     t = pair.threshold

@@ -32,6 +32,7 @@ from regressions.compare import (
     SIDE_NOT_RUN,
     SIDE_OK,
     UNCHANGED,
+    UNTESTED,
     Comparison,
 )
 from regressions.labels import params_label
@@ -122,6 +123,7 @@ _SECTIONS = [
     (MISSING, "Missing at head (measured at base; declare a removal with an asv version bump or `removed`)", False),
     (IMPROVED, "Improvements", False),
     (CHANGED, "Benchmark changed at head (a new asv version: not compared; the ratio is for reference)", False),
+    (UNTESTED, "Beyond the threshold, untested (one value a side and no history: nothing tells it from noise)", True),
     (NEW, "Not measured at base (new in the suite, or not selected on base)", True),
     (REMOVED, "Not measured at head (gone from the suite, or not selected on head)", True),
     (NOT_RUN, "Not run (not selected, or the machine did not run that commit)", True),
@@ -133,6 +135,7 @@ _SUMMARY = {
     MISSING: "missing",
     IMPROVED: "improvement{s}",
     CHANGED: "changed (new benchmark version)",
+    UNTESTED: "untested beyond the threshold",
     UNCHANGED: "unchanged",
     NEW: "not measured at base",  # the words of the text table and the dashboard's Compare page
     REMOVED: "not measured at head",
@@ -223,7 +226,7 @@ def compare_markdown(
         parts.append(f"**{counts[FAILED]} failed** ({split})")
     if counts[MISSING]:
         parts.append(f"**{counts[MISSING]} missing**")
-    for status in (IMPROVED, CHANGED, UNCHANGED, NEW, REMOVED, NOT_RUN):
+    for status in (IMPROVED, CHANGED, UNTESTED, UNCHANGED, NEW, REMOVED, NOT_RUN):
         if counts[status] or status in (IMPROVED, UNCHANGED):
             parts.append(status_count(status, counts[status]))
     shown_machines = ", ".join(md_code(m, table=False) for m in list(machines)[:MAX_MACHINES_SHOWN])

@@ -1,6 +1,6 @@
 """`mlaperf compare --format text`: the comparison as an aligned plain-text table for a terminal (the default
 there), worst rows first (the PR report's order), with the counts line on top. Series measured on one side only
-(not measured at base or at head), unchanged and not-run series are counted, not listed, as the dashboard's
+(not measured at base or at head), unchanged, untested and not-run series are counted, not listed, as the dashboard's
 Compare page hides them (``--format markdown`` or ``json`` lists every row). No Markdown escapes, no HTML.
 """
 
@@ -20,6 +20,7 @@ from regressions.compare import (
     REGRESSED,
     REMOVED,
     UNCHANGED,
+    UNTESTED,
     Comparison,
 )
 from regressions.labels import series_label
@@ -28,7 +29,7 @@ from regressions.units import fmt_p, fmt_ratio, fmt_value, fmt_value_change
 
 FORMATS = ("text", "markdown", "json")
 # Statuses in the order the counts line gives them (in the PR report's words: ``report.status_count``).
-_COUNTED = (REGRESSED, FAILED, MISSING, IMPROVED, CHANGED, NEW, REMOVED, UNCHANGED, NOT_RUN)
+_COUNTED = (REGRESSED, FAILED, MISSING, IMPROVED, CHANGED, UNTESTED, NEW, REMOVED, UNCHANGED, NOT_RUN)
 # Listed, in the PR report's order (regressions.report.ordered); the others are only counted, in the counts
 # line's words (a suite not run at one side is no change of the code under test: hundreds of rows).
 _STATUS_WORD = {REGRESSED: "REGRESSED", FAILED: "FAILED", MISSING: "MISSING", IMPROVED: "improved", CHANGED: "changed"}

@@ -48,7 +48,8 @@ def test_text_table_in_a_terminal(seeded: Seeded, step: tuple[str, str]) -> None
     assert rc == 1, err  # a regression
     lines = out.splitlines()
     assert lines[0].startswith(f"mlaperf compare: head {step[1]}")
-    assert re.match(r"^\d+ regressions?, 0 failed, \d+ improvements?, \d+ unchanged", lines[1]), lines[1]
+    counts = r"^\d+ regressions?, 0 failed, \d+ improvements?, (\d+ untested beyond the threshold, )?\d+ unchanged"
+    assert re.match(counts, lines[1]), lines[1]
     assert "<details>" not in out and "\\(" not in out and "|" not in out  # no markdown
     header = next(i for i, line in enumerate(lines) if line.startswith("status"))
     rows = [line for line in lines[header + 1:] if line.strip() and not line.endswith("every series).")]
@@ -59,7 +60,8 @@ def test_text_table_in_a_terminal(seeded: Seeded, step: tuple[str, str]) -> None
     # Aligned: the ratio column ends at the same place on every row.
     ends = {r.index("x ") + 1 for r in rows if re.search(r"\d\.\d\dx ", r)}
     assert len(ends) == 1, rows[:5]
-    assert re.search(r"^Not listed: \d+ unchanged.* \(--format markdown or json lists every series\)\.$", out, re.M)
+    unlisted = r"^Not listed: (\d+ untested beyond the threshold, )?\d+ unchanged.* \(--format markdown or json lists"
+    assert re.search(unlisted + r" every series\)\.$", out, re.M)
 
 
 def test_pipe_gets_markdown_and_formats_on_request(seeded: Seeded, step: tuple[str, str]) -> None:
@@ -88,7 +90,7 @@ def test_compare_page_names_and_changes_are_the_clis(monkeypatch: pytest.MonkeyP
     cli = {}
     for line in lines[header + 1:]:
         cells = re.split(r"\s{2,}", line.strip())
-        if len(cells) == 7:  # status, series, base, head, ratio, change, p
+        if len(cells) in (6, 7):  # status, series, base, head, ratio, change[, p] (an untested row has no p)
             cli[cells[1]] = cells[5]
     at = goto(app(monkeypatch, seeded.url, query={"cmp_base": base, "cmp_head": head}), "compare")
     table = next(d.value for d in at.dataframe if "change" in d.value.columns)
@@ -96,7 +98,7 @@ def test_compare_page_names_and_changes_are_the_clis(monkeypatch: pytest.MonkeyP
     assert len(cli) >= 10 and dash == cli, (rc, err)
     # Every rate row, unchanged ones too: up reads + and better, down - and worse (their values' own change).
     at = goto(app(monkeypatch, seeded.url, query={"cmp_base": base, "cmp_head": head,
-                                                  "cmp_show": ["improved", "unchanged"]}), "compare")
+                                                  "cmp_show": ["improved", "untested", "unchanged"]}), "compare")
     table = next(d.value for d in at.dataframe if "change" in d.value.columns)
     rates = table[table["series"].str.contains(r"\.track_(?:tokens_per_s|gbps|tflops) ", regex=True)]
     assert rates["change"].str.fullmatch(r"\+[\d.]+% better|-[\d.]+% worse|0%").all(), list(rates["change"])

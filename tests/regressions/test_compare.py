@@ -104,13 +104,26 @@ def test_a_short_history_is_not_trusted_for_noise() -> None:
     assert long.method == "mann-whitney+history" and long.status == "unchanged"
 
 
-def test_no_samples_falls_back_to_history_then_ci_then_nothing() -> None:
+def test_no_samples_falls_back_to_history_then_ci_then_the_threshold() -> None:
     h = compare_pair(pair(100e-6, 120e-6, n=0, history_sigma=0.01, history_runs=30))
     assert h.method == "history" and h.regression and h.p_value is not None
     ci = compare_pair(pair(100e-6, 120e-6, n=0, base_ci=(98e-6, 102e-6), head_ci=(118e-6, 122e-6)))
     assert ci.method == "ci99" and ci.regression
-    none = compare_pair(pair(100e-6, 120e-6, n=0))
-    assert none.method == "none" and not none.significant and not none.regression
+    # One value a side and no history (asv's track_/peakmem_ results in a pull request's store): beyond the
+    # threshold either way untested, listed and never failing; within it unchanged.
+    bare = [compare_pair(pair(100e-6, head, n=0)) for head in (120e-6, 80e-6, 103e-6)]
+    assert [c.status for c in bare] == ["untested", "untested", "unchanged"] and {c.method for c in bare} == {"none"}
+    assert exit_status(bare) == 0 and not any(c.significant for c in bare)
+    rate = compare_pair(pair(1e5, 1e4, n=0, benchmark="bench_m.track_tokens_per_s", unit="tokens/s",
+                             direction=DOWN_IS_WORSE))  # fmt: skip
+    assert rate.status == "untested" and rate.slowdown == pytest.approx(10.0)
+    # A memory benchmark has no timing noise: the threshold alone, asv's fallback (a 10x growth fails the check).
+    mem = [compare_pair(pair(100 * 2**20, head * 2**20, n=0, benchmark=f"bench_m.{kind}_decode", unit="bytes"))
+           for kind, head in (("peakmem", 1024), ("mem", 50), ("peakmem", 102))]  # fmt: skip
+    assert [c.status for c in mem] == ["regressed", "improved", "unchanged"] and mem[0].method == "threshold"
+    assert exit_status(mem) == 1
+    signed = compare_pair(pair(-5.0, -7.0, n=0, benchmark="bench_m.track_offset", unit="count"))
+    assert signed.status == "untested" and signed.ratio is None
 
 
 def test_throughput_drop_is_a_regression_and_rise_an_improvement() -> None:
