@@ -81,6 +81,7 @@ class ResultGroup:
     version: str | None
     rows: list[tuple[Any, ...]]
     meta: dict[str, Any] | None = None
+    started_ms: int | None = None  # asv's started_at of the benchmark (ms since the epoch), None where absent
 
 
 @dataclass
@@ -320,6 +321,7 @@ def _parse_benchmark(
     if started is None:
         return group, None, None
     js_timestamp(started, f"{where}: started_at")  # validates
+    group.started_ms = int(started)
     start_s = started / 1000.0
     if duration is None or (type(duration) is float and math.isnan(duration)):
         return group, start_s, start_s

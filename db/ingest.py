@@ -110,7 +110,8 @@ class IngestSummary:
         as stored into the store."""
         rate = self.results / self.seconds if self.seconds > 0 else 0.0
         text = (
-            f"ingested {self.ingested} of {self.files} files ({self.results:,} results, {rate:,.0f} results/s), "
+            f"ingested {self.ingested} of {self.files} file{'s' * (self.files != 1)} ({self.results:,} "
+            f"result{'s' * (self.results != 1)}, {rate:,.0f} results/s), "
             f"{self.unchanged} unchanged, {len(self.refused)} refused, {len(self.errors)} failed, "
             f"in {self.seconds:.2f} s" + (f" into {store}" if store else "")
         )

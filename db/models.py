@@ -18,6 +18,7 @@ from typing import Any, ClassVar
 
 from sqlalchemy import (
     JSON,
+    BigInteger,
     CheckConstraint,
     ColumnElement,
     DateTime,
@@ -235,6 +236,9 @@ class Result(Base):
     number: Mapped[int | None] = mapped_column(Integer)
     repeat: Mapped[int | None] = mapped_column(Integer)
     samples: Mapped[list[Any] | None] = mapped_column(JSON(none_as_null=True))
+    # asv's started_at of this benchmark (ms since the epoch; migration 0012): a row asv carried over unchanged
+    # into a rewritten results file has the started_at of the run that measured it (db.run_writer). NULL before.
+    started_ms: Mapped[int | None] = mapped_column(BigInteger)
 
     run: Mapped[Run] = relationship(back_populates="results")
     benchmark: Mapped[Benchmark] = relationship()

@@ -18,10 +18,10 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 
 from db import gitmeta, limits
-from db.asvformat import RESULT_FIELDS, ParsedRun, benchmark_type, default_unit, machine_columns
+from db.asvformat import RESULT_FIELDS, ParsedRun, ResultGroup, benchmark_type, default_unit, machine_columns
 from db.models import Benchmark, Commit, Environment, Machine, Result, Run, Suite, utcnow
 
-_RESULT_COLUMNS = ("run_id", "benchmark_id", *RESULT_FIELDS)
+_RESULT_COLUMNS = ("run_id", "benchmark_id", *RESULT_FIELDS, "started_ms")
 _SQLITE_RESULT_INSERT = (
     f"INSERT INTO result ({', '.join(_RESULT_COLUMNS)}) VALUES ({', '.join('?' * len(_RESULT_COLUMNS))})"
 )
@@ -273,6 +273,10 @@ class RunWriter:
         # Sorted: concurrent PostgreSQL ingests then take row locks in one order (no deadlock).
         metas = {g.benchmark: g.meta for g in parsed.groups}
         bench_ids = {name: self.benchmark_id(conn, name, metas[name]) for name in sorted(metas)}
+        carried = self.carried_over(conn, (machine_id, commit_id, env_id), parsed.groups, bench_ids)
+        groups = [g for g in parsed.groups if g.benchmark not in carried]
+        if carried and not groups:
+            raise _AlreadyStored  # every row is one the store holds: asv measured nothing again
         run_id = self.insert_run(
             conn,
             {
@@ -290,7 +294,7 @@ class RunWriter:
         )
         if run_id is None:
             raise _AlreadyStored
-        return self.insert_results(conn, run_id, parsed, bench_ids)
+        return self.insert_results(conn, run_id, groups, bench_ids)
 
     def write_batch(self, items: list[tuple[ParsedFile, str, str]]) -> list[int | None | Exception]:
         """Store parsed files, each all-or-nothing (a savepoint), the batch in one transaction.
@@ -324,8 +328,29 @@ class RunWriter:
                 self.hashes.add(content_hash)
         return outcomes
 
-    def insert_results(self, conn: Connection, run_id: int, parsed: ParsedRun, bench_ids: dict[str, int]) -> int:
-        """Bulk-insert a run's results (one executemany); returns how many."""
+    def carried_over(self, conn: Connection, where: tuple[int, int, int], groups: list[ResultGroup],
+                     bench_ids: dict[str, int]) -> set[str]:  # fmt: skip
+        """The benchmarks of ``groups`` whose asv ``started_at`` is that of a result already stored for this
+        (machine, commit, environment) ``where``: rows asv copied unchanged into its rewritten results file (``asv
+        run --bench`` of part of the suite where the file existed), not measured again, so not a second run."""
+        stamped = {(bench_ids[g.benchmark], g.started_ms) for g in groups if g.started_ms is not None}
+        if not stamped:
+            return set()
+        result, run = self.result_t, self.run_t
+        machine_id, commit_id, env_id = where
+        stored = conn.execute(
+            select(result.c.benchmark_id, result.c.started_ms)
+            .select_from(result.join(run, run.c.id == result.c.run_id))
+            .where(run.c.machine_id == machine_id, run.c.commit_id == commit_id, run.c.environment_id == env_id,
+                   result.c.started_ms.is_not(None))
+            .distinct()
+        )
+        seen = {(int(b), int(t)) for b, t in stored}
+        return {g.benchmark for g in groups if (bench_ids[g.benchmark], g.started_ms) in seen}
+
+    def insert_results(self, conn: Connection, run_id: int, groups: list[ResultGroup],
+                       bench_ids: dict[str, int]) -> int:  # fmt: skip
+        """Bulk-insert the results of ``groups`` into run ``run_id`` (one executemany); returns how many."""
         if conn.dialect.name == "sqlite":
             # Hot path: plain DB-API executemany of tuples with the JSON columns serialized here (the
             # params column gets params_key, which is that JSON already), skipping per-row processing.
@@ -338,16 +363,17 @@ class RunWriter:
                     r[2],
                     *r[2:11],
                     None if r[11] is None else dumps(r[11]),
+                    g.started_ms,
                 )
-                for g in parsed.groups
+                for g in groups
                 for r in g.rows
             ]
             if rows:
                 conn.exec_driver_sql(_SQLITE_RESULT_INSERT, rows)
             return len(rows)
         dict_rows = [
-            dict(zip(_RESULT_COLUMNS, (run_id, bench_ids[g.benchmark], *r), strict=True))
-            for g in parsed.groups
+            dict(zip(_RESULT_COLUMNS, (run_id, bench_ids[g.benchmark], *r, g.started_ms), strict=True))
+            for g in groups
             for r in g.rows
         ]
         if dict_rows:

@@ -38,7 +38,7 @@ def test_defaults_work_in_a_fresh_directory(
     root = tmp_path / ".asv" / "results"
     write_results(root, results_doc({"s.time_a": bench_row([1.0], [])}))
     code, out, _ = run_cli(capsys, "ingest")  # default path .asv/results, default database
-    assert code == 0 and "ingested 1 of 1 files (1 results" in out
+    assert code == 0 and "ingested 1 of 1 file (1 result," in out
     assert (tmp_path / ".mlaperf" / "mlaperf.sqlite").is_file()
     code, out, _ = run_cli(capsys, "db", "current")
     assert code == 0 and f"{head_revision()} (up to date)" in out
@@ -123,7 +123,7 @@ def test_the_summary_names_refused_files_as_refused(tmp_path: Path, capsys: pyte
     bad = tmp_path / "bad.json"
     bad.write_text("{")
     code, out, _ = run_cli(capsys, "ingest", "--db", sqlite_url, str(bad))
-    assert code == 2 and "ingested 0 of 1 files" in out
+    assert code == 2 and "ingested 0 of 1 file (0 results" in out
     assert out.rstrip().endswith(f" into {sqlite_url}; refused: bad.json") and ": bad.json into" not in out
     monkeypatch.chdir(tmp_path)
     fresh = f"sqlite:///{tmp_path / 'fresh.sqlite'}"

@@ -116,9 +116,10 @@ def test_database_error_rolls_back_only_that_file(tmp_path: Path, db_url: str, m
     paths = [_good(root, i, machine="m-fail" if i == 2 else "m") for i in range(5)]
     real = RunWriter.insert_results
 
-    def flaky(self, conn, run_id, parsed, bench_ids):  # noqa: ANN001, ANN202
-        count = real(self, conn, run_id, parsed, bench_ids)
-        if parsed.commit_hash == sha(2):
+    def flaky(self, conn, run_id, groups, bench_ids):  # noqa: ANN001, ANN202
+        count = real(self, conn, run_id, groups, bench_ids)
+        machine = conn.execute(sa.select(Machine.name).join(Run, Run.machine_id == Machine.id).where(Run.id == run_id))
+        if machine.scalar_one() == "m-fail":  # the file of commit 2
             raise OperationalError("INSERT", {}, Exception("disk I/O error (injected)"))
         return count
 

@@ -90,7 +90,7 @@ def test_one_head() -> None:
     from alembic.script import ScriptDirectory
 
     script = ScriptDirectory(str(Path(__file__).resolve().parents[2] / "db" / "migrations"))
-    assert script.get_heads() == [head_revision()] == ["0011"]
+    assert script.get_heads() == [head_revision()] == ["0012"]
 
 
 def test_run_info_up_and_down_keeps_every_result(db_url: str, tmp_path) -> None:  # noqa: ANN001
@@ -244,5 +244,39 @@ def test_run_suite_up_and_down_keeps_every_run(db_url: str, tmp_path) -> None:  
     assert rows() == (2, [False]), "a run stored before 0011 has no suite"
     ingest("b")
     assert rows() == (4, [False, True])
+    check_schema(engine)
+    engine.dispose()
+
+
+def test_result_started_up_and_down_keeps_every_result(db_url: str, tmp_path) -> None:  # noqa: ANN001
+    """0012 adds result.started_ms (nullable, in place): a downgrade to 0011 drops it and keeps every result; upgrading
+    again gives NULL for the results stored before, and the next ingest stores asv's started_at."""
+    from db.ingest import ingest_paths
+    from tests.db.conftest import bench_row, results_doc, write_results
+
+    def ingest(commit: str) -> None:
+        folder = tmp_path / commit
+        folder.mkdir()
+        row = bench_row([1e-4, 2e-4], [["1", "2"]], version="v1", started_at=1_700_000_000_000, duration=1.0)
+        write_results(folder, results_doc({"b.S.time_x": row}, commit=commit * 40))
+        assert ingest_paths(make_engine(db_url), [folder], progress=False).ingested == 1
+
+    def rows() -> list[bool]:
+        with engine.connect() as conn:
+            if "started_ms" not in {c["name"] for c in sa.inspect(conn).get_columns("result")}:
+                return [False] * conn.execute(sa.text("SELECT count(*) FROM result")).scalar_one()
+            query = sa.text("SELECT started_ms FROM result ORDER BY id")
+            return [v is not None for v in conn.execute(query).scalars()]
+
+    upgrade(db_url)
+    engine = make_engine(db_url)
+    ingest("a")
+    assert rows() == [True, True]
+    downgrade(db_url, "0011")
+    assert current_revision(engine) == "0011" and len(rows()) == 2, "every result is kept"
+    upgrade(db_url)
+    assert rows() == [False, False], "a result stored before 0012 has no started_ms"
+    ingest("b")
+    assert rows() == [False, False, True, True]
     check_schema(engine)
     engine.dispose()
