@@ -227,7 +227,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     runs: dict[str, int] = {}
     url = runner.store_to_ask(args.db)
     if url:
-        conf = runner.load_config((root / "asv.conf.json").resolve())
+        conf = runner.load_config((root / "asv.conf.json").resolve(), hint="nightly plan reads the repository root's")
         runner.resolve_paths(conf, root)
         commits = [runner.Commit(sha, "") for sha in reversed(candidates)]
         child = runner.benchmark_env(root, tier, None)  # listing the suite: benchmark code, no store URL

@@ -126,9 +126,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def load_config(path: Path) -> dict[str, object]:
+def load_config(path: Path, *, hint: str = "--config") -> dict[str, object]:
+    """asv.conf.json at ``path``; ``hint`` says, where it is missing, what chose that path."""
     if not path.is_file():
-        raise RunError(f"asv config {path} not found (--config)")
+        raise RunError(f"asv config {path} not found ({hint})")
     try:
         from asv.util import load_json
 

@@ -165,6 +165,21 @@ def test_alert_fails_clearly(tmp_path: Path, fake_github: FakeGitHub) -> None:
     assert proc.returncode == 2 and "GITHUB_TOKEN not set" in proc.stderr
 
 
+def test_plan_without_an_asv_config_names_the_file_not_a_flag_it_lacks(tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@e", "GIT_COMMITTER_NAME": "t",
+           "GIT_COMMITTER_EMAIL": "t@e", "HOME": str(tmp_path)}  # fmt: skip
+    for args in (["init", "-q"], ["commit", "-q", "--allow-empty", "-m", "c1"]):
+        subprocess.run(["git", *args], cwd=repo, env=env, check=True, capture_output=True)
+    proc = subprocess.run([str(MLAPERF), "nightly", "plan", "--db", f"sqlite:///{tmp_path / 'store.sqlite'}",
+                           "--state", str(tmp_path / "state.json"), "--out", str(tmp_path / "plan.txt")],
+                          cwd=repo, env=env, capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert proc.stderr.strip() == (f"mlaperf: error: asv config {repo.resolve() / 'asv.conf.json'} not found "
+                                   "(nightly plan reads the repository root's)")  # fmt: skip
+
+
 def test_plan_order_and_budget() -> None:
     """Confirmations first, then the middle of the gap before a flagged step, then newest unmeasured."""
     window = [f"c{i}" for i in range(9, -1, -1)]  # newest first
