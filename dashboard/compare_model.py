@@ -60,8 +60,8 @@ def status_help() -> str:
 
 def changed(cmp: pd.DataFrame) -> pd.DataFrame:
     """The series the "largest changes" chart can draw: a change measured on both sides (none where base and
-    head are one commit: a chart of zero-length bars says nothing)."""
-    return cmp[cmp["slowdown"].notna() & (cmp["slowdown"] != 1.0) & (cmp["status"] != "not_run")]
+    head are one commit: a chart of zero-length bars says nothing), of the same benchmark code (not ``changed``)."""
+    return cmp[cmp["slowdown"].notna() & (cmp["slowdown"] != 1.0) & ~cmp["status"].isin(["not_run", "changed"])]
 
 
 def with_labels(cmp: pd.DataFrame, names: Mapping[str, Sequence[str]]) -> pd.DataFrame:
@@ -96,8 +96,10 @@ def table_rows(cmp: pd.DataFrame, shown: Sequence[str], history_link: Callable[[
         "after": _values(view, "head"),
         "ratio": view["ratio"].map(fmt.fmt_ratio),
         # The value's own relative change (a rate 4,174 -> 18,780 reads +350% better), not the slowdown's.
-        "change": [fmt_value_change(b, h, d) if r == r else "-" for b, h, d, r in
-                   zip(view["base"], view["head"], view["direction"], view["ratio"], strict=True)],
+        # A changed benchmark (new asv version) measured other code at each side: not judged worse or better.
+        "change": ["not compared" if st == "changed" else fmt_value_change(b, h, d) if r == r else "-"
+                   for b, h, d, r, st in zip(view["base"], view["head"], view["direction"], view["ratio"],
+                                             view["status"], strict=True)],
         "p": view["p_value"].map(fmt.fmt_p),
         "method": view["method"],
         "threshold": view["threshold"].map(lambda t: f"{t:.0%}"),

@@ -369,12 +369,14 @@ def commit_messages(s: Session, shas: Iterable[str | None]) -> dict[str, str | N
 
 
 def commit_results(
-    s: Session, commit_id: int, machine: str, benchmark_prefix: str | None = None
-) -> pd.DataFrame:
+    s: Session, commit_id: int, machine: str, benchmark_prefix: str | None = None,
+    versions: Mapping[str, set[str | None]] | None = None,
+) -> pd.DataFrame:  # fmt: skip
     """A commit's result per series on a machine (its runs pooled: :func:`pool_runs`), sorted by
     benchmark and params_key: benchmark, unit, type, params_key, params (dict), status, value, q_25,
     q_75, ci_99_a, ci_99_b, number, repeat, samples, run_id, runs. Empty (same columns) when the
-    machine, known or not, has no run at that commit.
+    machine, known or not, has no run at that commit. ``versions`` ({benchmark: asv versions}): only the
+    runs of a listed benchmark at one of those versions pool (a result without a version always does).
     """
     stmt = (
         select(
@@ -394,6 +396,7 @@ def commit_results(
             Result.samples,
             Run.id.label("run_id"),
             Run.started_at.label("run_started_at"),
+            Result.benchmark_version.label("_version"),
         )
         .join(Run, Run.id == Result.run_id)
         .join(Machine, Machine.id == Run.machine_id)
@@ -402,7 +405,11 @@ def commit_results(
     )
     if benchmark_prefix:
         stmt = stmt.where(Benchmark.name.startswith(benchmark_prefix, autoescape=True))
-    frame = pool_runs(_frame(s, stmt), ["benchmark", "params_key"]).drop(columns=["run_started_at"])
+    frame = _frame(s, stmt)
+    if versions:
+        pairs = zip(frame["benchmark"], frame["_version"], strict=True)
+        frame = frame[[b not in versions or v is None or v in versions[b] for b, v in pairs]]
+    frame = pool_runs(frame.drop(columns=["_version"]), ["benchmark", "params_key"]).drop(columns=["run_started_at"])
     frame = frame.sort_values(["benchmark", "params_key"], ignore_index=True)
     frame["value"] = frame["value"].astype(float)
     return frame

@@ -185,8 +185,9 @@ def plan_round(
 
 def write_plan(out: Path, picks: Sequence[Pick], state: NightState, state_path: Path) -> None:
     """The plan file, then the state that counts its commits against the budget: where either write fails (a full
-    disk), neither is left behind changed, so a run after making room plans the same round again instead of
-    skipping commits that a lost plan file never ran."""
+    disk), the plan file is removed (a plan of an earlier round there too: it was being overwritten) and the state
+    is as it was, so a run after making room plans the same round again instead of skipping commits that a lost
+    plan file never ran."""
     out.parent.mkdir(parents=True, exist_ok=True)
     try:
         out.write_text("".join(f"{p.sha}\n" for p in picks))

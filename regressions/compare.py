@@ -314,6 +314,8 @@ def _verdict(common: dict[str, Any], significant: bool | None, worse: bool, bett
     """The row: a regression is a significant change past the threshold the worse way, an improvement the
     other way, a change past it that nothing could test (``significant`` None) untested, anything else
     unchanged."""
+    if method == "threshold":  # judged by the threshold alone: significant exactly where the change passes it
+        significant = worse or better
     untested = significant is None and (worse or better)
     regression, improvement = bool(significant) and worse, bool(significant) and better
     return Comparison(
@@ -381,8 +383,10 @@ def compare_commits(
     pairs: list[SeriesPair] = []
     names = param_names(session)
     for machine in machines:
-        b = results_at(session, base.id, machine)
-        h = results_at(session, head.id, machine)
+        versions = (benchmark_versions(session, base.id, machine), benchmark_versions(session, head.id, machine))
+        shared = _shared_versions(*versions)  # a side measured at several versions: the ones both have
+        b = results_at(session, base.id, machine, versions=shared)
+        h = results_at(session, head.id, machine, versions=shared)
         merged = b.merge(h, on=["benchmark", "params_key"], how="outer", suffixes=("_b", "_h"), sort=True)
         merged = merged[~merged["benchmark"].map(lambda name: is_provenance(str(name)))]
         if merged.empty:
@@ -393,7 +397,6 @@ def compare_commits(
         )
         absent_base = SIDE_ABSENT if machine in measured_base else SIDE_NOT_RUN
         absent_head = SIDE_ABSENT if machine in measured_head else SIDE_NOT_RUN
-        versions = (benchmark_versions(session, base.id, machine), benchmark_versions(session, head.id, machine))
         for row in merged.to_dict("records"):
             name = str(row["benchmark"])
             side = "_h" if isinstance(row["status_h"], str) else "_b"  # the newer description when both
@@ -442,9 +445,24 @@ def _undeclared_removal(
 
 
 def _version_changed(name: str, versions: tuple[dict[str, set[str | None]], dict[str, set[str | None]]]) -> bool:
-    """The benchmark ran on both sides and its asv versions there share none."""
+    """The benchmark ran on both sides and its asv versions there share none (a result without a version, from
+    a file without the column, matches any: detection continues its segment too)."""
     at_base, at_head = versions
-    return name in at_base and name in at_head and not (at_base[name] & at_head[name])
+    if name not in at_base or name not in at_head or None in at_base[name] | at_head[name]:
+        return False
+    return not (at_base[name] & at_head[name])
+
+
+def _shared_versions(at_base: dict[str, set[str | None]], at_head: dict[str, set[str | None]]
+                     ) -> dict[str, set[str | None]]:  # fmt: skip
+    """{benchmark: the asv versions both sides have} where a side has others too (a commit measured again after a
+    version bump holds runs of both): only those runs pool, so a side's old code does not move its value."""
+    shared = {}
+    for name in at_base.keys() & at_head.keys():
+        both = (at_base[name] & at_head[name]) - {None}  # a result without a version pools everywhere
+        if both and at_base[name] != at_head[name]:
+            shared[name] = both
+    return shared
 
 
 def _text(value: Any) -> str | None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import gc
 import math
 import subprocess
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -143,17 +143,19 @@ def param_names(session: Session, benchmarks: Iterable[str] | None = None) -> di
     return {str(n): [str(x) for x in p] if isinstance(p, list) else [] for n, p in session.execute(stmt).all()}
 
 
-def results_at(session: Session, commit_id: int, machine: str) -> pd.DataFrame:
+def results_at(session: Session, commit_id: int, machine: str,
+               versions: Mapping[str, set[str | None]] | None = None) -> pd.DataFrame:  # fmt: skip
     """A commit's result per series on a machine: one row per (benchmark, params_key), sorted by both.
 
     Columns: benchmark, unit, type, params_key, params (dict of asv repr strings), status ('ok' |
     'failed' | 'skipped'), value, samples (finite floats, empty when none), ci_99_a, ci_99_b, runs. A
     commit run more than once there (re-runs, several environments) gets the median over its runs
     (``db.queries.commit_results``/``pool_runs``: the rule the dashboard's pages and the detector apply
-    too). Empty (with these columns) when the machine has no run at that commit.
+    too). Empty (with these columns) when the machine has no run at that commit. ``versions``: only the runs
+    of a listed benchmark at those asv versions pool (``commit_results``).
     """
     columns = ["benchmark", "unit", "type", "params_key", "params", "status", "value", "samples"]
-    out = commit_results(session, commit_id, machine)[[*columns, "ci_99_a", "ci_99_b", "runs"]]
+    out = commit_results(session, commit_id, machine, versions=versions)[[*columns, "ci_99_a", "ci_99_b", "runs"]]
     samples = [[float(x) for x in v if _finite(x)] if isinstance(v, list) else [] for v in out["samples"]]
     return out.assign(samples=pd.Series(samples, index=out.index, dtype=object))
 

@@ -38,6 +38,7 @@ from regressions.config import ConfigError, Settings, load_settings
 from regressions.direction import DOWN_IS_WORSE, UP_IS_WORSE, direction_for, infer_direction
 from regressions.report import MARKER, compare_json, compare_markdown
 from regressions.results import UsageError, history_noise, machines_with, resolve_commit, results_at
+from regressions.text_table import compare_text
 
 Ingest = Callable[[Engine, list[Path]], None]
 
@@ -121,6 +122,7 @@ def test_no_samples_falls_back_to_history_then_ci_then_the_threshold() -> None:
     mem = [compare_pair(pair(100 * 2**20, head * 2**20, n=0, benchmark=f"bench_m.{kind}_decode", unit="bytes"))
            for kind, head in (("peakmem", 1024), ("mem", 50), ("peakmem", 102))]  # fmt: skip
     assert [c.status for c in mem] == ["regressed", "improved", "unchanged"] and mem[0].method == "threshold"
+    assert [c.significant for c in mem] == [True, True, False]
     assert exit_status(mem) == 1
     signed = compare_pair(pair(-5.0, -7.0, n=0, benchmark="bench_m.track_offset", unit="count"))
     assert signed.status == "untested" and signed.ratio is None
@@ -511,6 +513,63 @@ def test_a_removal_declared_by_version_bump_or_config_is_not_missing(
 
 
 
+def _doubled(doc: dict[str, Any], name: str, version: str | None) -> None:
+    """Twice the time for benchmark ``name`` (values, intervals, quartiles, samples), at asv ``version`` if given."""
+    row = dict(zip(doc["result_columns"], doc["results"][name], strict=False))
+    for column in ("result", "stats_ci_99_a", "stats_ci_99_b", "stats_q_25", "stats_q_75"):
+        row[column] = [None if v is None else 2 * v for v in row.get(column) or []] or row.get(column)
+    row["samples"] = [None if v is None else [2 * x for x in v] for v in row.get("samples") or []] or None
+    if version is not None:
+        row["version"] = version
+    doc["results"][name] = [row.get(c) for c in doc["result_columns"]]
+
+
+def test_a_base_measured_again_after_a_version_bump_compares_at_the_version_both_have(
+    store_url: str, tmp_path: Path, ingest: Ingest
+) -> None:
+    """The nightly measures old commits again after a benchmark's version changes, so a base holds runs of both
+    versions. Head at the new version, twice the old time, as the base's new-version run: unchanged (the base's
+    old-version run does not pool in). A result without a version (a file without the column) is no change of
+    benchmark: the doubled head against it is a regression, not hidden as `changed`."""
+    h = write_synthetic_results(tmp_path / "r", commits=3, series=6, machine="m", seed=7)
+    (base_file,) = _files(h, 1)
+    (head,) = _files(h, 2)
+    again = json.loads(base_file.read_text())
+    again["env_name"] = "existing-py3.13"  # the base measured again (another run of commit 1)
+    _doubled(again, TIME0, "f" * 64)
+    base_file.with_name(base_file.name.replace("existing-py", "existing-py3.13-")).write_text(json.dumps(again))
+    _edit(head, lambda doc: _doubled(doc, TIME0, "f" * 64))
+    eng = make_engine(store_url)
+    ingest(eng, [h.root])
+    with Session(eng) as s:
+        base, head_commit = (s.execute(select(Commit).where(Commit.sha == h.shas[i])).scalar_one() for i in (1, 2))
+        rows = [c for c in compare_commits(s, base, head_commit) if c.benchmark == TIME0]
+    assert rows and {c.status for c in rows} <= {"unchanged", "improved", "regressed"}
+    eng.dispose()
+    assert all(c.ratio is not None and 0.8 < c.ratio < 1.25 for c in rows), [c.ratio for c in rows]
+
+
+def test_a_side_without_versions_is_no_change_of_benchmark(store_url: str, tmp_path: Path, ingest: Ingest) -> None:
+    """A result without a version (a file without the column) matches any, as detection continues its segment: the
+    doubled head at a version against it is a regression, not hidden as `changed`."""
+
+    def without_version(doc: dict[str, Any]) -> None:
+        at = doc["result_columns"].index("version")
+        for row in doc["results"].values():
+            row[at] = None
+
+    h = write_synthetic_results(tmp_path / "r", commits=3, series=6, machine="m", seed=7)
+    _edit(_files(h, 1)[0], without_version)
+    _edit(_files(h, 2)[0], lambda doc: _doubled(doc, TIME0, "f" * 64))
+    eng = make_engine(store_url)
+    ingest(eng, [h.root])
+    with Session(eng) as s:
+        base, head_commit = (s.execute(select(Commit).where(Commit.sha == h.shas[i])).scalar_one() for i in (1, 2))
+        rows = [c for c in compare_commits(s, base, head_commit) if c.benchmark == TIME0]
+    eng.dispose()
+    assert rows and {c.status for c in rows} == {"regressed"}
+
+
 @pytest.mark.parametrize("bump", [False, True], ids=["same-version", "new-version"])
 def test_a_benchmark_changed_at_head_is_shown_not_judged(
     store_url: str, tmp_path: Path, ingest: Ingest, bump: bool
@@ -521,16 +580,7 @@ def test_a_benchmark_changed_at_head_is_shown_not_judged(
     h = write_synthetic_results(tmp_path / "r", commits=3, series=6, machine="m", seed=7)
     (head,) = _files(h, 2)
 
-    def at_head(doc: dict[str, Any]) -> None:
-        row = dict(zip(doc["result_columns"], doc["results"][TIME0], strict=False))
-        for column in ("result", "stats_ci_99_a", "stats_ci_99_b", "stats_q_25", "stats_q_75"):
-            row[column] = [None if v is None else 2 * v for v in row.get(column) or []] or row.get(column)
-        row["samples"] = [None if v is None else [2 * x for x in v] for v in row.get("samples") or []] or None
-        if bump:
-            row["version"] = "f" * 64
-        doc["results"][TIME0] = [row.get(c) for c in doc["result_columns"]]
-
-    _edit(head, at_head)
+    _edit(head, lambda doc: _doubled(doc, TIME0, "f" * 64 if bump else None))
     eng = make_engine(store_url)
     ingest(eng, [h.root])
     with Session(eng) as s:
@@ -545,6 +595,9 @@ def test_a_benchmark_changed_at_head_is_shown_not_judged(
     md = compare_markdown(rows, base=h.shas[1], head=h.shas[2], machines=["m"], threshold_note="threshold 5%")
     assert ("### Benchmark changed at head (a new asv version" in md) == bump
     assert (f"{len(doubled)} changed (new benchmark version)" in md.splitlines()[2]) == bump
+    text = compare_text(rows, base=h.shas[1], head=h.shas[2], machines=["m"], threshold_note="threshold 5%")
+    listed = [line for line in text.splitlines() if line.startswith(("changed ", "REGRESSED "))]
+    assert len(listed) == len(doubled) and all(("not compared" in line) == bump for line in listed), listed
 
 
 @pytest.mark.parametrize("bump", [False, True])
