@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from mla_kernels import DecodeStep, make_step_inputs, sparse_mla_decode
+from mla_kernels.indexer.select_rule import select_path
 from mla_kernels.testing import check_decode
 
 
@@ -81,13 +82,13 @@ def test_replay_needs_capture():
 
 
 @pytest.mark.gpu
-# 64 requests at 4K run the split select; 8 the one-launch select (select_rule.SHORT_SELECT), whose workspace the
-# replayed graph reuses.
-@pytest.mark.parametrize(("decode_impl", "indexer_impl", "batch"), [("simt", "fp32_maxctx", 64),
-                                                                    ("mma", "fp32_maxctx", 64), ("mma", "bf16", 64),
-                                                                    ("mma", "bf16", 8)])
-def test_gpu_graph_replay_equals_eager(decode_impl, indexer_impl, batch):
-    inputs = make_step_inputs(batch, 4096, device="cuda", seed=1)
+# 64 requests at 4K run the split select, 8 at 4K the split too (select_rule.SHORT_SPLIT), 8 at 8K the one-launch
+# select (select_rule.SHORT_SELECT), whose workspace the replayed graph reuses: the rule says which, once.
+@pytest.mark.parametrize(("decode_impl", "indexer_impl", "batch", "context"), [
+    ("simt", "fp32_maxctx", 64, 4096), ("mma", "fp32_maxctx", 64, 4096), ("mma", "bf16", 64, 4096),
+    ("mma", "bf16", 8, 4096), ("mma", "bf16", 8, 8192)])  # fmt: skip
+def test_gpu_graph_replay_equals_eager(decode_impl, indexer_impl, batch, context):
+    inputs = make_step_inputs(batch, context, device="cuda", seed=1)
     step = DecodeStep(inputs, decode_impl=decode_impl, indexer_impl=indexer_impl)
     step.capture()
     out, lse = step.replay()
@@ -97,7 +98,7 @@ def test_gpu_graph_replay_equals_eager(decode_impl, indexer_impl, batch):
     e_out, e_lse, records = eager.run_with_records()
     torch.cuda.synchronize()
     if indexer_impl == "bf16":
-        assert records["indexer"].config["select"] == ("split" if batch == 64 else "coop")
+        assert records["indexer"].config["select"] == select_path(batch, max_seq_len=context)
     exact = records["indexer"].config.get("select") != "coop"
     _assert_same_step((e_out, e_lse, eager.indices), replayed, exact)
     ref_out, ref_lse, ref_idx = step.reference()
