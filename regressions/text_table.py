@@ -10,29 +10,20 @@ import shutil
 import sys
 from collections.abc import Sequence
 
-from regressions.compare import (
-    CHANGED,
-    FAILED,
-    IMPROVED,
-    MISSING,
-    NEW,
-    NOT_RUN,
-    REGRESSED,
-    REMOVED,
-    UNCHANGED,
-    UNTESTED,
-    Comparison,
-)
+from regressions import compare as cmp
+from regressions.compare import Comparison
 from regressions.labels import series_label
 from regressions.report import ordered, status_count
 from regressions.units import fmt_p, fmt_ratio, fmt_value, fmt_value_change
 
 FORMATS = ("text", "markdown", "json")
 # Statuses in the order the counts line gives them (in the PR report's words: ``report.status_count``).
-_COUNTED = (REGRESSED, FAILED, MISSING, IMPROVED, CHANGED, UNTESTED, NEW, REMOVED, UNCHANGED, NOT_RUN)
+_COUNTED = (cmp.REGRESSED, cmp.FAILED, cmp.MISSING, cmp.IMPROVED, cmp.CHANGED, cmp.UNTESTED, cmp.NEW, cmp.REMOVED,
+            cmp.UNCHANGED, cmp.NOT_RUN)
 # Listed, in the PR report's order (regressions.report.ordered); the others are only counted, in the counts
 # line's words (a suite not run at one side is no change of the code under test: hundreds of rows).
-_STATUS_WORD = {REGRESSED: "REGRESSED", FAILED: "FAILED", MISSING: "MISSING", IMPROVED: "improved", CHANGED: "changed"}
+_STATUS_WORD = {cmp.REGRESSED: "REGRESSED", cmp.FAILED: "FAILED", cmp.MISSING: "MISSING", cmp.IMPROVED: "improved",
+                cmp.CHANGED: "changed"}
 
 
 def _counts(comparisons: Sequence[Comparison]) -> dict[str, int]:
@@ -47,7 +38,7 @@ def counts_line(comparisons: Sequence[Comparison]) -> str:
     unchanged always; the other statuses when present)."""
     counts = _counts(comparisons)
     return ", ".join(status_count(s, counts[s]) for s in _COUNTED
-                     if counts[s] or s in (REGRESSED, FAILED, IMPROVED, UNCHANGED))
+                     if counts[s] or s in (cmp.REGRESSED, cmp.FAILED, cmp.IMPROVED, cmp.UNCHANGED))
 
 
 def series_name(c: Comparison) -> str:
@@ -58,7 +49,7 @@ def series_name(c: Comparison) -> str:
 
 def _change(c: Comparison) -> str:
     """The value's own change, worse or better; a changed benchmark's is not judged."""
-    if c.status == CHANGED:
+    if c.status == cmp.CHANGED:
         return "not compared"
     return fmt_value_change(c.base, c.head, c.direction) if c.base is not None and c.head is not None else ""
 

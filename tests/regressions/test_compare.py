@@ -513,6 +513,18 @@ def test_a_removal_declared_by_version_bump_or_config_is_not_missing(
 
 
 
+def _compare_1_2(store_url: str, h: SyntheticHistory, ingest: Ingest) -> list[Comparison]:
+    """Ingest ``h`` into the store at ``store_url`` and compare its commit 2 against commit 1."""
+    eng = make_engine(store_url)
+    ingest(eng, [h.root])
+    try:
+        with Session(eng) as s:
+            base, head = (s.execute(select(Commit).where(Commit.sha == h.shas[i])).scalar_one() for i in (1, 2))
+            return compare_commits(s, base, head)
+    finally:
+        eng.dispose()
+
+
 def _doubled(doc: dict[str, Any], name: str, version: str | None) -> None:
     """Twice the time for benchmark ``name`` (values, intervals, quartiles, samples), at asv ``version`` if given."""
     row = dict(zip(doc["result_columns"], doc["results"][name], strict=False))
@@ -539,13 +551,8 @@ def test_a_base_measured_again_after_a_version_bump_compares_at_the_version_both
     _doubled(again, TIME0, "f" * 64)
     base_file.with_name(base_file.name.replace("existing-py", "existing-py3.13-")).write_text(json.dumps(again))
     _edit(head, lambda doc: _doubled(doc, TIME0, "f" * 64))
-    eng = make_engine(store_url)
-    ingest(eng, [h.root])
-    with Session(eng) as s:
-        base, head_commit = (s.execute(select(Commit).where(Commit.sha == h.shas[i])).scalar_one() for i in (1, 2))
-        rows = [c for c in compare_commits(s, base, head_commit) if c.benchmark == TIME0]
+    rows = [c for c in _compare_1_2(store_url, h, ingest) if c.benchmark == TIME0]
     assert rows and {c.status for c in rows} <= {"unchanged", "improved", "regressed"}
-    eng.dispose()
     assert all(c.ratio is not None and 0.8 < c.ratio < 1.25 for c in rows), [c.ratio for c in rows]
 
 
@@ -561,12 +568,7 @@ def test_a_side_without_versions_is_no_change_of_benchmark(store_url: str, tmp_p
     h = write_synthetic_results(tmp_path / "r", commits=3, series=6, machine="m", seed=7)
     _edit(_files(h, 1)[0], without_version)
     _edit(_files(h, 2)[0], lambda doc: _doubled(doc, TIME0, "f" * 64))
-    eng = make_engine(store_url)
-    ingest(eng, [h.root])
-    with Session(eng) as s:
-        base, head_commit = (s.execute(select(Commit).where(Commit.sha == h.shas[i])).scalar_one() for i in (1, 2))
-        rows = [c for c in compare_commits(s, base, head_commit) if c.benchmark == TIME0]
-    eng.dispose()
+    rows = [c for c in _compare_1_2(store_url, h, ingest) if c.benchmark == TIME0]
     assert rows and {c.status for c in rows} == {"regressed"}
 
 
@@ -581,12 +583,7 @@ def test_a_benchmark_changed_at_head_is_shown_not_judged(
     (head,) = _files(h, 2)
 
     _edit(head, lambda doc: _doubled(doc, TIME0, "f" * 64 if bump else None))
-    eng = make_engine(store_url)
-    ingest(eng, [h.root])
-    with Session(eng) as s:
-        base, head_commit = (s.execute(select(Commit).where(Commit.sha == h.shas[i])).scalar_one() for i in (1, 2))
-        rows = compare_commits(s, base, head_commit)
-    eng.dispose()
+    rows = _compare_1_2(store_url, h, ingest)
     doubled = [c for c in rows if c.benchmark == TIME0]
     assert doubled and {c.status for c in doubled} == {"changed" if bump else "regressed"}
     assert all(c.ratio is not None and c.ratio > 1.5 for c in doubled)  # shown for reference either way
@@ -614,12 +611,7 @@ def test_a_case_that_now_skips_is_missing_unless_the_version_changed(
             doc["results"][TIME0][version] = "f" * 64
 
     _edit(head, at_head)
-    eng = make_engine(store_url)
-    ingest(eng, [h.root])
-    with Session(eng) as s:
-        base, head_commit = (s.execute(select(Commit).where(Commit.sha == h.shas[i])).scalar_one() for i in (1, 2))
-        rows = compare_commits(s, base, head_commit)
-    eng.dispose()
+    rows = _compare_1_2(store_url, h, ingest)
     (case,) = [c for c in rows if c.status not in ("unchanged", "improved", "regressed", "changed")]
     assert (case.status, exit_status(rows)) == (("not_run", 0) if bump else ("missing", 1))
     # The bump's other cases measure new code: shown as changed, not compared (and only those).
