@@ -396,7 +396,6 @@ def commit_results(
             Result.samples,
             Run.id.label("run_id"),
             Run.started_at.label("run_started_at"),
-            Result.benchmark_version.label("_version"),
         )
         .join(Run, Run.id == Result.run_id)
         .join(Machine, Machine.id == Run.machine_id)
@@ -405,11 +404,15 @@ def commit_results(
     )
     if benchmark_prefix:
         stmt = stmt.where(Benchmark.name.startswith(benchmark_prefix, autoescape=True))
-    frame = _frame(s, stmt)
-    if versions:
+    if versions:  # the version is read only where it chooses runs (the dashboard's pages never ask)
+        frame = _frame(s, stmt.add_columns(Result.benchmark_version.label("_version")))
         pairs = zip(frame["benchmark"], frame["_version"], strict=True)
-        frame = frame[[b not in versions or v is None or v in versions[b] for b, v in pairs]]
-    frame = pool_runs(frame.drop(columns=["_version"]), ["benchmark", "params_key"]).drop(columns=["run_started_at"])
+        keep = pd.Series([b not in versions or v is None or v in versions[b] for b, v in pairs], index=frame.index,
+                         dtype=bool)  # fmt: skip
+        frame = frame[keep].drop(columns="_version")
+    else:
+        frame = _frame(s, stmt)
+    frame = pool_runs(frame, ["benchmark", "params_key"]).drop(columns=["run_started_at"])
     frame = frame.sort_values(["benchmark", "params_key"], ignore_index=True)
     frame["value"] = frame["value"].astype(float)
     return frame

@@ -296,17 +296,16 @@ def _compare(pair: SeriesPair, prep: _Prepared, alpha: float, z_crit: float, p: 
     elif (ci := _ci_apart(pair)) is not None:
         significant, method = ci, "ci99"
     else:
-        significant, method = _without_evidence(pair)
+        significant, method = None, _without_evidence(pair)
     limit = 1.0 + pair.threshold
     return _verdict(common, significant, worse > limit, worse < 1.0 / limit, method, p, ratio, worse)
 
 
-def _without_evidence(pair: SeriesPair) -> tuple[bool | None, str]:
-    """(significant, method) of a change with no samples, intervals or history: a memory benchmark's by the
-    threshold alone (asv's fallback: bytes allocated have no timing noise); None for others (untested)."""
-    if benchmark_type(pair.benchmark) in ("memory", "peakmemory"):
-        return True, "threshold"
-    return None, "none"
+def _without_evidence(pair: SeriesPair) -> str:
+    """The method of a change with no samples, intervals or history: ``threshold`` for a memory benchmark (judged
+    by the threshold alone, asv's fallback: bytes allocated have no timing noise), else ``none`` (untested beyond
+    the threshold). :func:`_verdict` reads the significance from it."""
+    return "threshold" if benchmark_type(pair.benchmark) in ("memory", "peakmemory") else "none"
 
 
 def _verdict(common: dict[str, Any], significant: bool | None, worse: bool, better: bool, method: str, p: float | None,
@@ -349,7 +348,7 @@ def _compare_signed(pair: SeriesPair, common: dict[str, Any], alpha: float, p: f
     elif change and 0.0 in (pair.base, pair.head):
         significant, method = True, "zero"
     else:
-        significant, method = _without_evidence(pair)
+        significant, method = None, _without_evidence(pair)
     # The ratio rule on 1 + change: a rise past +t, a fall past -t / (1 + t) (a ratio below 1 / (1 + t)); which
     # of the two is worse follows the direction.
     t = pair.threshold
