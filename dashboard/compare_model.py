@@ -10,7 +10,7 @@ from collections.abc import Callable, Mapping, Sequence
 import pandas as pd
 
 from dashboard import fmt, frames
-from regressions.units import fmt_value_change
+from regressions.compare import change_text
 
 STATUS_TITLES = {
     "regressed": "Regressed", "missing": "Missing at head", "improved": "Improved", "failed": "Failed",
@@ -97,9 +97,8 @@ def table_rows(cmp: pd.DataFrame, shown: Sequence[str], history_link: Callable[[
         "ratio": view["ratio"].map(fmt.fmt_ratio),
         # The value's own relative change (a rate 4,174 -> 18,780 reads +350% better), not the slowdown's.
         # A changed benchmark (new asv version) measured other code at each side: not judged worse or better.
-        "change": ["not compared" if st == "changed" else fmt_value_change(b, h, d) if r == r else "-"
-                   for b, h, d, r, st in zip(view["base"], view["head"], view["direction"], view["ratio"],
-                                             view["status"], strict=True)],
+        "change": [change_text(st, b, h, d)
+                   for st, b, h, d in zip(view["status"], view["base"], view["head"], view["direction"], strict=True)],
         "p": view["p_value"].map(fmt.fmt_p),
         "method": view["method"],
         "threshold": view["threshold"].map(lambda t: f"{t:.0%}"),

@@ -52,7 +52,7 @@ from regressions.direction import UP_IS_WORSE, direction_for, slowdown
 from regressions.labels import ordered_params, series_rank
 from regressions.policy import module_ran
 from regressions.results import benchmark_versions, history_noise, machines_with, param_names, results_at
-from regressions.units import relative_change
+from regressions.units import fmt_value_change, relative_change
 
 DEFAULT_ALPHA = 0.01
 DEFAULT_Z = 3.0
@@ -162,6 +162,12 @@ def change_ratio(base: float | None, head: float | None) -> float | None:
     if base <= 0 or head <= 0:
         return None
     return head / base
+
+
+def change_text(status: str, base: float | None, head: float | None, direction: str | None) -> str:
+    """A row's change cell, the same in the text table and the dashboard: the value's own change, worse or
+    better (``-`` where a side is missing); a changed benchmark's (new asv version) is not judged."""
+    return "not compared" if status == CHANGED else fmt_value_change(base, head, direction)
 
 
 def exit_status(comparisons: list[Comparison]) -> int:

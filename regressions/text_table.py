@@ -14,7 +14,7 @@ from regressions import compare as cmp
 from regressions.compare import Comparison
 from regressions.labels import series_label
 from regressions.report import ordered, status_count
-from regressions.units import fmt_p, fmt_ratio, fmt_value, fmt_value_change
+from regressions.units import fmt_p, fmt_ratio, fmt_value
 
 FORMATS = ("text", "markdown", "json")
 # Statuses in the order the counts line gives them (in the PR report's words: ``report.status_count``).
@@ -47,13 +47,6 @@ def series_name(c: Comparison) -> str:
     return series_label(c.benchmark, c.params)
 
 
-def _change(c: Comparison) -> str:
-    """The value's own change, worse or better; a changed benchmark's is not judged."""
-    if c.status == cmp.CHANGED:
-        return "not compared"
-    return fmt_value_change(c.base, c.head, c.direction) if c.base is not None and c.head is not None else ""
-
-
 def _cut(text: str, width: int) -> str:
     return text if len(text) <= width else text[: max(1, width - 1)] + "…"
 
@@ -73,7 +66,7 @@ def compare_text(comparisons: Sequence[Comparison], *, base: str, head: str, mac
               fmt_value(c.base, c.unit, missing="-", benchmark=c.benchmark),
               fmt_value(c.head, c.unit, missing="-", benchmark=c.benchmark),
               fmt_ratio(c.ratio) if c.ratio is not None else "",
-              _change(c),
+              cmp.change_text(c.status, c.base, c.head, c.direction),
               fmt_p(c.p_value) if c.p_value is not None else ""] for c in rows]
     if table:
         name = header.index("series")

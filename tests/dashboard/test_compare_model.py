@@ -63,3 +63,30 @@ def test_a_rate_change_reads_as_its_own_relative_change() -> None:
         "method": "mann-whitney", "threshold": 0.05})
     table, _ = model.table_rows(model.with_labels(rate, {}), ["improved", "regressed", "not_run"], lambda b, k: "")
     assert list(table["change"]) == ["-20% worse", "+350% better", "-"]  # regressed first, then improved
+
+
+def test_the_change_cell_reads_as_in_the_text_table() -> None:
+    # One rule (regressions.compare.change_text): a series of values at or below 0 has no ratio but still a
+    # change, a changed benchmark's is not compared, a missing side reads "-", in the page as in the terminal.
+    from regressions.compare import Comparison
+    from regressions.text_table import compare_text
+
+    rows = [("regressed", -5.0, -6.25), ("changed", 1e-6, 2e-6), ("missing", 1e-6, math.nan)]
+    frame = pd.DataFrame({
+        "benchmark": "bench_x.X.track_offset", "unit": "seconds", "direction": "down_is_worse",
+        "params_key": [json.dumps({"case": repr(s)}) for s, _, _ in rows], "status": [s for s, _, _ in rows],
+        "base": [b for _, b, _ in rows], "head": [h for _, _, h in rows], "base_status": "ok",
+        "head_status": ["ok", "ok", "missing"], "ratio": [math.nan, 2.0, math.nan],
+        "slowdown": [math.nan, 2.0, math.nan], "p_value": math.nan, "method": "threshold", "threshold": 0.05})
+    table, _ = model.table_rows(model.with_labels(frame, {}), [s for s, _, _ in rows],
+                                lambda b, k: json.loads(k)["case"].strip("'"))
+    cells = dict(zip(table["history"], table["change"], strict=True))
+    assert cells == {"regressed": "-25% worse", "changed": "not compared", "missing": "-"}
+    cases = [Comparison(benchmark="bench_x.X.track_offset", params={"case": repr(s)}, machine="m", unit="seconds",
+                        direction="down_is_worse", threshold=0.05, status=s, base_status="ok", head_status="ok",
+                        base=b, head=None if math.isnan(h) else h, ratio=None, slowdown=None, significant=False,
+                        regression=s == "regressed", method="threshold", p_value=None) for s, b, h in rows]
+    text = compare_text(cases, base="a" * 40, head="b" * 40, machines=["m"], threshold_note="5%", width=300)
+    for status, cell in cells.items():
+        line = next(ln for ln in text.splitlines() if f"case={status}]" in ln)
+        assert f" {cell} " in f"{line} ", (status, cell, line)  # the text table's cell, same words
