@@ -51,8 +51,9 @@ _MD_ACTIVE = re.compile(r"([\\`*_~\[\]()!<>&|$])")
 # (embeddings, overrides, isolates, marks) would let a value reorder the text shown around it.
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 # What GitHub turns into links or notifications in text: mentions and e-mail addresses (@), issue
-# references (#123, GH-123), URL schemes and www. autolinks.
-_LINKISH = re.compile(r"(@|#(?=\d)|\bGH-(?=\d)|\b(?:https?|ftp|mailto|www)(?=[:.]))", re.IGNORECASE)
+# references (#123, GH-123), URL schemes and www. autolinks. Broken wherever they stand, not only after a word
+# boundary: GitHub links "_www.x" and the URL in "1https://x", where "_" and "1" are word characters.
+_LINKISH = re.compile(r"(@|#(?=\d)|GH-(?=\d)|(?:https?|ftp|mailto|xmpp|www)(?=[:.]))", re.IGNORECASE)
 
 
 def _neutral(value: Any) -> str:

@@ -37,6 +37,8 @@ HOSTILE = [
     "<img src=https://evil.example/x.png>",
     "<a href=https://evil.example>click</a>",
     "https://evil.example www.evil.example me@example.com #123 GH-7",
+    # GitHub links these too: a www. after "_", a URL scheme after a digit or letter (no word boundary before it).
+    "_www.evil.example", "1https://evil.example/login", "x_ftp://evil.example", "aGH-7",
     f"evil{BIDI}txt.exe",
     MARKER,
     "<details><summary>Maintainers approved</summary>",
