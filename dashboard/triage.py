@@ -42,7 +42,8 @@ def enrich(regs: pd.DataFrame, messages: dict[str, Any], notes: dict[int, list[d
     """The listing plus: group, machine_wide, labels, parent_message, fixed_message, note (newest triage
     note), notes (all), category (of the row's group)."""
     out = regs.copy()
-    for col, default in (("machine_wide", False), ("labels", None), ("fixed_sha", None), ("parent_sha", None)):
+    for col, default in (("machine_wide", False), ("labels", None), ("fixed_sha", None), ("parent_sha", None),
+                         ("group_commit", None), ("group_parent", None)):
         if col not in out.columns:
             out[col] = default
     if out.empty:
@@ -62,6 +63,8 @@ def enrich(regs: pd.DataFrame, messages: dict[str, Any], notes: dict[int, list[d
     out["machine_wide"] = out["machine_wide"].fillna(False).astype(bool)
     out["parent_message"] = out["parent_sha"].map(lambda s: messages.get(s) if isinstance(s, str) else None)
     out["fixed_message"] = out["fixed_sha"].map(lambda s: messages.get(s) if isinstance(s, str) else None)
+    out["group_message"] = out["group_commit"].map(lambda s: messages.get(s) if isinstance(s, str) else None)
+    out["group_parent_message"] = out["group_parent"].map(lambda s: messages.get(s) if isinstance(s, str) else None)
     out["notes"] = out["id"].map(lambda i: notes.get(int(i), []))
     out["note"] = out["notes"].map(lambda n: note_text(n[-1]) if n else "")
     # Every group's status from its listed members by the one rule (AlertGroup.status_of): for a group the
@@ -98,11 +101,7 @@ def groups(regs: pd.DataFrame) -> pd.DataFrame:
         rows.append({
             "group": gid,
             "machine": g["machine"].iloc[0],
-            "sha": g["sha"].iloc[0],
-            "date": g["date"].iloc[0] if "date" in g else None,
-            "message": g["message"].iloc[0] if "message" in g else None,
-            "parent_sha": g["parent_sha"].dropna().iloc[0] if g["parent_sha"].notna().any() else None,
-            "parent_message": g["parent_message"].dropna().iloc[0] if g["parent_message"].notna().any() else None,
+            **_group_range(g),
             "series": len(g),
             "worst": float(g["_worse"].max()),
             "statuses": ", ".join(f"{n} {s}" for s, n in counts.items()),
@@ -114,6 +113,22 @@ def groups(regs: pd.DataFrame) -> pd.DataFrame:
             "_order": int(g["_order"].min()),
         })
     return pd.DataFrame(rows).sort_values("_order").drop(columns="_order").reset_index(drop=True)[cols]
+
+
+def _group_range(g: pd.DataFrame) -> dict[str, Any]:
+    """A group's commit range as the detector stored it (``mlaperf detect`` and the nightly's issue print the
+    same), not its newest member's: a gradual member found later sits at a later commit. A group the detector
+    did not record (stored before groups) has its members' one commit."""
+    def first(col: str) -> Any:
+        return g[col].dropna().iloc[0] if col in g and g[col].notna().any() else None
+
+    head = first("group_commit")
+    if head is None:
+        return {"sha": g["sha"].iloc[0], "date": first("date"), "message": first("message"),
+                "parent_sha": first("parent_sha"), "parent_message": first("parent_message")}
+    at = g.loc[g["sha"] == head, "date"] if "date" in g else pd.Series(dtype=object)
+    return {"sha": head, "date": at.iloc[0] if len(at) else None, "message": first("group_message"),
+            "parent_sha": first("group_parent"), "parent_message": first("group_parent_message")}
 
 
 def group_table(group_frame: pd.DataFrame, *, statuses: bool = False) -> pd.DataFrame:
@@ -149,7 +164,8 @@ def regression_listing(s: Session, machine: str | None = None) -> pd.DataFrame:
     from regressions.store import regressions_frame
 
     regs = regressions_frame(s, machine=machine).rename(columns={"parent": "parent_sha"})
-    messages = queries.commit_messages(s, [*regs["parent_sha"].dropna(), *regs["fixed_sha"].dropna()])
+    messages = queries.commit_messages(s, [*regs["parent_sha"].dropna(), *regs["fixed_sha"].dropna(),
+                                           *regs["group_commit"].dropna(), *regs["group_parent"].dropna()])
     # Assignee and issue link come with the listing (the CLI's too); who last changed the status from here.
     fields = queries.triage_fields(s, regs["id"])[["id", "status_by"]] if not regs.empty else None
     if fields is not None:
