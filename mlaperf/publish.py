@@ -185,6 +185,12 @@ def build(session: Session, out: Path, *, machines: list[str] | None = None, rep
     return len(listed), n_series, files + len(ASSETS) + 1, nbytes
 
 
+def _not_writable(out: Path, exc: OSError) -> PublishError:
+    # The site is built in a new folder beside --out and swapped in, so it is --out's folder that must be writable.
+    return PublishError(f"--out: {exc.strerror or exc}: {exc.filename or out} (the site is built beside {out} and "
+                        f"swapped in: {out.parent} must be writable by this user)")
+
+
 def publish(url: str, out: Path, *, machines: list[str] | None = None, repo_url: str = "",
             settings: Any = None, progress: Progress | None = None) -> Published:
     """Build the site beside ``out`` and swap it in (the old site, if any, stays until the new one is whole);
@@ -196,16 +202,22 @@ def publish(url: str, out: Path, *, machines: list[str] | None = None, repo_url:
     engine = make_engine(url, readonly=True)
     check_schema(engine)
     out = out.resolve()
-    tmp = _new_folder(out)
+    try:
+        tmp = _new_folder(out)
+    except PermissionError as exc:
+        raise _not_writable(out, exc) from exc
     try:
         with Session(engine) as s:
             n_machines, n_series, files, nbytes = build(s, tmp, machines=machines, repo_url=repo_url,
                                                         settings=settings, progress=progress)
         old = None
-        if out.exists():
-            old = out.with_name(f".{out.name}.old-{time.time_ns()}")
-            out.rename(old)
-        tmp.rename(out)
+        try:
+            if out.exists():
+                old = out.with_name(f".{out.name}.old-{time.time_ns()}")
+                out.rename(old)
+            tmp.rename(out)
+        except PermissionError as exc:
+            raise _not_writable(out, exc) from exc
         if old is not None:
             shutil.rmtree(old, ignore_errors=True)
     finally:

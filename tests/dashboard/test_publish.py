@@ -101,6 +101,32 @@ def test_a_full_disk_keeps_the_old_site(seeded: Seeded, tmp_path: Path) -> None:
     assert (report / "listing").read_text().split() == [".", "..", "site"], "no half-built site left beside it"
 
 
+def test_a_folder_it_may_not_write_is_named_and_the_old_site_kept(seeded: Seeded, tmp_path: Path) -> None:
+    """--out in a folder this user cannot write (a web root owned by another user): exit 2 naming --out and the
+    folder, not an internal error; the site already there is left as it was. Root runs the publish without the
+    capabilities that ignore file modes (``tests.db.conftest.unprivileged_prefix``)."""
+    from tests.db.conftest import unprivileged_prefix
+
+    www = tmp_path / "www"
+    www.mkdir()
+    assert _publish("--db", seeded.url, "--out", str(www / "site"), "--machine", MLA_MACHINE).returncode == 0
+    before = sorted(p.relative_to(www) for p in www.rglob("*"))
+    www.chmod(0o555)
+    try:
+        env = {**os.environ, "MLAPERF_REPO_URL": ""}
+        for out in (www / "site", www / "new"):
+            done = subprocess.run([*unprivileged_prefix(), sys.executable, "-m", "mlaperf.cli", "publish", "--db",
+                                   seeded.url, "--out", str(out), "--machine", MLA_MACHINE, "--quiet"], cwd=ROOT,
+                                  env=env, capture_output=True, text=True, timeout=300)  # fmt: skip
+            assert done.returncode == 2, done.stderr
+            assert done.stderr.startswith("mlaperf publish: error: --out: Permission denied"), done.stderr
+            assert f"{www} must be writable" in done.stderr
+            assert "internal error" not in done.stderr and len(done.stderr.splitlines()) == 1
+    finally:
+        www.chmod(0o755)
+    assert sorted(p.relative_to(www) for p in www.rglob("*")) == before
+
+
 def test_publish_says_where_it_is(seeded: Seeded, tmp_path: Path) -> None:
     """A big store's publish ran a minute without a word: a line on stderr as each machine starts and ends
     (stdout keeps the one summary line); --quiet leaves only the summary."""
