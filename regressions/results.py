@@ -9,6 +9,7 @@ are the caller's.
 
 from __future__ import annotations
 
+import datetime as dt
 import gc
 import math
 import subprocess
@@ -232,7 +233,7 @@ def _in_window(stmt: Any, windows: dict[int, list[int] | None] | None) -> Any:
 # The columns :func:`load_values` reads, typed as the frame holds them.
 _ROW = np.dtype(
     [("benchmark_id", np.int64), ("params_key", object), ("machine_id", np.int64), ("commit_id", np.int64),
-     ("value", np.float64), ("version", object)]
+     ("value", np.float64), ("version", object), ("run_id", np.int64)]
 )  # fmt: skip
 
 
@@ -245,7 +246,7 @@ def load_values(
     versions: bool = True,
 ) -> pd.DataFrame:
     """Successful results: benchmark_id, params_key, machine_id, commit_id, value, version (the asv
-    benchmark version, as a code: -1 unknown, and always -1 unless ``versions``; one row per run)."""
+    benchmark version, as a code: -1 unknown, and always -1 unless ``versions``), run_id; one row per run."""
     stmt = (
         select(
             Result.benchmark_id,
@@ -254,6 +255,7 @@ def load_values(
             Run.commit_id,
             Result.value,
             Result.benchmark_version if versions else null(),
+            Run.id,
         )
         .join(Run, Result.run_id == Run.id)
         .where(Result.value.is_not(None))
@@ -280,6 +282,7 @@ def load_values(
             "commit_id": cols["commit_id"],
             "value": cols["value"],
             "version": pd.factorize(cols["version"], use_na_sentinel=True)[0],
+            "run_id": cols["run_id"],
         }
     )
     if series is not None and not df.empty:
@@ -313,6 +316,32 @@ def _driver_rows(session: Session, stmt: Any) -> list[Any]:
         return cursor.fetchall()
     finally:
         cursor.close()
+
+
+def last_version_only(session: Session, runs: pd.DataFrame) -> pd.DataFrame:
+    """``runs`` (of :func:`load_values`) less, where a benchmark was measured at two asv versions at one commit
+    (and machine), the runs of every version but the one measured last (by the runs' start, then ingest order);
+    runs without a version stay. asv benchmarks an old commit with today's suite (the nightly's backlog after a
+    version change does), and its own results file keeps only the last run: pooled, the two versions' values
+    made a level between them and a step where the version changed."""
+    at = ["benchmark_id", "machine_id", "commit_id"]  # integers: cheap on a store's every result
+    known = runs[runs["version"].to_numpy() >= 0]
+    distinct = known[[*at, "version"]].drop_duplicates()
+    twice = distinct[distinct.duplicated(at, keep=False)]
+    if twice.empty:
+        return runs
+    wanted = set(zip(*(twice[k] for k in at), strict=True))
+    sub = known[[key in wanted for key in zip(*(known[k] for k in at), strict=True)]]
+    started = dict(session.execute(select(Run.id, Run.started_at).where(Run.id.in_(set(sub["run_id"])))).all())
+    last: dict[tuple[int, ...], tuple[tuple[Any, ...], int]] = {}
+    for *key, v, r in zip(*(sub[k] for k in at), sub["version"], sub["run_id"], strict=True):
+        when = started.get(r)
+        order = (when is not None, when or dt.datetime.min, int(r))
+        if tuple(key) not in last or order > last[tuple(key)][0]:
+            last[tuple(key)] = (order, int(v))
+    drop = [i for i, *key, v in zip(sub.index, *(sub[k] for k in at), sub["version"], strict=True)
+            if v != last[tuple(key)][1]]  # fmt: skip
+    return runs.drop(index=drop)
 
 
 def per_commit(runs: pd.DataFrame) -> pd.DataFrame:

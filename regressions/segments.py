@@ -38,7 +38,7 @@ from regressions.detect import (
 from regressions.direction import UP_IS_WORSE, direction_for
 from regressions.level_rules import PARTLY_RECOVERED, partly_recovered
 from regressions.policy import OPEN_STATUSES
-from regressions.results import Key, load_values, machine_id, per_commit
+from regressions.results import Key, last_version_only, load_values, machine_id, per_commit
 from regressions.units import P_FLOOR
 
 WATERMARK_KEY = "regressions.watermark"
@@ -204,6 +204,7 @@ def load_units(session: Session, sc: Scope, pos: dict[int, int], bench: Benchmar
     runs = load_values(session, machine_ids=sc.machine_ids, series=sc.series, windows=sc.windows)
     runs = _in_windows(session, runs, sc)
     runs = runs[~runs["benchmark_id"].isin(provenance_ids(bench))]
+    runs = last_version_only(session, runs)
     runs = runs.assign(pos=runs["commit_id"].map(pos))
     if runs.empty:
         return []
