@@ -285,7 +285,7 @@ class Found:
     steps: list[Step]
     levels: list[tuple[int, int, float]]  # (first, last index, level) within the unit
     parent_positions: list[int | None]  # per step: position of the last commit at the old level
-    joined: bool = False  # its first run continued the previous version's last level (``_joinable``)
+    joined: bool = False  # it continued the previous version's last level (``_joinable``)
 
 
 def _join_tolerance(u: Unit, prev: SeriesDetection) -> float:
@@ -294,12 +294,23 @@ def _join_tolerance(u: Unit, prev: SeriesDetection) -> float:
     return max(0.5 * math.log1p(u.threshold), 3.0 * (prev.noise if math.isfinite(prev.noise) else 0.0))
 
 
+# Runs of a new version that decide whether it continues the old version's level when its first run does not:
+# their median, so one outlier among them (a machine's hiccup on the first run) does not end the old segment.
+JOIN_RUNS = 3
+
+
 def _joinable(u: Unit, prev: SeriesDetection) -> bool:
-    """A new version whose first run sits at the old version's last level (within ``_join_tolerance``)
-    continues that level: the old level may serve as its level before."""
-    if u.previous is None or not prev.levels or u.values.size == 0 or not u.values[0] > 0:
-        return False  # a first value of 0 or below has no relative distance to the old level
-    return abs(math.log(u.values[0]) - math.log(prev.levels[-1][2])) <= _join_tolerance(u, prev)
+    """A new version whose first run, or the median of its first ``JOIN_RUNS`` runs, sits at the old version's
+    last level (within ``_join_tolerance``) continues that level: the old level may serve as its level before."""
+    if u.previous is None or not prev.levels or u.values.size == 0:
+        return False
+    old, tolerance = math.log(prev.levels[-1][2]), _join_tolerance(u, prev)
+
+    def at_old(value: float) -> bool:  # a value of 0 or below has no relative distance to the old level
+        return value > 0 and abs(math.log(value) - old) <= tolerance
+
+    head = u.values[:JOIN_RUNS]
+    return at_old(float(u.values[0])) or (head.size == JOIN_RUNS and at_old(float(np.median(head))))
 
 
 def _step_off_first_run(u: Unit, own: SeriesDetection, prev: SeriesDetection, params: DetectorParams) -> Step | None:
@@ -388,4 +399,6 @@ def continuation(u: Unit, found: dict[int, Found]) -> tuple[list[tuple[Unit, Fou
     while nxt is not None and found[id(nxt)].joined:
         later.append((nxt, found[id(nxt)]))
         nxt = nxt.following
-    return later, None if nxt is None else int(nxt.positions[0])
+    if nxt is None or nxt.values.size < JOIN_RUNS:
+        return later, None  # not joined yet on fewer runs than decide it: the chain's end waits for them
+    return later, int(nxt.positions[0])
