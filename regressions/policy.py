@@ -50,8 +50,10 @@ ONE_RUN_EVENT = "one_run_event"  # transient: most series of its machine (or ben
 RETURNED = "returned"  # fixed: the level came back within the threshold
 SEGMENT_ENDED = "segment_ended"  # retired: the benchmark's asv version changed after it
 BENCHMARK_GONE = "benchmark_gone"  # retired: the benchmark no longer runs on its machine
+SERIES_GONE = "series_gone"  # retired: its benchmark runs without its parameter combination (dropped from the grid)
 BELOW_THRESHOLD = "below_threshold"  # transient: its step is within the threshold now in force (a higher one)
-CLOSE_REASONS = (REFUTED, NOT_SEEN, ONE_RUN_EVENT, RETURNED, SEGMENT_ENDED, BENCHMARK_GONE, BELOW_THRESHOLD)
+CLOSE_REASONS = (REFUTED, NOT_SEEN, ONE_RUN_EVENT, RETURNED, SEGMENT_ENDED, BENCHMARK_GONE, SERIES_GONE,
+                 BELOW_THRESHOLD)
 
 # Commits in a row whose level is back within half the threshold that make a confirmed alert fixed
 # (at the first of them), besides a later level the detector sees back within the threshold.

@@ -1,4 +1,5 @@
-"""Step 8 of the detection pipeline (:mod:`regressions.store`): alerts of benchmarks that no longer run.
+"""Step 8 of the detection pipeline (:mod:`regressions.store`): alerts of benchmarks, or of parameter
+combinations of a benchmark, that no longer run.
 
 A machine's commit is a *full run* when it measured more than half of the benchmarks the machine measured
 over its 30 commits before (``policy.full_runs``): an ``asv run --bench`` subset is partial and says nothing
@@ -23,6 +24,8 @@ from regressions.policy import OPEN_STATUSES, RETIRED
 from regressions.segments import newest_commits
 
 Gone = dict[int, dict[int, int]]  # machine id -> {benchmark id: commit id of the first full run without it}
+Series = tuple[int, str]  # (benchmark id, params_key)
+SeriesGone = dict[int, dict[Series, int]]  # machine id -> {series: commit id of its benchmark's first run without it}
 _CHUNK = 500  # bounded IN lists
 
 
@@ -135,6 +138,82 @@ def _open_or_gone() -> ColumnElement[bool]:
     current suite) can move where their benchmark is gone, and ``--full`` would stamp that commit."""
     return or_(Regression.status.in_(OPEN_STATUSES),
                (Regression.status == RETIRED) & (Regression.close_reason == policy.BENCHMARK_GONE))  # fmt: skip
+
+
+def series_gone(session: Session, machine_ids: list[int], judged: Iterable[tuple[int, str, int]],
+                pos: dict[int, int]) -> SeriesGone:  # fmt: skip
+    """Per machine, the series among those with an open alert there or in ``judged`` ((benchmark id,
+    params_key, machine id) of the alerts judged this run) whose benchmark still runs without them: gone at
+    the first commit after the series' last result where its benchmark has results and the series none. asv
+    stores a result for every parameter combination a benchmark ran (failed and skipped ones too), so one
+    missing from a benchmark that ran was dropped from its grid; asv's version does not change with the
+    parameters, so neither a version segment nor ``benchmarks_gone`` ends such a series. Only a series missing
+    at the machine's newest commit, where its benchmark ran, is looked at further."""
+    wanted: dict[int, set[Series]] = {m: set() for m in machine_ids}
+    for b, k, m in session.execute(
+        select(Regression.benchmark_id, Regression.params_key, Regression.machine_id)
+        .where(Regression.status.in_(OPEN_STATUSES), Regression.machine_id.in_(machine_ids))
+        .distinct()
+    ):
+        wanted[int(m)].add((int(b), str(k)))
+    for b, k, m in judged:
+        if m in wanted:
+            wanted[m].add((b, k))
+    out: SeriesGone = {}
+    for mid, candidates in wanted.items():
+        newest = newest_commits(session, mid, 1) if candidates else []
+        if not newest:
+            continue
+        at_newest = _series_rows(session, mid, {b for b, _ in candidates}, newest)
+        ran = {b for _c, b, _k in at_newest}
+        absent = {(b, k) for b, k in candidates if b in ran} - {(b, k) for _c, b, k in at_newest}
+        if not absent:
+            continue
+        runs_of: dict[int, set[int]] = {}  # benchmark -> commits it ran at
+        last: dict[Series, int] = {}  # series -> position of its last result
+        for c, b, k in _series_rows(session, mid, {b for b, _ in absent}):
+            runs_of.setdefault(b, set()).add(c)
+            if (b, k) in absent:
+                last[(b, k)] = max(last.get((b, k), -1), pos.get(c, -1))
+        for (b, k), p in last.items():
+            later = [c for c in runs_of[b] if pos.get(c, -1) > p]
+            if later:
+                out.setdefault(mid, {})[(b, k)] = min(later, key=lambda c: pos.get(c, -1))
+    return out
+
+
+def _series_rows(session: Session, mid: int, benchmarks: set[int], commits: list[int] | None = None
+                 ) -> list[tuple[int, int, str]]:  # fmt: skip
+    """(commit id, benchmark id, params_key) of every result of ``benchmarks`` on machine ``mid`` (at
+    ``commits`` only, when given), any status."""
+    keys = sorted(benchmarks)
+    out: list[tuple[int, int, str]] = []
+    for i in range(0, len(keys), _CHUNK):
+        stmt = (select(Run.commit_id, Result.benchmark_id, Result.params_key).join(Run, Result.run_id == Run.id)
+                .where(Run.machine_id == mid, Result.benchmark_id.in_(keys[i : i + _CHUNK])).distinct())  # fmt: skip
+        if commits is not None:
+            stmt = stmt.where(Run.commit_id.in_(commits))
+        out += [(int(c), int(b), str(k)) for c, b, k in session.execute(stmt)]
+    return out
+
+
+def retire_series_gone(session: Session, gone: SeriesGone, judged: set[int]) -> list[int]:
+    """Open alerts not judged this run (``judged``: their regression ids) of a series gone from its machine
+    (:func:`series_gone`) retire, closed at the commit it is gone at. Returns the ids it retired."""
+    retired: list[int] = []
+    for mid, series in gone.items():
+        for reg in session.execute(
+            select(Regression).where(
+                Regression.machine_id == mid,
+                Regression.status.in_(OPEN_STATUSES),
+                Regression.benchmark_id.in_(sorted({b for b, _ in series})),
+            )
+        ).scalars():
+            at = series.get((int(reg.benchmark_id), str(reg.params_key)))
+            if at is not None and reg.id not in judged:
+                reg.status, reg.close_reason, reg.closed_commit_id = RETIRED, policy.SERIES_GONE, at
+                retired.append(reg.id)
+    return retired
 
 
 def retire_gone(session: Session, gone: Gone, judged: set[int]) -> list[int]:

@@ -13,12 +13,13 @@ test_pipeline.py):
    matched to the steps, and every alert's verdict from its segment's runs and those of later versions
    joined to its level (:mod:`regressions.policy`, the one place of the status rules), ended segments
    retired, alerts within a raised threshold closed (``below_threshold``), judged alerts of gone
-   benchmarks retired (``retire.benchmarks_gone``);
+   benchmarks and dropped parameter combinations retired (``retire.benchmarks_gone``, ``retire.series_gone``);
 5. :func:`create_alerts`: rows for new steps, numbers of the steps seen again brought up to date;
 6. ``groups.assign_groups``: alert groups;
 7. :func:`apply`: the final statuses written (a person's status kept), events counted;
 8. ``retire.retire_gone``: open alerts of benchmarks gone from their machine (absent from a full run
-   after their last measurement, whatever their module: ``retire.benchmarks_gone``);
+   after their last measurement, whatever their module: ``retire.benchmarks_gone``), and
+   ``retire.retire_series_gone``: those of series their benchmark runs without (``retire.series_gone``);
 9. ``groups.count_groups``: whether each group changed by this run is machine-wide, on the statuses
    written (transient members do not count).
 
@@ -48,7 +49,7 @@ from regressions.level_rules import GRADUAL
 from regressions.listing import alert_columns, regressions_frame
 from regressions.policy import OPEN_STATUSES, RETIRED, TRANSIENT, Verdict
 from regressions.results import Key, commit_positions
-from regressions.retire import benchmarks_gone, retire_gone
+from regressions.retire import benchmarks_gone, retire_gone, retire_series_gone, series_gone
 from regressions.segments import (
     WATERMARK_KEY,
     Found,
@@ -396,10 +397,14 @@ def detect_store(
     provenance = provenance_ids(bench)
     gone = benchmarks_gone(session, [int(m) for m in considered], {(j.unit.key[2], j.unit.key[0]) for j in judged},
                            pos, provenance)  # fmt: skip
+    dropped = series_gone(session, [int(m) for m in considered], {j.unit.key for j in judged}, pos)
     for j in judged:
         at = gone.get(j.unit.key[2], {}).get(j.unit.key[0])
         if at is not None and j.ended_at is None:
             j.verdict = policy.retire(j.verdict, policy.BENCHMARK_GONE, pos[at])
+        at = dropped.get(j.unit.key[2], {}).get((j.unit.key[0], j.unit.key[1]))
+        if at is not None and j.ended_at is None:
+            j.verdict = policy.retire(j.verdict, policy.SERIES_GONE, pos[at])
     refit = create_alerts(session, judged, commit_at, summary)
     left = refit_groups(session, refit, pos)  # members that moved out of their group's overlap
     ungrouped = [j.reg for j in judged if j.reg is not None and j.reg.group_id is None]
@@ -408,6 +413,7 @@ def detect_store(
     apply(judged, commit_at, summary)
     session.flush()  # ids for the alerts flagged now: judged ones are left to their verdict
     summary.retired += retire_gone(session, gone, {j.reg.id for j in judged if j.reg is not None})
+    summary.retired += retire_series_gone(session, dropped, {j.reg.id for j in judged if j.reg is not None})
     # Groups are counted on their members' statuses as written now: a member gone transient no longer counts.
     moved = {int(j.reg.group_id) for j in judged if j.reg is not None and j.reg.group_id is not None
              and j.reg.status != j.old_status}  # fmt: skip

@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Session
@@ -131,3 +132,50 @@ def test_a_confirmed_regression_outlives_a_version_bump(engine: Engine, ingest: 
     assert len(at_step) == 24
     still_open = at_step["status"].isin(OPEN_STATUSES)
     assert still_open.sum() >= 22, at_step[["status", "close_reason"]].value_counts()
+
+
+def _without_last_size(doc: dict[str, Any], bench: str) -> None:
+    """``bench`` run with the last value of its first parameter dropped from its grid (asv's per-combination
+    columns are the grid's product in order, so that value's combinations are the last ones)."""
+    names = doc["result_columns"]
+    row = dict(zip(names, doc["results"][bench], strict=False))
+    sizes, *others = row["params"]
+    n = len(sizes)
+    keep = (n - 1) * int(np.prod([len(o) for o in others]))
+    for col, value in row.items():
+        if col not in ("params", "version", "started_at", "duration") and isinstance(value, list) and value:
+            assert len(value) % n == 0, col
+            row[col] = value[:keep]
+    row["params"] = [sizes[:-1], *others]
+    doc["results"][bench] = [row.get(c) for c in names]
+
+
+def test_alerts_of_a_dropped_parameter_value_retire(engine: Engine, ingest: Ingest, tmp_path: Path) -> None:
+    """gemm at size 1000 (4 series) 25% slower from run 50 on, never fixed; from run 60 the suite's grid no
+    longer has size 1000 (asv's version does not change with the parameters) while gemm runs every night. Its
+    alerts stayed `new` for good, an issue open on a series nothing measures; they retire (`series_gone`) at
+    run 60, night by night as with --full, and the other sizes' series are left alone."""
+    runs = _runs()
+    suite = json.loads((OPENBLAS / "benchmarks.json").read_text())
+    suite2 = copy.deepcopy(suite)
+    suite2[GEMM]["params"][0] = suite2[GEMM]["params"][0][:-1]
+    for d in runs[50:]:
+        _edit(d, GEMM, factor=1.25)
+    for d in runs[60:]:
+        _without_last_size(d, GEMM)
+    _nights(engine, ingest, tmp_path, iter([(runs[:60], suite), *(([d], suite2) for d in runs[60:])]))
+
+    def gemm_at_step() -> dict[str, tuple[str, str | None, str | None]]:
+        with Session(engine) as s:
+            f = regressions_frame(s)
+        f = f[(f["benchmark"] == GEMM) & (f["sha"] == runs[50]["commit_hash"])]
+        return {json.dumps(p, sort_keys=True): (st, r, c) for p, st, r, c in
+                zip(f["params"], f["status"], f["close_reason"], f["closed_sha"], strict=True)}  # fmt: skip
+
+    nightly = gemm_at_step()
+    dropped = {k: v for k, v in nightly.items() if json.loads(k)["size"] == "1000"}
+    assert len(dropped) == 4 and set(dropped.values()) == {("retired", "series_gone", runs[60]["commit_hash"])}
+    assert all(st in OPEN_STATUSES for k, (st, _r, _c) in nightly.items() if k not in dropped)
+    with Session(engine) as s, s.begin():
+        detect_store(s, Settings(), full=True)
+    assert gemm_at_step() == nightly
