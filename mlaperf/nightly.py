@@ -74,6 +74,10 @@ def load_records(path: Path | None) -> list[dict[str, Any]]:
         missing = {"status", "machine", "commit"} - set(r)
         if missing:
             raise PlanError(f"--regressions {path}: a record lacks {', '.join(sorted(missing))}")
+        for key in ("ratio", "now_ratio", "before", "after"):  # numbers the text is made of
+            value = r.get(key)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int | float)):
+                raise PlanError(f"--regressions {path}: record {r.get('id', '?')}: {key} {value!r} is not a number")
     return data
 
 
