@@ -164,6 +164,13 @@ shopt -s dotglob nullglob
 clean "$home"
 if [[ -d "$work" ]]; then clean "$work"; fi  # clean(), not a plain loop: a _work that leads to HOME keeps the runner
 read -r -a tmp_dirs <<< "${RESET_TMP_DIRS:-/tmp /var/tmp /dev/shm}"
+# The user's entries in the tmp folders and in every folder below them that any user may write into and that
+# another user owns (sticky, mode 1777: /tmp/.X11-unix, /tmp/.ICE-unix on a systemd host), where a job can leave
+# files too. Links are never followed; other filesystems mounted below are left alone (-xdev).
+while IFS= read -r -d '' shared; do
+  while IFS= read -r -d '' entry; do remove "$entry"; done < <(
+    find "$shared" -mindepth 1 -maxdepth 1 -user "$uid" -print0 2>/dev/null || true)
+done < <(find "${tmp_dirs[@]}" -xdev -type d -perm -1002 ! -user "$uid" -print0 2>/dev/null || true)
 while IFS= read -r -d '' entry; do remove "$entry"; done < <(
   find "${tmp_dirs[@]}" -mindepth 1 -maxdepth 1 -user "$uid" -print0 2>/dev/null || true)
 # A changed runner folder, a process that outlived the kill or a failed removal: the EXIT trap leaves the marker.

@@ -322,6 +322,21 @@ def test_a_link_to_the_runner_folder_is_kept(job_home: Path) -> None:
     assert not (job_home / "runners" / "old").exists() and not (job_home / ".cache").exists()
 
 
+def test_the_jobs_files_inside_a_shared_sticky_folder_go(job_home: Path) -> None:
+    # /tmp/.X11-unix and its kind: root's folders of mode 1777 where any job may leave files; only the top of the
+    # tmp folders was searched, so those files outlived the reset. Root's own file there stays.
+    shared = job_home.parent / "tmp" / ".X11-unix"
+    shared.mkdir()
+    shared.chmod(0o1777)
+    (shared / "X0").write_text("root's")
+    proc = as_job_user(["bash", "-c", f"echo planted > {shared}/left-by-job && mkdir {shared}/d && touch {shared}/d/f"],
+                       job_home)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    proc = as_job_user(["bash", str(installed(job_home))], job_home)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert sorted(p.name for p in shared.iterdir()) == ["X0"]
+
+
 def test_the_default_tmp_dirs_are_tmp_var_tmp_and_dev_shm(job_home: Path) -> None:
     dirs = [d for d in ("/tmp", "/var/tmp", "/dev/shm") if Path(d).is_dir()]
     made = [Path(tempfile.mkdtemp(prefix="runner-reset-job-", dir=d)) for d in dirs]
