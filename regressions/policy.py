@@ -242,23 +242,39 @@ def one_run_events(
     event (they have a commit after them), and which did: worse than the median of the ``before`` commits
     before (the segment's first standing in for those before it) by more than the threshold, and the next
     commit back within half of it."""
-    v = np.asarray(values, dtype=float)
-    # Values of 0 or below have no log (the detector skips them as it skips failed runs): NaN, never a hit.
-    z = np.full(v.shape, np.nan)
-    np.log(v, out=z, where=np.isfinite(v) & (v > 0))
+    z, ref = _against_before(values, before)
     n = z.size
     decidable = np.zeros(n, dtype=bool)
     decidable[1:-1] = True
     if n < 3:
         return decidable, np.zeros(n, dtype=bool)
-    # Median of the ``before`` commits before each, the first commit standing in for those before it.
-    padded = np.r_[np.full(before - 1, z[0]), z[:-1]]
-    ref = np.r_[np.nan, np.median(np.lib.stride_tricks.sliding_window_view(padded, before), axis=1)]
     sign = 1.0 if direction == UP_IS_WORSE else -1.0
     delta = math.log1p(threshold)
     hit = np.zeros(n, dtype=bool)
     hit[1:-1] = (sign * (z[1:-1] - ref[1:-1]) > delta) & (sign * (z[2:] - ref[1:-1]) < 0.5 * delta)
     return decidable, hit
+
+
+def newest_worse(values: np.ndarray, *, threshold: float, direction: str = UP_IS_WORSE, before: int = 5) -> bool:
+    """Whether a series' newest commit (the last of ``values``, which no commit follows yet) is worse than the
+    median of the ``before`` commits before it by more than the threshold: the first half of a one-run event,
+    all that can be known of it until the next commit is measured."""
+    z, ref = _against_before(values, before)
+    sign = 1.0 if direction == UP_IS_WORSE else -1.0
+    return z.size >= 2 and bool(sign * (z[-1] - ref[-1]) > math.log1p(threshold))
+
+
+def _against_before(values: np.ndarray, before: int) -> tuple[np.ndarray, np.ndarray]:
+    """Log values (NaN for values of 0 or below: no log, never a hit, as the detector skips failed runs) and, for
+    each commit, the median of the ``before`` commits before it (the first commit standing in for those before
+    it; NaN for the first)."""
+    v = np.asarray(values, dtype=float)
+    z = np.full(v.shape, np.nan)
+    np.log(v, out=z, where=np.isfinite(v) & (v > 0))
+    if z.size < 2:
+        return z, np.full(z.shape, np.nan)
+    padded = np.r_[np.full(before - 1, z[0]), z[:-1]]
+    return z, np.r_[np.nan, np.median(np.lib.stride_tricks.sliding_window_view(padded, before), axis=1)]
 
 
 def is_one_run_event(decidable: int, hit: int) -> bool:
@@ -277,6 +293,16 @@ def after_one_run_event(verdict: Verdict, next_pos: int | None, *, machine_wide:
     undecided = verdict.status == SUSPECT and verdict.runs >= 2
     if weak if machine_wide else undecided:
         return Verdict(TRANSIENT, next_pos, ONE_RUN_EVENT, verdict.confirming, verdict.runs)
+    return verdict
+
+
+def before_machine_event(verdict: Verdict) -> Verdict:
+    """An alert at its machine's newest commit where most of the machine's series got worse
+    (``is_machine_wide`` of :func:`newest_worse`): until the next commit says whether the machine moved for one
+    run (:func:`after_one_run_event`), it stays a suspect short of MACHINE_WIDE_CONFIRM confirming runs; the
+    same commit measured again minutes later, the machine as it was, confirms nothing of that."""
+    if verdict.status == NEW and verdict.confirming < MACHINE_WIDE_CONFIRM:
+        return Verdict(SUSPECT, None, None, verdict.confirming, verdict.runs)
     return verdict
 
 

@@ -163,15 +163,22 @@ def _match(
     return out
 
 
+MACHINE_EVENT, MACHINE_EVENT_PENDING = -1, -2  # one_run_events' benchmark id for events of the whole machine
+
+
 def one_run_events(units: list[Unit]) -> dict[int, set[tuple[int, int]]]:
-    """Step 4a: per machine, one-run events (``policy.is_one_run_event``) as (benchmark id, position), -1
-    for an event of the whole machine; from every loaded unit's per-commit values (each commit decided once
-    the next one is measured)."""
-    parts = []
+    """Step 4a: per machine, one-run events (``policy.is_one_run_event``) as (benchmark id, position),
+    MACHINE_EVENT for an event of the whole machine; from every loaded unit's per-commit values (each commit
+    decided once the next one is measured). MACHINE_EVENT_PENDING marks a machine's newest commit of the units
+    that end there where most of them got worse (``policy.newest_worse``): undecided yet."""
+    parts, newest = [], []
     for u in units:
         decidable, hit = policy.one_run_events(u.values, threshold=u.threshold, direction=u.direction)
         n = int(decidable.sum())
         parts.append((np.full(n, u.key[2]), np.full(n, u.key[0]), u.positions[decidable], hit[decidable]))
+        if u.following is None and u.positions.size:
+            worse = policy.newest_worse(u.values, threshold=u.threshold, direction=u.direction)
+            newest.append((u.key[2], int(u.positions[-1]), int(worse)))
     if not parts:
         return {}
     mid, bid, pos, hit = (np.concatenate(column) for column in zip(*parts, strict=True))
@@ -181,7 +188,11 @@ def one_run_events(units: list[Unit]) -> dict[int, set[tuple[int, int]]]:
         counts = frame.groupby(keys, sort=False)["hit"].agg(["size", "sum"]).reset_index()
         for row in counts[counts["sum"] > 0].itertuples(index=False):
             if policy.is_one_run_event(int(row.size), int(row.sum)):
-                out.setdefault(int(row.mid), set()).add((-1 if scope_bid else int(row.bid), int(row.pos)))
+                out.setdefault(int(row.mid), set()).add((MACHINE_EVENT if scope_bid else int(row.bid), int(row.pos)))
+    last = pd.DataFrame(newest, columns=["mid", "pos", "hit"])
+    for row in last.groupby(["mid", "pos"])["hit"].agg(["size", "sum"]).reset_index().itertuples(index=False):
+        if policy.is_machine_wide(int(row.sum), int(row.size)):
+            out.setdefault(int(row.mid), set()).add((MACHINE_EVENT_PENDING, int(row.pos)))
     return out
 
 
@@ -252,9 +263,11 @@ def judge_unit(
         verdict = policy.judge(before, runs, threshold=u.threshold, direction=u.direction,
                                still_seen=step is not None, level_back_at=back)  # fmt: skip
         here = int(u.positions[at])
-        if events and ((-1, here) in events or (u.key[0], here) in events):
+        if events and ((MACHINE_EVENT, here) in events or (u.key[0], here) in events):
             nxt = after[at + 1] if at + 1 < len(after) else None
-            verdict = policy.after_one_run_event(verdict, nxt, machine_wide=(-1, here) in events)
+            verdict = policy.after_one_run_event(verdict, nxt, machine_wide=(MACHINE_EVENT, here) in events)
+        elif events and (MACHINE_EVENT_PENDING, here) in events and here == after[-1]:
+            verdict = policy.before_machine_event(verdict)
         if ended_at is not None:
             verdict = policy.retire(verdict, policy.SEGMENT_ENDED, ended_at)
         if step is None and id(reg) in low:  # a higher threshold: closed where this run judged it, once
