@@ -209,7 +209,7 @@ def history_noise(
         return {}
     # A commit's runs pooled by median, then each series' values in history order (the detector's pooling;
     # its version segments do not matter to noise).
-    med = per_commit(runs.assign(pos=runs["commit_id"].map(position)))
+    med = per_commit(version_codes(runs).assign(pos=runs["commit_id"].map(position)))
     name_of = {i: b for b, i in bench_id.items()}
     bids = med["benchmark_id"].to_numpy()
     pkeys = med["params_key"].to_numpy(dtype=object)
@@ -246,7 +246,8 @@ def load_values(
     versions: bool = True,
 ) -> pd.DataFrame:
     """Successful results: benchmark_id, params_key, machine_id, commit_id, value, version (the asv
-    benchmark version, as a code: -1 unknown, and always -1 unless ``versions``), run_id; one row per run."""
+    benchmark version as stored: None unknown, and always None unless ``versions``; :func:`version_codes`
+    turns it into integers once every frame to be compared is joined), run_id; one row per run."""
     stmt = (
         select(
             Result.benchmark_id,
@@ -281,7 +282,7 @@ def load_values(
             "machine_id": cols["machine_id"],
             "commit_id": cols["commit_id"],
             "value": cols["value"],
-            "version": pd.factorize(cols["version"], use_na_sentinel=True)[0],
+            "version": cols["version"],
             "run_id": cols["run_id"],
         }
     )
@@ -318,12 +319,19 @@ def _driver_rows(session: Session, stmt: Any) -> list[Any]:
         cursor.close()
 
 
+def version_codes(runs: pd.DataFrame) -> pd.DataFrame:
+    """``runs`` with the version strings of :func:`load_values` as integer codes (-1 unknown). Codes of one
+    call only compare with each other: frames read apart (a machine's window, a series' wider one) are joined
+    first, then coded."""
+    return runs.assign(version=pd.factorize(runs["version"].to_numpy(dtype=object), use_na_sentinel=True)[0])
+
+
 def last_version_only(session: Session, runs: pd.DataFrame) -> pd.DataFrame:
-    """``runs`` (of :func:`load_values`) less, where a benchmark was measured at two asv versions at one commit
-    (and machine), the runs of every version but the one measured last (by the runs' start, then ingest order);
-    runs without a version stay. asv benchmarks an old commit with today's suite (the nightly's backlog after a
-    version change does), and its own results file keeps only the last run: pooled, the two versions' values
-    made a level between them and a step where the version changed."""
+    """``runs`` (of :func:`load_values`, versions coded by :func:`version_codes`) less, where a benchmark was
+    measured at two asv versions at one commit (and machine), the runs of every version but the one measured last
+    (by the runs' start, then ingest order); runs without a version stay. asv benchmarks an old commit with
+    today's suite (the nightly's backlog after a version change does), and its own results file keeps only the
+    last run: pooled, the two versions' values made a level between them and a step where the version changed."""
     at = ["benchmark_id", "machine_id", "commit_id"]  # integers: cheap on a store's every result
     known = runs[runs["version"].to_numpy() >= 0]
     distinct = known[[*at, "version"]].drop_duplicates()
@@ -332,7 +340,10 @@ def last_version_only(session: Session, runs: pd.DataFrame) -> pd.DataFrame:
         return runs
     wanted = set(zip(*(twice[k] for k in at), strict=True))
     sub = known[[key in wanted for key in zip(*(known[k] for k in at), strict=True)]]
-    started = dict(session.execute(select(Run.id, Run.started_at).where(Run.id.in_(set(sub["run_id"])))).all())
+    ids = sorted({int(r) for r in sub["run_id"]})
+    started: dict[int, Any] = {}
+    for i in range(0, len(ids), 500):  # bounded IN lists
+        started.update(session.execute(select(Run.id, Run.started_at).where(Run.id.in_(ids[i : i + 500]))).all())
     last: dict[tuple[int, ...], tuple[tuple[Any, ...], int]] = {}
     for *key, v, r in zip(*(sub[k] for k in at), sub["version"], sub["run_id"], strict=True):
         when = started.get(r)

@@ -38,7 +38,7 @@ from regressions.detect import (
 from regressions.direction import UP_IS_WORSE, direction_for
 from regressions.level_rules import PARTLY_RECOVERED, partly_recovered
 from regressions.policy import OPEN_STATUSES
-from regressions.results import Key, last_version_only, load_values, machine_id, per_commit
+from regressions.results import Key, last_version_only, load_values, machine_id, per_commit, version_codes
 from regressions.units import P_FLOOR
 
 WATERMARK_KEY = "regressions.watermark"
@@ -204,7 +204,7 @@ def load_units(session: Session, sc: Scope, pos: dict[int, int], bench: Benchmar
     runs = load_values(session, machine_ids=sc.machine_ids, series=sc.series, windows=sc.windows)
     runs = _in_windows(session, runs, sc)
     runs = runs[~runs["benchmark_id"].isin(provenance_ids(bench))]
-    runs = last_version_only(session, runs)
+    runs = last_version_only(session, version_codes(runs))  # coded once the windows' frames are joined
     runs = runs.assign(pos=runs["commit_id"].map(pos))
     if runs.empty:
         return []
@@ -399,6 +399,6 @@ def continuation(u: Unit, found: dict[int, Found]) -> tuple[list[tuple[Unit, Fou
     while nxt is not None and found[id(nxt)].joined:
         later.append((nxt, found[id(nxt)]))
         nxt = nxt.following
-    if nxt is None or nxt.values.size < JOIN_RUNS:
-        return later, None  # not joined yet on fewer runs than decide it: the chain's end waits for them
+    if nxt is None or (nxt.values.size < JOIN_RUNS and nxt.following is None):
+        return later, None  # the newest version, not joined yet on fewer runs than decide it: the end waits
     return later, int(nxt.positions[0])

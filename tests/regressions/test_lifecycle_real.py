@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pandas as pd
 import pytest
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Session
@@ -216,3 +217,49 @@ def test_a_machine_hiccup_measured_again_the_same_night_confirms_nothing(
         assert set(at_80()) <= {"transient", "fixed"}
     else:
         assert at_80().get("new", 0) >= flagged["suspect"]
+
+
+def test_frames_read_apart_keep_every_run_of_one_version(engine: Engine, ingest: Ingest, tmp_path: Path) -> None:
+    """Incremental detection reads a machine's window and, for series with an old open alert, a wider window of
+    their own, then joins them. Version codes made by each read apart named one asv version twice, so at every
+    commit in both frames the runs of one "version" were dropped as an older measurement: a series reached back
+    lost its whole window, and the nightly's statuses left those of --full."""
+    from db.models import Machine
+    from regressions.results import last_version_only, load_values, version_codes
+    from regressions.segments import newest_commits
+
+    runs = _runs()
+    ingest(engine, [_write(tmp_path, runs[:40], json.loads((OPENBLAS / "benchmarks.json").read_text()))])
+    with Session(engine) as s:
+        mid = s.query(Machine.id).filter(Machine.name == MACHINE).scalar()
+        window = newest_commits(s, mid, 10)
+        gemm = load_values(s, machine_ids=[mid], series=None, windows={mid: window})
+        gemm = gemm[gemm["benchmark_id"] == gemm["benchmark_id"].iloc[0]]
+        half = gemm["params_key"].isin(sorted(set(gemm["params_key"]))[:2])
+        bid = int(gemm["benchmark_id"].iloc[0])
+        reach = {(bid, str(k), mid) for k in gemm.loc[half, "params_key"]}  # as segments._in_windows reads them
+        wide = load_values(s, machine_ids=[mid], series=reach, windows={mid: newest_commits(s, mid, 20)})
+        joined = pd.concat([wide.iloc[::-1], gemm[~half]], ignore_index=True)  # read apart, another row order
+        kept = last_version_only(s, version_codes(joined))
+    assert len(kept) == len(joined) > 0
+
+
+def test_a_version_of_two_runs_followed_by_another_still_ends_the_segment(engine: Engine, ingest: Ingest,
+                                                                           tmp_path: Path) -> None:  # fmt: skip
+    """gemm 25% slower from run 50; version 2 (twice the time: not joined) runs at 70 and 71 only, version 3 from
+    72 on. A version waits for three runs before ending the old segment only while it is the newest: one that a
+    later version followed never gets its third, and the old alerts must still retire (segment_ended)."""
+    runs = _runs()
+    suite = json.loads((OPENBLAS / "benchmarks.json").read_text())
+    for d in runs[50:]:
+        _edit(d, GEMM, factor=1.25)
+    for d in runs[70:72]:
+        _edit(d, GEMM, version="c" * 64, factor=2.0)
+    for d in runs[72:]:
+        _edit(d, GEMM, version=V2, factor=3.0)
+    _nights(engine, ingest, tmp_path, iter([(runs[:70], suite), *(([d], suite) for d in runs[70:])]))
+    with Session(engine) as s:
+        f = regressions_frame(s)
+    at_step = f[(f["benchmark"] == GEMM) & (f["sha"] == runs[50]["commit_hash"])]
+    closed = set(zip(at_step["status"], at_step["close_reason"], strict=True))
+    assert len(at_step) == 24 and closed == {("retired", "segment_ended")}
