@@ -25,6 +25,7 @@ from sqlalchemy.orm import Session
 
 from db.models import Benchmark, Commit, Meta, Regression, Result, Run, commit_order
 from db.provenance import is_provenance
+from regressions import policy
 from regressions.config import Settings
 from regressions.detect import (
     DEFAULT_PARAMS,
@@ -227,6 +228,38 @@ def load_units(session: Session, sc: Scope, pos: dict[int, int], bench: Benchmar
             u.previous, units[-1].following = units[-1], u
         units.append(u)
     return units
+
+
+def newest_commit_worse(session: Session, machine_ids: Iterable[int], pos: dict[int, int], bench: Benchmarks,
+                        settings: Settings, before: int = 5) -> dict[int, int]:  # fmt: skip
+    """Per machine, the position of its newest commit when most of the series measured there (``is_machine_wide``)
+    got worse than the median of their ``before`` commits before it (``policy.newest_worse``, each series in its
+    version segment): a machine-wide event that the next commit will decide. Read from the store over every
+    series the machine measured there, not the series a run examines, so night by night and ``--full`` agree."""
+    out: dict[int, int] = {}
+    for mid in machine_ids:
+        window = newest_commits(session, mid, before + 1)
+        if len(window) < 2:
+            continue
+        runs = load_values(session, machine_ids=[mid], series=None, windows={mid: window})
+        runs = runs[~runs["benchmark_id"].isin(provenance_ids(bench))]
+        runs = last_version_only(session, version_codes(runs))
+        if runs.empty:
+            continue
+        df = per_commit(runs.assign(pos=runs["commit_id"].map(pos)))
+        newest = pos[window[0]]
+        measured = worse = 0
+        for (bid, _key), g in df.groupby(["benchmark_id", "params_key"], sort=False):
+            if int(g["pos"].iloc[-1]) != newest:
+                continue
+            measured += 1
+            mine = g[g["segment"] == g["segment"].iloc[-1]]
+            name, unit = bench.get(int(bid), (str(bid), None))
+            worse += policy.newest_worse(mine["value"].to_numpy(dtype=float), threshold=settings.threshold_for(name),
+                                         direction=direction_for(name, unit, settings), before=before)  # fmt: skip
+        if policy.is_machine_wide(worse, measured):
+            out[mid] = newest
+    return out
 
 
 def _in_windows(session: Session, runs: pd.DataFrame, sc: Scope) -> pd.DataFrame:

@@ -58,6 +58,7 @@ from regressions.segments import (
     find_steps,
     load_benchmarks,
     load_units,
+    newest_commit_worse,
     provenance_ids,
     scope,
     settings_fingerprint,
@@ -169,16 +170,13 @@ MACHINE_EVENT, MACHINE_EVENT_PENDING = -1, -2  # one_run_events' benchmark id fo
 def one_run_events(units: list[Unit]) -> dict[int, set[tuple[int, int]]]:
     """Step 4a: per machine, one-run events (``policy.is_one_run_event``) as (benchmark id, position),
     MACHINE_EVENT for an event of the whole machine; from every loaded unit's per-commit values (each commit
-    decided once the next one is measured). MACHINE_EVENT_PENDING marks a machine's newest commit of the units
-    that end there where most of them got worse (``policy.newest_worse``): undecided yet."""
-    parts, newest = [], []
+    decided once the next one is measured). A machine's newest commit where most of its series got worse, not
+    decidable yet, is MACHINE_EVENT_PENDING (``segments.newest_commit_worse``, added by :func:`detect_store`)."""
+    parts = []
     for u in units:
         decidable, hit = policy.one_run_events(u.values, threshold=u.threshold, direction=u.direction)
         n = int(decidable.sum())
         parts.append((np.full(n, u.key[2]), np.full(n, u.key[0]), u.positions[decidable], hit[decidable]))
-        if u.following is None and u.positions.size:
-            worse = policy.newest_worse(u.values, threshold=u.threshold, direction=u.direction)
-            newest.append((u.key[2], int(u.positions[-1]), int(worse)))
     if not parts:
         return {}
     mid, bid, pos, hit = (np.concatenate(column) for column in zip(*parts, strict=True))
@@ -189,10 +187,6 @@ def one_run_events(units: list[Unit]) -> dict[int, set[tuple[int, int]]]:
         for row in counts[counts["sum"] > 0].itertuples(index=False):
             if policy.is_one_run_event(int(row.size), int(row.sum)):
                 out.setdefault(int(row.mid), set()).add((MACHINE_EVENT if scope_bid else int(row.bid), int(row.pos)))
-    last = pd.DataFrame(newest, columns=["mid", "pos", "hit"])
-    for row in last.groupby(["mid", "pos"])["hit"].agg(["size", "sum"]).reset_index().itertuples(index=False):
-        if policy.is_machine_wide(int(row.sum), int(row.size)):
-            out.setdefault(int(row.mid), set()).add((MACHINE_EVENT_PENDING, int(row.pos)))
     return out
 
 
@@ -400,6 +394,8 @@ def detect_store(
         for reg in _stored(session, {u.key for u in units}):
             stored.setdefault((reg.benchmark_id, reg.params_key, reg.machine_id), []).append(reg)
     events = one_run_events(units)
+    for mid, newest in newest_commit_worse(session, {u.key[2] for u in units}, pos, bench, settings).items():
+        events.setdefault(mid, set()).add((MACHINE_EVENT_PENDING, newest))
     founds = find_steps(units, params)
     found_of = {id(u): f for u, f in zip(units, founds, strict=True)}
     judged = [

@@ -263,3 +263,29 @@ def test_a_version_of_two_runs_followed_by_another_still_ends_the_segment(engine
     at_step = f[(f["benchmark"] == GEMM) & (f["sha"] == runs[50]["commit_hash"])]
     closed = set(zip(at_step["status"], at_step["close_reason"], strict=True))
     assert len(at_step) == 24 and closed == {("retired", "segment_ended")}
+
+
+def test_one_benchmark_slower_at_the_newest_commit_is_not_the_machine(engine: Engine, ingest: Ingest,
+                                                                       tmp_path: Path) -> None:  # fmt: skip
+    """gemm alone 1.5x slower at run 80, measured again that night with `--bench gemm`. The machine-wide rule for
+    the newest commit was counted over the series a run examines, so the re-run's 24 gemm series were "most of
+    the machine": suspects night by night, `new` with --full. It counts every series the machine measured there."""
+    runs = _runs()
+    suite = json.loads((OPENBLAS / "benchmarks.json").read_text())
+    _edit(runs[80], GEMM, factor=1.5)
+    again = copy.deepcopy(runs[80])
+    again["results"] = {GEMM: again["results"][GEMM]}
+    _edit(again, GEMM, factor=1.01, later=3_600_000)
+    _nights(engine, ingest, tmp_path, iter([(runs[:80], suite), ([runs[80]], suite), ([again], suite)]))
+
+    def at_80() -> dict[str, int]:
+        with Session(engine) as s:
+            f = regressions_frame(s)
+        mine = (f["sha"] == runs[80]["commit_hash"]) & (f["benchmark"] == GEMM)
+        return f.loc[mine, "status"].value_counts().to_dict()
+
+    nightly = at_80()
+    assert nightly == {"new": 24}
+    with Session(engine) as s, s.begin():
+        detect_store(s, Settings(), full=True)
+    assert at_80() == nightly
