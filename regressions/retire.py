@@ -147,8 +147,9 @@ def series_gone(session: Session, machine_ids: list[int], judged: Iterable[tuple
     the first commit after the series' last result where its benchmark has results and the series none. asv
     stores a result for every parameter combination a benchmark ran (failed and skipped ones too), so one
     missing from a benchmark that ran was dropped from its grid; asv's version does not change with the
-    parameters, so neither a version segment nor ``benchmarks_gone`` ends such a series. Only a series missing
-    at the machine's newest commit, where its benchmark ran, is looked at further."""
+    parameters, so neither a version segment nor ``benchmarks_gone`` ends such a series. A series present at
+    the machine's newest commit is not looked at further; one whose benchmark did not run there (a partial
+    run) is, by the benchmark's own newest run, so a partial run keeps what was decided."""
     wanted: dict[int, set[Series]] = {m: set() for m in machine_ids}
     for b, k, m in session.execute(
         select(Regression.benchmark_id, Regression.params_key, Regression.machine_id)
@@ -165,8 +166,7 @@ def series_gone(session: Session, machine_ids: list[int], judged: Iterable[tuple
         if not newest:
             continue
         at_newest = _series_rows(session, mid, {b for b, _ in candidates}, newest)
-        ran = {b for _c, b, _k in at_newest}
-        absent = {(b, k) for b, k in candidates if b in ran} - {(b, k) for _c, b, k in at_newest}
+        absent = candidates - {(b, k) for _c, b, k in at_newest}
         if not absent:
             continue
         runs_of: dict[int, set[int]] = {}  # benchmark -> commits it ran at
