@@ -74,10 +74,14 @@ def load_records(path: Path | None) -> list[dict[str, Any]]:
         missing = {"status", "machine", "commit"} - set(r)
         if missing:
             raise PlanError(f"--regressions {path}: a record lacks {', '.join(sorted(missing))}")
-        for key in ("ratio", "now_ratio", "before", "after"):  # numbers the text is made of
+        for key in ("ratio", "now_ratio", "before", "after", "p_value"):  # numbers the text is made of
             value = r.get(key)
             if value is not None and (isinstance(value, bool) or not isinstance(value, int | float)):
                 raise PlanError(f"--regressions {path}: record {r.get('id', '?')}: {key} {value!r} is not a number")
+        labels = r.get("labels")
+        if labels is not None and not (isinstance(labels, list) and all(isinstance(x, str) for x in labels)):
+            raise PlanError(f"--regressions {path}: record {r.get('id', '?')}: labels {labels!r} is not a list of "
+                            "strings")
     return data
 
 

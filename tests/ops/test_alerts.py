@@ -138,12 +138,16 @@ def test_dry_run_needs_no_token_and_checks_the_file_first(tmp_path: Path) -> Non
     proc = subprocess.run([str(MLAPERF), "nightly", "alert", "--regressions", str(gone), "--dry-run"], env=env,
                           capture_output=True, text=True, timeout=120)  # fmt: skip
     assert proc.returncode == 2 and f"--regressions {gone}: no such file" in proc.stderr, proc.stderr
-    for key, value in (("ratio", "x"), ("now_ratio", [1]), ("before", True)):  # a hand-edited or foreign file
+    for key, value in (("ratio", "x"), ("now_ratio", [1]), ("before", True), ("p_value", "x")):  # a foreign file
         bad.write_text(json.dumps([{**record(1, 7, "new"), key: value}]))
         proc = subprocess.run([str(MLAPERF), "nightly", "alert", "--regressions", str(bad), "--dry-run"], env=env,
                               capture_output=True, text=True, timeout=120)  # fmt: skip
         assert proc.returncode == 2, proc.stderr
         assert proc.stderr.strip() == f"mlaperf: error: --regressions {bad}: record 1: {key} {value!r} is not a number"
+    bad.write_text(json.dumps([{**record(1, 7, "new"), "labels": 5}]))
+    proc = subprocess.run([str(MLAPERF), "nightly", "alert", "--regressions", str(bad), "--dry-run"], env=env,
+                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert proc.returncode == 2 and "record 1: labels 5 is not a list of strings" in proc.stderr, proc.stderr
     good, plan = tmp_path / "good.json", tmp_path / "plan.json"
     good.write_text(json.dumps([record(1, 7, "new")]))
     proc = subprocess.run([str(MLAPERF), "nightly", "alert", "--regressions", str(good), "--plan-out", str(plan),
