@@ -70,7 +70,8 @@ def grid(series: pd.DataFrame, values: pd.DataFrame, commit_ids: Sequence[int], 
     regression listing (newest first); change_text: the change as people read it (the module docstring).
     Rows in the order of ``series``: the dashboard's loader (``data.series``) and the site hand it in
     ``frames.series_sort`` order. Whole-frame operations: no loop over the series' values."""
-    cols = ["benchmark", "params_key", "unit", "latest", "spark", "change", "change_text", "flag", "flag_status"]
+    cols = ["benchmark", "params_key", "unit", "latest", "ran", "spark", "change", "change_text", "flag",
+            "flag_status"]
     if series.empty:
         return pd.DataFrame({c: pd.Series(dtype=object) for c in cols})
     out = series[["benchmark", "params_key", "unit"]].reset_index(drop=True)
@@ -78,10 +79,15 @@ def grid(series: pd.DataFrame, values: pd.DataFrame, commit_ids: Sequence[int], 
     ids = [int(c) for c in commit_ids]
     if values.empty or not ids:
         table = np.full((len(out), len(ids)), np.nan)
+        out["ran"] = False
     else:
         # One row per (series, commit) already (runs pooled): unstack, no aggregation.
-        table = values.set_index(["benchmark", "params_key", "commit_id"])["value"].unstack("commit_id") \
-            .reindex(index=keys, columns=ids).to_numpy(dtype=float)
+        indexed = values.set_index(["benchmark", "params_key", "commit_id"])
+        table = indexed["value"].unstack("commit_id").reindex(index=keys, columns=ids).to_numpy(dtype=float)
+        # A result at one of the commits, failed ones too: a series with none was not run there (a retired or
+        # renamed benchmark), which is not a failure.
+        out["ran"] = indexed.assign(_ran=1.0)["_ran"].unstack("commit_id").reindex(index=keys, columns=ids) \
+            .notna().any(axis=1).to_numpy()
     out["spark"] = list(table)
     measured = ~np.isnan(table)
     last = table.shape[1] - 1 - np.argmax(measured[:, ::-1], axis=1) if table.shape[1] else np.zeros(len(out), int)
@@ -109,6 +115,13 @@ def grid(series: pd.DataFrame, values: pd.DataFrame, commit_ids: Sequence[int], 
                          for st, r, sh in zip(f["status"], f["ratio"], f["sha"], strict=True)]
     out["flag"] = text
     return out[cols]
+
+
+def latest_texts(table: pd.DataFrame) -> list[str]:
+    """The grid's latest values as shown: in their units; ``failed`` where the series ran at the grid's commits
+    and every result failed, ``not run`` where it has no result there at all."""
+    return [fmt.fmt_value(v, u, "failed" if ran else "not run", benchmark=b)
+            for v, u, b, ran in zip(table["latest"], table["unit"], table["benchmark"], table["ran"], strict=True)]
 
 
 def names(table: pd.DataFrame, param_names: dict[str, list[str]] | None = None) -> pd.Series:

@@ -458,8 +458,7 @@ def summary_grid(ctx: Context, *, key: str, limit: int | None = None, by_change:
     listed = shown.head(limit) if limit else shown
     links.grid(pd.DataFrame({
         "series": summary.names(listed, data.param_names(ctx.url)),
-        "latest": [fmt.fmt_value(v, u, benchmark=b)
-                   for v, u, b in zip(listed["latest"], listed["unit"], listed["benchmark"], strict=True)],
+        "latest": summary.latest_texts(listed),
         # Measured values only: the grid's line chart refuses a list with gaps (it shows the list as text).
         "newest values": [[v for v in s.tolist() if v == v] for s in listed["spark"]],
         "latest change": listed["change_text"],

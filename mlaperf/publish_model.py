@@ -83,13 +83,14 @@ def grid_rows(grid: pd.DataFrame, names: pd.Series, threshold: Callable[[str], f
     """The summary grid (``summary.grid``) as the dashboard's All benchmarks page shows it, one dict per
     series (``id``: its ``series_id``), with the text the search matches (``summary.search_text``)."""
     search = summary.search_text(grid).str.lower()
+    latest = summary.latest_texts(grid)
     rows = []
     for i, r in enumerate(grid.itertuples()):
         change = None if r.change is None or r.change != r.change else float(r.change)  # NaN: no change yet
         limit = 1.0 + threshold(str(r.benchmark))
         tone = "" if change is None else "worse" if change > limit else "better" if change < 1 / limit else ""
         rows.append({"id": series_id(str(r.benchmark), str(r.params_key)), "name": names.iloc[i],
-                     "latest": fmt.fmt_value(r.latest, r.unit, benchmark=str(r.benchmark)),
+                     "latest": latest[i],
                      "spark": _spark(r.spark), "change": r.change_text,
                      "tone": tone, "flag": r.flag, "search": search.iloc[i]})
     return rows

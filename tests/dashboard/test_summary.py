@@ -36,6 +36,18 @@ def test_grid_rules() -> None:
     assert summary.latest_change([None, 3.0], "up_is_worse") is None
 
 
+def test_a_series_not_run_lately_is_not_called_failed() -> None:
+    # OpenBLAS's renamed benchmarks have no result among the grid's commits: 140 of 362 series per machine read
+    # "failed" although none ever failed. A series whose results there all failed still reads "failed".
+    keys = ['{"n": "1"}', '{"n": "2"}', '{"n": "3"}']
+    series = pd.DataFrame({"benchmark": "m.C.time_a", "params_key": keys, "unit": "seconds"})
+    values = pd.DataFrame({"benchmark": "m.C.time_a", "params_key": [keys[0], keys[0], keys[1]],
+                           "commit_id": [1, 2, 2], "value": [1e-6, 2e-6, math.nan]})
+    grid = summary.grid(series, values, [1, 2], pd.DataFrame(), lambda b, u: "up_is_worse")
+    assert grid["ran"].tolist() == [True, True, False]
+    assert summary.latest_texts(grid) == ["2.00 us", "failed", "not run"]
+
+
 RATE = "m.C.track_tokens_per_s"
 
 
