@@ -222,15 +222,22 @@ def _marker_layers(x: dict, y: dict, markers: pd.DataFrame, kinds: list[str]) ->
     look = {"flagged regression": (WORSE, "triangle-up"), "fixed here": (BETTER, STAR),
             "failed run": (FAILED_COLOR, X_MARK)}
     legend = _legend(kinds, title=None)
+    failed = "datum.kind == 'failed run'"
     return [
         {"data": _inline("markers", markers),
-         "mark": {"type": "point", "filled": True, "stroke": OUTLINE, "strokeWidth": 1, "opacity": 1},
+         "mark": {"type": "point", "filled": True, "opacity": 1},
          "encoding": {"x": x, "y": y,
                       "fill": {"field": "kind", "type": "nominal", "legend": legend,
                                "scale": _scale(kinds, [look[k][0] for k in kinds])},
                       "shape": {"field": "kind", "type": "nominal", "legend": legend,
                                 "scale": _scale(kinds, [look[k][1] for k in kinds])},
-                      "size": {"condition": {"test": "datum.kind == 'failed run'", "value": 90}, "value": 240},
+                      # The cross is lines only (no area to fill): drawn in its colour, where the filled symbols
+                      # get a light outline. In the outline's colour it was invisible, in the chart and legend.
+                      "stroke": {"field": "kind", "type": "nominal", "legend": legend,
+                                 "scale": _scale(kinds, [FAILED_COLOR if k == "failed run" else OUTLINE
+                                                         for k in kinds])},
+                      "strokeWidth": {"condition": {"test": failed, "value": 2}, "value": 1},
+                      "size": {"condition": {"test": failed, "value": 90}, "value": 240},
                       "tooltip": [{"field": "series"}, {"field": "text", "title": "what"}, {"field": "change"}]}}]
 
 

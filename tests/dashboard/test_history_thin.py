@@ -68,6 +68,14 @@ def test_thinned_history_keeps_every_regression_fix_spike_and_event() -> None:
     on_points = markers[markers["kind"] != "failed run"]
     for pos, marker_y in zip(on_points["pos"], on_points["y"], strict=True):
         assert marker_y == y[("a", int(pos))]
+    # The failed run's cross is lines only: stroked in its own colour, never the outline's (white on white, it was
+    # drawn and invisible, in the chart and its legend).
+    layer = next(r for r in spec["layer"] if r.get("data", {}).get("name") == "markers")
+    stroke = dict(zip(layer["encoding"]["stroke"]["scale"]["domain"], layer["encoding"]["stroke"]["scale"]["range"],
+                      strict=True))  # fmt: skip
+    fill = dict(zip(layer["encoding"]["fill"]["scale"]["domain"], layer["encoding"]["fill"]["scale"]["range"],
+                    strict=True))  # fmt: skip
+    assert stroke["failed run"] == fill["failed run"] != stroke["flagged regression"]
     assert spec["title"]["subtitle"] == history_chart.THINNED  # the chart says it is thinned
 
 
