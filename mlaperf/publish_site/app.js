@@ -311,12 +311,31 @@ function overlayPicker(hist, machine, sid, r) {
   return h("p", { class: "note" }, "Overlay the same series on another machine ", pick);
 }
 
-// Of the axes publish made (this machine's, the other's), the first that holds every value drawn; else the widest.
+// Of the axes publish made (this machine's, the other's), the first that holds every value drawn; else one made
+// here over both machines' values, labelled in the first axis's unit (a machine's values left off the chart, or
+// cut at its edge, read as the same as this machine's).
 function covering(axes, lines) {
   const ys = lines.flatMap((l) => l.points.map((p) => p[1])).filter((v) => v !== null);
   const lo = Math.min(...ys), hi = Math.max(...ys);
-  return axes.find((a) => a.domain[0] <= lo && a.domain[1] >= hi)
-    || axes.reduce((a, b) => (b.domain[1] - b.domain[0] > a.domain[1] - a.domain[0] ? b : a));
+  return axes.find((a) => a.domain[0] <= lo && a.domain[1] >= hi) || spanning(axes[0], lo, hi);
+}
+
+// A linear axis from lo to hi with 4-8 round ticks, its labels in the unit of ``like``'s (its title kept): the
+// scale of its labels to its tick values (31 for 0.031 in "time (ms)"; a k/M/G suffix read as such).
+function spanning(like, lo, hi) {
+  const SUFFIX = { k: 1e3, M: 1e6, G: 1e9 };
+  const at = like.ticks.findIndex((t) => t !== 0);
+  const m = at < 0 ? null : /^(-?[\d,]*\.?\d+)([kMG]?)$/.exec(like.labels[at]);
+  const scale = m ? (Number(m[1].replace(/,/g, "")) * (SUFFIX[m[2]] || 1)) / like.ticks[at] : NaN;
+  if (like.log || !Number.isFinite(scale) || !(hi >= lo)) return like;
+  const span = hi - lo || Math.abs(hi) || 1;
+  const mag = 10 ** Math.floor(Math.log10(span / 5));
+  const step = [1, 2, 2.5, 5, 10].map((f) => f * mag).find((st) => span / st <= 8);
+  const d0 = Math.floor(lo / step) * step, d1 = Math.ceil(hi / step) * step;
+  const ticks = [];
+  for (let i = 0; d0 + i * step <= d1 + step / 2; i++) ticks.push(Number((d0 + i * step).toPrecision(12)));
+  const fmt = new Intl.NumberFormat("en-US", { maximumSignificantDigits: 4 });
+  return { ...like, domain: [d0, d1], ticks, labels: ticks.map((t) => fmt.format(t * scale)) };
 }
 
 // -- throughput vs concurrency, at the newest commit with the fullest grid---------------------------------------------------

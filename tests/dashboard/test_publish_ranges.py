@@ -1,31 +1,42 @@
-"""An alert group's commit range on the static site (and so on the dashboard: both read
-``dashboard.triage.groups``) is the group's own, as `mlaperf detect --json` prints it, on third-party data: in
-the vendored OpenBLAS history a gradual member joins a group at a later commit than the group's step."""
+"""The static site on third-party data (the vendored OpenBLAS history, three machines): an alert group's commit
+range is the group's own, as `mlaperf detect --json` prints it (the site and the dashboard both read
+``dashboard.triage.groups``: a gradual member joins a group at a later commit than its step), and a series
+overlaid with another machine's whose values lie outside this machine's axis is drawn whole, on an axis over both."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
-from conftest import OPENBLAS, mlaperf_cli, site_data
+from conftest import OPENBLAS, mlaperf_cli, site_data, site_tab
+
+pytestmark = pytest.mark.skipif(not OPENBLAS.exists(), reason="vendored OpenBLAS results missing")
 
 
-@pytest.mark.skipif(not OPENBLAS.exists(), reason="vendored OpenBLAS results missing")
-def test_site_group_range_is_the_detectors(tmp_path: Path) -> None:
-    url = f"sqlite:///{tmp_path / 'store.sqlite'}"
+@pytest.fixture(scope="module")
+def openblas(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], Path]:
+    """`mlaperf detect --json --all` of the OpenBLAS store, and its site."""
+    tmp = tmp_path_factory.mktemp("openblas_site")
+    url = f"sqlite:///{tmp / 'store.sqlite'}"
     mlaperf_cli("ingest", str(OPENBLAS), "--db", url, "-q")
     mlaperf_cli("detect", "--db", url, "--full")
     listing = json.loads(mlaperf_cli("detect", "--db", url, "--json", "--all").stdout)
-    mlaperf_cli("publish", "--db", url, "--out", str(tmp_path / "site"), "-q",
+    mlaperf_cli("publish", "--db", url, "--out", str(tmp / "site"), "-q",
                 "--repo-url", "https://github.com/OpenMathLib/OpenBLAS")
+    return listing, tmp / "site"
+
+
+def test_site_group_range_is_the_detectors(openblas: tuple[dict[str, Any], Path]) -> None:
+    listing, site = openblas
     member_commits = {g["id"]: {r["commit"] for r in listing["regressions"] if r["group"] == g["id"]}
                       for g in listing["groups"]}
     # The case the test is for: a group whose newest member is not at the group's commit.
     assert any(member_commits[g["id"]] - {g["range"]["commit"]} for g in listing["groups"])
     checked, pages = 0, 0
     for machine in {g["machine"] for g in listing["groups"]}:
-        shown = {int(g["group"]): g for g in site_data(tmp_path / "site", f"{machine}/index")["groups"]}
+        shown = {int(g["group"]): g for g in site_data(site, f"{machine}/index")["groups"]}
         pages += len(shown)
         for g in (g for g in listing["groups"] if g["machine"] == machine and g["id"] in shown):
             page = shown[g["id"]]
@@ -35,3 +46,25 @@ def test_site_group_range_is_the_detectors(tmp_path: Path) -> None:
                 assert page["parent"]["text"] == g["range"]["parent"][:8], (g["id"], page["parent"], g["range"])
             checked += 1
     assert checked == pages > 0  # every group page the site has is one the detector listed
+
+
+@pytest.mark.browser
+def test_an_overlaid_machine_outside_this_axis_is_drawn_whole(openblas: tuple[dict[str, Any], Path]) -> None:
+    # gemm [size=100, variant=d]: 38-50 us on gha-aws-skylake, 52-53 us on gha-aws-graviton, whose line the
+    # skylake axis left off the chart (the legend still named it).
+    _, site = openblas
+    sid = next(r["id"] for r in site_data(site, "gha-aws-skylake/index")["grid"]
+               if r["name"] == "benchmarks.gemm.time_gemm [size=100, variant=d]")
+    mine, theirs = site_data(site, f"gha-aws-skylake/s{sid}"), site_data(site, f"gha-aws-graviton/s{sid}")
+    values = [v for v in theirs["value"] if v is not None]
+    assert min(values) > mine["y"]["domain"][1]  # the case: the other machine's values all above this axis
+    with site_tab(site) as (page, refused):
+        page.goto(f"{site.as_uri()}/index.html#/gha-aws-skylake/history/{sid}?vs=gha-aws-graviton")
+        page.wait_for_selector("svg.chart .lines > path:nth-of-type(2)")
+        box = page.eval_on_selector("svg.chart clipPath rect", "r => [r.y.baseVal.value, r.height.baseVal.value]")
+        ys = page.eval_on_selector_all("svg.chart .lines .points circle", "cs => cs.map(c => c.cy.baseVal.value)")
+        labels = page.eval_on_selector_all("svg.chart .axis.y .tick text", "ts => ts.map(t => t.textContent)")
+        title = page.eval_on_selector("svg.chart .axis.y > text", "t => t.textContent")
+    assert not refused
+    assert len(ys) >= len(values) and all(box[0] <= y <= box[0] + box[1] for y in ys), (box, min(ys), max(ys))
+    assert title == "time (us)" and 4 <= len(labels) <= 9 and all(float(x) <= 60 for x in labels), labels
