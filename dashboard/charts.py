@@ -176,7 +176,7 @@ def compare_spec(cmp: pd.DataFrame, *, title: str, top: int = 15) -> dict:
         "series": list(df["series"]),
         "pct": df["pct"].to_numpy(),
         "status": df["status"].to_numpy(),
-        "change": [f"{fmt.fmt_value(b, u, benchmark=n)} → {fmt.fmt_value(h, u, benchmark=n)} ({fmt.fmt_ratio(r)}, "
+        "change": [f"{fmt.fmt_before_after(b, h, u, benchmark=n)} ({fmt.fmt_ratio(r)}, "
                    f"p {fmt.fmt_p(p)})" for b, h, u, n, r, p in
                    zip(df["base"], df["head"], df["unit"], df["benchmark"], df["ratio"], df["p_value"], strict=True)],
         "pct_text": [fmt_value_change(b, h, d) for b, h, d in zip(df["base"], df["head"], df["direction"],

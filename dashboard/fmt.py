@@ -35,6 +35,7 @@ __all__ = [
     "axis_unit",
     "commit_label",
     "commit_range",
+    "fmt_before_after",
     "fmt_bytes",
     "fmt_change",
     "fmt_p",
@@ -79,6 +80,11 @@ def fmt_value(value: Any, unit: Any, missing: str = "failed", *, benchmark: str 
     """``regressions.units.fmt_value`` of a frame's cell: a unit pandas read as NaN (none stored) is none, so a
     ``track_`` without one shows as a count (``benchmark``: its asv name), never as ``12.0 nan`` or seconds."""
     return units.fmt_value(value, unit if isinstance(unit, str) else None, missing, benchmark=benchmark)
+
+
+def fmt_before_after(before: Any, after: Any, unit: Any, *, benchmark: str | None = None) -> str:
+    """``regressions.units.fmt_before_after`` of a frame's cells (a unit pandas read as NaN is none)."""
+    return units.fmt_before_after(before, after, unit if isinstance(unit, str) else None, benchmark=benchmark)
 
 
 def axis_title(quantity: str, name: str) -> str:

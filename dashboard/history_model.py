@@ -222,7 +222,7 @@ def flagged_markers(flag: pd.DataFrame, commits: pd.DataFrame, label_of: Mapping
         "fixed_pos": flag["fixed_sha"].map(pos_of_sha),
         "text": [f"regression #{r.id} ({r.status}) at {fmt.commit_label(r.sha, r.message, 50)}"
                  for r in flag.itertuples()],
-        "change": [f"{fmt.fmt_value(r.before, unit)} → {fmt.fmt_value(r.after, unit)} "
+        "change": [f"{fmt.fmt_before_after(r.before, r.after, unit)} "
                    f"({fmt.fmt_ratio(r.ratio)}, p {fmt.fmt_p(r.p_value)})" for r in flag.itertuples()],
         "fixed_text": [f"#{r.id} fixed at {fmt.commit_label(r.fixed_sha, r.fixed_message, 50)}"
                        if isinstance(r.fixed_sha, str) else "" for r in flag.itertuples()],
@@ -277,7 +277,7 @@ def flagged_table(flag: pd.DataFrame, label_of: Mapping[str, str], unit: str | N
         "series": flag["params_key"].map(label_of),
         "status": flag["status"],
         "commits": [fmt.commit_range(p, s) for p, s in zip(flag["parent_sha"], flag["sha"], strict=True)],
-        "before → after": [f"{fmt.fmt_value(b, unit)} → {fmt.fmt_value(a, unit)}"
+        "before → after": [fmt.fmt_before_after(b, a, unit)
                            for b, a in zip(flag["before"], flag["after"], strict=True)],
         "ratio": flag["ratio"].map(fmt.fmt_ratio),
         "p": flag["p_value"].map(fmt.fmt_p),

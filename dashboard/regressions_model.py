@@ -66,7 +66,7 @@ def group_rows(group_frame: pd.DataFrame, *, all_machines: bool, compare_link: C
 
 def _before_after(frame: pd.DataFrame) -> list[str]:
     units = frame["unit"] if "unit" in frame else pd.Series([None] * len(frame), index=frame.index)
-    return [f"{fmt.fmt_value(b, u, benchmark=n)} → {fmt.fmt_value(a, u, benchmark=n)}"
+    return [fmt.fmt_before_after(b, a, u, benchmark=n)
             for b, a, u, n in zip(frame["before"], frame["after"], units, frame["benchmark"], strict=True)]
 
 

@@ -103,16 +103,34 @@ def fmt_time(seconds: float | None, missing: str = "failed") -> str:
     if is_missing(seconds):
         return missing
     s = float(seconds)  # type: ignore[arg-type]
-    a = abs(float(f"{s:.3g}"))  # the scale of the value as shown: 9.9999 ms reads 10.0 ms, not 10,000 us
-    if a == 0:
+    if s == 0:
         return "0 s"
+    mult, name = _time_scale(s)
+    return f"{sig(s * mult)} {name}"
+
+
+def _time_scale(seconds: float) -> tuple[float, str]:
+    """(multiplier, name) :func:`fmt_time` shows ``seconds`` in: ns, us below 10 ms, ms, s."""
+    a = abs(float(f"{seconds:.3g}"))  # the scale of the value as shown: 9.9999 ms reads 10.0 ms, not 10,000 us
     if a < 1e-6:
-        return f"{sig(s * 1e9)} ns"
+        return 1e9, "ns"
     if a < 1e-2:
-        return f"{sig(s * 1e6)} us"
+        return 1e6, "us"
     if a < 1.0:
-        return f"{sig(s * 1e3)} ms"
-    return f"{sig(s)} s"
+        return 1e3, "ms"
+    return 1.0, "s"
+
+
+def fmt_before_after(before: float | None, after: float | None, unit: str | None, *,
+                     benchmark: str | None = None) -> str:  # fmt: skip
+    """``before → after`` in the unit of each (:func:`fmt_value`), times both in the larger side's scale:
+    ``9.98 ms → 10.8 ms``, not ``9,978 us → 10.8 ms``."""
+    if is_time(unit_of(benchmark, unit)) and not is_missing(before) and not is_missing(after):
+        b, a = float(before), float(after)  # type: ignore[arg-type]
+        if math.isfinite(b) and math.isfinite(a) and max(abs(b), abs(a)) > 0:
+            mult, name = _time_scale(max(abs(b), abs(a)))
+            return f"{sig(b * mult)} {name} → {sig(a * mult)} {name}"
+    return f"{fmt_value(before, unit, benchmark=benchmark)} → {fmt_value(after, unit, benchmark=benchmark)}"
 
 
 def fmt_value(value: float | None, unit: str | None, missing: str = "failed", *, benchmark: str | None = None) -> str:

@@ -19,7 +19,7 @@ from regressions.compare import REGRESSED, Comparison
 from regressions.direction import DOWN_IS_WORSE, UP_IS_WORSE, direction_for
 from regressions.labels import series_label
 from regressions.text_table import compare_text
-from regressions.units import fmt_change, fmt_time, fmt_value, fmt_value_change, sig
+from regressions.units import fmt_before_after, fmt_change, fmt_time, fmt_value, fmt_value_change, sig
 
 Ingest = Callable[[Engine, list[Path]], None]
 
@@ -27,6 +27,14 @@ Ingest = Callable[[Engine, list[Path]], None]
 def test_rounding_takes_the_magnitude_of_the_rounded_value() -> None:
     assert sig(99.99) == "100" and sig(-99.99) == "-100" and sig(12_324.4) == "12,324" and sig(0.0999) == "0.0999"
     assert fmt_time(99.99e-6) == "100 us" and fmt_time(9.9999e-3) == "10.0 ms" and fmt_time(999.99e-9) == "1.00 us"
+
+
+def test_before_and_after_read_in_one_scale() -> None:
+    # OpenBLAS's 10 ms kernels read "9,978 us → 10.8 ms" on the Regressions page: one side per scale.
+    assert fmt_before_after(9.978e-3, 10.8e-3, "seconds") == "9.98 ms → 10.8 ms"
+    assert fmt_before_after(19.5e-6, 90.1e-6, "seconds") == "19.5 us → 90.1 us"
+    assert fmt_before_after(None, 1e-3, "seconds") == "failed → 1,000 us"
+    assert fmt_before_after(4174.0, 18780.0, "tokens/s") == "4,174 tokens/s → 18,780 tokens/s"
 
 
 def test_unitless_track_values_are_plain_numbers_and_bytes_are_scaled() -> None:
