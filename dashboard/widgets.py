@@ -159,7 +159,7 @@ def _not_available(key: str, label: str, options: Sequence[Any] | None, kind: st
     bad = _bad_texts(key, options, kind)
     if not bad:
         return None
-    listed = [str(format_func(o)) for o in (options or [])]
+    listed = [str(format_func(o)) for o in (options or []) if o is not None]  # "(none)" is no value a link names
     known = ", ".join(listed[:10]) + (f" and {len(listed) - 10:,} more" if len(listed) > 10 else "")
     what = " and ".join(md_code(t, table=False) for t in bad)
     return (f"{fmt.md_text(label)}: the link's {what} is not available here (known: {fmt.md_text(known) or 'none'})"
