@@ -231,31 +231,31 @@ def load_units(session: Session, sc: Scope, pos: dict[int, int], bench: Benchmar
 
 
 def newest_commit_worse(session: Session, machine_ids: Iterable[int], pos: dict[int, int], bench: Benchmarks,
-                        settings: Settings, before: int = 5) -> dict[int, int]:  # fmt: skip
-    """Per machine, the position of its newest commit when most of the series measured there (``is_machine_wide``)
-    got worse than the median of their ``before`` commits before it (``policy.newest_worse``, each series in its
-    version segment): a machine-wide event that the next commit will decide. Read from the store over every
-    series the machine measured there, not the series a run examines, so night by night and ``--full`` agree."""
+                        settings: Settings, lookback: int, before: int = 5) -> dict[int, int]:  # fmt: skip
+    """Per machine, the position of its newest measured commit (the newest with a successful result: a night
+    whose every result failed measured nothing) when most of the series measured there (``is_machine_wide``) got
+    worse than the median of their own ``before`` measured commits before it (``policy.newest_worse``, each
+    series in its version segment, over the machine's ``lookback`` newest commits): a machine-wide event that the
+    next commit will decide. Read from the store over every series the machine measured there, not the series a
+    run examines, so night by night and ``--full`` agree."""
     out: dict[int, int] = {}
     for mid in machine_ids:
-        window = newest_commits(session, mid, before + 1)
-        if len(window) < 2:
-            continue
+        window = newest_commits(session, mid, lookback)
         runs = load_values(session, machine_ids=[mid], series=None, windows={mid: window})
         runs = runs[~runs["benchmark_id"].isin(provenance_ids(bench))]
         runs = last_version_only(session, version_codes(runs))
         if runs.empty:
             continue
         df = per_commit(runs.assign(pos=runs["commit_id"].map(pos)))
-        newest = pos[window[0]]
+        newest = int(df["pos"].max())
         measured = worse = 0
         for (bid, _key), g in df.groupby(["benchmark_id", "params_key"], sort=False):
             if int(g["pos"].iloc[-1]) != newest:
                 continue
             measured += 1
-            mine = g[g["segment"] == g["segment"].iloc[-1]]
+            mine = g[g["segment"] == g["segment"].iloc[-1]]["value"].to_numpy(dtype=float)[-(before + 1):]
             name, unit = bench.get(int(bid), (str(bid), None))
-            worse += policy.newest_worse(mine["value"].to_numpy(dtype=float), threshold=settings.threshold_for(name),
+            worse += policy.newest_worse(mine, threshold=settings.threshold_for(name),
                                          direction=direction_for(name, unit, settings), before=before)  # fmt: skip
         if policy.is_machine_wide(worse, measured):
             out[mid] = newest

@@ -394,7 +394,8 @@ def detect_store(
         for reg in _stored(session, {u.key for u in units}):
             stored.setdefault((reg.benchmark_id, reg.params_key, reg.machine_id), []).append(reg)
     events = one_run_events(units)
-    for mid, newest in newest_commit_worse(session, {u.key[2] for u in units}, pos, bench, settings).items():
+    for mid, newest in newest_commit_worse(session, {u.key[2] for u in units}, pos, bench, settings,
+                                           lookback).items():  # fmt: skip
         events.setdefault(mid, set()).add((MACHINE_EVENT_PENDING, newest))
     founds = find_steps(units, params)
     found_of = {id(u): f for u, f in zip(units, founds, strict=True)}
