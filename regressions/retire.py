@@ -166,7 +166,15 @@ def series_gone(session: Session, machine_ids: list[int], judged: Iterable[tuple
         if not newest:
             continue
         at_newest = _series_rows(session, mid, {b for b, _ in candidates}, newest)
-        absent = candidates - {(b, k) for _c, b, k in at_newest}
+        present = {(b, k) for _c, b, k in at_newest}
+        # A benchmark that did not run there (a partial run): its own newest commit instead, one small read each.
+        not_run = {b for b, _ in candidates} - {b for _c, b, _k in at_newest}
+        newest_of = {b: max(where, key=lambda c: pos.get(c, -1))
+                     for b, where in _by_benchmark(_measured(session, mid, benchmarks=not_run))}  # fmt: skip
+        for c in set(newest_of.values()):
+            present |= {(b, k) for _c, b, k in _series_rows(session, mid, {b for b, n in newest_of.items() if n == c},
+                                                             [c])}  # fmt: skip
+        absent = candidates - present
         if not absent:
             continue
         runs_of: dict[int, set[int]] = {}  # benchmark -> commits it ran at

@@ -123,12 +123,13 @@ def _time_scale(seconds: float) -> tuple[float, str]:
 
 def fmt_before_after(before: float | None, after: float | None, unit: str | None, *,
                      benchmark: str | None = None) -> str:  # fmt: skip
-    """``before → after`` in the unit of each (:func:`fmt_value`), times both in the larger side's scale:
-    ``9.98 ms → 10.8 ms``, not ``9,978 us → 10.8 ms``."""
+    """``before → after`` in the unit of each (:func:`fmt_value`), times both in the larger side's scale where the
+    smaller reads at least 1 there: ``9.98 ms → 10.8 ms``, not ``9,978 us → 10.8 ms``; ``2.00 s → 5,000 us``."""
     if is_time(unit_of(benchmark, unit)) and not is_missing(before) and not is_missing(after):
         b, a = float(before), float(after)  # type: ignore[arg-type]
-        if math.isfinite(b) and math.isfinite(a) and max(abs(b), abs(a)) > 0:
-            mult, name = _time_scale(max(abs(b), abs(a)))
+        big, small = max(abs(b), abs(a)), min(abs(b), abs(a))
+        mult, name = _time_scale(big) if math.isfinite(big) and big > 0 else (0.0, "")
+        if small * mult >= 1:  # the smaller side reads in whole units there too (not "0.00500 s")
             return f"{sig(b * mult)} {name} → {sig(a * mult)} {name}"
     return f"{fmt_value(before, unit, benchmark=benchmark)} → {fmt_value(after, unit, benchmark=benchmark)}"
 

@@ -1,6 +1,8 @@
 // mlaperf static site: pages laid out in the browser from data/*.js (written by `mlaperf publish`).
 // Every string shown (numbers, units, ratios, p-values, tables, axis labels) was made by `mlaperf publish` with
-// the dashboard's own functions; this file only lays them out and scales the charts to the axes it was given.
+// the dashboard's own functions; this file only lays them out and scales the charts to the axes it was given,
+// but for one: a History overlay whose values no published axis holds gets an axis over both machines here
+// (``covering``), labelled in the unit of this machine's axis.
 // No server, no network: data files are <script>s (a browser loads those from file://, where it refuses
 // fetch), charts are SVG drawn here. Routes live in the location hash, so every view is a link:
 //   #/<machine folder>                      overview: alert groups, summary grid with search (?q=)
@@ -312,30 +314,48 @@ function overlayPicker(hist, machine, sid, r) {
 }
 
 // Of the axes publish made (this machine's, the other's), the first that holds every value drawn; else one made
-// here over both machines' values, labelled in the first axis's unit (a machine's values left off the chart, or
-// cut at its edge, read as the same as this machine's).
+// here over both machines' values (a machine's values left off the chart, or cut at its edge, read as the same as
+// this machine's): linear, labelled in the first axis's unit; on a log axis the wider of the two.
 function covering(axes, lines) {
   const ys = lines.flatMap((l) => l.points.map((p) => p[1])).filter((v) => v !== null);
   const lo = Math.min(...ys), hi = Math.max(...ys);
-  return axes.find((a) => a.domain[0] <= lo && a.domain[1] >= hi) || spanning(axes[0], lo, hi);
+  const widest = (some) => some.reduce((a, b) => (b.domain[1] - b.domain[0] > a.domain[1] - a.domain[0] ? b : a));
+  const drawn = axes.filter((a) => a.ticks.length);  // an axis without ticks: every value of its machine failed
+  if (!drawn.length) return axes[0];
+  return drawn.find((a) => a.domain[0] <= lo && a.domain[1] >= hi)
+    || (drawn[0].log ? logUnion(drawn, widest(drawn)) : spanning(drawn[0], lo, hi));
 }
 
-// A linear axis from lo to hi with 4-8 round ticks, its labels in the unit of ``like``'s (its title kept): the
-// scale of its labels to its tick values (31 for 0.031 in "time (ms)"; a k/M/G suffix read as such).
+// Log axes in one unit (the same title): one over both domains with both axes' ticks; else ``otherwise``.
+function logUnion(axes, otherwise) {
+  if (!axes.every((a) => a.log && a.title === axes[0].title)) return otherwise;
+  const label = new Map(axes.flatMap((a) => a.ticks.map((t, i) => [t, a.labels[i]])));
+  const ticks = [...label.keys()].sort((x, y) => x - y);
+  return { ...axes[0], domain: [Math.min(...axes.map((a) => a.domain[0])), Math.max(...axes.map((a) => a.domain[1]))],
+           ticks, labels: ticks.map((t) => label.get(t)) };
+}
+
+// A linear axis over lo..hi with at most 8 round ticks (1, 2, 2.5 or 5 times a power of ten), its labels in the
+// unit of ``like``'s (its title kept: the scale of its labels to its tick values, 31 for 0.031 in "time (ms)", a
+// k/M/G suffix read as such) with the decimals the step needs, as publish_axes labels its own axes.
 function spanning(like, lo, hi) {
   const SUFFIX = { k: 1e3, M: 1e6, G: 1e9 };
   const at = like.ticks.findIndex((t) => t !== 0);
   const m = at < 0 ? null : /^(-?[\d,]*\.?\d+)([kMG]?)$/.exec(like.labels[at]);
   const scale = m ? (Number(m[1].replace(/,/g, "")) * (SUFFIX[m[2]] || 1)) / like.ticks[at] : NaN;
-  if (like.log || !Number.isFinite(scale) || !(hi >= lo)) return like;
+  if (!Number.isFinite(scale) || !(hi >= lo)) return like;
   const span = hi - lo || Math.abs(hi) || 1;
-  const mag = 10 ** Math.floor(Math.log10(span / 5));
-  const step = [1, 2, 2.5, 5, 10].map((f) => f * mag).find((st) => span / st <= 8);
-  const d0 = Math.floor(lo / step) * step, d1 = Math.ceil(hi / step) * step;
-  const ticks = [];
-  for (let i = 0; d0 + i * step <= d1 + step / 2; i++) ticks.push(Number((d0 + i * step).toPrecision(12)));
-  const fmt = new Intl.NumberFormat("en-US", { maximumSignificantDigits: 4 });
-  return { ...like, domain: [d0, d1], ticks, labels: ticks.map((t) => fmt.format(t * scale)) };
+  for (let mag = 10 ** Math.floor(Math.log10(span / 8)); ; mag *= 10) {
+    for (const f of [1, 2, 2.5, 5]) {
+      const step = f * mag, d0 = Math.floor(lo / step) * step, d1 = Math.ceil(hi / step) * step;
+      const n = Math.round((d1 - d0) / step) + 1;
+      if (n > 8) continue;
+      const ticks = Array.from({ length: n }, (_, i) => Number((d0 + i * step).toPrecision(12)));
+      const digits = Math.max(0, -Math.round(Math.log10(mag * scale)) + (f === 2.5 ? 1 : 0));
+      const fmt = new Intl.NumberFormat("en-US", { minimumFractionDigits: digits, maximumFractionDigits: digits });
+      return { ...like, domain: [d0, d1], ticks, labels: ticks.map((t) => fmt.format(t * scale)) };
+    }
+  }
 }
 
 // -- throughput vs concurrency, at the newest commit with the fullest grid---------------------------------------------------

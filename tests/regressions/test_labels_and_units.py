@@ -35,6 +35,7 @@ def test_before_and_after_read_in_one_scale() -> None:
     assert fmt_before_after(19.5e-6, 90.1e-6, "seconds") == "19.5 us → 90.1 us"
     assert fmt_before_after(None, 1e-3, "seconds") == "failed → 1,000 us"
     assert fmt_before_after(4174.0, 18780.0, "tokens/s") == "4,174 tokens/s → 18,780 tokens/s"
+    assert fmt_before_after(2.0, 5e-3, "seconds") == "2.00 s → 5,000 us"  # not "0.00500 s": each its own scale
 
 
 def test_unitless_track_values_are_plain_numbers_and_bytes_are_scaled() -> None:
