@@ -82,12 +82,12 @@ def grid(series: pd.DataFrame, values: pd.DataFrame, commit_ids: Sequence[int], 
         out["ran"] = False
     else:
         # One row per (series, commit) already (runs pooled): unstack, no aggregation.
-        indexed = values.set_index(["benchmark", "params_key", "commit_id"])
-        table = indexed["value"].unstack("commit_id").reindex(index=keys, columns=ids).to_numpy(dtype=float)
+        table = values.set_index(["benchmark", "params_key", "commit_id"])["value"].unstack("commit_id") \
+            .reindex(index=keys, columns=ids).to_numpy(dtype=float)
         # A result at one of the commits, failed ones too: a series with none was not run there (a retired or
         # renamed benchmark), which is not a failure.
-        out["ran"] = indexed.assign(_ran=1.0)["_ran"].unstack("commit_id").reindex(index=keys, columns=ids) \
-            .notna().any(axis=1).to_numpy()
+        at_ids = values.loc[values["commit_id"].isin(ids), ["benchmark", "params_key"]]
+        out["ran"] = keys.isin(pd.MultiIndex.from_frame(at_ids))
     out["spark"] = list(table)
     measured = ~np.isnan(table)
     last = table.shape[1] - 1 - np.argmax(measured[:, ::-1], axis=1) if table.shape[1] else np.zeros(len(out), int)

@@ -203,10 +203,7 @@ def load_units(session: Session, sc: Scope, pos: dict[int, int], bench: Benchmar
     if sc.series is not None and not sc.series:
         return []
     runs = load_values(session, machine_ids=sc.machine_ids, series=sc.series, windows=sc.windows)
-    runs = _in_windows(session, runs, sc)
-    runs = runs[~runs["benchmark_id"].isin(provenance_ids(bench))]
-    runs = last_version_only(session, version_codes(runs))  # coded once the windows' frames are joined
-    runs = runs.assign(pos=runs["commit_id"].map(pos))
+    runs = _counted(session, _in_windows(session, runs, sc), bench, pos)
     if runs.empty:
         return []
     df = per_commit(runs)
@@ -230,6 +227,15 @@ def load_units(session: Session, sc: Scope, pos: dict[int, int], bench: Benchmar
     return units
 
 
+def _counted(session: Session, runs: pd.DataFrame, bench: Benchmarks, pos: dict[int, int]) -> pd.DataFrame:
+    """The runs of :func:`load_values` that detection counts, at their history positions (``pos``): no kernel-config
+    records, and at a commit measured at two asv versions the last one's (``last_version_only``; versions coded
+    here, once the frames read apart are joined)."""
+    runs = runs[~runs["benchmark_id"].isin(provenance_ids(bench))]
+    runs = last_version_only(session, version_codes(runs))
+    return runs.assign(pos=runs["commit_id"].map(pos))
+
+
 def newest_commit_worse(session: Session, machine_ids: Iterable[int], pos: dict[int, int], bench: Benchmarks,
                         settings: Settings, lookback: int, before: int = 5) -> dict[int, int]:  # fmt: skip
     """Per machine, the position of its newest measured commit (the newest with a successful result: a night
@@ -241,12 +247,11 @@ def newest_commit_worse(session: Session, machine_ids: Iterable[int], pos: dict[
     out: dict[int, int] = {}
     for mid in machine_ids:
         window = newest_commits(session, mid, lookback)
-        runs = load_values(session, machine_ids=[mid], series=None, windows={mid: window})
-        runs = runs[~runs["benchmark_id"].isin(provenance_ids(bench))]
-        runs = last_version_only(session, version_codes(runs))
+        runs = _counted(session, load_values(session, machine_ids=[mid], series=None, windows={mid: window}),
+                        bench, pos)  # fmt: skip
         if runs.empty:
             continue
-        df = per_commit(runs.assign(pos=runs["commit_id"].map(pos)))
+        df = per_commit(runs)
         newest = int(df["pos"].max())
         measured = worse = 0
         for (bid, _key), g in df.groupby(["benchmark_id", "params_key"], sort=False):

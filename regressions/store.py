@@ -260,7 +260,7 @@ def judge_unit(
         if events and ((MACHINE_EVENT, here) in events or (u.key[0], here) in events):
             nxt = after[at + 1] if at + 1 < len(after) else None
             verdict = policy.after_one_run_event(verdict, nxt, machine_wide=(MACHINE_EVENT, here) in events)
-        elif events and (MACHINE_EVENT_PENDING, here) in events and here == after[-1]:
+        elif events and (MACHINE_EVENT_PENDING, here) in events:  # the machine's newest measured commit
             verdict = policy.before_machine_event(verdict)
         if ended_at is not None:
             verdict = policy.retire(verdict, policy.SEGMENT_ENDED, ended_at)
