@@ -14,6 +14,7 @@ caller's.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 from sqlalchemy import ColumnElement, or_, select
 from sqlalchemy.orm import Session
@@ -29,22 +30,33 @@ SeriesGone = dict[int, dict[Series, int]]  # machine id -> {series: commit id of
 _CHUNK = 500  # bounded IN lists
 
 
+def _rows(session: Session, mid: int, *, commits: list[int] | None = None, benchmarks: Iterable[int] | None = None,
+          params: bool = False) -> list[tuple[Any, ...]]:  # fmt: skip
+    """Distinct (commit id, benchmark id[, params_key]) of every result on machine ``mid`` (any status: a
+    failed or skipped one was selected), of ``benchmarks`` and/or at ``commits``, read in bounded chunks of
+    the benchmarks (of the commits when no benchmarks are given: callers name one or two commits beside them)."""
+    columns = [Run.commit_id, Result.benchmark_id, *([Result.params_key] if params else [])]
+    stmt = select(*columns).join(Run, Result.run_id == Run.id).where(Run.machine_id == mid).distinct()
+    if benchmarks is None:
+        chunked, keys = Run.commit_id, list(commits or [])
+    else:
+        chunked, keys = Result.benchmark_id, sorted(set(benchmarks))
+        if commits is not None:
+            stmt = stmt.where(Run.commit_id.in_(commits))
+    out: list[tuple[Any, ...]] = []
+    for i in range(0, len(keys), _CHUNK):
+        out += [(int(c), int(b), *(str(k) for k in rest)) for c, b, *rest in
+                session.execute(stmt.where(chunked.in_(keys[i : i + _CHUNK])))]  # fmt: skip
+    return out
+
+
 def _measured(session: Session, mid: int, *, commits: list[int] | None = None,
               benchmarks: Iterable[int] | None = None) -> dict[int, set[int]]:  # fmt: skip
-    """Commit id -> benchmark ids with a result there (any status: a failed or skipped one was selected) on
-    machine ``mid``, over ``commits`` or for ``benchmarks``."""
+    """Commit id -> benchmark ids with a result there on machine ``mid``, over ``commits`` or for
+    ``benchmarks``."""
     out: dict[int, set[int]] = {}
-    keys = commits if commits is not None else sorted(set(benchmarks or ()))
-    column = Run.commit_id if commits is not None else Result.benchmark_id
-    for i in range(0, len(keys), _CHUNK):
-        rows = session.execute(
-            select(Run.commit_id, Result.benchmark_id)
-            .join(Run, Result.run_id == Run.id)
-            .where(Run.machine_id == mid, column.in_(keys[i : i + _CHUNK]))
-            .distinct()
-        )
-        for c, b in rows:
-            out.setdefault(int(c), set()).add(int(b))
+    for c, b in _rows(session, mid, commits=commits, benchmarks=benchmarks):
+        out.setdefault(c, set()).add(b)
     return out
 
 
@@ -165,21 +177,21 @@ def series_gone(session: Session, machine_ids: list[int], judged: Iterable[tuple
         newest = newest_commits(session, mid, 1) if candidates else []
         if not newest:
             continue
-        at_newest = _series_rows(session, mid, {b for b, _ in candidates}, newest)
+        at_newest = _rows(session, mid, benchmarks={b for b, _ in candidates}, commits=newest, params=True)
         present = {(b, k) for _c, b, k in at_newest}
         # A benchmark that did not run there (a partial run): its own newest commit instead, one small read each.
         not_run = {b for b, _ in candidates} - {b for _c, b, _k in at_newest}
         newest_of = {b: max(where, key=lambda c: pos.get(c, -1))
                      for b, where in _by_benchmark(_measured(session, mid, benchmarks=not_run))}  # fmt: skip
         for c in set(newest_of.values()):
-            present |= {(b, k) for _c, b, k in _series_rows(session, mid, {b for b, n in newest_of.items() if n == c},
-                                                             [c])}  # fmt: skip
+            wanted_here = {b for b, n in newest_of.items() if n == c}
+            present |= {(b, k) for _c, b, k in _rows(session, mid, benchmarks=wanted_here, commits=[c], params=True)}
         absent = candidates - present
         if not absent:
             continue
         runs_of: dict[int, set[int]] = {}  # benchmark -> commits it ran at
         last: dict[Series, int] = {}  # series -> position of its last result
-        for c, b, k in _series_rows(session, mid, {b for b, _ in absent}):
+        for c, b, k in _rows(session, mid, benchmarks={b for b, _ in absent}, params=True):
             runs_of.setdefault(b, set()).add(c)
             if (b, k) in absent:
                 last[(b, k)] = max(last.get((b, k), -1), pos.get(c, -1))
@@ -187,21 +199,6 @@ def series_gone(session: Session, machine_ids: list[int], judged: Iterable[tuple
             later = [c for c in runs_of[b] if pos.get(c, -1) > p]
             if later:
                 out.setdefault(mid, {})[(b, k)] = min(later, key=lambda c: pos.get(c, -1))
-    return out
-
-
-def _series_rows(session: Session, mid: int, benchmarks: set[int], commits: list[int] | None = None
-                 ) -> list[tuple[int, int, str]]:  # fmt: skip
-    """(commit id, benchmark id, params_key) of every result of ``benchmarks`` on machine ``mid`` (at
-    ``commits`` only, when given), any status."""
-    keys = sorted(benchmarks)
-    out: list[tuple[int, int, str]] = []
-    for i in range(0, len(keys), _CHUNK):
-        stmt = (select(Run.commit_id, Result.benchmark_id, Result.params_key).join(Run, Result.run_id == Run.id)
-                .where(Run.machine_id == mid, Result.benchmark_id.in_(keys[i : i + _CHUNK])).distinct())  # fmt: skip
-        if commits is not None:
-            stmt = stmt.where(Run.commit_id.in_(commits))
-        out += [(int(c), int(b), str(k)) for c, b, k in session.execute(stmt)]
     return out
 
 
