@@ -2,10 +2,12 @@
 values, its latest change and its last flagged regression, with a search over names (the Overview's top rows,
 the All benchmarks page, and the static site's overview). Pure pandas: no Streamlit, no database.
 
-Latest change, the one rule: the newest value over the median of up to ``CHANGE_WINDOW`` values before it,
-oriented so that > 1 is worse (``change``: sorting and colouring), and shown as the value's own relative
-change with worse or better from the direction (``change_text``, ``regressions.units.fmt_change``): a rate
-4.4x up reads ``+336% better``, never the inverse factor's ``-77% better``.
+Latest change, the one rule: the newest value over the median of up to ``CHANGE_WINDOW`` values before it of
+the same asv version (a benchmark whose code changed measures something else: detection starts a new segment
+there, and so does the change), oriented so that > 1 is worse (``change``: sorting and colouring), and shown as
+the value's own relative change with worse or better from the direction (``change_text``,
+``regressions.units.fmt_change``): a rate 4.4x up reads ``+336% better``, never the inverse factor's ``-77%
+better``.
 """
 
 from __future__ import annotations
@@ -98,7 +100,7 @@ def grid(series: pd.DataFrame, values: pd.DataFrame, commit_ids: Sequence[int], 
     worse_up = {(b, u): direction(b, u) == "up_is_worse" for b, u in zip(pairs["benchmark"], pairs["unit"],
                                                                           strict=True)}
     up = np.array([worse_up[(b, u)] for b, u in zip(out["benchmark"], out["unit"], strict=True)], dtype=bool)
-    out["change"] = latest_changes(table, up)
+    out["change"] = latest_changes(_newest_version_only(values, keys, ids, table), up)
     out["change_text"] = [fmt.fmt_change(c, UP_IS_WORSE if u else DOWN_IS_WORSE) if c == c else ""
                           for c, u in zip(out["change"], up, strict=True)]  # fmt: skip
     newest = regs.drop_duplicates(["benchmark", "params_key"]) if not regs.empty else \
@@ -115,6 +117,24 @@ def grid(series: pd.DataFrame, values: pd.DataFrame, commit_ids: Sequence[int], 
                          for st, r, sh in zip(f["status"], f["ratio"], f["sha"], strict=True)]
     out["flag"] = text
     return out[cols]
+
+
+def _newest_version_only(values: pd.DataFrame, keys: pd.MultiIndex, ids: list[int], table: np.ndarray
+                         ) -> np.ndarray:  # fmt: skip
+    """``table`` with NaN where a value's asv version is known and not that of its row's newest value."""
+    if "benchmark_version" not in values or values.empty or not ids:
+        return table
+    codes, _ = pd.factorize(values["benchmark_version"].to_numpy(dtype=object), use_na_sentinel=True)
+    version = values.assign(_v=codes).set_index(["benchmark", "params_key", "commit_id"])["_v"] \
+        .unstack("commit_id").reindex(index=keys, columns=ids).to_numpy(dtype=float, copy=True)
+    known = ~np.isnan(table)
+    version[~known | (version < 0)] = np.nan  # the version of measured values only; -1 unknown
+    newest = np.full(len(table), np.nan)
+    rows = known.any(axis=1)
+    last = table.shape[1] - 1 - np.argmax(known[:, ::-1], axis=1)
+    newest[rows] = version[np.arange(len(table)), last][rows]
+    other = ~np.isnan(version) & ~np.isnan(newest)[:, None] & (version != newest[:, None])
+    return np.where(other, np.nan, table)
 
 
 def latest_texts(table: pd.DataFrame) -> list[str]:

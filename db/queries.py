@@ -4,11 +4,12 @@ comparisons (``regressions.results``), the tests and the benchmark scripts all r
 Every function takes a caller-owned :class:`~sqlalchemy.orm.Session`, builds its SQL with ``select()``
 (parameters bound, never formatted into SQL) and returns a pandas DataFrame unless said otherwise.
 The regressions and their triage writers live in ``db.regression_queries`` (re-exported here); the
-shared errors, lookups and :func:`pool_runs` in ``db.query_base``.
+shared errors, lookups and the rules for a commit measured more than once in ``db.query_base``.
 
 A series is (benchmark name, ``params_key``, machine name). When a commit was measured more than once on
-a machine (re-runs, several environments), its result is the median over those runs (:func:`pool_runs`,
-the one rule: detection, `mlaperf compare` and the dashboard all see the same value).
+a machine (re-runs, several environments), its result is the median over those runs (:func:`pool_runs`) of
+the asv version measured last there (:func:`last_version_only`): the rules detection, `mlaperf compare` and
+the dashboard all apply, so they see the same value.
 Times are naive UTC. Big frames are fetched as narrow rows and joined to the small tables in pandas.
 Shaped for the dashboard at 1,000 commits x 500 series: :func:`history` reads several series of one
 benchmark at once, :func:`series` is one DISTINCT without per-series counts. Kernel-config records
@@ -37,6 +38,7 @@ from db.query_base import (
     _frame,
     _key,
     _machine_id,
+    last_version_only,
     param_value,
     pool_runs,
 )
@@ -44,7 +46,8 @@ from db.regression_queries import regressions, set_regression_status, set_regres
 
 __all__ = [
     "CommitNotFound", "NotFound", "benchmarks", "commit_candidates", "commit_messages", "commit_results", "commits",
-    "history", "launch_config", "machine_info", "machines", "param_value", "pool_runs", "recent_values",
+    "history", "last_version_only", "launch_config", "machine_info", "machines", "param_value", "pool_runs",
+    "recent_values",
     "regressions", "results_at_commit", "run_infos", "series", "set_regression_status", "set_regression_triage",
     "triage_fields",
 ]
@@ -261,6 +264,7 @@ def history(
         frame[column] = pd.to_numeric(frame[column], errors="coerce").astype(float)
     frame = _datetimes(frame, "run_started_at")
     frame["_row"] = np.arange(len(frame))
+    frame = last_version_only(s, frame, ["commit_id"])
     frame = pool_runs(frame, ["params_key", "commit_id"]).rename(columns={"run_started_at": "run_date"})
     frame = frame.sort_values("_row")
     frame["commit_id"] = frame["commit_id"].astype("int64")
@@ -309,16 +313,17 @@ def launch_config(
 
 def recent_values(s: Session, machine: str, commit_ids: Sequence[int]) -> pd.DataFrame:
     """Every series' result at ``commit_ids`` on ``machine`` (the newest few commits: the summary grid's
-    sparklines), runs pooled (:func:`pool_runs`): benchmark, params_key, commit_id, value (NaN unless ok).
+    sparklines), runs pooled (:func:`pool_runs`, of the version measured last: :func:`last_version_only`):
+    benchmark, params_key, commit_id, value (NaN unless ok), benchmark_version (the asv version, None unknown).
     Kernel-config records (:func:`is_provenance`) are left out. Unknown machine: :class:`NotFound`."""
-    cols = ["benchmark", "params_key", "commit_id", "value"]
+    cols = ["benchmark", "params_key", "commit_id", "value", "benchmark_version"]
     mid = _machine_id(s, machine)
     if not commit_ids:
         return _empty(cols)
     names = {i: n for i, n in s.execute(select(Benchmark.id, Benchmark.name)).all() if not is_provenance(n)}
     runs = select(Run.id).where(Run.machine_id == mid, Run.commit_id.in_([int(c) for c in commit_ids]))
     stmt = (select(Result.benchmark_id, Result.params_key, Run.commit_id, Run.id.label("run_id"), Result.status,
-                   Result.value)
+                   Result.value, Result.benchmark_version)
             .join(Run, Run.id == Result.run_id)
             .where(Result.run_id.in_(runs), Result.benchmark_id.in_(list(names))))
     # Through the session's connection, without the run's date: plain rows, no per-row ORM or date processing
@@ -330,6 +335,7 @@ def recent_values(s: Session, machine: str, commit_ids: Sequence[int]) -> pd.Dat
     frame = pd.DataFrame(dict(zip(keys, map(list, zip(*rows, strict=True)), strict=True)))
     frame["benchmark"] = frame["benchmark_id"].map(names)
     frame["value"] = pd.to_numeric(frame["value"], errors="coerce").astype(float)
+    frame = last_version_only(s, frame, ["benchmark_id", "commit_id"])
     frame = pool_runs(frame.assign(run_started_at=frame["run_id"]), ["benchmark", "params_key", "commit_id"])
     frame["commit_id"] = frame["commit_id"].astype("int64")
     return frame[cols].reset_index(drop=True)
@@ -404,14 +410,13 @@ def commit_results(
     )
     if benchmark_prefix:
         stmt = stmt.where(Benchmark.name.startswith(benchmark_prefix, autoescape=True))
-    if versions:  # the version is read only where it chooses runs (the dashboard's pages never ask)
-        frame = _frame(s, stmt.add_columns(Result.benchmark_version.label("_version")))
+    frame = _frame(s, stmt.add_columns(Result.benchmark_version.label("_version")))
+    if versions:
         pairs = zip(frame["benchmark"], frame["_version"], strict=True)
         keep = pd.Series([b not in versions or v is None or v in versions[b] for b, v in pairs], index=frame.index,
                          dtype=bool)  # fmt: skip
-        frame = frame[keep].drop(columns="_version")
-    else:
-        frame = _frame(s, stmt)
+        frame = frame[keep]
+    frame = last_version_only(s, frame, ["benchmark"], "_version").drop(columns="_version")
     frame = pool_runs(frame, ["benchmark", "params_key"]).drop(columns=["run_started_at"])
     frame = frame.sort_values(["benchmark", "params_key"], ignore_index=True)
     frame["value"] = frame["value"].astype(float)

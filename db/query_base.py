@@ -1,7 +1,7 @@
 """What the store's queries share (``db.queries``, ``db.regression_queries``): their errors, the frame built
-from a ``select()``, the machine and benchmark lookups, and :func:`pool_runs`, the one rule for a commit
-measured more than once (the median over its runs: detection, `mlaperf compare` and the dashboard all see
-the same value)."""
+from a ``select()``, the machine and benchmark lookups, and the two rules for a commit measured more than once,
+which detection, `mlaperf compare` and the dashboard all apply: :func:`last_version_only` (of two asv versions
+of a benchmark there, the one measured last) and :func:`pool_runs` (the median over the runs left)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import pandas as pd
 from sqlalchemy import Select, select
 from sqlalchemy.orm import Session
 
-from db.models import MACHINE_INFO_COLUMNS, Benchmark, Machine
+from db.models import MACHINE_INFO_COLUMNS, Benchmark, Machine, Run
 from db.models import params_key as canonical_params_key
 
 
@@ -117,3 +117,31 @@ def pool_runs(frame: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
         pooled["ci_99_b"] = grouped["ci_99_b"].max()
     single = order[~dup].drop(columns="_ok").assign(runs=1)
     return pd.concat([single, pooled.reset_index()[single.columns]], ignore_index=True)
+
+
+def last_version_only(s: Session, frame: pd.DataFrame, at: list[str], version: str = "benchmark_version"
+                      ) -> pd.DataFrame:  # fmt: skip
+    """``frame`` (one row per run and series: ``run_id``, ``value``, the asv version in ``version``, None or
+    NaN unknown) less, where one benchmark at one commit on one machine (a value of the ``at`` columns) has
+    values at two asv versions, the rows of every version but the one measured last (the latest run with a
+    value, by its start, then ingest order); rows of an unknown version stay. asv benchmarks an old commit with
+    today's suite (the nightly's backlog after a version change does) and its own results file keeps only the
+    last run: pooled, the two versions' values made a level never measured, between them."""
+    known = frame.loc[frame[version].notna() & frame["value"].notna(), [*at, version, "run_id"]]
+    distinct = known[[*at, version]].drop_duplicates()
+    twice = distinct.loc[distinct.duplicated(at, keep=False), at].drop_duplicates()
+    if twice.empty:
+        return frame
+    sub = known[pd.MultiIndex.from_frame(known[at]).isin(pd.MultiIndex.from_frame(twice))]
+    ids = sorted({int(r) for r in sub["run_id"]})
+    started: dict[int, Any] = {}
+    for i in range(0, len(ids), 500):  # bounded IN lists
+        started.update(s.execute(select(Run.id, Run.started_at).where(Run.id.in_(ids[i : i + 500]))).all())
+    when = pd.to_datetime(sub["run_id"].map(started))
+    last = sub.assign(_when=when).sort_values(["_when", "run_id"], na_position="first", kind="stable")
+    chosen = last.drop_duplicates(at, keep="last")[[*at, version]].rename(columns={version: "_chosen"})
+    # A left merge keeps the frame's row order and length (one chosen version per key).
+    wanted = frame[at].merge(chosen, on=at, how="left")["_chosen"].to_numpy(dtype=object)
+    have = frame[version].to_numpy(dtype=object)
+    drop = pd.notna(wanted) & pd.notna(have) & (have != wanted)
+    return frame[~drop]

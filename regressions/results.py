@@ -9,7 +9,6 @@ are the caller's.
 
 from __future__ import annotations
 
-import datetime as dt
 import gc
 import math
 import subprocess
@@ -25,6 +24,7 @@ from sqlalchemy.orm import Session
 
 from db.models import Benchmark, Commit, Machine, Result, Run, commit_order
 from db.queries import commit_candidates, commit_results
+from db.query_base import last_version_only as stored_last_version
 
 Key = tuple[int, str, int]  # a series: benchmark_id, params_key, machine_id
 
@@ -327,32 +327,12 @@ def version_codes(runs: pd.DataFrame) -> pd.DataFrame:
 
 
 def last_version_only(session: Session, runs: pd.DataFrame) -> pd.DataFrame:
-    """``runs`` (of :func:`load_values`, versions coded by :func:`version_codes`) less, where a benchmark was
-    measured at two asv versions at one commit (and machine), the runs of every version but the one measured last
-    (by the runs' start, then ingest order); runs without a version stay. asv benchmarks an old commit with
-    today's suite (the nightly's backlog after a version change does), and its own results file keeps only the
-    last run: pooled, the two versions' values made a level between them and a step where the version changed."""
-    at = ["benchmark_id", "machine_id", "commit_id"]  # integers: cheap on a store's every result
-    known = runs[runs["version"].to_numpy() >= 0]
-    distinct = known[[*at, "version"]].drop_duplicates()
-    twice = distinct[distinct.duplicated(at, keep=False)]
-    if twice.empty:
-        return runs
-    wanted = set(zip(*(twice[k] for k in at), strict=True))
-    sub = known[[key in wanted for key in zip(*(known[k] for k in at), strict=True)]]
-    ids = sorted({int(r) for r in sub["run_id"]})
-    started: dict[int, Any] = {}
-    for i in range(0, len(ids), 500):  # bounded IN lists
-        started.update(session.execute(select(Run.id, Run.started_at).where(Run.id.in_(ids[i : i + 500]))).all())
-    last: dict[tuple[int, ...], tuple[tuple[Any, ...], int]] = {}
-    for *key, v, r in zip(*(sub[k] for k in at), sub["version"], sub["run_id"], strict=True):
-        when = started.get(r)
-        order = (when is not None, when or dt.datetime.min, int(r))
-        if tuple(key) not in last or order > last[tuple(key)][0]:
-            last[tuple(key)] = (order, int(v))
-    drop = [i for i, *key, v in zip(sub.index, *(sub[k] for k in at), sub["version"], strict=True)
-            if v != last[tuple(key)][1]]  # fmt: skip
-    return runs.drop(index=drop)
+    """``runs`` (of :func:`load_values`, versions coded by :func:`version_codes`, -1 unknown) less, where a
+    benchmark was measured at two asv versions at one commit and machine, the runs of every version but the one
+    measured last: ``db.query_base.last_version_only``, the rule the dashboard's reads apply too."""
+    coded = runs.assign(_version=runs["version"].where(runs["version"].to_numpy() >= 0))
+    return stored_last_version(session, coded, ["benchmark_id", "machine_id", "commit_id"], "_version"
+                               ).drop(columns="_version")  # fmt: skip
 
 
 def per_commit(runs: pd.DataFrame) -> pd.DataFrame:

@@ -335,3 +335,59 @@ def test_a_dropped_parameter_value_that_returns_reopens_its_alerts(engine: Engin
     with Session(engine) as s, s.begin():
         detect_store(s, Settings(), full=True)
     assert gemm_at_step() == nightly
+
+
+def test_reads_of_a_commit_measured_at_two_versions_show_the_last_one(engine: Engine, ingest: Ingest,
+                                                                        tmp_path: Path) -> None:  # fmt: skip
+    """gemm's code changes at run 70 (a new asv version, 1.5x the time); the backlog measures runs 60-69 again with
+    today's suite. Detection counts the version measured last at a commit; History, the summary grid and Compare's
+    per-commit results pooled both versions into a value never measured (the median of 1x and 1.5x). And the
+    grid's latest change right after the version change compared the new version's first value with the old
+    version's: a +50% "regression" where the benchmark changed, detection's new segment."""
+    from dashboard import summary
+    from db import queries
+
+    runs = _runs()
+    suite = json.loads((OPENBLAS / "benchmarks.json").read_text())
+    suite2 = copy.deepcopy(suite)
+    suite2[GEMM]["version"] = V2
+    bumped = copy.deepcopy(runs[70])
+    _edit(bumped, GEMM, version=V2, factor=1.5)
+    ingest(engine, [_write(tmp_path / "first", [*runs[:70], bumped], suite)])
+    with Session(engine) as s:
+        ids = [int(c) for c in queries.commits(s, MACHINE)["commit_id"].iloc[-20:]]
+        series, values = queries.series(s, MACHINE), queries.recent_values(s, MACHINE, ids)
+    table = summary.grid(series, values, ids, pd.DataFrame(), lambda _b, _u: "up_is_worse")
+    unversioned = summary.grid(series, values.drop(columns="benchmark_version", errors="ignore"), ids, pd.DataFrame(),
+                               lambda _b, _u: "up_is_worse")  # fmt: skip
+    gemm = (table["benchmark"] == GEMM).to_numpy()
+    assert gemm.sum() == 24 and table.loc[gemm, "change"].isna().all(), table.loc[gemm, "change"].describe()
+    assert (unversioned.loc[gemm, "change"] > 1.4).all()  # what it showed: +50% worse
+    pd.testing.assert_series_equal(table.loc[~gemm, "change"], unversioned.loc[~gemm, "change"])  # the rest alike
+
+    key, at = str(table.loc[gemm, "params_key"].iloc[0]), runs[65]["commit_hash"]
+    with Session(engine) as s:
+        hist = queries.history(s, GEMM, key, MACHINE)
+    before = hist[hist["sha"] == at].iloc[0]
+    backlog = []
+    for d in runs[60:70]:
+        again = copy.deepcopy(d)
+        again["results"] = {GEMM: again["results"][GEMM]}
+        _edit(again, GEMM, version=V2, factor=1.5, later=10**9)  # measured later, with today's suite
+        backlog.append(again)
+    ingest(engine, [_write(tmp_path / "backlog", backlog, suite2)])
+    cid = int(before["commit_id"])
+    with Session(engine) as s:
+        hist = queries.history(s, GEMM, key, MACHINE)
+        recent = queries.recent_values(s, MACHINE, [cid])
+        at_commit = queries.commit_results(s, cid, MACHINE)
+    row = hist[hist["sha"] == at].iloc[0]
+    assert row["benchmark_version"] == V2 and row["runs"] == 1
+    shown = {
+        "history": float(row["value"]),
+        "recent_values": float(recent.loc[(recent["benchmark"] == GEMM) & (recent["params_key"] == key),
+                                          "value"].iloc[0]),
+        "commit_results": float(at_commit.loc[(at_commit["benchmark"] == GEMM) & (at_commit["params_key"] == key),
+                                              "value"].iloc[0]),
+    }
+    assert shown == pytest.approx(dict.fromkeys(shown, 1.5 * float(before["value"])), rel=1e-9), shown
