@@ -72,11 +72,13 @@ def with_labels(cmp: pd.DataFrame, names: Mapping[str, Sequence[str]]) -> pd.Dat
                       series=frames.series_label(cmp["benchmark"], cmp["params_key"], names))
 
 
-def _values(view: pd.DataFrame, side: str) -> list[str]:
-    """One side's values in their unit (a unitless track_ as a count), its status where there is none."""
-    missing = view[f"{side}_status"].map(lambda s: s.replace("_", " "))
-    return [fmt.fmt_value(v, u, missing=m, benchmark=b)
-            for v, u, m, b in zip(view[side], view["unit"], missing, view["benchmark"], strict=True)]
+def _values(view: pd.DataFrame) -> tuple[list[str], list[str]]:
+    """Base and head values read side by side in their unit (``fmt.fmt_pair``: one scale for both; a unitless
+    track_ as a count), a side's status where it has none."""
+    status = [view[f"{side}_status"].map(lambda s: s.replace("_", " ")) for side in ("base", "head")]
+    pairs = [fmt.fmt_pair(b, h, u, (mb, mh), benchmark=n) for b, h, u, mb, mh, n in
+             zip(view["base"], view["head"], view["unit"], *status, view["benchmark"], strict=True)]  # fmt: skip
+    return [p[0] for p in pairs], [p[1] for p in pairs]
 
 
 def table_rows(cmp: pd.DataFrame, shown: Sequence[str], history_link: Callable[[str, str], str]
@@ -87,13 +89,14 @@ def table_rows(cmp: pd.DataFrame, shown: Sequence[str], history_link: Callable[[
     view = cmp[cmp["status"].isin(shown)]
     order = {s: i for i, s in enumerate(STATUS_TITLES)}
     view = view.assign(_o=view["status"].map(order), _w=-view["slowdown"].fillna(0)).sort_values(["_o", "_w"])
+    before, after = _values(view)
     table = pd.DataFrame({
         "status": view["status"].map(lambda s: STATUS_TITLES[s].lower()),
         "series": view["series"],
         # The link next to the name: at 1,280 px the last columns scroll out of view.
         "history": [history_link(b, k) for b, k in zip(view["benchmark"], view["params_key"], strict=True)],
-        "before": _values(view, "base"),
-        "after": _values(view, "head"),
+        "before": before,
+        "after": after,
         "ratio": view["ratio"].map(fmt.fmt_ratio),
         # The value's own relative change (a rate 4,174 -> 18,780 reads +350% better), not the slowdown's.
         # A changed benchmark (new asv version) measured other code at each side: not judged worse or better.

@@ -82,6 +82,14 @@ def fmt_value(value: Any, unit: Any, missing: str = "failed", *, benchmark: str 
     return units.fmt_value(value, unit if isinstance(unit, str) else None, missing, benchmark=benchmark)
 
 
+def fmt_pair(before: Any, after: Any, unit: Any, missing: tuple[str, str] = ("failed", "failed"), *,
+             benchmark: str | None = None) -> tuple[str, str]:  # fmt: skip
+    """``regressions.units.fmt_pair`` of a frame's cells (a unit pandas read as NaN is none), each side's
+    ``missing`` text where it has no value."""
+    b, a = units.fmt_pair(before, after, unit if isinstance(unit, str) else None, benchmark=benchmark)
+    return (missing[0] if units.is_missing(before) else b, missing[1] if units.is_missing(after) else a)
+
+
 def fmt_before_after(before: Any, after: Any, unit: Any, *, benchmark: str | None = None) -> str:
     """``regressions.units.fmt_before_after`` of a frame's cells (a unit pandas read as NaN is none)."""
     return units.fmt_before_after(before, after, unit if isinstance(unit, str) else None, benchmark=benchmark)

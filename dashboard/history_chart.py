@@ -221,7 +221,9 @@ def _marker_layers(x: dict, y: dict, markers: pd.DataFrame, kinds: list[str]) ->
         return []
     look = {"flagged regression": (WORSE, "triangle-up"), "fixed here": (BETTER, STAR),
             "failed run": (FAILED_COLOR, X_MARK)}
-    legend = _legend(kinds, title=None)
+    # The legend's symbols at the plot's size and a thin outline: at the legend's default size the outline
+    # covered the triangle's and the star's fill (a white blob with a dot of colour).
+    legend = {**_legend(kinds, title=None), "symbolSize": 200, "symbolStrokeWidth": 1}
     failed = "datum.kind == 'failed run'"
     return [
         {"data": _inline("markers", markers),

@@ -5,6 +5,8 @@ and the generic parameter sweep for asv projects without the sparse-MLA suites.
 
 from __future__ import annotations
 
+import math
+import re
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -39,11 +41,14 @@ def context() -> Context:
 # -- selections in the URL ------------------------------------------------------------------------------
 # A widget's key is its query parameter. Before the widget is drawn, a valid ?key=value seeds it (once per
 # widget lifetime, so the user's later changes win); after, its value is written back to the URL. Values are
-# validated against the options: a stale or hand-edited link falls back to the default, never an error, and
-# a value this session did not write itself (a link's) is named in a warning. Several values travel as
+# validated against the options: a stale or hand-edited link falls back to the default (of several values,
+# to the others), never an error, and a value this session did not write itself (a link's) is named in a
+# warning. Several values travel as
 # repeated keys (?k=a&k=b), so a value may hold a comma; a single ?k=a,b (links before that) still reads.
 
 _WRITTEN = "_url_written"  # session key: {query key: the value this session last wrote there}
+_SHA = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")  # a commit option (sha-1 or sha-256), the one kind a prefix names
+_TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")  # what a link may say for on and off
 
 
 def _encode(value: Any) -> str:
@@ -74,14 +79,17 @@ def _decode_one(text: str, options: Sequence[Any] | None) -> Any:
     by_text = {_encode(o): o for o in options}
     if text in by_text:
         return by_text[text]
-    # Commit shas travel shortened: accept a unique prefix of a long string option.
-    hits = [o for o in options if isinstance(o, str) and len(text) >= 4 and o.startswith(text)]
+    # Commit shas travel shortened: accept a unique prefix of a sha option (only of a sha: a machine or benchmark
+    # named by a prefix is a mistyped link, named in a warning, not another machine shown).
+    hits = [o for o in options if isinstance(o, str) and _SHA.fullmatch(o) and len(text) >= 4 and o.startswith(text)]
     if len(hits) == 1:
         return hits[0]
     raise ValueError(text)
 
 
 def _decode_many(texts: list[str], options: Sequence[Any] | None) -> list[Any]:
+    """The values the texts name; those naming none are left out (:func:`_bad_texts` names them), and a link
+    naming none at all is a ValueError (the default instead)."""
     if len(texts) == 1:
         if texts[0] == "":
             return []
@@ -89,7 +97,11 @@ def _decode_many(texts: list[str], options: Sequence[Any] | None) -> list[Any]:
             return [_decode_one(texts[0], options)]
         except ValueError:
             texts = texts[0].split(",")  # a link from before repeated keys: values joined by commas
-    return [_decode_one(t, options) for t in texts if t != ""]
+    parts = [t for t in texts if t != ""]
+    good = [_decode_one(t, options) for t in parts if _decodes(t, options)]
+    if parts and not good:
+        raise ValueError(parts[0])
+    return good
 
 
 def _from_url(key: str, options: Sequence[Any] | None, kind: str) -> Any:
@@ -100,16 +112,21 @@ def _from_url(key: str, options: Sequence[Any] | None, kind: str) -> Any:
         return _decode_many(texts, options)
     text = texts[-1]
     if kind == "bool":
-        if text not in ("0", "1"):
+        word = text.strip().lower()
+        if word not in _TRUE + _FALSE:
             raise ValueError(text)
-        return text == "1"
+        return word in _TRUE
     if kind == "float":
         return float(text) if text != "" else None
     return _decode_one(text, options)
 
 
 def _valid(value: Any, options: Sequence[Any] | None, kind: str) -> bool:
-    if options is None or kind in ("bool", "float"):
+    if kind == "float":  # options: (low, high), the number input's bounds
+        low, high = options or (None, None)
+        return value is None or (isinstance(value, int | float) and math.isfinite(value)
+                                 and (low is None or value >= low) and (high is None or value <= high))  # fmt: skip
+    if options is None or kind == "bool":
         return True
     if kind == "many":
         return isinstance(value, list) and all(v in options for v in value)
@@ -134,12 +151,12 @@ def _bad_texts(key: str, options: Sequence[Any] | None, kind: str) -> list[str]:
         parts = texts[0].split(",") if len(texts) == 1 else texts
         return [t for t in parts if t != "" and not _decodes(t, options)]
     try:
-        _from_url(key, options, kind)
+        value = _from_url(key, options, kind)
     except KeyError:
         return []
     except ValueError:
         return [texts[-1]]
-    return []
+    return [] if _valid(value, options, kind) else [texts[-1]]
 
 
 def _decodes(text: str, options: Sequence[Any] | None) -> bool:
@@ -159,11 +176,19 @@ def _not_available(key: str, label: str, options: Sequence[Any] | None, kind: st
     bad = _bad_texts(key, options, kind)
     if not bad:
         return None
-    listed = [str(format_func(o)) for o in (options or []) if o is not None]  # "(none)" is no value a link names
-    known = ", ".join(listed[:10]) + (f" and {len(listed) - 10:,} more" if len(listed) > 10 else "")
+    if kind == "bool":
+        known = "1 or 0"
+    elif kind == "float":
+        low, high = options or (None, None)
+        known = "a number" + (f" from {low:g}" if low is not None else "") \
+            + (f" to {high:g}" if high is not None else "")
+    else:
+        listed = [str(format_func(o)) for o in (options or []) if o is not None]  # "(none)" is no value a link names
+        known = ", ".join(listed[:10]) + (f" and {len(listed) - 10:,} more" if len(listed) > 10 else "")
     what = " and ".join(md_code(t, table=False) for t in bad)
+    kept = kind == "many" and bool(st.session_state.get(key))  # the link's other values are shown
     return (f"{fmt.md_text(label)}: the link's {what} is not available here (known: {fmt.md_text(known) or 'none'})"
-            "; showing the default instead.")
+            + ("; showing the link's other values." if kept else "; showing the default instead."))
 
 
 def seed(key: str, default: Any, options: Sequence[Any] | None = None, kind: str = "one", *,
@@ -173,7 +198,14 @@ def seed(key: str, default: Any, options: Sequence[Any] | None = None, kind: str
     if key in st.session_state and _valid(st.session_state[key], options, kind):
         return
     st.session_state[key] = _url_or_default(key, default, options, kind)
-    message = _not_available(key, label, options, kind, format_func) if label is not None else None
+    if label is not None:
+        _warn_link(key, label, options, kind, format_func)
+
+
+def _warn_link(key: str, label: str, options: Sequence[Any] | None, kind: str,
+               format_func: Callable[[Any], Any] = str) -> None:
+    """A warning where the widget goes when the link's value of ``key`` names nothing available (once)."""
+    message = _not_available(key, label, options, kind, format_func)
     if message:
         st.warning(message)
         st.session_state.setdefault(_WRITTEN, {})[key] = _in_url(key)  # said once
@@ -269,6 +301,8 @@ def url_switches(label: str, switches: dict[str, tuple[str, bool]], *, key: str,
     if key not in st.session_state or not _valid(st.session_state[key], list(texts.values()), "many"):
         st.session_state[key] = [text for k, (text, default) in switches.items()
                                  if _url_or_default(k, default, None, "bool")]
+        for k, text in texts.items():
+            _warn_link(k, f"{label}: {text}", None, "bool")
     chosen = st.pills(label, list(texts.values()), key=key, selection_mode="multi", **kw) or []
     out = {k: text in chosen for k, text in texts.items()}
     for k, value in out.items():
@@ -277,7 +311,7 @@ def url_switches(label: str, switches: dict[str, tuple[str, bool]], *, key: str,
 
 
 def url_toggle(label: str, *, key: str, default: bool = False, **kw: Any) -> bool:
-    seed(key, default, kind="bool")
+    seed(key, default, kind="bool", label=label)
     value = bool(st.toggle(label, key=key, **kw))
     publish(key, value)
     return value
@@ -291,7 +325,8 @@ def url_text(label: str, *, key: str, default: str = "", **kw: Any) -> str:
 
 
 def url_number(label: str, *, key: str, default: float | None = None, **kw: Any) -> float | None:
-    seed(key, default, kind="float")
+    """A number input; a link's value that is no finite number within ``min_value``..``max_value`` is named."""
+    seed(key, default, (kw.get("min_value"), kw.get("max_value")), kind="float", label=label)
     value = st.number_input(label, key=key, **kw)
     publish(key, value)
     return value
@@ -300,7 +335,7 @@ def url_number(label: str, *, key: str, default: float | None = None, **kw: Any)
 def url_expander(label: str, *, key: str, default: bool = False) -> Any:
     """An expander whose open state reruns the page and is kept in the URL; its ``.open`` says whether to build
     what it holds (a closed one costs the server and the browser nothing)."""
-    seed(key, default, kind="bool")
+    seed(key, default, kind="bool", label=label)
     box = st.expander(label, key=key, on_change="rerun")
     publish(key, bool(box.open))
     return box

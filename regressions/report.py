@@ -37,7 +37,7 @@ from regressions.compare import (
 )
 from regressions.labels import params_label
 from regressions.level_rules import GRADUAL
-from regressions.units import fmt_p, fmt_ratio, fmt_value
+from regressions.units import fmt_p, fmt_pair, fmt_ratio
 
 MARKER = "<!-- mlaperf-benchmark-report -->"
 MAX_BODY_CHARS = 60_000
@@ -99,8 +99,11 @@ def _p(c: Comparison) -> str:
 _SIDE_CELL = {SIDE_FAILED: "**failed**", SIDE_NOT_RUN: "not run", SIDE_ABSENT: "absent", SIDE_MISSING: "**missing**"}
 
 
-def _side_cell(value: float | None, side: str, c: Comparison) -> str:
-    return md_text(fmt_value(value, c.unit, benchmark=c.benchmark)) if side == SIDE_OK else _SIDE_CELL[side]
+def _side_cells(c: Comparison) -> tuple[str, str]:
+    """Base and head cells: values read side by side (``fmt_pair``: one scale), else what the side lacks."""
+    base, head = fmt_pair(c.base, c.head, c.unit, benchmark=c.benchmark)
+    return (md_text(base) if c.base_status == SIDE_OK else _SIDE_CELL[c.base_status],
+            md_text(head) if c.head_status == SIDE_OK else _SIDE_CELL[c.head_status])
 
 
 _HEADER = [
@@ -112,7 +115,7 @@ _HEADER = [
 def _row(c: Comparison) -> str:
     return (
         f"| {md_code(c.benchmark)} | {md_code(fmt_params(c.params))} | {md_code(c.machine)} | "
-        f"{_side_cell(c.base, c.base_status, c)} | {_side_cell(c.head, c.head_status, c)} | "
+        f"{' | '.join(_side_cells(c))} | "
         f"{_ratio(c)} | {_p(c)} | {md_text(c.method)} |"
     )
 
@@ -300,8 +303,7 @@ def detect_table(
             r["machine"],
             r["benchmark"],
             fmt_params(r["params"]),
-            fmt_value(r["before"], r.get("unit"), benchmark=r["benchmark"]),
-            fmt_value(r["after"], r.get("unit"), benchmark=r["benchmark"]),
+            *fmt_pair(r["before"], r["after"], r.get("unit"), benchmark=r["benchmark"]),
             fmt_ratio(r["ratio"]),
             fmt_p(r.get("p_value")),
         ]

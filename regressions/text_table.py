@@ -14,7 +14,7 @@ from regressions import compare as cmp
 from regressions.compare import Comparison
 from regressions.labels import series_label
 from regressions.report import ordered, status_count
-from regressions.units import fmt_p, fmt_ratio, fmt_value
+from regressions.units import fmt_p, fmt_pair, fmt_ratio
 
 FORMATS = ("text", "markdown", "json")
 # Statuses in the order the counts line gives them (in the PR report's words: ``report.status_count``).
@@ -63,8 +63,7 @@ def compare_text(comparisons: Sequence[Comparison], *, base: str, head: str, mac
     rows = [c for c in ordered(comparisons) if c.status in _STATUS_WORD]
     header = ["status", *(["machine"] if many else []), "series", "base", "head", "ratio", "change", "p"]
     table = [[_STATUS_WORD[c.status], *([c.machine] if many else []), "",
-              fmt_value(c.base, c.unit, missing="-", benchmark=c.benchmark),
-              fmt_value(c.head, c.unit, missing="-", benchmark=c.benchmark),
+              *fmt_pair(c.base, c.head, c.unit, missing="-", benchmark=c.benchmark),
               fmt_ratio(c.ratio) if c.ratio is not None else "",
               cmp.change_text(c.status, c.base, c.head, c.direction),
               fmt_p(c.p_value) if c.p_value is not None else ""] for c in rows]

@@ -121,17 +121,24 @@ def _time_scale(seconds: float) -> tuple[float, str]:
     return 1.0, "s"
 
 
-def fmt_before_after(before: float | None, after: float | None, unit: str | None, *,
-                     benchmark: str | None = None) -> str:  # fmt: skip
-    """``before → after`` in the unit of each (:func:`fmt_value`), times both in the larger side's scale where the
-    smaller reads at least 1 there: ``9.98 ms → 10.8 ms``, not ``9,978 us → 10.8 ms``; ``2.00 s → 5,000 us``."""
+def fmt_pair(before: float | None, after: float | None, unit: str | None, *, missing: str = "failed",
+             benchmark: str | None = None) -> tuple[str, str]:  # fmt: skip
+    """Two values read side by side (before and after, base and head) in the unit of each (:func:`fmt_value`),
+    times both in the larger side's scale where the smaller reads at least 1 there: ``9.98 ms``, ``10.8 ms``,
+    not ``9,978 us``, ``10.8 ms``; ``2.00 s``, ``5,000 us``."""
     if is_time(unit_of(benchmark, unit)) and not is_missing(before) and not is_missing(after):
         b, a = float(before), float(after)  # type: ignore[arg-type]
         big, small = max(abs(b), abs(a)), min(abs(b), abs(a))
         mult, name = _time_scale(big) if math.isfinite(big) and big > 0 else (0.0, "")
         if small * mult >= 1:  # the smaller side reads in whole units there too (not "0.00500 s")
-            return f"{sig(b * mult)} {name} → {sig(a * mult)} {name}"
-    return f"{fmt_value(before, unit, benchmark=benchmark)} → {fmt_value(after, unit, benchmark=benchmark)}"
+            return f"{sig(b * mult)} {name}", f"{sig(a * mult)} {name}"
+    return (fmt_value(before, unit, missing, benchmark=benchmark), fmt_value(after, unit, missing, benchmark=benchmark))
+
+
+def fmt_before_after(before: float | None, after: float | None, unit: str | None, *,
+                     benchmark: str | None = None) -> str:  # fmt: skip
+    """``before → after`` (:func:`fmt_pair`): ``9.98 ms → 10.8 ms``."""
+    return " → ".join(fmt_pair(before, after, unit, benchmark=benchmark))
 
 
 def fmt_value(value: float | None, unit: str | None, missing: str = "failed", *, benchmark: str | None = None) -> str:

@@ -66,8 +66,8 @@ def main() -> None:
     if not suites.present_suites(series["benchmark"].unique() if not series.empty else []):
         st.info(
             "No sparse-MLA suites (`bench_decode`, `bench_indexer`, `bench_step`) on this machine: the "
-            "throughput and efficiency pages fall back to a generic parameter sweep; history, regressions and "
-            "compare work for any asv benchmark."
+            "throughput page falls back to a generic parameter sweep and the efficiency page has nothing to show "
+            "(its metrics come from those suites); history, regressions and compare work for any asv benchmark."
         )
     _commits_and_machine(ctx, commits)
 

@@ -171,3 +171,49 @@ def test_fraction_axes_read_in_percent(monkeypatch: pytest.MonkeyPatch, store: s
 
 def test_url_encoding_of_links_is_repeated_keys() -> None:
     assert urllib.parse.parse_qs(links.to("history", hp=["a,b", "c"]).split("?", 1)[1]) == {"hp": ["a,b", "c"]}
+
+
+# -- review of session 57: link values that were dropped without a word, or read as something else -------------
+
+
+@pytest.mark.parametrize("bad", ["nan", "abc", "inf", "5000", "-0.5"])
+def test_a_bad_threshold_in_a_link_is_named_not_used(monkeypatch: pytest.MonkeyPatch, store: str, bad: str) -> None:
+    """``cmp_threshold=nan`` stopped the Compare page with a ConfigError traceback; abc, inf, 0, 5000 and -0.5 were
+    dropped without a word."""
+    at = goto(app(monkeypatch, store, query={"machine": "part", "cmp_threshold": bad}), "compare")
+    assert f"`{bad}`" in warnings(at) and "Threshold override" in warnings(at), warnings(at)
+    assert "a number from 0.1 to 900" in warnings(at)
+    assert at.number_input(key="cmp_threshold").value is None
+
+
+def test_a_good_threshold_in_a_link_is_used_silently(monkeypatch: pytest.MonkeyPatch, store: str) -> None:
+    at = goto(app(monkeypatch, store, query={"machine": "part", "cmp_threshold": "7.5"}), "compare")
+    assert at.number_input(key="cmp_threshold").value == 7.5 and not warnings(at)
+
+
+@pytest.mark.parametrize(("text", "on"), [("true", True), ("1", True), ("off", False), ("maybe", None)])
+def test_on_off_words_in_a_link(monkeypatch: pytest.MonkeyPatch, store: str, text: str, on: bool | None) -> None:
+    """``reg_all=true`` showed one machine's alerts without a word (only 1 and 0 were read)."""
+    at = goto(app(monkeypatch, store, query={"machine": "part", "reg_all": text}), "regressions")
+    assert at.toggle(key="reg_all").value is bool(on)
+    assert (f"`{text}`" in warnings(at) and "1 or 0" in warnings(at)) is (on is None), warnings(at)
+
+
+def test_one_bad_value_among_good_ones_keeps_the_good(monkeypatch: pytest.MonkeyPatch, store: str) -> None:
+    """``hp_concurrency=16&hp_concurrency=999`` named 999 and showed the default series instead of 16's."""
+    query = {"machine": "part", "hist_bench": "bench_decode.SparseDecode.time_decode", "hp_impl": "mma",
+             "hp_topk": "512"}
+    for values in (["16", "999"], "16,999"):
+        at = goto(app(monkeypatch, store, query={**query, "hp_concurrency": values}), "history")
+        assert at.pills(key="hp_concurrency").value == [16]
+        assert "`999`" in warnings(at) and "showing the link's other values" in warnings(at)
+
+
+def test_a_prefix_names_a_commit_only(monkeypatch: pytest.MonkeyPatch, store: str) -> None:
+    """``machine=gha-aws-g`` opened gha-aws-graviton and ``hist_bench=benchmarks.gemm`` gemm.time_gemm without a
+    word: a unique prefix is how a commit sha travels, not a machine's or a benchmark's name."""
+    at = app(monkeypatch, store, query={"machine": "od"})
+    assert "`od`" in warnings(at) and at.sidebar.selectbox(key="machine").value == "part"  # the default, named
+    short = "bench_decode.SparseDecode.time_dec"
+    at = goto(app(monkeypatch, store, query={"machine": "part", "hist_bench": short}), "history")
+    assert f"`{short}`" in warnings(at), warnings(at)
