@@ -88,6 +88,35 @@ def _listdir(path: Path) -> list[str]:
         return sorted(e.name for e in entries)
 
 
+def _results_named(names: list[str]) -> bool:
+    """Whether a directory listing holds an asv results file (a ``.json`` that is not metadata or a dotfile)."""
+    return any(n.endswith(".json") and n not in (MACHINE_JSON, BENCHMARKS_JSON) and not n.startswith(".")
+               for n in names)  # fmt: skip
+
+
+def _holds_results(path: Path) -> bool:
+    try:
+        return _results_named(_listdir(path))
+    except OSError:  # unreadable, and without machine.json: not known to be a machine's
+        return False
+
+
+def _machine_dirs(path: Path) -> tuple[list[Path], Path]:
+    """The machine directories a directory argument names, and the results directory above them. A machine's
+    directory is one with ``machine.json``, or, under a results directory (one with ``benchmarks.json``), one
+    with results files: published asv results often lack a machine's ``machine.json`` (the files' own
+    ``params`` name the machine). A directory of results files alone is one machine's."""
+    if _is_file(path / MACHINE_JSON):
+        return [path], path.parent
+    names = _listdir(path)
+    suite = BENCHMARKS_JSON in names and _is_file(path / BENCHMARKS_JSON)
+    dirs = [path / n for n in names if not n.startswith(".") and os.path.isdir(path / n)]
+    machines = [d for d in dirs if _is_file(d / MACHINE_JSON) or (suite and _holds_results(d))]
+    if machines:
+        return machines, path
+    return ([path], path.parent) if _results_named(names) else ([], path)
+
+
 def scan_inputs(paths: list[str | Path]) -> tuple[list[ResultFile], list[tuple[str, str]]]:
     """Results files under each path, and the paths that could not be used with their reason.
 
@@ -120,15 +149,10 @@ def scan_inputs(paths: list[str | Path]) -> tuple[list[ResultFile], list[tuple[s
                 add(path, root if _is_file(root / BENCHMARKS_JSON) else None)
             continue
         try:
-            if _is_file(path / MACHINE_JSON):
-                machine_dirs, root = [path], path.parent
-            else:
-                machine_dirs = [path / n for n in _listdir(path) if _is_file(path / n / MACHINE_JSON)]
-                root = path
+            machine_dirs, root = _machine_dirs(path)
             if not machine_dirs:
-                problems.append(
-                    (str(raw), "not an asv results directory: no machine.json in it or in its subdirectories")
-                )
+                problems.append((str(raw), "not an asv results directory: no machine.json or results file in it "
+                                           "or in its subdirectories"))
                 continue
             results_dir = root if _is_file(root / BENCHMARKS_JSON) else None
             for machine_dir in machine_dirs:

@@ -153,3 +153,30 @@ def test_find_result_files(tmp_path: Path, openblas: Path) -> None:
         find_result_files([tmp_path / "nope"])
     with pytest.raises(ValueError, match="not an asv results directory"):
         find_result_files([tmp_path])
+
+
+def test_machine_folders_without_machine_json(tmp_path: Path, openblas: Path) -> None:
+    """Published asv results often lack a machine's machine.json (fastcan's ubuntu-latest and windows-latest,
+    AdirondaxProject's only machine): such a folder was skipped without a word beside one that has it, and a
+    results directory where none has it was refused. Under a results directory (benchmarks.json) a folder of
+    results files is a machine's; so is a folder of results files named alone."""
+    import shutil
+
+    root = tmp_path / "results"
+    root.mkdir()
+    shutil.copy(openblas / "benchmarks.json", root)
+    for machine in ("gha-aws-skylake", "gha-aws-graviton"):
+        (root / machine).mkdir()
+        for f in [*sorted((openblas / machine).glob("[0-9a-f]*.json"))[:4], openblas / machine / "machine.json"]:
+            shutil.copy(f, root / machine)
+    (root / "gha-aws-graviton" / "machine.json").unlink()  # one folder with it, one without
+    (root / "notes").mkdir()  # a folder without results is no machine's
+    (root / "notes" / "README").write_text("x")
+    files = find_result_files([root])
+    assert len(files) == 8 and all(f.results_dir == root for f in files)
+    (root / "gha-aws-skylake" / "machine.json").unlink()
+    assert len(find_result_files([root])) == 8
+    alone = find_result_files([root / "gha-aws-graviton"])
+    assert len(alone) == 4 and all(f.results_dir == root for f in alone)
+    with pytest.raises(ValueError, match="not an asv results directory"):
+        find_result_files([root / "notes"])
