@@ -59,8 +59,8 @@ def log_ticks(lo: float, hi: float) -> list[float]:
 
 
 OUTLINE, FAILED_COLOR, RULE = "#ffffff", OKABE_ITO[5], "#888888"  # seen on light and dark backgrounds alike
-STATUS_COLORS = {"regressed": WORSE, "missing": WORSE, "improved": BETTER, "failed": FAILED_COLOR, "unchanged": NEUTRAL,
-                 "not_run": NEUTRAL, "new": OKABE_ITO[0], "removed": OKABE_ITO[4],
+STATUS_COLORS = {"regressed": WORSE, "missing": WORSE, "improved": BETTER, "repaired": BETTER, "failed": FAILED_COLOR,
+                 "unchanged": NEUTRAL, "not_run": NEUTRAL, "new": OKABE_ITO[0], "removed": OKABE_ITO[4],
                  "changed": OKABE_ITO[6], "untested": OKABE_ITO[1]}
 SYMBOLS = ("circle", "square", "diamond", "triangle-up", "cross", "triangle-down", "triangle-right", "triangle-left")
 STAR = ("M0,-1L0.225,-0.309L0.951,-0.309L0.363,0.118L0.588,0.809L0,0.382L-0.588,0.809L-0.363,0.118"

@@ -14,7 +14,7 @@ from regressions.compare import change_text
 
 STATUS_TITLES = {
     "regressed": "Regressed", "missing": "Missing at head", "improved": "Improved", "failed": "Failed",
-    "changed": "Benchmark changed", "untested": "Untested",
+    "repaired": "Repaired at head", "changed": "Benchmark changed", "untested": "Untested",
     "new": "Not measured at base",
     "removed": "Not measured at head", "not_run": "Not run", "unchanged": "Unchanged",
 }
@@ -26,7 +26,9 @@ STATUS_HELP = {
     "improved": "Better by more than the threshold, and significant",
     "missing": "Measured at base, gone or skipped at head while its suite ran, and the pull request declares no "
     "removal (an asv version bump or a [tool.mlaperf] removed pattern): fails the check",
-    "failed": "The case ran and failed on a side (asv null)",
+    "failed": "The case ran and failed on a side (asv null), and has no value at head",
+    "repaired": "Failed at base (asv null), measured at head: the change makes a broken case run; never fails the "
+    "check",
     "new": "Only at head: the base's run has no such case (its suite, or this case, was not run there)",
     "removed": "Only at base: the head's run has no such case (its suite, or this case, was not run there)",
     "not_run": "Not selected on a side (asv NaN), or the machine has no run at that commit",

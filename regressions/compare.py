@@ -62,7 +62,9 @@ MIN_HISTORY_RUNS = 10
 IMPROVED = "improved"
 REGRESSED = "regressed"
 UNCHANGED = "unchanged"
-FAILED = "failed"  # no value on one or both sides where the series ran (asv null)
+FAILED = "failed"  # no value on one or both sides where the series ran (asv null), and none at head
+# Failed at base, measured at head: the pull request makes a broken case run again. Not a failure of the head.
+REPAIRED = "repaired"
 NOT_RUN = "not_run"  # not selected on a side (asv NaN), or the machine has no run at that commit
 NEW = "new"  # only at head: the base's run on that machine has no such series
 REMOVED = "removed"  # only at base, and the pull request declares the removal (see MISSING)
@@ -76,7 +78,7 @@ CHANGED = "changed"
 # Beyond the threshold, but nothing to tell the change from noise (one value a side, no history, not a memory
 # benchmark): listed apart and never failing (asv's compare would flag it on the ratio alone).
 UNTESTED = "untested"
-STATUSES = (IMPROVED, REGRESSED, UNCHANGED, FAILED, MISSING, CHANGED, UNTESTED, NOT_RUN, NEW, REMOVED)
+STATUSES = (IMPROVED, REGRESSED, UNCHANGED, FAILED, MISSING, CHANGED, UNTESTED, NOT_RUN, NEW, REMOVED, REPAIRED)
 # Statuses that fail a pull request's check (`mlaperf compare` exits 1).
 FAILING = (REGRESSED, FAILED, MISSING)
 
@@ -220,6 +222,8 @@ def _side(value: float | None, declared: str | None) -> str:
 
 def _status_without_values(base_side: str, head_side: str) -> str | None:
     """The status of a series that cannot be compared, or None when both sides have a value."""
+    if base_side == SIDE_FAILED and head_side == SIDE_OK:
+        return REPAIRED
     if SIDE_FAILED in (base_side, head_side):
         return FAILED
     if head_side == SIDE_MISSING:

@@ -26,6 +26,7 @@ from regressions.compare import (
     NOT_RUN,
     REGRESSED,
     REMOVED,
+    REPAIRED,
     SIDE_ABSENT,
     SIDE_FAILED,
     SIDE_MISSING,
@@ -126,6 +127,7 @@ _SECTIONS = [
     (REGRESSED, "Regressions", False),
     (MISSING, "Missing at head (measured at base; declare a removal with an asv version bump or `removed`)", False),
     (IMPROVED, "Improvements", False),
+    (REPAIRED, "Repaired (failed at base, measured at head)", False),
     (CHANGED, "Benchmark changed at head (a new asv version: not compared; the ratio is for reference)", False),
     (UNTESTED, "Beyond the threshold, untested (one value a side and no history: nothing tells it from noise)", True),
     (NEW, "Not measured at base (new in the suite, or not selected on base)", True),
@@ -138,6 +140,7 @@ _SUMMARY = {
     REGRESSED: "regression{s}",
     MISSING: "missing",
     IMPROVED: "improvement{s}",
+    REPAIRED: "repaired",
     CHANGED: "changed (new benchmark version)",
     UNTESTED: "untested beyond the threshold",
     UNCHANGED: "unchanged",
@@ -230,7 +233,7 @@ def compare_markdown(
         parts.append(f"**{counts[FAILED]} failed** ({split})")
     if counts[MISSING]:
         parts.append(f"**{counts[MISSING]} missing**")
-    for status in (IMPROVED, CHANGED, UNTESTED, UNCHANGED, NEW, REMOVED, NOT_RUN):
+    for status in (IMPROVED, REPAIRED, CHANGED, UNTESTED, UNCHANGED, NEW, REMOVED, NOT_RUN):
         if counts[status] or status in (IMPROVED, UNCHANGED):
             parts.append(status_count(status, counts[status]))
     shown_machines = ", ".join(md_code(m, table=False) for m in list(machines)[:MAX_MACHINES_SHOWN])

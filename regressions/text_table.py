@@ -18,12 +18,12 @@ from regressions.units import fmt_p, fmt_pair, fmt_ratio
 
 FORMATS = ("text", "markdown", "json")
 # Statuses in the order the counts line gives them (in the PR report's words: ``report.status_count``).
-_COUNTED = (cmp.REGRESSED, cmp.FAILED, cmp.MISSING, cmp.IMPROVED, cmp.CHANGED, cmp.UNTESTED, cmp.NEW, cmp.REMOVED,
-            cmp.UNCHANGED, cmp.NOT_RUN)
+_COUNTED = (cmp.REGRESSED, cmp.FAILED, cmp.MISSING, cmp.IMPROVED, cmp.REPAIRED, cmp.CHANGED, cmp.UNTESTED, cmp.NEW,
+            cmp.REMOVED, cmp.UNCHANGED, cmp.NOT_RUN)
 # Listed, in the PR report's order (regressions.report.ordered); the others are only counted, in the counts
 # line's words (a suite not run at one side is no change of the code under test: hundreds of rows).
 _STATUS_WORD = {cmp.REGRESSED: "REGRESSED", cmp.FAILED: "FAILED", cmp.MISSING: "MISSING", cmp.IMPROVED: "improved",
-                cmp.CHANGED: "changed"}
+                cmp.REPAIRED: "repaired", cmp.CHANGED: "changed"}
 
 
 def _counts(comparisons: Sequence[Comparison]) -> dict[str, int]:
@@ -31,6 +31,16 @@ def _counts(comparisons: Sequence[Comparison]) -> dict[str, int]:
     for c in comparisons:
         counts[c.status] = counts.get(c.status, 0) + 1
     return counts
+
+
+_SIDE_WORD = {cmp.SIDE_FAILED: "failed", cmp.SIDE_NOT_RUN: "not run", cmp.SIDE_MISSING: "missing"}
+
+
+def _sides(c: Comparison) -> tuple[str, str]:
+    """Base and head read side by side (``fmt_pair``), a side without a value as what it lacks (``-`` absent)."""
+    base, head = fmt_pair(c.base, c.head, c.unit, benchmark=c.benchmark)
+    return (base if c.base_status == cmp.SIDE_OK else _SIDE_WORD.get(c.base_status, "-"),
+            head if c.head_status == cmp.SIDE_OK else _SIDE_WORD.get(c.head_status, "-"))
 
 
 def counts_line(comparisons: Sequence[Comparison]) -> str:
@@ -63,7 +73,7 @@ def compare_text(comparisons: Sequence[Comparison], *, base: str, head: str, mac
     rows = [c for c in ordered(comparisons) if c.status in _STATUS_WORD]
     header = ["status", *(["machine"] if many else []), "series", "base", "head", "ratio", "change", "p"]
     table = [[_STATUS_WORD[c.status], *([c.machine] if many else []), "",
-              *fmt_pair(c.base, c.head, c.unit, missing="-", benchmark=c.benchmark),
+              *_sides(c),
               fmt_ratio(c.ratio) if c.ratio is not None else "",
               cmp.change_text(c.status, c.base, c.head, c.direction),
               fmt_p(c.p_value) if c.p_value is not None else ""] for c in rows]

@@ -148,7 +148,7 @@ def test_failed_head_is_reported_not_compared() -> None:
     ("base_side", "head_side", "status"),
     [
         ("ok", "failed", "failed"),
-        ("failed", "ok", "failed"),  # broken on base: the check cannot vouch for head
+        ("failed", "ok", "repaired"),  # broken on base, fixed by the change: nothing the head broke
         ("failed", "failed", "failed"),
         ("not_run", "failed", "failed"),
         ("absent", "failed", "failed"),
@@ -221,16 +221,34 @@ def test_markdown_lists_failures_first_and_says_where() -> None:
     nan = float("nan")
     rows = [
         compare_pair(pair(100e-6, 150e-6, seed=4)),  # a regression
-        compare_pair(pair(nan, 100e-6, seed=3)),  # failed on base only
+        compare_pair(pair(nan, 100e-6, seed=3)),  # failed on base only: repaired by the PR
         compare_pair(pair(nan, nan, seed=2)),  # failed on both
         compare_pair(pair(100e-6, nan, seed=1)),  # broken by the PR
+        compare_pair(pair(nan, nan, seed=5, head_status="not_run")),  # failed on base, not run at head
     ]
     md = compare_markdown(rows, base="a" * 40, head="b" * 40, machines=["h200"], threshold_note="threshold 5%")
     summary = next(line for line in md.splitlines() if "regression" in line)
     assert summary.startswith(":x: **1 regression**, **3 failed** (1 on head only, 1 on base only, 1 on both)")
+    assert ", 1 repaired," in summary
     failed = md[md.index("### Failed") : md.index("### Regressions")]
     cells = [line.split(" | ")[3:5] for line in failed.splitlines() if line.startswith("| `")]
-    assert cells == [["100 us", "**failed**"], ["**failed**", "**failed**"], ["**failed**", "100 us"]]
+    assert cells == [["100 us", "**failed**"], ["**failed**", "**failed**"], ["**failed**", "not run"]]
+    repaired = md[md.index("### Repaired") :]
+    assert [line.split(" | ")[3:5] for line in repaired.splitlines() if line.startswith("| `")][0] == \
+        ["**failed**", "100 us"]
+
+
+def test_a_case_failing_at_base_and_measured_at_head_does_not_fail_the_check() -> None:
+    """A pull request that makes a broken benchmark run again failed its check (`6 failed`, exit 1: found on
+    AdirondaxProject's real results, where one night's every value is null)."""
+    nan = float("nan")
+    rows = [compare_pair(pair(nan, 100e-6, seed=3)), compare_pair(pair(100e-6, 101e-6, seed=4))]
+    assert [c.status for c in rows] == ["repaired", "unchanged"] and exit_status(rows) == 0
+    md = compare_markdown(rows, base="a" * 40, head="b" * 40, machines=["h200"], threshold_note="threshold 5%")
+    assert md.startswith(MARKER) and ":white_check_mark:" in md
+    text = compare_text(rows, base="a" * 40, head="b" * 40, machines=["h200"], threshold_note="threshold 5%", width=200)
+    row = text.splitlines()[4].split()
+    assert "1 repaired" in text and row[0] == "repaired" and row[5:8] == ["failed", "100", "us"], row
 
 
 def test_json_has_the_contract_fields() -> None:
@@ -383,12 +401,14 @@ def test_compare_commits_statuses(statuses_store: tuple[str, SyntheticHistory]) 
         by.setdefault(c.status, []).append(c)
     assert {k: len(v) for k, v in by.items()} == {
         "regressed": 27,  # time_ series of Synth000, 30% slower, minus the three edited ones
-        "failed": 2,
+        "failed": 1,
+        "repaired": 1,  # failed at base, measured at head
         "missing": 7,  # Synth002 gone and one case skipped (NaN) at head, while bench_synth ran: undeclared
         "new": 30,  # Synth001 only at head
     }
     assert {(c.base_status, c.head_status) for c in by["missing"]} == {("ok", "missing")}
-    assert {(c.base_status, c.head_status) for c in by["failed"]} == {("ok", "failed"), ("failed", "ok")}
+    assert {(c.base_status, c.head_status) for c in by["failed"]} == {("ok", "failed")}
+    assert {(c.base_status, c.head_status) for c in by["repaired"]} == {("failed", "ok")}
     assert all(c.base is None and c.head is not None and c.unit == "tokens/s" for c in by["new"])
     assert all(c.regression and c.ratio == pytest.approx(1.3, rel=0.05) for c in by["regressed"])
     assert exit_status(rows) == 1
@@ -411,9 +431,9 @@ def test_compare_page_function_equals_mlaperf_compare(
         lib = compare_commits(s, base, head)
     assert rc == exit_status(lib) == 1
     assert cli == json.loads(compare_json(lib)) and len(cli) == 66
-    assert {r["status"] for r in cli} == {"regressed", "failed", "missing", "new"}
+    assert {r["status"] for r in cli} == {"regressed", "failed", "missing", "new", "repaired"}
     md = full.read_text()
-    assert "**27 regressions**, **2 failed** (1 on head only, 1 on base only), **7 missing**" in md
+    assert "**27 regressions**, **1 failed** (1 on head only), **7 missing**" in md and "1 repaired" in md
     assert "30 not measured at base" in md and "### Failed" in md and "### Missing at head" in md
 
 
