@@ -281,12 +281,15 @@ def _or_raise(value: dict[str, Any] | AsvFormatError) -> dict[str, Any]:
     return value
 
 
-def _parse(data: bytes, file: ResultFile, inputs: _Inputs) -> ParsedFile:
+def _parse(data: bytes, file: ResultFile, inputs: _Inputs, known: dict[str, dict[str, Any]]) -> ParsedFile:
     """Parse one results file (checked by the parser against ``db.limits``: nesting, finite numbers, 64-bit
     integers, text the store can hold); its run's info is the file's own ``params`` and python, the
-    machine's description the machine.json beside it overlaid with them (the parser merges them)."""
+    machine's description the machine.json beside it overlaid with them (the parser merges them). Without a
+    benchmarks.json beside it, the store's description of a benchmark (``known``: from an earlier one) names its
+    parameters, so its series are the ones the store has, not new ones under asv's ``param1``, ``param2``."""
+    prepared = inputs.benchmarks(file)
     run = parse_results(data, machine_info=inputs.machine_info(file), machine_dir_name=file.path.parent.name,
-                        prepared=inputs.benchmarks(file))  # fmt: skip
+                        prepared=dict(known) if prepared is None else prepared)  # fmt: skip
     info = dict(run.own_info)
     if run.python is not None:
         info["python"] = run.python
@@ -309,7 +312,7 @@ def _prepare(file: ResultFile, writer: RunWriter, inputs: _Inputs, summary: Inge
     try:
         if len(file.source_path) > limits.SOURCE_PATH:
             raise AsvFormatError(f"its path is over the limit of {limits.SOURCE_PATH} characters")
-        return _parse(data, file, inputs), digest
+        return _parse(data, file, inputs, writer.known_benchmarks()), digest
     except AsvFormatError as exc:
         summary.refused.append((show_path(file.path), str(exc)))
     except Exception as exc:  # a bug in mlaperf, not in the file: report it and go on with the others

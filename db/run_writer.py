@@ -120,6 +120,10 @@ class RunWriter:
                 for row in conn.execute(select(*columns))
             }
 
+    def known_benchmarks(self) -> dict[str, dict[str, Any]]:
+        """The stored description of every benchmark a benchmarks.json described (parameter names among it)."""
+        return {name: meta for name, (_id, meta) in self.benchmarks.items() if meta.get("param_names")}
+
     def _stage(self, cache: dict[str, Any], key: str, value: Any) -> None:
         self._pending.append((cache, key, value))
 

@@ -424,3 +424,33 @@ def test_a_commit_measured_in_two_environments_is_named(tmp_path: Path, sqlite_u
                                                                                   "virtualenv-py3.12"]}  # fmt: skip
     note = str(summary.environments_note())
     assert "1 commit measured in several asv environments" in note and "aaaaaaaaaa on 'two-envs'" in note
+
+
+def test_files_without_benchmarks_json_join_the_series_the_store_has(tmp_path: Path, db_url: str,
+                                                                      openblas: Path) -> None:  # fmt: skip
+    """Results files copied without their benchmarks.json name a benchmark's parameters param1, param2 (asv's
+    defaults): after files that came with one, their results made new series beside the named ones (a compare
+    across them found 36 cases missing; found on fastcan's real results). The store's names are used now."""
+    import shutil
+
+    machine = "gha-aws-skylake"
+    files = sorted((openblas / machine).glob("[0-9a-f]*.json"))
+    with_suite = tmp_path / "a" / "results"
+    (with_suite / machine).mkdir(parents=True)
+    shutil.copy(openblas / "benchmarks.json", with_suite)
+    shutil.copy(openblas / machine / "machine.json", with_suite / machine)
+    for f in files[:3]:
+        shutil.copy(f, with_suite / machine)
+    bare = tmp_path / "b" / machine  # no benchmarks.json anywhere above it
+    bare.mkdir(parents=True)
+    for f in files[3:5]:
+        shutil.copy(f, bare)
+    engine = make_engine(db_url)
+    assert ingest_paths(engine, [with_suite], progress=False).ok
+    with Session(engine) as s:
+        named = set(s.execute(sa.select(Benchmark.id).where(Benchmark.name == "benchmarks.gemm.time_gemm")).scalars())
+    assert ingest_paths(engine, [bare], progress=False).ok
+    with Session(engine) as s:
+        keys = set(s.execute(sa.select(Result.params_key).where(Result.benchmark_id.in_(named))).scalars())
+    assert len(keys) == 24 and not [k for k in keys if '"param1"' in k], sorted(keys)  # gemm's 24 series, named
+    engine.dispose()
