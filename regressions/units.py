@@ -26,7 +26,6 @@ _BYTE_SCALES = ((1024.0**4, "TiB"), (1024.0**3, "GiB"), (1024.0**2, "MiB"), (102
 # and a step's p is shown as "< 1e-12" (the detector stores it floored here too).
 P_FLOOR = 1e-12
 # (multiplier from seconds, label), smallest first.
-_TIME_SCALES = ((1e9, "ns"), (1e6, "us"), (1e3, "ms"), (1.0, "s"))
 
 
 def plural(n: int, word: str, many: str | None = None) -> str:
@@ -89,13 +88,12 @@ def fmt_bytes(value: float) -> str:
 
 
 def time_unit(seconds: Iterable[float]) -> tuple[float, str]:
-    """(multiplier, label) that puts the median of ``seconds`` between 1 and 1000 (ns, us, ms or s)."""
+    """(multiplier, label) of a chart's time axis: the unit :func:`fmt_time` shows the median of ``seconds`` in,
+    so the axis and the values' own text read alike (a 5 ms series on a ``us`` axis, as its points read
+    ``5,089 us``; on a ``ms`` axis they disagreed)."""
     finite = sorted(abs(float(v)) for v in seconds if not is_missing(v) and math.isfinite(float(v)))
     median = finite[len(finite) // 2] if finite else 1.0
-    for mult, label in _TIME_SCALES:
-        if median * mult < 1000.0:
-            return mult, label
-    return 1.0, "s"
+    return _time_scale(median) if median > 0 else (1.0, "s")
 
 
 def fmt_time(seconds: float | None, missing: str = "failed") -> str:

@@ -48,6 +48,8 @@ def test_ratios_changes_sizes_and_commits() -> None:
 def test_time_unit_follows_the_median() -> None:
     assert fmt.time_unit([19e-6, 190e-6]) == (1e6, "us")
     assert fmt.time_unit([0.012, 0.02]) == (1e3, "ms")
+    # A 5 ms series reads 5,089 us in its points' text: its axis is in us too (it was ms, unlike the points).
+    assert fmt.time_unit([5.089e-3, 5.2e-3]) == (1e6, "us") and fmt.fmt_value(5.089e-3, "seconds") == "5,089 us"
 
 
 def test_parameter_values_in_numeric_order() -> None:
