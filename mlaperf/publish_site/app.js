@@ -255,10 +255,15 @@ async function historyPage(data, machine, r) {
   if (!hist) return [h("p", { class: "error" }, `No series ${r.arg} on this machine.`)];
   const c = data.commits;
   const points = hist.pos.map((p, i) => [p, hist.value[i], `${hist.text[i]}\n${c.tip[p]}`]);
+  // As the dashboard reads a commit: a prefix of at least 4 characters that names one commit only.
   const at = (r.q.get("at") || "").toLowerCase();
-  const atPos = at ? c.sha.findIndex((sha) => sha.startsWith(at)) : -1;
+  const hits = at.length >= 4 ? c.sha.flatMap((sha, i) => (sha.startsWith(at) ? [i] : [])) : [];
+  const atPos = hits.length === 1 ? hits[0] : -1;
   const out = [h("h1", {}, hist.title), h("p", { class: "note mono" }, hist.subtitle)];
-  if (at && atPos < 0) out.push(h("p", { class: "error" }, `No commit of this machine starts with '${r.q.get("at")}'.`));
+  if (at && atPos < 0) {
+    const why = at.length < 4 ? "is shorter than 4 characters" : hits.length ? `starts ${hits.length} commits of this machine` : "starts no commit of this machine";
+    out.push(h("p", { class: "error" }, `The marked commit '${r.q.get("at")}' ${why}: nothing marked.`));
+  }
   const vs = await overlay(hist, sid, c, r);
   if (hist.elsewhere.length) out.push(overlayPicker(hist, machine, sid, r));
   if (vs && vs.error) out.push(h("p", { class: "error" }, vs.error));
@@ -383,7 +388,10 @@ function throughput(data, machine, r) {
 async function alerts(data, machine, r) {
   const all = r.q.get("all") === "1";
   const group = all ? null : r.q.get("group");
-  const show = (r.q.get("show") || "open,suspect,fixed").split(",");
+  const asked = (r.q.get("show") || "open,suspect,fixed").split(",").filter((x) => x);
+  const known = data.categories.map(([cat]) => cat);
+  const unknown = asked.filter((x) => !known.includes(x));
+  const show = asked.filter((x) => known.includes(x));
   const go = (params) => link(machine.folder, "alerts", null, { show: show.join(","), all: all ? "1" : "", ...params });
   const scope = h("div", { class: "chips" }, h("span", { class: "note" }, "machines"), [["", machine.label], ["1", "all machines"]].map(([v, text]) =>
     h("button", { class: "chip", "aria-pressed": String((v === "1") === all), onclick: () => { location.hash = go({ all: v, group: "" }); } }, text)));
@@ -401,6 +409,7 @@ async function alerts(data, machine, r) {
   const out = [h("h1", {}, all ? "Alert groups of every machine" : "Alert groups"), scope, toggles,
     h("p", { class: "note" }, "open: new or acknowledged · suspect: seen in the newest run only · fixed: came back later · closed: ignored, transient or retired. A group holds the regressions found together at one commit range.")];
   if (group && !groups.length) out.push(h("p", { class: "error" }, `No alert group ${group} on this machine.`));
+  if (unknown.length) out.push(h("p", { class: "error" }, `No state ${unknown.map((x) => `'${x}'`).join(", ")} (known: ${known.join(", ")}): showing the others.`));
   for (const { g, m } of groups) {
     out.push(h("div", { class: "group", id: `group-${m.folder}-${g.group}`, "data-machine": m.folder },
       h("h3", {}, all ? `${m.label} · ${g.title}` : g.title),

@@ -254,6 +254,11 @@ def test_site_in_chromium_from_file(site: Path, seeded: Seeded, browser_page: tu
     page.goto(f"{hist}?at=zzzz9")
     page.wait_for_selector("p.error")
     assert "zzzz9" in page.inner_text("p.error")
+    # One character started 6 commits and marked the first of them without a word: 4 at least, as the dashboard.
+    page.goto(f"{hist}?at={seeded.shas[SLOW_FROM][:2]}")
+    page.wait_for_selector("p.error")
+    assert "shorter than 4 characters" in page.inner_text("p.error")
+    assert page.locator("svg.chart line.event").count() == 0
 
     # Throughput: one line per implementation, a linear axis from 0 without "0M" or "2e+2".
     page.goto(f"{index}#/{folder}/throughput")
@@ -276,6 +281,11 @@ def test_an_unknown_machine_in_the_link_is_named_not_replaced(site: Path, browse
     assert page.locator("#nav a").count() == 0
     page.locator("main a").first.click()  # the way back: a machine's Overview
     page.wait_for_selector("#grid tbody tr")
+    # A state the alerts page does not know is named (it showed "No alert group with the states picked.").
+    folder = page.url.split("#/")[1].split("/")[0]
+    page.goto(f"{site.as_uri()}/index.html#/{folder}/alerts?show=bogus,open")
+    page.wait_for_selector("p.error")
+    assert "No state 'bogus' (known: open, suspect, fixed, closed)" in page.inner_text("p.error")
     assert not refused, refused
 
 
