@@ -501,7 +501,8 @@ def summary_grid(ctx: Context, *, key: str, limit: int | None = None, by_change:
         "history": [links.history(ctx.machine, b, k) for b, k in zip(listed["benchmark"], listed["params_key"],
                                                                      strict=True)],
     }), key=f"{key}_grid", links={"history": "plot"}, widths={"series": "large", "history": 60},
-       column_config={"newest values": st.column_config.LineChartColumn(f"newest {len(ids)} commits", width="medium")})
+       column_config={"newest values": st.column_config.LineChartColumn(
+           "trend", width="small", help=f"The newest {len(ids)} commits' values")})
     st.caption(f"{len(listed):,} of {fmt.plural(len(table), 'series', 'series')}"
                + (f" matching {query!r}" if query.strip() else "")
                + ". Latest change: the newest value against the median of the five before it of the same benchmark "

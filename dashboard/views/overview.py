@@ -12,13 +12,18 @@ from dashboard import overview_model as model
 
 def _counts(groups: pd.DataFrame, commits: pd.DataFrame, series: pd.DataFrame) -> None:
     count = triage.counts(groups)
-    c = st.columns(6)
-    c[0].metric("Open alert groups", count["open"], help="Confirmed regressions (new or acknowledged), not fixed")
-    c[1].metric("Suspect", count["suspect"], help="Seen only in the newest run; the next run confirms or refutes")
-    c[2].metric("Fixed", count["fixed"], help="Every regression of the group came back at a later commit")
-    c[3].metric("Machine-wide", count["machine_wide"], help="Groups spanning most of this machine's series")
-    c[4].metric("Commits", f"{len(commits):,}")
-    c[5].metric("Series", f"{len(series):,}")
+    # One row that wraps, each count as wide as its label: six equal columns cut the labels at 900 px ("Ope…").
+    with st.container(horizontal=True, gap="large"):
+        st.metric("Open alert groups", count["open"], width="content",
+                  help="Confirmed regressions (new or acknowledged), not fixed")
+        st.metric("Suspect", count["suspect"], width="content",
+                  help="Seen only in the newest run; the next run confirms or refutes")
+        st.metric("Fixed", count["fixed"], width="content",
+                  help="Every regression of the group came back at a later commit")
+        st.metric("Machine-wide", count["machine_wide"], width="content",
+                  help="Groups spanning most of this machine's series")
+        st.metric("Commits", f"{len(commits):,}", width="content")
+        st.metric("Series", f"{len(series):,}", width="content")
 
 
 def _alert_groups(ctx: widgets.Context, groups: pd.DataFrame) -> None:

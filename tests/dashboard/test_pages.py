@@ -316,7 +316,8 @@ def test_compare_page_equals_mlaperf_compare(monkeypatch: pytest.MonkeyPatch, se
     assert (merged["status_page"] == merged["status_cli"]).all()
     assert np.allclose(merged["ratio_page"].astype(float), merged["ratio_cli"].astype(float), equal_nan=True)
     counts = status_counts(at)
-    assert list(counts) == ["Regressed", "Missing at head", "Improved", "Failed", "Benchmark changed", "Untested",
+    assert list(counts) == ["Regressed", "Missing at head", "Improved", "Failed", "Repaired at head",
+                            "Benchmark changed", "Untested",
                             "Not measured at base", "Not measured at head", "Not run", "Unchanged"]
     assert counts["Regressed"] == int((cli["status"] == "regressed").sum()) != 0
     assert sum(counts.values()) == len(cli)
