@@ -12,7 +12,8 @@ order:
    rate, whatever the name says (``track_bandwidth`` in ``bytes`` grows worse);
 3. else (no unit, asv's default ``"unit"``, or a unit this rule does not know) the name decides: a rate
    name (``track_tflops``, ``track_gbps``, ``track_qps``, ``track_tokens_per_s``, ``track_speedup``, ...)
-   is a rate, any other name grows worse.
+   or a model's score (``track_test_score``, ``track_accuracy``, ``track_f1``: asv projects of estimators
+   track them in asv's default unit) is a rate, any other name grows worse.
 
 So an explicit rate unit or a rate name wins over an unknown unit, and only a known non-rate unit wins
 over a rate name. ``[tool.mlaperf.directions]`` in the configuration overrides all of it per benchmark
@@ -54,7 +55,7 @@ _NON_RATE_UNIT = re.compile(
 # Names of unit-less track_ benchmarks that are rates: the same words as the units, as identifiers.
 _RATE_NAME = re.compile(
     r"(_per_s(ec(ond)?)?(_|$)|gbps|mbps|flops|throughput|bandwidth|roofline|fraction|_ratios?(_|\d)|_efficien|percent"
-    r"|speedup"
+    r"|speedup|_(scores?|accuracy|precision|recall|auc|f1)(_|\d)"  # a model's score: sklearn's higher-is-better
     rf"|_{_RATE_WORD}(_|\d))",
     re.IGNORECASE,
 )

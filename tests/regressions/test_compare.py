@@ -323,6 +323,12 @@ def test_direction_inference(name: str, unit: str, expected: str) -> None:
         ("bench_x.Y.track_spills", None, UP_IS_WORSE),
         ("bench_x.Y.track_persecond_cache", None, UP_IS_WORSE),
         ("bench_x.Y.time_tokens_per_s", "seconds", UP_IS_WORSE),  # a time is a time
+        # A model's score in asv's default unit (fastcan's track_test_score): a drop is the regression.
+        ("bench_x.Y.track_test_score", "unit", DOWN_IS_WORSE),
+        ("bench_x.Y.track_accuracy", None, DOWN_IS_WORSE),
+        ("bench_x.Y.track_f1_macro", "unit", DOWN_IS_WORSE),
+        ("bench_x.Y.track_scorer_calls", "unit", UP_IS_WORSE),  # a count of calls, not a score
+        ("bench_x.Y.track_test_score", "seconds", UP_IS_WORSE),  # a declared time wins
     ],
 )
 def test_direction_where_the_two_copies_disagreed(name: str, unit: str | None, expected: str) -> None:
