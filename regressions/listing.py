@@ -176,8 +176,10 @@ def groups_of(session: Session, group_ids: Iterable[int]) -> dict[int, dict[str,
 
 
 def _clean(v: Any) -> Any:
-    if isinstance(v, float) and not math.isfinite(v):
-        return None
+    if isinstance(v, float):
+        # 12 significant digits: a level is a median taken in log space, and its last digits are that noise
+        # (318291968.00000054 bytes for 318291968).
+        return float(f"{v:.12g}") if math.isfinite(v) else None
     if hasattr(v, "isoformat"):
         return v.isoformat()
     return v

@@ -148,3 +148,15 @@ def test_compare_and_detect_order_series_as_asv_does(
 )
 def test_rate_units_and_names_decide_the_direction(name: str, unit: str | None, expected: str) -> None:
     assert direction_for(name, unit) == expected
+
+
+def test_detect_json_numbers_carry_no_log_space_noise() -> None:
+    """``detect --json`` wrote ``"after": 318291968.00000054`` for a level of 318291968 bytes (a median taken in
+    log space); its numbers keep 12 significant digits, and NaN is null."""
+    from regressions.listing import _NOT_LISTED, records
+
+    frame = pd.DataFrame({"id": [1], "before": [294912000.0000003], "after": [318291968.00000054],
+                          "ratio": [1.0792753623188406], "p_value": [float("nan")]})
+    rec = records(frame.assign(**dict.fromkeys(_NOT_LISTED)), {})[0]
+    assert json.dumps([rec["before"], rec["after"], rec["ratio"], rec["p_value"]]) == \
+        "[294912000.0, 318291968.0, 1.07927536232, null]"
