@@ -202,10 +202,12 @@ def overlay(points: pd.DataFrame, theirs: pd.DataFrame, commits: pd.DataFrame, l
         config="", versions=f"machine {vs}")[points.columns]], ignore_index=True)
 
 
-def in_legend_order(points: pd.DataFrame, sel: Selection, vs: str | None) -> pd.DataFrame:
-    """``points`` sorted by series (this machine's in legend order, then ``vs``'s) and position."""
+def in_legend_order(points: pd.DataFrame, sel: Selection, vs: Sequence[str] = ()) -> pd.DataFrame:
+    """``points`` sorted by series (this machine's in legend order, then each overlaid machine's of ``vs``, in
+    turn) and position."""
     order = {sel.label_of[k]: i for i, k in enumerate(sel.wanted)}
-    order.update({f"{sel.label_of[k]} · {vs}": len(sel.wanted) + i for i, k in enumerate(sel.wanted)} if vs else {})
+    for j, other in enumerate(vs, start=1):
+        order.update({f"{sel.label_of[k]} · {other}": j * len(sel.wanted) + i for i, k in enumerate(sel.wanted)})
     return points.sort_values(["series", "pos"], key=lambda s: s.map(order) if s.name == "series" else s)
 
 

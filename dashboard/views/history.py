@@ -35,9 +35,9 @@ def _pick_series(params: model.Params, mine: pd.DataFrame) -> model.Selection:
 
 
 def _view_switches(ctx: widgets.Context, commits: pd.DataFrame, sel: model.Selection
-                   ) -> tuple[bool, bool, str | None, str | None]:
+                   ) -> tuple[bool, bool, str | None, list[str]]:
     """Log axis and whole history (pills, like the parameters: a toggle is one more kind of element to load),
-    then the marked commit and the overlaid machine (in an expander closed by default: a closed expander
+    then the marked commit and the overlaid machines (in an expander closed by default: a closed expander
     builds nothing; a link that names either opens it)."""
     switches = {"hist_logy": ("Logarithmic value axis", len(sel.wanted) > 1 and "concurrency" in sel.varying)}
     if len(commits) > model.WINDOW:
@@ -46,9 +46,9 @@ def _view_switches(ctx: widgets.Context, commits: pd.DataFrame, sel: model.Selec
         "View", switches, key="hist_view",
         help=f"Whole history: every commit of the machine; off, the newest {model.WINDOW} commits (and back to the "
         "oldest open flagged regression of these series), quicker to draw." if "hist_all" in switches else None)
-    more = widgets.url_expander("Mark a commit, overlay another machine", key="hist_more",
+    more = widgets.url_expander("Mark a commit, overlay other machines", key="hist_more",
                                 default=bool(st.query_params.get("hist_at") or st.query_params.get("hist_vs")))
-    marked, vs = None, None
+    marked, vs = None, []
     if more.open:
         with more:
             m1, m2 = st.columns(2)
@@ -58,15 +58,14 @@ def _view_switches(ctx: widgets.Context, commits: pd.DataFrame, sel: model.Selec
                                                "are marked in any case).")
             with m2:
                 others = [m for m in data.machines(ctx.url)["name"] if m != ctx.machine]
-                vs = widgets.url_selectbox("Overlay another machine", [None, *others], key="hist_vs",
-                                           format_func=lambda m: "(none)" if m is None else m,
-                                           help="The same series measured on another machine, at the commits both "
-                                           "measured.")
+                vs = widgets.url_pills("Overlay other machines", others, key="hist_vs",
+                                       help="The same series measured on each machine picked, at the commits this "
+                                       "machine measured too (as asv's graphs draw every machine).")
     return view["hist_logy"], view.get("hist_all", True), marked, vs
 
 
 def _points(ctx: widgets.Context, bench: str, commits: pd.DataFrame, sel: model.Selection, start: int,
-            vs: str | None) -> tuple[pd.DataFrame, pd.DataFrame, int]:
+            vs: list[str]) -> tuple[pd.DataFrame, pd.DataFrame, int]:
     """The history read (from ten commits before the first drawn: the bands look back five values), the points
     with their hover columns and the other machine's, and the start (0 for series retired before it)."""
     wanted = tuple(sel.wanted)
@@ -83,13 +82,15 @@ def _points(ctx: widgets.Context, bench: str, commits: pd.DataFrame, sel: model.
     points = model.with_configs(points, launch, start)
     run_info = data.run_infos(ctx.url, model.drawn_run_ids(points, start))
     points = model.with_versions(points, run_info, data.machine_info(ctx.url, ctx.machine), start)
-    if vs:
-        both = model.overlay(points, data.history(ctx.url, vs, bench, wanted), commits, sel.label_of, vs, start)
+    shown = []
+    for other in vs:
+        both = model.overlay(points, data.history(ctx.url, other, bench, wanted), commits, sel.label_of, other,
+                             start)  # fmt: skip
         if both is None:
-            st.caption(f"`{vs}` measured none of these series at the commits drawn.")
+            st.caption(f"`{other}` measured none of these series at the commits drawn.")
         else:
-            points = both
-    return hist, model.in_legend_order(points, sel, vs), start
+            points, shown = both, [*shown, other]
+    return hist, model.in_legend_order(points, sel, shown), start
 
 
 def _tables(ctx: widgets.Context, flag: pd.DataFrame, points: pd.DataFrame, commits: pd.DataFrame,

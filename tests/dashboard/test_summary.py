@@ -142,20 +142,28 @@ def test_another_machine_overlaid_on_history_and_throughput(monkeypatch: pytest.
     from db.engine import make_engine
     from db.ingest import ingest_paths
 
-    other = "rtx-pro-6000"
+    other, third = "rtx-pro-6000", "h100-sxm"
     benches = asv_synth.mla_benchmarks(concurrency=(1, 64), topk=(512,), context=(4096,))
     asv_synth.write_results(tmp_path / "results", other, benches, writable_copy.shas[-4:],
                             gpu={**asv_synth.GPU_PARAMS, "gpu_name": "NVIDIA RTX PRO 6000", "gpu_cc": "12.0"})
+    asv_synth.write_results(tmp_path / "results", third, benches, writable_copy.shas[-3:],
+                            gpu={**asv_synth.GPU_PARAMS, "gpu_name": "NVIDIA H100 80GB HBM3", "gpu_cc": "9.0"})
     engine = make_engine(writable_copy.url)
     assert ingest_paths(engine, [tmp_path / "results"], progress=False).ok
     engine.dispose()
 
-    at = goto(app(monkeypatch, writable_copy.url, query={
-        "hist_bench": "bench_decode.SparseDecode.time_decode", "hp_impl": "mma", "hp_concurrency": "64",
-        "hp_topk": "512", "hist_vs": other}), "history")
+    query = {"hist_bench": "bench_decode.SparseDecode.time_decode", "hp_impl": "mma", "hp_concurrency": "64",
+             "hp_topk": "512"}
+    at = goto(app(monkeypatch, writable_copy.url, query={**query, "hist_vs": other}), "history")
     spec = json.loads(at.get("vega_lite_chart")[0].proto.spec)
     names = set(spec["layer"][2]["encoding"]["color"]["scale"]["domain"])
     assert any(n.endswith(f"· {other}") for n in names) and len(names) == 2, names
+    # Every machine at once, as asv's graphs draw them: one line per machine picked, this machine's first.
+    at = goto(app(monkeypatch, writable_copy.url, query={**query, "hist_vs": [third, other]}), "history")
+    spec = json.loads(at.get("vega_lite_chart")[0].proto.spec)
+    domain = spec["layer"][2]["encoding"]["color"]["scale"]["domain"]
+    assert len(domain) == 3 and "·" not in domain[0], domain
+    assert {d.split(" · ")[-1] for d in domain[1:]} == {other, third}, domain
 
     at = goto(app(monkeypatch, writable_copy.url, query={"tp_vs": other}), "throughput")
     spec = json.loads(at.get("vega_lite_chart")[0].proto.spec)
