@@ -1,13 +1,13 @@
 // mlaperf static site: pages laid out in the browser from data/*.js (written by `mlaperf publish`).
 // Every string shown (numbers, units, ratios, p-values, tables, axis labels) was made by `mlaperf publish` with
 // the dashboard's own functions; this file only lays them out and scales the charts to the axes it was given,
-// but for one: a History overlay whose values no published axis holds gets an axis over both machines here
+// but for one: a History overlay whose values no published axis holds gets an axis over every machine drawn here
 // (``covering``), labelled in the unit of this machine's axis.
 // No server, no network: data files are <script>s (a browser loads those from file://, where it refuses
 // fetch), charts are SVG drawn here. Routes live in the location hash, so every view is a link:
 //   #/<machine folder>                      overview: alert groups, summary grid with search (?q=)
-//   #/<machine folder>/history/<series id>  one series over commits (?at=<sha> marks a commit, ?vs=<folder> overlays
-//                                           the same series measured on another machine)
+//   #/<machine folder>/history/<series id>  one series over commits (?at=<sha> marks a commit, ?vs=<folder>,<folder>
+//                                           overlays the same series measured on other machines)
 //   #/<machine folder>/throughput           tokens/s vs concurrency at the newest commit with the fullest grid (?suite=, ?filter=)
 //   #/<machine folder>/alerts               alert groups (?show=open,suspect,fixed,closed or ?group=N; ?all=1: every
 //                                           machine's, from the machines' own data files)
@@ -264,12 +264,13 @@ async function historyPage(data, machine, r) {
     const why = at.length < 4 ? "is shorter than 4 characters" : hits.length ? `starts ${hits.length} commits of this machine` : "starts no commit of this machine";
     out.push(h("p", { class: "error" }, `The marked commit '${r.q.get("at")}' ${why}: nothing marked.`));
   }
-  const vs = await overlay(hist, sid, c, r);
+  const overlays = await overlay(hist, sid, c, r);
   if (hist.elsewhere.length) out.push(overlayPicker(hist, machine, sid, r));
-  if (vs && vs.error) out.push(h("p", { class: "error" }, vs.error));
-  const lines = vs && vs.line ? [{ points }, vs.line] : [{ points }];
+  for (const o of overlays.filter((o) => o.error)) out.push(h("p", { class: "error" }, o.error));
+  const drawn = overlays.filter((o) => o.line);
+  const lines = [{ points }, ...drawn.map((o) => o.line)];
   out.push(chart({
-    lines, x: hist.x, y: vs && vs.line ? covering([hist.y, vs.y], lines) : hist.y,
+    lines, x: hist.x, y: drawn.length ? covering([hist.y, ...drawn.map((o) => o.y)], lines) : hist.y,
     extras: (svg, sx, sy, box) => {
       for (const p of hist.versions) svg.append(s("line", { class: "vline", x1: sx(p), x2: sx(p), y1: box.top, y2: box.bottom }));
       if (atPos >= 0) svg.append(hover(s("line", { class: "event", x1: sx(atPos), x2: sx(atPos), y1: box.top, y2: box.bottom }), c.tip[atPos]));
@@ -285,19 +286,25 @@ async function historyPage(data, machine, r) {
       }
     },
   }));
-  if (vs && vs.line) out.push(legend([machine.label, vs.label]));
+  if (drawn.length) out.push(legend([machine.label, ...drawn.map((o) => o.label)]));
   out.push(h("p", { class: "note" }, hist.caption + (atPos >= 0 ? ` Dashed: commit ${c.short[atPos]}.` : "")));
   if (hist.table) out.push(h("h2", {}, "Flagged regressions of this series"), table(hist.table));
   return out;
 }
 
-// The same series on another machine (?vs=), as the dashboard's hist_vs: its points at the commits this machine
-// has, placed by SHA on this machine's axis. Read from that machine's own files (its index for the commits' SHAs).
+// The same series on other machines (?vs=a,b), as the dashboard's hist_vs: each one's points at the commits this
+// machine has, placed by SHA on this machine's axis, read from that machine's own files (its index for the SHAs).
+function overlaid(r) {
+  return (r.q.get("vs") || "").split(",").filter((v) => v);
+}
+
 async function overlay(hist, sid, c, r) {
-  const vs = r.q.get("vs");
-  if (!vs) return null;
+  return Promise.all(overlaid(r).map((vs) => overlayOne(hist, sid, c, vs)));
+}
+
+async function overlayOne(hist, sid, c, vs) {
   const other = MLAPERF.data.site.machines.find((m) => m.folder === vs);
-  if (!other || !hist.elsewhere.includes(vs)) return { error: `No machine '${vs}' with this series: showing this machine's only.` };
+  if (!other || !hist.elsewhere.includes(vs)) return { error: `No machine '${vs}' with this series: not drawn.` };
   const [index, theirs] = await Promise.all([load(`${vs}/index`), load(`${vs}/s${sid}`)]);
   const posOf = new Map(c.sha.map((sha, i) => [sha, i]));
   const points = [];
@@ -310,12 +317,18 @@ async function overlay(hist, sid, c, r) {
   return { line: { points }, label: other.label, y: theirs.y };
 }
 
+// A chip per machine that measured the series: each one toggles its line (several at once, as asv's graphs).
 function overlayPicker(hist, machine, sid, r) {
   const machines = MLAPERF.data.site.machines.filter((m) => hist.elsewhere.includes(m.folder));
-  const pick = h("select", { id: "vs", "aria-label": "Overlay another machine" }, h("option", { value: "" }, "(none)"),
-    machines.map((m) => h("option", { value: m.folder, selected: m.folder === r.q.get("vs") }, m.label)));
-  pick.onchange = () => { location.hash = link(machine.folder, "history", sid, { ...Object.fromEntries(r.q), vs: pick.value }); };
-  return h("p", { class: "note" }, "Overlay the same series on another machine ", pick);
+  const picked = overlaid(r);
+  return h("div", { class: "chips", id: "vs", "aria-label": "Overlay other machines" },
+    h("span", { class: "note" }, "overlay the same series on"), machines.map((m) => {
+      const on = picked.includes(m.folder);
+      const next = on ? picked.filter((v) => v !== m.folder) : [...picked, m.folder];
+      return h("button", { class: "chip", "aria-pressed": String(on), onclick: () => {
+        location.hash = link(machine.folder, "history", sid, { ...Object.fromEntries(r.q), vs: next.join(",") });
+      } }, m.label);
+    }));
 }
 
 // Of the axes publish made (this machine's, the other's), the first that holds every value drawn; else one made

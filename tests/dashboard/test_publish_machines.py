@@ -161,10 +161,11 @@ def test_history_overlays_another_machine(two: tuple[str, Path, list[str]], tab:
     page.goto(hist)
     page.wait_for_selector("svg.chart .lines path")
     assert page.locator("svg.chart .lines > path").count() == 1
-    assert page.locator("#vs option").all_inner_texts()[0] == "(none)"
-    page.select_option("#vs", OTHER)
+    assert [t.split(" (")[0] for t in page.locator("#vs button").all_inner_texts()] == [OTHER]  # none pressed
+    assert page.locator("#vs button[aria-pressed=true]").count() == 0
+    page.locator("#vs button", has_text=OTHER).click()
     page.wait_for_selector("svg.chart .lines > path:nth-of-type(2)")  # (no wait_for_function: the CSP forbids eval)
-    assert f"vs={OTHER}" in page.url
+    assert f"vs={OTHER}" in page.url and page.locator("#vs button[aria-pressed=true]").count() == 1
     assert page.locator("svg.chart .lines .points").nth(1).locator("circle").count() == len(shas) == len(theirs["pos"])
     assert len(page.locator(".legend span").all_inner_texts()) == 2
     assert OTHER in page.inner_text(".legend")

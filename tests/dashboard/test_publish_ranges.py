@@ -1,7 +1,8 @@
 """The static site on third-party data (the vendored OpenBLAS history, three machines): an alert group's commit
 range is the group's own, as `mlaperf detect --json` prints it (the site and the dashboard both read
-``dashboard.triage.groups``: a gradual member joins a group at a later commit than its step), and a series
-overlaid with another machine's whose values lie outside this machine's axis is drawn whole, on an axis over both."""
+``dashboard.triage.groups``: a gradual member joins a group at a later commit than its step), a series
+overlaid with another machine's whose values lie outside this machine's axis is drawn whole, on an axis over both,
+and every machine's at once."""
 
 from __future__ import annotations
 
@@ -68,3 +69,24 @@ def test_an_overlaid_machine_outside_this_axis_is_drawn_whole(openblas: tuple[di
     assert not refused
     assert len(ys) >= len(values) and all(box[0] <= y <= box[0] + box[1] for y in ys), (box, min(ys), max(ys))
     assert title == "time (us)" and 4 <= len(labels) <= 9 and all(float(x) <= 60 for x in labels), labels
+
+
+@pytest.mark.browser
+def test_every_machine_overlaid_at_once(openblas: tuple[dict[str, Any], Path]) -> None:
+    """The three machines' gemm [size=100, variant=d] on one chart (?vs=a,b), as asv's graphs draw every machine:
+    a line and a legend entry per machine, a chip pressed per machine drawn, one press taking its line away."""
+    _, site = openblas
+    sid = next(r["id"] for r in site_data(site, "gha-aws-skylake/index")["grid"]
+               if r["name"] == "benchmarks.gemm.time_gemm [size=100, variant=d]")
+    hist = f"{site.as_uri()}/index.html#/gha-aws-skylake/history/{sid}"
+    with site_tab(site) as (page, refused):
+        page.goto(f"{hist}?vs=gha-aws-graviton,gha-ubuntu-noble")
+        page.wait_for_selector("svg.chart .lines > path:nth-of-type(3)")
+        legend = page.inner_text(".legend")
+        pressed = page.locator("#vs button[aria-pressed=true]").count()
+        page.locator("#vs button", has_text="gha-ubuntu-noble").click()
+        page.wait_for_selector("svg.chart .lines > path:nth-of-type(3)", state="detached")
+        after = (page.locator("svg.chart .lines > path").count(), page.url)
+    assert not refused
+    assert all(m in legend for m in ("gha-aws-skylake", "gha-aws-graviton", "gha-ubuntu-noble")) and pressed == 2
+    assert after[0] == 2 and after[1].endswith("vs=gha-aws-graviton"), after
