@@ -185,19 +185,24 @@ def compare_spec(cmp: pd.DataFrame, *, title: str, top: int = 15) -> dict:
     statuses = [s for s in STATUS_COLORS if s in set(bars["status"])]
     return {
         "title": _title(title),
-        "height": 22 * len(bars) + 190,  # the whole chart: title, axis titles and legend take 190 px
+        "padding": {"left": 5, "top": 5, "bottom": 5, "right": 16},  # the last tick's label ("+15") inside
+        # The whole chart: title, axis titles and a one-line legend take 190 px, each further status 18 more.
+        "height": 22 * len(bars) + 190 + 18 * max(0, len(statuses) - 1),
         "data": {"values": bars},
         "layer": [
             {"mark": {"type": "bar", "height": {"band": 0.8}},
              "encoding": {
                  "y": {"field": "series", "type": "nominal", "sort": None,
-                       "axis": {"title": None, "labelLimit": 700, "labelFontSize": 12}},
+                       # Long names cut at 300 px (the hover has them whole): at 700 the bars got 140 px of a
+                       # 900 px window.
+                       "axis": {"title": None, "labelLimit": 300, "labelFontSize": 12}},
                  "x": {"field": "pct", "type": "quantitative", "axis": {
-                     "title": ["% worse (+) or better (−), direction-aware",
-                               "grey: within threshold or not significant"], "format": "+~r"}},
+                     "title": ["% worse (+) / better (−)", "grey: within threshold", "or not significant"],
+                     "format": "+~r"}},
                  "color": {"field": "status", "type": "nominal",
                            "scale": {"domain": statuses, "range": [STATUS_COLORS[s] for s in statuses]},
-                           "legend": _legend(statuses, title="status")},
+                           # One column: the legend starts under the bars, which are narrow in a 900 px window.
+                           "legend": _legend(statuses, title="status", width=150)},
                  "tooltip": [{"field": "series"}, {"field": "change"}, {"field": "pct_text", "title": "change"},
                              {"field": "status"}],
              }},
