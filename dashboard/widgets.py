@@ -262,6 +262,17 @@ def literal(format_func: Callable[[Any], Any] = str) -> Callable[[Any], str]:
     return lambda v: fmt.md_text(format_func(v))
 
 
+def drop_unknown_keys(prefix: str, known: Sequence[str], what: str) -> None:
+    """The URL's ``prefix`` keys that name none of ``known`` (``hp_nosuch``: a parameter the benchmark does not
+    have) leave the URL; one a link brought is named in a warning (``what``: how the page says it), one this
+    session wrote for another benchmark goes without a word."""
+    for key in [k for k in st.query_params if k.startswith(prefix) and k[len(prefix):] not in known]:
+        if st.session_state.get(_WRITTEN, {}).get(key) != _in_url(key):
+            st.warning(f"{what} {md_code(key[len(prefix):], table=False)} (the link's {md_code(key, table=False)}); "
+                       f"its parameters: {fmt.md_text(', '.join(known)) or 'none'}.")
+        del st.query_params[key]
+
+
 def url_selectbox(label: str, options: Sequence[Any], *, key: str, default: Any = None,
                   short: Callable[[Any], str] | None = None, **kw: Any) -> Any:
     options = list(options)

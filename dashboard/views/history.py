@@ -132,6 +132,7 @@ def main() -> None:
     stored = rows["unit"].iloc[0] if rows["unit"].notna().any() else None
     unit = fmt.unit_of(bench, stored)  # a track_ without a unit is a count, not seconds (values and axis)
     params = model.benchmark_params(rows)
+    widgets.drop_unknown_keys("hp_", params.names, f"`{bench}` has no parameter")
     mine = regs[regs["benchmark"] == bench] if not regs.empty else regs
     sel = _pick_series(params, mine)
     log_y, whole, marked, vs = _view_switches(ctx, commits, sel)

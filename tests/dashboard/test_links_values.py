@@ -217,3 +217,13 @@ def test_a_prefix_names_a_commit_only(monkeypatch: pytest.MonkeyPatch, store: st
     short = "bench_decode.SparseDecode.time_dec"
     at = goto(app(monkeypatch, store, query={"machine": "part", "hist_bench": short}), "history")
     assert f"`{short}`" in warnings(at), warnings(at)
+
+
+def test_a_parameter_the_benchmark_lacks_is_named_and_dropped(monkeypatch: pytest.MonkeyPatch, store: str) -> None:
+    """``hp_nosuch=1`` was ignored without a word and stayed in the URL."""
+    at = goto(app(monkeypatch, store, query={"machine": "odd", "hist_bench": ODD_BENCH, "hp_nosuch": "1"}), "history")
+    assert "no parameter `nosuch`" in warnings(at) and "shape" in warnings(at), warnings(at)
+    assert "hp_nosuch" not in at.query_params and "hp_shape" in at.query_params
+    at = at.selectbox(key="hist_bench").set_value(FRACTION).run()  # this session's own hp_shape: dropped silently
+    assert not at.exception and not warnings(at), warnings(at)
+    assert "hp_shape" not in at.query_params
