@@ -5,8 +5,6 @@ and the generic parameter sweep for asv projects without the sparse-MLA suites.
 
 from __future__ import annotations
 
-import math
-import re
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -15,9 +13,10 @@ from typing import Any, NoReturn
 import pandas as pd
 import streamlit as st
 
-from dashboard import charts, data, fmt, frames, links, store_check
+from dashboard import charts, data, fmt, frames, links, store_check, url_values
+from dashboard.url_values import seed
 from regressions.report import md_code
-from regressions.results import prefix_problem
+from regressions.results import MIN_PREFIX, prefix_problem
 
 
 @dataclass(frozen=True)
@@ -38,179 +37,6 @@ def context() -> Context:
     )
 
 
-# -- selections in the URL ------------------------------------------------------------------------------
-# A widget's key is its query parameter. Before the widget is drawn, a valid ?key=value seeds it (once per
-# widget lifetime, so the user's later changes win); after, its value is written back to the URL. Values are
-# validated against the options: a stale or hand-edited link falls back to the default (of several values,
-# to the others), never an error, and a value this session did not write itself (a link's) is named in a
-# warning. Several values travel as
-# repeated keys (?k=a&k=b), so a value may hold a comma; a single ?k=a,b (links before that) still reads.
-
-_WRITTEN = "_url_written"  # session key: {query key: the value this session last wrote there}
-_SHA = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")  # a commit option (sha-1 or sha-256), the one kind a prefix names
-_TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")  # what a link may say for on and off
-
-
-def _encode(value: Any) -> str:
-    if isinstance(value, bool):
-        return "1" if value else "0"
-    if isinstance(value, (list, tuple)):
-        return ",".join(_encode(v) for v in value)
-    return "" if value is None else str(value)
-
-
-def _url_value(value: Any) -> str | list[str]:
-    """What the URL holds for ``value``: a list of several values as repeated keys, one value or none as one."""
-    if isinstance(value, list):
-        texts = [_encode(v) for v in value]
-        return texts if len(texts) > 1 else (texts[0] if texts else "")
-    return _encode(value)
-
-
-def _in_url(key: str) -> str | list[str] | None:
-    """The URL's value of ``key`` in ``_url_value``'s shape (None: absent)."""
-    texts = st.query_params.get_all(key)
-    return None if not texts else texts[0] if len(texts) == 1 else list(texts)
-
-
-def _decode_one(text: str, options: Sequence[Any] | None) -> Any:
-    if options is None:
-        return text
-    by_text = {_encode(o): o for o in options}
-    if text in by_text:
-        return by_text[text]
-    # Commit shas travel shortened: accept a unique prefix of a sha option (only of a sha: a machine or benchmark
-    # named by a prefix is a mistyped link, named in a warning, not another machine shown).
-    hits = [o for o in options if isinstance(o, str) and _SHA.fullmatch(o) and len(text) >= 4 and o.startswith(text)]
-    if len(hits) == 1:
-        return hits[0]
-    raise ValueError(text)
-
-
-def _decode_many(texts: list[str], options: Sequence[Any] | None) -> list[Any]:
-    """The values the texts name; those naming none are left out (:func:`_bad_texts` names them), and a link
-    naming none at all is a ValueError (the default instead)."""
-    if len(texts) == 1:
-        if texts[0] == "":
-            return []
-        try:
-            return [_decode_one(texts[0], options)]
-        except ValueError:
-            texts = texts[0].split(",")  # a link from before repeated keys: values joined by commas
-    parts = [t for t in texts if t != ""]
-    good = [_decode_one(t, options) for t in parts if _decodes(t, options)]
-    if parts and not good:
-        raise ValueError(parts[0])
-    return good
-
-
-def _from_url(key: str, options: Sequence[Any] | None, kind: str) -> Any:
-    texts = st.query_params.get_all(key)
-    if not texts:
-        raise KeyError(key)
-    if kind == "many":
-        return _decode_many(texts, options)
-    text = texts[-1]
-    if kind == "bool":
-        word = text.strip().lower()
-        if word not in _TRUE + _FALSE:
-            raise ValueError(text)
-        return word in _TRUE
-    if kind == "float":
-        return float(text) if text != "" else None
-    return _decode_one(text, options)
-
-
-def _valid(value: Any, options: Sequence[Any] | None, kind: str) -> bool:
-    if kind == "float":  # options: (low, high), the number input's bounds
-        low, high = options or (None, None)
-        return value is None or (isinstance(value, int | float) and math.isfinite(value)
-                                 and (low is None or value >= low) and (high is None or value <= high))  # fmt: skip
-    if options is None or kind == "bool":
-        return True
-    if kind == "many":
-        return isinstance(value, list) and all(v in options for v in value)
-    return value in options
-
-
-def _url_or_default(key: str, default: Any, options: Sequence[Any] | None, kind: str) -> Any:
-    """The URL's valid value of ``key``, else ``default``."""
-    try:
-        value = _from_url(key, options, kind)
-    except (KeyError, ValueError):
-        return default
-    return value if _valid(value, options, kind) else default
-
-
-def _bad_texts(key: str, options: Sequence[Any] | None, kind: str) -> list[str]:
-    """The texts of the URL's ``key`` that name no option (a value decoded from options is one of them)."""
-    texts = st.query_params.get_all(key)
-    if kind == "many":
-        if len(texts) == 1 and texts[0] and _decodes(texts[0], options):
-            return []
-        parts = texts[0].split(",") if len(texts) == 1 else texts
-        return [t for t in parts if t != "" and not _decodes(t, options)]
-    try:
-        value = _from_url(key, options, kind)
-    except KeyError:
-        return []
-    except ValueError:
-        return [texts[-1]]
-    return [] if _valid(value, options, kind) else [texts[-1]]
-
-
-def _decodes(text: str, options: Sequence[Any] | None) -> bool:
-    try:
-        _decode_one(text, options)
-    except ValueError:
-        return False
-    return True
-
-
-def _not_available(key: str, label: str, options: Sequence[Any] | None, kind: str,
-                   format_func: Callable[[Any], Any]) -> str | None:
-    """The warning for a link's value of ``key`` that is not among ``options`` (None: there is none, or this
-    session wrote the URL's value itself: its own choice gone stale after another one, which needs no word)."""
-    if _in_url(key) in (None, st.session_state.get(_WRITTEN, {}).get(key)):
-        return None
-    bad = _bad_texts(key, options, kind)
-    if not bad:
-        return None
-    if kind == "bool":
-        known = "1 or 0"
-    elif kind == "float":
-        low, high = options or (None, None)
-        known = "a number" + (f" from {low:g}" if low is not None else "") \
-            + (f" to {high:g}" if high is not None else "")
-    else:
-        listed = [str(format_func(o)) for o in (options or []) if o is not None]  # "(none)" is no value a link names
-        known = ", ".join(listed[:10]) + (f" and {len(listed) - 10:,} more" if len(listed) > 10 else "")
-    what = " and ".join(md_code(t, table=False) for t in bad)
-    kept = kind == "many" and bool(st.session_state.get(key))  # the link's other values are shown
-    return (f"{fmt.md_text(label)}: the link's {what} is not available here (known: {fmt.md_text(known) or 'none'})"
-            + ("; showing the link's other values." if kept else "; showing the default instead."))
-
-
-def seed(key: str, default: Any, options: Sequence[Any] | None = None, kind: str = "one", *,
-         label: str | None = None, format_func: Callable[[Any], Any] = str) -> None:
-    """Put the URL's value (or ``default``) into session state before the widget ``key`` is drawn; with a
-    ``label``, a link's value that is not among ``options`` is named in a warning where the widget goes."""
-    if key in st.session_state and _valid(st.session_state[key], options, kind):
-        return
-    st.session_state[key] = _url_or_default(key, default, options, kind)
-    if label is not None:
-        _warn_link(key, label, options, kind, format_func)
-
-
-def _warn_link(key: str, label: str, options: Sequence[Any] | None, kind: str,
-               format_func: Callable[[Any], Any] = str) -> None:
-    """A warning where the widget goes when the link's value of ``key`` names nothing available (once)."""
-    message = _not_available(key, label, options, kind, format_func)
-    if message:
-        st.warning(message)
-        st.session_state.setdefault(_WRITTEN, {})[key] = _in_url(key)  # said once
-
-
 _PENDING = "_url_pending"  # session key: the URL writes of the run in progress (``url_writes``)
 
 
@@ -229,7 +55,7 @@ def url_writes() -> Iterator[None]:
 
 
 def _send_url_writes() -> None:
-    changed = {k: v for k, v in st.session_state.get(_PENDING, {}).items() if _in_url(k) != v}
+    changed = {k: v for k, v in st.session_state.get(_PENDING, {}).items() if url_values.in_url(k) != v}
     st.session_state[_PENDING] = {}
     if changed:
         st.query_params.update(changed)
@@ -246,11 +72,11 @@ def stop() -> NoReturn:
 def publish(key: str, value: Any, short: Callable[[Any], str] | None = None) -> None:
     """Write a widget's value to the URL (``short`` shortens it, e.g. a sha to 12 characters); inside
     ``url_writes``, when the run ends."""
-    text = short(value) if short is not None and value is not None else _url_value(value)
-    st.session_state.setdefault(_WRITTEN, {})[key] = text
+    text = short(value) if short is not None and value is not None else url_values.url_value(value)
+    st.session_state.setdefault(url_values.WRITTEN, {})[key] = text
     pending = st.session_state.get(_PENDING)
     if pending is None:
-        if _in_url(key) != text:
+        if url_values.in_url(key) != text:
             st.query_params[key] = text
     else:
         pending[key] = text
@@ -267,7 +93,7 @@ def drop_unknown_keys(prefix: str, known: Sequence[str], what: str) -> None:
     have) leave the URL; one a link brought is named in a warning (``what``: how the page says it), one this
     session wrote for another benchmark goes without a word."""
     for key in [k for k in st.query_params if k.startswith(prefix) and k[len(prefix):] not in known]:
-        if st.session_state.get(_WRITTEN, {}).get(key) != _in_url(key):
+        if st.session_state.get(url_values.WRITTEN, {}).get(key) != url_values.in_url(key):
             st.warning(f"{what} {md_code(key[len(prefix):], table=False)} (the link's {md_code(key, table=False)}); "
                        f"its parameters: {fmt.md_text(', '.join(known)) or 'none'}.")
         del st.query_params[key]
@@ -309,11 +135,11 @@ def url_switches(label: str, switches: dict[str, tuple[str, bool]], *, key: str,
     """Several on/off choices as one row of pills (``switches``: {URL key: (pill text, default)}); each choice
     keeps its own key in the URL ("1"/"0", as a toggle would), the row's state lives under ``key``."""
     texts = {k: text for k, (text, _) in switches.items()}
-    if key not in st.session_state or not _valid(st.session_state[key], list(texts.values()), "many"):
+    if key not in st.session_state or not url_values.valid(st.session_state[key], list(texts.values()), "many"):
         st.session_state[key] = [text for k, (text, default) in switches.items()
-                                 if _url_or_default(k, default, None, "bool")]
+                                 if url_values.url_or_default(k, default, None, "bool")]
         for k, text in texts.items():
-            _warn_link(k, f"{label}: {text}", None, "bool")
+            url_values.warn_link(k, f"{label}: {text}", None, "bool")
     chosen = st.pills(label, list(texts.values()), key=key, selection_mode="multi", **kw) or []
     out = {k: text in chosen for k, text in texts.items()}
     for k, value in out.items():
@@ -381,7 +207,7 @@ def commit_select(label: str, commits: pd.DataFrame, *, key: str, default: str |
     known = set(shas)
 
     def resolve(text: object) -> str | None:
-        if not isinstance(text, str) or len(text.strip()) < 4:
+        if not isinstance(text, str) or len(text.strip()) < MIN_PREFIX:
             return None
         text = text.strip().lower()
         hits = [s for s in shas if s.startswith(text)] if text not in known else [text]

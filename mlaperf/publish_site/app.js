@@ -255,13 +255,14 @@ async function historyPage(data, machine, r) {
   if (!hist) return [h("p", { class: "error" }, `No series ${r.arg} on this machine.`)];
   const c = data.commits;
   const points = hist.pos.map((p, i) => [p, hist.value[i], `${hist.text[i]}\n${c.tip[p]}`]);
-  // As the dashboard reads a commit: a prefix of at least 4 characters that names one commit only.
+  // As the dashboard reads a commit: a prefix of at least min_prefix characters that names one commit only.
   const at = (r.q.get("at") || "").toLowerCase();
-  const hits = at.length >= 4 ? c.sha.flatMap((sha, i) => (sha.startsWith(at) ? [i] : [])) : [];
+  const least = MLAPERF.data.site.min_prefix;
+  const hits = at.length >= least ? c.sha.flatMap((sha, i) => (sha.startsWith(at) ? [i] : [])) : [];
   const atPos = hits.length === 1 ? hits[0] : -1;
   const out = [h("h1", {}, hist.title), h("p", { class: "note mono" }, hist.subtitle)];
   if (at && atPos < 0) {
-    const why = at.length < 4 ? "is shorter than 4 characters" : hits.length ? `starts ${hits.length} commits of this machine` : "starts no commit of this machine";
+    const why = at.length < least ? `is shorter than ${least} characters` : hits.length ? `starts ${hits.length} commits of this machine` : "starts no commit of this machine";
     out.push(h("p", { class: "error" }, `The marked commit '${r.q.get("at")}' ${why}: nothing marked.`));
   }
   const overlays = await overlay(hist, sid, c, r);

@@ -227,3 +227,19 @@ def test_a_parameter_the_benchmark_lacks_is_named_and_dropped(monkeypatch: pytes
     at = at.selectbox(key="hist_bench").set_value(FRACTION).run()  # this session's own hp_shape: dropped silently
     assert not at.exception and not warnings(at), warnings(at)
     assert "hp_shape" not in at.query_params
+
+
+def test_every_value_of_a_link_bad_says_the_default_is_shown(monkeypatch: pytest.MonkeyPatch, store: str) -> None:
+    """``reg_show=bogus`` showed the default states under a warning that said "showing the link's other values"."""
+    at = goto(app(monkeypatch, store, query={"machine": "part", "reg_show": ["bogus", "nope"]}), "regressions")
+    assert "showing the default instead" in warnings(at) and "other values" not in warnings(at), warnings(at)
+
+
+def test_a_short_commit_sha_still_travels_as_a_prefix() -> None:
+    """asv names a commit by 7 to 64 hex digits; a store of 16-digit shas lost its links' prefixes (only 40 and 64
+    were taken for commits), while a machine's name is never matched by its beginning."""
+    from dashboard import url_values
+
+    assert url_values._decode_one("0123456789ab", ["0123456789abcdef", "fedcba9876543210"]) == "0123456789abcdef"
+    with pytest.raises(ValueError):
+        url_values._decode_one("gha-aws-g", ["gha-aws-graviton", "gha-aws-skylake"])
