@@ -30,6 +30,7 @@ from db.models import Benchmark, Commit, Environment, Machine, Result, Run, comm
 from db.provenance import config_key, is_provenance
 from db.query_base import (
     _MACHINE_COLUMNS,
+    AT,
     CommitNotFound,
     NotFound,
     _benchmark_id,
@@ -264,7 +265,8 @@ def history(
         frame[column] = pd.to_numeric(frame[column], errors="coerce").astype(float)
     frame = _datetimes(frame, "run_started_at")
     frame["_row"] = np.arange(len(frame))
-    frame = last_version_only(s, frame, ["commit_id"])
+    # A few series of the benchmark: the store says which version each commit measured last.
+    frame = last_version_only(s, frame.assign(benchmark_id=bid, machine_id=mid), complete=False)
     frame = pool_runs(frame, ["params_key", "commit_id"]).rename(columns={"run_started_at": "run_date"})
     frame = frame.sort_values("_row")
     frame["commit_id"] = frame["commit_id"].astype("int64")
@@ -335,7 +337,7 @@ def recent_values(s: Session, machine: str, commit_ids: Sequence[int]) -> pd.Dat
     frame = pd.DataFrame(dict(zip(keys, map(list, zip(*rows, strict=True)), strict=True)))
     frame["benchmark"] = frame["benchmark_id"].map(names)
     frame["value"] = pd.to_numeric(frame["value"], errors="coerce").astype(float)
-    frame = last_version_only(s, frame, ["benchmark_id", "commit_id"])
+    frame = last_version_only(s, frame.assign(machine_id=mid))  # every benchmark's every result at these commits
     frame = pool_runs(frame.assign(run_started_at=frame["run_id"]), ["benchmark", "params_key", "commit_id"])
     frame["commit_id"] = frame["commit_id"].astype("int64")
     return frame[cols].reset_index(drop=True)
@@ -402,6 +404,9 @@ def commit_results(
             Result.samples,
             Run.id.label("run_id"),
             Run.started_at.label("run_started_at"),
+            Result.benchmark_id,
+            Run.machine_id,
+            Run.commit_id,
         )
         .join(Run, Run.id == Result.run_id)
         .join(Machine, Machine.id == Run.machine_id)
@@ -416,7 +421,7 @@ def commit_results(
         keep = pd.Series([b not in versions or v is None or v in versions[b] for b, v in pairs], index=frame.index,
                          dtype=bool)  # fmt: skip
         frame = frame[keep]
-    frame = last_version_only(s, frame, ["benchmark"], "_version").drop(columns="_version")
+    frame = last_version_only(s, frame, "_version").drop(columns=["_version", *AT])
     frame = pool_runs(frame, ["benchmark", "params_key"]).drop(columns=["run_started_at"])
     frame = frame.sort_values(["benchmark", "params_key"], ignore_index=True)
     frame["value"] = frame["value"].astype(float)

@@ -13,7 +13,7 @@ import pandas as pd
 from sqlalchemy import Select, select
 from sqlalchemy.orm import Session
 
-from db.models import MACHINE_INFO_COLUMNS, Benchmark, Machine, Run
+from db.models import MACHINE_INFO_COLUMNS, Benchmark, Machine, Result, Run
 from db.models import params_key as canonical_params_key
 
 
@@ -119,29 +119,64 @@ def pool_runs(frame: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
     return pd.concat([single, pooled.reset_index()[single.columns]], ignore_index=True)
 
 
-def last_version_only(s: Session, frame: pd.DataFrame, at: list[str], version: str = "benchmark_version"
-                      ) -> pd.DataFrame:  # fmt: skip
-    """``frame`` (one row per run and series: ``run_id``, ``value``, the asv version in ``version``, None or
-    NaN unknown) less, where one benchmark at one commit on one machine (a value of the ``at`` columns) has
-    values at two asv versions, the rows of every version but the one measured last (the latest run with a
-    value, by its start, then ingest order); rows of an unknown version stay. asv benchmarks an old commit with
-    today's suite (the nightly's backlog after a version change does) and its own results file keeps only the
-    last run: pooled, the two versions' values made a level never measured, between them."""
-    known = frame.loc[frame[version].notna() & frame["value"].notna(), [*at, version, "run_id"]]
-    distinct = known[[*at, version]].drop_duplicates()
-    twice = distinct.loc[distinct.duplicated(at, keep=False), at].drop_duplicates()
+AT = ["benchmark_id", "machine_id", "commit_id"]  # one benchmark at one commit on one machine
+
+
+def last_version_only(s: Session, frame: pd.DataFrame, version: str = "benchmark_version", *,
+                      complete: bool = True) -> pd.DataFrame:  # fmt: skip
+    """``frame`` (one row per run and series: :data:`AT` ids, ``run_id``, ``value``, the asv version in
+    ``version``, None or NaN unknown) less, where one benchmark at one commit on one machine has values at two asv
+    versions, the rows of every version but the one measured last (the latest run with a value, by its start,
+    then ingest order); rows of an unknown version stay. asv benchmarks an old commit with today's suite (the
+    nightly's backlog after a version change does) and its own results file keeps only the last run: pooled, the
+    two versions' values made a level never measured, between them.
+
+    ``complete``: the frame holds every result of each benchmark at its commits (all its parameter combinations),
+    so it is the evidence; else (History's few series, a detection scoped to some series) the store is asked, so
+    a series read alone gets the same answer as read with the others."""
+    known = frame.loc[frame[version].notna(), [*AT, version]]
+    if known.empty:
+        return frame
+    if complete:
+        evidence = frame.loc[frame[version].notna() & frame["value"].notna(), [*AT, version, "run_id"]]
+        evidence = evidence.rename(columns={version: "_v"})
+    else:
+        evidence = _versions_stored(s, known[AT].drop_duplicates())
+    distinct = evidence[[*AT, "_v"]].drop_duplicates()
+    twice = distinct.loc[distinct.duplicated(AT, keep=False), AT].drop_duplicates()
     if twice.empty:
         return frame
-    sub = known[pd.MultiIndex.from_frame(known[at]).isin(pd.MultiIndex.from_frame(twice))]
-    ids = sorted({int(r) for r in sub["run_id"]})
-    started: dict[int, Any] = {}
-    for i in range(0, len(ids), 500):  # bounded IN lists
-        started.update(s.execute(select(Run.id, Run.started_at).where(Run.id.in_(ids[i : i + 500]))).all())
-    when = pd.to_datetime(sub["run_id"].map(started))
-    last = sub.assign(_when=when).sort_values(["_when", "run_id"], na_position="first", kind="stable")
-    chosen = last.drop_duplicates(at, keep="last")[[*at, version]].rename(columns={version: "_chosen"})
+    sub = evidence[pd.MultiIndex.from_frame(evidence[AT]).isin(pd.MultiIndex.from_frame(twice))]
+    if "_when" not in sub:
+        ids = sorted({int(r) for r in sub["run_id"]})
+        started: dict[int, Any] = {}
+        for i in range(0, len(ids), 500):  # bounded IN lists
+            started.update(s.execute(select(Run.id, Run.started_at).where(Run.id.in_(ids[i : i + 500]))).all())
+        sub = sub.assign(_when=pd.to_datetime(sub["run_id"].map(started)))
+    last = sub.sort_values(["_when", "run_id"], na_position="first", kind="stable")
+    chosen = last.drop_duplicates(AT, keep="last")[[*AT, "_v"]].rename(columns={"_v": "_chosen"})
     # A left merge keeps the frame's row order and length (one chosen version per key).
-    wanted = frame[at].merge(chosen, on=at, how="left")["_chosen"].to_numpy(dtype=object)
+    wanted = frame[AT].merge(chosen, on=AT, how="left")["_chosen"].to_numpy(dtype=object)
     have = frame[version].to_numpy(dtype=object)
     drop = pd.notna(wanted) & pd.notna(have) & (have != wanted)
     return frame[~drop]
+
+
+def _versions_stored(s: Session, keys: pd.DataFrame) -> pd.DataFrame:
+    """The store's evidence for ``keys`` (:data:`AT` rows): each run with a value of a known version there, any
+    parameter combination (:data:`AT`, ``_v``, ``run_id``, ``_when``)."""
+    out = []
+    bids, mids = sorted({int(b) for b in keys["benchmark_id"]}), sorted({int(m) for m in keys["machine_id"]})
+    cids = sorted({int(c) for c in keys["commit_id"]})
+    for i in range(0, len(cids), 500):  # bounded IN lists
+        stmt = (select(Result.benchmark_id, Run.machine_id, Run.commit_id, Result.benchmark_version, Run.id,
+                       Run.started_at)
+                .join(Run, Run.id == Result.run_id)
+                .where(Result.value.is_not(None), Result.benchmark_version.is_not(None),
+                       Result.benchmark_id.in_(bids), Run.machine_id.in_(mids), Run.commit_id.in_(cids[i : i + 500]))
+                .distinct())  # fmt: skip
+        out += s.execute(stmt).all()
+    frame = pd.DataFrame(out, columns=[*AT, "_v", "run_id", "_when"])
+    frame["_when"] = pd.to_datetime(frame["_when"])
+    wanted = pd.MultiIndex.from_frame(keys[AT].astype("int64"))
+    return frame[pd.MultiIndex.from_frame(frame[AT].astype("int64")).isin(wanted)]

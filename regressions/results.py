@@ -24,7 +24,6 @@ from sqlalchemy.orm import Session
 
 from db.models import Benchmark, Commit, Machine, Result, Run, commit_order
 from db.queries import commit_candidates, commit_results
-from db.query_base import last_version_only as stored_last_version
 
 Key = tuple[int, str, int]  # a series: benchmark_id, params_key, machine_id
 
@@ -324,15 +323,6 @@ def version_codes(runs: pd.DataFrame) -> pd.DataFrame:
     call only compare with each other: frames read apart (a machine's window, a series' wider one) are joined
     first, then coded."""
     return runs.assign(version=pd.factorize(runs["version"].to_numpy(dtype=object), use_na_sentinel=True)[0])
-
-
-def last_version_only(session: Session, runs: pd.DataFrame) -> pd.DataFrame:
-    """``runs`` (of :func:`load_values`, versions coded by :func:`version_codes`, -1 unknown) less, where a
-    benchmark was measured at two asv versions at one commit and machine, the runs of every version but the one
-    measured last: ``db.query_base.last_version_only``, the rule the dashboard's reads apply too."""
-    coded = runs.assign(_version=runs["version"].where(runs["version"].to_numpy() >= 0))
-    return stored_last_version(session, coded, ["benchmark_id", "machine_id", "commit_id"], "_version"
-                               ).drop(columns="_version")  # fmt: skip
 
 
 def per_commit(runs: pd.DataFrame) -> pd.DataFrame:

@@ -25,6 +25,7 @@ from sqlalchemy.orm import Session
 
 from db.models import Benchmark, Commit, Meta, Regression, Result, Run, commit_order
 from db.provenance import is_provenance
+from db.query_base import last_version_only
 from regressions import policy
 from regressions.config import Settings
 from regressions.detect import (
@@ -39,7 +40,7 @@ from regressions.detect import (
 from regressions.direction import UP_IS_WORSE, direction_for
 from regressions.level_rules import PARTLY_RECOVERED, partly_recovered
 from regressions.policy import OPEN_STATUSES
-from regressions.results import Key, last_version_only, load_values, machine_id, per_commit, version_codes
+from regressions.results import Key, load_values, machine_id, per_commit, version_codes
 from regressions.units import P_FLOOR
 
 WATERMARK_KEY = "regressions.watermark"
@@ -203,7 +204,9 @@ def load_units(session: Session, sc: Scope, pos: dict[int, int], bench: Benchmar
     if sc.series is not None and not sc.series:
         return []
     runs = load_values(session, machine_ids=sc.machine_ids, series=sc.series, windows=sc.windows)
-    runs = _counted(session, _in_windows(session, runs, sc), bench, pos)
+    # Every series at the window's commits is the evidence for which version a commit measured last; some series,
+    # or some read over wider windows, are not: the store is asked.
+    runs = _counted(session, _in_windows(session, runs, sc), bench, pos, complete=sc.series is None and not sc.reach)
     if runs.empty:
         return []
     df = per_commit(runs)
@@ -227,12 +230,14 @@ def load_units(session: Session, sc: Scope, pos: dict[int, int], bench: Benchmar
     return units
 
 
-def _counted(session: Session, runs: pd.DataFrame, bench: Benchmarks, pos: dict[int, int]) -> pd.DataFrame:
+def _counted(session: Session, runs: pd.DataFrame, bench: Benchmarks, pos: dict[int, int], *,
+             complete: bool = True) -> pd.DataFrame:  # fmt: skip
     """The runs of :func:`load_values` that detection counts, at their history positions (``pos``): no kernel-config
-    records, and at a commit measured at two asv versions the last one's (``last_version_only``; versions coded
-    here, once the frames read apart are joined)."""
+    records, and at a commit measured at two asv versions the last one's (``db.query_base.last_version_only``, the
+    dashboard's rule; ``complete``: ``runs`` hold every series at their commits), versions then coded, once the
+    frames read apart are joined."""
     runs = runs[~runs["benchmark_id"].isin(provenance_ids(bench))]
-    runs = last_version_only(session, version_codes(runs))
+    runs = version_codes(last_version_only(session, runs, "version", complete=complete))
     return runs.assign(pos=runs["commit_id"].map(pos))
 
 

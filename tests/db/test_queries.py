@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,6 +18,7 @@ from db.ingest import ingest_paths
 from db.models import Benchmark, Commit, Machine, Regression, params_key
 from db.provenance import is_provenance
 from db.synthetic import write_synthetic_results
+from tests.db.conftest import bench_row, results_doc, write_results
 
 
 @pytest.fixture(scope="module")
@@ -276,3 +278,45 @@ def test_a_benchmark_without_unit_has_none_not_nan(tmp_path: Path) -> None:
     assert units == {"b.S.time_x": "seconds", "b.S.track_count": None}
     assert not any(isinstance(v, float) for col in ("unit", "type", "version") for v in frame[col])
     engine.dispose()
+
+
+def test_the_version_measured_last_is_the_same_whichever_series_are_read(tmp_path: Path, db_url: str) -> None:
+    """One commit, run 1 at version v1 (a 1.0, b 2.0) and a later run 2 at v2 (a 1.5, b failed): v2 was measured
+    last, so b has no value there. History read b alone decided from b's rows only and showed v1's 2.0, while
+    History of a and b, the grid, commit results and detection said failed; a detection scoped to b kept 2.0."""
+    from db.query_base import last_version_only
+    from regressions.results import load_values
+
+    bench, params = "bench.B.time_x", [["'a'", "'b'"]]
+
+    def doc(env: str, version: str, values: list[float | None], started: int) -> dict:
+        return results_doc({bench: bench_row(values, params, version=version, started_at=started, duration=1)},
+                           machine="m", env_name=env, commit="c" * 40)
+
+    write_results(tmp_path, doc("e1", "v1", [1.0, 2.0], 1_700_000_000_000))
+    write_results(tmp_path, doc("e2", "v2", [1.5, None], 1_700_000_100_000))
+    (tmp_path / "benchmarks.json").write_text(json.dumps({"version": 2, bench: {
+        "name": bench, "type": "time", "unit": "seconds", "param_names": ["p"], "params": params, "version": "v2"}}))
+    engine = make_engine(db_url)
+    assert ingest_paths(engine, [tmp_path], progress=False).ok
+    ka, kb = '{"p": "\'a\'"}', '{"p": "\'b\'"}'
+    with Session(engine) as s:
+        alone = queries.history(s, bench, [kb], "m")
+        both = queries.history(s, bench, [ka, kb], "m")
+        cid = int(queries.commits(s, "m")["commit_id"].iloc[-1])
+        recent = queries.recent_values(s, "m", [cid])
+        at = queries.commit_results(s, cid, "m")
+        runs = load_values(s, machine_ids=None, series=None, windows=None)
+        bid, mid = int(runs["benchmark_id"].iloc[0]), int(runs["machine_id"].iloc[0])
+        scoped = load_values(s, machine_ids=None, series={(bid, kb, mid)}, windows=None)
+        scoped = last_version_only(s, scoped[scoped["params_key"] == kb], "version", complete=False)
+        everything = last_version_only(s, runs, "version")
+    engine.dispose()
+    b_alone = alone.iloc[0]
+    b_both = both[both["params_key"] == kb].iloc[0]
+    assert (b_alone["status"], b_alone["benchmark_version"]) == (b_both["status"], b_both["benchmark_version"]) \
+        == ("failed", "v2"), (b_alone, b_both)
+    assert math.isnan(recent.loc[recent["params_key"] == kb, "value"].iloc[0])
+    assert at.loc[at["params_key"] == kb, "status"].iloc[0] == "failed"
+    assert scoped.empty and (everything["params_key"] == kb).sum() == 0
+    assert everything.loc[everything["params_key"] == ka, "value"].tolist() == [1.5]

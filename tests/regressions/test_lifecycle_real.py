@@ -237,7 +237,8 @@ def test_frames_read_apart_keep_every_run_of_one_version(engine: Engine, ingest:
     commit in both frames the runs of one "version" were dropped as an older measurement: a series reached back
     lost its whole window, and the nightly's statuses left those of --full."""
     from db.models import Machine
-    from regressions.results import last_version_only, load_values, version_codes
+    from db.query_base import last_version_only
+    from regressions.results import load_values
     from regressions.segments import newest_commits
 
     runs = _runs()
@@ -252,7 +253,7 @@ def test_frames_read_apart_keep_every_run_of_one_version(engine: Engine, ingest:
         reach = {(bid, str(k), mid) for k in gemm.loc[half, "params_key"]}  # as segments._in_windows reads them
         wide = load_values(s, machine_ids=[mid], series=reach, windows={mid: newest_commits(s, mid, 20)})
         joined = pd.concat([wide.iloc[::-1], gemm[~half]], ignore_index=True)  # read apart, another row order
-        kept = last_version_only(s, version_codes(joined))
+        kept = last_version_only(s, joined, "version", complete=False)
     assert len(kept) == len(joined) > 0
 
 
