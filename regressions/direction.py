@@ -12,8 +12,9 @@ order:
    rate, whatever the name says (``track_bandwidth`` in ``bytes`` grows worse);
 3. else (no unit, asv's default ``"unit"``, or a unit this rule does not know) the name decides: a rate
    name (``track_tflops``, ``track_gbps``, ``track_qps``, ``track_tokens_per_s``, ``track_speedup``, ...)
-   or a model's score (``track_test_score``, ``track_accuracy``, ``track_f1``: asv projects of estimators
-   track them in asv's default unit) is a rate, any other name grows worse.
+   or a model's score, as the whole name (``track_test_score``, ``track_accuracy``, ``track_f1_macro``: asv
+   projects of estimators track them in asv's default unit; not ``track_score_time``) is a rate, any other name
+   grows worse.
 
 So an explicit rate unit or a rate name wins over an unknown unit, and only a known non-rate unit wins
 over a rate name. ``[tool.mlaperf.directions]`` in the configuration overrides all of it per benchmark
@@ -55,10 +56,15 @@ _NON_RATE_UNIT = re.compile(
 # Names of unit-less track_ benchmarks that are rates: the same words as the units, as identifiers.
 _RATE_NAME = re.compile(
     r"(_per_s(ec(ond)?)?(_|$)|gbps|mbps|flops|throughput|bandwidth|roofline|fraction|_ratios?(_|\d)|_efficien|percent"
-    r"|speedup|_(scores?|accuracy|precision|recall|auc|f1)(_|\d)"  # a model's score: sklearn's higher-is-better
+    r"|speedup"
     rf"|_{_RATE_WORD}(_|\d))",
     re.IGNORECASE,
 )
+# A model's score, the whole name after ``track`` (``track_test_score``, ``track_f1_macro``): higher is better, as
+# scikit-learn's scorers. Not a name that only holds the word (``track_score_time``, ``track_num_scores``).
+_SCORE_NAME = re.compile(
+    r"_((test|train|val|valid|validation|cv|mean|model)_)?(scores?|accuracy|precision|recall|auc|f1)"
+    r"(_(macro|micro|weighted|samples))?_", re.IGNORECASE)
 # What asv stores for a track_ benchmark that declares no unit.
 _NO_UNIT = ("", "unit")
 
@@ -91,7 +97,8 @@ def _rule(benchmark: str, unit: str | None) -> str:
     if unit.lower() not in _NO_UNIT and _NON_RATE_UNIT.fullmatch(unit):
         return UP_IS_WORSE
     # No unit, or one this rule does not know: the name says whether it is a rate.
-    return DOWN_IS_WORSE if _RATE_NAME.search(last[len("track") :] + "_") else UP_IS_WORSE
+    rest = last[len("track") :] + "_"
+    return DOWN_IS_WORSE if _RATE_NAME.search(rest) or _SCORE_NAME.fullmatch(rest) else UP_IS_WORSE
 
 
 def slowdown(ratio: float, direction: str) -> float:

@@ -328,6 +328,11 @@ def test_direction_inference(name: str, unit: str, expected: str) -> None:
         ("bench_x.Y.track_accuracy", None, DOWN_IS_WORSE),
         ("bench_x.Y.track_f1_macro", "unit", DOWN_IS_WORSE),
         ("bench_x.Y.track_scorer_calls", "unit", UP_IS_WORSE),  # a count of calls, not a score
+        ("bench_x.Y.track_score_time", "unit", UP_IS_WORSE),  # holding the word is not being a score
+        ("bench_x.Y.track_num_scores", None, UP_IS_WORSE),
+        ("bench_x.Y.track_accuracy_drop", "unit", UP_IS_WORSE),
+        ("bench_x.Y.track_recall_calls", "unit", UP_IS_WORSE),
+        ("bench_x.Y.track_val_precision", "unit", DOWN_IS_WORSE),
         ("bench_x.Y.track_test_score", "seconds", UP_IS_WORSE),  # a declared time wins
     ],
 )
