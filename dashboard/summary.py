@@ -100,7 +100,7 @@ def grid(series: pd.DataFrame, values: pd.DataFrame, commit_ids: Sequence[int], 
     worse_up = {(b, u): direction(b, u) == "up_is_worse" for b, u in zip(pairs["benchmark"], pairs["unit"],
                                                                           strict=True)}
     up = np.array([worse_up[(b, u)] for b, u in zip(out["benchmark"], out["unit"], strict=True)], dtype=bool)
-    out["change"] = latest_changes(_newest_version_only(values, keys, ids, table), up)
+    out["change"] = latest_changes(_newest_segment_only(values, keys, ids, table, last), up)
     out["change_text"] = [fmt.fmt_change(c, UP_IS_WORSE if u else DOWN_IS_WORSE) if c == c else ""
                           for c, u in zip(out["change"], up, strict=True)]  # fmt: skip
     newest = regs.drop_duplicates(["benchmark", "params_key"]) if not regs.empty else \
@@ -119,22 +119,22 @@ def grid(series: pd.DataFrame, values: pd.DataFrame, commit_ids: Sequence[int], 
     return out[cols]
 
 
-def _newest_version_only(values: pd.DataFrame, keys: pd.MultiIndex, ids: list[int], table: np.ndarray
-                         ) -> np.ndarray:  # fmt: skip
-    """``table`` with NaN where a value's asv version is known and not that of its row's newest value."""
+def _newest_segment_only(values: pd.DataFrame, keys: pd.MultiIndex, ids: list[int], table: np.ndarray,
+                         last: np.ndarray) -> np.ndarray:  # fmt: skip
+    """``table`` with NaN up to each row's last value of another asv version than its newest value's (``last``:
+    that value's column): the newest version segment, as detection's (a version measured again after another,
+    a reverted benchmark, starts a segment of its own)."""
     if "benchmark_version" not in values or values.empty or not ids:
         return table
     codes, _ = pd.factorize(values["benchmark_version"].to_numpy(dtype=object), use_na_sentinel=True)
     version = values.assign(_v=codes).set_index(["benchmark", "params_key", "commit_id"])["_v"] \
         .unstack("commit_id").reindex(index=keys, columns=ids).to_numpy(dtype=float, copy=True)
-    known = ~np.isnan(table)
-    version[~known | (version < 0)] = np.nan  # the version of measured values only; -1 unknown
-    newest = np.full(len(table), np.nan)
-    rows = known.any(axis=1)
-    last = table.shape[1] - 1 - np.argmax(known[:, ::-1], axis=1)
-    newest[rows] = version[np.arange(len(table)), last][rows]
+    version[np.isnan(table) | (version < 0)] = np.nan  # the version of measured values only; -1 unknown
+    newest = version[np.arange(len(table)), last]
     other = ~np.isnan(version) & ~np.isnan(newest)[:, None] & (version != newest[:, None])
-    return np.where(other, np.nan, table)
+    cols = np.arange(table.shape[1])
+    before = np.where(other, cols[None, :], -1).max(axis=1)  # each row's last column of another version
+    return np.where(cols[None, :] <= before[:, None], np.nan, table)
 
 
 def latest_texts(table: pd.DataFrame) -> list[str]:

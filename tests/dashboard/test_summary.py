@@ -226,3 +226,16 @@ def test_series_of_each_machine_whichever_way_they_are_read(writable_copy: Seede
     engine.dispose()
     if len(runs) == 2:  # both ways taken
         assert max(runs.values()) * 2 >= sum(runs.values()) > min(runs.values()) * 2, runs
+
+
+def test_latest_change_stays_in_the_newest_version_segment() -> None:
+    """Versions v1 x4, v2 x2, then v1 again (a reverted benchmark), values 1, 1, 1, 1, 2, 2, 1.5, 1.5: the change
+    compared the newest 1.5 with v1's old 1s (+50% worse); detection starts a segment at every version change, and
+    so does the grid: the newest stretch of v1 alone, 1.5 against 1.5."""
+    versions = ["v1"] * 4 + ["v2"] * 2 + ["v1"] * 2
+    values = [1.0, 1.0, 1.0, 1.0, 2.0, 2.0, 1.5, 1.5]
+    series = pd.DataFrame({"benchmark": ["b.B.time_x"], "params_key": ["{}"], "unit": ["seconds"]})
+    recent = pd.DataFrame({"benchmark": "b.B.time_x", "params_key": "{}", "commit_id": range(8), "value": values,
+                           "benchmark_version": versions})
+    table = summary.grid(series, recent, list(range(8)), pd.DataFrame(), lambda _b, _u: "up_is_worse")
+    assert table["change"].iloc[0] == pytest.approx(1.0)
