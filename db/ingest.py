@@ -26,7 +26,7 @@ import hashlib
 import os
 import sys
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -263,6 +263,20 @@ class _Inputs:
             self.benchmark_sets[path] = entries
         return _or_raise(self.benchmark_sets[path])
 
+    def read_suites(self, files: list[ResultFile]) -> None:
+        """Read every benchmarks.json beside ``files`` now (a bad one is reported with the files using it), so a
+        results file without one is named by them whatever the order the files come in."""
+        for file in files:
+            try:
+                self.benchmarks(file)
+            except AsvFormatError:
+                pass
+
+    def described(self) -> dict[str, dict[str, Any]]:
+        """The benchmarks the benchmarks.json files read describe with parameter names (the last read wins)."""
+        return {name: meta for entries in self.benchmark_sets.values() if not isinstance(entries, AsvFormatError)
+                for name, meta in entries.items() if not isinstance(meta, AsvFormatError) and meta["param_names"]}
+
     def suite(self, file: ResultFile) -> SuiteListing | None:
         """The names the file's benchmarks.json lists that the store could hold; None without one."""
         listed = self.benchmarks(file)
@@ -281,15 +295,17 @@ def _or_raise(value: dict[str, Any] | AsvFormatError) -> dict[str, Any]:
     return value
 
 
-def _parse(data: bytes, file: ResultFile, inputs: _Inputs, known: dict[str, dict[str, Any]]) -> ParsedFile:
+def _parse(data: bytes, file: ResultFile, inputs: _Inputs, known: Callable[[], dict[str, dict[str, Any]]]
+           ) -> ParsedFile:  # fmt: skip
     """Parse one results file (checked by the parser against ``db.limits``: nesting, finite numbers, 64-bit
     integers, text the store can hold); its run's info is the file's own ``params`` and python, the
     machine's description the machine.json beside it overlaid with them (the parser merges them). Without a
-    benchmarks.json beside it, the store's description of a benchmark (``known``: from an earlier one) names its
-    parameters, so its series are the ones the store has, not new ones under asv's ``param1``, ``param2``."""
+    benchmarks.json beside it, a benchmark's description known from one (``known()``: the store's, and those of
+    this ingest's benchmarks.json files read so far) names its parameters, so its series are the ones the store
+    has, not new ones under asv's ``param1``, ``param2``."""
     prepared = inputs.benchmarks(file)
     run = parse_results(data, machine_info=inputs.machine_info(file), machine_dir_name=file.path.parent.name,
-                        prepared=dict(known) if prepared is None else prepared)  # fmt: skip
+                        prepared=known() if prepared is None else prepared)  # fmt: skip
     info = dict(run.own_info)
     if run.python is not None:
         info["python"] = run.python
@@ -312,7 +328,7 @@ def _prepare(file: ResultFile, writer: RunWriter, inputs: _Inputs, summary: Inge
     try:
         if len(file.source_path) > limits.SOURCE_PATH:
             raise AsvFormatError(f"its path is over the limit of {limits.SOURCE_PATH} characters")
-        return _parse(data, file, inputs, writer.known_benchmarks()), digest
+        return _parse(data, file, inputs, lambda: {**writer.known_benchmarks(), **inputs.described()}), digest
     except AsvFormatError as exc:
         summary.refused.append((show_path(file.path), str(exc)))
     except Exception as exc:  # a bug in mlaperf, not in the file: report it and go on with the others
@@ -380,6 +396,7 @@ def ingest_paths(
     except DBAPIError as exc:
         raise_store_error(exc, engine.url)
     inputs = _Inputs()
+    inputs.read_suites(files)
     size = _WRITE_BATCH_FILES if engine.dialect.name == "sqlite" else 1
     pending: list[tuple[ResultFile, ParsedFile, str]] = []
     bar = _progress_bar(len(files), progress)

@@ -454,3 +454,11 @@ def test_files_without_benchmarks_json_join_the_series_the_store_has(tmp_path: P
         keys = set(s.execute(sa.select(Result.params_key).where(Result.benchmark_id.in_(named))).scalars())
     assert len(keys) == 24 and not [k for k in keys if '"param1"' in k], sorted(keys)  # gemm's 24 series, named
     engine.dispose()
+    # Both in one call, the bare folder first: named by the benchmarks.json of the other folder, read up front.
+    once = make_engine(f"sqlite:///{tmp_path / 'once.sqlite'}")
+    assert ingest_paths(once, [bare, with_suite], progress=False).ok
+    with Session(once) as s:
+        keys = set(s.execute(sa.select(Result.params_key).join(Benchmark).where(
+            Benchmark.name == "benchmarks.gemm.time_gemm")).scalars())
+    assert len(keys) == 24 and not [k for k in keys if '"param1"' in k], sorted(keys)
+    once.dispose()
