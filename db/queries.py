@@ -8,8 +8,8 @@ shared errors, lookups and the rules for a commit measured more than once in ``d
 
 A series is (benchmark name, ``params_key``, machine name). When a commit was measured more than once on
 a machine (re-runs, several environments), its result is the median over those runs (:func:`pool_runs`) of
-the asv version measured last there (:func:`last_version_only`): the rules detection, `mlaperf compare` and
-the dashboard all apply, so they see the same value.
+the asv version measured last there (:func:`last_version_only`): the rules detection and the dashboard apply,
+so they see the same value (`mlaperf compare` pools the same way, of the versions both commits measured).
 Times are naive UTC. Big frames are fetched as narrow rows and joined to the small tables in pandas.
 Shaped for the dashboard at 1,000 commits x 500 series: :func:`history` reads several series of one
 benchmark at once, :func:`series` is one DISTINCT without per-series counts. Kernel-config records

@@ -1,7 +1,8 @@
 """What the store's queries share (``db.queries``, ``db.regression_queries``): their errors, the frame built
 from a ``select()``, the machine and benchmark lookups, and the two rules for a commit measured more than once,
-which detection, `mlaperf compare` and the dashboard all apply: :func:`last_version_only` (of two asv versions
-of a benchmark there, the one measured last) and :func:`pool_runs` (the median over the runs left)."""
+which detection and the dashboard apply: :func:`last_version_only` (of two asv versions of a benchmark there,
+the one measured last) and :func:`pool_runs` (the median over the runs left; `mlaperf compare` pools the runs of
+a version both commits measured)."""
 
 from __future__ import annotations
 

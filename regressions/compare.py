@@ -51,7 +51,14 @@ from regressions.config import Settings
 from regressions.direction import UP_IS_WORSE, direction_for, slowdown
 from regressions.labels import ordered_params, series_rank
 from regressions.policy import module_ran
-from regressions.results import benchmark_versions, history_noise, machines_with, param_names, results_at
+from regressions.results import (
+    benchmark_versions,
+    history_noise,
+    last_versions,
+    machines_with,
+    param_names,
+    results_at,
+)
 from regressions.units import fmt_value_change, relative_change
 
 DEFAULT_ALPHA = 0.01
@@ -394,6 +401,10 @@ def compare_commits(
     for machine in machines:
         versions = (benchmark_versions(session, base.id, machine), benchmark_versions(session, head.id, machine))
         shared = _shared_versions(*versions)  # a side measured at several versions: the ones both have
+        # Several shared: one for both sides, the one head measured last (each side's own last could differ).
+        several = [name for name, both in shared.items() if len(both) > 1]
+        if several:
+            shared.update({name: {v} for name, v in last_versions(session, head.id, machine, several).items()})
         b = results_at(session, base.id, machine, versions=shared)
         h = results_at(session, head.id, machine, versions=shared)
         merged = b.merge(h, on=["benchmark", "params_key"], how="outer", suffixes=("_b", "_h"), sort=True)
@@ -464,12 +475,13 @@ def _version_changed(name: str, versions: tuple[dict[str, set[str | None]], dict
 
 def _shared_versions(at_base: dict[str, set[str | None]], at_head: dict[str, set[str | None]]
                      ) -> dict[str, set[str | None]]:  # fmt: skip
-    """{benchmark: the asv versions both sides have} where a side has others too (a commit measured again after a
-    version bump holds runs of both): only those runs pool, so a side's old code does not move its value."""
+    """{benchmark: the asv versions both sides have} where a side has several (a commit measured again after a
+    version bump holds runs of both): only those runs count, so a side's old code does not move its value. Compare
+    pairs like with like here; elsewhere (History, the grid) a commit shows the version it measured last."""
     shared = {}
     for name in at_base.keys() & at_head.keys():
         both = (at_base[name] & at_head[name]) - {None}  # a result without a version pools everywhere
-        if both and at_base[name] != at_head[name]:
+        if both and (at_base[name] != at_head[name] or len(both) > 1):
             shared[name] = both
     return shared
 

@@ -9,6 +9,7 @@ are the caller's.
 
 from __future__ import annotations
 
+import datetime as dt
 import gc
 import math
 import subprocess
@@ -132,6 +133,26 @@ def benchmark_versions(session: Session, commit_id: int, machine: str) -> dict[s
     for name, version in rows:
         out.setdefault(str(name), set()).add(version)
     return out
+
+
+def last_versions(session: Session, commit_id: int, machine: str, names: Iterable[str]) -> dict[str, str]:
+    """{benchmark name: the asv version its latest run with a value measured} at a commit on a machine (by the
+    runs' start, then ingest order), for the benchmarks ``names``."""
+    rows = session.execute(
+        select(Benchmark.name, Result.benchmark_version, Run.started_at, Run.id)
+        .join(Result, Result.benchmark_id == Benchmark.id)
+        .join(Run, Run.id == Result.run_id)
+        .join(Machine, Machine.id == Run.machine_id)
+        .where(Run.commit_id == commit_id, Machine.name == machine, Benchmark.name.in_(sorted(set(names))),
+               Result.value.is_not(None), Result.benchmark_version.is_not(None))
+        .distinct()
+    ).all()
+    out: dict[str, tuple[tuple[Any, ...], str]] = {}
+    for name, version, started, run in rows:
+        order = (started is not None, started or dt.datetime.min, int(run))
+        if name not in out or order > out[name][0]:
+            out[str(name)] = (order, str(version))
+    return {name: version for name, (_order, version) in out.items()}
 
 
 def param_names(session: Session, benchmarks: Iterable[str] | None = None) -> dict[str, list[str]]:
