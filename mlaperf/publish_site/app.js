@@ -400,12 +400,14 @@ function throughput(data, machine, r) {
 
 // -- alert groups: this machine's, or (?all=1) every machine's, read from each machine's own data file ---------------
 async function alerts(data, machine, r) {
-  const all = r.q.get("all") === "1";
+  const all = ["1", "true", "yes", "on"].includes((r.q.get("all") || "").toLowerCase());  // as the dashboard reads
   const group = all ? null : r.q.get("group");
-  const asked = (r.q.get("show") || "open,suspect,fixed").split(",").filter((x) => x);
+  const fallback = ["open", "suspect", "fixed"];
+  const asked = (r.q.get("show") || fallback.join(",")).split(",").filter((x) => x);
   const known = data.categories.map(([cat]) => cat);
   const unknown = asked.filter((x) => !known.includes(x));
-  const show = asked.filter((x) => known.includes(x));
+  const good = asked.filter((x) => known.includes(x));
+  const show = good.length ? good : fallback;  // none good: the default, as the dashboard
   const go = (params) => link(machine.folder, "alerts", null, { show: show.join(","), all: all ? "1" : "", ...params });
   const scope = h("div", { class: "chips" }, h("span", { class: "note" }, "machines"), [["", machine.label], ["1", "all machines"]].map(([v, text]) =>
     h("button", { class: "chip", "aria-pressed": String((v === "1") === all), onclick: () => { location.hash = go({ all: v, group: "" }); } }, text)));
@@ -423,7 +425,7 @@ async function alerts(data, machine, r) {
   const out = [h("h1", {}, all ? "Alert groups of every machine" : "Alert groups"), scope, toggles,
     h("p", { class: "note" }, "open: new or acknowledged · suspect: seen in the newest run only · fixed: came back later · closed: ignored, transient or retired. A group holds the regressions found together at one commit range.")];
   if (group && !groups.length) out.push(h("p", { class: "error" }, `No alert group ${group} on this machine.`));
-  if (unknown.length) out.push(h("p", { class: "error" }, `No state ${unknown.map((x) => `'${x}'`).join(", ")} (known: ${known.join(", ")}): showing the others.`));
+  if (unknown.length) out.push(h("p", { class: "error" }, `No state ${unknown.map((x) => `'${x}'`).join(", ")} (known: ${known.join(", ")}): showing ${good.length ? "the others" : "the default"}.`));
   for (const { g, m } of groups) {
     out.push(h("div", { class: "group", id: `group-${m.folder}-${g.group}`, "data-machine": m.folder },
       h("h3", {}, all ? `${m.label} · ${g.title}` : g.title),

@@ -285,7 +285,11 @@ def test_an_unknown_machine_in_the_link_is_named_not_replaced(site: Path, browse
     folder = page.url.split("#/")[1].split("/")[0]
     page.goto(f"{site.as_uri()}/index.html#/{folder}/alerts?show=bogus,open")
     page.wait_for_selector("p.error")
-    assert "No state 'bogus' (known: open, suspect, fixed, closed)" in page.inner_text("p.error")
+    assert "No state 'bogus' (known: open, suspect, fixed, closed): showing the others" in page.inner_text("p.error")
+    page.goto(f"{site.as_uri()}/index.html#/{folder}/alerts?show=bogus")
+    page.wait_for_selector("p.error")
+    assert "showing the default" in page.inner_text("p.error")
+    assert page.locator(".chips button[aria-pressed=true]").count() >= 3  # machine chip + open, suspect, fixed
     assert not refused, refused
 
 
