@@ -10,7 +10,7 @@ from collections.abc import Callable, Mapping, Sequence
 import pandas as pd
 
 from dashboard import fmt, frames
-from regressions.compare import change_text
+from regressions.compare import SIDE_WORDS, change_text
 
 STATUS_TITLES = {
     "regressed": "Regressed", "missing": "Missing at head", "improved": "Improved", "failed": "Failed",
@@ -77,7 +77,7 @@ def with_labels(cmp: pd.DataFrame, names: Mapping[str, Sequence[str]]) -> pd.Dat
 def _values(view: pd.DataFrame) -> tuple[list[str], list[str]]:
     """Base and head values read side by side in their unit (``fmt.fmt_pair``: one scale for both; a unitless
     track_ as a count), a side's status where it has none."""
-    status = [view[f"{side}_status"].map(lambda s: s.replace("_", " ")) for side in ("base", "head")]
+    status = [view[f"{side}_status"].map(lambda s: SIDE_WORDS.get(s, s)) for side in ("base", "head")]
     pairs = [fmt.fmt_pair(b, h, u, (mb, mh), benchmark=n) for b, h, u, mb, mh, n in
              zip(view["base"], view["head"], view["unit"], *status, view["benchmark"], strict=True)]  # fmt: skip
     return [p[0] for p in pairs], [p[1] for p in pairs]

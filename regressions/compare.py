@@ -98,6 +98,8 @@ SIDE_MISSING = "missing"  # head only: absent or skipped where the suite ran, re
 # Every side a comparison can state (what report.json may carry).
 SIDES = (SIDE_OK, SIDE_FAILED, SIDE_NOT_RUN, SIDE_ABSENT, SIDE_MISSING)
 _SIDE_OF_STORE_STATUS = {"ok": SIDE_OK, "failed": SIDE_FAILED, "skipped": SIDE_NOT_RUN}
+# What a side without a value reads as, in the text table, the PR report (failed and missing in bold) and Compare.
+SIDE_WORDS = {SIDE_FAILED: "failed", SIDE_NOT_RUN: "not run", SIDE_ABSENT: "absent", SIDE_MISSING: "missing"}
 
 
 @dataclass

@@ -27,11 +27,10 @@ from regressions.compare import (
     REGRESSED,
     REMOVED,
     REPAIRED,
-    SIDE_ABSENT,
     SIDE_FAILED,
     SIDE_MISSING,
-    SIDE_NOT_RUN,
     SIDE_OK,
+    SIDE_WORDS,
     UNCHANGED,
     UNTESTED,
     Comparison,
@@ -97,7 +96,7 @@ def _p(c: Comparison) -> str:
     return fmt_p(c.p_value)
 
 
-_SIDE_CELL = {SIDE_FAILED: "**failed**", SIDE_NOT_RUN: "not run", SIDE_ABSENT: "absent", SIDE_MISSING: "**missing**"}
+_SIDE_CELL = {side: f"**{word}**" if side in (SIDE_FAILED, SIDE_MISSING) else word for side, word in SIDE_WORDS.items()}
 
 
 def _side_cells(c: Comparison) -> tuple[str, str]:

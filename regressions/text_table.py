@@ -33,14 +33,11 @@ def _counts(comparisons: Sequence[Comparison]) -> dict[str, int]:
     return counts
 
 
-_SIDE_WORD = {cmp.SIDE_FAILED: "failed", cmp.SIDE_NOT_RUN: "not run", cmp.SIDE_MISSING: "missing"}
-
-
 def _sides(c: Comparison) -> tuple[str, str]:
-    """Base and head read side by side (``fmt_pair``), a side without a value as what it lacks (``-`` absent)."""
+    """Base and head read side by side (``fmt_pair``), a side without a value as what it lacks."""
     base, head = fmt_pair(c.base, c.head, c.unit, benchmark=c.benchmark)
-    return (base if c.base_status == cmp.SIDE_OK else _SIDE_WORD.get(c.base_status, "-"),
-            head if c.head_status == cmp.SIDE_OK else _SIDE_WORD.get(c.head_status, "-"))
+    return (base if c.base_status == cmp.SIDE_OK else cmp.SIDE_WORDS[c.base_status],
+            head if c.head_status == cmp.SIDE_OK else cmp.SIDE_WORDS[c.head_status])
 
 
 def counts_line(comparisons: Sequence[Comparison]) -> str:
