@@ -151,8 +151,12 @@ def scan_inputs(paths: list[str | Path]) -> tuple[list[ResultFile], list[tuple[s
         try:
             machine_dirs, root = _machine_dirs(path)
             if not machine_dirs:
-                problems.append((str(raw), "not an asv results directory: no machine.json or results file in it "
-                                           "or in its subdirectories"))
+                held = [n for n in _listdir(path) if os.path.isdir(path / n) and _holds_results(path / n)]
+                problems.append((str(raw), "not an asv results directory: " + (
+                    f"its subdirectories ({', '.join(held[:3])}{', ...' if len(held) > 3 else ''}) hold results "
+                    "files but no machine.json, and it has no benchmarks.json (name each machine's folder, or add "
+                    "the suite's benchmarks.json)" if held else
+                    "no machine.json or results file in it or in its subdirectories")))
                 continue
             results_dir = root if _is_file(root / BENCHMARKS_JSON) else None
             for machine_dir in machine_dirs:

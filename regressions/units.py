@@ -25,7 +25,6 @@ _BYTE_SCALES = ((1024.0**4, "TiB"), (1024.0**3, "GiB"), (1024.0**2, "MiB"), (102
 # Smallest p-value worth stating: below it the noise model (normal, independent runs) says nothing more,
 # and a step's p is shown as "< 1e-12" (the detector stores it floored here too).
 P_FLOOR = 1e-12
-# (multiplier from seconds, label), smallest first.
 
 
 def plural(n: int, word: str, many: str | None = None) -> str:

@@ -1,5 +1,5 @@
 """Compare two commits on the machine: exactly what `mlaperf compare BASE HEAD --machine M` reports (both call
-``regressions.compare.compare_commits``), every series in one of the ten statuses of
+``regressions.compare.compare_commits``), every series in one of the statuses of
 ``regressions.compare.STATUSES``. The page's widgets over
 ``dashboard.compare_model``."""
 

@@ -180,3 +180,6 @@ def test_machine_folders_without_machine_json(tmp_path: Path, openblas: Path) ->
     assert len(alone) == 4 and all(f.results_dir == root for f in alone)
     with pytest.raises(ValueError, match="not an asv results directory"):
         find_result_files([root / "notes"])
+    (root / "benchmarks.json").unlink()  # machines' folders without machine.json, and no suite above them: said so
+    with pytest.raises(ValueError, match=r"subdirectories \(gha-aws-graviton, gha-aws-skylake\) hold results files"):
+        find_result_files([root])
