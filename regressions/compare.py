@@ -51,14 +51,7 @@ from regressions.config import Settings
 from regressions.direction import UP_IS_WORSE, direction_for, slowdown
 from regressions.labels import ordered_params, series_rank
 from regressions.policy import module_ran
-from regressions.results import (
-    benchmark_versions,
-    history_noise,
-    last_versions,
-    machines_with,
-    param_names,
-    results_at,
-)
+from regressions.results import benchmark_versions, history_noise, last_versions, machines_with, param_names, results_at
 from regressions.units import fmt_value_change, relative_change
 
 DEFAULT_ALPHA = 0.01
