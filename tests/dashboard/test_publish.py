@@ -210,6 +210,13 @@ def browser_page(site: Path) -> Iterator[tuple[Any, list[str]]]:
         yield tab
 
 
+def _error_at(page: Any, url: str) -> str:
+    """The error paragraph the site shows at ``url``."""
+    page.goto(url)
+    page.wait_for_selector("p.error")
+    return page.inner_text("p.error")
+
+
 def _ticks(page: Any) -> list[str]:
     return page.locator("svg.chart .axis.y .tick text").all_text_contents()
 
@@ -251,13 +258,9 @@ def test_site_in_chromium_from_file(site: Path, seeded: Seeded, browser_page: tu
     hist = page.url.split("?")[0]
     page.goto(f"{hist}?at={seeded.shas[SLOW_FROM][:8]}")
     page.wait_for_selector("svg.chart line.event", state="attached")
-    page.goto(f"{hist}?at=zzzz9")
-    page.wait_for_selector("p.error")
-    assert "zzzz9" in page.inner_text("p.error")
+    assert "zzzz9" in _error_at(page, f"{hist}?at=zzzz9")
     # One character started 6 commits and marked the first of them without a word: 4 at least, as the dashboard.
-    page.goto(f"{hist}?at={seeded.shas[SLOW_FROM][:2]}")
-    page.wait_for_selector("p.error")
-    assert "shorter than 4 characters" in page.inner_text("p.error")
+    assert "shorter than 4 characters" in _error_at(page, f"{hist}?at={seeded.shas[SLOW_FROM][:2]}")
     assert page.locator("svg.chart line.event").count() == 0
 
     # Throughput: one line per implementation, a linear axis from 0 without "0M" or "2e+2".
@@ -283,12 +286,10 @@ def test_an_unknown_machine_in_the_link_is_named_not_replaced(site: Path, browse
     page.wait_for_selector("#grid tbody tr")
     # A state the alerts page does not know is named (it showed "No alert group with the states picked.").
     folder = page.url.split("#/")[1].split("/")[0]
-    page.goto(f"{site.as_uri()}/index.html#/{folder}/alerts?show=bogus,open")
-    page.wait_for_selector("p.error")
-    assert "No state 'bogus' (known: open, suspect, fixed, closed): showing the others" in page.inner_text("p.error")
-    page.goto(f"{site.as_uri()}/index.html#/{folder}/alerts?show=bogus")
-    page.wait_for_selector("p.error")
-    assert "showing the default" in page.inner_text("p.error")
+    alerts = f"{site.as_uri()}/index.html#/{folder}/alerts"
+    assert "No state 'bogus' (known: open, suspect, fixed, closed): showing the others" in \
+        _error_at(page, f"{alerts}?show=bogus,open")
+    assert "showing the default" in _error_at(page, f"{alerts}?show=bogus")
     assert page.locator(".chips button[aria-pressed=true]").count() >= 3  # machine chip + open, suspect, fixed
     assert not refused, refused
 

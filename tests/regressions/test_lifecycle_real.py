@@ -65,6 +65,17 @@ def _write(folder: Path, docs: list[dict[str, Any]], suite: dict[str, Any]) -> P
     return folder
 
 
+def _measured_again(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """gemm of ``runs`` measured again later with today's suite (version 2, 1.5x the time): the backlog."""
+    backlog = []
+    for d in runs:
+        again = copy.deepcopy(d)
+        again["results"] = {GEMM: again["results"][GEMM]}
+        _edit(again, GEMM, version=V2, factor=1.5, later=10**9)
+        backlog.append(again)
+    return backlog
+
+
 def _nights(engine: Engine, ingest: Ingest, tmp: Path, nights: Iterator[tuple[list[dict[str, Any]], dict[str, Any]]]
             ) -> None:  # fmt: skip
     for n, (docs, suite) in enumerate(nights):
@@ -95,12 +106,7 @@ def test_old_commits_measured_again_at_a_new_version_make_no_step(engine: Engine
         _edit(d, GEMM, version=V2, factor=1.5)
     _nights(engine, ingest, tmp_path, iter([(runs[:70], suite), *(([d], suite2) for d in runs[70:])]))
     opened_before = _open(engine, GEMM)
-    backlog = []
-    for d in runs[50:70]:
-        again = copy.deepcopy(d)
-        again["results"] = {GEMM: again["results"][GEMM]}
-        _edit(again, GEMM, version=V2, factor=1.5, later=10**9)  # measured later, with today's suite
-        backlog.append(again)
+    backlog = _measured_again(runs[50:70])
     _nights(engine, ingest, tmp_path / "backlog", iter([(backlog[10:], suite2), (backlog[:10], suite2)]))
     bump = runs[70]["commit_hash"]
     assert not [a for a in _open(engine, GEMM) if a[0] == bump], "an alert where only the version changed"
@@ -152,29 +158,41 @@ def _without_last_size(doc: dict[str, Any], bench: str) -> None:
     doc["results"][bench] = [row.get(c) for c in names]
 
 
-def test_alerts_of_a_dropped_parameter_value_retire(engine: Engine, ingest: Ingest, tmp_path: Path) -> None:
-    """gemm at size 1000 (4 series) 25% slower from run 50 on, never fixed; from run 60 the suite's grid no
-    longer has size 1000 (asv's version does not change with the parameters) while gemm runs every night. Its
-    alerts stayed `new` for good, an issue open on a series nothing measures; they retire (`series_gone`) at
-    run 60, night by night as with --full (also after a partial newest run without gemm), and the other sizes'
-    series are left alone."""
+def _gemm_slower_size_dropped(dropped: slice) -> tuple[list[dict[str, Any]], dict[str, Any], dict[str, Any]]:
+    """The machine's runs with gemm 25% slower from run 50 and size 1000 left out of its grid at ``dropped``; the
+    suite, and the suite without size 1000."""
     runs = _runs()
     suite = json.loads((OPENBLAS / "benchmarks.json").read_text())
     suite2 = copy.deepcopy(suite)
     suite2[GEMM]["params"][0] = suite2[GEMM]["params"][0][:-1]
     for d in runs[50:]:
         _edit(d, GEMM, factor=1.25)
-    for d in runs[60:]:
+    for d in runs[dropped]:
         _without_last_size(d, GEMM)
+    return runs, suite, suite2
+
+
+def _gemm_at(engine: Engine, sha: str) -> dict[str, tuple[str, str | None, str | None]]:
+    """gemm's alerts at commit ``sha``: {params: (status, close reason, closed at)}."""
+    with Session(engine) as s:
+        f = regressions_frame(s)
+    f = f[(f["benchmark"] == GEMM) & (f["sha"] == sha)]
+    return {json.dumps(p, sort_keys=True): (st, r, c) for p, st, r, c in
+            zip(f["params"], f["status"], f["close_reason"], f["closed_sha"], strict=True)}  # fmt: skip
+
+
+def test_alerts_of_a_dropped_parameter_value_retire(engine: Engine, ingest: Ingest, tmp_path: Path) -> None:
+    """gemm at size 1000 (4 series) 25% slower from run 50 on, never fixed; from run 60 the suite's grid no
+    longer has size 1000 (asv's version does not change with the parameters) while gemm runs every night. Its
+    alerts stayed `new` for good, an issue open on a series nothing measures; they retire (`series_gone`) at
+    run 60, night by night as with --full (also after a partial newest run without gemm), and the other sizes'
+    series are left alone."""
+    runs, suite, suite2 = _gemm_slower_size_dropped(slice(60, None))
     del runs[-1]["results"][GEMM]  # the newest run a partial one (`asv run --bench` without gemm)
     _nights(engine, ingest, tmp_path, iter([(runs[:60], suite), *(([d], suite2) for d in runs[60:])]))
 
     def gemm_at_step() -> dict[str, tuple[str, str | None, str | None]]:
-        with Session(engine) as s:
-            f = regressions_frame(s)
-        f = f[(f["benchmark"] == GEMM) & (f["sha"] == runs[50]["commit_hash"])]
-        return {json.dumps(p, sort_keys=True): (st, r, c) for p, st, r, c in
-                zip(f["params"], f["status"], f["close_reason"], f["closed_sha"], strict=True)}  # fmt: skip
+        return _gemm_at(engine, runs[50]["commit_hash"])
 
     nightly = gemm_at_step()
     dropped = {k: v for k, v in nightly.items() if json.loads(k)["size"] == "1000"}
@@ -310,21 +328,10 @@ def test_a_dropped_parameter_value_that_returns_reopens_its_alerts(engine: Engin
     retire, `series_gone`) and has it again from run 70, still slow. The regression is still there: the alerts
     of the series that came back are open again, as ``--full`` over the same history (a gap, not a retirement)
     decides."""
-    runs = _runs()
-    suite = json.loads((OPENBLAS / "benchmarks.json").read_text())
-    suite2 = copy.deepcopy(suite)
-    suite2[GEMM]["params"][0] = suite2[GEMM]["params"][0][:-1]
-    for d in runs[50:]:
-        _edit(d, GEMM, factor=1.25)
-    for d in runs[60:70]:
-        _without_last_size(d, GEMM)
+    runs, suite, suite2 = _gemm_slower_size_dropped(slice(60, 70))
 
     def gemm_at_step() -> dict[str, tuple[str, str | None]]:
-        with Session(engine) as s:
-            f = regressions_frame(s)
-        f = f[(f["benchmark"] == GEMM) & (f["sha"] == runs[50]["commit_hash"])]
-        return {json.dumps(p, sort_keys=True): (st, r) for p, st, r in
-                zip(f["params"], f["status"], f["close_reason"], strict=True)}  # fmt: skip
+        return {k: (st, r) for k, (st, r, _c) in _gemm_at(engine, runs[50]["commit_hash"]).items()}
 
     _nights(engine, ingest, tmp_path, iter([(runs[:60], suite), *(([d], suite2) for d in runs[60:70])]))
     gone = {k: v for k, v in gemm_at_step().items() if json.loads(k)["size"] == "1000"}
@@ -370,13 +377,7 @@ def test_reads_of_a_commit_measured_at_two_versions_show_the_last_one(engine: En
     with Session(engine) as s:
         hist = queries.history(s, GEMM, key, MACHINE)
     before = hist[hist["sha"] == at].iloc[0]
-    backlog = []
-    for d in runs[60:70]:
-        again = copy.deepcopy(d)
-        again["results"] = {GEMM: again["results"][GEMM]}
-        _edit(again, GEMM, version=V2, factor=1.5, later=10**9)  # measured later, with today's suite
-        backlog.append(again)
-    ingest(engine, [_write(tmp_path / "backlog", backlog, suite2)])
+    ingest(engine, [_write(tmp_path / "backlog", _measured_again(runs[60:70]), suite2)])
     cid = int(before["commit_id"])
     with Session(engine) as s:
         hist = queries.history(s, GEMM, key, MACHINE)
