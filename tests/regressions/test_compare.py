@@ -648,3 +648,27 @@ def test_a_case_that_now_skips_is_missing_unless_the_version_changed(
     # The bump's other cases measure new code: shown as changed, not compared (and only those).
     assert {c.status == "changed" for c in rows if c.benchmark == TIME0 and c is not case} == {bump}
     assert not any(c.status == "changed" for c in rows if c.benchmark != TIME0)
+
+
+def test_both_commits_at_two_versions_compare_one_version(tmp_path: Path, engine: Engine, ingest: Ingest) -> None:
+    """Base measured at v1 then v2, head at v2 then v1 (each commit measured again with the other suite): each side
+    took the version it measured last, so base's v2 stood against head's v1 as one series, 'not changed'. Both
+    sides now take the one head measured last, v1: 1.0 against 1.0."""
+    from tests.db.conftest import bench_row, results_doc, write_results
+
+    bench, params = "bench_x.B.time_x", [["'a'"]]
+
+    def doc(commit: str, env: str, version: str, value: float, started: int) -> dict[str, Any]:
+        row = bench_row([value], params, version=version, started_at=started, duration=1)
+        return results_doc({bench: row}, machine="m", env_name=env, commit=commit, date=started)
+
+    t = 1_700_000_000_000
+    base, head = "a" * 40, "b" * 40
+    for commit, first, then, offset in ((base, "v1", "v2", 0), (head, "v2", "v1", 10**7)):
+        value = {"v1": 1.0, "v2": 2.0}
+        write_results(tmp_path, doc(commit, "e1", first, value[first], t + offset))
+        write_results(tmp_path, doc(commit, "e2", then, value[then], t + offset + 10**6))
+    ingest(engine, [tmp_path])
+    with Session(engine) as s:
+        rows = compare_commits(s, resolve_commit(s, base, "BASE"), resolve_commit(s, head, "HEAD"))
+    assert [(c.base, c.head, c.status) for c in rows] == [(1.0, 1.0, "unchanged")], rows
