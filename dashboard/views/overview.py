@@ -53,8 +53,13 @@ def _commits_and_machine(ctx: widgets.Context, commits: pd.DataFrame) -> None:
         st.dataframe(table, hide_index=True, width="stretch", column_config=config)
     with right:
         st.subheader("Machine")
-        st.table(model.machine_rows(data.machine_info(ctx.url, ctx.machine)))
-        st.caption("As the newest ingested run recorded it (asv machine info, GPU identity added by the runner).")
+        rows = model.machine_rows(data.machine_info(ctx.url, ctx.machine))
+        if rows.empty:  # a table of nothing reads "empty"
+            st.caption(f"`{ctx.machine}`'s runs recorded no machine description (asv's machine.json: CPU, OS, RAM; "
+                       "the runner adds the GPU).")
+        else:
+            st.table(rows)
+            st.caption("As the newest ingested run recorded it (asv machine info, GPU identity added by the runner).")
 
 
 def main() -> None:

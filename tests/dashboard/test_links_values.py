@@ -243,3 +243,15 @@ def test_a_short_commit_sha_still_travels_as_a_prefix() -> None:
     assert url_values._decode_one("0123456789ab", ["0123456789abcdef", "fedcba9876543210"]) == "0123456789abcdef"
     with pytest.raises(ValueError):
         url_values._decode_one("gha-aws-g", ["gha-aws-graviton", "gha-aws-skylake"])
+
+
+def test_a_machine_without_a_description_says_so(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """The Overview's Machine table of a machine whose runs recorded no description (OpenBLAS's machine.json holds
+    only its name) read a bare "empty"."""
+    from conftest import OPENBLAS
+
+    url = f"sqlite:///{tmp_path / 'store.sqlite'}"
+    mlaperf_cli("ingest", str(OPENBLAS / "gha-aws-skylake"), "--db", url, "-q")
+    at = app(monkeypatch, url)
+    assert "recorded no machine description" in " ".join(c.value for c in at.caption)
+    assert not at.table
