@@ -104,7 +104,7 @@ def _triage(ctx: widgets.Context, view: pd.DataFrame, group_frame: pd.DataFrame)
 def main() -> None:
     ctx = widgets.context()
     st.title("Regressions")
-    # The status pills get a row of their own: in a fifth of the width their last pill was cut off at 1400 px.
+    # The status pills get two thirds of a row: in a quarter of it their last pill was cut off at 1400 px.
     c1, c4 = st.columns([2, 1])
     c2, c3, c5 = st.columns([2, 3, 2])
     with c1:
