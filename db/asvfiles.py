@@ -104,7 +104,7 @@ def _holds_results(path: Path) -> bool:
 def _machine_dirs(path: Path) -> tuple[list[Path], Path]:
     """The machine directories a directory argument names, and the results directory above them. A machine's
     directory is one with ``machine.json``, or, under a results directory (one with ``benchmarks.json``), one
-    with results files: published asv results often lack a machine's ``machine.json`` (the files' own
+    with results files: a copied or published results folder may lack a machine's ``machine.json`` (the files' own
     ``params`` name the machine). A directory of results files alone is one machine's."""
     if _is_file(path / MACHINE_JSON):
         return [path], path.parent

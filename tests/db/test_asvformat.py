@@ -156,9 +156,9 @@ def test_find_result_files(tmp_path: Path, openblas: Path) -> None:
 
 
 def test_machine_folders_without_machine_json(tmp_path: Path, openblas: Path) -> None:
-    """Published asv results often lack a machine's machine.json (fastcan's ubuntu-latest and windows-latest,
-    AdirondaxProject's only machine): such a folder was skipped without a word beside one that has it, and a
-    results directory where none has it was refused. Under a results directory (benchmarks.json) a folder of
+    """A results folder may lack a machine's machine.json (the copies of fastcan's and AdirondaxProject's results
+    a review fetched had none for most folders): such a folder was skipped without a word beside one that has it,
+    and a results directory where none has it was refused. Under a results directory (benchmarks.json) a folder of
     results files is a machine's; so is a folder of results files named alone."""
     import shutil
 
