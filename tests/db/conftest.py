@@ -21,6 +21,7 @@ from mlaperf import cli
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 OPENBLAS = REPO_ROOT / "tests" / "fixtures" / "asv-openblas" / "results"  # vendored, see its README
+FASTCAN = REPO_ROOT / "tests" / "fixtures" / "asv-fastcan" / "results"  # vendored, see its README
 
 ASV_COLUMNS = [
     "result",

@@ -462,3 +462,20 @@ def test_files_without_benchmarks_json_join_the_series_the_store_has(tmp_path: P
             Benchmark.name == "benchmarks.gemm.time_gemm")).scalars())
     assert len(keys) == 24 and not [k for k in keys if '"param1"' in k], sorted(keys)
     once.dispose()
+
+
+def test_fastcan_machine_folders_without_machine_json_ingest_whole(db_url: str) -> None:
+    """fastcan's real results as fetched (tests/fixtures/asv-fastcan): four machine folders, one with machine.json.
+    The three without were skipped without a word ("ingested 5 of 5 files"); every file is stored now, each machine
+    named by its files' own params, the parameters by benchmarks.json (task, alg, opt_alg), never param1."""
+    from tests.db.conftest import FASTCAN
+
+    engine = make_engine(db_url)
+    summary = ingest_paths(engine, [FASTCAN], progress=False)
+    assert summary.ok and summary.files == summary.ingested == 20, summary.line("store")
+    with Session(engine) as s:
+        machines = set(queries.machines(s)["name"])
+        keys = set(s.execute(sa.select(Result.params_key)).scalars())
+    engine.dispose()
+    assert machines == {"macos-latest", "ubuntu-24.04-arm", "ubuntu-latest", "windows-latest"}
+    assert keys and all('"alg"' in k or '"opt_alg"' in k for k in keys) and not [k for k in keys if "param1" in k]

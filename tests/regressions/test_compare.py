@@ -672,3 +672,14 @@ def test_both_commits_at_two_versions_compare_one_version(tmp_path: Path, engine
     with Session(engine) as s:
         rows = compare_commits(s, resolve_commit(s, base, "BASE"), resolve_commit(s, head, "HEAD"))
     assert [(c.base, c.head, c.status) for c in rows] == [(1.0, 1.0, "unchanged")], rows
+
+
+def test_a_real_suites_scores_are_higher_is_better() -> None:
+    """fastcan's real suite (tests/fixtures/asv-fastcan) tracks its models' test and train scores in asv's default
+    unit: they read lower-is-better, so a drop in accuracy would have been an improvement."""
+    suite = json.loads((Path(__file__).parents[1] / "fixtures" / "asv-fastcan" / "results" / "benchmarks.json")
+                       .read_text(encoding="utf-8"))  # fmt: skip
+    directions = {name: direction_for(name, meta.get("unit")) for name, meta in suite.items() if name != "version"}
+    scores = {n for n in directions if n.rsplit(".", 1)[-1] in ("track_test_score", "track_train_score")}
+    assert len(scores) == 4 and {directions[n] for n in scores} == {DOWN_IS_WORSE}
+    assert {d for n, d in directions.items() if n not in scores} == {UP_IS_WORSE}  # times and peak memory
