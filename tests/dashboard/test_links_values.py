@@ -15,7 +15,7 @@ from pathlib import Path
 import asv_synth
 import pandas as pd
 import pytest
-from conftest import mlaperf_cli, site_data
+from conftest import OPENBLAS, mlaperf_cli, site_data
 from streamlit.testing.v1 import AppTest
 from test_pages import app, goto
 
@@ -248,8 +248,6 @@ def test_a_short_commit_sha_still_travels_as_a_prefix() -> None:
 def test_a_machine_without_a_description_says_so(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """The Overview's Machine table of a machine whose runs recorded no description (OpenBLAS's machine.json holds
     only its name) read a bare "empty"."""
-    from conftest import OPENBLAS
-
     url = f"sqlite:///{tmp_path / 'store.sqlite'}"
     mlaperf_cli("ingest", str(OPENBLAS / "gha-aws-skylake"), "--db", url, "-q")
     at = app(monkeypatch, url)
