@@ -61,15 +61,32 @@ def _decode_one(text: str, options: Sequence[Any] | None) -> Any:
     raise ValueError(text)
 
 
+def _split(texts: list[str], options: Sequence[Any] | None) -> tuple[list[Any], list[str]]:
+    """A link's several values: those the texts name, and the texts that name none. Repeated keys, or one key's
+    text: one value (a comma in it or not), else its comma-joined values (links before repeated keys)."""
+    if len(texts) == 1 and texts[0] != "":
+        try:
+            return [_decode_one(texts[0], options)], []
+        except ValueError:
+            pass
+    good: list[Any] = []
+    bad: list[str] = []
+    for t in (texts[0].split(",") if len(texts) == 1 else texts):
+        if t == "":
+            continue
+        try:
+            good.append(_decode_one(t, options))
+        except ValueError:
+            bad.append(t)
+    return good, bad
+
+
 def _decode_many(texts: list[str], options: Sequence[Any] | None) -> list[Any]:
     """The values the texts name; those naming none are left out (:func:`_bad_texts` names them), and a link
     naming none at all is a ValueError (the default instead)."""
-    if len(texts) == 1 and texts[0] != "" and _decodes(texts[0], options):
-        return [_decode_one(texts[0], options)]  # one value, a comma in it or not
-    parts = _parts(texts)
-    good = [_decode_one(t, options) for t in parts if _decodes(t, options)]
-    if parts and not good:
-        raise ValueError(parts[0])
+    good, bad = _split(texts, options)
+    if bad and not good:
+        raise ValueError(bad[0])
     return good
 
 
@@ -115,9 +132,7 @@ def _bad_texts(key: str, options: Sequence[Any] | None, kind: str) -> list[str]:
     """The texts of the URL's ``key`` that name no option (a value decoded from options is one of them)."""
     texts = st.query_params.get_all(key)
     if kind == "many":
-        if len(texts) == 1 and texts[0] and _decodes(texts[0], options):
-            return []
-        return [t for t in _parts(texts) if not _decodes(t, options)]
+        return _split(texts, options)[1]
     try:
         value = _from_url(key, options, kind)
     except KeyError:
@@ -125,19 +140,6 @@ def _bad_texts(key: str, options: Sequence[Any] | None, kind: str) -> list[str]:
     except ValueError:
         return [texts[-1]]
     return [] if valid(value, options, kind) else [texts[-1]]
-
-
-def _parts(texts: list[str]) -> list[str]:
-    """A link's several values: repeated keys, or one key's comma-joined values (links before repeated keys)."""
-    return [t for t in (texts[0].split(",") if len(texts) == 1 else texts) if t != ""]
-
-
-def _decodes(text: str, options: Sequence[Any] | None) -> bool:
-    try:
-        _decode_one(text, options)
-    except ValueError:
-        return False
-    return True
 
 
 def _not_available(key: str, label: str, options: Sequence[Any] | None, kind: str,
@@ -159,7 +161,7 @@ def _not_available(key: str, label: str, options: Sequence[Any] | None, kind: st
         listed = [str(format_func(o)) for o in (options or []) if o is not None]  # "(none)" is no value a link names
         known = ", ".join(listed[:10]) + (f" and {len(listed) - 10:,} more" if len(listed) > 10 else "")
     what = " and ".join(md_code(t, table=False) for t in bad)
-    kept = kind == "many" and len(bad) < len(_parts(st.query_params.get_all(key)))  # the good ones are shown
+    kept = kind == "many" and bool(_split(st.query_params.get_all(key), options)[0])  # the good ones are shown
     return (f"{fmt.md_text(label)}: the link's {what} is not available here (known: {fmt.md_text(known) or 'none'})"
             + ("; showing the link's other values." if kept else "; showing the default instead."))
 
@@ -176,7 +178,7 @@ def seed(key: str, default: Any, options: Sequence[Any] | None = None, kind: str
 
 
 def warn_link(key: str, label: str, options: Sequence[Any] | None, kind: str,
-               format_func: Callable[[Any], Any] = str) -> None:
+              format_func: Callable[[Any], Any] = str) -> None:
     """A warning where the widget goes when the link's value of ``key`` names nothing available (once)."""
     message = _not_available(key, label, options, kind, format_func)
     if message:
