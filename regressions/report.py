@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from regressions.compare import (
@@ -99,11 +99,12 @@ def _p(c: Comparison) -> str:
 _SIDE_CELL = {side: f"**{word}**" if side in (SIDE_FAILED, SIDE_MISSING) else word for side, word in SIDE_WORDS.items()}
 
 
-def _side_cells(c: Comparison) -> tuple[str, str]:
-    """Base and head cells: values read side by side (``fmt_pair``: one scale), else what the side lacks."""
+def side_texts(c: Comparison, words: Mapping[str, str], shown: Callable[[str], str] = str) -> tuple[str, str]:
+    """Base and head as a report reads them: values side by side (``fmt_pair``: one scale; ``shown`` of each),
+    else what the side lacks in ``words`` (``compare.SIDE_WORDS``, or this report's bold cells)."""
     base, head = fmt_pair(c.base, c.head, c.unit, benchmark=c.benchmark)
-    return (md_text(base) if c.base_status == SIDE_OK else _SIDE_CELL[c.base_status],
-            md_text(head) if c.head_status == SIDE_OK else _SIDE_CELL[c.head_status])
+    return (shown(base) if c.base_status == SIDE_OK else words[c.base_status],
+            shown(head) if c.head_status == SIDE_OK else words[c.head_status])
 
 
 _HEADER = [
@@ -115,7 +116,7 @@ _HEADER = [
 def _row(c: Comparison) -> str:
     return (
         f"| {md_code(c.benchmark)} | {md_code(fmt_params(c.params))} | {md_code(c.machine)} | "
-        f"{' | '.join(_side_cells(c))} | "
+        f"{' | '.join(side_texts(c, _SIDE_CELL, md_text))} | "
         f"{_ratio(c)} | {_p(c)} | {md_text(c.method)} |"
     )
 

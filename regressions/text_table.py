@@ -13,8 +13,8 @@ from collections.abc import Sequence
 from regressions import compare as cmp
 from regressions.compare import Comparison
 from regressions.labels import series_label
-from regressions.report import ordered, status_count
-from regressions.units import fmt_p, fmt_pair, fmt_ratio
+from regressions.report import ordered, side_texts, status_count
+from regressions.units import fmt_p, fmt_ratio
 
 FORMATS = ("text", "markdown", "json")
 # Statuses in the order the counts line gives them (in the PR report's words: ``report.status_count``).
@@ -31,13 +31,6 @@ def _counts(comparisons: Sequence[Comparison]) -> dict[str, int]:
     for c in comparisons:
         counts[c.status] = counts.get(c.status, 0) + 1
     return counts
-
-
-def _sides(c: Comparison) -> tuple[str, str]:
-    """Base and head read side by side (``fmt_pair``), a side without a value as what it lacks."""
-    base, head = fmt_pair(c.base, c.head, c.unit, benchmark=c.benchmark)
-    return (base if c.base_status == cmp.SIDE_OK else cmp.SIDE_WORDS[c.base_status],
-            head if c.head_status == cmp.SIDE_OK else cmp.SIDE_WORDS[c.head_status])
 
 
 def counts_line(comparisons: Sequence[Comparison]) -> str:
@@ -70,7 +63,7 @@ def compare_text(comparisons: Sequence[Comparison], *, base: str, head: str, mac
     rows = [c for c in ordered(comparisons) if c.status in _STATUS_WORD]
     header = ["status", *(["machine"] if many else []), "series", "base", "head", "ratio", "change", "p"]
     table = [[_STATUS_WORD[c.status], *([c.machine] if many else []), "",
-              *_sides(c),
+              *side_texts(c, cmp.SIDE_WORDS),
               fmt_ratio(c.ratio) if c.ratio is not None else "",
               cmp.change_text(c.status, c.base, c.head, c.direction),
               fmt_p(c.p_value) if c.p_value is not None else ""] for c in rows]
