@@ -154,13 +154,25 @@ def last_version_only(s: Session, frame: pd.DataFrame, version: str = "benchmark
         for i in range(0, len(ids), 500):  # bounded IN lists
             started.update(s.execute(select(Run.id, Run.started_at).where(Run.id.in_(ids[i : i + 500]))).all())
         sub = sub.assign(_when=pd.to_datetime(sub["run_id"].map(started)))
-    last = sub.sort_values(["_when", "run_id"], na_position="first", kind="stable")
-    chosen = last.drop_duplicates(AT, keep="last")[[*AT, "_v"]].rename(columns={"_v": "_chosen"})
+    chosen = _latest(sub).rename(columns={"_v": "_chosen"})
     # A left merge keeps the frame's row order and length (one chosen version per key).
     wanted = frame[AT].merge(chosen, on=AT, how="left")["_chosen"].to_numpy(dtype=object)
     have = frame[version].to_numpy(dtype=object)
     drop = pd.notna(wanted) & pd.notna(have) & (have != wanted)
     return frame[~drop]
+
+
+def _latest(evidence: pd.DataFrame) -> pd.DataFrame:
+    """Per :data:`AT` key of ``evidence`` (runs with a value: ``_v``, ``run_id``, ``_when``), the version of its
+    latest run, by start (a run without one first), then ingest order: :data:`AT` and ``_v``."""
+    last = evidence.sort_values(["_when", "run_id"], na_position="first", kind="stable")
+    return last.drop_duplicates(AT, keep="last")[[*AT, "_v"]]
+
+
+def versions_measured_last(s: Session, keys: pd.DataFrame) -> pd.DataFrame:
+    """For ``keys`` (:data:`AT` rows), the asv version the latest run with a value measured there, by the rule of
+    :func:`last_version_only`: :data:`AT` and ``version`` (keys without a versioned value left out)."""
+    return _latest(_versions_stored(s, keys)).rename(columns={"_v": "version"})
 
 
 def _versions_stored(s: Session, keys: pd.DataFrame) -> pd.DataFrame:

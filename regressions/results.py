@@ -9,7 +9,6 @@ are the caller's.
 
 from __future__ import annotations
 
-import datetime as dt
 import gc
 import math
 import subprocess
@@ -25,6 +24,7 @@ from sqlalchemy.orm import Session
 
 from db.models import Benchmark, Commit, Machine, Result, Run, commit_order
 from db.queries import commit_candidates, commit_results
+from db.query_base import versions_measured_last
 
 Key = tuple[int, str, int]  # a series: benchmark_id, params_key, machine_id
 
@@ -136,23 +136,16 @@ def benchmark_versions(session: Session, commit_id: int, machine: str) -> dict[s
 
 
 def last_versions(session: Session, commit_id: int, machine: str, names: Iterable[str]) -> dict[str, str]:
-    """{benchmark name: the asv version its latest run with a value measured} at a commit on a machine (by the
-    runs' start, then ingest order), for the benchmarks ``names``."""
-    rows = session.execute(
-        select(Benchmark.name, Result.benchmark_version, Run.started_at, Run.id)
-        .join(Result, Result.benchmark_id == Benchmark.id)
-        .join(Run, Run.id == Result.run_id)
-        .join(Machine, Machine.id == Run.machine_id)
-        .where(Run.commit_id == commit_id, Machine.name == machine, Benchmark.name.in_(sorted(set(names))),
-               Result.value.is_not(None), Result.benchmark_version.is_not(None))
-        .distinct()
-    ).all()
-    out: dict[str, tuple[tuple[Any, ...], str]] = {}
-    for name, version, started, run in rows:
-        order = (started is not None, started or dt.datetime.min, int(run))
-        if name not in out or order > out[name][0]:
-            out[str(name)] = (order, str(version))
-    return {name: version for name, (_order, version) in out.items()}
+    """{benchmark name: the asv version its latest run with a value measured} at a commit on a machine, for the
+    benchmarks ``names`` (``db.query_base.versions_measured_last``, the rule History and detection apply)."""
+    mid = session.execute(select(Machine.id).where(Machine.name == machine)).scalar_one_or_none()
+    wanted = select(Benchmark.id, Benchmark.name).where(Benchmark.name.in_(sorted(set(names))))
+    ids = dict(session.execute(wanted).all())
+    if mid is None or not ids:
+        return {}
+    keys = pd.DataFrame({"benchmark_id": list(ids), "machine_id": int(mid), "commit_id": int(commit_id)})
+    chosen = versions_measured_last(session, keys)
+    return {str(ids[int(b)]): str(v) for b, v in zip(chosen["benchmark_id"], chosen["version"], strict=True)}
 
 
 def param_names(session: Session, benchmarks: Iterable[str] | None = None) -> dict[str, list[str]]:
