@@ -17,13 +17,12 @@ import streamlit as st
 
 from dashboard import fmt
 from regressions.report import md_code
-from regressions.results import MIN_PREFIX
+from regressions.results import LINK_OFF, LINK_ON, MIN_PREFIX
 
 WRITTEN = "_url_written"  # session key: {query key: the value this session last wrote there}
 # A commit option (asv's results name 7 to 64 hex digits), the one kind a prefix names: a machine or benchmark named
 # by a prefix is a mistyped link, named in a warning, not another machine shown.
 _SHA = re.compile(r"[0-9a-f]{7,64}")
-_TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")  # what a link may say for on and off
 
 
 def _encode(value: Any) -> str:
@@ -99,9 +98,9 @@ def _from_url(key: str, options: Sequence[Any] | None, kind: str) -> Any:
     text = texts[-1]
     if kind == "bool":
         word = text.strip().lower()
-        if word not in _TRUE + _FALSE:
+        if word not in LINK_ON + LINK_OFF:
             raise ValueError(text)
-        return word in _TRUE
+        return word in LINK_ON
     if kind == "float":
         return float(text) if text != "" else None
     return _decode_one(text, options)

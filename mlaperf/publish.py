@@ -29,7 +29,7 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from regressions.results import MIN_PREFIX
+from regressions.results import LINK_ON, MIN_PREFIX
 from regressions.units import plural
 from settings import exits
 from settings.args import add_db, add_repo_url, add_thresholds_config
@@ -175,6 +175,7 @@ def build(session: Session, out: Path, *, machines: list[str] | None = None, rep
         say(f"publish: {name} ({i} of {len(wanted)}): {len(site.index['grid']):,} series, {files - before:,} files "
             f"in {time.perf_counter() - start:.1f} s")
     meta = {"machines": listed, "min_prefix": MIN_PREFIX,  # the commit prefix the dashboard and the CLI accept
+            "link_on": list(LINK_ON),  # what ?all= may say for on, as the dashboard reads it
             "footer": f"Published {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} by mlaperf {__version__}"
                       " · static: no server, no network",
             "empty": "The store held no results when this site was published."}

@@ -40,6 +40,9 @@ def commit_positions(session: Session) -> dict[int, int]:
 
 
 MIN_PREFIX = 4  # hex digits of a commit sha prefix, the CLI's and the dashboard's
+# What a link may say for on and off, read alike by the dashboard (dashboard.url_values) and the static site (its
+# data file carries them).
+LINK_ON, LINK_OFF = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
 
 
 def prefix_problem(ref: str, matches: Sequence[str], where: str = "in the store") -> str:

@@ -400,7 +400,7 @@ function throughput(data, machine, r) {
 
 // -- alert groups: this machine's, or (?all=1) every machine's, read from each machine's own data file ---------------
 async function alerts(data, machine, r) {
-  const all = ["1", "true", "yes", "on"].includes((r.q.get("all") || "").toLowerCase());  // as the dashboard reads
+  const all = MLAPERF.data.site.link_on.includes((r.q.get("all") || "").toLowerCase());  // as the dashboard reads
   const group = all ? null : r.q.get("group");
   const fallback = ["open", "suspect", "fixed"];
   const asked = (r.q.get("show") || fallback.join(",")).split(",").filter((x) => x);
