@@ -150,14 +150,20 @@ def scan_inputs(paths: list[str | Path]) -> tuple[list[ResultFile], list[tuple[s
             continue
         try:
             machine_dirs, root = _machine_dirs(path)
+            # Folders of results files beside the machines taken that are no machine's (no machine.json, and no
+            # benchmarks.json above them): named, never passed over in silence.
+            held = [n for n in _listdir(path) if os.path.isdir(path / n) and path / n not in machine_dirs
+                    and _holds_results(path / n)] if root == path else []  # fmt: skip
             if not machine_dirs:
-                held = [n for n in _listdir(path) if os.path.isdir(path / n) and _holds_results(path / n)]
                 problems.append((str(raw), "not an asv results directory: " + (
                     f"its subdirectories ({', '.join(held[:3])}{', ...' if len(held) > 3 else ''}) hold results "
                     "files but no machine.json, and it has no benchmarks.json (name each machine's folder, or add "
                     "the suite's benchmarks.json)" if held else
                     "no machine.json or results file in it or in its subdirectories")))
                 continue
+            problems.extend((str(path / n), "not read: it holds results files but no machine.json, and its results "
+                             "directory has no benchmarks.json (name this folder itself, or add its machine.json)")
+                            for n in held)  # fmt: skip
             results_dir = root if _is_file(root / BENCHMARKS_JSON) else None
             for machine_dir in machine_dirs:
                 try:

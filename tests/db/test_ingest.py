@@ -464,6 +464,26 @@ def test_files_without_benchmarks_json_join_the_series_the_store_has(tmp_path: P
     once.dispose()
 
 
+def test_folder_without_machine_json_beside_a_machine_is_named(tmp_path: Path, db_url: str) -> None:
+    """fastcan's folders copied without benchmarks.json: the one with machine.json was read and the three beside it,
+    results files and no machine.json, were passed over without a word ("ingested 5 of 5 files", found on cvxpy's
+    real results). Each is named as not read, with what would read it; naming it by itself does."""
+    import shutil
+
+    from tests.db.conftest import FASTCAN
+
+    results = tmp_path / "results"
+    shutil.copytree(FASTCAN, results, ignore=shutil.ignore_patterns("benchmarks.json"))
+    engine = make_engine(db_url)
+    summary = ingest_paths(engine, [results], progress=False)
+    assert not summary.ok and summary.ingested == 5, summary.line("store")
+    refused = dict(summary.refused)
+    assert sorted(Path(p).name for p in refused) == ["ubuntu-24.04-arm", "ubuntu-latest", "windows-latest"], refused
+    assert all("no machine.json" in why and "name this folder itself" in why for why in refused.values())
+    assert ingest_paths(engine, [results / "ubuntu-latest"], progress=False).ingested > 0
+    engine.dispose()
+
+
 def test_fastcan_machine_folders_without_machine_json_ingest_whole(db_url: str) -> None:
     """fastcan's real results as fetched (tests/fixtures/asv-fastcan): four machine folders, one with machine.json.
     The three without were skipped without a word ("ingested 5 of 5 files"); every file is stored now, each machine
