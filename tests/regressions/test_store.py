@@ -182,6 +182,26 @@ def test_a_step_right_after_a_refuted_event_is_its_own_suspect(engine: Engine, t
     assert statuses(engine) == {"transient": SERIES, "suspect": SERIES}
 
 
+def test_a_transient_alert_stays_closed_where_it_closed(engine: Engine, tmp_path: Path, ingest: Ingest) -> None:
+    """A 1.3x run, then the series 4% above where it was (between half the threshold and the threshold: neither
+    refutes nor confirms): the detector stops seeing the step and closes the alerts at the newest run. Later
+    nights moved that commit along to each night's newest while nothing about the alerts changed (found night by
+    night on stingray's real results); now they stay closed where they closed."""
+    h = write_synthetic_results(tmp_path / "results", commits=36, series=SERIES, steps={30: 1.3, 31: 1 / 1.25})
+    ingest(engine, files_of(h, range(31)))
+    run(engine)
+    seen: dict[int, tuple[str, str | None, str | None]] = {}
+    for c in range(31, 36):
+        ingest(engine, files_of(h, [c]))
+        run(engine)
+        for r in stored(engine):
+            if r.status == "transient":
+                state = (r.status, r.close_reason, sha_of(engine, r.closed_commit_id))
+                assert seen.setdefault(r.id, state) == state, (c, r.id)
+    closed_at = {state[2] for state in seen.values()}
+    assert len(seen) == SERIES and None not in closed_at and h.shas[35] not in closed_at
+
+
 @pytest.mark.parametrize("rerun", ["confirms", "refutes"])
 @pytest.mark.parametrize("stepped", [3, SERIES])
 def test_rerun_of_the_newest_commit_decides(engine: Engine, tmp_path: Path, ingest: Ingest, rerun: str,
