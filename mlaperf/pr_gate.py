@@ -80,23 +80,32 @@ def required_reviewers(client: GitHub, name: str) -> int:
     return reviewers.count
 
 
-def label_added_at(client: GitHub, number: int, label: str) -> str | None:
-    """When ``label`` was last added to pull request ``number`` (ISO time), None if never."""
-    events = client.pages(f"/issues/{number}/events")
+# The pull request's events that move its head without a commit of its own: a head that comes back after one was
+# pushed again, whether or not that push started a workflow run.
+HEAD_MOVED = ("head_ref_force_pushed", "head_ref_deleted", "head_ref_restored")
+
+
+def label_added_at(events: list[dict[str, Any]], label: str) -> str | None:
+    """When ``label`` was last added, among a pull request's issue events (ISO time), None if never."""
     times = [e.get("created_at") or "" for e in events
              if e.get("event") == "labeled" and (e.get("label") or {}).get("name") == label]  # fmt: skip
     return max(times) if times else None
 
 
-def pushed_at(client: GitHub, head_sha: str, branch: str, fork_repo: str) -> str | None:
+def head_moved_at(events: list[dict[str, Any]]) -> str:
+    """When the head last moved by a force push or the branch's deletion or restoring ("" never)."""
+    return max((e.get("created_at") or "" for e in events if e.get("event") in HEAD_MOVED), default="")
+
+
+def pushed_at(client: GitHub, head_sha: str, branch: str, fork_repo: str, moved: str = "") -> str | None:
     """When the head was last pushed (server time): its first workflow run after the branch's latest run of
-    another SHA. Not its first run ever: push B, force-push A, label, push B again must count B from the
-    last push."""
+    another SHA and after ``moved`` (``head_moved_at``). Not its first run ever: push B, force-push A, label, push B
+    again must count B from the last push, also where A's push started no run (``[skip ci]`` in its message)."""
     query = urllib.parse.urlencode({"branch": branch, "event": "pull_request"})
     runs = [r for r in client.pages(f"/actions/runs?{query}", key="workflow_runs")
             if ((r.get("head_repository") or {}).get("full_name") or fork_repo) == fork_repo]  # fmt: skip
     others = [r.get("created_at") or "" for r in runs if r.get("head_sha") != head_sha]
-    since = max(others, default="")
+    since = max([*others, moved])
     times = [t for r in runs if r.get("head_sha") == head_sha and (t := r.get("created_at") or "") > since]
     return min(times) if times else None
 
@@ -152,7 +161,9 @@ def decide(client: GitHub, payload: dict[str, Any], label: str = LABEL) -> Decis
             decision.reason = (f"#{number} comes from {origin}: a maintainer reviews head {head_sha[:12]}, adds the "
                                f"label {label!r}, then approves the run of environment {FORK_ENVIRONMENT}")  # fmt: skip
             return decision
-        labelled, pushed = label_added_at(client, number, label), pushed_at(client, head_sha, branch, fork_repo)
+        events = client.pages(f"/issues/{number}/events")
+        labelled = label_added_at(events, label)
+        pushed = pushed_at(client, head_sha, branch, fork_repo, head_moved_at(events))
         if labelled is None or pushed is None or labelled <= pushed:
             decision.label_removed = take_label(client, number, label)
             decision.reason = (f"#{number}: label {label!r} (added {labelled or 'at an unknown time'}) is older than "

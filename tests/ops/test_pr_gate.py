@@ -114,6 +114,31 @@ def test_a_head_pushed_again_after_the_label_does_not_ride_on_it(tmp_path: Path,
     assert rc == 0 and out["run"] == "true", log
 
 
+def test_a_head_back_after_a_push_without_a_run_does_not_ride_on_it(tmp_path: Path, github_server: Server) -> None:
+    """As above, but A's message says ``[skip ci]``: A's push and its label start no run, so B's runs alone dated
+    B's push from the first one, older than the label, and B ran on A's label (found by a security review). The
+    force pushes in the pull request's events date it now."""
+    bad = HEAD
+    runs = [{"head_sha": bad, "created_at": "2026-12-01T13:00:02Z"},  # B force-pushed back
+            {"head_sha": bad, "created_at": "2026-12-01T09:00:00Z"}]  # B pushed, unlabelled; newest first  # fmt: skip
+    state = seed([pull()], labelled="2026-12-01T12:00:00Z")
+    state["get"][f"{API}/actions/runs"] = {"workflow_runs": runs}
+    state["get"][f"{API}/issues/7/events"] += [{"event": "head_ref_force_pushed", "created_at": "2026-12-01T10:00:00Z"},
+                                               {"event": "head_ref_force_pushed", "created_at": "2026-12-01T13:00:00Z"}]
+    github = github_server(state)
+    rc, log, out, _ = gate(tmp_path, github)
+    assert rc == 0 and out["run"] == "false" and "2026-12-01T13:00:02Z" in log, log
+    assert github.state()["pulls"][0]["labels"] == []
+    # A force push before the label (B's last push older than it) leaves the label to B.
+    state["get"][f"{API}/issues/7/events"] = [{"event": "head_ref_force_pushed", "created_at": "2026-12-01T08:59:00Z"},
+                                              {"event": "labeled", "label": {"name": "run-benchmarks"},
+                                               "created_at": "2026-12-01T12:00:00Z"}]  # fmt: skip
+    state["get"][f"{API}/actions/runs"] = {"workflow_runs": runs[1:]}
+    github = github_server(state)
+    rc, log, out, _ = gate(tmp_path, github)
+    assert rc == 0 and out["run"] == "true", log
+
+
 def test_a_label_older_than_the_push_is_removed(tmp_path: Path, github_server: Server) -> None:
     github = github_server(seed([pull()], labelled="2026-12-01T09:00:00Z"))
     rc, log, out, summary = gate(tmp_path, github)
