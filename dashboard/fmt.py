@@ -102,11 +102,13 @@ def axis_title(quantity: str, name: str) -> str:
 
 def fmt_bytes(n: Any) -> str:
     """RAM and memory sizes: ``126 GiB`` from a byte count (asv's ``ram`` is a string of bytes), by
-    ``regressions.units.fmt_bytes``."""
+    ``regressions.units.fmt_bytes``. asv's ``ram`` is free text a person may write (``32``, ``16GB``): what is no
+    number, or a number under a mebibyte (no machine's RAM in bytes), is shown as written."""
     try:
-        return units.fmt_bytes(float(n))
+        value = float(n)
     except (TypeError, ValueError):
         return str(n)
+    return units.fmt_bytes(value) if value >= 2**20 else str(n)
 
 
 def fmt_speedup(ratio: Any) -> str:

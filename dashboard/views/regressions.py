@@ -60,8 +60,9 @@ def _regressions_table(view: pd.DataFrame, all_machines: bool) -> None:
         "ratio: the detector's step, level after / level before in the benchmark's unit, each level the median "
         "of several commits of the series (so it is steadier than one pair of runs). Compare's ratio is a "
         "different quantity: head / base of the two commits' results (each the median of that commit's runs); "
-        "for the same step the two differ by the noise of those two runs. p: Mann-Whitney U on the samples "
-        "either side of the step, where the detector had them. Fixed at: the commit where the series came back."
+        "for the same step the two differ by the noise of those two runs. p: how likely a step this large is from the "
+        "series' own run-to-run noise (a normal model: the step over the standard error of the two levels' medians; "
+        "below 1e-12 it says nothing finer). Fixed at: the commit where the series came back."
     )
 
 

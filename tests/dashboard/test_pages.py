@@ -263,6 +263,8 @@ def test_regressions_groups_and_rows(monkeypatch: pytest.MonkeyPatch, seeded: Se
     assert groups["fixed at"].iloc[0] == seeded.shas[FIX_FROM][:8]
     assert row["history"] == "plot →" and row["compare"] == "parent..commit →"
     assert "--writable" in texts(at) and "Compare's ratio" in texts(at)
+    # The detector's p is its normal noise model's (regressions.detect), not a test on samples (the caption said so).
+    assert "normal model" in texts(at) and "Mann-Whitney" not in texts(at)
     assert len(at.button) == 1  # only the sidebar's reload button: read-only
     # Closed groups are hidden by default; the other machine's acknowledged one shows with all machines.
     at.toggle(key="reg_all").set_value(True).run()

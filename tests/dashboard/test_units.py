@@ -39,6 +39,8 @@ def test_ratios_changes_sizes_and_commits() -> None:
     assert fmt.fmt_ratio(1.524) == "1.52x" and fmt.fmt_ratio(47.5) == "47.5x" and fmt.fmt_ratio(None) == "-"
     assert fmt.fmt_change(1.55) == "+55% worse" and fmt.fmt_change(0.82) == "-18% better"
     assert fmt.fmt_bytes("135148564480") == "126 GiB"
+    # asv's ram is free text: uxarray's machine.json says "32" (GB, read as 32 bytes before), others "16GB".
+    assert fmt.fmt_bytes("32") == "32" and fmt.fmt_bytes("16GB") == "16GB"
     label = fmt.commit_label("eee79092adc1", "tuning: fixed BLOCK_H=16\n\nbody", 60)
     assert label == "eee79092 tuning: fixed BLOCK_H=16"
     assert fmt.commit_range("9c7d0b231d7a", "eee79092adc1") == "9c7d0b23..eee79092"
