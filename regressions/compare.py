@@ -14,6 +14,8 @@ a memory benchmark (``peakmem_``, ``mem_``: bytes allocated, not a timing's run-
 threshold alone (``method`` ``threshold``, asv's fallback), so a 10x growth fails the check; any other change
 beyond the threshold is ``untested``: listed apart, never failing, since one GPU figure a side cannot tell a
 5% change from the runner's noise (:data:`UNTESTED`); within the threshold it is unchanged.
+Like is paired with like: where a side measured several asv versions of a benchmark, or several asv environments
+(Python 3.10 and 3.12), only the runs of those both sides measured count.
 A benchmark whose asv version at head shares none with base's (its code changed: a new segment, as
 :mod:`regressions.detect` starts one) is ``changed``: its ratio is shown for reference, never judged.
 A regression is a slowdown beyond the threshold that is significant; an improvement the mirror image.
@@ -51,7 +53,15 @@ from regressions.config import Settings
 from regressions.direction import UP_IS_WORSE, direction_for, slowdown
 from regressions.labels import ordered_params, series_rank
 from regressions.policy import module_ran
-from regressions.results import benchmark_versions, history_noise, last_versions, machines_with, param_names, results_at
+from regressions.results import (
+    benchmark_versions,
+    environments_at,
+    history_noise,
+    last_versions,
+    machines_with,
+    param_names,
+    results_at,
+)
 from regressions.units import fmt_value_change, relative_change
 
 DEFAULT_ALPHA = 0.01
@@ -400,8 +410,9 @@ def compare_commits(
         several = [name for name, both in shared.items() if len(both) > 1]
         if several:
             shared.update({name: {v} for name, v in last_versions(session, head.id, machine, several).items()})
-        b = results_at(session, base.id, machine, versions=shared)
-        h = results_at(session, head.id, machine, versions=shared)
+        envs = _shared_environments(*(environments_at(session, c.id, machine) for c in (base, head)))
+        b = results_at(session, base.id, machine, versions=shared, environments=envs)
+        h = results_at(session, head.id, machine, versions=shared, environments=envs)
         merged = b.merge(h, on=["benchmark", "params_key"], how="outer", suffixes=("_b", "_h"), sort=True)
         merged = merged[~merged["benchmark"].map(lambda name: is_provenance(str(name)))]
         if merged.empty:
@@ -466,6 +477,15 @@ def _version_changed(name: str, versions: tuple[dict[str, set[str | None]], dict
     if name not in at_base or name not in at_head or None in at_base[name] | at_head[name]:
         return False
     return not (at_base[name] & at_head[name])
+
+
+def _shared_environments(at_base: set[str], at_head: set[str]) -> set[str] | None:
+    """The asv environments whose runs count on both sides: those both commits measured, where a side measured
+    others too (head's runs under Python 3.12 beside base's and head's 3.10 would pool 3.10 with 3.12 into a value
+    never measured); None (every run) where they measured the same ones, or none in common (a change of
+    environment is compared as it stands, never left unjudged)."""
+    both = at_base & at_head
+    return both if both and both != at_base | at_head else None
 
 
 def _shared_versions(at_base: dict[str, set[str | None]], at_head: dict[str, set[str | None]]

@@ -12,7 +12,7 @@ from __future__ import annotations
 import gc
 import math
 import subprocess
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -22,7 +22,7 @@ import pandas as pd
 from sqlalchemy import null, select
 from sqlalchemy.orm import Session
 
-from db.models import Benchmark, Commit, Machine, Result, Run, commit_order
+from db.models import Benchmark, Commit, Environment, Machine, Result, Run, commit_order
 from db.queries import commit_candidates, commit_results
 from db.query_base import versions_measured_last
 
@@ -122,6 +122,13 @@ def machines_with(session: Session, commit_ids: list[int]) -> list[str]:
     return sorted(names or [])
 
 
+def environments_at(session: Session, commit_id: int, machine: str) -> set[str]:
+    """The asv environments of the runs at a commit on a machine."""
+    stmt = (select(Environment.name).join(Run, Run.environment_id == Environment.id)
+            .join(Machine, Machine.id == Run.machine_id).where(Run.commit_id == commit_id, Machine.name == machine))
+    return set(session.execute(stmt.distinct()).scalars())  # fmt: skip
+
+
 def benchmark_versions(session: Session, commit_id: int, machine: str) -> dict[str, set[str | None]]:
     """{benchmark name: the asv versions of its results} at a commit on a machine (any status)."""
     rows = session.execute(
@@ -160,8 +167,8 @@ def param_names(session: Session, benchmarks: Iterable[str] | None = None) -> di
     return {str(n): [str(x) for x in p] if isinstance(p, list) else [] for n, p in session.execute(stmt).all()}
 
 
-def results_at(session: Session, commit_id: int, machine: str,
-               versions: Mapping[str, set[str | None]] | None = None) -> pd.DataFrame:  # fmt: skip
+def results_at(session: Session, commit_id: int, machine: str, versions: Mapping[str, set[str | None]] | None = None,
+               environments: Collection[str] | None = None) -> pd.DataFrame:  # fmt: skip
     """A commit's result per series on a machine: one row per (benchmark, params_key), sorted by both.
 
     Columns: benchmark, unit, type, params_key, params (dict of asv repr strings), status ('ok' |
@@ -169,10 +176,11 @@ def results_at(session: Session, commit_id: int, machine: str,
     commit run more than once there (re-runs, several environments) gets the median over its runs
     (``db.queries.commit_results``/``pool_runs``: the rule the dashboard's pages and the detector apply
     too). Empty (with these columns) when the machine has no run at that commit. ``versions``: only the runs
-    of a listed benchmark at those asv versions pool (``commit_results``).
+    of a listed benchmark at those asv versions pool; ``environments``: only the runs of those (``commit_results``).
     """
     columns = ["benchmark", "unit", "type", "params_key", "params", "status", "value", "samples"]
-    out = commit_results(session, commit_id, machine, versions=versions)[[*columns, "ci_99_a", "ci_99_b", "runs"]]
+    out = commit_results(session, commit_id, machine, versions=versions, environments=environments)
+    out = out[[*columns, "ci_99_a", "ci_99_b", "runs"]]
     samples = [[float(x) for x in v if _finite(x)] if isinstance(v, list) else [] for v in out["samples"]]
     return out.assign(samples=pd.Series(samples, index=out.index, dtype=object))
 

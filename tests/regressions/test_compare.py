@@ -556,6 +556,30 @@ def _compare_1_2(store_url: str, h: SyntheticHistory, ingest: Ingest) -> list[Co
         eng.dispose()
 
 
+def test_compare_pairs_the_environments_both_commits_measured(store_url: str, tmp_path: Path, ingest: Ingest) -> None:
+    """Base measured under one asv environment, head under it and a second one 1.5x slower (a Python upgrade
+    measured beside the old one): head's value pooled both into a level never measured and the PR report called
+    a regression (found on stingray's real results, py3.10 and py3.12). Only the environment both measured counts;
+    where they share none, every run counts (a change of environment is still judged)."""
+    root = tmp_path / "r"
+    h = write_synthetic_results(root, commits=3, series=6, machine="m", seed=4)
+    other = write_synthetic_results(root, commits=3, series=6, machine="m", seed=4, shas=h.shas,
+                                    env_name="existing-py3.12", steps={0: 1.5})  # fmt: skip
+    for i in (0, 1):  # the second environment measured head only
+        for f in _files(other, i):
+            if "py3.12" in f.name:
+                f.unlink()
+    got = _compare_1_2(store_url, h, ingest)
+    assert len(got) == 6 and all(0.8 < c.ratio < 1.25 and not c.regression for c in got), [c.ratio for c in got]
+    # Base's environment gone from head too: the new environment's runs are what head has, and they are judged.
+    for f in _files(h, 2):
+        if "py3.12" not in f.name:
+            f.unlink()
+    fresh = f"sqlite:///{tmp_path / 'fresh.sqlite'}"
+    got = _compare_1_2(fresh, h, ingest)
+    assert len(got) == 6 and all(c.ratio > 1.3 for c in got), [c.ratio for c in got]
+
+
 def _doubled(doc: dict[str, Any], name: str, version: str | None) -> None:
     """Twice the time for benchmark ``name`` (values, intervals, quartiles, samples), at asv ``version`` if given."""
     row = dict(zip(doc["result_columns"], doc["results"][name], strict=False))
@@ -578,9 +602,8 @@ def test_a_base_measured_again_after_a_version_bump_compares_at_the_version_both
     (base_file,) = _files(h, 1)
     (head,) = _files(h, 2)
     again = json.loads(base_file.read_text())
-    again["env_name"] = "existing-py3.13"  # the base measured again (another run of commit 1)
-    _doubled(again, TIME0, "f" * 64)
-    base_file.with_name(base_file.name.replace("existing-py", "existing-py3.13-")).write_text(json.dumps(again))
+    _doubled(again, TIME0, "f" * 64)  # the base measured again in its environment (another run of commit 1)
+    base_file.with_name(base_file.stem + "-again.json").write_text(json.dumps(again))
     _edit(head, lambda doc: _doubled(doc, TIME0, "f" * 64))
     rows = [c for c in _compare_1_2(store_url, h, ingest) if c.benchmark == TIME0]
     assert rows and {c.status for c in rows} <= {"unchanged", "improved", "regressed"}
