@@ -22,6 +22,7 @@ from sqlalchemy.orm import Session
 from dashboard import fmt, notes
 from db import queries
 from regressions.direction import slowdown
+from regressions.policy import kind_suffix
 
 CATEGORIES = ("open", "suspect", "fixed", "closed")
 # Statuses a person may set from the dashboard (with a note); the others belong to the detector.
@@ -42,8 +43,8 @@ def enrich(regs: pd.DataFrame, messages: dict[str, Any], notes: dict[int, list[d
     """The listing plus: group, machine_wide, labels, parent_message, fixed_message, note (newest triage
     note), notes (all), category (of the row's group)."""
     out = regs.copy()
-    for col, default in (("machine_wide", False), ("labels", None), ("fixed_sha", None), ("parent_sha", None),
-                         ("group_commit", None), ("group_parent", None)):
+    for col, default in (("machine_wide", False), ("group_kind", None), ("labels", None), ("fixed_sha", None),
+                         ("parent_sha", None), ("group_commit", None), ("group_parent", None)):
         if col not in out.columns:
             out[col] = default
     if out.empty:
@@ -84,10 +85,11 @@ def note_text(entry: dict[str, Any]) -> str:
 def groups(regs: pd.DataFrame) -> pd.DataFrame:
     """One row per alert group, newest commit first: group, machine, sha, message, parent_sha,
     parent_message, series (count), worst (largest slowdown factor, direction-aware), statuses
-    ("4 fixed"), group_status, category, machine_wide, fixed_at (the fixing commit's short sha, "3 commits"
-    when the members came back at different ones, "" when none did), benchmarks (distinct names)."""
+    ("4 fixed"), group_status, category, machine_wide, kind (``policy.group_kind``), fixed_at (the fixing commit's
+    short sha, "3 commits" when the members came back at different ones, "" when none did), benchmarks (distinct
+    names)."""
     cols = ["group", "machine", "sha", "date", "message", "parent_sha", "parent_message", "series", "worst",
-            "statuses", "group_status", "category", "machine_wide", "fixed_at", "benchmarks"]
+            "statuses", "group_status", "category", "machine_wide", "kind", "fixed_at", "benchmarks"]
     if regs.empty:
         return pd.DataFrame({c: pd.Series(dtype=object) for c in cols})
     # How much worse each series got: the nightly's issue titles the group with the same number.
@@ -108,11 +110,18 @@ def groups(regs: pd.DataFrame) -> pd.DataFrame:
             "group_status": g["group_status"].iloc[0],
             "category": g["category"].iloc[0],
             "machine_wide": bool(g["machine_wide"].any()),
+            "kind": _kind(g),
             "fixed_at": fmt.short_sha(fixed[0]) if len(fixed) == 1 else f"{len(fixed)} commits" if len(fixed) else "",
             "benchmarks": sorted(set(g["benchmark"])),
             "_order": int(g["_order"].min()),
         })
     return pd.DataFrame(rows).sort_values("_order").drop(columns="_order").reset_index(drop=True)[cols]
+
+
+def _kind(g: pd.DataFrame) -> str | None:
+    """A group's kind as the detector recorded it; machine-wide for one stored before kinds were (else None)."""
+    kind = g["group_kind"].iloc[0] if "group_kind" in g else None
+    return kind if isinstance(kind, str) else "machine-wide" if g["machine_wide"].any() else None
 
 
 def _group_range(g: pd.DataFrame) -> dict[str, Any]:
@@ -134,7 +143,7 @@ def _group_range(g: pd.DataFrame) -> dict[str, Any]:
 def group_table(group_frame: pd.DataFrame, *, statuses: bool = False) -> pd.DataFrame:
     """The columns every alert-group table shows: group, state (the group's status, machine-wide, and with
     ``statuses`` its members' statuses where they differ), series, worst, fixed at; pages insert their own."""
-    state = group_frame["group_status"] + group_frame["machine_wide"].map(lambda w: ", machine-wide" if w else "")
+    state = group_frame["group_status"] + group_frame["kind"].map(kind_suffix)  # as `mlaperf detect` lists it
     if statuses:
         state += group_frame["statuses"].map(lambda s: f" ({s})" if "," in s else "")
     return pd.DataFrame({

@@ -16,7 +16,7 @@ from db.models import REGRESSION_STATUSES
 from regressions.compare import DEFAULT_ALPHA, compare_commits, exit_status
 from regressions.config import MAX_THRESHOLD, ConfigError, Settings, load_settings
 from regressions.listing import detect_document, records, regressions_frame
-from regressions.policy import OPEN_STATUSES
+from regressions.policy import OPEN_STATUSES, kind_suffix
 from regressions.report import MAX_BODY_CHARS, compare_json, compare_markdown, detect_table
 from regressions.results import UsageError, machine_id, machines_with, resolve_commit
 from regressions.store import DEFAULT_LOOKBACK, DetectSummary, detect_store
@@ -296,8 +296,6 @@ def _detect_summary_line(summary: DetectSummary) -> str:
     )
 
 
-_KIND_TEXT = {"machine-wide": ", machine-wide", "event": ", event across benchmarks", "series": "", None: ""}
-
 
 def _grouped_table(rows: list[dict[str, Any]]) -> str:
     """The regressions table, one block per alert group: its machine, its own commit range (where the
@@ -328,7 +326,7 @@ def _grouped_table(rows: list[dict[str, Any]]) -> str:
         title = "no group" if gid is None else f"group {gid}"
         status = first.get("group_status") or first["status"]
         out.append(
-            f"\n{title}: {first['machine']} at {where}, {size}, {status}{_KIND_TEXT.get(first.get('group_kind'), '')}"
+            f"\n{title}: {first['machine']} at {where}, {size}, {status}{kind_suffix(first.get('group_kind'))}"
         )
         out.append(detect_table(members))
     return "\n".join(out).lstrip("\n")

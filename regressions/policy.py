@@ -354,6 +354,15 @@ def counts_in_kind(status: str) -> bool:
     return status != TRANSIENT
 
 
+_KIND_SUFFIX = {"machine-wide": ", machine-wide", "event": ", event across benchmarks"}
+
+
+def kind_suffix(kind: str | None) -> str:
+    """What a group's kind (``group_kind``) adds to its status where people read it (", machine-wide"): the CLI's
+    listing, the dashboard's and the static site's group tables alike."""
+    return _KIND_SUFFIX.get(kind or "", "")
+
+
 def group_kind(machine_wide: bool, benchmarks: Iterable[str], statuses: Iterable[str] | None = None) -> str:
     """``machine-wide`` (most series of the machine moved: look at the machine), ``event`` (many series of
     several benchmarks at one commit range: one cause to look for), else ``series``. ``statuses`` (the

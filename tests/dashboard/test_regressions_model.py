@@ -86,6 +86,16 @@ def test_triage_picks() -> None:
     assert model.in_group(view, groups, "all")[0] is view
 
 
+def test_group_state_names_its_kind_as_the_cli_does() -> None:
+    """`mlaperf detect` says "event across benchmarks" of a group of many series of several benchmarks; the
+    dashboard's and the site's group tables said only ", machine-wide" (review on uxarray's real results)."""
+    from dashboard import triage
+
+    regs = _regs().assign(group_kind=["event", "event", None], machine_wide=[False, False, True])
+    rows = model.group_rows(triage.groups(regs), all_machines=False, compare_link=lambda m, p, s: "")
+    assert list(rows["state"]) == ["new, event across benchmarks", "fixed, machine-wide"]
+
+
 def test_regression_rows_show_now_after_the_ratio_only_when_partly_recovered() -> None:
     """A partly recovered alert keeps its step's ratio; "now" (where its series stands, from the listing's
     now_ratio) follows the ratio, "-" for the other rows; no such row (or a listing without the column): none."""
