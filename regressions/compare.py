@@ -89,6 +89,9 @@ CHANGED = "changed"
 # benchmark): listed apart and never failing (asv's compare would flag it on the ratio alone).
 UNTESTED = "untested"
 STATUSES = (IMPROVED, REGRESSED, UNCHANGED, FAILED, MISSING, CHANGED, UNTESTED, NOT_RUN, NEW, REMOVED, REPAIRED)
+# What judged a change (``Comparison.method``): the samples, the history's noise, both, the 99% intervals, the
+# threshold alone (memory), a value leaving or reaching 0, a new asv version (not judged), or nothing.
+METHODS = ("mann-whitney+history", "mann-whitney", "history", "ci99", "threshold", "zero", "version", "none")
 # Statuses that fail a pull request's check (`mlaperf compare` exits 1).
 FAILING = (REGRESSED, FAILED, MISSING)
 
@@ -335,20 +338,40 @@ def _verdict(common: dict[str, Any], significant: bool | None, worse: bool, bett
     """The row: a regression is a significant change past the threshold the worse way, an improvement the
     other way, a change past it that nothing could test (``significant`` None) untested, anything else
     unchanged."""
+    status, significant = _status_of(significant, worse, better, method)
+    return Comparison(**common, status=status, ratio=ratio, slowdown=slowdown, significant=significant,
+                      regression=status == REGRESSED, method=method, p_value=p)  # fmt: skip
+
+
+def _status_of(significant: bool | None, worse: bool, better: bool, method: str) -> tuple[str, bool]:
+    """The status of a change past the threshold the worse way (``worse``) or the better way, and whether it is
+    significant: :func:`_verdict`'s rule, which :func:`recheck` applies to a row read back."""
     if method == "threshold":  # judged by the threshold alone: significant exactly where the change passes it
         significant = worse or better
-    untested = significant is None and (worse or better)
-    regression, improvement = bool(significant) and worse, bool(significant) and better
-    return Comparison(
-        **common,
-        status=REGRESSED if regression else IMPROVED if improvement else UNTESTED if untested else UNCHANGED,
-        ratio=ratio,
-        slowdown=slowdown,
-        significant=bool(significant),
-        regression=bool(regression),
-        method=method,
-        p_value=p,
-    )
+    if significant:
+        return REGRESSED if worse else IMPROVED if better else UNCHANGED, True
+    return UNTESTED if significant is None and (worse or better) else UNCHANGED, False
+
+
+def recheck(c: Comparison) -> str | None:
+    """What in a comparison read back (a pull request's report.json, written by its own code) disagrees with the
+    rules that wrote it, given its own sides, values, threshold, direction, method and significance; None when
+    nothing does. The values themselves can only be taken as given; their verdict can be checked."""
+    if c.regression != (c.status == REGRESSED):
+        return "'regression' disagrees with 'status'"
+    without = _status_without_values(c.base_status, c.head_status)
+    if without is not None:
+        return None if c.status == without else "'status' disagrees with 'base_status'/'head_status'"
+    if c.status == CHANGED:  # a new asv version: shown, never judged
+        return None
+    ratio = change_ratio(c.base, c.head)
+    if ratio is None or c.ratio is None:
+        return None if ratio is None and c.ratio is None else "'ratio' is not head / base"
+    if not math.isclose(ratio, c.ratio, rel_tol=1e-6):
+        return "'ratio' is not head / base"
+    worse, limit = slowdown(ratio, c.direction), 1.0 + c.threshold
+    status, _ = _status_of(None if c.method == "none" else c.significant, worse > limit, worse < 1.0 / limit, c.method)
+    return None if status == c.status else "'status' disagrees with its ratio, threshold, direction and significance"
 
 
 def _ci_apart(pair: SeriesPair) -> bool | None:

@@ -12,12 +12,11 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from pathlib import Path
 from typing import Any
 
 from db import limits
-from regressions.compare import SIDES, STATUSES, Comparison
+from regressions.compare import METHODS, SIDES, STATUSES, Comparison, recheck
 from regressions.direction import DOWN_IS_WORSE, UP_IS_WORSE
 from settings.pr_contract import SHA
 
@@ -31,8 +30,6 @@ MAX_PARAMS = 32
 MAX_PARAM_KEY_CHARS = 64
 MAX_PARAM_VALUE_CHARS = 1024
 DIRECTIONS = (UP_IS_WORSE, DOWN_IS_WORSE)
-# A significance method is printed as is in the table: only inert characters.
-METHOD = re.compile(r"[a-z0-9][a-z0-9+.-]{0,39}")
 
 
 class ReportError(ValueError):
@@ -105,16 +102,14 @@ def row_to_comparison(row: Any, index: int) -> Comparison:
     where = f"row {index}"
     if not isinstance(row, dict):
         raise ReportError(f"{where}: must be an object")
-    method = row.get("method")
-    if not isinstance(method, str) or not METHOD.fullmatch(method):
-        raise ReportError(f"{where}: 'method' must match {METHOD.pattern}")
+    method = _choice(row, "method", METHODS, where)  # printed as is in the table: only the known words
     p_value = _number(row, "p_value", where)
     if p_value is not None and not 0.0 <= p_value <= 1.0:
         raise ReportError(f"{where}: 'p_value' must be between 0 and 1")
     ratio = _number(row, "ratio", where)
     if ratio is not None and ratio <= 0:
         raise ReportError(f"{where}: 'ratio' must be positive")
-    return Comparison(
+    comparison = Comparison(
         benchmark=str(_text(row, "benchmark", MAX_BENCHMARK_CHARS, where)),
         params=_params(row, where),
         machine=str(_text(row, "machine", MAX_MACHINE_CHARS, where)),
@@ -133,6 +128,9 @@ def row_to_comparison(row: Any, index: int) -> Comparison:
         method=method,
         p_value=p_value,
     )
+    if (problem := recheck(comparison)) is not None:
+        raise ReportError(f"{where}: {problem}")
+    return comparison
 
 
 def parse_report(data: bytes) -> list[Comparison]:

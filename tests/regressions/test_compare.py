@@ -23,7 +23,9 @@ from db.models import Commit
 from db.synthetic import SyntheticHistory, write_synthetic_results
 from mlaperf.cli import main
 from regressions.compare import (
+    METHODS,
     MIN_HISTORY_RUNS,
+    SIDES,
     STATUSES,
     Comparison,
     Series,
@@ -33,6 +35,7 @@ from regressions.compare import (
     compare_many,
     compare_pair,
     exit_status,
+    recheck,
 )
 from regressions.config import ConfigError, Settings, load_settings
 from regressions.direction import DOWN_IS_WORSE, UP_IS_WORSE, direction_for, infer_direction
@@ -187,6 +190,31 @@ def test_compare_many_equals_one_by_one() -> None:
             expected = stats.mannwhitneyu(p.base_samples, p.head_samples, alternative="two-sided").pvalue
             assert c.p_value == pytest.approx(float(expected), rel=1e-12)
     assert many[-1].p_value is None and many[-2].method == "mann-whitney"
+
+
+def test_every_comparison_compare_writes_passes_the_recheck_of_report_json() -> None:
+    """The trusted side refuses a report.json row that disagrees with itself (``recheck``): every row compare
+    itself writes, over values, sides, samples, history, intervals, zeros, thresholds and directions, passes."""
+    rng = np.random.default_rng(11)
+    pairs = []
+    for i in range(600):
+        base = float(rng.choice([0.0, -1e-6, 1e-4, 5e-3])) if i % 7 == 0 else float(rng.uniform(1e-5, 1e-3))
+        head = base * float(rng.choice([0.5, 0.9, 0.97, 1.0, 1.03, 1.1, 2.0, 10.0])) + float(rng.choice([0, 0, 1e-6]))
+        kw: dict[str, object] = {"threshold": float(rng.choice([0.02, 0.05, 0.5])),
+                                 "direction": str(rng.choice([UP_IS_WORSE, DOWN_IS_WORSE])),
+                                 "n": int(rng.choice([0, 1, 3, 10])), "seed": i}  # fmt: skip
+        if i % 3 == 0:
+            kw.update(history_sigma=float(rng.uniform(0.001, 0.2)), history_runs=int(rng.choice([3, 20])))
+        if i % 5 == 0:
+            kw.update(base_ci=(base * 0.99, base * 1.01), head_ci=(head * 0.99, head * 1.01))
+        if i % 11 == 0:
+            kw.update(base_status=str(rng.choice(SIDES[:-1])), head_status=str(rng.choice(SIDES)))  # missing: head's
+        if i % 13 == 0:
+            kw.update(benchmark="bench_mem.Mem.peakmem_cache", unit="bytes", changed=bool(i % 2))
+        pairs.append(pair(base, head, **kw))
+    rows = compare_many(pairs)
+    assert {c.method for c in rows} <= set(METHODS) and len({c.status for c in rows}) >= 6
+    assert [(i, recheck(c)) for i, c in enumerate(rows) if recheck(c) is not None] == []
 
 
 def test_compare_ratio_is_head_over_base_and_zero_is_not_a_failure() -> None:
@@ -417,6 +445,7 @@ def test_compare_commits_statuses(statuses_store: tuple[str, SyntheticHistory]) 
         "missing": 7,  # Synth002 gone and one case skipped (NaN) at head, while bench_synth ran: undeclared
         "new": 30,  # Synth001 only at head
     }
+    assert all(recheck(c) is None for c in rows + late)  # what report.json carries passes the trusted side
     assert {(c.base_status, c.head_status) for c in by["missing"]} == {("ok", "missing")}
     assert {(c.base_status, c.head_status) for c in by["failed"]} == {("ok", "failed")}
     assert {(c.base_status, c.head_status) for c in by["repaired"]} == {("failed", "ok")}
