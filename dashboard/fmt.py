@@ -48,6 +48,7 @@ __all__ = [
     "launch_config",
     "md_table",
     "md_text",
+    "middle",
     "plural",
     "short_sha",
     "sig",
@@ -125,6 +126,16 @@ def fmt_speedup(ratio: Any) -> str:
 
 def short_sha(sha: Any, n: int = SHA_LEN) -> str:
     return "" if is_missing(sha) else str(sha)[:n]
+
+
+def middle(value: Any, width: int = 40) -> str:
+    """A long value cut in its middle to ``width`` characters (``WindowsPath('C:…\\grid.nc')``): two long
+    values that differ keep the ends they differ by, which a cut at the end would drop."""
+    text = str(value)
+    if len(text) <= width:
+        return text
+    head = (width - 1) // 2
+    return text[:head] + "…" + text[len(text) - (width - 1 - head):]
 
 
 def subject(message: Any, width: int = 60) -> str:

@@ -12,6 +12,8 @@ import pandas as pd
 from dashboard import fmt, frames, suites
 
 MAX_SERIES = 12
+# Characters of one parameter's pill text (values and their padding) that fit the width of a laptop's page.
+PILLS_ONE_ROW = 100
 # Commits drawn by default (the newest, and back to the oldest open flagged regression of the series drawn);
 # "Whole history" draws every commit. Each point costs the browser time to draw: 100 commits (a quarter of
 # nightlies) rather than 250 made History's first render 0.08 s quicker and 0.16 CPU s cheaper (4 series).

@@ -17,13 +17,17 @@ def _pick_series(params: model.Params, mine: pd.DataFrame) -> model.Selection:
     defaults = model.default_picks(mine, params.names)
     picked: dict[str, list[object]] = {}
     if params.names:
-        # One row that wraps, each parameter as wide as its pills: equal columns cut off the pills of a
-        # parameter with many values (they ran under the next column's).
-        with st.container(horizontal=True, gap="large"):
+        # One row that wraps between parameters, each as wide as its pills (equal columns cut off the pills of a
+        # parameter with many values). Such a parameter does not wrap its own pills, so where one's are wider
+        # than the page, each takes a row of its own, where they wrap (uxarray's paths ran off the page).
+        widest = max(sum(len(fmt.middle(v)) + 4 for v in params.values(n)) for n in params.names)
+        one_row = widest <= model.PILLS_ONE_ROW
+        with st.container(horizontal=one_row, gap="large" if one_row else "small"):
             for i, n in enumerate(params.names):
                 values = params.values(n)
                 default = model.pill_default(defaults, n, i, values, len(params.names))
-                picked[n] = widgets.url_pills(n, values, key=f"hp_{n}", default=default)
+                # A long value (a path's repr) cut in its middle: one pill wider than the page ran off it.
+                picked[n] = widgets.url_pills(n, values, key=f"hp_{n}", default=default, format_func=fmt.middle)
     sel = model.select_series(params, picked)
     if not sel.wanted:
         st.info("Pick at least one value of every parameter.")

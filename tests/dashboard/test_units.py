@@ -41,6 +41,10 @@ def test_ratios_changes_sizes_and_commits() -> None:
     assert fmt.fmt_bytes("135148564480") == "126 GiB"
     # asv's ram is free text: uxarray's machine.json says "32" (GB, read as 32 bytes before), others "16GB".
     assert fmt.fmt_bytes("32") == "32" and fmt.fmt_bytes("16GB") == "16GB"
+    # A parameter value a pill shows (uxarray's paths ran one pill off the page): cut in its middle, ends kept.
+    path = "WindowsPath('C:/Users/philip/Documents/uxarray/test/meshfiles/mpas/QU/oQU480.231010.nc')"
+    assert fmt.middle(path) == "WindowsPath('C:/Use…U/oQU480.231010.nc')" and len(fmt.middle(path)) == 40
+    assert fmt.middle("'mma'") == "'mma'" and fmt.middle(64) == "64"
     label = fmt.commit_label("eee79092adc1", "tuning: fixed BLOCK_H=16\n\nbody", 60)
     assert label == "eee79092 tuning: fixed BLOCK_H=16"
     assert fmt.commit_range("9c7d0b231d7a", "eee79092adc1") == "9c7d0b23..eee79092"
