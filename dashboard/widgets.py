@@ -268,7 +268,9 @@ def sweep_section(results: pd.DataFrame, *, key: str, title_suffix: str = "") ->
         st.warning("No results at this commit.")
         return
     names = sorted(results["benchmark"].unique())
-    bench = url_selectbox("Benchmark", names, key=f"{key}_bench")
+    measured = results.loc[results["value"].notna(), "benchmark"]
+    # Opens on the first benchmark with a value: one that only failed here draws no chart.
+    bench = url_selectbox("Benchmark", names, key=f"{key}_bench", default=min(measured) if len(measured) else None)
     rows = results[results["benchmark"] == bench]
     df, pcols = frames.expand_params(rows)
     unit = fmt.unit_of(bench, rows["unit"].dropna().iloc[0] if "unit" in rows and rows["unit"].notna().any() else None)

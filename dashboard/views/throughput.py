@@ -70,6 +70,9 @@ def main() -> None:
     present = suites.present_suites(results["benchmark"].unique() if not results.empty else [])
     if not present:
         widgets.no_suites_note("throughput curve")
+        if base_sha or st.query_params.get("tp_vs"):
+            st.caption("The baseline commit and another machine's curves are drawn on the suites' throughput "
+                       "curves only: the chart below shows this commit alone.")
         widgets.sweep_section(results, key="tp_sweep", title_suffix=f" @ {fmt.short_sha(sha)}")
         widgets.stop()
     baseline, base_label = _baseline(ctx, sha, base_sha)
