@@ -143,6 +143,12 @@ def _register_compare(subparsers: argparse._SubParsersAction) -> None:
     c.set_defaults(func=compare_command)
 
 
+def _measured_where(session: Session, base: Any, head: Any) -> str:
+    """Where each side was measured, for a message that says why nothing pairs: 'BASE on a, b; HEAD on c'."""
+    sides = [(side, machines_with(session, [c.id])) for side, c in (("BASE", base), ("HEAD", head))]
+    return "; ".join(f"{side} on {', '.join(names) or 'no machine'}" for side, names in sides)
+
+
 def _fail(msg: str) -> int:
     print(f"mlaperf: error: {msg}", file=sys.stderr)
     return 2
@@ -352,17 +358,18 @@ def compare_command(args: argparse.Namespace) -> int:
             base = resolve_commit(session, args.base, "BASE", args.repo)
             head = resolve_commit(session, args.head, "HEAD", args.repo)
             both = machines_with(session, [base.id, head.id])
+            where = _measured_where(session, base, head)
             if args.machine is not None:
+                machine_id(session, args.machine)  # an unknown name is named as such, with the known ones
                 if args.machine not in both:
-                    raise UsageError(
-                        f"--machine: {args.machine!r} has no results at both {base.sha[:12]} and "
-                        f"{head.sha[:12]} (machines with both: {', '.join(both) or 'none'})"
-                    )
+                    raise UsageError(f"--machine: {args.machine!r} has no results at both {base.sha[:12]} and "
+                                     f"{head.sha[:12]} (machines with both: {', '.join(both) or 'none'}; {where})")
                 machines = [args.machine]
             else:
                 machines = both
                 if not machines:
-                    raise UsageError(f"no machine has results at both BASE {base.sha[:12]} and HEAD {head.sha[:12]}")
+                    raise UsageError(f"no machine has results at both BASE {base.sha[:12]} and HEAD "
+                                     f"{head.sha[:12]} ({where})")
             comparisons = compare_commits(session, base, head, machines=machines, settings=settings, alpha=args.alpha)
             messages = {"base_message": base.message, "head_message": head.message}
     except UsageError as exc:

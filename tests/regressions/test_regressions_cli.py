@@ -198,7 +198,11 @@ def test_compare_bad_usage_exit_2(
     rc, _, err = run(capsys, "compare", "nonsense-ref", history.shas[3], "--db", store_url)
     assert rc == 2 and "BASE" in err and "nonsense-ref" in err
     rc, _, err = run(capsys, "compare", history.shas[3], history.shas[4], "--db", store_url, "--machine", "nope")
-    assert rc == 2 and "--machine" in err and "nope" in err
+    assert rc == 2 and "--machine" in err and "no machine named 'nope'" in err and history.machine in err
+    with Session(make_engine(store_url)) as s, s.begin():  # a commit no machine measured: said where each was
+        s.add(Commit(sha="e" * 40))
+    rc, _, err = run(capsys, "compare", history.shas[3], "e" * 40, "--db", store_url)
+    assert rc == 2 and f"BASE on {history.machine}; HEAD on no machine" in err, err
     with Session(make_engine(store_url)) as s, s.begin():
         s.add(Commit(sha=history.shas[3][:8] + "f" * 32))
     rc, _, err = run(capsys, "compare", history.shas[3][:8], history.shas[4], "--db", store_url)
