@@ -190,6 +190,7 @@ class Runner:
         shutil.rmtree(self.temp)
         self.temp.mkdir()
         env = {**self.base, "RUNNER_TEMP": str(self.temp), "GITHUB_WORKSPACE": str(self.workspace),
+               "RUNNER_WORKSPACE": str(self.temp.parent / "repo"),  # _work/<repo>: the marker's second home, _work
                "GITHUB_ENV": str(self.temp / "github_env"), "GITHUB_RUN_ID": str(run_id), "MLAPERF_JOB_ROLE": role}
         if not forget:
             return 0, "", env
@@ -230,6 +231,20 @@ def runner_python(tmp: Path) -> Path:
 
 
 @pytest.mark.slow
+def test_a_container_jobs_marker_outlives_its_emptied_home(tmp_path: Path) -> None:
+    """In a container job the runner gives the job a home it empties after every job, so the marker there never
+    reached the next job; the work folder is the host's, mounted, and holds the marker too (security review). A
+    nightly after the pull-request job on the same unreset host stops at its first step."""
+    runner = Runner(tmp_path, tmp_path, Path(sys.executable))
+    rc, log, _ = runner.start("pr", 201)
+    assert rc == 0, log
+    shutil.rmtree(runner.home)  # what the runner does to a container job's home
+    runner.home.mkdir()
+    for role in ("nightly", "pr"):
+        rc, log, _ = runner.start(role, 202)
+        assert rc == 1 and "run 201" in log and "was not reset" in log, log
+
+
 def test_a_hostile_pull_request_leaves_nothing_that_later_jobs_run(tmp_path: Path) -> None:
     cc = shutil.which("cc")
     if cc is None:
@@ -286,7 +301,8 @@ def test_a_hostile_pull_request_leaves_nothing_that_later_jobs_run(tmp_path: Pat
     assert fired() == set()
 
     # 3. A reset that removed only the marker: later jobs run, in the same workspace, and run none of it.
-    (runner.home / ".mlaperf-pr-job").unlink()
+    for home in (runner.home, runner.temp.parent):  # the user's home and the work folder
+        (home / ".mlaperf-pr-job").unlink()
     store = tmp_path / "store" / "mlaperf.sqlite"
     store.parent.mkdir()
     rc, log, env = runner.start("nightly", 104)
