@@ -14,8 +14,7 @@ a memory benchmark (``peakmem_``, ``mem_``: bytes allocated, not a timing's run-
 threshold alone (``method`` ``threshold``, asv's fallback), so a 10x growth fails the check; any other change
 beyond the threshold is ``untested``: listed apart, never failing, since one GPU figure a side cannot tell a
 5% change from the runner's noise (:data:`UNTESTED`); within the threshold it is unchanged.
-Like is paired with like: where a side measured several asv versions of a benchmark, or several asv environments
-(Python 3.10 and 3.12), only the runs of those both sides measured count.
+Like with like: of several asv versions or environments at a side, only the runs of those both sides measured count.
 A benchmark whose asv version at head shares none with base's (its code changed: a new segment, as
 :mod:`regressions.detect` starts one) is ``changed``: its ratio is shown for reference, never judged.
 A regression is a slowdown beyond the threshold that is significant; an improvement the mirror image.
@@ -43,7 +42,6 @@ import math
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, NamedTuple
 
-import numpy as np
 from sqlalchemy.orm import Session
 
 from db.asvformat import benchmark_type
@@ -62,6 +60,7 @@ from regressions.results import (
     param_names,
     results_at,
 )
+from regressions.significance import intervals_apart, mann_whitney_many
 from regressions.units import fmt_value_change, relative_change
 
 DEFAULT_ALPHA = 0.01
@@ -192,37 +191,6 @@ def exit_status(comparisons: list[Comparison]) -> int:
     return 1 if any(c.status in FAILING for c in comparisons) else 0
 
 
-def _testable(a: list[float], b: list[float], alpha: float) -> bool:
-    """Whether the samples can ever reach ``alpha``: the smallest two-sided p of an exact test is
-    2 / C(n1 + n2, n1)."""
-    return len(a) >= 2 and len(b) >= 2 and 2.0 / math.comb(len(a) + len(b), len(a)) < alpha
-
-
-def _mann_whitney_many(samples: list[tuple[list[float], list[float]]], alpha: float) -> list[float | None]:
-    """Two-sided Mann-Whitney U p-values (None where the samples are too few to ever reach ``alpha``),
-    one scipy call per pair of sample counts (one call per series costs milliseconds of overhead).
-    Small tied samples go one by one: scipy picks the exact or the asymptotic method once per call,
-    and ties anywhere in a batch would change it for the whole batch."""
-    from scipy import stats  # imported here: it costs most of a second at start-up
-
-    out: list[float | None] = [None] * len(samples)
-    batches: dict[tuple[int, int], list[int]] = {}
-    for i, (a, b) in enumerate(samples):
-        if not _testable(a, b, alpha):
-            continue
-        if min(len(a), len(b)) <= 8 and len(set(a) | set(b)) < len(a) + len(b):
-            out[i] = float(stats.mannwhitneyu(a, b, alternative="two-sided").pvalue)
-        else:
-            batches.setdefault((len(a), len(b)), []).append(i)
-    for rows in batches.values():
-        a = np.array([samples[i][0] for i in rows], dtype=float)
-        b = np.array([samples[i][1] for i in rows], dtype=float)
-        pvalues = stats.mannwhitneyu(a, b, alternative="two-sided", axis=1).pvalue
-        for i, p in zip(rows, np.atleast_1d(pvalues), strict=True):
-            out[i] = float(p)
-    return out
-
-
 def _finite(value: float | None) -> bool:
     return value is not None and math.isfinite(value)
 
@@ -262,7 +230,7 @@ def compare_many(
 ) -> list[Comparison]:
     """:func:`compare_pair` of each pair, with the samples' tests run together (fast on many series)."""
     prepared = [_prepare(p) for p in pairs]
-    tested = _mann_whitney_many(
+    tested = mann_whitney_many(
         [
             (p.base_samples, p.head_samples) if prep.status is None and not p.changed else ([], [])
             for p, prep in zip(pairs, prepared, strict=True)
@@ -318,7 +286,7 @@ def _compare(pair: SeriesPair, prep: _Prepared, alpha: float, z_crit: float, p: 
     elif z_hist is not None:
         significant, method = z_hist >= z_crit, "history"
         p = float(math.erfc(z_hist / math.sqrt(2.0)))
-    elif (ci := _ci_apart(pair)) is not None:
+    elif (ci := intervals_apart(pair.base_ci, pair.head_ci)) is not None:
         significant, method = ci, "ci99"
     else:
         significant, method = None, _without_evidence(pair)
@@ -355,8 +323,8 @@ def _status_of(significant: bool | None, worse: bool, better: bool, method: str)
 
 def recheck(c: Comparison) -> str | None:
     """What in a comparison read back (a pull request's report.json, written by its own code) disagrees with the
-    rules that wrote it, given its own sides, values, threshold, direction, method and significance; None when
-    nothing does. The values themselves can only be taken as given; their verdict can be checked."""
+    rules that wrote it, given its own sides, values, threshold, direction, method and significance (None: nothing).
+    The values themselves can only be taken as given; their verdict can be checked."""
     if c.regression != (c.status == REGRESSED):
         return "'regression' disagrees with 'status'"
     without = _status_without_values(c.base_status, c.head_status)
@@ -374,21 +342,13 @@ def recheck(c: Comparison) -> str | None:
     return None if status == c.status else "'status' disagrees with its ratio, threshold, direction and significance"
 
 
-def _ci_apart(pair: SeriesPair) -> bool | None:
-    """asv's rule: the two 99% confidence intervals do not overlap; None where a side has none."""
-    if pair.base_ci is None or pair.head_ci is None or not all(map(np.isfinite, pair.base_ci + pair.head_ci)):
-        return None
-    (a0, a1), (b0, b1) = pair.base_ci, pair.head_ci
-    return bool(b0 > a1 or b1 < a0)
-
-
 def _compare_signed(pair: SeriesPair, common: dict[str, Any], alpha: float, p: float | None) -> Comparison:
     """Both sides measured, one of them 0 or below: no ratio, so the value's own relative change decides
     (the module docstring's rule); ``ratio`` and ``slowdown`` stay None."""
     change = relative_change(pair.base, pair.head) or 0.0
     if p is not None:
         significant, method = p < alpha, "mann-whitney"
-    elif (ci := _ci_apart(pair)) is not None:
+    elif (ci := intervals_apart(pair.base_ci, pair.head_ci)) is not None:
         significant, method = ci, "ci99"
     elif change and 0.0 in (pair.base, pair.head):
         significant, method = True, "zero"
@@ -503,10 +463,9 @@ def _version_changed(name: str, versions: tuple[dict[str, set[str | None]], dict
 
 
 def _shared_environments(at_base: set[str], at_head: set[str]) -> set[str] | None:
-    """The asv environments whose runs count on both sides: those both commits measured, where a side measured
-    others too (head's runs under Python 3.12 beside base's and head's 3.10 would pool 3.10 with 3.12 into a value
-    never measured); None (every run) where they measured the same ones, or none in common (a change of
-    environment is compared as it stands, never left unjudged)."""
+    """The asv environments whose runs count on both sides: those both measured, where a side measured others too
+    (head's 3.12 runs pooled with 3.10 made a value never measured); None (every run) where they measured the same
+    ones, or none in common (a change of environment is compared as it stands, never left unjudged)."""
     both = at_base & at_head
     return both if both and both != at_base | at_head else None
 
