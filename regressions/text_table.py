@@ -64,9 +64,9 @@ def compare_text(comparisons: Sequence[Comparison], *, base: str, head: str, mac
     header = ["status", *(["machine"] if many else []), "series", "base", "head", "ratio", "change", "p"]
     table = [[_STATUS_WORD[c.status], *([c.machine] if many else []), "",
               *side_texts(c, cmp.SIDE_WORDS),
-              fmt_ratio(c.ratio) if c.ratio is not None else "",
+              fmt_ratio(c.ratio),  # '-' where there is none, as the PR report and the dashboard say
               cmp.change_text(c.status, c.base, c.head, c.direction),
-              fmt_p(c.p_value) if c.p_value is not None else ""] for c in rows]
+              fmt_p(c.p_value)] for c in rows]
     if table:
         name = header.index("series")
         widths = [max(len(r[i]) for r in [header, *table]) for i in range(len(header))]

@@ -23,6 +23,8 @@ def test_a_missing_case_is_listed_and_counted() -> None:
     text = compare_text(rows, base="a" * 40, head="b" * 40, machines=["h200"], threshold_note="5%", width=200)
     listed = [line for line in text.splitlines() if "SparseDecode." in line]
     assert [line.split()[0] for line in listed] == ["REGRESSED", "MISSING"]  # worst first, as the PR report
+    # No ratio, no p: '-' as the PR report and the dashboard write it, not a blank cell (a review's finding).
+    assert listed[1].split()[-2:] == ["-", "-"] and listed[0].split()[-1] == "-", listed
     assert "time_same" not in text
 
 
