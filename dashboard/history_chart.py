@@ -94,7 +94,7 @@ def _hover_columns(d: pd.DataFrame, unit: str | None) -> dict[str, object]:
 def _drawn_points(points: pd.DataFrame, labels: list[object], *, unit: str | None, mult: float,
                   threshold: float | None, start: int, keep: dict[object, set[float]]) -> _Drawn:
     """Per series: its ok rows from ``start`` (``thin``ned, keeping the positions ``keep`` names), the threshold
-    band around the median of its previous five values (looking back before ``start``, over every value), and
+    band around the median of its previous five values of its version (looking back before ``start``), and
     IQR bars while the series has at most ``DENSE`` points."""
     # Sorted once, then each series' rows by position (numpy arrays: a boolean selection of the frame per
     # series copies every column, and iterating pandas' Arrow strings costs more than the formatting).
@@ -111,8 +111,12 @@ def _drawn_points(points: pd.DataFrame, labels: list[object], *, unit: str | Non
         rows = groups.get(label)
         if rows is None:
             continue
-        ref = pd.Series(values_all[rows]).rolling(5, min_periods=1).median().shift(1).to_numpy() * mult
         versions = versions_all[rows]
+        # The band looks back within the value's own benchmark version, as detection does: no band across the
+        # version line the chart draws (a new version is other code, its first value has none before it).
+        segment = np.concatenate([[0], np.cumsum(versions[1:] != versions[:-1])])
+        ref = (pd.Series(values_all[rows]).groupby(segment)
+               .transform(lambda v: v.rolling(5, min_periods=1).median().shift(1)).to_numpy() * mult)
         pos = pos_all[rows].astype(float)
         boundaries |= {(pos[j] + pos[j + 1]) / 2.0 for j in np.nonzero(versions[1:] != versions[:-1])[0]}
         band = bool(threshold) and len(rows) > 1

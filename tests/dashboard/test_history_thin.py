@@ -92,6 +92,20 @@ def test_thinned_band_is_the_unthinned_band_at_the_points_kept() -> None:
     assert np.allclose(thinned.loc[both, ["lo", "hi"]], whole.loc[both, ["lo", "hi"]])
 
 
+def test_the_band_does_not_look_across_a_benchmark_version() -> None:
+    """A new asv version is other code: its first value has no band, and the next ones look back at its own values
+    only (the band crossed the version line the chart draws, a median of the old code's values; review)."""
+    points = _points()
+    at = N - 100
+    points.loc[points["pos"] >= at, "benchmark_version"] = "v2"
+    points.loc[(points["series"] == "b") & (points["pos"] >= at), "value"] *= 10  # the new code: 10x the old
+    band = _spec(points, None, start=N - 150)["data"]["values"].set_index(["series", "pos"])
+    assert band.loc[("b", at), ["lo", "hi"]].isna().all()  # the new version's first value: nothing before it
+    ref = band["lo"] * 1.05  # the median the band is drawn around, in us
+    assert np.isclose(ref[("b", at + 3)], band.loc[("b", at + 3), "hi"] / 1.05)
+    assert 48 < ref[("b", at + 3)] < 52 and 4.8 < ref[("b", at - 1)] < 5.2  # each version's own 50 us and 5 us
+
+
 def test_a_window_of_commits_is_drawn_whole() -> None:
     points = _points()
     spec = _spec(points, _flagged(), start=N - 250)
