@@ -68,6 +68,13 @@ def flagged(regs: pd.DataFrame, commits: pd.DataFrame, commit_link: CommitLink) 
     return out
 
 
+def _failed_words(hist: pd.DataFrame) -> str:
+    """', 2 more failed' after the count of commits measured: a series whose runs only failed read '0 commits
+    measured' over the failed runs' marks."""
+    failed = int((hist["status"] == "failed").sum())
+    return f", {failed:,} more failed" if failed else ""
+
+
 def series_history(hist: pd.DataFrame, pos_of: dict[int, int], *, label: str, subtitle: str, unit: str | None,
                    direction: str, short: Sequence[str]) -> dict[str, Any]:
     """One series' page (without its regressions): points, hover values, failed runs, version changes, axes
@@ -87,7 +94,7 @@ def series_history(hist: pd.DataFrame, pos_of: dict[int, int], *, label: str, su
         "versions": [p for i, p in enumerate(pos) if i and versions[i] != versions[i - 1]],
         "y": value_axis([v for v, good in zip(values, ok, strict=True) if good], unit),
         "x": {**position_axis(pos, short), "title": "commit (history order)"},
-        "caption": f"{fmt.plural(n, 'commit')} measured; {better.lower()} is better. {LEGEND}",
+        "caption": f"{fmt.plural(n, 'commit')} measured{_failed_words(hist)}; {better.lower()} is better. {LEGEND}",
         "markers": [], "table": None,
         "elsewhere": [],  # the other machines' folders with this series (``mlaperf.publish.build``)
     }

@@ -10,8 +10,11 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 import pytest
 from conftest import OPENBLAS, mlaperf_cli, site_data, site_tab
+
+from mlaperf.publish_history import series_history
 
 pytestmark = pytest.mark.skipif(not OPENBLAS.exists(), reason="vendored OpenBLAS results missing")
 
@@ -90,3 +93,16 @@ def test_every_machine_overlaid_at_once(openblas: tuple[dict[str, Any], Path]) -
     assert not refused
     assert all(m in legend for m in ("gha-aws-skylake", "gha-aws-graviton", "gha-ubuntu-noble")) and pressed == 2
     assert after[0] == 2 and after[1].endswith("vs=gha-aws-graviton"), after
+
+
+def test_a_series_that_only_failed_says_so_under_its_chart() -> None:
+    """uxarray's real results hold series whose every run failed: the site said '0 commits measured' over the
+    failed runs' marks (review); it counts them now."""
+    hist = pd.DataFrame({"value": [float("nan"), float("nan"), 2e-6], "status": ["failed", "failed", "ok"],
+                         "commit_id": [1, 2, 3], "benchmark_version": ["v"] * 3})  # fmt: skip
+    page = series_history(hist.iloc[:2], {1: 0, 2: 1, 3: 2}, label="b", subtitle="", unit="seconds",
+                          direction="up_is_worse", short=["a", "b", "c"])  # fmt: skip
+    assert page["caption"].startswith("0 commits measured, 2 more failed;") and page["failed"] == [0, 1]
+    page = series_history(hist, {1: 0, 2: 1, 3: 2}, label="b", subtitle="", unit="seconds", direction="up_is_worse",
+                          short=["a", "b", "c"])  # fmt: skip
+    assert page["caption"].startswith("1 commit measured, 2 more failed;")
