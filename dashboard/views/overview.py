@@ -34,7 +34,9 @@ def _alert_groups(ctx: widgets.Context, groups: pd.DataFrame) -> None:
         return
     table = model.alert_rows(groups, lambda g: links.to("regressions", machine=ctx.machine, reg_group=g))
     links.grid(table, key="ov_groups", links={"triage": "view group"},
-               widths={"group": 50, "worst": 60, "culprit": "large", "triage": 100},
+               # A state with its kind ("fixed, event across benchmarks") sized to its text pushed the triage links
+               # out of view: the state and the culprit share the room (the whole of each on hover).
+               widths={"group": 50, "state": 150, "worst": 60, "culprit": "medium", "triage": 100},
                column_config={"series": st.column_config.NumberColumn(width=50)})
     st.caption("worst: the largest slowdown in the group, the detector's level after / level before the step "
                "(direction-aware, > 1 is worse). Closed groups (ignored, transient, retired) are on the "
