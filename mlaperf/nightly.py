@@ -273,8 +273,11 @@ def _fmt(value: Any, unit: Any) -> str:
         return "-"
 
 
+_GROUP_MARKER = "<!-- mlaperf-alert-group:"
+
+
 def group_marker(group: Any) -> str:
-    return f"<!-- mlaperf-alert-group:{group} -->"
+    return f"{_GROUP_MARKER}{group} -->"
 
 
 def issue_for_group(group: Any, rows: list[Mapping[str, Any]], links: Mapping[str, str]) -> tuple[str, str]:
@@ -350,6 +353,7 @@ def plan_issues(
     records: Iterable[Mapping[str, Any]], open_issues: Iterable[Any], links: Mapping[str, str]
 ) -> list[Action]:
     """open / update / close / unchanged per alert group, given the label's open issues."""
+    open_issues = list(open_issues)
     by_group: dict[Any, list[Mapping[str, Any]]] = defaultdict(list)
     for r in records:
         if r.get("group") is not None:
@@ -375,6 +379,16 @@ def plan_issues(
         elif issue is None and "new" in statuses:
             title, body = issue_for_group(group, open_rows, links)
             actions.append(Action("open", group, None, title, body))
+    # An issue of a group that is no more: its alerts joined another group of the same range (one event found
+    # as two night by night), whose issue tells it from now on. Never on a night that read no alert at all.
+    followed = {issue.number for issue in existing.values()}
+    for issue in open_issues if by_group else []:
+        body = issue.body or ""
+        if issue.number not in followed and body.startswith(_GROUP_MARKER):
+            group = body[len(_GROUP_MARKER):].split(" ", 1)[0]
+            comment = ("The alerts of this group joined another alert group of the same commit range, whose issue "
+                       "follows them; closing.")
+            actions.append(Action("close", group, issue.number, comment=comment))
     return actions
 
 

@@ -91,6 +91,35 @@ def assign_groups(session: Session, regs: list[Regression], pos: dict[int, int])
     return touched, created
 
 
+def merge_same_range(session: Session, group_ids: set[int]) -> tuple[set[int], set[int]]:
+    """Groups of one machine that hold the same range ``(parent, commit]`` now (their members' steps moved onto
+    one culprit night by night, where ``--full`` finds one group) become one: the later groups' members join the
+    earliest, whose id the nightly's issue follows, and the later groups go. Of ``group_ids`` and the groups that
+    share their ranges; returns the groups that gained members and the ids removed."""
+    kept: set[int] = set()
+    gone: set[int] = set()
+    for gid in sorted(group_ids):
+        group = session.get(AlertGroup, gid) if gid not in gone else None
+        if group is None:
+            continue
+        parent = group.parent_commit_id
+        same = list(session.execute(
+            select(AlertGroup).where(AlertGroup.machine_id == group.machine_id, AlertGroup.commit_id == group.commit_id,
+                                     AlertGroup.parent_commit_id.is_(None) if parent is None
+                                     else AlertGroup.parent_commit_id == parent).order_by(AlertGroup.id)
+        ).scalars())  # fmt: skip
+        for other in same[1:]:
+            for reg in session.execute(select(Regression).where(Regression.group_id == other.id)).scalars():
+                reg.group_id = same[0].id
+            session.flush()
+            session.expire(other, ["regressions"])  # emptied: its deletion leaves the members where they went
+            session.delete(other)
+            gone.add(other.id)
+            kept.add(same[0].id)
+    session.flush()
+    return kept, gone
+
+
 def count_groups(session: Session, group_ids: set[int], provenance: list[int]) -> None:
     """Recount each group's series base (series measured on its machine at its commit) and decide whether
     it is machine-wide (``policy.is_machine_wide``) from its members that count (``policy.counts_in_kind``:

@@ -15,7 +15,7 @@ test_pipeline.py):
    retired, alerts within a raised threshold closed (``below_threshold``), judged alerts of gone
    benchmarks and dropped parameter combinations retired (``retire.benchmarks_gone``, ``retire.series_gone``);
 5. :func:`create_alerts`: rows for new steps, numbers of the steps seen again brought up to date;
-6. ``groups.assign_groups``: alert groups;
+6. ``groups.assign_groups``: alert groups (``groups.merge_same_range``: two of one range are one);
 7. :func:`apply`: the final statuses written (a person's status kept), events counted;
 8. ``retire.retire_gone``: open alerts of benchmarks gone from their machine (absent from a full run
    after their last measurement, whatever their module: ``retire.benchmarks_gone``), and
@@ -44,7 +44,7 @@ from db.models import Machine, Meta, Regression, utcnow
 from regressions import policy
 from regressions.config import Settings
 from regressions.detect import DEFAULT_PARAMS, DetectorParams, Step
-from regressions.groups import assign_groups, count_groups, refit_groups
+from regressions.groups import assign_groups, count_groups, merge_same_range, refit_groups
 from regressions.level_rules import GRADUAL
 from regressions.listing import alert_columns, regressions_frame
 from regressions.policy import OPEN_STATUSES, RETIRED, TRANSIENT, Verdict
@@ -424,6 +424,8 @@ def detect_store(
     ungrouped = [j.reg for j in judged if j.reg is not None and j.reg.group_id is None]
     ungrouped += [r for r in left if all(r is not g for g in ungrouped)]
     touched, summary.groups = assign_groups(session, ungrouped, pos)
+    merged, removed = merge_same_range(session, touched | refit)
+    summary.groups = [g for g in summary.groups if g not in removed]
     apply(judged, commit_at, summary)
     session.flush()  # ids for the alerts flagged now: judged ones are left to their verdict
     summary.retired += retire_gone(session, gone, {j.reg.id for j in judged if j.reg is not None})
@@ -431,7 +433,7 @@ def detect_store(
     # Groups are counted on their members' statuses as written now: a member gone transient no longer counts.
     moved = {int(j.reg.group_id) for j in judged if j.reg is not None and j.reg.group_id is not None
              and j.reg.status != j.old_status}  # fmt: skip
-    count_groups(session, touched | refit | moved, provenance)
+    count_groups(session, (touched | refit | moved | merged) - removed, provenance)
     session.flush()
     changed = {*summary.new, *summary.confirmed, *summary.reopened}
     summary.alerting = [j.reg.id for j in judged

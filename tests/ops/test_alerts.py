@@ -100,6 +100,21 @@ def test_issue_lifecycle(tmp_path: Path, fake_github: FakeGitHub) -> None:
     assert (rc, plan) == (0, [])
 
 
+def test_an_issue_of_a_group_merged_into_another_is_closed(tmp_path: Path, fake_github: FakeGitHub) -> None:
+    """Night by night one event can start as two groups that later hold the same range; detection makes them one
+    (``groups.merge_same_range``, found on Stingray's real results), so the later group's issue has no group any
+    more: it is closed with a comment saying where its alerts went, and the earlier one's issue lists them all."""
+    rc, plan = alert(tmp_path, fake_github, [record(1, 7, "new"), record(2, 8, "new", ratio=1.4)])
+    assert rc == 1 and [(a["action"], a["group"]) for a in plan] == [("open", 7), ("open", 8)]
+    rc, plan = alert(tmp_path, fake_github, [record(1, 7, "new"), record(2, 7, "new", ratio=1.4)])
+    assert [(a["action"], a["number"]) for a in plan] == [("update", 1), ("close", 2)], plan
+    state = fake_github.state()
+    assert state["issues"]["2"]["state"] == "closed" and "joined another alert group" in state["comments"][0]["body"]
+    assert "2 series" in state["issues"]["1"]["title"]
+    rc, plan = alert(tmp_path, fake_github, [])  # a night that read no alert closes nothing
+    assert plan == [] and fake_github.state()["issues"]["1"]["state"] == "open"
+
+
 def test_issue_names_the_worst_series_by_direction() -> None:
     """A rate that halved (0.50x) is worse than one down to 0.80x, and worse than a time up 1.30x: the title's "worst"
     and the first row are that series, as the dashboard and the static site rank it (2.00x worse)."""
