@@ -88,6 +88,9 @@ class IngestSummary:
     # (machine, commit) of ``commits`` with runs of several asv environments -> their names: one series
     # pools them per commit (db.query_base.pool_runs), so an environment missing at some commits moves it.
     mixed_environments: dict[tuple[str, str], list[str]] = field(default_factory=dict)
+    # (the machine a results file's params name, the one its machine.json or folder names) -> files, where they
+    # differ: stored under the file's own name (asv's site skips such files).
+    renamed: dict[tuple[str, str], int] = field(default_factory=dict)
     seconds: float = 0.0
 
     @property
@@ -121,6 +124,17 @@ class IngestSummary:
                 more = f" and {len(names) - 10} more" if len(names) > 10 else ""
                 text += f"; {word}: " + ", ".join(names[:10]) + more
         return text
+
+    def machine_names_note(self) -> str | None:
+        """The warning for results files that name their machine otherwise than their folder (None when none)."""
+        if not self.renamed:
+            return None
+        (machine, folder), _ = next(iter(self.renamed.items()))
+        n = sum(self.renamed.values())
+        their = "their" if n > 1 else "its"
+        return (f"{n:,} results file{'s' if n > 1 else ''} name{'' if n > 1 else 's'} {their} machine otherwise than "
+                f"{their} machine.json or folder, e.g. {machine!r} in {folder!r}: stored under the files' own name, "
+                f"as their params say (asv's site skips such files); --machine {machine!r} reads them")
 
     def environments_note(self) -> str | None:
         """The warning for commits measured in several environments on one machine (None when there are none)."""
@@ -328,7 +342,12 @@ def _prepare(file: ResultFile, writer: RunWriter, inputs: _Inputs, summary: Inge
     try:
         if len(file.source_path) > limits.SOURCE_PATH:
             raise AsvFormatError(f"its path is over the limit of {limits.SOURCE_PATH} characters")
-        return _parse(data, file, inputs, lambda: {**writer.known_benchmarks(), **inputs.described()}), digest
+        parsed = _parse(data, file, inputs, lambda: {**writer.known_benchmarks(), **inputs.described()})
+        folder = (inputs.machine_info(file) or {}).get("machine") or (file.results_dir and file.path.parent.name)
+        if isinstance(folder, str) and folder and folder != parsed.run.machine:
+            key = (parsed.run.machine, folder)
+            summary.renamed[key] = summary.renamed.get(key, 0) + 1
+        return parsed, digest
     except AsvFormatError as exc:
         summary.refused.append((show_path(file.path), str(exc)))
     except Exception as exc:  # a bug in mlaperf, not in the file: report it and go on with the others

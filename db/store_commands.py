@@ -51,7 +51,8 @@ def cmd_ingest(args: argparse.Namespace) -> int:
         print(f"REFUSED {path}: {reason}", file=sys.stderr)
     for path, reason in summary.errors:
         print(f"ERROR {path}: {reason}", file=sys.stderr)
-    for note in (summary.order_note(), summary.unknown_note(), summary.environments_note()):
+    for note in (summary.order_note(), summary.unknown_note(), summary.environments_note(),
+                 summary.machine_names_note()):
         if note is not None:
             print(f"WARNING {note}", file=sys.stderr)
     if not args.quiet or summary.failed:

@@ -484,6 +484,27 @@ def test_folder_without_machine_json_beside_a_machine_is_named(tmp_path: Path, d
     engine.dispose()
 
 
+def test_a_file_naming_another_machine_than_its_folder_is_said(tmp_path: Path, db_url: str) -> None:
+    """uxarray's real results name their machine 'Philip' in the folder and machine.json of 'philipc2-desktop':
+    stored under 'Philip' without a word, where asv's own site skips them. Said now, with the name to ask for."""
+    import shutil
+
+    from tests.db.conftest import FASTCAN
+
+    results = tmp_path / "results"
+    shutil.copytree(FASTCAN, results)
+    first = sorted((results / "macos-latest").glob("[0-9a-f]*.json"))[0]
+    doc = json.loads(first.read_text())
+    doc["params"]["machine"] = "Philip"
+    first.write_text(json.dumps(doc))
+    engine = make_engine(db_url)
+    summary = ingest_paths(engine, [results], progress=False)
+    engine.dispose()
+    assert summary.ok and summary.renamed == {("Philip", "macos-latest"): 1}
+    assert "1 results file names its machine otherwise" in str(summary.machine_names_note())
+    assert "'Philip' in 'macos-latest'" in str(summary.machine_names_note())
+
+
 def test_fastcan_machine_folders_without_machine_json_ingest_whole(db_url: str) -> None:
     """fastcan's real results as fetched (tests/fixtures/asv-fastcan): four machine folders, one with machine.json.
     The three without were skipped without a word ("ingested 5 of 5 files"); every file is stored now, each machine
