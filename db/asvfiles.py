@@ -152,8 +152,8 @@ def scan_inputs(paths: list[str | Path]) -> tuple[list[ResultFile], list[tuple[s
             machine_dirs, root = _machine_dirs(path)
             # Folders of results files beside the machines taken that are no machine's (no machine.json, and no
             # benchmarks.json above them): named, never passed over in silence.
-            held = [n for n in _listdir(path) if os.path.isdir(path / n) and path / n not in machine_dirs
-                    and _holds_results(path / n)] if root == path else []  # fmt: skip
+            held = [n for n in _listdir(path) if not n.startswith(".") and os.path.isdir(path / n)
+                    and path / n not in machine_dirs and _holds_results(path / n)] if root == path else []  # fmt: skip
             if not machine_dirs:
                 problems.append((str(raw), "not an asv results directory: " + (
                     f"its subdirectories ({', '.join(held[:3])}{', ...' if len(held) > 3 else ''}) hold results "

@@ -97,15 +97,15 @@ def head_moved_at(events: list[dict[str, Any]]) -> str:
     return max((e.get("created_at") or "" for e in events if e.get("event") in HEAD_MOVED), default="")
 
 
-def pushed_at(client: GitHub, head_sha: str, branch: str, fork_repo: str, moved: str = "") -> str | None:
+def pushed_at(client: GitHub, head_sha: str, branch: str, fork_repo: str) -> str | None:
     """When the head was last pushed (server time): its first workflow run after the branch's latest run of
-    another SHA and after ``moved`` (``head_moved_at``). Not its first run ever: push B, force-push A, label, push B
-    again must count B from the last push, also where A's push started no run (``[skip ci]`` in its message)."""
+    another SHA. Not its first run ever: push B, force-push A, label, push B again must count B from the
+    last push (where A's push started no run, ``[skip ci]``, the force pushes date it: ``head_moved_at``)."""
     query = urllib.parse.urlencode({"branch": branch, "event": "pull_request"})
     runs = [r for r in client.pages(f"/actions/runs?{query}", key="workflow_runs")
             if ((r.get("head_repository") or {}).get("full_name") or fork_repo) == fork_repo]  # fmt: skip
     others = [r.get("created_at") or "" for r in runs if r.get("head_sha") != head_sha]
-    since = max([*others, moved])
+    since = max(others, default="")
     times = [t for r in runs if r.get("head_sha") == head_sha and (t := r.get("created_at") or "") > since]
     return min(times) if times else None
 
@@ -163,7 +163,9 @@ def decide(client: GitHub, payload: dict[str, Any], label: str = LABEL) -> Decis
             return decision
         events = client.pages(f"/issues/{number}/events")
         labelled = label_added_at(events, label)
-        pushed = pushed_at(client, head_sha, branch, fork_repo, head_moved_at(events))
+        # The head's last push: its runs', or a force push or branch event after them (a push with no run).
+        pushed = pushed_at(client, head_sha, branch, fork_repo)
+        pushed = pushed and max(pushed, head_moved_at(events))
         if labelled is None or pushed is None or labelled <= pushed:
             decision.label_removed = take_label(client, number, label)
             decision.reason = (f"#{number}: label {label!r} (added {labelled or 'at an unknown time'}) is older than "

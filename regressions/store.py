@@ -347,13 +347,13 @@ def apply(judged: list[Judged], commit_at: np.ndarray, summary: DetectSummary) -
         assert reg is not None
         old = j.old_status
         v = verdict if old is None else policy.after_person(old, verdict)
+        # A transient alert stays closed where it was first found closed for the same reason: "not seen" states the
+        # newest run at the time, which would move night after night while nothing about the alert changed.
+        frozen = (old == v.status == TRANSIENT and reg.close_reason == v.reason in (policy.NOT_SEEN, policy.REFUTED)
+                  and reg.closed_commit_id is not None)  # fmt: skip
         reg.status = v.status
         closed = v.status not in OPEN_STATUSES and v.status != policy.IGNORED
         reg.close_reason = v.reason if closed else (reg.close_reason if v.status == policy.IGNORED else None)
-        # A transient alert stays closed where it was first found closed: "not seen" states the newest run at the
-        # time, which would move night after night while nothing about the alert changed.
-        frozen = (old == v.status == TRANSIENT and reg.close_reason == v.reason in (policy.NOT_SEEN, policy.REFUTED)
-                  and reg.closed_commit_id is not None)  # fmt: skip
         if v.status != policy.IGNORED and not frozen:
             reg.closed_commit_id = int(commit_at[v.closed_at]) if closed and v.closed_at is not None else None
             reg.fixed_commit_id = reg.closed_commit_id if v.status == policy.FIXED else None

@@ -62,6 +62,9 @@ on_exit() {
   if (( rc != 0 )) && [[ -z "$dry" ]]; then
     chmod u+rwx -- "$home" 2>/dev/null || true  # a job may have made it read-only
     echo 0 > "$home/.mlaperf-pr-job" || echo "::error::runner-reset: could not write $home/.mlaperf-pr-job" >&2
+    # and in the work folder, the one a container job sees (its home is the runner's, emptied after each job)
+    mkdir -p -- "$work" 2>/dev/null || true
+    echo 0 > "$work/.mlaperf-pr-job" || echo "::error::runner-reset: could not write $work/.mlaperf-pr-job" >&2
   fi
 }
 trap on_exit EXIT

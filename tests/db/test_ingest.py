@@ -482,6 +482,12 @@ def test_folder_without_machine_json_beside_a_machine_is_named(tmp_path: Path, d
     assert all("no machine.json" in why and "name this folder itself" in why for why in refused.values())
     assert ingest_paths(engine, [results / "ubuntu-latest"], progress=False).ingested > 0
     engine.dispose()
+    # A dot-folder (an editor's or a notebook's) is never a machine's and never named (a review's find).
+    whole = tmp_path / "whole"
+    shutil.copytree(FASTCAN, whole)
+    (whole / ".ipynb_checkpoints").mkdir()
+    shutil.copy(first := sorted((whole / "macos-latest").glob("[0-9a-f]*.json"))[0], whole / ".ipynb_checkpoints")
+    assert first.exists() and ingest_paths(make_engine(db_url), [whole], progress=False).ok
 
 
 def test_a_file_naming_another_machine_than_its_folder_is_said(tmp_path: Path, db_url: str) -> None:

@@ -127,8 +127,15 @@ def test_a_head_back_after_a_push_without_a_run_does_not_ride_on_it(tmp_path: Pa
                                                {"event": "head_ref_force_pushed", "created_at": "2026-12-01T13:00:00Z"}]
     github = github_server(state)
     rc, log, out, _ = gate(tmp_path, github)
-    assert rc == 0 and out["run"] == "false" and "2026-12-01T13:00:02Z" in log, log
+    assert rc == 0 and out["run"] == "false" and "(2026-12-01T13:00:00Z)" in log, log  # the force push dates it
     assert github.state()["pulls"][0]["labels"] == []
+    # A force push whose run came in the same second, then the label: B runs (the second is no reason to refuse).
+    state["get"][f"{API}/actions/runs"] = {"workflow_runs": [{"head_sha": bad, "created_at": "2026-12-01T13:00:00Z"}]}
+    state["get"][f"{API}/issues/7/events"] = [{"event": "head_ref_force_pushed", "created_at": "2026-12-01T13:00:00Z"},
+                                              {"event": "labeled", "label": {"name": "run-benchmarks"},
+                                               "created_at": "2026-12-01T13:05:00Z"}]  # fmt: skip
+    rc, log, out, _ = gate(tmp_path, github_server(state))
+    assert rc == 0 and out["run"] == "true", log
     # A force push before the label (B's last push older than it) leaves the label to B.
     state["get"][f"{API}/issues/7/events"] = [{"event": "head_ref_force_pushed", "created_at": "2026-12-01T08:59:00Z"},
                                               {"event": "labeled", "label": {"name": "run-benchmarks"},

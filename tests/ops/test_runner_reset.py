@@ -188,6 +188,8 @@ def test_a_changed_runner_folder_fails_the_reset_and_stops_the_next_job(job_home
     assert proc.returncode == 1 and "differs from" in proc.stderr and "CHANGED" in proc.stdout, proc.stderr
     assert "Runner.Worker" in proc.stderr and ".env" in proc.stderr
     assert (job_home / ".mlaperf-pr-job").exists(), "the next job's first step stops on the marker"
+    # in the work folder too: a container job's home is the runner's, not this one (a review's find)
+    assert (runner / "_work" / ".mlaperf-pr-job").exists()
 
 
 def test_a_root_owned_conf_beside_the_script_overrides_what_a_job_put_in_the_environment(job_home: Path) -> None:
