@@ -378,14 +378,14 @@ def commit_messages(s: Session, shas: Iterable[str | None]) -> dict[str, str | N
 
 def commit_results(
     s: Session, commit_id: int, machine: str, benchmark_prefix: str | None = None,
-    versions: Mapping[str, set[str | None]] | None = None, environments: Collection[str] | None = None,
+    versions: Mapping[str, set[str | None]] | None = None, environments: Mapping[str, Collection[str]] | None = None,
 ) -> pd.DataFrame:  # fmt: skip
     """A commit's result per series on a machine (its runs pooled: :func:`pool_runs`), sorted by
     benchmark and params_key: benchmark, unit, type, params_key, params (dict), status, value, q_25,
     q_75, ci_99_a, ci_99_b, number, repeat, samples, run_id, runs. Empty (same columns) when the
     machine, known or not, has no run at that commit. ``versions`` ({benchmark: asv versions}): only the
     runs of a listed benchmark at one of those versions pool (a result without a version always does).
-    ``environments`` (asv environment names): only the runs of those pool.
+    ``environments`` ({benchmark: asv environment names}): only the runs of a listed benchmark in those pool.
     """
     stmt = (
         select(
@@ -416,10 +416,13 @@ def commit_results(
     )
     if benchmark_prefix:
         stmt = stmt.where(Benchmark.name.startswith(benchmark_prefix, autoescape=True))
-    if environments is not None:
-        stmt = stmt.join(Environment, Environment.id == Run.environment_id).where(
-            Environment.name.in_(sorted(environments)))
-    frame = _frame(s, stmt.add_columns(Result.benchmark_version.label("_version")))
+    stmt = stmt.join(Environment, Environment.id == Run.environment_id)
+    frame = _frame(s, stmt.add_columns(Result.benchmark_version.label("_version"), Environment.name.label("_env")))
+    if environments:
+        pairs = zip(frame["benchmark"], frame["_env"], strict=True)
+        frame = frame[pd.Series([b not in environments or e in environments[b] for b, e in pairs], index=frame.index,
+                                dtype=bool)]  # fmt: skip
+    frame = frame.drop(columns="_env")
     if versions:
         pairs = zip(frame["benchmark"], frame["_version"], strict=True)
         keep = pd.Series([b not in versions or v is None or v in versions[b] for b, v in pairs], index=frame.index,

@@ -52,8 +52,8 @@ from regressions.direction import UP_IS_WORSE, direction_for, slowdown
 from regressions.labels import ordered_params, series_rank
 from regressions.policy import module_ran
 from regressions.results import (
+    benchmark_environments,
     benchmark_versions,
-    environments_at,
     history_noise,
     last_versions,
     machines_with,
@@ -393,7 +393,7 @@ def compare_commits(
         several = [name for name, both in shared.items() if len(both) > 1]
         if several:
             shared.update({name: {v} for name, v in last_versions(session, head.id, machine, several).items()})
-        envs = _shared_environments(*(environments_at(session, c.id, machine) for c in (base, head)))
+        envs = _shared_environments(*(benchmark_environments(session, c.id, machine) for c in (base, head)))
         b = results_at(session, base.id, machine, versions=shared, environments=envs)
         h = results_at(session, head.id, machine, versions=shared, environments=envs)
         merged = b.merge(h, on=["benchmark", "params_key"], how="outer", suffixes=("_b", "_h"), sort=True)
@@ -462,12 +462,12 @@ def _version_changed(name: str, versions: tuple[dict[str, set[str | None]], dict
     return not (at_base[name] & at_head[name])
 
 
-def _shared_environments(at_base: set[str], at_head: set[str]) -> set[str] | None:
-    """The asv environments whose runs count on both sides: those both measured, where a side measured others too
-    (head's 3.12 runs pooled with 3.10 made a value never measured); None (every run) where they measured the same
-    ones, or none in common (a change of environment is compared as it stands, never left unjudged)."""
-    both = at_base & at_head
-    return both if both and both != at_base | at_head else None
+def _shared_environments(at_base: dict[str, set[str]], at_head: dict[str, set[str]]) -> dict[str, set[str]]:
+    """{benchmark: the asv environments whose runs count on both sides}: those both measured it in, where a side
+    measured it in others too (head's 3.12 runs pooled with 3.10 made a value never measured); not listed (every
+    run) where they are the same or share none (a change of environment is compared as it is, never unjudged)."""
+    both = {name: at_base[name] & at_head[name] for name in at_base.keys() & at_head.keys()}
+    return {name: envs for name, envs in both.items() if envs and envs != at_base[name] | at_head[name]}
 
 
 def _shared_versions(at_base: dict[str, set[str | None]], at_head: dict[str, set[str | None]]

@@ -12,7 +12,7 @@ from __future__ import annotations
 import gc
 import math
 import subprocess
-from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -122,11 +122,15 @@ def machines_with(session: Session, commit_ids: list[int]) -> list[str]:
     return sorted(names or [])
 
 
-def environments_at(session: Session, commit_id: int, machine: str) -> set[str]:
-    """The asv environments of the runs at a commit on a machine."""
-    stmt = (select(Environment.name).join(Run, Run.environment_id == Environment.id)
+def benchmark_environments(session: Session, commit_id: int, machine: str) -> dict[str, set[str]]:
+    """{benchmark name: the asv environments of its results} at a commit on a machine (any status)."""
+    stmt = (select(Benchmark.name, Environment.name).join(Result, Result.benchmark_id == Benchmark.id)
+            .join(Run, Run.id == Result.run_id).join(Environment, Environment.id == Run.environment_id)
             .join(Machine, Machine.id == Run.machine_id).where(Run.commit_id == commit_id, Machine.name == machine))
-    return set(session.execute(stmt.distinct()).scalars())  # fmt: skip
+    out: dict[str, set[str]] = {}
+    for name, env in session.execute(stmt.distinct()).all():
+        out.setdefault(str(name), set()).add(str(env))
+    return out  # fmt: skip
 
 
 def benchmark_versions(session: Session, commit_id: int, machine: str) -> dict[str, set[str | None]]:
@@ -168,7 +172,7 @@ def param_names(session: Session, benchmarks: Iterable[str] | None = None) -> di
 
 
 def results_at(session: Session, commit_id: int, machine: str, versions: Mapping[str, set[str | None]] | None = None,
-               environments: Collection[str] | None = None) -> pd.DataFrame:  # fmt: skip
+               environments: Mapping[str, set[str]] | None = None) -> pd.DataFrame:  # fmt: skip
     """A commit's result per series on a machine: one row per (benchmark, params_key), sorted by both.
 
     Columns: benchmark, unit, type, params_key, params (dict of asv repr strings), status ('ok' |
@@ -176,7 +180,7 @@ def results_at(session: Session, commit_id: int, machine: str, versions: Mapping
     commit run more than once there (re-runs, several environments) gets the median over its runs
     (``db.queries.commit_results``/``pool_runs``: the rule the dashboard's pages and the detector apply
     too). Empty (with these columns) when the machine has no run at that commit. ``versions``: only the runs
-    of a listed benchmark at those asv versions pool; ``environments``: only the runs of those (``commit_results``).
+    of a listed benchmark at those asv versions pool, and in those asv environments (``commit_results``).
     """
     columns = ["benchmark", "unit", "type", "params_key", "params", "status", "value", "samples"]
     out = commit_results(session, commit_id, machine, versions=versions, environments=environments)
