@@ -203,7 +203,7 @@ def _side(value: float | None, declared: str | None) -> str:
     return SIDE_OK if _finite(value) else SIDE_FAILED
 
 
-def _status_without_values(base_side: str, head_side: str) -> str | None:
+def status_without_values(base_side: str, head_side: str) -> str | None:
     """The status of a series that cannot be compared, or None when both sides have a value."""
     if base_side == SIDE_FAILED and head_side == SIDE_OK:
         return REPAIRED
@@ -243,13 +243,13 @@ def compare_many(
 class _Prepared(NamedTuple):
     base_side: str
     head_side: str
-    status: str | None  # the status of a series that cannot be compared (``_status_without_values``)
+    status: str | None  # the status of a series that cannot be compared (``status_without_values``)
     ratio: float | None  # head / base when comparable, else None
 
 
 def _prepare(pair: SeriesPair) -> _Prepared:
     base_side, head_side = _side(pair.base, pair.base_status), _side(pair.head, pair.head_status)
-    status = _status_without_values(base_side, head_side)
+    status = status_without_values(base_side, head_side)
     return _Prepared(base_side, head_side, status, change_ratio(pair.base, pair.head) if status is None else None)
 
 
@@ -306,40 +306,19 @@ def _verdict(common: dict[str, Any], significant: bool | None, worse: bool, bett
     """The row: a regression is a significant change past the threshold the worse way, an improvement the
     other way, a change past it that nothing could test (``significant`` None) untested, anything else
     unchanged."""
-    status, significant = _status_of(significant, worse, better, method)
+    status, significant = status_of(significant, worse, better, method)
     return Comparison(**common, status=status, ratio=ratio, slowdown=slowdown, significant=significant,
                       regression=status == REGRESSED, method=method, p_value=p)  # fmt: skip
 
 
-def _status_of(significant: bool | None, worse: bool, better: bool, method: str) -> tuple[str, bool]:
+def status_of(significant: bool | None, worse: bool, better: bool, method: str) -> tuple[str, bool]:
     """The status of a change past the threshold the worse way (``worse``) or the better way, and whether it is
-    significant: :func:`_verdict`'s rule, which :func:`recheck` applies to a row read back."""
+    significant: :func:`_verdict`'s rule, which :func:`regressions.pr_schema.recheck` applies to a row read back."""
     if method == "threshold":  # judged by the threshold alone: significant exactly where the change passes it
         significant = worse or better
     if significant:
         return REGRESSED if worse else IMPROVED if better else UNCHANGED, True
     return UNTESTED if significant is None and (worse or better) else UNCHANGED, False
-
-
-def recheck(c: Comparison) -> str | None:
-    """What in a comparison read back (a pull request's report.json, written by its own code) disagrees with the
-    rules that wrote it, given its own sides, values, threshold, direction, method and significance (None: nothing).
-    The values themselves can only be taken as given; their verdict can be checked."""
-    if c.regression != (c.status == REGRESSED):
-        return "'regression' disagrees with 'status'"
-    without = _status_without_values(c.base_status, c.head_status)
-    if without is not None:
-        return None if c.status == without else "'status' disagrees with 'base_status'/'head_status'"
-    if c.status == CHANGED:  # a new asv version: shown, never judged
-        return None
-    ratio = change_ratio(c.base, c.head)
-    if ratio is None or c.ratio is None:
-        return None if ratio is None and c.ratio is None else "'ratio' is not head / base"
-    if not math.isclose(ratio, c.ratio, rel_tol=1e-6):
-        return "'ratio' is not head / base"
-    worse, limit = slowdown(ratio, c.direction), 1.0 + c.threshold
-    status, _ = _status_of(None if c.method == "none" else c.significant, worse > limit, worse < 1.0 / limit, c.method)
-    return None if status == c.status else "'status' disagrees with its ratio, threshold, direction and significance"
 
 
 def _compare_signed(pair: SeriesPair, common: dict[str, Any], alpha: float, p: float | None) -> Comparison:
@@ -354,12 +333,14 @@ def _compare_signed(pair: SeriesPair, common: dict[str, Any], alpha: float, p: f
         significant, method = True, "zero"
     else:
         significant, method = None, _without_evidence(pair)
-    # The ratio rule on 1 + change: a rise past +t, a fall past -t / (1 + t) (a ratio below 1 / (1 + t)); which
-    # of the two is worse follows the direction.
-    t = pair.threshold
-    rise, fall = change > t, change < -t / (1.0 + t)
-    worse, better = (rise, fall) if pair.direction == UP_IS_WORSE else (fall, rise)
-    return _verdict(common, significant, worse, better, method, p)
+    return _verdict(common, significant, *signed_sides(change, pair.threshold, pair.direction), method, p)
+
+
+def signed_sides(change: float, threshold: float, direction: str) -> tuple[bool, bool]:
+    """(worse, better) of a value's own relative change: the ratio rule on 1 + change, a rise past +t, a fall past
+    -t / (1 + t) (a ratio below 1 / (1 + t)); which of the two is worse follows the direction."""
+    rise, fall = change > threshold, change < -threshold / (1.0 + threshold)
+    return (rise, fall) if direction == UP_IS_WORSE else (fall, rise)
 
 
 def compare_commits(

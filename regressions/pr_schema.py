@@ -16,8 +16,22 @@ from pathlib import Path
 from typing import Any
 
 from db import limits
-from regressions.compare import METHODS, SIDES, STATUSES, Comparison, recheck
-from regressions.direction import DOWN_IS_WORSE, UP_IS_WORSE
+from regressions.compare import (
+    CHANGED,
+    DEFAULT_ALPHA,
+    DEFAULT_Z,
+    METHODS,
+    REGRESSED,
+    SIDES,
+    STATUSES,
+    Comparison,
+    change_ratio,
+    signed_sides,
+    status_of,
+    status_without_values,
+)
+from regressions.direction import DOWN_IS_WORSE, UP_IS_WORSE, slowdown
+from regressions.units import relative_change
 from settings.pr_contract import SHA
 
 MAX_FILE_BYTES = 32 * 1024 * 1024
@@ -95,6 +109,53 @@ def _params(row: dict[str, Any], where: str) -> dict[str, str]:
             raise ReportError(f"{where}: a 'params' value must be a string of at most {MAX_PARAM_VALUE_CHARS} chars")
         out[key] = str(value)
     return out
+
+
+def recheck(c: Comparison) -> str | None:
+    """What in a row read back disagrees with compare's own rules (None: nothing): its status and regression flag
+    as :mod:`regressions.compare` derives them from the row's sides, values, threshold, direction and test (its
+    method, significance and p at the default alpha and z), its ratio as head / base. The values and the test's
+    outcome come from the pull request's code and can only be taken as given; what they imply is checked."""
+    if c.regression != (c.status == REGRESSED):
+        return "'regression' disagrees with 'status'"
+    without = status_without_values(c.base_status, c.head_status)
+    if without is not None:
+        return None if c.status == without else "'status' disagrees with 'base_status'/'head_status'"
+    if (c.status == CHANGED) != (c.method == "version") or c.status == CHANGED and c.significant:
+        return "'changed' goes with the method 'version' alone and is never significant"
+    if c.status == CHANGED:
+        return None
+    ratio = change_ratio(c.base, c.head)
+    ratio = ratio if ratio is not None and math.isfinite(ratio) else None
+    same = ratio is None if c.ratio is None else ratio is not None and math.isclose(ratio, c.ratio, rel_tol=1e-6)
+    if not same:
+        return "'ratio' is not head / base"
+    if (problem := _test_problem(c)) is not None:
+        return problem
+    if ratio is not None:
+        worse = slowdown(ratio, c.direction)
+        sides = worse > 1.0 + c.threshold, worse < 1.0 / (1.0 + c.threshold)
+    else:
+        sides = signed_sides(relative_change(c.base, c.head) or 0.0, c.threshold, c.direction)
+    status, _ = status_of(None if c.method == "none" else c.significant, *sides, c.method)
+    return None if status == c.status else "'status' disagrees with its values, threshold, direction and test"
+
+
+def _test_problem(c: Comparison) -> str | None:
+    """Where a row's significance disagrees with its own test: a p-value at compare's default alpha (the samples)
+    or z (the history), a value leaving or reaching 0."""
+    p = c.p_value
+    if c.method in ("mann-whitney", "mann-whitney+history", "history") and p is None:
+        return f"'method' {c.method!r} comes with a 'p_value'"
+    if c.method == "mann-whitney" and c.significant != (p < DEFAULT_ALPHA):
+        return "'significant' disagrees with 'p_value'"
+    if c.method == "mann-whitney+history" and c.significant and not p < DEFAULT_ALPHA:
+        return "'significant' disagrees with 'p_value'"
+    if c.method == "history" and c.significant != (p <= math.erfc(DEFAULT_Z / math.sqrt(2.0)) * (1 + 1e-9)):
+        return "'significant' disagrees with 'p_value'"
+    if c.method == "zero" and not (c.significant and 0.0 in (c.base, c.head)):
+        return "'method' 'zero' is a significant change from or to 0"
+    return None
 
 
 def row_to_comparison(row: Any, index: int) -> Comparison:

@@ -110,7 +110,8 @@ def test_a_clean_report_from_a_job_that_then_failed_is_an_error(tmp_path: Path, 
     assert rc == 0 and status["state"] == "error", status
     assert status["description"] == f"benchmark job ended ({result}) after its report"
     assert f"The benchmark job ended ({result}) after writing this report" in md
-    rows = [row(status="regressed", head=6e-5, ratio=1.5, slowdown=1.5, significant=True, regression=True)]
+    rows = [row(status="regressed", head=6e-5, ratio=1.5, slowdown=1.5, significant=True, regression=True,
+                p_value=1e-4)]
     rc, md, status = render(tmp_path, json.dumps(rows).encode(), result="failure")
     assert status["state"] == "failure", "a regression fails the job and the status alike"
 
@@ -140,7 +141,7 @@ def test_hostile_values_are_inert(tmp_path: Path) -> None:
     for text in HOSTILE:
         rows.append(row(benchmark=f"b.{text}", machine=text[:200], unit=text[:32], params={text[:60]: text}))
         rows.append(row(benchmark=f"r.{text}", status="regressed", head=6e-5, ratio=1.5, regression=True,
-                        significant=True, slowdown=1.5))  # fmt: skip
+                        significant=True, slowdown=1.5, p_value=1e-4))  # fmt: skip
     rows.append(row(status="unchanged", unknown_field="<img src=x> @team", __proto__="success"))
     rc, md, status = render(tmp_path, json.dumps(rows).encode())
     assert rc == 0, md
@@ -165,8 +166,18 @@ def test_hostile_values_are_inert(tmp_path: Path) -> None:
         # dropped too, a ratio that is not head / base, a side's failure hidden.
         ("regression hidden", json.dumps([row(head=4e-4, ratio=10, slowdown=10, significant=True, regression=True)]
                                          ).encode(), "'regression' disagrees with 'status'"),
-        ("status against numbers", json.dumps([row(head=4e-4, ratio=10, slowdown=10, significant=True)]).encode(),
-         "'status' disagrees with its ratio, threshold, direction and significance"),
+        ("status against numbers",
+         json.dumps([row(head=4e-4, ratio=10, slowdown=10, significant=True, p_value=1e-6)]).encode(),
+         "'status' disagrees with its values, threshold, direction and test"),
+        # The samples' test said significant (p 1e-9 at alpha 0.01), the row says not: its own test refutes it.
+        ("test outcome forged", json.dumps([row(head=4e-4, ratio=10, slowdown=10, p_value=1e-9)]).encode(),
+         "'significant' disagrees with 'p_value'"),
+        # No ratio (a side at 0): the value's own change decides; 0 -> 1 GB marked unchanged is refused too.
+        ("zero side", json.dumps([row(benchmark="b.M.peakmem_x", unit="bytes", base=0, head=1e9, ratio=None,
+                                      slowdown=None, method="threshold", p_value=None)]).encode(),
+         "'status' disagrees with its values, threshold, direction and test"),
+        ("changed with a test", json.dumps([row(status="changed", head=4e-4, ratio=10, slowdown=10)]).encode(),
+         "'changed' goes with the method 'version' alone"),
         ("ratio not head / base", json.dumps([row(head=4e-4)]).encode(), "'ratio' is not head / base"),
         ("failure hidden", json.dumps([row(head_status="failed", head=None, ratio=None, slowdown=None)]).encode(),
          "'status' disagrees with 'base_status'/'head_status'"),

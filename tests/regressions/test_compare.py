@@ -35,10 +35,10 @@ from regressions.compare import (
     compare_many,
     compare_pair,
     exit_status,
-    recheck,
 )
 from regressions.config import ConfigError, Settings, load_settings
 from regressions.direction import DOWN_IS_WORSE, UP_IS_WORSE, direction_for, infer_direction
+from regressions.pr_schema import recheck
 from regressions.report import MARKER, compare_json, compare_markdown
 from regressions.results import UsageError, history_noise, machines_with, resolve_commit, results_at
 from regressions.text_table import compare_text
