@@ -276,6 +276,18 @@ def judge_unit(
     return out
 
 
+def _regroup(session: Session, judged: list[Judged], left: list[Regression], refit: set[int], pos: dict[int, int],
+             summary: DetectSummary) -> tuple[set[int], set[int]]:  # fmt: skip
+    """Step 6: the alerts without a group (new ones, those that left theirs) grouped, then the groups of one range
+    made one. Returns the groups that changed and those removed; the groups created go to the summary."""
+    ungrouped = [j.reg for j in judged if j.reg is not None and j.reg.group_id is None]
+    ungrouped += [r for r in left if all(r is not g for g in ungrouped)]
+    touched, created = assign_groups(session, ungrouped, pos)
+    merged, removed = merge_same_range(session, touched | refit)
+    summary.groups = [g for g in created if g not in removed]
+    return touched | merged, removed
+
+
 # --- 5. write -------------------------------------------------------------------------------------------
 
 
@@ -421,11 +433,7 @@ def detect_store(
             j.verdict = policy.retire(j.verdict, policy.SERIES_GONE, pos[at])
     refit = create_alerts(session, judged, commit_at, summary)
     left = refit_groups(session, refit, pos)  # members that moved out of their group's overlap
-    ungrouped = [j.reg for j in judged if j.reg is not None and j.reg.group_id is None]
-    ungrouped += [r for r in left if all(r is not g for g in ungrouped)]
-    touched, summary.groups = assign_groups(session, ungrouped, pos)
-    merged, removed = merge_same_range(session, touched | refit)
-    summary.groups = [g for g in summary.groups if g not in removed]
+    touched, removed = _regroup(session, judged, left, refit, pos, summary)
     apply(judged, commit_at, summary)
     session.flush()  # ids for the alerts flagged now: judged ones are left to their verdict
     summary.retired += retire_gone(session, gone, {j.reg.id for j in judged if j.reg is not None})
@@ -433,7 +441,7 @@ def detect_store(
     # Groups are counted on their members' statuses as written now: a member gone transient no longer counts.
     moved = {int(j.reg.group_id) for j in judged if j.reg is not None and j.reg.group_id is not None
              and j.reg.status != j.old_status}  # fmt: skip
-    count_groups(session, (touched | refit | moved | merged) - removed, provenance)
+    count_groups(session, (touched | refit | moved) - removed, provenance)
     session.flush()
     changed = {*summary.new, *summary.confirmed, *summary.reopened}
     summary.alerting = [j.reg.id for j in judged
