@@ -111,7 +111,9 @@ def _drawn_points(points: pd.DataFrame, labels: list[object], *, unit: str | Non
         rows = groups.get(label)
         if rows is None:
             continue
-        versions = versions_all[rows]
+        # A value without a version (older asv) continues its segment, as detection reads it.
+        versions = pd.Series(versions_all[rows]).replace({"None": None, "nan": None}).ffill().bfill()
+        versions = versions.fillna("").to_numpy(dtype=object)
         # The band looks back within the value's own benchmark version, as detection does: no band across the
         # version line the chart draws (a new version is other code, its first value has none before it).
         segment = np.concatenate([[0], np.cumsum(versions[1:] != versions[:-1])])

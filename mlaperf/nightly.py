@@ -363,6 +363,11 @@ def plan_issues(
         for group in by_group:
             if (issue.body or "").startswith(group_marker(group)):
                 existing[group] = issue
+    # Issues of groups that are no more: their alerts joined another group of the same range (one event found as
+    # two night by night). Never read so on a night that read no alert at all.
+    followed = {issue.number for issue in existing.values()}
+    orphans = [i for i in open_issues if by_group and i.number not in followed
+               and (i.body or "").startswith(_GROUP_MARKER)]  # fmt: skip
     actions = []
     for group, rows in sorted(by_group.items(), key=lambda kv: str(kv[0])):
         statuses = {r["status"] for r in rows}
@@ -378,17 +383,19 @@ def plan_issues(
             actions.append(Action(kind, group, issue.number, title, body))
         elif issue is None and "new" in statuses:
             title, body = issue_for_group(group, open_rows, links)
-            actions.append(Action("open", group, None, title, body))
-    # An issue of a group that is no more: its alerts joined another group of the same range (one event found
-    # as two night by night), whose issue tells it from now on. Never on a night that read no alert at all.
-    followed = {issue.number for issue in existing.values()}
-    for issue in open_issues if by_group else []:
-        body = issue.body or ""
-        if issue.number not in followed and body.startswith(_GROUP_MARKER):
-            group = body[len(_GROUP_MARKER):].split(" ", 1)[0]
-            comment = ("The alerts of this group joined another alert group of the same commit range, whose issue "
-                       "follows them; closing.")
-            actions.append(Action("close", group, issue.number, comment=comment))
+            # The issue of a group merged into this one, where it names this range, follows this group from now on
+            # (its marker rewritten): the event's issue stays the one people know, no second one opens.
+            sha = str(rows[0].get("group_commit") or rows[0].get("commit") or "")
+            heir = next((i for i in orphans if sha and sha in (i.body or "")), None)
+            if heir is not None:
+                orphans.remove(heir)
+            actions.append(Action("open", group, None, title, body) if heir is None
+                           else Action("update", group, heir.number, title, body))  # fmt: skip
+    for issue in orphans:  # whose alerts joined a group that has an issue of its own
+        group = (issue.body or "")[len(_GROUP_MARKER):].split(" ", 1)[0]
+        comment = ("The alerts of this group joined another alert group of the same commit range, whose issue "
+                   "follows them; closing.")
+        actions.append(Action("close", group, issue.number, comment=comment))
     return actions
 
 

@@ -104,6 +104,10 @@ def test_the_band_does_not_look_across_a_benchmark_version() -> None:
     ref = band["lo"] * 1.05  # the median the band is drawn around, in us
     assert np.isclose(ref[("b", at + 3)], band.loc[("b", at + 3), "hi"] / 1.05)
     assert 48 < ref[("b", at + 3)] < 52 and 4.8 < ref[("b", at - 1)] < 5.2  # each version's own 50 us and 5 us
+    # A value without a version (older asv) continues its segment, as detection reads it: no new band there.
+    points.loc[(points["series"] == "b") & (points["pos"] == at + 5), "benchmark_version"] = None
+    ref = _spec(points, None, start=N - 150)["data"]["values"].set_index(["series", "pos"])["lo"] * 1.05
+    assert 48 < ref[("b", at + 5)] < 52 and 48 < ref[("b", at + 6)] < 52
 
 
 def test_a_window_of_commits_is_drawn_whole() -> None:

@@ -113,6 +113,12 @@ def test_an_issue_of_a_group_merged_into_another_is_closed(tmp_path: Path, fake_
     assert "2 series" in state["issues"]["1"]["title"]
     rc, plan = alert(tmp_path, fake_github, [])  # a night that read no alert closes nothing
     assert plan == [] and fake_github.state()["issues"]["1"]["state"] == "open"
+    # The kept group had no issue (its members were suspects) and the merged one had: that issue follows the kept
+    # group, its marker rewritten; no second issue opens for the event (a review's find).
+    rc, plan = alert(tmp_path, fake_github, [record(3, 5, "new"), record(4, 5, "new", ratio=1.4)])
+    assert [(a["action"], a["group"], a["number"]) for a in plan] == [("update", 5, 1)], plan
+    issues = fake_github.state()["issues"]
+    assert issues["1"]["body"].startswith("<!-- mlaperf-alert-group:5 -->") and len(issues) == 2
 
 
 def test_issue_names_the_worst_series_by_direction() -> None:
