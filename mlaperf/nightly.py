@@ -383,19 +383,15 @@ def plan_issues(
             actions.append(Action(kind, group, issue.number, title, body))
         elif issue is None and "new" in statuses:
             title, body = issue_for_group(group, open_rows, links)
-            # The issue of a group merged into this one, where it names this range, follows this group from now on
-            # (its marker rewritten): the event's issue stays the one people know, no second one opens.
+            # A merged group's issue naming this range follows this group (its marker rewritten): no second issue.
             sha = str(rows[0].get("group_commit") or rows[0].get("commit") or "")
             heir = next((i for i in orphans if sha and sha in (i.body or "")), None)
-            if heir is not None:
-                orphans.remove(heir)
-            actions.append(Action("open", group, None, title, body) if heir is None
-                           else Action("update", group, heir.number, title, body))  # fmt: skip
+            orphans = [i for i in orphans if i is not heir]
+            actions.append(Action("update", group, heir.number, title, body) if heir
+                           else Action("open", group, None, title, body))  # fmt: skip
+    joined = "The alerts of this group joined another alert group of the same commit range, whose issue follows them."
     for issue in orphans:  # whose alerts joined a group that has an issue of its own
-        group = (issue.body or "")[len(_GROUP_MARKER):].split(" ", 1)[0]
-        comment = ("The alerts of this group joined another alert group of the same commit range, whose issue "
-                   "follows them; closing.")
-        actions.append(Action("close", group, issue.number, comment=comment))
+        actions.append(Action("close", issue.body[len(_GROUP_MARKER):].split(" ", 1)[0], issue.number, comment=joined))
     return actions
 
 
