@@ -116,11 +116,12 @@ def _drawn_points(points: pd.DataFrame, labels: list[object], *, unit: str | Non
         versions = versions.fillna("").to_numpy(dtype=object)
         # The band looks back within the value's own benchmark version, as detection does: no band across the
         # version line the chart draws (a new version is other code, its first value has none before it).
-        segment = np.concatenate([[0], np.cumsum(versions[1:] != versions[:-1])])
+        changed = versions[1:] != versions[:-1]
+        segment = np.concatenate([[0], np.cumsum(changed)])
         ref = (pd.Series(values_all[rows]).groupby(segment)
                .transform(lambda v: v.rolling(5, min_periods=1).median().shift(1)).to_numpy() * mult)
         pos = pos_all[rows].astype(float)
-        boundaries |= {(pos[j] + pos[j + 1]) / 2.0 for j in np.nonzero(versions[1:] != versions[:-1])[0]}
+        boundaries |= {(pos[j] + pos[j + 1]) / 2.0 for j in np.nonzero(changed)[0]}
         band = bool(threshold) and len(rows) > 1
         from_start = np.nonzero(pos >= start)[0]
         if not len(from_start):

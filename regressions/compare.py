@@ -52,8 +52,7 @@ from regressions.direction import UP_IS_WORSE, direction_for, slowdown
 from regressions.labels import ordered_params, series_rank
 from regressions.policy import module_ran
 from regressions.results import (
-    benchmark_environments,
-    benchmark_versions,
+    benchmark_runs,
     history_noise,
     last_versions,
     machines_with,
@@ -290,8 +289,12 @@ def _compare(pair: SeriesPair, prep: _Prepared, alpha: float, z_crit: float, p: 
         significant, method = ci, "ci99"
     else:
         significant, method = None, _without_evidence(pair)
-    limit = 1.0 + pair.threshold
-    return _verdict(common, significant, worse > limit, worse < 1.0 / limit, method, p, ratio, worse)
+    return _verdict(common, significant, *ratio_sides(worse, pair.threshold), method, p, ratio, worse)
+
+
+def ratio_sides(worse: float, threshold: float) -> tuple[bool, bool]:
+    """(worse, better) of a change by its slowdown factor (``direction.slowdown``): past the threshold either way."""
+    return worse > 1.0 + threshold, worse < 1.0 / (1.0 + threshold)
 
 
 def _without_evidence(pair: SeriesPair) -> str:
@@ -368,13 +371,14 @@ def compare_commits(
     pairs: list[SeriesPair] = []
     names = param_names(session)
     for machine in machines:
-        versions = (benchmark_versions(session, base.id, machine), benchmark_versions(session, head.id, machine))
+        (at_base, envs_base), (at_head, envs_head) = (benchmark_runs(session, c.id, machine) for c in (base, head))
+        versions = (at_base, at_head)
         shared = _shared_versions(*versions)  # a side measured at several versions: the ones both have
         # Several shared: one for both sides, the one head measured last (each side's own last could differ).
         several = [name for name, both in shared.items() if len(both) > 1]
         if several:
             shared.update({name: {v} for name, v in last_versions(session, head.id, machine, several).items()})
-        envs = _shared_environments(*(benchmark_environments(session, c.id, machine) for c in (base, head)))
+        envs = _shared_environments(envs_base, envs_head)
         b = results_at(session, base.id, machine, versions=shared, environments=envs)
         h = results_at(session, head.id, machine, versions=shared, environments=envs)
         merged = b.merge(h, on=["benchmark", "params_key"], how="outer", suffixes=("_b", "_h"), sort=True)

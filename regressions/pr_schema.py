@@ -26,6 +26,7 @@ from regressions.compare import (
     STATUSES,
     Comparison,
     change_ratio,
+    ratio_sides,
     signed_sides,
     status_of,
     status_without_values,
@@ -133,8 +134,7 @@ def recheck(c: Comparison) -> str | None:
     if (problem := _test_problem(c)) is not None:
         return problem
     if ratio is not None:
-        worse = slowdown(ratio, c.direction)
-        sides = worse > 1.0 + c.threshold, worse < 1.0 / (1.0 + c.threshold)
+        sides = ratio_sides(slowdown(ratio, c.direction), c.threshold)
     else:
         sides = signed_sides(relative_change(c.base, c.head) or 0.0, c.threshold, c.direction)
     status, _ = status_of(None if c.method == "none" else c.significant, *sides, c.method)

@@ -122,31 +122,25 @@ def machines_with(session: Session, commit_ids: list[int]) -> list[str]:
     return sorted(names or [])
 
 
-def benchmark_environments(session: Session, commit_id: int, machine: str) -> dict[str, set[str]]:
-    """{benchmark name: the asv environments of its results} at a commit on a machine (any status)."""
-    stmt = (select(Benchmark.name, Environment.name).join(Result, Result.benchmark_id == Benchmark.id)
-            .join(Run, Run.id == Result.run_id).join(Environment, Environment.id == Run.environment_id)
-            .join(Machine, Machine.id == Run.machine_id).where(Run.commit_id == commit_id, Machine.name == machine))
-    out: dict[str, set[str]] = {}
-    for name, env in session.execute(stmt.distinct()).all():
-        out.setdefault(str(name), set()).add(str(env))
-    return out  # fmt: skip
-
-
-def benchmark_versions(session: Session, commit_id: int, machine: str) -> dict[str, set[str | None]]:
-    """{benchmark name: the asv versions of its results} at a commit on a machine (any status)."""
+def benchmark_runs(session: Session, commit_id: int, machine: str
+                   ) -> tuple[dict[str, set[str | None]], dict[str, set[str]]]:  # fmt: skip
+    """{benchmark name: the asv versions of its results} and {benchmark name: their asv environments} at a commit
+    on a machine (any status), from one read."""
     rows = session.execute(
-        select(Benchmark.name, Result.benchmark_version)
+        select(Benchmark.name, Result.benchmark_version, Environment.name)
         .join(Result, Result.benchmark_id == Benchmark.id)
         .join(Run, Run.id == Result.run_id)
+        .join(Environment, Environment.id == Run.environment_id)
         .join(Machine, Machine.id == Run.machine_id)
         .where(Run.commit_id == commit_id, Machine.name == machine)
         .distinct()
     ).all()
-    out: dict[str, set[str | None]] = {}
-    for name, version in rows:
-        out.setdefault(str(name), set()).add(version)
-    return out
+    versions: dict[str, set[str | None]] = {}
+    environments: dict[str, set[str]] = {}
+    for name, version, env in rows:
+        versions.setdefault(str(name), set()).add(version)
+        environments.setdefault(str(name), set()).add(str(env))
+    return versions, environments
 
 
 def last_versions(session: Session, commit_id: int, machine: str, names: Iterable[str]) -> dict[str, str]:
