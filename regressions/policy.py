@@ -103,15 +103,18 @@ def judge(
     direction: str = UP_IS_WORSE,
     still_seen: bool = True,
     level_back_at: int | None = None,
+    after: float | None = None,
 ) -> Verdict:
     """The status of a step from ``before``, given every run of its segment from its commit on, as
     (position, values of the runs at that commit) in commit order (re-runs of a commit together; failed
     runs left out).
 
-    Runs vote in order: worse than ``before`` by more than the threshold confirms, within half of it
-    refutes, in between abstains. Two confirming runs and more of them than refuting ones: ``new``. A
-    refuting run with as many confirming ones or fewer: ``transient`` (a transient one that the detector
-    still sees is reopened by MACHINE_WIDE_CONFIRM confirming runs, more than refute). Once ``new``, the
+    Runs vote in order: worse than ``before`` by more than the threshold, and by at least half the step's
+    own shift to ``after`` where given (a run at the new level, not one just past the threshold after a far
+    larger one-run spike), confirms; within half the threshold refutes; in between abstains. Two confirming
+    runs and more of them than refuting ones: ``new``. A refuting run with as many confirming ones or fewer:
+    ``transient`` (a transient one that the detector still sees is reopened by MACHINE_WIDE_CONFIRM confirming
+    runs, more than refute). Once ``new``, the
     alert is ``fixed`` at the first of RETURN_RUNS commits in a row whose median is back within half the
     threshold, or at ``level_back_at`` (where the detector sees a later level back within the threshold),
     whichever comes first. Not seen any more (the detector, with the runs since, finds no step there) and
@@ -121,6 +124,9 @@ def judge(
     delta = math.log1p(threshold)
     half = 0.5 * delta
     sign, base = (1.0 if direction == UP_IS_WORSE else -1.0), math.log(before)
+    need = delta  # a confirming run sits at the new level: past the threshold and half the step's shift
+    if after is not None and after > 0 and math.isfinite(after):
+        need = max(delta, 0.5 * sign * (math.log(after) - base))
     confirm = refute = total = back = 0
     status, closed_at, reason = SUSPECT, None, None
     back_from: int | None = None
@@ -131,14 +137,14 @@ def judge(
                 continue
             middle = sign * (math.log(v) - base)
             total += 1
-            confirm += middle > delta
+            confirm += middle > need
             refute += middle < half
         else:
             worse = sorted(sign * (math.log(v) - base) for v in values if v > 0 and math.isfinite(v))
             if not worse:
                 continue
             total += len(worse)
-            confirm += sum(w > delta for w in worse)
+            confirm += sum(w > need for w in worse)
             refute += sum(w < half for w in worse)
             middle = worse[len(worse) // 2]
         if status == NEW:
@@ -183,6 +189,7 @@ def series_verdicts(
             runs[s.index :],
             threshold=threshold,
             direction=direction,
+            after=s.after,
             level_back_at=level_back(detection.levels, s.index, s.before, threshold=threshold, direction=direction),
         )
         for s in detection.regressions

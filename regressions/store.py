@@ -254,8 +254,8 @@ def judge_unit(
         at = step.index if step is not None else i
         before = step.before if step is not None else reg.before  # type: ignore[union-attr]
         runs, back = _runs_and_return(u, found, later, at, before)
-        verdict = policy.judge(before, runs, threshold=u.threshold, direction=u.direction,
-                               still_seen=step is not None, level_back_at=back)  # fmt: skip
+        verdict = policy.judge(before, runs, threshold=u.threshold, direction=u.direction, still_seen=step is not None,
+                               level_back_at=back, after=step.after if step is not None else reg.after)  # type: ignore[union-attr]  # fmt: skip
         here = int(u.positions[at])
         if events and ((MACHINE_EVENT, here) in events or (u.key[0], here) in events):
             nxt = after[at + 1] if at + 1 < len(after) else None

@@ -32,6 +32,19 @@ def test_verdict_of_the_newest_runs(runs: list[float | None], expected: str) -> 
     assert policy.judge(1.0, runs_of(flipped), threshold=0.05, direction=DOWN_IS_WORSE).status == expected
 
 
+def test_a_run_just_past_the_threshold_does_not_confirm_a_far_larger_step() -> None:
+    """A 2.63x one-run spike then a run 5.1% slow (Stingray's create_with_checks): the second run is past the
+    threshold but nowhere near the new level, so it abstains; runs at the new level still confirm."""
+    spike = [2.63, 1.051]
+    assert policy.judge(1.0, runs_of(spike), threshold=0.05).status == "new"  # the old rule, without the level
+    assert policy.judge(1.0, runs_of(spike), threshold=0.05, after=2.63).status == "suspect"
+    assert policy.judge(1.0, runs_of([*spike, 1.0]), threshold=0.05, after=2.63).reason == "refuted"
+    assert policy.judge(1.0, runs_of([1.3, 1.2]), threshold=0.05, after=1.25).status == "new"
+    assert policy.judge(1.0, runs_of([1.07, 1.06]), threshold=0.05, after=1.065).status == "new"  # small step
+    falling = runs_of([1 / 2.63, 1 / 1.051])
+    assert policy.judge(1.0, falling, threshold=0.05, after=1 / 2.63, direction=DOWN_IS_WORSE).status == "suspect"
+
+
 def test_confirming_runs_are_counted() -> None:
     v = policy.judge(1.0, [(0, [1.2]), (1, []), (2, [1.03]), (3, [1.19])], threshold=0.05)
     assert (v.status, v.confirming, v.runs) == ("new", 2, 3)
