@@ -28,6 +28,7 @@ from dashboard.charts import (
     _title,
     log_ticks,
 )
+from regressions.results import version_changed
 
 # Above this many points a history series is drawn with small points and no IQR bars: each is an SVG element,
 # and tens of thousands of them take the browser long to lay out (the IQR stays in the hover).
@@ -49,10 +50,11 @@ BAND_PARAM = "band_of"  # the chart's legend selection: the series whose thresho
 @dataclass(frozen=True)
 class _Drawn:
     """The points drawn (one row per ok point from ``start``, with band, IQR and hover columns), the positions
-    where the benchmark's asv version changed, and the ok points' values (unscaled) from ``start``."""
+    where the benchmark's asv version changed with the series it changed in, and the ok points' values
+    (unscaled) from ``start``."""
 
     pts: pd.DataFrame
-    boundaries: set[float]
+    boundaries: dict[float, list[object]]
     ok: pd.DataFrame
     thinned: bool = False
 
@@ -104,24 +106,22 @@ def _drawn_points(points: pd.DataFrame, labels: list[object], *, unit: str | Non
     pos_all = every_ok["pos"].to_numpy()
     values_all = every_ok["value"].to_numpy(float)
     versions_all = every_ok["benchmark_version"].astype(str).to_numpy()
-    boundaries: set[float] = set()
+    boundaries: dict[float, list[object]] = {}
     drawn, lo, hi, q25, q75 = [], [], [], [], []
     thinned = False
     for label in labels:
         rows = groups.get(label)
         if rows is None:
             continue
-        # A value without a version (older asv) continues its segment, as detection reads it.
-        versions = pd.Series(versions_all[rows]).replace({"None": None, "nan": None}).ffill().bfill()
-        versions = versions.fillna("").to_numpy(dtype=object)
         # The band looks back within the value's own benchmark version, as detection does: no band across the
         # version line the chart draws (a new version is other code, its first value has none before it).
-        changed = versions[1:] != versions[:-1]
+        changed = version_changed(versions_all[rows])[1:]
         segment = np.concatenate([[0], np.cumsum(changed)])
         ref = (pd.Series(values_all[rows]).groupby(segment)
                .transform(lambda v: v.rolling(5, min_periods=1).median().shift(1)).to_numpy() * mult)
         pos = pos_all[rows].astype(float)
-        boundaries |= {(pos[j] + pos[j + 1]) / 2.0 for j in np.nonzero(changed)[0]}
+        for j in np.nonzero(changed)[0]:
+            boundaries.setdefault((pos[j] + pos[j + 1]) / 2.0, []).append(label)
         band = bool(threshold) and len(rows) > 1
         from_start = np.nonzero(pos >= start)[0]
         if not len(from_start):
@@ -145,7 +145,7 @@ def _drawn_points(points: pd.DataFrame, labels: list[object], *, unit: str | Non
         })
     else:
         pts = pd.DataFrame(columns=["series", "pos", "y"])
-    boundaries = {b for b in boundaries if b >= start - 0.5}  # a rule outside the x domain is drawn anyway
+    boundaries = {b: s for b, s in boundaries.items() if b >= start - 0.5}  # one outside the x domain is drawn anyway
     return _Drawn(pts, boundaries, ok, thinned)
 
 
@@ -250,18 +250,32 @@ def _marker_layers(x: dict, y: dict, markers: pd.DataFrame, kinds: list[str]) ->
                       "tooltip": [{"field": "series"}, {"field": "text", "title": "what"}, {"field": "change"}]}}]
 
 
-def _rule_layers(x: dict, boundaries: set[float], events: Sequence[tuple[int, str]], start: int) -> list[dict]:
-    """Dotted lines where the benchmark's version changed; a dashed, labelled line per event."""
+def _version_lines(boundaries: dict[float, list[object]], series: list[object]) -> list[dict]:
+    """One row per version line: its position, the series whose version changed there (every series of an
+    overlay need not change at once: machines update at their own commits) and its label."""
+    rows = []
+    for b, changed in sorted(boundaries.items()):
+        names = ", ".join(str(v) for v in changed)
+        label = "benchmark version changed"
+        if len(series) > 1 and len(changed) < len(series):  # an overlay: say whose line this is
+            label += f" ({fmt.middle(names, 48)})"
+        rows.append({"pos": b, "series": names, "label": label})
+    return rows
+
+
+def _rule_layers(x: dict, boundaries: dict[float, list[object]], events: Sequence[tuple[int, str]], start: int,
+                 series: list[object]) -> list[dict]:  # fmt: skip
+    """Dotted lines where the benchmark's version changed (naming the series in an overlay); a dashed, labelled
+    line per event."""
     layers: list[dict] = []
     if boundaries:
+        lines = {"values": _version_lines(boundaries, series)}
+        tooltip = [{"field": "label", "title": "what"}, {"field": "series", "title": "series"}]
         layers += [
-            {"data": {"values": [{"pos": b} for b in sorted(boundaries)]},
-             "mark": {"type": "rule", "color": RULE, "strokeDash": [2, 3], "strokeWidth": 1.2},
-             "encoding": {"x": x}},
-            {"data": {"values": [{"pos": b} for b in sorted(boundaries)]},
-             "mark": {"type": "text", "text": "benchmark version changed", "fontSize": 10, "baseline": "bottom",
-                      "dy": -2},
-             "encoding": {"x": x, "y": {"value": 0}}},
+            {"data": lines, "mark": {"type": "rule", "color": RULE, "strokeDash": [2, 3], "strokeWidth": 1.2},
+             "encoding": {"x": x, "tooltip": tooltip}},
+            {"data": lines, "mark": {"type": "text", "fontSize": 10, "baseline": "bottom", "dy": -2},
+             "encoding": {"x": x, "y": {"value": 0}, "text": {"field": "label"}, "tooltip": tooltip}},
         ]
     marked = {"values": [{"pos": int(p), "label": label} for p, label in events if p >= start]}
     layers += [{"data": marked, "mark": {"type": "rule", "color": OKABE_ITO[0], "strokeDash": [6, 3]},
@@ -315,7 +329,7 @@ def history_spec(
     flagged_drawn = [v for v in markers.loc[markers["kind"] == "flagged regression", "series"] if v in present]
     band_of = flagged_drawn[0] if flagged_drawn else (series[0] if series else "")
     layers = [*_series_layers(x, y, color, band_of=band_of, dense=len(pts) > DENSE * max(1, len(series))),
-              *_marker_layers(x, y, markers, kinds), *_rule_layers(x, drawn.boundaries, events, start)]
+              *_marker_layers(x, y, markers, kinds), *_rule_layers(x, drawn.boundaries, events, start, series)]
     spec = {
         "title": {**_title(title), **({"subtitle": THINNED} if drawn.thinned else {})},
         "height": 520,

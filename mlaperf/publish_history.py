@@ -15,6 +15,7 @@ from dashboard import fmt, history_model
 from db import queries
 from regressions.config import Settings
 from regressions.direction import direction_for
+from regressions.results import version_changed
 
 from .publish_axes import position_axis, value_axis
 from .publish_ids import series_id
@@ -91,7 +92,7 @@ def series_history(hist: pd.DataFrame, pos_of: dict[int, int], *, label: str, su
         "text": [fmt.fmt_value(v, unit) if good else "failed" for v, good in zip(values, ok, strict=True)],
         "failed": [p for p, st in zip(pos, hist["status"], strict=True) if st == "failed"],
         # Where the benchmark's asv version changed (a new segment), not the version of every point.
-        "versions": [p for i, p in enumerate(pos) if i and versions[i] != versions[i - 1]],
+        "versions": [p for p, changed in zip(pos, version_changed(versions), strict=True) if changed],
         "y": value_axis([v for v, good in zip(values, ok, strict=True) if good], unit),
         "x": {**position_axis(pos, short), "title": "commit (history order)"},
         "caption": f"{fmt.plural(n, 'commit')} measured{_failed_words(hist)}; {better.lower()} is better. {LEGEND}",

@@ -348,6 +348,16 @@ def version_codes(runs: pd.DataFrame) -> pd.DataFrame:
     return runs.assign(version=pd.factorize(runs["version"].to_numpy(dtype=object), use_na_sentinel=True)[0])
 
 
+def version_changed(versions: Sequence[object]) -> np.ndarray:
+    """Per value in commit order, whether the benchmark's asv version changed there: it differs from the last
+    known version before it. A value without one (older asv: None, NaN) continues its segment, as
+    :func:`per_commit` reads it; the History chart and the site draw their version lines by this."""
+    known = pd.Series([None if v is None or str(v) in ("None", "nan", "") else str(v) for v in versions],
+                      dtype=object).ffill()  # fmt: skip
+    prev = known.shift(1)
+    return (known.notna() & prev.notna() & (known != prev)).to_numpy(dtype=bool)
+
+
 def per_commit(runs: pd.DataFrame) -> pd.DataFrame:
     """One row per series and commit (the median of its runs: re-runs, environments), in history order,
     with ``segment``: asv gives a benchmark a new version when its code changes, and each version is a

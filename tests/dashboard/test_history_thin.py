@@ -97,10 +97,16 @@ def test_the_band_does_not_look_across_a_benchmark_version() -> None:
     only (the band crossed the version line the chart draws, a median of the old code's values; review)."""
     points = _points()
     at = N - 100
-    points.loc[points["pos"] >= at, "benchmark_version"] = "v2"
-    points.loc[(points["series"] == "b") & (points["pos"] >= at), "value"] *= 10  # the new code: 10x the old
-    band = _spec(points, None, start=N - 150)["data"]["values"].set_index(["series", "pos"])
+    new_b = (points["series"] == "b") & (points["pos"] >= at)  # only b's version changes (the other machine's not)
+    points.loc[new_b, "benchmark_version"] = "v2"
+    points.loc[new_b, "value"] *= 10  # the new code: 10x the old
+    spec = _spec(points, None, start=N - 150)
+    band = spec["data"]["values"].set_index(["series", "pos"])
     assert band.loc[("b", at), ["lo", "hi"]].isna().all()  # the new version's first value: nothing before it
+    # The overlay's version line names the series whose version changed there ("a" measured one version only).
+    lines = [row for layer in spec["layer"] if layer.get("mark", {}).get("strokeDash") == [2, 3]
+             for row in layer["data"]["values"]]  # fmt: skip
+    assert lines == [{"pos": at - 0.5, "series": "b", "label": "benchmark version changed (b)"}], lines
     ref = band["lo"] * 1.05  # the median the band is drawn around, in us
     assert np.isclose(ref[("b", at + 3)], band.loc[("b", at + 3), "hi"] / 1.05)
     assert 48 < ref[("b", at + 3)] < 52 and 4.8 < ref[("b", at - 1)] < 5.2  # each version's own 50 us and 5 us

@@ -106,3 +106,13 @@ def test_a_series_that_only_failed_says_so_under_its_chart() -> None:
     page = series_history(hist, {1: 0, 2: 1, 3: 2}, label="b", subtitle="", unit="seconds", direction="up_is_worse",
                           short=["a", "b", "c"])  # fmt: skip
     assert page["caption"].startswith("1 commit measured, 2 more failed;")
+
+
+def test_a_value_without_a_version_continues_its_segment_on_the_site() -> None:
+    """A run of older asv (no version) between two of one version: no version line (the site drew two, one
+    either side of it, where detection and the dashboard see one segment); a real change draws one."""
+    hist = pd.DataFrame({"value": [1e-6, 1e-6, 1e-6, 2e-6, 2e-6], "status": ["ok"] * 5, "commit_id": [1, 2, 3, 4, 5],
+                         "benchmark_version": ["v1", None, "v1", "v2", None]})  # fmt: skip
+    page = series_history(hist, {c: c - 1 for c in range(1, 6)}, label="b", subtitle="", unit="seconds",
+                          direction="up_is_worse", short=list("abcde"))  # fmt: skip
+    assert page["versions"] == [3]

@@ -213,7 +213,7 @@ def test_history_from_a_start_commit() -> None:
                    if r.get("data", {}).get("name") == "markers")
     assert list(zip(markers["kind"], markers["pos"], strict=True)) == [("flagged regression", 15)]
     rules = [r["data"]["values"] for r in part["layer"] if "values" in r.get("data", {}) and "name" not in r["data"]]
-    assert rules[0] == [{"pos": 11.5}]  # the version line
+    assert rules[0] == [{"pos": 11.5, "series": "s", "label": "benchmark version changed"}]  # one series: no name
     assert "usermeta" not in part  # 20 points: SVG, as Streamlit draws small charts
 
 
