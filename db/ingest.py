@@ -145,8 +145,8 @@ class IngestSummary:
         return (
             f"{len(self.mixed_environments)} commit{'s' if more else ''} measured in several asv environments on one "
             f"machine, e.g. {sha[:10]} on {machine!r}: {', '.join(envs)}. A series pools them per commit, so a "
-            "commit missing one environment moves it (compare pairs the environments both commits measured); give "
-            "each environment its own machine name (asv run --machine NAME) to keep them apart"
+            "commit missing one environment moves it (compare pairs the environments both commits measured, one row "
+            "each); give each environment its own machine name (asv run --machine NAME) to keep them apart"
         )
 
     def order_note(self) -> str | None:

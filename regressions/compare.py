@@ -47,17 +47,15 @@ from sqlalchemy.orm import Session
 from db.asvformat import benchmark_type
 from db.models import Commit
 from db.provenance import is_provenance
+from regressions.compare_sides import ENV_PARAM, read_sides
 from regressions.config import Settings
 from regressions.direction import UP_IS_WORSE, direction_for, slowdown
 from regressions.labels import ordered_params, series_rank
 from regressions.policy import module_ran
 from regressions.results import (
-    benchmark_runs,
     history_noise,
-    last_versions,
     machines_with,
     param_names,
-    results_at,
 )
 from regressions.significance import intervals_apart, mann_whitney_many
 from regressions.units import fmt_value_change, relative_change
@@ -371,17 +369,10 @@ def compare_commits(
     pairs: list[SeriesPair] = []
     names = param_names(session)
     for machine in machines:
-        (at_base, envs_base), (at_head, envs_head) = (benchmark_runs(session, c.id, machine) for c in (base, head))
-        versions = (at_base, at_head)
-        shared = _shared_versions(*versions)  # a side measured at several versions: the ones both have
-        # Several shared: one for both sides, the one head measured last (each side's own last could differ).
-        several = [name for name, both in shared.items() if len(both) > 1]
-        if several:
-            shared.update({name: {v} for name, v in last_versions(session, head.id, machine, several).items()})
-        envs = _shared_environments(envs_base, envs_head)
-        b = results_at(session, base.id, machine, versions=shared, environments=envs)
-        h = results_at(session, head.id, machine, versions=shared, environments=envs)
-        merged = b.merge(h, on=["benchmark", "params_key"], how="outer", suffixes=("_b", "_h"), sort=True)
+        sides = read_sides(session, base.id, head.id, machine)
+        versions = sides.versions
+        merged = sides.base.merge(sides.head, on=["benchmark", "params_key", "env"], how="outer", suffixes=("_b", "_h"),
+                                  sort=True)  # fmt: skip
         merged = merged[~merged["benchmark"].map(lambda name: is_provenance(str(name)))]
         if merged.empty:
             continue
@@ -396,9 +387,10 @@ def compare_commits(
             side = "_h" if isinstance(row["status_h"], str) else "_b"  # the newer description when both
             unit = _text(row[f"unit{side}"])
             sigma, runs = noise.get((name, row["params_key"]), (None, 0))
+            params = ordered_params(row[f"params{side}"], names.get(name))
             pair = SeriesPair(
                 benchmark=name,
-                params=ordered_params(row[f"params{side}"], names.get(name)),
+                params={**params, ENV_PARAM: row["env"]} if row["env"] else params,
                 machine=machine,
                 unit=unit,
                 direction=direction_for(name, unit, settings),
@@ -445,27 +437,6 @@ def _version_changed(name: str, versions: tuple[dict[str, set[str | None]], dict
     if name not in at_base or name not in at_head or None in at_base[name] | at_head[name]:
         return False
     return not (at_base[name] & at_head[name])
-
-
-def _shared_environments(at_base: dict[str, set[str]], at_head: dict[str, set[str]]) -> dict[str, set[str]]:
-    """{benchmark: the asv environments whose runs count on both sides}: those both measured it in, where a side
-    measured it in others too (head's 3.12 runs pooled with 3.10 made a value never measured); not listed (every
-    run) where they are the same or share none (a change of environment is compared as it is, never unjudged)."""
-    both = {name: at_base[name] & at_head[name] for name in at_base.keys() & at_head.keys()}
-    return {name: envs for name, envs in both.items() if envs and envs != at_base[name] | at_head[name]}
-
-
-def _shared_versions(at_base: dict[str, set[str | None]], at_head: dict[str, set[str | None]]
-                     ) -> dict[str, set[str | None]]:  # fmt: skip
-    """{benchmark: the asv versions both sides have} where a side has several (a commit measured again after a
-    version bump holds runs of both): only those runs count, so a side's old code does not move its value. Compare
-    pairs like with like here; elsewhere (History, the grid) a commit shows the version it measured last."""
-    shared = {}
-    for name in at_base.keys() & at_head.keys():
-        both = (at_base[name] & at_head[name]) - {None}  # a result without a version pools everywhere
-        if both and (at_base[name] != at_head[name] or len(both) > 1):
-            shared[name] = both
-    return shared
 
 
 def _text(value: Any) -> str | None:

@@ -122,10 +122,9 @@ def machines_with(session: Session, commit_ids: list[int]) -> list[str]:
     return sorted(names or [])
 
 
-def benchmark_runs(session: Session, commit_id: int, machine: str
-                   ) -> tuple[dict[str, set[str | None]], dict[str, set[str]]]:  # fmt: skip
-    """{benchmark name: the asv versions of its results} and {benchmark name: their asv environments} at a commit
-    on a machine (any status), from one read."""
+def benchmark_runs(session: Session, commit_id: int, machine: str) -> dict[str, set[tuple[str | None, str]]]:
+    """{benchmark name: the (asv version, asv environment) pairs of its results} at a commit on a machine (any
+    status)."""
     rows = session.execute(
         select(Benchmark.name, Result.benchmark_version, Environment.name)
         .join(Result, Result.benchmark_id == Benchmark.id)
@@ -135,12 +134,10 @@ def benchmark_runs(session: Session, commit_id: int, machine: str
         .where(Run.commit_id == commit_id, Machine.name == machine)
         .distinct()
     ).all()
-    versions: dict[str, set[str | None]] = {}
-    environments: dict[str, set[str]] = {}
+    out: dict[str, set[tuple[str | None, str]]] = {}
     for name, version, env in rows:
-        versions.setdefault(str(name), set()).add(version)
-        environments.setdefault(str(name), set()).add(str(env))
-    return versions, environments
+        out.setdefault(str(name), set()).add((version, str(env)))
+    return out
 
 
 def last_versions(session: Session, commit_id: int, machine: str, names: Iterable[str]) -> dict[str, str]:

@@ -102,3 +102,43 @@ def test_night_by_night_closed_alerts_stay_closed_and_one_event_is_one_group(eng
     assert not ranges.duplicated().any(), ranges
     open_groups = frame[frame["group_status"] == "new"].groupby("group").size()
     assert list(open_groups) == [14], open_groups
+
+
+def test_both_sides_in_two_environments_compare_one_row_an_environment(engine: Engine, ingest: Ingest,
+                                                                       tmp_path: Path) -> None:  # fmt: skip
+    """Base 40685398 as measured (Python 3.10 and 3.12); head a copy of it where, in 3.12 only, one case is 1.5x
+    slower and another failed (asv's null). A median over both environments called the failure ok (3.10's value)
+    and could hide a slowdown of one environment (a review's find on geocat-comp's results); asv's compare lists
+    one row an environment, and so does mlaperf now: the failure fails, the slowdown regresses, 3.10 is unchanged."""
+    copy = tmp_path / "results"
+    (copy / "hendrix").mkdir(parents=True)
+    shutil.copy(STINGRAY / "benchmarks.json", copy)
+    shutil.copy(MACHINE / "machine.json", copy / "hendrix")
+    head_sha = "e" * 40  # a made-up head commit, a day after the base
+    slow = "benchmarks.LightcurveSuite.time_create_with_checks"
+    broken = "benchmarks.EventListSuite.time_create_no_checks"
+    for path in MACHINE.glob("40685398-*.json"):
+        shutil.copy(path, copy / "hendrix")
+        doc = json.loads(path.read_text())
+        doc.update(commit_hash=head_sha, date=doc["date"] + 86_400_000)
+        if "-py3.12-" in path.name:
+            cols = doc["result_columns"]
+            row = doc["results"][slow]
+            for col in ("result", "stats_ci_99_a", "stats_ci_99_b", "stats_q_25", "stats_q_75"):
+                row[cols.index(col)] = [v * 1.5 for v in row[cols.index(col)]]
+            doc["results"][broken][cols.index("result")] = [None, None]
+        (copy / "hendrix" / path.name.replace("40685398", head_sha[:8])).write_text(json.dumps(doc))
+    ingest(engine, [copy])
+    with Session(engine) as s:
+        base, head = (s.query(Commit).filter(Commit.sha.startswith(p)).one() for p in ("40685398", head_sha[:8]))
+        rows = compare_commits(s, base, head)
+    by = {(c.benchmark, c.params.get("n_bins") or c.params.get("n_events"), c.params.get("asv env")): c for c in rows}
+    envs = {key[2] for key in by}
+    assert envs == {"py3.10", "py3.12"}, envs  # what sets the two environments apart
+    new, old = "py3.12", "py3.10"
+    assert len(rows) == 2 * 20
+    for n in ("1000000", "10000000"):
+        assert (by[(slow, n, new)].status, by[(slow, n, old)].status) == ("regressed", "unchanged")
+        assert by[(slow, n, new)].ratio == pytest.approx(1.5)
+        assert (by[(broken, n, new)].status, by[(broken, n, new)].head_status) == ("failed", "failed")
+        assert by[(broken, n, old)].status == "unchanged"

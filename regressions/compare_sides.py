@@ -1,0 +1,96 @@
+"""What each side of a comparison reads on one machine (:func:`read_sides`): like with like. Of several asv
+versions or environments at a side, only the runs of those both sides measured count; where both sides measured
+a benchmark in several asv environments, each environment is a row of its own (asv's compare lists one row an
+environment), so a failure or a slowdown in one of them is not hidden in a median over both."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import pandas as pd
+from sqlalchemy.orm import Session
+
+from regressions.results import benchmark_runs, last_versions, results_at
+
+# The parameter a row split per asv environment carries (its value: what sets the environment apart).
+ENV_PARAM = "asv env"
+
+Versions = dict[str, set[str | None]]
+
+
+@dataclass(frozen=True)
+class Sides:
+    """``results_at`` rows of base and head with ``env``: the environment's label on a row of one environment,
+    "" where the runs pool; ``versions``: each side's asv versions per benchmark (any status)."""
+
+    base: pd.DataFrame
+    head: pd.DataFrame
+    versions: tuple[Versions, Versions]
+
+
+def read_sides(session: Session, base_id: int, head_id: int, machine: str) -> Sides:
+    """Both sides' results on ``machine``, like with like (module docstring)."""
+    runs_base, runs_head = (benchmark_runs(session, c, machine) for c in (base_id, head_id))
+    at_base, at_head = ({name: {v for v, _e in runs} for name, runs in side.items()} for side in (runs_base, runs_head))
+    shared = shared_versions(at_base, at_head)  # a side measured at several versions: the ones both have
+    # Several shared: one for both sides, the one head measured last (each side's own last could differ).
+    several = [name for name, both in shared.items() if len(both) > 1]
+    if several:
+        shared.update({name: {v} for name, v in last_versions(session, head_id, machine, several).items()})
+    # The environments of the runs that count (at the versions kept): a version measured again in another
+    # environment is not a second environment of the series.
+    envs_base, envs_head = ({name: {e for v, e in runs if name not in shared or v is None or v in shared[name]}
+                             for name, runs in side.items()} for side in (runs_base, runs_head))  # fmt: skip
+    both = {name: envs_base[name] & envs_head[name] for name in envs_base.keys() & envs_head.keys()}
+    split = {name: envs for name, envs in both.items() if len(envs) > 1}
+    pooled = shared_environments(envs_base, envs_head)
+    base, head = (_side(session, c, machine, shared, pooled, split) for c in (base_id, head_id))
+    return Sides(base, head, (at_base, at_head))
+
+
+def _side(session: Session, commit_id: int, machine: str, versions: Versions, pooled: Mapping[str, set[str]],
+          split: Mapping[str, set[str]]) -> pd.DataFrame:  # fmt: skip
+    """One commit's rows: the pooled benchmarks', then those of each environment of a split benchmark."""
+    whole = results_at(session, commit_id, machine, versions=versions, environments=pooled)
+    frames = [whole[~whole["benchmark"].isin(list(split))].assign(env="")]
+    labels = env_labels(set().union(*split.values())) if split else {}
+    for env in sorted(labels):
+        one = {name: {env} for name, envs in split.items() if env in envs}
+        part = results_at(session, commit_id, machine, versions=versions, environments=one)
+        frames.append(part[part["benchmark"].isin(list(one))].assign(env=labels[env]))
+    return pd.concat(frames, ignore_index=True)
+
+
+def env_labels(envs: set[str]) -> dict[str, str]:
+    """{asv environment name: what sets it apart from the others}: the fewest of its ``-``-separated parts that
+    not every environment has, from the first, that tell them apart (``conda-py3.10-numpy1.26`` against
+    ``conda-py3.13-numpy2.3``: ``py3.10``), else the whole name."""
+    parts = {e: e.split("-") for e in envs}
+    common = set.intersection(*(set(p) for p in parts.values())) if len(envs) > 1 else set()
+    apart = {e: [p for p in parts[e] if p not in common] for e in envs}
+    for k in range(1, max((len(a) for a in apart.values()), default=0) + 1):
+        labels = {e: "-".join(apart[e][:k]) for e in envs}
+        if all(labels.values()) and len(set(labels.values())) == len(labels):
+            return labels
+    return {e: e for e in envs}
+
+
+def shared_environments(at_base: Mapping[str, set[str]], at_head: Mapping[str, set[str]]) -> dict[str, set[str]]:
+    """{benchmark: the asv environments whose runs count on both sides}: those both measured it in, where a side
+    measured it in others too (head's 3.12 runs pooled with 3.10 made a value never measured); not listed (every
+    run) where they are the same or share none (a change of environment is compared as it is, never unjudged)."""
+    both = {name: at_base[name] & at_head[name] for name in at_base.keys() & at_head.keys()}
+    return {name: envs for name, envs in both.items() if envs and envs != at_base[name] | at_head[name]}
+
+
+def shared_versions(at_base: Versions, at_head: Versions) -> Versions:
+    """{benchmark: the asv versions both sides have} where a side has several (a commit measured again after a
+    version bump holds runs of both): only those runs count, so a side's old code does not move its value. Compare
+    pairs like with like here; elsewhere (History, the grid) a commit shows the version it measured last."""
+    shared = {}
+    for name in at_base.keys() & at_head.keys():
+        both = (at_base[name] & at_head[name]) - {None}  # a result without a version pools everywhere
+        if both and (at_base[name] != at_head[name] or len(both) > 1):
+            shared[name] = both
+    return shared
