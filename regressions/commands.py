@@ -109,9 +109,9 @@ def _register_compare(subparsers: argparse._SubParsersAction) -> None:
         "(no result where it ran, and none on HEAD), repaired (failed on BASE, a result on HEAD: never fails), "
         "missing (measured on BASE, absent or skipped on HEAD while its asv module "
         "ran, the removal not declared by a new asv version or [tool.mlaperf] removed), new (only on HEAD), "
-        "removed (only on BASE, declared), not run, changed (the benchmark's asv version differs: shown, not "
-        "judged) or untested (beyond the threshold with one value a side and no history: never fails; a memory "
-        "benchmark is judged by the threshold alone). Prints an aligned text table in a terminal (worst rows "
+        "removed (only on BASE, declared or failed there), not run, changed (the benchmark's asv version differs: "
+        "shown, not judged) or untested (beyond the threshold with one value a side and no history: never fails; "
+        "a memory benchmark is judged by the threshold alone). Prints an aligned text table in a terminal (worst rows "
         "first), else the markdown of the PR comment (escaped, under "
         f"{MAX_BODY_CHARS:,} characters: the least severe rows are left out first); --format picks one, "
         "--json is --format json. Exit status: 0 no regression, 1 a regression, a missing or a "
@@ -122,6 +122,11 @@ def _register_compare(subparsers: argparse._SubParsersAction) -> None:
     _add_common(c)
     c.add_argument("--machine", metavar="M", help="machine (default: every machine with results at both)")
     c.add_argument("--alpha", type=float, default=DEFAULT_ALPHA, help=f"significance level (default {DEFAULT_ALPHA})")
+    c.add_argument("--whole-suite", action="store_true",
+                   help="HEAD ran the whole suite (a pull request's run, scripts/pr.sh): a benchmark measured on BASE "
+                   "and absent on HEAD is missing even where its whole asv module is absent (deleted, or failing to "
+                   "import), unless the removal is declared; by default a module absent altogether is a partial run "
+                   "(asv run --bench), which says nothing")  # fmt: skip
     add_git_repo(c)
     c.add_argument(
         "--format",
@@ -370,7 +375,8 @@ def compare_command(args: argparse.Namespace) -> int:
                 if not machines:
                     raise UsageError(f"no machine has results at both BASE {base.sha[:12]} and HEAD "
                                      f"{head.sha[:12]} ({where})")
-            comparisons = compare_commits(session, base, head, machines=machines, settings=settings, alpha=args.alpha)
+            comparisons = compare_commits(session, base, head, machines=machines, settings=settings, alpha=args.alpha,
+                                          whole_suite=args.whole_suite)  # fmt: skip
             messages = {"base_message": base.message, "head_message": head.message}
     except UsageError as exc:
         return _fail(str(exc))

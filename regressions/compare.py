@@ -68,12 +68,12 @@ MIN_HISTORY_RUNS = 10
 IMPROVED = "improved"
 REGRESSED = "regressed"
 UNCHANGED = "unchanged"
-FAILED = "failed"  # no value on one or both sides where the series ran (asv null), and none at head
+FAILED = "failed"  # no value where the series ran (asv null), and none at head (failed on base, gone at head: REMOVED)
 # Failed at base, measured at head: the pull request makes a broken case run again. Not a failure of the head.
 REPAIRED = "repaired"
 NOT_RUN = "not_run"  # not selected on a side (asv NaN), or the machine has no run at that commit
 NEW = "new"  # only at head: the base's run on that machine has no such series
-REMOVED = "removed"  # only at base, and the pull request declares the removal (see MISSING)
+REMOVED = "removed"  # only at base, and the pull request declares the removal (see MISSING), or it failed there
 # Measured at base, absent or skipped at head where the suite ran (other benchmarks of its asv module did),
 # and the removal not declared (a new asv version of the benchmark at head, or the configuration's
 # removed-benchmarks list): a pull request cannot hide a case by dropping it or making it skip.
@@ -204,6 +204,8 @@ def status_without_values(base_side: str, head_side: str) -> str | None:
     """The status of a series that cannot be compared, or None when both sides have a value."""
     if base_side == SIDE_FAILED and head_side == SIDE_OK:
         return REPAIRED
+    if base_side == SIDE_FAILED and head_side == SIDE_ABSENT:
+        return REMOVED  # broken on base and gone from head: nothing measured is lost (skipped at head: FAILED)
     if SIDE_FAILED in (base_side, head_side):
         return FAILED
     if head_side == SIDE_MISSING:
@@ -352,6 +354,7 @@ def compare_commits(
     machines: list[str] | None = None,
     settings: Settings | None = None,
     alpha: float = DEFAULT_ALPHA,
+    whole_suite: bool = False,
 ) -> list[Comparison]:
     """Every series of ``machines`` (default: the machines with runs at both commits) at ``head`` against
     ``base``, ordered by machine (as given), benchmark and parameter values.
@@ -360,6 +363,8 @@ def compare_commits(
     ``settings`` (default: built-in, no configuration file); the noise of a series is its history on that
     machine up to the base (the change under test must not widen it). Each series' params are in asv's
     ``param_names`` order, and series sort by their values, numbers numerically (``regressions.labels``).
+    ``whole_suite``: head ran every benchmark (a pull request's run), so one absent there whose whole asv module is
+    absent too is missing (not a partial run) unless its removal is declared.
     """
     settings = settings or Settings()
     measured_base = set(machines_with(session, [base.id]))
@@ -406,7 +411,7 @@ def compare_commits(
                 base_status=_SIDE_OF_STORE_STATUS.get(row["status_b"], absent_base),
                 head_status=_SIDE_OF_STORE_STATUS.get(row["status_h"], absent_head),
             )
-            if _undeclared_removal(pair, versions, settings):
+            if _undeclared_removal(pair, versions, settings, whole_suite):
                 pair.head_status = SIDE_MISSING
             pair.changed = _version_changed(name, versions)
             pairs.append(pair)
@@ -415,16 +420,15 @@ def compare_commits(
     return compare_many(pairs, alpha=alpha)
 
 
-def _undeclared_removal(
-    pair: SeriesPair, versions: tuple[dict[str, set[str | None]], dict[str, set[str | None]]], settings: Settings
-) -> bool:
-    """Measured at base, absent or skipped at head while its asv module ran there (``policy.module_ran``),
-    and the removal not declared: no new asv version of the benchmark at head, not in the configuration's
-    ``removed`` list."""
+def _undeclared_removal(pair: SeriesPair, versions: tuple[dict[str, set[str | None]], dict[str, set[str | None]]],
+                        settings: Settings, whole_suite: bool) -> bool:  # fmt: skip
+    """Measured at base, absent or skipped at head while its asv module ran there (``policy.module_ran``; any
+    module with ``whole_suite``), and the removal not declared: no new asv version of the benchmark at head, not in
+    the configuration's ``removed`` list."""
     if pair.base_status != SIDE_OK or pair.head_status not in (SIDE_ABSENT, SIDE_NOT_RUN):
         return False
     at_base, at_head = versions
-    if not module_ran([pair.benchmark], at_head):
+    if not whole_suite and not module_ran([pair.benchmark], at_head):
         return False
     bumped = pair.benchmark in at_head and not (at_head[pair.benchmark] & at_base.get(pair.benchmark, set()))
     return not bumped and not settings.is_removed(pair.benchmark, pair.params)

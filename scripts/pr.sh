@@ -31,7 +31,7 @@ done
 if [[ -d "$OUT/results" ]]; then "$MLAPERF" ingest "$OUT/results" --repo . --quiet; fi
 
 status=0
-"$MLAPERF" compare "$1" "$2" --markdown-out "$OUT/report.md" --full-markdown-out "$OUT/report-full.md" \
+"$MLAPERF" compare "$1" "$2" --whole-suite --markdown-out "$OUT/report.md" --full-markdown-out "$OUT/report-full.md" \
   --json-out "$OUT/report.json" > /dev/null || status=$?
 if [[ ! -s "$OUT/report.md" && ${#failed[@]} -gt 0 ]]; then
   # No comparison at all: a side produced no result (its suite did not run). Say so instead of staying silent.

@@ -735,3 +735,26 @@ def test_a_real_suites_scores_are_higher_is_better() -> None:
     scores = {n for n in directions if n.rsplit(".", 1)[-1] in ("track_test_score", "track_train_score")}
     assert len(scores) == 4 and {directions[n] for n in scores} == {DOWN_IS_WORSE}
     assert {d for n, d in directions.items() if n not in scores} == {UP_IS_WORSE}  # times and peak memory
+
+
+def test_a_pull_requests_whole_suite_cannot_drop_a_module(tmp_path: Path, engine: Engine, ingest: Ingest) -> None:
+    """Head without any benchmark of base's module ``bench_b`` (deleted, or failing to import): by default
+    removed (a partial run, asv run --bench, says nothing of a module it left out); with ``whole_suite`` (a pull
+    request's run, scripts/pr.sh) missing, so the check fails (review: a PR dropping a module went green). A case
+    broken on base and gone from head is removed, not failed: nothing measured is lost (asv's compare does not
+    count it either)."""
+    from tests.db.conftest import bench_row, results_doc, write_results
+
+    t = 1_700_000_000_000
+    base, head = "a" * 40, "b" * 40
+    kept, dropped, broken = "bench_a.A.time_x", "bench_b.B.time_y", "bench_a.A.time_z"
+    write_results(tmp_path, results_doc({kept: bench_row([1.0], []), dropped: bench_row([2.0], []),
+                                         broken: bench_row([None], [])}, machine="m", commit=base, date=t))  # fmt: skip
+    write_results(tmp_path, results_doc({kept: bench_row([1.0], [])}, machine="m", commit=head, date=t + 10**6))
+    ingest(engine, [tmp_path])
+    with Session(engine) as s:
+        b, h = resolve_commit(s, base, "BASE"), resolve_commit(s, head, "HEAD")
+        partial = {c.benchmark: c.status for c in compare_commits(s, b, h)}
+        whole = {c.benchmark: c.status for c in compare_commits(s, b, h, whole_suite=True)}
+    assert partial == {kept: "unchanged", dropped: "removed", broken: "removed"}, partial
+    assert whole == {kept: "unchanged", dropped: "missing", broken: "removed"}, whole
