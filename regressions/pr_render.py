@@ -2,7 +2,8 @@
 
 The trusted half of the PR workflow runs this with the **default branch's** code over the ``report.json``
 that the GPU job (which ran the pull request's code) uploaded. The file is validated against
-:mod:`regressions.pr_schema`, then rendered by :func:`regressions.report.compare_markdown`: the pull
+:mod:`regressions.pr_schema`, each row's direction and threshold against this checkout's configuration (the
+default branch's ``pyproject.toml``/``mlaperf.toml``), then rendered by :func:`regressions.report.compare_markdown`: the pull
 request can change its numbers, never the comment's markup, and never the status's wording. Base and head
 come from the gate (the GitHub API), not from the file.
 
@@ -22,6 +23,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from regressions.compare import FAILED, FAILING, MISSING, REGRESSED, Comparison
+from regressions.config import ConfigError, load_settings
 from regressions.pr_schema import ReportError, check_sha, read_report
 from regressions.report import MARKER, MAX_BODY_CHARS, compare_markdown, md_code, md_text
 from regressions.units import plural
@@ -128,9 +130,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     problem = None
     if args.report.exists() or args.report.is_symlink():
         try:
-            comparisons = read_report(args.report)
-        except (ReportError, OSError) as exc:
-            problem = str(exc) if isinstance(exc, ReportError) else "unreadable"
+            comparisons = read_report(args.report, load_settings())  # this checkout's: the default branch's
+        except (ReportError, ConfigError, OSError) as exc:
+            problem = str(exc) if isinstance(exc, ReportError) else "unreadable" if isinstance(exc, OSError) else (
+                "the default branch's configuration is invalid")
     body, status = render(comparisons, base=base, head=head, fork=args.fork == "true", job_result=args.job_result,
                           run_url=args.run_url, problem=problem)  # fmt: skip
     status.description = status.description[:MAX_DESCRIPTION]

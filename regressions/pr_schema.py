@@ -22,6 +22,7 @@ from regressions.compare import (
     DEFAULT_Z,
     METHODS,
     REGRESSED,
+    SIDE_OK,
     SIDES,
     STATUSES,
     Comparison,
@@ -31,7 +32,8 @@ from regressions.compare import (
     status_of,
     status_without_values,
 )
-from regressions.direction import DOWN_IS_WORSE, UP_IS_WORSE, slowdown
+from regressions.config import MAX_THRESHOLD, Settings
+from regressions.direction import DOWN_IS_WORSE, UP_IS_WORSE, direction_for, slowdown
 from regressions.units import relative_change
 from settings.pr_contract import SHA
 
@@ -119,6 +121,14 @@ def recheck(c: Comparison) -> str | None:
     outcome come from the pull request's code and can only be taken as given; what they imply is checked."""
     if c.regression != (c.status == REGRESSED):
         return "'regression' disagrees with 'status'"
+    for side, value, name in ((c.base_status, c.base, "base"), (c.head_status, c.head, "head")):
+        if (side == SIDE_OK) != (value is not None):  # compare writes a value for an ok side and for no other
+            return f"'{name}' must be a number where '{name}_status' is ok, and null elsewhere"
+    ratio = change_ratio(c.base, c.head)
+    ratio = ratio if ratio is not None and math.isfinite(ratio) else None
+    same = ratio is None if c.ratio is None else ratio is not None and math.isclose(ratio, c.ratio, rel_tol=1e-6)
+    if not same:
+        return "'ratio' is not head / base"
     without = status_without_values(c.base_status, c.head_status)
     if without is not None:
         return None if c.status == without else "'status' disagrees with 'base_status'/'head_status'"
@@ -126,11 +136,6 @@ def recheck(c: Comparison) -> str | None:
         return "'changed' goes with the method 'version' alone and is never significant"
     if c.status == CHANGED:
         return None
-    ratio = change_ratio(c.base, c.head)
-    ratio = ratio if ratio is not None and math.isfinite(ratio) else None
-    same = ratio is None if c.ratio is None else ratio is not None and math.isclose(ratio, c.ratio, rel_tol=1e-6)
-    if not same:
-        return "'ratio' is not head / base"
     if (problem := _test_problem(c)) is not None:
         return problem
     if ratio is not None:
@@ -158,8 +163,19 @@ def _test_problem(c: Comparison) -> str | None:
     return None
 
 
-def row_to_comparison(row: Any, index: int) -> Comparison:
-    """One validated row of report.json."""
+def judged_as_configured(c: Comparison, settings: Settings) -> str | None:
+    """Where a row's direction or threshold is not what ``settings`` (the default branch's configuration, read by
+    the trusted side) gives its benchmark: a pull request cannot change how its own report is judged."""
+    if c.direction != direction_for(c.benchmark, c.unit, settings):
+        return "'direction' is not the default branch's for its benchmark and unit"
+    if not math.isclose(c.threshold, settings.threshold_for(c.benchmark), rel_tol=1e-9):
+        return ("'threshold' is not the default branch's for its benchmark (a configuration change is judged once it "
+                "has landed)")
+    return None
+
+
+def row_to_comparison(row: Any, index: int, settings: Settings | None = None) -> Comparison:
+    """One validated row of report.json (judged as ``settings`` configure it, where given)."""
     where = f"row {index}"
     if not isinstance(row, dict):
         raise ReportError(f"{where}: must be an object")
@@ -176,7 +192,7 @@ def row_to_comparison(row: Any, index: int) -> Comparison:
         machine=str(_text(row, "machine", MAX_MACHINE_CHARS, where)),
         unit=_text(row, "unit", MAX_UNIT_CHARS, where, optional=True),
         direction=_choice(row, "direction", DIRECTIONS, where),
-        threshold=float(_number(row, "threshold", where, optional=False) or 0.0),
+        threshold=_threshold(row, where),
         status=_choice(row, "status", STATUSES, where),
         base_status=_choice(row, "base_status", SIDES, where),
         head_status=_choice(row, "head_status", SIDES, where),
@@ -191,11 +207,21 @@ def row_to_comparison(row: Any, index: int) -> Comparison:
     )
     if (problem := recheck(comparison)) is not None:
         raise ReportError(f"{where}: {problem}")
+    if settings is not None and (problem := judged_as_configured(comparison, settings)) is not None:
+        raise ReportError(f"{where}: {problem}")
     return comparison
 
 
-def parse_report(data: bytes) -> list[Comparison]:
-    """report.json's bytes -> validated comparisons; :class:`ReportError` names the first problem."""
+def _threshold(row: dict[str, Any], where: str) -> float:
+    value = float(_number(row, "threshold", where, optional=False) or 0.0)
+    if not 0.0 < value < MAX_THRESHOLD:  # the configuration's own bounds (regressions.config.check_threshold)
+        raise ReportError(f"{where}: 'threshold' must lie in (0, {MAX_THRESHOLD:g})")
+    return value
+
+
+def parse_report(data: bytes, settings: Settings | None = None) -> list[Comparison]:
+    """report.json's bytes -> validated comparisons (each judged as ``settings`` configure it, where given);
+    :class:`ReportError` names the first problem."""
     if len(data) > MAX_FILE_BYTES:
         raise ReportError(f"{len(data):,} bytes, over the limit of {MAX_FILE_BYTES:,}")
     try:
@@ -212,16 +238,17 @@ def parse_report(data: bytes) -> list[Comparison]:
         raise ReportError("must be a JSON list of comparison rows")
     if len(rows) > MAX_ROWS:
         raise ReportError(f"{len(rows):,} rows, over the limit of {MAX_ROWS:,}")
-    return [row_to_comparison(row, i) for i, row in enumerate(rows)]
+    return [row_to_comparison(row, i, settings) for i, row in enumerate(rows)]
 
 
-def read_report(path: Path) -> list[Comparison]:
-    """Read and validate report.json at ``path``: a regular file (never a link), within the size limit."""
+def read_report(path: Path, settings: Settings | None = None) -> list[Comparison]:
+    """Read and validate report.json at ``path``: a regular file (never a link), within the size limit (each row
+    judged as ``settings`` configure it, where given)."""
     if path.is_symlink() or not path.is_file():
         raise ReportError(f"{path.name}: not a regular file")
     if path.stat().st_size > MAX_FILE_BYTES:
         raise ReportError(f"{path.stat().st_size:,} bytes, over the limit of {MAX_FILE_BYTES:,}")
-    return parse_report(path.read_bytes())
+    return parse_report(path.read_bytes(), settings)
 
 
 def check_sha(value: str, what: str) -> str:

@@ -181,6 +181,17 @@ def test_hostile_values_are_inert(tmp_path: Path) -> None:
         ("ratio not head / base", json.dumps([row(head=4e-4)]).encode(), "'ratio' is not head / base"),
         ("failure hidden", json.dumps([row(head_status="failed", head=None, ratio=None, slowdown=None)]).encode(),
          "'status' disagrees with 'base_status'/'head_status'"),
+        # A review's forgeries that passed: an ok side without a value (shown as "failed" under Unchanged), a
+        # direction flipped (a slowdown listed as an improvement), a threshold loosened or beyond any the
+        # configuration allows, a 'changed' row whose ratio is not head / base.
+        ("ok side without a value", json.dumps([row(head=None, ratio=None, slowdown=None)]).encode(),
+         "'head' must be a number where 'head_status' is ok"),
+        ("direction flipped", json.dumps([row(direction="down_is_worse")]).encode(),
+         "'direction' is not the default branch's"),
+        ("threshold loosened", json.dumps([row(threshold=0.5)]).encode(), "'threshold' is not the default branch's"),
+        ("threshold huge", json.dumps([row(threshold=1e300)]).encode(), "'threshold' must lie in (0, 10)"),
+        ("changed, ratio forged", json.dumps([row(status="changed", method="version", head=4.48e-5, ratio=0.5,
+                                                  slowdown=0.5, p_value=None)]).encode(), "'ratio' is not head / base"),
         ("name too long", json.dumps([row(benchmark="x" * 513)]).encode(), "1 to 512 characters"),
         ("too many rows", json.dumps([row()] * (MAX_ROWS + 1)).encode(), "over the limit of 20,000"),
         ("duplicate key", b'[{"status": "unchanged", "status": "regressed"}]', "duplicate key"),
