@@ -106,7 +106,7 @@ def table_rows(cmp: pd.DataFrame, shown: Sequence[str], history_link: Callable[[
                    for st, b, h, d in zip(view["status"], view["base"], view["head"], view["direction"], strict=True)],
         "p": view["p_value"].map(fmt.fmt_p),
         "method": view["method"],
-        "threshold": view["threshold"].map(lambda t: f"{t:.0%}"),
+        "threshold": view["threshold"].map(fmt.fmt_percent),
     })
     if table["threshold"].nunique() == 1:  # one threshold for every row: said once below
         return table.drop(columns="threshold"), f" Threshold {table['threshold'].iloc[0]} for every series shown."

@@ -256,18 +256,18 @@ def caption(commits: pd.DataFrame, start: int, machine: str, *, lower_is_better:
     better = "lower" if lower_is_better else "higher"
     return (f"{shown} measured on `{machine}`, in history order"
             + (" (switch on Whole history to draw every commit)" if start else "") + f". {better.capitalize()} is "
-            f"better; shaded: ±{threshold:.0%} around the median of the previous five values (of its benchmark "
-            "version) of the series bright in the legend (click another to shade it). asv environment: "
+            f"better; shaded: ±{fmt.fmt_percent(threshold)} around the median of the previous five values (of its "
+            "benchmark version) of the series bright in the legend (click another to shade it). asv environment: "
             + ", ".join(f"`{e}`" for e in sorted(environments)) + ".")
 
 
 def legend_help(threshold: float) -> str:
     """The chart's legend in full (shown on hover: a long caption is Markdown the browser lays out on every
     first render)."""
-    return (f"Bars span the interquartile range. Shaded: ±{threshold:.0%} (this benchmark's threshold) around the "
-            "median of the previous five values of one series, of the same benchmark version (the first flagged one; "
-            "click a series in the legend to shade it instead); a point past it on the worse side moved more than the "
-            "threshold. Triangles: "
+    return (f"Bars span the interquartile range. Shaded: ±{fmt.fmt_percent(threshold)} (this benchmark's threshold) "
+            "around the median of the previous five values of one series, of the same benchmark version (the first "
+            "flagged one; click a series in the legend to shade it instead); a point past it on the worse side moved "
+            "more than the threshold. Triangles: "
             "flagged regressions (the first bad commit); stars: the commit that fixed them; ✕ on the axis: failed "
             "runs; dotted lines: the benchmark's asv version changed (a new segment: no step is flagged across it). "
             "Drag to pan, scroll to zoom the commit axis, double-click to reset. Hover a point for its commit, its "

@@ -21,7 +21,7 @@ from regressions.report import MAX_BODY_CHARS, compare_json, compare_markdown, d
 from regressions.results import UsageError, machine_id, machines_with, resolve_commit
 from regressions.store import DEFAULT_LOOKBACK, DetectSummary, detect_store
 from regressions.text_table import FORMATS, compare_text
-from regressions.units import plural
+from regressions.units import fmt_percent, plural
 from settings.args import add_db, add_git_repo, add_thresholds_config, fraction_type
 from settings.env import store_url
 
@@ -383,9 +383,9 @@ def compare_command(args: argparse.Namespace) -> int:
     except SQLAlchemyError as exc:
         return _fail(f"database {display_url(engine.url)}: {exc}")
     note = (
-        f"threshold {settings.default_threshold:.0%}"
+        f"threshold {fmt_percent(settings.default_threshold)}"
         if not settings.thresholds
-        else f"threshold {settings.default_threshold:.0%}, per-benchmark overrides from {settings.source}"
+        else f"threshold {fmt_percent(settings.default_threshold)}, per-benchmark overrides from {settings.source}"
     )
     report = {"base": base.sha, "head": head.sha, "machines": machines, "threshold_note": note, **messages}
     md = compare_markdown(comparisons, **report)

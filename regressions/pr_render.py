@@ -3,9 +3,9 @@
 The trusted half of the PR workflow runs this with the **default branch's** code over the ``report.json``
 that the GPU job (which ran the pull request's code) uploaded. The file is validated against
 :mod:`regressions.pr_schema`, each row's direction and threshold against this checkout's configuration (the
-default branch's ``pyproject.toml``/``mlaperf.toml``), then rendered by :func:`regressions.report.compare_markdown`: the pull
-request can change its numbers, never the comment's markup, and never the status's wording. Base and head
-come from the gate (the GitHub API), not from the file.
+default branch's ``pyproject.toml``/``mlaperf.toml``), then rendered by
+:func:`regressions.report.compare_markdown`: the pull request can change its numbers, never the comment's
+markup, and never the status's wording. Base and head come from the gate (the GitHub API), not from the file.
 
 Writes the comment (``--comment-out``) and the status (``--status-out``, JSON: state, description,
 context, and the comment's marker). Exit status: 0 written (whatever the state), 2 bad usage (an argument
@@ -26,7 +26,7 @@ from regressions.compare import FAILED, FAILING, MISSING, REGRESSED, Comparison
 from regressions.config import ConfigError, load_settings
 from regressions.pr_schema import ReportError, check_sha, read_report
 from regressions.report import MARKER, MAX_BODY_CHARS, compare_markdown, md_code, md_text
-from regressions.units import plural
+from regressions.units import fmt_percent, plural
 from settings.pr_contract import CONTEXT, FORK_CONTEXT, run_url
 
 FORK_NOTE = (
@@ -53,8 +53,8 @@ def threshold_note(comparisons: Sequence[Comparison]) -> str:
     if not values:
         return "no series compared"
     if len(values) == 1:
-        return f"threshold {values[0]:.0%}"
-    return f"thresholds {values[0]:.0%} to {values[-1]:.0%} per benchmark"
+        return f"threshold {fmt_percent(values[0])}"
+    return f"thresholds {fmt_percent(values[0])} to {fmt_percent(values[-1])} per benchmark"
 
 
 def _with_fork_note(body: str, fork: bool) -> str:

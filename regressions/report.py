@@ -37,7 +37,7 @@ from regressions.compare import (
 )
 from regressions.labels import params_label
 from regressions.level_rules import GRADUAL
-from regressions.units import fmt_p, fmt_pair, fmt_ratio
+from regressions.units import CONTROL, fmt_p, fmt_pair, fmt_ratio, terminal_text
 
 MARKER = "<!-- mlaperf-benchmark-report -->"
 MAX_BODY_CHARS = 60_000
@@ -47,9 +47,6 @@ ZWSP = "\u200b"
 
 # Characters that start inline markdown or HTML, or split a table cell (backslash-escaped in text).
 _MD_ACTIVE = re.compile(r"([\\`*_~\[\]()!<>&|$])")
-# Line breaks and other control characters: a value must stay on its table row. Bidirectional controls
-# (embeddings, overrides, isolates, marks) would let a value reorder the text shown around it.
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 # What GitHub turns into links or notifications in text: mentions and e-mail addresses (@), issue
 # references (#123, GH-123), URL schemes and www. autolinks. Broken wherever they stand, not only after a word
 # boundary: GitHub links "_www.x" and the URL in "1https://x", where "_" and "1" are word characters.
@@ -58,7 +55,7 @@ _LINKISH = re.compile(r"(@|#(?=\d)|GH-(?=\d)|(?:https?|ftp|mailto|xmpp|www)(?=[:
 
 def _neutral(value: Any) -> str:
     """One line of at most MAX_CELL_CHARS characters with links, mentions and the marker broken."""
-    text = _CONTROL.sub(" ", str(value))
+    text = CONTROL.sub(" ", str(value))  # a value stays on its table row and cannot reorder the text around it
     if len(text) > MAX_CELL_CHARS:
         text = text[: MAX_CELL_CHARS - 1] + "\u2026"
     text = _LINKISH.sub(lambda m: m.group(1) + ZWSP, text)
@@ -152,7 +149,7 @@ _SUMMARY = {
 
 def status_count(status: str, n: int) -> str:
     """``3 improvements``, ``1 regression``, ``240 not measured at base``: a count in the report's words."""
-    return f"{n} " + _SUMMARY[status].format(s="s" * (n != 1))
+    return f"{n:,} " + _SUMMARY[status].format(s="s" * (n != 1))
 
 
 def ordered(comparisons: Sequence[Comparison]) -> list[Comparison]:
@@ -191,8 +188,8 @@ def _render(
         lines += [
             "",
             f"_{total - len(rows):,} of {total:,} rows left out to keep this comment under {cap:,} characters "
-            "(the least severe first); the full report is the `--full-markdown-out` file, in CI the "
-            "workflow run's artifact._",
+            "(the least severe first); every row is in the workflow run's artifact (`report.json`), and "
+            "`mlaperf compare --full-markdown-out FILE` writes them all as markdown._",
         ]
     if not total:
         lines += ["", "No series has results at either commit on these machines."]
@@ -221,7 +218,7 @@ def compare_markdown(
         counts[c.status] += 1
     bad = counts[REGRESSED] + counts[FAILED] + counts[MISSING]
     icon = ":x:" if bad else ":white_check_mark:"
-    parts = [f"**{counts[REGRESSED]} regression{'s' * (counts[REGRESSED] != 1)}**"]
+    parts = [f"**{counts[REGRESSED]:,} regression{'s' * (counts[REGRESSED] != 1)}**"]
     if counts[FAILED]:
         failed = [c for c in ordered_rows if c.status == FAILED]
         where = {
@@ -229,10 +226,10 @@ def compare_markdown(
             "on base only": sum(c.base_status == SIDE_FAILED and c.head_status != SIDE_FAILED for c in failed),
             "on both": sum(c.base_status == SIDE_FAILED and c.head_status == SIDE_FAILED for c in failed),
         }
-        split = ", ".join(f"{n} {side}" for side, n in where.items() if n)
-        parts.append(f"**{counts[FAILED]} failed** ({split})")
+        split = ", ".join(f"{n:,} {side}" for side, n in where.items() if n)
+        parts.append(f"**{counts[FAILED]:,} failed** ({split})")
     if counts[MISSING]:
-        parts.append(f"**{counts[MISSING]} missing**")
+        parts.append(f"**{counts[MISSING]:,} missing**")
     for status in (IMPROVED, REPAIRED, CHANGED, UNTESTED, UNCHANGED, NEW, REMOVED, NOT_RUN):
         if counts[status] or status in (IMPROVED, UNCHANGED):
             parts.append(status_count(status, counts[status]))
@@ -324,6 +321,7 @@ def detect_table(
         head += ["assignee", "issue"]
         for row, r in zip(rows, records, strict=True):
             row += [r.get("assignee") or "-", r.get("issue_url") or "-"]
+    rows = [[terminal_text(x) for x in row] for row in rows]  # names from data: no escape sequence reaches the terminal
     widths = [max(len(str(x)) for x in col) for col in zip(head, *rows, strict=False)]
     out = ["  ".join(h.ljust(w) for h, w in zip(head, widths, strict=False))]
     out += ["  ".join(str(x).ljust(w) for x, w in zip(row, widths, strict=False)) for row in rows]

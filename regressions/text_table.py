@@ -14,7 +14,7 @@ from regressions import compare as cmp
 from regressions.compare import Comparison
 from regressions.labels import series_label
 from regressions.report import ordered, side_texts, status_count
-from regressions.units import fmt_p, fmt_ratio
+from regressions.units import fmt_p, fmt_ratio, terminal_text
 
 FORMATS = ("text", "markdown", "json")
 # Statuses in the order the counts line gives them (in the PR report's words: ``report.status_count``).
@@ -44,7 +44,7 @@ def counts_line(comparisons: Sequence[Comparison]) -> str:
 def series_name(c: Comparison) -> str:
     """``bench_decode.SparseDecode.time_decode [impl=mma, concurrency=64]`` (``labels.series_label``: the
     module too, so two modules' classes of one name differ)."""
-    return series_label(c.benchmark, c.params)
+    return terminal_text(series_label(c.benchmark, c.params))  # from data: no escape sequence reaches the terminal
 
 
 def _cut(text: str, width: int) -> str:
@@ -58,11 +58,12 @@ def compare_text(comparisons: Sequence[Comparison], *, base: str, head: str, mac
     the numbers, each name goes on its own line under them."""
     width = width or (shutil.get_terminal_size((120, 24)).columns if sys.stdout.isatty() else 10**6)
     many = len(set(machines)) > 1
-    lines = [f"mlaperf compare: head {head[:12]} against base {base[:12]} on {', '.join(machines) or 'no machine'} "
+    lines = [f"mlaperf compare: head {head[:12]} against base {base[:12]} on "
+             f"{terminal_text(', '.join(machines)) or 'no machine'} "
              f"({threshold_note}; ratio = head / base)", counts_line(comparisons)]
     rows = [c for c in ordered(comparisons) if c.status in _STATUS_WORD]
     header = ["status", *(["machine"] if many else []), "series", "base", "head", "ratio", "change", "p"]
-    table = [[_STATUS_WORD[c.status], *([c.machine] if many else []), "",
+    table = [[_STATUS_WORD[c.status], *([terminal_text(c.machine)] if many else []), "",
               *side_texts(c, cmp.SIDE_WORDS),
               fmt_ratio(c.ratio),  # '-' where there is none, as the PR report and the dashboard say
               cmp.change_text(c.status, c.base, c.head, c.direction),

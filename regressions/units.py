@@ -10,6 +10,7 @@ Times use ``us`` (not ``µs``). Pure functions: standard library only.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterable
 from typing import Any
 
@@ -25,6 +26,18 @@ _BYTE_SCALES = ((1024.0**4, "TiB"), (1024.0**3, "GiB"), (1024.0**2, "MiB"), (102
 # Smallest p-value worth stating: below it the noise model (normal, independent runs) says nothing more,
 # and a step's p is shown as "< 1e-12" (the detector stores it floored here too).
 P_FLOOR = 1e-12
+
+
+# Line breaks and other control characters (escape sequences too), and bidirectional controls (embeddings,
+# overrides, isolates, marks): in a value from data they would break a table's row, drive a terminal or
+# reorder the text shown around it.
+CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def terminal_text(value: Any) -> str:
+    """A value from data as a terminal shows it safely: every :data:`CONTROL` character written as its escape
+    (``\\x1b``, ``\\n``, ``\\u202e``), so a benchmark name cannot clear the screen, rewrite a row or split one."""
+    return CONTROL.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), str(value))
 
 
 def plural(n: int, word: str, many: str | None = None) -> str:
@@ -154,6 +167,11 @@ def fmt_value(value: float | None, unit: str | None, missing: str = "failed", *,
         return f"{sig(v * 100.0)}%"
     text = fmt_number(v)
     return text if unit in NO_UNIT else f"{text} {unit}"
+
+
+def fmt_percent(fraction: float) -> str:
+    """A threshold or share as people write it: ``5%``, ``2.5%``, ``0.5%`` (``:.0%`` printed 0.005 as ``0%``)."""
+    return f"{fraction * 100:.3g}%"
 
 
 def fmt_p(p: float | None) -> str:

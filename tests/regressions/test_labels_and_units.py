@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from pathlib import Path
+from types import SimpleNamespace
 
 import pandas as pd
 import pytest
@@ -160,3 +161,13 @@ def test_detect_json_numbers_carry_no_log_space_noise() -> None:
     rec = records(frame.assign(**dict.fromkeys(_NOT_LISTED)), {})[0]
     assert json.dumps([rec["before"], rec["after"], rec["ratio"], rec["p_value"]]) == \
         "[294912000.0, 318291968.0, 1.07927536232, null]"
+
+
+def test_thresholds_read_as_written() -> None:
+    """0.5% and 2.5% thresholds printed as 0% and 2% (``:.0%``; a review's find), in the PR report's note too."""
+    from regressions.pr_render import threshold_note
+    from regressions.units import fmt_percent
+
+    assert [fmt_percent(t) for t in (0.05, 0.005, 0.025, 0.125, 1.5)] == ["5%", "0.5%", "2.5%", "12.5%", "150%"]
+    rows = [SimpleNamespace(threshold=t) for t in (0.005, 0.025)]
+    assert threshold_note(rows) == "thresholds 0.5% to 2.5% per benchmark"  # type: ignore[arg-type]

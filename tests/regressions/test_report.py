@@ -145,7 +145,8 @@ def test_the_body_is_capped_worst_rows_first() -> None:
     assert sum("fast" in line for line in shown) == 30  # every failure, regression and improvement kept
     left_out = len(rows) - len(shown)
     assert left_out > 0 and f"_{left_out:,} of {len(rows):,} rows left out" in capped
-    assert "the full report is the `--full-markdown-out` file" in capped
+    # Where every row is: what the workflow's artifact holds (report.json; it held no markdown, a review's find).
+    assert "every row is in the workflow run's artifact (`report.json`)" in capped
     assert f"Unchanged ({len(shown) - 100} of 1500)" in capped
     regs = [line for line in shown if "slow" in line]
     assert regs[0].count("slow039") and regs[-1].count("slow000")  # worst first
