@@ -18,7 +18,8 @@ from the level before the first of them; at the first worse change point where t
 threshold, that change point stands for the chain: one regression from the level before the chain to the
 new level, its culprit range from the last commit of the old level to that change point. A flagged step
 that such steps lead up to stands for them too (a drift with one steeper stretch is one regression from
-its start). The sum starts again after a chain or a flagged step, where a level is back at or better than
+its start), where the drift is a fair part of it (``DRIFT_SHARE`` of its own shift: a 2.7% drift is not the
+culprit range of a 26x jump after it, which stays a step of its own). The sum starts again after a chain or a flagged step, where a level is back at or better than
 the chain's start (a gain in between is netted), and at a benchmark version's boundary. Whether the
 chain's two levels differ significantly, and a short new level is a level, is the detector's test, as for
 any step (``detect._finish``).
@@ -31,6 +32,9 @@ from collections.abc import Sequence
 RETURNS_TO_EARLIER_LEVEL = "returns_to_earlier_level"
 PARTLY_RECOVERED = "partly_recovered"
 GRADUAL = "gradual"
+# A flagged step joins the unflagged drift before it when that drift adds up to at least this share of the
+# step's own shift (both in log space): +2%, +2% then +6% is one drift; +2.7% then 26x is a jump.
+DRIFT_SHARE = 0.25
 
 
 def partly_recovered(lo: float, hi: float, later: Sequence[float], sign: float, delta: float) -> bool:
@@ -58,7 +62,8 @@ def chains(
     ``flagged``: whether the change point is a regression on its own; ``breaks``: change points no chain may
     hold or cross (their level before began in another benchmark version). A chain ends at a worse change
     point: the first where the sum passes the threshold, or a flagged one that the unflagged steps before it
-    lead up to (a drift with one steeper stretch stays one regression from the drift's start). A chain has
+    lead up to (a drift with one steeper stretch stays one regression from the drift's start; a drift under
+    ``DRIFT_SHARE`` of the flagged step's shift does not lead up to it: the step stands alone). A chain has
     at least two change points (one that passes alone is the detector's call)."""
     if len(shifts) != len(flagged) or (breaks is not None and len(breaks) != len(shifts)):
         raise ValueError(f"shifts has {len(shifts)} change points but flagged has {len(flagged)}"
@@ -70,7 +75,7 @@ def chains(
             start, total = k + 1, 0.0
             continue
         if flag:
-            if total > 0.0 and k > start and shift > 0.0:
+            if total >= DRIFT_SHARE * shift and total > 0.0 and k > start and shift > 0.0:
                 out.append((start, k))
             start, total = k + 1, 0.0
             continue

@@ -37,6 +37,10 @@ D = math.log1p(0.05)  # the 5% threshold in log space
         ([0.03, 0.03, 0.03, 0.03], [False] * 4, [(0, 1), (2, 3)]),  # the sum starts again after a chain
         ([0.03, 0.10, 0.03], [False, True, False], [(0, 1)]),  # a flagged step a drift leads up to stands for it
         ([-0.01, 0.10, 0.03, 0.03], [False, True, False, False], [(2, 3)]),  # a flagged step alone stays alone
+        # A drift under a quarter of the flagged step's shift does not lead up to it (MuJoCo Warp's real
+        # history: +2.7% then 26x was one "gradual" regression whose range began two months before the jump).
+        ([0.027, 3.29], [False, True], []),
+        ([0.02, 0.02, 0.058], [False, False, True], [(0, 2)]),  # +2%, +2%, +6%: one drift
         ([0.06, -0.005], [False, False], []),  # never at a gain: one unflagged step past it is no chain
         ([0.03, -0.04, 0.03, 0.03], [False] * 4, [(2, 3)]),  # better than the start: a new start
         ([0.03, -0.01, 0.03], [False] * 3, [(0, 2)]),  # a small gain in between is netted
