@@ -101,13 +101,15 @@ def _drawn_points(points: pd.DataFrame, labels: list[object], *, unit: str | Non
     # Sorted once, then each series' rows by position (numpy arrays: a boolean selection of the frame per
     # series copies every column, and iterating pandas' Arrow strings costs more than the formatting).
     every_ok = points[points["status"] == "ok"].sort_values("pos")
+    failed_at = {label: np.sort(f["pos"].to_numpy(float)) for label, f in points[points["status"] == "failed"]
+                 .groupby("series", sort=False)}  # fmt: skip
     ok = every_ok.loc[every_ok["pos"] >= start, ["series", "pos", "value"]]
     groups = every_ok.groupby("series", sort=False).indices
     pos_all = every_ok["pos"].to_numpy()
     values_all = every_ok["value"].to_numpy(float)
     versions_all = every_ok["benchmark_version"].astype(str).to_numpy()
     boundaries: dict[float, list[object]] = {}
-    drawn, lo, hi, q25, q75 = [], [], [], [], []
+    drawn, lo, hi, q25, q75, segs = [], [], [], [], [], []
     thinned = False
     for label in labels:
         rows = groups.get(label)
@@ -132,6 +134,8 @@ def _drawn_points(points: pd.DataFrame, labels: list[object], *, unit: str | Non
         iqr = n_shown <= DENSE
         none = np.full(n_shown, np.nan)
         drawn.append(rows[shown])
+        # The line breaks at a failed run (asv's graphs and the site do): a segment per stretch between failures.
+        segs.append(np.searchsorted(failed_at.get(label, np.empty(0)), pos[shown]))
         lo.append(ref[shown] / (1.0 + threshold) if band else none)
         hi.append(ref[shown] * (1.0 + threshold) if band else none)
         q25.append(every_ok["q_25"].to_numpy(float)[rows[shown]] * mult if iqr else none)
@@ -141,6 +145,7 @@ def _drawn_points(points: pd.DataFrame, labels: list[object], *, unit: str | Non
         pts = pd.DataFrame({
             "series": d["series"].to_numpy(object), "pos": d["pos"].to_numpy(), "y": d["value"].to_numpy(float) * mult,
             "lo": np.concatenate(lo), "hi": np.concatenate(hi), "q25": np.concatenate(q25), "q75": np.concatenate(q75),
+            "seg": np.concatenate(segs),
             **_hover_columns(d, unit),
         })
     else:
@@ -216,7 +221,7 @@ def _series_layers(x: dict, y: dict, color: dict, *, band_of: object, dense: boo
          "params": [{"name": "zoom", "select": {"type": "interval", "encodings": ["x"]}, "bind": "scales"},
                     {"name": BAND_PARAM, "select": {"type": "point", "fields": ["series"]}, "bind": "legend",
                      "value": [{"series": band_of}]}],
-         "encoding": {"x": x, "y": y, "color": color}},
+         "encoding": {"x": x, "y": y, "color": color, "detail": {"field": "seg", "type": "nominal"}}},
         {"mark": {"type": "point", "filled": True, "opacity": 1},
          "encoding": {"x": x, "y": y, "color": color, "tooltip": hover, "size": {"value": 12 if dense else 40}}},
     ]

@@ -131,3 +131,16 @@ def test_pages_stop_through_widgets_stop() -> None:
              for i, line in enumerate(p.read_text().splitlines(), 1)
              if re.search(r"\bst\.stop\(\)", line) and p.name != "widgets.py"]
     assert plain == []
+
+
+def test_the_line_breaks_at_a_failed_run() -> None:
+    """A series' line is a segment per stretch between its failed runs, as asv's graphs and the site draw it (a
+    review: the dashboard drew a straight line over four failed runs, a climb that never was); the other series'
+    line is whole."""
+    spec = _spec(_points(), None, start=FAILED_AT - 20)
+    drawn = spec["data"]["values"]
+    a, b = drawn[drawn["series"] == "a"], drawn[drawn["series"] == "b"]
+    assert set(a.loc[a["pos"] < FAILED_AT, "seg"]) == {0} and set(a.loc[a["pos"] > FAILED_AT, "seg"]) == {1}
+    assert set(b["seg"]) == {0}
+    (line,) = [layer for layer in spec["layer"] if layer.get("mark", {}).get("type") == "line"]
+    assert line["encoding"]["detail"] == {"field": "seg", "type": "nominal"}
