@@ -174,6 +174,7 @@ def compare_spec(cmp: pd.DataFrame, *, title: str, top: int = 15) -> dict:
     df = df.assign(_rank=rank, _size=-df["pct"].abs()).sort_values(["_rank", "_size"], kind="stable").head(top)
     bars = pd.DataFrame({
         "series": list(df["series"]),
+        "label": fmt.short_labels(list(df["series"])),  # the axis: the part that tells the bars apart
         "pct": df["pct"].to_numpy(),
         "status": df["status"].to_numpy(),
         "change": [f"{fmt.fmt_before_after(b, h, u, benchmark=n)} ({fmt.fmt_ratio(r)}, "
@@ -192,10 +193,10 @@ def compare_spec(cmp: pd.DataFrame, *, title: str, top: int = 15) -> dict:
         "layer": [
             {"mark": {"type": "bar", "height": {"band": 0.8}},
              "encoding": {
-                 "y": {"field": "series", "type": "nominal", "sort": None,
-                       # Long names cut at 300 px (the hover has them whole): at 700 the bars got 140 px of a
-                       # 900 px window.
-                       "axis": {"title": None, "labelLimit": 300, "labelFontSize": 12}},
+                 "y": {"field": "label", "type": "nominal", "sort": None,
+                       # Names cut in their middle to what tells them apart (fmt.short_labels), at most 340 px
+                       # (the hover has them whole): at 700 the bars got 140 px of a 900 px window.
+                       "axis": {"title": None, "labelLimit": 340, "labelFontSize": 12}},
                  "x": {"field": "pct", "type": "quantitative", "axis": {
                      "title": ["% worse (+) / better (−)", "grey: within threshold", "or not significant"],
                      "format": "+~r"}},

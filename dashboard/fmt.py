@@ -7,6 +7,7 @@ subject, run versions and kernel configs. Pure functions: no Streamlit, no datab
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Any
 
 import pandas as pd
@@ -138,6 +139,23 @@ def middle(value: Any, width: int = 40) -> str:
         return text
     head = (width - 1) // 2
     return text[:head] + "…" + text[len(text) - (width - 1 - head):]
+
+
+def short_labels(names: Sequence[str], width: int = 52) -> list[str]:
+    """Axis labels for series ``names`` that still tell them apart: the asv module all share dropped
+    (``benchmark.`` of ``benchmark.Class.track_x [...]``; the class and method stay), each cut in its middle
+    (:func:`middle`) to ``width`` characters, widened until no two are alike. Cut at their end, one
+    benchmark's cases all read ``benchmark.AlohaPot.track_metric [function=step.forwar…`` (a review)."""
+    names = [str(n) for n in names]
+    benchmarks = [n.split(" [", 1)[0] for n in names]
+    modules = {b.rsplit(".", 2)[0] + "." if b.count(".") >= 2 else "" for b in benchmarks}
+    (module,) = modules if len(modules) == 1 and len(set(names)) > 1 else ("",)
+    rest = [n[len(module):] for n in names]
+    for w in range(width, max(map(len, rest), default=0) + 8, 8):
+        labels = [middle(n, w) for n in rest]
+        if len(set(labels)) == len(set(rest)):
+            return labels
+    return rest
 
 
 def subject(message: Any, width: int = 60) -> str:

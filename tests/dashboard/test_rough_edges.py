@@ -69,6 +69,23 @@ def test_largest_changes_chart_keeps_the_one_regression() -> None:
     assert bars["status"].iloc[0] == "regressed"
 
 
+def test_largest_changes_labels_tell_the_bars_apart() -> None:
+    """One benchmark's cases with long parameter values (MuJoCo Warp's ``function=step.forward...``): cut at their
+    end every label read the same (a review); cut in the middle, the shared ``benchmark.`` dropped, each differs
+    and keeps the parameter's end."""
+    params = ["step.forward.fwd_position.collision", "step.forward.fwd_position.crb", "step.forward.fwd_velocity.rne"]
+    frame = pd.DataFrame({"status": "improved", "benchmark": "benchmark.AlohaPot.track_metric", "slowdown": 0.8,
+                          "base": 1.0, "head": 0.8, "unit": "unit", "ratio": 0.8, "p_value": 1e-4,
+                          "direction": "up_is_worse", "series": [f"benchmark.AlohaPot.track_metric [function={p}]"
+                                                                 for p in params]})  # fmt: skip
+    bars = charts.compare_spec(frame, title="t")["data"]["values"]
+    labels = list(bars["label"])
+    assert len(set(labels)) == 3 and all(len(label) <= 52 for label in labels), labels
+    assert [label.rsplit(".", 1)[-1] for label in labels] == ["collision]", "crb]", "rne]"]
+    assert all(label.startswith("AlohaPot.track_metric [") for label in labels) and list(bars["series"]) == list(
+        frame["series"])
+
+
 def test_missing_driver_and_unsupported_database_exit_2(seeded: Seeded) -> None:
     for url, needle in (("postgresql+pg8000://u@localhost/x", "'pg8000' is not installed"),
                         ("mysql+pymysql://u@localhost/x", "SQLite or PostgreSQL")):
