@@ -38,10 +38,10 @@ __all__ = [
     "commit_label",
     "commit_range",
     "fmt_before_after",
-    "fmt_bytes",
     "fmt_change",
     "fmt_p",
     "fmt_percent",
+    "fmt_ram",
     "fmt_ratio",
     "fmt_speedup",
     "fmt_time",
@@ -53,6 +53,7 @@ __all__ = [
     "md_text",
     "middle",
     "plural",
+    "short_labels",
     "short_sha",
     "sig",
     "subject",
@@ -104,15 +105,22 @@ def axis_title(quantity: str, name: str) -> str:
     return f"{quantity} ({name})" if name else quantity
 
 
-def fmt_bytes(n: Any) -> str:
-    """RAM and memory sizes: ``126 GiB`` from a byte count (asv's ``ram`` is a string of bytes), by
-    ``regressions.units.fmt_bytes``. asv's ``ram`` is free text a person may write (``32``, ``16GB``): what is no
-    number, or a number under a mebibyte (no machine's RAM in bytes), is shown as written."""
+# asv's own ``ram`` is /proc/meminfo's MemTotal in KiB in older releases (``65836440``: 62.8 GiB) and a byte
+# count in newer ones (``32757993472``): a figure under this is KiB (a terabyte of RAM in KiB reads 1e9).
+RAM_KIB_BELOW = 1e9
+
+
+def fmt_ram(n: Any) -> str:
+    """A machine's RAM: ``126 GiB`` (``regressions.units.fmt_bytes``) from asv's ``ram``, a byte count or, under
+    ``RAM_KIB_BELOW``, KiB. It is free text a person may write (``32``, ``16GB``): what is no number, or a number
+    under a mebibyte (no RAM in KiB or bytes), is shown as written."""
     try:
         value = float(n)
     except (TypeError, ValueError):
         return str(n)
-    return units.fmt_bytes(value) if value >= 2**20 else str(n)
+    if value < 2**20:
+        return str(n)
+    return units.fmt_bytes(value * 1024 if value < RAM_KIB_BELOW else value)
 
 
 def fmt_speedup(ratio: Any) -> str:

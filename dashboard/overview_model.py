@@ -53,7 +53,7 @@ def machine_rows(info: Mapping[str, Any]) -> pd.DataFrame:
     if "GPU memory" in shown:
         shown["GPU memory"] = f"{fmt.sig(float(shown['GPU memory']))} GB"
     if "RAM" in shown:
-        shown["RAM"] = fmt.fmt_bytes(shown["RAM"])
+        shown["RAM"] = fmt.fmt_ram(shown["RAM"])
     profile = info.get("arch_profile")
     if profile:
         shown["kernel arch profile"] = profile

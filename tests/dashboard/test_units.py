@@ -38,9 +38,11 @@ def test_p_values(p: float | None, text: str) -> None:
 def test_ratios_changes_sizes_and_commits() -> None:
     assert fmt.fmt_ratio(1.524) == "1.52x" and fmt.fmt_ratio(47.5) == "47.5x" and fmt.fmt_ratio(None) == "-"
     assert fmt.fmt_change(1.55) == "+55% worse" and fmt.fmt_change(0.82) == "-18% better"
-    assert fmt.fmt_bytes("135148564480") == "126 GiB"
+    assert fmt.fmt_ram("135148564480") == "126 GiB"
     # asv's ram is free text: uxarray's machine.json says "32" (GB, read as 32 bytes before), others "16GB".
-    assert fmt.fmt_bytes("32") == "32" and fmt.fmt_bytes("16GB") == "16GB"
+    assert fmt.fmt_ram("32") == "32" and fmt.fmt_ram("16GB") == "16GB"
+    # Older asv writes /proc/meminfo's KiB: MuJoCo Warp's 32-core EPYC showed "62.8 MiB" (a review).
+    assert fmt.fmt_ram("65836440") == "62.8 GiB" and fmt.fmt_ram("32757993472") == "30.5 GiB"
     # A parameter value a pill shows (uxarray's paths ran one pill off the page): cut in its middle, ends kept.
     path = "WindowsPath('C:/Users/philip/Documents/uxarray/test/meshfiles/mpas/QU/oQU480.231010.nc')"
     assert fmt.middle(path) == "WindowsPath('C:/Use…U/oQU480.231010.nc')" and len(fmt.middle(path)) == 40
@@ -257,4 +259,4 @@ def test_unitless_track_values_are_counts_and_bytes_scale() -> None:
     assert fmt.axis_unit([5.0e8, 6.0e8], "bytes") == (1024.0**-2, "MiB")
     axis = value_axis([3.0, 12.0], fmt.unit_of("m.C.track_spills", None))
     assert axis["title"] == "value" and axis["labels"][-1] == "12"
-    assert fmt.fmt_bytes("135291469824") == "126 GiB"
+    assert fmt.fmt_ram("135291469824") == "126 GiB"
