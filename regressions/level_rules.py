@@ -19,10 +19,10 @@ threshold, that change point stands for the chain: one regression from the level
 new level, its culprit range from the last commit of the old level to that change point. A flagged step
 that such steps lead up to stands for them too (a drift with one steeper stretch is one regression from
 its start), where the drift is a fair part of it (``DRIFT_SHARE`` of its own shift: a 2.7% drift is not the
-culprit range of a 26x jump after it, which stays a step of its own). The sum starts again after a chain or a flagged step, where a level is back at or better than
-the chain's start (a gain in between is netted), and at a benchmark version's boundary. Whether the
-chain's two levels differ significantly, and a short new level is a level, is the detector's test, as for
-any step (``detect._finish``).
+culprit range of a 26x jump after it, which stays a step of its own). The sum starts again after a chain
+or a flagged step, where a level is back at or better than the chain's start (a gain in between is netted),
+and at a benchmark version's boundary. Whether the chain's two levels differ significantly, and a short new
+level is a level, is the detector's test, as for any step (``detect._finish``).
 """
 
 from __future__ import annotations
