@@ -77,9 +77,17 @@ function cell(c) {
   return c;
 }
 
+// A short cell (a status, a ratio, a p-value, a short SHA) never wraps: "suspec/t", "26.9/x" and "< 1e-/12" were
+// broken across lines where a long series name took the row's room. Long ones (names, paths) still wrap.
+const SHORT_CELL = 24;
+function cellAttrs(c) {
+  const text = c && typeof c === "object" ? c.text : String(c ?? "");
+  return text.length <= SHORT_CELL ? { class: "nw" } : {};
+}
+
 function table(t, attrs = {}) {
   return h("table", attrs, h("thead", {}, h("tr", {}, t.columns.map((c) => h("th", {}, c)))),
-    h("tbody", {}, t.rows.map((row) => h("tr", {}, row.map((c) => h("td", {}, cell(c)))))));
+    h("tbody", {}, t.rows.map((row) => h("tr", {}, row.map((c) => h("td", cellAttrs(c), cell(c)))))));
 }
 
 const PALETTE = ["#0072B2", "#E69F00", "#009E73", "#D55E00", "#56B4E9", "#CC79A7", "#999999", "#F0E442"];

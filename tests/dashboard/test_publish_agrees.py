@@ -252,3 +252,12 @@ def test_page_shows_the_dashboards_strings(monkeypatch: pytest.MonkeyPatch, bund
     assert len(rows) == len(cli)
     for before, after, ratio, p in cli:
         assert any(f"{before} → {after}" in r and ratio in r and p in r for r in rows), (before, after, rows)
+
+    # Short cells (status, ratio, p, SHAs) stay on one line in a narrow window, where long names take the row's
+    # room: they were broken mid-value ("suspec/t", "26.9/x", "< 1e-/12"; a review at 800 and 1440 px).
+    page.set_viewport_size({"width": 700, "height": 900})
+    lines = page.evaluate("""() => [...document.querySelectorAll('.group table td')]
+        .filter((td) => td.innerText.trim().length > 0 && td.innerText.trim().length <= 24)
+        .map((td) => { const r = document.createRange(); r.selectNodeContents(td);
+                       return new Set([...r.getClientRects()].map((b) => Math.round(b.top))).size; })""")
+    assert lines and max(lines) == 1, lines
