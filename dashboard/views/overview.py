@@ -16,11 +16,13 @@ def _counts(groups: pd.DataFrame, commits: pd.DataFrame, series: pd.DataFrame) -
     with st.container(horizontal=True, gap="large"):
         st.metric("Open alert groups", count["open"], width="content",
                   help="Confirmed regressions (new or acknowledged), not fixed")
-        st.metric("Suspect", count["suspect"], width="content",
-                  help="Seen only in the newest run; the next run confirms or refutes")
-        st.metric("Fixed", count["fixed"], width="content",
+        # Groups, as `mlaperf detect` heads them; its alerts' own statuses (a suspect alert in a confirmed group)
+        # are on the Regressions page. "Suspect 0" over a group holding suspect alerts read as a contradiction.
+        st.metric("Suspect groups", count["suspect"], width="content",
+                  help="Groups seen only in the newest run; the next run confirms or refutes")
+        st.metric("Fixed groups", count["fixed"], width="content",
                   help="Every regression of the group came back at a later commit")
-        st.metric("Machine-wide", count["machine_wide"], width="content",
+        st.metric("Machine-wide groups", count["machine_wide"], width="content",
                   help="Groups spanning most of this machine's series")
         st.metric("Commits", f"{len(commits):,}", width="content")
         st.metric("Series", f"{len(series):,}", width="content")

@@ -420,7 +420,7 @@ async function alerts(data, machine, r) {
   const scope = h("div", { class: "chips" }, h("span", { class: "note" }, "machines"), [["", machine.label], ["1", "all machines"]].map(([v, text]) =>
     h("button", { class: "chip", "aria-pressed": String((v === "1") === all), onclick: () => { location.hash = go({ all: v, group: "" }); } }, text)));
   // Every machine's counts differ: the all-machines chips name the states only.
-  const toggles = h("div", { class: "chips" }, h("span", { class: "note" }, "show"), data.categories.map(([cat, text]) => {
+  const toggles = h("div", { class: "chips" }, h("span", { class: "note" }, "show groups"), data.categories.map(([cat, text]) => {
     const on = show.includes(cat);
     const next = on ? show.filter((x) => x !== cat) : [...show, cat];
     return h("button", { class: "chip", "aria-pressed": String(on), onclick: () => { location.hash = go({ show: next.join(",") }); } }, all ? cat : text);

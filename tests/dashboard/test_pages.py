@@ -90,7 +90,7 @@ def test_overview_counts_alert_groups(monkeypatch: pytest.MonkeyPatch, seeded: S
     assert at.title[0].value.startswith("mlaperf")
     assert at.sidebar.selectbox(key="machine").value == MLA_MACHINE  # the machine measured last (dashboard.machines)
     metrics = {m.label: m.value for m in at.metric}
-    assert metrics["Fixed"] == "1" and metrics["Open alert groups"] == "0" and metrics["Suspect"] == "0"
+    assert metrics["Fixed groups"] == "1" and metrics["Open alert groups"] == "0" and metrics["Suspect groups"] == "0"
     assert metrics["Commits"] == "12"
     groups = table(at, "culprit")
     assert len(groups) == 1

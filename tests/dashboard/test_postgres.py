@@ -16,7 +16,7 @@ def test_pages_on_postgres(monkeypatch: pytest.MonkeyPatch, pg_seeded: Seeded) -
     at = app(monkeypatch, pg_seeded.url)
     assert at.sidebar.selectbox(key="machine").value == MLA_MACHINE
     metrics = {m.label: m.value for m in at.metric}
-    assert metrics["Commits"] == "12" and metrics["Fixed"] == "1"
+    assert metrics["Commits"] == "12" and metrics["Fixed groups"] == "1"
     assert len(vega(goto(at, "throughput"))) == 1
     assert len(vega(goto(at, "history"))) == 1
     rows = table(goto(at, "regressions"), "before → after")
