@@ -221,7 +221,9 @@ def sweep_spec(
     numeric_x = bool(xs.notna().all())
     name = color.removeprefix("p:") if color else None
     pts = pd.DataFrame({
-        "x": xs if numeric_x else df[x].astype(str),
+        # Text values cut in their middle to what tells them apart (``step.forward.fwd…`` read alike).
+        "x": xs if numeric_x else fmt.short_labels(list(df[x].astype(str)), width=32),
+        "value of x": df[x].astype(str),
         "y": df["value"].astype(float) * mult,
         "group": [f"{name}={v}" for v in df[color]] if color else "value",
         "text": [fmt.fmt_value(v, unit) for v in df["value"]],
@@ -232,14 +234,17 @@ def sweep_spec(
         "title": _title(title),
         "height": 420,
         "data": {"values": pts},
-        "mark": {"type": "line", "point": {"filled": True, "size": 50}},
+        # A line joins the values of a numeric parameter; a text parameter's values are unrelated cases (a line
+        # through 28 metrics of one benchmark, bytes beside us, drew a trend that is none): points alone.
+        "mark": {"type": "line", "point": {"filled": True, "size": 50}} if numeric_x
+        else {"type": "point", "filled": True, "size": 70},
         "encoding": {
             "x": {"field": "x", "type": "quantitative" if numeric_x else "ordinal", "title": x_name,
                   **({"scale": {"type": "log"}} if log_x and numeric_x else {})},
             "y": {"field": "y", "type": "quantitative", "title": fmt.axis_title("value", axis_unit)},
             "color": {"field": "group", "type": "nominal", "scale": _scale(groups, OKABE_ITO),
                       "legend": _legend(groups)},
-            "tooltip": [{"field": "group", "title": "series"}, {"field": "x", "title": x_name},
+            "tooltip": [{"field": "group", "title": "series"}, {"field": "value of x", "title": x_name},
                         {"field": "text", "title": "value"}],
         },
     }

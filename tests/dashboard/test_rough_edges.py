@@ -158,3 +158,16 @@ def test_every_chart_colour_reads_on_the_dark_theme(monkeypatch: pytest.MonkeyPa
         assert '"black"' not in "".join(specs), page
         seen |= colours
     assert {c.lower() for c in charts.OKABE_ITO[:7]} <= seen  # the palette's first seven were checked
+
+
+def test_a_sweep_over_a_text_parameter_draws_no_line() -> None:
+    """MuJoCo Warp's one parameter names 28 metrics of a benchmark (``function=step.forward...``): the sweep joined
+    them by a line, bytes beside us, a trend that is none (a review). Points alone there, labels that differ; a
+    numeric parameter keeps its line."""
+    names = ["step.forward.fwd_position.collision", "step.forward.fwd_position.crb", "device_memory_allocated"]
+    text = pd.DataFrame({"p:function": names, "value": [1.0, 2.0, 3.0]})
+    spec = charts.sweep_spec(text, x="p:function", color=None, unit="unit", title="t")
+    assert spec["mark"]["type"] == "point" and spec["encoding"]["x"]["type"] == "ordinal"
+    assert len(set(spec["data"]["values"]["x"])) == 3 and set(spec["data"]["values"]["value of x"]) == set(names)
+    numeric = pd.DataFrame({"p:concurrency": ["1", "16", "64"], "value": [1.0, 2.0, 3.0]})
+    assert charts.sweep_spec(numeric, x="p:concurrency", color=None, unit="seconds", title="t")["mark"]["type"] == "line"
