@@ -170,4 +170,5 @@ def test_a_sweep_over_a_text_parameter_draws_no_line() -> None:
     assert spec["mark"]["type"] == "point" and spec["encoding"]["x"]["type"] == "ordinal"
     assert len(set(spec["data"]["values"]["x"])) == 3 and set(spec["data"]["values"]["value of x"]) == set(names)
     numeric = pd.DataFrame({"p:concurrency": ["1", "16", "64"], "value": [1.0, 2.0, 3.0]})
-    assert charts.sweep_spec(numeric, x="p:concurrency", color=None, unit="seconds", title="t")["mark"]["type"] == "line"
+    line = charts.sweep_spec(numeric, x="p:concurrency", color=None, unit="seconds", title="t")
+    assert line["mark"]["type"] == "line"
