@@ -78,6 +78,17 @@ def commits(url: str, machine: str) -> pd.DataFrame:
 
 
 @st.cache_data(ttl=TTL, show_spinner=False)
+def commits_on(url: str, machines: tuple[str, ...]) -> pd.DataFrame:
+    """Commits with results on any of ``machines``, in history order, ``pos`` 0..n-1: the x axis History overlays
+    machines on, each at its own commits (asv's graphs draw every machine so; on the first machine's commits alone,
+    another that ran other commits showed nothing)."""
+    with _session(url) as s:
+        ids = set().union(*(queries.commits(s, m)["commit_id"] for m in machines))
+        every = queries.commits(s)
+    return every[every["commit_id"].isin(ids)].assign(pos=lambda f: np.arange(len(f), dtype="int64"))
+
+
+@st.cache_data(ttl=TTL, show_spinner=False)
 def series(url: str, machine: str) -> pd.DataFrame:
     """The machine's series in the order every listing shows them (``frames.series_sort``: parameter values in
     asv's order, numbers numerically), as the static site lists them."""

@@ -189,8 +189,8 @@ def with_versions(points: pd.DataFrame, run_info: Mapping[int, Mapping[str, obje
 
 def overlay(points: pd.DataFrame, theirs: pd.DataFrame, commits: pd.DataFrame, label_of: Mapping[str, str],
             vs: str, start: int) -> pd.DataFrame | None:
-    """``points`` with machine ``vs``'s same series (``theirs``) at the commits this machine measured too, from
-    ``start`` (the x axis is this machine's); None when ``vs`` measured none of them there."""
+    """``points`` with machine ``vs``'s same series (``theirs``) at their commits from ``start`` (``commits``: the
+    axis, every overlaid machine's commits, ``data.commits_on``); None when ``vs`` measured none of them there."""
     by_commit, subjects, dates = _commit_text(commits)
     pos_of_sha = dict(zip(commits["sha"], commits["pos"], strict=True))
     theirs = theirs.assign(pos=theirs["sha"].map(pos_of_sha)).dropna(subset=["pos"])

@@ -63,8 +63,8 @@ def _view_switches(ctx: widgets.Context, commits: pd.DataFrame, sel: model.Selec
             with m2:
                 others = [m for m in data.machines(ctx.url)["name"] if m != ctx.machine]
                 vs = widgets.url_pills("Overlay other machines", others, key="hist_vs",
-                                       help="The same series measured on each machine picked, at the commits this "
-                                       "machine measured too (as asv's graphs draw every machine).")
+                                       help="The same series measured on each machine picked, each at its own "
+                                       "commits on one axis of all of theirs (as asv's graphs draw every machine).")
     return view["hist_logy"], view.get("hist_all", True), marked, vs
 
 
@@ -140,6 +140,8 @@ def main() -> None:
     mine = regs[regs["benchmark"] == bench] if not regs.empty else regs
     sel = _pick_series(params, mine)
     log_y, whole, marked, vs = _view_switches(ctx, commits, sel)
+    if vs:  # one axis of every overlaid machine's commits: each machine at its own
+        commits = data.commits_on(ctx.url, (ctx.machine, *vs))
     flag = model.flagged_of(mine, sel.wanted)
     hist, points, start = _points(ctx, bench, commits, sel, model.window_start(commits, flag, whole=whole), vs)
     settings = data.settings()

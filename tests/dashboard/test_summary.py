@@ -7,8 +7,8 @@ import math
 
 import pandas as pd
 import pytest
-from conftest import N_COMMITS, Seeded
-from test_pages import app, goto
+from conftest import MLA_MACHINE, N_COMMITS, Seeded
+from test_pages import app, goto, vega
 
 from dashboard import fmt, summary
 from regressions import units
@@ -168,6 +168,37 @@ def test_another_machine_overlaid_on_history_and_throughput(monkeypatch: pytest.
     at = goto(app(monkeypatch, writable_copy.url, query={"tp_vs": other}), "throughput")
     spec = json.loads(at.get("vega_lite_chart")[0].proto.spec)
     assert f"{other} @ {writable_copy.shas[-1][:8]}" in json.dumps(spec)
+
+
+def test_an_overlaid_machine_is_drawn_at_its_own_commits(monkeypatch: pytest.MonkeyPatch, writable_copy: Seeded,
+                                                         tmp_path) -> None:  # noqa: ANN001
+    """A machine that measured a commit this one did not (Parcels' two machines, one commit each: "claymation
+    measured none of these series at the commits drawn", a review): the axis holds both machines' commits, each
+    drawn at its own."""
+    import datetime as dt
+
+    import asv_synth
+
+    from db.engine import make_engine
+    from db.ingest import ingest_paths
+
+    other, later = "rtx-pro-6000", "f" * 40
+    benches = asv_synth.mla_benchmarks(concurrency=(64,), topk=(512,), context=(4096,))
+    asv_synth.write_results(tmp_path / "results", other, benches, [later], start=dt.datetime(2030, 1, 1, tzinfo=dt.UTC),
+                            gpu={**asv_synth.GPU_PARAMS, "gpu_name": "NVIDIA RTX PRO 6000", "gpu_cc": "12.0"})
+    engine = make_engine(writable_copy.url)
+    assert ingest_paths(engine, [tmp_path / "results"], progress=False).ok
+    engine.dispose()
+    query = {"hist_bench": "bench_decode.SparseDecode.time_decode", "hp_impl": "mma", "hp_concurrency": "64",
+             "hp_topk": "512", "hist_vs": other, "machine": MLA_MACHINE}
+    at = goto(app(monkeypatch, writable_copy.url, query=query), "history")
+    assert not [c.value for c in at.caption if "measured none" in c.value]
+    spec, frames = vega(at)[0]
+    drawn = frames["data"]
+    theirs = drawn[drawn["series"].astype(str).str.endswith(f"· {other}")]
+    assert list(theirs["pos"]) == [N_COMMITS] and drawn["pos"].max() == N_COMMITS, drawn[["series", "pos"]]
+    shas = next(p["value"] for p in spec["params"] if p["name"] == "commit_sha")
+    assert shas[-1] == later[:8] and len(shas) == N_COMMITS + 1
 
 
 def test_latest_changes_of_every_row_at_once_follow_the_rule() -> None:
