@@ -5,8 +5,8 @@ and table of its flagged regressions (``dashboard.history_model``'s) and the lin
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, Protocol
 
 import pandas as pd
 from sqlalchemy.orm import Session
@@ -21,7 +21,14 @@ from .publish_axes import position_axis, value_axis
 from .publish_ids import series_id
 from .publish_tables import table
 
-CommitLink = Callable[[object, str], "str | dict[str, str]"]
+
+class CommitLinks(Protocol):
+    """Links into the repository (``publish_model.Links``): a commit, and a culprit range as a compare view."""
+
+    def commit(self, sha: object, text: str) -> str | dict[str, str]: ...
+
+    def range(self, parent: object, sha: object, text: str) -> str | dict[str, str]: ...
+
 
 # Drawn values, not read ones (the hover text has the value as formatted): five significant digits.
 DRAWN_DIGITS = 5
@@ -44,7 +51,7 @@ def _markers(marks: pd.DataFrame, flag: pd.DataFrame) -> list[dict[str, Any]]:
     return out
 
 
-def flagged(regs: pd.DataFrame, commits: pd.DataFrame, commit_link: CommitLink) -> dict[tuple[str, str], Any]:
+def flagged(regs: pd.DataFrame, commits: pd.DataFrame, link: CommitLinks) -> dict[tuple[str, str], Any]:
     """(benchmark, params_key) -> its regressions: chart markers (first bad commit at the level after, the fix
     at the level before) with their hover text, and the table under the chart (``history_model``'s, for every
     flagged series of a unit at once)."""
@@ -58,8 +65,10 @@ def flagged(regs: pd.DataFrame, commits: pd.DataFrame, commit_link: CommitLink) 
         u = str(unit) or None
         marks = history_model.flagged_markers(flag, commits, {}, u)
         rows = history_model.flagged_table(flag, {}, u).drop(columns=["series"])
-        rows["commits"] = [commit_link(s, text) for s, text in zip(flag["sha"], rows["commits"], strict=True)]
-        rows["fixed at"] = [commit_link(s, text) if isinstance(s, str) else text
+        # A culprit range opens the repository's compare view of it (every commit in it), not its last commit.
+        rows["commits"] = [link.range(p, s, text) for p, s, text in zip(flag["parent_sha"], flag["sha"],
+                                                                          rows["commits"], strict=True)]
+        rows["fixed at"] = [link.commit(s, text) if isinstance(s, str) else text
                             for s, text in zip(flag["fixed_sha"], rows["fixed at"], strict=True)]
         for key, one in flag.groupby(["benchmark", "params_key"], sort=False):
             mine = marks[marks.index.isin(one.index)] if marks is not None else None
@@ -102,12 +111,12 @@ def series_history(hist: pd.DataFrame, pos_of: dict[int, int], *, label: str, su
 
 
 def histories(s: Session, machine: str, series: pd.DataFrame, commits: pd.DataFrame, regs: pd.DataFrame,
-              settings: Settings, labels: Sequence[str], short: Sequence[str], commit_link: CommitLink
+              settings: Settings, labels: Sequence[str], short: Sequence[str], link: CommitLinks
               ) -> dict[str, dict[str, Any]]:
     """``series_id`` -> its History page, for every series with a result (``labels``: one per row of
     ``series``)."""
     pos_of = dict(zip(commits["commit_id"].astype(int), commits["pos"].astype(int), strict=True))
-    flags = flagged(regs, commits, commit_link)
+    flags = flagged(regs, commits, link)
     out: dict[str, dict[str, Any]] = {}
     indexed = series.assign(_row=range(len(series)))
     for bench, rows in indexed.groupby("benchmark", sort=False):

@@ -61,6 +61,13 @@ class Links:
     def commit(self, sha: object, text: str) -> str | dict[str, str]:
         return {"text": text, "href": f"{self.repo_url}/commit/{sha}"} if self.repo_url and text else text
 
+    def range(self, parent: object, sha: object, text: str) -> str | dict[str, str]:
+        """A culprit range ``parent..sha`` as the repository's compare view (GitHub's ``compare/A...B``: every
+        commit in it); the commit alone where there is no parent."""
+        if not (self.repo_url and text and isinstance(parent, str) and parent):
+            return self.commit(sha, text)
+        return {"text": text, "href": f"{self.repo_url}/compare/{parent}...{sha}"}
+
 
 def _commits(commits: pd.DataFrame) -> dict[str, list[str]]:
     """Per commit: its SHA (links, ``?at=``), short SHA (axis labels) and hover text (the whole message)."""
@@ -118,7 +125,8 @@ def group_pages(regs: pd.DataFrame, groups: pd.DataFrame, param_names: Mapping[s
         rows = regressions_model.regression_rows(
             members, all_machines=False, compare_link=lambda m, p, s: "",
             history_link=lambda m, b, k: link.history(sid_of[(b, k)]) if (b, k) in sid_of else "")
-        rows["commits"] = [link.commit(s, text) for s, text in zip(members["sha"], rows["commits"], strict=True)]
+        rows["commits"] = [link.range(p, s, text) for p, s, text in zip(members["parent_sha"], members["sha"],
+                                                                         rows["commits"], strict=True)]
         out.append({
             "group": str(g["group"]), "category": str(g["category"]),
             "title": f"Group {head['group']}: {head['state']} · {fmt.plural(int(g['series']), 'series', 'series')}"
@@ -215,4 +223,4 @@ def machine_site(s: Session, machine: str, settings: Settings, link: Links) -> M
         "throughput": throughput(s, machine, at) if at else [],
     }
     return MachineSite(machine, index, histories(s, machine, series, commits, regs, settings, list(labels),
-                                                 commit_json["short"], link.commit))
+                                                 commit_json["short"], link))

@@ -48,6 +48,12 @@ def test_site_group_range_is_the_detectors(openblas: tuple[dict[str, Any], Path]
             assert page["head"]["href"].endswith(f"/commit/{g['range']['commit']}")
             if g["range"]["parent"]:
                 assert page["parent"]["text"] == g["range"]["parent"][:8], (g["id"], page["parent"], g["range"])
+            # Each member's culprit range opens the repository's compare view of it, not its last commit (review).
+            col = page["table"]["columns"].index("commits")
+            ranges = {(r["parent"], r["commit"]) for r in listing["regressions"] if r["group"] == g["id"]}
+            hrefs = {row[col]["href"] for row in page["table"]["rows"]}
+            assert hrefs == {f"https://github.com/OpenMathLib/OpenBLAS/compare/{p}...{c}" if p else
+                             f"https://github.com/OpenMathLib/OpenBLAS/commit/{c}" for p, c in ranges}, hrefs
             checked += 1
     assert checked == pages > 0  # every group page the site has is one the detector listed
 
