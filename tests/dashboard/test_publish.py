@@ -250,7 +250,9 @@ def test_site_in_chromium_from_file(site: Path, seeded: Seeded, browser_page: tu
     page.get_by_role("link", name="plot").first.click()
     page.wait_for_selector("svg.chart .marker-reg")
     assert page.locator("svg.chart .marker-fix").count() >= 1
-    assert page.locator(f'a[href^="{REPO}/commit/"]').count() >= 2
+    # The fix's commit, and the culprit range as the repository's compare view.
+    assert page.locator(f'a[href^="{REPO}/commit/"]').count() >= 1
+    assert page.locator(f'a[href^="{REPO}/compare/"]').count() >= 1
     ticks = _ticks(page)
     assert ticks and all(TICK.match(t) for t in ticks), ticks
     assert re.search(r"\d+ commits measured", page.inner_text("main"))
