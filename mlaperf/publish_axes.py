@@ -20,6 +20,8 @@ from dashboard.fmt import axis_title, axis_unit, is_time
 SI = ((1e9, "G"), (1e6, "M"), (1e3, "k"))
 # Values spanning more than this factor are drawn on a log axis.
 LOG_SPAN = 20.0
+# Room beyond a log axis's outermost value, as a factor (about 5% of a decade's height on each side).
+LOG_ROOM = 1.12
 
 
 def _step(span: float, count: int) -> float:
@@ -79,7 +81,9 @@ def value_axis(values: Sequence[float], unit: str | None, *, zero: bool = False,
     if log and lo > 0:
         ticks = log_ticks(lo, hi)
         step = None
-        domain = [min(ticks[0], lo), max(ticks[-1], hi)]
+        # A value past the outer ticks gets a little room: at the domain's very edge the newest point was cut
+        # by the plot's border and hidden under its flag's triangle (a review).
+        domain = [min(ticks[0], lo / LOG_ROOM), max(ticks[-1], hi * LOG_ROOM)]
     else:
         ticks, step = linear_ticks(min(lo, 0.0) if zero else lo, hi)
         domain = [ticks[0], ticks[-1]]

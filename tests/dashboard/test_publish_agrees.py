@@ -261,3 +261,10 @@ def test_page_shows_the_dashboards_strings(monkeypatch: pytest.MonkeyPatch, bund
         .map((td) => { const r = document.createRange(); r.selectNodeContents(td);
                        return new Set([...r.getClientRects()].map((b) => Math.round(b.top))).size; })""")
     assert lines and max(lines) == 1, lines
+
+
+def test_a_log_axis_leaves_room_past_its_outermost_values() -> None:
+    """MuJoCo Warp's 8,004 -> 215,084 series: the newest point sat on the plot's top border, under its flag's
+    triangle (a review); past the outer ticks a log axis now leaves a little room either side."""
+    axis = value_axis([7970.98, 8037.05, 215084.0], "unit")
+    assert axis["log"] and axis["domain"][1] >= 215084.0 * 1.1 and axis["domain"][0] <= 7970.98
