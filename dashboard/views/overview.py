@@ -68,16 +68,18 @@ def _commits_and_machine(ctx: widgets.Context, commits: pd.DataFrame) -> None:
 
 def main() -> None:
     ctx = widgets.context()
-    st.title("mlaperf: sparse-MLA decode performance")
     commits = data.commits(ctx.url, ctx.machine)
     series = data.series(ctx.url, ctx.machine)
+    mla = suites.present_suites(series["benchmark"].unique() if not series.empty else [])
+    # Another project's asv results are not sparse-MLA decode performance (a review on MuJoCo Warp's).
+    st.title("mlaperf: sparse-MLA decode performance" if mla else f"mlaperf: `{ctx.machine}`")
     groups = triage.groups(data.regressions(ctx.url, ctx.machine))
     _counts(groups, commits, series)
     _alert_groups(ctx, groups)
     st.subheader("Largest latest changes")
     widgets.summary_grid(ctx, key="ov_q", limit=10, by_change=True, window=20)  # a short window: a quicker page
     st.page_link("views/summary.py", label="Every benchmark →")
-    if not suites.present_suites(series["benchmark"].unique() if not series.empty else []):
+    if not mla:
         st.info(
             "No sparse-MLA suites (`bench_decode`, `bench_indexer`, `bench_step`) on this machine: the "
             "throughput page falls back to a generic parameter sweep and the efficiency page has nothing to show "
