@@ -431,7 +431,8 @@ def _undeclared_removal(pair: SeriesPair, versions: tuple[dict[str, set[str | No
     if not whole_suite and not module_ran([pair.benchmark], at_head):
         return False
     bumped = pair.benchmark in at_head and not (at_head[pair.benchmark] & at_base.get(pair.benchmark, set()))
-    return not bumped and not settings.is_removed(pair.benchmark, pair.params)
+    case = {k: v for k, v in pair.params.items() if k != ENV_PARAM}  # a removal is declared for the case, any env
+    return not bumped and not settings.is_removed(pair.benchmark, case)
 
 
 def _version_changed(name: str, versions: tuple[dict[str, set[str | None]], dict[str, set[str | None]]]) -> bool:

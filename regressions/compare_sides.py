@@ -1,7 +1,8 @@
 """What each side of a comparison reads on one machine (:func:`read_sides`): like with like. Of several asv
-versions or environments at a side, only the runs of those both sides measured count; where both sides measured
-a benchmark in several asv environments, each environment is a row of its own (asv's compare lists one row an
-environment), so a failure or a slowdown in one of them is not hidden in a median over both."""
+versions at a side, only the runs of those both sides measured count; where the sides share an asv environment
+of a benchmark and there are several, each environment is a row of its own (asv's compare lists one row an
+environment), so a failure or a slowdown in one of them is not hidden in a median over them, and an environment
+that head lacks is missing there."""
 
 from __future__ import annotations
 
@@ -42,17 +43,19 @@ def read_sides(session: Session, base_id: int, head_id: int, machine: str) -> Si
     # environment is not a second environment of the series.
     envs_base, envs_head = ({name: {e for v, e in runs if name not in shared or v is None or v in shared[name]}
                              for name, runs in side.items()} for side in (runs_base, runs_head))  # fmt: skip
-    both = {name: envs_base[name] & envs_head[name] for name in envs_base.keys() & envs_head.keys()}
-    split = {name: envs for name, envs in both.items() if len(envs) > 1}
-    pooled = shared_environments(envs_base, envs_head)
-    base, head = (_side(session, c, machine, shared, pooled, split) for c in (base_id, head_id))
+    # One row an environment wherever the sides share one and there are several: an environment only one side
+    # has is a row of its own too (base's alone: missing at head, a failure to build it not hidden; head's alone:
+    # new). Sides that share none pool their runs: a change of environment is compared as it is, never unjudged.
+    split = {name: envs_base[name] | envs_head[name] for name in envs_base.keys() & envs_head.keys()
+             if envs_base[name] & envs_head[name] and len(envs_base[name] | envs_head[name]) > 1}
+    base, head = (_side(session, c, machine, shared, split) for c in (base_id, head_id))
     return Sides(base, head, (at_base, at_head))
 
 
-def _side(session: Session, commit_id: int, machine: str, versions: Versions, pooled: Mapping[str, set[str]],
-          split: Mapping[str, set[str]]) -> pd.DataFrame:  # fmt: skip
+def _side(session: Session, commit_id: int, machine: str, versions: Versions,
+          split: Mapping[str, set[str]]) -> pd.DataFrame:
     """One commit's rows: the pooled benchmarks', then those of each environment of a split benchmark."""
-    whole = results_at(session, commit_id, machine, versions=versions, environments=pooled)
+    whole = results_at(session, commit_id, machine, versions=versions)
     frames = [whole[~whole["benchmark"].isin(list(split))].assign(env="")]
     labels = env_labels(set().union(*split.values())) if split else {}
     for env in sorted(labels):
@@ -74,14 +77,6 @@ def env_labels(envs: set[str]) -> dict[str, str]:
         if all(labels.values()) and len(set(labels.values())) == len(labels):
             return labels
     return {e: e for e in envs}
-
-
-def shared_environments(at_base: Mapping[str, set[str]], at_head: Mapping[str, set[str]]) -> dict[str, set[str]]:
-    """{benchmark: the asv environments whose runs count on both sides}: those both measured it in, where a side
-    measured it in others too (head's 3.12 runs pooled with 3.10 made a value never measured); not listed (every
-    run) where they are the same or share none (a change of environment is compared as it is, never unjudged)."""
-    both = {name: at_base[name] & at_head[name] for name in at_base.keys() & at_head.keys()}
-    return {name: envs for name, envs in both.items() if envs and envs != at_base[name] | at_head[name]}
 
 
 def shared_versions(at_base: Versions, at_head: Versions) -> Versions:

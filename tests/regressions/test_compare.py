@@ -599,7 +599,10 @@ def test_compare_pairs_the_environments_both_commits_measured(store_url: str, tm
             if "py3.12" in f.name:
                 f.unlink()
     got = _compare_1_2(store_url, h, ingest)
-    assert len(got) == 6 and all(0.8 < c.ratio < 1.25 and not c.regression for c in got), [c.ratio for c in got]
+    # One row an environment (asv's compare lists them so): the shared one judged, head's second one new.
+    shared = [c for c in got if c.params.get("asv env") == "py3.11"]
+    assert len(shared) == 6 and all(0.8 < c.ratio < 1.25 and not c.regression for c in shared), got
+    assert [c.status for c in got if c.params.get("asv env") == "py3.12"] == ["new"] * 6, got
     # Base's environment gone from head too: the new environment's runs are what head has, and they are judged.
     for f in _files(h, 2):
         if "py3.12" not in f.name:
@@ -758,3 +761,30 @@ def test_a_pull_requests_whole_suite_cannot_drop_a_module(tmp_path: Path, engine
         whole = {c.benchmark: c.status for c in compare_commits(s, b, h, whole_suite=True)}
     assert partial == {kept: "unchanged", dropped: "removed", broken: "removed"}, partial
     assert whole == {kept: "unchanged", dropped: "missing", broken: "removed"}, whole
+
+
+def test_an_environment_head_lacks_is_missing_and_a_declared_removal_holds_in_every_one(
+    tmp_path: Path, engine: Engine, ingest: Ingest
+) -> None:
+    """Base measured ``time_x`` in Python 3.10 and 3.12, head in 3.12 only (its 3.10 build failed, say): the 3.10
+    rows were dropped unseen and the check passed (a review). They are missing now; a removal declared for a case
+    (``name(param1=1)``) holds in each environment's row, whose params also name the environment."""
+    from regressions.config import parse_settings
+    from tests.db.conftest import bench_row, results_doc, write_results
+
+    t, base, head = 1_700_000_000_000, "a" * 40, "b" * 40
+    x, y, cases = "bench_a.A.time_x", "bench_a.A.time_y", [["1", "2"]]
+    for commit, offset, envs_x in ((base, 0, ("conda-py3.10", "conda-py3.12")), (head, 10**6, ("conda-py3.12",))):
+        for env in ("conda-py3.10", "conda-py3.12"):
+            doc = {y: bench_row([1.0, 1.0], cases), **({x: bench_row([1.0, 1.0], cases)} if env in envs_x else {})}
+            write_results(tmp_path, results_doc(doc, machine="m", commit=commit, env_name=env, date=t + offset))
+    ingest(engine, [tmp_path])
+    removed = parse_settings({"removed": [f"{x}(param1=1)"]}, "t")
+    with Session(engine) as s:
+        b, h = resolve_commit(s, base, "BASE"), resolve_commit(s, head, "HEAD")
+        plain = {(c.benchmark, c.params["param1"], c.params["asv env"]): c.status for c in compare_commits(s, b, h)}
+        declared = {(c.benchmark, c.params["param1"], c.params["asv env"]): c.status
+                    for c in compare_commits(s, b, h, settings=removed)}  # fmt: skip
+    assert plain[(x, "1", "py3.10")] == plain[(x, "2", "py3.10")] == "missing", plain
+    assert plain[(x, "1", "py3.12")] == plain[(y, "1", "py3.10")] == "unchanged", plain
+    assert (declared[(x, "1", "py3.10")], declared[(x, "2", "py3.10")]) == ("removed", "missing"), declared

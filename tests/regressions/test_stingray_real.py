@@ -43,11 +43,13 @@ def test_compare_pairs_the_environment_both_commits_measured(engine: Engine, ing
     with Session(engine) as s:
         base, head = (s.query(Commit).filter(Commit.sha.startswith(p)).one() for p in ("50e19448", "40685398"))
         rows = compare_commits(s, base, head)
-    row = next(c for c in rows if c.benchmark == CROSS and c.params == {"case": "'few_long_segments'"})
+    row = next(c for c in rows if c.benchmark == CROSS and c.params == {"case": "'few_long_segments'",
+                                                                         "asv env": "py3.10"})  # fmt: skip
     expected = _value("40685398", "py3.10", CROSS, "few_long_segments") / _value(
         "50e19448", "py3.10", CROSS, "few_long_segments")
     assert row.ratio == pytest.approx(expected, rel=1e-9) and 1.05 < row.ratio < 1.15, row.ratio
-    assert len(rows) == 20
+    # One row an environment, as asv's compare lists them: head's Python 3.12 runs are new, never pooled.
+    assert len(rows) == 40 and {c.status for c in rows if c.params["asv env"] == "py3.12"} == {"new"}
 
 
 def test_a_benchmark_head_measured_only_in_its_other_environment_is_compared(engine: Engine, ingest: Ingest,
@@ -65,7 +67,9 @@ def test_a_benchmark_head_measured_only_in_its_other_environment_is_compared(eng
     with Session(engine) as s:
         base, head = (s.query(Commit).filter(Commit.sha.startswith(p)).one() for p in ("50e19448", "40685398"))
         rows = compare_commits(s, base, head)
-    assert len(rows) == 20 and not [c for c in rows if c.status == "missing"], [(c.benchmark, c.status) for c in rows]
+    # 8 spectra rows (the sides share no environment: compared as measured) and 12 cases in each of head's two
+    # environments (3.10 compared, 3.12 new).
+    assert len(rows) == 32 and not [c for c in rows if c.status == "missing"], [(c.benchmark, c.status) for c in rows]
     spectra = [c for c in rows if ".AveragedSpectrumSuite." in c.benchmark]
     assert len(spectra) == 8 and all(c.ratio is not None for c in spectra)
 
