@@ -2,8 +2,8 @@
 
 The trusted half of the PR workflow runs this with the **default branch's** code over the ``report.json``
 that the GPU job (which ran the pull request's code) uploaded. The file is validated against
-:mod:`regressions.pr_schema`, each row's direction and threshold against this checkout's configuration (the
-default branch's ``pyproject.toml``/``mlaperf.toml``), then rendered by
+:mod:`regressions.pr_schema`, each row judged again with this checkout's configuration (the default branch's
+``pyproject.toml``/``mlaperf.toml``: its direction and threshold), then rendered by
 :func:`regressions.report.compare_markdown`: the pull request can change its numbers, never the comment's
 markup, and never the status's wording. Base and head come from the gate (the GitHub API), not from the file.
 

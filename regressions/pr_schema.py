@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -138,12 +139,19 @@ def recheck(c: Comparison) -> str | None:
         return None
     if (problem := _test_problem(c)) is not None:
         return problem
-    if ratio is not None:
-        sides = ratio_sides(slowdown(ratio, c.direction), c.threshold)
-    else:
-        sides = signed_sides(relative_change(c.base, c.head) or 0.0, c.threshold, c.direction)
-    status, _ = status_of(None if c.method == "none" else c.significant, *sides, c.method)
+    status, _ = _judged(c, c.direction, c.threshold)
     return None if status == c.status else "'status' disagrees with its values, threshold, direction and test"
+
+
+def _judged(c: Comparison, direction: str, threshold: float) -> tuple[str, bool]:
+    """(status, significant) of a row with both values, by compare's rule at ``direction`` and ``threshold``: its
+    ratio (or a value's own change where there is none) against the threshold, its test's outcome as given."""
+    ratio = change_ratio(c.base, c.head)
+    if ratio is not None and math.isfinite(ratio):
+        sides = ratio_sides(slowdown(ratio, direction), threshold)
+    else:
+        sides = signed_sides(relative_change(c.base, c.head) or 0.0, threshold, direction)
+    return status_of(None if c.method == "none" else c.significant, *sides, c.method)
 
 
 def _test_problem(c: Comparison) -> str | None:
@@ -163,15 +171,20 @@ def _test_problem(c: Comparison) -> str | None:
     return None
 
 
-def judged_as_configured(c: Comparison, settings: Settings) -> str | None:
-    """Where a row's direction or threshold is not what ``settings`` (the default branch's configuration, read by
-    the trusted side) gives its benchmark: a pull request cannot change how its own report is judged."""
-    if c.direction != direction_for(c.benchmark, c.unit, settings):
-        return "'direction' is not the default branch's for its benchmark and unit"
-    if not math.isclose(c.threshold, settings.threshold_for(c.benchmark), rel_tol=1e-9):
-        return ("'threshold' is not the default branch's for its benchmark (a configuration change is judged once it "
-                "has landed)")
-    return None
+def as_configured(c: Comparison, settings: Settings) -> Comparison:
+    """A checked row judged again with the direction and threshold ``settings`` (the default branch's configuration,
+    read by the trusted side) give its benchmark: a pull request's own configuration (a looser threshold, a flipped
+    direction) never decides its status. Its sides, values and test's outcome stand as given."""
+    direction, threshold = direction_for(c.benchmark, c.unit, settings), settings.threshold_for(c.benchmark)
+    if direction == c.direction and math.isclose(threshold, c.threshold, rel_tol=1e-9):
+        return c
+    judged = replace(c, direction=direction, threshold=threshold)
+    if status_without_values(c.base_status, c.head_status) is not None or c.status == CHANGED:
+        return judged  # its status does not rest on the threshold or the direction
+    status, significant = _judged(c, direction, threshold)
+    ratio = change_ratio(c.base, c.head)
+    slow = slowdown(ratio, direction) if ratio is not None and math.isfinite(ratio) else None
+    return replace(judged, status=status, significant=significant, regression=status == REGRESSED, slowdown=slow)
 
 
 def row_to_comparison(row: Any, index: int, settings: Settings | None = None) -> Comparison:
@@ -207,9 +220,7 @@ def row_to_comparison(row: Any, index: int, settings: Settings | None = None) ->
     )
     if (problem := recheck(comparison)) is not None:
         raise ReportError(f"{where}: {problem}")
-    if settings is not None and (problem := judged_as_configured(comparison, settings)) is not None:
-        raise ReportError(f"{where}: {problem}")
-    return comparison
+    return comparison if settings is None else as_configured(comparison, settings)
 
 
 def _threshold(row: dict[str, Any], where: str) -> float:

@@ -182,13 +182,9 @@ def test_hostile_values_are_inert(tmp_path: Path) -> None:
         ("failure hidden", json.dumps([row(head_status="failed", head=None, ratio=None, slowdown=None)]).encode(),
          "'status' disagrees with 'base_status'/'head_status'"),
         # A review's forgeries that passed: an ok side without a value (shown as "failed" under Unchanged), a
-        # direction flipped (a slowdown listed as an improvement), a threshold loosened or beyond any the
-        # configuration allows, a 'changed' row whose ratio is not head / base.
+        # threshold beyond any the configuration allows, a 'changed' row whose ratio is not head / base.
         ("ok side without a value", json.dumps([row(head=None, ratio=None, slowdown=None)]).encode(),
          "'head' must be a number where 'head_status' is ok"),
-        ("direction flipped", json.dumps([row(direction="down_is_worse")]).encode(),
-         "'direction' is not the default branch's"),
-        ("threshold loosened", json.dumps([row(threshold=0.5)]).encode(), "'threshold' is not the default branch's"),
         ("threshold huge", json.dumps([row(threshold=1e300)]).encode(), "'threshold' must lie in (0, 10)"),
         ("changed, ratio forged", json.dumps([row(status="changed", method="version", head=4.48e-5, ratio=0.5,
                                                   slowdown=0.5, p_value=None)]).encode(), "'ratio' is not head / base"),
@@ -210,6 +206,19 @@ def test_invalid_data_gives_the_fixed_error(tmp_path: Path, name: str, data: byt
     assert status == {"state": "error", "description": INVALID, "context": CONTEXT}, name
     assert "report refused" in md and reason in md.replace("\\", ""), md
     assert_inert(md)
+
+
+@pytest.mark.parametrize("forged", [
+    # A 12% slowdown of a time, significant, listed as an improvement by a flipped direction (a review's forgery),
+    # and called unchanged under a threshold of 50%: both the pull request's own configuration could write.
+    {"direction": "down_is_worse", "status": "improved", "slowdown": 1 / 1.12},
+    {"threshold": 0.5, "status": "unchanged"},
+])
+def test_the_default_branchs_configuration_judges_the_rows(tmp_path: Path, forged: dict[str, Any]) -> None:
+    rows = [row(**{"head": 4.48e-5, "ratio": 1.12, "slowdown": 1.12, "significant": True, "p_value": 1e-6, **forged})]
+    rc, md, status = render(tmp_path, json.dumps(rows).encode())
+    assert rc == 0 and status["state"] == "failure", (status, md)
+    assert "**1 regression**" in md and "threshold 5%" in md and "report refused" not in md
 
 
 def test_huge_file_is_refused_unread(tmp_path: Path) -> None:
