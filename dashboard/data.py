@@ -22,6 +22,7 @@ from sqlalchemy.orm import Session
 from dashboard import frames, notes, store_check, triage
 from db import queries
 from db.models import params_key
+from regressions.compare_sides import ENV_PARAM
 
 TTL = 300
 
@@ -188,7 +189,8 @@ def compare(url: str, machine: str, base_sha: str, head_sha: str, threshold: flo
     # The comparisons' own fields (``Comparison.to_json`` deep-copies every params dict, a third of the
     # time here at 552 series); numbers that are not finite become NaN, as to_json's None does.
     df = pd.DataFrame([vars(c) for c in comparisons])
-    df["params_key"] = [params_key(p) for p in df["params"]]  # the store's key rule, not a copy of it
+    # The store's key rule, not a copy of it; a row of one asv environment is its series all the same (its History).
+    df["params_key"] = [params_key({k: v for k, v in p.items() if k != ENV_PARAM}) for p in df["params"]]
     for c in ("base", "head", "ratio", "slowdown", "p_value"):
         values = pd.to_numeric(df[c], errors="coerce").astype(float)
         df[c] = values.where(np.isfinite(values))

@@ -142,11 +142,12 @@ class IngestSummary:
             return None
         (machine, sha), envs = next(iter(self.mixed_environments.items()))
         more = len(self.mixed_environments) - 1
+        names = ", ".join(envs).encode("unicode_escape").decode("ascii")  # from files: no escape sequence printed
         return (
             f"{len(self.mixed_environments)} commit{'s' if more else ''} measured in several asv environments on one "
-            f"machine, e.g. {sha[:10]} on {machine!r}: {', '.join(envs)}. A series pools them per commit, so a "
-            "commit missing one environment moves it (compare pairs the environments both commits measured, one row "
-            "each); give each environment its own machine name (asv run --machine NAME) to keep them apart"
+            f"machine, e.g. {sha[:10]} on {machine!r}: {names}. A series pools them per commit, so a commit missing "
+            "one environment moves it (compare compares the environments one row each); give each environment its "
+            "own machine name (asv run --machine NAME) to keep them apart"
         )
 
     def order_note(self) -> str | None:

@@ -21,7 +21,7 @@ from regressions.report import MAX_BODY_CHARS, compare_json, compare_markdown, d
 from regressions.results import UsageError, machine_id, machines_with, resolve_commit
 from regressions.store import DEFAULT_LOOKBACK, DetectSummary, detect_store
 from regressions.text_table import FORMATS, compare_text
-from regressions.units import fmt_percent, plural
+from regressions.units import fmt_percent, plural, terminal_text
 from settings.args import add_db, add_git_repo, add_thresholds_config, fraction_type
 from settings.env import store_url
 
@@ -337,7 +337,8 @@ def _grouped_table(rows: list[dict[str, Any]]) -> str:
         title = "no group" if gid is None else f"group {gid}"
         status = first.get("group_status") or first["status"]
         out.append(
-            f"\n{title}: {first['machine']} at {where}, {size}, {status}{kind_suffix(first.get('group_kind'))}"
+            f"\n{title}: {terminal_text(first['machine'])} at {where}, {size}, {status}"
+            f"{kind_suffix(first.get('group_kind'))}"
         )
         out.append(detect_table(members))
     return "\n".join(out).lstrip("\n")

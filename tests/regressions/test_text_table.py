@@ -66,16 +66,16 @@ def test_control_characters_from_data_never_reach_the_terminal() -> None:
     """A benchmark name holding an escape sequence and a carriage return (a review: it cleared the screen and
     wrote 'improved' over REGRESSED) and a parameter value holding a newline (it split the row): shown escaped,
     one line a row, in compare's table and detect's."""
-    from regressions.report import detect_table
+    from regressions.commands import _grouped_table
 
     hostile = "time_x\x1b[2J\rimproved"
     c = _case(hostile, REGRESSED, 2e-5)
     c = Comparison(**{**c.__dict__, "params": {"impl": "'mma\nFAKE ROW'"}, "machine": "h\x1b]0;t\x07"})
     for text in (compare_text([c, _case("time_y", REGRESSED, 3e-5)], base="a" * 40, head="b" * 40,
                               machines=[c.machine, "h200"], threshold_note="5%", width=300),
-                 detect_table([{"status": "new", "commit": "c" * 40, "machine": c.machine, "benchmark": c.benchmark,
-                                "params": c.params, "before": 1e-5, "after": 2e-5, "unit": "seconds", "ratio": 2.0,
-                                "p_value": 1e-6}])):  # fmt: skip
+                 _grouped_table([{"status": "new", "commit": "c" * 40, "machine": c.machine, "benchmark": c.benchmark,
+                                  "params": c.params, "before": 1e-5, "after": 2e-5, "unit": "seconds", "ratio": 2.0,
+                                  "p_value": 1e-6, "group": 1}])):  # fmt: skip
         assert not any(ch in text for ch in "\x1b\r\x07"), text
         assert "\\x1b[2J\\rimproved" in text and "mma\\nFAKE ROW" in text
         assert all("FAKE ROW" not in line or "mma\\nFAKE ROW" in line for line in text.splitlines())  # one line
