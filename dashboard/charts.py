@@ -222,7 +222,7 @@ def sweep_spec(
     name = color.removeprefix("p:") if color else None
     pts = pd.DataFrame({
         # Text values cut in their middle to what tells them apart (``step.forward.fwd…`` read alike).
-        "x": xs if numeric_x else fmt.short_labels(list(df[x].astype(str)), width=32),
+        "x": xs if numeric_x else fmt.short_labels(list(df[x].astype(str)), width=32, drop_module=False),
         "value of x": df[x].astype(str),
         "y": df["value"].astype(float) * mult,
         "group": [f"{name}={v}" for v in df[color]] if color else "value",

@@ -105,22 +105,19 @@ def axis_title(quantity: str, name: str) -> str:
     return f"{quantity} ({name})" if name else quantity
 
 
-# asv's own ``ram`` is /proc/meminfo's MemTotal in KiB in older releases (``65836440``: 62.8 GiB) and a byte
-# count in newer ones (``32757993472``): a figure under this is KiB (a terabyte of RAM in KiB reads 1e9).
-RAM_KIB_BELOW = 1e9
-
-
 def fmt_ram(n: Any) -> str:
-    """A machine's RAM: ``126 GiB`` (``regressions.units.fmt_bytes``) from asv's ``ram``, a byte count or, under
-    ``RAM_KIB_BELOW``, KiB. It is free text a person may write (``32``, ``16GB``): what is no number, or a number
-    under a mebibyte (no RAM in KiB or bytes), is shown as written."""
+    """A machine's RAM: ``126 GiB`` (``regressions.units.fmt_bytes``) from asv's ``ram``: /proc/meminfo's MemTotal in
+    KiB in older asv (``65836440``: 62.8 GiB), that times 1024 in bytes in newer (``32757993472``), so a whole
+    number of KiB is bytes and any other figure KiB (a size cut at a terabyte misread a 2 TiB host's KiB as
+    bytes). It is free text a person may write (``32``, ``16GB``): what is no number, or a number under a
+    mebibyte, is shown as written."""
     try:
         value = float(n)
     except (TypeError, ValueError):
         return str(n)
     if value < 2**20:
         return str(n)
-    return units.fmt_bytes(value * 1024 if value < RAM_KIB_BELOW else value)
+    return units.fmt_bytes(value if value % 1024 == 0 else value * 1024)
 
 
 def fmt_speedup(ratio: Any) -> str:
@@ -149,15 +146,16 @@ def middle(value: Any, width: int = 40) -> str:
     return text[:head] + "…" + text[len(text) - (width - 1 - head):]
 
 
-def short_labels(names: Sequence[str], width: int = 52) -> list[str]:
+def short_labels(names: Sequence[str], width: int = 52, *, drop_module: bool = True) -> list[str]:
     """Axis labels for series ``names`` that still tell them apart: the asv module all share dropped
     (``benchmark.`` of ``benchmark.Class.track_x [...]``; the class and method stay), each cut in its middle
     (:func:`middle`) to ``width`` characters, widened until no two are alike. Cut at their end, one
-    benchmark's cases all read ``benchmark.AlohaPot.track_metric [function=step.forwar…`` (a review)."""
+    benchmark's cases all read ``benchmark.AlohaPot.track_metric [function=step.forwar…`` (a review).
+    ``drop_module`` False: values that are no series names (a parameter's: ``3.10.1``), only cut."""
     names = [str(n) for n in names]
     benchmarks = [n.split(" [", 1)[0] for n in names]
     modules = {b.rsplit(".", 2)[0] + "." if b.count(".") >= 2 else "" for b in benchmarks}
-    (module,) = modules if len(modules) == 1 and len(set(names)) > 1 else ("",)
+    (module,) = modules if drop_module and len(modules) == 1 and len(set(names)) > 1 else ("",)
     rest = [n[len(module):] for n in names]
     for w in range(width, max(map(len, rest), default=0) + 8, 8):
         labels = [middle(n, w) for n in rest]

@@ -249,12 +249,14 @@ def events(tags: Mapping[str, Iterable[str]], commits: pd.DataFrame, marked: str
 
 
 def caption(commits: pd.DataFrame, start: int, machine: str, *, lower_is_better: bool, threshold: float,
-            environments: Iterable[str]) -> str:
-    """The line under the chart: what is drawn, which way is better, the band, the asv environments."""
+            environments: Iterable[str], overlaid: Sequence[str] = ()) -> str:
+    """The line under the chart: what is drawn (``commits``: those of ``machine`` and the ``overlaid`` machines),
+    which way is better, the band, the asv environments."""
     shown = f"The newest {len(commits) - start:,} of {fmt.plural(len(commits), 'commit')}" if start \
         else fmt.plural(len(commits), "commit")
     better = "lower" if lower_is_better else "higher"
-    return (f"{shown} measured on `{machine}`, in history order"
+    where = f"`{machine}`" + "".join(f" or `{m}`" for m in overlaid)
+    return (f"{shown} measured on {where}, in history order"
             + (" (switch on Whole history to draw every commit)" if start else "") + f". {better.capitalize()} is "
             f"better; shaded: ±{fmt.fmt_percent(threshold)} around the median of the previous five values (of its "
             "benchmark version) of the series bright in the legend (click another to shade it). asv environment: "

@@ -72,8 +72,13 @@ def _best_match(name: str, table: dict[str, Any]) -> str | None:
     return max(matches, key=len) if matches else None
 
 
+def threshold_in_range(value: float) -> bool:
+    """The one bound on a threshold, wherever one comes from (a flag, the configuration, a report row)."""
+    return 0.0 < value < MAX_THRESHOLD
+
+
 def check_threshold(value: Any, where: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < float(value) < MAX_THRESHOLD:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not threshold_in_range(float(value)):
         raise ConfigError(f"{where}: threshold must be a number in (0, {MAX_THRESHOLD:g}), e.g. 0.05 for 5%; "
                           f"got {value!r}")
     return float(value)

@@ -33,7 +33,7 @@ from regressions.compare import (
     status_of,
     status_without_values,
 )
-from regressions.config import MAX_THRESHOLD, Settings
+from regressions.config import MAX_THRESHOLD, Settings, threshold_in_range
 from regressions.direction import DOWN_IS_WORSE, UP_IS_WORSE, direction_for, slowdown
 from regressions.units import relative_change
 from settings.pr_contract import SHA
@@ -225,7 +225,7 @@ def row_to_comparison(row: Any, index: int, settings: Settings | None = None) ->
 
 def _threshold(row: dict[str, Any], where: str) -> float:
     value = float(_number(row, "threshold", where, optional=False) or 0.0)
-    if not 0.0 < value < MAX_THRESHOLD:  # the configuration's own bounds (regressions.config.check_threshold)
+    if not threshold_in_range(value):
         raise ReportError(f"{where}: 'threshold' must lie in (0, {MAX_THRESHOLD:g})")
     return value
 

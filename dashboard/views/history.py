@@ -99,13 +99,14 @@ def _points(ctx: widgets.Context, bench: str, commits: pd.DataFrame, sel: model.
 
 def _tables(ctx: widgets.Context, flag: pd.DataFrame, points: pd.DataFrame, commits: pd.DataFrame,
             sel: model.Selection, start: int, unit: str | None) -> None:
-    """The flagged regressions of the series drawn, and the values per commit (in a closed expander)."""
+    """The flagged regressions of the series drawn, and the values per commit of this machine (``commits``; in a
+    closed expander)."""
     if not flag.empty:
         st.subheader("Flagged regressions of these series")
         st.markdown(fmt.md_table(model.flagged_table(flag, sel.label_of, unit)))
         links.page_links((f"Compare {fmt.commit_range(p, s)}", links.compare(ctx.machine, p, s))
                          for p, s in model.compare_pairs(flag))
-    drawn_commits = commits.iloc[start:]
+    drawn_commits = commits[commits["pos"] >= start]  # this machine's (an overlay's axis holds others' too)
     values_box = widgets.url_expander(f"Values per commit ({fmt.plural(len(drawn_commits), 'commit')} drawn)",
                                       key="hist_values")
     if not values_box.open:
@@ -140,6 +141,7 @@ def main() -> None:
     mine = regs[regs["benchmark"] == bench] if not regs.empty else regs
     sel = _pick_series(params, mine)
     log_y, whole, marked, vs = _view_switches(ctx, commits, sel)
+    own = set(commits["commit_id"])
     if vs:  # one axis of every overlaid machine's commits: each machine at its own
         commits = data.commits_on(ctx.url, (ctx.machine, *vs))
     flag = model.flagged_of(mine, sel.wanted)
@@ -153,9 +155,9 @@ def main() -> None:
     st.vega_lite_chart(spec, width="stretch", key="hist_chart")
     st.caption(model.caption(commits, start, ctx.machine, threshold=threshold,
                              lower_is_better=direction_for(bench, stored, settings) == "up_is_worse",
-                             environments=hist["environment"].dropna().unique()),
+                             environments=hist["environment"].dropna().unique(), overlaid=vs),
                help=model.legend_help(threshold))
-    _tables(ctx, flag, points, commits, sel, start, unit)
+    _tables(ctx, flag, points, commits[commits["commit_id"].isin(own)], sel, start, unit)
 
 
 if __name__ == "__main__":

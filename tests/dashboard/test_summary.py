@@ -190,7 +190,7 @@ def test_an_overlaid_machine_is_drawn_at_its_own_commits(monkeypatch: pytest.Mon
     assert ingest_paths(engine, [tmp_path / "results"], progress=False).ok
     engine.dispose()
     query = {"hist_bench": "bench_decode.SparseDecode.time_decode", "hp_impl": "mma", "hp_concurrency": "64",
-             "hp_topk": "512", "hist_vs": other, "machine": MLA_MACHINE}
+             "hp_topk": "512", "hist_vs": other, "machine": MLA_MACHINE, "hist_values": "1"}
     at = goto(app(monkeypatch, writable_copy.url, query=query), "history")
     assert not [c.value for c in at.caption if "measured none" in c.value]
     spec, frames = vega(at)[0]
@@ -199,6 +199,11 @@ def test_an_overlaid_machine_is_drawn_at_its_own_commits(monkeypatch: pytest.Mon
     assert list(theirs["pos"]) == [N_COMMITS] and drawn["pos"].max() == N_COMMITS, drawn[["series", "pos"]]
     shas = next(p["value"] for p in spec["params"] if p["name"] == "commit_sha")
     assert shas[-1] == later[:8] and len(shas) == N_COMMITS + 1
+    # The caption names both machines; the values per commit are this machine's (the other's is not "not run").
+    captions = [c.value for c in at.caption]
+    assert any(f"measured on `{MLA_MACHINE}` or `{other}`" in c for c in captions), captions
+    (values,) = [d.value for d in at.dataframe if "commit" in d.value.columns]
+    assert len(values) == N_COMMITS and later[:8] not in set(values["commit"])
 
 
 def test_latest_changes_of_every_row_at_once_follow_the_rule() -> None:

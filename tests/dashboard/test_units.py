@@ -43,6 +43,8 @@ def test_ratios_changes_sizes_and_commits() -> None:
     assert fmt.fmt_ram("32") == "32" and fmt.fmt_ram("16GB") == "16GB"
     # Older asv writes /proc/meminfo's KiB: MuJoCo Warp's 32-core EPYC showed "62.8 MiB" (a review).
     assert fmt.fmt_ram("65836440") == "62.8 GiB" and fmt.fmt_ram("32757993472") == "30.5 GiB"
+    assert fmt.short_labels(["3.10.1", "3.10.2"], drop_module=False) == ["3.10.1", "3.10.2"]  # values, not names
+    assert fmt.fmt_ram("2113612345") == "1.97 TiB" and fmt.fmt_ram(str(900 * 2**20)) == "900 MiB"  # KiB; bytes
     # A parameter value a pill shows (uxarray's paths ran one pill off the page): cut in its middle, ends kept.
     path = "WindowsPath('C:/Users/philip/Documents/uxarray/test/meshfiles/mpas/QU/oQU480.231010.nc')"
     assert fmt.middle(path) == "WindowsPath('C:/Use…U/oQU480.231010.nc')" and len(fmt.middle(path)) == 40
