@@ -87,7 +87,7 @@ def table_rows(cmp: pd.DataFrame, shown: Sequence[str], history_link: Callable[[
                ) -> tuple[pd.DataFrame, str]:
     """The rows (of :func:`with_labels`' frame) of the statuses ``shown``, by status then worst change first,
     and a note naming the threshold when every row has the same (its column then left out).
-    ``history_link``: benchmark, params_key -> URL."""
+    ``history_link``: benchmark, series key (``data.compare``'s ``series_key``) -> URL."""
     view = cmp[cmp["status"].isin(shown)]
     order = {s: i for i, s in enumerate(STATUS_TITLES)}
     view = view.assign(_o=view["status"].map(order), _w=-view["slowdown"].fillna(0)).sort_values(["_o", "_w"])
@@ -96,7 +96,7 @@ def table_rows(cmp: pd.DataFrame, shown: Sequence[str], history_link: Callable[[
         "status": view["status"].map(lambda s: STATUS_TITLES[s].lower()),
         "series": view["series"],
         # The link next to the name: at 1,280 px the last columns scroll out of view.
-        "history": [history_link(b, k) for b, k in zip(view["benchmark"], view["params_key"], strict=True)],
+        "history": [history_link(b, k) for b, k in zip(view["benchmark"], view["series_key"], strict=True)],
         "before": before,
         "after": after,
         "ratio": view["ratio"].map(fmt.fmt_ratio),

@@ -171,7 +171,8 @@ def compare(url: str, machine: str, base_sha: str, head_sha: str, threshold: flo
     """Every series of ``machine`` at head against base, by ``regressions.compare.compare_commits`` (what
     `mlaperf compare` prints); ``threshold`` (a fraction) replaces the configuration's, like ``--threshold``.
 
-    Columns: status, benchmark, params_key, params (dict), unit, direction, threshold, base, head,
+    Columns: status, benchmark, params_key, series_key (params_key without ``asv env``: the series' own), params
+    (dict), unit, direction, threshold, base, head,
     base_status, head_status, ratio (head / base), slowdown (> 1 worse), significant, method, p_value.
     """
     from regressions.compare import compare_commits
@@ -182,15 +183,16 @@ def compare(url: str, machine: str, base_sha: str, head_sha: str, threshold: flo
         base = resolve_commit(s, base_sha, "base")
         head = resolve_commit(s, head_sha, "head")
         comparisons = compare_commits(s, base, head, machines=[machine], settings=conf)
-    cols = ["status", "benchmark", "params_key", "params", "unit", "direction", "threshold", "base", "head",
-            "base_status", "head_status", "ratio", "slowdown", "significant", "method", "p_value"]
+    cols = ["status", "benchmark", "params_key", "series_key", "params", "unit", "direction", "threshold", "base",
+            "head", "base_status", "head_status", "ratio", "slowdown", "significant", "method", "p_value"]
     if not comparisons:
         return pd.DataFrame({c: pd.Series(dtype=object) for c in cols})
     # The comparisons' own fields (``Comparison.to_json`` deep-copies every params dict, a third of the
     # time here at 552 series); numbers that are not finite become NaN, as to_json's None does.
     df = pd.DataFrame([vars(c) for c in comparisons])
-    # The store's key rule, not a copy of it; a row of one asv environment is its series all the same (its History).
-    df["params_key"] = [params_key({k: v for k, v in p.items() if k != ENV_PARAM}) for p in df["params"]]
+    df["params_key"] = [params_key(p) for p in df["params"]]  # the store's key rule, not a copy of it
+    # The series a row is (its History's key): a row of one asv environment is its series all the same.
+    df["series_key"] = [params_key({k: v for k, v in p.items() if k != ENV_PARAM}) for p in df["params"]]
     for c in ("base", "head", "ratio", "slowdown", "p_value"):
         values = pd.to_numeric(df[c], errors="coerce").astype(float)
         df[c] = values.where(np.isfinite(values))

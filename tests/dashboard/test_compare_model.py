@@ -13,7 +13,7 @@ from dashboard import compare_model as model
 def _cmp(thresholds: list[float]) -> pd.DataFrame:
     keys = [json.dumps({"impl": repr(i)}) for i in ("a", "b", "c", "d")]
     return pd.DataFrame({
-        "benchmark": "bench_decode.SparseDecode.time_decode", "params_key": keys, "unit": "seconds",
+        "benchmark": "bench_decode.SparseDecode.time_decode", "params_key": keys, "series_key": keys, "unit": "seconds",
         "status": ["unchanged", "regressed", "regressed", "not_run"], "base": [1e-6, 1e-6, 1e-6, math.nan],
         "head": [1e-6, 1.5e-6, 3e-6, math.nan], "base_status": ["ok", "ok", "ok", "not_run"],
         "head_status": ["ok", "ok", "ok", "not_run"], "ratio": [1.0, 1.5, 3.0, math.nan],
@@ -56,6 +56,7 @@ def test_a_rate_change_reads_as_its_own_relative_change() -> None:
     rate = pd.DataFrame({
         "benchmark": "bench_decode.SparseDecodeMetrics.track_tokens_per_s", "unit": "tokens/s",
         "params_key": [json.dumps({"impl": repr(i)}) for i in ("a", "b", "c")],
+        "series_key": [json.dumps({"impl": repr(i)}) for i in ("a", "b", "c")],
         "direction": "down_is_worse", "status": ["improved", "regressed", "not_run"],
         "base": [4174.0, 1000.0, 5.0], "head": [18780.0, 800.0, math.nan],
         "base_status": ["ok", "ok", "ok"], "head_status": ["ok", "ok", "not_run"],
@@ -74,7 +75,8 @@ def test_the_change_cell_reads_as_in_the_text_table() -> None:
     rows = [("regressed", -5.0, -6.25), ("changed", 1e-6, 2e-6), ("missing", 1e-6, math.nan)]
     frame = pd.DataFrame({
         "benchmark": "bench_x.X.track_offset", "unit": "seconds", "direction": "down_is_worse",
-        "params_key": [json.dumps({"case": repr(s)}) for s, _, _ in rows], "status": [s for s, _, _ in rows],
+        "params_key": [json.dumps({"case": repr(s)}) for s, _, _ in rows],
+        "series_key": [json.dumps({"case": repr(s)}) for s, _, _ in rows], "status": [s for s, _, _ in rows],
         "base": [b for _, b, _ in rows], "head": [h for _, _, h in rows], "base_status": "ok",
         "head_status": ["ok", "ok", "missing"], "ratio": [math.nan, 2.0, math.nan],
         "slowdown": [math.nan, 2.0, math.nan], "p_value": math.nan, "method": "threshold", "threshold": 0.05})
@@ -90,3 +92,13 @@ def test_the_change_cell_reads_as_in_the_text_table() -> None:
     for status, cell in cells.items():
         line = next(ln for ln in text.splitlines() if f"case={status}]" in ln)
         assert f" {cell} " in f"{line} ", (status, cell, line)  # the text table's cell, same words
+
+
+def test_a_row_of_one_asv_environment_links_to_its_series() -> None:
+    """A compare row split per asv environment (``asv env`` among its params) opens its series' History, which
+    has no such parameter (a review: the link carried it, and History dropped it with a warning)."""
+    cmp = _cmp([0.05] * 4)
+    cmp["params_key"] = [json.dumps({"asv env": "py3.12", "impl": repr(i)}) for i in ("a", "b", "c", "d")]
+    table, _ = model.table_rows(model.with_labels(cmp, {}), ["regressed"], lambda b, k: k)
+    assert list(table["history"]) == [json.dumps({"impl": "'c'"}), json.dumps({"impl": "'b'"})]
+    assert table["series"].str.contains("asv env=py3.12").all()  # the row still says which environment
