@@ -249,7 +249,8 @@ def test_unitless_track_values_are_counts_and_bytes_scale() -> None:
                            "commit_id": [1, 2, 1, 2], "value": [3.0, 12.0, 5.0e8, 512 * 1024.0**2]})
     grid = summary.grid(series, values, [1, 2], pd.DataFrame(), lambda b, u: "up_is_worse")
     assert [r["latest"] for r in grid_rows(grid, summary.names(grid), lambda b: 0.05)] == ["12.0", "512 MiB"]
-    cmp = pd.DataFrame({"benchmark": benches, "params_key": "{}", "unit": [None, "bytes"], "status": "regressed",
+    cmp = pd.DataFrame({"benchmark": benches, "params_key": "{}", "series_key": "{}", "unit": [None, "bytes"],
+                        "status": "regressed",
                         "base": [3.0, 5.0e8], "head": [12.0, 2 * 1024.0**3], "base_status": "ok", "head_status": "ok",
                         "ratio": [4.0, 4.3], "slowdown": [4.0, 4.3], "direction": "up_is_worse", "p_value": 0.01,
                         "method": "m", "threshold": 0.05})
