@@ -22,7 +22,7 @@ from sqlalchemy.orm import Session
 from dashboard import frames, notes, store_check, triage
 from db import queries
 from db.models import params_key
-from regressions.compare_sides import ENV_PARAM
+from regressions.compare_sides import case_params
 
 TTL = 300
 
@@ -84,9 +84,7 @@ def commits_on(url: str, machines: tuple[str, ...]) -> pd.DataFrame:
     machines on, each at its own commits (asv's graphs draw every machine so; on the first machine's commits alone,
     another that ran other commits showed nothing)."""
     with _session(url) as s:
-        ids = set().union(*(queries.commits(s, m)["commit_id"] for m in machines))
-        every = queries.commits(s)
-    return every[every["commit_id"].isin(ids)].assign(pos=lambda f: np.arange(len(f), dtype="int64"))
+        return queries.commits(s, machines)
 
 
 @st.cache_data(ttl=TTL, show_spinner=False)
@@ -192,7 +190,7 @@ def compare(url: str, machine: str, base_sha: str, head_sha: str, threshold: flo
     df = pd.DataFrame([vars(c) for c in comparisons])
     df["params_key"] = [params_key(p) for p in df["params"]]  # the store's key rule, not a copy of it
     # The series a row is (its History's key): a row of one asv environment is its series all the same.
-    df["series_key"] = [params_key({k: v for k, v in p.items() if k != ENV_PARAM}) for p in df["params"]]
+    df["series_key"] = [params_key(case_params(p)) for p in df["params"]]
     for c in ("base", "head", "ratio", "slowdown", "p_value"):
         values = pd.to_numeric(df[c], errors="coerce").astype(float)
         df[c] = values.where(np.isfinite(values))

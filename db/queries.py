@@ -74,12 +74,13 @@ def machines(s: Session) -> pd.DataFrame:
     return _datetimes(frame, "last_run_at")
 
 
-def commits(s: Session, machine: str | None = None) -> pd.DataFrame:
+def commits(s: Session, machine: str | Sequence[str] | None = None) -> pd.DataFrame:
     """Commits oldest -> newest (git generation, then date, then id; see :func:`db.models.commit_order`):
     commit_id, sha, date, message, author, parents, branch, generation (None without a repository at
     ingest), pos (0..n-1, the commit's place in this frame: the x axis of a history).
 
-    With ``machine``, only commits that have runs on that machine (unknown machine: :class:`NotFound`).
+    With ``machine``, only commits that have runs on that machine, or on any of several (History's overlay of
+    machines, each at its own commits); an unknown machine: :class:`NotFound`.
     """
     stmt = select(
         Commit.id.label("commit_id"),
@@ -92,7 +93,8 @@ def commits(s: Session, machine: str | None = None) -> pd.DataFrame:
         Commit.generation,
     ).order_by(*commit_order())
     if machine is not None:
-        stmt = stmt.where(Commit.id.in_(select(Run.commit_id).where(Run.machine_id == _machine_id(s, machine))))
+        ids = [_machine_id(s, m) for m in ([machine] if isinstance(machine, str) else machine)]
+        stmt = stmt.where(Commit.id.in_(select(Run.commit_id).where(Run.machine_id.in_(ids))))
     frame = _datetimes(_frame(s, stmt), "date")
     frame["commit_id"] = frame["commit_id"].astype("int64")
     frame["pos"] = np.arange(len(frame), dtype="int64")

@@ -47,7 +47,7 @@ from sqlalchemy.orm import Session
 from db.asvformat import benchmark_type
 from db.models import Commit
 from db.provenance import is_provenance
-from regressions.compare_sides import ENV_PARAM, read_sides
+from regressions.compare_sides import ENV_PARAM, case_params, read_sides
 from regressions.config import Settings
 from regressions.direction import UP_IS_WORSE, direction_for, slowdown
 from regressions.labels import ordered_params, series_rank
@@ -431,8 +431,7 @@ def _undeclared_removal(pair: SeriesPair, versions: tuple[dict[str, set[str | No
     if not whole_suite and not module_ran([pair.benchmark], at_head):
         return False
     bumped = pair.benchmark in at_head and not (at_head[pair.benchmark] & at_base.get(pair.benchmark, set()))
-    case = {k: v for k, v in pair.params.items() if k != ENV_PARAM}  # a removal is declared for the case, any env
-    return not bumped and not settings.is_removed(pair.benchmark, case)
+    return not bumped and not settings.is_removed(pair.benchmark, case_params(pair.params))
 
 
 def _version_changed(name: str, versions: tuple[dict[str, set[str | None]], dict[str, set[str | None]]]) -> bool:

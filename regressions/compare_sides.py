@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import pandas as pd
 from sqlalchemy.orm import Session
@@ -18,6 +19,12 @@ from regressions.results import benchmark_runs, last_versions, results_at
 ENV_PARAM = "asv env"
 
 Versions = dict[str, set[str | None]]
+
+
+def case_params(params: Mapping[str, Any]) -> dict[str, Any]:
+    """A row's params without :data:`ENV_PARAM`: the case and series it is of, whichever environment (a declared
+    removal's match, its History)."""
+    return {k: v for k, v in params.items() if k != ENV_PARAM}
 
 
 @dataclass(frozen=True)
