@@ -69,8 +69,9 @@ class Links:
         return {"text": text, "href": f"{self.repo_url}/compare/{parent}...{sha}"}
 
 
-def _commits(commits: pd.DataFrame) -> dict[str, list[str]]:
-    """Per commit: its SHA (links, ``?at=``), short SHA (axis labels) and hover text (the whole message)."""
+def _commits(commits: pd.DataFrame, order: dict[str, int]) -> dict[str, list[Any]]:
+    """Per commit: its SHA (links, ``?at=``), short SHA (axis labels), hover text (the whole message) and place
+    among every machine's commits (``order``: a History overlay draws each machine at its own commits)."""
     dates = pd.to_datetime(commits["date"]).dt.strftime("%Y-%m-%d %H:%M").fillna("")
     # Authors by name: a published site (GitHub Pages) shows no e-mail address.
     authors = [EMAIL.sub("", a) if isinstance(a, str) else "" for a in commits["author"]]
@@ -78,7 +79,7 @@ def _commits(commits: pd.DataFrame) -> dict[str, list[str]]:
             + (f"\n{m.strip()}" if isinstance(m, str) else "")
             for sha, d, a, m in zip(commits["sha"], dates, authors, commits["message"], strict=True)]
     return {"sha": [str(s) for s in commits["sha"]], "short": [fmt.short_sha(s) for s in commits["sha"]],
-            "tip": tips}
+            "tip": tips, "order": [order[str(s)] for s in commits["sha"]]}
 
 
 def _spark(values: Iterable[float | None]) -> list[float]:
@@ -206,7 +207,7 @@ def machine_site(s: Session, machine: str, settings: Settings, link: Links) -> M
     labels = summary.names(grid, names)
     at = fullest or (str(commits["sha"].iloc[-1]) if not commits.empty else "")
     message = commits.loc[commits["sha"].astype(str) == at, "message"]
-    commit_json = _commits(commits)
+    commit_json = _commits(commits, {str(sha): i for i, sha in enumerate(queries.commits(s)["sha"])})
     index = {
         "title": f"{machine}: performance overview", "versions": fmt.versions(queries.machine_info(s, machine)),
         "commits": commit_json,

@@ -262,7 +262,6 @@ async function historyPage(data, machine, r) {
   const hist = /^[0-9a-f]{12}$/.test(sid) ? await load(`${machine.folder}/s${sid}`).catch(() => null) : null;
   if (!hist) return [h("p", { class: "error" }, `No series ${r.arg} on this machine.`)];
   const c = data.commits;
-  const points = hist.pos.map((p, i) => [p, hist.value[i], `${hist.text[i]}\n${c.tip[p]}`]);
   // As the dashboard reads a commit: a prefix of at least min_prefix characters that names one commit only.
   const at = (r.q.get("at") || "").toLowerCase();
   const least = MLAPERF.data.site.min_prefix;
@@ -273,14 +272,20 @@ async function historyPage(data, machine, r) {
     const why = at.length < least ? `is shorter than ${least} characters` : hits.length ? `starts ${hits.length} commits of this machine` : "starts no commit of this machine";
     out.push(h("p", { class: "error" }, `The marked commit '${r.q.get("at")}' ${why}: nothing marked.`));
   }
-  const overlays = await overlay(hist, sid, c, r);
+  const overlays = await overlay(hist, sid, r);
   if (hist.elsewhere.length) out.push(overlayPicker(hist, machine, sid, r));
   for (const o of overlays.filter((o) => o.error)) out.push(h("p", { class: "error" }, o.error));
   const drawn = overlays.filter((o) => o.line);
+  const axis = commitAxis(c, drawn);
+  const X = axis.at;  // this machine's commit position -> its place on the chart
+  const points = hist.pos.map((p, i) => [X(p), hist.value[i], `${hist.text[i]}\n${c.tip[p]}`]);
+  for (const o of drawn) o.line.points = o.line.points.map(([ord, v, tip]) => [axis.of(ord), v, tip]);
   const lines = [{ points }, ...drawn.map((o) => o.line)];
   out.push(chart({
-    lines, x: hist.x, y: drawn.length ? covering([hist.y, ...drawn.map((o) => o.y)], lines) : hist.y,
-    extras: (svg, sx, sy, box) => {
+    lines, x: drawn.length ? overlaidX(hist.x, X, lines) : hist.x,
+    y: drawn.length ? covering([hist.y, ...drawn.map((o) => o.y)], lines) : hist.y,
+    extras: (svg, sxAt, sy, box) => {
+      const sx = (p) => sxAt(X(p));
       for (const p of hist.versions) svg.append(s("line", { class: "vline", x1: sx(p), x2: sx(p), y1: box.top, y2: box.bottom }));
       if (atPos >= 0) svg.append(hover(s("line", { class: "event", x1: sx(atPos), x2: sx(atPos), y1: box.top, y2: box.bottom }), c.tip[atPos]));
       for (const p of hist.failed) {
@@ -301,29 +306,40 @@ async function historyPage(data, machine, r) {
   return out;
 }
 
-// The same series on other machines (?vs=a,b), as the dashboard's hist_vs: each one's points at the commits this
-// machine has, placed by SHA on this machine's axis, read from that machine's own files (its index for the SHAs).
+// The same series on other machines (?vs=a,b), as the dashboard's hist_vs: each one at its own commits (asv's graphs
+// draw every machine so), read from that machine's own files; its points carry each commit's place in history
+// (``commits.order``, the same on every machine) until commitAxis puts them on the chart.
 function overlaid(r) {
   return (r.q.get("vs") || "").split(",").filter((v) => v);
 }
 
-async function overlay(hist, sid, c, r) {
-  return Promise.all(overlaid(r).map((vs) => overlayOne(hist, sid, c, vs)));
+async function overlay(hist, sid, r) {
+  return Promise.all(overlaid(r).map((vs) => overlayOne(hist, sid, vs)));
 }
 
-async function overlayOne(hist, sid, c, vs) {
+async function overlayOne(hist, sid, vs) {
   const other = MLAPERF.data.site.machines.find((m) => m.folder === vs);
   if (!other || !hist.elsewhere.includes(vs)) return { error: `No machine '${vs}' with this series: not drawn.` };
   const [index, theirs] = await Promise.all([load(`${vs}/index`), load(`${vs}/s${sid}`)]);
-  const posOf = new Map(c.sha.map((sha, i) => [sha, i]));
-  const points = [];
-  theirs.pos.forEach((p, i) => {
-    const mine = posOf.get(index.commits.sha[p]);
-    if (mine !== undefined) points.push([mine, theirs.value[i], `${theirs.text[i]} · ${other.label}\n${c.tip[mine]}`]);
-  });
-  if (!points.length) return { error: `${other.label} measured this series at none of this machine's commits.` };
-  points.sort((a, b) => a[0] - b[0]);
+  const ic = index.commits;
+  const points = theirs.pos.map((p, i) => [ic.order[p], theirs.value[i], `${theirs.text[i]} · ${other.label}\n${ic.tip[p]}`]);
   return { line: { points }, label: other.label, y: theirs.y };
+}
+
+// The chart's commits: this machine's and every overlaid machine's, in history order, one slot each. ``at``: a
+// position of this machine's -> its slot; ``of``: a commit's place in history -> its slot.
+function commitAxis(c, drawn) {
+  const places = new Set(c.order);
+  for (const o of drawn) for (const [ord] of o.line.points) places.add(ord);
+  const slot = new Map([...places].sort((a, b) => a - b).map((ord, i) => [ord, i]));
+  return { at: (p) => slot.get(c.order[p]), of: (ord) => slot.get(ord) };
+}
+
+// This machine's commit ticks moved to their slots, over every slot a line draws.
+function overlaidX(x, at, lines) {
+  const slots = lines.flatMap((l) => l.points.map((p) => p[0]));
+  const lo = Math.min(...slots), hi = Math.max(...slots);
+  return { ...x, domain: lo < hi ? [lo, hi] : [lo - 1, hi + 1], ticks: x.ticks.map(at) };
 }
 
 // A chip per machine that measured the series: each one toggles its line (several at once, as asv's graphs).

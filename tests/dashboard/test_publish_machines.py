@@ -4,6 +4,7 @@ machine's alert groups on one page, and a series overlaid with the same series m
 
 from __future__ import annotations
 
+import datetime as dt
 import re
 import shutil
 from collections.abc import Iterator
@@ -23,7 +24,7 @@ SERIES_QUERY = {"hist_bench": "bench_decode.SparseDecode.time_decode", "hp_impl"
 @pytest.fixture(scope="module")
 def two(seeded: Seeded, tmp_path_factory: pytest.TempPathFactory) -> tuple[str, Path, list[str]]:
     """The seeded store with a second GPU machine that measured some of the same series at the newest four
-    commits, and its site."""
+    commits and one commit of its own (newer than every other), its site and that machine's commits."""
     import asv_synth
 
     from db.engine import make_engine
@@ -33,13 +34,16 @@ def two(seeded: Seeded, tmp_path_factory: pytest.TempPathFactory) -> tuple[str, 
     shutil.copy(seeded.path, tmp / "store.sqlite")
     url = f"sqlite:///{tmp / 'store.sqlite'}"
     benches = asv_synth.mla_benchmarks(concurrency=(1, 64), topk=(512,), context=(4096,))
-    asv_synth.write_results(tmp / "results", OTHER, benches, seeded.shas[-4:],
-                            gpu={**asv_synth.GPU_PARAMS, "gpu_name": "NVIDIA RTX PRO 6000", "gpu_cc": "12.0"})
+    gpu = {**asv_synth.GPU_PARAMS, "gpu_name": "NVIDIA RTX PRO 6000", "gpu_cc": "12.0"}
+    asv_synth.write_results(tmp / "results", OTHER, benches, seeded.shas[-4:], gpu=gpu)
+    own = "f00d" * 10  # dated after every seeded commit: the newest in history
+    asv_synth.write_results(tmp / "results", OTHER, benches, [own], gpu=gpu, start=dt.datetime(2030, 1, 1, tzinfo=dt.UTC))
+    shas = [*seeded.shas[-4:], own]
     engine = make_engine(url)
     assert ingest_paths(engine, [tmp / "results"], progress=False).ok
     engine.dispose()
     mlaperf_cli("publish", "--db", url, "--out", str(tmp / "site"))
-    return url, tmp / "site", seeded.shas[-4:]
+    return url, tmp / "site", shas
 
 
 def _cli_rows(url: str, *flags: str) -> list[tuple[str, str, str, str, str]]:
@@ -99,7 +103,7 @@ def test_history_offers_the_machines_with_the_series(two: tuple[str, Path, list[
     # The values the overlay draws are the dashboard's hist_vs overlay, at the same commits.
     other_commits = site_data(site, f"{OTHER}/index")["commits"]["sha"]
     assert [other_commits[p] for p in theirs["pos"]] == shas
-    at = goto(app(monkeypatch, url, query={**SERIES_QUERY, "hist_vs": OTHER}), "history")
+    at = goto(app(monkeypatch, url, query={**SERIES_QUERY, "machine": MLA_MACHINE, "hist_vs": OTHER}), "history")
     points = vega(at)[0][1]["data"]
     dash = points[points["series"].astype(str).str.endswith(f"· {OTHER}")].sort_values("pos")
     assert len(dash) == len(shas)
@@ -166,9 +170,14 @@ def test_history_overlays_another_machine(two: tuple[str, Path, list[str]], tab:
     page.locator("#vs button", has_text=OTHER).click()
     page.wait_for_selector("svg.chart .lines > path:nth-of-type(2)")  # (no wait_for_function: the CSP forbids eval)
     assert f"vs={OTHER}" in page.url and page.locator("#vs button[aria-pressed=true]").count() == 1
+    # Each machine at its own commits, as the dashboard's: the commit only OTHER measured too, right of the rest.
     assert page.locator("svg.chart .lines .points").nth(1).locator("circle").count() == len(shas) == len(theirs["pos"])
+    xs = [page.eval_on_selector_all(f"svg.chart .lines .points:nth-of-type({i}) circle",
+                                    "cs => cs.map(c => c.cx.baseVal.value)") for i in (1, 2)]
+    assert max(xs[1]) > max(xs[0]) and sorted(xs[1][:-1]) == sorted(xs[0])[-4:], xs
     assert len(page.locator(".legend span").all_inner_texts()) == 2
     assert OTHER in page.inner_text(".legend")
     page.goto(f"{hist}?vs=nowhere")
     page.wait_for_selector("p.error")
     assert "nowhere" in page.inner_text("p.error") and page.locator("svg.chart .lines > path").count() == 1
+
