@@ -67,12 +67,14 @@ def grid(series: pd.DataFrame, values: pd.DataFrame, commit_ids: Sequence[int], 
          direction: Callable[[str, Any], str]) -> pd.DataFrame:
     """One row per series of ``series`` (``db.queries.series``): benchmark, params_key, unit, latest (newest
     value), spark (values at ``commit_ids``, oldest first, NaN where not measured), change
-    (:func:`latest_change`, NaN where there is none), flag (status and ratio of its newest flagged
-    regression) and flag_status. ``values``: ``db.queries.recent_values`` at ``commit_ids``; ``regs``: the
+    (:func:`latest_change`, NaN where there is none or the series is failing), failing (its newest results at
+    ``commit_ids`` that failed in a row: a benchmark that broke keeps its last value as ``latest``, and
+    :func:`latest_texts` says it failed since), flag (status and ratio of its newest flagged regression) and
+    flag_status. ``values``: ``db.queries.recent_values`` at ``commit_ids``; ``regs``: the
     regression listing (newest first); change_text: the change as people read it (the module docstring).
     Rows in the order of ``series``: the dashboard's loader (``data.series``) and the site hand it in
     ``frames.series_sort`` order. Whole-frame operations: no loop over the series' values."""
-    cols = ["benchmark", "params_key", "unit", "latest", "ran", "spark", "change", "change_text", "flag",
+    cols = ["benchmark", "params_key", "unit", "latest", "ran", "failing", "spark", "change", "change_text", "flag",
             "flag_status"]
     if series.empty:
         return pd.DataFrame({c: pd.Series(dtype=object) for c in cols})
@@ -81,26 +83,32 @@ def grid(series: pd.DataFrame, values: pd.DataFrame, commit_ids: Sequence[int], 
     ids = [int(c) for c in commit_ids]
     if values.empty or not ids:
         table = np.full((len(out), len(ids)), np.nan)
-        out["ran"] = False
+        present = np.zeros(table.shape, dtype=bool)
     else:
         # One row per (series, commit) already (runs pooled): unstack, no aggregation.
         table = values.set_index(["benchmark", "params_key", "commit_id"])["value"].unstack("commit_id") \
             .reindex(index=keys, columns=ids).to_numpy(dtype=float)
         # A result at one of the commits, failed ones too: a series with none was not run there (a retired or
         # renamed benchmark), which is not a failure.
-        at_ids = values.loc[values["commit_id"].isin(ids), ["benchmark", "params_key"]]
-        out["ran"] = keys.isin(pd.MultiIndex.from_frame(at_ids))
+        present = values.assign(_r=1.0).set_index(["benchmark", "params_key", "commit_id"])["_r"] \
+            .unstack("commit_id").reindex(index=keys, columns=ids).notna().to_numpy()
+    out["ran"] = present.any(axis=1)
     out["spark"] = list(table)
     measured = ~np.isnan(table)
     last = table.shape[1] - 1 - np.argmax(measured[:, ::-1], axis=1) if table.shape[1] else np.zeros(len(out), int)
     out["latest"] = np.where(measured.any(axis=1), table[np.arange(len(out)), last] if table.shape[1] else np.nan,
                              np.nan)
+    # Results after the newest value are failures (no value, a result): how many in a row the series failed last.
+    after = np.arange(table.shape[1])[None, :] > np.where(measured.any(axis=1), last, -1)[:, None]
+    out["failing"] = (present & ~measured & after).sum(axis=1).astype(int)
     # The direction is the benchmark's (name and unit), asked once per benchmark, not per series.
     pairs = out[["benchmark", "unit"]].drop_duplicates()
     worse_up = {(b, u): direction(b, u) == "up_is_worse" for b, u in zip(pairs["benchmark"], pairs["unit"],
                                                                           strict=True)}
     up = np.array([worse_up[(b, u)] for b, u in zip(out["benchmark"], out["unit"], strict=True)], dtype=bool)
-    out["change"] = latest_changes(_newest_segment_only(values, keys, ids, table, last), up)
+    # A failing series has no latest change: its newest value is older than its newest result.
+    out["change"] = np.where(out["failing"] > 0, np.nan,
+                             latest_changes(_newest_segment_only(values, keys, ids, table, last), up))
     out["change_text"] = [fmt.fmt_change(c, UP_IS_WORSE if u else DOWN_IS_WORSE) if c == c else ""
                           for c, u in zip(out["change"], up, strict=True)]  # fmt: skip
     newest = regs.drop_duplicates(["benchmark", "params_key"]) if not regs.empty else \
@@ -138,10 +146,18 @@ def _newest_segment_only(values: pd.DataFrame, keys: pd.MultiIndex, ids: list[in
 
 
 def latest_texts(table: pd.DataFrame) -> list[str]:
-    """The grid's latest values as shown: in their units; ``failed`` where the series ran at the grid's commits
-    and every result failed, ``not run`` where it has no result there at all."""
-    return [fmt.fmt_value(v, u, "failed" if ran else "not run", benchmark=b)
-            for v, u, b, ran in zip(table["latest"], table["unit"], table["benchmark"], table["ran"], strict=True)]
+    """The grid's latest values as shown: in their units; ``failed ×3 (was 2.00 us)`` where its newest three
+    results failed after that value, ``failed ×3`` where every result at the grid's commits failed, ``not run``
+    where it has no result there at all."""
+    out = []
+    for v, u, b, ran, failing in zip(table["latest"], table["unit"], table["benchmark"], table["ran"],
+                                     table["failing"], strict=True):
+        value = fmt.fmt_value(v, u, "", benchmark=b)
+        if failing:
+            out.append(f"failed ×{failing:,}" + (f" (was {value})" if value else ""))
+        else:
+            out.append(value or ("failed" if ran else "not run"))
+    return out
 
 
 def names(table: pd.DataFrame, param_names: dict[str, list[str]] | None = None) -> pd.Series:
@@ -157,11 +173,13 @@ def search_text(table: pd.DataFrame) -> pd.Series:
 
 
 def largest_first(table: pd.DataFrame) -> pd.DataFrame:
-    """Rows of :func:`grid` by the size of their latest change, largest first, none last. The size is
-    ``|log change|``: a time halving and a rate doubling (``-50% better``, ``+100% better``) are as large."""
+    """Rows of :func:`grid` failing first (the longest failing first: a benchmark that broke is the largest change
+    of all), then by the size of their latest change, largest first, none last. The size is ``|log change|``: a
+    time halving and a rate doubling (``-50% better``, ``+100% better``) are as large."""
     with np.errstate(all="ignore"):
         size = np.abs(np.log(table["change"].astype(float)))
-    return table.assign(_w=size).sort_values("_w", ascending=False, na_position="last").drop(columns="_w")
+    return table.assign(_f=table["failing"], _w=size).sort_values(["_f", "_w"], ascending=False,
+                                                                   na_position="last").drop(columns=["_f", "_w"])
 
 
 def search(table: pd.DataFrame, query: str) -> pd.DataFrame:

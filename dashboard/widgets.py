@@ -312,19 +312,27 @@ def store_gate(url: str) -> bool:
     return False
 
 
-def summary_grid(ctx: Context, *, key: str, limit: int | None = None, by_change: bool = False,
-                 window: int | None = None) -> None:
-    """Every series of the machine (``dashboard.summary.grid``) with a search box whose words are kept in the
-    URL under ``key``; ``by_change``: largest latest change first; ``limit``: the first rows only; ``window``:
-    commits in the sparklines (default ``summary.SPARK``)."""
+def summary_table(ctx: Context, window: int | None = None) -> tuple[pd.DataFrame, int]:
+    """``dashboard.summary.grid`` of the machine's series over its newest ``window`` commits (default
+    ``summary.SPARK``), and how many commits that is."""
     from dashboard import summary
     from regressions.direction import direction_for
 
     commits = data.commits(ctx.url, ctx.machine)
     ids = tuple(int(c) for c in commits["commit_id"].iloc[-(window or summary.SPARK):])
     settings = data.settings()
-    table = summary.grid(data.series(ctx.url, ctx.machine), data.recent_values(ctx.url, ctx.machine, ids), ids,
-                         data.regressions(ctx.url, ctx.machine), lambda b, u: direction_for(b, u, settings))
+    return summary.grid(data.series(ctx.url, ctx.machine), data.recent_values(ctx.url, ctx.machine, ids), ids,
+                        data.regressions(ctx.url, ctx.machine), lambda b, u: direction_for(b, u, settings)), len(ids)
+
+
+def summary_grid(ctx: Context, *, key: str, limit: int | None = None, by_change: bool = False,
+                 grid: tuple[pd.DataFrame, int] | None = None) -> None:
+    """Every series of the machine (``grid``: :func:`summary_table`'s, made here by default) with a search box
+    whose words are kept in the URL under ``key``; ``by_change``: failing and largest latest change first;
+    ``limit``: the first rows only."""
+    from dashboard import summary
+
+    table, n_ids = grid if grid is not None else summary_table(ctx)
     query = url_text("Search benchmarks and parameters", key=key, placeholder="every word counts, e.g. decode mma 64")
     shown = summary.search(table, query)
     if by_change:
@@ -341,8 +349,9 @@ def summary_grid(ctx: Context, *, key: str, limit: int | None = None, by_change:
                                                                      strict=True)],
     }), key=f"{key}_grid", links={"history": "plot"}, widths={"series": "large", "history": 60},
        column_config={"newest values": st.column_config.LineChartColumn(
-           "trend", width="small", help=f"The newest {len(ids)} commits' values")})
+           "trend", width="small", help=f"The newest {n_ids} commits' values")})
     st.caption(f"{len(listed):,} of {fmt.plural(len(table), 'series', 'series')}"
                + (f" matching {query!r}" if query.strip() else "")
                + ". Latest change: the newest value against the median of the five before it of the same benchmark "
-               "version (none right after a version change), direction-aware.")
+               "version (none right after a version change), direction-aware. failed ×N: the series' newest N "
+               "results failed (after the value it had).")

@@ -98,7 +98,7 @@ def grid_rows(grid: pd.DataFrame, names: pd.Series, threshold: Callable[[str], f
         limit = 1.0 + threshold(str(r.benchmark))
         tone = "" if change is None else "worse" if change > limit else "better" if change < 1 / limit else ""
         rows.append({"id": series_id(str(r.benchmark), str(r.params_key)), "name": names.iloc[i],
-                     "latest": latest[i],
+                     "latest": latest[i], "failing": bool(r.failing),
                      "spark": _spark(r.spark), "change": r.change_text,
                      "tone": tone, "flag": r.flag, "search": search.iloc[i]})
     return rows

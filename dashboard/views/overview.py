@@ -9,8 +9,10 @@ import streamlit as st
 from dashboard import data, links, suites, triage, widgets
 from dashboard import overview_model as model
 
+GRID_WINDOW = 20  # commits of the Overview's grid (the All benchmarks page: summary.SPARK)
 
-def _counts(groups: pd.DataFrame, commits: pd.DataFrame, series: pd.DataFrame) -> None:
+
+def _counts(groups: pd.DataFrame, commits: pd.DataFrame, series: pd.DataFrame, failing: int) -> None:
     count = triage.counts(groups)
     # One row that wraps, each count as wide as its label: six equal columns cut the labels at 900 px ("Ope…").
     with st.container(horizontal=True, gap="large"):
@@ -24,6 +26,9 @@ def _counts(groups: pd.DataFrame, commits: pd.DataFrame, series: pd.DataFrame) -
                   help="Every regression of the group came back at a later commit")
         st.metric("Machine-wide groups", count["machine_wide"], width="content",
                   help="Groups spanning most of this machine's series")
+        # A benchmark that broke keeps no value to step from: detection cannot flag it, this count does.
+        st.metric("Failing series", f"{failing:,}", width="content",
+                  help=f"Series whose newest results failed (at the newest {GRID_WINDOW} commits): listed first below")
         st.metric("Commits", f"{len(commits):,}", width="content")
         st.metric("Series", f"{len(series):,}", width="content")
 
@@ -74,10 +79,11 @@ def main() -> None:
     # Another project's asv results are not sparse-MLA decode performance (a review on MuJoCo Warp's).
     st.title("mlaperf: sparse-MLA decode performance" if mla else f"mlaperf: `{ctx.machine}`")
     groups = triage.groups(data.regressions(ctx.url, ctx.machine))
-    _counts(groups, commits, series)
+    grid = widgets.summary_table(ctx, window=GRID_WINDOW)  # a short window: a quicker page
+    _counts(groups, commits, series, int((grid[0]["failing"] > 0).sum()))
     _alert_groups(ctx, groups)
-    st.subheader("Largest latest changes")
-    widgets.summary_grid(ctx, key="ov_q", limit=10, by_change=True, window=20)  # a short window: a quicker page
+    st.subheader("Failing and largest latest changes")
+    widgets.summary_grid(ctx, key="ov_q", limit=10, by_change=True, grid=grid)
     st.page_link("views/summary.py", label="Every benchmark →")
     if not mla:
         st.info(

@@ -250,7 +250,7 @@ function gridRow(machine, row) {
   const hist = link(machine.folder, "history", row.id);
   return h("tr", {},
     h("td", {}, h("a", { href: hist }, row.name)),
-    h("td", { class: "num" }, row.latest),
+    h("td", { class: row.failing ? "num worse" : "num" }, row.latest),
     h("td", {}, sparkline(row.spark)),
     h("td", { class: `num ${row.tone}`, title: "the newest value against the median of the five before it of the same benchmark version, direction-aware" }, row.change),
     h("td", {}, row.flag ? h("a", { href: hist }, row.flag) : ""));

@@ -45,7 +45,28 @@ def test_a_series_not_run_lately_is_not_called_failed() -> None:
                            "commit_id": [1, 2, 2], "value": [1e-6, 2e-6, math.nan]})
     grid = summary.grid(series, values, [1, 2], pd.DataFrame(), lambda b, u: "up_is_worse")
     assert grid["ran"].tolist() == [True, True, False]
-    assert summary.latest_texts(grid) == ["2.00 us", "failed", "not run"]
+    assert summary.latest_texts(grid) == ["2.00 us", "failed ×1", "not run"]
+
+
+def test_a_series_that_broke_reads_failed_since_not_its_old_value() -> None:
+    # Jaxion's real history: 6 of 8 benchmarks failed at the 11 newest commits, and the grid showed each one's
+    # value from 11 commits before as "latest" with its stale change ("-4.3% better"); nothing said it failed.
+    keys = ['{"n": "1"}', '{"n": "2"}', '{"n": "3"}']
+    series = pd.DataFrame({"benchmark": "m.C.time_a", "params_key": keys, "unit": "seconds"})
+    values = pd.DataFrame({"benchmark": "m.C.time_a", "params_key": [keys[0]] * 4 + [keys[1]] * 4 + [keys[2]] * 2,
+                           "commit_id": [1, 2, 3, 4] * 2 + [1, 3],
+                           "value": [1e-6, 1e-6, 2e-6, math.nan, 1e-6, 1e-6, math.nan, math.nan, 1e-6, 2e-6]})
+    grid = summary.grid(series, values, [1, 2, 3, 4], pd.DataFrame(), lambda b, u: "up_is_worse")
+    assert grid["failing"].tolist() == [1, 2, 0]
+    assert summary.latest_texts(grid) == ["failed ×1 (was 2.00 us)", "failed ×2 (was 1.00 us)", "2.00 us"]
+    assert grid["change_text"].tolist() == ["", "", "+100% worse"]  # no change from a value older than a failure
+    # The Overview's order: failing first (the longest first), then the largest change.
+    assert summary.largest_first(grid)["params_key"].tolist() == [keys[1], keys[0], keys[2]]
+    from mlaperf.publish_model import grid_rows  # the site's grid: the same text, the failing ones in colour
+
+    rows = grid_rows(grid, summary.names(grid), lambda b: 0.05)
+    assert [(r["latest"], r["failing"]) for r in rows] == list(zip(summary.latest_texts(grid), [True, True, False],
+                                                                   strict=True))
 
 
 RATE = "m.C.track_tokens_per_s"
@@ -99,6 +120,34 @@ def test_overview_lists_the_largest_latest_changes(monkeypatch: pytest.MonkeyPat
     # As large as their ratio: a time -23% better (1.3x faster) is as large as a rate +30% better.
     size = [abs(math.log(1.0 + p / 100)) for p in pct]
     assert all(a >= b - 0.01 for a, b in zip(size, size[1:], strict=False)), list(pct)  # 0.01: the shown 2 digits
+
+
+def test_overview_counts_and_lists_failing_series_first(monkeypatch: pytest.MonkeyPatch, writable_copy: Seeded,
+                                                       tmp_path) -> None:  # noqa: ANN001
+    """A benchmark that broke at the newest commit: the Overview counts its series and lists them first, each
+    reading failed since its last value (Jaxion's real history showed six broken benchmarks' old values)."""
+    import datetime as dt
+
+    import asv_synth
+    from conftest import NEW_VERSION
+
+    from db.engine import make_engine
+    from db.ingest import ingest_paths
+
+    broken = "bench_step.DecodeStep.time_step"
+    benches = asv_synth.mla_benchmarks()
+    asv_synth.write_results(tmp_path / "results", MLA_MACHINE, benches, ["e" * 40], failed={(0, broken)},
+                            new_version_from={NEW_VERSION[1]: 0}, start=dt.datetime(2030, 1, 1, tzinfo=dt.UTC))
+    engine = make_engine(writable_copy.url)
+    assert ingest_paths(engine, [tmp_path / "results"], progress=False).ok
+    engine.dispose()
+    n_broken = len(next(b for b in benches if b.name == broken).combos())
+    at = app(monkeypatch, writable_copy.url)
+    assert {m.label: m.value for m in at.metric}["Failing series"] == str(n_broken)
+    grid = next(d.value for d in at.dataframe if "latest change" in d.value.columns)
+    top = grid.head(n_broken)
+    assert top["series"].str.contains("DecodeStep").all(), top
+    assert top["latest"].str.fullmatch(r"failed ×1 \(was [\d,.]+ [um]s\)").all() and (top["latest change"] == "").all()
 
 
 def test_git_tags_by_commit(tmp_path) -> None:  # noqa: ANN001
