@@ -40,20 +40,29 @@ def _drawn(value: float) -> float | None:
     return float(f"{value:.{DRAWN_DIGITS}g}") if math.isfinite(value) else None
 
 
-def _markers(marks: pd.DataFrame, flag: pd.DataFrame) -> list[dict[str, Any]]:
+def _markers(marks: pd.DataFrame) -> list[dict[str, Any]]:
+    """A flagged regression's marker (``y`` set on its series' page: :func:`_on_points`)."""
     out = []
-    for m, after, before in zip(marks.itertuples(), flag.loc[marks.index, "after"], flag.loc[marks.index, "before"],
-                                strict=True):
+    for m in marks.itertuples():
         fixed = m.fixed_pos if isinstance(m.fixed_pos, (int, float)) and math.isfinite(m.fixed_pos) else None
-        out.append({"pos": int(m.pos), "y": _drawn(float(after)), "text": f"{m.text}\n{m.change}",
-                    "fixed_pos": None if fixed is None else int(fixed), "fixed_y": _drawn(float(before)),
-                    "fixed_text": m.fixed_text})
+        out.append({"pos": int(m.pos), "text": f"{m.text}\n{m.change}", "fixed_pos": None if fixed is None else
+                    int(fixed), "fixed_text": m.fixed_text})
     return out
 
 
+def _on_points(page: dict[str, Any]) -> None:
+    """Each marker on its series' point at its commit, as the dashboard draws them (``history_chart``): the first
+    bad commit's value and the fixing commit's, not the detector's levels (a first bad run above its level drew
+    the triangle off the line); none where that run failed."""
+    at = dict(zip(page["pos"], page["value"], strict=True))
+    for m in page["markers"]:
+        m["y"] = at.get(m["pos"])
+        m["fixed_y"] = at.get(m["fixed_pos"]) if m["fixed_pos"] is not None else None
+
+
 def flagged(regs: pd.DataFrame, commits: pd.DataFrame, link: CommitLinks) -> dict[tuple[str, str], Any]:
-    """(benchmark, params_key) -> its regressions: chart markers (first bad commit at the level after, the fix
-    at the level before) with their hover text, and the table under the chart (``history_model``'s, for every
+    """(benchmark, params_key) -> its regressions: chart markers (first bad commit, the fix) with their hover
+    text, and the table under the chart (``history_model``'s, for every
     flagged series of a unit at once)."""
     out: dict[tuple[str, str], Any] = {}
     if regs.empty:
@@ -73,7 +82,7 @@ def flagged(regs: pd.DataFrame, commits: pd.DataFrame, link: CommitLinks) -> dic
         for key, one in flag.groupby(["benchmark", "params_key"], sort=False):
             mine = marks[marks.index.isin(one.index)] if marks is not None else None
             out[(str(key[0]), str(key[1]))] = {
-                "markers": _markers(mine, one) if mine is not None else [],
+                "markers": _markers(mine) if mine is not None else [],
                 "table": table(rows.loc[one.index].reset_index(drop=True))}
     return out
 
@@ -129,5 +138,6 @@ def histories(s: Session, machine: str, series: pd.DataFrame, commits: pd.DataFr
                                   unit=fmt.unit_of(str(bench), stored),
                                   direction=direction_for(str(bench), stored, settings), short=short)
             page.update(flags.get((str(bench), str(key)), {}))
+            _on_points(page)
             out[series_id(str(bench), str(key))] = page
     return out
