@@ -155,7 +155,8 @@ def main() -> None:
     st.vega_lite_chart(spec, width="stretch", key="hist_chart")
     st.caption(model.caption(commits, start, ctx.machine, threshold=threshold,
                              lower_is_better=direction_for(bench, stored, settings) == "up_is_worse",
-                             environments=hist["environment"].dropna().unique(), overlaid=vs),
+                             environments=hist["environment"].dropna().unique(), overlaid=vs,
+                             ran=model.ran_at(points, start)),
                help=model.legend_help(threshold))
     _tables(ctx, flag, points, commits[commits["commit_id"].isin(own)], sel, start, unit)
 

@@ -142,3 +142,11 @@ def test_caption_names_window_and_direction() -> None:
     assert "Lower is better" in text and "±5%" in text and text.endswith("`a`, `b`.")
     assert "Higher is better" in model.caption(commits, 0, "h200", lower_is_better=False, threshold=0.1,
                                                environments=[])
+    # The machine's commits are the axis; the series' own runs are counted apart (Jaxion: 33 values, 18 failures
+    # read "51 commits measured", a review).
+    points = _points(commits)
+    assert model.ran_at(points, 0) == (3, 1) and model.ran_at(points, 2) == (1, 1)
+    text = model.caption(commits, 0, "h200", lower_is_better=True, threshold=0.05, environments=[],
+                         ran=model.ran_at(points, 0))
+    assert text.startswith("300 commits measured on `h200`, in history order; the series drawn ran at 3 and failed "
+                           "at 1 more. Lower is better"), text
