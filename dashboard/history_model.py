@@ -89,9 +89,11 @@ class Selection:
     picked: int
 
 
-def select_series(params: Params, picked: Mapping[str, Sequence[object]]) -> Selection:
+def select_series(params: Params, picked: Mapping[str, Sequence[object]], bench: str = "value") -> Selection:
     """The series whose every parameter is among the ``picked`` values (the first ``MAX_SERIES`` in the
-    selectors' numeric order), labelled by the parameters that differ between them."""
+    selectors' numeric order), labelled by the parameters that differ between them; a benchmark without
+    parameters by its name without its module (``bench``: its asv name), which stays apart from another machine's
+    line and reads in the flagged table (it read "value", a review on Jaxion's history)."""
     pnames, parsed = params.names, params.parsed
     wanted = [k for k in params.keys if all(parsed[k].get(n) in picked[n] for n in pnames)] if pnames \
         else list(params.keys)
@@ -100,7 +102,8 @@ def select_series(params: Params, picked: Mapping[str, Sequence[object]]) -> Sel
         # "first" in the selectors' numeric order, not the params_key text order ("1", "128", "16", "64")
         wanted = sorted(wanted, key=lambda k: [frames.rank(parsed[k].get(n)) for n in pnames])[:MAX_SERIES]
     varying = [n for n in pnames if len({parsed[k].get(n) for k in wanted}) > 1] or list(pnames)
-    label_of = {k: frames.params_label(k, varying, only=True) or "value" for k in wanted}
+    plain = bench.split(".", 1)[-1] if bench.count(".") >= 2 else bench
+    label_of = {k: frames.params_label(k, varying, only=True) or plain for k in wanted}
     wanted = sorted(wanted, key=lambda k: [frames.rank(parsed[k].get(n)) for n in varying])
     return Selection(wanted, varying, label_of, n_picked)
 

@@ -12,7 +12,7 @@ from dashboard import history_model as model
 from regressions.direction import direction_for
 
 
-def _pick_series(params: model.Params, mine: pd.DataFrame) -> model.Selection:
+def _pick_series(bench: str, params: model.Params, mine: pd.DataFrame) -> model.Selection:
     """One pill selector per parameter, defaulting to the flagged series; stops the page on an empty pick."""
     defaults = model.default_picks(mine, params.names)
     picked: dict[str, list[object]] = {}
@@ -28,7 +28,7 @@ def _pick_series(params: model.Params, mine: pd.DataFrame) -> model.Selection:
                 default = model.pill_default(defaults, n, i, values, len(params.names))
                 # A long value (a path's repr) cut in its middle: one pill wider than the page ran off it.
                 picked[n] = widgets.url_pills(n, values, key=f"hp_{n}", default=default, format_func=fmt.middle)
-    sel = model.select_series(params, picked)
+    sel = model.select_series(params, picked, bench)
     if not sel.wanted:
         st.info("Pick at least one value of every parameter.")
         widgets.stop()
@@ -139,7 +139,7 @@ def main() -> None:
     params = model.benchmark_params(rows)
     widgets.drop_unknown_keys("hp_", params.names, f"`{bench}` has no parameter")
     mine = regs[regs["benchmark"] == bench] if not regs.empty else regs
-    sel = _pick_series(params, mine)
+    sel = _pick_series(bench, params, mine)
     log_y, whole, marked, vs = _view_switches(ctx, commits, sel)
     own = set(commits["commit_id"])
     if vs:  # one axis of every overlaid machine's commits: each machine at its own

@@ -65,6 +65,10 @@ def test_select_series_caps_in_numeric_order_and_labels_what_varies() -> None:
     assert [one.label_of[k] for k in one.wanted] == ["concurrency=2", "concurrency=64"]
     assert model.chart_title("b", "m", params, one) == "b · m · impl=mma"
     assert model.select_series(params, {"impl": [], "concurrency": [1]}).wanted == []
+    # A benchmark without parameters: its name, not "value" (Jaxion's, a review).
+    plain = model.benchmark_params(pd.DataFrame({"params_key": ["{}"], "param_names": [[]]}))
+    sel = model.select_series(plain, {}, "benchmarks.DarkMatterBenchmarks.time_simulation")
+    assert sel.label_of == {"{}": "DarkMatterBenchmarks.time_simulation"}
 
 
 def test_window_start() -> None:
