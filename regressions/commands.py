@@ -18,7 +18,7 @@ from regressions.config import MAX_THRESHOLD, ConfigError, Settings, load_settin
 from regressions.listing import detect_document, records, regressions_frame
 from regressions.policy import OPEN_STATUSES, kind_suffix
 from regressions.report import MAX_BODY_CHARS, compare_json, compare_markdown, detect_table
-from regressions.results import UsageError, machine_id, machines_with, resolve_commit
+from regressions.results import UsageError, commit_positions, machine_id, machines_with, resolve_commit
 from regressions.store import DEFAULT_LOOKBACK, DetectSummary, detect_store
 from regressions.text_table import FORMATS, compare_text
 from regressions.units import fmt_percent, plural, terminal_text
@@ -345,6 +345,16 @@ def _grouped_table(rows: list[dict[str, Any]]) -> str:
     return "\n".join(out).lstrip("\n")
 
 
+def _warn_if_reversed(session: Session, base: Any, head: Any) -> None:
+    """Say so when BASE comes after HEAD in history: the report reads head / base, so the newer code's slowdown
+    would read as an improvement (``compare DEC OCT`` listed two improvements without a word; a review)."""
+    pos = commit_positions(session)
+    if pos.get(base.id, -1) > pos.get(head.id, -1):
+        print(f"mlaperf compare: warning: BASE {base.sha[:12]} comes after HEAD {head.sha[:12]} in history; ratios "
+              "read HEAD / BASE, so a slowdown since HEAD reads as an improvement (give the older commit first)",
+              file=sys.stderr)
+
+
 def compare_command(args: argparse.Namespace) -> int:
     from db.engine import check_schema, display_url, make_engine
 
@@ -364,6 +374,7 @@ def compare_command(args: argparse.Namespace) -> int:
         with Session(engine) as session:
             base = resolve_commit(session, args.base, "BASE", args.repo)
             head = resolve_commit(session, args.head, "HEAD", args.repo)
+            _warn_if_reversed(session, base, head)
             both = machines_with(session, [base.id, head.id])
             where = _measured_where(session, base, head)
             if args.machine is not None:

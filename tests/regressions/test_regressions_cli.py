@@ -185,9 +185,12 @@ def test_compare_regression_exit_1_json(
 def test_compare_no_regression_exit_0_markdown(
     store_url: str, history: SyntheticHistory, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    rc, out, _ = run(capsys, "compare", history.shas[3], history.shas[12], "--db", store_url)
-    assert rc == 0
+    rc, out, err = run(capsys, "compare", history.shas[3], history.shas[12], "--db", store_url)
+    assert rc == 0 and "warning" not in err
     assert out.startswith(MARKER) and "**0 regressions**" in out and "<summary>Unchanged (36)</summary>" in out
+    # The commits the wrong way round: compared as given, with a warning (a review: no word said so).
+    rc, out, err = run(capsys, "compare", history.shas[12], history.shas[3], "--db", store_url)
+    assert rc == 0 and f"warning: BASE {history.shas[12][:12]} comes after HEAD {history.shas[3][:12]}" in err
 
 
 def test_compare_bad_usage_exit_2(
