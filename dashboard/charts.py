@@ -46,16 +46,52 @@ def _on_grid(df: pd.DataFrame, grid: Sequence[float], x: str, y: str) -> pd.Data
     return one.reindex(sorted(set(grid))).rename_axis(x).reset_index()
 
 
+# Room beyond a log axis's outermost value, as a factor (about 5% of a decade's height on each side).
+LOG_ROOM = 1.12
+
+
+def _step(span: float, count: int) -> float:
+    raw = span / max(1, count)
+    mag = 10.0 ** math.floor(math.log10(raw))
+    m = raw / mag
+    return (1 if m <= 1 else 2 if m <= 2 else 5 if m <= 5 else 10) * mag
+
+
+def linear_ticks(lo: float, hi: float, count: int = 6) -> tuple[list[float], float]:
+    """1-2-5 ticks covering [lo, hi] (outermost ticks at or beyond both ends) and their step."""
+    if not hi > lo:
+        pad = abs(lo) * 0.1 or 1.0
+        lo, hi = lo - pad, hi + pad
+    step = _step(hi - lo, count)
+    first, last = math.floor(lo / step + 1e-9), math.ceil(hi / step - 1e-9)
+    ticks = [round(i * step, 12) for i in range(first, last + 1)]
+    return [0.0 if abs(t) < step * 1e-9 else t for t in ticks], step
+
+
 def log_ticks(lo: float, hi: float) -> list[float]:
     """1-2-5 ticks covering [lo, hi]: a log axis's own ticks give a short range too few labels or a long one
-    too many."""
+    too many. A range too short for two of them (38-50 us) gets linear 1-2-5 steps, which read alike on a log
+    axis that short, not the decades around it (they drew 38-50 us on 10-100 us, the step flattened; a review)."""
     if not (lo > 0 and hi > 0 and np.isfinite(lo) and np.isfinite(hi)):
         return []
     out = []
     for e in range(int(np.floor(np.log10(lo))) - 1, int(np.ceil(np.log10(hi))) + 1):
         out += [m * 10.0**e for m in (1, 2, 5)]
     inside = [t for t in out if lo / 1.25 <= t <= hi * 1.25]
-    return inside if len(inside) >= 2 else out
+    return inside if len(inside) >= 2 else [t for t in linear_ticks(lo, hi)[0] if t > 0]
+
+
+def log_domain(lo: float, hi: float, ticks: Sequence[float]) -> list[float]:
+    """A log axis's domain: its ticks and a little room past the outermost values (at the domain's very edge the
+    newest point was cut by the plot's border and hidden under its flag's triangle, a review)."""
+    return [min(ticks[0], lo / LOG_ROOM), max(ticks[-1], hi * LOG_ROOM)] if ticks else [lo, hi]
+
+
+def log_scale(lo: float, hi: float) -> tuple[dict, list[float]]:
+    """A Vega-Lite log scale over [lo, hi] as the static site draws one (:func:`log_domain`, not "nice": Vega's own
+    rounds out to whole decades) and its ticks."""
+    ticks = log_ticks(lo, hi)
+    return {"type": "log", "nice": False, "domain": log_domain(lo, hi, ticks)}, ticks
 
 
 OUTLINE, FAILED_COLOR, RULE = "#ffffff", OKABE_ITO[5], "#888888"  # seen on light and dark backgrounds alike
@@ -124,13 +160,14 @@ def throughput_spec(
     ticks = sorted({float(v) for v in grid if v and v > 0})
     measured = df["tokens_per_s"].dropna()
     y_axis: dict = {"title": "throughput (tokens/s)", "labelExpr": SI_LABELS}
+    y_scale: dict = {"zero": True}
     if log_y and len(measured):
-        y_axis["values"] = log_ticks(float(measured.min()), float(measured.max()))
+        y_scale, y_axis["values"] = log_scale(float(measured.min()), float(measured.max()))
     enc = {
         "x": {"field": "concurrency", "type": "quantitative", "scale": {"type": "log", "base": 2},
               "axis": {"values": ticks, "format": "~g", "title": "concurrency (requests, log2)"}},
         "y": {"field": "tokens_per_s", "type": "quantitative", "axis": y_axis,
-              "scale": {"type": "log"} if log_y else {"zero": True}},
+              "scale": y_scale},
         "color": {"field": "line", "type": "nominal", "scale": _scale(lines, OKABE_ITO),
                   "legend": _legend(lines, title=line_label)},
     }
@@ -290,8 +327,8 @@ def efficiency_specs(
         y: dict = {"field": "value", "type": "quantitative", "title": None, "axis": {"labelExpr": NUMBER_LABELS}}
         if log_y:
             v = data["value"]
-            y.update(scale={"type": "log"}, axis={"values": log_ticks(v[v > 0].min(), v.max()),
-                                                  "labelExpr": NUMBER_LABELS})
+            scale, ticks = log_scale(float(v[v > 0].min()), float(v.max()))
+            y.update(scale=scale, axis={"values": ticks, "labelExpr": NUMBER_LABELS})
         peak = {"filter": "datum.kind == 'peak'"}
         label = {"y": y, "x": {"value": 4}, "text": {"field": "label"}}
         # A legend under each: one under the first only would shrink that plot (a chart fits its height).

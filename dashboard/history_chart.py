@@ -26,7 +26,7 @@ from dashboard.charts import (
     _legend,
     _scale,
     _title,
-    log_ticks,
+    log_scale,
 )
 from regressions.results import version_changed
 
@@ -186,9 +186,10 @@ def _markers(points: pd.DataFrame, ok: pd.DataFrame, flagged: pd.DataFrame | Non
     return pd.concat(marks, ignore_index=True)
 
 
-def _axes(ok: pd.DataFrame, *, unit: str | None, axis_unit: str, mult: float, n: int, start: int,
+def _axes(pts: pd.DataFrame, *, unit: str | None, axis_unit: str, n: int, start: int,
           log_y: bool) -> tuple[dict, dict]:
-    """The x (commit positions from ``start``, labelled by short SHA) and y (value in ``axis_unit``) encodings."""
+    """The x (commit positions from ``start``, labelled by short SHA) and y (value in ``axis_unit``) encodings; a
+    log y over every value drawn (``pts``, in ``axis_unit``: points, IQR bars, the band)."""
     # Tick labels: the commit at each integer position (zoomed in, the axis picks its own ticks), looked up in a
     # parameter holding the drawn commits' short SHAs: an array literal in the label expression is rebuilt by
     # Vega's expression interpreter for every label, each time the axis is laid out.
@@ -199,10 +200,11 @@ def _axes(ok: pd.DataFrame, *, unit: str | None, axis_unit: str, mult: float, n:
     quantity = "time" if fmt.is_time(unit) else "value"
     y: dict = {"field": "y", "type": "quantitative", "title": fmt.axis_title(quantity, axis_unit),
                "scale": {"zero": False}, "axis": {"labelExpr": NUMBER_LABELS}}
-    if log_y and not ok.empty:
-        y.update(scale={"type": "log"},
-                 axis={"values": log_ticks(float(ok["value"].min()) * mult, float(ok["value"].max()) * mult),
-                       "labelExpr": NUMBER_LABELS})
+    drawn = pts[["y", "q25", "q75", "lo", "hi"]].to_numpy(float) if log_y and not pts.empty else np.empty(0)
+    drawn = drawn[np.isfinite(drawn) & (drawn > 0)]
+    if drawn.size:
+        scale, ticks = log_scale(float(drawn.min()), float(drawn.max()))
+        y.update(scale=scale, axis={"values": ticks, "labelExpr": NUMBER_LABELS})
     return x, y
 
 
@@ -324,7 +326,7 @@ def history_spec(
     pts, ok = drawn.pts, drawn.ok
     y_min = float(ok["value"].min()) * mult if not ok.empty else 0.0
     markers = _markers(points, ok, flagged, mult=mult, y_min=y_min, start=start)
-    x, y = _axes(ok, unit=unit, axis_unit=axis_unit, mult=mult, n=len(commits), start=start, log_y=log_y)
+    x, y = _axes(pts, unit=unit, axis_unit=axis_unit, n=len(commits), start=start, log_y=log_y)
     present = set(pts["series"].to_numpy(object))
     series = [v for v in labels if v in present]
     # One legend for the lines, bands and IQR bars of a series: opaque symbols (not the band's tint).

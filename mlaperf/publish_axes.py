@@ -14,32 +14,12 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from dashboard.charts import log_ticks
+from dashboard.charts import linear_ticks, log_domain, log_ticks
 from dashboard.fmt import axis_title, axis_unit, is_time
 
 SI = ((1e9, "G"), (1e6, "M"), (1e3, "k"))
 # Values spanning more than this factor are drawn on a log axis.
 LOG_SPAN = 20.0
-# Room beyond a log axis's outermost value, as a factor (about 5% of a decade's height on each side).
-LOG_ROOM = 1.12
-
-
-def _step(span: float, count: int) -> float:
-    raw = span / max(1, count)
-    mag = 10.0 ** math.floor(math.log10(raw))
-    m = raw / mag
-    return (1 if m <= 1 else 2 if m <= 2 else 5 if m <= 5 else 10) * mag
-
-
-def linear_ticks(lo: float, hi: float, count: int = 6) -> tuple[list[float], float]:
-    """1-2-5 ticks covering [lo, hi] (outermost ticks at or beyond both ends) and their step."""
-    if not hi > lo:
-        pad = abs(lo) * 0.1 or 1.0
-        lo, hi = lo - pad, hi + pad
-    step = _step(hi - lo, count)
-    first, last = math.floor(lo / step + 1e-9), math.ceil(hi / step - 1e-9)
-    ticks = [round(i * step, 12) for i in range(first, last + 1)]
-    return [0.0 if abs(t) < step * 1e-9 else t for t in ticks], step
 
 
 def _decimals(step: float) -> int:
@@ -81,9 +61,7 @@ def value_axis(values: Sequence[float], unit: str | None, *, zero: bool = False,
     if log and lo > 0:
         ticks = log_ticks(lo, hi)
         step = None
-        # A value past the outer ticks gets a little room: at the domain's very edge the newest point was cut
-        # by the plot's border and hidden under its flag's triangle (a review).
-        domain = [min(ticks[0], lo / LOG_ROOM), max(ticks[-1], hi * LOG_ROOM)]
+        domain = log_domain(lo, hi, ticks)
     else:
         ticks, step = linear_ticks(min(lo, 0.0) if zero else lo, hi)
         domain = [ticks[0], ticks[-1]]

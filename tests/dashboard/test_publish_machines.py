@@ -37,7 +37,8 @@ def two(seeded: Seeded, tmp_path_factory: pytest.TempPathFactory) -> tuple[str, 
     gpu = {**asv_synth.GPU_PARAMS, "gpu_name": "NVIDIA RTX PRO 6000", "gpu_cc": "12.0"}
     asv_synth.write_results(tmp / "results", OTHER, benches, seeded.shas[-4:], gpu=gpu)
     own = "f00d" * 10  # dated after every seeded commit: the newest in history
-    asv_synth.write_results(tmp / "results", OTHER, benches, [own], gpu=gpu, start=dt.datetime(2030, 1, 1, tzinfo=dt.UTC))
+    asv_synth.write_results(tmp / "results", OTHER, benches, [own], gpu=gpu,
+                            start=dt.datetime(2030, 1, 1, tzinfo=dt.UTC))
     shas = [*seeded.shas[-4:], own]
     engine = make_engine(url)
     assert ingest_paths(engine, [tmp / "results"], progress=False).ok

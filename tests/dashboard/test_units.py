@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -219,6 +220,28 @@ def test_history_from_a_start_commit() -> None:
     rules = [r["data"]["values"] for r in part["layer"] if "values" in r.get("data", {}) and "name" not in r["data"]]
     assert rules[0] == [{"pos": 11.5, "series": "s", "label": "benchmark version changed"}]  # one series: no name
     assert "usermeta" not in part  # 20 points: SVG, as Streamlit draws small charts
+
+
+def test_a_log_axis_fits_a_short_range() -> None:
+    """History's log axis over 10-12 us: fitted to what is drawn (its band too) with ticks inside, as the site's;
+    Vega's own "nice" log scale drew OpenBLAS's 38-50 us on 10-100 us, the step flattened (a review)."""
+    from dashboard import history_chart
+    from dashboard.charts import LOG_ROOM
+    from mlaperf.publish_axes import value_axis
+
+    points = _history_points(30)
+    commits = pd.DataFrame({"sha": points["sha"], "pos": points["pos"]})
+    spec = history_chart.history_spec(points, title="t", unit="seconds", commits=commits, threshold=0.05, log_y=True)
+    y = spec["layer"][0]["encoding"]["y"]
+    drawn = spec["data"]["values"][["y", "lo", "hi"]].to_numpy(float)
+    lo, hi = np.nanmin(drawn), np.nanmax(drawn)
+    assert y["scale"]["type"] == "log" and y["scale"]["nice"] is False
+    assert y["scale"]["domain"] == pytest.approx([lo / LOG_ROOM, hi * LOG_ROOM])
+    ticks = y["axis"]["values"]
+    assert len(ticks) >= 3 and lo / LOG_ROOM <= min(ticks) and max(ticks) <= hi * LOG_ROOM, ticks
+    # The site's log axis over the same values: the same ticks, in the same unit.
+    site = value_axis([v * 1e-6 for v in (lo, hi)], "seconds", log=True)
+    assert [t * 1e6 for t in site["ticks"]] == pytest.approx(ticks)
 
 
 def test_md_table_keeps_cells_literal() -> None:
