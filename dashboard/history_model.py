@@ -127,6 +127,14 @@ def window_start(commits: pd.DataFrame, flag: pd.DataFrame, *, whole: bool) -> i
     return max(0, min([len(commits) - WINDOW, *(int(p) - 10 for p in open_at)]))
 
 
+def first_drawn(points: pd.DataFrame, start: int) -> tuple[int, bool]:
+    """The chart's first commit: ``start``, or the first commit with a result of the series drawn where they began
+    later (OpenBLAS's renamed gemm: 44 results at the newest of 92 commits drew an empty left half); and whether
+    results before it are left out (the window cut them: Whole history draws them)."""
+    first = int(points["pos"].min()) if not points.empty else start
+    return max(start, first), first < start
+
+
 def commit_ids_from(commits: pd.DataFrame, start: int) -> tuple[int, ...] | None:
     """The commit ids from position ``start`` (None: every commit)."""
     return tuple(int(c) for c in commits["commit_id"].iloc[start:]) if start else None
@@ -261,9 +269,11 @@ def ran_at(points: pd.DataFrame, start: int) -> tuple[int, int]:
 
 
 def caption(commits: pd.DataFrame, start: int, machine: str, *, lower_is_better: bool, threshold: float,
-            environments: Iterable[str], overlaid: Sequence[str] = (), ran: tuple[int, int] | None = None) -> str:
-    """The line under the chart: what is drawn (``commits``: those of ``machine`` and the ``overlaid`` machines;
-    ``ran``: :func:`ran_at`), which way is better, the band, the asv environments."""
+            environments: Iterable[str], overlaid: Sequence[str] = (), ran: tuple[int, int] | None = None,
+            cut: bool = True) -> str:
+    """The line under the chart: what is drawn (``commits``: those of ``machine`` and the ``overlaid`` machines,
+    from ``start``; ``ran``: :func:`ran_at`; ``cut``: older results left out, see :func:`first_drawn`), which way
+    is better, the band, the asv environments."""
     shown = f"The newest {len(commits) - start:,} of {fmt.plural(len(commits), 'commit')}" if start \
         else fmt.plural(len(commits), "commit")
     better = "lower" if lower_is_better else "higher"
@@ -271,7 +281,7 @@ def caption(commits: pd.DataFrame, start: int, machine: str, *, lower_is_better:
     measured = "" if ran is None else f"; the series drawn ran at {ran[0]:,}" + (f" and failed at {ran[1]:,} more"
                                                                               if ran[1] else "")
     return (f"{shown} measured on {where}, in history order"
-            + (" (switch on Whole history to draw every commit)" if start else "") + f"{measured}. "
+            + (" (switch on Whole history to draw every commit)" if start and cut else "") + f"{measured}. "
             f"{better.capitalize()} is "
             f"better; shaded: ±{fmt.fmt_percent(threshold)} around the median of the previous five values (of its "
             "benchmark version) of the series bright in the legend (click another to shade it). asv environment: "

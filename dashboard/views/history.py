@@ -69,9 +69,11 @@ def _view_switches(ctx: widgets.Context, commits: pd.DataFrame, sel: model.Selec
 
 
 def _points(ctx: widgets.Context, bench: str, commits: pd.DataFrame, sel: model.Selection, start: int,
-            vs: list[str]) -> tuple[pd.DataFrame, pd.DataFrame, int]:
+            vs: list[str]) -> tuple[pd.DataFrame, pd.DataFrame, int, bool]:
     """The history read (from ten commits before the first drawn: the bands look back five values), the points
-    with their hover columns and the other machine's, and the start (0 for series retired before it)."""
+    with their hover columns and the other machine's, the start (0 for series retired before it, the first
+    result's commit for series that began after it: :func:`model.first_drawn`) and whether results before it are
+    left out."""
     wanted = tuple(sel.wanted)
     hist = data.history(ctx.url, ctx.machine, bench, wanted, model.commit_ids_from(commits, max(0, start - 10))
                         if start else None)
@@ -94,7 +96,8 @@ def _points(ctx: widgets.Context, bench: str, commits: pd.DataFrame, sel: model.
             st.caption(f"`{other}` measured none of these series at the commits drawn.")
         else:
             points, shown = both, [*shown, other]
-    return hist, model.in_legend_order(points, sel, shown), start
+    start, cut = model.first_drawn(points, start)
+    return hist, model.in_legend_order(points, sel, shown), start, cut
 
 
 def _tables(ctx: widgets.Context, flag: pd.DataFrame, points: pd.DataFrame, commits: pd.DataFrame,
@@ -145,7 +148,7 @@ def main() -> None:
     if vs:  # one axis of every overlaid machine's commits: each machine at its own
         commits = data.commits_on(ctx.url, (ctx.machine, *vs))
     flag = model.flagged_of(mine, sel.wanted)
-    hist, points, start = _points(ctx, bench, commits, sel, model.window_start(commits, flag, whole=whole), vs)
+    hist, points, start, cut = _points(ctx, bench, commits, sel, model.window_start(commits, flag, whole=whole), vs)
     settings = data.settings()
     threshold = settings.threshold_for(bench)
     spec = history_chart.history_spec(
@@ -156,7 +159,7 @@ def main() -> None:
     st.caption(model.caption(commits, start, ctx.machine, threshold=threshold,
                              lower_is_better=direction_for(bench, stored, settings) == "up_is_worse",
                              environments=hist["environment"].dropna().unique(), overlaid=vs,
-                             ran=model.ran_at(points, start)),
+                             ran=model.ran_at(points, start), cut=cut),
                help=model.legend_help(threshold))
     _tables(ctx, flag, points, commits[commits["commit_id"].isin(own)], sel, start, unit)
 

@@ -602,3 +602,21 @@ def test_in_app_links_switch_page_in_the_session(monkeypatch: pytest.MonkeyPatch
         at.run()
         assert at.title[0].value == "History"
         assert at.sidebar.selectbox(key="machine").value == rows["machine"].iloc[other] != MLA_MACHINE
+
+
+@pytest.mark.skipif(not OPENBLAS.exists(), reason="OpenBLAS asv fixture missing")
+def test_history_starts_where_the_series_began(monkeypatch: pytest.MonkeyPatch, seeded: Seeded) -> None:
+    """OpenBLAS's gemm [size=100, variant=d] began after most of its machine's commits (a renamed benchmark): the
+    chart started at the machine's first commit, its left half empty, the caption counting the machine's commits
+    (a review: the site reads 44 measured, the dashboard 92)."""
+    query = {"machine": "gha-aws-skylake", "hist_bench": "benchmarks.gemm.time_gemm", "hp_size": "100",
+             "hp_variant": "d", "hist_view": "hist_all"}
+    at = goto(app(monkeypatch, seeded.url, query=query), "history")
+    assert not at.exception, [e.value for e in at.exception]
+    spec, frames = vega(at)[0]
+    drawn = frames["data"]
+    first = int(drawn["pos"].min())
+    assert first > 0 and spec["layer"][0]["encoding"]["x"]["scale"]["domain"][0] == first - 0.5
+    caption = next(c.value for c in at.caption if "in history order" in c.value)
+    n = len(drawn)
+    assert f"the series drawn ran at {n}" in caption and "Whole history" not in caption, caption
