@@ -160,6 +160,12 @@ def latest_texts(table: pd.DataFrame) -> list[str]:
     return out
 
 
+def live_first(table: pd.DataFrame) -> pd.DataFrame:
+    """Rows of :func:`grid` that ran at its commits first, each part in its order: a retired or renamed series
+    ("not run") after the live ones (OpenBLAS's grid opened on 60 rows of renamed benchmarks, a review)."""
+    return table.iloc[np.argsort(~table["ran"].to_numpy(bool), kind="stable")]
+
+
 def names(table: pd.DataFrame, param_names: dict[str, list[str]] | None = None) -> pd.Series:
     """``SparseDecode.time_decode [impl=mma, concurrency=64]`` for the rows of :func:`grid` (only for the rows
     shown: parsing every series' parameters is the grid's largest cost)."""

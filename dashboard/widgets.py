@@ -335,8 +335,7 @@ def summary_grid(ctx: Context, *, key: str, limit: int | None = None, by_change:
     table, n_ids = grid if grid is not None else summary_table(ctx)
     query = url_text("Search benchmarks and parameters", key=key, placeholder="every word counts, e.g. decode mma 64")
     shown = summary.search(table, query)
-    if by_change:
-        shown = summary.largest_first(shown)
+    shown = summary.largest_first(shown) if by_change else summary.live_first(shown)
     listed = shown.head(limit) if limit else shown
     links.grid(pd.DataFrame({
         "series": summary.names(listed, data.param_names(ctx.url)),

@@ -88,8 +88,12 @@ def _spark(values: Iterable[float | None]) -> list[float]:
 
 
 def grid_rows(grid: pd.DataFrame, names: pd.Series, threshold: Callable[[str], float]) -> list[dict[str, Any]]:
-    """The summary grid (``summary.grid``) as the dashboard's All benchmarks page shows it, one dict per
-    series (``id``: its ``series_id``), with the text the search matches (``summary.search_text``)."""
+    """The summary grid (``summary.grid``; ``names``: one per row) as the dashboard's All benchmarks page shows it,
+    live series first (``summary.live_first``), one dict per series (``id``: its ``series_id``), with the text the
+    search matches (``summary.search_text``)."""
+    names = names.set_axis(grid.index)
+    grid = summary.live_first(grid)
+    names = names.loc[grid.index]
     search = summary.search_text(grid).str.lower()
     latest = summary.latest_texts(grid)
     rows = []

@@ -46,6 +46,15 @@ def test_a_series_not_run_lately_is_not_called_failed() -> None:
     grid = summary.grid(series, values, [1, 2], pd.DataFrame(), lambda b, u: "up_is_worse")
     assert grid["ran"].tolist() == [True, True, False]
     assert summary.latest_texts(grid) == ["2.00 us", "failed ×1", "not run"]
+    # Live series first, on the dashboard and the site alike (OpenBLAS's grid opened on 60 renamed series).
+    back = summary.grid(series.iloc[::-1], values, [1, 2], pd.DataFrame(), lambda b, u: "up_is_worse")
+    assert summary.latest_texts(summary.live_first(back)) == ["failed ×1", "2.00 us", "not run"]
+    from mlaperf.publish_model import grid_rows
+
+    rows = grid_rows(back, summary.names(back), lambda b: 0.05)
+    assert [(r["name"], r["latest"]) for r in rows] == [("m.C.time_a [n=2]", "failed ×1"),
+                                                        ("m.C.time_a [n=1]", "2.00 us"),
+                                                        ("m.C.time_a [n=3]", "not run")]
 
 
 def test_a_series_that_broke_reads_failed_since_not_its_old_value() -> None:
