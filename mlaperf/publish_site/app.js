@@ -73,7 +73,11 @@ function hover(el, text) {
 
 // A table cell as publish wrote it: text, or {text, href} (a page of this site, or a commit in the repository).
 function cell(c) {
-  if (c && typeof c === "object") return h("a", { href: c.href, rel: c.href.startsWith("#") ? null : "noopener" }, c.text);
+  // A link to another site (the repository) opens a new tab, as the dashboard's do; this site's pages in this one.
+  if (c && typeof c === "object") {
+    const away = !c.href.startsWith("#");
+    return h("a", { href: c.href, rel: away ? "noopener" : null, target: away ? "_blank" : null }, c.text);
+  }
   return c;
 }
 
@@ -199,7 +203,8 @@ async function render() {
   const select = document.getElementById("machine");
   select.replaceChildren(...(machine ? [] : [h("option", { value: "", selected: true, disabled: true }, "pick a machine")]),
     ...site.machines.map((m) => h("option", { value: m.folder, selected: m === machine }, m.label)));
-  select.onchange = () => { location.hash = link(select.value, r.page === "history" ? "overview" : r.page); };
+  // The same page on the other machine: a series' History too (its id is the series' on every machine).
+  select.onchange = () => { location.hash = link(select.value, r.page, r.page === "history" ? r.arg : null); };
   document.getElementById("footer").textContent = site.footer;
   if (!machine) {  // a mistyped or stale link: say so (as the dashboard does), never show another machine
     document.getElementById("nav").replaceChildren();
@@ -260,7 +265,10 @@ function gridRow(machine, row) {
 async function historyPage(data, machine, r) {
   const sid = r.arg || "";
   const hist = /^[0-9a-f]{12}$/.test(sid) ? await load(`${machine.folder}/s${sid}`).catch(() => null) : null;
-  if (!hist) return [h("p", { class: "error" }, `No series ${r.arg} on this machine.`)];
+  if (!hist) {
+    return [h("p", { class: "error" }, `No series ${r.arg} on ${machine.label}.`),
+      h("p", {}, h("a", { href: link(machine.folder) }, `${machine.label}: overview`))];
+  }
   const c = data.commits;
   // As the dashboard reads a commit: a prefix of at least min_prefix characters that names one commit only.
   const at = (r.q.get("at") || "").toLowerCase();

@@ -181,4 +181,18 @@ def test_history_overlays_another_machine(two: tuple[str, Path, list[str]], tab:
     page.goto(f"{hist}?vs=nowhere")
     page.wait_for_selector("p.error")
     assert "nowhere" in page.inner_text("p.error") and page.locator("svg.chart .lines > path").count() == 1
+    # Another machine picked on a History page: the same series there, as the dashboard keeps it (it opened that
+    # machine's overview, a review); a series it lacks says so, with a way to its overview.
+    page.goto(hist)
+    page.wait_for_selector("svg.chart .lines path")
+    page.select_option("#machine", OTHER)
+    page.wait_for_selector(f"p.note.mono:has-text('{OTHER}')")
+    assert page.url.endswith(f"#/{OTHER}/history/{sid}") and page.locator("svg.chart .lines > path").count() == 1
+    lone = next(r["id"] for r in site_data(site, f"{MLA_MACHINE}/index")["grid"] if "concurrency=128" in r["name"])
+    page.goto(f"{site.as_uri()}/index.html#/{MLA_MACHINE}/history/{lone}")
+    page.wait_for_selector("svg.chart .lines path")
+    page.select_option("#machine", OTHER)
+    page.wait_for_selector("p.error")
+    assert f"No series {lone}" in page.inner_text("p.error")
+    assert page.locator("main a", has_text="overview").get_attribute("href") == f"#/{OTHER}"
 

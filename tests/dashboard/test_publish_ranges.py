@@ -96,9 +96,14 @@ def test_every_machine_overlaid_at_once(openblas: tuple[dict[str, Any], Path]) -
         page.locator("#vs button", has_text="gha-ubuntu-noble").click()
         page.wait_for_selector("svg.chart .lines > path:nth-of-type(3)", state="detached")
         after = (page.locator("svg.chart .lines > path").count(), page.url)
+        # The repository's commit and compare views open in a new tab, as the dashboard's links to other sites.
+        page.goto(f"{site.as_uri()}/index.html#/gha-aws-skylake/alerts")
+        page.wait_for_selector(".group table a[href^='https://github.com/']")
+        away = page.eval_on_selector_all("a[href^='https://github.com/']", "as => as.map(a => [a.target, a.rel])")
     assert not refused
     assert all(m in legend for m in ("gha-aws-skylake", "gha-aws-graviton", "gha-ubuntu-noble")) and pressed == 2
     assert after[0] == 2 and after[1].endswith("vs=gha-aws-graviton"), after
+    assert away and all(a == ["_blank", "noopener"] for a in away), away
 
 
 def test_a_series_that_only_failed_says_so_under_its_chart() -> None:
