@@ -109,7 +109,15 @@ function sparkline(values) {
 // One chart: lines of [x, y, hover text] points on the axes publish computed ({domain, ticks, labels, title,
 // log}); the x axis is commit positions or, with x.log2, concurrency. extras(svg, sx, sy, box) draws markers.
 let chartCount = 0;
-function chart({ lines, x, y, extras, width = 1100, height = 380 }) {
+// The chart's width in CSS pixels: the page's, so its text keeps its 11 px (a 1,100-wide drawing scaled to an 800 px
+// window drew it at 7.6 px; a review); the drawing still scales if the window changes after.
+function plotWidth() {
+  const main = document.getElementById("main");
+  const inner = main ? main.clientWidth - 40 : 0;  // less main's padding
+  return inner > 0 ? Math.max(360, Math.min(1460, inner)) : 1100;
+}
+
+function chart({ lines, x, y, extras, width = plotWidth(), height = 380 }) {
   const m = { l: 78, r: 40, t: 12, b: 46 };
   const svg = s("svg", { class: "chart", viewBox: `0 0 ${width} ${height}`, role: "img" });
   const xd = x.domain || [x.ticks[0], x.ticks[x.ticks.length - 1]];
@@ -128,10 +136,15 @@ function chart({ lines, x, y, extras, width = 1100, height = 380 }) {
   });
   yAxis.append(s("text", { transform: `translate(14 ${(height - m.b + m.t) / 2}) rotate(-90)`, "text-anchor": "middle" }, y.title));
   const xAxis = s("g", { class: "axis x" });
+  let room = -Infinity;  // where the last label drawn ends: a narrow chart labels every other tick or fewer
   x.ticks.forEach((t, i) => {
     const g = s("g", { class: "tick" });
     g.append(s("line", { x1: sx(t), x2: sx(t), y1: height - m.b, y2: height - m.b + 4 }));
-    g.append(s("text", { x: sx(t), y: height - m.b + 16, "text-anchor": "middle" }, x.labels[i]));
+    const half = 3.5 * String(x.labels[i]).length + 6;  // about half a label at 11 px, and a gap
+    if (sx(t) - half >= room) {
+      g.append(s("text", { x: sx(t), y: height - m.b + 16, "text-anchor": "middle" }, x.labels[i]));
+      room = sx(t) + half;
+    }
     xAxis.append(g);
   });
   xAxis.append(s("text", { x: (width + m.l) / 2, y: height - 6, "text-anchor": "middle" }, x.title));

@@ -264,6 +264,18 @@ def test_site_in_chromium_from_file(site: Path, seeded: Seeded, browser_page: tu
     # One character started 6 commits and marked the first of them without a word: 4 at least, as the dashboard.
     assert "shorter than 4 characters" in _error_at(page, f"{hist}?at={seeded.shas[SLOW_FROM][:2]}")
     assert page.locator("svg.chart line.event").count() == 0
+    # In an 800 px window the chart is drawn at its width: its text at 11 px, not a 1,100 px drawing scaled down
+    # to 7.6 px (a review), and the commit labels it keeps do not overlap.
+    size = page.viewport_size
+    page.set_viewport_size({"width": 800, "height": 900})
+    page.goto(hist)
+    page.wait_for_selector("svg.chart .lines path")
+    heights = page.eval_on_selector_all("svg.chart .axis text", "ts => ts.map(t => t.getBoundingClientRect().height)")
+    boxes = page.eval_on_selector_all("svg.chart .axis.x .tick text", """ts => ts.map(t => {
+        const b = t.getBoundingClientRect(); return [b.left, b.right]; })""")
+    page.set_viewport_size(size)
+    assert min(heights) >= 11, heights
+    assert len(boxes) >= 3 and all(a[1] <= b[0] for a, b in zip(boxes, boxes[1:], strict=False)), boxes
 
     # Throughput: one line per implementation, a log axis (as the dashboard's) without "0M" or "2e+2".
     page.goto(f"{index}#/{folder}/throughput")
