@@ -98,9 +98,10 @@ def grid(series: pd.DataFrame, values: pd.DataFrame, commit_ids: Sequence[int], 
     last = table.shape[1] - 1 - np.argmax(measured[:, ::-1], axis=1) if table.shape[1] else np.zeros(len(out), int)
     out["latest"] = np.where(measured.any(axis=1), table[np.arange(len(out)), last] if table.shape[1] else np.nan,
                              np.nan)
-    # Results after the newest value are failures (no value, a result): how many in a row the series failed last.
+    # The failed results after the newest value: how many in a row the series failed last (a skipped one, asv's
+    # "not run here", is no failure; without statuses a result without a value is one).
     after = np.arange(table.shape[1])[None, :] > np.where(measured.any(axis=1), last, -1)[:, None]
-    out["failing"] = (present & ~measured & after).sum(axis=1).astype(int)
+    out["failing"] = (_failed(values, keys, ids, present & ~measured) & after).sum(axis=1).astype(int)
     # The direction is the benchmark's (name and unit), asked once per benchmark, not per series.
     pairs = out[["benchmark", "unit"]].drop_duplicates()
     worse_up = {(b, u): direction(b, u) == "up_is_worse" for b, u in zip(pairs["benchmark"], pairs["unit"],
@@ -127,6 +128,15 @@ def grid(series: pd.DataFrame, values: pd.DataFrame, commit_ids: Sequence[int], 
     return out[cols]
 
 
+def _failed(values: pd.DataFrame, keys: pd.MultiIndex, ids: list[int], unmeasured: np.ndarray) -> np.ndarray:
+    """Which results at ``ids`` failed (status ``failed``), as ``unmeasured`` (results without a value) is laid out."""
+    if "status" not in values or values.empty or not ids:
+        return unmeasured
+    return (values.assign(_f=(values["status"] == "failed").astype(float))
+            .set_index(["benchmark", "params_key", "commit_id"])["_f"].unstack("commit_id")
+            .reindex(index=keys, columns=ids).to_numpy() == 1.0)
+
+
 def _newest_segment_only(values: pd.DataFrame, keys: pd.MultiIndex, ids: list[int], table: np.ndarray,
                          last: np.ndarray) -> np.ndarray:  # fmt: skip
     """``table`` with NaN up to each row's last value of another asv version than its newest value's (``last``:
@@ -147,8 +157,8 @@ def _newest_segment_only(values: pd.DataFrame, keys: pd.MultiIndex, ids: list[in
 
 def latest_texts(table: pd.DataFrame) -> list[str]:
     """The grid's latest values as shown: in their units; ``failed ×3 (was 2.00 us)`` where its newest three
-    results failed after that value, ``failed ×3`` where every result at the grid's commits failed, ``not run``
-    where it has no result there at all."""
+    results failed after that value, ``failed ×3`` where every result at the grid's commits failed, ``skipped``
+    where asv skipped every one, ``not run`` where it has no result there at all."""
     out = []
     for v, u, b, ran, failing in zip(table["latest"], table["unit"], table["benchmark"], table["ran"],
                                      table["failing"], strict=True):
@@ -156,7 +166,7 @@ def latest_texts(table: pd.DataFrame) -> list[str]:
         if failing:
             out.append(f"failed ×{failing:,}" + (f" (was {value})" if value else ""))
         else:
-            out.append(value or ("failed" if ran else "not run"))
+            out.append(value or ("skipped" if ran else "not run"))
     return out
 
 

@@ -318,9 +318,10 @@ def launch_config(
 def recent_values(s: Session, machine: str, commit_ids: Sequence[int]) -> pd.DataFrame:
     """Every series' result at ``commit_ids`` on ``machine`` (the newest few commits: the summary grid's
     sparklines), runs pooled (:func:`pool_runs`, of the version measured last: :func:`last_version_only`):
-    benchmark, params_key, commit_id, value (NaN unless ok), benchmark_version (the asv version, None unknown).
-    Kernel-config records (:func:`is_provenance`) are left out. Unknown machine: :class:`NotFound`."""
-    cols = ["benchmark", "params_key", "commit_id", "value", "benchmark_version"]
+    benchmark, params_key, commit_id, value (NaN unless ok), benchmark_version (the asv version, None unknown),
+    status (pooled: ok, failed or skipped). Kernel-config records (:func:`is_provenance`) are left out. Unknown
+    machine: :class:`NotFound`."""
+    cols = ["benchmark", "params_key", "commit_id", "value", "benchmark_version", "status"]
     mid = _machine_id(s, machine)
     if not commit_ids:
         return _empty(cols)

@@ -71,6 +71,12 @@ def test_a_series_that_broke_reads_failed_since_not_its_old_value() -> None:
     assert grid["change_text"].tolist() == ["", "", "+100% worse"]  # no change from a value older than a failure
     # The Overview's order: failing first (the longest first), then the largest change.
     assert summary.largest_first(grid)["params_key"].tolist() == [keys[1], keys[0], keys[2]]
+    # A skipped result (asv's "not run here") is no failure: with statuses, as the store reads them.
+    status = ["ok", "ok", "ok", "skipped", "ok", "ok", "failed", "skipped", "skipped", "skipped"]
+    values = values.assign(status=status, value=[*values["value"][:8], math.nan, math.nan])
+    skipped = summary.grid(series, values, [1, 2, 3, 4], pd.DataFrame(), lambda b, u: "up_is_worse")
+    assert skipped["failing"].tolist() == [0, 1, 0]
+    assert summary.latest_texts(skipped) == ["2.00 us", "failed ×1 (was 1.00 us)", "skipped"]
     from mlaperf.publish_model import grid_rows  # the site's grid: the same text, the failing ones in colour
 
     rows = grid_rows(grid, summary.names(grid), lambda b: 0.05)
