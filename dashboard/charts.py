@@ -90,6 +90,8 @@ def log_domain(lo: float, hi: float, ticks: Sequence[float]) -> list[float]:
 def log_scale(lo: float, hi: float) -> tuple[dict, list[float]]:
     """A Vega-Lite log scale over [lo, hi] as the static site draws one (:func:`log_domain`, not "nice": Vega's own
     rounds out to whole decades) and its ticks."""
+    if not (lo > 0 and hi >= lo and math.isfinite(lo) and math.isfinite(hi)):  # nothing positive: Vega's own
+        return {"type": "log"}, []
     ticks = log_ticks(lo, hi)
     return {"type": "log", "nice": False, "domain": log_domain(lo, hi, ticks)}, ticks
 

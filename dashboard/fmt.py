@@ -146,6 +146,12 @@ def middle(value: Any, width: int = 40) -> str:
     return text[:head] + "…" + text[len(text) - (width - 1 - head):]
 
 
+def module_of(benchmark: str) -> str:
+    """The asv module of a benchmark's name, with its dot (``benchmarks.`` of ``benchmarks.Class.time_x``; "" for a
+    name without one): what names drop where the module is shared."""
+    return benchmark.rsplit(".", 2)[0] + "." if benchmark.count(".") >= 2 else ""
+
+
 def short_labels(names: Sequence[str], width: int = 52, *, drop_module: bool = True) -> list[str]:
     """Axis labels for series ``names`` that still tell them apart: the asv module all share dropped
     (``benchmark.`` of ``benchmark.Class.track_x [...]``; the class and method stay), each cut in its middle
@@ -154,7 +160,7 @@ def short_labels(names: Sequence[str], width: int = 52, *, drop_module: bool = T
     ``drop_module`` False: values that are no series names (a parameter's: ``3.10.1``), only cut."""
     names = [str(n) for n in names]
     benchmarks = [n.split(" [", 1)[0] for n in names]
-    modules = {b.rsplit(".", 2)[0] + "." if b.count(".") >= 2 else "" for b in benchmarks}
+    modules = {module_of(b) for b in benchmarks}
     (module,) = modules if drop_module and len(modules) == 1 and len(set(names)) > 1 else ("",)
     rest = [n[len(module):] for n in names]
     for w in range(width, max(map(len, rest), default=0) + 8, 8):

@@ -102,7 +102,7 @@ def select_series(params: Params, picked: Mapping[str, Sequence[object]], bench:
         # "first" in the selectors' numeric order, not the params_key text order ("1", "128", "16", "64")
         wanted = sorted(wanted, key=lambda k: [frames.rank(parsed[k].get(n)) for n in pnames])[:MAX_SERIES]
     varying = [n for n in pnames if len({parsed[k].get(n) for k in wanted}) > 1] or list(pnames)
-    plain = bench.split(".", 1)[-1] if bench.count(".") >= 2 else bench
+    plain = bench[len(fmt.module_of(bench)):]
     label_of = {k: frames.params_label(k, varying, only=True) or plain for k in wanted}
     wanted = sorted(wanted, key=lambda k: [frames.rank(parsed[k].get(n)) for n in varying])
     return Selection(wanted, varying, label_of, n_picked)
@@ -127,12 +127,14 @@ def window_start(commits: pd.DataFrame, flag: pd.DataFrame, *, whole: bool) -> i
     return max(0, min([len(commits) - WINDOW, *(int(p) - 10 for p in open_at)]))
 
 
-def first_drawn(points: pd.DataFrame, start: int) -> tuple[int, bool]:
+def first_drawn(points: pd.DataFrame, start: int, marked: int | None = None) -> tuple[int, bool]:
     """The chart's first commit: ``start``, or the first commit with a result of the series drawn where they began
-    later (OpenBLAS's renamed gemm: 44 results at the newest of 92 commits drew an empty left half); and whether
-    results before it are left out (the window cut them: Whole history draws them)."""
+    later (OpenBLAS's renamed gemm: 44 results at the newest of 92 commits drew an empty left half), never past the
+    ``marked`` commit's position (its dashed line stays); and whether results before it are left out (the window
+    cut them: Whole history draws them)."""
     first = int(points["pos"].min()) if not points.empty else start
-    return max(start, first), first < start
+    shown = max(start, first)
+    return (min(shown, marked) if marked is not None and marked >= start else shown), first < start
 
 
 def commit_ids_from(commits: pd.DataFrame, start: int) -> tuple[int, ...] | None:

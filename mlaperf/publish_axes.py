@@ -60,7 +60,9 @@ def value_axis(values: Sequence[float], unit: str | None, *, zero: bool = False,
         log = not zero and lo > 0 and hi / lo > LOG_SPAN
     if log and lo > 0:
         ticks = log_ticks(lo, hi)
-        step = None
+        # A range too short for 1-2-5 ticks gets linear ones: labelled by their step ("2.2M", not "2M" twice).
+        gaps = {round(b - a, 9) for a, b in zip(ticks, ticks[1:], strict=False)}
+        step = gaps.pop() if len(ticks) > 2 and len(gaps) == 1 else None
         domain = log_domain(lo, hi, ticks)
     else:
         ticks, step = linear_ticks(min(lo, 0.0) if zero else lo, hi)

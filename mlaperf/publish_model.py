@@ -108,12 +108,12 @@ def grid_rows(grid: pd.DataFrame, names: pd.Series, threshold: Callable[[str], f
     return rows
 
 
-def _metrics(groups: pd.DataFrame, n_commits: int, n_series: int) -> list[list[str]]:
-    """The Overview's counts, with its labels."""
+def _metrics(groups: pd.DataFrame, n_commits: int, n_series: int, failing: int) -> list[list[str]]:
+    """The Overview's counts, with its labels (the dashboard's Overview's)."""
     count = triage.counts(groups)
     return [[f"{count['open']:,}", "Open alert groups"], [f"{count['suspect']:,}", "Suspect"],
             [f"{count['fixed']:,}", "Fixed"], [f"{count['machine_wide']:,}", "Machine-wide"],
-            [f"{n_commits:,}", "Commits"], [f"{n_series:,}", "Series"]]
+            [f"{failing:,}", "Failing series"], [f"{n_commits:,}", "Commits"], [f"{n_series:,}", "Series"]]
 
 
 def group_pages(regs: pd.DataFrame, groups: pd.DataFrame, param_names: Mapping[str, list[str]],
@@ -216,7 +216,7 @@ def machine_site(s: Session, machine: str, settings: Settings, link: Links) -> M
     index = {
         "title": f"{machine}: performance overview", "versions": fmt.versions(queries.machine_info(s, machine)),
         "commits": commit_json,
-        "metrics": _metrics(groups, len(commits), len(series)),
+        "metrics": _metrics(groups, len(commits), len(series), int((grid["failing"] > 0).sum())),
         "alerts": table(overview_model.alert_rows(groups, link.group), {"triage": "view group"}),
         "alerts_note": f"No regression has been flagged on {machine}." if groups.empty else
                        "Every alert group is closed (ignored, transient or retired).",

@@ -15,6 +15,7 @@ from sqlalchemy.orm import Session
 from db.models import REGRESSION_STATUSES
 from regressions.compare import DEFAULT_ALPHA, compare_commits, exit_status
 from regressions.config import MAX_THRESHOLD, ConfigError, Settings, load_settings
+from regressions.failing import failing_records, failing_series, failing_text
 from regressions.listing import detect_document, records, regressions_frame
 from regressions.policy import OPEN_STATUSES, kind_suffix
 from regressions.report import MAX_BODY_CHARS, compare_json, compare_markdown, detect_table
@@ -253,16 +254,19 @@ def _print_listing(
     if args.machine is not None:
         machine_id(session, args.machine)  # an unknown name is an error, not an empty listing
     frame = regressions_frame(session, statuses=statuses, machine=args.machine)
+    failing = failing_series(session, args.machine)
     if args.json:
-        _write(json.dumps(detect_document(session, frame, events, summary), indent=2, allow_nan=False))
+        document = {**detect_document(session, frame, events, summary), "failing": failing_records(failing)}
+        _write(json.dumps(document, indent=2, allow_nan=False))
+        return
     elif frame.empty:  # say what the listing left out, so "none listed" never reads as "none found"
         others = [s for s in STATUSES if s not in statuses]
         left = regressions_frame(session, statuses=others, machine=args.machine) if others else frame
         closed = {str(k): int(v) for k, v in left["status"].value_counts().items()} if not left.empty else {}
         listed = "open" if set(statuses) == set(OPEN_STATUSES) else "/".join(statuses)
-        _write(headline + "\n" + detect_table([], closed=closed, listed=listed))
+        _write(headline + "\n" + detect_table([], closed=closed, listed=listed) + failing_text(failing))
     else:
-        _write(headline + "\n" + _grouped_table(records(frame, events)))
+        _write(headline + "\n" + _grouped_table(records(frame, events)) + failing_text(failing))
 
 
 def _store_fail(exc: Exception, url: str | None) -> int:

@@ -289,6 +289,15 @@ def nothing_listed(closed: Mapping[str, int] | None = None, listed: str = "open"
     return "nothing listed (by default only open regressions; --all lists fixed and closed ones too)"
 
 
+def aligned(head: Sequence[str], rows: Sequence[Sequence[Any]]) -> list[str]:
+    """A terminal table's lines: columns padded to their widest cell, cells escaped (names come from data: no
+    escape sequence reaches the terminal)."""
+    cells = [[terminal_text(x) for x in row] for row in rows]
+    widths = [max(len(str(x)) for x in col) for col in zip(head, *cells, strict=False)]
+    out = ["  ".join(h.ljust(w) for h, w in zip(head, widths, strict=False))]
+    return out + ["  ".join(str(x).ljust(w) for x, w in zip(row, widths, strict=False)) for row in cells]
+
+
 def detect_table(
     records: Sequence[dict[str, Any]], *, closed: Mapping[str, int] | None = None, listed: str = "open"
 ) -> str:
@@ -321,10 +330,7 @@ def detect_table(
         head += ["assignee", "issue"]
         for row, r in zip(rows, records, strict=True):
             row += [r.get("assignee") or "-", r.get("issue_url") or "-"]
-    rows = [[terminal_text(x) for x in row] for row in rows]  # names from data: no escape sequence reaches the terminal
-    widths = [max(len(str(x)) for x in col) for col in zip(head, *rows, strict=False)]
-    out = ["  ".join(h.ljust(w) for h, w in zip(head, widths, strict=False))]
-    out += ["  ".join(str(x).ljust(w) for x, w in zip(row, widths, strict=False)) for row in rows]
+    out = aligned(head, rows)
     if any(r.get("new") for r in records):
         out.append("(* flagged by this run)")
     return "\n".join(out)

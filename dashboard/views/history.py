@@ -48,8 +48,9 @@ def _view_switches(ctx: widgets.Context, commits: pd.DataFrame, sel: model.Selec
         switches["hist_all"] = (f"Whole history ({fmt.plural(len(commits), 'commit')})", False)
     view = widgets.url_switches(
         "View", switches, key="hist_view",
-        help=f"Whole history: every commit of the machine; off, the newest {model.WINDOW} commits (and back to the "
-        "oldest open flagged regression of these series), quicker to draw." if "hist_all" in switches else None)
+        help=f"Whole history: every commit of the machine since these series' first result; off, the newest "
+        f"{model.WINDOW} commits (and back to the oldest open flagged regression of these series), quicker to draw."
+        if "hist_all" in switches else None)
     more = widgets.url_expander("Mark a commit, overlay other machines", key="hist_more",
                                 default=bool(st.query_params.get("hist_at") or st.query_params.get("hist_vs")))
     marked, vs = None, []
@@ -69,7 +70,7 @@ def _view_switches(ctx: widgets.Context, commits: pd.DataFrame, sel: model.Selec
 
 
 def _points(ctx: widgets.Context, bench: str, commits: pd.DataFrame, sel: model.Selection, start: int,
-            vs: list[str]) -> tuple[pd.DataFrame, pd.DataFrame, int, bool]:
+            vs: list[str], marked: str | None) -> tuple[pd.DataFrame, pd.DataFrame, int, bool]:
     """The history read (from ten commits before the first drawn: the bands look back five values), the points
     with their hover columns and the other machine's, the start (0 for series retired before it, the first
     result's commit for series that began after it: :func:`model.first_drawn`) and whether results before it are
@@ -96,7 +97,8 @@ def _points(ctx: widgets.Context, bench: str, commits: pd.DataFrame, sel: model.
             st.caption(f"`{other}` measured none of these series at the commits drawn.")
         else:
             points, shown = both, [*shown, other]
-    start, cut = model.first_drawn(points, start)
+    keep = commits.loc[commits["sha"] == marked, "pos"] if marked else ()
+    start, cut = model.first_drawn(points, start, int(keep.iloc[0]) if len(keep) else None)
     return hist, model.in_legend_order(points, sel, shown), start, cut
 
 
@@ -148,7 +150,8 @@ def main() -> None:
     if vs:  # one axis of every overlaid machine's commits: each machine at its own
         commits = data.commits_on(ctx.url, (ctx.machine, *vs))
     flag = model.flagged_of(mine, sel.wanted)
-    hist, points, start, cut = _points(ctx, bench, commits, sel, model.window_start(commits, flag, whole=whole), vs)
+    hist, points, start, cut = _points(ctx, bench, commits, sel, model.window_start(commits, flag, whole=whole), vs,
+                                       marked)
     settings = data.settings()
     threshold = settings.threshold_for(bench)
     spec = history_chart.history_spec(

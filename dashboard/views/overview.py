@@ -6,10 +6,8 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from dashboard import data, links, suites, triage, widgets
+from dashboard import data, links, suites, summary, triage, widgets
 from dashboard import overview_model as model
-
-GRID_WINDOW = 20  # commits of the Overview's grid (the All benchmarks page: summary.SPARK)
 
 
 def _counts(groups: pd.DataFrame, commits: pd.DataFrame, series: pd.DataFrame, failing: int) -> None:
@@ -28,7 +26,7 @@ def _counts(groups: pd.DataFrame, commits: pd.DataFrame, series: pd.DataFrame, f
                   help="Groups spanning most of this machine's series")
         # A benchmark that broke keeps no value to step from: detection cannot flag it, this count does.
         st.metric("Failing series", f"{failing:,}", width="content",
-                  help=f"Series whose newest results failed (at the newest {GRID_WINDOW} commits): listed first below")
+                  help=f"Series whose newest results failed (of the newest {summary.SPARK} commits): listed first")
         st.metric("Commits", f"{len(commits):,}", width="content")
         st.metric("Series", f"{len(series):,}", width="content")
 
@@ -79,7 +77,8 @@ def main() -> None:
     # Another project's asv results are not sparse-MLA decode performance (a review on MuJoCo Warp's).
     st.title("mlaperf: sparse-MLA decode performance" if mla else f"mlaperf: `{ctx.machine}`")
     groups = triage.groups(data.regressions(ctx.url, ctx.machine))
-    grid = widgets.summary_table(ctx, window=GRID_WINDOW)  # a short window: a quicker page
+    # The All benchmarks page's and the site's window: one count of failing series, "failed ×N" alike everywhere.
+    grid = widgets.summary_table(ctx, window=summary.SPARK)
     _counts(groups, commits, series, int((grid[0]["failing"] > 0).sum()))
     _alert_groups(ctx, groups)
     st.subheader("Failing and largest latest changes")

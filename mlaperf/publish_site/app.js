@@ -343,17 +343,25 @@ async function overlayOne(hist, sid, vs) {
   if (!other || !hist.elsewhere.includes(vs)) return { error: `No machine '${vs}' with this series: not drawn.` };
   const [index, theirs] = await Promise.all([load(`${vs}/index`), load(`${vs}/s${sid}`)]);
   const ic = index.commits;
-  const points = theirs.pos.map((p, i) => [ic.order[p], theirs.value[i], `${theirs.text[i]} · ${other.label}\n${ic.tip[p]}`]);
+  const order = places(ic);
+  const points = theirs.pos.map((p, i) => [order[p], theirs.value[i], `${theirs.text[i]} · ${other.label}\n${ic.tip[p]}`]);
   return { line: { points }, label: other.label, y: theirs.y };
 }
 
 // The chart's commits: this machine's and every overlaid machine's, in history order, one slot each. ``at``: a
 // position of this machine's -> its slot; ``of``: a commit's place in history -> its slot.
 function commitAxis(c, drawn) {
-  const places = new Set(c.order);
-  for (const o of drawn) for (const [ord] of o.line.points) places.add(ord);
-  const slot = new Map([...places].sort((a, b) => a - b).map((ord, i) => [ord, i]));
-  return { at: (p) => slot.get(c.order[p]), of: (ord) => slot.get(ord) };
+  const mine = places(c);
+  const all = new Set(mine);
+  for (const o of drawn) for (const [ord] of o.line.points) all.add(ord);
+  const slot = new Map([...all].sort((a, b) => a - b).map((ord, i) => [ord, i]));
+  return { at: (p) => slot.get(mine[p]), of: (ord) => slot.get(ord) };
+}
+
+// Each commit's place in history; a machine's own order where its index predates ``order`` (a page cached from an
+// older publish: its History pages drew nothing, a review).
+function places(commits) {
+  return commits.order || commits.sha.map((_, i) => i);
 }
 
 // This machine's commit ticks moved to their slots, over every slot a line draws.

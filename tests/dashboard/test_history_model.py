@@ -150,6 +150,10 @@ def test_caption_names_window_and_direction() -> None:
     # read "51 commits measured", a review).
     points = _points(commits)
     assert model.ran_at(points, 0) == (3, 1) and model.ran_at(points, 2) == (1, 1)
+    # The chart starts at the series' first result (not the machine's first commit), or a marked commit before it.
+    late = points.assign(pos=points["pos"] + 20)
+    assert model.first_drawn(late, 0) == (20, False) and model.first_drawn(late, 0, marked=12) == (12, False)
+    assert model.first_drawn(late, 30) == (30, True) and model.first_drawn(late, 30, marked=12) == (30, True)
     text = model.caption(commits, 0, "h200", lower_is_better=True, threshold=0.05, environments=[],
                          ran=model.ran_at(points, 0))
     assert text.startswith("300 commits measured on `h200`, in history order; the series drawn ran at 3 and failed "

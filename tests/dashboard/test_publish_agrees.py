@@ -57,6 +57,14 @@ def _dashboard_grid(monkeypatch: pytest.MonkeyPatch, url: str, query: str = "") 
     return _frame(_page(monkeypatch, url, "summary", {"sum_q": query} if query else {}), "latest change")
 
 
+def test_overview_counts_are_the_dashboards(monkeypatch: pytest.MonkeyPatch, bundled: tuple[str, Path]) -> None:
+    url, site = bundled
+    shown = {label: value for value, label in _index(site)["metrics"]}
+    dash = {m.label: m.value for m in _page(monkeypatch, url, "overview", {}).metric}
+    for label in ("Open alert groups", "Failing series", "Commits", "Series"):
+        assert shown[label] == dash[label], (label, shown, dash)
+
+
 def test_grid_strings_are_the_dashboards(monkeypatch: pytest.MonkeyPatch, bundled: tuple[str, Path]) -> None:
     url, site = bundled
     grid = _index(site)["grid"]

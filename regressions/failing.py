@@ -1,0 +1,110 @@
+"""Series failing now: those whose result at their machine's newest commit failed, with how long they have.
+
+Detection skips failed runs (a failed run has no value to step from), so a benchmark that broke raises no alert:
+`mlaperf detect` lists these beside its alerts, as the dashboard's Overview counts them (``dashboard.summary``:
+``failed ×N``). A commit's runs pool as everywhere (``db.query_base.pool_runs``): one run with a value and the
+commit measured it; a skipped result (asv's "not run here") is no failure and is passed over.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from db.models import Benchmark, Commit, Machine, Result, Run
+from db.provenance import is_provenance
+from regressions.labels import params_label
+from regressions.report import aligned
+from regressions.results import commit_positions
+from regressions.units import plural
+
+
+@dataclass(frozen=True)
+class Failing:
+    """A series whose newest results failed: ``commits`` of its machine's newest ones in a row, from ``since`` (a
+    sha); ``last_ok``: the newest commit with a value (None: none ever)."""
+
+    machine: str
+    benchmark: str
+    params_key: str
+    since: str
+    commits: int
+    last_ok: str | None
+
+
+def _statuses(session: Session, machine_id: int, benchmark_ids: list[int] | None, commit_id: int | None = None
+              ) -> dict[tuple[int, str], dict[int, set[str]]]:
+    """{(benchmark id, params_key): {commit id: statuses of its runs}} on one machine."""
+    stmt = (select(Result.benchmark_id, Result.params_key, Run.commit_id, Result.status)
+            .join(Run, Run.id == Result.run_id).where(Run.machine_id == machine_id))
+    if benchmark_ids is not None:
+        stmt = stmt.where(Result.benchmark_id.in_(benchmark_ids))
+    if commit_id is not None:
+        stmt = stmt.where(Run.commit_id == commit_id)
+    out: dict[tuple[int, str], dict[int, set[str]]] = defaultdict(lambda: defaultdict(set))
+    for bid, key, cid, status in session.execute(stmt):
+        out[(int(bid), str(key))][int(cid)].add(str(status))
+    return out
+
+
+def failing_series(session: Session, machine: str | None = None) -> list[Failing]:
+    """Every series (of ``machine``, or of every machine) failing now, by machine and name."""
+    pos = commit_positions(session)
+    names = {int(i): str(n) for i, n in session.execute(select(Benchmark.id, Benchmark.name))}
+    shas = {int(i): str(s) for i, s in session.execute(select(Commit.id, Commit.sha))}
+    machines = select(Machine.id, Machine.name)
+    if machine is not None:
+        machines = machines.where(Machine.name == machine)
+    out = []
+    for mid, mname in session.execute(machines).all():
+        ran = session.execute(select(Run.commit_id).where(Run.machine_id == mid).distinct()).scalars().all()
+        if not ran:
+            continue
+        newest = max((int(c) for c in ran), key=lambda c: pos.get(c, -1))
+        now = _statuses(session, mid, None, newest)
+        broken = [k for k, at in now.items() if "failed" in at[newest] and "ok" not in at[newest]
+                  and not is_provenance(names.get(k[0], ""))]
+        if not broken:
+            continue
+        history = _statuses(session, mid, sorted({b for b, _ in broken}))
+        for key in broken:
+            since, count, last_ok = newest, 0, None
+            for cid in sorted(history[key], key=lambda c: pos.get(c, -1), reverse=True):
+                statuses = history[key][cid]
+                if "ok" in statuses:
+                    last_ok = shas[cid]
+                    break
+                if "failed" in statuses:
+                    since, count = cid, count + 1
+            out.append(Failing(str(mname), names[key[0]], key[1], shas[since], count, last_ok))
+    return sorted(out, key=lambda f: (f.machine, f.benchmark, f.params_key))
+
+
+def _params(f: Failing) -> dict[str, Any]:
+    try:
+        params = json.loads(f.params_key)
+    except ValueError:
+        return {}
+    return params if isinstance(params, dict) else {}
+
+
+def failing_records(failing: list[Failing]) -> list[dict[str, Any]]:
+    """``detect --json``'s ``failing``: machine, benchmark, params, since, commits, last_ok."""
+    return [{"machine": f.machine, "benchmark": f.benchmark, "params": _params(f), "since": f.since,
+             "commits": f.commits, "last_ok": f.last_ok} for f in failing]
+
+
+def failing_text(failing: list[Failing]) -> str:
+    """The terminal's section under the alerts ("" with none failing)."""
+    if not failing:
+        return ""
+    rows = [[f.machine, f.benchmark, params_label(_params(f)) or "-", f.since[:10], f"{f.commits:,}",
+             (f.last_ok or "never")[:10]] for f in failing]
+    head = ["machine", "benchmark", "params", "failing since", "commits", "last value at"]
+    return "\n".join([f"\nfailing now: {plural(len(failing), 'series', 'series')} failed at their machine's newest "
+                      "commit (detection skips failed runs: no alert flags them)", *aligned(head, rows)])
