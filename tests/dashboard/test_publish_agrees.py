@@ -283,6 +283,17 @@ def test_page_shows_the_dashboards_strings(monkeypatch: pytest.MonkeyPatch, bund
     assert lines and max(lines) == 1, lines
 
 
+def test_a_short_log_axis_labels_each_tick_apart() -> None:
+    """Throughput at 2.5M tokens/s alone: the log axis's linear fallback read "2M" four times and "3M" three (a
+    review); labelled by its step, as the dashboard's SI labels read it."""
+    from dashboard.charts import log_scale
+
+    axis = value_axis([2.5e6], "tokens/s", si=True, log=True)
+    assert axis["log"] and len(set(axis["labels"])) == len(axis["labels"]) >= 3, axis["labels"]
+    assert value_axis([30e3, 33e3], "tokens/s", si=True, log=True)["labels"][:2] == ["30k", "30.5k"]
+    assert log_scale(float("nan"), 3.0) == ({"type": "log"}, []) and log_scale(0.0, 5.0)[1] == []
+
+
 def test_a_log_axis_leaves_room_past_its_outermost_values() -> None:
     """MuJoCo Warp's 8,004 -> 215,084 series: the newest point sat on the plot's top border, under its flag's
     triangle (a review); past the outer ticks a log axis now leaves a little room either side."""
