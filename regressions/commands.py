@@ -18,7 +18,7 @@ from regressions.config import MAX_THRESHOLD, ConfigError, Settings, load_settin
 from regressions.failing import failing_records, failing_series, failing_text
 from regressions.listing import detect_document, records, regressions_frame
 from regressions.policy import OPEN_STATUSES, kind_suffix
-from regressions.report import MAX_BODY_CHARS, compare_json, compare_markdown, detect_table
+from regressions.report import MAX_BODY_CHARS, compare_json, compare_markdown, detect_table, reversed_note
 from regressions.results import UsageError, commit_positions, machine_id, machines_with, resolve_commit
 from regressions.store import DEFAULT_LOOKBACK, DetectSummary, detect_store
 from regressions.text_table import FORMATS, compare_text
@@ -354,9 +354,7 @@ def _warn_if_reversed(session: Session, base: Any, head: Any) -> None:
     would read as an improvement (``compare DEC OCT`` listed two improvements without a word; a review)."""
     pos = commit_positions(session)
     if pos.get(base.id, -1) > pos.get(head.id, -1):
-        print(f"mlaperf compare: warning: BASE {base.sha[:12]} comes after HEAD {head.sha[:12]} in history; ratios "
-              "read HEAD / BASE, so a slowdown since HEAD reads as an improvement (give the older commit first)",
-              file=sys.stderr)
+        print(f"mlaperf compare: warning: {reversed_note(base.sha, head.sha)}", file=sys.stderr)
 
 
 def compare_command(args: argparse.Namespace) -> int:

@@ -289,6 +289,12 @@ def nothing_listed(closed: Mapping[str, int] | None = None, listed: str = "open"
     return "nothing listed (by default only open regressions; --all lists fixed and closed ones too)"
 
 
+def reversed_note(base: str, head: str) -> str:
+    """Said where BASE comes after HEAD in history (``mlaperf compare`` on stderr, the dashboard's Compare page)."""
+    return (f"BASE {base[:12]} comes after HEAD {head[:12]} in history; ratios read HEAD / BASE, so a slowdown since "
+            "HEAD reads as an improvement (give the older commit first)")
+
+
 def aligned(head: Sequence[str], rows: Sequence[Sequence[Any]]) -> list[str]:
     """A terminal table's lines: columns padded to their widest cell, cells escaped (names come from data: no
     escape sequence reaches the terminal)."""

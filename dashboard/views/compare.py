@@ -10,6 +10,7 @@ import streamlit as st
 
 from dashboard import charts, data, fmt, links, widgets
 from dashboard import compare_model as model
+from regressions.report import reversed_note
 
 
 def _pick_pair(ctx: widgets.Context, commits: pd.DataFrame) -> tuple[str, str, float | None]:
@@ -66,6 +67,9 @@ def main() -> None:
         st.info(f"Machine `{ctx.machine}` needs results for at least two commits to compare.")
         widgets.stop()
     base, head, override = _pick_pair(ctx, commits)
+    pos = dict(zip(commits["sha"], commits["pos"], strict=True))
+    if base in pos and head in pos and pos[base] > pos[head]:  # compared as given, as `mlaperf compare` does
+        st.warning(reversed_note(base, head))
     if base == head:
         st.caption("Base and head are the same commit: every series measured there is unchanged, as "
                    "`mlaperf compare` says for the same pair.")

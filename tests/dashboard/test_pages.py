@@ -29,6 +29,8 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 from streamlit.testing.v1 import AppTest
 
+from regressions.report import reversed_note
+
 TIMEOUT = 90
 KEY_64 = json.dumps({"concurrency": "64", "impl": "'mma'", "topk": "512"}, sort_keys=True)
 
@@ -353,6 +355,11 @@ def test_compare_hides_unchanged_series_by_default(monkeypatch: pytest.MonkeyPat
     at.pills(key="cmp_show").set_value(["unchanged"]).run()
     assert len(table(at, "method")) == counts["Unchanged"]
     assert at.query_params["cmp_show"] in ("unchanged", ["unchanged"])
+    assert not at.warning  # in history order: nothing to say
+    # The pair the wrong way round: compared as given, with `mlaperf compare`'s warning.
+    back = goto(app(monkeypatch, seeded.url, query={"cmp_base": seeded.shas[8][:12], "cmp_head": seeded.shas[7][:12]}),
+                "compare")
+    assert [w.value for w in back.warning] == [reversed_note(seeded.shas[8], seeded.shas[7])]
 
 
 def test_compare_names_failed_and_not_run(monkeypatch: pytest.MonkeyPatch, seeded: Seeded) -> None:
