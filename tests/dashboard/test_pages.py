@@ -549,7 +549,7 @@ def test_history_draws_a_window_unless_whole_history(monkeypatch: pytest.MonkeyP
              "hp_concurrency": "64", "hp_topk": "512"}  # fmt: skip
     at = goto(app(monkeypatch, long_history, query=query), "history")
     # The newest WINDOW commits, extended back to ten commits before the open regression at 20.
-    assert "The newest 252 of 262 commits" in texts(at)
+    assert "The newest 252 of 262 commits" in texts(at) and "switch on Whole history" in texts(at)  # results cut
     spec, data = vega(at)[0]
     assert sorted(set(data["data"]["pos"])) == list(range(10, 262))
     assert list(data["markers"].loc[data["markers"]["kind"] == "flagged regression", "pos"]) == [20]
