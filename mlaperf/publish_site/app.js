@@ -309,10 +309,16 @@ async function historyPage(data, machine, r) {
       const sx = (p) => sxAt(X(p));
       for (const p of hist.versions) svg.append(s("line", { class: "vline", x1: sx(p), x2: sx(p), y1: box.top, y2: box.bottom }));
       if (atPos >= 0) svg.append(hover(s("line", { class: "event", x1: sx(atPos), x2: sx(atPos), y1: box.top, y2: box.bottom }), c.tip[atPos]));
-      for (const p of hist.failed) {
-        const x = sx(p), y = box.bottom - 6;
-        svg.append(s("path", { class: "marker-fail", d: `M${x - 4},${y - 4}L${x + 4},${y + 4}M${x - 4},${y + 4}L${x + 4},${y - 4}` }));
-      }
+      const cross = (x, y) => `M${x - 4},${y - 4}L${x + 4},${y + 4}M${x - 4},${y + 4}L${x + 4},${y - 4}`;
+      for (const p of hist.failed) svg.append(s("path", { class: "marker-fail", d: cross(sx(p), box.bottom - 6) }));
+      // An overlaid machine's failed runs in its line's colour, a row higher (one that only failed drew nothing).
+      drawn.forEach((o, i) => {
+        for (const ord of o.failed) {
+          const mark = s("path", { class: "marker-fail", d: cross(sxAt(axis.of(ord)), box.bottom - 16) });
+          mark.style.stroke = PALETTE[(i + 1) % PALETTE.length];
+          svg.append(hover(mark, `failed · ${o.label}`));
+        }
+      });
       for (const g of hist.markers) {
         if (g.y !== null) svg.append(hover(s("path", { class: "marker-reg", d: `M${sx(g.pos)},${sy(g.y) - 9}l6,10h-12z` }), g.text));
         if (g.fixed_pos !== null && g.fixed_y !== null) {
@@ -345,7 +351,7 @@ async function overlayOne(hist, sid, vs) {
   const ic = index.commits;
   const order = places(ic);
   const points = theirs.pos.map((p, i) => [order[p], theirs.value[i], `${theirs.text[i]} · ${other.label}\n${ic.tip[p]}`]);
-  return { line: { points }, label: other.label, y: theirs.y };
+  return { line: { points }, label: other.label, y: theirs.y, failed: theirs.failed.map((p) => order[p]) };
 }
 
 // The chart's commits: this machine's and every overlaid machine's, in history order, one slot each. ``at``: a
