@@ -258,7 +258,6 @@ def _print_listing(
     if args.json:
         document = {**detect_document(session, frame, events, summary), "failing": failing_records(failing)}
         _write(json.dumps(document, indent=2, allow_nan=False))
-        return
     elif frame.empty:  # say what the listing left out, so "none listed" never reads as "none found"
         others = [s for s in STATUSES if s not in statuses]
         left = regressions_frame(session, statuses=others, machine=args.machine) if others else frame
