@@ -7,7 +7,7 @@ import math
 
 import pandas as pd
 import pytest
-from conftest import MLA_MACHINE, N_COMMITS, Seeded
+from conftest import MLA_MACHINE, N_COMMITS, NEW_VERSION, Seeded
 from test_pages import app, goto, vega
 
 from dashboard import fmt, summary
@@ -144,7 +144,6 @@ def test_overview_counts_and_lists_failing_series_first(monkeypatch: pytest.Monk
     import datetime as dt
 
     import asv_synth
-    from conftest import NEW_VERSION
 
     from db.engine import make_engine
     from db.ingest import ingest_paths
