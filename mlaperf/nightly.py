@@ -37,6 +37,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from mlaperf.nightly_failing import Action, plan_failing
 from mlaperf.run_commits import NEW_WINDOW
 from regressions.store import OPEN_STATUSES  # the detector's rule: listed by default, keep an issue open
 from regressions.units import plural
@@ -55,9 +56,8 @@ class PlanError(exits.BadInput):
 
 
 def load_records(path: Path | None) -> list[dict[str, Any]]:
-    """Regression records of ``mlaperf detect --json --all`` (none given: an empty list). A file named but
-    missing is an error, not "no regressions": a typo or a failed detect must not plan nights blind or close
-    the alerts' issues."""
+    """Regression records of ``mlaperf detect --json --all`` (none given: an empty list). A file named but missing
+    is an error, not "no regressions": a typo or a failed detect must not plan nights blind or close the issues."""
     if path is None:
         return []
     if not path.is_file():
@@ -339,16 +339,6 @@ def issue_for_group(group: Any, rows: list[Mapping[str, Any]], links: Mapping[st
     return title, "\n".join(lines)[:MAX_BODY_CHARS] + "\n"
 
 
-@dataclass
-class Action:
-    action: str  # open | update | close | unchanged
-    group: Any
-    number: int | None = None
-    title: str = ""
-    body: str = ""
-    comment: str = ""
-
-
 def plan_issues(
     records: Iterable[Mapping[str, Any]], open_issues: Iterable[Any], links: Mapping[str, str]
 ) -> list[Action]:
@@ -420,7 +410,7 @@ def cmd_alert(args: argparse.Namespace) -> int:
             raise PlanError(str(exc)) from None
     try:
         issues = client.open_issues(ISSUE_LABEL, env.bot_login()) if client else []
-        actions = plan_issues(records, issues, _links(args))
+        actions = [*plan_issues(records, issues, _links(args)), *plan_failing(args.regressions, issues, _links(args))]
         args.plan_out.parent.mkdir(parents=True, exist_ok=True)
         args.plan_out.write_text(json.dumps([asdict(a) for a in actions], indent=2) + "\n")
         counts = {k: sum(a.action == k for a in actions) for k in ("open", "update", "close", "unchanged")}

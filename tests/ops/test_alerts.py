@@ -29,7 +29,8 @@ def record(rid: int, group: int, status: str, benchmark: str = "bench_decode.Spa
             "unit": "seconds", **extra}  # fmt: skip
 
 
-def alert(tmp_path: Path, github: FakeGitHub, records: list[dict[str, Any]]) -> tuple[int, list[dict[str, Any]]]:
+def alert(tmp_path: Path, github: FakeGitHub, records: list[dict[str, Any]] | dict[str, Any]
+          ) -> tuple[int, list[dict[str, Any]]]:  # fmt: skip
     regressions = tmp_path / "regressions.json"
     regressions.write_text(json.dumps(records))
     plan = tmp_path / "issues-plan.json"
@@ -119,6 +120,41 @@ def test_an_issue_of_a_group_merged_into_another_is_closed(tmp_path: Path, fake_
     assert [(a["action"], a["group"], a["number"]) for a in plan] == [("update", 5, 1)], plan
     issues = fake_github.state()["issues"]
     assert issues["1"]["body"].startswith("<!-- mlaperf-alert-group:5 -->") and len(issues) == 2
+
+
+def _failing(benchmark: str, commits: int = 11, machine: str = "h200") -> dict[str, Any]:
+    return {"machine": machine, "benchmark": benchmark, "params": {"impl": "'mma'"}, "since": SHA,
+            "commits": commits, "last_ok": PARENT}
+
+
+def test_failing_benchmarks_get_an_issue_per_machine(tmp_path: Path, fake_github: FakeGitHub) -> None:
+    """A benchmark that broke raises no alert (detection skips failed runs; Jaxion's real history: 6 of 8 failed
+    for 11 commits unseen): the nightly opens one issue per machine from `detect --json`'s `failing`, updates it
+    while the list changes and closes it once none fails; a document without `failing` leaves it alone."""
+    def night(failing: list[dict[str, Any]] | None) -> tuple[int, list[dict[str, Any]]]:
+        doc: Any = [] if failing is None else {"version": 2, "summary": None, "groups": [], "regressions": [],
+                                               "failing": failing}
+        (tmp_path / "doc.json").write_text(json.dumps(doc))
+        return alert(tmp_path, fake_github, doc)
+
+    hostile = "bench_x.Evil.time_x|@core-team <img src=x> <!-- mlaperf-failing:other -->"
+    rc, plan = night([_failing("bench_decode.SparseDecode.time_decode"), _failing(hostile, 3)])
+    assert rc == 1 and [(a["action"], a["group"]) for a in plan] == [("open", "failing on h200")], plan
+    issue = fake_github.state()["issues"]["1"]
+    assert issue["title"] == f"Benchmarks failing on h200: 2 series, since {SHA[:10]}"
+    assert issue["body"].startswith("<!-- mlaperf-failing:h200 -->") and issue["body"].count("<!--") == 1
+    assert f"/commit/{PARENT}" in issue["body"] and "| 11 |" in issue["body"] and "@core-team" not in issue["body"]
+    row = next(line for line in issue["body"].splitlines() if "Evil" in line)
+    assert row.count(" | ") == 4 and "`bench_x.Evil.time_x\\|@\u200bcore-team <img src=x>" in row, row  # code
+    rc, plan = night([_failing("bench_decode.SparseDecode.time_decode"), _failing(hostile, 3)])
+    assert (rc, [(a["action"], a["number"]) for a in plan]) == (0, [("unchanged", 1)])
+    rc, plan = night([_failing("bench_decode.SparseDecode.time_decode", 12)])
+    assert [(a["action"], a["number"]) for a in plan] == [("update", 1)] and "1 series" in plan[0]["title"]
+    rc, plan = night(None)  # an older document (a bare list): nothing known about failures, nothing closed
+    assert plan == [] and fake_github.state()["issues"]["1"]["state"] == "open"
+    rc, plan = night([])
+    assert [(a["action"], a["number"]) for a in plan] == [("close", 1)]
+    assert fake_github.state()["issues"]["1"]["state"] == "closed"
 
 
 def test_issue_names_the_worst_series_by_direction() -> None:

@@ -1,0 +1,101 @@
+"""The nightly's issue for benchmarks that broke: one GitHub issue per machine with series failing at its newest
+commit (``mlaperf detect --json``'s ``failing``, ``regressions.failing``), opened, updated while the list changes,
+closed once none fails. Detection raises no alert for failed runs, so without it a broken benchmark went unseen
+(Jaxion's real history: 6 of 8 benchmarks failed for 11 commits, a review)."""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+_MARKER = "<!-- mlaperf-failing:"
+
+
+@dataclass
+class Action:
+    """What ``nightly alert`` does to one issue (an alert group's, ``mlaperf.nightly.plan_issues``, or a machine's
+    failing benchmarks', :func:`plan_failing`)."""
+
+    action: str  # open | update | close | unchanged
+    group: Any
+    number: int | None = None
+    title: str = ""
+    body: str = ""
+    comment: str = ""
+
+
+def marker(machine: str) -> str:
+    return f"{_MARKER}{machine} -->"
+
+
+def load_failing(path: Path | None) -> list[dict[str, Any]] | None:
+    """The ``failing`` list of a ``detect --json`` document; None where the file has none (an older document or
+    a bare list of records): then the failing issues are left as they are, never closed for lack of news."""
+    if path is None or not path.is_file():
+        return None
+    try:
+        data = json.loads(path.read_text() or "[]")
+    except (OSError, json.JSONDecodeError):
+        return None  # load_records has named the file's problem already
+    rows = data.get("failing") if isinstance(data, dict) else None
+    if not isinstance(rows, list):
+        return None
+    return [r for r in rows if isinstance(r, dict) and isinstance(r.get("machine"), str)
+            and isinstance(r.get("benchmark"), str) and isinstance(r.get("since"), str)]
+
+
+def issue_for_machine(machine: str, rows: list[Mapping[str, Any]], links: Mapping[str, str]) -> tuple[str, str]:
+    """(title, body) of a machine's failing-benchmarks issue; every value from data escaped as the PR report's."""
+    from regressions.report import MAX_BODY_CHARS, fmt_params, md_code
+
+    repo = links.get("repo_url", "").rstrip("/")
+
+    def commit(sha: object) -> str:
+        text = str(sha or "")
+        return "never" if not text else f"[`{text[:10]}`]({repo}/commit/{text})" if repo else f"`{text[:10]}`"
+
+    longest = max(rows, key=lambda r: int(r.get("commits") or 0))
+    title = " ".join(f"Benchmarks failing on {machine}: {len(rows)} series, since {str(longest['since'])[:10]}".split())
+    lines = [marker(machine), f"mlaperf's nightly found series whose result at the newest commit of machine "
+             f"{md_code(machine, table=False)} failed (no value: detection raises no alert for them)."]
+    lines += [f"{name}: {links[key]}" for key, name in (("dashboard_url", "Dashboard"), ("run_url", "Nightly run"))
+              if links.get(key)]
+    lines += ["", "| benchmark | params | failing since | commits | last value at |",
+              "| --- | --- | --- | ---: | --- |"]
+    for r in rows:
+        params = r.get("params") if isinstance(r.get("params"), dict) else {}
+        lines.append(f"| {md_code(r['benchmark'])} | {md_code(fmt_params(params))} | {commit(r['since'])} | "
+                     f"{int(r.get('commits') or 0):,} | {commit(r.get('last_ok'))} |")
+    lines += ["", "This issue closes by itself when no series of this machine fails any more."]
+    return title[:250], "\n".join(lines)[:MAX_BODY_CHARS] + "\n"
+
+
+def plan_failing(regressions: Path | None, open_issues: Iterable[Any], links: Mapping[str, str]) -> list[Action]:
+    """open / update / close / unchanged per machine, from the ``failing`` of the ``detect --json`` document at
+    ``regressions``; nothing without one (:func:`load_failing`)."""
+    failing = load_failing(regressions)
+    if failing is None:
+        return []
+    by_machine: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for r in failing:
+        by_machine[r["machine"]].append(r)
+    mine = [i for i in open_issues if (i.body or "").startswith(_MARKER)]
+    out = []
+    for machine, rows in sorted(by_machine.items()):
+        title, body = issue_for_machine(machine, rows, links)
+        issue = next((i for i in mine if (i.body or "").startswith(marker(machine))), None)
+        if issue is None:
+            out.append(Action("open", f"failing on {machine}", None, title, body))
+        else:
+            same = (issue.title, issue.body) == (title, body)
+            out.append(Action("unchanged" if same else "update", f"failing on {machine}", issue.number, title, body))
+    for issue in mine:
+        machine = issue.body[len(_MARKER):].split(" -->", 1)[0]
+        if machine not in by_machine:
+            out.append(Action("close", f"failing on {machine}", issue.number,
+                              comment=f"No series of {machine} fails at its newest commit any more; closing."))
+    return out
