@@ -5,7 +5,9 @@ closed once none fails. Detection raises no alert for failed runs, so without it
 
 from __future__ import annotations
 
+import hashlib
 import json
+import re
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -28,8 +30,14 @@ class Action:
     comment: str = ""
 
 
+def _key(machine: str) -> str:
+    """The machine as the marker names it: a name from data cannot end the HTML comment (``-->``) or forge another
+    machine's marker; its digest keeps two names apart that read alike once cleaned."""
+    return re.sub(r"[^A-Za-z0-9_.]", "_", machine)[:60] + "." + hashlib.sha256(machine.encode()).hexdigest()[:8]
+
+
 def marker(machine: str) -> str:
-    return f"{_MARKER}{machine} -->"
+    return f"{_MARKER}{_key(machine)} -->"
 
 
 def load_failing(path: Path | None) -> list[dict[str, Any]] | None:
@@ -45,7 +53,8 @@ def load_failing(path: Path | None) -> list[dict[str, Any]] | None:
     if not isinstance(rows, list):
         return None
     return [r for r in rows if isinstance(r, dict) and isinstance(r.get("machine"), str)
-            and isinstance(r.get("benchmark"), str) and isinstance(r.get("since"), str)]
+            and isinstance(r.get("benchmark"), str) and isinstance(r.get("since"), str)
+            and type(r.get("commits")) is int and isinstance(r.get("last_ok"), str | None)]
 
 
 def issue_for_machine(machine: str, rows: list[Mapping[str, Any]], links: Mapping[str, str]) -> tuple[str, str]:
@@ -93,9 +102,10 @@ def plan_failing(regressions: Path | None, open_issues: Iterable[Any], links: Ma
         else:
             same = (issue.title, issue.body) == (title, body)
             out.append(Action("unchanged" if same else "update", f"failing on {machine}", issue.number, title, body))
+    failing_now = {marker(m) for m in by_machine}
     for issue in mine:
-        machine = issue.body[len(_MARKER):].split(" -->", 1)[0]
-        if machine not in by_machine:
-            out.append(Action("close", f"failing on {machine}", issue.number,
-                              comment=f"No series of {machine} fails at its newest commit any more; closing."))
+        if not any(issue.body.startswith(m) for m in failing_now):
+            key = issue.body[len(_MARKER):].split(" -->", 1)[0]
+            out.append(Action("close", f"failing on {key}", issue.number,
+                              comment="No series of this machine fails at its newest commit any more; closing."))
     return out

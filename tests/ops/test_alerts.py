@@ -142,7 +142,7 @@ def test_failing_benchmarks_get_an_issue_per_machine(tmp_path: Path, fake_github
     assert rc == 1 and [(a["action"], a["group"]) for a in plan] == [("open", "failing on h200")], plan
     issue = fake_github.state()["issues"]["1"]
     assert issue["title"] == f"Benchmarks failing on h200: 2 series, since {SHA[:10]}"
-    assert issue["body"].startswith("<!-- mlaperf-failing:h200 -->") and issue["body"].count("<!--") == 1
+    assert issue["body"].startswith("<!-- mlaperf-failing:h200.") and issue["body"].count("<!--") == 1
     assert f"/commit/{PARENT}" in issue["body"] and "| 11 |" in issue["body"] and "@core-team" not in issue["body"]
     row = next(line for line in issue["body"].splitlines() if "Evil" in line)
     assert row.count(" | ") == 4 and "`bench_x.Evil.time_x\\|@\u200bcore-team <img src=x>" in row, row  # code
@@ -155,6 +155,17 @@ def test_failing_benchmarks_get_an_issue_per_machine(tmp_path: Path, fake_github
     rc, plan = night([])
     assert [(a["action"], a["number"]) for a in plan] == [("close", 1)]
     assert fake_github.state()["issues"]["1"]["state"] == "closed"
+
+
+def test_a_failing_issue_marker_cannot_be_forged_by_a_machine_name(tmp_path: Path) -> None:
+    from mlaperf.nightly_failing import load_failing, marker
+
+    evil, plain = "h200 --> <img src=x> <!-- mlaperf-failing:h200", "h200"
+    assert "-->" not in marker(evil)[4:-4] and not marker(evil).startswith(marker(plain)[:-4])
+    assert marker("a b") != marker("a_b")  # names that read alike once cleaned stay apart
+    doc = {"failing": [_failing("b.C.time_x"), {**_failing("b.C.time_y"), "commits": "11"}, {"machine": 1}]}
+    (tmp_path / "doc.json").write_text(json.dumps(doc))
+    assert [r["benchmark"] for r in load_failing(tmp_path / "doc.json") or []] == ["b.C.time_x"]
 
 
 def test_issue_names_the_worst_series_by_direction() -> None:
