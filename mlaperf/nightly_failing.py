@@ -40,21 +40,24 @@ def marker(machine: str) -> str:
     return f"{_MARKER}{_key(machine)} -->"
 
 
-def load_failing(path: Path | None) -> list[dict[str, Any]] | None:
-    """The ``failing`` list of a ``detect --json`` document; None where the file has none (an older document or
-    a bare list of records): then the failing issues are left as they are, never closed for lack of news."""
+def load_failing(path: Path | None) -> tuple[list[dict[str, Any]] | None, str | None]:
+    """The ``failing`` list of a ``detect --json`` document and the one machine it covers (``failing_machine``;
+    None: every machine). No list where the file has none (an older document or a bare list of records): then the
+    failing issues are left as they are, never closed for lack of news."""
     if path is None or not path.is_file():
-        return None
+        return None, None
     try:
         data = json.loads(path.read_text() or "[]")
     except (OSError, json.JSONDecodeError):
-        return None  # load_records has named the file's problem already
+        return None, None  # load_records has named the file's problem already
     rows = data.get("failing") if isinstance(data, dict) else None
     if not isinstance(rows, list):
-        return None
+        return None, None
+    scope = data.get("failing_machine")
     return [r for r in rows if isinstance(r, dict) and isinstance(r.get("machine"), str)
             and isinstance(r.get("benchmark"), str) and isinstance(r.get("since"), str)
-            and type(r.get("commits")) is int and isinstance(r.get("last_ok"), str | None)]
+            and type(r.get("commits")) is int and isinstance(r.get("last_ok"), str | None)], \
+        scope if isinstance(scope, str) else None
 
 
 def issue_for_machine(machine: str, rows: list[Mapping[str, Any]], links: Mapping[str, str]) -> tuple[str, str]:
@@ -85,14 +88,15 @@ def issue_for_machine(machine: str, rows: list[Mapping[str, Any]], links: Mappin
 
 def plan_failing(regressions: Path | None, open_issues: Iterable[Any], links: Mapping[str, str]) -> list[Action]:
     """open / update / close / unchanged per machine, from the ``failing`` of the ``detect --json`` document at
-    ``regressions``; nothing without one (:func:`load_failing`)."""
-    failing = load_failing(regressions)
+    ``regressions``; nothing without one (:func:`load_failing`); of the machine it covers alone where it covers
+    one (``detect --machine``: another machine's issue is not closed for lack of news)."""
+    failing, scope = load_failing(regressions)
     if failing is None:
         return []
     by_machine: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for r in failing:
         by_machine[r["machine"]].append(r)
-    mine = [i for i in open_issues if (i.body or "").startswith(_MARKER)]
+    mine = [i for i in open_issues if (i.body or "").startswith(marker(scope) if scope else _MARKER)]
     out = []
     for machine, rows in sorted(by_machine.items()):
         title, body = issue_for_machine(machine, rows, links)

@@ -256,7 +256,8 @@ def _print_listing(
     frame = regressions_frame(session, statuses=statuses, machine=args.machine)
     failing = failing_series(session, args.machine)
     if args.json:
-        document = {**detect_document(session, frame, events, summary), "failing": failing_records(failing)}
+        document = {**detect_document(session, frame, events, summary), "failing": failing_records(failing),
+                    "failing_machine": args.machine}  # the one machine examined (null: every machine)
         _write(json.dumps(document, indent=2, allow_nan=False))
     elif frame.empty:  # say what the listing left out, so "none listed" never reads as "none found"
         others = [s for s in STATUSES if s not in statuses]

@@ -152,6 +152,9 @@ def test_failing_benchmarks_get_an_issue_per_machine(tmp_path: Path, fake_github
     assert [(a["action"], a["number"]) for a in plan] == [("update", 1)] and "1 series" in plan[0]["title"]
     rc, plan = night(None)  # an older document (a bare list): nothing known about failures, nothing closed
     assert plan == [] and fake_github.state()["issues"]["1"]["state"] == "open"
+    (tmp_path / "doc.json").write_text(json.dumps({"regressions": [], "failing": [], "failing_machine": "other"}))
+    rc, plan = alert(tmp_path, fake_github, json.loads((tmp_path / "doc.json").read_text()))
+    assert plan == []  # `detect --machine other` says nothing of h200
     rc, plan = night([])
     assert [(a["action"], a["number"]) for a in plan] == [("close", 1)]
     assert fake_github.state()["issues"]["1"]["state"] == "closed"
@@ -165,7 +168,7 @@ def test_a_failing_issue_marker_cannot_be_forged_by_a_machine_name(tmp_path: Pat
     assert marker("a b") != marker("a_b")  # names that read alike once cleaned stay apart
     doc = {"failing": [_failing("b.C.time_x"), {**_failing("b.C.time_y"), "commits": "11"}, {"machine": 1}]}
     (tmp_path / "doc.json").write_text(json.dumps(doc))
-    assert [r["benchmark"] for r in load_failing(tmp_path / "doc.json") or []] == ["b.C.time_x"]
+    assert [r["benchmark"] for r in load_failing(tmp_path / "doc.json")[0] or []] == ["b.C.time_x"]
 
 
 def test_issue_names_the_worst_series_by_direction() -> None:
