@@ -83,16 +83,17 @@ def grid(series: pd.DataFrame, values: pd.DataFrame, commit_ids: Sequence[int], 
     ids = [int(c) for c in commit_ids]
     if values.empty or not ids:
         table = np.full((len(out), len(ids)), np.nan)
-        present = np.zeros(table.shape, dtype=bool)
+        status = np.full(table.shape, None, dtype=object)
     else:
         # One row per (series, commit) already (runs pooled): unstack, no aggregation.
         table = values.set_index(["benchmark", "params_key", "commit_id"])["value"].unstack("commit_id") \
             .reindex(index=keys, columns=ids).to_numpy(dtype=float)
-        # A result at one of the commits, failed ones too: a series with none was not run there (a retired or
-        # renamed benchmark), which is not a failure.
-        present = values.assign(_r=1.0).set_index(["benchmark", "params_key", "commit_id"])["_r"] \
-            .unstack("commit_id").reindex(index=keys, columns=ids).notna().to_numpy()
-    out["ran"] = present.any(axis=1)
+        # Each result's status (without statuses, "failed" where it has no value): a series with no result at
+        # the commits was not run there (a retired or renamed benchmark), which is not a failure.
+        given = values["status"] if "status" in values else values["value"].isna().map({True: "failed", False: "ok"})
+        status = values.assign(_s=given).set_index(["benchmark", "params_key", "commit_id"])["_s"] \
+            .unstack("commit_id").reindex(index=keys, columns=ids).to_numpy(dtype=object)
+    out["ran"] = pd.notna(status).any(axis=1)
     out["spark"] = list(table)
     measured = ~np.isnan(table)
     last = table.shape[1] - 1 - np.argmax(measured[:, ::-1], axis=1) if table.shape[1] else np.zeros(len(out), int)
@@ -101,7 +102,7 @@ def grid(series: pd.DataFrame, values: pd.DataFrame, commit_ids: Sequence[int], 
     # The failed results after the newest value: how many in a row the series failed last (a skipped one, asv's
     # "not run here", is no failure; without statuses a result without a value is one).
     after = np.arange(table.shape[1])[None, :] > np.where(measured.any(axis=1), last, -1)[:, None]
-    out["failing"] = (_failed(values, keys, ids, present & ~measured) & after).sum(axis=1).astype(int)
+    out["failing"] = ((status == "failed") & after).sum(axis=1).astype(int)
     # The direction is the benchmark's (name and unit), asked once per benchmark, not per series.
     pairs = out[["benchmark", "unit"]].drop_duplicates()
     worse_up = {(b, u): direction(b, u) == "up_is_worse" for b, u in zip(pairs["benchmark"], pairs["unit"],
@@ -126,15 +127,6 @@ def grid(series: pd.DataFrame, values: pd.DataFrame, commit_ids: Sequence[int], 
                          for st, r, sh in zip(f["status"], f["ratio"], f["sha"], strict=True)]
     out["flag"] = text
     return out[cols]
-
-
-def _failed(values: pd.DataFrame, keys: pd.MultiIndex, ids: list[int], unmeasured: np.ndarray) -> np.ndarray:
-    """Which results at ``ids`` failed (status ``failed``), as ``unmeasured`` (results without a value) is laid out."""
-    if "status" not in values or values.empty or not ids:
-        return unmeasured
-    return (values.assign(_f=(values["status"] == "failed").astype(float))
-            .set_index(["benchmark", "params_key", "commit_id"])["_f"].unstack("commit_id")
-            .reindex(index=keys, columns=ids).to_numpy() == 1.0)
 
 
 def _newest_segment_only(values: pd.DataFrame, keys: pd.MultiIndex, ids: list[int], table: np.ndarray,

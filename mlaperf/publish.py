@@ -29,7 +29,7 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from regressions.results import LINK_ON, MIN_PREFIX
+from regressions.results import LINK_ON, MIN_PREFIX, commit_positions
 from regressions.units import plural
 from settings import exits
 from settings.args import add_db, add_repo_url, add_thresholds_config
@@ -157,12 +157,13 @@ def build(session: Session, out: Path, *, machines: list[str] | None = None, rep
     listed = []
     # Which machines measured each series: a History page offers those to overlay (their files hold the values).
     ids = {machine_folder(name): series_ids(session, name) for name in wanted}
+    order = commit_positions(session)  # every commit's place in history: one axis for History's overlays
     say = progress or (lambda _: None)
     for i, name in enumerate(wanted, 1):
         start, before = time.perf_counter(), files
         say(f"publish: {name} ({i} of {len(wanted)}): reading its overview, alerts and series' histories")
         folder = machine_folder(name)
-        site = machine_site(session, name, settings, Links(folder, repo_url))
+        site = machine_site(session, name, settings, Links(folder, repo_url), order)
         nbytes += _write(out / "data" / folder / "index.js", _script(f"{folder}/index", site.index))
         files += 1
         for sid, history in site.histories.items():

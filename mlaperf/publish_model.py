@@ -69,9 +69,10 @@ class Links:
         return {"text": text, "href": f"{self.repo_url}/compare/{parent}...{sha}"}
 
 
-def _commits(commits: pd.DataFrame, order: dict[str, int]) -> dict[str, list[Any]]:
+def _commits(commits: pd.DataFrame, order: Mapping[int, int]) -> dict[str, list[Any]]:
     """Per commit: its SHA (links, ``?at=``), short SHA (axis labels), hover text (the whole message) and place
-    among every machine's commits (``order``: a History overlay draws each machine at its own commits)."""
+    among every machine's commits (``order``: commit id -> place, ``regressions.results.commit_positions``; a
+    History overlay draws each machine at its own commits)."""
     dates = pd.to_datetime(commits["date"]).dt.strftime("%Y-%m-%d %H:%M").fillna("")
     # Authors by name: a published site (GitHub Pages) shows no e-mail address.
     authors = [EMAIL.sub("", a) if isinstance(a, str) else "" for a in commits["author"]]
@@ -79,7 +80,7 @@ def _commits(commits: pd.DataFrame, order: dict[str, int]) -> dict[str, list[Any
             + (f"\n{m.strip()}" if isinstance(m, str) else "")
             for sha, d, a, m in zip(commits["sha"], dates, authors, commits["message"], strict=True)]
     return {"sha": [str(s) for s in commits["sha"]], "short": [fmt.short_sha(s) for s in commits["sha"]],
-            "tip": tips, "order": [order[str(s)] for s in commits["sha"]]}
+            "tip": tips, "order": [order[int(c)] for c in commits["commit_id"]]}
 
 
 def _spark(values: Iterable[float | None]) -> list[float]:
@@ -193,8 +194,9 @@ def series_ids(s: Session, machine: str) -> set[str]:
     return {series_id(str(b), str(k)) for b, k in zip(series["benchmark"], series["params_key"], strict=True)}
 
 
-def machine_site(s: Session, machine: str, settings: Settings, link: Links) -> MachineSite:
-    """Everything the site shows for ``machine`` (see the module docstring)."""
+def machine_site(s: Session, machine: str, settings: Settings, link: Links, order: Mapping[int, int]) -> MachineSite:
+    """Everything the site shows for ``machine`` (see the module docstring); ``order``: every commit's place in
+    history (``regressions.results.commit_positions``, read once for every machine)."""
     commits = queries.commits(s, machine)
     # The dashboard's order (dashboard.data.series sorts the same way); the grid keeps it.
     series = frames.series_sort(queries.series(s, machine)).reset_index(drop=True)
@@ -212,7 +214,7 @@ def machine_site(s: Session, machine: str, settings: Settings, link: Links) -> M
     labels = summary.names(grid, names)
     at = fullest or (str(commits["sha"].iloc[-1]) if not commits.empty else "")
     message = commits.loc[commits["sha"].astype(str) == at, "message"]
-    commit_json = _commits(commits, {str(sha): i for i, sha in enumerate(queries.commits(s)["sha"])})
+    commit_json = _commits(commits, order)
     index = {
         "title": f"{machine}: performance overview", "versions": fmt.versions(queries.machine_info(s, machine)),
         "commits": commit_json,
