@@ -20,6 +20,9 @@ import streamlit as st
 from dashboard import frames
 
 _ARRIVING = "_link_keys"  # session key: the query keys of the link being followed
+FIT = "fit"  # a ``grid`` width: the column as wide as its longest text (within FIT_PX)
+FIT_PX = (160, 560)  # a fitted column's narrowest and widest, in pixels: beside 5-6 short columns in 1,440 px
+_CHAR_PX = 6.6  # the grid's font, one average character (Source Sans at 14 px), with room for wide ones
 
 
 def _encode(value: Any) -> str | list[str]:
@@ -71,13 +74,25 @@ def arrive() -> None:
         st.session_state.pop(key, None)
 
 
+def fit_width(texts: Iterable[Any]) -> int:
+    """Pixels that show the longest of ``texts`` whole in a grid cell, within :data:`FIT_PX`."""
+    longest = max((len(str(t)) for t in texts), default=0)
+    return int(min(max(longest * _CHAR_PX + 24, FIT_PX[0]), FIT_PX[1]))
+
+
+def _text_column(texts: pd.Series, width: int | str) -> Any:
+    # A series name is what tells rows apart: as wide as it needs (a cut one hides the parameters that differ).
+    return st.column_config.TextColumn(width=fit_width(texts) if width == FIT else width)
+
+
 def grid(table: pd.DataFrame, *, key: str, links: Mapping[str, str], widths: Mapping[str, int | str] | None = None,
          column_config: Mapping[str, Any] | None = None, **kw: Any) -> None:
     """A data grid whose ``links`` columns (column -> the text shown, e.g. "plot") hold relative URLs: a
     click on such a cell opens its page in this tab; an empty cell is blank and goes nowhere. ``widths``: text
-    columns' widths (pixels or "small"/"medium"/"large"); ``column_config`` for any other kind of column."""
+    columns' widths (pixels, "small"/"medium"/"large", or :data:`FIT`: as wide as the column's longest text);
+    ``column_config`` for any other kind of column."""
     shown = table.copy()
-    config = {col: st.column_config.TextColumn(width=w) for col, w in (widths or {}).items()}
+    config = {col: _text_column(table[col], w) for col, w in (widths or {}).items() if col in table.columns}
     config.update(column_config or {})
     for col, text in links.items():
         shown[col] = [f"{text} →" if isinstance(u, str) and u else "" for u in table[col]]

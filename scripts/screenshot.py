@@ -20,7 +20,7 @@ from typing import Any
 
 PAGES = ["overview=", "throughput=throughput", "history=history", "regressions=regressions",
          "compare=compare", "efficiency=efficiency"]
-WIDTH = 1600
+WIDTH = 1600  # default window width
 TALL = 3000  # initial window height
 HEIGHT_JS = """() => {
     const block = document.querySelector('[data-testid="stMainBlockContainer"]');
@@ -39,14 +39,14 @@ def _load(page: Any, watch: Any, url: str) -> int:
     return int(page.evaluate(HEIGHT_JS))
 
 
-def shoot(page: Any, watch: Any, url: str, out: Path) -> None:
+def shoot(page: Any, watch: Any, url: str, out: Path, width: int = WIDTH) -> None:
     """A tall window from the start (resizing makes the charts redraw, and a shot taken then is blank); when the
     page is taller still, load it again in a window that fits, then clip to the content."""
     height = _load(page, watch, url)
     if height > TALL:
-        page.set_viewport_size({"width": WIDTH, "height": min(height, 16_000)})
+        page.set_viewport_size({"width": width, "height": min(height, 16_000)})
         height = _load(page, watch, url)
-    page.screenshot(path=str(out), clip={"x": 0, "y": 0, "width": WIDTH, "height": max(600, min(height, 16_000))})
+    page.screenshot(path=str(out), clip={"x": 0, "y": 0, "width": width, "height": max(600, min(height, 16_000))})
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -58,12 +58,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--page", action="append", default=None, metavar="NAME=PATH",
                     help="file name and URL path with query, e.g. 'history=history?hp_concurrency=1,64' "
                     "(repeatable; default: every page in its default state)")
+    ap.add_argument("--width", type=int, default=WIDTH,
+                    help=f"window width in px (default {WIDTH}); 800 shows a laptop's split screen")
     ap.add_argument("--chromium", default="/usr/bin/chromium", help="Chromium binary (default /usr/bin/chromium)")
     args = ap.parse_args(argv)
     pages = args.page or PAGES
     for item in pages:
         if "=" not in item or not item.partition("=")[0]:
             ap.error(f"--page {item!r}: expected NAME=PATH, e.g. history=history")
+    if args.width < 320:
+        ap.error(f"--width {args.width}: at least 320 px")
     if not Path(args.chromium).exists():
         ap.error(f"--chromium {args.chromium}: not found")
     from playwright.sync_api import sync_playwright
@@ -81,10 +85,10 @@ def main(argv: list[str] | None = None) -> int:
         browser = pw.chromium.launch(executable_path=args.chromium, args=CHROMIUM_ARGS)
         for item in pages:
             name, _, path = item.partition("=")
-            page = browser.new_page(viewport={"width": WIDTH, "height": TALL})
+            page = browser.new_page(viewport={"width": args.width, "height": TALL})
             out = args.out / f"{name}.png"
             try:
-                shoot(page, Watcher(page), f"{server.base}/{path}", out)
+                shoot(page, Watcher(page), f"{server.base}/{path}", out, args.width)
             except Exception as exc:  # noqa: BLE001 - name the page, keep the message short
                 print(f"screenshot: page {name} ({path or '/'}): {exc}", file=sys.stderr)
                 return 3

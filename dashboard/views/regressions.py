@@ -30,7 +30,7 @@ def _closed_section(ctx: widgets.Context, regs: pd.DataFrame, all_machines: bool
     out = model.closed_rows(closed.filter_closed(rows, statuses, kinds), data.param_names(ctx.url),
                             all_machines=all_machines, history_link=links.history)
     links.grid(out, key="reg_closed_table", links={"history": "plot"}, widths={
-        "status": 80, "series": "large", "ratio": 55, "reason": "large", "history": 60})
+        "status": 80, "series": links.FIT, "ratio": 55, "reason": "large", "history": 60})
 
 
 def _groups_table(group_frame: pd.DataFrame, all_machines: bool) -> None:
@@ -52,7 +52,7 @@ def _regressions_table(view: pd.DataFrame, all_machines: bool) -> None:
     rows = model.regression_rows(view, all_machines=all_machines, history_link=links.history,
                                  compare_link=links.compare)
     links.grid(rows, key="reg_table", links={"history": "plot", "compare": "parent..commit"},
-               widths={"group": 50, "status": 80, "series": "large", "ratio": 55, "p": 55, "fixed at": 75,
+               widths={"group": 50, "status": 80, "series": links.FIT, "ratio": 55, "p": 55, "fixed at": 75,
                        "history": 60, "compare": 120, "assignee": 90},
                column_config={"note": st.column_config.TextColumn("triage note", width="medium"),
                               "issue": st.column_config.LinkColumn("issue", display_text="issue", width=55)})

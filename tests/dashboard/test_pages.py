@@ -29,6 +29,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 from streamlit.testing.v1 import AppTest
 
+from dashboard import links
 from regressions.report import reversed_note
 
 TIMEOUT = 90
@@ -274,6 +275,29 @@ def test_regressions_groups_and_rows(monkeypatch: pytest.MonkeyPatch, seeded: Se
         assert "gha-aws-graviton" in set(table(at, "before → after")["machine"])
         groups = table(at, "commit (first bad)")
         assert list(groups["fixed at"]) == [seeded.shas[FIX_FROM][:8], ""]  # text, not NaN, where not fixed
+
+
+def _series_widths(at: AppTest) -> list[tuple[int, int]]:
+    """(the series column's width, its longest label's length) of every grid on the page with a series column."""
+    out = []
+    for df in at.dataframe:
+        config = json.loads(df.proto.columns or "{}").get("series", {})
+        if "series" in df.value.columns and config.get("type_config", {}).get("type") == "text":
+            out.append((config["width"], int(df.value["series"].astype(str).str.len().max())))
+    return out
+
+
+def test_series_names_are_not_cut(monkeypatch: pytest.MonkeyPatch, seeded: Seeded) -> None:
+    """A series column as wide as its longest name (within links.FIT_PX): at a fixed "large" the decode rows read
+    "bench_decode.SparseDecode.time_decode [impl=mma, concurrenc" alike, the concurrency that tells them apart cut."""
+    at = goto(app(monkeypatch, seeded.url), "regressions")
+    at.pills(key="reg_show").set_value(["open", "suspect", "fixed", "closed"]).run()
+    for page in (at, goto(app(monkeypatch, seeded.url), "overview")):
+        widths = _series_widths(page)
+        assert widths, [list(d.value.columns) for d in page.dataframe]
+        for width, longest in widths:
+            assert isinstance(width, int) and width == links.fit_width(["x" * longest]), (width, longest)
+            assert width >= min(longest * 6, links.FIT_PX[1]), (width, longest)
 
 
 def test_triage_needs_a_note_and_stores_it(monkeypatch: pytest.MonkeyPatch, writable_copy: Seeded) -> None:
