@@ -55,17 +55,26 @@ class PlanError(exits.BadInput):
 # --- inputs ---------------------------------------------------------------------------------------
 
 
-def load_records(path: Path | None) -> list[dict[str, Any]]:
-    """Regression records of ``mlaperf detect --json --all`` (none given: an empty list). A file named but missing
-    is an error, not "no regressions": a typo or a failed detect must not plan nights blind or close the issues."""
+def read_document(path: Path | None) -> Any:
+    """The parsed ``mlaperf detect --json --all`` file (none given: None), read once for the records and the failing
+    list. A file named but missing is an error, not "no regressions": a typo or a failed detect must not plan nights
+    blind or close the issues."""
     if path is None:
-        return []
+        return None
     if not path.is_file():
         raise PlanError(f"--regressions {path}: no such file (write it with `mlaperf detect --json --all`)")
     try:
-        data = json.loads(path.read_text() or "[]")
+        return json.loads(path.read_text() or "[]")
     except (OSError, json.JSONDecodeError) as exc:
         raise PlanError(f"--regressions {path}: not the JSON of `mlaperf detect --json` ({exc})") from None
+
+
+def load_records(path: Path | None, doc: Any = None) -> list[dict[str, Any]]:
+    """Regression records of ``mlaperf detect --json --all`` at ``path`` (none given: an empty list), each checked;
+    ``doc``: the file already read by :func:`read_document`."""
+    data = read_document(path) if doc is None else doc
+    if data is None:
+        return []
     if isinstance(data, dict):  # the versioned document (docs/detection.md); a bare list is the older shape
         data = data.get("regressions")
     if not isinstance(data, list) or not all(isinstance(r, dict) for r in data):
@@ -399,7 +408,8 @@ def _links(args: argparse.Namespace) -> dict[str, str]:
 def cmd_alert(args: argparse.Namespace) -> int:
     from mlaperf.github import GitHub, GitHubError
 
-    records = load_records(args.regressions)  # the file is checked before any token
+    doc = read_document(args.regressions)
+    records = load_records(args.regressions, doc)  # the file is checked before any token
     if args.dry_run and not os.environ.get("GITHUB_TOKEN"):
         print("nightly alert: --dry-run without GITHUB_TOKEN: open issues unknown, every new group planned as open")
         client = None
@@ -410,7 +420,7 @@ def cmd_alert(args: argparse.Namespace) -> int:
             raise PlanError(str(exc)) from None
     try:
         issues = client.open_issues(ISSUE_LABEL, env.bot_login()) if client else []
-        actions = [*plan_issues(records, issues, _links(args)), *plan_failing(args.regressions, issues, _links(args))]
+        actions = [*plan_issues(records, issues, _links(args)), *plan_failing(doc, issues, _links(args))]
         args.plan_out.parent.mkdir(parents=True, exist_ok=True)
         args.plan_out.write_text(json.dumps([asdict(a) for a in actions], indent=2) + "\n")
         counts = {k: sum(a.action == k for a in actions) for k in ("open", "update", "close", "unchanged")}

@@ -6,12 +6,10 @@ closed once none fails. Detection raises no alert for failed runs, so without it
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 _MARKER = "<!-- mlaperf-failing:"
@@ -40,16 +38,10 @@ def marker(machine: str) -> str:
     return f"{_MARKER}{_key(machine)} -->"
 
 
-def load_failing(path: Path | None) -> tuple[list[dict[str, Any]] | None, str | None]:
-    """The ``failing`` list of a ``detect --json`` document and the one machine it covers (``failing_machine``;
-    None: every machine). No list where the file has none (an older document or a bare list of records): then the
-    failing issues are left as they are, never closed for lack of news."""
-    if path is None or not path.is_file():
-        return None, None
-    try:
-        data = json.loads(path.read_text() or "[]")
-    except (OSError, json.JSONDecodeError):
-        return None, None  # load_records has named the file's problem already
+def failing_of(data: Any) -> tuple[list[dict[str, Any]] | None, str | None]:
+    """The well-formed rows of the ``failing`` list of a parsed ``detect --json`` document and the one machine it
+    covers (``failing_machine``; None: every machine). No list where the document has none (an older document or a
+    bare list of records): then the failing issues are left as they are, never closed for lack of news."""
     rows = data.get("failing") if isinstance(data, dict) else None
     if not isinstance(rows, list):
         return None, None
@@ -86,11 +78,11 @@ def issue_for_machine(machine: str, rows: list[Mapping[str, Any]], links: Mappin
     return title[:250], "\n".join(lines)[:MAX_BODY_CHARS] + "\n"
 
 
-def plan_failing(regressions: Path | None, open_issues: Iterable[Any], links: Mapping[str, str]) -> list[Action]:
-    """open / update / close / unchanged per machine, from the ``failing`` of the ``detect --json`` document at
-    ``regressions``; nothing without one (:func:`load_failing`); of the machine it covers alone where it covers
-    one (``detect --machine``: another machine's issue is not closed for lack of news)."""
-    failing, scope = load_failing(regressions)
+def plan_failing(doc: Any, open_issues: Iterable[Any], links: Mapping[str, str]) -> list[Action]:
+    """open / update / close / unchanged per machine, from the ``failing`` of the parsed ``detect --json`` document
+    ``doc``; nothing without one (:func:`failing_of`); of the machine it covers alone where it covers one
+    (``detect --machine``: another machine's issue is not closed for lack of news)."""
+    failing, scope = failing_of(doc)
     if failing is None:
         return []
     by_machine: dict[str, list[dict[str, Any]]] = defaultdict(list)

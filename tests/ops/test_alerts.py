@@ -160,15 +160,15 @@ def test_failing_benchmarks_get_an_issue_per_machine(tmp_path: Path, fake_github
     assert fake_github.state()["issues"]["1"]["state"] == "closed"
 
 
-def test_a_failing_issue_marker_cannot_be_forged_by_a_machine_name(tmp_path: Path) -> None:
-    from mlaperf.nightly_failing import load_failing, marker
+def test_a_failing_issue_marker_cannot_be_forged_by_a_machine_name() -> None:
+    from mlaperf.nightly_failing import failing_of, marker
 
     evil, plain = "h200 --> <img src=x> <!-- mlaperf-failing:h200", "h200"
     assert "-->" not in marker(evil)[4:-4] and not marker(evil).startswith(marker(plain)[:-4])
     assert marker("a b") != marker("a_b")  # names that read alike once cleaned stay apart
     doc = {"failing": [_failing("b.C.time_x"), {**_failing("b.C.time_y"), "commits": "11"}, {"machine": 1}]}
-    (tmp_path / "doc.json").write_text(json.dumps(doc))
-    assert [r["benchmark"] for r in load_failing(tmp_path / "doc.json")[0] or []] == ["b.C.time_x"]
+    assert [r["benchmark"] for r in failing_of(doc)[0] or []] == ["b.C.time_x"]
+    assert failing_of([]) == (None, None) and failing_of({"regressions": []}) == (None, None)
 
 
 def test_issue_names_the_worst_series_by_direction() -> None:
