@@ -110,8 +110,10 @@ class GitHub:
 
     # --- pull requests (the gate and the sticky comment) -----------------------------------------------
 
-    def pages(self, path: str, *, key: str | None = None, limit: int = 20) -> list[Any]:
-        """Every item of a paginated list under this repository (``key``: the list inside an object)."""
+    def pages(self, path: str, *, key: str | None = None, limit: int = 20, whole: bool = False) -> list[Any]:
+        """Every item of a paginated list under this repository (``key``: the list inside an object), at most
+        ``limit`` pages of 100; ``whole``: a list longer than that is a :class:`GitHubError`, not its first items
+        (the gate decides on a whole list or not at all: events beyond the cap could be the ones that matter)."""
         items: list[Any] = []
         sep = "&" if "?" in path else "?"
         for page in range(1, limit + 1):
@@ -119,8 +121,20 @@ class GitHub:
             batch = batch.get(key, []) if key else batch
             items += batch
             if len(batch) < 100:
-                break
+                return items
+        if whole:
+            raise GitHubError(f"GET {path}: more than {limit * 100:,} items; refusing to decide on the first ones")
         return items
+
+    def permission(self, login: str) -> str:
+        """``login``'s permission on this repository: admin, write (maintain too), read or none."""
+        try:
+            answer = self._call("GET", f"/collaborators/{urllib.parse.quote(login, safe='')}/permission")
+        except GitHubError as exc:
+            if exc.status == 404:  # not a collaborator
+                return "none"
+            raise
+        return str((answer or {}).get("permission") or "none")
 
     def comments(self, number: int) -> list[dict[str, Any]]:
         return self.pages(f"/issues/{number}/comments")

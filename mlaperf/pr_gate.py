@@ -4,9 +4,12 @@ The ``gate`` job of ``.github/workflows/pr-benchmarks.yml`` runs it from the def
 GitHub-hosted runner, before any pull-request code runs anywhere. It fails closed:
 
 - the pull request is found through the API from the ``workflow_run`` payload and matched on the head SHA;
-- a fork's head goes on only when the label (``run-benchmarks``) was added **after** the head was last pushed
-  (the first workflow run for that SHA since the branch last showed another SHA: a head pushed, replaced and
-  pushed again counts from its latest push); an older label is removed, with the reason;
+- a fork's head goes on only when a maintainer (write access, not the pull request's author) approved **that
+  commit** in a review (GitHub records the commit a review was submitted on) and the label (``run-benchmarks``)
+  was added after the head was last pushed (the first workflow run for that SHA since the branch last showed
+  another SHA: a head pushed, replaced and pushed again counts from its latest push); the review binds the
+  approval to the SHA, which push times alone cannot (a head that comes back by a plain push leaves no event);
+  a label without such a review, or older than the push, is removed, with the reason;
 - a bot's pull request from a branch of this repository (Dependabot, Renovate) is gated as a fork's: the new
   code it runs is upstream packages' that nobody here has read;
 - one label approves one run: the gate removes the label when it lets a fork's head run (a removal GitHub
@@ -61,6 +64,7 @@ class Decision:
     head_sha: str = ""
     fork: bool = False
     label_removed: bool = False
+    approver: str = ""  # the maintainer whose review approved a fork's head
 
     @property
     def environment(self) -> str:
@@ -102,12 +106,25 @@ def pushed_at(client: GitHub, head_sha: str, branch: str, fork_repo: str) -> str
     another SHA. Not its first run ever: push B, force-push A, label, push B again must count B from the
     last push (where A's push started no run, ``[skip ci]``, the force pushes date it: ``head_moved_at``)."""
     query = urllib.parse.urlencode({"branch": branch, "event": "pull_request"})
-    runs = [r for r in client.pages(f"/actions/runs?{query}", key="workflow_runs")
+    runs = [r for r in client.pages(f"/actions/runs?{query}", key="workflow_runs", whole=True)
             if ((r.get("head_repository") or {}).get("full_name") or fork_repo) == fork_repo]  # fmt: skip
     others = [r.get("created_at") or "" for r in runs if r.get("head_sha") != head_sha]
     since = max(others, default="")
     times = [t for r in runs if r.get("head_sha") == head_sha and (t := r.get("created_at") or "") > since]
     return min(times) if times else None
+
+
+WRITERS = ("admin", "write")  # the collaborator permissions that may approve a fork's head (maintain reads "write")
+
+
+def approved_by(client: GitHub, number: int, head_sha: str, author: str) -> str | None:
+    """A maintainer who approved exactly ``head_sha`` in a review of pull request ``number``: a review of state
+    APPROVED submitted on that commit by someone with write access other than the author (who can leave a review
+    on their own pull request, and may be a collaborator). None when nobody did."""
+    reviews = client.pages(f"/pulls/{number}/reviews", whole=True)
+    logins = dict.fromkeys(str((r.get("user") or {}).get("login") or "") for r in reviews
+                           if r.get("commit_id") == head_sha and r.get("state") == "APPROVED")  # fmt: skip
+    return next((who for who in logins if who and who != author and client.permission(who) in WRITERS), None)
 
 
 def take_label(client: GitHub, number: int, label: str) -> bool:
@@ -158,10 +175,20 @@ def decide(client: GitHub, payload: dict[str, Any], label: str = LABEL) -> Decis
     if fork:
         required_reviewers(client, FORK_ENVIRONMENT)
         if not any(x.get("name") == label for x in pr.get("labels") or []):
-            decision.reason = (f"#{number} comes from {origin}: a maintainer reviews head {head_sha[:12]}, adds the "
-                               f"label {label!r}, then approves the run of environment {FORK_ENVIRONMENT}")  # fmt: skip
+            decision.reason = (f"#{number} comes from {origin}: a maintainer approves head {head_sha[:12]} in a "
+                               f"review, adds the label {label!r}, then approves the run of environment "
+                               f"{FORK_ENVIRONMENT}")  # fmt: skip
             return decision
-        events = client.pages(f"/issues/{number}/events")
+        author = str((pr.get("user") or {}).get("login") or "")
+        approver = approved_by(client, number, head_sha, author)
+        if approver is None:
+            decision.label_removed = take_label(client, number, label)
+            decision.reason = (f"#{number}: no one with write access approved head {head_sha[:12]} in a review "
+                               f"(a review of another commit, or the author's, does not count), so label {label!r} "
+                               "was removed: a maintainer reads this head, approves it in a review, then adds the "
+                               "label again")  # fmt: skip
+            return decision
+        events = client.pages(f"/issues/{number}/events", whole=True)
         labelled = label_added_at(events, label)
         # The head's last push: its runs', or a force push or branch event after them (a push with no run).
         pushed = pushed_at(client, head_sha, branch, fork_repo)
@@ -177,6 +204,7 @@ def decide(client: GitHub, payload: dict[str, Any], label: str = LABEL) -> Decis
             decision.reason = f"#{number}: label {label!r} was already taken by another run; add it again to rerun"
             return decision
         decision.label_removed = True
+        decision.approver = approver
     decision.run = True
     decision.reason = f"#{number} head {head_sha[:12]}: benchmarking" + (
         f" after approval (label {label!r} taken: the next head needs a new one)" if fork else "")
@@ -189,6 +217,7 @@ def summary(decision: Decision, repository: str) -> str:
             ("head SHA (what runs)", f"`{decision.head_sha}`" if decision.head_sha else "-"),
             ("base SHA", f"`{decision.base_sha}`" if decision.base_sha else "-"),
             ("fork", "yes: approve only after reading this head's diff" if decision.fork else f"no ({repository})"),
+            ("head approved in a review by", decision.approver or "-"),
             ("runs on the GPU runner", "yes" if decision.run else "no")]  # fmt: skip
     table = "\n".join(f"| {k} | {v} |" for k, v in rows)
     return f"### mlaperf PR gate\n\n| | |\n| --- | --- |\n{table}\n\n{decision.reason}\n"

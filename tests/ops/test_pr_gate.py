@@ -40,13 +40,23 @@ REVIEWERS = {"protection_rules": [{"type": "required_reviewers", "prevent_self_r
 def pull(fork: bool = True, labels: tuple[str, ...] = ("run-benchmarks",), **over: Any) -> dict[str, Any]:
     owner = "mallory" if fork else "acme"
     return {"number": 7, "draft": False, "labels": [{"name": n} for n in labels], "base": {"sha": BASE},
+            "user": {"login": "mallory" if fork else "alice", "type": "User"},
             "head": {"sha": HEAD, "ref": "topic", "owner": owner, "repo": {"full_name": f"{owner}/kernels"}},
             **over}  # fmt: skip
 
 
+def review(sha: str = HEAD, login: str = "maint", state: str = "APPROVED") -> dict[str, Any]:
+    return {"user": {"login": login}, "commit_id": sha, "state": state, "submitted_at": "2026-12-01T10:04:00Z"}
+
+
 def seed(pulls: list[dict[str, Any]], *, labelled: str = "2026-12-01T10:05:00Z", pushed: str = "2026-12-01T10:00:00Z",
-         environment: dict[str, Any] | None = REVIEWERS) -> dict[str, Any]:  # fmt: skip
+         environment: dict[str, Any] | None = REVIEWERS, reviews: tuple[str, ...] = (HEAD,)
+         ) -> dict[str, Any]:  # fmt: skip
     get: dict[str, Any] = {
+        f"{API}/pulls/7/reviews": [review(sha) for sha in reviews],
+        f"{API}/collaborators/maint/permission": {"permission": "write"},
+        f"{API}/collaborators/mallory/permission": {"permission": "write"},  # a collaborator with a fork
+        f"{API}/collaborators/reader/permission": {"permission": "read"},
         f"{API}/issues/7/events": [{"event": "labeled", "label": {"name": "run-benchmarks"}, "created_at": labelled}],
         f"{API}/actions/runs": {"workflow_runs": [
             {"head_sha": HEAD, "created_at": pushed}, {"head_sha": HEAD, "created_at": labelled},
@@ -152,6 +162,43 @@ def test_a_label_older_than_the_push_is_removed(tmp_path: Path, github_server: S
     assert rc == 0 and out["run"] == "false", log
     assert github.state()["pulls"][0]["labels"] == [] and github.state()["statuses"] == []
     assert "older than the push" in log and "it was removed" in summary
+
+
+def test_a_label_approves_only_the_commit_a_maintainer_approved(tmp_path: Path, github_server: Server) -> None:
+    """Push B (hostile) so it gets a run, force-push A (benign, ``[skip ci]``: no run), a maintainer reads A and
+    labels it, then B comes back by a plain push (a child of A: no event). B's push is dated by its first run, older
+    than the label, so the times alone let B run on A's label (found by a security review); the label counts only
+    with a review approving B itself."""
+    bad, good = HEAD, "a" * 40
+    state = seed([pull()], labelled="2026-12-01T12:00:00Z", reviews=(good,))
+    state["get"][f"{API}/actions/runs"] = {"workflow_runs": [{"head_sha": bad, "created_at": "2026-12-01T13:00:00Z"},
+                                                             {"head_sha": bad, "created_at": "2026-12-01T09:00:00Z"}]}
+    state["get"][f"{API}/issues/7/events"] += [{"event": "head_ref_force_pushed", "created_at": "2026-12-01T10:00:00Z"}]
+    github = github_server(state)
+    rc, log, out, summary = gate(tmp_path, github)
+    assert rc == 0 and out["run"] == "false" and f"approved head {bad[:12]} in a review" in log, log
+    assert github.state()["pulls"][0]["labels"] == [] and github.state()["statuses"] == []
+    # Not by the author (a collaborator can review their own pull request), nor with read access, nor a comment.
+    for reviews in ([review(login="mallory")], [review(login="reader")], [review(state="COMMENTED")],
+                    [review(state="CHANGES_REQUESTED")], [review(login="stranger")]):
+        state["get"][f"{API}/pulls/7/reviews"] = reviews
+        rc, log, out, _ = gate(tmp_path, github_server(state))
+        assert rc == 0 and out["run"] == "false" and "no one with write access" in log, (reviews, log)
+    # A maintainer's approval of B (among others') lets B run, and the summary names who approved it.
+    state["get"][f"{API}/pulls/7/reviews"] = [review(good), review(login="reader"), review()]
+    rc, log, out, summary = gate(tmp_path, github_server(state))
+    assert rc == 0 and out["run"] == "true" and "| head approved in a review by | maint |" in summary, log
+
+
+def test_a_list_past_the_page_cap_fails_closed(tmp_path: Path, github_server: Server) -> None:
+    """2,100 events (the author can add them: title edits) would hide the newest from a listing cut at 2,000, where
+    GitHub lists the oldest first: the gate decides on the whole list or not at all."""
+    state = seed([pull()])
+    state["get"][f"{API}/issues/7/events"] = [{"event": "renamed", "created_at": "2026-12-01T10:06:00Z"}] * 2100
+    github = github_server(state)
+    rc, log, out, _ = gate(tmp_path, github)
+    assert rc == 3 and "more than 2,000 items" in log and out == {}, log
+    assert github.state()["statuses"] == []
 
 
 @pytest.mark.parametrize(
