@@ -50,6 +50,7 @@ from db.asvformat import (
     show_path,
 )
 from db.engine import StoreError, ensure_schema, first_line, raise_store_error, store_error
+from db.expected import Expected
 from db.history_order import renumber
 from db.models import Commit, Environment, Machine, Run
 from db.run_writer import ParsedFile, RunWriter, SuiteListing
@@ -250,7 +251,8 @@ def _resolve_repo(repo: str | Path | None) -> Path | None:
 class _Inputs:
     """The metadata files beside results files, read once each; a broken one refuses the files using it."""
 
-    def __init__(self) -> None:
+    def __init__(self, expect: Expected | None = None) -> None:
+        self.expect = expect  # what may be stored (commits, machine); None: anything valid
         self.machine_infos: dict[Path, dict[str, Any] | AsvFormatError] = {}
         self.benchmark_sets: dict[Path, dict[str, Any] | AsvFormatError] = {}
         self.suites: dict[Path | None, SuiteListing] = {}
@@ -344,6 +346,9 @@ def _prepare(file: ResultFile, writer: RunWriter, inputs: _Inputs, summary: Inge
         if len(file.source_path) > limits.SOURCE_PATH:
             raise AsvFormatError(f"its path is over the limit of {limits.SOURCE_PATH} characters")
         parsed = _parse(data, file, inputs, lambda: {**writer.known_benchmarks(), **inputs.described()})
+        unexpected = inputs.expect and inputs.expect.refusal(parsed.run.commit_hash, parsed.run.machine)
+        if unexpected:
+            raise AsvFormatError(unexpected)
         folder = (inputs.machine_info(file) or {}).get("machine") or (file.results_dir and file.path.parent.name)
         if isinstance(folder, str) and folder and folder != parsed.run.machine:
             key = (parsed.run.machine, folder)
@@ -389,13 +394,15 @@ def ingest_paths(
     *,
     progress: bool | str = True,
     repo: str | Path | None = None,
+    expect: Expected | None = None,
 ) -> IngestSummary:
     """Ingest asv results into the store behind ``engine``.
 
     ``paths``: asv results directories, machine directories and/or results files. ``progress``: True
     shows a progress bar on a terminal, ``"always"`` everywhere, False never. ``repo``: the benchmarked
     git repository, for commit parents/message/author/branch and generation (default: the repository
-    containing the current directory, used for those commits it has).
+    containing the current directory, used for those commits it has). ``expect``: the commits and machine a
+    file may have (others are refused, as invalid files are).
 
     Bad input never raises: a path that does not exist or cannot be read, and a file that is not valid
     asv output or breaks the store's limits, is recorded in ``summary.refused`` and changes nothing; a
@@ -415,7 +422,7 @@ def ingest_paths(
         writer.preload()
     except DBAPIError as exc:
         raise_store_error(exc, engine.url)
-    inputs = _Inputs()
+    inputs = _Inputs(expect)
     inputs.read_suites(files)
     size = _WRITE_BATCH_FILES if engine.dialect.name == "sqlite" else 1
     pending: list[tuple[ResultFile, ParsedFile, str]] = []

@@ -24,6 +24,7 @@ from db.engine import (
     missing_sqlite_file,
     upgrade,
 )
+from db.expected import Expected
 from db.ingest import ingest_paths
 from settings import exits
 from settings.args import add_db, add_git_repo
@@ -40,9 +41,11 @@ def cmd_ingest(args: argparse.Namespace) -> int:
               "machine's folder or results files)", file=sys.stderr)  # fmt: skip
         return exits.USAGE
     try:
+        expect = Expected.read(args.only_commits, args.only_machine)  # a bad file is said before any store is made
         engine = make_engine(url)
         try:
-            summary = ingest_paths(engine, args.paths or [DEFAULT_RESULTS], progress=progress, repo=args.repo)
+            summary = ingest_paths(engine, args.paths or [DEFAULT_RESULTS], progress=progress, repo=args.repo,
+                                   expect=expect)
         finally:
             engine.dispose()
     except (ValueError, StoreError) as exc:
@@ -142,6 +145,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_git_repo(ingest)
     ingest.add_argument("--quiet", "-q", action="store_true", help="no progress bar, no summary unless a file failed")
     ingest.add_argument("--progress", action="store_true", help="show the progress bar even when not on a terminal")
+    ingest.add_argument("--only-commits", metavar="FILE", default=None,
+                        help="refuse results of commits not listed in FILE (full SHAs, one a line; the nightly passes "
+                        "its plan)")
+    ingest.add_argument("--only-machine", metavar="NAME", default=None,
+                        help="refuse results of any other asv machine (the nightly passes MLAPERF_MACHINE)")
     ingest.set_defaults(func=cmd_ingest)
 
     db = subparsers.add_parser("db", help="database schema: upgrade, current, downgrade")

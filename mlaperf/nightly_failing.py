@@ -17,8 +17,8 @@ _MARKER = "<!-- mlaperf-failing:"
 
 @dataclass
 class Action:
-    """What ``nightly alert`` does to one issue (an alert group's, ``mlaperf.nightly.plan_issues``, or a machine's
-    failing benchmarks', :func:`plan_failing`)."""
+    """What ``nightly alert`` does to one issue (an alert group's, ``mlaperf.nightly_groups.plan_issues``, or a
+    machine's failing benchmarks', :func:`plan_failing`)."""
 
     action: str  # open | update | close | unchanged
     group: Any

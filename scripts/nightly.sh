@@ -50,7 +50,10 @@ case "$step" in
     ;;
   record)
     if [[ ! -d "$NIGHT/results-$round" ]]; then echo "nightly: round $round measured nothing"; exit 0; fi
-    "$MLAPERF" ingest "$NIGHT/results-$round" --repo .
+    # Only what was planned, on this machine: the measure job ran the measured commits' code, which can leave any
+    # file in results-ROUND (a forged file is refused, the step fails and nothing of it is stored or detected).
+    machine="$("$MLAPERF" nightly machine "${target[@]}")"
+    "$MLAPERF" ingest "$NIGHT/results-$round" --repo . --only-commits "$NIGHT/plan-$round.txt" --only-machine "$machine"
     "$MLAPERF" detect --json --all > "$NIGHT/regressions.json"
     ;;
   alert)

@@ -15,7 +15,8 @@ import pytest
 from scratch import MLAPERF, FakeGitHub
 
 from mlaperf import cli
-from mlaperf.nightly import issue_for_group, plan_round
+from mlaperf.nightly import plan_round
+from mlaperf.nightly_groups import issue_for_group
 
 SHA = "a" * 40
 PARENT = "b" * 40

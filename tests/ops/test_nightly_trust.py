@@ -9,7 +9,7 @@ import os
 import subprocess
 from pathlib import Path
 
-from scratch import MLAPERF, git, make_scratch
+from scratch import MLAPERF, ROOT, git, make_scratch
 
 SPY = '''
 import os as _os
@@ -68,3 +68,63 @@ def test_suspects_off_the_default_branch_are_not_remeasured_and_discovery_sees_n
     assert planned[0] == c2 and "confirm suspect step" in proc.stdout
     assert "note:" not in proc.stdout, proc.stdout  # the suite was listed (its benchmark code imported)
     assert not seen.exists(), f"benchmark code saw MLAPERF_DB while the suite was listed: {seen.read_text()}"
+
+
+def _result(commit: str, machine: str) -> str:
+    return json.dumps({
+        "commit_hash": commit, "env_name": "existing-py3.11", "date": 1_700_000_000_000,
+        "params": {"machine": machine, "python": "3.11"}, "python": "3.11", "requirements": {}, "env_vars": {},
+        "result_columns": ["result", "params", "version"], "durations": {}, "version": 2,
+        "results": {"bench_work.Work.time_work": [[1e-3, 2e-3], [["1", "2"]], "work-1"]}})  # fmt: skip
+
+
+def test_record_stores_only_the_planned_commits_of_this_machine(tmp_path: Path) -> None:
+    """The measure job runs the measured commits' code, which can leave any file in results-ROUND: a file of a
+    commit the night did not plan, or of another machine, is refused by name and the step fails before detection
+    (a security review: two forged files were stored and raised 37 regressions, and counted as measured)."""
+    from sqlalchemy import create_engine, select
+
+    from db.models import Commit, Run
+
+    scratch = make_scratch(tmp_path / "workspace")
+    c1, c2, c3 = (scratch.commit(f"c{i}") for i in (1, 2, 3))
+    night = tmp_path / "night"
+    results = night / "results-1" / "ci-cpu"
+    results.mkdir(parents=True)
+    (night / "plan-1.txt").write_text(f"{c2}\n")
+    (results / "machine.json").write_text(json.dumps({"machine": "ci-cpu", "version": 1}))
+    (results / f"{c2[:8]}-planned.json").write_text(_result(c2, "ci-cpu"))
+    (results / f"{c3[:8]}-forged.json").write_text(_result(c3, "ci-cpu"))  # a commit tonight did not plan
+    (results / f"{c2[:8]}-elsewhere.json").write_text(_result(c2, "other"))  # another machine's series
+    store = tmp_path / "store.sqlite"
+    env = {**os.environ, "MLAPERF_DB": f"sqlite:///{store}", "MLAPERF": str(MLAPERF), "MLAPERF_NIGHT_DIR": str(night),
+           "MLAPERF_MACHINE": "ci-cpu", "HOME": str(tmp_path)}  # fmt: skip
+    env.pop("PYTHONPATH", None)
+    proc = subprocess.run(["bash", str(ROOT / "scripts" / "nightly.sh"), "record", "1"], cwd=scratch.path, env=env,
+                          capture_output=True, text=True, timeout=300)  # fmt: skip
+    log = proc.stdout + proc.stderr
+    assert proc.returncode == 2, log
+    assert f"REFUSED {results / f'{c3[:8]}-forged.json'}" in log and "is not one of the 1 expected" in log, log
+    assert f"{c2[:8]}-elsewhere.json: its machine 'other' is not the expected 'ci-cpu'" in log, log
+    assert not (night / "regressions.json").exists()  # detection never saw the night
+    with create_engine(f"sqlite:///{store}").connect() as conn:
+        stored = set(conn.scalars(select(Commit.sha).join(Run, Run.commit_id == Commit.id)))
+    assert stored == {c2}, stored
+    assert c1  # the first commit exists only to give the others a parent
+    # The name the record step expects is the plan's, and a named tier needs no device (the store runner has none).
+    for tier, name in (("gpu", "h200"), ("cpu", "h200-cpu")):
+        proc = subprocess.run([str(MLAPERF), "nightly", "machine", "--machine", "h200", "--tier", tier], env=env,
+                              capture_output=True, text=True, timeout=120)  # fmt: skip
+        assert (proc.returncode, proc.stdout) == (0, f"{name}\n"), proc.stderr
+
+
+def test_only_commits_names_a_bad_file_before_any_store(tmp_path: Path) -> None:
+    plan_file = tmp_path / "plan.txt"
+    plan_file.write_text(f"# tonight\n{'a' * 40}\n\nHEAD~1\n")
+    store = tmp_path / "store.sqlite"
+    for given, message in ((plan_file, f"--only-commits {plan_file}: line 4 is not a full commit SHA: 'HEAD~1'"),
+                           (tmp_path / "missing.txt", f"--only-commits {tmp_path / 'missing.txt'}: cannot be read")):
+        proc = subprocess.run([str(MLAPERF), "ingest", str(tmp_path), "--db", f"sqlite:///{store}", "--only-commits",
+                               str(given)], capture_output=True, text=True, timeout=120)  # fmt: skip
+        assert proc.returncode == 2 and message in proc.stderr, proc.stderr
+        assert not store.exists()
