@@ -51,6 +51,9 @@ _MD_ACTIVE = re.compile(r"([\\`*_~\[\]()!<>&|$])")
 # references (#123, GH-123), URL schemes and www. autolinks. Broken wherever they stand, not only after a word
 # boundary: GitHub links "_www.x" and the URL in "1https://x", where "_" and "1" are word characters.
 _LINKISH = re.compile(r"(@|#(?=\d)|GH-(?=\d)|(?:https?|ftp|mailto|xmpp|www)(?=[:.]))", re.IGNORECASE)
+# A word of 7 or more hex digits, which GitHub links as a commit (one of a fork's too, shown under this
+# repository's address): in text, every six are parted by a zero-width space. Code spans are not linked.
+_HEX_RUN = re.compile(r"[0-9a-fA-F]{7,}")
 
 
 def _neutral(value: Any) -> str:
@@ -62,9 +65,14 @@ def _neutral(value: Any) -> str:
     return text.replace("<!--", "<!" + ZWSP + "--")
 
 
+def _unhex(match: re.Match[str]) -> str:
+    run = match.group(0)
+    return ZWSP.join(run[i : i + 6] for i in range(0, len(run), 6))
+
+
 def md_text(value: Any) -> str:
     """A value from data as plain markdown text (table cells and prose alike)."""
-    return _MD_ACTIVE.sub(r"\\\1", _neutral(value))
+    return _MD_ACTIVE.sub(r"\\\1", _HEX_RUN.sub(_unhex, _neutral(value)))
 
 
 def md_code(value: Any, *, table: bool = True) -> str:

@@ -46,6 +46,11 @@ fi
 # Canonical paths (no trailing slash, no symlink): the runner folder is compared with HOME's entries as a path.
 home="$(realpath -m -- "$HOME")"
 runner_root="$(realpath -m -- "${RUNNER_ROOT:-$home/actions-runner}")"
+# The runner folder's path as configured (links on it not resolved, HOME's part written as $home): a link in HOME
+# is kept only where this path goes through it (an admin's ~/actions-runner -> ~/runners/v2).
+root_path="$(realpath -m -s -- "${RUNNER_ROOT:-$home/actions-runner}")"
+home_path="$(realpath -m -s -- "$HOME")"
+if [[ "$root_path" == "$home_path"/* ]]; then root_path="$home${root_path#"$home_path"}"; fi
 work="$(realpath -m -- "${RUNNER_WORK:-$runner_root/_work}")"
 if [[ "$home" == "/" || "$home" == "/root" && "$uid" != 0 ]]; then
   echo "runner-reset: refusing HOME=$home" >&2; exit 2
@@ -153,14 +158,17 @@ clean() {  # everything in $1 but the runner folder; a directory that holds it i
   local entry real
   writable "$1"
   for entry in "$1"/*; do
-    real="$(realpath -m -- "$entry")"  # a link to the runner folder (or on its path) is compared by its target
-    if [[ "$real" == "$runner_root" ]]; then continue; fi
-    if [[ "$runner_root" == "$real"/* ]]; then
-      if [[ -L "$entry" ]]; then continue; fi  # a link on the runner folder's path: kept, never followed
-      clean "$entry"
-    else
+    if [[ -L "$entry" ]]; then
+      # Kept only on the configured path, never followed; any other link goes (rm removes the link, not its
+      # target): a job's link to HOME or to the runner folder as the marker's name kept the next job from starting
+      # on every reset after it (a security review).
+      if [[ "$root_path" == "$entry" || "$root_path" == "$entry"/* ]]; then continue; fi
       remove "$entry"
+      continue
     fi
+    real="$(realpath -m -- "$entry")"
+    if [[ "$real" == "$runner_root" ]]; then continue; fi
+    if [[ "$runner_root" == "$real"/* || "$root_path" == "$entry"/* ]]; then clean "$entry"; else remove "$entry"; fi
   done
 }
 shopt -s dotglob nullglob

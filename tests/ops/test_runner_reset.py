@@ -324,6 +324,26 @@ def test_a_link_to_the_runner_folder_is_kept(job_home: Path) -> None:
     assert not (job_home / "runners" / "old").exists() and not (job_home / ".cache").exists()
 
 
+def test_a_jobs_links_to_home_or_the_runner_go(job_home: Path) -> None:
+    """The marker's names as links to HOME (or the runner folder) were kept as "on the runner folder's path", so
+    every later job stopped at its first step ("already ran ... not reset") however often the runner was reset (a
+    security review). Links are removed, never followed; only the configured path's own link stays."""
+    runner, work = job_home / "actions-runner", job_home / "actions-runner" / "_work"
+    (runner / "bin").mkdir(parents=True, exist_ok=True)
+    (runner / "bin" / "Runner.Worker").write_text("the runner")
+    (job_home / ".mlaperf-pr-job").symlink_to(job_home)
+    (work / ".mlaperf-pr-job").symlink_to(job_home)
+    (job_home / "runner-again").symlink_to(runner)
+    (work / "up").symlink_to(runner)
+    give_to_job(job_home)
+    proc = as_job_user(["bash", str(installed(job_home))], job_home, RUNNER_ROOT=None)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    for link in (job_home / ".mlaperf-pr-job", work / ".mlaperf-pr-job", job_home / "runner-again", work / "up"):
+        assert not link.is_symlink() and not link.exists(), link
+    assert (runner / "bin" / "Runner.Worker").exists()  # the links' targets stay
+    assert sorted(p.name for p in job_home.iterdir()) == ["actions-runner"]
+
+
 def test_the_jobs_files_inside_a_shared_sticky_folder_go(job_home: Path) -> None:
     # /tmp/.X11-unix and its kind: root's folders of mode 1777 where any job may leave files; only the top of the
     # tmp folders was searched, so those files outlived the reset. Root's own file there stays.

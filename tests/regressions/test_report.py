@@ -36,6 +36,7 @@ Ingest = Callable[[Engine, list[Path]], None]
 NAN = float("nan")
 HOSTILE = [
     "@team",
+    "9fceb02d0ae598e95dc970b74767f19372d61af8",  # a unit GitHub would link as a commit (a fork's too)
     "[x](http://e)",
     "<img src=x>",
     "a|b",
@@ -98,6 +99,8 @@ def test_hostile_values_are_inert_in_the_markdown() -> None:
     md, rows = _hostile_report()
     assert md.startswith(MARKER + "\n") and md.count(MARKER) == 1
     assert LINKISH.search(md) is None, LINKISH.search(md)
+    outside_code = re.sub(r"(`+).*?\1", "", md)  # GitHub links no commit inside a code span
+    assert re.search(r"[0-9a-fA-F]{7,}", outside_code) is None, re.search(r".{20}[0-9a-fA-F]{7,}.{5}", outside_code)
     assert "x" * MAX_CELL_CHARS not in md and "x" * (MAX_CELL_CHARS - 1) + "\u2026" in md
     # One table row per comparison, each with its 8 cells: no value split a row or a cell.
     table_rows = [line for line in md.splitlines() if line.startswith("| `") or line.startswith("| ``")]
