@@ -88,7 +88,8 @@ STATUSES = (IMPROVED, REGRESSED, UNCHANGED, FAILED, MISSING, CHANGED, UNTESTED, 
 # What judged a change (``Comparison.method``): the samples, the history's noise, both, the 99% intervals, the
 # threshold alone (memory), a value leaving or reaching 0, a new asv version (not judged), or nothing.
 METHODS = ("mann-whitney+history", "mann-whitney", "history", "ci99", "threshold", "zero", "version", "none")
-# Statuses that fail a pull request's check (`mlaperf compare` exits 1).
+# Statuses that fail a pull request's check (`mlaperf compare` exits 1); a FAILED row only where the head brings the
+# failure (``fails_check``).
 FAILING = (REGRESSED, FAILED, MISSING)
 
 # What one side (base or head) has for a series.
@@ -183,9 +184,18 @@ def change_text(status: str, base: float | None, head: float | None, direction: 
     return "not compared" if status == CHANGED else fmt_value_change(base, head, direction)
 
 
+def fails_check(c: Comparison) -> bool:
+    """Whether a row fails a pull request's check: a regression, a missing series, or a failure the head brings. A
+    benchmark that fails on base too was broken before the pull request: reported ("failed on both"), not failing
+    it (a review: 3 benchmarks broken on base made 84 failed rows and a red check on every pull request)."""
+    if c.status == FAILED:
+        return c.head_status == SIDE_FAILED and c.base_status != SIDE_FAILED
+    return c.status in FAILING
+
+
 def exit_status(comparisons: list[Comparison]) -> int:
-    """A check's exit status: 1 when any series regressed or failed, else 0."""
-    return 1 if any(c.status in FAILING for c in comparisons) else 0
+    """A check's exit status: 1 when any row fails it (:func:`fails_check`), else 0."""
+    return 1 if any(fails_check(c) for c in comparisons) else 0
 
 
 def _finite(value: float | None) -> bool:

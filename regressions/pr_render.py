@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from regressions.compare import FAILED, FAILING, MISSING, REGRESSED, Comparison
+from regressions.compare import FAILED, MISSING, REGRESSED, Comparison, fails_check
 from regressions.config import ConfigError, load_settings
 from regressions.pr_schema import ReportError, check_sha, read_report
 from regressions.report import MARKER, MAX_BODY_CHARS, compare_markdown, md_code, md_text
@@ -93,16 +93,18 @@ def render(
     body = compare_markdown(comparisons, base=base, head=head, machines=machines,
                             threshold_note=threshold_note(comparisons), max_chars=MAX_BODY_CHARS - 1_000)  # fmt: skip
     regressed = sum(c.status == REGRESSED for c in comparisons)
-    failed = sum(c.status == FAILED for c in comparisons)
+    failed = sum(c.status == FAILED and fails_check(c) for c in comparisons)
+    before = sum(c.status == FAILED and not fails_check(c) for c in comparisons)  # failing on base already
     missing = sum(c.status == MISSING for c in comparisons)
-    if any(c.status in FAILING for c in comparisons):
+    if any(fails_check(c) for c in comparisons):
         gone = f", {missing} missing" if missing else ""
         status = Status("failure", f"{prefix}{plural(regressed, 'regression')}, {failed} failed{gone}", context)
     elif result != "success":  # a report, then the job failed (or was cancelled): not a clean run
         status = Status("error", f"{prefix}benchmark job ended ({result}) after its report", context)
         body += f"\nThe benchmark job ended ({result}) after writing this report. See {link}.\n"
     else:
-        status = Status("success", f"{prefix}no regression ({len(comparisons)} series)", context)
+        broken = f"; {before} failing on base too" if before else ""
+        status = Status("success", f"{prefix}no regression ({len(comparisons)} series{broken})", context)
     return _with_fork_note(body, fork), status
 
 

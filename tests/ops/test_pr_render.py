@@ -126,6 +126,23 @@ def test_a_case_missing_at_head_is_listed_and_fails(tmp_path: Path) -> None:
     assert "Missing at head" in md and "time_gone" in md
 
 
+def test_a_benchmark_failing_on_base_too_is_listed_and_does_not_fail(tmp_path: Path) -> None:
+    """Broken before the pull request (a review: 3 benchmarks broken on base made 84 failed rows and a red check on
+    every pull request): listed under Failed, "on both", and the status says so without failing; a failure the head
+    brings still fails."""
+    both = row(benchmark="bench_decode.SparseDecode.time_broken", status="failed", base_status="failed",
+               head_status="failed", base=None, head=None, ratio=None, slowdown=None, p_value=None, method="none")
+    rc, md, status = render(tmp_path, json.dumps([row(), both]).encode())
+    assert rc == 0, md
+    assert status == {"state": "success", "description": "no regression (2 series; 1 failing on base too)",
+                      "context": CONTEXT}  # fmt: skip
+    assert "1 failed** (1 on both)" in md and ":white_check_mark:" in md and "time_broken" in md
+    head_only = {**both, "base_status": "ok", "base": 4e-5}
+    rc, md, status = render(tmp_path, json.dumps([row(), both, head_only]).encode())
+    assert status["state"] == "failure" and status["description"] == "0 regressions, 1 failed", status
+    assert ":x:" in md
+
+
 def test_names_and_units_the_store_holds_pass_the_schema(tmp_path: Path) -> None:
     # The report carries what ingest stored: a unit or machine at the store's limit is a valid row, one past it not.
     at_limit = row(unit="u" * limits.BENCHMARK_UNIT, machine="m" * limits.MACHINE_NAME,
