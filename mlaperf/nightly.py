@@ -33,6 +33,7 @@ import subprocess
 import sys
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -313,16 +314,21 @@ def cmd_alert(args: argparse.Namespace) -> int:
             raise PlanError(str(exc)) from None
     try:
         issues = client.open_issues(ISSUE_LABEL, env.bot_login()) if client else []
-        actions = [*plan_issues(records, issues, _links(args)), *plan_failing(doc, issues, _links(args))]
+        cutoff = (datetime.now(UTC).replace(tzinfo=None) - timedelta(days=args.max_age)
+                  if args.max_age else None)  # fmt: skip
+        actions = [*plan_issues(records, issues, _links(args), cutoff), *plan_failing(doc, issues, _links(args))]
         args.plan_out.parent.mkdir(parents=True, exist_ok=True)
         args.plan_out.write_text(json.dumps([asdict(a) for a in actions], indent=2) + "\n")
-        counts = {k: sum(a.action == k for a in actions) for k in ("open", "update", "close", "unchanged")}
+        counts = {k: sum(a.action == k for a in actions)
+                  for k in ("open", "update", "close", "unchanged", "not_opened")}  # fmt: skip
         line = "nightly alert: " + ", ".join(f"{v} {k}" for k, v in counts.items())
         print(f"{line} (plan in {args.plan_out})")
         if os.environ.get("GITHUB_STEP_SUMMARY"):
             with open(os.environ["GITHUB_STEP_SUMMARY"], "a", encoding="utf-8") as summary:
-                summary.write(f"### {line}\n\n" + "".join(f"- {a.action} issue #{a.number or 'new'}: {a.title}\n"
-                                                         for a in actions if a.action != "unchanged"))  # fmt: skip
+                summary.write(f"### {line}\n\n" + "".join(
+                    f"- not opened ({a.comment}): {a.title}\n" if a.action == "not_opened"
+                    else f"- {a.action} issue #{a.number or 'new'}: {a.title}\n"
+                    for a in actions if a.action != "unchanged"))  # fmt: skip
         if args.dry_run or client is None:
             return exits.OK
         for a in actions:
@@ -333,7 +339,7 @@ def cmd_alert(args: argparse.Namespace) -> int:
             elif a.action == "close":
                 client.comment(int(a.number or 0), a.comment)
                 client.close_issue(int(a.number or 0))
-            if a.action != "unchanged":
+            if a.action in ("open", "update", "close"):
                 print(f"  {a.action} issue #{a.number} (alert group {a.group})")
     except GitHubError as exc:
         print(f"mlaperf nightly alert: GitHub API: {exc}", file=sys.stderr)
@@ -396,5 +402,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help=f"repository web URL of commit links, '' for none (default: ${env.REPO_URL.name}, else the "
                    "GitHub repository of the workflow run)")  # fmt: skip
     a.add_argument("--dry-run", action="store_true", help="write the plan, change no issue")
+    a.add_argument("--max-age", type=int, default=30, metavar="DAYS",
+                   help="open no issue for a group whose commits are all older than DAYS (the first night after a "
+                   "history is imported finds every old step); 0: any age")  # fmt: skip
     a.set_defaults(func=cmd_alert)
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
+from datetime import UTC, datetime
 from typing import Any
 
 from mlaperf.nightly_failing import Action
@@ -88,10 +89,29 @@ def issue_for_group(group: Any, rows: list[Mapping[str, Any]], links: Mapping[st
     return title, "\n".join(lines)[:MAX_BODY_CHARS] + "\n"
 
 
+def _older_than(rows: Iterable[Mapping[str, Any]], cutoff: datetime | None) -> bool:
+    """Every commit of the group dated before ``cutoff`` (a row without a readable date counts as recent)."""
+    if cutoff is None:
+        return False
+    for r in rows:
+        try:
+            when = datetime.fromisoformat(str(r.get("date")))
+        except ValueError:
+            return False
+        if when.tzinfo is not None:
+            when = when.astimezone(UTC).replace(tzinfo=None)
+        if when >= cutoff:
+            return False
+    return True
+
+
 def plan_issues(
-    records: Iterable[Mapping[str, Any]], open_issues: Iterable[Any], links: Mapping[str, str]
+    records: Iterable[Mapping[str, Any]], open_issues: Iterable[Any], links: Mapping[str, str],
+    opened_after: datetime | None = None,
 ) -> list[Action]:
-    """open / update / close / unchanged per alert group, given the label's open issues."""
+    """open / update / close / unchanged per alert group, given the label's open issues. A group with no issue
+    whose commits are all dated before ``opened_after`` (naive UTC) is ``not_opened``: the first night after a
+    history is imported found every old step at once (a review: 7 issues for steps of months before)."""
     open_issues = list(open_issues)
     by_group: dict[Any, list[Mapping[str, Any]]] = defaultdict(list)
     for r in records:
@@ -120,6 +140,9 @@ def plan_issues(
             title, body = issue_for_group(group, open_rows, links)
             kind = "unchanged" if (issue.title, issue.body) == (title, body) else "update"
             actions.append(Action(kind, group, issue.number, title, body))
+        elif issue is None and "new" in statuses and _older_than(rows, opened_after):
+            actions.append(Action("not_opened", group, None, *issue_for_group(group, open_rows, links),
+                                  comment=f"every commit dated before {opened_after:%Y-%m-%d}"))
         elif issue is None and "new" in statuses:
             title, body = issue_for_group(group, open_rows, links)
             # A merged group's issue naming this range follows this group (its marker rewritten): no second issue.

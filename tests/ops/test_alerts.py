@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -100,6 +101,26 @@ def test_issue_lifecycle(tmp_path: Path, fake_github: FakeGitHub) -> None:
         (1, "No series of this alert group is open any more (fixed 2); closing.")]  # fmt: skip
     rc, plan = alert(tmp_path, fake_github, records)
     assert (rc, plan) == (0, [])
+
+
+def test_old_steps_found_by_a_first_import_open_no_issue(tmp_path: Path, fake_github: FakeGitHub) -> None:
+    """The first night after a history is imported finds every step of it at once (a review: 7 issues for steps of
+    months before): a group whose commits are all older than --max-age days is planned as not_opened, and named."""
+    old = [record(1, 7, "new", date="2025-10-01T12:00:00"), record(2, 8, "new", date="2025-10-02T12:00:00+02:00")]
+    recent = [record(3, 9, "new", date=datetime.now(UTC).isoformat(timespec="seconds"))]
+    rc, plan = alert(tmp_path, fake_github, [*old, *recent])
+    assert rc == 1 and [(a["action"], a["group"]) for a in plan] == [("not_opened", 7), ("not_opened", 8), ("open", 9)]
+    assert list(fake_github.state()["issues"]) == ["1"]
+    assert plan[0]["comment"].startswith("every commit dated before ") and plan[0]["title"].startswith("Performance")
+    regressions, out = tmp_path / "regressions.json", tmp_path / "plan.json"
+    regressions.write_text(json.dumps([*old, *recent]))
+    proc = subprocess.run([str(MLAPERF), "nightly", "alert", "--regressions", str(regressions), "--plan-out",
+                           str(out), "--max-age", "0"], env={**os.environ, **fake_github.env()}, capture_output=True,
+                          text=True, timeout=120)  # fmt: skip
+    assert proc.returncode == 1, proc.stderr
+    # Any age with 0; group 9's issue is updated: this call gives no dashboard link.
+    assert [(a["action"], a["group"]) for a in json.loads(out.read_text())] == [("open", 7), ("open", 8),
+                                                                                ("update", 9)]
 
 
 def test_an_issue_of_a_group_merged_into_another_is_closed(tmp_path: Path, fake_github: FakeGitHub) -> None:
