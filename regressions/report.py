@@ -21,6 +21,7 @@ from regressions.compare import (
     CHANGED,
     FAILED,
     IMPROVED,
+    MIN_HISTORY_RUNS,
     MISSING,
     NEW,
     NOT_RUN,
@@ -135,7 +136,8 @@ _SECTIONS = [
     (IMPROVED, "Improvements", False),
     (REPAIRED, "Repaired (failed at base, measured at head)", False),
     (CHANGED, "Benchmark changed at head (a new asv version: not compared; the ratio is for reference)", False),
-    (UNTESTED, "Beyond the threshold, untested (one value a side and no history: nothing tells it from noise)", True),
+    (UNTESTED, "Beyond the threshold, untested (one value a side and fewer than "
+     f"{MIN_HISTORY_RUNS} earlier commits of the series: nothing tells it from noise)", True),
     (NEW, "Not measured at base (new in the suite, or not selected on base)", True),
     (REMOVED, "Not measured at head (gone from the suite, or not selected on head)", True),
     (NOT_RUN, "Not run (not selected, or the machine did not run that commit)", True),
@@ -163,7 +165,7 @@ def status_count(status: str, n: int) -> str:
 
 def ordered(comparisons: Sequence[Comparison]) -> list[Comparison]:
     """Worst first: failures (on head before on base), regressions by slowdown, improvements by
-    speed-up, then the rest in their given order."""
+    speed-up, untested changes by size, then the rest in their given order."""
     by_status: dict[str, list[Comparison]] = {s: [] for s, _, _ in _SECTIONS}
     for c in comparisons:
         by_status[c.status].append(c)
@@ -171,6 +173,8 @@ def ordered(comparisons: Sequence[Comparison]) -> list[Comparison]:
     # A regression without a slowdown factor left or crossed 0 (no ratio): the largest change, first.
     by_status[REGRESSED].sort(key=lambda c: -(c.slowdown if c.slowdown is not None else math.inf))
     by_status[IMPROVED].sort(key=lambda c: c.slowdown or 0.0)
+    # Untested either way: the largest change first (a 5.90x one was row 89, in name order: a review).
+    by_status[UNTESTED].sort(key=lambda c: -max(c.slowdown or 1.0, 1.0 / (c.slowdown or 1.0)))
     return [c for s, _, _ in _SECTIONS for c in by_status[s]]
 
 

@@ -230,3 +230,18 @@ def test_cli_failed_benchmark_fails_the_check_and_bad_output_path_is_usage(
     rc = main(["compare", h.shas[0], h.shas[1], "--db", url, "--markdown-out", str(tmp_path / "no" / "c.md")])
     err = capsys.readouterr().err
     assert rc == 2 and "--markdown-out" in err and "no such directory" in err
+
+
+def test_untested_changes_are_listed_largest_first() -> None:
+    """A 5.90x change with one value a side was row 89 of its section, in name order (a review on third-party
+    data); the heading says what "untested" lacks: fewer than MIN_HISTORY_RUNS earlier commits, not "no history"."""
+    from regressions.compare import MIN_HISTORY_RUNS, SeriesPair, compare_pair
+    from regressions.report import ordered
+
+    rows = [compare_pair(SeriesPair(benchmark=f"b.C.track_{i}", params={}, machine="m", unit="unit",
+                                    direction="up_is_worse", threshold=0.05, base=1.0, head=h))
+            for i, h in enumerate([1.2, 5.9, 0.5, 1.1])]  # fmt: skip
+    assert {c.status for c in rows} == {"untested"}
+    assert [c.head for c in ordered(rows)] == [5.9, 0.5, 1.2, 1.1]  # 0.5 is 2x the other way
+    md = compare_markdown(rows, base="a" * 40, head="b" * 40, machines=["m"], threshold_note="threshold 5%")
+    assert f"fewer than {MIN_HISTORY_RUNS} earlier commits" in md and "no history" not in md
