@@ -25,7 +25,7 @@ from pathlib import Path
 from regressions.compare import FAILED, MISSING, REGRESSED, Comparison, fails_check
 from regressions.config import ConfigError, load_settings
 from regressions.pr_schema import ReportError, check_sha, read_report
-from regressions.report import MARKER, MAX_BODY_CHARS, compare_markdown, md_code, md_text
+from regressions.report import MARKER, MAX_BODY_CHARS, compare_markdown, gh_text, md_code
 from regressions.units import fmt_percent, plural
 from settings.pr_contract import CONTEXT, FORK_CONTEXT, run_url
 
@@ -79,7 +79,7 @@ def render(
     prefix = "fork code, unverified: " if fork else ""
     result = job_result if job_result in JOB_RESULTS else "unknown"
     link = f"[the run]({run_url})" if RUN_URL.fullmatch(run_url) else "the workflow run"
-    problem = None if problem is None else md_text(problem)
+    problem = None if problem is None else gh_text(problem)
     commits = f"head {md_code(head[:12], table=False)} against base {md_code(base[:12], table=False)}"
     if problem is not None:
         body = (f"{MARKER}\n## mlaperf benchmarks: report refused\n\nThe benchmark job's `report.json` for {commits} "

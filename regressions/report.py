@@ -74,6 +74,11 @@ def _unhex(match: re.Match[str]) -> str:
 
 def md_text(value: Any) -> str:
     """A value from data as plain markdown text (table cells and prose alike)."""
+    return _MD_ACTIVE.sub(r"\\\1", _neutral(value))
+
+
+def gh_text(value: Any) -> str:
+    """:func:`md_text` for a body GitHub renders (the PR comment): hex words parted too, so none links a commit."""
     return _MD_ACTIVE.sub(r"\\\1", _HEX_RUN.sub(_unhex, _neutral(value)))
 
 
@@ -123,7 +128,7 @@ _HEADER = [
 def _row(c: Comparison) -> str:
     return (
         f"| {md_code(c.benchmark)} | {md_code(fmt_params(c.params))} | {md_code(c.machine)} | "
-        f"{' | '.join(side_texts(c, _SIDE_CELL, md_text))} | "
+        f"{' | '.join(side_texts(c, _SIDE_CELL, gh_text))} | "
         f"{_ratio(c)} | {_p(c)} | {md_text(c.method)} |"
     )
 
@@ -180,7 +185,7 @@ def ordered(comparisons: Sequence[Comparison]) -> list[Comparison]:
 
 def _commit(sha: str, message: str | None) -> str:
     subject = (message or "").strip().splitlines()[0] if (message or "").strip() else ""
-    return md_code(sha[:12], table=False) + (f" ({md_text(subject)})" if subject else "")
+    return md_code(sha[:12], table=False) + (f" ({gh_text(subject)})" if subject else "")
 
 
 def _render(
@@ -252,7 +257,7 @@ def compare_markdown(
     head_lines += [
         "## mlaperf benchmark report",
         f"{icon} {', '.join(parts)}: head {_commit(head, head_message)} against base "
-        f"{_commit(base, base_message)} on {shown_machines or 'no machine'} ({md_text(threshold_note)}; a "
+        f"{_commit(base, base_message)} on {shown_machines or 'no machine'} ({gh_text(threshold_note)}; a "
         "change counts when it is also significant; ratio = head / base).",
     ]
 
