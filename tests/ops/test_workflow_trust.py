@@ -330,3 +330,50 @@ def test_container_job_user_is_not_root_nor_in_the_docker_group() -> None:
     assert users and users[-1] == "${RUNNER_UID}:${RUNNER_UID}", users
     assert "ARG RUNNER_UID=1001" in lines and 'test "${RUNNER_UID}" -gt 0' in "\n".join(lines)
     assert not re.search(r"\bdocker\b|\bsudo\b|chmod [ug]\+s", "\n".join(lines)), "no docker group, sudo or setuid"
+
+
+def test_nightly_artifacts_are_checked_against_their_producers_digest(tmp_path: Path) -> None:
+    """Each nightly artifact a job holding the store secret or a write token fetches (the plan's, record1's,
+    record2's) is checked against the sha256 its producer put in its outputs, right after the download: a process a
+    measured commit left behind on the runner, holding a measure job's runtime token, could replace an artifact of
+    the run (its name shows when listed) and forge a plan, the alert issues or the published site (a security review).
+    The producer's and consumer's commands run here on a real folder: the same files pass, one byte changed fails."""
+    wf = load("nightly.yml")
+    jobs = wf["jobs"]
+    produced = {}
+    for name in ("plan", "record1", "record2"):
+        assert jobs[name]["outputs"]["digest"] == "${{ steps.digest.outputs.sha256 }}", name
+        step = next(s for s in jobs[name]["steps"] if s.get("id") == "digest")
+        upload = next(i for i, s in enumerate(jobs[name]["steps"]) if s.get("uses", "").startswith("actions/upload-"))
+        assert jobs[name]["steps"].index(step) == upload - 1, f"{name}: digests what it uploads, just before"
+        produced[name] = step["run"]
+    fetched = {"record1": ("nightly-state-1-", "plan"), "record2": ("nightly-state-2-", "record1"),
+               "alert": ("nightly-benchmarks-", "record2"), "pages": ("nightly-benchmarks-", "record2")}
+    checks = {}
+    for name, (artifact, producer) in fetched.items():
+        steps = jobs[name]["steps"]
+        i = next(i for i, s in enumerate(steps) if s.get("uses", "").startswith("actions/download-artifact@")
+                 and s["with"]["name"].startswith(artifact))  # fmt: skip
+        check = steps[i + 1]
+        assert check["env"]["WANT"] == f"${{{{ needs.{producer}.outputs.digest }}}}", name
+        checks[name] = check["run"]
+    night = tmp_path / "artifacts" / "nightly"
+    (night / "results-1" / "h200").mkdir(parents=True)
+    (night / "plan-1.txt").write_text("a" * 40 + "\n")
+    (night / "results-1" / "h200" / "x.json").write_text("{}")
+    out = tmp_path / "out"
+    for name, command in produced.items():
+        out.write_text("")
+        subprocess.run(["bash", "-c", command], cwd=tmp_path, env={**os.environ, "GITHUB_OUTPUT": str(out)},
+                       check=True, timeout=60)  # fmt: skip
+        want = out.read_text().strip().removeprefix("sha256=")
+        assert re.fullmatch(r"[0-9a-f]{64}", want), (name, want)
+    for name, command in checks.items():
+        ok = subprocess.run(["bash", "-c", command], cwd=tmp_path, env={**os.environ, "WANT": want},
+                            capture_output=True, text=True, timeout=60)  # fmt: skip
+        assert ok.returncode == 0, (name, ok.stdout)
+    (night / "plan-1.txt").write_text("b" * 40 + "\n")  # a forged plan
+    for name, command in checks.items():
+        bad = subprocess.run(["bash", "-c", command], cwd=tmp_path, env={**os.environ, "WANT": want},
+                             capture_output=True, text=True, timeout=60)  # fmt: skip
+        assert bad.returncode == 1 and "is not the one it uploaded" in bad.stdout, (name, bad.stdout)
