@@ -82,12 +82,22 @@ def note_text(entry: dict[str, Any]) -> str:
     return f"{entry.get('note', '')} ({by})" if by else str(entry.get("note", ""))
 
 
+def _fixed_at(fixed_sha: pd.Series) -> str:
+    """The fixing commit's short sha, "3 commits" when the members came back at different ones, "" when none did;
+    "2 of 31: 1c6b3169" when only some did (a group still new read "fixed at 1c6b3169" beside it: a review)."""
+    fixed = fixed_sha.dropna().unique()
+    if not len(fixed):
+        return ""
+    text = fmt.short_sha(fixed[0]) if len(fixed) == 1 else f"{len(fixed)} commits"
+    done = int(fixed_sha.notna().sum())
+    return text if done == len(fixed_sha) else f"{done} of {len(fixed_sha)}: {text}"
+
+
 def groups(regs: pd.DataFrame) -> pd.DataFrame:
     """One row per alert group, newest commit first: group, machine, sha, message, parent_sha,
     parent_message, series (count), worst (largest slowdown factor, direction-aware), statuses
-    ("4 fixed"), group_status, category, machine_wide, kind (``policy.group_kind``), fixed_at (the fixing commit's
-    short sha, "3 commits" when the members came back at different ones, "" when none did), benchmarks (distinct
-    names)."""
+    ("4 fixed"), group_status, category, machine_wide, kind (``policy.group_kind``), fixed_at (:func:`_fixed_at`),
+    benchmarks (distinct names)."""
     cols = ["group", "machine", "sha", "date", "message", "parent_sha", "parent_message", "series", "worst",
             "statuses", "group_status", "category", "machine_wide", "kind", "fixed_at", "benchmarks"]
     if regs.empty:
@@ -99,7 +109,6 @@ def groups(regs: pd.DataFrame) -> pd.DataFrame:
     rows = []
     for gid, g in df.groupby("group", sort=False):
         counts = g["status"].value_counts()
-        fixed = g["fixed_sha"].dropna().unique()
         rows.append({
             "group": gid,
             "machine": g["machine"].iloc[0],
@@ -111,7 +120,7 @@ def groups(regs: pd.DataFrame) -> pd.DataFrame:
             "category": g["category"].iloc[0],
             "machine_wide": bool(g["machine_wide"].any()),
             "kind": _kind(g),
-            "fixed_at": fmt.short_sha(fixed[0]) if len(fixed) == 1 else f"{len(fixed)} commits" if len(fixed) else "",
+            "fixed_at": _fixed_at(g["fixed_sha"]),
             "benchmarks": sorted(set(g["benchmark"])),
             "_order": int(g["_order"].min()),
         })

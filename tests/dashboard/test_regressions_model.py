@@ -132,3 +132,14 @@ def test_a_gradual_regressions_range_says_so() -> None:
     assert commits[0] == f"{fmt.commit_range(first['parent_sha'], first['sha'])} (gradual)"
     plain = model.regression_rows(view, all_machines=False, history_link=link, compare_link=link)["commits"]
     assert not plain.str.contains("gradual").any()
+
+
+def test_a_group_partly_fixed_says_how_many_came_back() -> None:
+    """A group still new showed "fixed at 1c6b3169" because 2 of its 31 members came back there (a review)."""
+    from dashboard.triage import _fixed_at
+
+    a, b = "1c6b3169" + "0" * 32, "2d7c4270" + "0" * 32
+    assert _fixed_at(pd.Series([a, a, None])) == "2 of 3: 1c6b3169"
+    assert _fixed_at(pd.Series([a, a])) == "1c6b3169"
+    assert _fixed_at(pd.Series([a, b])) == "2 commits" and _fixed_at(pd.Series([a, b, None])) == "2 of 3: 2 commits"
+    assert _fixed_at(pd.Series([None, None], dtype=object)) == ""
