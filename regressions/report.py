@@ -168,6 +168,18 @@ def status_count(status: str, n: int) -> str:
     return f"{n:,} " + _SUMMARY[status].format(s="s" * (n != 1))
 
 
+def failed_split(comparisons: Sequence[Comparison]) -> str:
+    """Where the failed rows failed: ``1 on head only, 84 on both`` (only a failure on head only fails the check,
+    :func:`regressions.compare.fails_check`)."""
+    failed = [c for c in comparisons if c.status == FAILED]
+    where = {
+        "on head only": sum(c.head_status == SIDE_FAILED and c.base_status != SIDE_FAILED for c in failed),
+        "on base only": sum(c.base_status == SIDE_FAILED and c.head_status != SIDE_FAILED for c in failed),
+        "on both": sum(c.base_status == SIDE_FAILED and c.head_status == SIDE_FAILED for c in failed),
+    }
+    return ", ".join(f"{n:,} {side}" for side, n in where.items() if n)
+
+
 def ordered(comparisons: Sequence[Comparison]) -> list[Comparison]:
     """Worst first: failures (on head before on base), regressions by slowdown, improvements by
     speed-up, untested changes by size, then the rest in their given order."""
@@ -237,14 +249,7 @@ def compare_markdown(
     icon = ":x:" if any(fails_check(c) for c in ordered_rows) else ":white_check_mark:"
     parts = [f"**{counts[REGRESSED]:,} regression{'s' * (counts[REGRESSED] != 1)}**"]
     if counts[FAILED]:
-        failed = [c for c in ordered_rows if c.status == FAILED]
-        where = {
-            "on head only": sum(c.head_status == SIDE_FAILED and c.base_status != SIDE_FAILED for c in failed),
-            "on base only": sum(c.base_status == SIDE_FAILED and c.head_status != SIDE_FAILED for c in failed),
-            "on both": sum(c.base_status == SIDE_FAILED and c.head_status == SIDE_FAILED for c in failed),
-        }
-        split = ", ".join(f"{n:,} {side}" for side, n in where.items() if n)
-        parts.append(f"**{counts[FAILED]:,} failed** ({split})")
+        parts.append(f"**{counts[FAILED]:,} failed** ({failed_split(ordered_rows)})")
     if counts[MISSING]:
         parts.append(f"**{counts[MISSING]:,} missing**")
     for status in (IMPROVED, REPAIRED, CHANGED, UNTESTED, UNCHANGED, NEW, REMOVED, NOT_RUN):

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from regressions import compare as cmp
 from regressions.compare import Comparison
 from regressions.labels import series_label
-from regressions.report import ordered, side_texts, status_count
+from regressions.report import failed_split, ordered, side_texts, status_count
 from regressions.units import fmt_p, fmt_ratio, terminal_text
 
 FORMATS = ("text", "markdown", "json")
@@ -34,11 +34,12 @@ def _counts(comparisons: Sequence[Comparison]) -> dict[str, int]:
 
 
 def counts_line(comparisons: Sequence[Comparison]) -> str:
-    """``1 regression, 0 failed, 3 improvements, 236 unchanged`` (regressions, failed, improvements and
-    unchanged always; the other statuses when present)."""
+    """``1 regression, 2 failed (2 on both), 3 improvements, 236 unchanged`` (regressions, failed, improvements and
+    unchanged always; the other statuses when present; where the failed ones failed, as the PR report says)."""
     counts = _counts(comparisons)
-    return ", ".join(status_count(s, counts[s]) for s in _COUNTED
-                     if counts[s] or s in (cmp.REGRESSED, cmp.FAILED, cmp.IMPROVED, cmp.UNCHANGED))
+    return ", ".join(status_count(s, counts[s]) + (f" ({failed_split(comparisons)})" if s == cmp.FAILED and counts[s]
+                                                   else "")
+                     for s in _COUNTED if counts[s] or s in (cmp.REGRESSED, cmp.FAILED, cmp.IMPROVED, cmp.UNCHANGED))
 
 
 def series_name(c: Comparison) -> str:

@@ -79,3 +79,17 @@ def test_control_characters_from_data_never_reach_the_terminal() -> None:
         assert not any(ch in text for ch in "\x1b\r\x07"), text
         assert "\\x1b[2J\\rimproved" in text and "mma\\nFAKE ROW" in text
         assert all("FAKE ROW" not in line or "mma\\nFAKE ROW" in line for line in text.splitlines())  # one line
+
+
+def test_the_counts_line_says_where_the_failed_ones_failed() -> None:
+    """As the PR report's header: a failure on both sides was there before the pull request and does not fail it."""
+    from dataclasses import replace
+
+    from regressions.compare import FAILED, exit_status
+
+    both = replace(_case("time_broken", FAILED, None, head_status="failed"), base_status="failed", base=None)
+    head_only = _case("time_new_break", FAILED, None, head_status="failed")
+    assert counts_line([both, _case("time_same", UNCHANGED, 1e-5)]) == \
+        "0 regressions, 1 failed (1 on both), 0 improvements, 1 unchanged"
+    assert exit_status([both]) == 0 and exit_status([both, head_only]) == 1
+    assert counts_line([both, head_only]).startswith("0 regressions, 2 failed (1 on head only, 1 on both)")
