@@ -10,12 +10,11 @@ import ast
 from collections.abc import Mapping
 from typing import Any
 
-import numpy as np
 import pandas as pd
 from sqlalchemy import Select, select
 from sqlalchemy.orm import Session
 
-from db.models import MACHINE_INFO_COLUMNS, Benchmark, Commit, Machine, Result, Run
+from db.models import MACHINE_INFO_COLUMNS, Benchmark, Machine, Result, Run
 from db.models import params_key as canonical_params_key
 
 
@@ -127,20 +126,15 @@ AT = ["benchmark_id", "machine_id", "commit_id"]  # one benchmark at one commit 
 def last_version_only(s: Session, frame: pd.DataFrame, version: str = "benchmark_version", *,
                       complete: bool = True) -> pd.DataFrame:  # fmt: skip
     """``frame`` (one row per run and series: :data:`AT` ids, ``run_id``, ``value``, the asv version in
-    ``version``, None or NaN unknown) less the values a later measurement at another asv version replaced:
+    ``version``, None or NaN unknown) less, where one benchmark at one commit on one machine has values at two asv
+    versions, the rows of every version but the one measured last (the latest run with a value, by its start,
+    then ingest order); rows of an unknown version stay. asv benchmarks an old commit with today's suite (the
+    nightly's backlog after a version change does) and its own results file keeps only the last run: pooled, the
+    two versions' values made a level never measured, between them.
 
-    - where one benchmark at one commit on one machine has values at two versions, every version but the one
-      measured last (the latest run with a value, by its start, then ingest order). asv benchmarks an old commit
-      with today's suite (the nightly's backlog after a version change does) and its own results file keeps only
-      the last run: pooled, the two versions' values made a level never measured, between them;
-    - a value measured before an earlier commit of the same benchmark and machine was measured at another version
-      (:func:`_superseded`): asv re-ran part of the history with a new suite, and the old suite's values between
-      the new one's made its version change at every other commit, segments too short to find a +25% step in
-      (Textualize/rich's history, a review).
-
-    Rows of an unknown version stay. ``complete``: the frame holds every result of each benchmark at its commits
-    (all its parameter combinations), so it is the evidence; else (History's few series, a detection scoped to
-    some series) the store is asked, so a series read alone gets the same answer as read with the others."""
+    ``complete``: the frame holds every result of each benchmark at its commits (all its parameter combinations),
+    so it is the evidence; else (History's few series, a detection scoped to some series) the store is asked, so
+    a series read alone gets the same answer as read with the others."""
     known = frame.loc[frame[version].notna(), [*AT, version]]
     if known.empty:
         return frame
@@ -149,65 +143,23 @@ def last_version_only(s: Session, frame: pd.DataFrame, version: str = "benchmark
         evidence = evidence.rename(columns={version: "_v"})
     else:
         evidence = _versions_stored(s, known[AT].drop_duplicates())
-    versions = evidence[[*_SERIES, "_v"]].drop_duplicates()
-    multi = versions.loc[versions.duplicated(_SERIES, keep=False), _SERIES].drop_duplicates()
-    if multi.empty:  # no benchmark measured at two versions on a machine: nothing to decide
-        return frame
-    sub = evidence[pd.MultiIndex.from_frame(evidence[_SERIES]).isin(pd.MultiIndex.from_frame(multi))]
-    if "_when" not in sub:
-        sub = sub.assign(_when=pd.to_datetime(sub["run_id"].map(_started(s, sub["run_id"]))))
-    distinct = sub[[*AT, "_v"]].drop_duplicates()
+    distinct = evidence[[*AT, "_v"]].drop_duplicates()
     twice = distinct.loc[distinct.duplicated(AT, keep=False), AT].drop_duplicates()
-    at_twice = sub[pd.MultiIndex.from_frame(sub[AT]).isin(pd.MultiIndex.from_frame(twice))]
-    chosen = _latest(at_twice).rename(columns={"_v": "_chosen"})
+    if twice.empty:
+        return frame
+    sub = evidence[pd.MultiIndex.from_frame(evidence[AT]).isin(pd.MultiIndex.from_frame(twice))]
+    if "_when" not in sub:
+        ids = sorted({int(r) for r in sub["run_id"]})
+        started: dict[int, Any] = {}
+        for i in range(0, len(ids), 500):  # bounded IN lists
+            started.update(s.execute(select(Run.id, Run.started_at).where(Run.id.in_(ids[i : i + 500]))).all())
+        sub = sub.assign(_when=pd.to_datetime(sub["run_id"].map(started)))
+    chosen = _latest(sub).rename(columns={"_v": "_chosen"})
     # A left merge keeps the frame's row order and length (one chosen version per key).
     wanted = frame[AT].merge(chosen, on=AT, how="left")["_chosen"].to_numpy(dtype=object)
     have = frame[version].to_numpy(dtype=object)
     drop = pd.notna(wanted) & pd.notna(have) & (have != wanted)
-    gone = _superseded(s, sub)
-    if not gone.empty:
-        keys = frame[AT].assign(_v=frame[version]).astype({k: "int64" for k in AT})
-        drop |= pd.MultiIndex.from_frame(keys).isin(pd.MultiIndex.from_frame(gone.astype({k: "int64" for k in AT})))
     return frame[~drop]
-
-
-_SERIES = ["benchmark_id", "machine_id"]  # a benchmark on a machine: what a version change is judged over
-
-
-def _started(s: Session, run_ids: pd.Series) -> dict[int, Any]:
-    """Each run's start (None where the file had none), by id."""
-    ids = sorted({int(r) for r in run_ids})
-    started: dict[int, Any] = {}
-    for i in range(0, len(ids), 500):  # bounded IN lists
-        started.update(s.execute(select(Run.id, Run.started_at).where(Run.id.in_(ids[i : i + 500]))).all())
-    return started
-
-
-def _superseded(s: Session, evidence: pd.DataFrame) -> pd.DataFrame:
-    """The (:data:`AT`, ``_v``) pairs of ``evidence`` (runs of benchmarks measured at several versions: ``_v``,
-    ``_when``) measured before some commit at or before theirs in history was measured at another version: asv
-    runs the suite of its checkout, so a later run of a new version over old commits replaces what the old
-    version measured after the first of them. A run without a start, or a commit not placed in history, is not
-    judged (kept)."""
-    at = evidence.groupby([*AT, "_v"], sort=False)["_when"].max().reset_index()
-    commits = sorted({int(c) for c in at["commit_id"]})
-    places: dict[int, Any] = {}
-    for i in range(0, len(commits), 500):
-        places.update(s.execute(select(Commit.id, Commit.position).where(Commit.id.in_(commits[i : i + 500]))).all())
-    at = at.assign(_pos=at["commit_id"].map(places)).dropna(subset=["_pos", "_when"])
-    out = []
-    for _, g in at.sort_values("_pos", kind="stable").groupby(_SERIES, sort=False):
-        pos, when = g["_pos"].to_numpy(dtype="int64"), g["_when"].to_numpy(dtype="datetime64[ns]")
-        versions = g["_v"].to_numpy(dtype=object)
-        for v in set(versions):
-            mine = versions == v
-            if mine.all():
-                continue
-            latest = np.maximum.accumulate(when[~mine])  # the others' latest start up to each of their commits
-            k = np.searchsorted(pos[~mine], pos[mine], side="right") - 1
-            later = (k >= 0) & (latest[np.maximum(k, 0)] > when[mine])
-            out.append(g.loc[mine].loc[later, [*AT, "_v"]])
-    return pd.concat(out, ignore_index=True) if out else pd.DataFrame(columns=[*AT, "_v"])
 
 
 def _latest(evidence: pd.DataFrame) -> pd.DataFrame:

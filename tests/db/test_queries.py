@@ -321,38 +321,3 @@ def test_the_version_measured_last_is_the_same_whichever_series_are_read(tmp_pat
     assert scoped.empty and (everything["params_key"] == kb).sum() == 0
     assert everything.loc[everything["params_key"] == ka, "value"].tolist() == [1.5]
 
-
-def test_a_history_rerun_with_a_new_suite_replaces_the_old_values_after_it(tmp_path: Path, db_url: str) -> None:
-    """Commits 1-6 measured in March at v1; in June v2 re-ran commits 2, 3, 5 and 6 (asv runs its checkout's suite).
-    v1's value at 4 sat between v2's and made the version change at every other commit (Textualize/rich, a review):
-    a value measured before an earlier commit was measured at another version is dropped, at 4 as at 2, 3, 5 and 6;
-    commit 1, older than every v2 run's commit, keeps v1. A suite changed back later (v1 again, measured after v2)
-    is not a re-run: kept."""
-    from db.query_base import last_version_only
-    from regressions.results import load_values
-
-    bench, march, june = "bench.B.time_x", 1_646_000_000_000, 1_656_000_000_000
-    shas = [f"{i:x}" * 40 for i in range(1, 8)]
-
-    def write(i: int, env: str, version: str, value: float, started: int) -> None:
-        write_results(tmp_path, results_doc({bench: bench_row([value], None, version=version, started_at=started,
-                                                              duration=1)},
-                                            machine="m", env_name=env, commit=shas[i - 1],
-                                            date=1_600_000_000_000 + i * 86_400_000))  # fmt: skip
-
-    for i in range(1, 7):
-        write(i, "old", "v1", 1.0 if i < 5 else 1.3, march + i)
-    for i in (2, 3, 5, 6):
-        write(i, "new", "v2", 1.1 if i < 5 else 1.4, june + i)
-    write(7, "old", "v1", 1.3, june + 100)  # the benchmark's code went back to v1, measured after
-    engine = make_engine(db_url)
-    assert ingest_paths(engine, [tmp_path], progress=False).ok
-    with Session(engine) as s:
-        runs = load_values(s, machine_ids=None, series=None, windows=None)
-        kept = last_version_only(s, runs, "version")
-        history = queries.history(s, bench, ["{}"], "m")
-    engine.dispose()
-    sha_of = {int(c): sha for c, sha in zip(history["commit_id"], history["sha"], strict=True)}
-    got = sorted((shas.index(sha_of[int(c)]) + 1, v) for c, v in zip(kept["commit_id"], kept["version"], strict=True))
-    assert got == [(1, "v1"), (2, "v2"), (3, "v2"), (5, "v2"), (6, "v2"), (7, "v1")], got
-    assert history["benchmark_version"].tolist() == ["v1", "v2", "v2", "v2", "v2", "v1"]
