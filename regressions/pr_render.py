@@ -93,8 +93,7 @@ def render(
     body = compare_markdown(comparisons, base=base, head=head, machines=machines,
                             threshold_note=threshold_note(comparisons), max_chars=MAX_BODY_CHARS - 1_000)  # fmt: skip
     regressed = sum(c.status == REGRESSED for c in comparisons)
-    failed = sum(c.status == FAILED and fails_check(c) for c in comparisons)
-    before = sum(c.status == FAILED and not fails_check(c) for c in comparisons)  # failing on base already
+    failed = sum(c.status == FAILED for c in comparisons)
     missing = sum(c.status == MISSING for c in comparisons)
     if any(fails_check(c) for c in comparisons):
         gone = f", {missing} missing" if missing else ""
@@ -103,8 +102,7 @@ def render(
         status = Status("error", f"{prefix}benchmark job ended ({result}) after its report", context)
         body += f"\nThe benchmark job ended ({result}) after writing this report. See {link}.\n"
     else:
-        broken = f"; {before} failing on base too" if before else ""
-        status = Status("success", f"{prefix}no regression ({len(comparisons)} series{broken})", context)
+        status = Status("success", f"{prefix}no regression ({len(comparisons)} series)", context)
     return _with_fork_note(body, fork), status
 
 

@@ -169,8 +169,7 @@ def status_count(status: str, n: int) -> str:
 
 
 def failed_split(comparisons: Sequence[Comparison]) -> str:
-    """Where the failed rows failed: ``1 on head only, 84 on both`` (only a failure on head only fails the check,
-    :func:`regressions.compare.fails_check`)."""
+    """Where the failed rows failed: ``1 on head only, 84 on both``."""
     failed = [c for c in comparisons if c.status == FAILED]
     where = {
         "on head only": sum(c.head_status == SIDE_FAILED and c.base_status != SIDE_FAILED for c in failed),
@@ -265,6 +264,10 @@ def compare_markdown(
         f"{_commit(base, base_message)} on {shown_machines or 'no machine'} ({gh_text(threshold_note)}; a "
         "change counts when it is also significant; ratio = head / base).",
     ]
+    if any(c.status == FAILED and c.base_status == SIDE_FAILED == c.head_status for c in ordered_rows):
+        head_lines += ["", "Failed on both: base and head ran the head's suite, so a benchmark this change edited can "
+                       "fail on base as well; one broken before it fails every report until it is fixed or declared "
+                       "removed."]
 
     def render(n: int) -> str:
         return _render(rows[:n], counts, len(rows), head_lines=head_lines, cap=max_chars)

@@ -82,7 +82,7 @@ def test_control_characters_from_data_never_reach_the_terminal() -> None:
 
 
 def test_the_counts_line_says_where_the_failed_ones_failed() -> None:
-    """As the PR report's header: a failure on both sides was there before the pull request and does not fail it."""
+    """As the PR report's header; a failure on both sides fails the check too (both ran the head's suite)."""
     from dataclasses import replace
 
     from regressions.compare import FAILED, exit_status
@@ -91,5 +91,5 @@ def test_the_counts_line_says_where_the_failed_ones_failed() -> None:
     head_only = _case("time_new_break", FAILED, None, head_status="failed")
     assert counts_line([both, _case("time_same", UNCHANGED, 1e-5)]) == \
         "0 regressions, 1 failed (1 on both), 0 improvements, 1 unchanged"
-    assert exit_status([both]) == 0 and exit_status([both, head_only]) == 1
+    assert exit_status([both]) == 1 and exit_status([both, head_only]) == 1
     assert counts_line([both, head_only]).startswith("0 regressions, 2 failed (1 on head only, 1 on both)")
