@@ -302,6 +302,8 @@ def _links(args: argparse.Namespace) -> dict[str, str]:
 def cmd_alert(args: argparse.Namespace) -> int:
     from mlaperf.github import GitHub, GitHubError
 
+    if args.max_age < 0:
+        raise PlanError(f"--max-age {args.max_age}: 0 (any age) or more days")
     doc = read_document(args.regressions)
     records = load_records(args.regressions, doc)  # the file is checked before any token
     if args.dry_run and not os.environ.get("GITHUB_TOKEN"):
@@ -402,8 +404,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help=f"repository web URL of commit links, '' for none (default: ${env.REPO_URL.name}, else the "
                    "GitHub repository of the workflow run)")  # fmt: skip
     a.add_argument("--dry-run", action="store_true", help="write the plan, change no issue")
-    a.add_argument("--max-age", type=int, default=30, metavar="DAYS",
-                   help="open no issue for a group whose commits are all older than DAYS (the first night after a "
-                   "history is imported finds every old step); 0: any age")  # fmt: skip
+    a.add_argument("--max-age", type=int, default=0, metavar="DAYS",
+                   help="open no issue for a group whose commits are all dated more than DAYS ago (asv's date: the "
+                   "author's), e.g. 30 on the night after a history is imported, which finds every old step; 0: "
+                   "any age")  # fmt: skip
     a.set_defaults(func=cmd_alert)
 

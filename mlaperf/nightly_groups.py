@@ -140,17 +140,20 @@ def plan_issues(
             title, body = issue_for_group(group, open_rows, links)
             kind = "unchanged" if (issue.title, issue.body) == (title, body) else "update"
             actions.append(Action(kind, group, issue.number, title, body))
-        elif issue is None and "new" in statuses and _older_than(rows, opened_after):
-            actions.append(Action("not_opened", group, None, *issue_for_group(group, open_rows, links),
-                                  comment=f"every commit dated before {opened_after:%Y-%m-%d}"))
         elif issue is None and "new" in statuses:
             title, body = issue_for_group(group, open_rows, links)
-            # A merged group's issue naming this range follows this group (its marker rewritten): no second issue.
+            # A merged group's issue naming this range follows this group (its marker rewritten): no second issue,
+            # whatever its age (an old group's open issue is not closed as followed by one never opened).
             sha = str(rows[0].get("group_commit") or rows[0].get("commit") or "")
             heir = next((i for i in orphans if sha and sha in (i.body or "")), None)
             orphans = [i for i in orphans if i is not heir]
-            actions.append(Action("update", group, heir.number, title, body) if heir
-                           else Action("open", group, None, title, body))  # fmt: skip
+            if heir is not None:
+                actions.append(Action("update", group, heir.number, title, body))
+            elif _older_than(rows, opened_after):
+                actions.append(Action("not_opened", group, None, title, body,
+                                      comment=f"every commit dated before {opened_after:%Y-%m-%d}"))
+            else:
+                actions.append(Action("open", group, None, title, body))
     joined = "The alerts of this group joined another alert group of the same commit range, whose issue follows them."
     for issue in orphans:  # whose alerts joined a group that has an issue of its own
         actions.append(Action("close", issue.body[len(_GROUP_MARKER):].split(" ", 1)[0], issue.number, comment=joined))

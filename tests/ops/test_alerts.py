@@ -31,14 +31,14 @@ def record(rid: int, group: int, status: str, benchmark: str = "bench_decode.Spa
             "unit": "seconds", **extra}  # fmt: skip
 
 
-def alert(tmp_path: Path, github: FakeGitHub, records: list[dict[str, Any]] | dict[str, Any]
+def alert(tmp_path: Path, github: FakeGitHub, records: list[dict[str, Any]] | dict[str, Any], *extra: str
           ) -> tuple[int, list[dict[str, Any]]]:  # fmt: skip
     regressions = tmp_path / "regressions.json"
     regressions.write_text(json.dumps(records))
     plan = tmp_path / "issues-plan.json"
     proc = subprocess.run(
         [str(MLAPERF), "nightly", "alert", "--regressions", str(regressions), "--plan-out", str(plan),
-         "--dashboard-url", "https://perf.example/dash"],
+         "--dashboard-url", "https://perf.example/dash", *extra],
         env={**os.environ, **github.env()}, capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert proc.returncode in (0, 1), proc.stderr
@@ -105,22 +105,27 @@ def test_issue_lifecycle(tmp_path: Path, fake_github: FakeGitHub) -> None:
 
 def test_old_steps_found_by_a_first_import_open_no_issue(tmp_path: Path, fake_github: FakeGitHub) -> None:
     """The first night after a history is imported finds every step of it at once (a review: 7 issues for steps of
-    months before): a group whose commits are all older than --max-age days is planned as not_opened, and named."""
+    months before): with --max-age 30 a group whose commits are all older is planned as not_opened, and named; an
+    old group whose alerts joined a group with an issue still updates it (not closed as followed by nothing)."""
     old = [record(1, 7, "new", date="2025-10-01T12:00:00"), record(2, 8, "new", date="2025-10-02T12:00:00+02:00")]
     recent = [record(3, 9, "new", date=datetime.now(UTC).isoformat(timespec="seconds"))]
-    rc, plan = alert(tmp_path, fake_github, [*old, *recent])
+    rc, plan = alert(tmp_path, fake_github, [*old, *recent], "--max-age", "30")
     assert rc == 1 and [(a["action"], a["group"]) for a in plan] == [("not_opened", 7), ("not_opened", 8), ("open", 9)]
     assert list(fake_github.state()["issues"]) == ["1"]
     assert plan[0]["comment"].startswith("every commit dated before ") and plan[0]["title"].startswith("Performance")
-    regressions, out = tmp_path / "regressions.json", tmp_path / "plan.json"
-    regressions.write_text(json.dumps([*old, *recent]))
-    proc = subprocess.run([str(MLAPERF), "nightly", "alert", "--regressions", str(regressions), "--plan-out",
-                           str(out), "--max-age", "0"], env={**os.environ, **fake_github.env()}, capture_output=True,
-                          text=True, timeout=120)  # fmt: skip
-    assert proc.returncode == 1, proc.stderr
-    # Any age with 0; group 9's issue is updated: this call gives no dashboard link.
-    assert [(a["action"], a["group"]) for a in json.loads(out.read_text())] == [("open", 7), ("open", 8),
-                                                                                ("update", 9)]
+    # By default any age: the old groups open their issues; group 9's is unchanged.
+    rc, plan = alert(tmp_path, fake_github, [*old, *recent])
+    assert rc == 1 and [(a["action"], a["group"]) for a in plan] == [("open", 7), ("open", 8), ("unchanged", 9)]
+    # Group 7's alerts join group 10 of the same range: its issue follows them, whatever their age.
+    joined = [{**old[0], "group": 10}, old[1], recent[0]]
+    rc, plan = alert(tmp_path, fake_github, joined, "--max-age", "30")
+    assert [(a["action"], a["group"], a["number"]) for a in plan] == [("update", 10, 2), ("unchanged", 8, 3),
+                                                                      ("unchanged", 9, 1)], plan
+    regressions = tmp_path / "regressions.json"
+    proc = subprocess.run([str(MLAPERF), "nightly", "alert", "--regressions", str(regressions), "--max-age", "-1",
+                           "--dry-run"], env={**os.environ, **fake_github.env()}, capture_output=True, text=True,
+                          timeout=120)  # fmt: skip
+    assert proc.returncode == 2 and "--max-age -1: 0 (any age) or more days" in proc.stderr, proc.stderr
 
 
 def test_an_issue_of_a_group_merged_into_another_is_closed(tmp_path: Path, fake_github: FakeGitHub) -> None:
