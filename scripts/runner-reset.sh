@@ -46,11 +46,27 @@ fi
 # Canonical paths (no trailing slash, no symlink): the runner folder is compared with HOME's entries as a path.
 home="$(realpath -m -- "$HOME")"
 runner_root="$(realpath -m -- "${RUNNER_ROOT:-$home/actions-runner}")"
-# The runner folder's path as configured (links on it not resolved, HOME's part written as $home): a link in HOME
-# is kept only where this path goes through it (an admin's ~/actions-runner -> ~/runners/v2).
-root_path="$(realpath -m -s -- "${RUNNER_ROOT:-$home/actions-runner}")"
-home_path="$(realpath -m -s -- "$HOME")"
-if [[ "$root_path" == "$home_path"/* ]]; then root_path="$home${root_path#"$home_path"}"; fi
+# The links the runner folder's configured path goes through, each as its canonical folder plus its name (an
+# admin's ~/actions-runner -> ~/runners/v2, or a RUNNER_ROOT spelled through a linked folder): the only links kept.
+path_links=()
+walked="/"
+IFS=/ read -r -a parts <<< "$(realpath -m -s -- "${RUNNER_ROOT:-$home/actions-runner}")"
+for part in "${parts[@]}"; do
+  [[ -n "$part" ]] || continue
+  step="${walked%/}/$part"
+  if [[ -L "$step" ]]; then path_links+=("$step"); fi
+  walked="$(realpath -m -- "$step")"
+done
+path_link() {  # $1 is one of those links
+  local link
+  for link in "${path_links[@]}"; do [[ "$link" == "$1" ]] && return 0; done
+  return 1
+}
+holds_path_link() {  # one of those links lies in folder $1
+  local link
+  for link in "${path_links[@]}"; do [[ "$link" == "$1"/* ]] && return 0; done
+  return 1
+}
 work="$(realpath -m -- "${RUNNER_WORK:-$runner_root/_work}")"
 if [[ "$home" == "/" || "$home" == "/root" && "$uid" != 0 ]]; then
   echo "runner-reset: refusing HOME=$home" >&2; exit 2
@@ -162,13 +178,13 @@ clean() {  # everything in $1 but the runner folder; a directory that holds it i
       # Kept only on the configured path, never followed; any other link goes (rm removes the link, not its
       # target): a job's link to HOME or to the runner folder as the marker's name kept the next job from starting
       # on every reset after it (a security review).
-      if [[ "$root_path" == "$entry" || "$root_path" == "$entry"/* ]]; then continue; fi
+      if path_link "$entry"; then continue; fi
       remove "$entry"
       continue
     fi
     real="$(realpath -m -- "$entry")"
     if [[ "$real" == "$runner_root" ]]; then continue; fi
-    if [[ "$runner_root" == "$real"/* || "$root_path" == "$entry"/* ]]; then clean "$entry"; else remove "$entry"; fi
+    if [[ "$runner_root" == "$real"/* ]] || holds_path_link "$entry"; then clean "$entry"; else remove "$entry"; fi
   done
 }
 shopt -s dotglob nullglob

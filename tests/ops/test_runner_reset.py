@@ -344,6 +344,24 @@ def test_a_jobs_links_to_home_or_the_runner_go(job_home: Path) -> None:
     assert sorted(p.name for p in job_home.iterdir()) == ["actions-runner"]
 
 
+def test_a_runner_root_spelled_through_a_linked_folder_keeps_its_link(job_home: Path) -> None:
+    """RUNNER_ROOT=<base>/hl/actions-runner where hl -> home and ~/actions-runner -> ~/runners/v2: the runner's link
+    is on its configured path, though not under HOME as written (a review: the link was removed)."""
+    target = job_home / "runners" / "v2"
+    (target / "bin").mkdir(parents=True)
+    (target / "bin" / "Runner.Worker").write_text("the runner")
+    shutil.rmtree(job_home / "actions-runner", ignore_errors=True)
+    (job_home / "actions-runner").symlink_to(target)
+    (job_home / "stray").symlink_to(target)
+    alias = job_home.parent / "hl"
+    alias.symlink_to(job_home)
+    give_to_job(job_home)
+    proc = as_job_user(["bash", str(installed(job_home))], job_home, RUNNER_ROOT=f"{alias}/actions-runner")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert (job_home / "actions-runner").is_symlink() and (target / "bin" / "Runner.Worker").exists()
+    assert not (job_home / "stray").is_symlink()
+
+
 def test_the_jobs_files_inside_a_shared_sticky_folder_go(job_home: Path) -> None:
     # /tmp/.X11-unix and its kind: root's folders of mode 1777 where any job may leave files; only the top of the
     # tmp folders was searched, so those files outlived the reset. Root's own file there stays.
