@@ -115,15 +115,20 @@ class GitHub:
         ``limit`` pages of 100; ``whole``: a list longer than that is a :class:`GitHubError`, not its first items
         (the gate decides on a whole list or not at all: events beyond the cap could be the ones that matter)."""
         items: list[Any] = []
+        total: int | None = None  # an object's total_count: a filtered /actions/runs stops at 1,000 silently
         sep = "&" if "?" in path else "?"
         for page in range(1, limit + 1):
-            batch = self._call("GET", f"{path}{sep}per_page=100&page={page}")
-            batch = batch.get(key, []) if key else batch
+            answer = self._call("GET", f"{path}{sep}per_page=100&page={page}")
+            if key and isinstance(answer.get("total_count"), int):
+                total = answer["total_count"] if total is None else total
+            batch = answer.get(key, []) if key else answer
             items += batch
             if len(batch) < 100:
-                return items
-        if whole:
-            raise GitHubError(f"GET {path}: more than {limit * 100:,} items; refusing to decide on the first ones")
+                break
+        cut = len(items) < total if total is not None else len(items) >= limit * 100
+        if whole and cut:
+            raise GitHubError(f"GET {path}: {total or f'more than {limit * 100:,}'} items, {len(items):,} listed; "
+                              "refusing to decide on part of them")
         return items
 
     def permission(self, login: str) -> str:

@@ -120,11 +120,14 @@ WRITERS = ("admin", "write")  # the collaborator permissions that may approve a 
 def approved_by(client: GitHub, number: int, head_sha: str, author: str) -> str | None:
     """A maintainer who approved exactly ``head_sha`` in a review of pull request ``number``: a review of state
     APPROVED submitted on that commit by someone with write access other than the author (who can leave a review
-    on their own pull request, and may be a collaborator). None when nobody did."""
-    reviews = client.pages(f"/pulls/{number}/reviews", whole=True)
-    logins = dict.fromkeys(str((r.get("user") or {}).get("login") or "") for r in reviews
-                           if r.get("commit_id") == head_sha and r.get("state") == "APPROVED")  # fmt: skip
-    return next((who for who in logins if who and who != author and client.permission(who) in WRITERS), None)
+    on their own pull request, and may be a collaborator), and not taken back by a later review of theirs on it
+    (changes requested; a dismissed approval reads DISMISSED). None when nobody did."""
+    latest: dict[str, str] = {}  # each reviewer's last verdict on this commit (GitHub lists reviews oldest first)
+    for r in client.pages(f"/pulls/{number}/reviews", whole=True):
+        if r.get("commit_id") == head_sha and r.get("state") in ("APPROVED", "CHANGES_REQUESTED", "DISMISSED"):
+            latest[str((r.get("user") or {}).get("login") or "")] = str(r["state"])
+    return next((who for who, state in latest.items()
+                 if state == "APPROVED" and who and who != author and client.permission(who) in WRITERS), None)
 
 
 def take_label(client: GitHub, number: int, label: str) -> bool:

@@ -184,6 +184,11 @@ def test_a_label_approves_only_the_commit_a_maintainer_approved(tmp_path: Path, 
         state["get"][f"{API}/pulls/7/reviews"] = reviews
         rc, log, out, _ = gate(tmp_path, github_server(state))
         assert rc == 0 and out["run"] == "false" and "no one with write access" in log, (reviews, log)
+    # An approval taken back by the same maintainer's later review of B (changes requested, or dismissed) is none.
+    for later in ("CHANGES_REQUESTED", "DISMISSED"):
+        state["get"][f"{API}/pulls/7/reviews"] = [review(), review(state=later)]
+        rc, log, out, _ = gate(tmp_path, github_server(state))
+        assert rc == 0 and out["run"] == "false" and "no one with write access" in log, (later, log)
     # A maintainer's approval of B (among others') lets B run, and the summary names who approved it.
     state["get"][f"{API}/pulls/7/reviews"] = [review(good), review(login="reader"), review()]
     rc, log, out, summary = gate(tmp_path, github_server(state))
@@ -199,6 +204,11 @@ def test_a_list_past_the_page_cap_fails_closed(tmp_path: Path, github_server: Se
     rc, log, out, _ = gate(tmp_path, github)
     assert rc == 3 and "more than 2,000 items" in log and out == {}, log
     assert github.state()["statuses"] == []
+    # GitHub lists at most 1,000 runs of a filtered /actions/runs, the rest silently left out: its total_count says.
+    state = seed([pull()])
+    state["get"][f"{API}/actions/runs"]["total_count"] = 1_500
+    rc, log, out, _ = gate(tmp_path, github_server(state))
+    assert rc == 3 and "1500 items, 3 listed" in log and out == {}, log
 
 
 @pytest.mark.parametrize(
