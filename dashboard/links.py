@@ -21,7 +21,7 @@ from dashboard import frames
 
 _ARRIVING = "_link_keys"  # session key: the query keys of the link being followed
 FIT = "fit"  # a ``grid`` width: the column as wide as its longest text (within FIT_PX)
-FIT_PX = (160, 560)  # a fitted column's narrowest and widest, in pixels: beside 5-6 short columns in 1,440 px
+FIT_PX = (160, 560)  # a fitted column's narrowest and widest, in pixels
 _CHAR_PX = 6.6  # the grid's font, one average character (Source Sans at 14 px), with room for wide ones
 
 

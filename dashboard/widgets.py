@@ -346,7 +346,7 @@ def summary_grid(ctx: Context, *, key: str, limit: int | None = None, by_change:
         "last flagged": listed["flag"],
         "history": [links.history(ctx.machine, b, k) for b, k in zip(listed["benchmark"], listed["params_key"],
                                                                      strict=True)],
-    }), key=f"{key}_grid", links={"history": "plot"}, widths={"series": links.FIT, "history": 60},
+    }), key=f"{key}_grid", links={"history": "plot"}, widths={"series": "large", "history": 60},
        column_config={"newest values": st.column_config.LineChartColumn(
            "trend", width="small", help=f"The newest {n_ids} commits' values")})
     st.caption(f"{len(listed):,} of {fmt.plural(len(table), 'series', 'series')}"

@@ -83,11 +83,11 @@ def main() -> None:
         st.info("No series with the statuses picked above; click a status to list its series.")
         widgets.stop()
     table, threshold_note = model.table_rows(cmp, show, lambda b, k: links.history(ctx.machine, b, k))
-    # The other widths fit the content column of a 1,280 px window with the sidebar open (about 820 px) beside a
-    # short series name; a longer one is shown whole, and the grid scrolls sideways.
+    # Widths that fit the content column of a 1,280 px window with the sidebar open (about 820 px): the
+    # series name and the method are cut there, whole on hover.
     links.grid(table, key="cmp_table", links={"history": "plot"}, widths={
         "status": 75,
-        "series": links.FIT,
+        "series": 255,
         "history": 50,
         "before": 75,
         "after": 75,

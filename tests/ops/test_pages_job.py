@@ -38,7 +38,13 @@ def test_pages_job_is_gated_and_least_privileged() -> None:
 def test_pages_job_runs_no_code_and_deploys_the_nights_site() -> None:
     jobs = _jobs()
     steps = jobs["pages"]["steps"]
-    assert all("run" not in s for s in steps), "no run step: nothing of the repository or the artifact is executed"
+    # One run step: the check of the artifact against record2's digest (one shell line of this file, the same as
+    # every consumer's, test_workflow_trust); nothing of the repository or the artifact is executed.
+    runs = [s for s in steps if "run" in s]
+    check = next(s for s in jobs["alert"]["steps"] if s.get("env", {}).get("WANT"))
+    assert [s["run"] for s in runs] == [check["run"]] and steps.index(runs[0]) == 1, runs
+    assert "python" not in runs[0]["run"] and "bash " not in runs[0]["run"] and "./" not in runs[0]["run"]
+    steps = [s for s in steps if "run" not in s]
     uses = [s["uses"] for s in steps]
     assert [u.split("@")[0] for u in uses] == ["actions/download-artifact", "actions/upload-pages-artifact",
                                                "actions/deploy-pages"]
