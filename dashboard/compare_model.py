@@ -10,7 +10,7 @@ from collections.abc import Callable, Mapping, Sequence
 import pandas as pd
 
 from dashboard import fmt, frames
-from regressions.compare import SIDE_WORDS, change_text
+from regressions.compare import MIN_HISTORY_RUNS, SIDE_WORDS, change_text
 
 STATUS_TITLES = {
     "regressed": "Regressed", "missing": "Missing at head", "improved": "Improved", "failed": "Failed",
@@ -26,7 +26,8 @@ STATUS_HELP = {
     "improved": "Better by more than the threshold, and significant",
     "missing": "Measured at base, gone or skipped at head while its suite ran, and the pull request declares no "
     "removal (an asv version bump or a [tool.mlaperf] removed pattern): fails the check",
-    "failed": "The case ran and failed on a side (asv null), and has no value at head",
+    "failed": "The case ran and failed on a side (asv null), and has no value at head: fails the check, on both "
+    "sides too (a pull request's run measures both with the head's suite)",
     "repaired": "Failed at base (asv null), measured at head: the change makes a broken case run; never fails the "
     "check",
     "new": "Only at head: the base's run has no such case (its suite, or this case, was not run there)",
@@ -35,8 +36,8 @@ STATUS_HELP = {
     "unchanged": "Within the threshold, or not significant",
     "changed": "The benchmark's asv version at head shares none with base's (its code changed): not compared, the "
     "ratio is for reference",
-    "untested": "Beyond the threshold with one value a side and no history (not a memory benchmark): nothing tells "
-    "the change from noise, so it is listed and never fails the check",
+    "untested": f"Beyond the threshold with one value a side and fewer than {MIN_HISTORY_RUNS} earlier commits of the "
+    "series (not a memory benchmark): nothing tells the change from noise, so it is listed and never fails the check",
 }
 
 

@@ -6,11 +6,10 @@ a forged file for an unplanned commit or another machine was stored, raised aler
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from pathlib import Path
 
-_SHA = re.compile(r"[0-9a-f]{40}")
+from settings.pr_contract import SHA  # a full commit hash: 40 hex digits, or 64 in a SHA-256 repository
 
 
 @dataclass(frozen=True)
@@ -25,7 +24,9 @@ class Expected:
         """From a file of full commit SHAs, one a line (the nightly's ``plan-ROUND.txt``; blank lines and
         ``#`` comments skipped) and a machine name; None when neither is given. ValueError names the file and
         its line when the file is missing or holds anything but a SHA."""
-        if commits_file is None and not machine:
+        if machine is not None and not machine.strip():
+            raise ValueError("--only-machine is empty (an unset variable?): name the asv machine, or leave it out")
+        if commits_file is None and machine is None:
             return None
         commits: frozenset[str] | None = None
         if commits_file is not None:
@@ -35,12 +36,12 @@ class Expected:
                 raise ValueError(f"--only-commits {commits_file}: cannot be read ({exc})") from None
             lines = [(n, line.strip()) for n, line in enumerate(text.splitlines(), 1)]
             kept = [(n, line) for n, line in lines if line and not line.startswith("#")]
-            bad = next(((n, line) for n, line in kept if not _SHA.fullmatch(line)), None)
+            bad = next(((n, line) for n, line in kept if not SHA.fullmatch(line)), None)
             if bad is not None:
                 raise ValueError(f"--only-commits {commits_file}: line {bad[0]} is not a full commit SHA: "
                                  f"{bad[1][:60]!r}")
             commits = frozenset(line for _, line in kept)
-        return cls(commits, machine or None)
+        return cls(commits, machine)
 
     def refusal(self, commit: str, machine: str) -> str | None:
         """Why a results file of ``commit`` on ``machine`` may not be stored here, or None."""

@@ -51,9 +51,18 @@ case "$step" in
   record)
     if [[ ! -d "$NIGHT/results-$round" ]]; then echo "nightly: round $round measured nothing"; exit 0; fi
     # Only what was planned, on this machine: the measure job ran the measured commits' code, which can leave any
-    # file in results-ROUND (a forged file is refused, the step fails and nothing of it is stored or detected).
+    # file in results-ROUND. A refused file (2) is named and never stored; the planned ones are, and the night goes
+    # on (detection, round 2, the issues) with an error annotation on the run. Anything else stops the step.
     machine="$("$MLAPERF" nightly machine "${target[@]}")"
-    "$MLAPERF" ingest "$NIGHT/results-$round" --repo . --only-commits "$NIGHT/plan-$round.txt" --only-machine "$machine"
+    rc=0
+    "$MLAPERF" ingest "$NIGHT/results-$round" --repo . --only-commits "$NIGHT/plan-$round.txt" \
+      --only-machine "$machine" || rc=$?
+    if (( rc == 2 )); then
+      echo "::error::nightly: round $round: the results files named REFUSED above were not stored (not planned" \
+        "tonight, another machine's, or not valid asv output); the others were, and the night goes on"
+    elif (( rc != 0 )); then
+      exit "$rc"
+    fi
     "$MLAPERF" detect --json --all > "$NIGHT/regressions.json"
     ;;
   alert)
