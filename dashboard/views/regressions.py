@@ -30,7 +30,7 @@ def _closed_section(ctx: widgets.Context, regs: pd.DataFrame, all_machines: bool
     out = model.closed_rows(closed.filter_closed(rows, statuses, kinds), data.param_names(ctx.url),
                             all_machines=all_machines, history_link=links.history)
     links.grid(out, key="reg_closed_table", links={"history": "plot"}, widths={
-        "status": 80, "series": links.FIT, "ratio": 55, "reason": "large", "history": 60})
+        "status": 80, "series": links.FIT, "ratio": 55, "reason": 170, "history": 60})
 
 
 def _groups_table(group_frame: pd.DataFrame, all_machines: bool) -> None:
