@@ -38,6 +38,19 @@ def marker(machine: str) -> str:
     return f"{_MARKER}{_key(machine)} -->"
 
 
+def commit_link(sha: object, links: Mapping[str, str]) -> str:
+    """A commit in an issue body: its short SHA, linked where ``links`` has a ``repo_url``; "never" for none."""
+    text = str(sha or "")
+    repo = links.get("repo_url", "").rstrip("/")
+    return "never" if not text else f"[`{text[:10]}`]({repo}/commit/{text})" if repo else f"`{text[:10]}`"
+
+
+def link_lines(links: Mapping[str, str]) -> list[str]:
+    """The dashboard's and the nightly run's addresses, those ``links`` has, one line each, for an issue body."""
+    return [f"{name}: {links[key]}" for key, name in (("dashboard_url", "Dashboard"), ("run_url", "Nightly run"))
+            if links.get(key)]
+
+
 def failing_of(data: Any) -> tuple[list[dict[str, Any]] | None, str | None]:
     """The well-formed rows of the ``failing`` list of a parsed ``detect --json`` document and the one machine it
     covers (``failing_machine``; None: every machine). No list where the document has none (an older document or a
@@ -56,24 +69,18 @@ def issue_for_machine(machine: str, rows: list[Mapping[str, Any]], links: Mappin
     """(title, body) of a machine's failing-benchmarks issue; every value from data escaped as the PR report's."""
     from regressions.report import MAX_BODY_CHARS, fmt_params, md_code
 
-    repo = links.get("repo_url", "").rstrip("/")
-
-    def commit(sha: object) -> str:
-        text = str(sha or "")
-        return "never" if not text else f"[`{text[:10]}`]({repo}/commit/{text})" if repo else f"`{text[:10]}`"
-
     longest = max(rows, key=lambda r: int(r.get("commits") or 0))
     title = " ".join(f"Benchmarks failing on {machine}: {len(rows)} series, since {str(longest['since'])[:10]}".split())
     lines = [marker(machine), f"mlaperf's nightly found series whose result at the newest commit of machine "
              f"{md_code(machine, table=False)} failed (no value: detection raises no alert for them)."]
-    lines += [f"{name}: {links[key]}" for key, name in (("dashboard_url", "Dashboard"), ("run_url", "Nightly run"))
-              if links.get(key)]
+    lines += link_lines(links)
     lines += ["", "| benchmark | params | failing since | commits | last value at |",
               "| --- | --- | --- | ---: | --- |"]
     for r in rows:
         params = r.get("params") if isinstance(r.get("params"), dict) else {}
-        lines.append(f"| {md_code(r['benchmark'])} | {md_code(fmt_params(params))} | {commit(r['since'])} | "
-                     f"{int(r.get('commits') or 0):,} | {commit(r.get('last_ok'))} |")
+        lines.append(f"| {md_code(r['benchmark'])} | {md_code(fmt_params(params))} | "
+                     f"{commit_link(r['since'], links)} | {int(r.get('commits') or 0):,} | "
+                     f"{commit_link(r.get('last_ok'), links)} |")
     lines += ["", "This issue closes by itself when no series of this machine fails any more."]
     return title[:250], "\n".join(lines)[:MAX_BODY_CHARS] + "\n"
 

@@ -10,7 +10,7 @@ from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from mlaperf.nightly_failing import Action
+from mlaperf.nightly_failing import Action, commit_link, link_lines
 from regressions.store import OPEN_STATUSES  # the detector's rule: listed by default, keep an issue open
 
 
@@ -51,19 +51,12 @@ def issue_for_group(group: Any, rows: list[Mapping[str, Any]], links: Mapping[st
     machine = str(first["machine"])
     title = f"Performance regression on {machine} at {sha[:10]}: {len(rows)} series (worst {fmt_ratio(worst)})"
     title = " ".join(title.split())[:250]
-    repo = links.get("repo_url", "").rstrip("/")
-    commit = f"[`{sha[:10]}`]({repo}/commit/{sha})" if repo else f"`{sha[:10]}`"
     lines = [
         group_marker(group),
         f"mlaperf's nightly found a confirmed regression (alert group {md_text(group)}) on machine "
-        f"{md_code(machine, table=False)} at commit {commit}"
+        f"{md_code(machine, table=False)} at commit {commit_link(sha, links)}"
         + (f", after `{str(parent)[:10]}`." if parent else "."),
-    ]
-    if links.get("dashboard_url"):
-        lines.append(f"Dashboard: {links['dashboard_url']}")
-    if links.get("run_url"):
-        lines.append(f"Nightly run: {links['run_url']}")
-    lines += [
+        *link_lines(links),
         "",
         "Numbers as detection sees them tonight (medians of up to 30 runs each side of the step), updated "
         "every night while the level settles.",
