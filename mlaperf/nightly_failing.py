@@ -8,7 +8,7 @@ from __future__ import annotations
 import hashlib
 import re
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -51,23 +51,50 @@ def link_lines(links: Mapping[str, str]) -> list[str]:
             if links.get(key)]
 
 
+def _rows(data: Any, field: str) -> list[dict[str, Any]] | None:
+    rows = data.get(field) if isinstance(data, dict) else None
+    if not isinstance(rows, list):
+        return None
+    return [r for r in rows if isinstance(r, dict) and isinstance(r.get("machine"), str)
+            and isinstance(r.get("benchmark"), str) and isinstance(r.get("since"), str)
+            and type(r.get("commits")) is int and isinstance(r.get("last_ok"), str | None)
+            and isinstance(r.get("until", ""), str)]
+
+
 def failing_of(data: Any) -> tuple[list[dict[str, Any]] | None, str | None]:
     """The well-formed rows of the ``failing`` list of a parsed ``detect --json`` document and the one machine it
     covers (``failing_machine``; None: every machine). No list where the document has none (an older document or a
     bare list of records): then the failing issues are left as they are, never closed for lack of news."""
-    rows = data.get("failing") if isinstance(data, dict) else None
-    if not isinstance(rows, list):
-        return None, None
-    scope = data.get("failing_machine")
-    return [r for r in rows if isinstance(r, dict) and isinstance(r.get("machine"), str)
-            and isinstance(r.get("benchmark"), str) and isinstance(r.get("since"), str)
-            and type(r.get("commits")) is int and isinstance(r.get("last_ok"), str | None)], \
-        scope if isinstance(scope, str) else None
+    rows = _rows(data, "failing")
+    scope = data.get("failing_machine") if rows is not None else None
+    return rows, scope if isinstance(scope, str) else None
 
 
-def issue_for_machine(machine: str, rows: list[Mapping[str, Any]], links: Mapping[str, str]) -> tuple[str, str]:
-    """(title, body) of a machine's failing-benchmarks issue; every value from data escaped as the PR report's."""
-    from regressions.report import MAX_BODY_CHARS, fmt_params, md_code
+def _row_head(r: Mapping[str, Any]) -> str:
+    """A series' first two cells in an issue's tables: how a later night finds the series it listed."""
+    from regressions.report import fmt_params, md_code
+
+    params = r.get("params") if isinstance(r.get("params"), dict) else {}
+    return f"| {md_code(r['benchmark'])} | {md_code(fmt_params(params))} |"
+
+
+def _unrun_lines(unrun: list[Mapping[str, Any]], links: Mapping[str, str]) -> list[str]:
+    """The table of series listed before that did not run at the newest commit, their last results failed."""
+    if not unrun:
+        return []
+    lines = ["", "Listed here before and not run at the machine's newest commit (removed from the suite, renamed, or "
+             "skipped there), their last results failed; no longer counted:", "",
+             "| benchmark | params | failed from | to | commits | last value at |",
+             "| --- | --- | --- | --- | ---: | --- |"]
+    return lines + [f"{_row_head(r)} {commit_link(r['since'], links)} | {commit_link(r.get('until'), links)} | "
+                    f"{int(r.get('commits') or 0):,} | {commit_link(r.get('last_ok'), links)} |" for r in unrun]
+
+
+def issue_for_machine(machine: str, rows: list[Mapping[str, Any]], links: Mapping[str, str],
+                      unrun: Sequence[Mapping[str, Any]] = ()) -> tuple[str, str]:
+    """(title, body) of a machine's failing-benchmarks issue, with the series of ``unrun`` it listed before;
+    every value from data escaped as the PR report's."""
+    from regressions.report import MAX_BODY_CHARS, md_code
 
     longest = max(rows, key=lambda r: int(r.get("commits") or 0))
     title = " ".join(f"Benchmarks failing on {machine}: {len(rows)} series, since {str(longest['since'])[:10]}".split())
@@ -77,10 +104,9 @@ def issue_for_machine(machine: str, rows: list[Mapping[str, Any]], links: Mappin
     lines += ["", "| benchmark | params | failing since | commits | last value at |",
               "| --- | --- | --- | ---: | --- |"]
     for r in rows:
-        params = r.get("params") if isinstance(r.get("params"), dict) else {}
-        lines.append(f"| {md_code(r['benchmark'])} | {md_code(fmt_params(params))} | "
-                     f"{commit_link(r['since'], links)} | {int(r.get('commits') or 0):,} | "
+        lines.append(f"{_row_head(r)} {commit_link(r['since'], links)} | {int(r.get('commits') or 0):,} | "
                      f"{commit_link(r.get('last_ok'), links)} |")
+    lines += _unrun_lines(list(unrun), links)
     lines += ["", "This issue closes by itself when no series of this machine fails any more."]
     return title[:250], "\n".join(lines)[:MAX_BODY_CHARS] + "\n"
 
@@ -96,10 +122,15 @@ def plan_failing(doc: Any, open_issues: Iterable[Any], links: Mapping[str, str])
     for r in failing:
         by_machine[r["machine"]].append(r)
     mine = [i for i in open_issues if (i.body or "").startswith(marker(scope) if scope else _MARKER)]
+    unrun = _rows(doc, "failing_unrun") or []
+
+    def listed(issue: Any, machine: str) -> list[dict[str, Any]]:  # the unrun series this issue lists
+        return [r for r in unrun if r["machine"] == machine and _row_head(r) in issue.body]
+
     out = []
     for machine, rows in sorted(by_machine.items()):
-        title, body = issue_for_machine(machine, rows, links)
         issue = next((i for i in mine if (i.body or "").startswith(marker(machine))), None)
+        title, body = issue_for_machine(machine, rows, links, listed(issue, machine) if issue else [])
         if issue is None:
             out.append(Action("open", f"failing on {machine}", None, title, body))
         else:
@@ -109,6 +140,10 @@ def plan_failing(doc: Any, open_issues: Iterable[Any], links: Mapping[str, str])
     for issue in mine:
         if not any(issue.body.startswith(m) for m in failing_now):
             key = issue.body[len(_MARKER):].split(" -->", 1)[0]
+            gone = [r for r in unrun if issue.body.startswith(marker(r["machine"])) and _row_head(r) in issue.body]
+            note = ("" if not gone else "\n\nNot fixed, as far as mlaperf can tell: of the series listed here, these "
+                    "did not run at the machine's newest commit and their last results failed (reopen this issue "
+                    "if they still break):\n" + "\n".join(_unrun_lines(gone, links)[3:]))
             out.append(Action("close", f"failing on {key}", issue.number,
-                              comment="No series of this machine fails at its newest commit any more; closing."))
+                              comment="No series of this machine fails at its newest commit any more; closing." + note))
     return out

@@ -15,7 +15,7 @@ from sqlalchemy.orm import Session
 from db.models import REGRESSION_STATUSES
 from regressions.compare import DEFAULT_ALPHA, compare_commits, exit_status
 from regressions.config import MAX_THRESHOLD, ConfigError, Settings, load_settings
-from regressions.failing import failing_records, failing_series, failing_text
+from regressions.failing import failing_records, failing_series, failing_text, unrun_failing
 from regressions.listing import detect_document, records, regressions_frame
 from regressions.policy import OPEN_STATUSES, kind_suffix
 from regressions.report import MAX_BODY_CHARS, compare_json, compare_markdown, detect_table, reversed_note
@@ -257,6 +257,7 @@ def _print_listing(
     failing = failing_series(session, args.machine)
     if args.json:
         document = {**detect_document(session, frame, events, summary), "failing": failing_records(failing),
+                    "failing_unrun": failing_records(unrun_failing(session, args.machine)),
                     "failing_machine": args.machine}  # the one machine examined (null: every machine)
         _write(json.dumps(document, indent=2, allow_nan=False))
     elif frame.empty:  # say what the listing left out, so "none listed" never reads as "none found"

@@ -29,13 +29,14 @@ class Failing:
     """A series whose newest results failed: ``commits`` of its machine's newest ones in a row, from ``since`` (a
     sha); ``last_ok``: the newest commit with a value (None: none ever)."""
 
+
     machine: str
     benchmark: str
     params_key: str
     since: str
     commits: int
     last_ok: str | None
-
+    until: str | None = None  # a series not run at the newest commit (:func:`unrun_failing`): its newest result
 
 def _statuses(session: Session, machine_id: int, benchmark_ids: list[int] | None, commit_id: int | None = None
               ) -> dict[tuple[int, str], dict[int, set[str]]]:
@@ -52,8 +53,23 @@ def _statuses(session: Session, machine_id: int, benchmark_ids: list[int] | None
     return out
 
 
-def failing_series(session: Session, machine: str | None = None) -> list[Failing]:
-    """Every series (of ``machine``, or of every machine) failing now, by machine and name."""
+def _tail(commits: dict[int, set[str]], pos: dict[int, int]) -> tuple[int | None, int, int | None, int | None]:
+    """A series' newest failed results in a row (skipped ones passed over): (the first of them, how many, the
+    newest, the newest commit with a value); (None, 0, None, ...) where its newest result has a value."""
+    since = until = last_ok = None
+    count = 0
+    for cid in sorted(commits, key=lambda c: pos.get(c, -1), reverse=True):
+        if "ok" in commits[cid]:
+            last_ok = cid
+            break
+        if "failed" in commits[cid]:
+            since, count, until = cid, count + 1, until if until is not None else cid
+    return since, count, until, last_ok
+
+
+def _machine_series(session: Session, machine: str | None, unrun: bool) -> list[Failing]:
+    """The series failing at their machine's newest commit or, with ``unrun``, those whose last results failed and
+    that have no result there (not run, or skipped), by machine and name."""
     pos = commit_positions(session)
     names = {int(i): str(n) for i, n in session.execute(select(Benchmark.id, Benchmark.name))}
     shas = {int(i): str(s) for i, s in session.execute(select(Commit.id, Commit.sha))}
@@ -67,22 +83,36 @@ def failing_series(session: Session, machine: str | None = None) -> list[Failing
             continue
         newest = max((int(c) for c in ran), key=lambda c: pos.get(c, -1))
         now = _statuses(session, mid, None, newest)
-        broken = [k for k, at in now.items() if "failed" in at[newest] and "ok" not in at[newest]
-                  and not is_provenance(names.get(k[0], ""))]
-        if not broken:
+        ran_now = {k for k, at in now.items() if {"ok", "failed"} & at[newest]}
+        if unrun:  # only series that ever failed here: a cheap query, however long the history
+            ever = (select(Result.benchmark_id, Result.params_key).join(Run, Run.id == Result.run_id)
+                    .where(Run.machine_id == mid, Result.status == "failed").distinct())
+            keys = [(int(b), str(k)) for b, k in session.execute(ever) if (int(b), str(k)) not in ran_now]
+        else:
+            keys = [k for k in ran_now if "ok" not in now[k][newest]]
+        keys = [k for k in keys if not is_provenance(names.get(k[0], ""))]
+        if not keys:
             continue
-        history = _statuses(session, mid, sorted({b for b, _ in broken}))
-        for key in broken:
-            since, count, last_ok = newest, 0, None
-            for cid in sorted(history[key], key=lambda c: pos.get(c, -1), reverse=True):
-                statuses = history[key][cid]
-                if "ok" in statuses:
-                    last_ok = shas[cid]
-                    break
-                if "failed" in statuses:
-                    since, count = cid, count + 1
-            out.append(Failing(str(mname), names[key[0]], key[1], shas[since], count, last_ok))
+        history = _statuses(session, mid, sorted({b for b, _ in keys}))
+        for key in keys:
+            since, count, until, last_ok = _tail(history[key], pos)
+            if since is None or until is None:
+                continue
+            out.append(Failing(str(mname), names[key[0]], key[1], shas[since], count,
+                               shas[last_ok] if last_ok is not None else None, shas[until] if unrun else None))
     return sorted(out, key=lambda f: (f.machine, f.benchmark, f.params_key))
+
+
+def failing_series(session: Session, machine: str | None = None) -> list[Failing]:
+    """Every series (of ``machine``, or of every machine) failing now, by machine and name."""
+    return _machine_series(session, machine, unrun=False)
+
+
+def unrun_failing(session: Session, machine: str | None = None) -> list[Failing]:
+    """Series whose last results failed and that did not run at their machine's newest commit (removed from the
+    suite, renamed, or skipped there): they no longer count as failing, and ``nightly alert`` says so where it
+    had listed them, instead of closing their issue as if they were fixed (``until``: their newest result)."""
+    return _machine_series(session, machine, unrun=True)
 
 
 def _params(f: Failing) -> dict[str, Any]:
@@ -94,9 +124,10 @@ def _params(f: Failing) -> dict[str, Any]:
 
 
 def failing_records(failing: list[Failing]) -> list[dict[str, Any]]:
-    """``detect --json``'s ``failing``: machine, benchmark, params, since, commits, last_ok."""
+    """``detect --json``'s ``failing``: machine, benchmark, params, since, commits, last_ok (``failing_unrun``'s
+    rows add ``until``, their newest result)."""
     return [{"machine": f.machine, "benchmark": f.benchmark, "params": _params(f), "since": f.since,
-             "commits": f.commits, "last_ok": f.last_ok} for f in failing]
+             "commits": f.commits, "last_ok": f.last_ok, **({"until": f.until} if f.until else {})} for f in failing]
 
 
 def failing_text(failing: list[Failing]) -> str:

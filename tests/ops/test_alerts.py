@@ -187,6 +187,31 @@ def test_failing_benchmarks_get_an_issue_per_machine(tmp_path: Path, fake_github
     assert fake_github.state()["issues"]["1"]["state"] == "closed"
 
 
+def test_a_series_removed_while_failing_is_not_called_fixed(tmp_path: Path, fake_github: FakeGitHub) -> None:
+    """A broken benchmark taken out of the suite stops failing at the newest commit (`detect --json`'s
+    `failing_unrun`): the machine's issue names it as not run, and where none fails any more it closes saying
+    which listed series were not fixed but not run; an unrun series it never listed is not mentioned."""
+    def night(failing: list[dict[str, Any]], unrun: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        return alert(tmp_path, fake_github, {"regressions": [], "failing": failing, "failing_unrun": unrun})[1]
+
+    kept, dropped = "bench_decode.SparseDecode.time_decode", "bench_index.Indexer.time_scores|<b>"
+    old = {**_failing("bench_old.Gone.time_x", 2), "until": PARENT}
+    night([_failing(kept), _failing(dropped, 4)], [])
+    plan = night([_failing(kept, 12)], [{**_failing(dropped, 4), "until": SHA}, old])
+    assert [(a["action"], a["number"]) for a in plan] == [("update", 1)]
+    body = fake_github.state()["issues"]["1"]["body"]
+    assert "1 series" in plan[0]["title"] and "bench_old" not in body
+    tail = body[body.index("Listed here before and not run"):]
+    assert "| `bench_index.Indexer.time_scores\\|<b>` |" in tail and f"/commit/{SHA}" in tail, tail  # code
+    assert [a["action"] for a in night([_failing(kept, 12)], [{**_failing(dropped, 4), "until": SHA}, old])] == [
+        "unchanged"]  # the same night again changes nothing
+    plan = night([], [{**_failing(kept, 12), "until": SHA}, {**_failing(dropped, 4), "until": SHA}, old])
+    assert [(a["action"], a["number"]) for a in plan] == [("close", 1)]
+    comment = fake_github.state()["comments"][-1]["body"]
+    assert comment.startswith("No series of this machine fails") and "Not fixed, as far as mlaperf can tell" in comment
+    assert "time_decode" in comment and "time_scores" in comment and "bench_old" not in comment, comment
+
+
 def test_a_failing_issue_marker_cannot_be_forged_by_a_machine_name() -> None:
     from mlaperf.nightly_failing import failing_of, marker
 

@@ -70,3 +70,32 @@ def test_nothing_failing_adds_nothing(store_url: str, tmp_path: Path, ingest: In
     assert "failing" not in capsys.readouterr().out
     assert main(["detect", "--db", store_url, "--list", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["failing"] == []
+
+
+def test_a_series_removed_while_failing_is_listed_apart(store_url: str, tmp_path: Path, ingest: Ingest,
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    """A benchmark that broke and was then taken out of the suite no longer fails at the newest commit: `detect
+    --json` lists it under `failing_unrun` (until: its newest failed result), so the nightly's issue can say it was
+    not fixed; one that runs again with a value, or never failed, is not listed."""
+    history = write_synthetic_results(tmp_path / "results", commits=12, series=120, steps={}, seed=3)
+    later = ["ab" * 20, "cd" * 20, "ef" * 20]
+    _broken_commits(tmp_path / "results", history.shas[-1], later[:2], next(b for b in history.benchmarks
+                                                                             if b != BROKEN))
+    newest = json.loads(next((tmp_path / "results").rglob(f"{later[1][:8]}-*.json")).read_text())
+    newest["commit_hash"], newest["date"] = later[2], newest["date"] + 3_600_000
+    del newest["results"][BROKEN]  # removed from the suite at the newest commit
+    (tmp_path / "results" / history.machine / f"{later[2][:8]}-{newest['env_name']}.json").write_text(
+        json.dumps(newest))
+    engine = make_engine(store_url)
+    ingest(engine, [tmp_path / "results"])
+    engine.dispose()
+
+    assert main(["detect", "--db", store_url, "--full"]) == 0
+    assert "failing now" not in capsys.readouterr().out
+    assert main(["detect", "--db", store_url, "--list", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["failing"] == [] and doc["failing_unrun"], doc["failing_unrun"]
+    assert {f["benchmark"] for f in doc["failing_unrun"]} == {BROKEN}
+    assert all((f["since"], f["until"], f["commits"], f["last_ok"]) == (later[0], later[1], 2, history.shas[-1])
+               for f in doc["failing_unrun"])
+    assert main(["detect", "--db", store_url, "--list", "--json", "--machine", "nowhere"]) == 2
