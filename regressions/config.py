@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 DEFAULT_THRESHOLD = 0.05
+KEYS = ("thresholds", "directions", "removed")  # what the table holds: any other key is refused
 MAX_THRESHOLD = 10.0  # thresholds lie in (0, MAX_THRESHOLD): a flag or a configuration entry alike
 DIRECTIONS = ("up_is_worse", "down_is_worse")
 
@@ -85,7 +86,15 @@ def check_threshold(value: Any, where: str) -> float:
 
 
 def parse_settings(table: dict[str, Any], source: str) -> Settings:
-    """Build Settings from the ``[tool.mlaperf]`` (or ``mlaperf.toml`` top-level) table."""
+    """Build Settings from the ``[tool.mlaperf]`` (or ``mlaperf.toml`` top-level) table. A key it does not know is
+    refused, not skipped: a misspelt or misplaced table silently left every default in force (a review wrote
+    ``[tool.mlaperf.directions]`` into mlaperf.toml and its false alerts stayed open)."""
+    unknown = sorted(set(table) - set(KEYS))
+    if unknown:
+        hint = (" (in mlaperf.toml the tables have no tool.mlaperf. prefix: [directions], not "
+                "[tool.mlaperf.directions])" if "tool" in unknown and not source.endswith("[tool.mlaperf]") else "")
+        raise ConfigError(f"{source}: unknown key {', '.join(map(repr, unknown))}; it holds "
+                          f"{', '.join(KEYS)}{hint}")
     thresholds_raw = table.get("thresholds", {})
     directions_raw = table.get("directions", {})
     if not isinstance(thresholds_raw, dict):

@@ -6,12 +6,14 @@ order:
 
 1. its unit is a rate (case-insensitive): anything per second (``tokens/s``, ``GB/s``, ``TFLOP/s``,
    ``it/s``, ``samples per second``), a rate word with or without an SI prefix (``TFLOPS``, ``GFLOPS``,
-   ``Gbps``, ``qps``, ``iops``, ``TOPS``, ``tps``, ``fps``, ``MHz``), or a share of a best case
+   ``Gbps``, ``qps``, ``iops``, ``TOPS``, ``tps``, ``fps``, ``MHz``, stencil codes' ``MLUPS``), a plural count
+   with a trailing ``s`` for "per second" (Devito's ``gflopss``, ``gpointss``), or a share of a best case
    (``fraction``, ``%``, ``ratio``, ``speedup``, ``efficiency``, ``throughput``);
 2. else its unit is a time, a size or a count (``seconds``, ``ms``, ``bytes``, ``GiB``, ``count``): not a
    rate, whatever the name says (``track_bandwidth`` in ``bytes`` grows worse);
 3. else (no unit, asv's default ``"unit"``, or a unit this rule does not know) the name decides: a rate
-   name (``track_tflops``, ``track_gbps``, ``track_qps``, ``track_tokens_per_s``, ``track_speedup``, ...)
+   name (``track_tflops``, ``track_gbps``, ``track_qps``, ``track_tokens_per_s``, ``track_speedup``,
+   ``track_gpointss``, ...)
    or a model's score, as the whole name (``track_test_score``, ``track_accuracy``, ``track_f1_macro``: asv
    projects of estimators track them in asv's default unit; not ``track_score_time``) is a rate, any other name
    grows worse.
@@ -38,11 +40,15 @@ UP_IS_WORSE = "up_is_worse"
 DOWN_IS_WORSE = "down_is_worse"
 
 # Rate words, with an optional SI prefix (TFLOPS, Gbps, kqps, MHz): per second, bigger is better.
-_RATE_WORD = r"(k|m|g|t|p|e|ki|mi|gi|ti)?(flops?|ops|iops|bps|qps|rps|tps|fps|hz)"
+_RATE_WORD = r"(k|m|g|t|p|e|ki|mi|gi|ti)?(flops?|ops|iops|bps|qps|rps|tps|fps|hz|lups)"
+# A plural count and an "s" for per second, with an optional SI prefix: Devito's gflopss and gpointss (its
+# track_runtime falls as they grow), MLUPSs; "points" alone is a count.
+_PER_SECOND_PLURAL = r"(k|m|g|t|p)?(flops|points|pts|cells|updates|lups|ops|samples|tokens|items)s"
 # Units of track_ benchmarks where bigger is better (rates, efficiencies, fractions of a roofline).
 _RATE_UNIT = re.compile(
     r"(/\s*s(ec(ond)?)?\b|\bper\s*s(ec(ond)?)?\b"  # anything per second: GB/s, TFLOP/s, it/s
     rf"|(?<![a-z]){_RATE_WORD}(?![a-z])"  # a rate word standing alone: "TFLOPS", "10 Gbps"
+    rf"|(?<![a-z]){_PER_SECOND_PLURAL}(?![a-z])"  # "gpointss": giga-points per second
     r"|(?<![a-z])ratios?(?![a-z])|(?<![a-z])efficien"  # words: not the "ratio" of "duration"
     r"|throughput|fraction|%|percent|speedup)",
     re.IGNORECASE,
@@ -57,7 +63,7 @@ _NON_RATE_UNIT = re.compile(
 _RATE_NAME = re.compile(
     r"(_per_s(ec(ond)?)?(_|$)|gbps|mbps|flops|throughput|bandwidth|roofline|fraction|_ratios?(_|\d)|_efficien|percent"
     r"|speedup"
-    rf"|_{_RATE_WORD}(_|\d))",
+    rf"|_{_RATE_WORD}(_|\d)|_{_PER_SECOND_PLURAL}(_|\d))",
     re.IGNORECASE,
 )
 # A model's score, the whole name after ``track`` (``track_test_score``, ``track_f1_macro``): higher is better, as

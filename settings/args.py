@@ -101,8 +101,9 @@ def add_thresholds_config(parser: argparse.ArgumentParser) -> None:
         "--config",
         metavar="PATH",
         default=None,
-        help="mlaperf.toml or pyproject.toml with [tool.mlaperf.thresholds]/[directions] "
-        "(default: ./mlaperf.toml, else ./pyproject.toml)",
+        help="pyproject.toml with [tool.mlaperf.thresholds], [tool.mlaperf.directions] and removed, or mlaperf.toml "
+        "with [thresholds], [directions] and removed at its top level (default: ./mlaperf.toml, else "
+        "./pyproject.toml)",
     )
 
 

@@ -315,6 +315,13 @@ def test_mlaperf_toml_wins_and_bad_values_are_named(tmp_path: Path) -> None:
     bad.write_text('[directions]\n"x" = "sideways"\n')
     with pytest.raises(ConfigError, match="directions"):
         load_settings(bad)
+    # A table in the wrong place or misspelt is refused with its name, never skipped (defaults silently in force).
+    bad.write_text('[tool.mlaperf.directions]\n"*.track_gpointss" = "down_is_worse"\n')
+    with pytest.raises(ConfigError, match=r"bad\.toml: unknown key 'tool'.*no tool\.mlaperf\. prefix"):
+        load_settings(bad)
+    (tmp_path / "pyproject.toml").write_text('[tool.mlaperf.direction]\n"x" = "up_is_worse"\n')
+    with pytest.raises(ConfigError, match=r"\[tool\.mlaperf\]: unknown key 'direction'; it holds thresholds"):
+        load_settings(tmp_path / "pyproject.toml")
     with pytest.raises(ConfigError, match="--config"):
         load_settings(tmp_path / "missing.toml")
     assert load_settings(search_dir=tmp_path / "nowhere") == Settings()
@@ -362,6 +369,15 @@ def test_direction_inference(name: str, unit: str, expected: str) -> None:
         ("bench_x.Y.track_recall_calls", "unit", UP_IS_WORSE),
         ("bench_x.Y.track_val_precision", "unit", DOWN_IS_WORSE),
         ("bench_x.Y.track_test_score", "seconds", UP_IS_WORSE),  # a declared time wins
+        # Devito's TheMatrix: per second as a trailing "s" on a plural count (its runtime fell as these grew).
+        ("acoustic_tti_adj.TTIAcousticAdjoint.track_gpointss", "gpointss", DOWN_IS_WORSE),
+        ("acoustic_tti_adj.TTIAcousticAdjoint.track_gflopss", "gflopss", DOWN_IS_WORSE),
+        ("acoustic_tti_adj.TTIAcousticAdjoint.track_gpointss", None, DOWN_IS_WORSE),
+        ("bench_x.Y.track_stencil", "MLUPS", DOWN_IS_WORSE),
+        ("bench_x.Y.track_points", "points", UP_IS_WORSE),  # a count, not a rate
+        ("bench_x.Y.track_points", None, UP_IS_WORSE),
+        ("bench_x.Y.track_npoints", "unit", UP_IS_WORSE),
+        ("bench_x.Y.track_cells", "cells", UP_IS_WORSE),
     ],
 )
 def test_direction_where_the_two_copies_disagreed(name: str, unit: str | None, expected: str) -> None:
