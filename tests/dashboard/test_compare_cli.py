@@ -52,10 +52,12 @@ def test_text_table_in_a_terminal(seeded: Seeded, step: tuple[str, str]) -> None
     assert re.match(counts, lines[1]), lines[1]
     assert "<details>" not in out and "\\(" not in out and "|" not in out  # no markdown
     header = next(i for i, line in enumerate(lines) if line.startswith("status"))
-    rows = [line for line in lines[header + 1:] if line.strip() and not line.endswith("every series).")]
+    rows = [line for line in lines[header + 1:]
+            if line.strip() and not line.startswith(("    ", "Not listed", "untested:"))]
     assert rows and all(r.startswith("REGRESSED") for r in rows[:3])
     # Worst first: the "change" column falls from row to row among the regressions.
-    changes = [float(m.group(1)) for r in rows if (m := re.search(r"\+([\d.]+)% worse", r))]
+    changes = [float(m.group(1)) for r in rows
+               if r.startswith("REGRESSED") and (m := re.search(r"\+([\d.]+)% worse", r))]
     assert changes == sorted(changes, reverse=True) and len(changes) >= 2
     # Aligned: the ratio column ends at the same place on every row.
     ends = {r.index("x ") + 1 for r in rows if re.search(r"\d\.\d\dx ", r)}
@@ -87,15 +89,21 @@ def test_compare_page_names_and_changes_are_the_clis(monkeypatch: pytest.MonkeyP
     rc, text, err = _compare(seeded, base, head, "--format", "text")
     lines = text.splitlines()
     header = next(i for i, line in enumerate(lines) if line.startswith("status"))
-    cli = {}
+    cli, untested = {}, {}
     for line in lines[header + 1:]:
         cells = re.split(r"\s{2,}", line.strip())
         if len(cells) in (6, 7):  # status, series, base, head, ratio, change[, p] (an untested row has no p)
-            cli[cells[1]] = cells[5]
+            (untested if cells[0] == "untested" else cli)[cells[1]] = cells[5]
     at = goto(app(monkeypatch, seeded.url, query={"cmp_base": base, "cmp_head": head}), "compare")
     table = next(d.value for d in at.dataframe if "change" in d.value.columns)
     dash = dict(zip(table["series"], table["change"], strict=True))
     assert len(cli) >= 10 and dash == cli, (rc, err)
+    # The CLI lists the largest untested changes too; the page shows them on their pill, in the same words.
+    shown = list(dict.fromkeys([*table["status"].map(str.lower), "untested"]))
+    at = goto(app(monkeypatch, seeded.url, query={"cmp_base": base, "cmp_head": head, "cmp_show": shown}), "compare")
+    table = next(d.value for d in at.dataframe if "change" in d.value.columns)
+    dash = dict(zip(table["series"], table["change"], strict=True))
+    assert untested and all(dash.get(k) == v for k, v in untested.items()), (untested, dash)
     # Every rate row, unchanged ones too: up reads + and better, down - and worse (their values' own change).
     at = goto(app(monkeypatch, seeded.url, query={"cmp_base": base, "cmp_head": head,
                                                   "cmp_show": ["improved", "untested", "unchanged"]}), "compare")

@@ -93,3 +93,19 @@ def test_the_counts_line_says_where_the_failed_ones_failed() -> None:
         "0 regressions, 1 failed (1 on both), 0 improvements, 1 unchanged"
     assert exit_status([both]) == 1 and exit_status([both, head_only]) == 1
     assert counts_line([both, head_only]).startswith("0 regressions, 2 failed (1 on head only, 1 on both)")
+
+
+def test_the_largest_untested_changes_are_listed() -> None:
+    """With nothing judged, counts alone read as a blank report while a +32% change sat among the untested (a review
+    on Devito's asv results): the ten largest untested changes are listed after the judged rows, the rest
+    counted."""
+    from regressions.compare import UNTESTED
+
+    rows = [_case("time_same", UNCHANGED, 1e-5), *(_case(f"time_u{i}", UNTESTED, 1e-5 * (1.1 + i / 10))
+                                                  for i in range(13)), _case("time_slow", REGRESSED, 1.2e-5)]
+    text = compare_text(rows, base="a" * 40, head="b" * 40, machines=["h200"], threshold_note="5%", width=200)
+    listed = [line.split()[:2] for line in text.splitlines() if "SparseDecode." in line]
+    assert listed == [["REGRESSED", "bench_decode.SparseDecode.time_slow"],
+                      *(["untested", f"bench_decode.SparseDecode.time_u{i}"] for i in range(12, 2, -1))], listed
+    assert "the 10 largest of 13 changes beyond the threshold listed" in text
+    assert "Not listed: 3 untested beyond the threshold, 1 unchanged" in text
