@@ -74,10 +74,10 @@ def arrive() -> None:
         st.session_state.pop(key, None)
 
 
-def fit_width(texts: Iterable[Any]) -> int:
-    """Pixels that show the longest of ``texts`` whole in a grid cell, within :data:`FIT_PX`."""
+def fit_width(texts: Iterable[Any], bounds: tuple[int, int] = FIT_PX) -> int:
+    """Pixels that show the longest of ``texts`` whole in a grid cell, within ``bounds`` (narrowest, widest)."""
     longest = max((len(str(t)) for t in texts), default=0)
-    return int(min(max(longest * _CHAR_PX + 24, FIT_PX[0]), FIT_PX[1]))
+    return int(min(max(longest * _CHAR_PX + 24, bounds[0]), bounds[1]))
 
 
 def _text_column(texts: pd.Series, width: int | str) -> Any:

@@ -40,10 +40,11 @@ def _groups_table(group_frame: pd.DataFrame, all_machines: bool) -> None:
     if group_frame.empty:
         st.info("No group matches the filters.")
         return
-    links.grid(model.group_rows(group_frame, all_machines=all_machines, compare_link=links.compare),
-               key="reg_groups_table", links={"compare": "parent..commit"},
-               widths={"group": 50, "parent (good)": 230, "commit (first bad)": 230, "worst": 60, "fixed at": 80,
-                       "compare": 120},
+    rows = model.group_rows(group_frame, all_machines=all_machines, compare_link=links.compare)
+    # "fixed at" as wide as its text ("2 of 31: 1c6b3169" was cut at 80 px), the commits' labels narrower for it.
+    links.grid(rows, key="reg_groups_table", links={"compare": "parent..commit"},
+               widths={"group": 50, "parent (good)": 215, "commit (first bad)": 215, "worst": 60,
+                       "fixed at": links.fit_width(rows["fixed at"], (80, 160)), "compare": 120},
                column_config={"series": st.column_config.NumberColumn(width=50)})
 
 

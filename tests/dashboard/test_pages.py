@@ -300,6 +300,22 @@ def test_series_names_are_not_cut(monkeypatch: pytest.MonkeyPatch, seeded: Seede
         assert width >= min(longest * 6, links.FIT_PX[1]), (width, longest)
 
 
+def test_a_partly_fixed_groups_fixed_at_is_not_cut(monkeypatch: pytest.MonkeyPatch, writable_copy: Seeded) -> None:
+    """The groups table's "fixed at" as wide as its text: "2 of 4: b07c3" was all a group partly fixed showed at
+    80 px (a review)."""
+    import sqlite3
+
+    with sqlite3.connect(writable_copy.path) as con:  # one member of each group open again: "n of m: sha"
+        con.execute("UPDATE regression SET status = 'new', fixed_commit_id = NULL WHERE id IN "
+                    "(SELECT MIN(id) FROM regression WHERE fixed_commit_id IS NOT NULL GROUP BY group_id)")
+    at = goto(app(monkeypatch, writable_copy.url), "regressions")
+    groups = next(d for d in at.dataframe if "fixed at" in d.value.columns and "commit (first bad)" in d.value.columns)
+    fixed = groups.value["fixed at"].astype(str)
+    width = json.loads(groups.proto.columns or "{}")["fixed at"]["width"]
+    longest = int(fixed.str.len().max())
+    assert fixed.str.contains(" of ").any() and width >= min(longest * 6 + 24, 160), (width, list(fixed))
+
+
 def test_triage_needs_a_note_and_stores_it(monkeypatch: pytest.MonkeyPatch, writable_copy: Seeded) -> None:
     from dashboard import notes
     from db.engine import make_engine
