@@ -50,10 +50,10 @@ def grid_points(recent: pd.DataFrame) -> pd.Series:
     return rows.groupby("commit_id").size()
 
 
-def default_commit(commits: pd.DataFrame, points: pd.Series) -> tuple[str | None, str]:
+def default_commit(commits: pd.DataFrame, points: pd.Series, unit: str = "points") -> tuple[str | None, str]:
     """The commit the page opens on and a line saying why, when it is not the newest: the newest commit that
-    measured the most points of the grid (``grid_points`` over the newest commits), so a partial run (a
-    few cases re-measured) does not open on two points. (None, "") keeps the newest."""
+    measured the most points of the grid (``grid_points`` over the newest commits; Compare: results), so a
+    partial run (a few cases re-measured) does not open on two points. (None, "") keeps the newest."""
     if commits.empty or points.empty:
         return None, ""
     counts = commits["commit_id"].map(points).fillna(0).astype(int).to_numpy()
@@ -63,7 +63,7 @@ def default_commit(commits: pd.DataFrame, points: pd.Series) -> tuple[str | None
         return None, ""
     at = int(np.flatnonzero(counts == full)[-1])
     # Plain text (no Markdown): the dashboard's caption and the static site's note alike.
-    newer = [f"{fmt.short_sha(s)} {int(n):,}" for s, n in zip(shas[at + 1:], counts[at + 1:], strict=True)]
+    newer = [f"{fmt.short_sha(s)} {int(n):,} {unit}" for s, n in zip(shas[at + 1:], counts[at + 1:], strict=True)]
     listed = ", ".join(newer[-5:][::-1]) + (f" and {len(newer) - 5:,} more" if len(newer) > 5 else "")
-    return str(shas[at]), (f"the newest commit with the fullest grid ({full:,} points); newer commits measured "
+    return str(shas[at]), (f"the newest commit with the fullest grid ({full:,} {unit}); newer commits measured "
                            f"fewer (newest first): {listed}.")

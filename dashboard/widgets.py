@@ -196,6 +196,27 @@ def commit_labels(commits: pd.DataFrame) -> dict[str, str]:
 COMMIT_CHOICES = 100  # newest commits listed in a commit picker (opening a list of 1,000 costs seconds)
 
 
+def fullest_commit(ctx: Context, commits: pd.DataFrame, *, grid: bool = True) -> tuple[str | None, str]:
+    """The commit a page opens on where the newest is a partial run, and why (``throughput_model.default_commit``
+    over the newest commits, the Overview's cached values): the newest with the most points of the suites' grids
+    (``grid``), or with the most results (Compare: a head of 60 of 240 series opened as "missing at head 180")."""
+    from dashboard import summary
+    from dashboard import throughput_model as tp
+
+    ids = tuple(int(c) for c in commits["commit_id"].iloc[-summary.SPARK:])
+    recent = data.recent_values(ctx.url, ctx.machine, ids)
+    if grid:
+        return tp.default_commit(commits, tp.grid_points(recent))
+    counts = recent[recent["value"].notna()].groupby("commit_id").size() if not recent.empty else pd.Series()
+    return tp.default_commit(commits, counts, unit="results")
+
+
+def opened_on(sha: str | None, fullest: str | None, why: str) -> None:
+    """The caption under a commit picker that opened on ``fullest`` instead of the newest commit."""
+    if why and sha == fullest:
+        st.caption(f"Opened on {fmt.short_sha(sha)}, {why}")
+
+
 def commit_select(label: str, commits: pd.DataFrame, *, key: str, default: str | None = None,
                   allow_none: bool = False, extra: Sequence[str] = (), help: str = "") -> str | None:
     """Pick a commit; returns its full sha and keeps 12 characters of it in the URL.

@@ -14,12 +14,14 @@ from regressions.report import reversed_note
 
 
 def _pick_pair(ctx: widgets.Context, commits: pd.DataFrame) -> tuple[str, str, float | None]:
-    """Base, head (flagged commits and parents pickable however old) and the threshold override (%)."""
+    """Base, head (flagged commits and parents pickable however old) and the threshold override (%). The head
+    opens on the newest commit with the most results (a partial newest run read as "missing at head 180")."""
     flagged = model.flagged_shas(data.regressions(ctx.url, ctx.machine))
+    fullest, why = widgets.fullest_commit(ctx, commits, grid=False)
     c1, c2, c3 = st.columns([3, 3, 2])
     with c2:
-        head = widgets.commit_select("Head (after)", commits, key="cmp_head", default=commits["sha"].iloc[-1],
-                                     extra=flagged)
+        head = widgets.commit_select("Head (after)", commits, key="cmp_head",
+                                     default=fullest or commits["sha"].iloc[-1], extra=flagged)
     with c1:
         base = widgets.commit_select("Base (before)", commits, key="cmp_base",
                                      default=model.default_base(commits, head), extra=flagged)
@@ -28,6 +30,7 @@ def _pick_pair(ctx: widgets.Context, commits: pd.DataFrame) -> tuple[str, str, f
                                       step=1.0, value=None, placeholder="configured",
                                       help="Empty: the configured thresholds (per benchmark pattern, default 5%), "
                                       "like `mlaperf compare` without --threshold")
+    widgets.opened_on(head, fullest, why)
     return base, head, override
 
 

@@ -18,11 +18,13 @@ def main() -> None:
     if commits.empty:
         st.info(f"No commits with results on machine `{ctx.machine}`.")
         widgets.stop()
+    fullest, why = widgets.fullest_commit(ctx, commits)  # Throughput's commit: a partial run drew two points
     c1, c2 = st.columns([3, 1])
     with c1:
-        sha = widgets.commit_select("Commit", commits, key="eff_commit")
+        sha = widgets.commit_select("Commit", commits, key="eff_commit", default=fullest)
     with c2:
         log_y = widgets.url_toggle("Logarithmic value axes", key="eff_logy", default=True)
+    widgets.opened_on(sha, fullest, why)
     results = data.results_at_commit(ctx.url, sha, ctx.machine)
     present = model.metric_suites(list(results["benchmark"].unique()) if not results.empty else [])
     if not present:

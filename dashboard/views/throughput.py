@@ -7,7 +7,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from dashboard import charts, data, fmt, frames, suites, summary, widgets
+from dashboard import charts, data, fmt, frames, suites, widgets
 from dashboard import throughput_model as model
 
 
@@ -52,10 +52,7 @@ def main() -> None:
     if commits.empty:
         st.info(f"No commits with results on machine `{ctx.machine}`.")
         widgets.stop()
-    # The fullest grid among the newest commits (the Overview's cached values of the same commits).
-    ids = tuple(int(c) for c in commits["commit_id"].iloc[-summary.SPARK:])
-    points = model.grid_points(data.recent_values(ctx.url, ctx.machine, ids))
-    fullest, why = model.default_commit(commits, points)
+    fullest, why = widgets.fullest_commit(ctx, commits)
     c1, c2 = st.columns(2)
     with c1:
         sha = widgets.commit_select("Commit", commits, key="tp_commit", default=fullest)
@@ -64,8 +61,7 @@ def main() -> None:
             "Baseline commit (dashed, optional)", commits, key="tp_base", allow_none=True,
             help="Overlay another commit's curves and show the speed-up of the chosen commit over it.",
         )
-    if why and sha == fullest:
-        st.caption(f"Opened on {fmt.short_sha(sha)}, {why}")
+    widgets.opened_on(sha, fullest, why)
     results = data.results_at_commit(ctx.url, sha, ctx.machine)
     present = suites.present_suites(results["benchmark"].unique() if not results.empty else [])
     if not present:

@@ -137,7 +137,16 @@ def test_throughput_opens_on_the_fullest_grid(monkeypatch: pytest.MonkeyPatch, s
     at = goto(app(monkeypatch, store, query={"machine": "part"}), "throughput")
     assert at.selectbox(key="tp_commit").value == shas[-2]
     said = "\n".join(str(c.value) for c in at.caption)
-    assert f"Opened on {shas[-2][:8]}" in said and "16 points" in said and f"{shas[-1][:8]} 4" in said
+    assert f"Opened on {shas[-2][:8]}" in said and "16 points" in said and f"{shas[-1][:8]} 4 points" in said
+    # Efficiency and Compare open there too: a partial newest run drew two points a line, and Compare read its
+    # unmeasured series as "missing at head" (a review).
+    at = goto(app(monkeypatch, store, query={"machine": "part"}), "efficiency")
+    assert at.selectbox(key="eff_commit").value == shas[-2]
+    assert any(f"Opened on {shas[-2][:8]}" in str(c.value) for c in at.caption)
+    at = goto(app(monkeypatch, store, query={"machine": "part"}), "compare")
+    assert at.selectbox(key="cmp_head").value == shas[-2] and at.selectbox(key="cmp_base").value == shas[-3]
+    said = "\n".join(str(c.value) for c in at.caption)
+    assert f"Opened on {shas[-2][:8]}" in said and " results" in said and f"{shas[-1][:8]} " in said, said
     # A link naming the newest commit still opens it.
     at = goto(app(monkeypatch, store, query={"machine": "part", "tp_commit": shas[-1][:12]}), "throughput")
     assert at.selectbox(key="tp_commit").value == shas[-1]
