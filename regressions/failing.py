@@ -29,7 +29,6 @@ class Failing:
     """A series whose newest results failed: ``commits`` of its machine's newest ones in a row, from ``since`` (a
     sha); ``last_ok``: the newest commit with a value (None: none ever)."""
 
-
     machine: str
     benchmark: str
     params_key: str
@@ -37,6 +36,7 @@ class Failing:
     commits: int
     last_ok: str | None
     until: str | None = None  # a series not run at the newest commit (:func:`unrun_failing`): its newest result
+
 
 def _statuses(session: Session, machine_id: int, benchmark_ids: list[int] | None, commit_id: int | None = None
               ) -> dict[tuple[int, str], dict[int, set[str]]]:
