@@ -44,7 +44,7 @@ def regs(out: str) -> list[dict]:
     """The regression records of a `detect --json` document."""
     doc = json.loads(out)
     assert doc["version"] == 2
-    assert set(doc) == {"version", "summary", "groups", "failing", "failing_machine", "regressions"}
+    assert set(doc) == {"version", "summary", "groups", "failing", "failing_unrun", "failing_machine", "regressions"}
     return doc["regressions"]
 
 
