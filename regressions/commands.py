@@ -105,8 +105,10 @@ def _register_compare(subparsers: argparse._SubParsersAction) -> None:
         "compare",
         help="compare two commits (pull request head against base); exit 1 on regression, failure or missing case",
         description="Compare every series of BASE and HEAD on each machine that ran both. A regression is a "
-        "slowdown beyond the threshold that is also significant (Mann-Whitney U on the samples, and the "
-        "run-to-run noise of the series' history). Each series is improved, regressed, unchanged, failed "
+        "slowdown beyond the threshold that is also significant (Mann-Whitney U on the samples, and with 10 or "
+        "more earlier commits the run-to-run noise of the series' history; with neither, asv's rule: 99% "
+        "intervals apart, one run's noise, so runs on other days or runners may differ by more). "
+        "Each series is improved, regressed, unchanged, failed "
         "(no result where it ran, and none on HEAD), repaired (failed on BASE, a result on HEAD: never fails), "
         "missing (measured on BASE, absent or skipped on HEAD while its asv module "
         "ran, the removal not declared by a new asv version or [tool.mlaperf] removed), new (only on HEAD), "
