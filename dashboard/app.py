@@ -43,6 +43,9 @@ with st.sidebar:
 
 if not widgets.store_gate(url):
     widgets.stop()
+if (problem := data.config_problem()) is not None:  # a page's traceback otherwise (Overview, History, Compare)
+    st.error(f"Configuration: {fmt.md_text(problem)}. Fix the file and reload.")
+    widgets.stop()
 
 machines = data.machines(url)
 ordered = machine_rule.order(machines)  # the machine measured last first: the one the pages open on

@@ -50,6 +50,17 @@ def settings() -> Any:
     return load_settings()
 
 
+def config_problem() -> str | None:
+    """Why ./mlaperf.toml or ./pyproject.toml cannot be used (``regressions.config.ConfigError``), or None."""
+    from regressions.config import ConfigError
+
+    try:
+        settings()
+    except ConfigError as exc:
+        return str(exc)
+    return None
+
+
 @st.cache_resource(ttl=TTL, show_spinner=False)
 def tags() -> dict[str, list[str]]:
     """{commit sha: tags} of the git repository the dashboard runs in (History's event markers); a resource, so

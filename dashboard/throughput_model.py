@@ -50,20 +50,28 @@ def grid_points(recent: pd.DataFrame) -> pd.Series:
     return rows.groupby("commit_id").size()
 
 
-def default_commit(commits: pd.DataFrame, points: pd.Series, unit: str = "points") -> tuple[str | None, str]:
+PARTIAL_SHARE = 0.5  # Compare: a commit that ran fewer than half of the fullest one's cases is a partial run
+
+
+def default_commit(commits: pd.DataFrame, points: pd.Series, unit: str = "points", fullest: str = "the fullest grid",
+                   share: float = 1.0) -> tuple[str | None, str]:
     """The commit the page opens on and a line saying why, when it is not the newest: the newest commit that
-    measured the most points of the grid (``grid_points`` over the newest commits; Compare: results), so a
-    partial run (a few cases re-measured) does not open on two points. (None, "") keeps the newest."""
+    measured at least ``share`` of the most points of the grid (``grid_points`` over the newest commits: the
+    fullest grid, for charts), so a partial run (a few cases re-measured) does not open on two points; Compare
+    counts the results that ran with ``share`` :data:`PARTIAL_SHARE`, so one case failed or removed does not pin
+    it to an older commit (a review). (None, "") keeps the newest."""
     if commits.empty or points.empty:
         return None, ""
     counts = commits["commit_id"].map(points).fillna(0).astype(int).to_numpy()
     shas = commits["sha"].astype(str).to_numpy()
     full = int(counts.max())
-    if counts[-1] == full:
+    enough = counts >= share * full
+    if enough[-1]:
         return None, ""
-    at = int(np.flatnonzero(counts == full)[-1])
+    at = int(np.flatnonzero(enough)[-1])
     # Plain text (no Markdown): the dashboard's caption and the static site's note alike.
     newer = [f"{fmt.short_sha(s)} {int(n):,} {unit}" for s, n in zip(shas[at + 1:], counts[at + 1:], strict=True)]
     listed = ", ".join(newer[-5:][::-1]) + (f" and {len(newer) - 5:,} more" if len(newer) > 5 else "")
-    return str(shas[at]), (f"the newest commit with the fullest grid ({full:,} {unit}); newer commits measured "
-                           f"fewer (newest first): {listed}.")
+    most = f"{fullest} ({full:,} {unit})" if counts[at] == full else \
+        f"at least half of {fullest} ({int(counts[at]):,} of {full:,} {unit})"
+    return str(shas[at]), f"the newest commit with {most}; newer commits measured fewer (newest first): {listed}."

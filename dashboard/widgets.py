@@ -199,7 +199,8 @@ COMMIT_CHOICES = 100  # newest commits listed in a commit picker (opening a list
 def fullest_commit(ctx: Context, commits: pd.DataFrame, *, grid: bool = True) -> tuple[str | None, str]:
     """The commit a page opens on where the newest is a partial run, and why (``throughput_model.default_commit``
     over the newest commits, the Overview's cached values): the newest with the most points of the suites' grids
-    (``grid``), or with the most results (Compare: a head of 60 of 240 series opened as "missing at head 180")."""
+    (``grid``), or (Compare) with at least half as many results that ran as the one with the most (a head of 60 of
+    240 series opened as "missing at head 180")."""
     from dashboard import summary
     from dashboard import throughput_model as tp
 
@@ -207,8 +208,10 @@ def fullest_commit(ctx: Context, commits: pd.DataFrame, *, grid: bool = True) ->
     recent = data.recent_values(ctx.url, ctx.machine, ids)
     if grid:
         return tp.default_commit(commits, tp.grid_points(recent))
-    counts = recent[recent["value"].notna()].groupby("commit_id").size() if not recent.empty else pd.Series()
-    return tp.default_commit(commits, counts, unit="results")
+    # Results that ran, failed ones too: a case failing at the newest commit is what Compare is opened for.
+    ran = recent[recent["status"].isin(["ok", "failed"])] if "status" in recent else recent
+    counts = ran.groupby("commit_id").size() if not ran.empty else pd.Series(dtype="int64")
+    return tp.default_commit(commits, counts, unit="results", fullest="the most results", share=tp.PARTIAL_SHARE)
 
 
 def opened_on(sha: str | None, fullest: str | None, why: str) -> None:

@@ -52,13 +52,14 @@ def link_lines(links: Mapping[str, str]) -> list[str]:
 
 
 def _rows(data: Any, field: str) -> list[dict[str, Any]] | None:
+    """The well-formed rows of ``field`` (``failing`` or ``failing_unrun``, whose rows also name ``until``)."""
     rows = data.get(field) if isinstance(data, dict) else None
     if not isinstance(rows, list):
         return None
     return [r for r in rows if isinstance(r, dict) and isinstance(r.get("machine"), str)
             and isinstance(r.get("benchmark"), str) and isinstance(r.get("since"), str)
             and type(r.get("commits")) is int and isinstance(r.get("last_ok"), str | None)
-            and isinstance(r.get("until", ""), str)]
+            and (field != "failing_unrun" or isinstance(r.get("until"), str))]
 
 
 def failing_of(data: Any) -> tuple[list[dict[str, Any]] | None, str | None]:

@@ -127,7 +127,7 @@ def load_settings(path: str | Path | None = None, *, search_dir: str | Path = ".
         p = Path(path)
         if not p.is_file():
             raise ConfigError(f"--config: file not found: {p}")
-        return _load_file(p)
+        return _load_file(p, named=True)
     for name in ("mlaperf.toml", "pyproject.toml"):
         p = Path(search_dir) / name
         if p.is_file():
@@ -137,13 +137,24 @@ def load_settings(path: str | Path | None = None, *, search_dir: str | Path = ".
     return Settings()
 
 
-def _load_file(p: Path) -> Settings:
+def _load_file(p: Path, named: bool = False) -> Settings:
+    """Settings of one file; ``named``: given as ``--config``, where a pyproject.toml without ``[tool.mlaperf]``
+    is an error, not the defaults."""
     try:
         data = tomllib.loads(p.read_text(encoding="utf-8"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{p}: not valid TOML: {exc}") from exc
     if p.name == "pyproject.toml":
-        table = data.get("tool", {}).get("mlaperf")
+        tools = data.get("tool", {}) if isinstance(data.get("tool"), dict) else {}
+        table = tools.get("mlaperf")
+        # A table that reads like ours and is not ([tool.mlaperf-directions], [tool.MLAPERF]) would leave every
+        # default in force without a word.
+        near = sorted(k for k in tools if k != "mlaperf" and k.lower().replace("_", "-").startswith("mlaperf"))
+        if near:
+            raise ConfigError(f"{p}: [tool.{near[0]}] is no mlaperf table; the tables are [tool.mlaperf.thresholds], "
+                              "[tool.mlaperf.directions] and [tool.mlaperf] removed")
+        if table is None and named:
+            raise ConfigError(f"--config {p}: no [tool.mlaperf] table in it")
         if table is None:
             return Settings()
         return parse_settings(table, f"{p} [tool.mlaperf]")

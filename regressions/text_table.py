@@ -99,9 +99,9 @@ def compare_text(comparisons: Sequence[Comparison], *, base: str, head: str, mac
     counts[cmp.UNTESTED] = max(0, len(untested) - UNTESTED_LISTED)
     unlisted = [(s, counts[s]) for s in _COUNTED if (s not in _STATUS_WORD or s == cmp.UNTESTED) and counts[s]]
     if untested:
-        lines += ["", f"untested: fewer than {cmp.MIN_HISTORY_RUNS} earlier commits to judge against; the "
-                  f"{min(len(untested), UNTESTED_LISTED)} largest of {len(untested):,} changes beyond the threshold "
-                  "listed"]
+        lines += ["", f"untested: one value a side and fewer than {cmp.MIN_HISTORY_RUNS} earlier commits to judge "
+                  f"by; the {min(len(untested), UNTESTED_LISTED)} largest of {len(untested):,} changes beyond the "
+                  "threshold listed"]
     if unlisted:
         counted = ", ".join(status_count(s, n) for s, n in unlisted)
         lines += ["", f"Not listed: {counted} (--format markdown or json lists every series)."]

@@ -138,21 +138,30 @@ def test_throughput_opens_on_the_fullest_grid(monkeypatch: pytest.MonkeyPatch, s
     assert at.selectbox(key="tp_commit").value == shas[-2]
     said = "\n".join(str(c.value) for c in at.caption)
     assert f"Opened on {shas[-2][:8]}" in said and "16 points" in said and f"{shas[-1][:8]} 4 points" in said
-    # Efficiency and Compare open there too: a partial newest run drew two points a line, and Compare read its
-    # unmeasured series as "missing at head" (a review).
+    # Efficiency opens there too (a partial newest run drew two points a line). Compare counts the results that
+    # ran: the newest commit's cases failed, which is what Compare is opened for, so it opens on the newest.
     at = goto(app(monkeypatch, store, query={"machine": "part"}), "efficiency")
     assert at.selectbox(key="eff_commit").value == shas[-2]
     assert any(f"Opened on {shas[-2][:8]}" in str(c.value) for c in at.caption)
     at = goto(app(monkeypatch, store, query={"machine": "part"}), "compare")
-    assert at.selectbox(key="cmp_head").value == shas[-2] and at.selectbox(key="cmp_base").value == shas[-3]
-    said = "\n".join(str(c.value) for c in at.caption)
-    assert f"Opened on {shas[-2][:8]}" in said and " results" in said and f"{shas[-1][:8]} " in said, said
+    assert at.selectbox(key="cmp_head").value == shas[-1] and at.selectbox(key="cmp_base").value == shas[-2]
+    assert not any("Opened on" in str(c.value) for c in at.caption)
     # A link naming the newest commit still opens it.
     at = goto(app(monkeypatch, store, query={"machine": "part", "tp_commit": shas[-1][:12]}), "throughput")
     assert at.selectbox(key="tp_commit").value == shas[-1]
     commits = pd.DataFrame({"commit_id": [1, 2, 3], "sha": ["a" * 40, "b" * 40, "c" * 40]})
     assert throughput_model.default_commit(commits, pd.Series({1: 4, 2: 4, 3: 4})) == (None, "")
     assert throughput_model.default_commit(commits, pd.Series({1: 4, 2: 4, 3: 1}))[0] == "b" * 40
+    # A partial run is one of fewer than half the fullest's (Compare's 60 of 240 series read "missing at head
+    # 180"); one case failed or removed is not (it pinned Compare to a commit 30 old: a review).
+    half = {"unit": "results", "fullest": "the most results", "share": throughput_model.PARTIAL_SHARE}
+    sha, why = throughput_model.default_commit(commits, pd.Series({1: 240, 2: 240, 3: 60}), **half)
+    assert sha == "b" * 40 and why.startswith("the newest commit with the most results (240 results)"), why
+    assert throughput_model.default_commit(commits, pd.Series({1: 240, 2: 239, 3: 239}), **half) == (None, "")
+    sha, why = throughput_model.default_commit(commits, pd.Series({1: 240, 2: 239, 3: 30}), **half)
+    assert sha == "b" * 40 and "at least half of the most results (239 of 240 results)" in why, why
+    # A chart's grid stays the fullest: 239 of 240 points opens on the 240.
+    assert throughput_model.default_commit(commits, pd.Series({1: 240, 2: 239, 3: 239}))[0] == "a" * 40
 
 
 # -- 5: a fraction's axis in percent, as its values are shown ------------------------------------------------

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import asv_synth
 import numpy as np
@@ -315,6 +316,23 @@ def test_a_partly_fixed_groups_fixed_at_is_not_cut(monkeypatch: pytest.MonkeyPat
     longest = int(fixed.str.len().max())
     assert fixed.str.contains(" of ").any() and width >= min(longest * 6 + 24, 160), (width, list(fixed))
 
+
+def test_a_bad_configuration_is_named_on_the_page(monkeypatch: pytest.MonkeyPatch, seeded: Seeded,
+                                                  tmp_path: Path) -> None:
+    """An mlaperf.toml with a key it does not know (a [tool.mlaperf.directions] table copied from a pyproject.toml)
+    is an error naming the file above every page, not a traceback on Overview, History and Compare (a review)."""
+    from dashboard import data
+
+    (tmp_path / "mlaperf.toml").write_text('[tool.mlaperf.directions]\n"*.track_x" = "down_is_worse"\n')
+    monkeypatch.chdir(tmp_path)
+    data.settings.clear()
+    try:
+        for page in ("overview", "history", "compare"):
+            at = goto(app(monkeypatch, seeded.url), page) if page != "overview" else app(monkeypatch, seeded.url)
+            errors = [str(e.value) for e in at.error]
+            assert any("Configuration: mlaperf.toml: unknown key" in e and "tool" in e for e in errors), (page, errors)
+    finally:
+        data.settings.clear()
 
 def test_triage_needs_a_note_and_stores_it(monkeypatch: pytest.MonkeyPatch, writable_copy: Seeded) -> None:
     from dashboard import notes

@@ -221,6 +221,8 @@ def test_a_failing_issue_marker_cannot_be_forged_by_a_machine_name() -> None:
     doc = {"failing": [_failing("b.C.time_x"), {**_failing("b.C.time_y"), "commits": "11"}, {"machine": 1}]}
     assert [r["benchmark"] for r in failing_of(doc)[0] or []] == ["b.C.time_x"]
     assert failing_of([]) == (None, None) and failing_of({"regressions": []}) == (None, None)
+    # `until` is failing_unrun's: a failing row that carries one as null is kept (dropped, its issue would close).
+    assert len(failing_of({"failing": [{**_failing("b.C.time_x"), "until": None}]})[0] or []) == 1
 
 
 def test_issue_names_the_worst_series_by_direction() -> None:

@@ -322,6 +322,15 @@ def test_mlaperf_toml_wins_and_bad_values_are_named(tmp_path: Path) -> None:
     (tmp_path / "pyproject.toml").write_text('[tool.mlaperf.direction]\n"x" = "up_is_worse"\n')
     with pytest.raises(ConfigError, match=r"\[tool\.mlaperf\]: unknown key 'direction'; it holds thresholds"):
         load_settings(tmp_path / "pyproject.toml")
+    project = tmp_path / "project"  # no mlaperf.toml: pyproject.toml is read
+    project.mkdir()
+    (project / "pyproject.toml").write_text('[tool.mlaperf-directions]\n"x" = "up_is_worse"\n')
+    with pytest.raises(ConfigError, match=r"\[tool\.mlaperf-directions\] is no mlaperf table"):
+        load_settings(search_dir=project)
+    (project / "pyproject.toml").write_text('[tool.ruff]\nline-length = 120\n')
+    assert load_settings(search_dir=project) == Settings()  # a pyproject.toml of other tools: the defaults
+    with pytest.raises(ConfigError, match=r"--config .*pyproject\.toml: no \[tool\.mlaperf\] table"):
+        load_settings(project / "pyproject.toml")  # named on purpose: an error, not the defaults
     with pytest.raises(ConfigError, match="--config"):
         load_settings(tmp_path / "missing.toml")
     assert load_settings(search_dir=tmp_path / "nowhere") == Settings()
