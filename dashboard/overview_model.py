@@ -47,11 +47,12 @@ def latest_commits(commits: pd.DataFrame, commit_url: Callable[[str], str | None
 
 
 def machine_rows(info: Mapping[str, Any]) -> pd.DataFrame:
-    """The machine's known fields in units people read (GPU memory in GB, RAM in bytes' units), and the
+    """The machine's known fields in units people read (GPU memory in GiB, as ``settings.gpu`` records it:
+    ``total_memory / 2**30``, shown as "GB" beside RAM's GiB until a review; RAM in bytes' units), and the
     kernel arch profile its runner used."""
     shown = {label: info.get(k) for k, label in MACHINE_FIELDS.items() if info.get(k) not in (None, "", "none")}
     if "GPU memory" in shown:
-        shown["GPU memory"] = f"{fmt.sig(float(shown['GPU memory']))} GB"
+        shown["GPU memory"] = f"{fmt.sig(float(shown['GPU memory']))} GiB"
     if "RAM" in shown:
         shown["RAM"] = fmt.fmt_ram(shown["RAM"])
     profile = info.get("arch_profile")

@@ -63,4 +63,4 @@ def test_overview_tables() -> None:
             "arch_profile": "native"}
     rows = overview_model.machine_rows(info)
     assert list(rows.index) == ["GPU", "GPU memory", "RAM", "kernel arch profile"]
-    assert rows.loc["GPU memory", "value"].endswith(" GB")
+    assert rows.loc["GPU memory", "value"].endswith(" GiB")  # settings.gpu records total_memory / 2**30
