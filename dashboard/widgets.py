@@ -259,6 +259,7 @@ def commit_select(label: str, commits: pd.DataFrame, *, key: str, default: str |
         label, options, key=key, default=fallback, short=lambda s: str(s)[:12],
         format_func=lambda sha: "(none)" if sha is None else labels.get(sha, str(sha)),
         help=f"{help} {typed_help}".strip(), accept_new_options=True,
+        placeholder="Pick a commit or type its sha",  # Streamlit's own read "Choose or add an option"
     )
     if value is not None and value not in labels:
         full = resolve(value)

@@ -136,6 +136,7 @@ def test_throughput_opens_on_the_fullest_grid(monkeypatch: pytest.MonkeyPatch, s
     shas = asv_synth.commit_shas(PART_COMMITS, "part")
     at = goto(app(monkeypatch, store, query={"machine": "part"}), "throughput")
     assert at.selectbox(key="tp_commit").value == shas[-2]
+    assert at.selectbox(key="tp_base").placeholder == "Pick a commit or type its sha"  # not "Choose or add ..."
     said = "\n".join(str(c.value) for c in at.caption)
     assert f"Opened on {shas[-2][:8]}" in said and "16 points" in said and f"{shas[-1][:8]} 4 points" in said
     # Efficiency opens there too (a partial newest run drew two points a line). Compare counts the results that
