@@ -22,6 +22,7 @@ from dashboard import fmt, frames
 from regressions.direction import DOWN_IS_WORSE, UP_IS_WORSE
 
 SPARK = 40  # newest commits drawn in a sparkline
+LARGEST = 10  # rows of the Overview's "Failing and largest latest changes" (the dashboard's and the site's)
 CHANGE_WINDOW = 5
 
 

@@ -212,6 +212,7 @@ def machine_site(s: Session, machine: str, settings: Settings, link: Links, orde
     sid_of = {(str(b), str(k)): series_id(str(b), str(k))
               for b, k in zip(series["benchmark"], series["params_key"], strict=True)}
     labels = summary.names(grid, names)
+    top = summary.largest_first(grid).head(summary.LARGEST)
     at = fullest or (str(commits["sha"].iloc[-1]) if not commits.empty else "")
     message = commits.loc[commits["sha"].astype(str) == at, "message"]
     commit_json = _commits(commits, order)
@@ -224,6 +225,9 @@ def machine_site(s: Session, machine: str, settings: Settings, link: Links, orde
                        "Every alert group is closed (ignored, transient or retired).",
         "categories": [[c, f"{c} {n:,}"] for c, n in triage.counts(groups).items() if c in triage.CATEGORIES],
         "grid": grid_rows(grid, labels, settings.threshold_for),
+        # The dashboard Overview's rows (``summary.largest_first``, its first ``LARGEST``): a regressed series was
+        # row 14 of 930 in the site's grid, which is sorted by name (a review).
+        "largest": [sid_of[(str(b), str(k))] for b, k in zip(top["benchmark"], top["params_key"], strict=True)],
         "grid_total": fmt.plural(len(series), "series", "series"),
         "groups": group_pages(regs, groups, names, sid_of, link),
         "throughput_at": link.commit(at, fmt.commit_label(at, message.iloc[0])) if at else "",

@@ -82,7 +82,7 @@ def main() -> None:
     _counts(groups, commits, series, int((grid[0]["failing"] > 0).sum()))
     _alert_groups(ctx, groups)
     st.subheader("Failing and largest latest changes")
-    widgets.summary_grid(ctx, key="ov_q", limit=10, by_change=True, grid=grid)
+    widgets.summary_grid(ctx, key="ov_q", limit=summary.LARGEST, by_change=True, grid=grid)
     st.page_link("views/summary.py", label="Every benchmark →")
     if not mla:
         st.info(

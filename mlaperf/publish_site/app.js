@@ -237,6 +237,7 @@ async function render() {
 
 // -- overview: alert groups that need a look, then every series in a searchable grid ------------------
 const GRID_ROWS = 600;
+const GRID_COLUMNS = ["series", "latest", "newest values", "latest change", "last flagged"];
 function overview(data, machine, r) {
   const out = [h("h1", {}, data.title),
     h("div", { class: "metrics" }, data.metrics.map(([v, t]) => h("div", { class: "metric" }, h("b", {}, v), h("span", {}, t)))),
@@ -244,12 +245,20 @@ function overview(data, machine, r) {
   out.push(h("h2", {}, "Alert groups"));
   out.push(data.alerts.rows.length ? table(data.alerts, { class: "groups" })
     : h("p", { class: "note" }, data.alerts_note, " ", h("a", { href: link(machine.folder, "alerts", null, { show: "closed" }) }, "Closed ones")));
+  // The dashboard Overview's rows: failing first, then the largest latest changes (the grid below is by name).
+  const byId = new Map(data.grid.map((row) => [row.id, row]));
+  const largest = data.largest.map((id) => byId.get(id)).filter(Boolean);
+  if (largest.length) {
+    out.push(h("h2", {}, "Failing and largest latest changes"));
+    out.push(h("table", { id: "largest" }, h("thead", {}, h("tr", {}, GRID_COLUMNS.map((c) => h("th", {}, c)))),
+      h("tbody", {}, ...largest.map((row) => gridRow(machine, row)))));
+  }
   out.push(h("h2", {}, "Every series"));
   const input = h("input", { type: "search", class: "search", placeholder: "Search benchmark or parameters, e.g. mma 64",
                              value: r.q.get("q") || "", "aria-label": "Search series" });
   const count = h("span", { class: "note" });
   const body = h("tbody");
-  const grid = h("table", { id: "grid" }, h("thead", {}, h("tr", {}, ["series", "latest", "newest values", "latest change", "last flagged"].map((c) => h("th", {}, c)))), body);
+  const grid = h("table", { id: "grid" }, h("thead", {}, h("tr", {}, GRID_COLUMNS.map((c) => h("th", {}, c)))), body);
   const draw = () => {
     // The dashboard's search rule (dashboard.summary.matches): every word, anywhere, any case.
     const words = input.value.toLowerCase().split(/\s+/).filter(Boolean);

@@ -77,6 +77,20 @@ def test_grid_strings_are_the_dashboards(monkeypatch: pytest.MonkeyPatch, bundle
     assert flagged and all(re.fullmatch(r"fixed \d+\.\d\dx at [0-9a-f]{8}", f) for f in flagged), flagged
 
 
+def test_largest_changes_are_the_dashboard_overviews(monkeypatch: pytest.MonkeyPatch,
+                                                     bundled: tuple[str, Path]) -> None:
+    """The site's overview opens with the dashboard Overview's "Failing and largest latest changes" rows, in its
+    order: in the grid, sorted by name, a regressed series was row 14 of 930 (a review)."""
+    url, site = bundled
+    index = _index(site)
+    by_id = {r["id"]: r for r in index["grid"]}
+    mine = [(by_id[i]["name"], by_id[i]["latest"], by_id[i]["change"]) for i in index["largest"]]
+    dash = _frame(_page(monkeypatch, url, "overview", {}), "latest change")
+    assert len(mine) == len(dash) == 10
+    assert mine == list(zip(dash["series"], dash["latest"], dash["latest change"], strict=True))
+    assert [r["name"] for r in index["grid"]][:10] != [m[0] for m in mine]  # not the grid's first rows
+
+
 def test_grid_orders_parameter_values_as_numbers(monkeypatch: pytest.MonkeyPatch, bundled: tuple[str, Path]) -> None:
     """Site and dashboard list a benchmark's series by its values in asv's param_names order, numbers as numbers
     (concurrency 1, 2, 4, 8, 16, ..., not the params_key text's 1, 128, 16, 2, ...)."""
@@ -224,6 +238,8 @@ def test_page_shows_the_dashboards_strings(monkeypatch: pytest.MonkeyPatch, bund
     assert len(shown) == 600 and "330 more" in drawn[-1][0]
     expected = list(zip(dash["series"], dash["latest"], dash["latest change"], dash["last flagged"], strict=True))
     assert [(r[0], r[1], r[3], r[4]) for r in shown] == expected[:600]
+    top = _frame(_page(monkeypatch, url, "overview", {}), "latest change")
+    assert [r[0] for r in _rows(page, "#largest")] == list(top["series"]) and len(top) == 10
 
     # The search: the dashboard's rows for the same words, in the same order.
     page.fill("input.search", "mma 64 512")
