@@ -15,7 +15,7 @@ import subprocess
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -184,6 +184,18 @@ def _finite(x: Any) -> bool:
     return isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x)
 
 
+LEVEL_RUNS = 3  # the base's level: the median of its value and the two before it (of its benchmark version)
+
+
+class Noise(NamedTuple):
+    """A series' history up to the base: run-to-run ``sigma`` (log units), the ``runs`` (commits) it rests on, and
+    ``offset``, log(level / last value): how far the newest value (the base's) sits from its own level."""
+
+    sigma: float
+    runs: int
+    offset: float
+
+
 def history_noise(
     session: Session,
     machine: str,
@@ -191,11 +203,13 @@ def history_noise(
     *,
     upto: Iterable[int] | None = None,
     window: int = 100,
-) -> dict[tuple[str, str], tuple[float, int]]:
+) -> dict[tuple[str, str], Noise]:
     """Per (benchmark, params_key): run-to-run noise sigma (log units) around the series' own levels
     (``detect.step_free``) over the machine's last ``window`` commits in history order
-    (``db.models.commit_order``) up to and including the newest of the commit ids ``upto`` (None: all), and
-    the number of commits it rests on (a commit's runs pooled by median). Empty for an unknown machine."""
+    (``db.models.commit_order``) up to and including the newest of the commit ids ``upto`` (None: all), the
+    number of commits it rests on (a commit's runs pooled by median), and the newest value's offset from its
+    level (the median of it and the values just before it of the same benchmark version, :data:`LEVEL_RUNS` in
+    all). Empty for an unknown machine."""
     from regressions.detect import noise_scales, step_free
 
     wanted = set(series)
@@ -220,9 +234,8 @@ def history_noise(
     wanted_keys = {(bench_id[b], k, mid) for b, k in wanted if b in bench_id}
     if not wanted_keys:
         return {}
-    # Without versions: noise pools a series' commits across its version segments.
-    runs = load_values(session, machine_ids=[mid], series=wanted_keys, windows={mid: [commit_at[p] for p in kept]},
-                       versions=False)
+    # Noise pools a series' commits across its version segments; the level keeps to the newest segment.
+    runs = load_values(session, machine_ids=[mid], series=wanted_keys, windows={mid: [commit_at[p] for p in kept]})
     runs = runs[runs["value"] > 0]
     if runs.empty:
         return {}
@@ -237,8 +250,14 @@ def history_noise(
     # Noise around the series' own levels: its past steps are changes, not noise.
     sigmas = noise_scales(step_free(logs, starts), starts, floor=0.0)
     sizes = np.diff(np.r_[starts, len(bids)])
-    return {(name_of[int(bids[i])], str(pkeys[i])): (float(sigma), int(n))
-            for i, sigma, n in zip(starts, sigmas, sizes, strict=True)}
+    segment = med["segment"].to_numpy()
+    offsets = []
+    for i, n in zip(starts, sizes, strict=True):
+        tail = np.arange(i + max(0, n - LEVEL_RUNS), i + n)
+        tail = tail[segment[tail] == segment[i + n - 1]]
+        offsets.append(float(np.median(logs[tail]) - logs[i + n - 1]))
+    return {(name_of[int(bids[i])], str(pkeys[i])): Noise(float(sigma), int(n), off)
+            for i, sigma, n, off in zip(starts, sigmas, sizes, offsets, strict=True)}
 
 
 def _in_window(stmt: Any, windows: dict[int, list[int] | None] | None) -> Any:

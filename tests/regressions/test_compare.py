@@ -44,6 +44,7 @@ from regressions.results import UsageError, history_noise, machines_with, resolv
 from regressions.text_table import compare_text
 
 Ingest = Callable[[Engine, list[Path]], None]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def pair(
@@ -98,6 +99,49 @@ def test_history_noise_vetoes_a_run_to_run_offset() -> None:
     assert c.method == "mann-whitney+history" and not c.significant and not c.regression
     quiet = compare_pair(pair(100e-6, 108e-6, history_sigma=0.005, history_runs=50))
     assert quiet.regression
+
+
+def test_a_base_run_off_its_own_level_does_not_make_a_change() -> None:
+    """OpenBLAS's syrk sat at 35.5-36.2 us for 16 commits either side of one 28.2 us run: with that run as the base,
+    the head's 35.7 us was a regression at p 1e-156 (a review). The history judges a change against the base's
+    level (``base_offset``, log level / base) as well: back at the level is unchanged, past it still a change."""
+    offset = math.log(35.7 / 28.2)
+    kw: dict[str, Any] = dict(n=0, history_sigma=0.01, history_runs=30)
+    assert compare_pair(pair(28.2e-6, 35.7e-6, **kw)).status == "regressed"  # no level known: as before
+    back = compare_pair(pair(28.2e-6, 35.7e-6, base_offset=offset, **kw))
+    assert back.status == "unchanged" and not back.regression and back.p_value is not None and back.p_value > 0.01
+    assert abs(back.ratio - 35.7 / 28.2) < 1e-12  # the ratio is still head / base, as the CLI shows it
+    worse = compare_pair(pair(28.2e-6, 45e-6, base_offset=offset, **kw))
+    assert worse.status == "regressed" and worse.method == "history"  # 26% past the level: a regression
+    # With samples too (the base run's samples all sit low): the same rule through the history part.
+    sampled = compare_pair(pair(28.2e-6, 35.7e-6, history_sigma=0.01, history_runs=30, base_offset=offset))
+    assert sampled.method == "mann-whitney+history" and sampled.status == "unchanged"
+    # A base spike high, the head back at the level: no improvement either.
+    assert compare_pair(pair(35.7e-6, 28.2e-6, base_offset=-offset, **kw)).status == "unchanged"
+
+
+def test_a_base_run_off_its_level_in_real_openblas_results(tmp_path: Path, ingest: Ingest) -> None:
+    """The review's pair (OpenBLAS's gha-ubuntu-noble, 5d1b8c25 -> 450c317e): syrk [100, d] at the base 28.2 us
+    against 35.5-36.2 us around it is no regression; the steps `detect` finds there are compared as before."""
+    engine = make_engine(f"sqlite:///{tmp_path / 'ob.sqlite'}")
+    ingest(engine, [ROOT / "tests" / "fixtures" / "asv-openblas" / "results"])
+    with Session(engine) as s:
+        base, head = (resolve_commit(s, sha, "commit") for sha in ("5d1b8c25", "450c317e"))
+        rows = compare_commits(s, base, head, machines=["gha-ubuntu-noble"])
+    syrk = next(c for c in rows if c.benchmark == "benchmarks.syrk.time_syrk" and c.params.get("size") == "100"
+                and c.params.get("variant") == "'d'")
+    assert syrk.base is not None and syrk.head is not None and syrk.head / syrk.base > 1.2, syrk
+    assert syrk.status == "unchanged" and syrk.method == "history", syrk
+
+
+def test_compare_quiet_counts_both_rules(tmp_path: Path) -> None:
+    """The measurement behind the base's level (benchmarks.scripts.compare_quiet) on one machine of the vendored
+    OpenBLAS history: the level never adds a change, and it removes some of the run rule's."""
+    from benchmarks.scripts.compare_quiet import main as quiet
+
+    assert quiet(["--machine", "gha-ubuntu-noble", "--json", str(tmp_path / "q.json")]) == 0
+    t = json.loads((tmp_path / "q.json").read_text())["gha-ubuntu-noble"]
+    assert t["pairs"] > 80 and t["level regressed"] < t["run regressed"] and t["level improved"] <= t["run improved"]
 
 
 def test_a_short_history_is_not_trusted_for_noise() -> None:
