@@ -36,6 +36,7 @@ from regressions.compare import (
     UNTESTED,
     Comparison,
     fails_check,
+    ratio_sides,
 )
 from regressions.labels import params_label
 from regressions.level_rules import GRADUAL
@@ -148,6 +149,7 @@ _SECTIONS = [
     (NOT_RUN, "Not run (not selected, or the machine did not run that commit)", True),
     (UNCHANGED, "Unchanged", True),
 ]
+_NOISY = "noisy"  # a count of the unchanged rows: those beyond the threshold (:func:`noisy`)
 _SUMMARY = {
     FAILED: "failed",
     REGRESSED: "regression{s}",
@@ -179,6 +181,12 @@ def failed_split(comparisons: Sequence[Comparison]) -> str:
     return ", ".join(f"{n:,} {side}" for side, n in where.items() if n)
 
 
+def noisy(c: Comparison) -> bool:
+    """Unchanged, yet beyond the threshold: no test could tell the change from the series' noise (stingray's
+    1.47x with wide 99% intervals sat among 140 unchanged rows in name order: a review)."""
+    return c.status == UNCHANGED and c.slowdown is not None and any(ratio_sides(c.slowdown, c.threshold))
+
+
 def ordered(comparisons: Sequence[Comparison]) -> list[Comparison]:
     """Worst first: failures (on head before on base), regressions by slowdown, improvements by
     speed-up, untested changes by size, then the rest in their given order."""
@@ -191,6 +199,8 @@ def ordered(comparisons: Sequence[Comparison]) -> list[Comparison]:
     by_status[IMPROVED].sort(key=lambda c: c.slowdown or 0.0)
     # Untested either way: the largest change first (a 5.90x one was row 89, in name order: a review).
     by_status[UNTESTED].sort(key=lambda c: -max(c.slowdown or 1.0, 1.0 / (c.slowdown or 1.0)))
+    # Unchanged beyond the threshold (not significant) first, the largest first; the others as given.
+    by_status[UNCHANGED].sort(key=lambda c: -max(c.slowdown, 1.0 / c.slowdown) if noisy(c) else 0.0)
     return [c for s, _, _ in _SECTIONS for c in by_status[s]]
 
 
@@ -209,6 +219,9 @@ def _render(
         if not part:
             continue
         shown = f"{heading} ({len(part)}" + (f" of {counts[status]})" if len(part) < counts[status] else ")")
+        if status == UNCHANGED and counts.get(_NOISY):
+            shown += (f": the first {counts[_NOISY]:,} moved beyond the threshold, but no test could tell it from "
+                      "noise (largest first)")
         if collapsed:
             lines += ["", f"<details><summary>{shown}</summary>", "", *_HEADER, *part, "", "</details>"]
         else:
@@ -245,6 +258,7 @@ def compare_markdown(
     counts = {s: 0 for s, _, _ in _SECTIONS}
     for c in ordered_rows:
         counts[c.status] += 1
+    counts[_NOISY] = sum(map(noisy, ordered_rows))
     icon = ":x:" if any(fails_check(c) for c in ordered_rows) else ":white_check_mark:"
     parts = [f"**{counts[REGRESSED]:,} regression{'s' * (counts[REGRESSED] != 1)}**"]
     if counts[FAILED]:

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from regressions import compare as cmp
 from regressions.compare import Comparison
 from regressions.labels import series_label
-from regressions.report import failed_split, ordered, side_texts, status_count
+from regressions.report import failed_split, noisy, ordered, side_texts, status_count
 from regressions.units import fmt_p, fmt_ratio, terminal_text
 
 FORMATS = ("text", "markdown", "json")
@@ -103,6 +103,8 @@ def compare_text(comparisons: Sequence[Comparison], *, base: str, head: str, mac
                   f"by; the {min(len(untested), UNTESTED_LISTED)} largest of {len(untested):,} changes beyond the "
                   "threshold listed"]
     if unlisted:
-        counted = ", ".join(status_count(s, n) for s, n in unlisted)
+        beyond = sum(map(noisy, comparisons))
+        counted = ", ".join(status_count(s, n) + (f" ({beyond:,} beyond the threshold, not significant)"
+                                                  if s == cmp.UNCHANGED and beyond else "") for s, n in unlisted)
         lines += ["", f"Not listed: {counted} (--format markdown or json lists every series)."]
     return "\n".join(lines) + "\n"

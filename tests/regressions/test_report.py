@@ -245,3 +245,27 @@ def test_untested_changes_are_listed_largest_first() -> None:
     assert [c.head for c in ordered(rows)] == [5.9, 0.5, 1.2, 1.1]  # 0.5 is 2x the other way
     md = compare_markdown(rows, base="a" * 40, head="b" * 40, machines=["m"], threshold_note="threshold 5%")
     assert f"fewer than {MIN_HISTORY_RUNS} earlier commits" in md and "no history" not in md
+
+
+def test_unchanged_rows_beyond_the_threshold_come_first_and_are_named() -> None:
+    """A 1.47x slowdown the test could not call significant (stingray's, wide 99% intervals) sat among 140
+    unchanged rows in name order (a review): unchanged rows beyond the threshold come first, largest first, and
+    the section's heading says how many moved that far."""
+    from regressions.compare import UNCHANGED
+
+    def row(name: str, head: float) -> Comparison:
+        c = _pair(0, name, 1e-5, head)
+        return Comparison(**{**c.__dict__, "status": UNCHANGED, "significant": False, "regression": False})
+
+    rows = [row("Alpha", 1.01e-5), row("Bravo", 1.2e-5), row("Charlie", 0.99e-5), row("Delta", 1.47e-5),
+            row("Echo", 0.8e-5)]
+    body = compare_markdown(rows, base="a" * 40, head="b" * 40, machines=["h200"], threshold_note="5%")
+    section = body[body.index("<summary>Unchanged"):]
+    assert section.startswith("<summary>Unchanged (5): the first 3 moved beyond the threshold, but no test could "
+                              "tell it from noise (largest first)</summary>"), section[:200]
+    names = [n for n in ("Alpha", "Bravo", "Charlie", "Delta", "Echo") if n in section]
+    assert sorted(names, key=section.index) == ["Delta", "Echo", "Bravo", "Alpha", "Charlie"]
+    from regressions.text_table import compare_text
+
+    text = compare_text(rows, base="a" * 40, head="b" * 40, machines=["h200"], threshold_note="5%", width=200)
+    assert "Not listed: 5 unchanged (3 beyond the threshold, not significant)" in text, text
