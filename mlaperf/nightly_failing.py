@@ -125,13 +125,13 @@ def plan_failing(doc: Any, open_issues: Iterable[Any], links: Mapping[str, str])
     mine = [i for i in open_issues if (i.body or "").startswith(marker(scope) if scope else _MARKER)]
     unrun = _rows(doc, "failing_unrun") or []
 
-    def listed(issue: Any, machine: str) -> list[dict[str, Any]]:  # the unrun series this issue lists
-        return [r for r in unrun if r["machine"] == machine and _row_head(r) in issue.body]
+    def listed(issue: Any) -> list[dict[str, Any]]:  # the unrun series of the issue's machine that it lists
+        return [r for r in unrun if issue.body.startswith(marker(r["machine"])) and _row_head(r) in issue.body]
 
     out = []
     for machine, rows in sorted(by_machine.items()):
         issue = next((i for i in mine if (i.body or "").startswith(marker(machine))), None)
-        title, body = issue_for_machine(machine, rows, links, listed(issue, machine) if issue else [])
+        title, body = issue_for_machine(machine, rows, links, listed(issue) if issue else [])
         if issue is None:
             out.append(Action("open", f"failing on {machine}", None, title, body))
         else:
@@ -141,7 +141,7 @@ def plan_failing(doc: Any, open_issues: Iterable[Any], links: Mapping[str, str])
     for issue in mine:
         if not any(issue.body.startswith(m) for m in failing_now):
             key = issue.body[len(_MARKER):].split(" -->", 1)[0]
-            gone = [r for r in unrun if issue.body.startswith(marker(r["machine"])) and _row_head(r) in issue.body]
+            gone = listed(issue)
             note = ("" if not gone else "\n\nNot fixed, as far as mlaperf can tell: of the series listed here, these "
                     "did not run at the machine's newest commit and their last results failed (reopen this issue "
                     "if they still break):\n" + "\n".join(_unrun_lines(gone, links)[3:]))

@@ -15,7 +15,7 @@ from sqlalchemy.orm import Session
 from db.models import REGRESSION_STATUSES
 from regressions.compare import DEFAULT_ALPHA, compare_commits, exit_status
 from regressions.config import MAX_THRESHOLD, ConfigError, Settings, load_settings
-from regressions.failing import failing_records, failing_series, failing_text, unrun_failing
+from regressions.failing import failing_and_unrun, failing_records, failing_series, failing_text
 from regressions.listing import detect_document, records, regressions_frame
 from regressions.policy import OPEN_STATUSES, kind_suffix
 from regressions.report import MAX_BODY_CHARS, compare_json, compare_markdown, detect_table, reversed_note
@@ -256,10 +256,13 @@ def _print_listing(
     if args.machine is not None:
         machine_id(session, args.machine)  # an unknown name is an error, not an empty listing
     frame = regressions_frame(session, statuses=statuses, machine=args.machine)
-    failing = failing_series(session, args.machine)
+    if args.json:  # the nightly also needs the series that stopped running while failing: both in one pass
+        failing, unrun = failing_and_unrun(session, args.machine)
+    else:
+        failing, unrun = failing_series(session, args.machine), []
     if args.json:
         document = {**detect_document(session, frame, events, summary), "failing": failing_records(failing),
-                    "failing_unrun": failing_records(unrun_failing(session, args.machine)),
+                    "failing_unrun": failing_records(unrun),
                     "failing_machine": args.machine}  # the one machine examined (null: every machine)
         _write(json.dumps(document, indent=2, allow_nan=False))
     elif frame.empty:  # say what the listing left out, so "none listed" never reads as "none found"

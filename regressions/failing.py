@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from collections import defaultdict
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import Any
 
 from sqlalchemy import select
@@ -35,7 +36,7 @@ class Failing:
     since: str
     commits: int
     last_ok: str | None
-    until: str | None = None  # a series not run at the newest commit (:func:`unrun_failing`): its newest result
+    until: str | None = None  # a series not run at the newest commit (:func:`failing_and_unrun`): its newest result
 
 
 def _statuses(session: Session, machine_id: int, benchmark_ids: list[int] | None, commit_id: int | None = None
@@ -67,16 +68,17 @@ def _tail(commits: dict[int, set[str]], pos: dict[int, int]) -> tuple[int | None
     return since, count, until, last_ok
 
 
-def _machine_series(session: Session, machine: str | None, unrun: bool) -> list[Failing]:
-    """The series failing at their machine's newest commit or, with ``unrun``, those whose last results failed and
-    that have no result there (not run, or skipped), by machine and name."""
+def _machine_series(session: Session, machine: str | None, unrun: bool) -> tuple[list[Failing], list[Failing]]:
+    """The series failing at their machine's newest commit and, with ``unrun``, those whose last results failed
+    and that have no result there (not run, or skipped; else none), each by machine and name: one pass over the
+    store's commits and names for both."""
     pos = commit_positions(session)
     names = {int(i): str(n) for i, n in session.execute(select(Benchmark.id, Benchmark.name))}
     shas = {int(i): str(s) for i, s in session.execute(select(Commit.id, Commit.sha))}
     machines = select(Machine.id, Machine.name)
     if machine is not None:
         machines = machines.where(Machine.name == machine)
-    out = []
+    out: tuple[list[Failing], list[Failing]] = ([], [])
     for mid, mname in session.execute(machines).all():
         ran = session.execute(select(Run.commit_id).where(Run.machine_id == mid).distinct()).scalars().all()
         if not ran:
@@ -84,34 +86,38 @@ def _machine_series(session: Session, machine: str | None, unrun: bool) -> list[
         newest = max((int(c) for c in ran), key=lambda c: pos.get(c, -1))
         now = _statuses(session, mid, None, newest)
         ran_now = {k for k, at in now.items() if {"ok", "failed"} & at[newest]}
+        failing = [k for k in ran_now if "ok" not in now[k][newest]]
+        gone: list[tuple[int, str]] = []
         if unrun:  # only series that ever failed here: a cheap query, however long the history
             ever = (select(Result.benchmark_id, Result.params_key).join(Run, Run.id == Result.run_id)
                     .where(Run.machine_id == mid, Result.status == "failed").distinct())
-            keys = [(int(b), str(k)) for b, k in session.execute(ever) if (int(b), str(k)) not in ran_now]
-        else:
-            keys = [k for k in ran_now if "ok" not in now[k][newest]]
-        keys = [k for k in keys if not is_provenance(names.get(k[0], ""))]
-        if not keys:
+            gone = [(int(b), str(k)) for b, k in session.execute(ever) if (int(b), str(k)) not in ran_now]
+        kinds = [[k for k in keys if not is_provenance(names.get(k[0], ""))] for keys in (failing, gone)]
+        if not any(kinds):
             continue
-        history = _statuses(session, mid, sorted({b for b, _ in keys}))
-        for key in keys:
-            since, count, until, last_ok = _tail(history[key], pos)
-            if since is None or until is None:
-                continue
-            out.append(Failing(str(mname), names[key[0]], key[1], shas[since], count,
-                               shas[last_ok] if last_ok is not None else None, shas[until] if unrun else None))
-    return sorted(out, key=lambda f: (f.machine, f.benchmark, f.params_key))
+        history = _statuses(session, mid, sorted({b for keys in kinds for b, _ in keys}))
+        for listed, keys, is_gone in zip(out, kinds, (False, True), strict=True):
+            for key in keys:
+                since, count, until, last_ok = _tail(history[key], pos)
+                if since is None:
+                    continue
+                listed.append(Failing(str(mname), names[key[0]], key[1], shas[since], count,
+                                      shas[last_ok] if last_ok is not None else None,
+                                      shas[until] if is_gone and until is not None else None))
+    order = attrgetter("machine", "benchmark", "params_key")
+    return sorted(out[0], key=order), sorted(out[1], key=order)
 
 
 def failing_series(session: Session, machine: str | None = None) -> list[Failing]:
     """Every series (of ``machine``, or of every machine) failing now, by machine and name."""
-    return _machine_series(session, machine, unrun=False)
+    return _machine_series(session, machine, unrun=False)[0]
 
 
-def unrun_failing(session: Session, machine: str | None = None) -> list[Failing]:
-    """Series whose last results failed and that did not run at their machine's newest commit (removed from the
-    suite, renamed, or skipped there): they no longer count as failing, and ``nightly alert`` says so where it
-    had listed them, instead of closing their issue as if they were fixed (``until``: their newest result)."""
+def failing_and_unrun(session: Session, machine: str | None = None) -> tuple[list[Failing], list[Failing]]:
+    """:func:`failing_series` and the series whose last results failed and that did not run at their machine's
+    newest commit (removed from the suite, renamed, or skipped there): they no longer count as failing, and
+    ``nightly alert`` says so where it had listed them, instead of closing their issue as if they were fixed
+    (``until``: their newest result)."""
     return _machine_series(session, machine, unrun=True)
 
 

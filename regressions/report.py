@@ -149,7 +149,6 @@ _SECTIONS = [
     (NOT_RUN, "Not run (not selected, or the machine did not run that commit)", True),
     (UNCHANGED, "Unchanged", True),
 ]
-_NOISY = "noisy"  # a count of the unchanged rows: those beyond the threshold (:func:`noisy`)
 _SUMMARY = {
     FAILED: "failed",
     REGRESSED: "regression{s}",
@@ -210,18 +209,20 @@ def _commit(sha: str, message: str | None) -> str:
 
 
 def _render(
-    rows: list[tuple[str, str]], counts: dict[str, int], total: int, *, head_lines: list[str], cap: int | None
+    rows: list[tuple[str, str]], counts: dict[str, int], total: int, *, head_lines: list[str], cap: int | None,
+    beyond: int = 0,
 ) -> str:
-    """The body from (status, rendered row) pairs in the order of severity."""
+    """The body from (status, rendered row) pairs in the order of severity; ``beyond``: how many unchanged rows
+    moved beyond the threshold (:func:`noisy`), named in that section's heading."""
     lines = list(head_lines)
     for status, heading, collapsed in _SECTIONS:
         part = [line for s, line in rows if s == status]
         if not part:
             continue
         shown = f"{heading} ({len(part)}" + (f" of {counts[status]})" if len(part) < counts[status] else ")")
-        if status == UNCHANGED and counts.get(_NOISY):
-            shown += (f": the first {counts[_NOISY]:,} moved beyond the threshold, but no test could tell it from "
-                      "noise (largest first)")
+        if status == UNCHANGED and beyond:
+            shown += (f": the first {beyond:,} moved beyond the threshold, but no test could tell it from noise "
+                      "(largest first)")
         if collapsed:
             lines += ["", f"<details><summary>{shown}</summary>", "", *_HEADER, *part, "", "</details>"]
         else:
@@ -258,7 +259,7 @@ def compare_markdown(
     counts = {s: 0 for s, _, _ in _SECTIONS}
     for c in ordered_rows:
         counts[c.status] += 1
-    counts[_NOISY] = sum(map(noisy, ordered_rows))
+    beyond = sum(map(noisy, ordered_rows))
     icon = ":x:" if any(fails_check(c) for c in ordered_rows) else ":white_check_mark:"
     parts = [f"**{counts[REGRESSED]:,} regression{'s' * (counts[REGRESSED] != 1)}**"]
     if counts[FAILED]:
@@ -284,7 +285,7 @@ def compare_markdown(
                        "removed."]
 
     def render(n: int) -> str:
-        return _render(rows[:n], counts, len(rows), head_lines=head_lines, cap=max_chars)
+        return _render(rows[:n], counts, len(rows), head_lines=head_lines, cap=max_chars, beyond=beyond)
 
     full = render(len(rows))
     if max_chars is None or body_size(full) < max_chars:
