@@ -6,11 +6,13 @@ page."""
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import pandas as pd
 
 from dashboard import fmt, frames
 from regressions.compare import MIN_HISTORY_RUNS, SIDE_WORDS, change_text
+from regressions.renames import Rename, renames
 
 STATUS_TITLES = {
     "regressed": "Regressed", "missing": "Missing at head", "improved": "Improved", "failed": "Failed",
@@ -84,11 +86,24 @@ def _values(view: pd.DataFrame) -> tuple[list[str], list[str]]:
     return [p[0] for p in pairs], [p[1] for p in pairs]
 
 
-def table_rows(cmp: pd.DataFrame, shown: Sequence[str], history_link: Callable[[str, str], str]
-               ) -> tuple[pd.DataFrame, str]:
+def renamed(cmp: pd.DataFrame, machine: str) -> list[Rename]:
+    """The page's series that look renamed (``regressions.renames``: the pairing of `mlaperf compare`'s report), each
+    side a row of ``cmp`` (its ``Index`` the frame's)."""
+    return renames(cmp.assign(machine=machine).itertuples())
+
+
+def renamed_cells(found: Sequence[Rename]) -> dict[Any, str]:
+    """Frame index -> the method cell of a renamed pair's rows, as the PR report's test cell says it."""
+    cells = {r.old.Index: f"renamed? {r.new.benchmark}" for r in found}  # type: ignore[attr-defined]
+    return cells | {r.new.Index: f"renamed? from {r.old.benchmark}" for r in found}  # type: ignore[attr-defined]
+
+
+def table_rows(cmp: pd.DataFrame, shown: Sequence[str], history_link: Callable[[str, str], str],
+               renamed: Mapping[Any, str] | None = None) -> tuple[pd.DataFrame, str]:
     """The rows (of :func:`with_labels`' frame) of the statuses ``shown``, by status then worst change first,
     and a note naming the threshold when every row has the same (its column then left out).
-    ``history_link``: benchmark, series key (``data.compare``'s ``series_key``) -> URL."""
+    ``history_link``: benchmark, series key (``data.compare``'s ``series_key``) -> URL; ``renamed``:
+    :func:`renamed_cells`."""
     view = cmp[cmp["status"].isin(shown)]
     order = {s: i for i, s in enumerate(STATUS_TITLES)}
     view = view.assign(_o=view["status"].map(order), _w=-view["slowdown"].fillna(0)).sort_values(["_o", "_w"])
@@ -106,7 +121,7 @@ def table_rows(cmp: pd.DataFrame, shown: Sequence[str], history_link: Callable[[
         "change": [change_text(st, b, h, d)
                    for st, b, h, d in zip(view["status"], view["base"], view["head"], view["direction"], strict=True)],
         "p": view["p_value"].map(fmt.fmt_p),
-        "method": view["method"],
+        "method": [(renamed or {}).get(i, m) for i, m in zip(view.index, view["method"], strict=True)],
         "threshold": view["threshold"].map(fmt.fmt_percent),
     })
     if table["threshold"].nunique() == 1:  # one threshold for every row: said once below

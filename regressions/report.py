@@ -40,12 +40,14 @@ from regressions.compare import (
 )
 from regressions.labels import params_label
 from regressions.level_rules import GRADUAL
+from regressions.renames import Rename, Row, removal_patterns, renames
 from regressions.units import CONTROL, fmt_p, fmt_pair, fmt_ratio, terminal_text
 
 MARKER = "<!-- mlaperf-benchmark-report -->"
 MAX_BODY_CHARS = 60_000
 MAX_CELL_CHARS = 200
 MAX_MACHINES_SHOWN = 10
+RENAMES_LISTED = 5  # removal patterns a renamed-cases note spells out
 ZWSP = "\u200b"
 
 # Characters that start inline markdown or HTML, or split a table cell (backslash-escaped in text).
@@ -126,12 +128,38 @@ _HEADER = [
 ]
 
 
-def _row(c: Comparison) -> str:
+def _row(c: Comparison, renamed: Rename | None = None) -> str:
+    test = md_text(c.method)
+    if renamed is not None:  # the old name's row points to the new one, the new one's to the old
+        test = (f"renamed? {md_code(renamed.new.benchmark)}" if renamed.old is c
+                else f"renamed? from {md_code(renamed.old.benchmark)}")
     return (
         f"| {md_code(c.benchmark)} | {md_code(fmt_params(c.params))} | {md_code(c.machine)} | "
         f"{' | '.join(side_texts(c, _SIDE_CELL, gh_text))} | "
-        f"{_ratio(c)} | {_p(c)} | {md_text(c.method)} |"
+        f"{_ratio(c)} | {_p(c)} | {test} |"
     )
+
+
+def renamed_note(found: Sequence[Rename], comparisons: Sequence[Row], code: Callable[[str], str],
+                 *, status: str = MISSING, of: str = "these") -> str:
+    """What the report says of the ``status`` rows (missing, or not measured at head) that look renamed
+    (``regressions.renames``), names through ``code``: how many, the change across the rename and, for missing
+    ones, the ``removed`` patterns that declare the old names gone; ``of``: what the count is of."""
+    found = [r for r in found if r.old.status == status]
+    ratios = sorted(r.ratio for r in found if r.ratio is not None)
+    span = fmt_ratio(ratios[0]) + (f" to {fmt_ratio(ratios[-1])}" if fmt_ratio(ratios[-1]) != fmt_ratio(ratios[0])
+                                   else "") if ratios else ""
+    across = f"; head under the new name / base under the old: {span}" if span else ""
+    text = (f"{len(found):,} of {of} look{'s' * (len(found) == 1)} renamed: the same method, parameters, unit and "
+            f"machine under a new name measured at head only{across}. A rename starts new series without history")
+    if status != MISSING:
+        return text + "."
+    patterns = removal_patterns(found, comparisons)
+    listed = code(f"removed = [{', '.join(map(json.dumps, patterns[:RENAMES_LISTED]))}]")
+    left = len(patterns) - RENAMES_LISTED
+    more = f" and {left:,} more old names (the rows' own)" if left > 0 else ""
+    return (text + f"; if it is one, declare the old names removed ({listed}{more} under [tool.mlaperf] in "
+            "mlaperf.toml) and the check passes.")
 
 
 # (status, heading, collapsed) in the order of severity: rows are kept in this order under the cap.
@@ -210,10 +238,11 @@ def _commit(sha: str, message: str | None) -> str:
 
 def _render(
     rows: list[tuple[str, str]], counts: dict[str, int], total: int, *, head_lines: list[str], cap: int | None,
-    beyond: int = 0,
+    beyond: int = 0, notes: Mapping[str, str] | None = None,
 ) -> str:
     """The body from (status, rendered row) pairs in the order of severity; ``beyond``: how many unchanged rows
-    moved beyond the threshold (:func:`noisy`), named in that section's heading."""
+    moved beyond the threshold (:func:`noisy`), named in that section's heading; ``notes``: a paragraph under a
+    status's heading."""
     lines = list(head_lines)
     for status, heading, collapsed in _SECTIONS:
         part = [line for s, line in rows if s == status]
@@ -223,10 +252,11 @@ def _render(
         if status == UNCHANGED and beyond:
             shown += (f": the first {beyond:,} moved beyond the threshold, but no test could tell it from noise "
                       "(largest first)")
+        note = ["", notes[status]] if notes and status in notes else []
         if collapsed:
-            lines += ["", f"<details><summary>{shown}</summary>", "", *_HEADER, *part, "", "</details>"]
+            lines += ["", f"<details><summary>{shown}</summary>", *note, "", *_HEADER, *part, "", "</details>"]
         else:
-            lines += ["", f"### {shown}", "", *_HEADER, *part]
+            lines += ["", f"### {shown}", *note, "", *_HEADER, *part]
     if len(rows) < total:
         lines += [
             "",
@@ -255,7 +285,11 @@ def compare_markdown(
     not run and unchanged (collapsed). With ``max_chars`` the body stays shorter than that: the least
     severe rows are left out and a last line says how many; None renders every row (the full report)."""
     ordered_rows = ordered(comparisons)
-    rows = [(c.status, _row(c)) for c in ordered_rows]
+    found = renames(ordered_rows)
+    renamed = {id(row): r for r in found for row in (r.old, r.new)}
+    rows = [(c.status, _row(c, renamed.get(id(c)))) for c in ordered_rows]
+    notes = {status: renamed_note(found, ordered_rows, lambda t: md_code(t, table=False), status=status)
+             for status in (MISSING, REMOVED) if any(r.old.status == status for r in found)}
     counts = {s: 0 for s, _, _ in _SECTIONS}
     for c in ordered_rows:
         counts[c.status] += 1
@@ -285,7 +319,7 @@ def compare_markdown(
                        "removed."]
 
     def render(n: int) -> str:
-        return _render(rows[:n], counts, len(rows), head_lines=head_lines, cap=max_chars, beyond=beyond)
+        return _render(rows[:n], counts, len(rows), head_lines=head_lines, cap=max_chars, beyond=beyond, notes=notes)
 
     full = render(len(rows))
     if max_chars is None or body_size(full) < max_chars:

@@ -15,7 +15,8 @@ from collections.abc import Sequence
 from regressions import compare as cmp
 from regressions.compare import Comparison
 from regressions.labels import series_label
-from regressions.report import failed_split, noisy, ordered, side_texts, status_count
+from regressions.renames import renames
+from regressions.report import RENAMES_LISTED, failed_split, noisy, ordered, renamed_note, side_texts, status_count
 from regressions.units import fmt_p, fmt_ratio, terminal_text
 
 FORMATS = ("text", "markdown", "json")
@@ -95,6 +96,15 @@ def compare_text(comparisons: Sequence[Comparison], *, base: str, head: str, mac
         lines += ["", line(header)]
         for r in table:
             lines += [line(r), f"    {_cut(r[name], width - 4)}"] if wrapped else [line(r)]
+    found = renames(comparisons)
+    for status in (cmp.MISSING, cmp.REMOVED):
+        if any(r.old.status == status for r in found):
+            of = "the missing" if status == cmp.MISSING else "those not measured at head"
+            lines += ["", renamed_note(found, comparisons, terminal_text, status=status, of=of)]
+    lines += [f"    {series_name(r.old)} -> {terminal_text(r.new.benchmark)}" + (f" ({fmt_ratio(r.ratio)})" if r.ratio
+              else "") for r in found[:RENAMES_LISTED]]
+    if len(found) > RENAMES_LISTED:
+        lines.append(f"    and {len(found) - RENAMES_LISTED:,} more (--format markdown names each)")
     counts = _counts(comparisons)
     counts[cmp.UNTESTED] = max(0, len(untested) - UNTESTED_LISTED)
     unlisted = [(s, counts[s]) for s in _COUNTED if (s not in _STATUS_WORD or s == cmp.UNTESTED) and counts[s]]

@@ -10,7 +10,8 @@ import streamlit as st
 
 from dashboard import charts, data, fmt, links, widgets
 from dashboard import compare_model as model
-from regressions.report import reversed_note
+from regressions.compare import MISSING, REMOVED
+from regressions.report import renamed_note, reversed_note
 
 
 def _pick_pair(ctx: widgets.Context, commits: pd.DataFrame) -> tuple[str, str, float | None]:
@@ -85,7 +86,9 @@ def main() -> None:
     if not cmp["status"].isin(show).any():
         st.info("No series with the statuses picked above; click a status to list its series.")
         widgets.stop()
-    table, threshold_note = model.table_rows(cmp, show, lambda b, k: links.history(ctx.machine, b, k))
+    found = model.renamed(cmp, ctx.machine)
+    table, threshold_note = model.table_rows(cmp, show, lambda b, k: links.history(ctx.machine, b, k),
+                                             model.renamed_cells(found))
     # Widths that fit the content column of a 1,280 px window with the sidebar open (about 820 px): the
     # series name and the method are cut there, whole on hover.
     links.grid(table, key="cmp_table", links={"history": "plot"}, widths={
@@ -100,6 +103,11 @@ def main() -> None:
         "method": 100,
     })
     st.caption("change: direction-aware (worse means slower, or lower throughput)." + threshold_note)
+    rows = list(cmp.itertuples())
+    for status in (MISSING, REMOVED):  # what `mlaperf compare` says of them, in its words
+        if status in show and any(r.old.status == status for r in found):
+            st.caption(renamed_note(found, rows, lambda t: f"`{t}`", status=status,
+                                    of=f"the {model.STATUS_TITLES[status].lower()}"))
 
 
 if __name__ == "__main__":

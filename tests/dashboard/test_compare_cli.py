@@ -9,6 +9,7 @@ import pty
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from conftest import FIX_FROM, MLA_MACHINE, ROOT, SLOW_FROM, Seeded
@@ -111,3 +112,32 @@ def test_compare_page_names_and_changes_are_the_clis(monkeypatch: pytest.MonkeyP
     rates = table[table["series"].str.contains(r"\.track_(?:tokens_per_s|gbps|tflops) ", regex=True)]
     assert rates["change"].str.fullmatch(r"\+[\d.]+% better|-[\d.]+% worse|0%").all(), list(rates["change"])
     assert rates["change"].str.fullmatch(r"\+3\d% better").sum() >= 8  # the MMA kernels' rates, 1.3x up
+
+
+def test_renamed_cases_read_the_same_on_the_page_as_in_the_cli(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """A class renamed in a module that still runs (missing at head): the page's method cells and note say what
+    `mlaperf compare` says, the removal to declare included."""
+    from test_pages import app, goto
+
+    from tests.db.conftest import bench_row, results_doc, write_results
+    from tests.regressions.test_renames import AT_BASE, AT_HEAD, BASE, HEAD
+
+    for sha, values, when in ((BASE, AT_BASE, 1_700_000_000_000), (HEAD, AT_HEAD, 1_700_001_000_000)):
+        rows = {name: bench_row([v], []) for name, v in values.items()}
+        write_results(tmp_path / "r", results_doc(rows, machine="m", commit=sha, date=when))
+    url = f"sqlite:///{tmp_path / 'store.sqlite'}"
+    done = subprocess.run([sys.executable, "-m", "mlaperf.cli", "ingest", str(tmp_path / "r"), "--db", url],
+                          cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    cli = subprocess.run([sys.executable, "-m", "mlaperf.cli", "compare", BASE, HEAD, "--db", url, "--format", "text"],
+                         cwd=ROOT, capture_output=True, text=True, timeout=120)
+    note = next(line for line in cli.stdout.splitlines() if "of the missing look renamed" in line)
+    at = goto(app(monkeypatch, url, machine="m", query={"cmp_base": BASE[:12], "cmp_head": HEAD[:12],
+                                                        "cmp_show": ["missing", "new"]}), "compare")
+    table = next(d.value for d in at.dataframe if "change" in d.value.columns)
+    method = dict(zip(table["series"], table["method"], strict=True))
+    assert method["bench_a.Decode.time_x"] == "renamed? bench_a.DecodeSuite.time_x", method
+    assert method["bench_a.DecodeSuite.time_y"] == "renamed? from bench_a.Decode.time_y", method
+    assert method["bench_a.P.time_run"] == "none", method
+    (caption,) = [c.value for c in at.caption if "look renamed" in c.value]
+    assert caption.replace("`", "").replace("the missing at head", "the missing") == note, (caption, note)

@@ -1,0 +1,81 @@
+"""Renamed benchmarks between two commits: asv files with a class renamed and a module moved, through the store,
+`compare_commits`, the PR report and the text table; the removal the report spells out makes the check pass."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from pathlib import Path
+
+from sqlalchemy.engine import Engine
+from sqlalchemy.orm import Session
+
+from regressions.compare import Comparison, compare_commits, exit_status
+from regressions.config import Settings, parse_settings
+from regressions.renames import removal_patterns, renames
+from regressions.report import compare_markdown
+from regressions.results import resolve_commit
+from regressions.text_table import compare_text
+from tests.db.conftest import bench_row, results_doc, write_results
+
+Ingest = Callable[[Engine, list[Path]], None]
+BASE, HEAD = "a" * 40, "b" * 40
+# bench_a's class Decode becomes DecodeSuite (bench_a still runs at head: missing); bench_c moves to bench_d (bench_c
+# runs no more: not measured at head); two old cases end in time_run and one new: a tie, no pairing.
+AT_BASE = {"bench_a.Decode.time_x": 1.0, "bench_a.Decode.time_y": 2.0, "bench_a.Keep.time_k": 1.0,
+           "bench_c.C.time_w": 3.0, "bench_a.P.time_run": 1.0, "bench_a.Q.time_run": 1.0}
+AT_HEAD = {"bench_a.DecodeSuite.time_x": 1.0, "bench_a.DecodeSuite.time_y": 2.2, "bench_a.Keep.time_k": 1.0,
+           "bench_d.C.time_w": 3.0, "bench_a.R.time_run": 1.0}
+
+
+def _compare(tmp_path: Path, engine: Engine, ingest: Ingest, settings: Settings | None = None) -> list[Comparison]:
+    t = 1_700_000_000_000
+    for sha, values, when in ((BASE, AT_BASE, t), (HEAD, AT_HEAD, t + 10**6)):
+        rows = {name: bench_row([v], []) for name, v in values.items()}
+        write_results(tmp_path, results_doc(rows, machine="m", commit=sha, date=when))
+    ingest(engine, [tmp_path])
+    with Session(engine) as s:
+        b, h = resolve_commit(s, BASE, "BASE"), resolve_commit(s, HEAD, "HEAD")
+        return compare_commits(s, b, h, **({"settings": settings} if settings else {}))
+
+
+def test_renamed_cases_pair_by_the_end_of_their_names(tmp_path: Path, engine: Engine, ingest: Ingest) -> None:
+    rows = _compare(tmp_path, engine, ingest)
+    status = {c.benchmark: c.status for c in rows}
+    assert status["bench_a.Decode.time_x"] == "missing" and status["bench_c.C.time_w"] == "removed", status
+    pairs = {r.old.benchmark: r.new.benchmark for r in renames(rows)}
+    assert pairs == {"bench_a.Decode.time_x": "bench_a.DecodeSuite.time_x",
+                     "bench_a.Decode.time_y": "bench_a.DecodeSuite.time_y",
+                     "bench_c.C.time_w": "bench_d.C.time_w"}, pairs  # P and Q tie for R: neither pairs
+    # bench_a keeps Keep and the new class: only the old names, never a pattern that covers the new ones
+    assert removal_patterns([r for r in renames(rows) if r.old.status == "missing"], rows) == [
+        "bench_a.Decode.time_x", "bench_a.Decode.time_y"]
+    md = compare_markdown(rows, base=BASE, head=HEAD, machines=["m"], threshold_note="threshold 5%")
+    assert "2 of these look renamed" in md and "1.00x to 1.10x" in md, md
+    assert '`removed = ["bench_a.Decode.time_x", "bench_a.Decode.time_y"]`' in md, md
+    assert "renamed? `bench_a.DecodeSuite.time_y` |" in md and "1 of these looks renamed" in md and "1.00x." in md
+    text = compare_text(rows, base=BASE, head=HEAD, machines=["m"], threshold_note="threshold 5%", width=200)
+    assert "bench_a.Decode.time_y -> bench_a.DecodeSuite.time_y (1.10x)" in text, text
+    assert "bench_c.C.time_w -> bench_d.C.time_w (1.00x)" in text and "2 of the missing look renamed" in text, text
+    assert "renamed? from `bench_a.Decode.time_x` |" in md
+    assert exit_status(rows) == 1
+
+
+def test_the_removal_the_report_spells_out_passes_the_check(tmp_path: Path, engine: Engine, ingest: Ingest) -> None:
+    md = compare_markdown(_compare(tmp_path / "1", engine, ingest), base=BASE, head=HEAD, machines=["m"],
+                          threshold_note="threshold 5%")
+    (line,) = re.findall(r"`removed = (\[.*?\])`", md)
+    patterns = [p.strip(' "') for p in line.strip("[]").split(",")]
+    rows = _compare(tmp_path / "2", engine, ingest, parse_settings({"removed": patterns}, "mlaperf.toml"))
+    status = {c.benchmark: c.status for c in rows}
+    assert status["bench_a.Decode.time_x"] == status["bench_a.Decode.time_y"] == "removed", status
+    assert {b for b, s in status.items() if s == "missing"} == {"bench_a.P.time_run", "bench_a.Q.time_run"}, status
+    without_tie = [c for c in rows if c.benchmark not in ("bench_a.P.time_run", "bench_a.Q.time_run")]
+    assert exit_status(without_tie) == 0 and exit_status(rows) == 1  # the unpaired tie still fails it
+
+
+def test_a_whole_module_renamed_is_declared_by_one_pattern(tmp_path: Path, engine: Engine, ingest: Ingest) -> None:
+    """Every benchmark of bench_c renamed into bench_d: ``bench_c.*`` covers them and nothing of head."""
+    rows = _compare(tmp_path, engine, ingest)
+    assert removal_patterns([r for r in renames(rows) if r.old.benchmark.startswith("bench_c.")], rows) == [
+        "bench_c.*"]
