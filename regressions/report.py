@@ -35,6 +35,7 @@ from regressions.compare import (
     UNCHANGED,
     UNTESTED,
     Comparison,
+    change_text,
     fails_check,
     ratio_sides,
 )
@@ -123,8 +124,8 @@ def side_texts(c: Comparison, words: Mapping[str, str], shown: Callable[[str], s
 
 
 _HEADER = [
-    "| benchmark | params | machine | base | head | ratio | p | test |",
-    "| --- | --- | --- | ---: | ---: | ---: | ---: | --- |",
+    "| benchmark | params | machine | base | head | ratio | change | p | test |",
+    "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | --- |",
 ]
 
 
@@ -136,7 +137,7 @@ def _row(c: Comparison, renamed: Rename | None = None) -> str:
     return (
         f"| {md_code(c.benchmark)} | {md_code(fmt_params(c.params))} | {md_code(c.machine)} | "
         f"{' | '.join(side_texts(c, _SIDE_CELL, gh_text))} | "
-        f"{_ratio(c)} | {_p(c)} | {test} |"
+        f"{_ratio(c)} | {change_text(c.status, c.base, c.head, c.direction)} | {_p(c)} | {test} |"
     )
 
 

@@ -102,11 +102,11 @@ def test_hostile_values_are_inert_in_the_markdown() -> None:
     outside_code = re.sub(r"(`+).*?\1", "", md)  # GitHub links no commit inside a code span
     assert re.search(r"[0-9a-fA-F]{7,}", outside_code) is None, re.search(r".{20}[0-9a-fA-F]{7,}.{5}", outside_code)
     assert "x" * MAX_CELL_CHARS not in md and "x" * (MAX_CELL_CHARS - 1) + "\u2026" in md
-    # One table row per comparison, each with its 8 cells: no value split a row or a cell.
+    # One table row per comparison, each with its 9 cells: no value split a row or a cell.
     table_rows = [line for line in md.splitlines() if line.startswith("| `") or line.startswith("| ``")]
     assert len(table_rows) == len(rows)
     for line in table_rows:
-        assert len(re.findall(r"(?<!\\)\|", line)) == 9, line
+        assert len(re.findall(r"(?<!\\)\|", line)) == 10, line
     assert body_size(md) < MAX_BODY_CHARS
 
 
@@ -119,7 +119,7 @@ def test_hostile_values_render_as_text_in_githubs_markdown() -> None:
         assert tag not in out, tag
     assert out.count("<details>") == 1 and out.count("<summary>") == 1  # ours ("New"): no value opened one
     assert out.count("<tr>") == len(rows) + out.count("<thead>")
-    assert all(row.count("<td") == 8 for row in re.findall(r"<tr>\n(<td.*?)</tr>", out, flags=re.S))
+    assert all(row.count("<td") == 9 for row in re.findall(r"<tr>\n(<td.*?)</tr>", out, flags=re.S))
     codes = {html.unescape(c).replace(ZWSP, "") for c in re.findall(r"<code>(.*?)</code>", out, flags=re.S)}
     for name in HOSTILE[:-1]:
         flat = re.sub(r"[\r\n]", " ", name)
