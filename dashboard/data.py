@@ -208,6 +208,18 @@ def compare(url: str, machine: str, base_sha: str, head_sha: str, threshold: flo
     return df[cols]
 
 
+@st.cache_data(ttl=TTL, show_spinner=False, max_entries=32)
+def environments_apart(url: str, machine: str, base_sha: str, head_sha: str) -> tuple[list[str], list[str]] | None:
+    """``regressions.compare_sides.environments_apart``: the two commits' asv environments on ``machine`` where they
+    share none (what `mlaperf compare` warns of), else None."""
+    from regressions.compare_sides import environments_apart as apart
+    from regressions.results import resolve_commit
+
+    with _session(url) as s:
+        base, head = resolve_commit(s, base_sha, "base"), resolve_commit(s, head_sha, "head")
+        return apart(s, base.id, head.id, machine)
+
+
 def clear_all() -> None:
     """Drop cached frames and settings (the engines stay: their pools are reused)."""
     st.cache_data.clear()

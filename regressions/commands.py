@@ -14,11 +14,19 @@ from sqlalchemy.orm import Session
 
 from db.models import REGRESSION_STATUSES
 from regressions.compare import DEFAULT_ALPHA, compare_commits, exit_status
+from regressions.compare_sides import environments_apart
 from regressions.config import MAX_THRESHOLD, ConfigError, Settings, load_settings
 from regressions.failing import failing_and_unrun, failing_records, failing_series, failing_text
 from regressions.listing import detect_document, records, regressions_frame
 from regressions.policy import OPEN_STATUSES, kind_suffix
-from regressions.report import MAX_BODY_CHARS, compare_json, compare_markdown, detect_table, reversed_note
+from regressions.report import (
+    MAX_BODY_CHARS,
+    compare_json,
+    compare_markdown,
+    detect_table,
+    environments_note,
+    reversed_note,
+)
 from regressions.results import UsageError, commit_positions, machine_id, machines_with, resolve_commit
 from regressions.store import DEFAULT_LOOKBACK, DetectSummary, detect_store
 from regressions.text_table import FORMATS, compare_text
@@ -398,6 +406,10 @@ def compare_command(args: argparse.Namespace) -> int:
                                      f"{head.sha[:12]} ({where})")
             comparisons = compare_commits(session, base, head, machines=machines, settings=settings, alpha=args.alpha,
                                           whole_suite=args.whole_suite)  # fmt: skip
+            for machine in machines:
+                if apart := environments_apart(session, base.id, head.id, machine):
+                    print(f"mlaperf compare: warning: {terminal_text(environments_note(machine, *apart))}",
+                          file=sys.stderr)
             messages = {"base_message": base.message, "head_message": head.message}
     except UsageError as exc:
         return _fail(str(exc))

@@ -72,6 +72,17 @@ def _side(session: Session, commit_id: int, machine: str, versions: Versions,
     return pd.concat(frames, ignore_index=True)
 
 
+def environments_apart(session: Session, base_id: int, head_id: int,
+                       machine: str) -> tuple[list[str], list[str]] | None:
+    """The asv environments base's and head's results on ``machine`` ran in, where the two share none (the runner's
+    Python, compilers or libraries changed between them): their runs pool and a change may be the environment's,
+    not the code's. None where they share one (like is compared with like, one row an environment where several)
+    or a side has no result there."""
+    base, head = (sorted({env for runs in benchmark_runs(session, c, machine).values() for _v, env in runs})
+                  for c in (base_id, head_id))
+    return None if not (base and head) or set(base) & set(head) else (base, head)
+
+
 def env_labels(envs: set[str]) -> dict[str, str]:
     """{asv environment name: what sets it apart from the others}: the fewest of its ``-``-separated parts that
     not every environment has, from the first, that tell them apart (``conda-py3.10-numpy1.26`` against

@@ -370,6 +370,14 @@ def reversed_note(base: str, head: str) -> str:
             "HEAD reads as an improvement (give the older commit first)")
 
 
+def environments_note(machine: str, base_envs: Sequence[str], head_envs: Sequence[str]) -> str:
+    """Said where base and head share no asv environment on ``machine`` (``compare_sides.environments_apart``):
+    ``mlaperf compare`` on stderr, the dashboard's Compare page."""
+    return (f"on {machine}, BASE ran in asv environment {', '.join(base_envs)} and HEAD in {', '.join(head_envs)}, "
+            "none in common: each side's runs are compared as they are, so a change may be the environment's "
+            "(Python, compilers, libraries), not the code's")
+
+
 def aligned(head: Sequence[str], rows: Sequence[Sequence[Any]]) -> list[str]:
     """A terminal table's lines: columns padded to their widest cell, cells escaped (names come from data: no
     escape sequence reaches the terminal)."""

@@ -11,7 +11,7 @@ import streamlit as st
 from dashboard import charts, data, fmt, links, widgets
 from dashboard import compare_model as model
 from regressions.compare import MISSING, REMOVED
-from regressions.report import renamed_note, reversed_note
+from regressions.report import environments_note, renamed_note, reversed_note
 
 
 def _pick_pair(ctx: widgets.Context, commits: pd.DataFrame) -> tuple[str, str, float | None]:
@@ -78,6 +78,8 @@ def main() -> None:
         st.caption("Base and head are the same commit: every series measured there is unchanged, as "
                    "`mlaperf compare` says for the same pair.")
     cmp = data.compare(ctx.url, ctx.machine, base, head, None if override is None else override / 100.0)
+    if apart := data.environments_apart(ctx.url, ctx.machine, base, head):
+        st.warning(environments_note(ctx.machine, *apart))
     if cmp.empty:
         st.info("Neither commit has results on this machine.")
         widgets.stop()

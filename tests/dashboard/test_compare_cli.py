@@ -114,17 +114,19 @@ def test_compare_page_names_and_changes_are_the_clis(monkeypatch: pytest.MonkeyP
     assert rates["change"].str.fullmatch(r"\+3\d% better").sum() >= 8  # the MMA kernels' rates, 1.3x up
 
 
-def test_renamed_cases_read_the_same_on_the_page_as_in_the_cli(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    """A class renamed in a module that still runs (missing at head): the page's method cells and note say what
-    `mlaperf compare` says, the removal to declare included."""
+def test_renames_and_environments_read_the_same_on_the_page_as_in_the_cli(monkeypatch: pytest.MonkeyPatch,
+                                                                          tmp_path: Path) -> None:
+    """A class renamed in a module that still runs (missing at head), and head run in another asv environment: the
+    page's method cells, note and warning say what `mlaperf compare` says, the removal to declare included."""
     from test_pages import app, goto
 
     from tests.db.conftest import bench_row, results_doc, write_results
     from tests.regressions.test_renames import AT_BASE, AT_HEAD, BASE, HEAD
 
-    for sha, values, when in ((BASE, AT_BASE, 1_700_000_000_000), (HEAD, AT_HEAD, 1_700_001_000_000)):
+    for sha, values, when, env in ((BASE, AT_BASE, 1_700_000_000_000, "existing-py3.11"),
+                                   (HEAD, AT_HEAD, 1_700_001_000_000, "existing-py3.12")):
         rows = {name: bench_row([v], []) for name, v in values.items()}
-        write_results(tmp_path / "r", results_doc(rows, machine="m", commit=sha, date=when))
+        write_results(tmp_path / "r", results_doc(rows, machine="m", commit=sha, date=when, env_name=env))
     url = f"sqlite:///{tmp_path / 'store.sqlite'}"
     done = subprocess.run([sys.executable, "-m", "mlaperf.cli", "ingest", str(tmp_path / "r"), "--db", url],
                           cwd=ROOT, capture_output=True, text=True, timeout=120)
@@ -141,3 +143,5 @@ def test_renamed_cases_read_the_same_on_the_page_as_in_the_cli(monkeypatch: pyte
     assert method["bench_a.P.time_run"] == "none", method
     (caption,) = [c.value for c in at.caption if "look renamed" in c.value]
     assert caption.replace("`", "").replace("the missing at head", "the missing") == note, (caption, note)
+    (warning,) = [w.value for w in at.warning if "asv environment" in w.value]
+    assert f"mlaperf compare: warning: {warning}" in cli.stderr.splitlines(), (warning, cli.stderr)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import math
 import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from dataclasses import fields
 from pathlib import Path
@@ -679,6 +680,17 @@ def test_compare_pairs_the_environments_both_commits_measured(store_url: str, tm
     fresh = f"sqlite:///{tmp_path / 'fresh.sqlite'}"
     got = _compare_1_2(fresh, h, ingest)
     assert len(got) == 6 and all(c.ratio > 1.3 for c in got), [c.ratio for c in got]
+    # ... and said: the CLI warns (the dashboard's Compare page too, the same words) only where none is shared.
+    warned = {}
+    for url in (store_url, fresh):
+        done = subprocess.run([sys.executable, "-m", "mlaperf.cli", "compare", h.shas[1], h.shas[2], "--db", url,
+                               "--format", "text"], capture_output=True, text=True, timeout=120, cwd=ROOT)
+        assert done.returncode in (0, 1), done.stderr
+        warned[url] = [line for line in done.stderr.splitlines() if "asv environment" in line]
+    assert warned[store_url] == [] and warned[fresh] == [
+        "mlaperf compare: warning: on m, BASE ran in asv environment existing-py3.11 and HEAD in existing-py3.12, "
+        "none in common: each side's runs are compared as they are, so a change may be the environment's (Python, "
+        "compilers, libraries), not the code's"], warned
 
 
 def _doubled(doc: dict[str, Any], name: str, version: str | None) -> None:
