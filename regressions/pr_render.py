@@ -25,9 +25,9 @@ from pathlib import Path
 from regressions.compare import FAILED, MISSING, REGRESSED, Comparison, fails_check
 from regressions.config import ConfigError, load_settings
 from regressions.pr_schema import ReportError, check_sha, read_report
-from regressions.report import MARKER, MAX_BODY_CHARS, compare_markdown, gh_text, md_code
+from regressions.report import MARKER, MAX_BODY_CHARS, commit_link, compare_markdown, gh_text
 from regressions.units import fmt_percent, plural
-from settings.pr_contract import CONTEXT, FORK_CONTEXT, run_url
+from settings.pr_contract import CONTEXT, FORK_CONTEXT, repository_url, run_url
 
 FORK_NOTE = (
     "> **Figures from fork code, unverified.** This pull request comes from a fork: its own code ran the "
@@ -73,14 +73,16 @@ def render(
     job_result: str,
     run_url: str,
     problem: str | None = None,
+    repo_url: str = "",
 ) -> tuple[str, Status]:
-    """(comment, status) for validated comparisons, for a refused report (``problem``), or for none."""
+    """(comment, status) for validated comparisons, for a refused report (``problem``), or for none; the commits
+    link to their pages under ``repo_url`` (``report.commit_link``)."""
     context = FORK_CONTEXT if fork else CONTEXT
     prefix = "fork code, unverified: " if fork else ""
     result = job_result if job_result in JOB_RESULTS else "unknown"
     link = f"[the run]({run_url})" if RUN_URL.fullmatch(run_url) else "the workflow run"
     problem = None if problem is None else gh_text(problem)
-    commits = f"head {md_code(head[:12], table=False)} against base {md_code(base[:12], table=False)}"
+    commits = f"head {commit_link(head, repo_url)} against base {commit_link(base, repo_url)}"
     if problem is not None:
         body = (f"{MARKER}\n## mlaperf benchmarks: report refused\n\nThe benchmark job's `report.json` for {commits} "
                 f"did not pass validation ({problem}), so nothing of it is shown. See {link}.\n")  # fmt: skip
@@ -91,7 +93,8 @@ def render(
         return _with_fork_note(body, fork), Status("error", f"{prefix}benchmarks did not finish ({result})", context)
     machines = sorted({c.machine for c in comparisons})
     body = compare_markdown(comparisons, base=base, head=head, machines=machines,
-                            threshold_note=threshold_note(comparisons), max_chars=MAX_BODY_CHARS - 1_000)  # fmt: skip
+                            threshold_note=threshold_note(comparisons), max_chars=MAX_BODY_CHARS - 1_000,
+                            repo_url=repo_url)  # fmt: skip
     regressed = sum(c.status == REGRESSED for c in comparisons)
     failed = sum(c.status == FAILED for c in comparisons)
     missing = sum(c.status == MISSING for c in comparisons)
@@ -118,6 +121,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="needs.benchmark.result (success, failure, cancelled, skipped)")
     parser.add_argument("--run-url", default=run_url(), help="link to the workflow run (default: this GitHub Actions "
                         "run's page, from GITHUB_SERVER_URL, GITHUB_REPOSITORY and GITHUB_RUN_ID)")  # fmt: skip
+    parser.add_argument("--repo-url", default=repository_url(), help="the repository's page, where the commits link to "
+                        "(default: this GitHub Actions run's, from GITHUB_SERVER_URL and GITHUB_REPOSITORY; none "
+                        "outside one)")  # fmt: skip
     parser.add_argument("--comment-out", type=Path, required=True, metavar="FILE", help="where the comment goes")
     parser.add_argument("--status-out", type=Path, required=True, metavar="FILE", help="where the status goes")
     args = parser.parse_args(argv)
@@ -135,7 +141,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             problem = str(exc) if isinstance(exc, ReportError) else "unreadable" if isinstance(exc, OSError) else (
                 "the default branch's configuration is invalid")
     body, status = render(comparisons, base=base, head=head, fork=args.fork == "true", job_result=args.job_result,
-                          run_url=args.run_url, problem=problem)  # fmt: skip
+                          run_url=args.run_url, problem=problem, repo_url=args.repo_url)  # fmt: skip
     status.description = status.description[:MAX_DESCRIPTION]
     args.comment_out.write_text(body, encoding="utf-8")
     # The marker travels with the status: the poster (standard library only) finds its sticky comment by it.

@@ -232,9 +232,21 @@ def ordered(comparisons: Sequence[Comparison]) -> list[Comparison]:
     return [c for s, _, _ in _SECTIONS for c in by_status[s]]
 
 
-def _commit(sha: str, message: str | None) -> str:
+# A repository's web page, as GitHub Actions names it: what a commit link may start with.
+REPO_URL = re.compile(r"https://[\w.-]+(?::\d+)?/[\w.-]+/[\w.-]+")
+FULL_SHA = re.compile(r"[0-9a-f]{40}")
+
+
+def commit_link(sha: str, repo_url: str = "") -> str:
+    """The short SHA as code, a link to the commit's page where ``repo_url`` is a repository's page and ``sha`` a
+    full SHA (nothing from data goes into the address)."""
+    code = md_code(sha[:12], table=False)
+    return f"[{code}]({repo_url}/commit/{sha})" if REPO_URL.fullmatch(repo_url) and FULL_SHA.fullmatch(sha) else code
+
+
+def _commit(sha: str, message: str | None, repo_url: str = "") -> str:
     subject = (message or "").strip().splitlines()[0] if (message or "").strip() else ""
-    return md_code(sha[:12], table=False) + (f" ({gh_text(subject)})" if subject else "")
+    return commit_link(sha, repo_url) + (f" ({gh_text(subject)})" if subject else "")
 
 
 def _render(
@@ -281,10 +293,12 @@ def compare_markdown(
     base_message: str | None = None,
     head_message: str | None = None,
     max_chars: int | None = MAX_BODY_CHARS,
+    repo_url: str = "",
 ) -> str:
     """PR comment: summary line, then failures, regressions, improvements (worst first), new, removed,
     not run and unchanged (collapsed). With ``max_chars`` the body stays shorter than that: the least
-    severe rows are left out and a last line says how many; None renders every row (the full report)."""
+    severe rows are left out and a last line says how many; None renders every row (the full report).
+    ``repo_url``: the repository's page, where the two commits link to (:func:`commit_link`)."""
     ordered_rows = ordered(comparisons)
     found = renames(ordered_rows)
     renamed = {id(row): r for r in found for row in (r.old, r.new)}
@@ -310,8 +324,8 @@ def compare_markdown(
     head_lines = [MARKER] if marker else []
     head_lines += [
         "## mlaperf benchmark report",
-        f"{icon} {', '.join(parts)}: head {_commit(head, head_message)} against base "
-        f"{_commit(base, base_message)} on {shown_machines or 'no machine'} ({gh_text(threshold_note)}; a "
+        f"{icon} {', '.join(parts)}: head {_commit(head, head_message, repo_url)} against base "
+        f"{_commit(base, base_message, repo_url)} on {shown_machines or 'no machine'} ({gh_text(threshold_note)}; a "
         "change counts when it is also significant; ratio = head / base).",
     ]
     if any(c.status == FAILED and c.base_status == SIDE_FAILED == c.head_status for c in ordered_rows):

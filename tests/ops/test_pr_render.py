@@ -26,6 +26,9 @@ from settings.pr_contract import CONTEXT, FORK_CONTEXT
 
 BASE, HEAD = "a" * 40, "b" * 40
 RUN_URL = "https://github.example/acme/kernels/actions/runs/42"
+# The renderer's own links: the run, and the two commits (from the gate's full SHAs, never from the report).
+OWN_LINKS = [RUN_URL, f"https://github.example/acme/kernels/commit/{BASE}",
+             f"https://github.example/acme/kernels/commit/{HEAD}"]
 # What the render job's environment holds: the link to the run is built from it (settings.pr_contract.run_url).
 RUN_ENV = {**os.environ, "GITHUB_SERVER_URL": "https://github.example", "GITHUB_REPOSITORY": "acme/kernels",
            "GITHUB_RUN_ID": "42"}  # fmt: skip
@@ -81,13 +84,14 @@ def html_of(md: str) -> str:
 def assert_inert(md: str) -> None:
     """Nothing in the comment notifies, links, loads an image, adds HTML, or reorders text."""
     out = html_of(md)
-    assert set(re.findall(r"<a href=\"([^\"]*)\"", out)) <= {RUN_URL}, "only the renderer's own link to the run"
-    out = out.replace(f'<a href="{RUN_URL}">', "")
+    assert set(re.findall(r"<a href=\"([^\"]*)\"", out)) <= set(OWN_LINKS), "only the renderer's own links"
+    for link in OWN_LINKS:
+        out, md = out.replace(f'<a href="{link}">', ""), md.replace(link, "")
     for tag in ("<a ", "<img", "<script", "<iframe"):
         assert tag not in out, tag
     assert out.count("<details>") <= 1, "only the renderer's own collapsed section"
     assert re.search(r"@(?!\u200b)", md) is None and re.search(r"#\d", md) is None
-    assert re.search(r"(?i)(https?|www)(?=[:.])(?!\u200b)", md.replace(RUN_URL, "")) is None
+    assert re.search(r"(?i)(https?|www)(?=[:.])(?!\u200b)", md) is None
     assert not set(BIDI) & set(md)
     assert md.startswith(MARKER + "\n") and md.count(MARKER) == 1
 
@@ -99,6 +103,8 @@ def test_a_valid_report_renders_and_sets_the_status(tmp_path: Path) -> None:
     assert rc == 0 and status == {"state": "failure", "description": "1 regression, 0 failed", "context": CONTEXT}
     assert "### Regressions (1)" in md and "time_slow" in md and "1.50x" in md
     assert "Figures from fork code" not in md
+    head_link = f"[`{HEAD[:12]}`](https://github.example/acme/kernels/commit/{HEAD})"
+    assert f"head {head_link} against base [`{BASE[:12]}`](" in md, md  # the commits link to their pages
     rc, md, status = render(tmp_path, json.dumps([row()]).encode())
     assert status["state"] == "success" and status["description"] == "no regression (1 series)"
 
