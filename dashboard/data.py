@@ -22,7 +22,7 @@ from sqlalchemy.orm import Session
 from dashboard import frames, notes, store_check, triage
 from db import queries
 from db.models import params_key
-from regressions.compare_sides import case_params
+from regressions.compare_sides import EnvChange, case_params
 
 TTL = 300
 
@@ -209,7 +209,7 @@ def compare(url: str, machine: str, base_sha: str, head_sha: str, threshold: flo
 
 
 @st.cache_data(ttl=TTL, show_spinner=False, max_entries=32)
-def environments_apart(url: str, machine: str, base_sha: str, head_sha: str) -> tuple[list[str], list[str]] | None:
+def environments_apart(url: str, machine: str, base_sha: str, head_sha: str) -> EnvChange | None:
     """``regressions.compare_sides.environments_apart``: the two commits' asv environments on ``machine`` where they
     share none (what `mlaperf compare` warns of), else None."""
     from regressions.compare_sides import environments_apart as apart

@@ -10,7 +10,7 @@ on GitHub, an issue) stay LinkColumns and open in a new tab.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, NoReturn
 from urllib.parse import parse_qs, urlencode, urlparse
 
@@ -86,21 +86,29 @@ def _text_column(texts: pd.Series, width: int | str) -> Any:
 
 
 def grid(table: pd.DataFrame, *, key: str, links: Mapping[str, str], widths: Mapping[str, int | str] | None = None,
-         column_config: Mapping[str, Any] | None = None, **kw: Any) -> None:
+         column_config: Mapping[str, Any] | None = None, shown_as: Mapping[str, Callable[[Any], str]] | None = None,
+         **kw: Any) -> None:
     """A data grid whose ``links`` columns (column -> the text shown, e.g. "plot") hold relative URLs: a
     click on such a cell opens its page in this tab; an empty cell is blank and goes nowhere. ``widths``: text
     columns' widths (pixels, "small"/"medium"/"large", or :data:`FIT`: as wide as the column's longest text);
-    ``column_config`` for any other kind of column."""
+    ``column_config`` for any other kind of column. ``shown_as``: numeric columns drawn as their function of each
+    value says (``fmt.fmt_ratio``): a click on the header sorts them by number, where text sorts "10.0x" before
+    "2.00x" and "100 us" before "20 us"."""
     shown = table.copy()
-    config = {col: _text_column(table[col], w) for col, w in (widths or {}).items() if col in table.columns}
+    config = {col: _text_column(table[col], w) for col, w in (widths or {}).items()
+              if col in table.columns and col not in (shown_as or {})}
+    config |= {col: st.column_config.NumberColumn(width=(widths or {}).get(col)) for col in shown_as or {}
+               if col in table.columns}
     config.update(column_config or {})
     for col, text in links.items():
         shown[col] = [f"{text} →" if isinstance(u, str) and u else "" for u in table[col]]
         given = config.get(col)
         width = given.get("width") if isinstance(given, dict) else None
         config[col] = st.column_config.TextColumn(col, width=width, help="Click to open it in this tab")
-    event = st.dataframe(shown, key=key, on_select="rerun", selection_mode="single-cell", hide_index=True,
-                         width="stretch", column_config=config, **kw)
+    data = shown.style.format({c: f for c, f in shown_as.items() if c in shown.columns}) if shown_as else shown
+    # A missing number reads "-", as everywhere else (the grid's own word for it is "None").
+    event = st.dataframe(data, key=key, on_select="rerun", selection_mode="single-cell", hide_index=True,
+                         width="stretch", column_config=config, placeholder="-", **kw)
     for row, col in event.selection.get("cells", []):
         if col in links and 0 <= int(row) < len(table):
             link = table[col].iloc[int(row)]

@@ -408,7 +408,7 @@ def compare_command(args: argparse.Namespace) -> int:
                                           whole_suite=args.whole_suite)  # fmt: skip
             for machine in machines:
                 if apart := environments_apart(session, base.id, head.id, machine):
-                    print(f"mlaperf compare: warning: {terminal_text(environments_note(machine, *apart))}",
+                    print(f"mlaperf compare: warning: {terminal_text(environments_note(machine, apart))}",
                           file=sys.stderr)
             messages = {"base_message": base.message, "head_message": head.message}
     except UsageError as exc:

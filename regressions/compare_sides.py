@@ -72,15 +72,29 @@ def _side(session: Session, commit_id: int, machine: str, versions: Versions,
     return pd.concat(frames, ignore_index=True)
 
 
-def environments_apart(session: Session, base_id: int, head_id: int,
-                       machine: str) -> tuple[list[str], list[str]] | None:
-    """The asv environments base's and head's results on ``machine`` ran in, where the two share none (the runner's
-    Python, compilers or libraries changed between them): their runs pool and a change may be the environment's,
-    not the code's. None where they share one (like is compared with like, one row an environment where several)
-    or a side has no result there."""
-    base, head = (sorted({env for runs in benchmark_runs(session, c, machine).values() for _v, env in runs})
-                  for c in (base_id, head_id))
-    return None if not (base and head) or set(base) & set(head) else (base, head)
+@dataclass(frozen=True)
+class EnvChange:
+    """Benchmarks both sides measured on a machine in no asv environment in common (the runner's Python,
+    compilers or libraries changed between them): each side's runs pool, so a change may be the environment's."""
+
+    benchmarks: int  # how many
+    total: int  # of the benchmarks both sides measured there
+    base: tuple[str, ...]  # the environments their base runs were in
+    head: tuple[str, ...]
+
+
+def environments_apart(session: Session, base_id: int, head_id: int, machine: str) -> EnvChange | None:
+    """Where base and head share no asv environment on ``machine``, benchmark by benchmark (one benchmark moved to a
+    new Python while another kept the old one hid the first's change: a review); None where every benchmark both
+    measured shares one (like is compared with like, one row an environment where several)."""
+    at_base, at_head = (benchmark_runs(session, c, machine) for c in (base_id, head_id))
+    both = at_base.keys() & at_head.keys()
+    envs = {name: ({e for _v, e in at_base[name]}, {e for _v, e in at_head[name]}) for name in both}
+    apart = [pair for pair in envs.values() if not pair[0] & pair[1]]
+    if not apart:
+        return None
+    return EnvChange(len(apart), len(both), tuple(sorted(set().union(*(b for b, _h in apart)))),
+                     tuple(sorted(set().union(*(h for _b, h in apart)))))
 
 
 def env_labels(envs: set[str]) -> dict[str, str]:

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import fnmatch
 import tomllib
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -35,6 +36,11 @@ DIRECTIONS = ("up_is_worse", "down_is_worse")
 
 class ConfigError(ValueError):
     """A configuration file or value is invalid; the message names the file and key."""
+
+
+def case_text(benchmark: str, params: Mapping[str, Any]) -> str:
+    """One case as a ``removed`` pattern names it: ``name(k=v, ...)``, the params in alphabetical order."""
+    return f"{benchmark}({', '.join(f'{k}={params[k]}' for k in sorted(params))})"
 
 
 @dataclass(frozen=True)
@@ -57,7 +63,7 @@ class Settings:
 
     def is_removed(self, benchmark: str, params: dict[str, Any]) -> bool:
         """Whether the configuration declares this case (or its whole benchmark) removed."""
-        case = f"{benchmark}({', '.join(f'{k}={params[k]}' for k in sorted(params))})"
+        case = case_text(benchmark, params)
         return any(fnmatch.fnmatchcase(benchmark, p) or fnmatch.fnmatchcase(case, p) for p in self.removed)
 
     def with_threshold(self, threshold: float | None) -> Settings:

@@ -13,12 +13,19 @@ which :func:`removal_patterns` words for the configuration's ``removed`` list.
 from __future__ import annotations
 
 import json
-from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections import Counter, defaultdict
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from regressions.compare import MISSING, NEW, REMOVED, SIDE_OK, change_ratio
+from regressions.compare_sides import case_params
+from regressions.config import case_text
+from regressions.units import fmt_ratio
+
+MIN_TAIL = 2  # trailing name parts (class and method) that pair a case on their own
+MIN_MOVES = 2  # pairs of one move (old prefix -> new prefix) that pair cases sharing only the method
+LISTED = 10  # removal patterns a note spells out; the rows name the others
 
 
 class Row(Protocol):
@@ -32,6 +39,7 @@ class Row(Protocol):
     base: float | None
     head: float | None
     base_status: str
+    threshold: float
 
 
 @dataclass(frozen=True)
@@ -69,12 +77,21 @@ def _closest(row: Row, others: Sequence[Row]) -> Row | None:
     return others[hits[0]] if best and len(hits) == 1 else None
 
 
+def _moved(old: str, new: str) -> tuple[str, str]:
+    """The parts of two names before the trailing parts they share: what the rename changed."""
+    n = _tail(old, new)
+    return ".".join(old.split(".")[:-n]), ".".join(new.split(".")[:-n])
+
+
 def renames(rows: Iterable[Row]) -> list[Rename]:
     """Cases measured at base only paired with cases measured at head only (module docstring), in the old rows'
-    order."""
+    order. A pair that shares only its method name stands only beside another of the same move (``A`` ->
+    ``B`` for two of A's methods, or for two parameter cases): asv's template ``benchmark_dummy.TimeSuite.time_keys``
+    paired with a new class's ``time_keys`` in Kedro's results (a review)."""
+    listed = list(rows)
     gone: dict[tuple[str, str, str], list[Row]] = defaultdict(list)
     new: dict[tuple[str, str, str], list[Row]] = defaultdict(list)
-    for row in rows:
+    for row in listed:
         if row.status in (MISSING, REMOVED) and row.base_status == SIDE_OK:
             gone[_key(row)].append(row)
         elif row.status == NEW:
@@ -85,19 +102,74 @@ def renames(rows: Iterable[Row]) -> list[Rename]:
             to = _closest(old, new.get(key, []))
             if to is not None and _closest(to, olds) is old:  # the closest both ways: one pairing only
                 found.append(Rename(old, to))
-    return found
+    moves = Counter(_moved(r.old.benchmark, r.new.benchmark) for r in found)
+    kept = [r for r in found if _tail(r.old.benchmark, r.new.benchmark) >= MIN_TAIL
+            or moves[_moved(r.old.benchmark, r.new.benchmark)] >= MIN_MOVES]
+    order = {id(row): i for i, row in enumerate(listed)}
+    return sorted(kept, key=lambda r: order[id(r.old)])
+
+
+def _literal(name: str) -> str:
+    """``name`` as an fnmatch pattern that matches it alone (``[``, ``*`` and ``?`` bracketed)."""
+    return "".join(f"[{c}]" if c in "[*?" else c for c in name)
 
 
 def removal_patterns(found: Sequence[Rename], rows: Iterable[Row]) -> list[str]:
-    """What to add to ``removed`` to declare the renamed cases' old names gone: ``module.*`` where every benchmark
-    of the old names' module in ``rows`` is one of them (a class renamed in its module keeps the module: a pattern
-    would cover the new names too), else each old benchmark name."""
+    """What to add to ``removed`` to declare the renamed cases' old names gone and nothing else: ``module.*`` where
+    every benchmark of the old names' module in ``rows`` is one of them (a class renamed in its module keeps the
+    module: a pattern would cover the new names too); else the old benchmark's name where every case of it that
+    base measured is renamed; else each renamed case (``name(k=v, ...)``, ``config.case_text``)."""
+    listed = list(rows)
     old = {r.old.benchmark for r in found}
+    renamed = {(r.old.benchmark, case_text(r.old.benchmark, case_params(r.old.params))) for r in found}
     seen: dict[str, set[str]] = defaultdict(set)
-    for row in rows:
+    measured: dict[str, set[str]] = defaultdict(set)
+    for row in listed:
         seen[row.benchmark.split(".")[0]].add(row.benchmark)
+        if row.base_status == SIDE_OK:
+            measured[row.benchmark].add(case_text(row.benchmark, case_params(row.params)))
     patterns = []
     for module in sorted({name.split(".")[0] for name in old}):
         names = sorted(n for n in old if n.split(".")[0] == module)
-        patterns += [f"{module}.*"] if "." in names[0] and seen[module] <= old else names
+        if "." in names[0] and seen[module] <= old:
+            patterns.append(_literal(module) + ".*")
+            continue
+        for name in names:
+            cases = {case for n, case in renamed if n == name}
+            patterns += [_literal(name)] if measured[name] <= cases else sorted(map(_literal, cases))
     return patterns
+
+
+def renamed_note(found: Sequence[Rename], rows: Sequence[Row], code: Callable[[str], str], *, status: str = MISSING,
+                 of: str = "these") -> str:
+    """What a report says of the ``status`` rows (missing, or not measured at head) that look renamed, names
+    through ``code`` (``of``: what the count is of): how many, the change across the rename, the largest beyond
+    its threshold by name (a rename that also slowed down 3.2x hid in a range of ratios: a review) and, for
+    missing ones, how to declare the old names gone (:func:`removal_lines`)."""
+    found = [r for r in found if r.old.status == status]
+    ratios = sorted(r.ratio for r in found if r.ratio is not None)
+    span = fmt_ratio(ratios[0]) + (f" to {fmt_ratio(ratios[-1])}" if fmt_ratio(ratios[-1]) != fmt_ratio(ratios[0])
+                                   else "") if ratios else ""
+    text = (f"{len(found):,} of {of} look{'s' * (len(found) == 1)} renamed: the same method, parameters, unit and "
+            "machine under a new name measured at head only" + (f"; head / base across the rename {span}" if span
+                                                                else ""))
+    beyond = [r for r in found if r.ratio is not None and max(r.ratio, 1 / r.ratio) > 1 + r.old.threshold]
+    if beyond:
+        worst = max(beyond, key=lambda r: max(r.ratio, 1 / r.ratio))  # type: ignore[type-var]
+        text += (f"; {len(beyond):,} of them beyond the threshold, the largest {fmt_ratio(worst.ratio)} "
+                 f"({code(worst.old.benchmark)} -> {code(worst.new.benchmark)}), untested")
+    text += ". A rename starts new series without history"
+    if status != MISSING:
+        return text + "."
+    return text + ("; if it is one, declare the old names removed in mlaperf.toml (or under [tool.mlaperf] in "
+                   "pyproject.toml) and the check passes:")
+
+
+def removal_lines(found: Sequence[Rename], rows: Sequence[Row]) -> list[str]:
+    """The ``removed`` list of the missing renamed cases (:func:`removal_patterns`) as TOML lines, at most
+    :data:`LISTED` patterns."""
+    patterns = removal_patterns([r for r in found if r.old.status == MISSING], rows)
+    lines = ["removed = [", *(f"  {json.dumps(p)}," for p in patterns[:LISTED])]
+    if len(patterns) > LISTED:
+        lines.append(f"  # and {len(patterns) - LISTED:,} more: the old names of the rows marked renamed?")
+    return [*lines, "]"]

@@ -39,16 +39,16 @@ from regressions.compare import (
     fails_check,
     ratio_sides,
 )
+from regressions.compare_sides import EnvChange
 from regressions.labels import params_label
 from regressions.level_rules import GRADUAL
-from regressions.renames import Rename, Row, removal_patterns, renames
+from regressions.renames import Rename, removal_lines, renamed_note, renames
 from regressions.units import CONTROL, fmt_p, fmt_pair, fmt_ratio, terminal_text
 
 MARKER = "<!-- mlaperf-benchmark-report -->"
 MAX_BODY_CHARS = 60_000
 MAX_CELL_CHARS = 200
 MAX_MACHINES_SHOWN = 10
-RENAMES_LISTED = 5  # removal patterns a renamed-cases note spells out
 ZWSP = "\u200b"
 
 # Characters that start inline markdown or HTML, or split a table cell (backslash-escaped in text).
@@ -131,9 +131,10 @@ _HEADER = [
 
 def _row(c: Comparison, renamed: Rename | None = None) -> str:
     test = md_text(c.method)
-    if renamed is not None:  # the old name's row points to the new one, the new one's to the old
-        test = (f"renamed? {md_code(renamed.new.benchmark)}" if renamed.old is c
-                else f"renamed? from {md_code(renamed.old.benchmark)}")
+    if renamed is not None:  # the old name's row points to the new one, the new one's to the old; and the change
+        across = f" ({fmt_ratio(renamed.ratio)})" if renamed.ratio is not None else ""
+        test = (f"renamed? {md_code(renamed.new.benchmark)}{across}" if renamed.old is c
+                else f"renamed? from {md_code(renamed.old.benchmark)}{across}")
     return (
         f"| {md_code(c.benchmark)} | {md_code(fmt_params(c.params))} | {md_code(c.machine)} | "
         f"{' | '.join(side_texts(c, _SIDE_CELL, gh_text))} | "
@@ -141,26 +142,14 @@ def _row(c: Comparison, renamed: Rename | None = None) -> str:
     )
 
 
-def renamed_note(found: Sequence[Rename], comparisons: Sequence[Row], code: Callable[[str], str],
-                 *, status: str = MISSING, of: str = "these") -> str:
-    """What the report says of the ``status`` rows (missing, or not measured at head) that look renamed
-    (``regressions.renames``), names through ``code``: how many, the change across the rename and, for missing
-    ones, the ``removed`` patterns that declare the old names gone; ``of``: what the count is of."""
-    found = [r for r in found if r.old.status == status]
-    ratios = sorted(r.ratio for r in found if r.ratio is not None)
-    span = fmt_ratio(ratios[0]) + (f" to {fmt_ratio(ratios[-1])}" if fmt_ratio(ratios[-1]) != fmt_ratio(ratios[0])
-                                   else "") if ratios else ""
-    across = f"; head under the new name / base under the old: {span}" if span else ""
-    text = (f"{len(found):,} of {of} look{'s' * (len(found) == 1)} renamed: the same method, parameters, unit and "
-            f"machine under a new name measured at head only{across}. A rename starts new series without history")
+def renamed_markdown(found: Sequence[Rename], comparisons: Sequence[Comparison], status: str) -> str:
+    """The PR report's paragraph on the ``status`` rows that look renamed (``renames.renamed_note``) and, for
+    missing ones, the ``removed`` list to paste as a fenced block (no line of it starts with a backtick: it cannot
+    close the fence; each line one line of at most MAX_CELL_CHARS, the marker broken)."""
+    note = renamed_note(found, comparisons, lambda t: md_code(t, table=False), status=status)
     if status != MISSING:
-        return text + "."
-    patterns = removal_patterns(found, comparisons)
-    listed = code(f"removed = [{', '.join(map(json.dumps, patterns[:RENAMES_LISTED]))}]")
-    left = len(patterns) - RENAMES_LISTED
-    more = f" and {left:,} more old names (the rows' own)" if left > 0 else ""
-    return (text + f"; if it is one, declare the old names removed ({listed}{more} under [tool.mlaperf] in "
-            "mlaperf.toml) and the check passes.")
+        return note
+    return "\n".join([note, "", "```toml", *map(_neutral, removal_lines(found, comparisons)), "```"])
 
 
 # (status, heading, collapsed) in the order of severity: rows are kept in this order under the cap.
@@ -303,8 +292,8 @@ def compare_markdown(
     found = renames(ordered_rows)
     renamed = {id(row): r for r in found for row in (r.old, r.new)}
     rows = [(c.status, _row(c, renamed.get(id(c)))) for c in ordered_rows]
-    notes = {status: renamed_note(found, ordered_rows, lambda t: md_code(t, table=False), status=status)
-             for status in (MISSING, REMOVED) if any(r.old.status == status for r in found)}
+    notes = {status: renamed_markdown(found, ordered_rows, status) for status in (MISSING, REMOVED)
+             if any(r.old.status == status for r in found)}
     counts = {s: 0 for s, _, _ in _SECTIONS}
     for c in ordered_rows:
         counts[c.status] += 1
@@ -384,12 +373,14 @@ def reversed_note(base: str, head: str) -> str:
             "HEAD reads as an improvement (give the older commit first)")
 
 
-def environments_note(machine: str, base_envs: Sequence[str], head_envs: Sequence[str]) -> str:
+def environments_note(machine: str, change: EnvChange) -> str:
     """Said where base and head share no asv environment on ``machine`` (``compare_sides.environments_apart``):
     ``mlaperf compare`` on stderr, the dashboard's Compare page."""
-    return (f"on {machine}, BASE ran in asv environment {', '.join(base_envs)} and HEAD in {', '.join(head_envs)}, "
-            "none in common: each side's runs are compared as they are, so a change may be the environment's "
-            "(Python, compilers, libraries), not the code's")
+    which = ("the one benchmark" if change.total == 1 else f"all {change.total:,} benchmarks"
+             if change.benchmarks == change.total else f"{change.benchmarks:,} of {change.total:,} benchmarks")
+    return (f"on {machine}, {which} ran in no asv environment common to BASE ({', '.join(change.base)}) and HEAD "
+            f"({', '.join(change.head)}): each side's value is the median of its runs in those environments, so a "
+            "change may be the environment's (Python, compilers, libraries), not the code's")
 
 
 def aligned(head: Sequence[str], rows: Sequence[Sequence[Any]]) -> list[str]:

@@ -15,8 +15,8 @@ from collections.abc import Sequence
 from regressions import compare as cmp
 from regressions.compare import Comparison
 from regressions.labels import series_label
-from regressions.renames import renames
-from regressions.report import RENAMES_LISTED, failed_split, noisy, ordered, renamed_note, side_texts, status_count
+from regressions.renames import LISTED, removal_lines, renamed_note, renames
+from regressions.report import failed_split, noisy, ordered, side_texts, status_count
 from regressions.units import fmt_p, fmt_ratio, terminal_text
 
 FORMATS = ("text", "markdown", "json")
@@ -54,6 +54,24 @@ def series_name(c: Comparison) -> str:
 
 def _cut(text: str, width: int) -> str:
     return text if len(text) <= width else text[: max(1, width - 1)] + "…"
+
+
+def _renamed_lines(comparisons: Sequence[Comparison]) -> list[str]:
+    """Of the missing, then of those not measured at head, what looks renamed (``renames.renamed_note``) and its
+    pairs (at most ``renames.LISTED``), then the missing ones' ``removed`` list."""
+    found, lines = renames(comparisons), []
+    for status, of in ((cmp.MISSING, "the missing"), (cmp.REMOVED, "those not measured at head")):
+        pairs = [r for r in found if r.old.status == status]
+        if not pairs:
+            continue
+        lines += ["", renamed_note(found, comparisons, terminal_text, status=status, of=of)]
+        lines += [f"    {series_name(r.old)} -> {terminal_text(r.new.benchmark)}"
+                  + (f" ({fmt_ratio(r.ratio)})" if r.ratio else "") for r in pairs[:LISTED]]
+        if len(pairs) > LISTED:
+            lines.append(f"    and {len(pairs) - LISTED:,} more (--format markdown names each)")
+        if status == cmp.MISSING:
+            lines += ["", *(f"    {terminal_text(line)}" for line in removal_lines(found, comparisons))]
+    return lines
 
 
 def compare_text(comparisons: Sequence[Comparison], *, base: str, head: str, machines: Sequence[str],
@@ -96,15 +114,7 @@ def compare_text(comparisons: Sequence[Comparison], *, base: str, head: str, mac
         lines += ["", line(header)]
         for r in table:
             lines += [line(r), f"    {_cut(r[name], width - 4)}"] if wrapped else [line(r)]
-    found = renames(comparisons)
-    for status in (cmp.MISSING, cmp.REMOVED):
-        if any(r.old.status == status for r in found):
-            of = "the missing" if status == cmp.MISSING else "those not measured at head"
-            lines += ["", renamed_note(found, comparisons, terminal_text, status=status, of=of)]
-    lines += [f"    {series_name(r.old)} -> {terminal_text(r.new.benchmark)}" + (f" ({fmt_ratio(r.ratio)})" if r.ratio
-              else "") for r in found[:RENAMES_LISTED]]
-    if len(found) > RENAMES_LISTED:
-        lines.append(f"    and {len(found) - RENAMES_LISTED:,} more (--format markdown names each)")
+    lines += _renamed_lines(comparisons)
     counts = _counts(comparisons)
     counts[cmp.UNTESTED] = max(0, len(untested) - UNTESTED_LISTED)
     unlisted = [(s, counts[s]) for s in _COUNTED if (s not in _STATUS_WORD or s == cmp.UNTESTED) and counts[s]]

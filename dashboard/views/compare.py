@@ -11,7 +11,8 @@ import streamlit as st
 from dashboard import charts, data, fmt, links, widgets
 from dashboard import compare_model as model
 from regressions.compare import MISSING, REMOVED
-from regressions.report import environments_note, renamed_note, reversed_note
+from regressions.renames import removal_lines, renamed_note
+from regressions.report import environments_note, reversed_note
 
 
 def _pick_pair(ctx: widgets.Context, commits: pd.DataFrame) -> tuple[str, str, float | None]:
@@ -79,7 +80,7 @@ def main() -> None:
                    "`mlaperf compare` says for the same pair.")
     cmp = data.compare(ctx.url, ctx.machine, base, head, None if override is None else override / 100.0)
     if apart := data.environments_apart(ctx.url, ctx.machine, base, head):
-        st.warning(environments_note(ctx.machine, *apart))
+        st.warning(environments_note(ctx.machine, apart))
     if cmp.empty:
         st.info("Neither commit has results on this machine.")
         widgets.stop()
@@ -103,13 +104,15 @@ def main() -> None:
         "change": 90,
         "p": 45,
         "method": 100,
-    })
+    }, shown_as=model.SHOWN_AS)
     st.caption("change: direction-aware (worse means slower, or lower throughput)." + threshold_note)
     rows = list(cmp.itertuples())
     for status in (MISSING, REMOVED):  # what `mlaperf compare` says of them, in its words
         if status in show and any(r.old.status == status for r in found):
             st.caption(renamed_note(found, rows, lambda t: f"`{t}`", status=status,
                                     of=f"the {model.STATUS_TITLES[status].lower()}"))
+            if status == MISSING:
+                st.code("\n".join(removal_lines(found, rows)), language="toml")
 
 
 if __name__ == "__main__":

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import os
 import re
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -385,5 +387,56 @@ def test_history_parameter_pills_fit_a_1280_px_window(tmp_path: Path) -> None:
             assert {label for label, _, _ in pills} == {"impl", "concurrency", "topk"}, pills
             assert len(pills) == 2 + 8 + 3, pills
             assert [(label, text) for label, text, ok in pills if not ok] == [], pills
+        finally:
+            browser.close()
+
+
+def _sorted_column(page: Any, grid: Any, column: str) -> list[str]:
+    """Click along the grid's header row until ``column`` is the sorted one (its header reads "↑ column" in the
+    grid's accessible table, a frame or more after the click), then the texts of that column's drawn cells, top
+    to bottom."""
+    grid.scroll_into_view_if_needed()
+    box = grid.bounding_box()
+    heads = grid.locator("table th")
+    for x in range(int(box["x"]) + 12, int(box["x"] + box["width"]) - 4, 24):
+        page.mouse.click(x, box["y"] + 17)
+        page.keyboard.press("Escape")  # a click on a narrow header's menu button opens its menu: closed again
+        for _ in range(10):
+            texts = [" ".join(t.split()) for t in heads.all_inner_texts()]
+            if f"↑ {column}" in texts:
+                index = texts.index(f"↑ {column}") + 1
+                return grid.locator(f'table td[aria-colindex="{index}"]').all_inner_texts()
+            page.wait_for_timeout(50)
+    raise AssertionError(f"no header click sorted {column!r}: {heads.all_inner_texts()}")
+
+
+def test_a_header_click_sorts_numbers_as_numbers(tmp_path: Path) -> None:
+    """Compare's ratio is a number drawn as text: a click on its header puts 2.00x before 12.0x (as text, "12.0x"
+    < "2.00x": the grid sorted the drawn words)."""
+    from playwright.sync_api import sync_playwright
+
+    from dashboard.served import CHROMIUM_ARGS, Served, Watcher
+    from tests.db.conftest import bench_row, results_doc, write_results
+
+    ratios = [0.5, 0.8, 1.5, 2.0, 3.0, 9.0, 12.0, 25.0]
+    base, head = "a" * 40, "b" * 40
+    for sha, when, values in ((base, 1_700_000_000_000, [1.0] * 8), (head, 1_700_001_000_000, ratios)):
+        rows = {f"m.A.time_{i}": bench_row([v], []) for i, v in enumerate(values)}
+        write_results(tmp_path / "r", results_doc(rows, machine="m", commit=sha, date=when))
+    url = f"sqlite:///{tmp_path / 'store.sqlite'}"
+    done = subprocess.run([sys.executable, "-m", "mlaperf.cli", "ingest", str(tmp_path / "r"), "--db", url],
+                          cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    with Served(url) as server, sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True)
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        watch = Watcher(page)
+        try:
+            _load(page, watch, f"{server.base}/compare?cmp_base={base[:12]}&cmp_head={head[:12]}&cmp_show=untested")
+            grid = page.locator(GRID).filter(has=page.locator('table th:text-is("method")'))
+            grid.wait_for(timeout=30_000)
+            # The accessible table holds the cells' values (the grid draws them as fmt_ratio does: test_pages).
+            shown = [float(t.rstrip("x")) for t in _sorted_column(page, grid, "ratio")]
+            assert shown == ratios, shown
         finally:
             browser.close()

@@ -143,5 +143,9 @@ def test_renames_and_environments_read_the_same_on_the_page_as_in_the_cli(monkey
     assert method["bench_a.P.time_run"] == "none", method
     (caption,) = [c.value for c in at.caption if "look renamed" in c.value]
     assert caption.replace("`", "").replace("the missing at head", "the missing") == note, (caption, note)
+    (block,) = [c.value for c in at.code if c.value.startswith("removed = [")]
+    assert [f"    {line}" for line in block.splitlines()] == [
+        line for line in cli.stdout.splitlines() if line.startswith("    removed = [") or line.startswith('      "')
+        or line == "    ]"], (block, cli.stdout)
     (warning,) = [w.value for w in at.warning if "asv environment" in w.value]
     assert f"mlaperf compare: warning: {warning}" in cli.stderr.splitlines(), (warning, cli.stderr)

@@ -32,6 +32,7 @@ from streamlit.testing.v1 import AppTest
 
 from dashboard import links
 from regressions.report import reversed_note
+from regressions.units import fmt_ratio
 
 TIMEOUT = 90
 KEY_64 = json.dumps({"concurrency": "64", "impl": "'mma'", "topk": "512"}, sort_keys=True)
@@ -87,6 +88,16 @@ def table(at: AppTest, column: str) -> pd.DataFrame:
         if column in df.value.columns:
             return df.value
     raise AssertionError(f"no table with column {column!r}: {[list(d.value.columns) for d in at.dataframe]}")
+
+
+def shown_table(at: AppTest, column: str) -> pd.DataFrame:
+    """The first dataframe on the page that has ``column``, as it is drawn: a styled grid's display values
+    (``links.grid``'s ``shown_as``) in place of its numbers."""
+    for df in at.dataframe:
+        if column in df.value.columns:
+            styled = df.proto.arrow_data.styler.display_values
+            return pa.ipc.open_stream(styled).read_pandas() if styled else df.value
+    raise AssertionError(f"no table with column {column!r}")
 
 
 def test_overview_counts_alert_groups(monkeypatch: pytest.MonkeyPatch, seeded: Seeded) -> None:
@@ -383,8 +394,10 @@ def test_compare_page_equals_mlaperf_compare(monkeypatch: pytest.MonkeyPatch, se
                             "Not measured at base", "Not measured at head", "Not run", "Unchanged"]
     assert counts["Regressed"] == int((cli["status"] == "regressed").sum()) != 0
     assert sum(counts.values()) == len(cli)
-    shown = table(at, "method")
+    numbers, shown = table(at, "method"), shown_table(at, "method")
     assert set(shown["status"]) == {"regressed"}  # unchanged and not run are hidden by default
+    # Ratio and p are numbers in the grid (a header click sorts them as numbers), drawn as the CLI prints them.
+    assert (numbers["ratio"] > 1.05).all() and list(shown["ratio"]) == [fmt_ratio(r) for r in numbers["ratio"]]
     assert shown["series"].str.contains(r"impl=mma\b|variant=mma").all()
     assert shown["change"].str.endswith("worse").all() and shown["ratio"].str.endswith("x").all()
     assert not shown["p"].str.contains("0.000").any()
