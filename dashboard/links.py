@@ -106,9 +106,11 @@ def grid(table: pd.DataFrame, *, key: str, links: Mapping[str, str], widths: Map
         width = given.get("width") if isinstance(given, dict) else None
         config[col] = st.column_config.TextColumn(col, width=width, help="Click to open it in this tab")
     data = shown.style.format({c: f for c, f in shown_as.items() if c in shown.columns}) if shown_as else shown
-    # A missing number reads "-", as everywhere else (the grid's own word for it is "None").
-    event = st.dataframe(data, key=key, on_select="rerun", selection_mode="single-cell", hide_index=True,
-                         width="stretch", column_config=config, placeholder="-", **kw)
+    # A missing number reads "-", as everywhere else (the grid's own word for it is "None"). Streamlit refuses a
+    # Styler over pandas' cell limit (262,144: a Compare of 30,000 series); drawing all of them takes about 2 s.
+    with pd.option_context("styler.render.max_elements", max(shown.size, pd.get_option("styler.render.max_elements"))):
+        event = st.dataframe(data, key=key, on_select="rerun", selection_mode="single-cell", hide_index=True,
+                             width="stretch", column_config=config, placeholder="-", **kw)
     for row, col in event.selection.get("cells", []):
         if col in links and 0 <= int(row) < len(table):
             link = table[col].iloc[int(row)]

@@ -17,7 +17,7 @@ import pandas as pd
 import pytest
 from conftest import OPENBLAS, mlaperf_cli, site_data
 from streamlit.testing.v1 import AppTest
-from test_pages import app, goto
+from test_pages import app, goto, shown_table
 
 from dashboard import fmt, links, machines, throughput_model
 
@@ -272,3 +272,24 @@ def test_a_machine_without_a_description_says_so(monkeypatch: pytest.MonkeyPatch
     at = app(monkeypatch, url)
     assert "recorded no machine description" in " ".join(c.value for c in at.caption)
     assert not at.table
+
+
+def _many_rows_page() -> None:
+    import pandas as pd
+
+    from dashboard import fmt, links
+
+    n = 30_000  # 9 columns: 270,000 cells, past pandas' Styler limit of 262,144
+    table = pd.DataFrame({f"name{i}": [f"bench.C.time_{r}" for r in range(n)] for i in range(6)})
+    table["ratio"] = [1 + r / n for r in range(n)]
+    table["p"] = [1e-11] * n
+    table["history"] = [f"history?benchmark=bench.C.time_{r}" for r in range(n)]
+    links.grid(table, key="many", links={"history": "plot"}, shown_as={"ratio": fmt.fmt_ratio, "p": fmt.fmt_p})
+
+
+def test_a_grid_of_more_cells_than_pandas_styles_is_drawn_whole() -> None:
+    # A Compare of 30,000 series: Streamlit refused the styled grid ("styler-exceeds-max-elements").
+    at = AppTest.from_function(_many_rows_page, default_timeout=60).run()
+    assert not at.exception, at.exception
+    shown = shown_table(at, "ratio")
+    assert len(shown) == 30_000 and shown["ratio"].iloc[0] == "1.00x" and shown["p"].iloc[-1] == "1e-11"
