@@ -86,10 +86,6 @@ def _values(view: pd.DataFrame) -> tuple[list[str], list[str]]:
     return [p[0] for p in pairs], [p[1] for p in pairs]
 
 
-# How the table's numeric columns read (``links.grid``'s ``shown_as``): as `mlaperf compare` prints them.
-SHOWN_AS = {"ratio": fmt.fmt_ratio, "p": fmt.fmt_p}
-
-
 def renamed(cmp: pd.DataFrame, machine: str) -> list[Rename]:
     """The page's series that look renamed (``regressions.renames``: the pairing of `mlaperf compare`'s report), each
     side a row of ``cmp`` (its ``Index`` the frame's)."""
@@ -106,8 +102,8 @@ def table_rows(cmp: pd.DataFrame, shown: Sequence[str], history_link: Callable[[
                renamed: Mapping[Any, str] | None = None) -> tuple[pd.DataFrame, str]:
     """The rows (of :func:`with_labels`' frame) of the statuses ``shown``, by status then worst change first,
     and a note naming the threshold when every row has the same (its column then left out); ratio and p are
-    numbers (:data:`SHOWN_AS` draws them). ``history_link``: benchmark, series key (``data.compare``'s
-    ``series_key``) -> URL; ``renamed``: :func:`renamed_cells`."""
+    numbers (``fmt.SHOWN_AS`` draws them as `mlaperf compare` prints them). ``history_link``: benchmark, series
+    key (``data.compare``'s ``series_key``) -> URL; ``renamed``: :func:`renamed_cells`."""
     view = cmp[cmp["status"].isin(shown)]
     order = {s: i for i, s in enumerate(STATUS_TITLES)}
     view = view.assign(_o=view["status"].map(order), _w=-view["slowdown"].fillna(0)).sort_values(["_o", "_w"])
@@ -119,7 +115,7 @@ def table_rows(cmp: pd.DataFrame, shown: Sequence[str], history_link: Callable[[
         "history": [history_link(b, k) for b, k in zip(view["benchmark"], view["series_key"], strict=True)],
         "before": before,
         "after": after,
-        "ratio": view["ratio"],  # numbers, drawn as SHOWN_AS says: sorted by number, not as text
+        "ratio": view["ratio"],  # numbers, drawn as fmt.SHOWN_AS says: sorted by number, not as text
         # The value's own relative change (a rate 4,174 -> 18,780 reads +350% better), not the slowdown's.
         # A changed benchmark (new asv version) measured other code at each side: not judged worse or better.
         "change": [change_text(st, b, h, d)

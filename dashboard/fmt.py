@@ -7,7 +7,7 @@ subject, run versions and kernel configs. Pure functions: no Streamlit, no datab
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import pandas as pd
@@ -32,6 +32,7 @@ from regressions.units import (
 
 __all__ = [
     "SHA_LEN",
+    "SHOWN_AS",
     "TIME_UNITS",
     "axis_title",
     "axis_unit",
@@ -63,6 +64,9 @@ __all__ = [
 ]
 
 SHA_LEN = 8
+# How a grid's ratio and p columns read, kept as numbers so a header click sorts them by number (text sorts
+# "12.0x" before "2.00x" and "0.0004" before "3e-11"): ``links.grid``'s and ``publish_tables.table``'s shown_as.
+SHOWN_AS: Mapping[str, Callable[[Any], str]] = {"ratio": fmt_ratio, "p": fmt_p}
 
 
 def axis_unit(values: Any, unit: str | None) -> tuple[float, str]:

@@ -88,8 +88,8 @@ def regression_rows(view: pd.DataFrame, *, all_machines: bool, history_link: His
         "series": view["series_name"],
         "commits": _commits(view),
         "before → after": _before_after(view),
-        "ratio": view["ratio"].map(fmt.fmt_ratio),
-        "p": view["p_value"].map(fmt.fmt_p),
+        "ratio": view["ratio"].astype(float),  # numbers, drawn as fmt.SHOWN_AS says
+        "p": view["p_value"].astype(float),
         "fixed at": view["fixed_sha"].map(lambda s: fmt.short_sha(s) if isinstance(s, str) else ""),
         "history": [history_link(m, b, k) for m, b, k in
                     zip(view["machine"], view["benchmark"], view["params_key"], strict=True)],
@@ -122,7 +122,7 @@ def closed_rows(shown: pd.DataFrame, names: Mapping[str, Sequence[str]], *, all_
         "series": frames.series_label(shown["benchmark"], shown["params_key"], names),
         "commits": [fmt.commit_range(p, s) for p, s in zip(shown["parent_sha"], shown["sha"], strict=True)],
         "before → after": _before_after(shown),
-        "ratio": shown["ratio"].map(fmt.fmt_ratio),
+        "ratio": shown["ratio"].astype(float),
         "reason": shown["reason"],
         "history": [history_link(m, b, k) for m, b, k in
                     zip(shown["machine"], shown["benchmark"], shown["params_key"], strict=True)],

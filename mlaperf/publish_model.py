@@ -141,7 +141,7 @@ def group_pages(regs: pd.DataFrame, groups: pd.DataFrame, param_names: Mapping[s
             else head["parent (good)"],
             "head": link.commit(g["sha"], head["commit (first bad)"]),
             "message": str(g["message"] or "").strip(),
-            "table": table(rows.drop(columns="compare"), {"history": "plot"}),
+            "table": table(rows.drop(columns="compare"), {"history": "plot"}, shown_as=fmt.SHOWN_AS),
         })
     return out
 

@@ -104,7 +104,7 @@ def main() -> None:
         "change": 90,
         "p": 45,
         "method": 100,
-    }, shown_as=model.SHOWN_AS)
+    }, shown_as=fmt.SHOWN_AS)
     st.caption("change: direction-aware (worse means slower, or lower throughput)." + threshold_note)
     rows = list(cmp.itertuples())
     for status in (MISSING, REMOVED):  # what `mlaperf compare` says of them, in its words

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from dashboard import auth, closed, data, links, triage, widgets
+from dashboard import auth, closed, data, fmt, links, triage, widgets
 from dashboard import regressions_model as model
 
 
@@ -30,7 +30,7 @@ def _closed_section(ctx: widgets.Context, regs: pd.DataFrame, all_machines: bool
     out = model.closed_rows(closed.filter_closed(rows, statuses, kinds), data.param_names(ctx.url),
                             all_machines=all_machines, history_link=links.history)
     links.grid(out, key="reg_closed_table", links={"history": "plot"}, widths={
-        "status": 80, "series": links.FIT, "ratio": 55, "reason": 170, "history": 60})
+        "status": 80, "series": links.FIT, "ratio": 55, "reason": 170, "history": 60}, shown_as=fmt.SHOWN_AS)
 
 
 def _groups_table(group_frame: pd.DataFrame, all_machines: bool) -> None:
@@ -56,7 +56,8 @@ def _regressions_table(view: pd.DataFrame, all_machines: bool) -> None:
                widths={"group": 50, "status": 80, "series": links.FIT, "ratio": 55, "p": 55, "fixed at": 75,
                        "history": 60, "compare": 120, "assignee": 90},
                column_config={"note": st.column_config.TextColumn("triage note", width="medium"),
-                              "issue": st.column_config.LinkColumn("issue", display_text="issue", width=55)})
+                              "issue": st.column_config.LinkColumn("issue", display_text="issue", width=55)},
+               shown_as=fmt.SHOWN_AS)
     st.caption(
         "ratio: the detector's step, level after / level before in the benchmark's unit, each level the median "
         "of several commits of the series (so it is steadier than one pair of runs). Compare's ratio is a "

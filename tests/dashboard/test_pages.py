@@ -267,7 +267,8 @@ def test_regressions_groups_and_rows(monkeypatch: pytest.MonkeyPatch, seeded: Se
     groups = table(at, "commit (first bad)")
     assert len(groups) == 1 and groups["state"].iloc[0].startswith("fixed")
     assert groups["parent (good)"].iloc[0].startswith(seeded.shas[SLOW_FROM - 1][:8])
-    rows = table(at, "before → after")
+    rows = shown_table(at, "before → after")
+    assert table(at, "before → after")["ratio"].dtype == float  # sorted as numbers, drawn as text
     assert "status" not in rows and "group" not in rows  # one group, one status: said by the group table
     mma = r"impl=mma\b|variant=mma"  # the decode kernel and the step variants that run it
     assert rows["series"].str.contains(mma).all() and not rows["series"].str.contains("simt|baseline").any()
