@@ -25,6 +25,7 @@ from regressions.units import fmt_ratio
 
 MIN_TAIL = 2  # trailing name parts (class and method) that pair a case on their own
 MIN_MOVES = 2  # pairs of one move (old prefix -> new prefix) that pair cases sharing only the method
+MAX_PATTERN_CHARS = 1_000  # a longer removal pattern is counted, not written out
 LISTED = 10  # removal patterns a note spells out; the rows name the others
 
 
@@ -69,12 +70,24 @@ def _key(row: Row) -> tuple[str, str, str]:
     return row.machine, json.dumps(dict(row.params), sort_keys=True, default=str), row.unit or ""
 
 
-def _closest(row: Row, others: Sequence[Row]) -> Row | None:
-    """The one row of ``others`` whose name ends most like ``row``'s (one part at least), None on a tie."""
-    scored = [(_tail(row.benchmark, o.benchmark), i) for i, o in enumerate(others)]
-    best = max((s for s, _ in scored), default=0)
-    hits = [i for s, i in scored if s == best]
-    return others[hits[0]] if best and len(hits) == 1 else None
+def _suffixes(rows: Sequence[Row]) -> dict[tuple[str, ...], list[Row]]:
+    """Each trailing run of dotted parts (1, 2, ... all) -> the rows whose names end so."""
+    index: dict[tuple[str, ...], list[Row]] = defaultdict(list)
+    for row in rows:
+        parts = tuple(row.benchmark.split("."))
+        for n in range(1, len(parts) + 1):
+            index[parts[-n:]].append(row)
+    return index
+
+
+def _closest(row: Row, index: Mapping[tuple[str, ...], list[Row]]) -> Row | None:
+    """The one indexed row whose name ends most like ``row``'s (one part at least), None on a tie."""
+    parts = tuple(row.benchmark.split("."))
+    for n in range(len(parts), 0, -1):
+        hits = index.get(parts[-n:])
+        if hits:
+            return hits[0] if len(hits) == 1 else None
+    return None
 
 
 def _moved(old: str, new: str) -> tuple[str, str]:
@@ -98,9 +111,10 @@ def renames(rows: Iterable[Row]) -> list[Rename]:
             new[_key(row)].append(row)
     found = []
     for key, olds in gone.items():
+        to_index, from_index = _suffixes(new.get(key, [])), _suffixes(olds)
         for old in olds:
-            to = _closest(old, new.get(key, []))
-            if to is not None and _closest(to, olds) is old:  # the closest both ways: one pairing only
+            to = _closest(old, to_index)
+            if to is not None and _closest(to, from_index) is old:  # the closest both ways: one pairing only
                 found.append(Rename(old, to))
     moves = Counter(_moved(r.old.benchmark, r.new.benchmark) for r in found)
     kept = [r for r in found if _tail(r.old.benchmark, r.new.benchmark) >= MIN_TAIL
@@ -128,15 +142,20 @@ def removal_patterns(found: Sequence[Rename], rows: Iterable[Row]) -> list[str]:
         seen[row.benchmark.split(".")[0]].add(row.benchmark)
         if row.base_status == SIDE_OK:
             measured[row.benchmark].add(case_text(row.benchmark, case_params(row.params)))
+    cases_of: dict[str, set[str]] = defaultdict(set)
+    for name, case in renamed:
+        cases_of[name].add(case)
+    by_module: dict[str, list[str]] = defaultdict(list)
+    for name in sorted(old):
+        by_module[name.split(".")[0]].append(name)
     patterns = []
-    for module in sorted({name.split(".")[0] for name in old}):
-        names = sorted(n for n in old if n.split(".")[0] == module)
-        if "." in names[0] and seen[module] <= old:
+    for module, names in sorted(by_module.items()):
+        whole = [n for n in names if measured[n] <= cases_of[n]]  # every case base measured is renamed
+        if "." in names[0] and seen[module] <= old and len(whole) == len(names):
             patterns.append(_literal(module) + ".*")
             continue
         for name in names:
-            cases = {case for n, case in renamed if n == name}
-            patterns += [_literal(name)] if measured[name] <= cases else sorted(map(_literal, cases))
+            patterns += [_literal(name)] if name in whole else sorted(map(_literal, cases_of[name]))
     return patterns
 
 
@@ -165,11 +184,25 @@ def renamed_note(found: Sequence[Rename], rows: Sequence[Row], code: Callable[[s
                    "pyproject.toml) and the check passes:")
 
 
+def toml_string(text: str) -> str:
+    """``text`` as an ASCII TOML basic string that reads back as ``text`` (json.dumps writes a character outside the
+    BMP as a surrogate pair, which TOML refuses); ``<`` escaped, so the report's marker cannot appear in it."""
+    def one(c: str) -> str:
+        if c in '"\\':
+            return "\\" + c
+        if " " <= c <= "~" and c != "<":
+            return c
+        return f"\\u{ord(c):04x}" if ord(c) <= 0xFFFF else f"\\U{ord(c):08x}"
+    return '"' + "".join(map(one, text)) + '"'
+
+
 def removal_lines(found: Sequence[Rename], rows: Sequence[Row]) -> list[str]:
     """The ``removed`` list of the missing renamed cases (:func:`removal_patterns`) as TOML lines, at most
     :data:`LISTED` patterns."""
     patterns = removal_patterns([r for r in found if r.old.status == MISSING], rows)
-    lines = ["removed = [", *(f"  {json.dumps(p)}," for p in patterns[:LISTED])]
-    if len(patterns) > LISTED:
-        lines.append(f"  # and {len(patterns) - LISTED:,} more: the old names of the rows marked renamed?")
+    strings = [toml_string(p) for p in patterns]
+    shown = [s for s in strings if len(s) <= MAX_PATTERN_CHARS][:LISTED]  # whole or not at all: a cut one breaks TOML
+    lines = ["removed = [", *(f"  {s}," for s in shown)]
+    if len(strings) > len(shown):
+        lines.append(f"  # and {len(strings) - len(shown):,} more: the old names of the rows marked renamed?")
     return [*lines, "]"]

@@ -149,7 +149,7 @@ def renamed_markdown(found: Sequence[Rename], comparisons: Sequence[Comparison],
     note = renamed_note(found, comparisons, lambda t: md_code(t, table=False), status=status)
     if status != MISSING:
         return note
-    return "\n".join([note, "", "```toml", *map(_neutral, removal_lines(found, comparisons)), "```"])
+    return "\n".join([note, "", "```toml", *removal_lines(found, comparisons), "```"])  # ASCII, no '<', no newline
 
 
 # (status, heading, collapsed) in the order of severity: rows are kept in this order under the cap.

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 from types import SimpleNamespace
 
+import pytest
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Session
 
@@ -113,3 +114,47 @@ def test_removal_patterns_name_no_case_that_was_not_renamed() -> None:
     settings = parse_settings({"removed": patterns}, "t")
     assert [settings.is_removed(r.benchmark, r.params) for r in rows if r.status != "new"] == [
         True, True, False, True, False, True]
+
+
+def _case(benchmark: str, status: str, **params: str) -> Comparison:
+    sides = {"missing": ("ok", "missing"), "new": ("absent", "ok"), "unchanged": ("ok", "ok")}[status]
+    base, head = (1.0 if s == "ok" else None for s in sides)
+    return Comparison(benchmark=benchmark, params=params, machine="m", unit="seconds", direction="up_is_worse",
+                      threshold=0.05, status=status, base_status=sides[0], head_status=sides[1], base=base, head=head,
+                      ratio=1.0 if base and head else None, slowdown=None, significant=False, regression=False,
+                      method="none", p_value=None)
+
+
+def test_the_pasted_block_declares_exactly_the_renamed_cases_whatever_their_names(tmp_path: Path) -> None:
+    """Names a review brought: a dotted name the comment's link guard split with a zero-width space (the pasted
+    pattern then matched nothing), a case of 11 parameters (its line was cut at 200 characters: not TOML), an
+    emoji (written as a surrogate pair: not TOML), and a module whose other case went unpaired (``bench_attn.*``
+    declared it removed too)."""
+    wide = {f"p{i:02d}": f"'value-number-{i}'" for i in range(11)}
+    rows = [_case("bench_http.Client.time_get", "missing"), _case("bench_http2.Client.time_get", "new"),
+            _case("bench_http.Server.time_serve", "unchanged"),
+            _case("bench_wide.W.time_w", "missing", **wide), _case("bench_wider.W.time_w", "new", **wide),
+            _case("bench_wide.W.time_w", "unchanged", p00="'other'"),
+            _case("bench_str.Encode.time_utf8", "missing", text="'\U0001f600'"),
+            _case("bench_text.Encode.time_utf8", "new", text="'\U0001f600'"),
+            _case("bench_str.Encode.time_utf8", "unchanged", text="'a'"),
+            _case("bench_attn.F.time_fwd", "missing", backend="'triton'"),
+            _case("bench_attention.F.time_fwd", "new", backend="'triton'"),
+            _case("bench_attn.F.time_fwd", "missing", backend="'torch'")]
+    assert len(renames(rows)) == 4
+    md = compare_markdown(rows, base=BASE, head=HEAD, machines=["m"], threshold_note="threshold 5%")
+    (block,) = re.findall(r"\n```toml\n(.*?)\n```", md, flags=re.S)
+    assert block.isascii() and "\u2026" not in block and max(map(len, block.splitlines())) > 200, block
+    (tmp_path / "mlaperf.toml").write_text(block)
+    settings = load_settings(tmp_path / "mlaperf.toml")
+    gone = [c for c in rows if c.status == "missing"]
+    assert [settings.is_removed(c.benchmark, c.params) for c in gone] == [True, True, True, True, False], block
+    assert not any(settings.is_removed(c.benchmark, c.params) for c in rows if c.status != "missing")
+
+
+def test_report_perf_times_the_pairs_it_means(capsys: pytest.CaptureFixture[str]) -> None:
+    """``benchmarks/scripts/report_perf``'s rows pair as its docstring says (else it would time something else)."""
+    from benchmarks.scripts import report_perf
+
+    assert report_perf.measure(100, "mixed")["pairs"] == 8 and report_perf.measure(100, "moved")["pairs"] == 50
+    assert report_perf.main(["--rows", "100"]) == 0 and "target: each step at most 2 s" in capsys.readouterr().out
